@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make repro` (set up, run the pipeline) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU wheel; installed before the project so its torch range never pulls a CUDA build.
+# Elsewhere, e.g.: make setup TORCH_SPEC=torch==2.13.0 TORCH_PIP_ARGS="--index-url <cpu index>"
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+PIP_QUIET ?= -q
+STAMP := $(VENV)/.gnnpipe-installed
+
+.PHONY: setup repro test clean-data help
+
+help:
+	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
+	@echo "make test    set up $(VENV) and run the test suite"
+	@echo "make setup   only create $(VENV) and install gnnpipe with its test extras"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || \
+		$(BIN)/python -m pip install $(PIP_QUIET) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test]"
+	touch $@
+
+setup: $(STAMP)
+
+repro: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
+
+test: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+
+clean-data:
+	rm -rf data/prepared data/split data/partition data/propagate data/baseline data/model \
+		metrics reports dvc_plots

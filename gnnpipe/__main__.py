@@ -1,0 +1,3 @@
+from gnnpipe.cli import main
+
+raise SystemExit(main())

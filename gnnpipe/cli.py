@@ -1,0 +1,51 @@
+"""``gnnpipe <stage>``: every pipeline stage as a subcommand, usable with or without DVC."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from gnnpipe.commands import STAGES
+
+DESCRIPTION = """\
+gnnpipe: a reproducible pipeline for training GNNs on large graphs.
+
+Stages (run in this order; `dvc repro` runs exactly the ones whose inputs changed):
+  prepare -> split -> partition, propagate -> baseline, train -> evaluate
+Every knob is in params.yaml (see README.md). Set GNNPIPE_DEBUG=1 for full tracebacks and
+GNNPIPE_PROGRESS=0 to hide progress bars.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gnnpipe", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    subparsers = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
+    for stage in STAGES:
+        module = importlib.import_module(f"gnnpipe.commands.{stage}")
+        sub = subparsers.add_parser(stage, help=module.HELP, description=module.__doc__,
+                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        sub.add_argument("--params", type=Path, default=Path("params.yaml"),
+                         help="params file (validated in full before anything runs)")
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one stage; user errors print one line to stderr and return 1 (no traceback)."""
+    args = build_parser().parse_args(argv)
+    try:
+        message = args.run(args)
+    except (ValueError, FileNotFoundError) as err:
+        if os.environ.get("GNNPIPE_DEBUG"):
+            traceback.print_exc()
+        print(f"gnnpipe {args.stage}: error: {err}", file=sys.stderr)
+        return 1
+    if message:
+        print(f"gnnpipe {args.stage}: {message}")
+    return 0

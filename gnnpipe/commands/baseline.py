@@ -1,0 +1,35 @@
+"""baseline: the structure-free MLP on the same split, cached apart from the GNN."""
+
+from pathlib import Path
+
+from gnnpipe import io
+from gnnpipe.config import load_params
+from gnnpipe.models import build_model
+from gnnpipe.progress import progress
+from gnnpipe.rng import torch_seed
+from gnnpipe.train import build_inputs, fit
+
+HELP = "train the structure-free MLP baseline (baseline section) on the same split"
+
+
+def add_arguments(parser):
+    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
+    parser.add_argument("--split", type=Path, default=Path("data/split"))
+    parser.add_argument("--out", type=Path, default=Path("data/baseline"))
+    parser.add_argument("--metrics", type=Path, default=Path("metrics/baseline.json"))
+    parser.add_argument("--history", type=Path, default=Path("metrics/baseline_history.csv"))
+
+
+def run(args):
+    params = load_params(args.params)
+    graph = io.read_graph(args.prepared)
+    roles = io.read_split_roles(args.split)
+    cfg = params.baseline
+    result = fit(lambda: build_model("mlp", graph.x.shape[1], graph.num_classes, cfg),
+                 build_inputs(graph.x), graph.y, roles, cfg, torch_seed(params.seed, "baseline"),
+                 progress=progress)
+    with io.atomic_dir(args.out) as out:
+        io.write_predictions(out, result.node_id, result.logits)
+    io.write_json(args.metrics, {"model": "mlp", **result.summary})
+    io.write_csv(args.history, result.history)
+    return f"mlp best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"

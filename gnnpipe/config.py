@@ -1,0 +1,246 @@
+"""Typed, validated view of ``params.yaml``.
+
+Every top-level section maps 1:1 to a dataclass below. ``load_params`` rejects unknown keys and
+values of the wrong type or outside the allowed set with a ``ParamsError`` (a ``ValueError``) that
+names the dotted key, what was given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+DEFAULT_PARAMS = "params.yaml"
+
+
+class ParamsError(ValueError):
+    """A params.yaml key is unknown, missing or has a bad value."""
+
+
+def _check(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+           high_open: bool = False) -> dict:
+    """Field metadata describing the numeric range a value must lie in."""
+    return {"low": low, "high": high, "low_open": low_open, "high_open": high_open}
+
+
+def num(default: Any, **bounds: Any) -> Any:
+    return field(default=default, metadata=_check(**bounds))
+
+
+# ----------------------------------------------------------------------------------- sections
+@dataclass(frozen=True)
+class SyntheticParams:
+    """Contextual degree-corrected SBM: class-correlated features and tunable homophily."""
+
+    num_nodes: int = num(20_000, low=2)
+    num_classes: int = num(5, low=2)
+    num_features: int = num(64, low=1)
+    avg_degree: float = num(10.0, low=0.0, low_open=True)
+    homophily: float = num(0.8, low=0.0, high=1.0)  # fraction of edges inside a class
+    degree_skew: float = num(1.0, low=0.0)  # sigma of log-normal degree propensities; 0 = uniform
+    feature_signal: float = num(1.0, low=0.0)  # norm of class-mean offsets vs unit noise
+    class_imbalance: float = num(0.0, low=0.0)  # class c has weight (c + 1) ** -imbalance; 0 = balanced
+
+
+@dataclass(frozen=True)
+class DatasetParams:
+    source: Literal["synthetic"] = "synthetic"
+    task: Literal["node"] = "node"
+    undirected: bool = True  # store both directions of every edge
+    dedup: bool = True  # drop repeated (src, dst) pairs; the count is reported
+    self_loops: Literal["remove", "keep"] = "remove"
+    synthetic: SyntheticParams = field(default_factory=SyntheticParams)
+
+
+@dataclass(frozen=True)
+class NodeSplitParams:
+    strategy: Literal["random", "stratified"] = "stratified"
+    mode: Literal["transductive", "inductive"] = "transductive"
+    # A float in (0, 1) is a fraction of all nodes; an int >= 1 is a count (per class if per_class).
+    train: Union[int, float] = num(0.6, low=0.0, low_open=True)
+    val: Union[int, float] = num(0.2, low=0.0, low_open=True)
+    test: Union[int, float] = num(0.2, low=0.0, low_open=True)
+    per_class: bool = False  # train size counted per class ("20 per class")
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    node: NodeSplitParams = field(default_factory=NodeSplitParams)
+
+
+@dataclass(frozen=True)
+class PartitionParams:
+    method: Literal["metis", "random"] = "metis"
+    num_parts: int = num(8, low=1)
+
+
+@dataclass(frozen=True)
+class PropagateParams:
+    hops: int = num(2, low=0)
+    norm: Literal["sym", "rw"] = "sym"
+    self_loops: bool = True
+    block_rows: int = num(65_536, low=1)  # rows of X processed at once; bounds peak memory
+
+
+@dataclass(frozen=True)
+class BaselineParams:
+    """The structure-free MLP trained on the same split as the GNN."""
+
+    hidden: int = num(64, low=1)
+    num_layers: int = num(2, low=1)
+    dropout: float = num(0.5, low=0.0, high=1.0, high_open=True)
+    lr: float = num(0.01, low=0.0, low_open=True)
+    weight_decay: float = num(0.0005, low=0.0)
+    epochs: int = num(200, low=1)
+    patience: int = num(50, low=1)  # epochs without val improvement before stopping
+
+
+@dataclass(frozen=True)
+class TrainParams(BaselineParams):
+    model: Literal["mlp", "gcn", "sage", "gat", "sign"] = "sage"
+    sampler: Literal["full", "sign"] = "full"
+    jk: Literal["none", "cat", "max"] = "none"  # jumping knowledge over layer outputs
+    heads: int = num(4, low=1)  # attention heads (gat only)
+    batch_size: int = num(1024, low=1)  # rows per step (sign sampler only)
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    min_gain: float = num(0.01, low=0.0)  # gnn_minus_mlp accuracy below this: "graph adds nothing"
+
+
+@dataclass(frozen=True)
+class Params:
+    seed: int = num(0, low=0)
+    dataset: DatasetParams = field(default_factory=DatasetParams)
+    split: SplitParams = field(default_factory=SplitParams)
+    partition: PartitionParams = field(default_factory=PartitionParams)
+    propagate: PropagateParams = field(default_factory=PropagateParams)
+    train: TrainParams = field(default_factory=TrainParams)
+    baseline: BaselineParams = field(default_factory=BaselineParams)
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+
+    def __post_init__(self) -> None:
+        model, sampler = self.train.model, self.train.sampler
+        if (model == "sign") != (sampler == "sign"):
+            raise ParamsError(
+                f"train.model={model!r} with train.sampler={sampler!r}: the sign model trains on "
+                "precomputed features, so use train.model=sign together with train.sampler=sign")
+
+
+# ---------------------------------------------------------------------------------- coercion
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of: " + ", ".join(str(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Value converted to ``tp`` or a ParamsError naming ``key``."""
+    origin = typing.get_origin(tp)
+    bad = ParamsError(f"params: {key}={value!r} is not valid; expected {_type_name(tp)}")
+    if origin is Literal:
+        if value in typing.get_args(tp) and not isinstance(value, bool):
+            return value
+        raise bad
+    if origin in (Union, types.UnionType):
+        for option in typing.get_args(tp):  # first match wins: int before float
+            try:
+                return _coerce(value, option, key)
+            except ParamsError:
+                continue
+        raise bad
+    if dataclasses.is_dataclass(tp):
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise ParamsError(f"params: {key} must be a mapping of keys, got {value!r}")
+        return _build(tp, value, key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+            return int(value)  # 1e6 in YAML is a float; accept it as a count
+        raise bad
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads "5e-4" as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad from None
+        raise bad
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    raise TypeError(f"unsupported params type {tp!r} for {key}")  # programming error
+
+
+def _check_range(value: Any, meta: typing.Mapping, key: str) -> None:
+    if not meta or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    low, high = meta.get("low"), meta.get("high")
+    if low is not None and (value < low or (meta["low_open"] and value == low)):
+        op = ">" if meta["low_open"] else ">="
+        raise ParamsError(f"params: {key}={value!r} is out of range; expected {op} {low}")
+    if high is not None and (value > high or (meta["high_open"] and value == high)):
+        op = "<" if meta["high_open"] else "<="
+        raise ParamsError(f"params: {key}={value!r} is out of range; expected {op} {high}")
+
+
+def _build(cls: type, raw: dict, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ParamsError(
+            f"params: unknown key {where}{unknown[0]}; allowed keys in "
+            f"{prefix or 'the top level'}: {', '.join(fields)}")
+    kwargs = {}
+    for name, value in raw.items():
+        key = f"{prefix}.{name}" if prefix else name
+        kwargs[name] = _coerce(value, hints[name], key)
+        _check_range(kwargs[name], fields[name].metadata, key)
+    return cls(**kwargs)
+
+
+def params_from_dict(raw: dict) -> Params:
+    """Params validated from a plain mapping (as parsed from YAML)."""
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params: the file must hold a mapping of sections, got {type(raw).__name__}")
+    return _build(Params, raw, "")
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
+    """Params read and validated from a YAML file (keys left out take their defaults)."""
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"params: file {path} not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"params: {path} is not valid YAML: {err}".replace("\n", " ")) from None
+    try:
+        return params_from_dict(raw)
+    except ParamsError as err:
+        raise ParamsError(str(err).replace("params:", f"{path}:", 1)) from None
+
+
+def to_dict(params: Any) -> dict:
+    """Plain nested dict of a params dataclass (for writing and hashing)."""
+    return dataclasses.asdict(params)

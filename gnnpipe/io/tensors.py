@@ -1,0 +1,62 @@
+"""Torch artifacts: plain dicts of tensors with a schema tag, read back with ``weights_only=True``."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from gnnpipe.io.atomic import atomic_path
+
+# name -> (dtype, ndim); dtype None accepts any floating dtype
+TensorSpec = Mapping[str, tuple[torch.dtype | None, int]]
+
+
+def save_tensors(path: str | Path, schema: str, tensors: Mapping[str, torch.Tensor],
+                 meta: Mapping[str, int | float | str] | None = None) -> None:
+    """Write ``{"schema": schema, "meta": meta, **tensors}`` atomically."""
+    payload = {"schema": schema, "meta": dict(meta or {})}
+    payload.update({name: t.contiguous() for name, t in tensors.items()})
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool = False) -> dict:
+    """Read a file written by ``save_tensors`` and check its schema tag, names, dtypes and ranks.
+
+    Never unpickles arbitrary objects (``weights_only=True``). Raises ``ValueError`` naming the
+    file and what was wrong.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path}: not a readable gnnpipe torch artifact ({reason[:200]})") from None
+    if not isinstance(payload, dict) or payload.get("schema") != schema:
+        found = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
+        raise ValueError(f"{path}: expected a {schema!r} artifact, found {found!r}")
+    for name, (dtype, ndim) in spec.items():
+        tensor = payload.get(name)
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"{path}: missing tensor {name!r} of the {schema!r} schema")
+        if dtype is None and not tensor.is_floating_point():
+            raise ValueError(f"{path}: tensor {name!r} must be floating point, found {tensor.dtype}")
+        if dtype is not None and tensor.dtype != dtype:
+            raise ValueError(f"{path}: tensor {name!r} must be {dtype}, found {tensor.dtype}")
+        if tensor.dim() != ndim:
+            raise ValueError(f"{path}: tensor {name!r} must have {ndim} dims, found shape "
+                             f"{tuple(tensor.shape)}")
+    return payload
+
+
+def save_state_dict(path: str | Path, schema: str, state: Mapping[str, torch.Tensor],
+                    meta: Mapping[str, int | float | str]) -> None:
+    """A model's weights with enough meta (model name, sizes) to rebuild it."""
+    with atomic_path(path) as tmp:
+        torch.save({"schema": schema, "meta": dict(meta), "state_dict": dict(state)}, tmp)

@@ -1,0 +1,117 @@
+"""Node splits and the per-phase message graphs that make them leak-free.
+
+``transductive``: labels are split, every phase passes messages over the whole graph.
+``inductive``: the train phase sees only edges among train nodes, the val phase edges among
+train and val nodes, the test phase the whole graph; nodes keep their global ids throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gnnpipe.config import NodeSplitParams
+from gnnpipe.graph import Csr, Graph
+
+PHASES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class NodeSplit:
+    roles: np.ndarray  # str (N,): "train" | "val" | "test" | "unused"
+    message_graphs: dict[str, Csr]  # one per phase; phases may share one object
+    mode: str
+
+    def nodes(self, role: str) -> np.ndarray:
+        """Node ids with ``role``: int64 (n_role,), ascending."""
+        return np.flatnonzero(self.roles == role)
+
+
+def _resolve_size(value: int | float, num_nodes: int, key: str) -> int:
+    if isinstance(value, float):
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"split.node.{key}={value} must be a fraction in (0, 1) or a count >= 1")
+        return int(round(value * num_nodes))
+    return int(value)
+
+
+def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
+    """Split ``total`` over groups in proportion to ``sizes`` (largest remainder), <= sizes."""
+    if sizes.sum() == 0 or total == 0:
+        return np.zeros_like(sizes)
+    quota = total * sizes / sizes.sum()
+    counts = np.floor(quota).astype(np.int64)
+    order = np.argsort(-(quota - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return np.minimum(counts, sizes)
+
+
+def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) -> NodeSplit:
+    """Assign every node a role and build the message graph of each phase.
+
+    Sizes are fractions of all nodes or counts (``per_class``: the train count is per class).
+    Raises ``ValueError`` when the sizes do not fit or a split would be empty.
+    """
+    n = graph.num_nodes
+    y = graph.y.numpy()
+    sizes = {key: _resolve_size(getattr(cfg, key), n, key) for key in PHASES}
+    if cfg.per_class:
+        if not isinstance(cfg.train, int):
+            raise ValueError(f"split.node.per_class=true needs split.node.train as a count per "
+                             f"class (e.g. 20), got {cfg.train}")
+        if cfg.strategy != "stratified":
+            raise ValueError("split.node.per_class=true needs split.node.strategy=stratified")
+    roles = np.full(n, "unused", dtype=object)
+    if cfg.strategy == "random":
+        need = sum(sizes.values())
+        if need > n:
+            raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {n}")
+        perm = rng.permutation(n)
+        start = 0
+        for key in PHASES:
+            roles[perm[start:start + sizes[key]]] = key
+            start += sizes[key]
+    else:
+        _stratify(y, graph.num_classes, sizes, cfg.per_class, rng, roles)
+    for key in PHASES:
+        if not (roles == key).any():
+            raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
+                             f"split.node.{key} (fraction or count)")
+    return NodeSplit(roles=roles.astype(str), message_graphs=message_graphs(graph.csr, roles, cfg.mode),
+                     mode=cfg.mode)
+
+
+def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class: bool,
+              rng: np.random.Generator, roles: np.ndarray) -> None:
+    """Fill ``roles`` class by class so every split keeps the label distribution."""
+    members = [rng.permutation(np.flatnonzero(y == c)) for c in range(num_classes)]
+    remaining = np.array([m.size for m in members], dtype=np.int64)
+    if per_class:
+        short = [c for c in range(num_classes) if 0 < remaining[c] < sizes["train"]]
+        if short:
+            raise ValueError(f"split.node.train={sizes['train']} per class, but class {short[0]} "
+                             f"has only {remaining[short[0]]} nodes")
+    taken = np.zeros(num_classes, dtype=np.int64)
+    for key in PHASES:
+        if key == "train" and per_class:
+            counts = np.minimum(sizes["train"], remaining)
+        else:
+            if sizes[key] > remaining.sum():
+                raise ValueError(f"split.node.{key}={sizes[key]} nodes, but only "
+                                 f"{int(remaining.sum())} remain after the earlier splits")
+            counts = _apportion(sizes[key], remaining)
+        for c in np.flatnonzero(counts):
+            roles[members[c][taken[c]:taken[c] + counts[c]]] = key
+        taken += counts
+        remaining -= counts
+
+
+def message_graphs(csr: Csr, roles: np.ndarray, mode: str) -> dict[str, Csr]:
+    """The graph each phase may pass messages over (see the module docstring)."""
+    if mode == "transductive":
+        return {phase: csr for phase in PHASES}
+    train = torch.from_numpy(roles == "train")
+    seen_by_val = train | torch.from_numpy(roles == "val")
+    return {"train": csr.restrict(train), "val": csr.restrict(seen_by_val), "test": csr}
