@@ -37,7 +37,8 @@ class TrainResult:
     logits: torch.Tensor  # float32 (M, C), each node scored on its own phase's graph
     state_dict: dict
     history: list[dict] = field(default_factory=list)
-    summary: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
+    perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
 
 
 def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.Tensor:
@@ -114,12 +115,12 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: 
         "best_epoch": best[1],
         "best_val_acc": round(best[0], 6),
         "epochs_run": epochs_run,
-        "seconds": round(seconds, 3),
-        "train_seeds_per_s": round(epochs_run * idx["train"].numel() / max(seconds, 1e-9), 1),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+    perf = {"seconds": round(seconds, 3),
+            "train_seeds_per_s": round(epochs_run * idx["train"].numel() / max(seconds, 1e-9), 1)}
     return TrainResult(node_id=node_id, logits=logits, state_dict=best_state, history=history,
-                       summary=summary)
+                       summary=summary, perf=perf)
 
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,

@@ -4,7 +4,6 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.models import build_model
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.train import build_inputs, fit
@@ -17,10 +16,14 @@ def add_arguments(parser):
     parser.add_argument("--split", type=Path, default=Path("data/split"))
     parser.add_argument("--out", type=Path, default=Path("data/baseline"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/baseline.json"))
+    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/baseline.json"),
+                        help="wall time and throughput (kept apart: they differ run to run)")
     parser.add_argument("--history", type=Path, default=Path("metrics/baseline_history.csv"))
 
 
 def run(args):
+    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
+
     params = load_params(args.params)
     graph = io.read_graph(args.prepared)
     roles = io.read_split_roles(args.split)
@@ -31,5 +34,6 @@ def run(args):
     with io.atomic_dir(args.out) as out:
         io.write_predictions(out, result.node_id, result.logits)
     io.write_json(args.metrics, {"model": "mlp", **result.summary})
+    io.write_json(args.perf, result.perf)
     io.write_csv(args.history, result.history)
     return f"mlp best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"

@@ -4,7 +4,6 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.models import build_model
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.train import build_inputs, fit
@@ -18,10 +17,14 @@ def add_arguments(parser):
     parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
     parser.add_argument("--out", type=Path, default=Path("data/model"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/train.json"))
+    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/train.json"),
+                        help="wall time and throughput (kept apart: they differ run to run)")
     parser.add_argument("--history", type=Path, default=Path("metrics/train_history.csv"))
 
 
 def run(args):
+    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
+
     params = load_params(args.params)
     cfg = params.train
     graph = io.read_graph(args.prepared)
@@ -45,5 +48,6 @@ def run(args):
                                                "num_classes": graph.num_classes,
                                                "num_hops": num_hops})
     io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary})
+    io.write_json(args.perf, result.perf)
     io.write_csv(args.history, result.history)
     return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"

@@ -1,0 +1,49 @@
+"""Shared fixtures: tiny graphs whose features equal node ids, and small synthetic params."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from gnnpipe.config import Params, SyntheticParams, params_from_dict
+from gnnpipe.graph import Graph, normalize_edges
+from gnnpipe.prepare import prepare
+
+
+@pytest.fixture(autouse=True)
+def _quiet_progress(monkeypatch):
+    monkeypatch.setenv("GNNPIPE_PROGRESS", "0")
+
+
+def make_tiny_graph(num_nodes: int = 12, num_classes: int = 3) -> Graph:
+    """A ring plus chords; ``x[:, 0] == node id`` so a wrong gather is visible."""
+    ring = np.arange(num_nodes)
+    src = np.concatenate([ring, ring[::3]])
+    dst = np.concatenate([(ring + 1) % num_nodes, (ring[::3] + 5) % num_nodes])
+    csr, _ = normalize_edges(src, dst, num_nodes, undirected=True, dedup=True,
+                             remove_self_loops=True)
+    x = torch.stack([torch.arange(num_nodes, dtype=torch.float32),
+                     torch.ones(num_nodes)], dim=1)
+    y = torch.arange(num_nodes) % num_classes
+    return Graph(csr=csr, x=x, y=y, num_classes=num_classes)
+
+
+@pytest.fixture
+def tiny_graph() -> Graph:
+    return make_tiny_graph()
+
+
+def small_params(**synthetic) -> Params:
+    """Default params with a small synthetic graph (fast enough for unit tests)."""
+    base = {"num_nodes": 1500, "num_features": 16, "avg_degree": 8.0, "num_classes": 3}
+    base.update(synthetic)
+    return params_from_dict({"dataset": {"synthetic": base}})
+
+
+@pytest.fixture
+def small_graph() -> Graph:
+    params = small_params()
+    return prepare(params.dataset, params.seed)[0]
