@@ -27,7 +27,7 @@ setup: $(STAMP)
 
 repro: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show metrics/eval.json
 
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
