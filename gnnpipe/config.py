@@ -8,6 +8,7 @@ names the dotted key, what was given and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -152,7 +153,10 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         raise bad
     if origin in (Union, types.UnionType):
-        for option in typing.get_args(tp):  # first match wins: int before float
+        options = typing.get_args(tp)
+        if isinstance(value, float) and float in options:  # 1.0 stays a fraction, not a count
+            return _coerce(value, float, key)
+        for option in options:  # first match wins: int before float
             try:
                 return _coerce(value, option, key)
             except ParamsError:
@@ -175,13 +179,15 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return int(value)  # 1e6 in YAML is a float; accept it as a count
         raise bad
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
         if isinstance(value, str):  # PyYAML reads "5e-4" as a string
             try:
-                return float(value)
+                value = float(value)
             except ValueError:
                 raise bad from None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # NaN would pass every range check
+                raise ParamsError(f"params: {key}={value!r} is not a finite number")
+            return float(value)
         raise bad
     if tp is str:
         if isinstance(value, str):

@@ -11,6 +11,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale(path: Path) -> None:
+    """Temp folders a killed writer of ``path`` left behind (never read: only renames publish)."""
+    for stale in path.parent.glob(f".{path.name}.*"):
+        if stale.suffix in (".tmp", ".old") and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success fsync and rename it onto ``path``.
@@ -20,6 +33,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -41,7 +55,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         if path.exists():

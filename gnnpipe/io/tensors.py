@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-import zipfile
 from pathlib import Path
 from typing import Mapping
 
@@ -35,12 +33,14 @@ def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool 
         raise ValueError(f"{path}: file not found; run the stage that produces it first")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"{path}: not a readable gnnpipe torch artifact ({reason[:200]})") from None
     if not isinstance(payload, dict) or payload.get("schema") != schema:
         found = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path}: expected a {schema!r} artifact, found {found!r}")
+    if not isinstance(payload.get("meta"), dict):
+        raise ValueError(f"{path}: missing the 'meta' mapping of the {schema!r} schema")
     for name, (dtype, ndim) in spec.items():
         tensor = payload.get(name)
         if not isinstance(tensor, torch.Tensor):
