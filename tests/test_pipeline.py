@@ -29,9 +29,8 @@ def _ran(output: str) -> set[str]:
     return set(re.findall(r"Running stage '([\w-]+)'", output))
 
 
-@pytest.fixture(scope="module")
-def scratch_repo(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("repo")
+def make_scratch_repo(repo: Path) -> Path:
+    """A committed copy of the pipeline in ``repo`` with a small graph and short training."""
     for name in ("dvc.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore"):
         source = REPO / name
         target = repo / name
@@ -52,6 +51,11 @@ def scratch_repo(tmp_path_factory) -> Path:
     _run(git + ["add", "-A"], repo)
     _run(git + ["commit", "-qm", "scratch"], repo)
     return repo
+
+
+@pytest.fixture(scope="module")
+def scratch_repo(tmp_path_factory) -> Path:
+    return make_scratch_repo(tmp_path_factory.mktemp("repo"))
 
 
 def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):

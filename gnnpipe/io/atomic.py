@@ -6,9 +6,14 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+# Set to a file name to SIGKILL the writer after that file's temp copy is complete but before
+# it is renamed into place: the worst moment for a crash, reproduced on demand.
+FAULT_ENV = "GNNPIPE_FAULT_KILL_BEFORE_RENAME"
 
 
 def _umask() -> int:
@@ -40,6 +45,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        if os.environ.get(FAULT_ENV) == path.name:  # fault injection for tests/test_faults.py
+            os.kill(os.getpid(), signal.SIGKILL)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
