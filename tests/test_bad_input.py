@@ -1,0 +1,148 @@
+"""Bad input gets one line naming the file, column or key, a non-zero exit, and no outputs.
+
+Source-level cases (user tables with bad ids, NaN features, missing labels, ...) run through
+``gnnpipe prepare`` in tests/test_sources.py; here the same contract is checked for params and
+for every stage reading a damaged upstream artifact.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gnnpipe.cli import main
+
+SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 8, "num_classes": 3}},
+         "train": {"epochs": 5}, "baseline": {"epochs": 5}, "partition": {"num_parts": 2}}
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def _fails(stage: str, folder: Path, capsys) -> str:
+    """Run ``stage``; assert exit 1, a single stderr line, and that no file was written."""
+    before = _files(folder)
+    assert main([stage]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert _files(folder) == before, "a failing stage wrote files"
+    return err
+
+
+@pytest.fixture
+def prepared(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(SMALL))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"train": {"lrr": 0.1}}, r"unknown key train.lrr; allowed keys in train: .*lr"),
+    ({"dataset": {"synthetic": {"homophily": 2}}}, r"dataset.synthetic.homophily=2.0 is out of range; expected <= 1.0"),
+    ({"train": {"sampler": "magic"}}, r"train.sampler='magic' is not valid; expected one of"),
+    ({"seed": "zero"}, r"seed='zero' is not valid; expected int"),
+    ({"split": {"node": {"train": 0.9, "val": 0.1, "test": 0.1, "strategy": "random"}}},
+     r"exceeds the graph"),
+])
+def test_bad_params(tmp_path, monkeypatch, capsys, params, message):
+    monkeypatch.chdir(tmp_path)
+    merged = {**SMALL, **params}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(merged))
+    stage = "split" if "split" in params else "prepare"
+    if stage == "split":
+        assert main(["prepare"]) == 0
+        capsys.readouterr()
+    assert re.search(message, _fails(stage, tmp_path, capsys))
+
+
+def test_params_file_that_is_not_yaml(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("train: [unclosed\n")
+    assert "params.yaml is not valid YAML" in _fails("prepare", tmp_path, capsys)
+
+
+def test_truncated_torch_artifact(prepared, capsys):
+    graph = prepared / "data/prepared/graph.pt"
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    err = _fails("split", prepared, capsys)
+    assert "data/prepared/graph.pt: not a readable gnnpipe torch artifact" in err
+
+
+def test_torch_artifact_holding_an_arbitrary_object_is_never_unpickled(prepared, capsys):
+    marker = prepared / "unpickled"
+
+    class Evil:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    torch.save(Evil(), prepared / "data/prepared/graph.pt")
+    err = _fails("split", prepared, capsys)
+    assert "data/prepared/graph.pt" in err and not marker.exists()
+
+
+def test_artifact_of_another_kind(prepared, capsys):
+    split_graph = prepared / "data/split/message_train.pt"
+    (prepared / "data/prepared/graph.pt").write_bytes(split_graph.read_bytes())
+    err = _fails("split", prepared, capsys)
+    assert "expected a 'gnnpipe.graph/1' artifact, found 'gnnpipe.csr/1'" in err
+
+
+def test_edge_index_out_of_range_in_a_message_graph(prepared, capsys):
+    path = prepared / "data/split/message_train.pt"
+    payload = torch.load(path, weights_only=True)
+    payload["indices"][0] = 10**6
+    with open(path, "wb") as handle:
+        torch.save(payload, handle)
+    err = _fails("partition", prepared, capsys)
+    assert "data/split/message_train.pt: indices hold node ids outside [0, 600)" in err
+
+
+def test_corrupt_parquet(prepared, capsys):
+    (prepared / "data/split/nodes.parquet").write_bytes(b"PAR1 not really")
+    err = _fails("baseline", prepared, capsys)
+    assert "data/split/nodes.parquet: not a readable Parquet file" in err
+
+
+def test_parquet_with_unknown_split_role(prepared, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = prepared / "data/split/nodes.parquet"
+    table = pq.read_table(path)
+    roles = table.column("split").to_pylist()
+    roles[0] = "holdout"
+    table = table.set_column(1, "split", pa.array(roles))
+    pq.write_table(table, path)
+    err = _fails("baseline", prepared, capsys)
+    assert "column 'split' has unknown roles ['holdout']" in err
+
+
+def test_labels_out_of_range(prepared, capsys):
+    path = prepared / "data/prepared/graph.pt"
+    payload = torch.load(path, weights_only=True)
+    payload["y"][3] = 7
+    with open(path, "wb") as handle:
+        torch.save(payload, handle)
+    assert "labels outside [0, 3)" in _fails("split", prepared, capsys)
+
+
+def test_missing_upstream_artifact(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(SMALL))
+    err = _fails("train", tmp_path, capsys)
+    assert "data/prepared/graph.pt: file not found; run the stage that produces it first" in err
+
+
+@pytest.mark.parametrize("node_split, message", [
+    ({"train": 0.6, "val": 0.0001, "test": 0.2}, "split.node.val resolves to 0 nodes"),
+    ({"train": 400, "per_class": True}, r"split.node.train=400 per class, but class \d has only"),
+])
+def test_split_that_cannot_be_made(prepared, capsys, node_split, message):
+    (prepared / "params.yaml").write_text(yaml.safe_dump({**SMALL, "split": {"node": node_split}}))
+    assert re.search(message, _fails("split", prepared, capsys))
