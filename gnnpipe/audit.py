@@ -12,6 +12,7 @@ import torch
 from gnnpipe.graph import Csr
 
 PHASES = ("train", "val", "test")
+HELD_OUT_ROLES = ("val", "test")
 
 # Nodes whose edges each phase's message graph may contain, by mode.
 VISIBLE_ROLES = {
@@ -32,8 +33,14 @@ def _is_subset(sub: Csr, full: Csr) -> bool:
 
 
 def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
-                     message_graphs: dict[str, Csr], full: Csr, mode: str) -> dict:
-    """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed."""
+                     message_graphs: dict[str, Csr], full: Csr, mode: str, *,
+                     timestamps: np.ndarray | None = None, separated: bool = False) -> dict:
+    """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed.
+
+    ``timestamps`` (N,) given (strategy time): every train node must be no later than every val
+    node, and val no later than test. ``separated`` (strategy cluster by components): no edge of
+    the graph may join nodes of two different splits.
+    """
     checks: list[dict] = []
 
     def check(name: str, passed: bool, detail: str) -> None:
@@ -63,6 +70,15 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
               + (f" (first: node {int(bad_nodes[0])}, {roles[int(bad_nodes[0])]})"
                  if bad_nodes.numel() else ""))
 
+    cross = _cross_split_edges(roles, full)
+    if separated:
+        joined = {pair: count for pair, count in cross.items() if count}
+        check("splits_not_adjacent", not joined,
+              f"edges between splits: {joined}" if joined else "no edge joins two splits")
+    if timestamps is not None:
+        order_ok, detail = _time_order(roles, timestamps)
+        check("splits_in_time_order", order_ok, detail)
+
     balance = {}
     for role in PHASES:
         per_class = np.bincount(y[roles == role], minlength=num_classes)
@@ -79,6 +95,136 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
         "class_balance": balance,
         "classes_missing": {role: cls for role, cls in missing.items() if cls},
         "structure_shared_across_phases": mode == "transductive",
+        "cross_split_edges": cross,
+    }
+
+
+def _cross_split_edges(roles: np.ndarray, full: Csr) -> dict[str, int]:
+    """Stored edges of the whole graph joining two different splits, per pair of splits."""
+    code = np.full(roles.size, len(PHASES), dtype=np.int64)  # unused
+    for i, role in enumerate(PHASES):
+        code[roles == role] = i
+    code = torch.from_numpy(code)
+    a, b = code[full.indices], code[full.targets()]
+    counts = torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b), minlength=16)
+    return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
+            for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
+
+
+def _time_order(roles: np.ndarray, timestamps: np.ndarray) -> tuple[bool, str]:
+    spans = {role: (timestamps[roles == role].min(), timestamps[roles == role].max())
+             for role in PHASES if (roles == role).any()}
+    ok = all(spans[a][1] <= spans[b][0] for a, b in (("train", "val"), ("val", "test"))
+             if a in spans and b in spans)
+    detail = ", ".join(f"{role} [{float(lo):.6g}, {float(hi):.6g}]" for role, (lo, hi) in spans.items())
+    return ok, detail
+
+
+# ------------------------------------------------------------------------------------ links
+# Held-out roles whose pairs each phase's message graph must not hold, in either direction.
+LINK_HIDDEN = {"train": ("val", "test"), "val": ("val", "test"), "test": ("test",)}
+LINK_ROLES = ("message", "train_supervision", "val", "test")
+
+
+def _pairs(edges: torch.Tensor, n: int) -> np.ndarray:
+    """Unordered pair key ``min * N + max`` of every edge of an int64 (2, E): (E,)."""
+    src, dst = edges[0].numpy(), edges[1].numpy()
+    return np.minimum(src, dst) * n + np.maximum(src, dst)
+
+
+def _describe(keys: np.ndarray, n: int) -> str:
+    return f"{keys.size} pairs (first: {int(keys[0] // n)}-{int(keys[0] % n)})" if keys.size else "none"
+
+
+def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict[str, Csr],
+                     negatives: dict[str, torch.Tensor], *, disjoint: bool) -> dict:
+    """Audit report of a link split (JSON-ready); ``report["passed"]`` False if any check failed.
+
+    ``edges`` role -> int64 (2, E) positives (LINK_ROLES); ``negatives`` "val"/"test" -> int64
+    (P, K) targets whose heads are ``edges[phase][0]``; ``disjoint``: supervision-only edges
+    exist and must be absent from the train graph. Pairs are compared unordered, so an edge
+    counts as present whichever direction is stored.
+    """
+    n = full.num_nodes
+    checks: list[dict] = []
+
+    def check(name: str, passed: bool, detail: str) -> None:
+        checks.append({"check": name, "passed": bool(passed), "detail": detail})
+
+    full_src, full_dst = full.indices.numpy(), full.targets().numpy()
+    full_directed = np.unique(full_src * n + full_dst)
+    not_loop = full_src != full_dst
+    full_pairs = np.unique(np.minimum(full_src, full_dst)[not_loop] * n
+                           + np.maximum(full_src, full_dst)[not_loop])
+    pairs = {role: np.unique(_pairs(edges[role], n)) for role in LINK_ROLES}
+
+    loops = {role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES}
+    check("positives_not_self_loops", not any(loops.values()), f"self-loops per role: {loops}")
+    outside = {role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
+                                   full_directed)).sum()) for role in LINK_ROLES}
+    check("positives_are_graph_edges", not any(outside.values()),
+          f"positives that are not edges of the prepared graph: {outside}")
+    training = ("train_supervision", "message") if disjoint else ("train_supervision",)
+    overlap = {}
+    for i, first in enumerate(training + HELD_OUT_ROLES):
+        for second in (training + HELD_OUT_ROLES)[i + 1:]:
+            shared = np.intersect1d(pairs[first], pairs[second])
+            if shared.size:
+                overlap[f"{first}&{second}"] = _describe(shared, n)
+    check("positives_disjoint", not overlap,
+          f"shared pairs: {overlap}" if overlap else "supervision, val and test share no pair"
+          + (" (nor message and supervision)" if disjoint else ""))
+    if not disjoint:
+        same = np.array_equal(pairs["message"], pairs["train_supervision"])
+        check("supervision_is_message", same, "without disjoint_train_ratio every training "
+              "edge both passes messages and supervises")
+    assigned = np.unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
+    lost = np.setdiff1d(full_pairs, assigned)
+    check("every_edge_assigned", lost.size == 0, f"edges in no role: {_describe(lost, n)}")
+
+    message_edges = {}
+    for phase in PHASES:
+        graph = message_graphs[phase]
+        message_edges[phase] = graph.num_edges
+        check(f"message_{phase}_within_graph", _is_subset(graph, full),
+              "every message edge is an edge of the prepared graph")
+        hidden = LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
+        seen = np.unique(_pairs(graph.edge_index(), n))
+        leaked = {role: _describe(np.intersect1d(seen, pairs[role]), n) for role in hidden
+                  if np.intersect1d(seen, pairs[role]).size}
+        check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,
+              f"leaked (either direction): {leaked}" if leaked else
+              f"no {'/'.join(hidden)} pair in either direction")
+
+    negative_counts = {}
+    for phase in HELD_OUT_ROLES:
+        targets = negatives[phase]
+        heads = edges[phase][0]
+        shape_ok = targets.dim() == 2 and targets.shape[0] == heads.numel()
+        check(f"negatives_{phase}_one_row_per_positive", shape_ok,
+              f"{tuple(targets.shape)} for {heads.numel()} positives")
+        if not shape_ok:
+            continue
+        per = targets.shape[1]
+        negative_counts[phase] = {"per_positive": per, "count": targets.numel()}
+        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
+        t = targets.reshape(-1).numpy()
+        in_range = bool(((t >= 0) & (t < n)).all())
+        check(f"negatives_{phase}_in_range", in_range, f"targets in [0, {n})")
+        check(f"negatives_{phase}_no_self_loops", not (h == t).any(),
+              f"{int((h == t).sum())} negatives are self-loops")
+        hits = np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs)
+        check(f"negatives_{phase}_not_edges", not hits.any(),
+              f"{int(hits.sum())} negatives are true edges of the graph (any split, either "
+              "direction)")
+    return {
+        "task": "link",
+        "passed": all(c["passed"] for c in checks),
+        "checks": checks,
+        "sizes": {role: int(edges[role].shape[1]) for role in LINK_ROLES},
+        "message_edges": message_edges,
+        "negatives": negative_counts,
+        "disjoint_supervision": disjoint,
     }
 
 

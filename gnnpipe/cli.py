@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; user errors print one line to stderr and return 1 (no traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # the train stage re-launches itself under torchrun with these
     try:
         message = args.run(args)
     except (ValueError, FileNotFoundError) as err:

@@ -47,12 +47,42 @@ class SyntheticParams:
     degree_skew: float = num(1.0, low=0.0)  # sigma of log-normal degree propensities; 0 = uniform
     feature_signal: float = num(1.0, low=0.0)  # norm of class-mean offsets vs unit noise
     class_imbalance: float = num(0.0, low=0.0)  # class c has weight (c + 1) ** -imbalance; 0 = balanced
+    timestamps: bool = False  # also draw a node timestamp (uniform in [0, 1)) for time splits
+
+
+@dataclass(frozen=True)
+class NodeTableParams:
+    """The node table of ``dataset.source: parquet | csv`` (one row per node)."""
+
+    file: str = ""  # relative to dataset.path; "" = nodes.parquet / nodes.csv
+    id: str = "id"  # any unique integer or string id; remapped to 0..N-1 in file order
+    # one list/array column, or comma-separated scalar columns / globs ("f0,f1" or "feat_*")
+    features: str = "x"
+    label: str = "label"  # integer class ids >= 0, or strings (classes sorted by name)
+    timestamp: str = ""  # optional column kept in node_ids.parquet; "" = none
+
+
+@dataclass(frozen=True)
+class EdgeTableParams:
+    """The edge table of ``dataset.source: parquet | csv`` (one row per edge, read in chunks)."""
+
+    file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv
+    src: str = "src"
+    dst: str = "dst"
+    weight: str = ""  # optional numeric column kept in edge_attrs.parquet; "" = none
+    timestamp: str = ""  # optional; merged duplicates keep their earliest row
 
 
 @dataclass(frozen=True)
 class DatasetParams:
-    source: Literal["synthetic"] = "synthetic"
-    task: Literal["node"] = "node"
+    source: Literal["synthetic", "parquet", "csv", "planetoid", "ogb", "pyg"] = "synthetic"
+    # Input of prepare, also a DVC dependency of the stage (dvc.yaml lists ${dataset.path}), so
+    # it must exist: data/raw (committed, holding a README) is the place for your own files.
+    path: str = "data/raw"
+    name: str = ""  # planetoid: Cora | CiteSeer | PubMed; ogb: folder under path (ogbn-arxiv)
+    nodes: NodeTableParams = field(default_factory=NodeTableParams)
+    edges: EdgeTableParams = field(default_factory=EdgeTableParams)
+    task: Literal["node", "link"] = "node"  # node classification | link prediction
     undirected: bool = True  # store both directions of every edge
     dedup: bool = True  # drop repeated (src, dst) pairs; the count is reported
     self_loops: Literal["remove", "keep"] = "remove"
@@ -61,31 +91,65 @@ class DatasetParams:
 
 @dataclass(frozen=True)
 class NodeSplitParams:
-    strategy: Literal["random", "stratified"] = "stratified"
+    # public: the dataset's official split (planetoid, ogb, pyg masks); sizes are then ignored
+    strategy: Literal["random", "stratified", "cluster", "time", "public"] = "stratified"
     mode: Literal["transductive", "inductive"] = "transductive"
     # A float in (0, 1) is a fraction of all nodes; an int >= 1 is a count (per class if per_class).
     train: Union[int, float] = num(0.6, low=0.0, low_open=True)
     val: Union[int, float] = num(0.2, low=0.0, low_open=True)
     test: Union[int, float] = num(0.2, low=0.0, low_open=True)
     per_class: bool = False  # train size counted per class ("20 per class")
+    # strategy=cluster: whole clusters go to one split, so few edges join train and test nodes.
+    cluster: Literal["metis", "component"] = "metis"
+    num_clusters: int = num(32, low=2)  # metis parts (cluster=metis only)
+
+
+@dataclass(frozen=True)
+class LinkSplitParams:
+    """Edge hold-out for ``dataset.task: link`` (see gnnpipe/link_split.py)."""
+
+    # A float in (0, 1) is a fraction of the graph's edges (undirected pairs); an int a count.
+    val: Union[int, float] = num(0.1, low=0.0, low_open=True)
+    test: Union[int, float] = num(0.1, low=0.0, low_open=True)
+    # Share of training edges used only as supervision, never for message passing (PyG's
+    # RandomLinkSplit disjoint_train_ratio); 0 = every training edge does both.
+    disjoint_train_ratio: float = num(0.0, low=0.0, high=1.0, high_open=True)
+    num_val_negatives: int = num(100, low=1)  # fixed negatives per val positive
+    num_test_negatives: int = num(100, low=1)  # fixed negatives per test positive
+    negative_strategy: Literal["uniform", "degree"] = "uniform"  # degree: hard, degree-matched
 
 
 @dataclass(frozen=True)
 class SplitParams:
     node: NodeSplitParams = field(default_factory=NodeSplitParams)
+    link: LinkSplitParams = field(default_factory=LinkSplitParams)
 
 
 @dataclass(frozen=True)
 class PartitionParams:
-    method: Literal["metis", "random"] = "metis"
+    # metis: min-cut k-way; random / bfs (contiguous chunks of a BFS order): cheap baselines
+    method: Literal["metis", "random", "bfs"] = "metis"
+    # metis only. auto: pyg_lib or torch_sparse METIS when importable (and built with METIS),
+    # else pymetis (a dependency, bundles METIS)
+    backend: Literal["auto", "pymetis", "torch_sparse", "pyg_lib"] = "auto"
     num_parts: int = num(8, low=1)
+    # none: balance node counts; degree: balance 1 + in-degree (aggregation work) [metis, bfs]
+    node_weight: Literal["none", "degree"] = "none"
+    # multiplicity: an edge weighs the number of stored directed edges it stands for [metis]
+    edge_weight: Literal["none", "multiplicity"] = "none"
+    imbalance: float = num(0.03, low=0.001, high=1.0)  # METIS tolerance (pymetis ufactor/1000)
+    halo_hops: int = num(1, low=0)  # k-hop in-neighbourhood stored with each part shard
 
 
 @dataclass(frozen=True)
 class PropagateParams:
     hops: int = num(2, low=0)
-    norm: Literal["sym", "rw"] = "sym"
+    # sym: D^-1/2 A D^-1/2; rw: D^-1 A; ppr: APPNP power iteration on sym,
+    # X_k = (1 - alpha) A_hat X_{k-1} + alpha X_0
+    norm: Literal["sym", "rw", "ppr"] = "sym"
     self_loops: bool = True
+    alpha: float = num(0.1, low=0.0, high=1.0, low_open=True, high_open=True)  # ppr teleport
+    dtype: Literal["float32", "bfloat16"] = "float32"  # stored hops; always computed in float32
     block_rows: int = num(65_536, low=1)  # rows of X processed at once; bounds peak memory
 
 
@@ -105,15 +169,39 @@ class BaselineParams:
 @dataclass(frozen=True)
 class TrainParams(BaselineParams):
     model: Literal["mlp", "gcn", "sage", "gat", "sign"] = "sage"
-    sampler: Literal["full", "sign"] = "full"
+    sampler: Literal["full", "sign", "neighbor"] = "full"
     jk: Literal["none", "cat", "max"] = "none"  # jumping knowledge over layer outputs
     heads: int = num(4, low=1)  # attention heads (gat only)
-    batch_size: int = num(1024, low=1)  # rows per step (sign sampler only)
+    batch_size: int = num(1024, low=1)  # rows (sign) or seed nodes (neighbor) per step
+    # neighbor sampler (gnnpipe/sampling): one fan-out per layer, -1 = every neighbour
+    num_neighbors: tuple[int, ...] = num((15, 10), low=-1)
+    replace: bool = False  # draw neighbours with replacement
+    subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
+    disjoint: bool = False  # one sampled tree per seed node
+    num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
+    # DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines
+    nproc: int = num(1, low=1)
+    nnodes: int = num(1, low=1)
+    node_rank: int = num(0, low=0)  # this machine's index when nnodes > 1
+    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1
+    dist_timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on any collective
+    # checkpoints (data/checkpoint/train.pt, not a DVC output): every N epochs, 0 = never
+    checkpoint_every: int = num(10, low=0)
+    resume: bool = True  # continue a killed run from its checkpoint (same params and inputs)
+
+
+@dataclass(frozen=True)
+class AnalyzeParams:
+    """Thresholds of the graph diagnostics' warnings (metrics/graph.json)."""
+
+    low_homophily: float = num(0.2, low=-1.0, high=1.0)  # adjusted homophily below this: warn
+    max_isolated_fraction: float = num(0.1, low=0.0, high=1.0)  # more isolated nodes: warn
 
 
 @dataclass(frozen=True)
 class EvaluateParams:
     min_gain: float = num(0.01, low=0.0)  # gnn_minus_mlp accuracy below this: "graph adds nothing"
+    hits_k: tuple[int, ...] = num((10, 50), low=1)  # link task: Hits@K for each K
 
 
 @dataclass(frozen=True)
@@ -121,6 +209,7 @@ class Params:
     seed: int = num(0, low=0)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     split: SplitParams = field(default_factory=SplitParams)
+    analyze: AnalyzeParams = field(default_factory=AnalyzeParams)
     partition: PartitionParams = field(default_factory=PartitionParams)
     propagate: PropagateParams = field(default_factory=PropagateParams)
     train: TrainParams = field(default_factory=TrainParams)
@@ -133,6 +222,11 @@ class Params:
             raise ParamsError(
                 f"train.model={model!r} with train.sampler={sampler!r}: the sign model trains on "
                 "precomputed features, so use train.model=sign together with train.sampler=sign")
+        hops, layers = len(self.train.num_neighbors), self.train.num_layers
+        if sampler == "neighbor" and hops != layers:
+            raise ParamsError(
+                f"train.num_neighbors={list(self.train.num_neighbors)} has {hops} hops but "
+                f"train.num_layers={layers}: give one fan-out per layer")
 
 
 # ---------------------------------------------------------------------------------- coercion
@@ -141,6 +235,8 @@ def _type_name(tp: Any) -> str:
         return "one of: " + ", ".join(str(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is tuple:
+        return f"a non-empty list of {_type_name(typing.get_args(tp)[0])}"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -162,6 +258,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             except ParamsError:
                 continue
         raise bad
+    if origin is tuple:  # a YAML list, kept as a tuple so the frozen params stay hashable
+        if not isinstance(value, (list, tuple)) or not value:
+            raise bad
+        return tuple(_coerce(item, typing.get_args(tp)[0], f"{key}[{i}]")
+                     for i, item in enumerate(value))
+    if origin is tuple:  # tuple[int, ...]: a YAML list, every item coerced
+        item_type = typing.get_args(tp)[0]
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ParamsError(f"params: {key}={value!r} is not valid; expected a non-empty list "
+                              f"of {_type_name(item_type)}")
+        return tuple(_coerce(v, item_type, f"{key}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
         if value is None:
             value = {}
@@ -197,6 +304,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def _check_range(value: Any, meta: typing.Mapping, key: str) -> None:
+    if isinstance(value, tuple):  # a list param: the range holds for every item
+        for i, item in enumerate(value):
+            _check_range(item, meta, f"{key}[{i}]")
+        return
+    if isinstance(value, tuple):  # a list param: the bounds hold for every item
+        for i, item in enumerate(value):
+            _check_range(item, meta, f"{key}[{i}]")
+        return
     if not meta or not isinstance(value, (int, float)) or isinstance(value, bool):
         return
     low, high = meta.get("low"), meta.get("high")

@@ -1,14 +1,59 @@
-"""SIGN / SGC-style precomputation: ``X_k = A_hat^k X`` for k = 0..K, one row block at a time."""
+"""SIGN / SGC-style precomputation: ``X_k = A_hat X_{k-1}`` for k = 1..K, one row block at a time.
+
+``norm``: ``sym`` D^-1/2 (A [+ I]) D^-1/2, ``rw`` D^-1 (A [+ I]), ``ppr`` the APPNP power
+iteration ``X_k = (1 - alpha) A_sym X_{k-1} + alpha X_0`` (so X_K is personalized-PageRank
+diffusion truncated after K steps). Arithmetic is float32; hops are stored in ``cfg.dtype`` and
+each hop is computed from the previous hop *as stored* (bfloat16 hops chain from the rounded
+values), so only one hop has to be held at a time.
+
+Memory: the normalised graph, the previous hop and one row block of the current hop. Where the
+current hop goes is the caller's ``sink`` (``gnnpipe.io.hop_writers`` streams it to disk);
+the default keeps it in memory.
+"""
 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import torch
 
 from gnnpipe.config import PropagateParams
 from gnnpipe.graph import Csr
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+INT32_MAX = 2**31 - 1
+
+
+class HopWriter(Protocol):
+    """Where one hop goes: ``write`` gets rows ``start:start+len(block)`` as float32."""
+
+    def write(self, start: int, block: torch.Tensor) -> None: ...
+
+    def finish(self) -> torch.Tensor: ...  # the complete hop (N, F), readable for the next hop
+
+    def discard(self) -> None: ...  # called instead of finish when the hop fails
+
+
+Sink = Callable[[int, tuple[int, int], torch.dtype], HopWriter]  # (hop, shape, dtype) -> writer
+
+
+class _MemoryWriter:
+    def __init__(self, shape: tuple[int, int], dtype: torch.dtype):
+        self.out = torch.empty(shape, dtype=dtype)
+
+    def write(self, start: int, block: torch.Tensor) -> None:
+        self.out[start:start + block.shape[0]] = block
+
+    def finish(self) -> torch.Tensor:
+        return self.out
+
+    def discard(self) -> None:
+        self.out = None
+
+
+def memory_sink(hop: int, shape: tuple[int, int], dtype: torch.dtype) -> HopWriter:
+    return _MemoryWriter(shape, dtype)
 
 
 def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
@@ -20,14 +65,19 @@ def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
 
 
 def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
-    """``A_hat`` as a torch sparse CSR (N, N) float32.
+    """``A_hat`` as a torch sparse CSR (N, N) float32, int32 indices when they fit.
 
-    ``sym``: D^-1/2 (A [+ I]) D^-1/2; ``rw``: D^-1 (A [+ I]) (row-normalised mean aggregation).
-    Isolated nodes without self-loops get an all-zero row.
+    ``sym`` and ``ppr``: D^-1/2 (A [+ I]) D^-1/2; ``rw``: D^-1 (A [+ I]) (row-normalised mean
+    aggregation). Degrees are row (in-)degrees. Isolated nodes without self-loops get an
+    all-zero row.
+
+    int32 halves the memory and index traffic of the matrix; torch's MKL path (plain
+    ``torch.sparse.mm``) would otherwise also copy int64 indices to int32 on every call, as
+    its MKL uses the 32-bit (LP64) interface.
     """
     n = csr.num_nodes
     indptr, indices = csr.indptr, csr.indices
-    if cfg.self_loops:  # insert (v, v) into every row; rows stay sorted enough for spmm
+    if cfg.self_loops:  # insert (v, v) first in every row
         counts = csr.degrees() + 1
         rows = torch.repeat_interleave(torch.arange(n), counts)
         new_indptr = torch.zeros(n + 1, dtype=torch.int64)
@@ -42,39 +92,81 @@ def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
     else:
         rows = csr.targets()
     deg = (indptr[1:] - indptr[:-1]).to(torch.float32)
-    if cfg.norm == "sym":
+    if cfg.norm in ("sym", "ppr"):
         inv_sqrt = torch.where(deg > 0, deg.rsqrt(), torch.zeros_like(deg))
         values = inv_sqrt[rows] * inv_sqrt[indices]
     else:
         inv = torch.where(deg > 0, 1.0 / deg, torch.zeros_like(deg))
         values = inv[rows]
+    if indices.numel() <= INT32_MAX and n <= INT32_MAX:
+        indptr, indices = indptr.to(torch.int32), indices.to(torch.int32)
     return _sparse_csr(indptr, indices, values, (n, n))
 
 
-def _row_block(adj: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Rows ``start:stop`` of a sparse CSR matrix, as a sparse CSR (stop - start, N)."""
-    crow = adj.crow_indices()
+def _row_block(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, start: int,
+               stop: int, num_cols: int) -> torch.Tensor:
+    """Rows ``start:stop`` of a sparse CSR matrix, as a sparse CSR (stop - start, num_cols).
+
+    Column indices and values are views, not copies."""
     lo, hi = int(crow[start]), int(crow[stop])
-    return _sparse_csr(crow[start:stop + 1] - lo, adj.col_indices()[lo:hi], adj.values()[lo:hi],
-                       (stop - start, adj.shape[1]))
+    return _sparse_csr(crow[start:stop + 1] - lo, col[lo:hi], values[lo:hi],
+                       (stop - start, num_cols))
 
 
-def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams,
+def hop_traffic_bytes(num_nodes: int, num_edges: int, num_features: int, *, in_itemsize: int = 4,
+                      out_itemsize: int = 4, index_itemsize: int = 8, ppr: bool = False) -> int:
+    """Least bytes one hop must move: A_hat (offsets, indices, values) and X_{k-1} read once,
+    X_k written once (plus X_0 read once for ppr). Effective GB/s = this / seconds."""
+    graph = (num_nodes + 1) * 8 + num_edges * (index_itemsize + 4)
+    rows = num_nodes * num_features
+    return graph + rows * (in_itemsize + out_itemsize + (4 if ppr else 0))
+
+
+def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, sink: Sink = memory_sink,
               progress: Callable[[Iterator], Iterator] = iter) -> Iterator[torch.Tensor]:
-    """Yield ``X_1 .. X_K`` (each float32 (N, F)) one hop at a time.
+    """Yield ``X_1 .. X_K``, each (N, F) in ``cfg.dtype``, one hop at a time.
 
-    Only the previous hop and the one being built are held in memory; each hop is computed in
-    blocks of ``cfg.block_rows`` rows so the sparse product's workspace stays small.
+    Each hop is computed in row blocks of ``cfg.block_rows`` (float32 ``torch.sparse.mm`` of a
+    block of ``A_hat`` rows with the whole previous hop) and handed block by block to
+    ``sink(hop, shape, dtype)``'s writer, whose ``finish()`` result is yielded and read for the
+    next hop. ``x`` itself is never modified.
     """
     if x.shape[0] != csr.num_nodes:
         raise ValueError(f"features have {x.shape[0]} rows for a graph of {csr.num_nodes} nodes")
-    adj = normalized_adjacency(csr, cfg)
-    previous = x.to(torch.float32)
-    n = csr.num_nodes
-    for _ in progress(range(cfg.hops)):
-        current = torch.empty_like(previous)
-        for start in range(0, n, cfg.block_rows):
-            stop = min(start + cfg.block_rows, n)
-            current[start:stop] = torch.sparse.mm(_row_block(adj, start, stop), previous)
+    return propagate_adjacency(normalized_adjacency(csr, cfg), x, cfg, sink=sink,
+                               progress=progress)
+
+
+def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams, *,
+                        sink: Sink = memory_sink,
+                        progress: Callable[[Iterator], Iterator] = iter) -> Iterator[torch.Tensor]:
+    """``propagate`` with ``A_hat`` (sparse CSR (N, N) float32) already built."""
+    n = adj.shape[0]
+    dtype = DTYPES[cfg.dtype]
+    crow, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
+    x0 = x if x.dtype == torch.float32 else x.to(torch.float32)
+    previous = x0
+    shape = (n, x.shape[1])
+    for hop in progress(range(1, cfg.hops + 1)):
+        writer = sink(hop, shape, dtype)
+        try:
+            for start in range(0, n, cfg.block_rows):
+                stop = min(start + cfg.block_rows, n)
+                # (B, F) = A_hat[start:stop] (B, N) @ X_{k-1} (N, F). reduce="sum" picks ATen's
+                # own vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse
+                # BLAS, 1.2-2.3x slower here (AMD EPYC; bench/propagate.py --sweep)
+                block = torch.sparse.mm(_row_block(crow, col, values, start, stop, n), previous,
+                                        reduce="sum")
+                if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0
+                    block.mul_(1.0 - cfg.alpha).add_(x0[start:stop], alpha=cfg.alpha)
+                writer.write(start, block)
+            current = writer.finish()
+        except BaseException:
+            writer.discard()
+            raise
+        del writer
+        previous = None  # X_{k-1} is done with: only X_k is alive while the caller has it
         yield current
-        previous = current
+        # a bfloat16 hop is widened once for the next product
+        previous = current if current.dtype == torch.float32 else current.to(torch.float32)
+        del current

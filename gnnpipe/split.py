@@ -14,6 +14,7 @@ import torch
 
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.graph import Csr, Graph
+from gnnpipe.ordered_split import ordered_roles
 
 PHASES = ("train", "val", "test")
 
@@ -73,6 +74,10 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
         for key in PHASES:
             roles[perm[start:start + sizes[key]]] = key
             start += sizes[key]
+    elif cfg.strategy in ("cluster", "time"):  # graph-aware: see gnnpipe/ordered_split.py
+        ordered_roles(graph, cfg, sizes, rng, roles)
+    elif cfg.strategy == "public":  # the dataset's official split; sizes do not apply
+        _public_roles(graph, roles)
     else:
         _stratify(y, graph.num_classes, sizes, cfg.per_class, rng, roles)
     for key in PHASES:
@@ -81,6 +86,21 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
                              f"split.node.{key} (fraction or count)")
     return NodeSplit(roles=roles.astype(str), message_graphs=message_graphs(graph.csr, roles, cfg.mode),
                      mode=cfg.mode)
+
+
+def _public_roles(graph: Graph, roles: np.ndarray) -> None:
+    """Fill ``roles`` from ``graph.public_roles`` (planetoid, ogb, pyg masks; see prepare)."""
+    from gnnpipe.graph import ROLES  # code order of Graph.public_roles
+
+    if graph.public_roles is None:
+        raise ValueError("split.node.strategy=public needs a dataset with an official split "
+                         "(dataset.source planetoid, ogb, or pyg with train/val/test masks); "
+                         "the prepared graph has none")
+    roles[:] = np.asarray(ROLES, dtype=object)[graph.public_roles.numpy()]
+    empty = [key for key in PHASES if not (roles == key).any()]
+    if empty:
+        raise ValueError(f"split.node.strategy=public: the dataset's official split has no "
+                         f"{empty[0]} nodes")
 
 
 def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class: bool,

@@ -14,7 +14,8 @@ from gnnpipe.config import SyntheticParams
 
 
 def generate(cfg: SyntheticParams, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Raw graph arrays: ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (M,).
+    """Raw graph arrays: ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (M,),
+    plus ``timestamps`` float64 (N,) when ``cfg.timestamps``.
 
     ``M = round(N * avg_degree / 2)`` undirected edge draws; duplicates and self-loops may occur
     and are left to the dataset's edge policies, as with any real input.
@@ -48,4 +49,7 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator) -> dict[str, np.nda
     means = rng.standard_normal((c, f))
     means *= cfg.feature_signal / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
     x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise per dimension
-    return {"x": x, "y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    out = {"x": x, "y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
+        out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
+    return out

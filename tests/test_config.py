@@ -58,7 +58,7 @@ def test_partial_section_keeps_other_defaults():
 # ------------------------------------------------------------------------------- unknown keys
 def test_unknown_top_level_key_names_key_and_allowed_keys():
     with pytest.raises(ParamsError, match=r"unknown key sed; allowed keys in the top level: "
-                                          r"seed, dataset, split, partition, propagate, train, "
+                                          r"seed, dataset, split, analyze, partition, propagate, train, "
                                           r"baseline, evaluate"):
         params_from_dict({"sed": 1})
 

@@ -129,3 +129,147 @@ def test_message_graphs_restrict_by_role(tiny_graph):
     src, dst = graphs["val"].edge_index()
     assert bool(((src < 8) & (dst < 8)).all())
     assert graphs["val"].num_edges > graphs["train"].num_edges
+
+
+# ------------------------------------------------------------ graph-aware strategies (cluster, time)
+def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
+    """Cliques of ``size`` nodes joined in a ring by one edge each, plus 3 isolated nodes."""
+    from gnnpipe.graph import normalize_edges
+
+    u, v = np.triu_indices(size, k=1)
+    starts = np.arange(num_caves) * size
+    src = np.concatenate([(starts[:, None] + u).ravel(), starts])
+    dst = np.concatenate([(starts[:, None] + v).ravel(), (starts + size + 1) % (num_caves * size)])
+    n = num_caves * size + 3
+    csr, _ = normalize_edges(src, dst, n, undirected=True, dedup=True, remove_self_loops=True)
+    x = torch.arange(n, dtype=torch.float32)[:, None]
+    return Graph(csr=csr, x=x, y=torch.arange(n) % 3, num_classes=3)
+
+
+def _cross(node_split, graph):
+    return _audit(graph, node_split)["cross_split_edges"]
+
+
+def test_connected_components_match_scipy_with_isolated_nodes():
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components as scipy_components
+
+    from gnnpipe.graph import csr_from_edges
+    from gnnpipe.ordered_split import connected_components
+
+    rng = np.random.default_rng(0)
+    n = 500
+    src, dst = rng.integers(0, n, 300), rng.integers(0, n, 300)  # many small components
+    csr = csr_from_edges(src, dst, n)  # directed storage: components are weak
+    labels = connected_components(csr)
+    count, expected = scipy_components(sp.coo_matrix((np.ones(300), (src, dst)), shape=(n, n)),
+                                       directed=True, connection="weak")
+    assert np.unique(labels).size == count
+    # same partition of the nodes, and every label is the smallest id of its component
+    assert np.unique(np.stack([labels, expected]), axis=1).shape[1] == count
+    assert bool((labels <= np.arange(n)).all()) and bool((labels[labels] == labels).all())
+
+
+def test_component_clusters_leave_no_edge_between_splits():
+    graph = _caveman()
+    # ring cut open: remove the ring edges so every cave is its own component
+    from gnnpipe.graph import csr_from_edges
+
+    src, dst = graph.csr.edge_index().numpy()
+    same_cave = src // 10 == dst // 10
+    graph = dataclasses.replace(graph, csr=csr_from_edges(src[same_cave], dst[same_cave],
+                                                          graph.num_nodes))
+    node_split = _split(graph, strategy="cluster", cluster="component", train=0.5, val=0.25,
+                        test=0.25)
+    roles = node_split.roles
+    for cave in range(12):  # whole caves only
+        assert np.unique(roles[cave * 10:(cave + 1) * 10]).size == 1
+    report = audit.audit_node_split(roles, graph.y.numpy(), 3, node_split.message_graphs,
+                                    graph.csr, "transductive", separated=True)
+    assert report["passed"] and set(report["cross_split_edges"].values()) == {0}
+    counts = {r: int((roles == r).sum()) for r in ("train", "val", "test")}
+    # 123 nodes: 62 + 31 + 31 by rounding is one too many; sizes are met to within a cave
+    assert abs(counts["train"] - 62) <= 5 and counts["val"] and counts["test"]
+    assert sum(counts.values()) == 123
+
+
+def test_separated_audit_fails_when_splits_touch(tiny_graph):
+    roles = np.array(["train"] * 6 + ["val"] * 3 + ["test"] * 3)
+    graphs = {p: tiny_graph.csr for p in ("train", "val", "test")}
+    report = audit.audit_node_split(roles, tiny_graph.y.numpy(), 3, graphs, tiny_graph.csr,
+                                    "transductive", separated=True)
+    assert [c["check"] for c in report["checks"] if not c["passed"]] == ["splits_not_adjacent"]
+
+
+def test_metis_clusters_cut_far_fewer_train_test_edges_than_a_random_split():
+    graph = _caveman(num_caves=20)
+    clustered = _split(graph, strategy="cluster", num_clusters=20, train=0.5, val=0.25, test=0.2)
+    random = _split(graph, strategy="random", train=0.5, val=0.25, test=0.2)
+    assert _cross(clustered, graph)["train-test"] <= 2 * 20  # at most the ring edges, both ways
+    assert _cross(random, graph)["train-test"] > 5 * _cross(clustered, graph)["train-test"]
+    assert _audit(graph, clustered)["passed"]
+    again = _split(graph, strategy="cluster", num_clusters=20, train=0.5, val=0.25, test=0.2)
+    assert np.array_equal(clustered.roles, again.roles)
+
+
+def test_cluster_strategy_rejects_a_giant_component_and_too_many_clusters(small_graph):
+    with pytest.raises(ValueError, match=r"strategy=cluster leaves split.node.\w+ without nodes: "
+                                         r"the largest of \d+ clusters \(component\) holds"):
+        _split(small_graph, strategy="cluster", cluster="component")
+    with pytest.raises(ValueError, match="split.node.num_clusters=5000 exceeds the graph's 1500"):
+        _split(small_graph, strategy="cluster", num_clusters=5000)
+    with pytest.raises(ValueError, match="needs split.node.strategy=stratified"):
+        _split(small_graph, strategy="cluster", train=20, per_class=True)
+
+
+def test_time_split_orders_splits_by_timestamp_and_the_audit_proves_it(small_graph):
+    t = torch.from_numpy(np.random.default_rng(0).permutation(small_graph.num_nodes) // 3 * 1.0)
+    graph = dataclasses.replace(small_graph, timestamps=t.double())  # ties: 3 nodes per time
+    node_split = _split(graph, strategy="time", train=0.5, val=0.2, test=0.3, mode="inductive")
+    roles, ts = node_split.roles, t.numpy()
+    assert ts[roles == "train"].max() <= ts[roles == "val"].min()
+    assert ts[roles == "val"].max() <= ts[roles == "test"].min()
+    assert [(roles == r).sum() for r in ("train", "val", "test")] == [750, 300, 450]
+    report = audit.audit_node_split(roles, graph.y.numpy(), 3, node_split.message_graphs,
+                                    graph.csr, "inductive", timestamps=ts)
+    assert report["passed"]
+    swapped = roles.copy()
+    first_train, last_test = np.argmin(np.where(roles == "train", ts, np.inf)), np.argmax(ts)
+    swapped[[first_train, last_test]] = ["test", "train"]
+    report = audit.audit_node_split(swapped, graph.y.numpy(), 3, node_split.message_graphs,
+                                    graph.csr, "inductive", timestamps=ts)
+    assert "splits_in_time_order" in [c["check"] for c in report["checks"] if not c["passed"]]
+
+
+def test_time_split_without_timestamps_is_rejected(small_graph):
+    with pytest.raises(ValueError, match="strategy=time needs node timestamps.*dataset.synthetic"
+                                         ".timestamps: true"):
+        _split(small_graph, strategy="time")
+
+
+def test_synthetic_timestamps_reach_the_split_stage_without_changing_the_graph(tmp_path,
+                                                                                 monkeypatch):
+    import json
+
+    import yaml
+
+    from conftest import small_params
+    from gnnpipe import io
+    from gnnpipe.cli import main
+    from gnnpipe.prepare import prepare
+
+    plain = prepare(small_params().dataset, 0)[0]
+    timed = prepare(small_params(timestamps=True).dataset, 0)[0]
+    assert plain.timestamps is None and timed.timestamps.shape == (1500,)
+    assert torch.equal(plain.csr.indices, timed.csr.indices) and torch.equal(plain.x, timed.x)
+    io.write_prepared(tmp_path / "prepared", timed)
+    assert torch.equal(io.read_graph(tmp_path / "prepared").timestamps, timed.timestamps)
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "dataset": {"synthetic": {"num_nodes": 400, "num_features": 4, "timestamps": True}},
+        "split": {"node": {"strategy": "time", "mode": "inductive"}}}))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0
+    report = json.loads((tmp_path / "metrics/split_audit.json").read_text())
+    assert report["passed"]
+    assert "splits_in_time_order" in [c["check"] for c in report["checks"]]

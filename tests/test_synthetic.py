@@ -168,9 +168,13 @@ def test_validate_arrays_error_names_the_source():
         validate_arrays(x, np.zeros(4, dtype=np.int64), src, dst, "dataset.synthetic")
 
 
-@pytest.mark.xfail(strict=True, reason="prepare.validate_arrays infers C = max(y) + 1 and only "
-                   "rejects max(y) == 0, so labels that are all 1 (one class present) pass as C=2")
 def test_validate_arrays_rejects_single_nonzero_class():
     x, _, src, dst = _valid()
     with pytest.raises(ValueError, match="labels hold a single class"):
         validate_arrays(x, np.ones(4, dtype=np.int64), src, dst, "test")
+
+
+def test_validate_arrays_rejects_float_edge_ids():
+    x, y, src, dst = _valid()
+    with pytest.raises(ValueError, match="edge column 'src' must hold integer node ids"):
+        validate_arrays(x, y, src.astype(np.float64) + 0.5, dst, "test")

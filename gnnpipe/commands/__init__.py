@@ -4,4 +4,5 @@ Each exposes ``HELP``, ``add_arguments(parser)`` and ``run(args)``; ``gnnpipe.cl
 into subcommands and ``stages/<name>.py`` runs one of them for DVC.
 """
 
-STAGES = ("prepare", "split", "partition", "propagate", "baseline", "train", "evaluate")
+STAGES = ("prepare", "split", "analyze", "partition", "propagate", "baseline", "train",
+          "evaluate", "report")

@@ -25,6 +25,9 @@ def run(args):
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
 
     params = load_params(args.params)
+    if params.dataset.task == "link":  # MLP encoder + dot-product decoder: gnnpipe/link_train.py
+        from gnnpipe.commands.link_train import run_baseline
+        return run_baseline(args, params)
     graph = io.read_graph(args.prepared)
     roles = io.read_split_roles(args.split)
     cfg = params.baseline

@@ -11,9 +11,22 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-# Set to a file name to SIGKILL the writer after that file's temp copy is complete but before
-# it is renamed into place: the worst moment for a crash, reproduced on demand.
+# Set to a file name (or "name@N" for its N-th write) to SIGKILL the writer after that file's
+# temp copy is complete but before it is renamed into place: the worst moment for a crash,
+# reproduced on demand by tests/test_faults.py.
 FAULT_ENV = "GNNPIPE_FAULT_KILL_BEFORE_RENAME"
+_writes: dict[str, int] = {}
+
+
+def _maybe_fault(path: Path) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name, _, nth = spec.partition("@")
+    if name == path.name:
+        _writes[name] = _writes.get(name, 0) + 1
+        if _writes[name] == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _umask() -> int:
@@ -45,8 +58,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        if os.environ.get(FAULT_ENV) == path.name:  # fault injection for tests/test_faults.py
-            os.kill(os.getpid(), signal.SIGKILL)
+        _maybe_fault(path)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -18,7 +18,7 @@ def save_tensors(path: str | Path, schema: str, tensors: Mapping[str, torch.Tens
     """Write ``{"schema": schema, "meta": meta, **tensors}`` atomically."""
     payload = {"schema": schema, "meta": dict(meta or {})}
     payload.update({name: t.contiguous() for name, t in tensors.items()})
-    _save(payload, path)
+    save_payload(path, payload)
 
 
 def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool = False) -> dict:
@@ -57,10 +57,10 @@ def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool 
 def save_state_dict(path: str | Path, schema: str, state: Mapping[str, torch.Tensor],
                     meta: Mapping[str, int | float | str]) -> None:
     """A model's weights with enough meta (model name, sizes) to rebuild it."""
-    _save({"schema": schema, "meta": dict(meta), "state_dict": dict(state)}, path)
+    save_payload(path, {"schema": schema, "meta": dict(meta), "state_dict": dict(state)})
 
 
-def _save(payload: dict, path: str | Path) -> None:
+def save_payload(path: str | Path, payload: dict) -> None:
     """torch.save through a file object: a path would name the archive after the random temp
     file, and the same tensors would give different bytes on every run."""
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:

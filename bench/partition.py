@@ -1,0 +1,113 @@
+"""Partition quality and cost: METIS (pymetis; torch-sparse / pyg-lib when installed) vs random
+and BFS on the shared bench graph, then the per-part shards (owned nodes + halo) the stage writes.
+
+    python -m bench.partition                  # 1M nodes, ~20M edges, 8 parts
+    python -m bench.partition --scale 0.1 --parts 16
+
+Edge cut = fraction of stored directed edges whose endpoints are in different parts; balance =
+largest part / mean part. Peak memory is the rise of VmHWM above the RSS before each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
+from gnnpipe.config import PartitionParams
+from gnnpipe.partition import (_symmetric_simple, assign_parts, build_shards, halo_report,
+                               partition_report, resolve_backend, shard_summary)
+from gnnpipe.rng import make_rng
+
+METHODS = ("metis/pymetis", "metis/torch_sparse", "metis/pyg_lib", "bfs", "random")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_graph_args(parser)
+    parser.add_argument("--parts", type=int, default=8)
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="comma-separated subset of: " + ", ".join(METHODS))
+    parser.add_argument("--halo-hops", type=int, default=1,
+                        help="shards are built for the pymetis parts (-1: skip)")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    print_machine()
+    started = time.perf_counter()
+    graph = load_graph(args)
+    csr = graph.csr
+    print(f"# graph: {describe(graph)} (built in {time.perf_counter() - started:.1f} s); "
+          f"{args.parts} parts")
+    with PeakMemory() as mem:
+        tick = time.perf_counter()
+        _symmetric_simple(csr)
+        prep_seconds = time.perf_counter() - tick
+    print(f"# symmetric simple graph for METIS: {prep_seconds:.1f} s, +{mem.added_mb:.0f} MiB "
+          "(included in the METIS rows below)")
+
+    results, kept = {}, {}
+    print(f"\n{'method':<20} {'seconds':>8} {'edge cut':>9} {'balance':>8} {'peak +MiB':>10}")
+    for name in args.methods.split(","):
+        method, _, backend = name.partition("/")
+        cfg = PartitionParams(method=method, backend=backend or "auto", num_parts=args.parts)
+        try:
+            resolve_backend(cfg)
+        except ValueError as err:
+            results[name] = {"skipped": str(err)}
+            print(f"{name:<20} not run: {err}")
+            continue
+        with PeakMemory() as mem:
+            tick = time.perf_counter()
+            parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"))
+            seconds = time.perf_counter() - tick
+        report = partition_report(csr, parts, args.parts)
+        results[name] = {"seconds": seconds, "edge_cut_fraction": report["edge_cut_fraction"],
+                         "balance": report["balance"], "peak_added_mb": mem.added_mb}
+        kept[name] = parts
+        print(f"{name:<20} {seconds:8.1f} {report['edge_cut_fraction']:9.3f} "
+              f"{report['balance']:8.3f} {mem.added_mb:10.0f}")
+
+    shards = {}
+    if args.halo_hops >= 0 and "metis/pymetis" in kept:
+        with PeakMemory() as mem:
+            tick = time.perf_counter()
+            summaries = [shard_summary(s) for s in build_shards(csr, kept["metis/pymetis"],
+                                                                args.parts, args.halo_hops)]
+            seconds = time.perf_counter() - tick
+        shards = {"halo_hops": args.halo_hops, "seconds": seconds, "peak_added_mb": mem.added_mb,
+                  **halo_report(summaries),
+                  "owned": [s["owned"] for s in summaries]}
+        print(f"\n# shards of the pymetis parts, halo {args.halo_hops} hop(s): {seconds:.1f} s, "
+              f"+{mem.added_mb:.0f} MiB; halo / owned = {shards['halo_fraction']:.2f}; "
+              f"halo per part {min(shards['halo_sizes']):,} .. {max(shards['halo_sizes']):,}")
+        if "random" in kept:
+            rand = [shard_summary(s) for s in build_shards(csr, kept["random"], args.parts,
+                                                           args.halo_hops)]
+            shards["random_halo_fraction"] = halo_report(rand)["halo_fraction"]
+            print(f"# (random parts: halo / owned = {shards['random_halo_fraction']:.2f})")
+
+    summary = {"argv": sys.argv[1:] if argv is None else argv, "graph": describe(graph),
+               "parts": args.parts, "prep_seconds": prep_seconds, "methods": results,
+               "shards": shards, "graph_args": dataclasses.asdict(
+                   PartitionParams(num_parts=args.parts))}
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

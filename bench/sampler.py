@@ -1,0 +1,176 @@
+"""Neighbor-sampling throughput: gnnpipe's CSR sampler against a peer measured in the same run.
+
+    python -m bench.sampler --cache /tmp/gnnpipe-bench     # 1M nodes / ~20M edges, [15, 10, 5]
+    python -m bench.sampler --scale 0.1 --seeds 20480      # quick
+
+The peer is PyG's ``NeighborLoader`` when torch-sparse or pyg-lib is installed; otherwise a naive
+reference sampler (per-node Python loop, ``Generator.choice`` per frontier node, a dict for the
+global-to-local map) run on ``--naive-batches`` batches only and extrapolated to seeds/s, since
+a full epoch of it would take hours. Both sides sample the same seed batches of the same graph
+with the same fan-out. ``sampler`` rows time ``sample_from_nodes`` alone (indices only);
+``loader`` rows time PyG's ``NodeLoader`` batches, i.e. sampling plus gathering ``x``/``y`` and
+building ``edge_index``, which is what the DESIGN.md peer figure measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch_geometric.typing
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
+
+from bench.common import add_graph_args, describe, load_graph, machine, print_machine
+from gnnpipe.sampling import CsrNeighborSampler
+
+VARIANTS = {  # extra rows: gnnpipe's sampler in its other modes (sampler only)
+    "replace": {"replace": True},
+    "bidirectional": {"subgraph_type": "bidirectional"},
+    "disjoint": {"disjoint": True},
+    "induced": {"subgraph_type": "induced"},
+}
+
+
+def naive_sample(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, fanout: list[int],
+                 rng: np.random.Generator) -> tuple[list[int], list[int], list[int]]:
+    """The reference: what one writes without vectorizing (nodes, rows, cols)."""
+    nodes = seeds.tolist()
+    local = {v: i for i, v in enumerate(nodes)}
+    rows: list[int] = []
+    cols: list[int] = []
+    frontier = list(range(len(nodes)))
+    for k in fanout:
+        nxt = []
+        for v in frontier:
+            g = nodes[v]
+            nbrs = indices[indptr[g]:indptr[g + 1]]
+            if 0 <= k < nbrs.size:
+                nbrs = rng.choice(nbrs, k, replace=False)
+            for u in nbrs.tolist():
+                j = local.get(u)
+                if j is None:
+                    j = local[u] = len(nodes)
+                    nodes.append(u)
+                    nxt.append(j)
+                rows.append(j)
+                cols.append(v)
+        frontier = nxt
+    return nodes, rows, cols
+
+
+def _rate(seeds: int, seconds: float, nodes: float, edges: float, batches: int, **extra) -> dict:
+    return {"seeds_per_s": seeds / seconds, "seconds": seconds, "batches": batches,
+            "nodes_per_batch": nodes / batches, "edges_per_batch": edges / batches, **extra}
+
+
+def time_sampler(sampler, batches: list[torch.Tensor]) -> dict:
+    sampler.sample_from_nodes(NodeSamplerInput(None, batches[0]))  # warm-up (allocations)
+    nodes = edges = 0
+    start = time.perf_counter()
+    for seeds in batches:
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds))
+        nodes += out.node.numel()
+        edges += out.row.numel()
+    return _rate(sum(b.numel() for b in batches), time.perf_counter() - start, nodes, edges,
+                 len(batches))
+
+
+def time_loader(loader) -> dict:
+    nodes = edges = seeds = 0
+    start = time.perf_counter()
+    for batch in loader:
+        nodes += batch.num_nodes
+        edges += batch.num_edges
+        seeds += batch.batch_size
+    return _rate(seeds, time.perf_counter() - start, nodes, edges, len(loader))
+
+
+def time_naive(graph, batches: list[torch.Tensor], fanout: list[int]) -> dict:
+    indptr, indices = graph.csr.indptr.numpy(), graph.csr.indices.numpy()
+    rng = np.random.default_rng(0)
+    nodes = edges = 0
+    start = time.perf_counter()
+    for seeds in batches:
+        n, r, _ = naive_sample(indptr, indices, seeds.numpy(), fanout, rng)
+        nodes += len(n)
+        edges += len(r)
+    return _rate(sum(b.numel() for b in batches), time.perf_counter() - start, nodes, edges,
+                 len(batches), extrapolated=True)
+
+
+def main(argv=None) -> dict:
+    parser = add_graph_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
+    parser.add_argument("--fanout", default="15,10,5", help="comma-separated, -1 = all")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seeds", type=int, default=102_400, help="seeds timed per row")
+    parser.add_argument("--naive-batches", type=int, default=2,
+                        help="batches the naive reference runs (it is extrapolated)")
+    parser.add_argument("--variant-batches", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    fanout = [int(k) for k in args.fanout.split(",")]
+    print_machine()
+    started = time.perf_counter()
+    graph = load_graph(args)
+    print(f"# graph: {describe(graph)}; built/loaded in {time.perf_counter() - started:.1f} s")
+    print(f"# fan-out {fanout}, batch {args.batch_size}, {args.seeds:,} seeds per timed row")
+    order = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(args.seed))
+    seeds = order[:args.seeds]
+    batches = list(seeds.split(args.batch_size))
+    # clone: a --cache graph is memory-mapped, and first touches would count as gather time
+    data = Data(x=graph.x.clone(), y=graph.y.clone(), edge_index=graph.csr.edge_index(),
+                num_nodes=graph.num_nodes)
+    results: dict[str, dict] = {}
+
+    def report(name: str, row: dict) -> None:
+        results[name] = row
+        note = " (extrapolated)" if row.get("extrapolated") else ""
+        print(f"{name:34s} {row['seeds_per_s']:10,.0f} seeds/s  {row['seconds']:7.2f} s  "
+              f"{row['nodes_per_batch']:9,.0f} nodes/batch  {row['edges_per_batch']:9,.0f} "
+              f"edges/batch  {row['batches']} batches{note}", flush=True)
+
+    ours = CsrNeighborSampler(graph.csr, fanout, seed=0, backend="gnnpipe")
+    report("gnnpipe sampler", time_sampler(ours, batches))
+    report("gnnpipe NodeLoader (+x, y gather)",
+           time_loader(NodeLoader(data, node_sampler=CsrNeighborSampler(graph.csr, fanout, seed=0),
+                                  input_nodes=seeds, batch_size=args.batch_size)))
+    peer_lib = ("pyg-lib" if torch_geometric.typing.WITH_PYG_LIB else
+                "torch-sparse" if torch_geometric.typing.WITH_TORCH_SPARSE else None)
+    if peer_lib is not None:
+        from torch_geometric.loader import NeighborLoader
+
+        loader = NeighborLoader(data, num_neighbors=fanout, input_nodes=seeds,
+                                batch_size=args.batch_size)
+        report(f"PyG sampler ({peer_lib})", time_sampler(loader.node_sampler, batches))
+        report(f"PyG NeighborLoader ({peer_lib})", time_loader(loader))
+        pairs = [("gnnpipe sampler", f"PyG sampler ({peer_lib})"),
+                 ("gnnpipe NodeLoader (+x, y gather)", f"PyG NeighborLoader ({peer_lib})")]
+    else:
+        print(f"# torch-sparse and pyg-lib are not installed: the peer is the naive reference, "
+              f"run on {args.naive_batches} batches and extrapolated")
+        report("naive reference sampler", time_naive(graph, batches[:args.naive_batches], fanout))
+        pairs = [("gnnpipe sampler", "naive reference sampler")]
+    for name, kwargs in VARIANTS.items():
+        sampler = CsrNeighborSampler(graph.csr, fanout, seed=0, **kwargs)
+        report(f"gnnpipe sampler, {name}", time_sampler(sampler, batches[:args.variant_batches]))
+    ratios = {f"{a} / {b}": results[a]["seeds_per_s"] / results[b]["seeds_per_s"] for a, b in pairs}
+    for name, ratio in ratios.items():
+        print(f"ratio {name}: {ratio:.1f}x")
+    summary = {"machine": machine(), "graph": describe(graph), "fanout": fanout,
+               "batch_size": args.batch_size, "threads": args.threads, "peer": peer_lib or "naive",
+               "results": results, "ratios": ratios}
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

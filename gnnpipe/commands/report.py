@@ -1,0 +1,83 @@
+"""report: one self-contained HTML page of the run (reports/report.html) plus its PNG figures.
+
+With ``--sweep exps.json`` (the output of ``dvc exp show --json`` after a depth sweep) it writes
+instead the accuracy / over-smoothing vs ``train.num_layers`` plot and table to ``--sweep-out``.
+"""
+
+import os
+from pathlib import Path
+
+from gnnpipe import io
+
+HELP = "render reports/report.html (dataset, split audit, partition, metrics vs MLP, plots)"
+
+
+def add_arguments(parser):
+    parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"),
+                        help="folder of the stages' metrics files (prepare.json, graph.json, ...)")
+    parser.add_argument("--details", type=Path, default=Path("reports/eval_details.json"))
+    parser.add_argument("--out", type=Path, default=Path("reports/report.html"))
+    parser.add_argument("--figures", type=Path, default=Path("reports/figures"),
+                        help="folder the PNGs are written to (the HTML embeds and links them)")
+    parser.add_argument("--sweep", type=Path, default=None,
+                        help="`dvc exp show --json` output of a train.num_layers sweep: write the "
+                             "depth-sweep plot and table instead of the run report")
+    parser.add_argument("--sweep-out", type=Path, default=Path("reports/sweep"))
+
+
+def _read_optional_json(path: Path):
+    return io.read_json(path) if path.exists() else None
+
+
+def _read_csv(path: Path) -> list[dict]:
+    from gnnpipe.report import parse_csv
+
+    return parse_csv(path.read_text(), str(path)) if path.exists() else []
+
+
+def _write_png(path: Path, png: bytes) -> None:
+    with io.atomic_path(path) as tmp:
+        tmp.write_bytes(png)
+
+
+def _sweep(args) -> str:
+    from gnnpipe.report import SWEEP_PARAM, render_sweep, sweep_rows
+
+    exp_show = io.read_json(args.sweep)  # written by `dvc exp show --json > exps.json`
+    rows = sweep_rows(exp_show, SWEEP_PARAM)
+    png = render_sweep(rows, SWEEP_PARAM)
+    _write_png(args.sweep_out / "depth_sweep.png", png)
+    io.write_csv(args.sweep_out / "depth_sweep.csv", rows)
+    points = ", ".join(f"{r['num_layers']}: {r['gnn_test_accuracy']:.3f}" for r in rows)
+    return f"{len(rows)} depths (num_layers: GNN test acc) {points} -> {args.sweep_out}"
+
+
+def run(args):
+    from gnnpipe.report import ReportInputs, render  # imports matplotlib: not for --help
+
+    if args.sweep is not None:
+        return _sweep(args)
+    m = args.metrics_dir
+    inputs = ReportInputs(
+        prepare=io.read_json(m / "prepare.json"),
+        graph=io.read_json(m / "graph.json"),
+        split_audit=io.read_json(m / "split_audit.json"),
+        evaluation=io.read_json(m / "eval.json"),
+        details=io.read_json(args.details),
+        partition=_read_optional_json(m / "partition.json"),
+        train=_read_optional_json(m / "train.json"),
+        baseline=_read_optional_json(m / "baseline.json"),
+        train_history=_read_csv(m / "train_history.csv"),
+        baseline_history=_read_csv(m / "baseline_history.csv"),
+        degree_hist=_read_csv(m / "degree_hist.csv"),
+    )
+    try:
+        report = render(inputs, Path(os.path.relpath(args.figures, args.out.parent)).as_posix())
+    except KeyError as err:  # a metrics file from an older gnnpipe or edited by hand
+        raise ValueError(f"{m}: a metrics file lacks the key {err}; re-run the pipeline "
+                         "(`dvc repro`) so every stage writes the current format") from None
+    with io.atomic_dir(args.figures) as figures:
+        for name, png in report.figures.items():
+            _write_png(figures / name, png)
+    io.write_text(args.out, report.html)
+    return f"{len(report.figures)} figures -> {args.out}"

@@ -1,0 +1,350 @@
+"""The run report: one self-contained HTML page a person opens to see what a run did.
+
+``render`` takes the metrics the stages wrote (as parsed JSON / CSV rows) and returns the HTML
+and the PNG figures; the figures are embedded in the page as data URIs, so the single file can
+be mailed or archived, and also returned separately so ``reports/figures/`` holds them for
+``dvc plots`` and for linking. Missing optional inputs (partition stats, training histories)
+turn into a line saying what to run, never into an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+
+from gnnpipe import figures
+
+PHASES = ("train", "val", "test")
+SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Parsed stage outputs; the dict fields mirror the metrics files of the same name."""
+
+    prepare: dict  # metrics/prepare.json
+    graph: dict  # metrics/graph.json (analyze)
+    split_audit: dict  # metrics/split_audit.json
+    evaluation: dict  # metrics/eval.json
+    details: dict  # reports/eval_details.json
+    partition: dict | None = None  # metrics/partition.json
+    train: dict | None = None  # metrics/train.json
+    baseline: dict | None = None  # metrics/baseline.json
+    train_history: list[dict] = field(default_factory=list)  # metrics/train_history.csv
+    baseline_history: list[dict] = field(default_factory=list)  # metrics/baseline_history.csv
+    degree_hist: list[dict] = field(default_factory=list)  # metrics/degree_hist.csv
+
+
+@dataclass(frozen=True)
+class Report:
+    html: str
+    figures: dict[str, bytes]  # file name (e.g. "training_curves.png") -> PNG bytes
+
+
+# ---------------------------------------------------------------------------------- parsing
+def parse_csv(text: str, where: str) -> list[dict]:
+    """Rows of a CSV written by ``gnnpipe.io.write_csv``; numeric cells become int/float."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{where}: empty CSV, expected a header line")
+    header = lines[0].split(",")
+
+    def cell(value: str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+        return value
+
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        values = line.split(",")
+        if len(values) != len(header):
+            raise ValueError(f"{where}: line {number} has {len(values)} cells, header has "
+                             f"{len(header)}")
+        rows.append({key: cell(value) for key, value in zip(header, values)})
+    return rows
+
+
+def _entries(node, in_experiment: bool = False):
+    """``(entry, is_experiment)`` for every rev entry of ``dvc exp show --json`` output.
+
+    Top-level entries are the workspace and commits; entries reached through an
+    ``experiments`` list are experiments (DVC 3: ``[{rev, data, experiments: [{revs: [...]}]}]``).
+    """
+    if isinstance(node, list):
+        for item in node:
+            yield from _entries(item, in_experiment)
+    elif isinstance(node, dict):
+        if "data" in node:
+            yield node, in_experiment
+        for key, value in node.items():
+            if isinstance(value, (list, dict)) and key != "data":
+                yield from _entries(value, in_experiment or key == "experiments")
+
+
+def _lookup(tree: dict, *keys: str):
+    """``tree[k0][k1]...`` or None; keys are separate since file names hold dots."""
+    for key in keys:
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def sweep_rows(exp_show: list | dict, param: str = SWEEP_PARAM) -> list[dict]:
+    """One row per value of ``param`` from ``dvc exp show --json`` output, sorted by it.
+
+    Every experiment (and the workspace / baseline commits) whose ``params.yaml`` sets ``param``
+    and whose ``metrics/eval.json`` has the GNN/MLP accuracies and the smoothing figures is a
+    candidate; for a value seen more than once the experiment (not the workspace or a commit) with
+    the latest timestamp wins, so re-running a sweep replaces its old points.
+    """
+    best: dict = {}
+    for entry, is_experiment in _entries(exp_show):
+        data = entry.get("data")
+        if not isinstance(data, dict) or "params" not in data or "metrics" not in data:
+            continue
+        value = _lookup(data["params"], "params.yaml", "data", *param.split("."))
+        evaluation = _lookup(data["metrics"], "metrics/eval.json", "data")
+        gnn_smooth = _lookup(evaluation or {}, "smoothing", "gnn")
+        if value is None or not isinstance(gnn_smooth, dict):
+            continue
+        name = entry.get("name") or str(entry.get("rev", ""))[:7]
+        row = {param.rsplit(".", 1)[-1]: value, "name": name,
+               "model": evaluation.get("model"),
+               "gnn_test_accuracy": _lookup(evaluation, "gnn", "test", "accuracy"),
+               "mlp_test_accuracy": _lookup(evaluation, "mlp", "test", "accuracy"),
+               **{key: gnn_smooth.get(key) for key in
+                  ("cosine_similarity", "dirichlet_energy", "rayleigh_quotient")}}
+        if any(v is None for v in row.values()):
+            continue
+        rank = (is_experiment, str(data.get("timestamp") or ""))
+        if value not in best or rank >= best[value][0]:
+            best[value] = (rank, row)
+    return [best[value][1] for value in sorted(best)]
+
+
+def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
+    """The depth-sweep PNG of ``sweep_rows`` output (ValueError when no point was found)."""
+    if not rows:
+        raise ValueError(f"no experiment in the sweep file sets {param} and has metrics/eval.json "
+                         "with smoothing figures; run the sweep (README.md) and "
+                         "`dvc exp show --json > exps.json` first")
+    return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(_fmt(c))}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _pairs(rows: list[tuple[str, object]]) -> str:
+    return _table(["", "value"], [[k, v] for k, v in rows])
+
+
+def _figure_html(href: str, png: bytes, caption: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
+            f'<figcaption>{_e(caption)} (<a href="{_e(href)}">{_e(href)}</a>)</figcaption></figure>')
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
+       color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+.verdict { padding: 0.8em 1em; border-radius: 6px; font-size: 1.15em; }
+.helps { background: #e6f4ea; border: 1px solid #34a853; }
+.nothing { background: #fdecea; border: 1px solid #d93025; }
+.warning { background: #fff4e5; border: 1px solid #f29900; padding: 0.6em 1em; margin: 0.4em 0;
+           border-radius: 6px; }
+figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; font-size: 0.9em; }
+.fail { color: #d93025; font-weight: bold; } .pass { color: #188038; }
+"""
+
+
+# ---------------------------------------------------------------------------------- sections
+def _headline(inputs: ReportInputs) -> str:
+    ev = inputs.evaluation
+    gain = ev["gnn_minus_mlp"]["test_accuracy"]
+    # evaluate's three-way outcome (evaluate.min_gain); older eval.json files only had the flag
+    result = ev.get("outcome") or ("helps" if ev["graph_helps"] else "nothing")
+    kind = "helps" if result == "helps" else "nothing"
+    if result == "helps":
+        plain = f"The graph helps: {ev['model']} is {gain:+.4f} test accuracy over the MLP."
+    elif result == "hurts":
+        plain = (f"The MLP wins: {ev['model']} is {-gain:.4f} test accuracy behind the "
+                 "structure-free MLP, so the graph does not help on this data; use the MLP.")
+    else:
+        plain = (f"The graph adds nothing here: {ev['model']} is {gain:+.4f} test accuracy "
+                 "against the structure-free MLP, so the MLP is the better model for this data.")
+    parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
+             f"evaluate: {_e(ev['verdict'])}</div>"]
+    parts += [f'<div class="warning">&#9888; {_e(w)}</div>' for w in inputs.graph.get("warnings", [])]
+    return "\n".join(parts)
+
+
+def _dataset(inputs: ReportInputs) -> str:
+    p, g = inputs.prepare, inputs.graph
+    h, deg, comp = g["homophily"], g["degree"], g["components"]
+    rows = [("source", p.get("source")), ("nodes", p.get("nodes")),
+            ("stored edges (directed)", p.get("edges")), ("undirected", p.get("undirected")),
+            ("features", p.get("features")), ("classes", p.get("classes")),
+            ("duplicate edges removed", p.get("duplicates_removed")),
+            ("self-loops removed", p.get("self_loops_removed")),
+            ("edge homophily", h["edge"]), ("node homophily", h["node"]),
+            ("class-insensitive homophily (Lim et al.)", h["class_insensitive"]),
+            ("adjusted homophily (Platonov et al.)", h["adjusted"]),
+            ("degree min / median / mean / max",
+             f"{deg['min']} / {deg['median']:g} / {deg['mean']:.2f} / {deg['max']}"),
+            ("isolated nodes", f"{deg['isolated_nodes']} ({deg['isolated_fraction']:.1%})"),
+            ("connected components", comp["count"]),
+            ("largest component", f"{comp['largest']} nodes ({comp['largest_fraction']:.1%})")]
+    if "phases" in g:
+        rows.append(("edge homophily among train nodes", g["phases"].get("train_label_homophily")))
+    labels = g["labels"]
+    label_rows = [[c, n, f"{frac:.1%}", h["per_class"][c]]
+                  for c, (n, frac) in enumerate(zip(labels["count"], labels["fraction"]))]
+    return ("<h2>Dataset</h2>" + _pairs(rows) + "<h3>Labels</h3>"
+            + _table(["class", "nodes", "share", "same-class neighbour share h_k"], label_rows))
+
+
+def _split(inputs: ReportInputs) -> str:
+    audit = inputs.split_audit
+    status = ('<span class="pass">passed</span>' if audit["passed"]
+              else '<span class="fail">FAILED</span>')
+    checks = [[c["check"], "pass" if c["passed"] else "FAIL", c["detail"]] for c in audit["checks"]]
+    balance = audit.get("class_balance", {})
+    sizes = audit.get("sizes", {})
+    balance_rows = [[role, sizes.get(role), " / ".join(f"{f:.1%}" for f in balance[role]["fraction"])]
+                    for role in PHASES if role in balance]
+    phases = inputs.graph.get("phases", {})
+    phase_rows = [[phase, phases[phase]["edges"], phases[phase]["isolated_nodes"],
+                   f"{phases[phase]['isolated_fraction']:.1%}"] for phase in PHASES if phase in phases]
+    out = [f"<h2>Split audit: {status}</h2>",
+           f"<p>mode <b>{_e(audit.get('mode'))}</b>; structure shared across phases: "
+           f"{_e(_fmt(audit.get('structure_shared_across_phases')))}</p>",
+           _table(["check", "result", "detail"], checks),
+           _table(["split", "nodes", "class shares"], balance_rows)]
+    if phase_rows:
+        out.append(_table(["phase", "message edges", "own nodes isolated", "share"], phase_rows))
+    return "\n".join(out)
+
+
+def _partition(inputs: ReportInputs) -> str:
+    part = inputs.partition
+    if not part:
+        return "<h2>Partition</h2><p>No partition stats (run <code>dvc repro partition</code>).</p>"
+    sizes = part.get("part_sizes", [])
+    rows = [("method", part.get("method")), ("parts", part.get("num_parts")),
+            ("edge cut", part.get("edge_cut")), ("edge cut fraction", part.get("edge_cut_fraction")),
+            ("balance (largest / mean part)", part.get("balance")),
+            ("part sizes min / max", f"{min(sizes)} / {max(sizes)}" if sizes else None)]
+    return "<h2>Partition</h2>" + _pairs(rows)
+
+
+def _metrics(inputs: ReportInputs) -> str:
+    ev = inputs.evaluation
+    rows = []
+    for role in ("val", "test"):
+        for metric in ("accuracy", "macro_f1"):
+            rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
+                         f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
+    out = ["<h2>Metrics vs the MLP baseline</h2>",
+           _table(["metric", ev["model"], "mlp", "gnn − mlp"], rows)]
+    training = [[name, info.get("best_epoch"), info.get("epochs_run"), info.get("parameters")]
+                for name, info in ((ev["model"], inputs.train), ("mlp", inputs.baseline)) if info]
+    if training:
+        out.append(_table(["model", "best epoch", "epochs run", "parameters"], training))
+    smooth = ev.get("smoothing")
+    if smooth:
+        out += ["<h3>Over-smoothing diagnostics (final-layer outputs = logits)</h3>",
+                _table(["model", "mean pairwise cosine similarity", "Dirichlet energy",
+                        "normalised Dirichlet energy (Rayleigh quotient)"],
+                       [[name, s["cosine_similarity"], s["dirichlet_energy"],
+                         s["rayleigh_quotient"]] for name, s in
+                        ((ev["model"], smooth["gnn"]), ("mlp", smooth["mlp"]))]),
+                "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
+                "near 0 mean the GNN's outputs are nearly constant across neighbours: "
+                "over-smoothing. See the depth sweep in README.md.</p>"]
+    return "\n".join(out)
+
+
+# -------------------------------------------------------------------------------- rendering
+def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
+    """The HTML report and its PNG figures by file name.
+
+    Each figure is embedded (data URI) and linked as ``<figures_href>/<name>``: the figures
+    folder relative to the HTML file.
+    """
+    ev, details = inputs.evaluation, inputs.details
+    model = ev["model"]
+    pngs: dict[str, bytes] = {}
+    captions: dict[str, str] = {}
+
+    def add(name: str, png: bytes, caption: str) -> None:
+        pngs[name], captions[name] = png, caption
+
+    if inputs.train_history or inputs.baseline_history:
+        add("training_curves.png",
+            figures.training_curves(inputs.train_history, inputs.baseline_history, model),
+            f"training curves of {model} and the MLP baseline")
+    add("confusion_test.png",
+        figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
+                                    "mlp (test)": details["mlp"]["test"]["confusion"]}),
+        "test confusion matrices, rows normalised")
+    add("per_class_f1.png",
+        figures.per_class_f1(details["gnn"]["test"]["per_class_f1"],
+                             details["mlp"]["test"]["per_class_f1"], model),
+        "per-class F1 on the test split")
+    if inputs.degree_hist:
+        add("degree_histogram.png", figures.degree_histogram(inputs.degree_hist),
+            "degree distribution (log2 bins)")
+
+    def fig(name: str) -> str:
+        return (_figure_html(f"{figures_href}/{name}", pngs[name], captions[name])
+                if name in pngs else "")
+
+    missing_curves = ("" if "training_curves.png" in pngs else
+                      "<p>No training histories found (run <code>dvc repro train baseline</code>).</p>")
+    # The sweep spans many experiments, so it is not part of one run's (cached) report.
+    sweep = ("<p>Accuracy and over-smoothing vs depth span many experiments: run the "
+             "<code>dvc exp run --queue</code> sweep of README.md (Evaluation and diagnostics), "
+             "then <code>gnnpipe report --sweep exps.json</code> writes "
+             "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
+    body = "\n".join([
+        f"<h1>gnnpipe run: {_e(model)} on {_e(inputs.prepare.get('source', 'the graph'))}</h1>",
+        _headline(inputs),
+        _metrics(inputs),
+        "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,
+        "<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"), fig("per_class_f1.png"),
+        _dataset(inputs), fig("degree_histogram.png"),
+        _split(inputs),
+        _partition(inputs),
+        "<h2>Depth sweep (over-smoothing)</h2>", sweep,
+    ])
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>gnnpipe report: {_e(model)}</title><style>{CSS}</style></head>"
+            f"<body>\n{body}\n</body></html>\n")
+    return Report(html=page, figures=pngs)

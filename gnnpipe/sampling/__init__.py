@@ -1,0 +1,14 @@
+"""Mini-batch samplers behind PyG's sampler interface, and which backend runs them.
+
+``CsrNeighborSampler`` is gnnpipe's own vectorized sampler; when pyg-lib is importable it hands
+the work to PyG's ``NeighborSampler`` (which calls ``torch.ops.pyg.neighbor_sample``), except for
+``induced`` subgraphs, which pyg-lib does not build. ``neighbor_loader`` wraps it in PyG's
+``NodeLoader`` as configured by the ``train:`` params.
+"""
+
+from gnnpipe.sampling.backend import BACKENDS, pyg_lib_available, resolve_backend
+from gnnpipe.sampling.loader import neighbor_loader
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, pick_edges
+
+__all__ = ["BACKENDS", "CsrNeighborSampler", "neighbor_loader", "pick_edges", "pyg_lib_available",
+           "resolve_backend"]

@@ -1,0 +1,31 @@
+"""PyG ``NodeLoader`` over gnnpipe's neighbor sampler, configured by the ``train:`` section."""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+
+from gnnpipe.config import TrainParams
+from gnnpipe.graph import Csr
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
+
+
+def neighbor_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
+                    cfg: TrainParams, seed: int, *, edge_index: torch.Tensor | None = None,
+                    shuffle: bool = True) -> NodeLoader:
+    """Batches of ``cfg.batch_size`` seeds with their sampled neighbourhoods in ``csr``.
+
+    ``x`` (N, F) and ``y`` (N,) are gathered per batch by PyG (``batch.x``, ``batch.y``); only
+    edges of ``csr`` are ever sampled, so passing a phase's message graph keeps the batch inside
+    what that phase may see. ``edge_index`` may pass ``csr.edge_index()`` when the caller already
+    holds it (it is only read for its device). ``seed`` fixes the sampler's stream; the order of
+    seeds follows torch's global RNG (seed it, e.g. inside ``fit``).
+    """
+    sampler = CsrNeighborSampler(csr, cfg.num_neighbors, replace=cfg.replace,
+                                 subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed)
+    data = Data(x=x, y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
+                num_nodes=csr.num_nodes)
+    return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, batch_size=cfg.batch_size,
+                      shuffle=shuffle, num_workers=cfg.num_workers,
+                      persistent_workers=cfg.num_workers > 0)

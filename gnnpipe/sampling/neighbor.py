@@ -1,0 +1,352 @@
+"""gnnpipe's CSR neighbor sampler behind PyG's ``BaseSampler`` interface.
+
+PyG's ``NeighborSampler`` needs pyg-lib or torch-sparse (compiled extensions); this one is plain
+vectorized NumPy over the CSR arrays, so ``torch_geometric.loader.NodeLoader`` /
+``LinkLoader`` give the same batches as ``NeighborLoader`` / ``LinkNeighborLoader`` would:
+``batch.n_id`` with the seeds first, ``batch.batch_size`` seeds, ``batch.edge_index`` local.
+
+Semantics follow pyg-lib's ``neighbor_sample`` (CSC, ``csc=True``):
+
+- The CSR row of ``v`` lists the sources of the edges into ``v`` (see ``gnnpipe.graph``), so a
+  hop draws, for every frontier node ``v``, up to ``k`` of its in-edges ``(u -> v)``.
+  ``row`` = local id of the source ``u``, ``col`` = local id of the target ``v``: messages flow
+  from the sampled neighbours into the seeds, as GNN layers expect.
+- Hop 0's frontier is the seeds, hop ``h``'s the nodes first reached at hop ``h - 1``; every node
+  is a frontier at most once, so without replacement no edge appears twice.
+- ``k = -1`` takes all in-edges; ``deg <= k`` without replacement takes all; with replacement
+  exactly ``k`` draws (duplicates kept as edges, nodes deduplicated).
+- Local ids: seeds ``0..B-1`` (in input order, duplicates kept), then nodes in order of first
+  discovery. ``num_sampled_nodes = [B, new at hop 1, ...]``, ``num_sampled_edges`` per hop.
+- ``edge`` is the CSR position of each sampled edge (the column of ``Csr.edge_index()``).
+- ``disjoint``: each seed grows its own tree; a node reached from two seeds appears twice, and
+  ``batch[i]`` is the seed (0..B-1) whose tree holds local node ``i``.
+- ``induced``: the hops choose the nodes; the edges are then every edge among them.
+- ``bidirectional``: PyG's ``SamplerOutput.to_bidirectional`` (both directions of each edge).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+from torch_geometric.sampler.utils import to_csc
+
+from gnnpipe.graph import Csr
+from gnnpipe.sampling.backend import resolve_backend
+
+SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
+
+
+# ------------------------------------------------------------------------------ one hop, arrays
+def _floyd(deg: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` distinct offsets in ``[0, deg[r])`` for each row r: int64 (k, R); needs ``deg > k``.
+
+    Floyd's algorithm run for all rows at once: step ``i`` draws ``t`` in ``[0, j]`` with
+    ``j = deg - k + i`` and keeps ``j`` instead when ``t`` was already chosen. Each row gets a
+    uniform k-subset; the cost is O(R k^2) whatever the degrees (a hub costs no more). Laid out
+    (k, R) so every step works on contiguous rows (NumPy reduces a short inner axis slowly).
+    """
+    chosen = np.empty((k, deg.size), dtype=np.int64)
+    draws = rng.random((k, deg.size))
+    for i in range(k):
+        j = deg - (k - i)  # (R,): the largest offset allowed at this step
+        t = (draws[i] * (j + 1)).astype(np.int64)
+        if i:
+            taken = chosen[0] == t
+            for c in range(1, i):
+                taken |= chosen[c] == t
+            np.copyto(t, j, where=taken)
+        chosen[i] = t
+    return chosen
+
+
+def pick_edges(start: np.ndarray, deg: np.ndarray, k: int, replace: bool,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Sampled in-edges of a frontier: CSR positions (E,) and their frontier row (E,), int64.
+
+    ``start``/``deg`` (M,) are ``indptr[v]`` and the in-degree of each frontier node ``v``;
+    edges come grouped by frontier row, in frontier order. ``k = -1`` takes every in-edge.
+    """
+    if k < 0:
+        counts = deg
+    elif replace:
+        counts = np.where(deg > 0, k, 0)
+    else:
+        counts = np.minimum(deg, k)
+    owner = np.repeat(np.arange(deg.size), counts)
+    if k >= 0 and replace:
+        offset = (rng.random(owner.size) * np.repeat(deg, counts)).astype(np.int64)
+        return np.repeat(start, counts) + offset, owner
+    first = np.cumsum(counts) - counts  # (M,): output slot of each row's first edge
+    pos = np.arange(owner.size) + np.repeat(start - first, counts)  # every in-edge of the row ...
+    big = np.flatnonzero(deg > k) if k >= 0 else np.empty(0, dtype=np.int64)
+    if big.size:  # ... except rows with more than k in-edges: k distinct ones
+        slots = first[big] + np.arange(k)[:, None]  # (k, R)
+        pos[slots] = start[big] + _floyd(deg[big], k, rng)
+    return pos, owner
+
+
+# ---------------------------------------------------------------------------------- the sampler
+class CsrNeighborSampler(BaseSampler):
+    """Neighbor sampler over a CSR graph, usable by PyG's ``NodeLoader`` and ``LinkLoader``.
+
+    Args:
+        graph: a ``gnnpipe.graph.Csr`` (row ``v`` = sources of edges into ``v``) or a PyG
+            ``Data`` with ``edge_index`` (converted to CSC once, as PyG's sampler does).
+        num_neighbors: fan-out per hop; ``-1`` takes every in-edge.
+        replace: draw with replacement.
+        subgraph_type: ``directional`` | ``bidirectional`` | ``induced``.
+        disjoint: one tree per seed (``batch.batch`` says whose).
+        seed: int or ``torch.Generator`` for a reproducible stream; ``None`` draws one from
+            torch's global RNG (so ``torch.manual_seed`` makes runs repeat). In DataLoader
+            workers each worker derives its own stream from the loader's per-worker seed.
+        backend: ``auto`` (pyg-lib when importable, except for ``induced`` which pyg-lib
+            lacks), ``gnnpipe`` or ``pyg-lib``. pyg-lib draws from its own generator, which
+            follows ``torch.manual_seed``, not ``seed``.
+    """
+
+    def __init__(self, graph: Csr | Data, num_neighbors: Sequence[int], *, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False,
+                 seed: int | torch.Generator | None = None, backend: str = "auto"):
+        num_neighbors = [int(k) for k in num_neighbors]
+        if not num_neighbors or any(k < -1 for k in num_neighbors):
+            raise ValueError(f"num_neighbors={num_neighbors} must list one fan-out >= -1 per hop "
+                             "(-1 = all neighbours)")
+        if subgraph_type not in SUBGRAPH_TYPES:
+            raise ValueError(f"subgraph_type={subgraph_type!r} is not valid; expected one of: "
+                             f"{', '.join(SUBGRAPH_TYPES)}")
+        self.perm: Optional[Tensor] = None
+        if isinstance(graph, Csr):
+            indptr, indices = graph.indptr, graph.indices
+        else:  # PyG Data: colptr over targets, row = sources, perm back to data.edge_index order
+            indptr, indices, self.perm = to_csc(graph, device="cpu")
+        self.indptr = np.ascontiguousarray(indptr.numpy(), dtype=np.int64)
+        self.indices = np.ascontiguousarray(indices.numpy(), dtype=np.int64)
+        self.num_nodes = self.indptr.size - 1
+        self.num_neighbors = num_neighbors
+        self.replace = bool(replace)
+        self.subgraph_type = subgraph_type
+        self.disjoint = bool(disjoint)
+        if isinstance(seed, torch.Generator):
+            seed = int(torch.randint(2**62, (), generator=seed))
+        elif seed is None:
+            seed = int(torch.randint(2**62, ()))
+        self.seed = int(seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._rng_worker: Optional[int] = None
+        self._map: Optional[np.ndarray] = None
+        self.backend = resolve_backend(backend, subgraph_type)
+        self._pyg = None
+        if self.backend == "pyg-lib":
+            self._pyg = _pyg_lib_sampler(self, indptr, indices)
+
+    def __getstate__(self) -> dict:  # workers get the graph, not the per-process scratch map
+        state = dict(self.__dict__)
+        state["_map"] = None
+        return state
+
+    # ------------------------------------------------------------------------ PyG interface
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
+        if self._pyg is not None:
+            return self._pyg.sample_from_nodes(inputs)
+        if inputs.input_type is not None:
+            raise NotImplementedError("CsrNeighborSampler samples homogeneous graphs only")
+        out = node_sample(inputs, self._sample)
+        return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
+
+    def sample_from_edges(self, inputs: EdgeSamplerInput,
+                          neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
+        """Seeds = both endpoints of the seed links (+ negatives), as PyG's ``edge_sample``.
+
+        Negatives come from PyG's ``NegativeSampling.sample`` (uniform over all nodes, torch's
+        global RNG; false negatives are not filtered, as in PyG).
+        """
+        if self._pyg is not None:
+            return self._pyg.sample_from_edges(inputs, neg_sampling)
+        if inputs.input_type is not None:
+            raise NotImplementedError("CsrNeighborSampler samples homogeneous graphs only")
+        out = edge_sample(inputs, self._sample, self.num_nodes, self.disjoint, None, neg_sampling)
+        return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
+
+    @property
+    def edge_permutation(self) -> Optional[Tensor]:
+        return self.perm
+
+    def set_epoch(self, epoch: int) -> None:
+        """Restart the stream at ``(seed, epoch)``: epoch e's batches no longer depend on what
+        was drawn before, so a run resumed at epoch e samples exactly what it would have."""
+        self._rng = np.random.default_rng([self.seed, epoch])
+        self._rng_worker = None
+
+    # ------------------------------------------------------------------------------ sampling
+    def _generator(self) -> np.random.Generator:
+        info = torch.utils.data.get_worker_info()
+        if info is not None and self._rng_worker != info.id:
+            # A worker holds a copy of the parent's generator: re-derive, or all workers
+            # would draw the same stream.
+            self._rng = np.random.default_rng([self.seed, info.seed % 2**63])
+            self._rng_worker = info.id
+        return self._rng
+
+    def _scratch_map(self) -> np.ndarray:
+        if self._map is None:  # global -> local id, -1 = not sampled; reset after each batch
+            self._map = np.full(self.num_nodes, -1, dtype=np.int64)
+        return self._map
+
+    def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
+        if seed_time is not None:
+            raise NotImplementedError("CsrNeighborSampler does not do temporal sampling")
+        seeds = np.ascontiguousarray(seed.numpy(), dtype=np.int64)
+        if seeds.size and (seeds.min() < 0 or seeds.max() >= self.num_nodes):
+            raise ValueError(f"seed node ids must lie in [0, {self.num_nodes})")
+        rng = self._generator()
+        if self.disjoint:
+            node, batch, row, col, edge, n_nodes, n_edges = self._sample_disjoint(seeds, rng)
+        else:
+            batch = None
+            node, row, col, edge, n_nodes, n_edges = self._sample_shared(seeds, rng)
+        t = torch.from_numpy
+        return SamplerOutput(node=t(node), row=t(row), col=t(col), edge=t(edge),
+                             batch=None if batch is None else t(batch),
+                             num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+
+    def _sample_shared(self, seeds: np.ndarray, rng: np.random.Generator):
+        """One subgraph for all seeds, deduplicated with the global-to-local map."""
+        indptr, indices, induced = self.indptr, self.indices, self.subgraph_type == "induced"
+        local = self._scratch_map()
+        nodes = [seeds]
+        rows, cols, edges, n_nodes, n_edges = [], [], [], [seeds.size], []
+        n = seeds.size
+        local[seeds] = np.arange(n)  # a repeated seed maps to one of its copies
+        front_first, front = 0, seeds
+        done = False
+        try:
+            for k in self.num_neighbors:
+                start = _take(indptr, front)
+                pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace,
+                                        rng)
+                src = _take(indices, pos)  # (E,) global sources
+                src_local = _take(local, src)
+                is_new = src_local < 0
+                unseen = src[is_new]
+                # Dedupe without sorting: every unseen slot writes its tag into the map, one
+                # write per node survives; that slot's node is new, in slot order.
+                slot = np.arange(unseen.size)
+                local[unseen] = -2 - slot
+                winner = -2 - _take(local, unseen)  # (U,): surviving slot of each node
+                is_winner = winner == slot
+                fresh = unseen[is_winner]
+                rank = np.cumsum(is_winner) - 1  # (U,): new-node index of each winning slot
+                src_local[is_new] = n + _take(rank, winner)
+                local[fresh] = n + np.arange(fresh.size)
+                if not induced:
+                    rows.append(src_local)
+                    cols.append(owner + front_first)  # frontier ids are one contiguous range
+                    edges.append(pos)
+                    n_edges.append(int(pos.size))
+                nodes.append(fresh)
+                n_nodes.append(int(fresh.size))
+                front_first, front = n, fresh
+                n += fresh.size
+            node = np.concatenate(nodes)
+            if induced:  # every in-edge of every sampled node whose source is sampled too
+                start = _take(indptr, node)
+                pos, owner = pick_edges(start, _take(indptr, node + 1) - start, -1, False, rng)
+                src_local = _take(local, _take(indices, pos))
+                keep = src_local >= 0
+                rows, cols, edges, n_edges = [src_local[keep]], [owner[keep]], [pos[keep]], None
+            done = True
+        finally:
+            if done:
+                local[node] = -1
+            else:  # interrupted mid-hop: tags may sit anywhere in the map
+                local.fill(-1)
+        return node, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
+
+    def _sample_disjoint(self, seeds: np.ndarray, rng: np.random.Generator):
+        """One tree per seed; nodes are keyed ``tree * N + node`` and deduplicated per tree."""
+        indptr, indices, n_all = self.indptr, self.indices, self.num_nodes
+        induced = self.subgraph_type == "induced"
+        b = seeds.size
+        node_parts, tree_parts = [seeds], [np.arange(b)]
+        rows, cols, edges, n_nodes, n_edges = [], [], [], [b], []
+        seen_key = np.arange(b) * n_all + seeds  # sorted, since tree ids increase
+        seen_local = np.arange(b)
+        front_first, front, front_tree, n = 0, seeds, np.arange(b), b
+        for k in self.num_neighbors:
+            start = _take(indptr, front)
+            pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace, rng)
+            key = _take(front_tree, owner) * n_all + _take(indices, pos)  # (E,) tree-qualified
+            src_local, found = _lookup(seen_key, seen_local, key)
+            uniq, first, inverse = np.unique(key[~found], return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")  # discovery order, as in the shared path
+            uniq_local = np.empty(uniq.size, dtype=np.int64)
+            uniq_local[order] = n + np.arange(uniq.size)
+            src_local[~found] = uniq_local[inverse.reshape(-1)]
+            if not induced:
+                rows.append(src_local)
+                cols.append(owner + front_first)
+                edges.append(pos)
+                n_edges.append(int(pos.size))
+            at = np.searchsorted(seen_key, uniq)  # merge two sorted key sets in one pass
+            seen_key = np.insert(seen_key, at, uniq)
+            seen_local = np.insert(seen_local, at, uniq_local)
+            fresh_key = uniq[order]
+            front_first, front, front_tree = n, fresh_key % n_all, fresh_key // n_all
+            node_parts.append(front)
+            tree_parts.append(front_tree)
+            n_nodes.append(int(uniq.size))
+            n += uniq.size
+        node, batch = np.concatenate(node_parts), np.concatenate(tree_parts)
+        if induced:  # edges among the nodes of the same tree
+            start = _take(indptr, node)
+            pos, owner = pick_edges(start, _take(indptr, node + 1) - start, -1, False, rng)
+            key = _take(batch, owner) * n_all + _take(indices, pos)
+            src_local, found = _lookup(seen_key, seen_local, key)
+            rows, cols, edges, n_edges = [src_local[found]], [owner[found]], [pos[found]], None
+        return node, batch, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
+
+
+def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` for indices known to be in range: ``mode="clip"`` skips NumPy's bounds
+    error path, which makes the gather several times faster."""
+    return np.take(values, index, mode="clip")
+
+
+def _lookup(sorted_key: np.ndarray, value: np.ndarray, key: np.ndarray):
+    """``value`` at each ``key`` found in ``sorted_key`` (-1 elsewhere) and the found mask."""
+    if sorted_key.size == 0:
+        return np.full(key.size, -1, dtype=np.int64), np.zeros(key.size, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_key, key), sorted_key.size - 1)
+    found = sorted_key[at] == key
+    return np.where(found, value[at], -1), found
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _pyg_lib_sampler(cfg: CsrNeighborSampler, indptr: Tensor, indices: Tensor):
+    """PyG's own ``NeighborSampler`` (it calls ``torch.ops.pyg.neighbor_sample``) on our CSC.
+
+    Our CSR row = in-edges of a node is PyG's CSC; ``edge_index`` sorted by target is already
+    CSC-ordered, so ``is_sorted=True`` keeps edge ids equal to CSR positions.
+    """
+    from torch_geometric.sampler import NeighborSampler
+
+    csr = Csr(indptr, indices)
+    data = Data(edge_index=csr.edge_index(), num_nodes=csr.num_nodes)
+    sampler = NeighborSampler(data, cfg.num_neighbors, subgraph_type=cfg.subgraph_type,
+                              replace=cfg.replace, disjoint=cfg.disjoint, is_sorted=True)
+    return sampler

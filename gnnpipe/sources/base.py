@@ -1,0 +1,227 @@
+"""What every source returns (``RawGraph``) and the checks they share.
+
+Each check raises a one-line ``ValueError`` that names the file and the column, so a user can
+find the bad value without a traceback (``gnnpipe prepare`` prints only the message).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gnnpipe.graph import ROLES
+
+# Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
+# enough that a chunk of int64 ids is a few tens of MB.
+EDGE_BATCH_ROWS = 1 << 21
+
+
+@dataclass(frozen=True)
+class RawGraph:
+    """A source's graph before the edge policies: ids already in ``[0, N)``.
+
+    ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (E,) one row per input edge.
+    Optional: ``public_roles`` int8 (N,) codes into ``ROLES`` (the dataset's official split),
+    ``timestamps`` float64 or int64 (N,) (the synthetic generator's), ``node_ids`` (N,) the
+    user's original ids, ``node_time`` (N,) and ``edge_time`` / ``edge_weight`` (E,) as read
+    (Arrow arrays), ``class_names`` when labels were strings.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    where: str  # names the input in error messages
+    public_roles: np.ndarray | None = None
+    timestamps: np.ndarray | None = None
+    node_ids: pa.Array | None = None
+    node_time: pa.Array | None = None
+    edge_weight: pa.Array | None = None
+    edge_time: pa.Array | None = None
+    class_names: list[str] | None = None
+
+
+def reason(err: BaseException, limit: int = 160) -> str:
+    """The first line of an exception from a reader library, for a one-line message."""
+    text = str(err).strip()
+    return text.splitlines()[0][:limit] if text else type(err).__name__
+
+
+def combine(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def first_null(column: pa.Array) -> int:
+    return int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
+
+
+def check_no_nulls(column: pa.Array, file: Path | str, name: str, what: str,
+                   offset: int = 0) -> None:
+    """No nulls in ``column``, else name it; ``offset``: file row of the column's first row."""
+    if column.null_count:
+        raise ValueError(f"{file}: {what} column {name!r} has {column.null_count} nulls "
+                         f"(first: row {offset + first_null(column)})")
+
+
+def check_finite(values: np.ndarray, file: Path | str, names: list[str], what: str,
+                 offset: int = 0) -> None:
+    """``values`` (R,) or (R, len(names)): no NaN/inf, else name the first bad column and row."""
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return
+    if values.ndim == 1 or len(names) == 1:
+        rows = bad if values.ndim == 1 else bad.any(axis=1)
+        column = names[0]
+    else:
+        col = int(np.argmax(bad.any(axis=0)))
+        rows, column = bad[:, col], names[col]
+    raise ValueError(f"{file}: {what} column {column!r} has NaN or inf in {int(rows.sum())} "
+                     f"rows (first: row {offset + int(np.argmax(rows))})")
+
+
+def is_numeric(dtype: pa.DataType) -> bool:
+    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype)
+
+
+def labels(column: pa.Array | pa.ChunkedArray, file: Path | str,
+           name: str) -> tuple[np.ndarray, list[str] | None]:
+    """Class ids int64 (N,) from an integer (>= 0), integral float or string label column.
+
+    String labels become codes of the sorted class names, which are returned as well.
+    """
+    column = combine(column)
+    check_no_nulls(column, file, name, "label")
+    dtype = column.type
+    if pa.types.is_dictionary(dtype):
+        column, dtype = column.cast(dtype.value_type), dtype.value_type
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        names = pc.unique(column).sort()
+        codes = pc.index_in(column, value_set=names).to_numpy().astype(np.int64)
+        return codes, [str(v) for v in names.to_pylist()]
+    if pa.types.is_floating(dtype):
+        values = column.to_numpy()
+        check_finite(values, file, [name], "label")
+        if not np.array_equal(values, np.round(values)):
+            bad = int(np.argmax(values != np.round(values)))
+            raise ValueError(f"{file}: label column {name!r} holds a non-integer class "
+                             f"{values[bad]} (row {bad}); expected integer or string classes")
+        values = values.astype(np.int64)
+    elif pa.types.is_integer(dtype):
+        values = column.to_numpy().astype(np.int64)
+    else:
+        raise ValueError(f"{file}: label column {name!r} is {dtype}; expected integer or "
+                         f"string classes")
+    if values.size and values.min() < 0:
+        raise ValueError(f"{file}: label column {name!r} has negative class {int(values.min())} "
+                         f"(row {int(np.argmin(values))})")
+    return values, None
+
+
+def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path | str,
+                    key: str) -> tuple[list[str], bool]:
+    """Columns named by ``spec`` and whether it is one list/array column.
+
+    ``spec`` is the name of a list column, or comma-separated names / globs of numeric scalar
+    columns, matched in file order (``exclude``: the id, label and timestamp columns).
+    """
+    if spec in schema.names:
+        dtype = schema.field(spec).type
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) \
+                or pa.types.is_fixed_size_list(dtype):
+            return [spec], True
+    names: list[str] = []
+    for pattern in (part.strip() for part in spec.split(",")):
+        matched = [c for c in schema.names if fnmatch.fnmatchcase(c, pattern)
+                   and c not in exclude and c not in names]
+        if not matched:
+            raise ValueError(f"{file}: missing feature column {pattern!r} ({key}); columns: "
+                             f"{', '.join(schema.names)}")
+        names += matched
+    for name in names:
+        if not is_numeric(schema.field(name).type):
+            raise ValueError(f"{file}: feature column {name!r} is {schema.field(name).type}; "
+                             f"features must be numeric (or one list column)")
+    return names, False
+
+
+def features(table: pa.Table, names: list[str], is_list: bool, file: Path | str) -> np.ndarray:
+    """Node features float32 (N, F) from one list column or several scalar columns."""
+    if is_list:
+        name = names[0]
+        column = combine(table.column(name))
+        check_no_nulls(column, file, name, "feature")
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        if lengths.size and lengths.min() != lengths.max():
+            bad = int(np.argmax(lengths != lengths[0]))
+            raise ValueError(f"{file}: feature column {name!r} has lists of different lengths "
+                             f"({lengths[0]} in row 0, {lengths[bad]} in row {bad})")
+        flat = column.flatten()
+        if not is_numeric(flat.type):
+            raise ValueError(f"{file}: feature column {name!r} holds {flat.type}; expected numbers")
+        if flat.null_count:
+            row = first_null(flat) // max(int(lengths[0]), 1)
+            raise ValueError(f"{file}: feature column {name!r} has null entries (first: row {row})")
+        width = int(lengths[0]) if lengths.size else 0
+        x = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column), width)
+    else:
+        x = np.empty((table.num_rows, len(names)), dtype=np.float32)
+        for j, name in enumerate(names):
+            column = combine(table.column(name))
+            check_no_nulls(column, file, name, "feature")
+            x[:, j] = column.to_numpy(zero_copy_only=False)
+    check_finite(x, file, names, "feature")
+    return x
+
+
+def time_key(column: pa.Array) -> np.ndarray:
+    """A sortable number per row of a timestamp column: int64 for ints/dates/times, else float64."""
+    dtype = column.type
+    if pa.types.is_date32(dtype):  # days since the epoch; Arrow casts date32 only to int32
+        column = column.cast(pa.int32())
+    elif pa.types.is_timestamp(dtype) or pa.types.is_date64(dtype):  # in the column's unit
+        column = column.cast(pa.int64())
+    values = column.to_numpy(zero_copy_only=False)
+    return values.astype(np.int64 if np.issubdtype(values.dtype, np.integer) else np.float64)
+
+
+def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int = 0) -> pa.Array:
+    """A timestamp column: ints, floats, dates or timestamps, no nulls, no NaN."""
+    column = combine(column)
+    dtype = column.type
+    if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
+        raise ValueError(f"{file}: timestamp column {name!r} is {dtype}; expected integers, "
+                         f"floats, dates or timestamps")
+    check_no_nulls(column, file, name, "timestamp", offset)
+    if pa.types.is_floating(dtype):
+        check_finite(column.to_numpy(), file, [name], "timestamp", offset)
+    return column
+
+
+def roles_from_indices(num_nodes: int, index: dict[str, np.ndarray], where: str) -> np.ndarray:
+    """int8 (N,) codes into ``ROLES`` from node ids per role (``train``/``val``/``test``)."""
+    codes = np.full(num_nodes, ROLES.index("unused"), dtype=np.int8)
+    for role, ids in index.items():
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+            bad = ids[(ids < 0) | (ids >= num_nodes)][0]
+            raise ValueError(f"{where}: {role} split has node id {int(bad)} outside "
+                             f"[0, {num_nodes})")
+        clash = codes[ids] != ROLES.index("unused")
+        if clash.any():
+            node = int(ids[np.argmax(clash)])
+            raise ValueError(f"{where}: node {node} is in both the {ROLES[codes[node]]} and the "
+                             f"{role} split")
+        codes[ids] = ROLES.index(role)
+    return codes
+
+
+def roles_from_masks(masks: dict[str, np.ndarray], where: str) -> np.ndarray:
+    """int8 (N,) codes into ``ROLES`` from bool masks (N,) per role."""
+    num_nodes = next(iter(masks.values())).shape[0]
+    return roles_from_indices(num_nodes, {r: np.flatnonzero(m) for r, m in masks.items()}, where)

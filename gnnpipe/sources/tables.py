@@ -1,0 +1,307 @@
+"""``dataset.source: parquet | csv``: a node table and an edge table in the ``dataset.path`` folder.
+
+The node table (one row per node: id, features, label, optional timestamp) is read whole, since
+its features end up in memory anyway. The edge table is streamed: Parquet row groups or CSV blocks
+of ``EDGE_BATCH_ROWS`` rows, read as Arrow columns (never through Python objects), its ids mapped
+to ``0..N-1`` chunk by chunk. Node ``i`` is row ``i`` of the node table; the original ids are kept
+for ``node_ids.parquet``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from gnnpipe.config import DatasetParams, EdgeTableParams
+from gnnpipe.progress import progress
+from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
+                                  check_timestamps, combine, feature_columns, features,
+                                  is_numeric, labels, reason)
+
+CSV_BLOCK_BYTES = 64 << 20  # bytes per CSV chunk (pyarrow parses a block at a time)
+
+
+# ------------------------------------------------------------------------------------ readers
+class ParquetTables:
+    """A Parquet file, or a folder of ``*.parquet`` parts read in name order."""
+
+    @staticmethod
+    def files(path: Path) -> list[Path]:
+        if path.is_dir():
+            parts = sorted(path.glob("*.parquet"))
+            if not parts:
+                raise ValueError(f"{path}: folder holds no *.parquet files")
+            return parts
+        if not path.exists():
+            raise ValueError(f"{path}: file not found")
+        return [path]
+
+    @staticmethod
+    def _open(path: Path) -> pq.ParquetFile:
+        try:
+            return pq.ParquetFile(path)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{path}: not a Parquet file ({reason(err)})") from None
+
+    def schema(self, path: Path) -> pa.Schema:
+        return self._open(self.files(path)[0]).schema_arrow
+
+    def read(self, path: Path, columns: list[str]) -> pa.Table:
+        tables = []
+        for part in self.files(path):
+            handle = self._open(part)
+            _check_columns(handle.schema_arrow, columns, part)
+            tables.append(handle.read(columns=columns))
+        try:
+            return pa.concat_tables(tables)
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{path}: parts disagree in column types ({err})") from None
+
+    def batches(self, path: Path, columns: list[str], id_type: pa.DataType,
+                key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
+        parts = [(part, self._open(part)) for part in self.files(path)]
+        for part, handle in parts:
+            _check_columns(handle.schema_arrow, columns, part, key_of)
+        total = sum(handle.metadata.num_rows for _, handle in parts)
+
+        def gen() -> Iterator[pa.RecordBatch]:
+            for _, handle in parts:
+                yield from handle.iter_batches(batch_size=EDGE_BATCH_ROWS, columns=columns)
+        return gen(), total
+
+
+class CsvTables:
+    """A CSV file with a header row (``.gz`` / ``.bz2`` are decompressed on the fly)."""
+
+    @staticmethod
+    def _exists(path: Path) -> None:
+        if not path.is_file():
+            raise ValueError(f"{path}: file not found")
+
+    def schema(self, path: Path) -> pa.Schema:
+        self._exists(path)
+        try:  # only the first block is parsed to learn the header
+            options = pacsv.ReadOptions(block_size=1 << 20)
+            return pacsv.open_csv(path, read_options=options).schema
+        except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+
+    def read(self, path: Path, columns: list[str]) -> pa.Table:
+        self._exists(path)
+        try:
+            options = pacsv.ConvertOptions(include_columns=columns)
+            return pacsv.read_csv(path, convert_options=options)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+
+    def batches(self, path: Path, columns: list[str], id_type: pa.DataType,
+                key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
+        schema = self.schema(path)
+        _check_columns(schema, columns, path, key_of)
+        header = schema.names
+        # Fixed types, not inferred from the first block: ids parse as the node table's ids (so
+        # "007" stays a string where ids are strings), weights as floats.
+        types = {name: id_type if key in ("src", "dst") else pa.float64()
+                 for name, key in key_of.items() if key != "timestamp"}
+        options = pacsv.ConvertOptions(include_columns=columns, column_types=types)
+
+        def fail(err: Exception) -> ValueError:  # pyarrow counts columns; name the column too
+            text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} "
+                          f"({header[int(m[1])]!r})" if int(m[1]) < len(header) else m[0],
+                          reason(err, 200))
+            return ValueError(f"{path}: {text}")
+
+        def gen() -> Iterator[pa.RecordBatch]:
+            try:  # open_csv already parses the first block
+                reader = pacsv.open_csv(path, convert_options=options,
+                                        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES))
+                while True:
+                    try:
+                        yield reader.read_next_batch()
+                    except StopIteration:
+                        return
+            except (pa.ArrowInvalid, OSError) as err:
+                raise fail(err) from None
+        return gen(), None
+
+
+def _check_columns(schema: pa.Schema, columns: list[str], path: Path,
+                   key_of: dict[str, str] | None = None) -> None:
+    for name in columns:
+        if name not in schema.names:
+            key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
+            raise ValueError(f"{path}: missing column {name!r}{key}; columns: "
+                             f"{', '.join(schema.names)}")
+
+
+# ---------------------------------------------------------------------------------------- ids
+def node_ids(column: pa.Array | pa.ChunkedArray, path: Path, name: str) -> pa.Array:
+    """The id column: integers or strings, no nulls, no repeats."""
+    column = combine(column)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    check_no_nulls(column, path, name, "id")
+    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)
+            or pa.types.is_large_string(column.type)):
+        raise ValueError(f"{path}: id column {name!r} is {column.type}; expected integer or "
+                         f"string ids")
+    distinct = pc.count_distinct(column).as_py()
+    if distinct != len(column):
+        counts = pc.value_counts(column)
+        repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+        raise ValueError(f"{path}: id column {name!r} has repeated ids (first: "
+                         f"{repeated[0]['values'].as_py()!r}, {len(column) - distinct} extra rows)")
+    return column
+
+
+class IdLookup:
+    """The user's node ids -> ``0..N-1`` (the row of the node table); -1 for an unknown id.
+
+    Integer ids spanning at most ``TABLE_SPAN`` times N go through a dense table (one gather per
+    edge end, ~10x faster than a binary search on random queries); wider ids through a sorted
+    copy and ``searchsorted``; string ids through Arrow's hash lookup.
+    """
+
+    TABLE_SPAN = 16
+
+    def __init__(self, ids: pa.Array):
+        self.type = ids.type
+        self.n = len(ids)
+        self._strings = None if pa.types.is_integer(ids.type) else ids
+        self._table = self._sorted = None
+        if self._strings is None and self.n:
+            values = ids.to_numpy().astype(np.int64)
+            self._low = int(values.min())
+            span = int(values.max()) - self._low + 1
+            if span <= self.TABLE_SPAN * self.n:
+                self._table = np.full(span, -1, dtype=np.int64 if self.n >= 2**31 else np.int32)
+                self._table[values - self._low] = np.arange(self.n)
+            else:
+                self._order = np.argsort(values, kind="stable")
+                self._sorted = values[self._order]
+
+    def __call__(self, column: pa.Array) -> np.ndarray:
+        """int64 (len(column),); ``column`` has no nulls."""
+        if self._strings is not None:
+            return pc.index_in(column, value_set=self._strings).fill_null(-1).to_numpy() \
+                .astype(np.int64)
+        values = column.to_numpy().astype(np.int64)
+        if self.n == 0:
+            return np.full(values.size, -1, dtype=np.int64)
+        if self._table is not None:
+            offset = values - self._low
+            inside = (offset >= 0) & (offset < self._table.size)
+            out = np.full(values.size, -1, dtype=np.int64)
+            out[inside] = self._table[offset[inside]]
+            return out
+        pos = np.minimum(np.searchsorted(self._sorted, values), self.n - 1)
+        return np.where(self._sorted[pos] == values, self._order[pos], -1)
+
+
+def _as_id_type(column: pa.Array, id_type: pa.DataType, path: Path, name: str) -> pa.Array:
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if column.type == id_type:
+        return column
+    try:
+        return column.cast(id_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise ValueError(f"{path}: edge column {name!r} is {column.type} but the node ids are "
+                         f"{id_type}") from None
+
+
+# --------------------------------------------------------------------------------------- read
+def read(cfg: DatasetParams) -> RawGraph:
+    root = Path(cfg.path)
+    fmt = cfg.source
+    if not root.is_dir():
+        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.source={fmt} reads "
+                         f"the node and edge tables (dataset.nodes.file, dataset.edges.file) "
+                         f"from a folder")
+    tables = ParquetTables() if fmt == "parquet" else CsvTables()
+    nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
+    edges_path = root / (cfg.edges.file or f"edges.{fmt}")
+
+    spec = cfg.nodes
+    schema = tables.schema(nodes_path)
+    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
+    for key, name in named.items():
+        if name and name not in schema.names:
+            raise ValueError(f"{nodes_path}: missing column {name!r} (dataset.nodes.{key}); "
+                             f"columns: {', '.join(schema.names)}")
+    feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
+                                             nodes_path, "dataset.nodes.features")
+    wanted = [spec.id, spec.label, *feature_names] + ([spec.timestamp] if spec.timestamp else [])
+    table = tables.read(nodes_path, list(dict.fromkeys(wanted)))
+    ids = node_ids(table.column(spec.id), nodes_path, spec.id)
+    y, class_names = labels(table.column(spec.label), nodes_path, spec.label)
+    x = features(table, feature_names, is_list, nodes_path)
+    node_time = (check_timestamps(table.column(spec.timestamp), nodes_path, spec.timestamp)
+                 if spec.timestamp else None)
+    del table
+
+    src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges, IdLookup(ids),
+                                             nodes_path, spec.id)
+    return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
+                    node_time=node_time, edge_weight=weight, edge_time=edge_time,
+                    class_names=class_names)
+
+
+def read_edges(tables, path: Path, spec: EdgeTableParams, lookup: IdLookup, nodes_path: Path,
+               id_name: str) -> tuple[np.ndarray, np.ndarray, pa.Array | None, pa.Array | None]:
+    """Stream the edge table: ``src``/``dst`` int64 (E,) in ``[0, N)``, optional weight / time."""
+    key_of = {spec.src: "src", spec.dst: "dst"}
+    for key in ("weight", "timestamp"):
+        if getattr(spec, key):
+            key_of[getattr(spec, key)] = key
+    batches, total = tables.batches(path, list(key_of), lookup.type, key_of)
+    ends: dict[str, list[np.ndarray]] = {"src": [], "dst": []}
+    weights: list[pa.Array] = []
+    times: list[pa.Array] = []
+    row = 0  # file row of the chunk's first row, for messages
+    bar = progress(None, total=total, unit=" rows", unit_scale=True, desc=f"reading {path.name}")
+    try:
+        for batch in batches:
+            for key in ("src", "dst"):
+                name = getattr(spec, key)
+                column = _as_id_type(batch.column(name), lookup.type, path, name)
+                check_no_nulls(column, path, name, "edge", row)
+                ids = lookup(column)
+                unknown = ids < 0
+                if unknown.any():
+                    first = int(np.argmax(unknown))
+                    raise ValueError(f"{path}: edge column {name!r} has node id "
+                                     f"{column[first].as_py()!r} (row {row + first}) that is not "
+                                     f"in the id column {id_name!r} of {nodes_path}")
+                ends[key].append(ids)
+            if spec.weight:
+                weights.append(_weights(batch.column(spec.weight), path, spec.weight, row))
+            if spec.timestamp:
+                times.append(check_timestamps(batch.column(spec.timestamp), path,
+                                              spec.timestamp, row))
+            row += batch.num_rows
+            bar.update(batch.num_rows)
+    finally:
+        bar.close()
+    empty = np.zeros(0, dtype=np.int64)
+    src = np.concatenate(ends["src"]) if ends["src"] else empty
+    dst = np.concatenate(ends["dst"]) if ends["dst"] else empty
+    return (src, dst, pa.concat_arrays(weights) if weights else None,
+            pa.concat_arrays(times) if times else None)
+
+
+def _weights(column: pa.Array, path: Path, name: str, offset: int) -> pa.Array:
+    if not is_numeric(column.type):
+        raise ValueError(f"{path}: weight column {name!r} is {column.type}; expected numbers")
+    check_no_nulls(column, path, name, "weight", offset)
+    values = column.to_numpy(zero_copy_only=False).astype(np.float32)
+    check_finite(values, path, [name], "weight", offset)
+    return pa.array(values)
+

@@ -1,0 +1,235 @@
+"""The run report renders (valid PNGs, embedded and linked), the sweep parser, and the acceptance
+check: on a homophilous graph the GNN beats the MLP; on a heterophilous one the gap closes and the
+report carries the low-homophily warning."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+
+import pytest
+import yaml
+
+from gnnpipe.cli import main
+from gnnpipe.report import ReportInputs, parse_csv, render, render_sweep, sweep_rows
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from the IHDR chunk, after checking the signature and chunk type."""
+    assert data[:8] == PNG_SIGNATURE, "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def _assert_valid_png(data: bytes) -> None:
+    width, height = _png_size(data)
+    assert width >= 200 and height >= 150
+    assert len(data) > 2000  # a blank canvas compresses to far less than real plots
+    assert data.endswith(b"IEND\xaeB`\x82")  # complete file, not truncated
+
+
+def _inputs(**over) -> ReportInputs:
+    confusion = [[8, 2], [1, 9]]
+    scores = {"test": {"accuracy": 0.85, "macro_f1": 0.849, "per_class_f1": [0.84, 0.86],
+                       "confusion": confusion, "count": 20}}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "train_acc": 0.5, "val_acc": 0.5 + e / 100}
+               for e in range(1, 11)]
+    base = dict(
+        prepare={"source": "synthetic", "nodes": 100, "edges": 400, "features": 4, "classes": 2,
+                 "undirected": True, "duplicates_removed": 3, "self_loops_removed": 1},
+        graph={"homophily": {"edge": 0.8, "node": 0.79, "class_insensitive": 0.6,
+                             "adjusted": 0.6, "per_class": [0.8, 0.8]},
+               "degree": {"min": 0, "median": 4.0, "mean": 4.0, "max": 12, "isolated_nodes": 2,
+                          "isolated_fraction": 0.02},
+               "components": {"count": 3, "largest": 97, "largest_fraction": 0.97},
+               "labels": {"count": [50, 50], "fraction": [0.5, 0.5]},
+               "warnings": []},
+        split_audit={"mode": "transductive", "passed": True,
+                     "checks": [{"check": "splits_non_empty", "passed": True, "detail": "ok"}],
+                     "sizes": {"train": 60, "val": 20, "test": 20},
+                     "class_balance": {r: {"fraction": [0.5, 0.5]} for r in ("train", "val", "test")}},
+        evaluation={"model": "sage", "graph_helps": True,
+                    "verdict": "sage beats the structure-free MLP by +0.3500 test accuracy",
+                    "gnn": {r: {"accuracy": 0.85, "macro_f1": 0.85} for r in ("val", "test")},
+                    "mlp": {r: {"accuracy": 0.5, "macro_f1": 0.5} for r in ("val", "test")},
+                    "gnn_minus_mlp": {f"{r}_{m}": 0.35 for r in ("val", "test")
+                                      for m in ("accuracy", "macro_f1")},
+                    "smoothing": {k: {"cosine_similarity": 0.1, "dirichlet_energy": 3.0,
+                                      "rayleigh_quotient": 0.4} for k in ("gnn", "mlp")}},
+        details={"gnn": scores, "mlp": scores},
+        partition={"method": "metis", "num_parts": 2, "edge_cut": 40, "edge_cut_fraction": 0.1,
+                   "balance": 1.0, "part_sizes": [50, 50]},
+        train_history=history, baseline_history=history,
+        degree_hist=[{"log2_bin": b, "bin": str(b), "nodes": 10 * b + 1} for b in range(5)],
+    )
+    base.update(over)
+    return ReportInputs(**base)
+
+
+def _embedded(page: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
+
+
+def test_report_renders_valid_pngs_embedded_and_linked():
+    report = render(_inputs())
+    assert set(report.figures) == {"training_curves.png", "confusion_test.png",
+                                   "per_class_f1.png", "degree_histogram.png"}
+    for png in report.figures.values():
+        _assert_valid_png(png)
+    page = report.html
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    # every figure is embedded byte for byte (self-contained) and linked by its file name
+    assert sorted(_embedded(page)) == sorted(report.figures.values())
+    for name in report.figures:
+        assert f'href="figures/{name}"' in page
+    assert "The graph helps" in page and "beats the structure-free MLP" in page
+    for section in ("Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
+                    "Over-smoothing", "Depth sweep"):
+        assert section in page
+
+
+def test_report_says_plainly_when_the_graph_adds_nothing_and_shows_warnings():
+    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "nothing",
+                                 "verdict": "the graph adds nothing <b>",
+                                 "gnn_minus_mlp": {f"{r}_{m}": 0.004 for r in ("val", "test")
+                                                   for m in ("accuracy", "macro_f1")}}
+    graph = _inputs().graph | {"warnings": ["low homophily: adjusted homophily 0.010 < 0.2"]}
+    page = render(_inputs(evaluation=ev, graph=graph, partition=None, train_history=[],
+                          baseline_history=[]), figures_href="../figs").html
+    assert "The graph adds nothing here" in page and "the MLP is the better model" in page
+    assert "low homophily: adjusted homophily 0.010" in page
+    assert "&lt;b&gt;" in page and "nothing <b>" not in page  # text from files is escaped
+    assert "No partition stats" in page and "No training histories" in page
+    assert 'href="../figs/confusion_test.png"' in page
+
+
+def test_report_headline_when_the_mlp_wins():
+    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "hurts", "gnn_minus_mlp": {
+        f"{r}_{m}": -0.08 for r in ("val", "test") for m in ("accuracy", "macro_f1")}}
+    page = render(_inputs(evaluation=ev)).html
+    assert "The MLP wins: sage is 0.0800 test accuracy behind" in page
+
+
+def test_figures_are_deterministic():
+    from gnnpipe import figures
+
+    rows = _inputs().degree_hist
+    assert figures.degree_histogram(rows) == figures.degree_histogram(rows)  # no timestamps
+
+
+def test_parse_csv_types_and_errors():
+    rows = parse_csv("epoch,loss,name\n1,0.5,a\n2,0.25,b\n", "h.csv")
+    assert rows == [{"epoch": 1, "loss": 0.5, "name": "a"}, {"epoch": 2, "loss": 0.25, "name": "b"}]
+    with pytest.raises(ValueError, match="h.csv: line 3 has 2 cells, header has 3"):
+        parse_csv("a,b,c\n1,2,3\n1,2\n", "h.csv")
+    with pytest.raises(ValueError, match="empty CSV"):
+        parse_csv("", "h.csv")
+
+
+def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00"):
+    """One rev entry in the shape `dvc exp show --json` (DVC 3) writes."""
+    return {"rev": rev, "name": name, "error": None,
+            "data": {"rev": rev, "timestamp": timestamp,
+                     "params": {"params.yaml": {"data": {"train": {"num_layers": depth}}}},
+                     "metrics": {"metrics/eval.json": {"data": {
+                         "model": "gcn", "gnn": {"test": {"accuracy": acc}},
+                         "mlp": {"test": {"accuracy": 0.5}},
+                         "smoothing": {"gnn": {"cosine_similarity": cos, "dirichlet_energy": 1.0,
+                                               "rayleigh_quotient": 0.3}}}}}}}
+
+
+def test_sweep_rows_from_dvc_exp_show_json():
+    experiments = [{"name": f"exp-{d}", "executor": None,
+                    "revs": [_exp_entry(f"sha{d}", f"exp-{d}", d, 0.9 - d / 20, d / 10)]}
+                   for d in (3, 1, 2)]
+    # a re-run of depth 2 later: it wins over the first one and over the commit
+    experiments.append({"name": "exp-2b", "revs": [_exp_entry("sha2b", "exp-2b", 2, 0.77, 0.25,
+                                                              "2025-02-01T00:00:00")]})
+    workspace = _exp_entry("workspace", None, 2, 0.11, 0.9)
+    commit = _exp_entry("abc123", "main", 2, 0.22, 0.9) | {"experiments": experiments}
+    failed = {"rev": "bad", "name": "broken", "data": {"params": {}, "metrics": {}}}
+    rows = sweep_rows([workspace, commit, failed])
+    assert [r["num_layers"] for r in rows] == [1, 2, 3]
+    assert [r["name"] for r in rows] == ["exp-1", "exp-2b", "exp-3"]
+    assert rows[1]["gnn_test_accuracy"] == 0.77 and rows[1]["cosine_similarity"] == 0.25
+    _assert_valid_png(render_sweep(rows))
+    with pytest.raises(ValueError, match="no experiment in the sweep file sets train.num_layers"):
+        render_sweep(sweep_rows([failed]))
+
+
+# ------------------------------------------------------------------------------ acceptance
+SMALL = {"num_nodes": 800, "num_features": 16, "num_classes": 5}
+STAGES = ("prepare", "split", "analyze", "partition", "baseline", "train", "evaluate", "report")
+
+
+def _run_pipeline(folder, homophily: float) -> dict:
+    """Every node-task stage through the CLI with its default paths, in ``folder``."""
+    params = {"dataset": {"synthetic": {**SMALL, "homophily": homophily}},
+              "partition": {"num_parts": 2},
+              "train": {"epochs": 40, "patience": 15, "hidden": 16},
+              "baseline": {"epochs": 40, "patience": 15, "hidden": 16}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    for stage in STAGES:
+        assert main([stage]) == 0, stage
+    return json.loads((folder / "metrics" / "eval.json").read_text())
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny graphs train ~25x faster on one intra-op thread when the cores are shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_acceptance_gnn_wins_when_homophilous_gap_closes_and_warns_when_not(tmp_path, monkeypatch,
+                                                                            one_thread):
+    results = {}
+    for homophily in (0.8, 0.2):
+        folder = tmp_path / f"h{homophily}"
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        ev = _run_pipeline(folder, homophily)
+        graph = json.loads((folder / "metrics" / "graph.json").read_text())
+        page = (folder / "reports" / "report.html").read_text()
+        figures = sorted((folder / "reports" / "figures").glob("*.png"))
+        assert {p.name for p in figures} == {"training_curves.png", "confusion_test.png",
+                                             "per_class_f1.png", "degree_histogram.png"}
+        for png in figures:
+            _assert_valid_png(png.read_bytes())
+            assert f'href="figures/{png.name}"' in page
+        assert sorted(_embedded(page)) == sorted(p.read_bytes() for p in figures)
+        csv = (folder / "reports" / "confusion_test.csv").read_text().splitlines()
+        assert csv[0] == "actual,predicted" and len(csv) - 1 == 160  # one row per test node
+        results[homophily] = (ev, graph, page)
+
+    high, low = results[0.8], results[0.2]
+    gain_high = high[0]["gnn_minus_mlp"]["test_accuracy"]
+    gain_low = low[0]["gnn_minus_mlp"]["test_accuracy"]
+    assert high[0]["graph_helps"] and gain_high > 0.2
+    assert "The graph helps" in high[2] and "low homophily" not in high[2]
+    assert not high[1]["low_homophily"]
+    # heterophilous: the MLP wins or the gap closes, and the report says why
+    assert gain_low < 0.1 and gain_low < gain_high / 3
+    assert low[1]["low_homophily"]
+    assert "low homophily: adjusted homophily" in low[2]
+    assert "GCN-style models" in low[2]
+
+
+def test_report_cli_names_the_missing_file(tmp_path, capsys):
+    assert main(["report", "--metrics-dir", str(tmp_path)]) == 1
+    assert f"{tmp_path / 'prepare.json'}: file not found; run the stage" in capsys.readouterr().err
+    assert main(["report", "--sweep", str(tmp_path / "exps.json")]) == 1
+    assert "exps.json: file not found" in capsys.readouterr().err
+    (tmp_path / "exps.json").write_text("[]")
+    assert main(["report", "--sweep", str(tmp_path / "exps.json"),
+                 "--sweep-out", str(tmp_path / "sweep")]) == 1
+    assert "no experiment in the sweep file sets train.num_layers" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
