@@ -146,3 +146,49 @@ def test_missing_upstream_artifact(tmp_path, monkeypatch, capsys):
 def test_split_that_cannot_be_made(prepared, capsys, node_split, message):
     (prepared / "params.yaml").write_text(yaml.safe_dump({**SMALL, "split": {"node": node_split}}))
     assert re.search(message, _fails("split", prepared, capsys))
+
+
+def _prepare_fails_with(tmp_path, monkeypatch, capsys, dataset: dict) -> str:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": dataset}))
+    return _fails("prepare", tmp_path, capsys)
+
+
+def test_empty_graph(tmp_path, monkeypatch, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pq.write_table(pa.table({"id": pa.array([], pa.int64()), "label": pa.array([], pa.int64()),
+                             "f0": pa.array([], pa.float32())}), raw / "nodes.parquet")
+    pq.write_table(pa.table({"src": pa.array([], pa.int64()), "dst": pa.array([], pa.int64())}),
+                   raw / "edges.parquet")
+    err = _prepare_fails_with(tmp_path, monkeypatch, capsys, {
+        "source": "parquet", "path": str(raw), "nodes": {"features": "f*"}})
+    assert "no nodes" in err
+
+
+def test_features_and_labels_of_different_lengths(tmp_path, monkeypatch, capsys):
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(10, 4), y=torch.zeros(9, dtype=torch.long),
+                edge_index=torch.tensor([[0, 1], [1, 2]]))
+    torch.save(data, tmp_path / "graph.pt")
+    err = _prepare_fails_with(tmp_path, monkeypatch, capsys, {
+        "source": "pyg", "path": str(tmp_path / "graph.pt")})
+    assert "graph.pt" in err and "9" in err and "10" in err
+
+
+def test_wrong_dtype_in_a_user_table(tmp_path, monkeypatch, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pq.write_table(pa.table({"id": [0, 1, 2], "label": [0, 1, 0], "f0": ["a", "b", "c"]}),
+                   raw / "nodes.parquet")
+    pq.write_table(pa.table({"src": [0, 1], "dst": [1, 2]}), raw / "edges.parquet")
+    err = _prepare_fails_with(tmp_path, monkeypatch, capsys, {
+        "source": "parquet", "path": str(raw), "nodes": {"features": "f*"}})
+    assert "nodes.parquet: feature column 'f0' is string" in err

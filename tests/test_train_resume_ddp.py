@@ -91,3 +91,16 @@ def test_a_failing_rank_fails_the_job_promptly(upstream):
     assert "distributed training failed (torchrun exit code" in failed.stderr
     assert time.monotonic() - started < 120
     assert not (upstream / "data/failing").exists()
+
+
+def test_uneven_seed_counts_do_not_hang(tmp_path):
+    """721 train seeds over 2 ranks: shares are padded to 361 each, so no rank waits forever."""
+    params = {**PARAMS, "split": {"node": {"train": 721, "val": 200, "test": 200}},
+              "train": {**PARAMS["train"], "epochs": 3, "nproc": 2, "checkpoint_every": 0,
+                        "sampler": "neighbor", "batch_size": 100}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    for stage in ("prepare", "split", "propagate"):
+        assert _gnnpipe([stage], tmp_path).returncode == 0, stage
+    done = _gnnpipe(["train"], tmp_path, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len((tmp_path / "metrics/train_history.csv").read_text().splitlines()) == 4
