@@ -169,16 +169,26 @@ class BaselineParams:
 @dataclass(frozen=True)
 class TrainParams(BaselineParams):
     model: Literal["mlp", "gcn", "sage", "gat", "sign"] = "sage"
-    sampler: Literal["full", "sign", "neighbor"] = "full"
+    sampler: Literal["full", "sign", "neighbor", "cluster", "saint"] = "full"
     jk: Literal["none", "cat", "max"] = "none"  # jumping knowledge over layer outputs
     heads: int = num(4, low=1)  # attention heads (gat only)
-    batch_size: int = num(1024, low=1)  # rows (sign) or seed nodes (neighbor) per step
+    batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
     # neighbor sampler (gnnpipe/sampling): one fan-out per layer, -1 = every neighbour
     num_neighbors: tuple[int, ...] = num((15, 10), low=-1)
     replace: bool = False  # draw neighbours with replacement
     subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
     disjoint: bool = False  # one sampled tree per seed node
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
+    # cluster: ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)
+    parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
+    # saint: GraphSAINT random walks (gnnpipe/sampling/saint.py); batch_size = roots per subgraph
+    walk_length: int = num(2, low=1)  # steps of each walk from its root
+    num_steps: int = num(0, low=0)  # subgraphs per epoch (all ranks); 0 = ceil(train / batch_size)
+    sample_coverage: int = num(20, low=1)  # pre-sampled subgraphs hold this many nodes per node
+    # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
+    shard: Literal["none", "partition"] = "none"
+    amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
+    compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
     # DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
@@ -227,6 +237,10 @@ class Params:
             raise ParamsError(
                 f"train.num_neighbors={list(self.train.num_neighbors)} has {hops} hops but "
                 f"train.num_layers={layers}: give one fan-out per layer")
+        if self.train.shard == "partition" and sampler != "cluster":
+            raise ParamsError(
+                f"train.shard='partition' with train.sampler={sampler!r}: a rank holding only "
+                "its partition shards trains on ClusterGCN batches, so use train.sampler=cluster")
 
 
 # ---------------------------------------------------------------------------------- coercion

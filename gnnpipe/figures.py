@@ -34,8 +34,10 @@ def _column(rows: list[dict], key: str) -> np.ndarray:
     return np.array([float(row[key]) for row in rows])
 
 
-def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str) -> bytes:
-    """Train loss and validation accuracy per epoch of the GNN and the MLP baseline."""
+def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str,
+                    val_key: str = "val_acc") -> bytes:
+    """Train loss and the validation metric (``val_acc``, or ``val_mrr`` for links) per epoch
+    of the GNN and the MLP baseline."""
     fig = _figure(9, 3.4)
     loss_ax, acc_ax = fig.subplots(1, 2)
     for rows, name, color in ((gnn_rows, model, GNN_COLOR), (mlp_rows, "mlp", MLP_COLOR)):
@@ -43,11 +45,12 @@ def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str) -> b
             continue
         epoch = _column(rows, "epoch")
         loss_ax.plot(epoch, _column(rows, "train_loss"), color=color, label=name)
-        val = _column(rows, "val_acc")
+        val = _column(rows, val_key)
         acc_ax.plot(epoch, val, color=color, label=f"{name} (best {val.max():.3f})")
         acc_ax.axvline(epoch[int(val.argmax())], color=color, linestyle=":", linewidth=1)
     loss_ax.set(xlabel="epoch", ylabel="train loss", title="training loss")
-    acc_ax.set(xlabel="epoch", ylabel="accuracy", title="validation accuracy (dotted: best epoch)")
+    label = {"val_acc": "accuracy", "val_mrr": "MRR"}.get(val_key, val_key)
+    acc_ax.set(xlabel="epoch", ylabel=label, title=f"validation {label} (dotted: best epoch)")
     for ax in (loss_ax, acc_ax):
         ax.grid(alpha=0.3)
         ax.legend()

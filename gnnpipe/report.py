@@ -185,8 +185,18 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; fon
 
 
 # ---------------------------------------------------------------------------------- sections
+def _is_link(inputs: ReportInputs) -> bool:
+    return inputs.evaluation.get("task") == "link"
+
+
 def _headline(inputs: ReportInputs) -> str:
     ev = inputs.evaluation
+    if _is_link(inputs):  # link verdicts are judged on test MRR by gnnpipe/link_evaluate.py
+        kind = "helps" if ev["graph_helps"] else "nothing"
+        parts = [f'<div class="verdict {kind}"><strong>{_e(ev["verdict"])}</strong></div>']
+        parts += [f'<div class="warning">&#9888; {_e(w)}</div>'
+                  for w in inputs.graph.get("warnings", [])]
+        return "\n".join(parts)
     gain = ev["gnn_minus_mlp"]["test_accuracy"]
     # evaluate's three-way outcome (evaluate.min_gain); older eval.json files only had the flag
     result = ev.get("outcome") or ("helps" if ev["graph_helps"] else "nothing")
@@ -267,8 +277,9 @@ def _partition(inputs: ReportInputs) -> str:
 def _metrics(inputs: ReportInputs) -> str:
     ev = inputs.evaluation
     rows = []
+    names = list(ev["gnn"]["test"]) if _is_link(inputs) else ["accuracy", "macro_f1"]
     for role in ("val", "test"):
-        for metric in ("accuracy", "macro_f1"):
+        for metric in names:
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
                          f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
     out = ["<h2>Metrics vs the MLP baseline</h2>",
@@ -306,18 +317,21 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
     def add(name: str, png: bytes, caption: str) -> None:
         pngs[name], captions[name] = png, caption
 
+    link = _is_link(inputs)
     if inputs.train_history or inputs.baseline_history:
         add("training_curves.png",
-            figures.training_curves(inputs.train_history, inputs.baseline_history, model),
+            figures.training_curves(inputs.train_history, inputs.baseline_history, model,
+                                    "val_mrr" if link else "val_acc"),
             f"training curves of {model} and the MLP baseline")
-    add("confusion_test.png",
-        figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
-                                    "mlp (test)": details["mlp"]["test"]["confusion"]}),
-        "test confusion matrices, rows normalised")
-    add("per_class_f1.png",
-        figures.per_class_f1(details["gnn"]["test"]["per_class_f1"],
-                             details["mlp"]["test"]["per_class_f1"], model),
-        "per-class F1 on the test split")
+    if not link:  # per-class figures exist for node classification only
+        add("confusion_test.png",
+            figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
+                                        "mlp (test)": details["mlp"]["test"]["confusion"]}),
+            "test confusion matrices, rows normalised")
+        add("per_class_f1.png",
+            figures.per_class_f1(details["gnn"]["test"]["per_class_f1"],
+                                 details["mlp"]["test"]["per_class_f1"], model),
+            "per-class F1 on the test split")
     if inputs.degree_hist:
         add("degree_histogram.png", figures.degree_histogram(inputs.degree_hist),
             "degree distribution (log2 bins)")

@@ -30,12 +30,22 @@ class NodeSplit:
         return np.flatnonzero(self.roles == role)
 
 
-def _resolve_size(value: int | float, num_nodes: int, key: str) -> int:
-    if isinstance(value, float):
-        if not 0.0 < value < 1.0:
-            raise ValueError(f"split.node.{key}={value} must be a fraction in (0, 1) or a count >= 1")
-        return int(round(value * num_nodes))
-    return int(value)
+def resolve_sizes(cfg: NodeSplitParams, num_nodes: int) -> dict[str, int]:
+    """Node count per split. Fractions are rounded at cumulative boundaries, so fractions that
+    add up to 1 never round past ``num_nodes`` (0.5/0.25/0.25 of 203 is 102/50/51, not 204)."""
+    sizes, fraction_so_far, boundary = {}, 0.0, 0
+    for key in PHASES:
+        value = getattr(cfg, key)
+        if isinstance(value, float):
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"split.node.{key}={value} must be a fraction in (0, 1) or a "
+                                 "count >= 1")
+            fraction_so_far += value
+            next_boundary = int(round(fraction_so_far * num_nodes))
+            sizes[key], boundary = next_boundary - boundary, next_boundary
+        else:
+            sizes[key] = int(value)
+    return sizes
 
 
 def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
@@ -57,7 +67,7 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
     """
     n = graph.num_nodes
     y = graph.y.numpy()
-    sizes = {key: _resolve_size(getattr(cfg, key), n, key) for key in PHASES}
+    sizes = resolve_sizes(cfg, n)
     if cfg.per_class:
         if not isinstance(cfg.train, int):
             raise ValueError(f"split.node.per_class=true needs split.node.train as a count per "

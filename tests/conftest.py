@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
+import os
 
-import numpy as np
-import pytest
-import torch
+# Tiny graphs gain nothing from intra-op threads and lose a lot to contention on 2 cores; the
+# stages the tests start as subprocesses inherit this too.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import dataclasses  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from gnnpipe.config import Params, SyntheticParams, params_from_dict
 from gnnpipe.graph import Graph, normalize_edges

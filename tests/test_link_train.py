@@ -30,6 +30,8 @@ from gnnpipe.negatives import training_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.train import build_inputs
 
+from test_pipeline import _run, make_scratch_repo
+
 REPO = Path(__file__).resolve().parents[1]
 FAST = TrainParams(epochs=60, patience=60, hidden=32)
 
@@ -175,19 +177,6 @@ def test_link_stages_run_without_dvc_with_the_sign_encoder(tmp_path, monkeypatch
 
 
 # ------------------------------------------------------------------------------- DVC pipeline
-BIN = Path(sys.executable).parent
-
-
-def _run(cmd: list[str], cwd: Path) -> str:
-    # OMP_NUM_THREADS=1: torch threads contend on the shared 2-core machine (results are
-    # deterministic either way for a fixed thread count).
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(cwd),
-               GNNPIPE_PROGRESS="0", DVC_NO_ANALYTICS="1", OMP_NUM_THREADS="1")
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
-
-
 def test_link_stages_reproduce_every_artifact_for_a_fixed_seed(tmp_path, monkeypatch):
     params = {"dataset": {"task": "link", "synthetic": {"num_nodes": 500, "num_features": 8}},
               "train": {"epochs": 8, "hidden": 16}, "baseline": {"epochs": 8, "hidden": 16}}
@@ -210,28 +199,8 @@ def test_link_stages_reproduce_every_artifact_for_a_fixed_seed(tmp_path, monkeyp
 def test_link_pipeline_runs_with_dvc(tmp_path):
     """`dvc repro` of a dataset.task link pipeline; reproducibility is checked in-process above
     (a second DVC run costs a minute of interpreter start-ups on a 2-core machine)."""
-    repo = tmp_path / "repo"
-    for name in ("dvc.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore"):
-        target = repo / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(REPO / name, target)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw = params["dataset"].get("path")  # prepare's declared input must exist in the copy
-    if raw and (REPO / raw).exists() and not (repo / raw).exists():
-        (shutil.copytree if (REPO / raw).is_dir() else shutil.copy)(REPO / raw, repo / raw)
-    params["dataset"]["task"] = "link"
-    params["dataset"]["synthetic"].update(num_nodes=600, num_features=16, num_classes=3)
-    for section in ("train", "baseline"):
-        params[section].update(epochs=20, patience=20, hidden=16)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (repo / ".gitignore").write_text("__pycache__/\n")
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
-    _run(["git", "init", "-q"], repo)
-    _run(git + ["add", "-A"], repo)
-    _run(git + ["commit", "-qm", "scratch"], repo)
+    repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=20, patience=20,
+                             num_nodes=600)
 
     # Up to evaluate: the stages the link task adds to or changes.
     ran = _run(["dvc", "repro", "evaluate"], repo)
@@ -244,3 +213,6 @@ def test_link_pipeline_runs_with_dvc(tmp_path):
             metrics[model]["test"])
     assert json.loads((repo / "metrics/split_audit.json").read_text())["passed"]
     assert "Running stage" not in _run(["dvc", "repro", "evaluate"], repo)  # all cached
+    assert "report" in set(re.findall(r"Running stage '([\w-]+)'", _run(["dvc", "repro"], repo)))
+    html = (repo / "reports/report.html").read_text()
+    assert "test MRR" in html and "mrr" in html

@@ -273,3 +273,15 @@ def test_synthetic_timestamps_reach_the_split_stage_without_changing_the_graph(t
     report = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert report["passed"]
     assert "splits_in_time_order" in [c["check"] for c in report["checks"]]
+
+
+def test_fractions_that_add_up_to_one_never_round_past_the_graph(tiny_graph):
+    from gnnpipe.split import resolve_sizes
+
+    for n in (7, 203, 1001):
+        sizes = resolve_sizes(NodeSplitParams(train=0.5, val=0.25, test=0.25), n)
+        assert sum(sizes.values()) == n, (n, sizes)
+    assert resolve_sizes(NodeSplitParams(train=0.5, val=0.25, test=0.25), 203) == \
+        {"train": 102, "val": 50, "test": 51}
+    assert resolve_sizes(NodeSplitParams(train=20, val=0.5, test=0.5), 100) == \
+        {"train": 20, "val": 50, "test": 50}
