@@ -152,8 +152,8 @@ def copy_bandwidth(nbytes: int = 1 << 30, repeat: int = 5) -> dict:
     numpy_s = timed(lambda: np.copyto(dst, src), repeat)["best"]
     src_t, dst_t = torch.from_numpy(src), torch.from_numpy(dst)
     torch_s = timed(lambda: dst_t.copy_(src_t), repeat)["best"]
-    return {"bytes": moved, "numpy_gb_s": moved / numpy_s / 1e9, "torch_gb_s": moved / torch_s / 1e9,
-            "torch_threads": torch.get_num_threads()}
+    return {"bytes": moved, "numpy_gb_s": moved / numpy_s / 1e9,
+            "torch_gb_s": moved / torch_s / 1e9, "torch_threads": torch.get_num_threads()}
 
 
 # ----------------------------------------------------------------------------------- machine

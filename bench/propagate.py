@@ -103,8 +103,9 @@ def main(argv=None) -> dict:
     build = timed(lambda: normalized_adjacency(graph.csr, cfg), repeat=1, warmup=0)
     adj = normalized_adjacency(graph.csr, cfg)
     nnz = adj.values().numel()
-    print(f"# A_hat ({cfg.norm}, self-loops): {nnz:,} non-zeros, "
-          f"{str(adj.col_indices().dtype).removeprefix('torch.')} indices, built in {build['best']:.2f} s; "
+    index_name = str(adj.col_indices().dtype).removeprefix("torch.")
+    print(f"# A_hat ({cfg.norm}, self-loops): {nnz:,} non-zeros, {index_name} indices, "
+          f"built in {build['best']:.2f} s; "
           f"{k} hops, block_rows {cfg.block_rows:,}, repeat {args.repeat}")
 
     def last(hops):  # keep only the newest hop, as the stage does
@@ -150,7 +151,8 @@ def main(argv=None) -> dict:
                          "gathered_gb_s": gathered / per_hop / 1e9,
                          "peak_added_mb": mem.added_mb, "peak_mb": mem.peak_mb}
         if name != "gnnpipe":
-            results[name]["max_abs_diff_vs_gnnpipe"] = float((outs[name] - outs["gnnpipe"]).abs().max())
+            diff = (outs[name] - outs["gnnpipe"]).abs().max()
+            results[name]["max_abs_diff_vs_gnnpipe"] = float(diff)
             del outs[name]
     shutil.rmtree(tmp, ignore_errors=True)
     base = results["torch.sparse"]["seconds_per_hop"]

@@ -272,12 +272,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             except ParamsError:
                 continue
         raise bad
-    if origin is tuple:  # a YAML list, kept as a tuple so the frozen params stay hashable
-        if not isinstance(value, (list, tuple)) or not value:
-            raise bad
-        return tuple(_coerce(item, typing.get_args(tp)[0], f"{key}[{i}]")
-                     for i, item in enumerate(value))
-    if origin is tuple:  # tuple[int, ...]: a YAML list, every item coerced
+    if origin is tuple:  # tuple[int, ...]: a YAML list, kept a tuple so frozen params hash
         item_type = typing.get_args(tp)[0]
         if not isinstance(value, (list, tuple)) or not value:
             raise ParamsError(f"params: {key}={value!r} is not valid; expected a non-empty list "
@@ -318,10 +313,6 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def _check_range(value: Any, meta: typing.Mapping, key: str) -> None:
-    if isinstance(value, tuple):  # a list param: the range holds for every item
-        for i, item in enumerate(value):
-            _check_range(item, meta, f"{key}[{i}]")
-        return
     if isinstance(value, tuple):  # a list param: the bounds hold for every item
         for i, item in enumerate(value):
             _check_range(item, meta, f"{key}[{i}]")

@@ -6,13 +6,15 @@ diffusion truncated after K steps). Arithmetic is float32; hops are stored in ``
 each hop is computed from the previous hop *as stored* (bfloat16 hops chain from the rounded
 values), so only one hop has to be held at a time.
 
-Memory: the normalised graph, the previous hop and one row block of the current hop. Where the
-current hop goes is the caller's ``sink`` (``gnnpipe.io.hop_writers`` streams it to disk);
-the default keeps it in memory.
+Memory: the normalised graph, X_0, the previous hop (one float32 buffer, reused) and one row
+block of the current hop. Where the current hop goes is the caller's ``sink``
+(``gnnpipe.io.hop_writers`` streams it to disk and reads it back without mapping it); the
+default keeps every yielded hop in memory.
 """
 
 from __future__ import annotations
 
+import mmap
 import warnings
 from typing import Callable, Iterator, Protocol
 
@@ -114,10 +116,17 @@ def _row_block(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, star
 
 
 def hop_traffic_bytes(num_nodes: int, num_edges: int, num_features: int, *, in_itemsize: int = 4,
-                      out_itemsize: int = 4, index_itemsize: int = 8, ppr: bool = False) -> int:
+                      out_itemsize: int = 4, index_itemsize: int | None = None,
+                      ppr: bool = False) -> int:
     """Least bytes one hop must move: A_hat (offsets, indices, values) and X_{k-1} read once,
-    X_k written once (plus X_0 read once for ppr). Effective GB/s = this / seconds."""
-    graph = (num_nodes + 1) * 8 + num_edges * (index_itemsize + 4)
+    X_k written once (plus X_0 read once for ppr). Effective GB/s = this / seconds.
+
+    ``num_edges`` counts the non-zeros of A_hat (self-loops included); indices are int32 when
+    they fit, as ``normalized_adjacency`` stores them, unless ``index_itemsize`` says otherwise.
+    """
+    if index_itemsize is None:
+        index_itemsize = 4 if max(num_nodes, num_edges) <= INT32_MAX else 8
+    graph = (num_nodes + 1) * index_itemsize + num_edges * (index_itemsize + 4)
     rows = num_nodes * num_features
     return graph + rows * (in_itemsize + out_itemsize + (4 if ppr else 0))
 
@@ -137,16 +146,44 @@ def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, sink: Sink = m
                                progress=progress)
 
 
+def hugepage_empty(shape: tuple[int, int]) -> torch.Tensor:
+    """An uninitialised float32 tensor on anonymous memory advised for transparent huge pages.
+
+    The product reads one random F-wide row of X_{k-1} per stored edge; with 4 KiB pages a
+    512 MiB operand misses the TLB on nearly every row. 2 MiB pages made a 1M-node hop 1.4x
+    faster here (``madvise`` mode THP, the Linux default). Plain ``torch.empty`` where the
+    platform has no MADV_HUGEPAGE or the tensor is under one huge page.
+    """
+    nbytes = shape[0] * shape[1] * 4
+    if nbytes < 2**21 or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return torch.empty(shape, dtype=torch.float32)
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        region.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # THP disabled ("never"): ordinary pages, still correct
+        pass
+    with warnings.catch_warnings():  # frombuffer warns the buffer is writable: intended
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.frombuffer(region, dtype=torch.float32).view(shape)
+
+
 def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams, *,
                         sink: Sink = memory_sink,
                         progress: Callable[[Iterator], Iterator] = iter) -> Iterator[torch.Tensor]:
-    """``propagate`` with ``A_hat`` (sparse CSR (N, N) float32) already built."""
+    """``propagate`` with ``A_hat`` (sparse CSR (N, N) float32) already built.
+
+    The operand X_{k-1} lives in one reused float32 buffer on huge pages (``hugepage_empty``),
+    refilled from each finished hop (``writer.read_into(buffer)`` when the writer has it, e.g.
+    read back from disk without mapping the file; else a copy of ``finish()``'s result).
+    """
     n = adj.shape[0]
     dtype = DTYPES[cfg.dtype]
     crow, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
     x0 = x if x.dtype == torch.float32 else x.to(torch.float32)
-    previous = x0
     shape = (n, x.shape[1])
+    previous = hugepage_empty(shape)  # (N, F) float32: X_{k-1} for the current hop
+    if cfg.hops:
+        previous.copy_(x0)
     for hop in progress(range(1, cfg.hops + 1)):
         writer = sink(hop, shape, dtype)
         try:
@@ -154,7 +191,7 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
                 stop = min(start + cfg.block_rows, n)
                 # (B, F) = A_hat[start:stop] (B, N) @ X_{k-1} (N, F). reduce="sum" picks ATen's
                 # own vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse
-                # BLAS, 1.2-2.3x slower here (AMD EPYC; bench/propagate.py --sweep)
+                # BLAS, 1.15x (1M nodes) to 2.3x (20k nodes) slower here (AMD EPYC, BENCHMARKS.md)
                 block = torch.sparse.mm(_row_block(crow, col, values, start, stop, n), previous,
                                         reduce="sum")
                 if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0
@@ -164,9 +201,11 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
         except BaseException:
             writer.discard()
             raise
-        del writer
-        previous = None  # X_{k-1} is done with: only X_k is alive while the caller has it
         yield current
-        # a bfloat16 hop is widened once for the next product
-        previous = current if current.dtype == torch.float32 else current.to(torch.float32)
-        del current
+        if hop < cfg.hops:  # X_k becomes the operand (bfloat16 widened as it is stored)
+            read_into = getattr(writer, "read_into", None)
+            if read_into is not None:
+                read_into(previous)
+            else:
+                previous.copy_(current)
+        del current, writer

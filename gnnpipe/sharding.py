@@ -11,7 +11,7 @@ part, so the ranks' owned logits together cover every node once (``gather_rows``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.distributed as dist
@@ -69,11 +69,19 @@ class ShardEvaluator:
         return torch.cat(ids), torch.cat(outs).float()
 
 
+def gather_objects(obj: Any, ctx: DistContext) -> list:
+    """Every rank's ``obj`` (picklable), in rank order, on every rank."""
+    if ctx.world_size == 1:
+        return [obj]
+    gathered: list = [None] * ctx.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def gather_rows(node_id: torch.Tensor, values: torch.Tensor,
                 ctx: DistContext) -> tuple[torch.Tensor, torch.Tensor]:
     """Every rank's ``node_id`` (M_r,) and ``values`` (M_r, C), concatenated in rank order."""
     if ctx.world_size == 1:
         return node_id, values
-    gathered: list = [None] * ctx.world_size
-    dist.all_gather_object(gathered, (node_id, values))
+    gathered = gather_objects((node_id, values), ctx)
     return torch.cat([g[0] for g in gathered]), torch.cat([g[1] for g in gathered])

@@ -1,9 +1,10 @@
 """Training loop shared by the GNN (train stage) and the MLP baseline (baseline stage).
 
 Full-graph models run one forward over the phase's message graph per step; row models (mlp,
-sign) see only node rows and need no graph. Early stopping keeps the weights of the epoch with
-the best validation accuracy. Randomness comes only from the given seed (``fork_rng`` keeps the
-caller's global RNG untouched).
+sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead (see
+``_step`` for the three kinds of batch and what each one's loss covers). Early stopping keeps
+the weights of the epoch with the best validation accuracy. Randomness comes only from the
+given seed (``fork_rng`` keeps the caller's global RNG untouched).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import copy
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -22,9 +23,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
+from gnnpipe.sharding import gather_rows
 
 PHASES = ("train", "val", "test")
 FAULT_RANK_ENV = "GNNPIPE_FAULT_RAISE_ON_RANK"  # tests: this rank raises mid-epoch
+COMPILE_BACKEND = "inductor"  # torch.compile backend (tests swap in one that fails)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
     perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
+    perf_history: list[dict] = field(default_factory=list)  # per epoch: seeds/s, batches/s
 
 
 def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.Tensor:
@@ -52,12 +56,42 @@ def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.
     return model(inputs.x, inputs.edge_index)[rows]
 
 
-def _step(model: nn.Module, inputs: PhaseInput, batch, y: torch.Tensor):
-    """Logits and labels of one training step: ``batch`` is train rows or a sampled subgraph."""
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The user's module inside ``torch.compile`` and ``DistributedDataParallel`` wrappers."""
+    while isinstance(getattr(model, "_orig_mod", None), nn.Module) or isinstance(
+            model, DistributedDataParallel):
+        model = model.module if isinstance(model, DistributedDataParallel) else model._orig_mod
+    return model
+
+
+def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
+    """Logits (M, C), labels (M,) and loss weights (M,) or None (plain mean) of one step.
+
+    ``batch`` is one of: a tensor of train rows (row models, or a full-graph forward);
+    a seeds-first sampled subgraph (``neighbor``: loss on the ``batch.batch_size`` seeds); a
+    subgraph with a ``train_mask`` (``cluster``, ``saint``: loss on its train nodes), weighted
+    by ``node_norm`` when it has one (``saint``), whose ``edge_norm`` goes in as ``edge_weight``
+    to models that take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise.
+    """
     if isinstance(batch, torch.Tensor):
-        return _forward(model, inputs, batch), y[batch]
-    seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
-    return model(batch.x, batch.edge_index)[:seeds], batch.y[:seeds]
+        return _forward(model, inputs, batch), y[batch], None
+    if "train_mask" not in batch:
+        seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
+        return model(batch.x, batch.edge_index)[:seeds], batch.y[:seeds], None
+    kwargs = {}
+    if "edge_norm" in batch and getattr(_unwrap(model), "supports_edge_weight", False):
+        kwargs["edge_weight"] = batch.edge_norm
+    mask = batch.train_mask
+    logits = model(batch.x, batch.edge_index, **kwargs)[mask]
+    return logits, batch.y[mask], batch.node_norm[mask] if "node_norm" in batch else None
+
+
+def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """Mean cross-entropy, or the ``weight``-ed sum (saint's node_norm: an unbiased estimate of
+    the mean over all train nodes)."""
+    if weight is None:
+        return F.cross_entropy(logits, target)
+    return (F.cross_entropy(logits.float(), target, reduction="none") * weight).sum()
 
 
 @torch.no_grad()
@@ -69,6 +103,49 @@ def _accuracy(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor, y: torch
     correct = (_forward(model, inputs, mine).argmax(dim=1) == y[mine]).sum() if mine.numel() else 0
     totals = all_reduce_sum(torch.tensor([float(correct), float(mine.numel())]), ctx)
     return float(totals[0] / totals[1])
+
+
+class Evaluator(Protocol):
+    """Scores the nodes one rank holds (``gnnpipe.sharding.ShardEvaluator``), for ``fit``."""
+
+    def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """``node_id`` (M,) and ``logits`` (M, C) of this rank's nodes, every phase at once."""
+
+
+@torch.no_grad()
+def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarray,
+                        y: torch.Tensor, ctx: DistContext) -> tuple[float, float]:
+    """Train and val accuracy over the nodes of every rank's evaluator, counts summed."""
+    model.eval()
+    node_id, logits = evaluator.logits(model)
+    role = roles[node_id.numpy()]
+    hit = (logits.argmax(dim=1) == y[node_id]).numpy()
+    counts = [float(hit[role == phase].sum()) for phase in ("train", "val")]
+    counts += [float((role == phase).sum()) for phase in ("train", "val")]
+    totals = all_reduce_sum(torch.tensor(counts), ctx)
+    return float(totals[0] / totals[2]), float(totals[1] / totals[3])
+
+
+def _compile_failed(err: Exception) -> ValueError:
+    """One line naming the root cause (dynamo wraps the backend's own error)."""
+    inner: BaseException = err
+    while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
+        inner = getattr(inner, "inner_exception", None) or inner.__cause__
+    text = str(inner).strip()
+    reason = text.splitlines()[0][:300] if text else "no message"
+    return ValueError(f"train.compile=true: torch.compile failed on this machine "
+                      f"({type(inner).__name__}: {reason}); set train.compile: false")
+
+
+def _compile_errors() -> tuple[type, ...]:
+    """What a failing torch.compile raises (dynamo wraps backend failures; inductor's own)."""
+    import torch._dynamo  # noqa: F401 - only looked up once something has failed
+
+    errors: list[type] = [torch._dynamo.exc.TorchDynamoException]
+    inductor_error = getattr(getattr(torch, "_inductor", None), "exc", None)
+    if inductor_error is not None and hasattr(inductor_error, "InductorError"):
+        errors.append(inductor_error.InductorError)
+    return tuple(errors)
 
 
 @dataclass(frozen=True)
@@ -91,11 +168,13 @@ def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
         sampler.set_epoch(epoch)
 
 
-def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: torch.Tensor,
-        roles: np.ndarray, cfg: BaselineParams, seed: int, *, batch_size: int | None = None,
-        loader: Iterable | None = None,
+def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
+        y: torch.Tensor, roles: np.ndarray, cfg: BaselineParams, seed: int, *,
+        batch_size: int | None = None, loader: Iterable | None = None,
         progress: Callable[[Iterable], Iterable] = lambda it, **_: it,
-        ctx: DistContext = SINGLE, checkpointing: Checkpointing | None = None) -> TrainResult:
+        ctx: DistContext = SINGLE, checkpointing: Checkpointing | None = None,
+        evaluator: Evaluator | None = None, amp: bool = False,
+        compile_model: bool = False) -> TrainResult:
     """Build a model with ``build_model()``, train it on the train nodes of ``roles`` and
     early-stop on the val nodes.
 
@@ -108,26 +187,47 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: 
     caller shards a ``loader``'s seeds), gradients are averaged and metrics summed across ranks;
     only rank 0's result carries logits. Returns logits for every train/val/test node, computed
     with the best weights on that node's phase inputs.
+
+    ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
+    evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
+    (``train.shard: partition``). A loader with a ``skipped`` attribute reports the empty
+    batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
+    ``amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16 with a
+    ``GradScaler`` on CUDA); evaluation stays float32. ``compile_model`` trains through
+    ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
+    ValueError. ``perf_history`` gets one row of wall-clock throughput per epoch.
     """
     idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
     if batch_size is not None and inputs["train"].edge_index is not None:
         raise ValueError("row mini-batches need a row model (mlp or sign), not a graph model")
+    if evaluator is not None and loader is None:
+        raise ValueError("an evaluator needs a loader: the rank holds no whole graph to train on")
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = build_model()
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        device = next(model.parameters()).device.type
+        scaler = torch.amp.GradScaler(device) if amp and device == "cuda" else None
         state = {"epoch": 0, "best_val": -1.0, "best_epoch": 0, "stale": 0, "history": [],
-                 "best_state": copy.deepcopy(model.state_dict())}
+                 "best_state": copy.deepcopy(model.state_dict()), "skipped": 0}
         resume = checkpointing.resume_from if checkpointing else None
         if resume is not None:
             model.load_state_dict(resume["model"])
             optimizer.load_state_dict(resume["optimizer"])
-            state = {key: resume[key] for key in state}
+            if scaler is not None and resume.get("scaler"):
+                scaler.load_state_dict(resume["scaler"])
+            state = {key: resume.get(key, value) for key, value in state.items()}
         trained = DistributedDataParallel(model) if ctx.world_size > 1 else model
+        if compile_model:
+            trained = torch.compile(trained, dynamic=True, backend=COMPILE_BACKEND)
+        amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
+        autocast = torch.autocast(device, dtype=amp_dtype, enabled=amp)
+        perf_history = []
         first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
         bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
         for epoch in bar:
+            epoch_started = time.perf_counter()
             epoch_seed = _epoch_seed(seed, epoch)
             torch.manual_seed(epoch_seed)
             trained.train()
@@ -138,21 +238,46 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: 
                 order = torch.Generator().manual_seed(epoch_seed) if batch_size else None
                 rows = shard(idx["train"], ctx, order)  # the same permutation on every rank
                 batches = [rows] if batch_size is None else rows.split(batch_size)
-            loss_sum, seen = 0.0, 0
+            loss_sum, seen, steps = 0.0, 0, 0
             for batch in batches:
                 optimizer.zero_grad()
-                logits, target = _step(trained, inputs["train"], batch, y)
-                loss = F.cross_entropy(logits, target)
-                loss.backward()
-                optimizer.step()
+                try:
+                    with autocast:
+                        logits, target, weight = _step(
+                            trained, None if inputs is None else inputs["train"], batch, y)
+                        loss = _loss(logits, target, weight)
+                except _compile_errors() as err:
+                    if not compile_model:
+                        raise
+                    raise _compile_failed(err) from None
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    optimizer.step()
                 loss_sum += float(loss.detach()) * target.numel()
                 seen += target.numel()
+                steps += 1
             if ctx.world_size > 1 and os.environ.get(FAULT_RANK_ENV) == str(ctx.rank):
                 raise RuntimeError(f"injected failure on rank {ctx.rank} ({FAULT_RANK_ENV})")
-            totals = all_reduce_sum(torch.tensor([loss_sum, float(seen)]), ctx)
+            skipped = float(getattr(loader, "skipped", 0))  # empty batches (cluster), this rank
+            totals = all_reduce_sum(torch.tensor([loss_sum, float(seen), skipped]), ctx)
             train_loss = float(totals[0] / totals[1])
-            train_acc = _accuracy(model, inputs["train"], idx["train"], y, ctx)
-            val_acc = _accuracy(model, inputs["val"], idx["val"], y, ctx)
+            state["skipped"] += int(totals[2])
+            train_seconds = time.perf_counter() - epoch_started
+            if evaluator is not None:
+                train_acc, val_acc = _evaluator_accuracy(model, evaluator, roles, y, ctx)
+            else:
+                train_acc = _accuracy(model, inputs["train"], idx["train"], y, ctx)
+                val_acc = _accuracy(model, inputs["val"], idx["val"], y, ctx)
+            perf_history.append({
+                "epoch": epoch, "train_seconds": round(train_seconds, 4),
+                "eval_seconds": round(time.perf_counter() - epoch_started - train_seconds, 4),
+                "batches": steps, "seeds": int(totals[1]),  # batches per rank, seeds all ranks
+                "seeds_per_s": round(float(totals[1]) / max(train_seconds, 1e-9), 1),
+                "batches_per_s": round(steps / max(train_seconds, 1e-9), 3)})
             state["history"].append({"epoch": epoch, "train_loss": round(train_loss, 6),
                                      "train_acc": round(train_acc, 6), "val_acc": round(val_acc, 6)})
             if hasattr(bar, "set_postfix"):
@@ -167,14 +292,26 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: 
             if checkpointing and checkpointing.every and ctx.is_main and (
                     epoch % checkpointing.every == 0 or done):
                 checkpointing.save({"model": model.state_dict(),
-                                    "optimizer": optimizer.state_dict(), **state})
+                                    "optimizer": optimizer.state_dict(),
+                                    "scaler": scaler.state_dict() if scaler else {}, **state})
             if done:
                 break
     seconds = time.perf_counter() - started
     model.load_state_dict(state["best_state"])
     model.eval()
     node_id = torch.cat([idx[p] for p in PHASES])
-    if ctx.is_main:
+    if evaluator is not None:  # every rank scores its nodes; rank 0 puts them in node_id order
+        with torch.no_grad():
+            held, held_logits = gather_rows(*evaluator.logits(model), ctx)
+        logits = torch.empty(0)
+        if ctx.is_main:
+            full = torch.full((y.numel(), held_logits.shape[1]), float("nan"))
+            full[held] = held_logits
+            logits = full[node_id]
+            if bool(torch.isnan(logits).any()):
+                raise ValueError("the partition shards do not cover every split node; re-run "
+                                 "the partition stage on this split")
+    elif ctx.is_main:
         with torch.no_grad():
             logits = torch.cat([_forward(model, inputs[p], idx[p]) for p in PHASES]).float()
     else:  # only rank 0 writes artifacts
@@ -186,11 +323,13 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput], y: 
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+    if hasattr(loader, "skipped"):
+        summary["empty_batches_skipped"] = int(state["skipped"])
     epochs_here = len(history) - (resume["epoch"] if resume is not None else 0)
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
             "train_seeds_per_s": round(epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],
-                       history=history, summary=summary, perf=perf)
+                       history=history, summary=summary, perf=perf, perf_history=perf_history)
 
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,

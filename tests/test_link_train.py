@@ -205,7 +205,7 @@ def test_link_pipeline_runs_with_dvc(tmp_path):
     # Up to evaluate: the stages the link task adds to or changes.
     ran = _run(["dvc", "repro", "evaluate"], repo)
     assert set(re.findall(r"Running stage '([\w-]+)'", ran)) == {
-        "prepare", "split", "propagate", "baseline", "train", "evaluate"}
+        "prepare", "split", "partition", "propagate", "baseline", "train", "evaluate"}
     metrics = json.loads((repo / "metrics/eval.json").read_text())
     assert metrics["task"] == "link"
     for model in ("gnn", "mlp"):

@@ -568,3 +568,17 @@ def test_partition_params_are_validated(raw, message):
 
     with pytest.raises(ParamsError, match=message):
         params_from_dict({"partition": raw})
+
+
+def test_symmetric_simple_takes_an_undirected_simple_graph_as_it_is(community_csr):
+    simple, counts = _symmetric_simple(community_csr, with_counts=True)
+    assert simple is community_csr and counts.tolist() == [2] * community_csr.num_edges
+    # one direction of one edge missing: the general path restores it
+    src, dst = community_csr.edge_index().numpy()
+    drop = np.flatnonzero((src == 0) | (dst == 0))[0]
+    keep = np.arange(src.size) != drop
+    lopsided = csr_from_edges(src[keep], dst[keep], community_csr.num_nodes)
+    rebuilt, counts = _symmetric_simple(lopsided, with_counts=True)
+    assert torch.equal(rebuilt.indptr, community_csr.indptr)
+    assert torch.equal(rebuilt.indices, community_csr.indices)
+    assert sorted(counts.tolist()) == [1, 1] + [2] * (community_csr.num_edges - 2)

@@ -3,6 +3,8 @@ disk (memory-mappable files), one hop held at a time, and the stage's per-phase 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -132,6 +134,8 @@ def test_directed_graph_and_existing_self_loops(norm):
 
 def test_rw_rows_sum_to_one_and_sym_is_symmetric():
     csr = _graph(seed=8)
+    adj = normalized_adjacency(csr, PropagateParams())
+    assert adj.col_indices().dtype == torch.int32 and adj.crow_indices().dtype == torch.int32
     rw = normalized_adjacency(csr, PropagateParams(norm="rw", self_loops=True)).to_dense()
     np.testing.assert_allclose(rw.sum(dim=1).numpy(), np.ones(csr.num_nodes), atol=1e-6)
     sym = normalized_adjacency(csr, PropagateParams(norm="sym", self_loops=True)).to_dense()
@@ -337,9 +341,10 @@ def test_a_failed_hop_leaves_no_file_behind(tmp_path):
 def test_traffic_bytes_counts_graph_and_rows_once():
     from gnnpipe.propagate import hop_traffic_bytes
 
-    assert hop_traffic_bytes(10, 30, 4) == 11 * 8 + 30 * 12 + 10 * 4 * 8
-    assert hop_traffic_bytes(10, 30, 4, out_itemsize=2, index_itemsize=4, ppr=True) == (
-        11 * 8 + 30 * 8 + 10 * 4 * (4 + 2 + 4))
+    assert hop_traffic_bytes(10, 30, 4) == 11 * 4 + 30 * 8 + 10 * 4 * 8  # int32 indices
+    assert hop_traffic_bytes(10, 30, 4, out_itemsize=2, index_itemsize=8, ppr=True) == (
+        11 * 8 + 30 * 12 + 10 * 4 * (4 + 2 + 4))
+    assert hop_traffic_bytes(10, 2**31, 4) == 11 * 8 + 2**31 * 12 + 10 * 4 * 8
 
 
 # ------------------------------------------------------------------------------------ stage
@@ -429,3 +434,48 @@ def test_blocks_without_edges_come_out_zero_not_stale(tmp_path, sink_kind):
         assert bool((hop[8:] == 0).all()) and bool((hop[:8].abs() > 0).any())
     empty = Csr(torch.zeros(21, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
     assert all(bool((h == 0).all()) for h in propagate(empty, x, cfg))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_hop_writer_reads_back_in_chunks_without_mapping(tmp_path, dtype):
+    from gnnpipe.io.artifacts import HopWriter
+
+    x = _features(50, f=3, seed=18)
+    writer = HopWriter(tmp_path, "g", 1, (50, 3), dtype)
+    for start in (40, 0, 20):  # any order: each block lands at its own offset
+        writer.write(start, x[start:start + 20])
+    mapped = writer.finish()
+    assert torch.equal(mapped, x.to(dtype))
+    before = open("/proc/self/maps").read().count(str(tmp_path / "g_hop_1.pt"))
+    out = torch.full((50, 3), float("nan"))
+    writer.read_into(out, chunk_bytes=7 * 3 * 4)  # 7 rows per read: several partial chunks
+    assert torch.equal(out, x.to(dtype).float())
+    assert open("/proc/self/maps").read().count(str(tmp_path / "g_hop_1.pt")) == before
+
+
+def test_the_operand_buffer_is_on_huge_pages_when_large():
+    from gnnpipe.propagate import hugepage_empty
+
+    small = hugepage_empty((10, 4))
+    assert small.shape == (10, 4) and small.dtype == torch.float32
+    big = hugepage_empty((4096, 256))  # 4 MiB
+    big.fill_(1.5)
+    assert big.shape == (4096, 256) and float(big.sum()) == 1.5 * 4096 * 256
+    assert big.is_contiguous() and big.data_ptr() % 4096 == 0
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if mode.exists() and "[never]" not in mode.read_text():  # Linux with THP on: advised
+        flags = _vm_flags(big.data_ptr())
+        assert "hg" in flags.split(), flags  # VM_HUGEPAGE: madvise(MADV_HUGEPAGE) took
+
+
+def _vm_flags(address: int) -> str:
+    """The VmFlags line of the mapping holding ``address`` (from /proc/self/smaps)."""
+    inside = False
+    for line in open("/proc/self/smaps"):
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            start, end = (int(v, 16) for v in head.split("-"))
+            inside = start <= address < end
+        elif inside and line.startswith("VmFlags:"):
+            return line
+    raise AssertionError(f"no mapping holds {address:#x}")

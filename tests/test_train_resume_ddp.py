@@ -104,3 +104,24 @@ def test_uneven_seed_counts_do_not_hang(tmp_path):
     done = _gnnpipe(["train"], tmp_path, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len((tmp_path / "metrics/train_history.csv").read_text().splitlines()) == 4
+
+
+def test_two_ranks_with_partition_shards_load_only_their_own_parts(upstream):
+    import torch
+
+    assert _gnnpipe(["partition"], upstream).returncode == 0  # default: 8 parts, 1-hop halo
+    cluster = {"sampler": "cluster", "epochs": 6, "checkpoint_every": 0}
+    two = _train(upstream, "sharded", {**cluster, "shard": "partition", "nproc": 2})
+    assert two.returncode == 0, two.stderr[-2000:]
+    perf = json.loads((upstream / "sharded/perf.json").read_text())
+    ranks = {r["rank"]: r for r in perf["ranks"]}
+    assert perf["world_size"] == 2 and perf["shard"] == "partition"
+    assert ranks[0]["parts"] == [0, 2, 4, 6] and ranks[1]["parts"] == [1, 3, 5, 7]
+    # each rank holds its own parts' nodes plus their halo: fewer than the 1200 nodes
+    assert all(0 < r["nodes_held"] < 1200 and r["peak_rss_mb"] > 0 for r in ranks.values())
+    metrics = json.loads((upstream / "sharded/train.json").read_text())
+    assert metrics["sampler"] == "cluster" and metrics["shard_eval_exact"] is False
+    assert metrics["best_val_acc"] > 0.6  # 3 classes: chance is 1/3
+    logits = torch.load(upstream / "data/sharded/predictions.pt", weights_only=True)
+    assert logits["node_id"].numel() == 1200  # rank 0 gathered every rank's nodes
+    assert not torch.isnan(logits["logits"]).any()

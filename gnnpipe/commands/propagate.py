@@ -64,4 +64,5 @@ def run(args):
         # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     })
-    return f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) -> {args.out}"
+    return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
+            f"-> {args.out}")

@@ -1,5 +1,13 @@
-"""train: the configured GNN (or SIGN) on the phase message graphs."""
+"""train: the configured GNN (or SIGN) on the phase message graphs.
 
+train.sampler cluster cuts ClusterGCN batches from data/partition (built on the train-phase
+graph); saint draws GraphSAINT random-walk subgraphs from the train-phase graph. With
+train.shard: partition each DDP rank reads only its own part shards (+halo) and the feature rows
+of their nodes, trains on their ClusterGCN batches and scores its own nodes on them.
+"""
+
+import math
+import resource
 import subprocess
 from pathlib import Path
 
@@ -10,7 +18,10 @@ from gnnpipe import distributed, io
 from gnnpipe.config import load_params, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
+from gnnpipe.sharding import NodeRows, gather_objects
 from gnnpipe.train import Checkpointing, build_inputs, fit
+
+SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint")  # batches sampled from the train graph
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -19,11 +30,16 @@ def add_arguments(parser):
     parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
     parser.add_argument("--split", type=Path, default=Path("data/split"))
     parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
+    parser.add_argument("--partition", type=Path, default=Path("data/partition"),
+                        help="parts and shards (train.sampler cluster, train.shard partition)")
     parser.add_argument("--out", type=Path, default=Path("data/model"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/train.json"))
     parser.add_argument("--perf", type=Path, default=Path("metrics/perf/train.json"),
                         help="wall time and throughput (kept apart: they differ run to run)")
     parser.add_argument("--history", type=Path, default=Path("metrics/train_history.csv"))
+    parser.add_argument("--perf-history", type=Path,
+                        default=Path("metrics/perf/train_history.csv"),
+                        help="per-epoch seeds/s and batches/s (wall clock, differs run to run)")
     parser.add_argument("--checkpoint", type=Path, default=Path("data/checkpoint/train.pt"),
                         help="resumable training state (train.checkpoint_every, train.resume)")
 
@@ -35,7 +51,15 @@ def run(args):
         if cfg.nproc * cfg.nnodes > 1:
             raise ValueError("train.nproc/train.nnodes > 1 supports dataset.task=node only so far")
         from gnnpipe.commands.link_train import run_train
-        return run_train(args, params)
+        message = run_train(args, params)
+        # link training logs no per-epoch throughput yet: one row for the whole run, so the
+        # DVC plot output exists (seeds = supervision edges)
+        perf, summary = io.read_json(args.perf), io.read_json(args.metrics)
+        io.write_csv(args.perf_history, [{
+            "epoch": summary["epochs_run"], "train_seconds": perf["seconds"], "eval_seconds": "",
+            "batches": "", "seeds": "", "seeds_per_s": perf.get("train_edges_per_s", ""),
+            "batches_per_s": ""}])
+        return message
     ctx = distributed.context_from_env()
     if cfg.nproc * cfg.nnodes > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
         argv = distributed.torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
@@ -52,50 +76,136 @@ def run(args):
         distributed.shutdown()
 
 
+def _partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Partition meta, part of every node (N,) and train nodes per part (P,), checked."""
+    meta = io.read_partition_meta(args.partition)
+    parts = io.read_partition(args.partition)
+    if meta.get("graph", "train") != "train" or meta["num_nodes"] != num_nodes or (
+            parts.size != num_nodes):
+        raise ValueError(f"{args.partition}: the partition is not of this split's train-phase "
+                         f"graph ({num_nodes} nodes); re-run the partition stage")
+    train_per_part = np.bincount(parts[roles == "train"], minlength=meta["num_parts"])
+    return meta, parts, train_per_part
+
+
+def _shard_setup(args, params, ctx, roles, train_mask):
+    """``train.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
+    from gnnpipe.io.rows import read_node_rows
+    from gnnpipe.partition import rank_parts
+    from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
+    from gnnpipe.sharding import ShardEvaluator, shard_node_ids
+
+    cfg = params.train
+    if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
+        raise ValueError("train.shard='partition' scores val and test nodes on the train-phase "
+                         "partition, which is their message graph only with "
+                         "split.node.mode=transductive; use train.shard: none for inductive splits")
+    meta, _, train_per_part = _partition(args, roles.size, roles)
+    mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
+    shards = [io.read_partition_shard(args.partition, part) for part in mine]
+    ids = shard_node_ids(shards)
+    read = read_node_rows(args.prepared, ids)
+    rows = NodeRows(read.x, read.y[ids], ids)
+    loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
+                           cfg.parts_per_batch, ctx.rank, ctx.world_size)
+    exact = meta["halo_hops"] >= cfg.num_layers
+    if not exact and ctx.is_main:
+        print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
+              f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
+    rank_info = {"parts": mine, "nodes_held": int(ids.numel())}
+    return (read.y, read.num_classes, rows.x.shape[1], loader, ShardEvaluator(shards, rows),
+            {"shard_eval_exact": exact}, rank_info)
+
+
+def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask):
+    """The loader of a sampled-subgraph sampler, drawing from the train phase's graph only,
+    with what goes into metrics/train.json and into this rank's perf entry."""
+    cfg = params.train
+    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
+    if cfg.sampler == "neighbor":
+        from gnnpipe.sampling import neighbor_loader
+
+        return neighbor_loader(graph.x, graph.y, graphs["train"],
+                               distributed.shard(train_nodes, ctx), cfg,
+                               torch_seed(params.seed, "sample"),
+                               edge_index=inputs["train"].edge_index), {}, {}
+    rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
+    if cfg.sampler == "cluster":
+        from gnnpipe.partition import rank_parts
+        from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
+
+        meta, parts, train_per_part = _partition(args, graph.num_nodes, roles)
+        loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
+                               train_mask, train_per_part, cfg.parts_per_batch, ctx.rank,
+                               ctx.world_size)
+        return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
+    from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
+
+    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, cfg.walk_length)
+    norm = estimate_norm(sampler, cfg.sample_coverage, torch_seed(params.seed, "saint"))
+    steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
+    loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
+    return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
+
+
 def _train(args, params, ctx):
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
 
     cfg = params.train
-    graph = io.read_graph(args.prepared, mmap=True)  # ranks on one machine share the pages
+    # no whole graph on a rank with train.shard: partition, only its shards and their rows
+    graph = None if cfg.shard == "partition" else io.read_graph(args.prepared, mmap=True)
     roles = io.read_split_roles(args.split)
-    in_dim, num_hops, batch_size, loader = graph.x.shape[1], 0, None, None
-    if cfg.sampler == "sign":
-        hops = io.read_propagated(args.propagate)
-        num_hops, batch_size = len(hops["train"]) - 1, cfg.batch_size
-        inputs = build_inputs(graph.x, hops=hops)
-    elif cfg.model == "mlp" and cfg.sampler != "neighbor":
-        inputs = build_inputs(graph.x)
-    else:
-        graphs = io.read_message_graphs(args.split, graph.num_nodes)
-        inputs = build_inputs(graph.x, message_graphs=graphs)
-        if cfg.sampler == "neighbor":  # batches sampled from the train phase's graph only
-            from gnnpipe.sampling import neighbor_loader
-
-            seeds = distributed.shard(torch.from_numpy(np.flatnonzero(roles == "train")), ctx)
-            loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg,
-                                     torch_seed(params.seed, "sample"),
-                                     edge_index=inputs["train"].edge_index)
-    fingerprint = io.input_fingerprint(to_dict(cfg), params.seed,
-                                       [args.prepared, args.split, args.propagate])
+    train_mask = torch.from_numpy(roles == "train")
+    num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
+    extra, rank_info = {}, {}
+    fingerprinted = [args.prepared, args.split, args.propagate]
+    if cfg.sampler == "cluster":
+        fingerprinted.append(args.partition)
+    if graph is None:
+        y, num_classes, in_dim, loader, evaluator, extra, rank_info = _shard_setup(
+            args, params, ctx, roles, train_mask)
+    else:  # ranks on one machine share the memory-mapped pages of graph.pt
+        y, num_classes, in_dim = graph.y, graph.num_classes, graph.x.shape[1]
+        if cfg.sampler == "sign":
+            hops = io.read_propagated(args.propagate)
+            num_hops, batch_size = len(hops["train"]) - 1, cfg.batch_size
+            inputs = build_inputs(graph.x, hops=hops)
+        elif cfg.model == "mlp" and cfg.sampler not in SUBGRAPH_SAMPLERS:
+            inputs = build_inputs(graph.x)
+        else:
+            graphs = io.read_message_graphs(args.split, graph.num_nodes)
+            inputs = build_inputs(graph.x, message_graphs=graphs)
+            if cfg.sampler in SUBGRAPH_SAMPLERS:
+                loader, extra, rank_info = _subgraph_loader(args, params, ctx, graph, graphs,
+                                                            inputs, roles, train_mask)
+    fingerprint = io.input_fingerprint(to_dict(cfg), params.seed, fingerprinted)
     resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
     checkpointing = Checkpointing(
         every=cfg.checkpoint_every, resume_from=resume_from,
         save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
     if resume_from is not None and ctx.is_main:
         print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
-    result = fit(lambda: build_model(cfg.model, in_dim, graph.num_classes, cfg, num_hops),
-                 inputs, graph.y, roles, cfg, torch_seed(params.seed, "train"),
+    result = fit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
+                 inputs, y, roles, cfg, torch_seed(params.seed, "train"),
                  batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
-                 checkpointing=checkpointing)
+                 checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
+                 compile_model=cfg.compile)
+    # ru_maxrss is KiB on Linux: each rank's high-water mark, its inputs included
+    rank_info = {"rank": ctx.rank, **rank_info,
+                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    ranks = gather_objects(rank_info, ctx)
     if not ctx.is_main:
         return None
     with io.atomic_dir(args.out) as out:
         io.write_predictions(out, result.node_id, result.logits)
         io.save_model(out, result.state_dict, {"model": cfg.model, "in_dim": in_dim,
-                                               "num_classes": graph.num_classes,
+                                               "num_classes": num_classes,
                                                "num_hops": num_hops})
-    io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary})
-    io.write_json(args.perf, result.perf)
+    io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary,
+                                 **extra})
+    io.write_json(args.perf, {**result.perf, "shard": cfg.shard, "amp": cfg.amp,
+                              "compile": cfg.compile, "ranks": ranks})
     io.write_csv(args.history, result.history)
+    io.write_csv(args.perf_history, result.perf_history)
     args.checkpoint.unlink(missing_ok=True)  # the outputs now hold everything it had
     return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"

@@ -404,8 +404,9 @@ class HopWriter:
     The torch file is laid out first with its storage bytes left empty
     (``torch.serialization.skip_data``); each block then lands at its offset with ``os.pwrite``
     (page cache, not this process's memory). ``finish`` renames the temp file into place and
-    returns the hop memory-mapped. The result loads with ``torch.load(weights_only=True)``, with
-    or without ``mmap=True``, like any file from ``write_hop``.
+    returns the hop memory-mapped; ``read_into`` reads it back into a buffer for the next hop.
+    The result loads with ``torch.load(weights_only=True)``, with or without ``mmap=True``, like
+    any file from ``write_hop``.
     """
 
     def __init__(self, out: Path, graph_name: str, hop: int, shape: tuple[int, int],
@@ -447,11 +448,36 @@ class HopWriter:
             with open(self._tmp, "wb") as handle:
                 torch.save({**self._skeleton, "x": self._buffer}, handle)
             self._buffer = None
+            self._row_bytes = self.shape[1] * torch.empty(0, dtype=self.dtype).element_size()
+            self._offset = _storage_offset(self._tmp, self.shape[0] * self._row_bytes)
         else:
             os.close(self._fd)
             self._fd = None
         self._stack.close()  # atomic_path: fsync, then rename onto self.path
         return load_tensors(self.path, "gnnpipe.hop/1", {"x": (None, 2)}, mmap=True)["x"]
+
+    def read_into(self, out: torch.Tensor, chunk_bytes: int = 32 << 20) -> None:
+        """Fill ``out`` (float32 (N, F), contiguous) with the finished hop.
+
+        Read with plain reads, not a mapping: the page cache the bytes pass through is not
+        counted in this process's memory, so holding ``out`` costs one hop, not two.
+        """
+        rows = max(1, chunk_bytes // self._row_bytes)
+        direct = self.dtype == torch.float32
+        staging = None if direct else torch.empty((rows, self.shape[1]), dtype=self.dtype)
+        with open(self.path, "rb", buffering=0) as handle:
+            for start in range(0, self.shape[0], rows):
+                stop = min(start + rows, self.shape[0])
+                target = out[start:stop] if direct else staging[:stop - start]
+                view = memoryview(target.view(torch.uint8).numpy()).cast("B")
+                handle.seek(self._offset + start * self._row_bytes)
+                while view:  # readinto may return fewer bytes than asked
+                    got = handle.readinto(view)
+                    if not got:
+                        raise ValueError(f"{self.path}: ends early while reading hop rows back")
+                    view = view[got:]
+                if not direct:
+                    out[start:stop].copy_(target)
 
     def discard(self) -> None:
         """Drop the half-written file (the target path is left as it was)."""
@@ -462,7 +488,7 @@ class HopWriter:
 
 
 def hop_writers(out: Path, graph_name: str):
-    """A ``sink`` for ``gnnpipe.propagate.propagate``: hop ``k`` streams to ``<graph>_hop_<k>.pt``."""
+    """A ``sink`` for ``gnnpipe.propagate.propagate``: hop k streams to ``<graph>_hop_<k>.pt``."""
     return lambda hop, shape, dtype: HopWriter(out, graph_name, hop, shape, dtype)
 
 

@@ -66,7 +66,7 @@ def random_walks(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray, wal
 
 
 class SaintSampler:
-    """Random-walk subgraphs of one ``csr`` (indices only: ``n_id``, local ``edge_index``, ``e_id``)."""
+    """Random-walk subgraphs of ``csr``, indices only (``n_id``, local ``edge_index``, ``e_id``)."""
 
     def __init__(self, csr: Csr, roots: torch.Tensor, batch_size: int, walk_length: int):
         if roots.numel() == 0:
