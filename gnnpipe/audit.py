@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.graph import Csr, sorted_unique
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
@@ -152,11 +152,11 @@ def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: 
         checks.append({"check": name, "passed": bool(passed), "detail": detail})
 
     full_src, full_dst = full.indices.numpy(), full.targets().numpy()
-    full_directed = np.unique(full_src * n + full_dst)
+    full_directed = sorted_unique(full_src * n + full_dst)
     not_loop = full_src != full_dst
-    full_pairs = np.unique(np.minimum(full_src, full_dst)[not_loop] * n
+    full_pairs = sorted_unique(np.minimum(full_src, full_dst)[not_loop] * n
                            + np.maximum(full_src, full_dst)[not_loop])
-    pairs = {role: np.unique(_pairs(edges[role], n)) for role in LINK_ROLES}
+    pairs = {role: sorted_unique(_pairs(edges[role], n)) for role in LINK_ROLES}
 
     loops = {role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES}
     check("positives_not_self_loops", not any(loops.values()), f"self-loops per role: {loops}")
@@ -178,7 +178,7 @@ def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: 
         same = np.array_equal(pairs["message"], pairs["train_supervision"])
         check("supervision_is_message", same, "without disjoint_train_ratio every training "
               "edge both passes messages and supervises")
-    assigned = np.unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
+    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
     lost = np.setdiff1d(full_pairs, assigned)
     check("every_edge_assigned", lost.size == 0, f"edges in no role: {_describe(lost, n)}")
 
@@ -189,7 +189,7 @@ def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: 
         check(f"message_{phase}_within_graph", _is_subset(graph, full),
               "every message edge is an edge of the prepared graph")
         hidden = LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
-        seen = np.unique(_pairs(graph.edge_index(), n))
+        seen = sorted_unique(_pairs(graph.edge_index(), n))
         leaked = {role: _describe(np.intersect1d(seen, pairs[role]), n) for role in hidden
                   if np.intersect1d(seen, pairs[role]).size}
         check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gnnpipe.graph import sorted_unique
+
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
 
 
@@ -35,7 +37,7 @@ def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) 
     """Sorted unique int64 keys ``u * N + v`` of every edge in both directions: (K,)."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    return np.unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
+    return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
 
 
 def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:

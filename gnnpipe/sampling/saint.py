@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnpipe.graph import Csr
+from gnnpipe.graph import Csr, sorted_unique
 from gnnpipe.sampling.subgraph import induced_edges
 from gnnpipe.sharding import NodeRows
 
@@ -82,7 +82,7 @@ class SaintSampler:
         """``n_id`` (B,) ascending global ids, ``edge_index`` (2, E) local, ``e_id`` (E,)."""
         roots = self.roots[rng.integers(0, self.roots.size, self.batch_size)]
         walks = random_walks(self.indptr, self.indices, roots, self.walk_length, rng)
-        n_id = np.unique(walks)
+        n_id = sorted_unique(walks.reshape(-1))
         edge_index, e_id = induced_edges(self.indptr, self.indices, n_id, self._local,
                                          ordered=ordered)
         return n_id, edge_index, e_id
