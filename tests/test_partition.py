@@ -23,14 +23,17 @@ from gnnpipe.partition import (_symmetric_simple, assign_parts, bfs_order, build
 pytestmark = pytest.mark.filterwarnings("error:Passing xadj/adjncy is deprecated")
 
 
-@pytest.fixture(scope="module")
-def community_csr() -> Csr:
-    cfg = SyntheticParams(num_nodes=2000, num_classes=4, num_features=2, avg_degree=8.0,
-                          homophily=0.95, degree_skew=0.0)
-    raw = synthetic.generate(cfg, np.random.default_rng(0))
+def _synthetic_csr(cfg: SyntheticParams, seed: int) -> Csr:
+    raw = synthetic.generate(cfg, np.random.default_rng(seed))
     csr, _ = normalize_edges(raw["src"], raw["dst"], cfg.num_nodes, undirected=True, dedup=True,
                              remove_self_loops=True)
     return csr
+
+
+@pytest.fixture(scope="module")
+def community_csr() -> Csr:
+    return _synthetic_csr(SyntheticParams(num_nodes=2000, num_classes=4, num_features=2,
+                                          avg_degree=8.0, homophily=0.95, degree_skew=0.0), 0)
 
 
 def _parts(csr, method, k, seed=0, **kw):
@@ -159,12 +162,8 @@ def test_metis_balance_within_its_tolerance(community_csr, imbalance):
 
 @pytest.fixture(scope="module")
 def skewed_csr() -> Csr:
-    cfg = SyntheticParams(num_nodes=1500, num_classes=3, num_features=2, avg_degree=8.0,
-                          homophily=0.9, degree_skew=1.5)
-    raw = synthetic.generate(cfg, np.random.default_rng(1))
-    csr, _ = normalize_edges(raw["src"], raw["dst"], cfg.num_nodes, undirected=True, dedup=True,
-                             remove_self_loops=True)
-    return csr
+    return _synthetic_csr(SyntheticParams(num_nodes=1500, num_classes=3, num_features=2,
+                                          avg_degree=8.0, homophily=0.9, degree_skew=1.5), 1)
 
 
 @pytest.mark.parametrize("method", ["metis", "bfs"])

@@ -345,17 +345,23 @@ def test_bad_tables_name_the_file_and_column(tmp_path, case):
     assert "\n" not in str(err.value)
 
 
+def _cli_prepare(tmp_path: Path, folder: Path, **dataset) -> tuple[int, Path, Path]:
+    """``gnnpipe prepare`` on a parquet ``folder``: exit code, output folder, metrics file."""
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"dataset": {"source": "parquet", "path": str(folder),
+                                                  **dataset}}))
+    out, metrics = tmp_path / "prepared", tmp_path / "prepare.json"
+    code = main(["prepare", "--params", str(params), "--out", str(out), "--metrics", str(metrics)])
+    return code, out, metrics
+
+
 @pytest.mark.parametrize("case", ["unknown edge id", "NaN feature", "label nulls", "not parquet"])
 def test_bad_tables_through_the_cli_give_one_line_and_no_output(tmp_path, case, capsys):
     spoil, _, message = BAD_TABLES[case]
     folder = write_tables(tmp_path / "in", STR_IDS, list_column=False)
     spoil(folder)
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"dataset": {"source": "parquet", "path": str(folder),
-                                                  "nodes": {"features": "f_*"}}}))
-    out, metrics = tmp_path / "prepared", tmp_path / "prepare.json"
-    assert main(["prepare", "--params", str(params), "--out", str(out),
-                 "--metrics", str(metrics)]) == 1
+    code, out, metrics = _cli_prepare(tmp_path, folder, nodes={"features": "f_*"})
+    assert code == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Traceback" not in err
     assert re.search(message, err)
@@ -610,12 +616,8 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
     edges = pq.read_table(folder / "edges.parquet")
     pq.write_table(edges.append_column("w", pa.array(np.arange(edges.num_rows, dtype=float))),
                    folder / "edges.parquet")
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"dataset": {"source": "parquet", "path": str(folder),
-                                                  "edges": {"weight": "w"}}}))
-    out, metrics = tmp_path / "prepared", tmp_path / "prepare.json"
-    assert main(["prepare", "--params", str(params), "--out", str(out),
-                 "--metrics", str(metrics)]) == 0
+    code, out, metrics = _cli_prepare(tmp_path, folder, edges={"weight": "w"})
+    assert code == 0
     assert sorted(p.name for p in out.iterdir()) == ["edge_attrs.parquet", "edges.parquet",
                                                      "graph.pt", "node_ids.parquet",
                                                      "nodes.parquet"]
@@ -626,9 +628,7 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
     assert ids == STR_IDS.tolist()
     attrs = io.read_edge_attrs(out)
     assert attrs.num_rows == io.read_edge_table(out).num_rows
-    params.write_text(yaml.safe_dump({"dataset": {"source": "parquet", "path": str(folder),
-                                                  "nodes": {"label": "class"}}}))
-    assert main(["prepare", "--params", str(params), "--out", str(out)]) == 1
+    assert _cli_prepare(tmp_path, folder, nodes={"label": "class"})[0] == 1
 
 
 def test_dvc_exp_run_on_a_planetoid_folder_with_the_public_split(tmp_path):
