@@ -3,7 +3,9 @@
     python -m bench.sampler --cache /tmp/gnnpipe-bench     # 1M nodes / ~20M edges, [15, 10, 5]
     python -m bench.sampler --scale 0.1 --seeds 20480      # quick
 
-The peer is PyG's ``NeighborLoader`` when torch-sparse or pyg-lib is installed; otherwise a naive
+The peer is PyG's ``NeighborLoader`` when torch-sparse or pyg-lib is installed (``bash
+bench/build_peers.sh VENV`` builds torch-sparse into a separate venv; run this with that venv's
+python); ``--peer-seeds`` times the peer on the first batches only. Otherwise a naive
 reference sampler (per-node Python loop, ``Generator.choice`` per frontier node, a dict for the
 global-to-local map) run on ``--naive-batches`` batches only and extrapolated to seeds/s, since
 a full epoch of it would take hours. Both sides sample the same seed batches of the same graph
@@ -109,6 +111,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--fanout", default="15,10,5", help="comma-separated, -1 = all")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--seeds", type=int, default=102_400, help="seeds timed per row")
+    parser.add_argument("--peer-seeds", type=int, default=None,
+                        help="seeds the PyG rows time (the first ones of --seeds, whole batches); "
+                             "default: all of --seeds")
     parser.add_argument("--naive-batches", type=int, default=2,
                         help="batches the naive reference runs (it is extrapolated)")
     parser.add_argument("--variant-batches", type=int, default=10)
@@ -147,9 +152,14 @@ def main(argv=None) -> dict:
     if peer_lib is not None:
         from torch_geometric.loader import NeighborLoader
 
-        loader = NeighborLoader(data, num_neighbors=fanout, input_nodes=seeds,
+        peer_batches = batches
+        if args.peer_seeds is not None:
+            peer_batches = batches[:max(1, -(-args.peer_seeds // args.batch_size))]
+            print(f"# PyG rows: the first {len(peer_batches)} of the {len(batches)} batches")
+        peer_seeds = torch.cat(peer_batches)
+        loader = NeighborLoader(data, num_neighbors=fanout, input_nodes=peer_seeds,
                                 batch_size=args.batch_size)
-        report(f"PyG sampler ({peer_lib})", time_sampler(loader.node_sampler, batches))
+        report(f"PyG sampler ({peer_lib})", time_sampler(loader.node_sampler, peer_batches))
         report(f"PyG NeighborLoader ({peer_lib})", time_loader(loader))
         pairs = [("gnnpipe sampler", f"PyG sampler ({peer_lib})"),
                  ("gnnpipe NodeLoader (+x, y gather)", f"PyG NeighborLoader ({peer_lib})")]
@@ -166,6 +176,7 @@ def main(argv=None) -> dict:
         print(f"ratio {name}: {ratio:.1f}x")
     summary = {"machine": machine(), "graph": describe(graph), "fanout": fanout,
                "batch_size": args.batch_size, "threads": args.threads, "peer": peer_lib or "naive",
+               "peer_seeds": args.peer_seeds,
                "results": results, "ratios": ratios}
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=2))

@@ -6,10 +6,13 @@ import argparse
 import importlib
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
+from gnnpipe import resources
 from gnnpipe.commands import STAGES
+from gnnpipe.io import write_json
 
 DESCRIPTION = """\
 gnnpipe: a reproducible pipeline for training GNNs on large graphs.
@@ -32,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         sub.add_argument("--params", type=Path, default=Path("params.yaml"),
                          help="params file (validated in full before anything runs)")
+        sub.add_argument("--resources", type=Path, default=None,
+                         help="record this run's wall time, peak RSS and output bytes in this "
+                              "JSON file (dvc.yaml: metrics/perf/stages/<stage>.json)")
         module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     return parser
@@ -42,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # the train stage re-launches itself under torchrun with these
+    started = time.perf_counter()
     try:
         message = args.run(args)
     except (ValueError, FileNotFoundError) as err:
@@ -49,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"gnnpipe {args.stage}: error: {err}", file=sys.stderr)
         return 1
+    if args.resources is not None and not resources.is_worker_process():
+        outputs = [path for path in (getattr(args, "out", None),) if path is not None]
+        record = resources.stage_record(args.stage, time.perf_counter() - started, outputs)
+        write_json(args.resources, record)
     if message:
         print(f"gnnpipe {args.stage}: {message}")
     return 0

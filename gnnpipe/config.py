@@ -48,6 +48,11 @@ class SyntheticParams:
     feature_signal: float = num(1.0, low=0.0)  # norm of class-mean offsets vs unit noise
     class_imbalance: float = num(0.0, low=0.0)  # class c has weight (c + 1) ** -imbalance; 0 = balanced
     timestamps: bool = False  # also draw a node timestamp (uniform in [0, 1)) for time splits
+    # hetero: papers (num_nodes, the labelled type) / authors / venues instead (gnnpipe/hetero)
+    hetero: bool = False
+    num_authors: int = num(5_000, low=1)  # hetero only
+    num_venues: int = num(20, low=1)  # hetero only; venue v has class v mod num_classes
+    authors_per_paper: float = num(3.0, low=0.0, low_open=True)  # hetero only: writes per paper
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,15 @@ class EdgeTableParams:
 
 
 @dataclass(frozen=True)
+class StorageParams:
+    """How prepare stores the graph: bytes on disk against precision (BENCHMARKS.md, sizes)."""
+
+    # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
+    feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
+
+
+@dataclass(frozen=True)
 class DatasetParams:
     source: Literal["synthetic", "parquet", "csv", "planetoid", "ogb", "pyg"] = "synthetic"
     # Input of prepare, also a DVC dependency of the stage (dvc.yaml lists ${dataset.path}), so
@@ -87,6 +101,7 @@ class DatasetParams:
     dedup: bool = True  # drop repeated (src, dst) pairs; the count is reported
     self_loops: Literal["remove", "keep"] = "remove"
     synthetic: SyntheticParams = field(default_factory=SyntheticParams)
+    storage: StorageParams = field(default_factory=StorageParams)
 
 
 @dataclass(frozen=True)
@@ -168,10 +183,23 @@ class BaselineParams:
 
 @dataclass(frozen=True)
 class TrainParams(BaselineParams):
-    model: Literal["mlp", "gcn", "sage", "gat", "sign"] = "sage"
-    sampler: Literal["full", "sign", "neighbor", "cluster", "saint"] = "full"
+    # hgt / rgcn: heterogeneous graphs only (sage is then to_hetero(GraphSAGE); gnnpipe/hetero)
+    model: Literal["mlp", "gcn", "sage", "gat", "sign", "hgt", "rgcn"] = "sage"
+    # link_neighbor (dataset.task link, gnnpipe/sampling/link.py): batch_size supervision edges
+    # per step, each with one negative, sampled with the neighbor options below
+    # shadow: ShaDow k-hop subgraphs, one per seed, loss at its root (gnnpipe/sampling/shadow.py)
+    # hgt: HGT per-type node budgets (heterogeneous graphs; gnnpipe/sampling/hetero.py)
+    sampler: Literal["full", "sign", "neighbor", "cluster", "saint", "link_neighbor",
+                     "shadow", "hgt"] = "full"
     jk: Literal["none", "cat", "max"] = "none"  # jumping knowledge over layer outputs
-    heads: int = num(4, low=1)  # attention heads (gat only)
+    # skip connections h + layer(h) between hidden layers of equal width (gcn, sage, gat)
+    residual: bool = False
+    # evaluation forward (gnnpipe/inference.py): the whole graph at once, or layer by layer over
+    # blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width); auto:
+    # layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
+    inference: Literal["full", "layerwise", "auto"] = "auto"
+    inference_block_edges: int = num(2_000_000, low=1, high=2**31 - 1)  # edges + rows per block
+    heads: int = num(4, low=1)  # attention heads (gat, hgt)
     batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
     # neighbor sampler (gnnpipe/sampling): one fan-out per layer, -1 = every neighbour
     num_neighbors: tuple[int, ...] = num((15, 10), low=-1)
@@ -179,6 +207,17 @@ class TrainParams(BaselineParams):
     subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
     disjoint: bool = False  # one sampled tree per seed node
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
+    # hgt sampler: nodes sampled per node type and hop (one per num_layers), HGTLoader's num_samples
+    num_samples: tuple[int, ...] = num((512, 512), low=0)
+    # shadow: each seed's subgraph is induced on a sampled shadow_depth-hop neighbourhood,
+    # shadow_num_neighbors in-edges per node and hop (-1 = all); the depth need not be num_layers
+    shadow_depth: int = num(2, low=1)
+    shadow_num_neighbors: int = num(10, low=-1)
+    # temporal (neighbor, shadow; gnnpipe/sampling/temporal.py): a seed's tree takes only edges
+    # no later than the seed's node timestamp; edge: by the edge's timestamp
+    # (dataset.edges.timestamp), node: by the neighbour's node timestamp. uniform | last
+    temporal: Literal["none", "node", "edge"] = "none"
+    temporal_strategy: Literal["uniform", "last"] = "uniform"
     # cluster: ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)
     parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
     # saint: GraphSAINT random walks (gnnpipe/sampling/saint.py); batch_size = roots per subgraph
@@ -189,6 +228,8 @@ class TrainParams(BaselineParams):
     shard: Literal["none", "partition"] = "none"
     amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
+    # who runs the loop: gnnpipe.train.fit, or a Lightning Trainer (gnnpipe/lightning.py)
+    engine: Literal["plain", "lightning"] = "plain"
     # DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
@@ -232,15 +273,108 @@ class Params:
             raise ParamsError(
                 f"train.model={model!r} with train.sampler={sampler!r}: the sign model trains on "
                 "precomputed features, so use train.model=sign together with train.sampler=sign")
+        hetero = self.dataset.synthetic.hetero
+        if model in ("hgt", "rgcn") and not hetero:
+            raise ParamsError(
+                f"train.model={model!r} needs a heterogeneous graph (dataset.synthetic.hetero: "
+                "true); for a homogeneous graph use mlp, gcn, sage, gat or sign")
+        if sampler == "hgt" and not hetero:
+            raise ParamsError("train.sampler='hgt' samples typed node budgets and needs a "
+                              "heterogeneous graph (dataset.synthetic.hetero: true)")
+        if sampler == "hgt" and len(self.train.num_samples) != self.train.num_layers:
+            raise ParamsError(
+                f"train.num_samples={list(self.train.num_samples)} has "
+                f"{len(self.train.num_samples)} hops but train.num_layers="
+                f"{self.train.num_layers}: give one node budget per layer")
+        if hetero and model in ("gcn", "gat", "sign"):
+            raise ParamsError(
+                f"train.model={model!r} is not available for heterogeneous graphs "
+                "(dataset.synthetic.hetero: true); use sage (to_hetero), hgt, rgcn or mlp")
         hops, layers = len(self.train.num_neighbors), self.train.num_layers
-        if sampler == "neighbor" and hops != layers:
+        task = self.dataset.task
+        if sampler == "link_neighbor" and task != "link":
+            raise ParamsError(
+                f"train.sampler='link_neighbor' samples around supervision edges and needs "
+                f"dataset.task=link (found {task!r}); for node classification use "
+                "train.sampler=neighbor")
+        if sampler in ("neighbor", "shadow") and task == "link":
+            raise ParamsError(
+                f"train.sampler={sampler!r} samples around labelled seed nodes "
+                "(dataset.task=node); for dataset.task=link use train.sampler=link_neighbor")
+        if sampler in ("neighbor", "link_neighbor") and hops != layers:
             raise ParamsError(
                 f"train.num_neighbors={list(self.train.num_neighbors)} has {hops} hops but "
                 f"train.num_layers={layers}: give one fan-out per layer")
+        if self.train.temporal != "none" and sampler not in ("neighbor", "shadow"):
+            raise ParamsError(
+                f"train.temporal={self.train.temporal!r} with train.sampler={sampler!r}: "
+                "temporal sampling draws seed neighbourhoods, so use train.sampler=neighbor or "
+                "shadow (or train.temporal: none)")
         if self.train.shard == "partition" and sampler != "cluster":
             raise ParamsError(
                 f"train.shard='partition' with train.sampler={sampler!r}: a rank holding only "
                 "its partition shards trains on ClusterGCN batches, so use train.sampler=cluster")
+        if self.train.residual:
+            _check_residual(self.train)
+        if self.train.inference == "layerwise":
+            _check_layerwise(self)
+        if self.train.engine == "lightning":
+            _check_lightning(self)
+
+
+def _check_layerwise(params: "Params") -> None:
+    """train.inference=layerwise is the evaluation of fit's node models (gnnpipe/inference.py)."""
+    train = params.train
+    if train.model not in ("mlp", "gcn", "sage", "gat"):
+        raise ParamsError(f"train.inference='layerwise' evaluates mlp, gcn, sage and gat, not "
+                          f"train.model={train.model!r}; set train.inference: auto or full")
+    if params.dataset.task != "node" or train.engine != "plain":
+        raise ParamsError(
+            f"train.inference='layerwise' runs in the plain node-classification loop, not with "
+            f"dataset.task={params.dataset.task!r} / train.engine={train.engine!r} (they "
+            "evaluate with full forwards); set train.inference: auto or full")
+
+
+def _check_residual(train: TrainParams) -> None:
+    """train.residual needs a graph model with at least one hidden-to-hidden layer."""
+    if train.model not in ("gcn", "sage", "gat"):
+        raise ParamsError(f"train.residual=true applies to gcn, sage and gat, not "
+                          f"train.model={train.model!r}; set train.residual: false")
+    needed = 3 if train.jk == "none" else 2
+    if train.num_layers < needed:
+        raise ParamsError(
+            f"train.residual=true adds skips between hidden layers, and train.num_layers="
+            f"{train.num_layers} with train.jk={train.jk} has none (the first layer reads the "
+            f"features, without jk the last writes the classes): use train.num_layers >= {needed}")
+
+
+LIGHTNING_SAMPLERS = ("full", "neighbor")
+LIGHTNING_MODELS = ("mlp", "gcn", "sage", "gat")
+
+
+def _check_lightning(params: Params) -> None:
+    """What ``train.engine: lightning`` runs (gnnpipe/lightning.py), named when it is not."""
+    cfg, task = params.train, params.dataset.task
+    found = []
+    if task != "node":
+        found.append(f"dataset.task={task!r}")
+    if getattr(params.dataset.synthetic, "hetero", False) and params.dataset.source == "synthetic":
+        found.append("dataset.synthetic.hetero=true")
+    if cfg.sampler not in LIGHTNING_SAMPLERS:
+        found.append(f"train.sampler={cfg.sampler!r}")
+    if cfg.model not in LIGHTNING_MODELS:
+        found.append(f"train.model={cfg.model!r}")
+    if cfg.nproc * cfg.nnodes > 1:
+        found.append(f"train.nproc={cfg.nproc}, train.nnodes={cfg.nnodes}")
+    if getattr(cfg, "temporal", "none") != "none":  # seed times are not passed to Lightning
+        found.append(f"train.temporal={cfg.temporal!r}")
+    if found:
+        raise ParamsError(
+            f"train.engine='lightning' supports homogeneous node classification "
+            f"(dataset.task=node) with train.sampler {' or '.join(LIGHTNING_SAMPLERS)}, "
+            f"train.model {' | '.join(LIGHTNING_MODELS)}, without train.temporal, on one "
+            f"process (train.nproc=1, train.nnodes=1); found {'; '.join(found)}. Use "
+            "train.engine=plain for the rest")
 
 
 # ---------------------------------------------------------------------------------- coercion

@@ -2,14 +2,22 @@
 
 The encoder is any node model of gnnpipe/models.py built with ``out_channels = hidden``: its
 output rows are node embeddings ``z`` (N, H) and a pair (u, v) scores ``z_u . z_v`` (a logit).
-Every epoch encodes the **train** phase's message graph once (full graph), scores the train
-supervision positives and one fresh negative per positive (drawn by ``negatives.training_sampler``
-against the edges training may see, never against held-out ones) and takes one Adam step on
-binary cross-entropy. Validation encodes the **val** phase's graph and ranks each val positive
-against its fixed negatives; early stopping keeps the weights of the best val MRR. Final scores:
-val pairs on the val graph, test pairs on the test graph, so each phase sees only its own graph.
-Randomness (initialisation, dropout, negatives) comes only from ``seed``; ``fork_rng`` keeps the
-caller's global torch RNG untouched.
+Each step scores supervision positives and one fresh negative per positive (drawn by
+``negatives.training_sampler`` against the edges training may see, never against held-out ones)
+and takes one Adam step on binary cross-entropy:
+
+* ``train.sampler: full`` (and ``sign``): one step per epoch, encoding the **train** phase's
+  message graph once, over every supervision edge.
+* ``train.sampler: link_neighbor``: mini-batches of ``batch_size`` supervision edges with their
+  negatives, each encoded on a subgraph sampled around the pairs' endpoints from the train
+  phase's message graph (``gnnpipe.sampling.link``), split across DDP ranks.
+
+Validation encodes the **val** phase's graph and ranks each val positive against its fixed
+negatives; early stopping keeps the weights of the best val MRR. Final scores: val pairs on the
+val graph, test pairs on the test graph, so each phase sees only its own graph (full graph, for
+every sampler). Randomness (initialisation, and per ``(seed, epoch)`` dropout, negatives and
+sampling) comes only from ``seed``, so a run resumed from a checkpoint repeats an uninterrupted
+one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 """
 
 from __future__ import annotations
@@ -23,11 +31,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from gnnpipe.config import BaselineParams
+from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.train import PhaseInput
+from gnnpipe.train import Checkpointing, PhaseInput, _epoch_seed
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -40,6 +50,7 @@ class LinkTrainResult:
     history: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
     perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
+    perf_history: list[dict] = field(default_factory=list)  # per epoch: seeds/s, batches/s
 
 
 def encode(model: nn.Module, inputs: PhaseInput) -> torch.Tensor:
@@ -73,68 +84,131 @@ def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
     return pos.float(), neg.float()
 
 
+def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
+               fresh: torch.Tensor | None, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and 1/0 labels of one step: every supervision positive and its fresh negative on
+    the full train graph (``batch`` None), or one ``SupervisionLoader`` batch on its subgraph."""
+    if batch is None:
+        z = encode(model, inputs)  # (N, H)
+        logits = torch.cat([pair_scores(z, supervision[0], supervision[1]),
+                            pair_scores(z, supervision[0], fresh)])
+        p = supervision.shape[1]
+        return logits, torch.cat([torch.ones(p), torch.zeros(p)])
+    z = model(batch.x, batch.edge_index)  # (M, H): the sampled nodes, pair endpoints first
+    pairs = batch.edge_label_index  # (2, 2B) local ids: B positives, then their negatives
+    return pair_scores(z, pairs[0], pairs[1]), batch.edge_label
+
+
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
              edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
              sampler: NegativeSampler, cfg: BaselineParams, seed: int, *,
-             progress: Callable[[Iterable], Iterable] = lambda it, **_: it) -> LinkTrainResult:
+             loader: Iterable | None = None,
+             progress: Callable[[Iterable], Iterable] = lambda it, **_: it,
+             ctx: DistContext = SINGLE,
+             checkpointing: Checkpointing | None = None) -> LinkTrainResult:
     """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs.
 
     ``inputs`` phase -> PhaseInput (``gnnpipe.train.build_inputs``); ``edges`` role -> int64
     (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
-    ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives.
+    ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
+    step. ``loader`` (``gnnpipe.sampling.link_neighbor_loader``, which draws its own negatives
+    with the same rule) replaces that step by mini-batches of supervision edges on sampled
+    subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP (``ctx``,
+    with a loader only) gradients are averaged, losses summed across ranks and every rank
+    takes the same early-stopping decision. ``checkpointing`` saves every N epochs and resumes
+    from a saved state: every epoch reseeds from ``(seed, epoch)``, so a resumed run ends with
+    the same weights and scores as an uninterrupted one.
     """
     supervision = edges["train_supervision"]
     if supervision.shape[1] == 0:
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
+    if ctx.world_size > 1 and loader is None:
+        raise ValueError("link training on several processes needs train.sampler=link_neighbor")
     heads = supervision[0].numpy()
-    labels = torch.cat([torch.ones(heads.size), torch.zeros(heads.size)])
-    rng = np.random.default_rng(seed)
-    history: list[dict] = []
-    best = (-1.0, 0)
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = build_encoder()
-        best_state = copy.deepcopy(model.state_dict())
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        bar = progress(range(1, cfg.epochs + 1), desc="epochs", unit="ep")
-        stale = 0
+        state = {"epoch": 0, "best_val_mrr": -1.0, "best_epoch": 0, "stale": 0, "history": [],
+                 "best_state": copy.deepcopy(model.state_dict())}
+        resume = checkpointing.resume_from if checkpointing else None
+        if resume is not None:
+            model.load_state_dict(resume["model"])
+            optimizer.load_state_dict(resume["optimizer"])
+            state = {key: resume.get(key, value) for key, value in state.items()}
+        trained = DistributedDataParallel(model) if ctx.world_size > 1 else model
+        perf_history: list[dict] = []
+        first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
+        bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
         for epoch in bar:
-            model.train()
-            fresh = torch.from_numpy(sampler.sample(heads, 1, rng)[:, 0])  # (P,) new each epoch
-            optimizer.zero_grad()
-            z = encode(model, inputs["train"])
-            logits = torch.cat([pair_scores(z, supervision[0], supervision[1]),
-                                pair_scores(z, supervision[0], fresh)])
-            loss = F.binary_cross_entropy_with_logits(logits, labels)
-            loss.backward()
-            optimizer.step()
+            epoch_started = time.perf_counter()
+            torch.manual_seed(_epoch_seed(seed, epoch))  # dropout of this epoch
+            trained.train()
+            fresh = None
+            if loader is None:  # (P,) one new negative target per positive
+                rng = np.random.default_rng([seed, epoch])
+                fresh = torch.from_numpy(sampler.sample(heads, 1, rng)[:, 0])
+                batches: Iterable = [None]
+            else:
+                loader.set_epoch(epoch)
+                batches = loader
+            loss_sum, seen, steps = 0.0, 0, 0
+            for batch in batches:
+                optimizer.zero_grad()
+                logits, labels = _pair_step(trained, inputs["train"], supervision, fresh, batch)
+                loss = F.binary_cross_entropy_with_logits(logits, labels)
+                loss.backward()
+                optimizer.step()
+                loss_sum += float(loss.detach()) * labels.numel()
+                seen += labels.numel()
+                steps += 1
+            totals = all_reduce_sum(torch.tensor([loss_sum, float(seen)]), ctx)
+            train_loss = float(totals[0] / totals[1])
+            train_seconds = time.perf_counter() - epoch_started
             pos, neg = score_phase(model, inputs["val"], edges["val"], negatives["val"])
             val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
-            history.append({"epoch": epoch, "train_loss": round(float(loss.detach()), 6),
-                            "val_mrr": round(val_mrr, 6)})
+            # the ranks hold the same weights and score the same pairs; averaging makes their
+            # early-stopping decisions identical by construction, not by floating-point luck
+            val_mrr = float(all_reduce_sum(torch.tensor([val_mrr]), ctx)[0]) / ctx.world_size
+            positives = int(totals[1]) // 2  # supervision edges this epoch, all ranks
+            perf_history.append({
+                "epoch": epoch, "train_seconds": round(train_seconds, 4),
+                "eval_seconds": round(time.perf_counter() - epoch_started - train_seconds, 4),
+                "batches": steps, "seeds": positives,  # batches per rank, seeds all ranks
+                "seeds_per_s": round(positives / max(train_seconds, 1e-9), 1),
+                "batches_per_s": round(steps / max(train_seconds, 1e-9), 3)})
+            state["history"].append({"epoch": epoch, "train_loss": round(train_loss, 6),
+                                     "val_mrr": round(val_mrr, 6)})
             if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{float(loss.detach()):.4f}", mrr=f"{val_mrr:.4f}")
-            if val_mrr > best[0]:
-                best, stale = (val_mrr, epoch), 0
-                best_state = copy.deepcopy(model.state_dict())
+                bar.set_postfix(loss=f"{train_loss:.4f}", mrr=f"{val_mrr:.4f}")
+            if val_mrr > state["best_val_mrr"]:
+                state.update(best_val_mrr=val_mrr, best_epoch=epoch, stale=0,
+                             best_state=copy.deepcopy(model.state_dict()))
             else:
-                stale += 1
-                if stale >= cfg.patience:
-                    break
+                state["stale"] += 1
+            state["epoch"] = epoch
+            done = state["stale"] >= cfg.patience or epoch == cfg.epochs
+            if checkpointing and checkpointing.every and ctx.is_main and (
+                    epoch % checkpointing.every == 0 or done):
+                checkpointing.save({"model": model.state_dict(),
+                                    "optimizer": optimizer.state_dict(), **state})
+            if done:
+                break
     seconds = time.perf_counter() - started
-    model.load_state_dict(best_state)
+    model.load_state_dict(state["best_state"])
     scores = {phase: score_phase(model, inputs[phase], edges[phase], negatives[phase])
               for phase in EVAL_PHASES}
-    epochs_run = len(history)
+    history = state["history"]
     summary = {
         "task": "link",
-        "best_epoch": best[1],
-        "best_val_mrr": round(best[0], 6),
-        "epochs_run": epochs_run,
+        "best_epoch": state["best_epoch"],
+        "best_val_mrr": round(state["best_val_mrr"], 6),
+        "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    perf = {"seconds": round(seconds, 3),
-            "train_edges_per_s": round(epochs_run * heads.size / max(seconds, 1e-9), 1)}
-    return LinkTrainResult(scores=scores, state_dict=best_state, history=history,
-                           summary=summary, perf=perf)
+    epochs_here = len(history) - (resume["epoch"] if resume is not None else 0)
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
+            "train_edges_per_s": round(epochs_here * heads.size / max(seconds, 1e-9), 1)}
+    return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
+                           summary=summary, perf=perf, perf_history=perf_history)

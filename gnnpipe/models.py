@@ -2,6 +2,8 @@
 
 The GNNs are PyG's own ``GCN`` / ``GraphSAGE`` / ``GAT``; ``mlp`` ignores the edges (the honest
 structure-free baseline); ``sign`` takes the precomputed hops concatenated along features.
+``train.residual`` swaps in subclasses of the same PyG models (same parameters and state_dict
+keys) whose hidden layers add their input back: ``h_{i+1} = dropout(act(conv_i(h_i))) + h_i``.
 """
 
 from __future__ import annotations
@@ -10,10 +12,67 @@ import torch
 from torch import nn
 from torch_geometric.nn import MLP
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import BaselineParams, TrainParams
 
+
+
+def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    """What follows conv ``layer`` in ``model``'s forward: ``h`` (M, H) is the conv output and
+    ``prev`` (M, H_in) its input rows, the same nodes in the same order.
+
+    Hidden layers (and every layer under jk) get activation, norm and dropout as in PyG's
+    ``BasicGNN.forward``; a residual model then adds ``prev`` from the second layer on (the
+    first layer's input is the raw features, the last layer without jk writes the classes).
+    Shared by the models' forward and the layer-wise inference (gnnpipe/inference.py), so both
+    compute the same thing.
+    """
+    last = layer == model.num_layers - 1
+    if last and model.jk_mode is None:
+        return h
+    if model.act is not None and model.act_first:
+        h = model.act(h)
+    h = model.norms[layer](h)  # gnnpipe builds no norm: Identity (no batch-wise norms)
+    if model.act is not None and not model.act_first:
+        h = model.act(h)
+    h = model.dropout(h)
+    if getattr(model, "residual", False) and layer > 0 and h.shape == prev.shape:
+        h = h + prev
+    return h
+
+
+class _Residual:
+    """Mixin over a PyG ``BasicGNN``: the forward with ``finish_layer``'s skip connections."""
+
+    residual = True
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
+                edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+        kwargs = {"edge_weight": edge_weight} if self.supports_edge_weight else {}
+        xs = []
+        for layer, conv in enumerate(self.convs):
+            x = finish_layer(self, layer, conv(x, edge_index, **kwargs), x)
+            if hasattr(self, "jk"):
+                xs.append(x)
+        x = self.jk(xs) if hasattr(self, "jk") else x
+        return self.lin(x) if hasattr(self, "lin") else x
+
+
+class ResidualGCN(_Residual, GCN):
+    pass
+
+
+class ResidualGraphSAGE(_Residual, GraphSAGE):
+    pass
+
+
+class ResidualGAT(_Residual, GAT):
+    pass
+
+
 GRAPH_MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT}
+RESIDUAL_MODELS = {"gcn": ResidualGCN, "sage": ResidualGraphSAGE, "gat": ResidualGAT}
 
 
 class FeatureMLP(nn.Module):
@@ -64,7 +123,7 @@ def build_model(name: str, in_dim: int, num_classes: int, cfg: BaselineParams,
             raise ValueError(f"train.hidden={cfg.hidden} must be divisible by train.heads="
                              f"{cfg.heads} for gat (each head gets hidden / heads channels)")
         kwargs["heads"] = cfg.heads
-    return GRAPH_MODELS[name](in_channels=in_dim, hidden_channels=cfg.hidden,
-                              num_layers=cfg.num_layers, out_channels=num_classes,
-                              dropout=cfg.dropout, jk=None if cfg.jk == "none" else cfg.jk,
-                              **kwargs)
+    models = RESIDUAL_MODELS if cfg.residual else GRAPH_MODELS
+    return models[name](in_channels=in_dim, hidden_channels=cfg.hidden,
+                        num_layers=cfg.num_layers, out_channels=num_classes,
+                        dropout=cfg.dropout, jk=None if cfg.jk == "none" else cfg.jk, **kwargs)

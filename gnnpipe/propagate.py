@@ -131,6 +131,21 @@ def hop_traffic_bytes(num_nodes: int, num_edges: int, num_features: int, *, in_i
     return graph + rows * (in_itemsize + out_itemsize + (4 if ppr else 0))
 
 
+def hop_gathered_bytes(num_nodes: int, num_edges: int, num_features: int, *,
+                       in_itemsize: int = 4, out_itemsize: int = 4,
+                       index_itemsize: int | None = None, ppr: bool = False) -> int:
+    """Bytes a CSR kernel touches in one hop: ``hop_traffic_bytes`` with X_{k-1} read as one
+    F-wide row per stored non-zero (``num_edges`` rows) instead of once per node.
+
+    Each row read lands at a random address of X_{k-1}; on graphs without locality nearly all
+    of them come from DRAM, so this, not ``hop_traffic_bytes``, is what the memory moves.
+    (Below ``hop_traffic_bytes`` only when there are fewer non-zeros than nodes.)
+    """
+    least = hop_traffic_bytes(num_nodes, num_edges, num_features, in_itemsize=in_itemsize,
+                              out_itemsize=out_itemsize, index_itemsize=index_itemsize, ppr=ppr)
+    return least + (num_edges - num_nodes) * num_features * in_itemsize
+
+
 def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, sink: Sink = memory_sink,
               progress: Callable[[Iterator], Iterator] = iter) -> Iterator[torch.Tensor]:
     """Yield ``X_1 .. X_K``, each (N, F) in ``cfg.dtype``, one hop at a time.

@@ -36,6 +36,9 @@ class PhaseInput:
 
     x: torch.Tensor
     edge_index: torch.Tensor | None = None
+    # gnnpipe.inference.LayerwiseInference: evaluation goes layer by layer over target blocks
+    # (bounded memory; a collective under DDP) instead of one whole-graph forward
+    layerwise: Callable | None = None
 
 
 @dataclass
@@ -56,6 +59,15 @@ def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.
     return model(inputs.x, inputs.edge_index)[rows]
 
 
+def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
+              ctx: DistContext) -> torch.Tensor:
+    """``_forward`` without gradients, or layer by layer when ``inputs.layerwise`` is set (then
+    every rank of ``ctx`` must call: the ranks share the blocks)."""
+    if inputs.layerwise is not None:
+        return inputs.layerwise(_unwrap(model), inputs.x, ctx)[rows]
+    return _forward(model, inputs, rows)
+
+
 def _unwrap(model: nn.Module) -> nn.Module:
     """The user's module inside ``torch.compile`` and ``DistributedDataParallel`` wrappers."""
     while isinstance(getattr(model, "_orig_mod", None), nn.Module) or isinstance(
@@ -69,12 +81,16 @@ def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
 
     ``batch`` is one of: a tensor of train rows (row models, or a full-graph forward);
     a seeds-first sampled subgraph (``neighbor``: loss on the ``batch.batch_size`` seeds); a
+    batch of per-seed subgraphs with ``root_n_id`` (``shadow``: loss at the roots); a
     subgraph with a ``train_mask`` (``cluster``, ``saint``: loss on its train nodes), weighted
     by ``node_norm`` when it has one (``saint``), whose ``edge_norm`` goes in as ``edge_weight``
     to models that take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise.
     """
     if isinstance(batch, torch.Tensor):
         return _forward(model, inputs, batch), y[batch], None
+    if "root_n_id" in batch:  # ShaDow: each seed's output is read at its subgraph's root
+        roots = batch.root_n_id
+        return model(batch.x, batch.edge_index)[roots], batch.y[roots], None
     if "train_mask" not in batch:
         seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
         return model(batch.x, batch.edge_index)[:seeds], batch.y[:seeds], None
@@ -100,7 +116,9 @@ def _accuracy(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor, y: torch
     """Accuracy over ``rows``; under DDP each rank scores its stride of rows and counts are summed."""
     model.eval()
     mine = rows[ctx.rank::ctx.world_size]
-    correct = (_forward(model, inputs, mine).argmax(dim=1) == y[mine]).sum() if mine.numel() else 0
+    collective = inputs.layerwise is not None  # every rank joins, even with no rows of its own
+    correct = (_evaluate(model, inputs, mine, ctx).argmax(dim=1) == y[mine]).sum() if (
+        mine.numel() or collective) else 0
     totals = all_reduce_sum(torch.tensor([float(correct), float(mine.numel())]), ctx)
     return float(totals[0] / totals[1])
 
@@ -182,11 +200,12 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     models only). ``loader`` (e.g. ``gnnpipe.sampling.neighbor_loader``) replaces both: each
     epoch iterates it for sampled subgraph batches, seeds first, the loss on the
     ``batch.batch_size`` seeds only. Evaluation stays a full-graph forward on each phase's
-    message graph. ``seed`` drives initialisation, and with the epoch number dropout, shuffling
-    and sampling. Under DDP (``ctx``) every rank trains on an equal share of the seeds (the
-    caller shards a ``loader``'s seeds), gradients are averaged and metrics summed across ranks;
-    only rank 0's result carries logits. Returns logits for every train/val/test node, computed
-    with the best weights on that node's phase inputs.
+    message graph (layer by layer over blocks, split across ranks, for inputs built with a
+    ``layerwise`` engine: gnnpipe/inference.py). ``seed`` drives initialisation, and with the
+    epoch number dropout, shuffling and sampling. Under DDP (``ctx``) every rank trains on an
+    equal share of the seeds (the caller shards a ``loader``'s seeds), gradients are averaged
+    and metrics summed across ranks; only rank 0's result carries logits. Returns logits for
+    every train/val/test node, computed with the best weights on that node's phase inputs.
 
     ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
     evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
@@ -311,9 +330,10 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
             if bool(torch.isnan(logits).any()):
                 raise ValueError("the partition shards do not cover every split node; re-run "
                                  "the partition stage on this split")
-    elif ctx.is_main:
-        with torch.no_grad():
-            logits = torch.cat([_forward(model, inputs[p], idx[p]) for p in PHASES]).float()
+    elif ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
+        with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
+            logits = torch.cat([_evaluate(model, inputs[p], idx[p], ctx) for p in PHASES]).float()
+        logits = logits if ctx.is_main else torch.empty(0)
     else:  # only rank 0 writes artifacts
         logits = torch.empty(0)
     history = state["history"]
@@ -328,16 +348,21 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     epochs_here = len(history) - (resume["epoch"] if resume is not None else 0)
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
             "train_seeds_per_s": round(epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
+    if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
+        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],
                        history=history, summary=summary, perf=perf, perf_history=perf_history)
 
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
-                 hops: dict[str, list[torch.Tensor]] | None = None) -> dict[str, PhaseInput]:
+                 hops: dict[str, list[torch.Tensor]] | None = None,
+                 cfg=None) -> dict[str, PhaseInput]:
     """Per-phase model inputs, sharing tensors between phases that share a graph.
 
     ``message_graphs`` (phase -> Csr) for graph models; ``hops`` (phase -> [X_0..X_K]) for sign;
     neither for the MLP. Exactly the phase's own message graph is used: no phase sees more.
+    ``cfg`` (TrainParams) picks the evaluation forward per graph (``train.inference``, see
+    ``gnnpipe.inference.plan``); None: full-graph forwards.
     """
     if hops is not None:
         cache: dict[int, torch.Tensor] = {}
@@ -350,9 +375,14 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         return out
     if message_graphs is None:
         return {phase: PhaseInput(x) for phase in PHASES}
+    from gnnpipe.inference import plan  # imports PyG: only for graph models
+
     edges: dict[int, torch.Tensor] = {}
+    engines: dict[int, Callable | None] = {}
     for phase in PHASES:
         csr = message_graphs[phase]
         if id(csr) not in edges:
             edges[id(csr)] = csr.edge_index()
-    return {phase: PhaseInput(x, edges[id(message_graphs[phase])]) for phase in PHASES}
+            engines[id(csr)] = plan(csr, x.shape[1], cfg) if cfg is not None else None
+    return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
+                              engines[id(message_graphs[phase])]) for phase in PHASES}

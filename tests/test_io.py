@@ -211,8 +211,8 @@ def test_read_graph_rejects_text_file_with_value_error(tmp_path, content):
 
 
 @pytest.mark.parametrize("override, message", [
-    ({"x": torch.zeros(12, 2, dtype=torch.float64)}, r"tensor 'x' must be torch.float32, found "
-                                                     r"torch.float64"),
+    ({"x": torch.zeros(12, 2, dtype=torch.float64)},
+     r"tensor 'x' must be torch.float32 \(or float16 / bfloat16\), found torch.float64"),
     ({"y": torch.zeros(12, dtype=torch.int32)}, r"tensor 'y' must be torch.int64, found torch.int32"),
     ({"indices": torch.zeros(5, dtype=torch.int32)}, r"tensor 'indices' must be torch.int64"),
     ({"x": torch.zeros(12, dtype=torch.float32)}, r"tensor 'x' must have 2 dims, found shape \(12,\)"),

@@ -479,3 +479,13 @@ def _vm_flags(address: int) -> str:
         elif inside and line.startswith("VmFlags:"):
             return line
     raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def test_gathered_bytes_read_one_row_per_non_zero():
+    from gnnpipe.propagate import hop_gathered_bytes, hop_traffic_bytes
+
+    # 10 nodes, 30 non-zeros, F = 4, int32: graph 11*4 + 30*8, 30 rows of 16 B read, 10 written
+    assert hop_gathered_bytes(10, 30, 4) == 11 * 4 + 30 * 8 + 30 * 16 + 10 * 16
+    assert hop_gathered_bytes(10, 30, 4, in_itemsize=2, ppr=True) == (
+        11 * 4 + 30 * 8 + 30 * 4 * 2 + 10 * 4 * (4 + 4))
+    assert hop_gathered_bytes(10, 10, 4) == hop_traffic_bytes(10, 10, 4)  # one non-zero a row

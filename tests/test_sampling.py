@@ -241,6 +241,24 @@ def test_loader_workers_draw_their_own_streams_reproducibly():
     assert first[0] != first[1]  # batches 0 and 1 come from different workers
 
 
+def test_loader_workers_sample_epoch_e_the_same_whether_or_not_epochs_before_ran():
+    """Resume exactness with num_workers > 0: workers must not carry a stream across epochs."""
+    csr = _random_directed_graph()
+    cfg = TrainParams(num_neighbors=(2,), batch_size=4, num_workers=2)
+    x, y = torch.zeros(csr.num_nodes, 1), torch.zeros(csr.num_nodes, dtype=torch.long)
+
+    def epoch(loader, e):
+        loader.node_sampler.set_epoch(e)
+        torch.manual_seed(100 + e)  # what fit does: each epoch reseeds torch's RNG
+        return [tuple(b.e_id.tolist()) for b in loader]
+
+    seeds = torch.arange(16)
+    straight = neighbor_loader(x, y, csr, seeds, cfg, seed=0)
+    first, second = epoch(straight, 1), epoch(straight, 2)
+    resumed = neighbor_loader(x, y, csr, seeds, cfg, seed=0)
+    assert epoch(resumed, 2) == second and first != second
+
+
 # ---------------------------------------------------------------------------- subgraph modes
 def test_induced_subgraph_holds_every_edge_among_the_sampled_nodes_once():
     csr = _random_directed_graph()

@@ -5,6 +5,7 @@ from pathlib import Path
 from gnnpipe import io
 from gnnpipe.analyze import analyze_graph
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 
 HELP = "graph diagnostics: homophily, degrees, components, labels; warns on low homophily"
 
@@ -20,6 +21,9 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.analyze(args, params)
     graph = io.read_graph(args.prepared, mmap=True)
     roles = io.read_split_roles(args.split)
     if roles.size != graph.num_nodes:

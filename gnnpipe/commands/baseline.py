@@ -4,6 +4,7 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.train import build_inputs, fit
@@ -25,6 +26,9 @@ def run(args):
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
 
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.baseline(args, params)
     if params.dataset.task == "link":  # MLP encoder + dot-product decoder: gnnpipe/link_train.py
         from gnnpipe.commands.link_train import run_baseline
         return run_baseline(args, params)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
 
 HELP = "score the GNN and the MLP baseline on val/test; writes metrics/eval.json"
@@ -23,6 +24,9 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.evaluate(args, params)
     if params.dataset.task == "link":
         return _run_link(args, params)
     graph = io.read_graph(args.prepared, mmap=True)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import torch
 
 from gnnpipe import io
+from gnnpipe.config import to_dict
+from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.negatives import degree_weights, training_sampler
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import build_inputs
+from gnnpipe.train import Checkpointing, build_inputs
 
-LINK_SAMPLERS = ("full", "sign")
+LINK_SAMPLERS = ("full", "sign", "link_neighbor")
 
 
 def _read_split(args, num_nodes: int):
@@ -40,7 +42,9 @@ def _write(args, result, model_meta: dict | None) -> None:
     io.write_csv(args.history, result.history)
 
 
-def run_train(args, params) -> str:
+def run_train(args, params, ctx: DistContext = SINGLE) -> str | None:
+    """The train stage for ``dataset.task: link``; under DDP (link_neighbor only) every rank
+    calls it and only rank 0 writes."""
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model  # imports PyG: only when training
 
@@ -48,9 +52,10 @@ def run_train(args, params) -> str:
     if cfg.sampler not in LINK_SAMPLERS:
         raise ValueError(f"train.sampler={cfg.sampler!r} is not available for dataset.task=link; "
                          f"use one of: {', '.join(LINK_SAMPLERS)}")
-    graph = io.read_graph(args.prepared)
+    # ranks on one machine share the memory-mapped pages of graph.pt
+    graph = io.read_graph(args.prepared, mmap=cfg.sampler == "link_neighbor")
     edges, negatives, graphs, sampler = _read_split(args, graph.num_nodes)
-    in_dim, num_hops = graph.x.shape[1], 0
+    in_dim, num_hops, loader = graph.x.shape[1], 0, None
     if cfg.sampler == "sign":  # hops were propagated over each phase's own message graph
         hops = io.read_propagated(args.propagate)
         num_hops = len(hops["train"]) - 1
@@ -59,13 +64,33 @@ def run_train(args, params) -> str:
         inputs = build_inputs(graph.x)
     else:
         inputs = build_inputs(graph.x, message_graphs=graphs)
+    if cfg.sampler == "link_neighbor":  # subgraphs of the train phase's message graph only
+        from gnnpipe.sampling.link import link_neighbor_loader
+
+        loader = link_neighbor_loader(graph.x, graphs["train"], edges["train_supervision"],
+                                      sampler, cfg, torch_seed(params.seed, "sample"), ctx=ctx,
+                                      edge_index=inputs["train"].edge_index)
+    fingerprint = io.input_fingerprint({"task": "link", **to_dict(cfg)}, params.seed,
+                                       [args.prepared, args.split, args.propagate])
+    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+    checkpointing = Checkpointing(
+        every=cfg.checkpoint_every, resume_from=resume_from,
+        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
+    if resume_from is not None and ctx.is_main:
+        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
                       edges, negatives, sampler, cfg, torch_seed(params.seed, "train"),
-                      progress=progress)
+                      loader=loader, progress=progress, ctx=ctx, checkpointing=checkpointing)
+    if not ctx.is_main:
+        return None
     _write(args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
                           "embedding_dim": cfg.hidden, "num_hops": num_hops})
-    io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary})
+    io.write_csv(args.perf_history, result.perf_history)
+    extra = {} if loader is None else {"batches_per_epoch": len(loader)}  # per rank
+    io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary,
+                                 **extra})
+    args.checkpoint.unlink(missing_ok=True)  # the outputs now hold everything it had
     return f"{cfg.model} link encoder, best val MRR {result.summary['best_val_mrr']:.4f} -> {args.out}"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 from gnnpipe.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.progress import progress
@@ -29,8 +30,13 @@ def add_arguments(parser):
 def run(args):
     params = load_params(args.params)
     cfg = params.partition
-    roles = io.read_split_roles(args.split)
-    csr = io.read_message_graphs(args.split, roles.size)["train"]
+    extra_meta = {}
+    if hio.is_hetero_split(args.split):  # the homogeneous projection of every edge type
+        from gnnpipe.hetero.stages import projected_train_graph
+        csr, extra_meta = projected_train_graph(args.split)
+    else:
+        roles = io.read_split_roles(args.split)
+        csr = io.read_message_graphs(args.split, roles.size)["train"]
     started = time.perf_counter()
     backend = resolve_backend(cfg)
     parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
@@ -46,7 +52,8 @@ def run(args):
             summaries.append(shard_summary(shard))
         io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
                                       "num_nodes": csr.num_nodes, "graph": "train",
-                                      "method": cfg.method, "backend": backend})
+                                      "method": cfg.method, "backend": backend,
+                                      **extra_meta})
     report.update(halo_report(summaries))
     io.write_json(args.metrics, report)
     finished = time.perf_counter()

@@ -19,15 +19,20 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if params.dataset.synthetic.hetero:  # papers / authors / venues: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.prepare(args, params)
     prepared = prepare_dataset(params.dataset, params.seed)
     graph, report = prepared.graph, prepared.report
+    storage = params.dataset.storage
     with io.atomic_dir(args.out) as out:
-        io.write_prepared(out, graph)
+        io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
+                          compression=storage.compression)
         if prepared.node_ids is not None:
-            io.write_node_ids(out, prepared.node_ids, prepared.node_time)
+            io.write_node_ids(out, prepared.node_ids, prepared.node_time, storage.compression)
         if prepared.edge_attrs:
             src, dst = graph.csr.edge_index().numpy()
-            io.write_edge_attrs(out, src, dst, prepared.edge_attrs)
+            io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
     io.write_json(args.metrics, report)
     return (f"{report['nodes']} nodes, {report['edges']} edges ({report['duplicates_removed']} "
             f"duplicates, {report['self_loops_removed']} self-loops removed) -> {args.out}")

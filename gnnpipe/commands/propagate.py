@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.propagate import DTYPES, hop_traffic_bytes, propagate
 
@@ -27,6 +28,9 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.propagate(args, params)
     cfg = params.propagate
     graph = io.read_graph(args.prepared, mmap=True)  # X_0 is read from the page cache
     files = io.read_split_meta(args.split)["message_graph"]

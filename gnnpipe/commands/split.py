@@ -5,6 +5,7 @@ from pathlib import Path
 
 from gnnpipe import audit, io
 from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
 from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
@@ -22,6 +23,9 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.split(args, params)
     graph = io.read_graph(args.prepared)
     if params.dataset.task == "link":
         return _run_link(args, params, graph)

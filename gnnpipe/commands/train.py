@@ -7,8 +7,10 @@ of their nodes, trains on their ClusterGCN batches and scores its own nodes on t
 """
 
 import math
+import os
 import resource
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +18,13 @@ import torch
 
 from gnnpipe import distributed, io
 from gnnpipe.config import load_params, to_dict
+from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.sharding import NodeRows, gather_objects
 from gnnpipe.train import Checkpointing, build_inputs, fit
 
-SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint")  # batches sampled from the train graph
+SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint", "shadow")  # batches from the train graph
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -46,20 +49,15 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
+        from gnnpipe.hetero import stages
+        return stages.train(args, params)
     cfg = params.train
-    if params.dataset.task == "link":  # encoder + dot-product decoder: gnnpipe/link_train.py
-        if cfg.nproc * cfg.nnodes > 1:
-            raise ValueError("train.nproc/train.nnodes > 1 supports dataset.task=node only so far")
-        from gnnpipe.commands.link_train import run_train
-        message = run_train(args, params)
-        # link training logs no per-epoch throughput yet: one row for the whole run, so the
-        # DVC plot output exists (seeds = supervision edges)
-        perf, summary = io.read_json(args.perf), io.read_json(args.metrics)
-        io.write_csv(args.perf_history, [{
-            "epoch": summary["epochs_run"], "train_seconds": perf["seconds"], "eval_seconds": "",
-            "batches": "", "seeds": "", "seeds_per_s": perf.get("train_edges_per_s", ""),
-            "batches_per_s": ""}])
-        return message
+    link = params.dataset.task == "link"  # encoder + dot-product decoder: gnnpipe/link_train.py
+    if link and cfg.nproc * cfg.nnodes > 1 and cfg.sampler != "link_neighbor":
+        raise ValueError(f"train.nproc/train.nnodes > 1 with dataset.task=link needs "
+                         f"train.sampler=link_neighbor (found {cfg.sampler!r}): the full-graph "
+                         "step has no batches to split across ranks")
     ctx = distributed.context_from_env()
     if cfg.nproc * cfg.nnodes > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
         argv = distributed.torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
@@ -71,6 +69,9 @@ def run(args):
         return f"{cfg.model} trained on {cfg.nproc * cfg.nnodes} processes -> {args.out}"
     distributed.init_process_group(ctx, cfg.dist_timeout_s)
     try:
+        if link:
+            from gnnpipe.commands.link_train import run_train
+            return run_train(args, params, ctx)
         return _train(args, params, ctx)
     finally:
         distributed.shutdown()
@@ -122,13 +123,15 @@ def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask
     with what goes into metrics/train.json and into this rank's perf entry."""
     cfg = params.train
     train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
-    if cfg.sampler == "neighbor":
+    if cfg.sampler in ("neighbor", "shadow"):
         from gnnpipe.sampling import neighbor_loader
+        from gnnpipe.sampling.shadow import shadow_loader
 
-        return neighbor_loader(graph.x, graph.y, graphs["train"],
-                               distributed.shard(train_nodes, ctx), cfg,
-                               torch_seed(params.seed, "sample"),
-                               edge_index=inputs["train"].edge_index), {}, {}
+        seeds = distributed.shard(train_nodes, ctx)
+        make = neighbor_loader if cfg.sampler == "neighbor" else shadow_loader
+        return make(graph.x, graph.y, graphs["train"], seeds, cfg,
+                    torch_seed(params.seed, "sample"), edge_index=inputs["train"].edge_index,
+                    **_temporal(args, cfg, graph, graphs["train"], seeds)), {}, {}
     rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
     if cfg.sampler == "cluster":
         from gnnpipe.partition import rank_parts
@@ -146,6 +149,22 @@ def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask
     steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
     loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
     return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
+
+
+def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
+    """``train.temporal``: seed times from the node timestamps, edge times (``edge``) from
+    ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
+    from gnnpipe.sampling.temporal import temporal_options
+
+    edge_time = None
+    if cfg.temporal == "edge" and (args.prepared / "edge_attrs.parquet").exists():
+        from gnnpipe.sources.base import time_key
+
+        table = io.read_edge_attrs(args.prepared)
+        if "timestamp" in table.column_names:
+            edge_time = time_key(table.column("timestamp").combine_chunks())
+    return temporal_options(cfg.temporal, cfg.temporal_strategy, seeds, train_csr,
+                            graph.timestamps, graph.csr, edge_time)
 
 
 def _train(args, params, ctx):
@@ -174,7 +193,7 @@ def _train(args, params, ctx):
             inputs = build_inputs(graph.x)
         else:
             graphs = io.read_message_graphs(args.split, graph.num_nodes)
-            inputs = build_inputs(graph.x, message_graphs=graphs)
+            inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
             if cfg.sampler in SUBGRAPH_SAMPLERS:
                 loader, extra, rank_info = _subgraph_loader(args, params, ctx, graph, graphs,
                                                             inputs, roles, train_mask)
@@ -185,11 +204,21 @@ def _train(args, params, ctx):
         save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
     if resume_from is not None and ctx.is_main:
         print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
-    result = fit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
-                 inputs, y, roles, cfg, torch_seed(params.seed, "train"),
-                 batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
-                 checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
-                 compile_model=cfg.compile)
+    if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
+        from gnnpipe.lightning import fit_lightning  # imports Lightning (slow): only when asked
+
+        result = fit_lightning(
+            lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
+            inputs, y, roles, cfg, torch_seed(params.seed, "train"),
+            node_sampler=getattr(loader, "node_sampler", None),
+            progress_bar=os.environ.get("GNNPIPE_PROGRESS", "1") != "0" and sys.stderr.isatty(),
+            amp=cfg.amp, compile_model=cfg.compile)
+    else:
+        result = fit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
+                     inputs, y, roles, cfg, torch_seed(params.seed, "train"),
+                     batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
+                     checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
+                     compile_model=cfg.compile)
     # ru_maxrss is KiB on Linux: each rank's high-water mark, its inputs included
     rank_info = {"rank": ctx.rank, **rank_info,
                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
@@ -204,7 +233,7 @@ def _train(args, params, ctx):
     io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary,
                                  **extra})
     io.write_json(args.perf, {**result.perf, "shard": cfg.shard, "amp": cfg.amp,
-                              "compile": cfg.compile, "ranks": ranks})
+                              "compile": cfg.compile, "engine": cfg.engine, "ranks": ranks})
     io.write_csv(args.history, result.history)
     io.write_csv(args.perf_history, result.perf_history)
     args.checkpoint.unlink(missing_ok=True)  # the outputs now hold everything it had

@@ -42,15 +42,21 @@ PARTS_SCHEMA = pa.schema([("node_id", pa.int64()), ("part", pa.int32())])
 CSR_SPEC = {"indptr": (torch.int64, 1), "indices": (torch.int64, 1)}
 
 
-def nodes_schema(num_features: int) -> pa.Schema:
+# graph.pt may hold x in these (dataset.storage.feature_dtype); read_graph returns float32
+FEATURE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def nodes_schema(num_features: int, value_type: pa.DataType = pa.float32()) -> pa.Schema:
     return pa.schema([("node_id", pa.int64()), ("label", pa.int64()),
-                      ("x", pa.list_(pa.float32(), num_features))])
+                      ("x", pa.list_(value_type, num_features))])
 
 
 def _nodes_schema_like(found: pa.Schema) -> pa.Schema:
     x_type = found.field("x").type if "x" in found.names else None
-    width = x_type.list_size if isinstance(x_type, pa.FixedSizeListType) else 1
-    return nodes_schema(width)
+    if not isinstance(x_type, pa.FixedSizeListType):
+        return nodes_schema(1)
+    half = x_type.value_type == pa.float16()  # dataset.storage.feature_dtype: float16
+    return nodes_schema(x_type.list_size, pa.float16() if half else pa.float32())
 
 
 def _check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:
@@ -65,19 +71,29 @@ def _check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:
 
 
 # ----------------------------------------------------------------------------------- prepared
-def write_prepared(out: Path, graph: Graph) -> None:
+def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
+                   compression: str = "zstd") -> None:
+    """``nodes.parquet``, ``edges.parquet`` and ``graph.pt`` of ``graph``.
+
+    ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
+    float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
+    """
     n, f = graph.x.shape
-    x = graph.x.numpy()
+    x = graph.x.to(FEATURE_DTYPES[feature_dtype])
+    half = feature_dtype == "float16"
+    values = x.numpy() if half else x.float().numpy()
+    value_type = pa.float16() if half else pa.float32()
     nodes = pa.table({
         "node_id": np.arange(n, dtype=np.int64),
         "label": graph.y.numpy(),
-        "x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), f),
+        "x": pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), value_type), f),
     })
-    write_table(out / "nodes.parquet", nodes, nodes_schema(f), "gnnpipe.nodes/1")
+    write_table(out / "nodes.parquet", nodes, nodes_schema(f, value_type), "gnnpipe.nodes/1",
+                compression)
     src, dst = graph.csr.edge_index().numpy()
     write_table(out / "edges.parquet", pa.table({"src": src, "dst": dst}), EDGES_SCHEMA,
-                "gnnpipe.edges/1")
-    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices, "x": graph.x,
+                "gnnpipe.edges/1", compression)
+    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices, "x": x,
                "y": graph.y}
     if graph.timestamps is not None:  # optional: only graphs whose nodes carry a time
         tensors["timestamps"] = graph.timestamps
@@ -88,11 +104,18 @@ def write_prepared(out: Path, graph: Graph) -> None:
 
 
 def read_graph(prepared: Path, *, mmap: bool = False) -> Graph:
-    """The prepared graph from ``graph.pt``, with shapes and ranges checked."""
+    """The prepared graph from ``graph.pt``, with shapes and ranges checked.
+
+    ``x`` comes back float32 (a copy when it is stored in half precision, else the mmap view).
+    """
     path = Path(prepared) / "graph.pt"
-    spec = {**CSR_SPEC, "x": (torch.float32, 2), "y": (torch.int64, 1)}
+    spec = {**CSR_SPEC, "x": (None, 2), "y": (torch.int64, 1)}
     payload = load_tensors(path, "gnnpipe.graph/1", spec, mmap=mmap)
     x, y = payload["x"], payload["y"]
+    if x.dtype not in FEATURE_DTYPES.values():
+        raise ValueError(f"{path}: tensor 'x' must be torch.float32 (or float16 / bfloat16), "
+                         f"found {x.dtype}")
+    x = x.float()
     num_classes = payload["meta"].get("num_classes")
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")
@@ -141,7 +164,8 @@ def _require(fields: dict[str, pa.DataType], optional: tuple[str, ...]):
     return expected
 
 
-def write_node_ids(out: Path, original_id: pa.Array, timestamp: pa.Array | None = None) -> None:
+def write_node_ids(out: Path, original_id: pa.Array, timestamp: pa.Array | None = None,
+                   compression: str = "zstd") -> None:
     """``node_ids.parquet``: row ``i`` maps node ``i`` back to the id it has in the user's table.
 
     ``original_id`` (N,) int or string, ``timestamp`` (N,) optional, both in node order.
@@ -151,7 +175,7 @@ def write_node_ids(out: Path, original_id: pa.Array, timestamp: pa.Array | None 
     if timestamp is not None:
         columns["timestamp"] = timestamp
     table = pa.table(columns)
-    write_table(out / "node_ids.parquet", table, table.schema, "gnnpipe.node_ids/1")
+    write_table(out / "node_ids.parquet", table, table.schema, "gnnpipe.node_ids/1", compression)
 
 
 def read_node_ids(prepared: Path) -> pa.Table:
@@ -171,10 +195,11 @@ def read_node_ids(prepared: Path) -> pa.Table:
 
 
 def write_edge_attrs(out: Path, src: np.ndarray, dst: np.ndarray,
-                     attrs: dict[str, pa.Array]) -> None:
+                     attrs: dict[str, pa.Array], compression: str = "zstd") -> None:
     """``edge_attrs.parquet``: ``weight`` / ``timestamp`` per stored edge, rows as edges.parquet."""
     table = pa.table({"src": src, "dst": dst, **attrs})
-    write_table(out / "edge_attrs.parquet", table, table.schema, "gnnpipe.edge_attrs/1")
+    write_table(out / "edge_attrs.parquet", table, table.schema, "gnnpipe.edge_attrs/1",
+                compression)
 
 
 def read_edge_attrs(prepared: Path) -> pa.Table:

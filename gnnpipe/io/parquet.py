@@ -13,11 +13,13 @@ from gnnpipe.io.atomic import atomic_path
 SCHEMA_KEY = b"gnnpipe.schema"
 
 
-def write_table(path: str | Path, table: pa.Table, schema: pa.Schema, name: str) -> None:
-    """Cast ``table`` to ``schema`` (fails loudly on a mismatch) and write it atomically."""
+def write_table(path: str | Path, table: pa.Table, schema: pa.Schema, name: str,
+                compression: str = "zstd") -> None:
+    """Cast ``table`` to ``schema`` (fails loudly on a mismatch) and write it atomically with
+    ``compression`` (a Parquet codec name, or ``"none"``)."""
     table = table.cast(schema).replace_schema_metadata({SCHEMA_KEY: name.encode()})
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression=compression)
 
 
 ExpectedSchema = Union[pa.Schema, Callable[[pa.Schema], pa.Schema]]

@@ -13,19 +13,25 @@ from gnnpipe.sampling.neighbor import CsrNeighborSampler
 
 def neighbor_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
                     cfg: TrainParams, seed: int, *, edge_index: torch.Tensor | None = None,
-                    shuffle: bool = True) -> NodeLoader:
+                    shuffle: bool = True, **temporal) -> NodeLoader:
     """Batches of ``cfg.batch_size`` seeds with their sampled neighbourhoods in ``csr``.
 
     ``x`` (N, F) and ``y`` (N,) are gathered per batch by PyG (``batch.x``, ``batch.y``); only
     edges of ``csr`` are ever sampled, so passing a phase's message graph keeps the batch inside
     what that phase may see. ``edge_index`` may pass ``csr.edge_index()`` when the caller already
     holds it (it is only read for its device). ``seed`` fixes the sampler's stream; the order of
-    seeds follows torch's global RNG (seed it, e.g. inside ``fit``).
+    seeds follows torch's global RNG (seed it, e.g. inside ``fit``). ``temporal``
+    (``edge_time`` or ``node_time``, ``temporal_strategy``, and ``input_time`` (len(seeds),)
+    for the loader) makes the sampling temporal (``gnnpipe.sampling.temporal``).
     """
+    input_time = temporal.pop("input_time", None)
     sampler = CsrNeighborSampler(csr, cfg.num_neighbors, replace=cfg.replace,
-                                 subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed)
+                                 subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed,
+                                 **temporal)
     data = Data(x=x, y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
                 num_nodes=csr.num_nodes)
-    return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, batch_size=cfg.batch_size,
-                      shuffle=shuffle, num_workers=cfg.num_workers,
-                      persistent_workers=cfg.num_workers > 0)
+    return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, input_time=input_time,
+                      batch_size=cfg.batch_size, shuffle=shuffle, num_workers=cfg.num_workers,
+                      # fresh workers every epoch: their streams derive from the epoch-seeded
+                      # torch RNG, so a resumed run samples as an uninterrupted one would
+                      persistent_workers=False)

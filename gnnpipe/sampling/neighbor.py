@@ -22,6 +22,9 @@ Semantics follow pyg-lib's ``neighbor_sample`` (CSC, ``csc=True``):
   ``batch[i]`` is the seed (0..B-1) whose tree holds local node ``i``.
 - ``induced``: the hops choose the nodes; the edges are then every edge among them.
 - ``bidirectional``: PyG's ``SamplerOutput.to_bidirectional`` (both directions of each edge).
+- Temporal (``edge_time`` or ``node_time`` given): only edges no later than the seed's time
+  (``NodeSamplerInput.time``), disjoint trees, PyG's ``temporal_strategy``; see
+  ``gnnpipe.sampling.temporal``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
+from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 
@@ -114,11 +118,20 @@ class CsrNeighborSampler(BaseSampler):
         backend: ``auto`` (pyg-lib when importable, except for ``induced`` which pyg-lib
             lacks), ``gnnpipe`` or ``pyg-lib``. pyg-lib draws from its own generator, which
             follows ``torch.manual_seed``, not ``seed``.
+        edge_time: (E,) int or float, one time per edge (CSR order for a ``Csr``,
+            ``edge_index`` order for a ``Data``): temporal sampling, only edges with time
+            ``<=`` the seed's time. Forces ``disjoint`` and the gnnpipe backend.
+        node_time: (N,) int or float: temporal sampling on the neighbours' times instead (and
+            the seeds' own times when a batch brings none). At most one of the two.
+        temporal_strategy: ``uniform`` | ``last`` (the most recent allowed edges).
     """
 
     def __init__(self, graph: Csr | Data, num_neighbors: Sequence[int], *, replace: bool = False,
                  subgraph_type: str = "directional", disjoint: bool = False,
-                 seed: int | torch.Generator | None = None, backend: str = "auto"):
+                 seed: int | torch.Generator | None = None, backend: str = "auto",
+                 edge_time: Tensor | np.ndarray | None = None,
+                 node_time: Tensor | np.ndarray | None = None,
+                 temporal_strategy: str = "uniform"):
         num_neighbors = [int(k) for k in num_neighbors]
         if not num_neighbors or any(k < -1 for k in num_neighbors):
             raise ValueError(f"num_neighbors={num_neighbors} must list one fan-out >= -1 per hop "
@@ -137,7 +150,28 @@ class CsrNeighborSampler(BaseSampler):
         self.num_neighbors = num_neighbors
         self.replace = bool(replace)
         self.subgraph_type = subgraph_type
-        self.disjoint = bool(disjoint)
+        self.temporal_strategy = check_strategy(temporal_strategy)
+        self.node_time, self._temporal = None, None
+        if edge_time is not None and node_time is not None:
+            raise ValueError("give edge_time or node_time, not both")
+        if node_time is not None:
+            self.node_time = np.asarray(node_time)
+            if self.node_time.shape != (self.num_nodes,):
+                raise ValueError(f"node_time has shape {self.node_time.shape}; expected "
+                                 f"({self.num_nodes},), one time per node")
+            edge_time = self.node_time[self.indices]  # a neighbour's time is its edge's time
+        elif edge_time is not None:
+            edge_time = np.asarray(edge_time)
+            if self.perm is not None and edge_time.shape == self.perm.shape:
+                edge_time = edge_time[self.perm.numpy()]  # edge_index order -> CSR order
+        if edge_time is not None:
+            self._temporal = TemporalIndex(self.indptr, self.indices, edge_time)
+            if backend == "pyg-lib":
+                raise ValueError("backend='pyg-lib' does not do temporal sampling here; use "
+                                 "backend='gnnpipe' (or auto)")
+            backend = "gnnpipe"
+        # PyG's NeighborSampler is disjoint whenever it is temporal: each tree has its seed's time
+        self.disjoint = bool(disjoint) or self._temporal is not None
         if isinstance(seed, torch.Generator):
             seed = int(torch.randint(2**62, (), generator=seed))
         elif seed is None:
@@ -176,12 +210,18 @@ class CsrNeighborSampler(BaseSampler):
             return self._pyg.sample_from_edges(inputs, neg_sampling)
         if inputs.input_type is not None:
             raise NotImplementedError("CsrNeighborSampler samples homogeneous graphs only")
-        out = edge_sample(inputs, self._sample, self.num_nodes, self.disjoint, None, neg_sampling)
+        node_time = None if self.node_time is None else torch.from_numpy(self.node_time)
+        out = edge_sample(inputs, self._sample, self.num_nodes, self.disjoint, node_time,
+                          neg_sampling)
         return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
 
     @property
     def edge_permutation(self) -> Optional[Tensor]:
         return self.perm
+
+    @property
+    def is_temporal(self) -> bool:
+        return self._temporal is not None
 
     def set_epoch(self, epoch: int) -> None:
         """Restart the stream at ``(seed, epoch)``: epoch e's batches no longer depend on what
@@ -205,14 +245,24 @@ class CsrNeighborSampler(BaseSampler):
         return self._map
 
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
-        if seed_time is not None:
-            raise NotImplementedError("CsrNeighborSampler does not do temporal sampling")
+        if seed_time is not None and self._temporal is None:
+            raise ValueError("seed times were given but the sampler has no edge_time or "
+                             "node_time to compare them with")
         seeds = np.ascontiguousarray(seed.numpy(), dtype=np.int64)
         if seeds.size and (seeds.min() < 0 or seeds.max() >= self.num_nodes):
             raise ValueError(f"seed node ids must lie in [0, {self.num_nodes})")
+        if self._temporal is not None:
+            if seed_time is None and self.node_time is None:
+                raise ValueError("temporal sampling over edge times needs a time per seed "
+                                 "(NodeLoader input_time / NodeSamplerInput.time)")
+            seed_time = (self.node_time[seeds] if seed_time is None
+                         else np.asarray(seed_time.numpy()).reshape(-1))
+            if seed_time.shape != seeds.shape:
+                raise ValueError(f"{seed_time.size} seed times for {seeds.size} seeds")
         rng = self._generator()
         if self.disjoint:
-            node, batch, row, col, edge, n_nodes, n_edges = self._sample_disjoint(seeds, rng)
+            node, batch, row, col, edge, n_nodes, n_edges = self._sample_disjoint(seeds, rng,
+                                                                                  seed_time)
         else:
             batch = None
             node, row, col, edge, n_nodes, n_edges = self._sample_shared(seeds, rng)
@@ -274,10 +324,19 @@ class CsrNeighborSampler(BaseSampler):
                 local.fill(-1)
         return node, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
 
-    def _sample_disjoint(self, seeds: np.ndarray, rng: np.random.Generator):
-        """One tree per seed; nodes are keyed ``tree * N + node`` and deduplicated per tree."""
+    def _sample_disjoint(self, seeds: np.ndarray, rng: np.random.Generator,
+                         seed_time: Optional[np.ndarray] = None):
+        """One tree per seed; nodes are keyed ``tree * N + node`` and deduplicated per tree.
+
+        Temporal: tree ``i`` draws only edges with time ``<= seed_time[i]``; positions are then
+        in the ``TemporalIndex``'s time-sorted order until mapped back (``perm``) for ``edge``.
+        """
         indptr, indices, n_all = self.indptr, self.indices, self.num_nodes
         induced = self.subgraph_type == "induced"
+        temporal = self._temporal
+        if temporal is not None:
+            indices = temporal.indices
+            seed_bound = temporal.bound(seed_time)  # (B,): the time limit of each tree
         b = seeds.size
         node_parts, tree_parts = [seeds], [np.arange(b)]
         rows, cols, edges, n_nodes, n_edges = [], [], [], [b], []
@@ -286,7 +345,12 @@ class CsrNeighborSampler(BaseSampler):
         front_first, front, front_tree, n = 0, seeds, np.arange(b), b
         for k in self.num_neighbors:
             start = _take(indptr, front)
-            pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace, rng)
+            if temporal is None:
+                pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace,
+                                        rng)
+            else:  # the frontier node's tree fixes the time bound
+                pos, owner = temporal.pick(front, start, _take(seed_bound, front_tree), k,
+                                           self.replace, self.temporal_strategy, rng)
             key = _take(front_tree, owner) * n_all + _take(indices, pos)  # (E,) tree-qualified
             src_local, found = _lookup(seen_key, seen_local, key)
             uniq, first, inverse = np.unique(key[~found], return_index=True, return_inverse=True)
@@ -297,7 +361,7 @@ class CsrNeighborSampler(BaseSampler):
             if not induced:
                 rows.append(src_local)
                 cols.append(owner + front_first)
-                edges.append(pos)
+                edges.append(pos if temporal is None else _take(temporal.perm, pos))
                 n_edges.append(int(pos.size))
             at = np.searchsorted(seen_key, uniq)  # merge two sorted key sets in one pass
             seen_key = np.insert(seen_key, at, uniq)
@@ -312,8 +376,21 @@ class CsrNeighborSampler(BaseSampler):
         if induced:  # edges among the nodes of the same tree
             start = _take(indptr, node)
             pos, owner = pick_edges(start, _take(indptr, node + 1) - start, -1, False, rng)
-            key = _take(batch, owner) * n_all + _take(indices, pos)
+            src = _take(indices, pos)
+            # most in-edges come from nodes in no tree at all: drop those with one gather
+            # through the scratch map before the per-tree lookup (a binary search per edge)
+            member = self._scratch_map()
+            member[node] = 0
+            try:
+                in_some_tree = _take(member, src) >= 0
+            finally:
+                member[node] = -1
+            pos, owner, src = pos[in_some_tree], owner[in_some_tree], src[in_some_tree]
+            key = _take(batch, owner) * n_all + src
             src_local, found = _lookup(seen_key, seen_local, key)
+            if temporal is not None:  # an edge among the tree's nodes may still be too recent
+                found &= _take(temporal.time, pos) <= _take(seed_time, _take(batch, owner))
+                pos = _take(temporal.perm, pos)
             rows, cols, edges, n_edges = [src_local[found]], [owner[found]], [pos[found]], None
         return node, batch, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
 

@@ -1,0 +1,326 @@
+"""Artifacts of heterogeneous graphs (``gnnpipe.hetero``), beside the homogeneous ones.
+
+Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
+  prepared/  hetero.json (the marker: node types with sizes and widths, edge types in order,
+             target type, classes, reverse edge types, default link edge type),
+             nodes_<T>.parquet (node_id, x; the target type also label), edges_<E>.parquet
+             (src, dst; type-local ids), graph.pt (schema ``gnnpipe.hetero_graph/1``: ``x.<T>``,
+             ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag)
+  split/     meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
+             (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
+             (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
+             the held-out edge type (src of its source type, dst of its target type)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from gnnpipe.graph import Csr
+from gnnpipe.hetero.graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
+from gnnpipe.io.artifacts import EDGES_SCHEMA, NEGATIVES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
+from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.tensors import load_tensors, save_tensors
+
+META = "hetero.json"
+META_SCHEMA = "gnnpipe.hetero/1"
+GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
+CSR_SCHEMA = "gnnpipe.hetero_csr/1"
+LINK_EDGE_ROLES = ("message", "train_supervision", "val", "test")
+LINK_EVAL_PHASES = ("val", "test")
+
+
+def is_hetero(prepared: Path) -> bool:
+    """True when ``prepared`` holds a heterogeneous graph (its ``hetero.json`` marker)."""
+    return (Path(prepared) / META).exists()
+
+
+def is_hetero_split(split: Path) -> bool:
+    """True when ``split`` was written by the heterogeneous split (meta.json ``hetero``)."""
+    path = Path(split) / "meta.json"
+    return path.exists() and read_json(path).get("hetero") is True
+
+
+def _node_schema(width: int, labelled: bool) -> pa.Schema:
+    fields = [("node_id", pa.int64())] + ([("label", pa.int64())] if labelled else [])
+    return pa.schema(fields + [("x", pa.list_(pa.float32(), width))])
+
+
+# ----------------------------------------------------------------------------------- prepared
+def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
+    """The marker, one Parquet table per node type and per edge type, and graph.pt."""
+    out = Path(out)
+    tensors: dict[str, torch.Tensor] = {"y": graph.y}
+    for node_type, x in graph.x.items():
+        n, f = x.shape
+        labelled = node_type == graph.target
+        columns = {"node_id": np.arange(n, dtype=np.int64)}
+        if labelled:
+            columns["label"] = graph.y.numpy()
+        columns["x"] = pa.FixedSizeListArray.from_arrays(pa.array(x.numpy().reshape(-1)), f)
+        write_table(out / f"nodes_{node_type}.parquet", pa.table(columns),
+                    _node_schema(f, labelled), "gnnpipe.hetero_nodes/1")
+        tensors[f"x.{node_type}"] = x
+    for edge_type, csr in graph.csr.items():
+        name = edge_type_name(edge_type)
+        src, dst = csr.edge_index().numpy()
+        write_table(out / f"edges_{name}.parquet", pa.table({"src": src, "dst": dst}),
+                    EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
+        tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
+    save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors,
+                 meta={"num_classes": graph.num_classes, "target": graph.target})
+    write_json(out / META, {
+        "schema": META_SCHEMA,
+        "node_types": [[t, graph.num_nodes(t), int(graph.x[t].shape[1])] for t in graph.node_types],
+        "edge_types": [edge_type_name(e) for e in graph.edge_types],
+        "target": graph.target, "num_classes": graph.num_classes,
+        "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()},
+        "link_edge_type": edge_type_name(graph.link_edge_type)})
+
+
+def read_hetero_meta(prepared: Path) -> dict:
+    """``hetero.json``, checked: node types (name, size, width), edge types over them."""
+    path = Path(prepared) / META
+    meta = read_json(path)
+    if meta.get("schema") != META_SCHEMA:
+        raise ValueError(f"{path}: expected a {META_SCHEMA!r} file, found {meta.get('schema')!r}")
+    types = {}
+    for entry in meta.get("node_types", []):
+        if (not isinstance(entry, list) or len(entry) != 3 or not all(
+                isinstance(v, int) and v >= 0 for v in entry[1:])):
+            raise ValueError(f"{path}: node_types entries must be [name, num_nodes, features]")
+        types[check_name(entry[0], f"{path}: node type")] = entry[1]
+    edge_types = [parse_edge_type(name) for name in meta.get("edge_types", [])]
+    for s, rel, d in edge_types:
+        check_name(rel, f"{path}: relation")
+        if s not in types or d not in types:
+            raise ValueError(f"{path}: edge type {s}__{rel}__{d} joins unknown node types")
+    if meta.get("target") not in types:
+        raise ValueError(f"{path}: target {meta.get('target')!r} is not a node type")
+    names = set(meta["edge_types"])
+    reverse = meta.get("reverse", {})
+    if not isinstance(reverse, dict) or set(reverse) - names or set(reverse.values()) - names:
+        raise ValueError(f"{path}: 'reverse' must map edge types to edge types")
+    if meta.get("link_edge_type") not in names:
+        raise ValueError(f"{path}: link_edge_type {meta.get('link_edge_type')!r} is not an edge type")
+    return {**meta, "sizes": types, "edge_type_list": edge_types}
+
+
+def read_hetero_graph(prepared: Path) -> HeteroGraph:
+    """The heterogeneous graph of ``graph.pt``, shapes and ids checked against hetero.json."""
+    meta = read_hetero_meta(prepared)
+    path = Path(prepared) / "graph.pt"
+    sizes = meta["sizes"]
+    spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
+    for name in meta["edge_types"]:
+        spec[f"{name}.indptr"], spec[f"{name}.indices"] = (torch.int64, 1), (torch.int64, 1)
+    payload = load_tensors(path, GRAPH_SCHEMA, spec)
+    x = {}
+    for entry in meta["node_types"]:
+        t, n, f = entry
+        if tuple(payload[f"x.{t}"].shape) != (n, f):
+            raise ValueError(f"{path}: 'x.{t}' has shape {tuple(payload[f'x.{t}'].shape)}, "
+                             f"hetero.json says ({n}, {f})")
+        x[t] = payload[f"x.{t}"]
+    y, num_classes, target = payload["y"], meta["num_classes"], meta["target"]
+    if y.numel() != sizes[target] or (y.numel() and (y.min() < 0 or y.max() >= num_classes)):
+        raise ValueError(f"{path}: 'y' must hold {sizes[target]} labels in [0, {num_classes})")
+    csr = {}
+    for edge_type in meta["edge_type_list"]:
+        name = edge_type_name(edge_type)
+        csr[edge_type] = _check_typed_csr(
+            Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]), edge_type, sizes,
+            f"{path} ({name})")
+    reverse = {parse_edge_type(k): parse_edge_type(v) for k, v in meta["reverse"].items()}
+    return HeteroGraph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
+                       reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]))
+
+
+def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
+    """Rows = ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
+    indptr, indices = csr.indptr, csr.indices
+    if indptr.numel() != sizes[edge_type[2]] + 1:
+        raise ValueError(f"{where}: indptr has {indptr.numel()} entries, expected "
+                         f"{sizes[edge_type[2]] + 1}")
+    if indptr[0] != 0 or indptr[-1] != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
+        raise ValueError(f"{where}: indptr is not a valid CSR offset array")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= sizes[edge_type[0]]):
+        raise ValueError(f"{where}: indices hold {edge_type[0]} ids outside "
+                         f"[0, {sizes[edge_type[0]]})")
+    return csr
+
+
+def read_hetero_node_table(prepared: Path, node_type: str) -> pa.Table:
+    """``nodes_<type>.parquet``: node_id (0..N-1 in order), label (target type only), x."""
+    meta = read_hetero_meta(prepared)
+    if node_type not in meta["sizes"]:
+        raise ValueError(f"{prepared}: no node type {node_type!r}")
+    width = {entry[0]: entry[2] for entry in meta["node_types"]}[node_type]
+    path = Path(prepared) / f"nodes_{node_type}.parquet"
+    table = read_table(path, _node_schema(width, node_type == meta["target"]),
+                       "gnnpipe.hetero_nodes/1")
+    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(meta["sizes"][node_type])):
+        raise ValueError(f"{path}: node_id must be 0..{meta['sizes'][node_type] - 1} in order")
+    return table
+
+
+def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
+    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes)."""
+    sizes = read_hetero_meta(prepared)["sizes"]
+    path = Path(prepared) / f"edges_{edge_type_name(edge_type)}.parquet"
+    table = read_table(path, EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
+    for column, node_type in (("src", edge_type[0]), ("dst", edge_type[2])):
+        ids = table.column(column).to_numpy()
+        if ids.size and (ids.min() < 0 or ids.max() >= sizes[node_type]):
+            raise ValueError(f"{path}: column {column!r} holds {node_type} ids outside "
+                             f"[0, {sizes[node_type]})")
+    return table
+
+
+# -------------------------------------------------------------------------------------- split
+def _write_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]) -> dict:
+    """One ``message_<phase>.pt`` per distinct phase graph (phases may share one dict)."""
+    files: dict[str, str] = {}
+    written: dict[int, str] = {}
+    for phase in PHASES:
+        graphs = message_graphs[phase]
+        if id(graphs) not in written:
+            written[id(graphs)] = f"message_{phase}.pt"
+            tensors = {}
+            for edge_type, csr in graphs.items():
+                name = edge_type_name(edge_type)
+                tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
+            save_tensors(out / written[id(graphs)], CSR_SCHEMA, tensors)
+        files[phase] = written[id(graphs)]
+    return files
+
+
+def write_hetero_split(out: Path, graph: HeteroGraph,
+                       message_graphs: dict[str, dict[EdgeType, Csr]], meta: dict, *,
+                       roles: np.ndarray | None = None,
+                       edges: dict[str, torch.Tensor] | None = None,
+                       negatives: dict[str, torch.Tensor] | None = None) -> None:
+    """Node task: ``roles`` str (N_target,) of ``graph.target``. Link task: ``edges`` role ->
+    int64 (2, E) type-local (src, dst) of the held-out edge type, ``negatives`` phase -> int64
+    (P, K) targets (ids of its dst type) for the heads ``edges[phase][0]``."""
+    out = Path(out)
+    files = _write_message_graphs(out, message_graphs)
+    # node types and edge types in order: partition reads this folder alone
+    extra = {"target": graph.target, "node_types": [list(entry) for entry in graph.sizes()],
+             "edge_types": [edge_type_name(e) for e in graph.edge_types]}
+    if roles is not None:
+        target = graph.target
+        table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
+        write_table(out / f"nodes_{target}.parquet", table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    if edges is not None:
+        for role in LINK_EDGE_ROLES:
+            src, dst = edges[role].numpy()
+            write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),
+                        EDGES_SCHEMA, "gnnpipe.split_edges/1")
+        for phase in LINK_EVAL_PHASES:
+            targets = negatives[phase]
+            positives, per = targets.shape
+            table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
+                              "src": np.repeat(edges[phase][0].numpy(), per),
+                              "dst": targets.reshape(-1).numpy()})
+            write_table(out / f"negatives_{phase}.parquet", table, NEGATIVES_SCHEMA,
+                        "gnnpipe.negatives/1")
+        extra["num_negatives"] = {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}
+    write_json(out / "meta.json", {**meta, **extra, "hetero": True, "message_graph": files})
+
+
+def read_hetero_split_meta(split: Path) -> dict:
+    path = Path(split) / "meta.json"
+    meta = read_json(path)
+    if meta.get("hetero") is not True:
+        raise ValueError(f"{path}: not a heterogeneous split; re-run the split stage on the "
+                         "heterogeneous prepared graph")
+    files = meta.get("message_graph")
+    if not isinstance(files, dict) or set(files) != set(PHASES):
+        raise ValueError(f"{path}: 'message_graph' must map each of {', '.join(PHASES)} to a file")
+    return meta
+
+
+def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
+                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
+    """Node types ``(type, num_nodes)`` in order, and phase -> edge type -> CSR (phases sharing
+    a file share one dict). ``graph``, when given, must have the same types and sizes."""
+    meta = read_hetero_split_meta(split)
+    where = Path(split) / "meta.json"
+    try:
+        sizes = [(check_name(t, "node type"), int(n)) for t, n in meta["node_types"]]
+        edge_types = [parse_edge_type(name) for name in meta["edge_types"]]
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{where}: node_types / edge_types missing or malformed ({err})") from None
+    if graph is not None and (sizes != graph.sizes() or edge_types != list(graph.edge_types)):
+        raise ValueError(f"{where}: the split is of another graph (node or edge types differ "
+                         "from data/prepared); re-run the split stage")
+    files, counts = meta["message_graph"], dict(sizes)
+    loaded = {}
+    for name in sorted(set(files.values())):
+        path = Path(split) / name
+        spec = {}
+        for edge_type in edge_types:
+            e = edge_type_name(edge_type)
+            spec[f"{e}.indptr"], spec[f"{e}.indices"] = (torch.int64, 1), (torch.int64, 1)
+        payload = load_tensors(path, CSR_SCHEMA, spec)
+        loaded[name] = {e: _check_typed_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
+                                                payload[f"{edge_type_name(e)}.indices"]),
+                                            e, counts, f"{path} ({edge_type_name(e)})")
+                        for e in edge_types}
+    return sizes, {phase: loaded[files[phase]] for phase in PHASES}
+
+
+def read_hetero_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
+    """Role of every node of the target type: str (N_target,)."""
+    path = Path(split) / f"nodes_{graph.target}.parquet"
+    table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
+    if not np.array_equal(table.column("node_id").to_numpy(),
+                          np.arange(graph.num_nodes(graph.target))):
+        raise ValueError(f"{path}: node_id must be 0..{graph.num_nodes(graph.target) - 1} in "
+                         "order; re-run the split stage")
+    unknown = set(np.unique(roles)) - set(SPLIT_ROLES)
+    if unknown:
+        raise ValueError(f"{path}: column 'split' has unknown roles {sorted(unknown)}")
+    return roles.astype(str)
+
+
+def read_hetero_link_split(split: Path, graph: HeteroGraph
+                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
+    negatives per val/test phase (int64 (P, K) ids of its dst type)."""
+    meta = read_hetero_split_meta(split)
+    if meta.get("task") != "link":
+        raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "
+                         "'link'; re-run the split stage with dataset.task: link")
+    edge_type = parse_edge_type(meta["edge_type"])
+    n_src, n_dst = graph.num_nodes(edge_type[0]), graph.num_nodes(edge_type[2])
+    edges = {}
+    for role in LINK_EDGE_ROLES:
+        path = Path(split) / f"edges_{role}.parquet"
+        table = read_table(path, EDGES_SCHEMA, "gnnpipe.split_edges/1")
+        pair = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()])
+        if pair.size and (pair[0].min() < 0 or pair[0].max() >= n_src or pair[1].min() < 0
+                          or pair[1].max() >= n_dst):
+            raise ValueError(f"{path}: ids outside the sizes of {edge_type_name(edge_type)}")
+        edges[role] = torch.from_numpy(pair.astype(np.int64))
+    negatives = {}
+    for phase in LINK_EVAL_PHASES:
+        path = Path(split) / f"negatives_{phase}.parquet"
+        table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
+        k, heads = meta.get("num_negatives", {}).get(phase), edges[phase][0].numpy()
+        src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+        if (not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k
+                or not np.array_equal(src, np.repeat(heads, k))):
+            raise ValueError(f"{path}: rows must be {k!r} negatives per {phase} positive, "
+                             "grouped by positive with its source as src")
+        if dst.size and (dst.min() < 0 or dst.max() >= n_dst):
+            raise ValueError(f"{path}: dst ids outside [0, {n_dst})")
+        negatives[phase] = torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
+    return edge_type, edges, negatives

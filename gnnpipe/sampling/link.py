@@ -1,0 +1,118 @@
+"""Link-prediction mini-batches: supervision edges plus fresh negatives, neighbourhoods sampled
+by gnnpipe's CSR sampler behind PyG's ``LinkLoader`` (``train.sampler: link_neighbor``).
+
+A batch holds ``B = train.batch_size`` supervision edges ``(h, t)`` of this rank and one negative
+``(h, t')`` per positive (the head is kept, the target corrupted, as in full-graph link
+training). The negatives come from the training ``NegativeSampler`` (``gnnpipe.negatives``): they
+avoid only the edges training may see, never the held-out ones (see that module for why). PyG's
+own ``NegativeSampling`` is not used: it draws uniformly and does not filter. All ``2B`` pairs go
+to ``CsrNeighborSampler.sample_from_edges`` as seed links (PyG's ``edge_sample``): both endpoints
+of every pair are seeds, so a batch is what ``LinkNeighborLoader`` gives:
+
+  batch.n_id              (M,) global ids, the seeds (pair endpoints) first
+  batch.edge_index        (2, E) local ids, sampled from the message graph passed in only
+  batch.edge_label_index  (2, 2B) local ids: B positives, then their B negatives
+  batch.edge_label        (2B,) float 1 / 0
+  batch.input_id          (2B,) supervision position of each pair (a negative: its positive's)
+
+Which edges a rank trains on and with which negatives depends only on ``(seed, epoch)``
+(``set_epoch``): every rank draws the same permutation of all supervision edges and the same
+negative for each, then takes its stride of the permutation, padded to equal shares
+(``gnnpipe.distributed.shard``, as DDP splits seeds elsewhere), so every rank takes the same
+number of steps. Step ``g`` of ``W`` ranks with ``batch_size`` B covers exactly the pairs of step
+``g`` of one process with ``batch_size`` W * B (and DDP's gradient average is that batch's mean).
+The neighbour sampler restarts its stream at ``(seed, epoch)`` too, so a resumed run draws
+exactly what an uninterrupted one would. Workers are not persistent: each epoch's workers get
+that epoch's state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import LinkLoader
+from torch_geometric.sampler import EdgeSamplerInput
+
+from gnnpipe.config import TrainParams
+from gnnpipe.distributed import SINGLE, DistContext, shard
+from gnnpipe.graph import Csr
+from gnnpipe.negatives import NegativeSampler
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
+
+
+class SupervisionLoader(LinkLoader):
+    """PyG ``LinkLoader`` over one rank's supervision edges, with per-epoch negatives.
+
+    Args:
+        data: PyG ``Data`` with ``x`` (N, F) and the message graph's ``edge_index``.
+        link_sampler: the ``CsrNeighborSampler`` over that same message graph.
+        supervision: int64 (2, P) positives ``(head, target)``.
+        negatives: draws the targets of the negatives (forbids only visible edges).
+        batch_size: positives per batch (each batch has twice as many labelled pairs).
+        seed: fixes the per-epoch permutation and negatives, with the epoch.
+        ctx: this rank; ranks get equal shares, so every rank takes the same number of steps.
+    """
+
+    def __init__(self, data: Data, link_sampler: CsrNeighborSampler, supervision: torch.Tensor,
+                 negatives: NegativeSampler, batch_size: int, seed: int, *,
+                 ctx: DistContext = SINGLE, num_workers: int = 0):
+        if supervision.dim() != 2 or supervision.shape[0] != 2 or supervision.shape[1] == 0:
+            raise ValueError("no train supervision edges to learn from; re-run the split stage")
+        self.supervision = supervision.long()
+        self.negative_sampler = negatives
+        self.seed, self.ctx = int(seed), ctx
+        self.epoch = 0
+        share = shard(torch.arange(supervision.shape[1]), ctx)  # (ceil(P / W),) placeholder
+        self._negatives = torch.empty(0, dtype=torch.int64)
+        super().__init__(data, link_sampler=link_sampler,
+                         edge_label_index=self.supervision[:, share],
+                         batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                         persistent_workers=False)
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """This epoch's order of the rank's positives, their negatives and the sampler stream."""
+        rng = np.random.default_rng([self.seed, epoch])  # the same draws on every rank
+        perm = torch.from_numpy(rng.permutation(self.supervision.shape[1]))
+        # one negative target per supervision edge, for all of them: a positive gets the same
+        # negative whichever rank trains on it (O(P) per rank, as one full-graph step)
+        drawn = self.negative_sampler.sample(self.supervision[0].numpy(), 1, rng)[:, 0]  # (P,)
+        order = shard(perm, self.ctx)  # (ceil(P / W),) this rank's stride, padded
+        self._negatives = torch.from_numpy(np.ascontiguousarray(drawn, dtype=np.int64))[order]
+        self.input_data = EdgeSamplerInput(input_id=order, row=self.supervision[0, order],
+                                           col=self.supervision[1, order])
+        self.link_sampler.set_epoch(epoch)
+        self.epoch = epoch
+
+    def collate_fn(self, index) -> object:
+        """The batch of slots ``index``: its positives, their negatives, sampled together."""
+        index = torch.as_tensor(index, dtype=torch.long)
+        pos = self.input_data[index]
+        b = index.numel()
+        pairs = EdgeSamplerInput(
+            input_id=torch.cat([pos.input_id, pos.input_id]),
+            row=torch.cat([pos.row, pos.row]),
+            col=torch.cat([pos.col, self._negatives[index]]),
+            label=torch.cat([torch.ones(b), torch.zeros(b)]))
+        out = self.link_sampler.sample_from_edges(pairs)
+        return self.filter_fn(out) if self.filter_per_worker else out
+
+
+def link_neighbor_loader(x: torch.Tensor, csr: Csr, supervision: torch.Tensor,
+                         negatives: NegativeSampler, cfg: TrainParams, seed: int, *,
+                         ctx: DistContext = SINGLE,
+                         edge_index: torch.Tensor | None = None) -> SupervisionLoader:
+    """Batches of ``cfg.batch_size`` supervision edges and their negatives, neighbourhoods
+    sampled in ``csr`` only (pass the train phase's message graph: nothing held out is in it).
+
+    ``x`` (N, F) is gathered per batch (``batch.x``); ``edge_index`` may pass
+    ``csr.edge_index()`` when the caller already holds it. The fan-outs, ``replace``,
+    ``subgraph_type``, ``disjoint`` and ``num_workers`` come from ``cfg`` as for ``neighbor``.
+    """
+    sampler = CsrNeighborSampler(csr, cfg.num_neighbors, replace=cfg.replace,
+                                 subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed)
+    data = Data(x=x, edge_index=csr.edge_index() if edge_index is None else edge_index,
+                num_nodes=csr.num_nodes)
+    return SupervisionLoader(data, sampler, supervision, negatives, cfg.batch_size, seed, ctx=ctx,
+                             num_workers=cfg.num_workers)

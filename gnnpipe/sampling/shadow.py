@@ -1,0 +1,86 @@
+"""ShaDow k-hop subgraphs (Zeng et al. 2021, "Decoupling the Depth and Scope of GNNs").
+
+``train.sampler: shadow``: every seed gets its own small subgraph, the subgraph *induced* on
+a sampled ``depth``-hop in-neighbourhood of the seed (``num_neighbors`` in-edges drawn per node
+and hop, -1 = all, as PyG's ``ShaDowKHopSampler(depth, num_neighbors)``), and a GNN of any
+depth runs on the batch of those disjoint subgraphs; the loss and the outputs are read at the
+roots. PyG's own sampler needs torch-sparse (``ego_k_hop_sample_adj``); this one is
+``CsrNeighborSampler`` with ``disjoint=True`` and ``subgraph_type="induced"``, which builds
+exactly that: one tree per seed, then every edge of the graph among the nodes of the same tree.
+
+A batch (PyG ``NodeLoader`` over the sampler; ``B`` seeds):
+
+  batch.n_id        (M,) global ids; the B roots first, in seed order
+  batch.batch       (M,) which root's subgraph holds each node (0..B-1)
+  batch.root_n_id   (B,) local id of each root: ``arange(B)``, as the roots come first
+  batch.edge_index  (2, E) local ids; no edge joins two subgraphs
+  batch.x, batch.y  (M, F), (M,) gathered for every node (PyG's ShaDow keeps y of roots only:
+                    here it is ``batch.y[batch.root_n_id]``)
+
+Layout differs from PyG's in one way: PyG groups each subgraph's nodes contiguously (with a
+``ptr``) and places the root anywhere inside; here the roots come first, so the usual "first
+``batch_size`` nodes are the seeds" reading and ``root_n_id`` agree, and ``batch.batch`` is
+unsorted (PyG's pooling ops scatter by it and do not need it sorted).
+
+Exactness: with ``num_neighbors = -1``, a root's output equals the full-graph output when
+``depth >= num_layers`` for mean/sum/attention layers (sage, gat) and when
+``depth >= num_layers + 1`` for gcn, whose normalisation also reads the in-degree of the
+outermost sources.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+
+from gnnpipe.config import TrainParams
+from gnnpipe.graph import Csr
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
+
+
+class ShadowKHopSampler(CsrNeighborSampler):
+    """Per-seed induced ``depth``-hop subgraphs, behind PyG's ``BaseSampler`` interface.
+
+    Args:
+        graph: ``Csr`` (row ``v`` = sources of the edges into ``v``) or PyG ``Data``.
+        depth: hops of each subgraph (>= 1).
+        num_neighbors: in-edges drawn per node and hop (-1 = all).
+        replace, seed, edge_time, node_time, temporal_strategy: as ``CsrNeighborSampler``
+            (temporal: induced edges later than the root's time are dropped too).
+    """
+
+    def __init__(self, graph: Csr | Data, depth: int, num_neighbors: int, *,
+                 replace: bool = False, seed: int | torch.Generator | None = None, **temporal):
+        if int(depth) < 1:
+            raise ValueError(f"shadow depth={depth} must be >= 1")
+        super().__init__(graph, [int(num_neighbors)] * int(depth), replace=replace,
+                         subgraph_type="induced", disjoint=True, seed=seed, backend="gnnpipe",
+                         **temporal)
+        self.depth = int(depth)
+
+
+def add_root_n_id(batch: Data) -> Data:
+    """``batch.root_n_id``: the roots' local ids, ``arange(batch_size)`` (roots come first)."""
+    batch.root_n_id = torch.arange(batch.batch_size)
+    return batch
+
+
+def shadow_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
+                  cfg: TrainParams, seed: int, *, edge_index: torch.Tensor | None = None,
+                  shuffle: bool = True, **temporal) -> NodeLoader:
+    """Batches of ``cfg.batch_size`` roots with their ShaDow subgraphs in ``csr``.
+
+    ``cfg.shadow_depth`` hops, ``cfg.shadow_num_neighbors`` per node and hop, ``cfg.replace``;
+    the rest as ``gnnpipe.sampling.neighbor_loader`` (only edges of ``csr`` are sampled).
+    ``temporal`` (``edge_time`` / ``node_time`` / ``temporal_strategy`` and the loader's
+    ``input_time``) makes it temporal.
+    """
+    input_time = temporal.pop("input_time", None)
+    sampler = ShadowKHopSampler(csr, cfg.shadow_depth, cfg.shadow_num_neighbors,
+                                replace=cfg.replace, seed=seed, **temporal)
+    data = Data(x=x, y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
+                num_nodes=csr.num_nodes)
+    return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, input_time=input_time,
+                      batch_size=cfg.batch_size, shuffle=shuffle, num_workers=cfg.num_workers,
+                      persistent_workers=cfg.num_workers > 0, transform=add_root_n_id)
