@@ -73,6 +73,31 @@ def _resolve(value: int | float, total: int, key: str) -> int:
     return count
 
 
+def assign_pair_roles(num_pairs: int, cfg: LinkSplitParams, rng: np.random.Generator,
+                      what: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Role code int8 (P,) per pair (``_VAL`` / ``_TEST`` / ``_SUPERVISION_ONLY`` /
+    ``_MESSAGE``), a random orientation bool (P,) and the supervision-only count, from the
+    sizes in ``cfg``; ``what`` ("... {n} ...") names the pairs in the error for empty roles."""
+    n_val = _resolve(cfg.val, num_pairs, "val")
+    n_test = _resolve(cfg.test, num_pairs, "test")
+    n_train = num_pairs - n_val - n_test
+    if n_train < 1:
+        raise ValueError(f"split.link.val + split.link.test = {n_val + n_test} edges leaves none "
+                         f"of {what.format(n=num_pairs)} for training")
+    n_disjoint = int(round(cfg.disjoint_train_ratio * n_train))
+    if cfg.disjoint_train_ratio > 0 and not 0 < n_disjoint < n_train:
+        raise ValueError(f"split.link.disjoint_train_ratio={cfg.disjoint_train_ratio} of "
+                         f"{n_train} training edges leaves no supervision or no message edge")
+    # Shuffled pairs laid out as [val | test | supervision-only | message].
+    code = np.empty(num_pairs, dtype=np.int8)
+    order = rng.permutation(num_pairs)
+    bounds = np.cumsum([n_val, n_test, n_disjoint])
+    code[order] = np.select([np.arange(num_pairs) < b for b in bounds],
+                            [_VAL, _TEST, _SUPERVISION_ONLY], _MESSAGE)
+    flip = rng.random(num_pairs) < 0.5  # orientation of an undirected positive
+    return code, flip, n_disjoint
+
+
 def split_links(csr: Csr, cfg: LinkSplitParams, rng: np.random.Generator) -> LinkSplit:
     """Hold out val/test pairs, build the per-phase message graphs and the fixed negatives.
 
@@ -87,24 +112,8 @@ def split_links(csr: Csr, cfg: LinkSplitParams, rng: np.random.Generator) -> Lin
     num_pairs = pairs.size
     if num_pairs == 0:
         raise ValueError("dataset.task=link needs edges between distinct nodes; the graph has none")
-    n_val = _resolve(cfg.val, num_pairs, "val")
-    n_test = _resolve(cfg.test, num_pairs, "test")
-    n_train = num_pairs - n_val - n_test
-    if n_train < 1:
-        raise ValueError(f"split.link.val + split.link.test = {n_val + n_test} edges leaves none "
-                         f"of the graph's {num_pairs} edges (undirected pairs) for training")
-    n_disjoint = int(round(cfg.disjoint_train_ratio * n_train))
-    if cfg.disjoint_train_ratio > 0 and not 0 < n_disjoint < n_train:
-        raise ValueError(f"split.link.disjoint_train_ratio={cfg.disjoint_train_ratio} of "
-                         f"{n_train} training edges leaves no supervision or no message edge")
-
-    # Shuffled pairs laid out as [val | test | supervision-only | message].
-    code = np.empty(num_pairs, dtype=np.int8)
-    order = rng.permutation(num_pairs)
-    bounds = np.cumsum([n_val, n_test, n_disjoint])
-    code[order] = np.select([np.arange(num_pairs) < b for b in bounds],
-                            [_VAL, _TEST, _SUPERVISION_ONLY], _MESSAGE)
-    flip = rng.random(num_pairs) < 0.5  # orientation of an undirected positive
+    code, flip, n_disjoint = assign_pair_roles(num_pairs, cfg, rng,
+                                               "the graph's {n} edges (undirected pairs)")
 
     edge_code = np.full(src.size, -1, dtype=np.int8)  # -1: self-loop, visible to every phase
     edge_code[~loop] = code[pair_of_edge]

@@ -22,8 +22,9 @@ from gnnpipe.graph import Csr
 INSTALL_HINT = {  # what an explicit partition.backend needs
     "pyg_lib": ("pyg-lib (not on PyPI: pip install pyg-lib -f "
                 "https://data.pyg.org/whl/torch-<version>+cpu.html)"),
-    "torch_sparse": ("torch-sparse built with METIS "
-                     "(WITH_METIS=1 pip install --no-build-isolation torch-sparse)"),
+    # Debian's libmetis has 32-bit idx_t, which torch-sparse cannot compile against
+    "torch_sparse": ("torch-sparse built with a 64-bit-idx_t METIS "
+                     "(bash bench/build_peers.sh VENV does it)"),
 }
 
 

@@ -14,7 +14,7 @@ from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.negatives import degree_weights, training_sampler
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import Checkpointing, build_inputs
+from gnnpipe.train import build_inputs
 
 LINK_SAMPLERS = ("full", "sign", "link_neighbor")
 
@@ -70,14 +70,9 @@ def run_train(args, params, ctx: DistContext = SINGLE) -> str | None:
         loader = link_neighbor_loader(graph.x, graphs["train"], edges["train_supervision"],
                                       sampler, cfg, torch_seed(params.seed, "sample"), ctx=ctx,
                                       edge_index=inputs["train"].edge_index)
-    fingerprint = io.input_fingerprint({"task": "link", **to_dict(cfg)}, params.seed,
-                                       [args.prepared, args.split, args.propagate])
-    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
-    checkpointing = Checkpointing(
-        every=cfg.checkpoint_every, resume_from=resume_from,
-        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
-    if resume_from is not None and ctx.is_main:
-        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
+    from gnnpipe.commands.train import checkpointing_for
+    checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
+                                      [args.prepared, args.split, args.propagate], ctx)
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
                       edges, negatives, sampler, cfg, torch_seed(params.seed, "train"),

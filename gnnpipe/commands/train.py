@@ -47,6 +47,19 @@ def add_arguments(parser):
                         help="resumable training state (train.checkpoint_every, train.resume)")
 
 
+def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
+                      ctx) -> Checkpointing:
+    """Checkpoints at ``args.checkpoint`` keyed by ``section`` + ``seed`` + the input files, so a
+    checkpoint of other params or inputs is never resumed; announces a resume on rank 0."""
+    fingerprint = io.input_fingerprint(section, seed, inputs)
+    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+    if resume_from is not None and ctx.is_main:
+        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
+    return Checkpointing(
+        every=cfg.checkpoint_every, resume_from=resume_from,
+        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
+
+
 def run(args):
     params = load_params(args.params)
     if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
@@ -197,13 +210,7 @@ def _train(args, params, ctx):
             if cfg.sampler in SUBGRAPH_SAMPLERS:
                 loader, extra, rank_info = _subgraph_loader(args, params, ctx, graph, graphs,
                                                             inputs, roles, train_mask)
-    fingerprint = io.input_fingerprint(to_dict(cfg), params.seed, fingerprinted)
-    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
-    checkpointing = Checkpointing(
-        every=cfg.checkpoint_every, resume_from=resume_from,
-        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
-    if resume_from is not None and ctx.is_main:
-        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
+    checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
         from gnnpipe.lightning import fit_lightning  # imports Lightning (slow): only when asked
 

@@ -28,7 +28,7 @@ import torch
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
 from gnnpipe.graph import Csr
 from gnnpipe.hetero.graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
-from gnnpipe.link_split import _resolve
+from gnnpipe.link_split import assign_pair_roles
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.split import split_nodes
 
@@ -143,21 +143,9 @@ def split_hetero_links(graph: HeteroGraph, cfg: LinkSplitParams,
     num_pairs = pairs.size
     if num_pairs == 0:
         raise ValueError(f"dataset.task=link: edge type {'__'.join(e)} has no edges")
-    n_val, n_test = _resolve(cfg.val, num_pairs, "val"), _resolve(cfg.test, num_pairs, "test")
-    n_train = num_pairs - n_val - n_test
-    if n_train < 1:
-        raise ValueError(f"split.link.val + split.link.test = {n_val + n_test} edges leaves none "
-                         f"of the {num_pairs} {'__'.join(e)} pairs for training")
-    n_disjoint = int(round(cfg.disjoint_train_ratio * n_train))
-    if cfg.disjoint_train_ratio > 0 and not 0 < n_disjoint < n_train:
-        raise ValueError(f"split.link.disjoint_train_ratio={cfg.disjoint_train_ratio} of "
-                         f"{n_train} training pairs leaves no supervision or no message pair")
-    code = np.empty(num_pairs, dtype=np.int8)  # shuffled: [val | test | supervision-only | message]
-    order = rng.permutation(num_pairs)
-    bounds = np.cumsum([n_val, n_test, n_disjoint])
-    code[order] = np.select([np.arange(num_pairs) < b for b in bounds],
-                            [_VAL, _TEST, _SUPERVISION_ONLY], _MESSAGE)
-    flip = rng.random(num_pairs) < 0.5  # orientation of a symmetric relation's positive
+    # orientation flip: for a symmetric relation's positives
+    code, flip, n_disjoint = assign_pair_roles(num_pairs, cfg, rng,
+                                               "the {n} " + "__".join(e) + " pairs")
 
     def phase_csr(edge_src, edge_dst, edge_keys, edge_loop, edge_type, phase) -> Csr:
         pos = np.searchsorted(pairs, edge_keys)

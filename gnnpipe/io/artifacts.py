@@ -276,6 +276,12 @@ def write_link_split(out: Path, edges: dict[str, torch.Tensor], negatives: dict[
     write_split(out, np.full(num_nodes, "unused", dtype=object), message_graphs,
                 {**meta, "task": "link",
                  "num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
+    write_link_tables(out, edges, negatives)
+
+
+def write_link_tables(out: Path, edges: dict[str, torch.Tensor],
+                      negatives: dict[str, torch.Tensor]) -> None:
+    """``edges_<role>.parquet`` and ``negatives_<phase>.parquet`` (homogeneous and typed splits)."""
     for role in LINK_EDGE_ROLES:
         src, dst = edges[role].numpy()
         write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),

@@ -22,7 +22,8 @@ import torch
 
 from gnnpipe.graph import Csr
 from gnnpipe.hetero.graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
-from gnnpipe.io.artifacts import EDGES_SCHEMA, NEGATIVES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
+from gnnpipe.io.artifacts import (EDGES_SCHEMA, LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
+                                  PHASES, SPLIT_ROLES, SPLIT_SCHEMA, write_link_tables)
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -31,8 +32,6 @@ META = "hetero.json"
 META_SCHEMA = "gnnpipe.hetero/1"
 GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
 CSR_SCHEMA = "gnnpipe.hetero_csr/1"
-LINK_EDGE_ROLES = ("message", "train_supervision", "val", "test")
-LINK_EVAL_PHASES = ("val", "test")
 
 
 def is_hetero(prepared: Path) -> bool:
@@ -218,18 +217,7 @@ def write_hetero_split(out: Path, graph: HeteroGraph,
         table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
         write_table(out / f"nodes_{target}.parquet", table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
     if edges is not None:
-        for role in LINK_EDGE_ROLES:
-            src, dst = edges[role].numpy()
-            write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),
-                        EDGES_SCHEMA, "gnnpipe.split_edges/1")
-        for phase in LINK_EVAL_PHASES:
-            targets = negatives[phase]
-            positives, per = targets.shape
-            table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
-                              "src": np.repeat(edges[phase][0].numpy(), per),
-                              "dst": targets.reshape(-1).numpy()})
-            write_table(out / f"negatives_{phase}.parquet", table, NEGATIVES_SCHEMA,
-                        "gnnpipe.negatives/1")
+        write_link_tables(out, edges, negatives)
         extra["num_negatives"] = {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}
     write_json(out / "meta.json", {**meta, **extra, "hetero": True, "message_graph": files})
 
