@@ -47,7 +47,7 @@ from gnnpipe.train import (
     TrainResult,
     _compile_errors,
     _compile_failed,
-    _epoch_seed,
+    epoch_seed,
     _forward,
     _loss,
 )
@@ -162,12 +162,12 @@ class NodeClassifier(pl.LightningModule):
         # Epoch 1's train iterator is created before on_train_epoch_start (FitLoop.setup_data),
         # later epochs' after it: seed each epoch just before its iterator draws its seeds
         # from torch's RNG (NodeLoader: base seed, then shuffle), as the plain loop does.
-        torch.manual_seed(_epoch_seed(self.seed, 1))
+        torch.manual_seed(epoch_seed(self.seed, 1))
 
     def on_train_epoch_start(self) -> None:
         epoch = self.current_epoch + 1
         if epoch > 1:
-            torch.manual_seed(_epoch_seed(self.seed, epoch))
+            torch.manual_seed(epoch_seed(self.seed, epoch))
         if hasattr(self.node_sampler, "set_epoch"):
             self.node_sampler.set_epoch(epoch)
         self._epoch_started = time.perf_counter()

@@ -37,7 +37,7 @@ from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.train import Checkpointing, PhaseInput, _epoch_seed
+from gnnpipe.train import Checkpointing, PhaseInput, epoch_seed
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -143,7 +143,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
         for epoch in bar:
             epoch_started = time.perf_counter()
-            torch.manual_seed(_epoch_seed(seed, epoch))  # dropout of this epoch
+            torch.manual_seed(epoch_seed(seed, epoch))  # dropout of this epoch
             trained.train()
             fresh = None
             if loader is None:  # (P,) one new negative target per positive

@@ -175,7 +175,7 @@ class Checkpointing:
     resume_from: dict | None = None  # a payload an earlier, killed run saved
 
 
-def _epoch_seed(seed: int, epoch: int) -> int:
+def epoch_seed(seed: int, epoch: int) -> int:
     """Each epoch reseeds torch from (seed, epoch): a resumed run draws exactly the same."""
     return int(np.random.default_rng([seed, epoch]).integers(0, 2**62))
 
@@ -247,14 +247,14 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
         for epoch in bar:
             epoch_started = time.perf_counter()
-            epoch_seed = _epoch_seed(seed, epoch)
-            torch.manual_seed(epoch_seed)
+            this_epoch_seed = epoch_seed(seed, epoch)
+            torch.manual_seed(this_epoch_seed)
             trained.train()
             if loader is not None:
                 _set_loader_epoch(loader, epoch)
                 batches = loader
             else:
-                order = torch.Generator().manual_seed(epoch_seed) if batch_size else None
+                order = torch.Generator().manual_seed(this_epoch_seed) if batch_size else None
                 rows = shard(idx["train"], ctx, order)  # the same permutation on every rank
                 batches = [rows] if batch_size is None else rows.split(batch_size)
             loss_sum, seen, steps = 0.0, 0, 0

@@ -211,7 +211,7 @@ def test_auto_backend_is_pymetis_here_and_ignored_for_cheap_methods():
 
 
 @pytest.mark.parametrize("backend, install", [("pyg_lib", "pyg-lib"),
-                                              ("torch_sparse", "torch-sparse built with METIS")])
+                                              ("torch_sparse", "torch-sparse built with a 64-bit-idx_t METIS")])
 def test_explicit_backend_that_is_not_installed_says_what_to_install(community_csr, backend,
                                                                      install, monkeypatch):
     monkeypatch.delitem(sys.modules, backend, raising=False)
