@@ -28,16 +28,12 @@ import torch
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
 from gnnpipe.graph import Csr
 from gnnpipe.hetero.graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
-from gnnpipe.link_split import assign_pair_roles
+from gnnpipe.link_split import (  # the same roles and visibility as homogeneous link splits
+    _MESSAGE, _SUPERVISION_ONLY, _TEST, _VAL, _VISIBLE_CODES, EDGE_ROLES, HELD_OUT, PHASES,
+    assign_pair_roles)
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.split import split_nodes
 
-PHASES = ("train", "val", "test")
-EDGE_ROLES = ("message", "train_supervision", "val", "test")
-HELD_OUT = ("val", "test")
-_MESSAGE, _SUPERVISION_ONLY, _VAL, _TEST = 0, 1, 2, 3
-_VISIBLE_CODES = {"train": (_MESSAGE,), "val": (_MESSAGE, _SUPERVISION_ONLY),
-                  "test": (_MESSAGE, _SUPERVISION_ONLY, _VAL)}
 
 MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
 
