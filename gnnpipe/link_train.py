@@ -37,7 +37,7 @@ from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.train import Checkpointing, PhaseInput, epoch_seed
+from gnnpipe.train import Checkpointing, PhaseInput, close_epoch, epoch_seed
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -182,17 +182,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
                                      "val_mrr": round(val_mrr, 6)})
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{train_loss:.4f}", mrr=f"{val_mrr:.4f}")
-            if val_mrr > state["best_val_mrr"]:
-                state.update(best_val_mrr=val_mrr, best_epoch=epoch, stale=0,
-                             best_state=copy.deepcopy(model.state_dict()))
-            else:
-                state["stale"] += 1
-            state["epoch"] = epoch
-            done = state["stale"] >= cfg.patience or epoch == cfg.epochs
-            if checkpointing and checkpointing.every and ctx.is_main and (
-                    epoch % checkpointing.every == 0 or done):
-                checkpointing.save({"model": model.state_dict(),
-                                    "optimizer": optimizer.state_dict(), **state})
+            done = close_epoch(state, "best_val_mrr", val_mrr, epoch, model, optimizer, cfg,
+                               checkpointing, ctx)
             if done:
                 break
     seconds = time.perf_counter() - started

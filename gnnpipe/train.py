@@ -186,6 +186,30 @@ def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
         sampler.set_epoch(epoch)
 
 
+def close_epoch(state: dict, best_key: str, score: float, epoch: int, model: nn.Module,
+                optimizer: torch.optim.Optimizer, cfg: BaselineParams,
+                checkpointing: Checkpointing | None, ctx: DistContext,
+                extra: dict | None = None) -> bool:
+    """Early-stopping bookkeeping of one finished epoch, shared by ``fit`` and ``fit_link``.
+
+    Keeps the best weights by ``score`` (``state[best_key]``), counts stale epochs, checkpoints
+    (rank 0, every ``checkpointing.every`` epochs and at the end; ``extra`` entries are saved
+    after model and optimizer) and returns True when training stops.
+    """
+    if score > state[best_key]:
+        state.update({best_key: score, "best_epoch": epoch, "stale": 0,
+                      "best_state": copy.deepcopy(model.state_dict())})
+    else:
+        state["stale"] += 1
+    state["epoch"] = epoch
+    done = state["stale"] >= cfg.patience or epoch == cfg.epochs
+    if checkpointing and checkpointing.every and ctx.is_main and (
+            epoch % checkpointing.every == 0 or done):
+        checkpointing.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            **(extra or {}), **state})
+    return done
+
+
 def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
         y: torch.Tensor, roles: np.ndarray, cfg: BaselineParams, seed: int, *,
         batch_size: int | None = None, loader: Iterable | None = None,
@@ -301,18 +325,9 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
                                      "train_acc": round(train_acc, 6), "val_acc": round(val_acc, 6)})
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{train_loss:.4f}", val=f"{val_acc:.4f}")
-            if val_acc > state["best_val"]:
-                state.update(best_val=val_acc, best_epoch=epoch, stale=0,
-                             best_state=copy.deepcopy(model.state_dict()))
-            else:
-                state["stale"] += 1
-            state["epoch"] = epoch
-            done = state["stale"] >= cfg.patience or epoch == cfg.epochs
-            if checkpointing and checkpointing.every and ctx.is_main and (
-                    epoch % checkpointing.every == 0 or done):
-                checkpointing.save({"model": model.state_dict(),
-                                    "optimizer": optimizer.state_dict(),
-                                    "scaler": scaler.state_dict() if scaler else {}, **state})
+            done = close_epoch(state, "best_val", val_acc, epoch, model, optimizer, cfg,
+                               checkpointing, ctx,
+                               extra={"scaler": scaler.state_dict() if scaler else {}})
             if done:
                 break
     seconds = time.perf_counter() - started

@@ -55,7 +55,7 @@ from torch_geometric.sampler import (
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from gnnpipe.graph import Csr
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, pick_edges
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, pick_edges, sampler_seed
 
 EdgeType = tuple[str, str, str]
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the in-edges a node adds to the budget
@@ -110,11 +110,7 @@ class HeteroBudgetSampler(BaseSampler):
             raise ValueError(f"max_neighbors={max_neighbors} must be >= 1 or -1 (all)")
         self.max_neighbors = int(max_neighbors)
         self.perm = edge_permutation
-        if isinstance(seed, torch.Generator):
-            seed = int(torch.randint(2**62, (), generator=seed))
-        elif seed is None:
-            seed = int(torch.randint(2**62, ()))
-        self.seed = int(seed)
+        self.seed = sampler_seed(seed)
         self._rng = np.random.default_rng(self.seed)
         self._rng_worker: Optional[int] = None
 

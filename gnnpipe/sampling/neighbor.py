@@ -102,6 +102,13 @@ def pick_edges(start: np.ndarray, deg: np.ndarray, k: int, replace: bool,
 
 
 # ---------------------------------------------------------------------------------- the sampler
+def sampler_seed(seed: int | torch.Generator | None) -> int:
+    """A sampler's stream seed: ``seed`` itself, one draw of a generator, or of torch's RNG."""
+    if isinstance(seed, torch.Generator):
+        return int(torch.randint(2**62, (), generator=seed))
+    return int(torch.randint(2**62, ())) if seed is None else int(seed)
+
+
 class CsrNeighborSampler(BaseSampler):
     """Neighbor sampler over a CSR graph, usable by PyG's ``NodeLoader`` and ``LinkLoader``.
 
@@ -172,11 +179,7 @@ class CsrNeighborSampler(BaseSampler):
             backend = "gnnpipe"
         # PyG's NeighborSampler is disjoint whenever it is temporal: each tree has its seed's time
         self.disjoint = bool(disjoint) or self._temporal is not None
-        if isinstance(seed, torch.Generator):
-            seed = int(torch.randint(2**62, (), generator=seed))
-        elif seed is None:
-            seed = int(torch.randint(2**62, ()))
-        self.seed = int(seed)
+        self.seed = sampler_seed(seed)
         self._rng = np.random.default_rng(self.seed)
         self._rng_worker: Optional[int] = None
         self._map: Optional[np.ndarray] = None
