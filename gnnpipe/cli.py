@@ -25,11 +25,13 @@ GNNPIPE_PROGRESS=0 to hide progress bars.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(stages: tuple[str, ...] = STAGES) -> argparse.ArgumentParser:
+    """The ``gnnpipe`` parser with a subcommand for each of ``stages`` (importing only their
+    command modules)."""
     parser = argparse.ArgumentParser(prog="gnnpipe", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
-    for stage in STAGES:
+    for stage in stages:
         module = importlib.import_module(f"gnnpipe.commands.{stage}")
         sub = subparsers.add_parser(stage, help=module.HELP, description=module.__doc__,
                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -46,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; user errors print one line to stderr and return 1 (no traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    # a known stage name builds only its own subcommand, so a stage imports its command alone
+    named = tuple(a for a in argv[:1] if a in STAGES)
+    args = build_parser(named or STAGES).parse_args(argv)
     args.argv = argv  # the train stage re-launches itself under torchrun with these
     started = time.perf_counter()
     try:

@@ -135,7 +135,10 @@ def test_labels_out_of_range(prepared, capsys):
 def test_missing_upstream_artifact(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(SMALL))
+    # the variant is read from the split first (gnnpipe/commands/variant.py)
     err = _fails("train", tmp_path, capsys)
+    assert "data/split/meta.json: file not found; run the stage that produces it first" in err
+    err = _fails("split", tmp_path, capsys)
     assert "data/prepared/graph.pt: file not found; run the stage that produces it first" in err
 
 

@@ -12,7 +12,7 @@ from gnnpipe.config import params_from_dict
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.hetero.split import (negative_weights, split_hetero_links, split_hetero_nodes,
                                   typed_negative_sampler)
-from gnnpipe.hetero.stages import phase_inputs
+from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.link_train import fit_link
 from gnnpipe.metrics import roc_auc
 from gnnpipe.models import build_model

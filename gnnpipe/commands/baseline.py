@@ -1,13 +1,15 @@
-"""baseline: the structure-free MLP on the same split, cached apart from the GNN."""
+"""baseline: the structure-free MLP on the same split, cached apart from the GNN. Link task: an
+MLP encoder with the dot-product decoder; typed graphs: the target type's own features (node
+task) or per-type MLP encoders (link task)."""
 
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import build_inputs, fit
 
 HELP = "train the structure-free MLP baseline (baseline section) on the same split"
 
@@ -23,24 +25,91 @@ def add_arguments(parser):
 
 
 def run(args):
-    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-
     params = load_params(args.params)
-    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.baseline(args, params)
-    if params.dataset.task == "link":  # MLP encoder + dot-product decoder: gnnpipe/link_train.py
-        from gnnpipe.commands.link_train import run_baseline
-        return run_baseline(args, params)
+    kind, task = split_variant(args.split)
+    return pick(RUNS, kind, task, "baseline")(args, params)
+
+
+def baseline_nodes(args, params) -> str:
+    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
+    from gnnpipe.train import build_inputs, fit
+
     graph = io.read_graph(args.prepared)
     roles = io.read_split_roles(args.split)
     cfg = params.baseline
     result = fit(lambda: build_model("mlp", graph.x.shape[1], graph.num_classes, cfg),
-                 build_inputs(graph.x), graph.y, roles, cfg, torch_seed(params.seed, "baseline"),
-                 progress=progress)
-    with io.atomic_dir(args.out) as out:
-        io.write_predictions(out, result.node_id, result.logits)
-    io.write_json(args.metrics, {"model": "mlp", **result.summary})
-    io.write_json(args.perf, result.perf)
-    io.write_csv(args.history, result.history)
-    return f"mlp best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"
+                 build_inputs(graph.x), graph.y, roles, cfg, _seed(params), progress=progress)
+    write_node_outputs(args, result, None)
+    return _finish(args, result, {}, f"mlp best val acc {result.summary['best_val_acc']:.4f}")
+
+
+def baseline_links(args, params) -> str:
+    from gnnpipe.commands.inputs import read_link_supervision
+    from gnnpipe.link_train import fit_link
+    from gnnpipe.models import build_model
+    from gnnpipe.train import build_inputs
+
+    cfg = params.baseline
+    graph = io.read_graph(args.prepared)
+    graphs = io.read_message_graphs(args.split, graph.num_nodes)
+    sup = read_link_supervision(args, graph.num_nodes, graphs)
+    result = fit_link(lambda: build_model("mlp", graph.x.shape[1], cfg.hidden, cfg),
+                      build_inputs(graph.x), sup.edges, sup.negatives, sup.sampler, cfg,
+                      _seed(params), progress=progress)
+    write_link_outputs(args, result, None)
+    return _finish(args, result, {},
+                   f"mlp link encoder, best val MRR {result.summary['best_val_mrr']:.4f}")
+
+
+def baseline_typed_nodes(args, params) -> str:
+    """The MLP on the target type's own features: nothing from the graph."""
+    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.io.hetero import read_hetero_roles
+    from gnnpipe.models import build_model
+    from gnnpipe.train import build_inputs, fit
+
+    cfg = params.baseline
+    graph = read_typed(args).graph
+    roles = read_hetero_roles(args.split, graph)
+    x = graph.x[graph.target]
+    result = fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
+                 build_inputs(x), graph.y, roles, cfg, _seed(params), progress=progress)
+    write_node_outputs(args, result, None)
+    return _finish(args, result, {"hetero": True, "node_type": graph.target},
+                   f"mlp on {graph.target} features, best val acc "
+                   f"{result.summary['best_val_acc']:.4f}")
+
+
+def baseline_typed_links(args, params) -> str:
+    """Per-type MLP encoders (gnnpipe/hetero/models.py) with the dot-product decoder."""
+    from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
+    from gnnpipe.hetero.inputs import phase_inputs
+    from gnnpipe.hetero.models import build_hetero_model
+    from gnnpipe.link_train import fit_link
+
+    cfg = params.baseline
+    typed = read_typed(args)
+    graph = typed.graph
+    _, sup = read_typed_link_supervision(args, typed)
+    dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
+    result = fit_link(lambda: build_hetero_model("mlp", graph.metadata(), dims, cfg.hidden,
+                                                 graph.target, cfg, out="all"),
+                      phase_inputs(graph, typed.graphs), sup.edges, sup.negatives, sup.sampler,
+                      cfg, _seed(params), progress=progress)
+    write_link_outputs(args, result, None)
+    return _finish(args, result, {"hetero": True},
+                   f"mlp per-type link encoders, best val MRR "
+                   f"{result.summary['best_val_mrr']:.4f}")
+
+
+def _seed(params) -> int:
+    return torch_seed(params.seed, "baseline")
+
+
+def _finish(args, result, tags: dict, message: str) -> str:
+    write_run_files(args, result, {"model": "mlp", **tags, **result.summary}, result.perf)
+    return f"{message} -> {args.out}"
+
+
+RUNS = {(HOMOGENEOUS, "node"): baseline_nodes, (HOMOGENEOUS, "link"): baseline_links,
+        (TYPED, "node"): baseline_typed_nodes, (TYPED, "link"): baseline_typed_links}

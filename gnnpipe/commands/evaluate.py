@@ -1,11 +1,14 @@
-"""evaluate: score GNN and MLP on val/test, report the gap, write metrics for ``dvc metrics``."""
+"""evaluate: score GNN and MLP on val/test, report the gap, write metrics for ``dvc metrics``.
+
+Node task: accuracy / macro-F1 and over-smoothing on the test phase's graph (a typed graph: of
+its target type, over its own relation). Link task: ROC-AUC, AP, Hits@K, MRR of both encoders
+on the fixed negatives."""
 
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
-from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
 
 HELP = "score the GNN and the MLP baseline on val/test; writes metrics/eval.json"
 
@@ -24,46 +27,88 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
-    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.evaluate(args, params)
-    if params.dataset.task == "link":
-        return _run_link(args, params)
+    kind, task = split_variant(args.split)
+    return pick(RUNS, kind, task, "evaluate")(args, params)
+
+
+def evaluate_nodes(args, params) -> str:
     graph = io.read_graph(args.prepared, mmap=True)
     roles = io.read_split_roles(args.split)
     if roles.size != graph.num_nodes:
         raise ValueError(f"{args.split}: {roles.size} split roles for {graph.num_nodes} nodes; "
                          "re-run the split stage")
-    y = graph.y.numpy()
-    gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
-    gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
-    mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)
-    summary = compare(gnn, mlp, params.train.model, params.evaluate)
-    # The test phase's message graph: the structure the final predictions were made on.
+    # the test phase's message graph: the structure the final predictions were made on
     test_graph = io.read_message_graphs(args.split, graph.num_nodes)["test"]
-    summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
-                            "mlp": smoothing(*mlp_pred, test_graph)}
-    io.write_json(args.metrics, summary)
-    io.write_json(args.details, {"gnn": gnn, "mlp": mlp})
-    io.write_csv(args.confusion, confusion_rows(*gnn_pred, y, roles, "test"))
-    return summary["verdict"]
+    summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
+                                               graph.num_classes, test_graph)
+    return _write(args, summary, details, confusion)
 
 
-def _run_link(args, params):
-    """dataset.task link: ROC-AUC, AP, Hits@K, MRR of both encoders on the fixed negatives."""
-    from gnnpipe.link_evaluate import compare_links, confusion_rows, score_link_predictions
+def evaluate_typed_nodes(args, params) -> str:
+    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.io.hetero import read_hetero_roles
 
+    typed = read_typed(args)
+    graph, own = typed.graph, typed.graph.self_relation()
+    roles = read_hetero_roles(args.split, graph)
+    summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
+                                               graph.num_classes, typed.graphs["test"][own])
+    summary["smoothing"]["relation"] = edge_type_name(own)
+    summary["node_type"] = graph.target
+    return _write(args, summary, details, confusion)
+
+
+def evaluate_links(args, params) -> str:
     num_nodes = io.read_graph(args.prepared, mmap=True).num_nodes
     negatives = io.read_link_negatives(args.split, io.read_link_edges(args.split, num_nodes),
                                        num_nodes)
+    return _write(args, *_score_links(args, params, negatives))
+
+
+def evaluate_typed_links(args, params) -> str:
+    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.io.hetero import read_hetero_link_split
+
+    typed = read_typed(args)
+    _, _, negatives = read_hetero_link_split(args.split, typed.graph)
+    summary, details, confusion = _score_links(args, params, negatives)
+    summary["edge_type"] = typed.meta["edge_type"]
+    return _write(args, summary, details, confusion)
+
+
+def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
+    """eval.json summary, per-class details and the test confusion rows of both models."""
+    from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
+
+    gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
+    gnn = score_predictions(*gnn_pred, y, roles, num_classes)
+    mlp = score_predictions(*mlp_pred, y, roles, num_classes)
+    summary = compare(gnn, mlp, params.train.model, params.evaluate)
+    summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
+                            "mlp": smoothing(*mlp_pred, test_graph)}
+    return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
+
+
+def _score_links(args, params, negatives: dict):
+    """The same for link scores against the fixed negatives (gnnpipe/link_evaluate.py)."""
+    from gnnpipe.link_evaluate import compare_links, confusion_rows, score_link_predictions
+
     ks = params.evaluate.hits_k
     gnn_scores = io.read_link_predictions(args.model)
     gnn = score_link_predictions(gnn_scores, negatives, ks, str(args.model))
     mlp = score_link_predictions(io.read_link_predictions(args.baseline), negatives, ks,
                                  str(args.baseline))
     summary = compare_links(gnn, mlp, params.train.model, params.evaluate)
+    return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_scores["test"])
+
+
+def _write(args, summary: dict, details: dict, confusion: list) -> str:
     io.write_json(args.metrics, summary)
-    io.write_json(args.details, {"gnn": gnn, "mlp": mlp})
-    if getattr(args, "confusion", None) is not None:  # a declared output of the stage
-        io.write_csv(args.confusion, confusion_rows(*gnn_scores["test"]))
+    io.write_json(args.details, details)
+    io.write_csv(args.confusion, confusion)
     return summary["verdict"]
+
+
+RUNS = {(HOMOGENEOUS, "node"): evaluate_nodes, (HOMOGENEOUS, "link"): evaluate_links,
+        (TYPED, "node"): evaluate_typed_nodes, (TYPED, "link"): evaluate_typed_links}

@@ -6,9 +6,12 @@ import resource
 import time
 from pathlib import Path
 
+import numpy as np
+
 from gnnpipe import io
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
+from gnnpipe.graph import Csr
 from gnnpipe.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.progress import progress
@@ -29,14 +32,32 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
+    kind, task = split_variant(args.split)
+    csr, graph_meta = pick(RUNS, kind, task, "partition")(args)
+    return _partition(args, params, csr, graph_meta)
+
+
+def train_graph(args) -> tuple[Csr, dict]:
+    """The train phase's message graph and what meta.json adds about it (nothing)."""
+    roles = io.read_split_roles(args.split)
+    return io.read_message_graphs(args.split, roles.size)["train"], {}
+
+
+def typed_train_graph(args) -> tuple[Csr, dict]:
+    """The train phase's graph of every edge type as one homogeneous CSR (``to_homogeneous``
+    ids), and the type offsets meta.json lists to say so."""
+    from gnnpipe.hetero.graph import homogeneous_csr
+    from gnnpipe.io.hetero import read_hetero_message_graphs
+
+    sizes, graphs = read_hetero_message_graphs(args.split)
+    starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
+    meta = {"hetero": True, "projection": "to_homogeneous",
+            "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
+    return homogeneous_csr(sizes, graphs["train"]), meta
+
+
+def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
     cfg = params.partition
-    extra_meta = {}
-    if hio.is_hetero_split(args.split):  # the homogeneous projection of every edge type
-        from gnnpipe.hetero.stages import projected_train_graph
-        csr, extra_meta = projected_train_graph(args.split)
-    else:
-        roles = io.read_split_roles(args.split)
-        csr = io.read_message_graphs(args.split, roles.size)["train"]
     started = time.perf_counter()
     backend = resolve_backend(cfg)
     parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
@@ -68,3 +89,7 @@ def run(args):
             f"{'/' + backend if backend != 'none' else ''}), edge cut "
             f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
+
+
+RUNS = {(HOMOGENEOUS, "node"): train_graph, (HOMOGENEOUS, "link"): train_graph,
+        (TYPED, "node"): typed_train_graph, (TYPED, "link"): typed_train_graph}

@@ -1,12 +1,15 @@
 """prepare: load dataset.source (synthetic, or your files under dataset.path), validate it, write
 nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parquet (original id
-of every node) and, with edge weight/timestamp columns, edge_attrs.parquet."""
+of every node) and, with edge weight/timestamp columns, edge_attrs.parquet. With
+dataset.synthetic.hetero: the built-in papers / authors / venues graph as typed tables."""
 
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, params_kind, pick
 from gnnpipe.config import load_params
-from gnnpipe.prepare import prepare_dataset
+from gnnpipe.io import hetero as hio
+from gnnpipe.rng import make_rng
 
 HELP = "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)"
 
@@ -19,9 +22,14 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
-    if params.dataset.synthetic.hetero:  # papers / authors / venues: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.prepare(args, params)
+    # the task changes nothing here: both tasks of a kind prepare the same graph
+    kind = params_kind(params)
+    return pick(RUNS, kind, params.dataset.task, "prepare")(args, params)
+
+
+def prepare_homogeneous(args, params) -> str:
+    from gnnpipe.prepare import prepare_dataset
+
     prepared = prepare_dataset(params.dataset, params.seed)
     graph, report = prepared.graph, prepared.report
     storage = params.dataset.storage
@@ -36,3 +44,35 @@ def run(args):
     io.write_json(args.metrics, report)
     return (f"{report['nodes']} nodes, {report['edges']} edges ({report['duplicates_removed']} "
             f"duplicates, {report['self_loops_removed']} self-loops removed) -> {args.out}")
+
+
+def prepare_typed(args, params) -> str:
+    """The built-in heterogeneous graph (gnnpipe/hetero/synthetic.py) as typed tables."""
+    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.hetero.synthetic import generate_hetero
+
+    graph, counts = generate_hetero(params.dataset, make_rng(params.seed, "prepare"))
+    with io.atomic_dir(args.out) as out:
+        hio.write_hetero_prepared(out, graph)
+    target = graph.target
+    degrees = graph.csr[graph.self_relation()].degrees()
+    report = {
+        "source": "synthetic", "hetero": True, "target": target,
+        "nodes": graph.total_nodes, "edges": sum(c.num_edges for c in graph.csr.values()),
+        "features": int(graph.x[target].shape[1]), "classes": graph.num_classes,
+        "undirected": True,  # cites is stored both ways, other relations with their reverse
+        "duplicates_removed": counts["cites_duplicates_removed"]
+        + counts["writes_duplicates_removed"],
+        "self_loops_removed": counts["cites_self_loops_removed"],
+        "isolated_nodes": int((degrees == 0).sum()),  # of the target type, over its relation
+        "node_types": {t: graph.num_nodes(t) for t in graph.node_types},
+        "edge_types": {edge_type_name(e): c.num_edges for e, c in graph.csr.items()},
+        **counts}
+    io.write_json(args.metrics, report)
+    types = ", ".join(f"{n} {t}" for t, n in report["node_types"].items())
+    return (f"heterogeneous graph: {types}; {report['edges']} edges in {len(graph.csr)} types "
+            f"-> {args.out}")
+
+
+RUNS = {(HOMOGENEOUS, "node"): prepare_homogeneous, (HOMOGENEOUS, "link"): prepare_homogeneous,
+        (TYPED, "node"): prepare_typed, (TYPED, "link"): prepare_typed}

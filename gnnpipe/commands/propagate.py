@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
-from gnnpipe.propagate import DTYPES, hop_traffic_bytes, propagate
 
 HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph"
 
@@ -26,11 +25,29 @@ def add_arguments(parser):
                         help="seconds, effective GB/s and peak memory (differ run to run)")
 
 
+NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "
+                  "graph has one per node type and edge type, so the propagate stage does not "
+                  "apply (train.sampler=sign is refused)")
+
+
 def run(args):
     params = load_params(args.params)
-    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.propagate(args, params)
+    kind, task = split_variant(args.split)
+    return pick(RUNS, kind, task, "propagate")(args, params)
+
+
+def mark_not_applicable(args, params) -> str:
+    """Typed graphs: a meta.json marked ``applicable: false`` and no hop files."""
+    with io.atomic_dir(args.out) as out:
+        io.write_propagate_meta(out, {"applicable": False, "hetero": True,
+                                      "reason": NOT_APPLICABLE})
+    io.write_json(args.perf, {"applicable": False, "seconds": 0.0, "hop_seconds": []})
+    return f"not applicable to a heterogeneous graph; marked {args.out / 'meta.json'}"
+
+
+def propagate_hops(args, params) -> str:
+    from gnnpipe.propagate import DTYPES, hop_traffic_bytes, propagate
+
     cfg = params.propagate
     graph = io.read_graph(args.prepared, mmap=True)  # X_0 is read from the page cache
     files = io.read_split_meta(args.split)["message_graph"]
@@ -70,3 +87,7 @@ def run(args):
     })
     return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
             f"-> {args.out}")
+
+
+RUNS = {(HOMOGENEOUS, "node"): propagate_hops, (HOMOGENEOUS, "link"): propagate_hops,
+        (TYPED, "node"): mark_not_applicable, (TYPED, "link"): mark_not_applicable}

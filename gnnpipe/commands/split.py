@@ -1,14 +1,14 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
-graphs, audit them, write data/split."""
+graphs, audit them, write data/split. Typed graphs split the target type's nodes, or one edge
+type with its reverse, and are audited per node type and edge type."""
 
 from pathlib import Path
 
 from gnnpipe import audit, io
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, prepared_kind
 from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
-from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
-from gnnpipe.split import split_nodes
 
 HELP = ("split nodes (or edges, dataset.task link) into train/val/test with leak-free message "
         "graphs; fails on a failed audit")
@@ -23,39 +23,92 @@ def add_arguments(parser):
 
 def run(args):
     params = load_params(args.params)
-    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.split(args, params)
+    kind = prepared_kind(args.prepared)
+    return pick(RUNS, kind, params.dataset.task, "split")(args, params)
+
+
+def _audited(args, report: dict) -> None:
+    """Writes the audit report, then fails the stage if any check failed (nothing else written)."""
+    io.write_json(args.audit, report)
+    audit.raise_if_failed(report)
+
+
+def split_nodes(args, params) -> str:
+    from gnnpipe.split import split_nodes as assign_roles
+
     graph = io.read_graph(args.prepared)
-    if params.dataset.task == "link":
-        return _run_link(args, params, graph)
     cfg = params.split.node
-    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
+    node_split = assign_roles(graph, cfg, make_rng(params.seed, "split"))
     timed = cfg.strategy == "time" and graph.timestamps is not None
     report = audit.audit_node_split(
         node_split.roles, graph.y.numpy(), graph.num_classes, node_split.message_graphs,
         graph.csr, node_split.mode, timestamps=graph.timestamps.numpy() if timed else None,
         separated=cfg.strategy == "cluster" and cfg.cluster == "component")
-    io.write_json(args.audit, report)
-    audit.raise_if_failed(report)
+    _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_split(out, node_split.roles, node_split.message_graphs,
                        {"task": "node", "mode": node_split.mode})
     return f"{report['sizes']} ({node_split.mode}), audit passed -> {args.out}"
 
 
-def _run_link(args, params, graph):
-    """dataset.task link: edge hold-out, fixed negatives, the link audit (gnnpipe/link_split.py)."""
+def split_links(args, params) -> str:
+    """Edge hold-out, fixed negatives, the link audit (gnnpipe/link_split.py)."""
+    from gnnpipe.link_split import split_links as hold_out
+
+    graph = io.read_graph(args.prepared)
     cfg = params.split.link
-    link = split_links(graph.csr, cfg, make_rng(params.seed, "split"))
-    disjoint = cfg.disjoint_train_ratio > 0
+    link = hold_out(graph.csr, cfg, make_rng(params.seed, "split"))
     report = audit.audit_link_split(graph.csr, link.edges, link.message_graphs, link.negatives,
-                                    disjoint=disjoint)
+                                    disjoint=cfg.disjoint_train_ratio > 0)
     report.update(undirected=link.undirected, negative_strategy=cfg.negative_strategy)
-    io.write_json(args.audit, report)
-    audit.raise_if_failed(report)
+    _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_link_split(out, link.edges, link.negatives, link.message_graphs, graph.num_nodes,
                             {"undirected": link.undirected, "disjoint_train_ratio":
                              cfg.disjoint_train_ratio, "negative_strategy": cfg.negative_strategy})
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
+
+
+def split_typed_nodes(args, params) -> str:
+    """The target type's nodes; message graphs and audit per edge type (gnnpipe/hetero/split.py)."""
+    from gnnpipe.hetero.audit import audit_hetero_node_split
+    from gnnpipe.hetero.split import split_hetero_nodes
+
+    graph = hio.read_hetero_graph(args.prepared)
+    node_split = split_hetero_nodes(graph, params.split.node, make_rng(params.seed, "split"))
+    report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs,
+                                     node_split.mode)
+    _audited(args, report)
+    with io.atomic_dir(args.out) as out:
+        hio.write_hetero_split(out, graph, node_split.message_graphs,
+                               {"task": "node", "mode": node_split.mode}, roles=node_split.roles)
+    return (f"{graph.target} nodes {report['sizes']} ({node_split.mode}), audit passed per "
+            f"edge type -> {args.out}")
+
+
+def split_typed_links(args, params) -> str:
+    """One edge type held out together with its reverse, typed fixed negatives."""
+    from gnnpipe.hetero.audit import audit_hetero_link_split
+    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.hetero.split import split_hetero_links
+
+    graph = hio.read_hetero_graph(args.prepared)
+    cfg = params.split.link
+    link = split_hetero_links(graph, cfg, make_rng(params.seed, "split"))
+    report = audit_hetero_link_split(graph, link.edge_type, link.edges, link.negatives,
+                                     link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0)
+    report["negative_strategy"] = cfg.negative_strategy
+    _audited(args, report)
+    with io.atomic_dir(args.out) as out:
+        hio.write_hetero_split(out, graph, link.message_graphs, {
+            "task": "link", "edge_type": edge_type_name(link.edge_type),
+            "reverse_edge_type": report["reverse_edge_type"],
+            "disjoint_train_ratio": cfg.disjoint_train_ratio,
+            "negative_strategy": cfg.negative_strategy},
+            edges=link.edges, negatives=link.negatives)
+    return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
+            f"{report['sizes']}, audit passed -> {args.out}")
+
+
+RUNS = {(HOMOGENEOUS, "node"): split_nodes, (HOMOGENEOUS, "link"): split_links,
+        (TYPED, "node"): split_typed_nodes, (TYPED, "link"): split_typed_links}

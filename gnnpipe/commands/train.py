@@ -4,27 +4,24 @@ train.sampler cluster cuts ClusterGCN batches from data/partition (built on the 
 graph); saint draws GraphSAINT random-walk subgraphs from the train-phase graph. With
 train.shard: partition each DDP rank reads only its own part shards (+halo) and the feature rows
 of their nodes, trains on their ClusterGCN batches and scores its own nodes on them.
+dataset.task link trains an encoder with a dot-product decoder; typed graphs train
+to_hetero(GraphSAGE), HGT or R-GCN.
 """
 
-import math
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from gnnpipe import distributed, io
+from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
+                                       write_node_outputs, write_run_files)
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, to_dict
-from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.sharding import NodeRows, gather_objects
-from gnnpipe.train import Checkpointing, build_inputs, fit
-
-SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint", "shadow")  # batches from the train graph
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -47,30 +44,14 @@ def add_arguments(parser):
                         help="resumable training state (train.checkpoint_every, train.resume)")
 
 
-def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
-                      ctx) -> Checkpointing:
-    """Checkpoints at ``args.checkpoint`` keyed by ``section`` + ``seed`` + the input files, so a
-    checkpoint of other params or inputs is never resumed; announces a resume on rank 0."""
-    fingerprint = io.input_fingerprint(section, seed, inputs)
-    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
-    if resume_from is not None and ctx.is_main:
-        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
-    return Checkpointing(
-        every=cfg.checkpoint_every, resume_from=resume_from,
-        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
-
-
 def run(args):
+    """Picks the variant, re-launches under torchrun when train.nproc * train.nnodes > 1, and
+    runs the variant on every rank (which variants allow several ranks is checked in
+    gnnpipe/config.py)."""
     params = load_params(args.params)
-    if hio.is_hetero(args.prepared):  # typed nodes and edges: gnnpipe/hetero/stages.py
-        from gnnpipe.hetero import stages
-        return stages.train(args, params)
+    kind, task = split_variant(args.split)
+    train = pick(RUNS, kind, task, "train")
     cfg = params.train
-    link = params.dataset.task == "link"  # encoder + dot-product decoder: gnnpipe/link_train.py
-    if link and cfg.nproc * cfg.nnodes > 1 and cfg.sampler != "link_neighbor":
-        raise ValueError(f"train.nproc/train.nnodes > 1 with dataset.task=link needs "
-                         f"train.sampler=link_neighbor (found {cfg.sampler!r}): the full-graph "
-                         "step has no batches to split across ranks")
     ctx = distributed.context_from_env()
     if cfg.nproc * cfg.nnodes > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
         argv = distributed.torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
@@ -82,106 +63,15 @@ def run(args):
         return f"{cfg.model} trained on {cfg.nproc * cfg.nnodes} processes -> {args.out}"
     distributed.init_process_group(ctx, cfg.dist_timeout_s)
     try:
-        if link:
-            from gnnpipe.commands.link_train import run_train
-            return run_train(args, params, ctx)
-        return _train(args, params, ctx)
+        return train(args, params, ctx)
     finally:
         distributed.shutdown()
 
 
-def _partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Partition meta, part of every node (N,) and train nodes per part (P,), checked."""
-    meta = io.read_partition_meta(args.partition)
-    parts = io.read_partition(args.partition)
-    if meta.get("graph", "train") != "train" or meta["num_nodes"] != num_nodes or (
-            parts.size != num_nodes):
-        raise ValueError(f"{args.partition}: the partition is not of this split's train-phase "
-                         f"graph ({num_nodes} nodes); re-run the partition stage")
-    train_per_part = np.bincount(parts[roles == "train"], minlength=meta["num_parts"])
-    return meta, parts, train_per_part
-
-
-def _shard_setup(args, params, ctx, roles, train_mask):
-    """``train.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
-    from gnnpipe.io.rows import read_node_rows
-    from gnnpipe.partition import rank_parts
-    from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
-    from gnnpipe.sharding import ShardEvaluator, shard_node_ids
-
-    cfg = params.train
-    if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
-        raise ValueError("train.shard='partition' scores val and test nodes on the train-phase "
-                         "partition, which is their message graph only with "
-                         "split.node.mode=transductive; use train.shard: none for inductive splits")
-    meta, _, train_per_part = _partition(args, roles.size, roles)
-    mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
-    shards = [io.read_partition_shard(args.partition, part) for part in mine]
-    ids = shard_node_ids(shards)
-    read = read_node_rows(args.prepared, ids)
-    rows = NodeRows(read.x, read.y[ids], ids)
-    loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
-                           cfg.parts_per_batch, ctx.rank, ctx.world_size)
-    exact = meta["halo_hops"] >= cfg.num_layers
-    if not exact and ctx.is_main:
-        print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
-              f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
-    rank_info = {"parts": mine, "nodes_held": int(ids.numel())}
-    return (read.y, read.num_classes, rows.x.shape[1], loader, ShardEvaluator(shards, rows),
-            {"shard_eval_exact": exact}, rank_info)
-
-
-def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask):
-    """The loader of a sampled-subgraph sampler, drawing from the train phase's graph only,
-    with what goes into metrics/train.json and into this rank's perf entry."""
-    cfg = params.train
-    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
-    if cfg.sampler in ("neighbor", "shadow"):
-        from gnnpipe.sampling import neighbor_loader
-        from gnnpipe.sampling.shadow import shadow_loader
-
-        seeds = distributed.shard(train_nodes, ctx)
-        make = neighbor_loader if cfg.sampler == "neighbor" else shadow_loader
-        return make(graph.x, graph.y, graphs["train"], seeds, cfg,
-                    torch_seed(params.seed, "sample"), edge_index=inputs["train"].edge_index,
-                    **_temporal(args, cfg, graph, graphs["train"], seeds)), {}, {}
-    rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
-    if cfg.sampler == "cluster":
-        from gnnpipe.partition import rank_parts
-        from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
-
-        meta, parts, train_per_part = _partition(args, graph.num_nodes, roles)
-        loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
-                               train_mask, train_per_part, cfg.parts_per_batch, ctx.rank,
-                               ctx.world_size)
-        return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
-    from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
-
-    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, cfg.walk_length)
-    norm = estimate_norm(sampler, cfg.sample_coverage, torch_seed(params.seed, "saint"))
-    steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
-    loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
-    return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
-
-
-def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
-    """``train.temporal``: seed times from the node timestamps, edge times (``edge``) from
-    ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
-    from gnnpipe.sampling.temporal import temporal_options
-
-    edge_time = None
-    if cfg.temporal == "edge" and (args.prepared / "edge_attrs.parquet").exists():
-        from gnnpipe.sources.base import time_key
-
-        table = io.read_edge_attrs(args.prepared)
-        if "timestamp" in table.column_names:
-            edge_time = time_key(table.column("timestamp").combine_chunks())
-    return temporal_options(cfg.temporal, cfg.temporal_strategy, seeds, train_csr,
-                            graph.timestamps, graph.csr, edge_time)
-
-
-def _train(args, params, ctx):
+def train_nodes(args, params, ctx):
+    from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
+    from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
     # no whole graph on a rank with train.shard: partition, only its shards and their rows
@@ -194,7 +84,7 @@ def _train(args, params, ctx):
     if cfg.sampler == "cluster":
         fingerprinted.append(args.partition)
     if graph is None:
-        y, num_classes, in_dim, loader, evaluator, extra, rank_info = _shard_setup(
+        y, num_classes, in_dim, loader, evaluator, extra, rank_info = shard_setup(
             args, params, ctx, roles, train_mask)
     else:  # ranks on one machine share the memory-mapped pages of graph.pt
         y, num_classes, in_dim = graph.y, graph.num_classes, graph.x.shape[1]
@@ -208,40 +98,174 @@ def _train(args, params, ctx):
             graphs = io.read_message_graphs(args.split, graph.num_nodes)
             inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
             if cfg.sampler in SUBGRAPH_SAMPLERS:
-                loader, extra, rank_info = _subgraph_loader(args, params, ctx, graph, graphs,
-                                                            inputs, roles, train_mask)
+                loader, extra, rank_info = subgraph_loader(args, params, ctx, graph, graphs,
+                                                           inputs, roles, train_mask)
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
+    build = lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops)  # noqa: E731
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
         from gnnpipe.lightning import fit_lightning  # imports Lightning (slow): only when asked
 
         result = fit_lightning(
-            lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
-            inputs, y, roles, cfg, torch_seed(params.seed, "train"),
+            build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
             node_sampler=getattr(loader, "node_sampler", None),
             progress_bar=os.environ.get("GNNPIPE_PROGRESS", "1") != "0" and sys.stderr.isatty(),
             amp=cfg.amp, compile_model=cfg.compile)
     else:
-        result = fit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
-                     inputs, y, roles, cfg, torch_seed(params.seed, "train"),
+        result = fit(build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
                      batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
                      checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
                      compile_model=cfg.compile)
-    # ru_maxrss is KiB on Linux: each rank's high-water mark, its inputs included
-    rank_info = {"rank": ctx.rank, **rank_info,
-                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    ranks = gather_objects(rank_info, ctx)
+    done = _finish(args, result, ctx, rank_info, lambda: write_node_outputs(
+        args, result, {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
+                       "num_hops": num_hops}),
+        metrics={"model": cfg.model, "sampler": cfg.sampler, **result.summary, **extra},
+        perf={"shard": cfg.shard, "amp": cfg.amp, "compile": cfg.compile, "engine": cfg.engine})
+    return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}" if done \
+        else None
+
+
+def train_links(args, params, ctx):
+    """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
+    from gnnpipe.commands.inputs import read_link_supervision
+    from gnnpipe.link_train import fit_link
+    from gnnpipe.models import build_model
+    from gnnpipe.train import build_inputs
+
+    cfg = params.train
+    # ranks on one machine share the memory-mapped pages of graph.pt
+    graph = io.read_graph(args.prepared, mmap=cfg.sampler == "link_neighbor")
+    graphs = io.read_message_graphs(args.split, graph.num_nodes)
+    sup = read_link_supervision(args, graph.num_nodes, graphs)
+    in_dim, num_hops, loader = graph.x.shape[1], 0, None
+    if cfg.sampler == "sign":  # hops were propagated over each phase's own message graph
+        hops = io.read_propagated(args.propagate)
+        num_hops = len(hops["train"]) - 1
+        inputs = build_inputs(graph.x, hops=hops)
+    elif cfg.model == "mlp":
+        inputs = build_inputs(graph.x)
+    else:
+        inputs = build_inputs(graph.x, message_graphs=graphs)
+    if cfg.sampler == "link_neighbor":  # subgraphs of the train phase's message graph only
+        from gnnpipe.sampling.link import link_neighbor_loader
+
+        loader = link_neighbor_loader(graph.x, graphs["train"], sup.edges["train_supervision"],
+                                      sup.sampler, cfg, torch_seed(params.seed, "sample"),
+                                      ctx=ctx, edge_index=inputs["train"].edge_index)
+    checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
+                                      [args.prepared, args.split, args.propagate], ctx)
+    # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
+    result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
+                      sup.edges, sup.negatives, sup.sampler, cfg,
+                      torch_seed(params.seed, "train"), loader=loader, progress=progress,
+                      ctx=ctx, checkpointing=checkpointing)
+    extra = {} if loader is None else {"batches_per_epoch": len(loader)}  # per rank
+    done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
+        args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
+                       "embedding_dim": cfg.hidden, "num_hops": num_hops}),
+        metrics={"model": cfg.model, "sampler": cfg.sampler, **result.summary, **extra})
+    return (f"{cfg.model} link encoder, best val MRR {result.summary['best_val_mrr']:.4f} -> "
+            f"{args.out}") if done else None
+
+
+def train_typed_nodes(args, params, ctx):
+    """to_hetero(GraphSAGE) / HGT / R-GCN on the target type, full-graph or ``train.sampler:
+    hgt`` mini-batches (gnnpipe/hetero/loader.py)."""
+    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.hetero.models import build_hetero_model
+    from gnnpipe.io.hetero import read_hetero_roles
+    from gnnpipe.train import fit
+
+    cfg = params.train
+    typed = read_typed(args)
+    graph = typed.graph
+    roles = read_hetero_roles(args.split, graph)
+    checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
+                                      [args.prepared, args.split], ctx)
+    loader, extra = None, {}
+    if cfg.sampler == "hgt":  # seeds: train papers; nodes of every type from the train graph
+        import numpy as np
+
+        from gnnpipe.hetero.loader import hgt_batches
+
+        loader = hgt_batches(graph, typed.graphs["train"], np.flatnonzero(roles == "train"),
+                             cfg.num_samples, cfg.batch_size,
+                             torch_seed(params.seed, "sample"), cfg.num_workers)
+        extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.num_samples)}
+    result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
+                                            graph.num_classes, graph.target, cfg),
+                 _typed_inputs(typed), graph.y, roles, cfg, torch_seed(params.seed, "train"),
+                 loader=loader, progress=progress, checkpointing=checkpointing)
+    _finish(args, result, ctx, {}, lambda: write_node_outputs(
+        args, result, {**_typed_model_meta(cfg, graph), "num_classes": graph.num_classes}),
+        metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True,
+                 "node_type": graph.target, **result.summary, **extra},
+        perf={"hetero": True})
+    return (f"{cfg.model} on {graph.target}, best val acc {result.summary['best_val_acc']:.4f} "
+            f"-> {args.out}")
+
+
+def train_typed_links(args, params, ctx):
+    """A typed encoder of every node type; the dot-product decoder on the held-out edge type."""
+    from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
+    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.hetero.models import build_hetero_model
+    from gnnpipe.link_train import fit_link
+
+    cfg = params.train
+    typed = read_typed(args)
+    graph = typed.graph
+    edge_type, sup = read_typed_link_supervision(args, typed)
+    checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
+                                      [args.prepared, args.split], ctx)
+    result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
+                                                 cfg.hidden, graph.target, cfg, out="all"),
+                      _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
+                      torch_seed(params.seed, "train"), progress=progress,
+                      checkpointing=checkpointing)
+    name = edge_type_name(edge_type)
+    _finish(args, result, ctx, {}, lambda: write_link_outputs(
+        args, result, {**_typed_model_meta(cfg, graph), "task": "link",
+                       "embedding_dim": cfg.hidden}),
+        metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True, "edge_type": name,
+                 **result.summary},
+        perf={"hetero": True})
+    return f"{cfg.model} on {name}, best val MRR {result.summary['best_val_mrr']:.4f} -> {args.out}"
+
+
+def _typed_inputs(typed):
+    from gnnpipe.hetero.inputs import phase_inputs
+
+    return phase_inputs(typed.graph, typed.graphs)
+
+
+def _dims(graph) -> dict[str, int]:
+    return {t: int(x.shape[1]) for t, x in graph.x.items()}
+
+
+def _typed_model_meta(cfg, graph) -> dict:
+    from gnnpipe.hetero.graph import edge_type_name
+
+    return {"model": cfg.model, "hetero": 1, "target": graph.target,
+            "node_types": ",".join(graph.node_types),
+            "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
+
+
+def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
+            perf: dict | None = None) -> bool:
+    """Gathers every rank's memory high-water mark; rank 0 then writes the outputs, metrics,
+    perf, histories and drops the checkpoint (the outputs now hold everything it had).
+    False on the other ranks."""
+    from gnnpipe.sharding import gather_objects
+
+    ranks = gather_objects({"rank": ctx.rank, **rank_info, "peak_rss_mb": peak_rss_mb()}, ctx)
     if not ctx.is_main:
-        return None
-    with io.atomic_dir(args.out) as out:
-        io.write_predictions(out, result.node_id, result.logits)
-        io.save_model(out, result.state_dict, {"model": cfg.model, "in_dim": in_dim,
-                                               "num_classes": num_classes,
-                                               "num_hops": num_hops})
-    io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary,
-                                 **extra})
-    io.write_json(args.perf, {**result.perf, "shard": cfg.shard, "amp": cfg.amp,
-                              "compile": cfg.compile, "engine": cfg.engine, "ranks": ranks})
-    io.write_csv(args.history, result.history)
+        return False
+    write_outputs()
+    write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
     io.write_csv(args.perf_history, result.perf_history)
-    args.checkpoint.unlink(missing_ok=True)  # the outputs now hold everything it had
-    return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}"
+    args.checkpoint.unlink(missing_ok=True)
+    return True
+
+
+RUNS = {(HOMOGENEOUS, "node"): train_nodes, (HOMOGENEOUS, "link"): train_links,
+        (TYPED, "node"): train_typed_nodes, (TYPED, "link"): train_typed_links}

@@ -1,0 +1,106 @@
+"""Batch sources of node-task training on a homogeneous graph: the sampled-subgraph loaders
+(neighbor, shadow, ClusterGCN, GraphSAINT) and the per-rank shard setup of
+``train.shard: partition``. Each draws from the train phase's message graph only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from gnnpipe import distributed, io
+from gnnpipe.rng import torch_seed
+from gnnpipe.sharding import NodeRows
+
+SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint", "shadow")  # batches from the train graph
+
+
+def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Partition meta, part of every node (N,) and train nodes per part (P,), checked."""
+    meta = io.read_partition_meta(args.partition)
+    parts = io.read_partition(args.partition)
+    if meta.get("graph", "train") != "train" or meta["num_nodes"] != num_nodes or (
+            parts.size != num_nodes):
+        raise ValueError(f"{args.partition}: the partition is not of this split's train-phase "
+                         f"graph ({num_nodes} nodes); re-run the partition stage")
+    train_per_part = np.bincount(parts[roles == "train"], minlength=meta["num_parts"])
+    return meta, parts, train_per_part
+
+
+def shard_setup(args, params, ctx, roles, train_mask):
+    """``train.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
+    from gnnpipe.io.rows import read_node_rows
+    from gnnpipe.partition import rank_parts
+    from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
+    from gnnpipe.sharding import ShardEvaluator, shard_node_ids
+
+    cfg = params.train
+    if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
+        raise ValueError("train.shard='partition' scores val and test nodes on the train-phase "
+                         "partition, which is their message graph only with "
+                         "split.node.mode=transductive; use train.shard: none for inductive splits")
+    meta, _, train_per_part = read_partition(args, roles.size, roles)
+    mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
+    shards = [io.read_partition_shard(args.partition, part) for part in mine]
+    ids = shard_node_ids(shards)
+    read = read_node_rows(args.prepared, ids)
+    rows = NodeRows(read.x, read.y[ids], ids)
+    loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
+                           cfg.parts_per_batch, ctx.rank, ctx.world_size)
+    exact = meta["halo_hops"] >= cfg.num_layers
+    if not exact and ctx.is_main:
+        print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
+              f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
+    rank_info = {"parts": mine, "nodes_held": int(ids.numel())}
+    return (read.y, read.num_classes, rows.x.shape[1], loader, ShardEvaluator(shards, rows),
+            {"shard_eval_exact": exact}, rank_info)
+
+
+def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask):
+    """The loader of ``train.sampler``, with what goes into metrics/train.json and into this
+    rank's perf entry."""
+    cfg = params.train
+    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
+    if cfg.sampler in ("neighbor", "shadow"):
+        from gnnpipe.sampling import neighbor_loader
+        from gnnpipe.sampling.shadow import shadow_loader
+
+        seeds = distributed.shard(train_nodes, ctx)
+        make = neighbor_loader if cfg.sampler == "neighbor" else shadow_loader
+        return make(graph.x, graph.y, graphs["train"], seeds, cfg,
+                    torch_seed(params.seed, "sample"), edge_index=inputs["train"].edge_index,
+                    **_temporal(args, cfg, graph, graphs["train"], seeds)), {}, {}
+    rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
+    if cfg.sampler == "cluster":
+        from gnnpipe.partition import rank_parts
+        from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
+
+        meta, parts, train_per_part = read_partition(args, graph.num_nodes, roles)
+        loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
+                               train_mask, train_per_part, cfg.parts_per_batch, ctx.rank,
+                               ctx.world_size)
+        return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
+    from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
+
+    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, cfg.walk_length)
+    norm = estimate_norm(sampler, cfg.sample_coverage, torch_seed(params.seed, "saint"))
+    steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
+    loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
+    return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
+
+
+def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
+    """``train.temporal``: seed times from the node timestamps, edge times (``edge``) from
+    ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
+    from gnnpipe.sampling.temporal import temporal_options
+
+    edge_time = None
+    if cfg.temporal == "edge" and (args.prepared / "edge_attrs.parquet").exists():
+        from gnnpipe.sources.base import time_key
+
+        table = io.read_edge_attrs(args.prepared)
+        if "timestamp" in table.column_names:
+            edge_time = time_key(table.column("timestamp").combine_chunks())
+    return temporal_options(cfg.temporal, cfg.temporal_strategy, seeds, train_csr,
+                            graph.timestamps, graph.csr, edge_time)

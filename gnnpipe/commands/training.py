@@ -1,0 +1,51 @@
+"""What the train and baseline stage commands share around a fit: checkpoint setup, the
+outputs of a node or link model, and the rank's memory high-water mark."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+from gnnpipe import io
+from gnnpipe.train import Checkpointing
+
+
+def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
+                      ctx) -> Checkpointing:
+    """Checkpoints at ``args.checkpoint`` keyed by ``section`` + ``seed`` + the input files, so a
+    checkpoint of other params or inputs is never resumed; announces a resume on rank 0."""
+    fingerprint = io.input_fingerprint(section, seed, inputs)
+    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+    if resume_from is not None and ctx.is_main:
+        print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
+    return Checkpointing(
+        every=cfg.checkpoint_every, resume_from=resume_from,
+        save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
+
+
+def write_node_outputs(args, result, model_meta: dict | None) -> None:
+    """Predictions of every node (and the weights, unless a baseline) into ``args.out``."""
+    with io.atomic_dir(args.out) as out:
+        io.write_predictions(out, result.node_id, result.logits)
+        if model_meta is not None:
+            io.save_model(out, result.state_dict, model_meta)
+
+
+def write_link_outputs(args, result, model_meta: dict | None) -> None:
+    """Scores of every supervision and negative pair (and the weights) into ``args.out``."""
+    with io.atomic_dir(args.out) as out:
+        io.write_link_predictions(out, result.scores)
+        if model_meta is not None:
+            io.save_model(out, result.state_dict, model_meta)
+
+
+def write_run_files(args, result, metrics: dict, perf: dict) -> None:
+    """metrics, perf and the per-epoch history: what every fit writes beside its outputs."""
+    io.write_json(args.metrics, metrics)
+    io.write_json(args.perf, perf)
+    io.write_csv(args.history, result.history)
+
+
+def peak_rss_mb() -> float:
+    """This process's high-water mark (ru_maxrss is KiB on Linux), its inputs included."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -1,0 +1,48 @@
+"""The variant of a run, decided once per stage: graph kind x task.
+
+A stage command reads the kind (homogeneous or typed) and the task (node or link) once, from
+its input artifact or params, and ``pick`` returns its run function from the command's
+``RUNS`` table. Nothing below that table asks again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping
+
+from gnnpipe.io import hetero as hio
+from gnnpipe.io import read_json
+
+HOMOGENEOUS, TYPED = "homogeneous", "typed"
+KINDS = (HOMOGENEOUS, TYPED)
+TASKS = ("node", "link")
+
+
+def params_kind(params) -> str:
+    """The kind the prepare stage will write: typed for ``dataset.synthetic.hetero``."""
+    return TYPED if params.dataset.synthetic.hetero else HOMOGENEOUS
+
+
+def prepared_kind(prepared: Path) -> str:
+    """The kind of the graph in ``data/prepared`` (its ``hetero.json`` marker)."""
+    return TYPED if hio.is_hetero(prepared) else HOMOGENEOUS
+
+
+def split_variant(split: Path) -> tuple[str, str]:
+    """(kind, task) of the split in ``data/split``, from its ``meta.json``."""
+    meta = read_json(Path(split) / "meta.json")
+    task = meta.get("task", "node")
+    if task not in TASKS:
+        raise ValueError(f"{Path(split) / 'meta.json'}: unknown task {task!r}; re-run the split "
+                         "stage")
+    return (TYPED if meta.get("hetero") is True else HOMOGENEOUS), task
+
+
+def pick(runs: Mapping[tuple[str, str], Callable], kind: str, task: str, stage: str) -> Callable:
+    """The run function of ``stage`` for (kind, task); a one-line error when there is none."""
+    try:
+        return runs[kind, task]
+    except KeyError:
+        have = ", ".join(f"{k}/{t}" for k, t in runs)
+        raise ValueError(f"the {stage} stage has no {kind} {task} variant (it has: {have})"
+                         ) from None
