@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 from dataclasses import dataclass, field
+from typing import Callable
 
 from gnnpipe import figures
 
@@ -185,18 +186,20 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; fon
 
 
 # ---------------------------------------------------------------------------------- sections
-def _is_link(inputs: ReportInputs) -> bool:
-    return inputs.evaluation.get("task") == "link"
+def _warnings(inputs: ReportInputs) -> list[str]:
+    return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in inputs.graph.get("warnings", [])]
 
 
-def _headline(inputs: ReportInputs) -> str:
+def _link_headline(inputs: ReportInputs) -> str:
+    """Link verdicts are judged on test MRR by gnnpipe/link_evaluate.py."""
     ev = inputs.evaluation
-    if _is_link(inputs):  # link verdicts are judged on test MRR by gnnpipe/link_evaluate.py
-        kind = "helps" if ev["graph_helps"] else "nothing"
-        parts = [f'<div class="verdict {kind}"><strong>{_e(ev["verdict"])}</strong></div>']
-        parts += [f'<div class="warning">&#9888; {_e(w)}</div>'
-                  for w in inputs.graph.get("warnings", [])]
-        return "\n".join(parts)
+    kind = "helps" if ev["graph_helps"] else "nothing"
+    parts = [f'<div class="verdict {kind}"><strong>{_e(ev["verdict"])}</strong></div>']
+    return "\n".join(parts + _warnings(inputs))
+
+
+def _node_headline(inputs: ReportInputs) -> str:
+    ev = inputs.evaluation
     gain = ev["gnn_minus_mlp"]["test_accuracy"]
     # evaluate's three-way outcome (evaluate.min_gain); older eval.json files only had the flag
     result = ev.get("outcome") or ("helps" if ev["graph_helps"] else "nothing")
@@ -211,8 +214,24 @@ def _headline(inputs: ReportInputs) -> str:
                  "against the structure-free MLP, so the MLP is the better model for this data.")
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
              f"evaluate: {_e(ev['verdict'])}</div>"]
-    parts += [f'<div class="warning">&#9888; {_e(w)}</div>' for w in inputs.graph.get("warnings", [])]
-    return "\n".join(parts)
+    return "\n".join(parts + _warnings(inputs))
+
+
+@dataclass(frozen=True)
+class _TaskView:
+    """What the report shows differently per task: the headline, the metric rows, the
+    curve plotted and whether per-class figures exist."""
+
+    headline: Callable[[ReportInputs], str]
+    metric_names: Callable[[dict], list[str]]  # eval.json -> metric names
+    curve_key: str
+    class_figures: bool
+
+
+TASK_VIEWS = {
+    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True),
+    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False),
+}
 
 
 def _dataset(inputs: ReportInputs) -> str:
@@ -274,10 +293,9 @@ def _partition(inputs: ReportInputs) -> str:
     return "<h2>Partition</h2>" + _pairs(rows)
 
 
-def _metrics(inputs: ReportInputs) -> str:
+def _metrics(inputs: ReportInputs, names: list[str]) -> str:
     ev = inputs.evaluation
     rows = []
-    names = list(ev["gnn"]["test"]) if _is_link(inputs) else ["accuracy", "macro_f1"]
     for role in ("val", "test"):
         for metric in names:
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
@@ -317,13 +335,13 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
     def add(name: str, png: bytes, caption: str) -> None:
         pngs[name], captions[name] = png, caption
 
-    link = _is_link(inputs)
+    view = TASK_VIEWS[ev.get("task", "node")]
     if inputs.train_history or inputs.baseline_history:
         add("training_curves.png",
             figures.training_curves(inputs.train_history, inputs.baseline_history, model,
-                                    "val_mrr" if link else "val_acc"),
+                                    view.curve_key),
             f"training curves of {model} and the MLP baseline")
-    if not link:  # per-class figures exist for node classification only
+    if view.class_figures:
         add("confusion_test.png",
             figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
                                         "mlp (test)": details["mlp"]["test"]["confusion"]}),
@@ -349,8 +367,8 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
              "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
     body = "\n".join([
         f"<h1>gnnpipe run: {_e(model)} on {_e(inputs.prepare.get('source', 'the graph'))}</h1>",
-        _headline(inputs),
-        _metrics(inputs),
+        view.headline(inputs),
+        _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,
         "<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"), fig("per_class_f1.png"),
         _dataset(inputs), fig("degree_histogram.png"),
