@@ -7,7 +7,7 @@ from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import build_inputs, fit
+from gnnpipe.train import LoopOptions, build_inputs, fit
 
 HELP = "train the structure-free MLP baseline (baseline section) on the same split"
 
@@ -37,7 +37,7 @@ def run(args):
     cfg = params.baseline
     result = fit(lambda: build_model("mlp", graph.x.shape[1], graph.num_classes, cfg),
                  build_inputs(graph.x), graph.y, roles, cfg, torch_seed(params.seed, "baseline"),
-                 progress=progress)
+                 options=LoopOptions(progress=progress))
     with io.atomic_dir(args.out) as out:
         io.write_predictions(out, result.node_id, result.logits)
     io.write_json(args.metrics, {"model": "mlp", **result.summary})

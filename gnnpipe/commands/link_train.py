@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from gnnpipe import io
+from gnnpipe import distributed, io
 from gnnpipe.config import to_dict
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.negatives import degree_weights, training_sampler
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import build_inputs
+from gnnpipe.train import LoopOptions, build_inputs
 
 LINK_SAMPLERS = ("full", "sign", "link_neighbor")
 
@@ -76,7 +76,9 @@ def run_train(args, params, ctx: DistContext = SINGLE) -> str | None:
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
                       edges, negatives, sampler, cfg, torch_seed(params.seed, "train"),
-                      loader=loader, progress=progress, ctx=ctx, checkpointing=checkpointing)
+                      loader=loader, options=LoopOptions(
+                          ctx=ctx, checkpointing=checkpointing, progress=progress,
+                          callbacks=distributed.injected_faults()))
     if not ctx.is_main:
         return None
     _write(args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
@@ -98,7 +100,7 @@ def run_baseline(args, params) -> str:
     edges, negatives, _, sampler = _read_split(args, graph.num_nodes)
     result = fit_link(lambda: build_model("mlp", graph.x.shape[1], cfg.hidden, cfg),
                       build_inputs(graph.x), edges, negatives, sampler, cfg,
-                      torch_seed(params.seed, "baseline"), progress=progress)
+                      torch_seed(params.seed, "baseline"), options=LoopOptions(progress=progress))
     _write(args, result, None)
     io.write_json(args.metrics, {"model": "mlp", **result.summary})
     return f"mlp link encoder, best val MRR {result.summary['best_val_mrr']:.4f} -> {args.out}"

@@ -22,7 +22,7 @@ from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.sharding import NodeRows, gather_objects
-from gnnpipe.train import Checkpointing, build_inputs, fit
+from gnnpipe.train import Checkpointing, LoopOptions, build_inputs, fit
 
 SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint", "shadow")  # batches from the train graph
 
@@ -223,9 +223,10 @@ def _train(args, params, ctx):
     else:
         result = fit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops),
                      inputs, y, roles, cfg, torch_seed(params.seed, "train"),
-                     batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
-                     checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
-                     compile_model=cfg.compile)
+                     batch_size=batch_size, loader=loader, evaluator=evaluator,
+                     options=LoopOptions(ctx=ctx, checkpointing=checkpointing, progress=progress,
+                                         amp=cfg.amp, compile_model=cfg.compile,
+                                         callbacks=distributed.injected_faults()))
     # ru_maxrss is KiB on Linux: each rank's high-water mark, its inputs included
     rank_info = {"rank": ctx.rank, **rank_info,
                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}

@@ -38,7 +38,7 @@ from gnnpipe.hetero.graph import EdgeType, HeteroGraph, edge_type_name, homogene
 from gnnpipe.io import hetero as hio
 from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng, torch_seed
-from gnnpipe.train import PhaseInput, build_inputs
+from gnnpipe.train import LoopOptions, PhaseInput, build_inputs
 
 PHASES = ("train", "val", "test")
 SAMPLERS = ("full", "hgt")  # hgt: per-type node budgets (node task); link: full only
@@ -244,7 +244,7 @@ def baseline(args, params) -> str:
         result = fit_link(lambda: build_hetero_model("mlp", graph.metadata(), dims, cfg.hidden,
                                                      graph.target, cfg, out="all"),
                           phase_inputs(graph, graphs), edges, negatives, sampler, cfg, seed,
-                          progress=progress)
+                          options=LoopOptions(progress=progress))
         with io.atomic_dir(args.out) as out:
             io.write_link_predictions(out, result.scores)
         io.write_json(args.metrics, {"model": "mlp", "hetero": True, **result.summary})
@@ -253,7 +253,8 @@ def baseline(args, params) -> str:
         roles = hio.read_hetero_roles(args.split, graph)
         x = graph.x[graph.target]  # the target type's own features: nothing from the graph
         result = fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
-                     build_inputs(x), graph.y, roles, cfg, seed, progress=progress)
+                     build_inputs(x), graph.y, roles, cfg, seed,
+                     options=LoopOptions(progress=progress))
         with io.atomic_dir(args.out) as out:
             io.write_predictions(out, result.node_id, result.logits)
         io.write_json(args.metrics, {"model": "mlp", "hetero": True, "node_type": graph.target,
@@ -285,7 +286,8 @@ def train(args, params) -> str:
         edge_type, edges, negatives, sampler = _link_setup(args, graph, graphs)
         result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), dims,
                                                      cfg.hidden, graph.target, cfg, out="all"),
-                          inputs, edges, negatives, sampler, cfg, seed, progress=progress)
+                          inputs, edges, negatives, sampler, cfg, seed,
+                          options=LoopOptions(progress=progress))
         with io.atomic_dir(args.out) as out:
             io.write_link_predictions(out, result.scores)
             io.save_model(out, result.state_dict, {**model_meta, "task": "link",
@@ -311,8 +313,8 @@ def train(args, params) -> str:
             extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.num_samples)}
         result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), dims,
                                                 graph.num_classes, graph.target, cfg),
-                     inputs, graph.y, roles, cfg, seed, loader=loader, progress=progress,
-                     checkpointing=checkpointing)
+                     inputs, graph.y, roles, cfg, seed, loader=loader,
+                     options=LoopOptions(progress=progress, checkpointing=checkpointing))
         with io.atomic_dir(args.out) as out:
             io.write_predictions(out, result.node_id, result.logits)
             io.save_model(out, result.state_dict, {**model_meta, "num_classes": graph.num_classes})
