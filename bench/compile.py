@@ -41,7 +41,7 @@ from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng, torch_seed
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
-from gnnpipe.train import COMPILE_BACKEND, _loss, _step, build_inputs, fit
+from gnnpipe.train import COMPILE_BACKEND, LoopOptions, _loss, _step, build_inputs, fit
 
 VARIANTS = {  # name: (compile, amp)
     "eager fp32": (False, False),
@@ -90,7 +90,7 @@ def _run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: bo
     try:
         result = fit(lambda: build_model(cfg.model, graph.x.shape[1], graph.num_classes, cfg),
                      inputs, graph.y, node_split.roles, cfg, torch_seed(seed, "train"),
-                     loader=loader, amp=amp, compile_model=compile_model)
+                     loader=loader, options=LoopOptions(amp=amp, compile_model=compile_model))
     except ValueError as err:  # train.compile's one-line report of a compiler failure
         return {"error": str(err)}
     epochs = [row["train_seconds"] for row in result.perf_history]

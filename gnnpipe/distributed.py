@@ -11,6 +11,7 @@ import datetime
 import os
 import sys
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -28,6 +29,7 @@ class DistContext:
 
 
 SINGLE = DistContext(rank=0, world_size=1, local_rank=0)
+FAULT_RANK_ENV = "GNNPIPE_FAULT_RAISE_ON_RANK"  # tests: this rank raises mid-epoch
 
 
 def context_from_env() -> DistContext:
@@ -37,6 +39,20 @@ def context_from_env() -> DistContext:
         return SINGLE
     return DistContext(rank=int(os.environ["RANK"]), world_size=world,
                        local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def injected_faults() -> list[Callable[[int], None]]:
+    """Per-epoch callbacks for ``gnnpipe.loop.LoopOptions``: under torchrun, the rank named by
+    ``FAULT_RANK_ENV`` raises after its first epoch's training steps (tests of a failing rank);
+    otherwise none."""
+    ctx = context_from_env()
+    if ctx.world_size == 1 or os.environ.get(FAULT_RANK_ENV) != str(ctx.rank):
+        return []
+
+    def fail(epoch: int) -> None:
+        raise RuntimeError(f"injected failure on rank {ctx.rank} ({FAULT_RANK_ENV})")
+
+    return [fail]
 
 
 def init_process_group(ctx: DistContext, timeout_s: float) -> None:

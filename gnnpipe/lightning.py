@@ -6,9 +6,10 @@ phase's message graph with ``loader='full'`` (``train.sampler: full``) or gnnpip
 ``NeighborSampler`` needs pyg-lib or torch-sparse). Its val / test / predict loaders yield one
 full-graph batch per phase on that phase's own message graph (``batch.rows`` = the nodes to
 score), exactly what the plain engine evaluates on. ``NodeClassifier`` is a ``LightningModule``
-around the same ``gnnpipe.models`` network with the same loss, Adam settings and per-epoch
-reseeding as ``gnnpipe.train.fit``; early stopping on ``val_acc`` is Lightning's
-``EarlyStopping`` callback. ``fit_lightning`` returns the same ``TrainResult`` as ``fit``, so the
+around the same ``gnnpipe.models`` network with the same Adam settings and per-epoch reseeding
+as ``gnnpipe.train.fit``, and the hooks of the one loop (gnnpipe/loop.py): the node task's step,
+its accuracy counts, the loop's history / perf rows and its early-stopping step (which sets
+``trainer.should_stop``). ``fit_lightning`` returns the same ``TrainResult`` as ``fit``, so the
 stage writes the same artifacts and ``evaluate`` runs unchanged; for a fixed seed it gives the
 plain engine's numbers (tests/test_lightning.py pins both samplers).
 
@@ -31,7 +32,6 @@ from typing import Callable, Iterator
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import EarlyStopping
 from torch import nn
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
@@ -40,17 +40,15 @@ from torch_geometric.sampler import BaseSampler
 
 from gnnpipe.config import TrainParams
 from gnnpipe.distributed import SINGLE, all_reduce_sum
-from gnnpipe.train import (
+from gnnpipe.loop import (
     COMPILE_BACKEND,
-    PHASES,
-    PhaseInput,
-    TrainResult,
-    _compile_errors,
-    _compile_failed,
+    close_epoch,
     epoch_seed,
-    _forward,
-    _loss,
+    guarded_step,
+    history_row,
+    perf_row,
 )
+from gnnpipe.train import PHASES, PhaseInput, TrainResult, _evaluate, node_step
 
 
 def _first(items: list) -> Data:
@@ -131,7 +129,8 @@ class NodeClassifier(pl.LightningModule):
 
     Epoch ``e`` (1-based) reseeds torch from ``(seed, e)`` and restarts the sampler's stream,
     so dropout, shuffling and sampling match the plain engine. ``history`` / ``perf_history``
-    get one row per epoch; ``best_state`` holds the weights of the best ``val_acc`` so far.
+    get one row per epoch; ``best_state`` holds the weights of the best ``val_acc`` so far, and
+    training stops after ``cfg.patience`` epochs without a better one (``loop.close_epoch``).
     """
 
     def __init__(self, model: nn.Module, cfg: TrainParams, seed: int, *,
@@ -145,11 +144,16 @@ class NodeClassifier(pl.LightningModule):
                                  if compile_model else model)
         self.cfg, self.seed, self.node_sampler = cfg, seed, node_sampler
         self.amp, self.compile_model = amp, compile_model
-        self.history: list[dict] = []
         self.perf_history: list[dict] = []
-        self.best_val, self.best_epoch = -1.0, 0
-        self.best_state = copy.deepcopy(model.state_dict())
+        # loop.run's early-stopping state (no checkpoints: Lightning users add ModelCheckpoint)
+        self.state = {"epoch": 0, "best_val": -1.0, "best_epoch": 0, "stale": 0, "history": [],
+                      "best_state": copy.deepcopy(model.state_dict())}
         self._counts: dict[str, list[float]] = {}
+
+    history = property(lambda self: self.state["history"])
+    best_val = property(lambda self: self.state["best_val"])
+    best_epoch = property(lambda self: self.state["best_epoch"])
+    best_state = property(lambda self: self.state["best_state"])
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
         return self.model(x, edge_index)
@@ -174,23 +178,12 @@ class NodeClassifier(pl.LightningModule):
         self._loss_sum, self._seen, self._steps = 0.0, 0, 0
 
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:
-        try:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp):
-                if "batch_size" in batch:  # sampled subgraph: loss on the first batch_size seeds
-                    seeds = batch.batch_size
-                    logits = self._net(batch.x, batch.edge_index)[:seeds]
-                    target = batch.y[:seeds]
-                else:  # the whole train-phase graph: loss on its train nodes
-                    rows = batch.train_mask.nonzero().view(-1)
-                    logits = _forward(self._net, PhaseInput(batch.x, batch.edge_index), rows)
-                    target = batch.y[rows]
-                loss = _loss(logits, target, None)
-        except _compile_errors() as err:
-            if not self.compile_model:
-                raise
-            raise _compile_failed(err) from None
-        self._loss_sum += float(loss.detach()) * target.numel()
-        self._seen += target.numel()
+        # a sampled subgraph (loss on its batch_size seeds) or the whole train-phase graph
+        # with its train_mask (loss on the train nodes): the node task's own step
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp)
+        loss, examples = guarded_step(node_step, self._net, batch, autocast, self.compile_model)
+        self._loss_sum += float(loss.detach()) * examples
+        self._seen += examples
         self._steps += 1
         return loss
 
@@ -199,9 +192,8 @@ class NodeClassifier(pl.LightningModule):
         one forward, or layer by layer when the batch carries a ``layerwise`` engine
         (``train.inference``), as the plain engine evaluates."""
         layerwise = batch.layerwise if "layerwise" in batch else None
-        if layerwise is not None:
-            return layerwise(self.model, batch.x, SINGLE)[batch.rows]
-        return _forward(self.model, PhaseInput(batch.x, batch.edge_index), batch.rows)
+        return _evaluate(self.model, PhaseInput(batch.x, batch.edge_index, layerwise), batch.rows,
+                         SINGLE)
 
     def on_validation_epoch_start(self) -> None:
         self._train_seconds = time.perf_counter() - self._epoch_started
@@ -222,17 +214,14 @@ class NodeClassifier(pl.LightningModule):
         self.log_dict({"train_loss": train_loss, "train_acc": train_acc, "val_acc": val_acc},
                       prog_bar=True)
         train_seconds = self._train_seconds
-        self.perf_history.append({
-            "epoch": epoch, "train_seconds": round(train_seconds, 4),
-            "eval_seconds": round(time.perf_counter() - self._epoch_started - train_seconds, 4),
-            "batches": self._steps, "seeds": self._seen,
-            "seeds_per_s": round(self._seen / max(train_seconds, 1e-9), 1),
-            "batches_per_s": round(self._steps / max(train_seconds, 1e-9), 3)})
-        self.history.append({"epoch": epoch, "train_loss": round(train_loss, 6),
-                             "train_acc": round(train_acc, 6), "val_acc": round(val_acc, 6)})
-        if val_acc > self.best_val:  # strict, as EarlyStopping(min_delta=0) counts improvement
-            self.best_val, self.best_epoch = val_acc, epoch
-            self.best_state = copy.deepcopy(self.model.state_dict())
+        self.perf_history.append(perf_row(
+            epoch, train_seconds, time.perf_counter() - self._epoch_started - train_seconds,
+            self._steps, self._seen))
+        self.history.append(history_row(epoch, train_loss,
+                                        {"train_acc": train_acc, "val_acc": val_acc}))
+        if close_epoch(self.state, "best_val", val_acc, epoch, self.model, None, self.cfg, None,
+                       SINGLE):
+            self.trainer.should_stop = True
 
     def on_test_epoch_start(self) -> None:
         self._counts = {}
@@ -301,8 +290,6 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
         datamodule = NodeDataModule(inputs, y, roles, cfg, node_sampler)
         trainer = pl.Trainer(
             accelerator="cpu", devices=1, max_epochs=cfg.epochs, deterministic=True,
-            callbacks=[EarlyStopping(monitor="val_acc", mode="max", patience=cfg.patience,
-                                     min_delta=0.0)],
             logger=False, enable_checkpointing=False, enable_model_summary=False,
             enable_progress_bar=progress_bar, num_sanity_val_steps=0)
         trainer.fit(module, datamodule=datamodule)

@@ -22,8 +22,6 @@ one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 
 from __future__ import annotations
 
-import copy
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -31,13 +29,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
+from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.train import Checkpointing, PhaseInput, close_epoch, epoch_seed
+from gnnpipe.loop import LoopOptions
+from gnnpipe.train import PhaseInput
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -99,98 +98,76 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
     return pair_scores(z, pairs[0], pairs[1]), batch.edge_label
 
 
+class LinkTask:
+    """Link prediction hooks for ``loop.run`` (see ``fit_link``): BCE on supervision positives
+    and fresh negatives, early stopping on val MRR."""
+
+    best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
+    examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed
+
+    def __init__(self, inputs: dict[str, PhaseInput], edges: dict[str, torch.Tensor],
+                 negatives: dict[str, torch.Tensor], sampler: NegativeSampler,
+                 loader: Iterable | None = None, ctx: DistContext = SINGLE):
+        self.inputs, self.edges, self.negatives, self.sampler = inputs, edges, negatives, sampler
+        self.loader, self.ctx = loader, ctx
+        self.supervision = edges["train_supervision"]
+        self.heads = self.supervision[0].numpy()
+
+    def batches(self, epoch: int, seed: int) -> Iterable:
+        """The loader's batches, or one full-graph step: its (P,) fresh negative targets."""
+        if self.loader is not None:
+            self.loader.set_epoch(epoch)
+            return self.loader
+        rng = np.random.default_rng([seed, epoch])
+        return [torch.from_numpy(self.sampler.sample(self.heads, 1, rng)[:, 0])]
+
+    def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
+        full = isinstance(batch, torch.Tensor)  # fresh negatives of the full-graph step
+        logits, labels = _pair_step(model, self.inputs["train"], self.supervision,
+                                    batch if full else None, None if full else batch)
+        return F.binary_cross_entropy_with_logits(logits, labels), labels.numel()
+
+    def counts(self) -> list[float]:
+        return []
+
+    def score(self, model: nn.Module) -> dict[str, float]:
+        pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"])
+        val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
+        # the ranks hold the same weights and score the same pairs; averaging makes their
+        # early-stopping decisions identical by construction, not by floating-point luck
+        return {"val_mrr": float(all_reduce_sum(torch.tensor([val_mrr]), self.ctx)[0])
+                / self.ctx.world_size}
+
+
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
              edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
              sampler: NegativeSampler, cfg: BaselineParams, seed: int, *,
              loader: Iterable | None = None,
-             progress: Callable[[Iterable], Iterable] = lambda it, **_: it,
-             ctx: DistContext = SINGLE,
-             checkpointing: Checkpointing | None = None) -> LinkTrainResult:
-    """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs.
+             options: LoopOptions = LoopOptions()) -> LinkTrainResult:
+    """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs
+    (``loop.run`` with a ``LinkTask``).
 
     ``inputs`` phase -> PhaseInput (``gnnpipe.train.build_inputs``); ``edges`` role -> int64
     (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
     ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
     step. ``loader`` (``gnnpipe.sampling.link_neighbor_loader``, which draws its own negatives
     with the same rule) replaces that step by mini-batches of supervision edges on sampled
-    subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP (``ctx``,
-    with a loader only) gradients are averaged, losses summed across ranks and every rank
-    takes the same early-stopping decision. ``checkpointing`` saves every N epochs and resumes
-    from a saved state: every epoch reseeds from ``(seed, epoch)``, so a resumed run ends with
-    the same weights and scores as an uninterrupted one.
+    subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP
+    (``options.ctx``, with a loader only) gradients are averaged, losses summed across ranks
+    and every rank takes the same early-stopping decision. ``options.checkpointing`` saves
+    every N epochs and resumes from a saved state: every epoch reseeds from ``(seed, epoch)``,
+    so a resumed run ends with the same weights and scores as an uninterrupted one.
     """
-    supervision = edges["train_supervision"]
-    if supervision.shape[1] == 0:
+    ctx = options.ctx
+    if edges["train_supervision"].shape[1] == 0:
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
     if ctx.world_size > 1 and loader is None:
         raise ValueError("link training on several processes needs train.sampler=link_neighbor")
-    heads = supervision[0].numpy()
-    started = time.perf_counter()
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = build_encoder()
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        state = {"epoch": 0, "best_val_mrr": -1.0, "best_epoch": 0, "stale": 0, "history": [],
-                 "best_state": copy.deepcopy(model.state_dict())}
-        resume = checkpointing.resume_from if checkpointing else None
-        if resume is not None:
-            model.load_state_dict(resume["model"])
-            optimizer.load_state_dict(resume["optimizer"])
-            state = {key: resume.get(key, value) for key, value in state.items()}
-        trained = DistributedDataParallel(model) if ctx.world_size > 1 else model
-        perf_history: list[dict] = []
-        first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
-        bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
-        for epoch in bar:
-            epoch_started = time.perf_counter()
-            torch.manual_seed(epoch_seed(seed, epoch))  # dropout of this epoch
-            trained.train()
-            fresh = None
-            if loader is None:  # (P,) one new negative target per positive
-                rng = np.random.default_rng([seed, epoch])
-                fresh = torch.from_numpy(sampler.sample(heads, 1, rng)[:, 0])
-                batches: Iterable = [None]
-            else:
-                loader.set_epoch(epoch)
-                batches = loader
-            loss_sum, seen, steps = 0.0, 0, 0
-            for batch in batches:
-                optimizer.zero_grad()
-                logits, labels = _pair_step(trained, inputs["train"], supervision, fresh, batch)
-                loss = F.binary_cross_entropy_with_logits(logits, labels)
-                loss.backward()
-                optimizer.step()
-                loss_sum += float(loss.detach()) * labels.numel()
-                seen += labels.numel()
-                steps += 1
-            totals = all_reduce_sum(torch.tensor([loss_sum, float(seen)]), ctx)
-            train_loss = float(totals[0] / totals[1])
-            train_seconds = time.perf_counter() - epoch_started
-            pos, neg = score_phase(model, inputs["val"], edges["val"], negatives["val"])
-            val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
-            # the ranks hold the same weights and score the same pairs; averaging makes their
-            # early-stopping decisions identical by construction, not by floating-point luck
-            val_mrr = float(all_reduce_sum(torch.tensor([val_mrr]), ctx)[0]) / ctx.world_size
-            positives = int(totals[1]) // 2  # supervision edges this epoch, all ranks
-            perf_history.append({
-                "epoch": epoch, "train_seconds": round(train_seconds, 4),
-                "eval_seconds": round(time.perf_counter() - epoch_started - train_seconds, 4),
-                "batches": steps, "seeds": positives,  # batches per rank, seeds all ranks
-                "seeds_per_s": round(positives / max(train_seconds, 1e-9), 1),
-                "batches_per_s": round(steps / max(train_seconds, 1e-9), 3)})
-            state["history"].append({"epoch": epoch, "train_loss": round(train_loss, 6),
-                                     "val_mrr": round(val_mrr, 6)})
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{train_loss:.4f}", mrr=f"{val_mrr:.4f}")
-            done = close_epoch(state, "best_val_mrr", val_mrr, epoch, model, optimizer, cfg,
-                               checkpointing, ctx)
-            if done:
-                break
-    seconds = time.perf_counter() - started
-    model.load_state_dict(state["best_state"])
+    task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
+    outcome = loop.run(task, build_encoder, cfg, seed, options)
+    model, state, history = outcome.model, outcome.state, outcome.history
     scores = {phase: score_phase(model, inputs[phase], edges[phase], negatives[phase])
               for phase in EVAL_PHASES}
-    history = state["history"]
     summary = {
         "task": "link",
         "best_epoch": state["best_epoch"],
@@ -198,8 +175,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    epochs_here = len(history) - (resume["epoch"] if resume is not None else 0)
-    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
-            "train_edges_per_s": round(epochs_here * heads.size / max(seconds, 1e-9), 1)}
+    seconds = outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "train_edges_per_s": round(
+        outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
-                           summary=summary, perf=perf, perf_history=perf_history)
+                           summary=summary, perf=perf, perf_history=outcome.perf_history)

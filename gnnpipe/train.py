@@ -1,4 +1,5 @@
-"""Training loop shared by the GNN (train stage) and the MLP baseline (baseline stage).
+"""Node classification for the GNN (train stage) and the MLP baseline (baseline stage): the
+``NodeTask`` hooks of the one loop (gnnpipe/loop.py) and ``fit``, which runs it.
 
 Full-graph models run one forward over the phase's message graph per step; row models (mlp,
 sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead (see
@@ -9,9 +10,6 @@ given seed (``fork_rng`` keeps the caller's global RNG untouched).
 
 from __future__ import annotations
 
-import copy
-import os
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
@@ -21,13 +19,21 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
+from gnnpipe.loop import (  # noqa: F401 - re-exported: importers of gnnpipe.train keep working
+    COMPILE_BACKEND,
+    Checkpointing,
+    LoopOptions,
+    _compile_errors,
+    _compile_failed,
+    close_epoch,
+    epoch_seed,
+)
 from gnnpipe.sharding import gather_rows
 
 PHASES = ("train", "val", "test")
-FAULT_RANK_ENV = "GNNPIPE_FAULT_RAISE_ON_RANK"  # tests: this rank raises mid-epoch
-COMPILE_BACKEND = "inductor"  # torch.compile backend (tests swap in one that fails)
 
 
 @dataclass(frozen=True)
@@ -144,40 +150,52 @@ def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarra
     return float(totals[0] / totals[2]), float(totals[1] / totals[3])
 
 
-def _compile_failed(err: Exception) -> ValueError:
-    """One line naming the root cause (dynamo wraps the backend's own error)."""
-    inner: BaseException = err
-    while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
-        inner = getattr(inner, "inner_exception", None) or inner.__cause__
-    text = str(inner).strip()
-    reason = text.splitlines()[0][:300] if text else "no message"
-    return ValueError(f"train.compile=true: torch.compile failed on this machine "
-                      f"({type(inner).__name__}: {reason}); set train.compile: false")
+class NodeTask:
+    """Node classification hooks for ``loop.run`` (see ``fit``): cross-entropy on the train
+    nodes, early stopping on val accuracy."""
+
+    best_key, monitor, counters = "best_val", "val_acc", ("skipped",)
+    examples_per_seed, saves_scaler = 1, True
+
+    def __init__(self, inputs: dict[str, PhaseInput] | None, y: torch.Tensor, roles: np.ndarray,
+                 batch_size: int | None = None, loader: Iterable | None = None,
+                 ctx: DistContext = SINGLE, evaluator: Evaluator | None = None):
+        self.inputs, self.y, self.roles, self.ctx = inputs, y, roles, ctx
+        self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
+        self.idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
+
+    def batches(self, epoch: int, seed: int) -> Iterable:
+        if self.loader is not None:
+            _set_loader_epoch(self.loader, epoch)
+            return self.loader
+        order = (torch.Generator().manual_seed(epoch_seed(seed, epoch)) if self.batch_size
+                 else None)
+        rows = shard(self.idx["train"], self.ctx, order)  # the same permutation on every rank
+        return [rows] if self.batch_size is None else rows.split(self.batch_size)
+
+    def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
+        return node_step(model, batch, None if self.inputs is None else self.inputs["train"],
+                         self.y)
+
+    def counts(self) -> list[float]:
+        return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
+
+    def score(self, model: nn.Module) -> dict[str, float]:
+        if self.evaluator is not None:
+            train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.roles, self.y,
+                                                     self.ctx)
+        else:
+            train_acc = _accuracy(model, self.inputs["train"], self.idx["train"], self.y, self.ctx)
+            val_acc = _accuracy(model, self.inputs["val"], self.idx["val"], self.y, self.ctx)
+        return {"train_acc": train_acc, "val_acc": val_acc}
 
 
-def _compile_errors() -> tuple[type, ...]:
-    """What a failing torch.compile raises (dynamo wraps backend failures; inductor's own)."""
-    import torch._dynamo  # noqa: F401 - only looked up once something has failed
-
-    errors: list[type] = [torch._dynamo.exc.TorchDynamoException]
-    inductor_error = getattr(getattr(torch, "_inductor", None), "exc", None)
-    if inductor_error is not None and hasattr(inductor_error, "InductorError"):
-        errors.append(inductor_error.InductorError)
-    return tuple(errors)
-
-
-@dataclass(frozen=True)
-class Checkpointing:
-    """How ``fit`` saves its state every ``every`` epochs (0: never) and what it resumes from."""
-
-    every: int
-    save: Callable[[dict], None]  # called on rank 0 with a weights_only-loadable payload
-    resume_from: dict | None = None  # a payload an earlier, killed run saved
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """Each epoch reseeds torch from (seed, epoch): a resumed run draws exactly the same."""
-    return int(np.random.default_rng([seed, epoch]).integers(0, 2**62))
+def node_step(model: nn.Module, batch, inputs: PhaseInput | None = None,
+              y: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Loss of one node batch (``_step``, ``_loss``) and its labelled nodes; ``inputs`` and
+    ``y`` only for a tensor of train rows (the Lightning module passes subgraphs alone)."""
+    logits, target, weight = _step(model, inputs, batch, y)
+    return _loss(logits, target, weight), target.numel()
 
 
 def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
@@ -186,39 +204,13 @@ def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
         sampler.set_epoch(epoch)
 
 
-def close_epoch(state: dict, best_key: str, score: float, epoch: int, model: nn.Module,
-                optimizer: torch.optim.Optimizer, cfg: BaselineParams,
-                checkpointing: Checkpointing | None, ctx: DistContext,
-                extra: dict | None = None) -> bool:
-    """Early-stopping bookkeeping of one finished epoch, shared by ``fit`` and ``fit_link``.
-
-    Keeps the best weights by ``score`` (``state[best_key]``), counts stale epochs, checkpoints
-    (rank 0, every ``checkpointing.every`` epochs and at the end; ``extra`` entries are saved
-    after model and optimizer) and returns True when training stops.
-    """
-    if score > state[best_key]:
-        state.update({best_key: score, "best_epoch": epoch, "stale": 0,
-                      "best_state": copy.deepcopy(model.state_dict())})
-    else:
-        state["stale"] += 1
-    state["epoch"] = epoch
-    done = state["stale"] >= cfg.patience or epoch == cfg.epochs
-    if checkpointing and checkpointing.every and ctx.is_main and (
-            epoch % checkpointing.every == 0 or done):
-        checkpointing.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            **(extra or {}), **state})
-    return done
-
-
 def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
         y: torch.Tensor, roles: np.ndarray, cfg: BaselineParams, seed: int, *,
         batch_size: int | None = None, loader: Iterable | None = None,
-        progress: Callable[[Iterable], Iterable] = lambda it, **_: it,
-        ctx: DistContext = SINGLE, checkpointing: Checkpointing | None = None,
-        evaluator: Evaluator | None = None, amp: bool = False,
-        compile_model: bool = False) -> TrainResult:
+        evaluator: Evaluator | None = None,
+        options: LoopOptions = LoopOptions()) -> TrainResult:
     """Build a model with ``build_model()``, train it on the train nodes of ``roles`` and
-    early-stop on the val nodes.
+    early-stop on the val nodes (``loop.run`` with a ``NodeTask``).
 
     ``batch_size`` None trains on all train rows per step; otherwise row mini-batches (row
     models only). ``loader`` (e.g. ``gnnpipe.sampling.neighbor_loader``) replaces both: each
@@ -226,113 +218,30 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     ``batch.batch_size`` seeds only. Evaluation stays a full-graph forward on each phase's
     message graph (layer by layer over blocks, split across ranks, for inputs built with a
     ``layerwise`` engine: gnnpipe/inference.py). ``seed`` drives initialisation, and with the
-    epoch number dropout, shuffling and sampling. Under DDP (``ctx``) every rank trains on an
-    equal share of the seeds (the caller shards a ``loader``'s seeds), gradients are averaged
-    and metrics summed across ranks; only rank 0's result carries logits. Returns logits for
-    every train/val/test node, computed with the best weights on that node's phase inputs.
+    epoch number dropout, shuffling and sampling. Under DDP (``options.ctx``) every rank trains
+    on an equal share of the seeds (the caller shards a ``loader``'s seeds), gradients are
+    averaged and metrics summed across ranks; only rank 0's result carries logits. Returns
+    logits for every train/val/test node, computed with the best weights on that node's phase
+    inputs.
 
     ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
     evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
     (``train.shard: partition``). A loader with a ``skipped`` attribute reports the empty
     batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
-    ``amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16 with a
-    ``GradScaler`` on CUDA); evaluation stays float32. ``compile_model`` trains through
-    ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
+    ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
+    with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.compile_model`` trains
+    through ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
     ValueError. ``perf_history`` gets one row of wall-clock throughput per epoch.
     """
-    idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
+    ctx = options.ctx
     if batch_size is not None and inputs["train"].edge_index is not None:
         raise ValueError("row mini-batches need a row model (mlp or sign), not a graph model")
     if evaluator is not None and loader is None:
         raise ValueError("an evaluator needs a loader: the rank holds no whole graph to train on")
-    started = time.perf_counter()
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = build_model()
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        device = next(model.parameters()).device.type
-        scaler = torch.amp.GradScaler(device) if amp and device == "cuda" else None
-        state = {"epoch": 0, "best_val": -1.0, "best_epoch": 0, "stale": 0, "history": [],
-                 "best_state": copy.deepcopy(model.state_dict()), "skipped": 0}
-        resume = checkpointing.resume_from if checkpointing else None
-        if resume is not None:
-            model.load_state_dict(resume["model"])
-            optimizer.load_state_dict(resume["optimizer"])
-            if scaler is not None and resume.get("scaler"):
-                scaler.load_state_dict(resume["scaler"])
-            state = {key: resume.get(key, value) for key, value in state.items()}
-        trained = DistributedDataParallel(model) if ctx.world_size > 1 else model
-        if compile_model:
-            trained = torch.compile(trained, dynamic=True, backend=COMPILE_BACKEND)
-        amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
-        autocast = torch.autocast(device, dtype=amp_dtype, enabled=amp)
-        perf_history = []
-        first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
-        bar = progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
-        for epoch in bar:
-            epoch_started = time.perf_counter()
-            this_epoch_seed = epoch_seed(seed, epoch)
-            torch.manual_seed(this_epoch_seed)
-            trained.train()
-            if loader is not None:
-                _set_loader_epoch(loader, epoch)
-                batches = loader
-            else:
-                order = torch.Generator().manual_seed(this_epoch_seed) if batch_size else None
-                rows = shard(idx["train"], ctx, order)  # the same permutation on every rank
-                batches = [rows] if batch_size is None else rows.split(batch_size)
-            loss_sum, seen, steps = 0.0, 0, 0
-            for batch in batches:
-                optimizer.zero_grad()
-                try:
-                    with autocast:
-                        logits, target, weight = _step(
-                            trained, None if inputs is None else inputs["train"], batch, y)
-                        loss = _loss(logits, target, weight)
-                except _compile_errors() as err:
-                    if not compile_model:
-                        raise
-                    raise _compile_failed(err) from None
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    loss.backward()
-                    optimizer.step()
-                loss_sum += float(loss.detach()) * target.numel()
-                seen += target.numel()
-                steps += 1
-            if ctx.world_size > 1 and os.environ.get(FAULT_RANK_ENV) == str(ctx.rank):
-                raise RuntimeError(f"injected failure on rank {ctx.rank} ({FAULT_RANK_ENV})")
-            skipped = float(getattr(loader, "skipped", 0))  # empty batches (cluster), this rank
-            totals = all_reduce_sum(torch.tensor([loss_sum, float(seen), skipped]), ctx)
-            train_loss = float(totals[0] / totals[1])
-            state["skipped"] += int(totals[2])
-            train_seconds = time.perf_counter() - epoch_started
-            if evaluator is not None:
-                train_acc, val_acc = _evaluator_accuracy(model, evaluator, roles, y, ctx)
-            else:
-                train_acc = _accuracy(model, inputs["train"], idx["train"], y, ctx)
-                val_acc = _accuracy(model, inputs["val"], idx["val"], y, ctx)
-            perf_history.append({
-                "epoch": epoch, "train_seconds": round(train_seconds, 4),
-                "eval_seconds": round(time.perf_counter() - epoch_started - train_seconds, 4),
-                "batches": steps, "seeds": int(totals[1]),  # batches per rank, seeds all ranks
-                "seeds_per_s": round(float(totals[1]) / max(train_seconds, 1e-9), 1),
-                "batches_per_s": round(steps / max(train_seconds, 1e-9), 3)})
-            state["history"].append({"epoch": epoch, "train_loss": round(train_loss, 6),
-                                     "train_acc": round(train_acc, 6), "val_acc": round(val_acc, 6)})
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{train_loss:.4f}", val=f"{val_acc:.4f}")
-            done = close_epoch(state, "best_val", val_acc, epoch, model, optimizer, cfg,
-                               checkpointing, ctx,
-                               extra={"scaler": scaler.state_dict() if scaler else {}})
-            if done:
-                break
-    seconds = time.perf_counter() - started
-    model.load_state_dict(state["best_state"])
-    model.eval()
+    task = NodeTask(inputs, y, roles, batch_size, loader, ctx, evaluator)
+    idx = task.idx
+    outcome = loop.run(task, build_model, cfg, seed, options)
+    model, state = outcome.model, outcome.state
     node_id = torch.cat([idx[p] for p in PHASES])
     if evaluator is not None:  # every rank scores its nodes; rank 0 puts them in node_id order
         with torch.no_grad():
@@ -351,7 +260,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         logits = logits if ctx.is_main else torch.empty(0)
     else:  # only rank 0 writes artifacts
         logits = torch.empty(0)
-    history = state["history"]
+    history = outcome.history
     summary = {
         "best_epoch": state["best_epoch"],
         "best_val_acc": round(state["best_val"], 6),
@@ -360,13 +269,14 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     }
     if hasattr(loader, "skipped"):
         summary["empty_batches_skipped"] = int(state["skipped"])
-    epochs_here = len(history) - (resume["epoch"] if resume is not None else 0)
-    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
-            "train_seeds_per_s": round(epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
+    seconds = outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "train_seeds_per_s": round(
+        outcome.epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],
-                       history=history, summary=summary, perf=perf, perf_history=perf_history)
+                       history=history, summary=summary, perf=perf,
+                       perf_history=outcome.perf_history)
 
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from gnnpipe import loop
 from gnnpipe import train as train_module
 from gnnpipe.config import NodeSplitParams, PartitionParams, TrainParams
 from gnnpipe.graph import Csr, csr_from_edges
@@ -23,7 +24,7 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
                                     random_walks)
 from gnnpipe.sharding import NodeRows, ShardEvaluator
 from gnnpipe.split import split_nodes
-from gnnpipe.train import _step, build_inputs, fit
+from gnnpipe.train import LoopOptions, _step, build_inputs, fit
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
 
@@ -345,7 +346,8 @@ def test_amp_trains_in_bfloat16_on_cpu(setup, monkeypatch):
         return original(logits, target, weight)
 
     monkeypatch.setattr(train_module, "_loss", spy)
-    result = _fit_with(graph, roles, _cluster_loader(graph, roles, parts, ppb=2), amp=True)
+    result = _fit_with(graph, roles, _cluster_loader(graph, roles, parts, ppb=2),
+                       options=LoopOptions(amp=True))
     assert set(dtypes) == {torch.bfloat16}
     assert result.logits.dtype == torch.float32 and result.summary["best_val_acc"] > 0.7
 
@@ -356,12 +358,12 @@ def test_a_failing_compiler_is_one_clear_error(setup, monkeypatch):
     def broken_backend(graph_module, example_inputs):
         raise RuntimeError("no C++ compiler found")
 
-    monkeypatch.setattr(train_module, "COMPILE_BACKEND", broken_backend)
+    monkeypatch.setattr(loop, "COMPILE_BACKEND", broken_backend)
     cfg = dataclasses.replace(FAST, epochs=1)
     with pytest.raises(ValueError, match=r"train\.compile=true: torch\.compile failed on this "
                        r"machine .*no C\+\+ compiler found.*train\.compile: false"):
         fit(lambda: build_model("mlp", graph.x.shape[1], 3, cfg), build_inputs(graph.x), graph.y,
-            roles, cfg, 0, compile_model=True)
+            roles, cfg, 0, options=LoopOptions(compile_model=True))
 
 
 # --------------------------------------------------------------------------------- dvc

@@ -22,7 +22,7 @@ from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, LayerwiseInference, TargetBl
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
-from gnnpipe.train import build_inputs, fit
+from gnnpipe.train import LoopOptions, build_inputs, fit
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 
@@ -247,7 +247,7 @@ def _ddp_worker(rank: int, world: int, port: int, queue) -> None:
                               cfg=cfg)
         y = torch.arange(NUM_NODES) % CLASSES
         result = fit(lambda: build_model("sage", IN_DIM, CLASSES, cfg), inputs, y, roles, cfg,
-                     0, ctx=ctx)
+                     0, options=LoopOptions(ctx=ctx))
         queue.put((rank, out, tuple(result.logits.shape), result.history))
     finally:
         distributed.shutdown()

@@ -24,7 +24,7 @@ from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
-from gnnpipe.train import PHASES, build_inputs, fit
+from gnnpipe.train import PHASES, LoopOptions, build_inputs, fit
 from conftest import small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs
@@ -65,7 +65,7 @@ def _both(graph, roles, inputs, cfg, seed=3):
         return build_model("sage", graph.x.shape[1], graph.num_classes, cfg)
 
     plain = fit(build, inputs, graph.y, roles, cfg, seed,
-                loader=_sampler(graph, roles, inputs, cfg), amp=cfg.amp)
+                loader=_sampler(graph, roles, inputs, cfg), options=LoopOptions(amp=cfg.amp))
     loader = _sampler(graph, roles, inputs, cfg)
     light = fit_lightning(build, inputs, graph.y, roles, cfg, seed,
                           node_sampler=getattr(loader, "node_sampler", None), amp=cfg.amp)

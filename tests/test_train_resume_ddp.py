@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gnnpipe.io.atomic import FAULT_ENV
-from gnnpipe.train import FAULT_RANK_ENV
+from gnnpipe.distributed import FAULT_RANK_ENV
 
 PARAMS = {
     "dataset": {"synthetic": {"num_nodes": 1200, "num_features": 16, "num_classes": 3}},

@@ -32,13 +32,14 @@ def run(args):
 
 def baseline_nodes(args, params) -> str:
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.train import LoopOptions, build_inputs, fit
 
     graph = io.read_graph(args.prepared)
     roles = io.read_split_roles(args.split)
     cfg = params.baseline
     result = fit(lambda: build_model("mlp", graph.x.shape[1], graph.num_classes, cfg),
-                 build_inputs(graph.x), graph.y, roles, cfg, _seed(params), progress=progress)
+                 build_inputs(graph.x), graph.y, roles, cfg, _seed(params),
+                 options=LoopOptions(progress=progress))
     write_node_outputs(args, result, None)
     return _finish(args, result, {}, f"mlp best val acc {result.summary['best_val_acc']:.4f}")
 
@@ -47,7 +48,7 @@ def baseline_links(args, params) -> str:
     from gnnpipe.commands.inputs import read_link_supervision
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs
+    from gnnpipe.train import LoopOptions, build_inputs
 
     cfg = params.baseline
     graph = io.read_graph(args.prepared)
@@ -55,7 +56,7 @@ def baseline_links(args, params) -> str:
     sup = read_link_supervision(args, graph.num_nodes, graphs)
     result = fit_link(lambda: build_model("mlp", graph.x.shape[1], cfg.hidden, cfg),
                       build_inputs(graph.x), sup.edges, sup.negatives, sup.sampler, cfg,
-                      _seed(params), progress=progress)
+                      _seed(params), options=LoopOptions(progress=progress))
     write_link_outputs(args, result, None)
     return _finish(args, result, {},
                    f"mlp link encoder, best val MRR {result.summary['best_val_mrr']:.4f}")
@@ -66,14 +67,15 @@ def baseline_typed_nodes(args, params) -> str:
     from gnnpipe.commands.inputs import read_typed
     from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.train import LoopOptions, build_inputs, fit
 
     cfg = params.baseline
     graph = read_typed(args).graph
     roles = read_hetero_roles(args.split, graph)
     x = graph.x[graph.target]
     result = fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
-                 build_inputs(x), graph.y, roles, cfg, _seed(params), progress=progress)
+                 build_inputs(x), graph.y, roles, cfg, _seed(params),
+                 options=LoopOptions(progress=progress))
     write_node_outputs(args, result, None)
     return _finish(args, result, {"hetero": True, "node_type": graph.target},
                    f"mlp on {graph.target} features, best val acc "
@@ -86,6 +88,7 @@ def baseline_typed_links(args, params) -> str:
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
+    from gnnpipe.train import LoopOptions
 
     cfg = params.baseline
     typed = read_typed(args)
@@ -95,7 +98,7 @@ def baseline_typed_links(args, params) -> str:
     result = fit_link(lambda: build_hetero_model("mlp", graph.metadata(), dims, cfg.hidden,
                                                  graph.target, cfg, out="all"),
                       phase_inputs(graph, typed.graphs), sup.edges, sup.negatives, sup.sampler,
-                      cfg, _seed(params), progress=progress)
+                      cfg, _seed(params), options=LoopOptions(progress=progress))
     write_link_outputs(args, result, None)
     return _finish(args, result, {"hetero": True},
                    f"mlp per-type link encoders, best val MRR "

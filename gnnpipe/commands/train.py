@@ -22,6 +22,7 @@ from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
+from gnnpipe.train import LoopOptions
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -112,9 +113,10 @@ def train_nodes(args, params, ctx):
             amp=cfg.amp, compile_model=cfg.compile)
     else:
         result = fit(build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
-                     batch_size=batch_size, loader=loader, progress=progress, ctx=ctx,
-                     checkpointing=checkpointing, evaluator=evaluator, amp=cfg.amp,
-                     compile_model=cfg.compile)
+                     batch_size=batch_size, loader=loader, evaluator=evaluator,
+                     options=LoopOptions(ctx=ctx, checkpointing=checkpointing, progress=progress,
+                                         amp=cfg.amp, compile_model=cfg.compile,
+                                         callbacks=distributed.injected_faults()))
     done = _finish(args, result, ctx, rank_info, lambda: write_node_outputs(
         args, result, {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
                        "num_hops": num_hops}),
@@ -156,8 +158,9 @@ def train_links(args, params, ctx):
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
                       sup.edges, sup.negatives, sup.sampler, cfg,
-                      torch_seed(params.seed, "train"), loader=loader, progress=progress,
-                      ctx=ctx, checkpointing=checkpointing)
+                      torch_seed(params.seed, "train"), loader=loader, options=LoopOptions(
+                          ctx=ctx, checkpointing=checkpointing, progress=progress,
+                          callbacks=distributed.injected_faults()))
     extra = {} if loader is None else {"batches_per_epoch": len(loader)}  # per rank
     done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
@@ -194,7 +197,7 @@ def train_typed_nodes(args, params, ctx):
     result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                             graph.num_classes, graph.target, cfg),
                  _typed_inputs(typed), graph.y, roles, cfg, torch_seed(params.seed, "train"),
-                 loader=loader, progress=progress, checkpointing=checkpointing)
+                 loader=loader, options=LoopOptions(progress=progress, checkpointing=checkpointing))
     _finish(args, result, ctx, {}, lambda: write_node_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "num_classes": graph.num_classes}),
         metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True,
@@ -220,8 +223,8 @@ def train_typed_links(args, params, ctx):
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
                       _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
-                      torch_seed(params.seed, "train"), progress=progress,
-                      checkpointing=checkpointing)
+                      torch_seed(params.seed, "train"),
+                      options=LoopOptions(progress=progress, checkpointing=checkpointing))
     name = edge_type_name(edge_type)
     _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "task": "link",
