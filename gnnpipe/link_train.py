@@ -122,8 +122,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     supervision = edges["train_supervision"]
     if supervision.shape[1] == 0:
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
-    if ctx.world_size > 1 and loader is None:
-        raise ValueError("link training on several processes needs train.sampler=link_neighbor")
+    assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
     heads = supervision[0].numpy()
     started = time.perf_counter()
     with torch.random.fork_rng():

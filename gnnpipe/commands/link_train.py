@@ -16,8 +16,6 @@ from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 from gnnpipe.train import build_inputs
 
-LINK_SAMPLERS = ("full", "sign", "link_neighbor")
-
 
 def _read_split(args, num_nodes: int):
     edges = io.read_link_edges(args.split, num_nodes)
@@ -48,10 +46,7 @@ def run_train(args, params, ctx: DistContext = SINGLE) -> str | None:
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model  # imports PyG: only when training
 
-    cfg = params.train
-    if cfg.sampler not in LINK_SAMPLERS:
-        raise ValueError(f"train.sampler={cfg.sampler!r} is not available for dataset.task=link; "
-                         f"use one of: {', '.join(LINK_SAMPLERS)}")
+    cfg = params.train  # Params checked the sampler (config.LINK_SAMPLERS)
     # ranks on one machine share the memory-mapped pages of graph.pt
     graph = io.read_graph(args.prepared, mmap=cfg.sampler == "link_neighbor")
     edges, negatives, graphs, sampler = _read_split(args, graph.num_nodes)
@@ -68,8 +63,9 @@ def run_train(args, params, ctx: DistContext = SINGLE) -> str | None:
         from gnnpipe.sampling.link import link_neighbor_loader
 
         loader = link_neighbor_loader(graph.x, graphs["train"], edges["train_supervision"],
-                                      sampler, cfg, torch_seed(params.seed, "sample"), ctx=ctx,
-                                      edge_index=inputs["train"].edge_index)
+                                      sampler, cfg.neighbor, torch_seed(params.seed, "sample"),
+                                      batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                                      ctx=ctx, edge_index=inputs["train"].edge_index)
     from gnnpipe.commands.train import checkpointing_for
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split, args.propagate], ctx)

@@ -2,7 +2,7 @@
 
 train.sampler cluster cuts ClusterGCN batches from data/partition (built on the train-phase
 graph); saint draws GraphSAINT random-walk subgraphs from the train-phase graph. With
-train.shard: partition each DDP rank reads only its own part shards (+halo) and the feature rows
+train.dist.shard: partition each DDP rank reads only its own part shards (+halo) and the feature rows
 of their nodes, trains on their ClusterGCN batches and scores its own nodes on them.
 """
 
@@ -34,7 +34,7 @@ def add_arguments(parser):
     parser.add_argument("--split", type=Path, default=Path("data/split"))
     parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
     parser.add_argument("--partition", type=Path, default=Path("data/partition"),
-                        help="parts and shards (train.sampler cluster, train.shard partition)")
+                        help="parts and shards (train.sampler cluster, train.dist.shard partition)")
     parser.add_argument("--out", type=Path, default=Path("data/model"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/train.json"))
     parser.add_argument("--perf", type=Path, default=Path("metrics/perf/train.json"),
@@ -44,7 +44,7 @@ def add_arguments(parser):
                         default=Path("metrics/perf/train_history.csv"),
                         help="per-epoch seeds/s and batches/s (wall clock, differs run to run)")
     parser.add_argument("--checkpoint", type=Path, default=Path("data/checkpoint/train.pt"),
-                        help="resumable training state (train.checkpoint_every, train.resume)")
+                        help="resumable training state (train.checkpoint.every, train.checkpoint.resume)")
 
 
 def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
@@ -52,11 +52,11 @@ def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
     """Checkpoints at ``args.checkpoint`` keyed by ``section`` + ``seed`` + the input files, so a
     checkpoint of other params or inputs is never resumed; announces a resume on rank 0."""
     fingerprint = io.input_fingerprint(section, seed, inputs)
-    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.checkpoint.resume else None
     if resume_from is not None and ctx.is_main:
         print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
     return Checkpointing(
-        every=cfg.checkpoint_every, resume_from=resume_from,
+        every=cfg.checkpoint.every, resume_from=resume_from,
         save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
 
 
@@ -67,20 +67,17 @@ def run(args):
         return stages.train(args, params)
     cfg = params.train
     link = params.dataset.task == "link"  # encoder + dot-product decoder: gnnpipe/link_train.py
-    if link and cfg.nproc * cfg.nnodes > 1 and cfg.sampler != "link_neighbor":
-        raise ValueError(f"train.nproc/train.nnodes > 1 with dataset.task=link needs "
-                         f"train.sampler=link_neighbor (found {cfg.sampler!r}): the full-graph "
-                         "step has no batches to split across ranks")
     ctx = distributed.context_from_env()
-    if cfg.nproc * cfg.nnodes > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
-        argv = distributed.torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
-                                         args.argv)
+    dist = cfg.dist
+    if dist.world_size > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
+        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
+                                         dist.rdzv_endpoint, args.argv)
         code = subprocess.run(argv, check=False).returncode
         if code != 0:
             raise ValueError(f"distributed training failed (torchrun exit code {code}); the "
                              "failing rank's error is printed above")
-        return f"{cfg.model} trained on {cfg.nproc * cfg.nnodes} processes -> {args.out}"
-    distributed.init_process_group(ctx, cfg.dist_timeout_s)
+        return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
+    distributed.init_process_group(ctx, dist.timeout_s)
     try:
         if link:
             from gnnpipe.commands.link_train import run_train
@@ -103,7 +100,7 @@ def _partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarra
 
 
 def _shard_setup(args, params, ctx, roles, train_mask):
-    """``train.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
+    """``train.dist.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
     from gnnpipe.io.rows import read_node_rows
     from gnnpipe.partition import rank_parts
     from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
@@ -111,9 +108,9 @@ def _shard_setup(args, params, ctx, roles, train_mask):
 
     cfg = params.train
     if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
-        raise ValueError("train.shard='partition' scores val and test nodes on the train-phase "
+        raise ValueError("train.dist.shard='partition' scores val and test nodes on the train-phase "
                          "partition, which is their message graph only with "
-                         "split.node.mode=transductive; use train.shard: none for inductive splits")
+                         "split.node.mode=transductive; use train.dist.shard: none for inductive splits")
     meta, _, train_per_part = _partition(args, roles.size, roles)
     mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
     shards = [io.read_partition_shard(args.partition, part) for part in mine]
@@ -121,7 +118,7 @@ def _shard_setup(args, params, ctx, roles, train_mask):
     read = read_node_rows(args.prepared, ids)
     rows = NodeRows(read.x, read.y[ids], ids)
     loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
-                           cfg.parts_per_batch, ctx.rank, ctx.world_size)
+                           cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
     exact = meta["halo_hops"] >= cfg.num_layers
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
@@ -141,10 +138,17 @@ def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask
         from gnnpipe.sampling.shadow import shadow_loader
 
         seeds = distributed.shard(train_nodes, ctx)
-        make = neighbor_loader if cfg.sampler == "neighbor" else shadow_loader
-        return make(graph.x, graph.y, graphs["train"], seeds, cfg,
-                    torch_seed(params.seed, "sample"), edge_index=inputs["train"].edge_index,
-                    **_temporal(args, cfg, graph, graphs["train"], seeds)), {}, {}
+        sample_seed = torch_seed(params.seed, "sample")
+        common = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                      edge_index=inputs["train"].edge_index,
+                      **_temporal(args, cfg, graph, graphs["train"], seeds))
+        if cfg.sampler == "neighbor":
+            loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor,
+                                     sample_seed, **common)
+        else:
+            loader = shadow_loader(graph.x, graph.y, graphs["train"], seeds, cfg.shadow,
+                                   sample_seed, replace=cfg.neighbor.replace, **common)
+        return loader, {}, {}
     rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
     if cfg.sampler == "cluster":
         from gnnpipe.partition import rank_parts
@@ -152,14 +156,15 @@ def _subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask
 
         meta, parts, train_per_part = _partition(args, graph.num_nodes, roles)
         loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
-                               train_mask, train_per_part, cfg.parts_per_batch, ctx.rank,
+                               train_mask, train_per_part, cfg.cluster.parts_per_batch, ctx.rank,
                                ctx.world_size)
         return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
     from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
 
-    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, cfg.walk_length)
-    norm = estimate_norm(sampler, cfg.sample_coverage, torch_seed(params.seed, "saint"))
-    steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
+    saint = cfg.saint
+    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, saint.walk_length)
+    norm = estimate_norm(sampler, saint.sample_coverage, torch_seed(params.seed, "saint"))
+    steps = saint.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
     loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
     return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
 
@@ -170,13 +175,13 @@ def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
     from gnnpipe.sampling.temporal import temporal_options
 
     edge_time = None
-    if cfg.temporal == "edge" and (args.prepared / "edge_attrs.parquet").exists():
+    if cfg.temporal.by == "edge" and (args.prepared / "edge_attrs.parquet").exists():
         from gnnpipe.sources.base import time_key
 
         table = io.read_edge_attrs(args.prepared)
         if "timestamp" in table.column_names:
             edge_time = time_key(table.column("timestamp").combine_chunks())
-    return temporal_options(cfg.temporal, cfg.temporal_strategy, seeds, train_csr,
+    return temporal_options(cfg.temporal.by, cfg.temporal.strategy, seeds, train_csr,
                             graph.timestamps, graph.csr, edge_time)
 
 
@@ -184,8 +189,8 @@ def _train(args, params, ctx):
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
 
     cfg = params.train
-    # no whole graph on a rank with train.shard: partition, only its shards and their rows
-    graph = None if cfg.shard == "partition" else io.read_graph(args.prepared, mmap=True)
+    # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
+    graph = None if cfg.dist.shard == "partition" else io.read_graph(args.prepared, mmap=True)
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
@@ -239,7 +244,7 @@ def _train(args, params, ctx):
                                                "num_hops": num_hops})
     io.write_json(args.metrics, {"model": cfg.model, "sampler": cfg.sampler, **result.summary,
                                  **extra})
-    io.write_json(args.perf, {**result.perf, "shard": cfg.shard, "amp": cfg.amp,
+    io.write_json(args.perf, {**result.perf, "shard": cfg.dist.shard, "amp": cfg.amp,
                               "compile": cfg.compile, "engine": cfg.engine, "ranks": ranks})
     io.write_csv(args.history, result.history)
     io.write_csv(args.perf_history, result.perf_history)

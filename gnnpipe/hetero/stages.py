@@ -48,11 +48,7 @@ SAMPLERS = ("full", "hgt")  # hgt: per-type node budgets (node task); link: full
 def prepare(args, params) -> str:
     from gnnpipe.hetero.synthetic import generate_hetero
 
-    cfg = params.dataset
-    if cfg.source != "synthetic":
-        raise ValueError(f"dataset.synthetic.hetero=true generates the built-in heterogeneous "
-                         f"graph and needs dataset.source=synthetic (found {cfg.source!r}); "
-                         "heterogeneous user tables are not supported yet")
+    cfg = params.dataset  # Params checked dataset.source=synthetic (config._check_typed_source)
     graph, counts = generate_hetero(cfg, make_rng(params.seed, "prepare"))
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_prepared(out, graph)
@@ -183,24 +179,6 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]]
     return out
 
 
-def _check_train(cfg, task: str) -> None:
-    from gnnpipe.hetero.models import HETERO_MODELS
-
-    if cfg.model not in HETERO_MODELS:
-        raise ValueError(f"train.model={cfg.model!r} is not available for heterogeneous graphs; "
-                         f"use one of: {', '.join(HETERO_MODELS)} (sage = to_hetero(GraphSAGE))")
-    if cfg.sampler not in SAMPLERS or (task == "link" and cfg.sampler != "full"):
-        allowed = SAMPLERS if task == "node" else ("full",)
-        raise ValueError(f"train.sampler={cfg.sampler!r} is not available for heterogeneous "
-                         f"graphs with dataset.task={task} yet; use one of: {', '.join(allowed)}")
-    if cfg.nproc * cfg.nnodes > 1:
-        raise ValueError("train.nproc/train.nnodes > 1 is not supported for heterogeneous "
-                         "graphs yet")
-    if cfg.amp or cfg.compile or getattr(cfg, "residual", False):
-        raise ValueError("train.amp / train.compile / train.residual are not supported for "
-                         "heterogeneous graphs yet; set them to false")
-
-
 def _link_setup(args, graph: HeteroGraph, graphs):
     """Held-out edge type, positives and negatives in homogeneous ids, training sampler."""
     from gnnpipe.hetero.split import negative_weights, typed_negative_sampler
@@ -270,7 +248,7 @@ def train(args, params) -> str:
     from gnnpipe.train import Checkpointing, fit
 
     cfg = params.train
-    _check_train(cfg, params.dataset.task)
+    # Params checked model, sampler, processes, amp/compile/residual (config._check_typed_train)
     graph, meta, graphs = _split_inputs(args)
     inputs = phase_inputs(graph, graphs)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
@@ -297,18 +275,18 @@ def train(args, params) -> str:
     else:
         roles = hio.read_hetero_roles(args.split, graph)
         fingerprint = io.input_fingerprint(to_dict(cfg), params.seed, [args.prepared, args.split])
-        resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+        resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.checkpoint.resume else None
         checkpointing = Checkpointing(
-            every=cfg.checkpoint_every, resume_from=resume_from,
+            every=cfg.checkpoint.every, resume_from=resume_from,
             save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
         loader, extra = None, {}
         if cfg.sampler == "hgt":  # seeds: train papers; nodes of every type from the train graph
             from gnnpipe.hetero.loader import hgt_batches
 
             loader = hgt_batches(graph, graphs["train"], np.flatnonzero(roles == "train"),
-                                 cfg.num_samples, cfg.batch_size,
+                                 cfg.hgt.num_samples, cfg.batch_size,
                                  torch_seed(params.seed, "sample"), cfg.num_workers)
-            extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.num_samples)}
+            extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.hgt.num_samples)}
         result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), dims,
                                                 graph.num_classes, graph.target, cfg),
                      inputs, graph.y, roles, cfg, seed, loader=loader, progress=progress,
