@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import statistics
 import time
@@ -35,7 +34,7 @@ import numpy as np
 import torch
 
 from bench.common import describe, machine, print_machine
-from gnnpipe.config import load_params
+from gnnpipe.config import load_params, replace
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng, torch_seed
@@ -84,7 +83,8 @@ def _run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: bo
     if cfg.sampler == "neighbor":
         train = torch.from_numpy(np.flatnonzero(node_split.roles == "train"))
         loader = neighbor_loader(graph.x, graph.y, node_split.message_graphs["train"], train,
-                                 cfg, torch_seed(seed, "sample"),
+                                 cfg.neighbor, torch_seed(seed, "sample"),
+                                 batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                                  edge_index=inputs["train"].edge_index)
     started = time.perf_counter()
     try:
@@ -165,9 +165,10 @@ def main(argv=None) -> None:
           f"{args.epochs} epochs per variant")
     rows = []
     for sampler in args.samplers:
-        cfg = dataclasses.replace(params.train, model=args.model, sampler=sampler,
-                                  epochs=args.epochs, patience=args.epochs, checkpoint_every=0)
-        detail = (f"batch_size {cfg.batch_size}, num_neighbors {list(cfg.num_neighbors)}"
+        cfg = replace(params.train, model=args.model, sampler=sampler, epochs=args.epochs,
+                      patience=args.epochs, checkpoint={"every": 0})
+        fanouts = list(cfg.neighbor.num_neighbors)
+        detail = (f"batch_size {cfg.batch_size}, num_neighbors {fanouts}"
                   if sampler == "neighbor" else "one full-graph step per epoch")
         print(f"\n## sampler {sampler} ({detail})\n")
         print("| variant | first epoch s (compile) | steady epoch s | vs eager fp32 "

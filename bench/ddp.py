@@ -6,7 +6,7 @@
 One graph (bench/common.py) is written as the pipeline's artifacts in a scratch folder
 (prepared graph.pt, a transductive split, a METIS partition with 1-hop halos), then the real
 train stage (``gnnpipe train``, ClusterGCN batches, sage) runs for every combination of
-``train.nproc`` in ``--procs`` and ``train.shard`` in ``--modes``:
+``train.dist.nproc`` in ``--procs`` and ``train.dist.shard`` in ``--modes``:
 
 - ``none``: every rank memory-maps the whole graph, cuts its batches from it and evaluates
   with one full-graph forward per epoch and phase (its stride of the nodes scored).
@@ -55,8 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--parts-per-batch", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--procs", default="1,2", help="train.nproc values")
-    parser.add_argument("--modes", default="none,partition", help="train.shard values")
+    parser.add_argument("--procs", default="1,2", help="train.dist.nproc values")
+    parser.add_argument("--modes", default="none,partition", help="train.dist.shard values")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per process")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="scratch folder for the artifacts (default: a temp folder); "
@@ -90,10 +90,10 @@ def write_artifacts(args: argparse.Namespace, work: Path) -> str:
 
 def run_train(args: argparse.Namespace, work: Path, nproc: int, shard: str) -> dict:
     name = f"{shard}_{nproc}"
-    params = {"train": {"sampler": "cluster", "shard": shard, "nproc": nproc,
+    params = {"train": {"sampler": "cluster", "dist": {"shard": shard, "nproc": nproc},
                         "epochs": args.epochs, "patience": args.epochs, "hidden": args.hidden,
-                        "parts_per_batch": args.parts_per_batch, "checkpoint_every": 0,
-                        "resume": False}}
+                        "cluster": {"parts_per_batch": args.parts_per_batch},
+                        "checkpoint": {"every": 0, "resume": False}}}
     (work / f"{name}.yaml").write_text(yaml.safe_dump(params))
     out = work / name
     cmd = [sys.executable, "-m", "gnnpipe", "train", "--params", f"{name}.yaml",
@@ -147,7 +147,7 @@ def main(argv=None) -> list[dict]:
         print(f"# {summary} (artifacts in {time.perf_counter() - tick:.0f} s)")
         print(f"# sage, hidden {args.hidden}, ClusterGCN {args.parts_per_batch} parts per batch, "
               f"{args.epochs} epochs; gloo on CPU, {args.threads} thread(s) per process")
-        print("| train.shard | nproc | seeds/s | batches/s (per rank) | eval s/epoch | "
+        print("| train.dist.shard | nproc | seeds/s | batches/s (per rank) | eval s/epoch | "
               "peak RSS per rank (MiB) | nodes held per rank | best val acc |")
         print("|---|---:|---:|---:|---:|---|---|---:|")
         results = []

@@ -39,7 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--modes", nargs="+", choices=["full", "layerwise"],
                         default=["layerwise"])
     parser.add_argument("--block-edges", type=int, nargs="+", default=[2_000_000],
-                        help="train.inference_block_edges values for the layerwise runs")
+                        help="train.inference.block_edges values for the layerwise runs")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "BLOCK_EDGES", "OUT"),
                         help=argparse.SUPPRESS)  # internal: one measured run

@@ -52,7 +52,7 @@ import torch_geometric.typing
 from torch_geometric.data import Data
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
-from gnnpipe.config import TrainParams
+from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.models import build_model
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.train import fit
@@ -128,10 +128,10 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     fanout = tuple(int(k) for k in args.fanout.split(","))
-    cfg = TrainParams(model="sage", sampler="neighbor", num_neighbors=fanout,
+    cfg = TrainParams(model="sage", sampler="neighbor", neighbor=NeighborParams(fanout),
                       num_layers=len(fanout),  # one hop per layer: trim_to_layer needs it
                       batch_size=args.batch_size, epochs=args.epochs, patience=args.epochs + 1,
-                      checkpoint_every=0)
+                      checkpoint=CheckpointParams(every=0))
     print_machine()
     started = time.perf_counter()
     graph = load_graph(args)
@@ -158,7 +158,8 @@ def main(argv=None) -> dict:
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     tick = time.perf_counter()
-    ours = neighbor_loader(x, y, graph.csr, train_idx, cfg, seed=args.seed, edge_index=edge_index)
+    ours = neighbor_loader(x, y, graph.csr, train_idx, cfg.neighbor, seed=args.seed,
+                           batch_size=cfg.batch_size, edge_index=edge_index)
     setup = {"gnnpipe": time.perf_counter() - tick}
     peer_loader = None
     if peer is not None:

@@ -182,11 +182,102 @@ class BaselineParams:
 
 
 @dataclass(frozen=True)
+class InferenceParams:
+    """Evaluation forward (gnnpipe/inference.py): the whole graph at once, or layer by layer over
+    blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width)."""
+
+    # auto: layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
+    mode: Literal["full", "layerwise", "auto"] = "auto"
+    block_edges: int = num(2_000_000, low=1, high=2**31 - 1)  # edges + rows per block
+
+
+@dataclass(frozen=True)
+class NeighborParams:
+    """Neighbor sampling (gnnpipe/sampling): samplers neighbor and link_neighbor."""
+
+    num_neighbors: tuple[int, ...] = num((15, 10), low=-1)  # one fan-out per layer, -1 = all
+    replace: bool = False  # draw neighbours with replacement (also the shadow sampler's)
+    subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
+    disjoint: bool = False  # one sampled tree per seed node
+
+
+@dataclass(frozen=True)
+class TemporalParams:
+    """Temporal sampling (neighbor, shadow; gnnpipe/sampling/temporal.py): a seed's tree takes
+    only edges no later than the seed's node timestamp."""
+
+    # edge: by the edge's timestamp (dataset.edges.timestamp), node: by the neighbour's node
+    # timestamp
+    by: Literal["none", "node", "edge"] = "none"
+    strategy: Literal["uniform", "last"] = "uniform"  # last: the most recent allowed edges
+
+
+@dataclass(frozen=True)
+class ShadowParams:
+    """ShaDow k-hop subgraphs (gnnpipe/sampling/shadow.py): each seed's subgraph is induced on a
+    sampled ``depth``-hop neighbourhood; the depth need not be num_layers."""
+
+    depth: int = num(2, low=1)
+    num_neighbors: int = num(10, low=-1)  # in-edges per node and hop, -1 = all
+
+
+@dataclass(frozen=True)
+class HgtParams:
+    """HGT per-type node budgets (heterogeneous graphs; gnnpipe/sampling/hetero.py)."""
+
+    # nodes sampled per node type and hop (one per num_layers), HGTLoader's num_samples
+    num_samples: tuple[int, ...] = num((512, 512), low=0)
+
+
+@dataclass(frozen=True)
+class ClusterParams:
+    """ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)."""
+
+    parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
+
+
+@dataclass(frozen=True)
+class SaintParams:
+    """GraphSAINT random walks (gnnpipe/sampling/saint.py); train.batch_size = roots per
+    subgraph."""
+
+    walk_length: int = num(2, low=1)  # steps of each walk from its root
+    num_steps: int = num(0, low=0)  # subgraphs per epoch (all ranks); 0 = ceil(train / batch_size)
+    sample_coverage: int = num(20, low=1)  # pre-sampled subgraphs hold this many nodes per node
+
+
+@dataclass(frozen=True)
+class DistParams:
+    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines."""
+
+    nproc: int = num(1, low=1)
+    nnodes: int = num(1, low=1)
+    node_rank: int = num(0, low=0)  # this machine's index when nnodes > 1
+    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1
+    timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on any collective
+    # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
+    shard: Literal["none", "partition"] = "none"
+
+    @property
+    def world_size(self) -> int:
+        """Processes of the whole job: nproc x nnodes."""
+        return self.nproc * self.nnodes
+
+
+@dataclass(frozen=True)
+class CheckpointParams:
+    """Checkpoints (data/checkpoint/train.pt, not a DVC output)."""
+
+    every: int = num(10, low=0)  # epochs between checkpoints, 0 = never
+    resume: bool = True  # continue a killed run from its checkpoint (same params and inputs)
+
+
+@dataclass(frozen=True)
 class TrainParams(BaselineParams):
     # hgt / rgcn: heterogeneous graphs only (sage is then to_hetero(GraphSAGE); gnnpipe/hetero)
     model: Literal["mlp", "gcn", "sage", "gat", "sign", "hgt", "rgcn"] = "sage"
     # link_neighbor (dataset.task link, gnnpipe/sampling/link.py): batch_size supervision edges
-    # per step, each with one negative, sampled with the neighbor options below
+    # per step, each with one negative, sampled with the neighbor options
     # shadow: ShaDow k-hop subgraphs, one per seed, loss at its root (gnnpipe/sampling/shadow.py)
     # hgt: HGT per-type node budgets (heterogeneous graphs; gnnpipe/sampling/hetero.py)
     sampler: Literal["full", "sign", "neighbor", "cluster", "saint", "link_neighbor",
@@ -194,51 +285,43 @@ class TrainParams(BaselineParams):
     jk: Literal["none", "cat", "max"] = "none"  # jumping knowledge over layer outputs
     # skip connections h + layer(h) between hidden layers of equal width (gcn, sage, gat)
     residual: bool = False
-    # evaluation forward (gnnpipe/inference.py): the whole graph at once, or layer by layer over
-    # blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width); auto:
-    # layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
-    inference: Literal["full", "layerwise", "auto"] = "auto"
-    inference_block_edges: int = num(2_000_000, low=1, high=2**31 - 1)  # edges + rows per block
     heads: int = num(4, low=1)  # attention heads (gat, hgt)
     batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
-    # neighbor sampler (gnnpipe/sampling): one fan-out per layer, -1 = every neighbour
-    num_neighbors: tuple[int, ...] = num((15, 10), low=-1)
-    replace: bool = False  # draw neighbours with replacement
-    subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
-    disjoint: bool = False  # one sampled tree per seed node
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
-    # hgt sampler: nodes sampled per node type and hop (one per num_layers), HGTLoader's num_samples
-    num_samples: tuple[int, ...] = num((512, 512), low=0)
-    # shadow: each seed's subgraph is induced on a sampled shadow_depth-hop neighbourhood,
-    # shadow_num_neighbors in-edges per node and hop (-1 = all); the depth need not be num_layers
-    shadow_depth: int = num(2, low=1)
-    shadow_num_neighbors: int = num(10, low=-1)
-    # temporal (neighbor, shadow; gnnpipe/sampling/temporal.py): a seed's tree takes only edges
-    # no later than the seed's node timestamp; edge: by the edge's timestamp
-    # (dataset.edges.timestamp), node: by the neighbour's node timestamp. uniform | last
-    temporal: Literal["none", "node", "edge"] = "none"
-    temporal_strategy: Literal["uniform", "last"] = "uniform"
-    # cluster: ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)
-    parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
-    # saint: GraphSAINT random walks (gnnpipe/sampling/saint.py); batch_size = roots per subgraph
-    walk_length: int = num(2, low=1)  # steps of each walk from its root
-    num_steps: int = num(0, low=0)  # subgraphs per epoch (all ranks); 0 = ceil(train / batch_size)
-    sample_coverage: int = num(20, low=1)  # pre-sampled subgraphs hold this many nodes per node
-    # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
-    shard: Literal["none", "partition"] = "none"
     amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
     # who runs the loop: gnnpipe.train.fit, or a Lightning Trainer (gnnpipe/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"
-    # DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines
-    nproc: int = num(1, low=1)
-    nnodes: int = num(1, low=1)
-    node_rank: int = num(0, low=0)  # this machine's index when nnodes > 1
-    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1
-    dist_timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on any collective
-    # checkpoints (data/checkpoint/train.pt, not a DVC output): every N epochs, 0 = never
-    checkpoint_every: int = num(10, low=0)
-    resume: bool = True  # continue a killed run from its checkpoint (same params and inputs)
+    inference: InferenceParams = field(default_factory=InferenceParams)
+    neighbor: NeighborParams = field(default_factory=NeighborParams)
+    temporal: TemporalParams = field(default_factory=TemporalParams)
+    shadow: ShadowParams = field(default_factory=ShadowParams)
+    hgt: HgtParams = field(default_factory=HgtParams)
+    cluster: ClusterParams = field(default_factory=ClusterParams)
+    saint: SaintParams = field(default_factory=SaintParams)
+    dist: DistParams = field(default_factory=DistParams)
+    checkpoint: CheckpointParams = field(default_factory=CheckpointParams)
+
+
+# Keys of the flat train section of old params files -> where they live now
+MOVED = {
+    "train.inference": "train.inference.mode",
+    "train.inference_block_edges": "train.inference.block_edges",
+    **{f"train.{k}": f"train.neighbor.{k}"
+       for k in ("num_neighbors", "replace", "subgraph_type", "disjoint")},
+    "train.temporal": "train.temporal.by",
+    "train.temporal_strategy": "train.temporal.strategy",
+    "train.shadow_depth": "train.shadow.depth",
+    "train.shadow_num_neighbors": "train.shadow.num_neighbors",
+    "train.num_samples": "train.hgt.num_samples",
+    "train.parts_per_batch": "train.cluster.parts_per_batch",
+    **{f"train.{k}": f"train.saint.{k}" for k in ("walk_length", "num_steps", "sample_coverage")},
+    **{f"train.{k}": f"train.dist.{k}" for k in ("nproc", "nnodes", "node_rank", "rdzv_endpoint",
+                                                  "shard")},
+    "train.dist_timeout_s": "train.dist.timeout_s",
+    "train.checkpoint_every": "train.checkpoint.every",
+    "train.resume": "train.checkpoint.resume",
+}
 
 
 @dataclass(frozen=True)
@@ -268,75 +351,159 @@ class Params:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
 
     def __post_init__(self) -> None:
-        model, sampler = self.train.model, self.train.sampler
-        if (model == "sign") != (sampler == "sign"):
-            raise ParamsError(
-                f"train.model={model!r} with train.sampler={sampler!r}: the sign model trains on "
-                "precomputed features, so use train.model=sign together with train.sampler=sign")
-        hetero = self.dataset.synthetic.hetero
-        if model in ("hgt", "rgcn") and not hetero:
-            raise ParamsError(
-                f"train.model={model!r} needs a heterogeneous graph (dataset.synthetic.hetero: "
-                "true); for a homogeneous graph use mlp, gcn, sage, gat or sign")
-        if sampler == "hgt" and not hetero:
-            raise ParamsError("train.sampler='hgt' samples typed node budgets and needs a "
-                              "heterogeneous graph (dataset.synthetic.hetero: true)")
-        if sampler == "hgt" and len(self.train.num_samples) != self.train.num_layers:
-            raise ParamsError(
-                f"train.num_samples={list(self.train.num_samples)} has "
-                f"{len(self.train.num_samples)} hops but train.num_layers="
-                f"{self.train.num_layers}: give one node budget per layer")
-        if hetero and model in ("gcn", "gat", "sign"):
-            raise ParamsError(
-                f"train.model={model!r} is not available for heterogeneous graphs "
-                "(dataset.synthetic.hetero: true); use sage (to_hetero), hgt, rgcn or mlp")
-        hops, layers = len(self.train.num_neighbors), self.train.num_layers
-        task = self.dataset.task
-        if sampler == "link_neighbor" and task != "link":
-            raise ParamsError(
-                f"train.sampler='link_neighbor' samples around supervision edges and needs "
-                f"dataset.task=link (found {task!r}); for node classification use "
-                "train.sampler=neighbor")
-        if sampler in ("neighbor", "shadow") and task == "link":
-            raise ParamsError(
-                f"train.sampler={sampler!r} samples around labelled seed nodes "
-                "(dataset.task=node); for dataset.task=link use train.sampler=link_neighbor")
-        if sampler in ("neighbor", "link_neighbor") and hops != layers:
-            raise ParamsError(
-                f"train.num_neighbors={list(self.train.num_neighbors)} has {hops} hops but "
-                f"train.num_layers={layers}: give one fan-out per layer")
-        if self.train.temporal != "none" and sampler not in ("neighbor", "shadow"):
-            raise ParamsError(
-                f"train.temporal={self.train.temporal!r} with train.sampler={sampler!r}: "
-                "temporal sampling draws seed neighbourhoods, so use train.sampler=neighbor or "
-                "shadow (or train.temporal: none)")
-        if self.train.shard == "partition" and sampler != "cluster":
-            raise ParamsError(
-                f"train.shard='partition' with train.sampler={sampler!r}: a rank holding only "
-                "its partition shards trains on ClusterGCN batches, so use train.sampler=cluster")
-        if self.train.residual:
-            _check_residual(self.train)
-        if self.train.inference == "layerwise":
-            _check_layerwise(self)
-        if self.train.engine == "lightning":
-            _check_lightning(self)
+        for rule in RULES:  # the one place cross-field rules run, in this order
+            rule(self)
 
 
-def _check_layerwise(params: "Params") -> None:
-    """train.inference=layerwise is the evaluation of fit's node models (gnnpipe/inference.py)."""
-    train = params.train
-    if train.model not in ("mlp", "gcn", "sage", "gat"):
-        raise ParamsError(f"train.inference='layerwise' evaluates mlp, gcn, sage and gat, not "
-                          f"train.model={train.model!r}; set train.inference: auto or full")
-    if params.dataset.task != "node" or train.engine != "plain":
+# ------------------------------------------------------------------------- cross-field rules
+# Each rule takes the whole Params and raises a one-line ParamsError; RULES runs them at load
+# time. Rules that need the data (graph sizes, split meta) stay where the data is read.
+HETERO_MODELS = ("sage", "hgt", "rgcn", "mlp")  # sage = to_hetero(GraphSAGE)
+HETERO_SAMPLERS = ("full", "hgt")  # hgt: per-type node budgets (node task); link: full only
+LINK_SAMPLERS = ("full", "sign", "link_neighbor")
+LIGHTNING_SAMPLERS = ("full", "neighbor")
+LIGHTNING_MODELS = ("mlp", "gcn", "sage", "gat")
+
+
+def _check_sign(params: Params) -> None:
+    """train.model=sign and train.sampler=sign go together (precomputed features)."""
+    model, sampler = params.train.model, params.train.sampler
+    if (model == "sign") != (sampler == "sign"):
         raise ParamsError(
-            f"train.inference='layerwise' runs in the plain node-classification loop, not with "
-            f"dataset.task={params.dataset.task!r} / train.engine={train.engine!r} (they "
-            "evaluate with full forwards); set train.inference: auto or full")
+            f"train.model={model!r} with train.sampler={sampler!r}: the sign model trains on "
+            "precomputed features, so use train.model=sign together with train.sampler=sign")
 
 
-def _check_residual(train: TrainParams) -> None:
+def _check_typed_source(params: Params) -> None:
+    """The heterogeneous graph is the built-in synthetic one (gnnpipe/hetero/synthetic.py)."""
+    source = params.dataset.source
+    if params.dataset.synthetic.hetero and source != "synthetic":
+        raise ParamsError(f"dataset.synthetic.hetero=true generates the built-in heterogeneous "
+                          f"graph and needs dataset.source=synthetic (found {source!r}); "
+                          "heterogeneous user tables are not supported yet")
+
+
+def _check_typed_needs_hetero(params: Params) -> None:
+    """hgt / rgcn and the hgt sampler work on heterogeneous graphs only."""
+    cfg, hetero = params.train, params.dataset.synthetic.hetero
+    if cfg.model in ("hgt", "rgcn") and not hetero:
+        raise ParamsError(
+            f"train.model={cfg.model!r} needs a heterogeneous graph (dataset.synthetic.hetero: "
+            "true); for a homogeneous graph use mlp, gcn, sage, gat or sign")
+    if cfg.sampler == "hgt" and not hetero:
+        raise ParamsError("train.sampler='hgt' samples typed node budgets and needs a "
+                          "heterogeneous graph (dataset.synthetic.hetero: true)")
+
+
+def _check_hgt_budgets(params: Params) -> None:
+    """train.sampler=hgt: one node budget per layer."""
+    cfg = params.train
+    samples = cfg.hgt.num_samples
+    if cfg.sampler == "hgt" and len(samples) != cfg.num_layers:
+        raise ParamsError(
+            f"train.hgt.num_samples={list(samples)} has {len(samples)} hops but "
+            f"train.num_layers={cfg.num_layers}: give one node budget per layer")
+
+
+def _check_typed_train(params: Params) -> None:
+    """What the heterogeneous train stage (gnnpipe/hetero/stages.py) runs."""
+    cfg, task = params.train, params.dataset.task
+    if not params.dataset.synthetic.hetero:
+        return
+    if cfg.model not in HETERO_MODELS:
+        raise ParamsError(
+            f"train.model={cfg.model!r} is not available for heterogeneous graphs "
+            "(dataset.synthetic.hetero: true); use sage (to_hetero), hgt, rgcn or mlp")
+    if cfg.sampler not in HETERO_SAMPLERS or (task == "link" and cfg.sampler != "full"):
+        allowed = HETERO_SAMPLERS if task == "node" else ("full",)
+        raise ParamsError(f"train.sampler={cfg.sampler!r} is not available for heterogeneous "
+                          f"graphs with dataset.task={task} yet; use one of: {', '.join(allowed)}")
+    if cfg.dist.world_size > 1:
+        raise ParamsError("train.dist.nproc/train.dist.nnodes > 1 is not supported for "
+                          "heterogeneous graphs yet")
+    if cfg.amp or cfg.compile or cfg.residual:
+        raise ParamsError("train.amp / train.compile / train.residual are not supported for "
+                          "heterogeneous graphs yet; set them to false")
+
+
+def _check_heads(params: Params) -> None:
+    """gat and hgt split train.hidden channels across train.heads."""
+    cfg = params.train
+    if cfg.model in ("gat", "hgt") and cfg.hidden % cfg.heads:
+        raise ParamsError(
+            f"train.hidden={cfg.hidden} must be divisible by train.heads={cfg.heads} for "
+            f"{cfg.model} (each head gets hidden / heads channels)")
+
+
+def _check_task_sampler(params: Params) -> None:
+    """Seed-node samplers for dataset.task=node, supervision-edge ones for link."""
+    sampler, task = params.train.sampler, params.dataset.task
+    if sampler == "link_neighbor" and task != "link":
+        raise ParamsError(
+            f"train.sampler='link_neighbor' samples around supervision edges and needs "
+            f"dataset.task=link (found {task!r}); for node classification use "
+            "train.sampler=neighbor")
+    if sampler in ("neighbor", "shadow") and task == "link":
+        raise ParamsError(
+            f"train.sampler={sampler!r} samples around labelled seed nodes "
+            "(dataset.task=node); for dataset.task=link use train.sampler=link_neighbor")
+    if task == "link" and sampler not in LINK_SAMPLERS:
+        raise ParamsError(f"train.sampler={sampler!r} is not available for dataset.task=link; "
+                          f"use one of: {', '.join(LINK_SAMPLERS)}")
+
+
+def _check_fanouts(params: Params) -> None:
+    """The neighbor samplers draw one fan-out per layer."""
+    cfg = params.train
+    hops, layers = len(cfg.neighbor.num_neighbors), cfg.num_layers
+    if cfg.sampler in ("neighbor", "link_neighbor") and hops != layers:
+        raise ParamsError(
+            f"train.neighbor.num_neighbors={list(cfg.neighbor.num_neighbors)} has {hops} hops "
+            f"but train.num_layers={layers}: give one fan-out per layer")
+
+
+def _check_temporal(params: Params) -> None:
+    """Temporal sampling draws seed neighbourhoods (neighbor, shadow)."""
+    by, sampler = params.train.temporal.by, params.train.sampler
+    if by != "none" and sampler not in ("neighbor", "shadow"):
+        raise ParamsError(
+            f"train.temporal.by={by!r} with train.sampler={sampler!r}: temporal sampling draws "
+            "seed neighbourhoods, so use train.sampler=neighbor or shadow (or "
+            "train.temporal.by: none)")
+
+
+def _check_shard(params: Params) -> None:
+    """A rank holding only its partition shards trains on ClusterGCN batches."""
+    sampler = params.train.sampler
+    if params.train.dist.shard == "partition" and sampler != "cluster":
+        raise ParamsError(
+            f"train.dist.shard='partition' with train.sampler={sampler!r}: a rank holding only "
+            "its partition shards trains on ClusterGCN batches, so use train.sampler=cluster")
+
+
+def _check_link_processes(params: Params) -> None:
+    """Link prediction on several processes splits supervision-edge batches (link_neighbor)."""
+    cfg = params.train
+    if params.dataset.task == "link" and cfg.dist.world_size > 1 and (
+            cfg.sampler != "link_neighbor"):
+        raise ParamsError(f"train.dist.nproc/train.dist.nnodes > 1 with dataset.task=link needs "
+                          f"train.sampler=link_neighbor (found {cfg.sampler!r}): the full-graph "
+                          "step has no batches to split across ranks")
+
+
+def _check_rendezvous(params: Params) -> None:
+    """Several machines meet at train.dist.rdzv_endpoint (torchrun's c10d rendezvous)."""
+    dist = params.train.dist
+    if dist.nnodes > 1 and not dist.rdzv_endpoint:
+        raise ParamsError(f"train.dist.nnodes={dist.nnodes} needs train.dist.rdzv_endpoint "
+                          "(host:port of the first machine)")
+
+
+def _check_residual(params: Params) -> None:
     """train.residual needs a graph model with at least one hidden-to-hidden layer."""
+    train = params.train
+    if not train.residual:
+        return
     if train.model not in ("gcn", "sage", "gat"):
         raise ParamsError(f"train.residual=true applies to gcn, sage and gat, not "
                           f"train.model={train.model!r}; set train.residual: false")
@@ -348,33 +515,53 @@ def _check_residual(train: TrainParams) -> None:
             f"features, without jk the last writes the classes): use train.num_layers >= {needed}")
 
 
-LIGHTNING_SAMPLERS = ("full", "neighbor")
-LIGHTNING_MODELS = ("mlp", "gcn", "sage", "gat")
+def _check_layerwise(params: Params) -> None:
+    """train.inference.mode=layerwise is the evaluation of fit's node models (inference.py)."""
+    train = params.train
+    if train.inference.mode != "layerwise":
+        return
+    if train.model not in ("mlp", "gcn", "sage", "gat"):
+        raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
+                          f"not train.model={train.model!r}; set train.inference.mode: auto or "
+                          "full")
+    if params.dataset.task != "node" or train.engine != "plain":
+        raise ParamsError(
+            f"train.inference.mode='layerwise' runs in the plain node-classification loop, not "
+            f"with dataset.task={params.dataset.task!r} / train.engine={train.engine!r} (they "
+            "evaluate with full forwards); set train.inference.mode: auto or full")
 
 
 def _check_lightning(params: Params) -> None:
     """What ``train.engine: lightning`` runs (gnnpipe/lightning.py), named when it is not."""
     cfg, task = params.train, params.dataset.task
+    if cfg.engine != "lightning":
+        return
     found = []
     if task != "node":
         found.append(f"dataset.task={task!r}")
-    if getattr(params.dataset.synthetic, "hetero", False) and params.dataset.source == "synthetic":
+    if params.dataset.synthetic.hetero:
         found.append("dataset.synthetic.hetero=true")
     if cfg.sampler not in LIGHTNING_SAMPLERS:
         found.append(f"train.sampler={cfg.sampler!r}")
     if cfg.model not in LIGHTNING_MODELS:
         found.append(f"train.model={cfg.model!r}")
-    if cfg.nproc * cfg.nnodes > 1:
-        found.append(f"train.nproc={cfg.nproc}, train.nnodes={cfg.nnodes}")
-    if getattr(cfg, "temporal", "none") != "none":  # seed times are not passed to Lightning
-        found.append(f"train.temporal={cfg.temporal!r}")
+    if cfg.dist.world_size > 1:
+        found.append(f"train.dist.nproc={cfg.dist.nproc}, train.dist.nnodes={cfg.dist.nnodes}")
+    if cfg.temporal.by != "none":  # seed times are not passed to Lightning
+        found.append(f"train.temporal.by={cfg.temporal.by!r}")
     if found:
         raise ParamsError(
             f"train.engine='lightning' supports homogeneous node classification "
             f"(dataset.task=node) with train.sampler {' or '.join(LIGHTNING_SAMPLERS)}, "
             f"train.model {' | '.join(LIGHTNING_MODELS)}, without train.temporal, on one "
-            f"process (train.nproc=1, train.nnodes=1); found {'; '.join(found)}. Use "
+            f"process (train.dist.nproc=1, train.dist.nnodes=1); found {'; '.join(found)}. Use "
             "train.engine=plain for the rest")
+
+
+RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
+         _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
+         _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
+         _check_layerwise, _check_lightning)
 
 
 # ---------------------------------------------------------------------------------- coercion
@@ -415,6 +602,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if value is None:
             value = {}
+        if not isinstance(value, dict) and key in MOVED:  # train.inference: auto (old layout)
+            raise _moved(key)
         if not isinstance(value, dict):
             raise ParamsError(f"params: {key} must be a mapping of keys, got {value!r}")
         return _build(tp, value, key)
@@ -462,10 +651,17 @@ def _check_range(value: Any, meta: typing.Mapping, key: str) -> None:
         raise ParamsError(f"params: {key}={value!r} is out of range; expected {op} {high}")
 
 
+def _moved(key: str) -> ParamsError:
+    return ParamsError(f"params: {key} moved to {MOVED[key]}")
+
+
 def _build(cls: type, raw: dict, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - set(fields))
+    for name in unknown:
+        if f"{prefix}.{name}" in MOVED:
+            raise _moved(f"{prefix}.{name}")
     if unknown:
         where = f"{prefix}." if prefix else ""
         raise ParamsError(
@@ -504,3 +700,13 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
 def to_dict(params: Any) -> dict:
     """Plain nested dict of a params dataclass (for writing and hashing)."""
     return dataclasses.asdict(params)
+
+
+def replace(params: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` that reaches into sub-sections: a dict given for a dataclass field
+    replaces inside it, e.g. ``replace(train, epochs=2, neighbor={"num_neighbors": (4, 3)})``."""
+    for name, value in changes.items():
+        current = getattr(params, name)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            changes[name] = replace(current, **value)
+    return dataclasses.replace(params, **changes)

@@ -1,6 +1,6 @@
 """DDP plumbing: rank context from torchrun's environment, equal seed shards, reductions.
 
-The train stage re-launches itself under ``torchrun`` when ``train.nproc * train.nnodes > 1``;
+The train stage re-launches itself under ``torchrun`` when ``train.dist.nproc * train.dist.nnodes > 1``;
 each worker then finds its rank here. Seeds are padded so every rank runs the same number of
 steps (unequal step counts are the classic DDP hang), and metrics are summed across ranks.
 """
@@ -107,9 +107,7 @@ def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,
     if nnodes == 1:
         launcher.append("--standalone")
     else:
-        if not rdzv_endpoint:
-            raise ValueError(f"train.nnodes={nnodes} needs train.rdzv_endpoint (host:port of the "
-                             "first machine)")
+        assert rdzv_endpoint, "config._check_rendezvous: nnodes > 1 needs an endpoint"
         launcher += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
                      f"--rdzv-endpoint={rdzv_endpoint}", "--rdzv-id=gnnpipe-train"]
     return [*launcher, "-m", "gnnpipe", *stage_argv]

@@ -34,7 +34,7 @@ from gnnpipe.graph import Csr
 from gnnpipe.models import FeatureMLP, finish_layer
 
 # A full forward whose per-layer messages (num_edges x max(in_dim, hidden) float32) pass 1 GiB
-# goes layer-wise under train.inference=auto; the default 20k-node graph is ~50x below.
+# goes layer-wise under train.inference.mode=auto; the default 20k-node graph is ~50x below.
 AUTO_MESSAGE_FLOATS = 2**28
 BLOCK_CONVS = (GCNConv, SAGEConv, GATConv)
 
@@ -168,15 +168,15 @@ def check_supported(model: nn.Module) -> None:
     if isinstance(model, FeatureMLP):
         return
     if not isinstance(model, BasicGNN) or not all(isinstance(c, BLOCK_CONVS) for c in model.convs):
-        raise ValueError(f"train.inference=layerwise supports gnnpipe's mlp, gcn, sage and gat, "
-                         f"not {type(model).__name__}; set train.inference: full")
+        raise ValueError(f"train.inference.mode=layerwise supports gnnpipe's mlp, gcn, sage and "
+                         f"gat, not {type(model).__name__}; set train.inference.mode: full")
     if model.supports_norm_batch:
-        raise ValueError("train.inference=layerwise cannot run graph-wise norms per block; set "
-                         "train.inference: full")
+        raise ValueError("train.inference.mode=layerwise cannot run graph-wise norms per block; "
+                         "set train.inference.mode: full")
     for conv in model.convs:
         if isinstance(conv, GCNConv) and not (conv.normalize and conv.add_self_loops):
-            raise ValueError("train.inference=layerwise expects GCNConv with its default "
-                             "normalisation; set train.inference: full")
+            raise ValueError("train.inference.mode=layerwise expects GCNConv with its default "
+                             "normalisation; set train.inference.mode: full")
 
 
 class LayerwiseInference:
@@ -284,13 +284,14 @@ def _width(model: BasicGNN, layer: int) -> int:
 
 
 def plan(csr: Csr, in_dim: int, cfg) -> LayerwiseInference | None:
-    """The layer-wise engine for ``csr`` if ``cfg.inference`` (TrainParams) asks for one, else
-    None (a full forward). ``auto``: layer-wise for graph models once a full forward's
+    """The layer-wise engine for ``csr`` if ``cfg.inference.mode`` (TrainParams) asks for one,
+    else None (a full forward; also for a ``cfg`` without an inference section). ``auto``: layer-wise for graph models once a full forward's
     per-layer messages, num_edges x max(in_dim, hidden) floats, pass ``AUTO_MESSAGE_FLOATS``."""
-    mode = getattr(cfg, "inference", "full")
+    inference = getattr(cfg, "inference", None)
+    mode = "full" if inference is None else inference.mode
     if mode == "full":
         return None
     if mode == "auto" and (cfg.model not in ("gcn", "sage", "gat") or
                            csr.num_edges * max(in_dim, cfg.hidden) <= AUTO_MESSAGE_FLOATS):
         return None
-    return LayerwiseInference(csr, cfg.inference_block_edges)
+    return LayerwiseInference(csr, inference.block_edges)

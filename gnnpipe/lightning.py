@@ -13,8 +13,8 @@ its accuracy counts, the loop's history / perf rows and its early-stopping step 
 stage writes the same artifacts and ``evaluate`` runs unchanged; for a fixed seed it gives the
 plain engine's numbers (tests/test_lightning.py pins both samplers).
 
-Not carried over from the plain engine: DDP (``train.nproc``), the cluster / saint / sign
-samplers and gnnpipe checkpoints (``train.checkpoint_every`` / ``resume``; Lightning users add
+Not carried over from the plain engine: DDP (``train.dist.nproc``), the cluster / saint / sign
+samplers and gnnpipe checkpoints (``train.checkpoint.every`` / ``resume``; Lightning users add
 ``ModelCheckpoint``). ``Params`` rejects the unsupported combinations at load time.
 """
 

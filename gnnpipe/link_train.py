@@ -161,8 +161,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     ctx = options.ctx
     if edges["train_supervision"].shape[1] == 0:
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
-    if ctx.world_size > 1 and loader is None:
-        raise ValueError("link training on several processes needs train.sampler=link_neighbor")
+    assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
     task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, state, history = outcome.model, outcome.state, outcome.history

@@ -119,9 +119,7 @@ def build_model(name: str, in_dim: int, num_classes: int, cfg: BaselineParams,
         return SIGN(in_dim, num_hops, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
     kwargs = {}
     if name == "gat":
-        if cfg.hidden % cfg.heads:
-            raise ValueError(f"train.hidden={cfg.hidden} must be divisible by train.heads="
-                             f"{cfg.heads} for gat (each head gets hidden / heads channels)")
+        assert cfg.hidden % cfg.heads == 0, "config._check_heads refuses this train section"
         kwargs["heads"] = cfg.heads
     models = RESIDUAL_MODELS if cfg.residual else GRAPH_MODELS
     return models[name](in_channels=in_dim, hidden_channels=cfg.hidden,

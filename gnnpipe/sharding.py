@@ -1,4 +1,4 @@
-"""A DDP rank that holds only its partition shards (``train.shard: partition``).
+"""A DDP rank that holds only its partition shards (``train.dist.shard: partition``).
 
 The rank keeps the feature rows of its shards' nodes (owned + halo, ``NodeRows``), trains on
 ClusterGCN batches of its own parts (``gnnpipe.sampling.cluster.ShardParts``) and evaluates each

@@ -226,7 +226,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
 
     ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
     evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
-    (``train.shard: partition``). A loader with a ``skipped`` attribute reports the empty
+    (``train.dist.shard: partition``). A loader with a ``skipped`` attribute reports the empty
     batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
     with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.compile_model`` trains

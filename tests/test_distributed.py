@@ -41,7 +41,7 @@ def test_torchrun_argv():
     assert single[-4:] == ["gnnpipe", "train", "--params", "p.yaml"]
     multi = distributed.torchrun_argv(4, 2, 1, "node0:29400", ["train"])
     assert "--rdzv-endpoint=node0:29400" in multi and "--node-rank=1" in multi
-    with pytest.raises(ValueError, match="train.rdzv_endpoint"):
+    with pytest.raises(ValueError, match="train.dist.rdzv_endpoint"):
         distributed.torchrun_argv(4, 2, 1, "", ["train"])
 
 

@@ -195,7 +195,7 @@ def test_memo_skips_recomputing_for_unchanged_weights(csr, features):
 
 def test_unsupported_models_are_refused(csr, features):
     sign = build_model("sign", IN_DIM, CLASSES, TrainParams(model="sign", sampler="sign"), 1)
-    with pytest.raises(ValueError, match="train.inference: full"):
+    with pytest.raises(ValueError, match="train.inference.mode: full"):
         layerwise_logits(sign, features, LayerwiseInference(csr, 9))
 
 

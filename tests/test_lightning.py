@@ -170,9 +170,9 @@ def test_datamodule_and_module_plug_into_a_users_trainer(graph, roles):
     ({"train": {"sampler": "cluster"}}, "train.sampler='cluster'"),
     ({"train": {"sampler": "saint", "model": "gcn"}}, "train.sampler='saint'"),
     ({"train": {"sampler": "sign", "model": "sign"}}, "train.model='sign'"),
-    ({"train": {"nproc": 2}}, "train.nproc=2"),
+    ({"train": {"nproc": 2}}, "train.dist.nproc=2"),
     ({"dataset": {"task": "link"}}, "dataset.task='link'"),
-    ({"train": {"sampler": "neighbor", "temporal": "node"}}, "train.temporal='node'"),
+    ({"train": {"sampler": "neighbor", "temporal": "node"}}, "train.temporal.by='node'"),
 ])
 def test_unsupported_combinations_name_the_engine(overrides, found):
     section = overrides.setdefault("train", {})

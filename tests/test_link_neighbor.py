@@ -268,7 +268,7 @@ def test_resumed_link_training_ends_where_an_uninterrupted_run_does(link_data, l
     ({"dataset": {"task": "link"}, "train": {"sampler": "neighbor"}},
      r"train.sampler='neighbor' .*for dataset.task=link use train.sampler=link_neighbor"),
     ({"dataset": {"task": "link"}, "train": {"sampler": "link_neighbor", "num_neighbors": [5]}},
-     r"train.num_neighbors=\[5\] has 1 hops but train.num_layers=2"),
+     r"train.neighbor.num_neighbors=\[5\] has 1 hops but train.num_layers=2"),
 ])
 def test_sampler_and_task_must_agree(raw, message):
     with pytest.raises(ParamsError, match=message):
@@ -342,7 +342,7 @@ def test_two_gloo_processes_match_one_process_on_the_same_global_batches():
 def test_dvc_exp_run_with_the_link_neighbor_sampler_on_two_processes(tmp_path):
     """The train stage end to end through DVC, relaunched under torchrun with 2 gloo ranks."""
     repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=3, patience=3, num_nodes=400)
-    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S", "train.nproc=2",
+    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S", "train.dist.nproc=2",
                 "-S", "train.batch_size=128", "evaluate"], repo)
     assert {"split", "train", "evaluate"} <= _ran(out)
     train = json.loads((repo / "metrics/train.json").read_text())

@@ -78,7 +78,7 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
 
     params["partition"]["num_parts"] = 2
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-    # train depends on data/partition (train.sampler cluster, train.shard partition), so it
+    # train depends on data/partition (train.sampler cluster, train.dist.shard partition), so it
     # re-runs; with the default full sampler it does not read the partition, its outputs come
     # out byte-identical and DVC rightly skips evaluate.
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"partition", "train", "report"}

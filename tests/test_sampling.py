@@ -378,14 +378,14 @@ def test_num_neighbors_is_a_list_of_fanouts_in_params():
     cfg = params_from_dict({"train": {"sampler": "neighbor", "num_neighbors": [25, -1],
                                       "subgraph_type": "induced"}}).train
     assert cfg.num_neighbors == (25, -1) and cfg.subgraph_type == "induced"
-    with pytest.raises(ParamsError, match=r"train.num_neighbors\[1\]=-2 is out of range"):
+    with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors\[1\]=-2 is out of range"):
         params_from_dict({"train": {"num_neighbors": [5, -2]}})
-    with pytest.raises(ParamsError, match=r"train.num_neighbors\[0\]='a' is not valid"):
+    with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors\[0\]='a' is not valid"):
         params_from_dict({"train": {"num_neighbors": ["a", 2]}})
-    with pytest.raises(ParamsError, match="train.num_neighbors=5 is not valid; expected a "
+    with pytest.raises(ParamsError, match="train.neighbor.num_neighbors=5 is not valid; expected a "
                                           "non-empty list of int"):
         params_from_dict({"train": {"num_neighbors": 5}})
-    with pytest.raises(ParamsError, match=r"train.num_neighbors=\[15, 10\] has 2 hops but "
+    with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors=\[15, 10\] has 2 hops but "
                                           "train.num_layers=3"):
         params_from_dict({"train": {"sampler": "neighbor", "num_layers": 3}})
 

@@ -273,5 +273,5 @@ def test_missing_timestamps_are_named_errors(tmp_path, monkeypatch, capsys):
     csr, _ = _graph(num_edges=100)
     with pytest.raises(ValueError, match="dataset.nodes.timestamp"):
         temporal_options("node", "uniform", np.arange(3), csr, None)
-    with pytest.raises(ParamsError, match="train.temporal='node' with train.sampler='full'"):
+    with pytest.raises(ParamsError, match="train.temporal.by='node' with train.sampler='full'"):
         params_from_dict({"train": {"temporal": "node"}})

@@ -62,7 +62,8 @@ def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSup
     edge_type, edges, negatives = hio.read_hetero_link_split(args.split, graph)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
-    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off]) for role, pair in edges.items()}
+    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
+               for role, pair in edges.items()}
     shifted_negatives = {phase: targets + d_off for phase, targets in negatives.items()}
     visible = torch.cat([edges["message"], edges["train_supervision"]], dim=1).numpy()
     strategy = typed.meta.get("negative_strategy", "uniform")

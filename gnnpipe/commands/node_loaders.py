@@ -29,7 +29,8 @@ def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.nd
 
 
 def shard_setup(args, params, ctx, roles, train_mask):
-    """``train.shard: partition``: this rank's shards, their node rows, loader and evaluator."""
+    """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
+    evaluator."""
     from gnnpipe.io.rows import read_node_rows
     from gnnpipe.partition import rank_parts
     from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
@@ -37,9 +38,10 @@ def shard_setup(args, params, ctx, roles, train_mask):
 
     cfg = params.train
     if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
-        raise ValueError("train.shard='partition' scores val and test nodes on the train-phase "
-                         "partition, which is their message graph only with "
-                         "split.node.mode=transductive; use train.shard: none for inductive splits")
+        raise ValueError("train.dist.shard='partition' scores val and test nodes on the "
+                         "train-phase partition, which is their message graph only with "
+                         "split.node.mode=transductive; use train.dist.shard: none for "
+                         "inductive splits")
     meta, _, train_per_part = read_partition(args, roles.size, roles)
     mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
     shards = [io.read_partition_shard(args.partition, part) for part in mine]
@@ -47,7 +49,7 @@ def shard_setup(args, params, ctx, roles, train_mask):
     read = read_node_rows(args.prepared, ids)
     rows = NodeRows(read.x, read.y[ids], ids)
     loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
-                           cfg.parts_per_batch, ctx.rank, ctx.world_size)
+                           cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
     exact = meta["halo_hops"] >= cfg.num_layers
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
@@ -67,10 +69,17 @@ def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask)
         from gnnpipe.sampling.shadow import shadow_loader
 
         seeds = distributed.shard(train_nodes, ctx)
-        make = neighbor_loader if cfg.sampler == "neighbor" else shadow_loader
-        return make(graph.x, graph.y, graphs["train"], seeds, cfg,
-                    torch_seed(params.seed, "sample"), edge_index=inputs["train"].edge_index,
-                    **_temporal(args, cfg, graph, graphs["train"], seeds)), {}, {}
+        sample_seed = torch_seed(params.seed, "sample")
+        common = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                      edge_index=inputs["train"].edge_index,
+                      **_temporal(args, cfg, graph, graphs["train"], seeds))
+        if cfg.sampler == "neighbor":
+            loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor,
+                                     sample_seed, **common)
+        else:
+            loader = shadow_loader(graph.x, graph.y, graphs["train"], seeds, cfg.shadow,
+                                   sample_seed, replace=cfg.neighbor.replace, **common)
+        return loader, {}, {}
     rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
     if cfg.sampler == "cluster":
         from gnnpipe.partition import rank_parts
@@ -78,29 +87,30 @@ def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask)
 
         meta, parts, train_per_part = read_partition(args, graph.num_nodes, roles)
         loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
-                               train_mask, train_per_part, cfg.parts_per_batch, ctx.rank,
+                               train_mask, train_per_part, cfg.cluster.parts_per_batch, ctx.rank,
                                ctx.world_size)
         return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
     from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
 
-    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, cfg.walk_length)
-    norm = estimate_norm(sampler, cfg.sample_coverage, torch_seed(params.seed, "saint"))
-    steps = cfg.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
+    saint = cfg.saint
+    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, saint.walk_length)
+    norm = estimate_norm(sampler, saint.sample_coverage, torch_seed(params.seed, "saint"))
+    steps = saint.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
     loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
     return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
 
 
 def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
-    """``train.temporal``: seed times from the node timestamps, edge times (``edge``) from
+    """``train.temporal.by``: seed times from the node timestamps, edge times (``edge``) from
     ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
     from gnnpipe.sampling.temporal import temporal_options
 
     edge_time = None
-    if cfg.temporal == "edge" and (args.prepared / "edge_attrs.parquet").exists():
+    if cfg.temporal.by == "edge" and (args.prepared / "edge_attrs.parquet").exists():
         from gnnpipe.sources.base import time_key
 
         table = io.read_edge_attrs(args.prepared)
         if "timestamp" in table.column_names:
             edge_time = time_key(table.column("timestamp").combine_chunks())
-    return temporal_options(cfg.temporal, cfg.temporal_strategy, seeds, train_csr,
+    return temporal_options(cfg.temporal.by, cfg.temporal.strategy, seeds, train_csr,
                             graph.timestamps, graph.csr, edge_time)

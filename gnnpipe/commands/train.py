@@ -2,8 +2,9 @@
 
 train.sampler cluster cuts ClusterGCN batches from data/partition (built on the train-phase
 graph); saint draws GraphSAINT random-walk subgraphs from the train-phase graph. With
-train.shard: partition each DDP rank reads only its own part shards (+halo) and the feature rows
-of their nodes, trains on their ClusterGCN batches and scores its own nodes on them.
+train.dist.shard: partition each DDP rank reads only its own part shards (+halo) and the
+feature rows of their nodes, trains on their ClusterGCN batches and scores its own nodes on
+them.
 dataset.task link trains an encoder with a dot-product decoder; typed graphs train
 to_hetero(GraphSAGE), HGT or R-GCN.
 """
@@ -32,7 +33,7 @@ def add_arguments(parser):
     parser.add_argument("--split", type=Path, default=Path("data/split"))
     parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
     parser.add_argument("--partition", type=Path, default=Path("data/partition"),
-                        help="parts and shards (train.sampler cluster, train.shard partition)")
+                        help="parts and shards (train.sampler cluster, train.dist.shard partition)")
     parser.add_argument("--out", type=Path, default=Path("data/model"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/train.json"))
     parser.add_argument("--perf", type=Path, default=Path("metrics/perf/train.json"),
@@ -42,7 +43,8 @@ def add_arguments(parser):
                         default=Path("metrics/perf/train_history.csv"),
                         help="per-epoch seeds/s and batches/s (wall clock, differs run to run)")
     parser.add_argument("--checkpoint", type=Path, default=Path("data/checkpoint/train.pt"),
-                        help="resumable training state (train.checkpoint_every, train.resume)")
+                        help="resumable training state (train.checkpoint.every, "
+                             "train.checkpoint.resume)")
 
 
 def run(args):
@@ -52,17 +54,17 @@ def run(args):
     params = load_params(args.params)
     kind, task = split_variant(args.split)
     train = pick(RUNS, kind, task, "train")
-    cfg = params.train
+    cfg, dist = params.train, params.train.dist
     ctx = distributed.context_from_env()
-    if cfg.nproc * cfg.nnodes > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
-        argv = distributed.torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
-                                         args.argv)
+    if dist.world_size > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
+        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
+                                         dist.rdzv_endpoint, args.argv)
         code = subprocess.run(argv, check=False).returncode
         if code != 0:
             raise ValueError(f"distributed training failed (torchrun exit code {code}); the "
                              "failing rank's error is printed above")
-        return f"{cfg.model} trained on {cfg.nproc * cfg.nnodes} processes -> {args.out}"
-    distributed.init_process_group(ctx, cfg.dist_timeout_s)
+        return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
+    distributed.init_process_group(ctx, dist.timeout_s)
     try:
         return train(args, params, ctx)
     finally:
@@ -75,8 +77,8 @@ def train_nodes(args, params, ctx):
     from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
-    # no whole graph on a rank with train.shard: partition, only its shards and their rows
-    graph = None if cfg.shard == "partition" else io.read_graph(args.prepared, mmap=True)
+    # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
+    graph = None if cfg.dist.shard == "partition" else io.read_graph(args.prepared, mmap=True)
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
@@ -121,7 +123,8 @@ def train_nodes(args, params, ctx):
         args, result, {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
                        "num_hops": num_hops}),
         metrics={"model": cfg.model, "sampler": cfg.sampler, **result.summary, **extra},
-        perf={"shard": cfg.shard, "amp": cfg.amp, "compile": cfg.compile, "engine": cfg.engine})
+        perf={"shard": cfg.dist.shard, "amp": cfg.amp, "compile": cfg.compile,
+              "engine": cfg.engine})
     return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}" if done \
         else None
 
@@ -151,7 +154,8 @@ def train_links(args, params, ctx):
         from gnnpipe.sampling.link import link_neighbor_loader
 
         loader = link_neighbor_loader(graph.x, graphs["train"], sup.edges["train_supervision"],
-                                      sup.sampler, cfg, torch_seed(params.seed, "sample"),
+                                      sup.sampler, cfg.neighbor, torch_seed(params.seed, "sample"),
+                                      batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                                       ctx=ctx, edge_index=inputs["train"].edge_index)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split, args.propagate], ctx)
@@ -191,9 +195,9 @@ def train_typed_nodes(args, params, ctx):
         from gnnpipe.hetero.loader import hgt_batches
 
         loader = hgt_batches(graph, typed.graphs["train"], np.flatnonzero(roles == "train"),
-                             cfg.num_samples, cfg.batch_size,
+                             cfg.hgt.num_samples, cfg.batch_size,
                              torch_seed(params.seed, "sample"), cfg.num_workers)
-        extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.num_samples)}
+        extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.hgt.num_samples)}
     result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                             graph.num_classes, graph.target, cfg),
                  _typed_inputs(typed), graph.y, roles, cfg, torch_seed(params.seed, "train"),

@@ -15,11 +15,12 @@ def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
     """Checkpoints at ``args.checkpoint`` keyed by ``section`` + ``seed`` + the input files, so a
     checkpoint of other params or inputs is never resumed; announces a resume on rank 0."""
     fingerprint = io.input_fingerprint(section, seed, inputs)
-    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if cfg.resume else None
+    resume = cfg.checkpoint.resume
+    resume_from = io.read_checkpoint(args.checkpoint, fingerprint) if resume else None
     if resume_from is not None and ctx.is_main:
         print(f"gnnpipe train: resuming from {args.checkpoint} (epoch {resume_from['epoch']})")
     return Checkpointing(
-        every=cfg.checkpoint_every, resume_from=resume_from,
+        every=cfg.checkpoint.every, resume_from=resume_from,
         save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
 
 

@@ -27,8 +27,6 @@ from torch_geometric.nn.models import GraphSAGE
 from gnnpipe.config import BaselineParams, TrainParams
 from gnnpipe.hetero.graph import EdgeType
 
-HETERO_MODELS = ("sage", "hgt", "rgcn", "mlp")
-
 Metadata = tuple[list[str], list[EdgeType]]
 
 
@@ -63,10 +61,7 @@ class HeteroModel(nn.Module):
                              out_channels=out_dim, dropout=dropout)
             self.body = to_hetero(sage, (self.node_types, self.edge_types), aggr="sum")
         elif name == "hgt":
-            assert isinstance(cfg, TrainParams)
-            if hidden % cfg.heads:
-                raise ValueError(f"train.hidden={hidden} must be divisible by train.heads="
-                                 f"{cfg.heads} for hgt (each head gets hidden / heads channels)")
+            assert isinstance(cfg, TrainParams) and hidden % cfg.heads == 0  # config._check_heads
             meta = (self.node_types, self.edge_types)
             self.convs = nn.ModuleList(HGTConv(hidden, hidden, meta, heads=cfg.heads)
                                        for _ in range(layers))
@@ -76,8 +71,7 @@ class HeteroModel(nn.Module):
             self.convs = nn.ModuleList(RGCNConv(dims[i], dims[i + 1], len(self.edge_types))
                                        for i in range(layers))
         else:
-            raise ValueError(f"train.model={name!r} is not available for heterogeneous graphs; "
-                             f"use one of: {', '.join(HETERO_MODELS)}")
+            raise AssertionError(f"no heterogeneous model {name!r}")  # config._check_typed_train
 
     def _select(self, h: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.out == "target":

@@ -1,6 +1,6 @@
 """Feature rows of some nodes from ``prepared/graph.pt``, without taking the whole file in.
 
-``train.shard: partition`` gives each DDP rank only its shards' nodes. Pages of a memory-mapped
+``train.dist.shard: partition`` gives each DDP rank only its shards' nodes. Pages of a memory-mapped
 file that a process has touched count in its resident set until the mapping goes, so gathering
 scattered rows through one long-lived map would leave most of ``x`` resident in every rank.
 Here each block of rows gets a fresh map that is dropped once its rows are copied out, so the

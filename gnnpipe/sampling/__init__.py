@@ -8,7 +8,8 @@ the work to PyG's ``NeighborSampler`` (which calls ``torch.ops.pyg.neighbor_samp
 
 from gnnpipe.sampling.backend import BACKENDS, pyg_lib_available, resolve_backend
 from gnnpipe.sampling.loader import neighbor_loader
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, pick_edges
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.sampling.pick import pick_edges
 
 __all__ = ["BACKENDS", "CsrNeighborSampler", "neighbor_loader", "pick_edges", "pyg_lib_available",
            "resolve_backend"]

@@ -8,7 +8,7 @@ a batch whose parts hold no train node is skipped and counted (``ClusterLoader.s
 
 Two sources give the same batches: ``GraphParts`` cuts them from the whole train-phase graph
 (every rank holds it, memory-mapped), ``ShardParts`` from the rank's own partition shards
-(``train.shard: partition``), whose owned rows are complete when ``halo_hops >= 1``.
+(``train.dist.shard: partition``), whose owned rows are complete when ``halo_hops >= 1``.
 
 Each epoch shuffles the parts with torch's global RNG (``fit`` reseeds it per epoch). Under DDP
 rank ``r`` trains on the parts ``rank_parts`` deals it; the shuffle is one permutation of all
@@ -60,7 +60,7 @@ class ShardParts:
         for shard in shards:
             if shard.halo_hops < 1:
                 raise ValueError(
-                    "train.shard='partition' needs partition.halo_hops >= 1: a shard holds its "
+                    "train.dist.shard='partition' needs partition.halo_hops >= 1: a shard holds its "
                     "edges from other parts only through its halo")
 
     def batch(self, parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

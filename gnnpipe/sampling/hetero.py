@@ -55,7 +55,8 @@ from torch_geometric.sampler import (
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from gnnpipe.graph import Csr
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, pick_edges, sampler_seed
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
+from gnnpipe.sampling.pick import pick_edges
 
 EdgeType = tuple[str, str, str]
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the in-edges a node adds to the budget

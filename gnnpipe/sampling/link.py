@@ -34,7 +34,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader
 from torch_geometric.sampler import EdgeSamplerInput
 
-from gnnpipe.config import TrainParams
+from gnnpipe.config import NeighborParams
 from gnnpipe.distributed import SINGLE, DistContext, shard
 from gnnpipe.graph import Csr
 from gnnpipe.negatives import NegativeSampler
@@ -100,19 +100,19 @@ class SupervisionLoader(LinkLoader):
 
 
 def link_neighbor_loader(x: torch.Tensor, csr: Csr, supervision: torch.Tensor,
-                         negatives: NegativeSampler, cfg: TrainParams, seed: int, *,
-                         ctx: DistContext = SINGLE,
+                         negatives: NegativeSampler, cfg: NeighborParams, seed: int, *,
+                         batch_size: int, num_workers: int = 0, ctx: DistContext = SINGLE,
                          edge_index: torch.Tensor | None = None) -> SupervisionLoader:
-    """Batches of ``cfg.batch_size`` supervision edges and their negatives, neighbourhoods
+    """Batches of ``batch_size`` supervision edges and their negatives, neighbourhoods
     sampled in ``csr`` only (pass the train phase's message graph: nothing held out is in it).
 
     ``x`` (N, F) is gathered per batch (``batch.x``); ``edge_index`` may pass
     ``csr.edge_index()`` when the caller already holds it. The fan-outs, ``replace``,
-    ``subgraph_type``, ``disjoint`` and ``num_workers`` come from ``cfg`` as for ``neighbor``.
+    ``subgraph_type`` and ``disjoint`` come from ``cfg`` (``train.neighbor``) as for ``neighbor``.
     """
     sampler = CsrNeighborSampler(csr, cfg.num_neighbors, replace=cfg.replace,
                                  subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed)
     data = Data(x=x, edge_index=csr.edge_index() if edge_index is None else edge_index,
                 num_nodes=csr.num_nodes)
-    return SupervisionLoader(data, sampler, supervision, negatives, cfg.batch_size, seed, ctx=ctx,
-                             num_workers=cfg.num_workers)
+    return SupervisionLoader(data, sampler, supervision, negatives, batch_size, seed, ctx=ctx,
+                             num_workers=num_workers)

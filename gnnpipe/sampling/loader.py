@@ -1,4 +1,4 @@
-"""PyG ``NodeLoader`` over gnnpipe's neighbor sampler, configured by the ``train:`` section."""
+"""PyG ``NodeLoader`` over gnnpipe's neighbor sampler, configured by ``train.neighbor``."""
 
 from __future__ import annotations
 
@@ -6,21 +6,23 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from gnnpipe.config import TrainParams
+from gnnpipe.config import NeighborParams
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 
 
 def neighbor_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
-                    cfg: TrainParams, seed: int, *, edge_index: torch.Tensor | None = None,
-                    shuffle: bool = True, **temporal) -> NodeLoader:
-    """Batches of ``cfg.batch_size`` seeds with their sampled neighbourhoods in ``csr``.
+                    cfg: NeighborParams, seed: int, *, batch_size: int, num_workers: int = 0,
+                    edge_index: torch.Tensor | None = None, shuffle: bool = True,
+                    **temporal) -> NodeLoader:
+    """Batches of ``batch_size`` seeds with their sampled neighbourhoods in ``csr``.
 
     ``x`` (N, F) and ``y`` (N,) are gathered per batch by PyG (``batch.x``, ``batch.y``); only
     edges of ``csr`` are ever sampled, so passing a phase's message graph keeps the batch inside
     what that phase may see. ``edge_index`` may pass ``csr.edge_index()`` when the caller already
     holds it (it is only read for its device). ``seed`` fixes the sampler's stream; the order of
-    seeds follows torch's global RNG (seed it, e.g. inside ``fit``). ``temporal``
+    seeds follows torch's global RNG (seed it, e.g. inside ``fit``); ``num_workers`` DataLoader
+    worker processes sample the batches. ``temporal``
     (``edge_time`` or ``node_time``, ``temporal_strategy``, and ``input_time`` (len(seeds),)
     for the loader) makes the sampling temporal (``gnnpipe.sampling.temporal``).
     """
@@ -31,7 +33,7 @@ def neighbor_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Ten
     data = Data(x=x, y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
                 num_nodes=csr.num_nodes)
     return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, input_time=input_time,
-                      batch_size=cfg.batch_size, shuffle=shuffle, num_workers=cfg.num_workers,
+                      batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
                       # fresh workers every epoch: their streams derive from the epoch-seeded
                       # torch RNG, so a resumed run samples as an uninterrupted one would
                       persistent_workers=False)

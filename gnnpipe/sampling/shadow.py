@@ -34,7 +34,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from gnnpipe.config import TrainParams
+from gnnpipe.config import ShadowParams
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 
@@ -67,20 +67,22 @@ def add_root_n_id(batch: Data) -> Data:
 
 
 def shadow_loader(x: torch.Tensor, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
-                  cfg: TrainParams, seed: int, *, edge_index: torch.Tensor | None = None,
+                  cfg: ShadowParams, seed: int, *, batch_size: int, replace: bool = False,
+                  num_workers: int = 0, edge_index: torch.Tensor | None = None,
                   shuffle: bool = True, **temporal) -> NodeLoader:
-    """Batches of ``cfg.batch_size`` roots with their ShaDow subgraphs in ``csr``.
+    """Batches of ``batch_size`` roots with their ShaDow subgraphs in ``csr``.
 
-    ``cfg.shadow_depth`` hops, ``cfg.shadow_num_neighbors`` per node and hop, ``cfg.replace``;
-    the rest as ``gnnpipe.sampling.neighbor_loader`` (only edges of ``csr`` are sampled).
+    ``cfg.depth`` hops, ``cfg.num_neighbors`` per node and hop, drawn with ``replace``
+    (``train.neighbor.replace``); the rest as ``gnnpipe.sampling.neighbor_loader`` (only edges
+    of ``csr`` are sampled).
     ``temporal`` (``edge_time`` / ``node_time`` / ``temporal_strategy`` and the loader's
     ``input_time``) makes it temporal.
     """
     input_time = temporal.pop("input_time", None)
-    sampler = ShadowKHopSampler(csr, cfg.shadow_depth, cfg.shadow_num_neighbors,
-                                replace=cfg.replace, seed=seed, **temporal)
+    sampler = ShadowKHopSampler(csr, cfg.depth, cfg.num_neighbors, replace=replace, seed=seed,
+                                **temporal)
     data = Data(x=x, y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
                 num_nodes=csr.num_nodes)
     return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, input_time=input_time,
-                      batch_size=cfg.batch_size, shuffle=shuffle, num_workers=cfg.num_workers,
-                      persistent_workers=cfg.num_workers > 0, transform=add_root_n_id)
+                      batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                      persistent_workers=num_workers > 0, transform=add_root_n_id)

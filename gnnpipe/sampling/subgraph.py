@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.sampling.neighbor import pick_edges
+from gnnpipe.sampling.pick import pick_edges
 
 
 def sort_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from gnnpipe.graph import Csr
+from gnnpipe.sampling.pick import pick_edges
 
 TEMPORAL_STRATEGIES = ("uniform", "last")
 
@@ -91,11 +92,9 @@ class TemporalIndex:
         """Sampled allowed in-edges of a frontier: time-sorted positions (E,), frontier row (E,).
 
         ``bound`` (M,) is ``bound(t)`` of each frontier node's time limit. As
-        ``gnnpipe.sampling.neighbor.pick_edges`` over each row's allowed prefix; ``last`` takes
+        ``gnnpipe.sampling.pick.pick_edges`` over each row's allowed prefix; ``last`` takes
         the prefix's last ``min(k, allowed)`` edges (all of them for ``k = -1``).
         """
-        from gnnpipe.sampling.neighbor import pick_edges  # neighbor.py imports this module
-
         count = self.allowed(rows, start, bound)
         if strategy == "uniform":
             return pick_edges(start, count, k, replace, rng)
@@ -165,7 +164,7 @@ def temporal_options(mode: str, strategy: str, seeds, train_csr: Csr, node_time=
         return {}
     if node_time is None:
         raise ValueError(
-            f"train.temporal={mode!r} takes each seed's time from its node timestamp, and the "
+            f"train.temporal.by={mode!r} takes each seed's time from its node timestamp, and the "
             "prepared graph has none: give the node table a time column "
             "(dataset.nodes.timestamp) or set dataset.synthetic.timestamps: true")
     node_time = np.asarray(node_time)
@@ -177,8 +176,8 @@ def temporal_options(mode: str, strategy: str, seeds, train_csr: Csr, node_time=
         return options
     if edge_time is None or full_csr is None:
         raise ValueError(
-            "train.temporal='edge' needs edge timestamps, and the prepared graph has none: set "
+            "train.temporal.by='edge' needs edge timestamps, and the prepared graph has none: set "
             "dataset.edges.timestamp to the edge table's time column (dataset.source parquet "
-            "or csv), or use train.temporal: node")
+            "or csv), or use train.temporal.by: node")
     options["edge_time"] = align_edge_times(full_csr, np.asarray(edge_time), train_csr)
     return options
