@@ -10,7 +10,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
-from gnnpipe.hetero.graph import edge_pairs, homogeneous_csr
+from gnnpipe.typed_graph import edge_pairs, homogeneous_csr
 from gnnpipe.hetero.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_hetero
 from gnnpipe.io import hetero as hio
 from gnnpipe.rng import make_rng

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from gnnpipe.graph import Graph
-from gnnpipe.io.artifacts import (EDGES_SCHEMA, read_edge_table, read_graph, read_node_table,
-                                  write_prepared)
 from gnnpipe.io.atomic import atomic_dir, atomic_path
+from gnnpipe.io.common import EDGES_SCHEMA
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
+from gnnpipe.io.prepared import read_edge_table, read_graph, read_node_table, write_prepared
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 from conftest import make_tiny_graph

@@ -438,7 +438,7 @@ def test_blocks_without_edges_come_out_zero_not_stale(tmp_path, sink_kind):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hop_writer_reads_back_in_chunks_without_mapping(tmp_path, dtype):
-    from gnnpipe.io.artifacts import HopWriter
+    from gnnpipe.io.propagated import HopWriter
 
     x = _features(50, f=3, seed=18)
     writer = HopWriter(tmp_path, "g", 1, (50, 3), dtype)

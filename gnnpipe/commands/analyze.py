@@ -74,7 +74,7 @@ def analyze_typed_links(args, params) -> str:
 
 
 def _typed_write(args, typed, report: dict, histogram: list) -> str:
-    from gnnpipe.hetero.graph import edge_type_name, type_summary
+    from gnnpipe.typed_graph import edge_type_name, type_summary
 
     relation = edge_type_name(typed.graph.self_relation())
     report["analyzed_relation"] = relation

@@ -46,7 +46,7 @@ def evaluate_nodes(args, params) -> str:
 
 def evaluate_typed_nodes(args, params) -> str:
     from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.io.hetero import read_hetero_roles
 
     typed = read_typed(args)

@@ -16,7 +16,7 @@ from gnnpipe.io import hetero as hio
 class TypedSplit:
     """A typed graph, its split's meta.json and phase -> edge type -> message-graph CSR."""
 
-    graph: object  # gnnpipe.hetero.graph.HeteroGraph
+    graph: object  # gnnpipe.typed_graph.HeteroGraph
     meta: dict
     graphs: dict
 

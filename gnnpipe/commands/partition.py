@@ -46,7 +46,7 @@ def train_graph(args) -> tuple[Csr, dict]:
 def typed_train_graph(args) -> tuple[Csr, dict]:
     """The train phase's graph of every edge type as one homogeneous CSR (``to_homogeneous``
     ids), and the type offsets meta.json lists to say so."""
-    from gnnpipe.hetero.graph import homogeneous_csr
+    from gnnpipe.typed_graph import homogeneous_csr
     from gnnpipe.io.hetero import read_hetero_message_graphs
 
     sizes, graphs = read_hetero_message_graphs(args.split)

@@ -48,7 +48,7 @@ def prepare_homogeneous(args, params) -> str:
 
 def prepare_typed(args, params) -> str:
     """The built-in heterogeneous graph (gnnpipe/hetero/synthetic.py) as typed tables."""
-    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.synthetic import generate_hetero
 
     graph, counts = generate_hetero(params.dataset, make_rng(params.seed, "prepare"))

@@ -89,7 +89,7 @@ def split_typed_nodes(args, params) -> str:
 def split_typed_links(args, params) -> str:
     """One edge type held out together with its reverse, typed fixed negatives."""
     from gnnpipe.hetero.audit import audit_hetero_link_split
-    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.split import split_hetero_links
 
     graph = hio.read_hetero_graph(args.prepared)

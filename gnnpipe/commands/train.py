@@ -214,7 +214,7 @@ def train_typed_nodes(args, params, ctx):
 def train_typed_links(args, params, ctx):
     """A typed encoder of every node type; the dot-product decoder on the held-out edge type."""
     from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
-    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
 
@@ -250,7 +250,7 @@ def _dims(graph) -> dict[str, int]:
 
 
 def _typed_model_meta(cfg, graph) -> dict:
-    from gnnpipe.hetero.graph import edge_type_name
+    from gnnpipe.typed_graph import edge_type_name
 
     return {"model": cfg.model, "hetero": 1, "target": graph.target,
             "node_types": ",".join(graph.node_types),

@@ -22,7 +22,7 @@ import torch
 
 from gnnpipe import audit
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.graph import (EdgeType, HeteroGraph, edge_pairs, edge_type_name,
+from gnnpipe.typed_graph import (EdgeType, HeteroGraph, edge_pairs, edge_type_name,
                                   homogeneous_csr)
 
 PHASES = ("train", "val", "test")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.graph import EdgeType, HeteroGraph
+from gnnpipe.typed_graph import EdgeType, HeteroGraph
 from gnnpipe.train import PhaseInput
 
 PHASES = ("train", "val", "test")

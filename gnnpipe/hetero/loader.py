@@ -19,7 +19,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import NodeLoader
 
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.graph import EdgeType, HeteroGraph
+from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from torch_geometric.nn import MLP, HGTConv, RGCNConv, to_hetero
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnpipe.config import BaselineParams, TrainParams
-from gnnpipe.hetero.graph import EdgeType
+from gnnpipe.typed_graph import EdgeType
 
 Metadata = tuple[list[str], list[EdgeType]]
 

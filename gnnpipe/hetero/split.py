@@ -27,7 +27,7 @@ import torch
 
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
 from gnnpipe.link_split import (  # the same roles and visibility as homogeneous link splits
     _MESSAGE, _SUPERVISION_ONLY, _TEST, _VAL, _VISIBLE_CODES, EDGE_ROLES, HELD_OUT, PHASES,
     assign_pair_roles)

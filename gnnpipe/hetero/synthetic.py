@@ -25,7 +25,7 @@ import torch
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.graph import normalize_edges
-from gnnpipe.hetero.graph import HeteroGraph, typed_csr
+from gnnpipe.typed_graph import HeteroGraph, typed_csr
 from gnnpipe.synthetic import generate
 
 CITES = ("paper", "cites", "paper")

@@ -1,4 +1,9 @@
-"""Everything that touches the filesystem: atomic writes, Parquet and torch artifacts."""
+"""The filesystem layer: one module per artifact family, every reader and writer exported here."""
 
-from gnnpipe.io.artifacts import *  # noqa: F401,F403
 from gnnpipe.io.atomic import atomic_dir, atomic_path, read_json, write_csv, write_json, write_text  # noqa: F401
+from gnnpipe.io.common import *  # noqa: F401,F403
+from gnnpipe.io.models import *  # noqa: F401,F403
+from gnnpipe.io.partitions import *  # noqa: F401,F403
+from gnnpipe.io.prepared import *  # noqa: F401,F403
+from gnnpipe.io.propagated import *  # noqa: F401,F403
+from gnnpipe.io.splits import *  # noqa: F401,F403

@@ -21,12 +21,12 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
-from gnnpipe.io.artifacts import (EDGES_SCHEMA, LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
-                                  PHASES, SPLIT_ROLES, SPLIT_SCHEMA, write_link_tables)
 from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.splits import LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA, write_link_tables
 from gnnpipe.io.tensors import load_tensors, save_tensors
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
 
 META = "hetero.json"
 META_SCHEMA = "gnnpipe.hetero/1"

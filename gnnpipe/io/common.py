@@ -1,0 +1,46 @@
+"""Schemas and checks shared by the artifact families of gnnpipe/io."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import torch
+
+from gnnpipe.graph import Csr
+
+PHASES = ("train", "val", "test")
+SPLIT_ROLES = ("train", "val", "test", "unused")
+
+EDGES_SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
+SPLIT_SCHEMA = pa.schema([("node_id", pa.int64()), ("split", pa.string())])
+PARTS_SCHEMA = pa.schema([("node_id", pa.int64()), ("part", pa.int32())])
+CSR_SPEC = {"indptr": (torch.int64, 1), "indices": (torch.int64, 1)}
+
+
+# graph.pt may hold x in these (dataset.storage.feature_dtype); read_graph returns float32
+FEATURE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def nodes_schema(num_features: int, value_type: pa.DataType = pa.float32()) -> pa.Schema:
+    return pa.schema([("node_id", pa.int64()), ("label", pa.int64()),
+                      ("x", pa.list_(value_type, num_features))])
+
+
+def nodes_schema_like(found: pa.Schema) -> pa.Schema:
+    x_type = found.field("x").type if "x" in found.names else None
+    if not isinstance(x_type, pa.FixedSizeListType):
+        return nodes_schema(1)
+    half = x_type.value_type == pa.float16()  # dataset.storage.feature_dtype: float16
+    return nodes_schema(x_type.list_size, pa.float16() if half else pa.float32())
+
+
+def check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:
+    indptr, indices = csr.indptr, csr.indices
+    if indptr.numel() != num_nodes + 1:
+        raise ValueError(f"{where}: indptr has {indptr.numel()} entries, expected {num_nodes + 1}")
+    if indptr[0] != 0 or indptr[-1] != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
+        raise ValueError(f"{where}: indptr is not a valid CSR offset array")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= num_nodes):
+        raise ValueError(f"{where}: indices hold node ids outside [0, {num_nodes})")
+    return csr

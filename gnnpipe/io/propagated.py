@@ -1,0 +1,152 @@
+"""Propagated-feature files: <graph>_hop_<k>.pt written row block by row block, meta.json."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import zipfile
+from pathlib import Path
+
+import torch
+
+from gnnpipe.io.atomic import atomic_path, read_json, write_json
+from gnnpipe.io.common import PHASES
+from gnnpipe.io.tensors import load_tensors, save_tensors
+
+
+# propagate/ <graph>_hop_<k>.pt ({"x": (N, F) float32 or bfloat16}), meta.json
+def write_hop(out: Path, graph_name: str, hop: int, x: torch.Tensor) -> None:
+    save_tensors(out / f"{graph_name}_hop_{hop}.pt", "gnnpipe.hop/1", {"x": x},
+                 meta={"hop": hop, "graph": graph_name})
+
+
+def _storage_offset(path: Path, nbytes: int) -> int:
+    """Byte offset of the single tensor storage in a torch zip file (stored uncompressed)."""
+    with zipfile.ZipFile(path) as archive:
+        records = [i for i in archive.infolist() if "/data/" in i.filename
+                   and not i.filename.endswith(".pkl")]
+    assert len(records) == 1 and records[0].compress_type == zipfile.ZIP_STORED, records
+    assert records[0].file_size == nbytes, (records[0].file_size, nbytes)
+    with open(path, "rb") as handle:  # local header: 30 fixed bytes, then name and extra field
+        handle.seek(records[0].header_offset)
+        header = handle.read(30)
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    return records[0].header_offset + 30 + name_len + extra_len
+
+
+class HopWriter:
+    """One hop file written row block by row block, so the hop is never whole in memory.
+
+    The torch file is laid out first with its storage bytes left empty
+    (``torch.serialization.skip_data``); each block then lands at its offset with ``os.pwrite``
+    (page cache, not this process's memory). ``finish`` renames the temp file into place and
+    returns the hop memory-mapped; ``read_into`` reads it back into a buffer for the next hop.
+    The result loads with ``torch.load(weights_only=True)``, with or without ``mmap=True``, like
+    any file from ``write_hop``.
+    """
+
+    def __init__(self, out: Path, graph_name: str, hop: int, shape: tuple[int, int],
+                 dtype: torch.dtype):
+        self.path = Path(out) / f"{graph_name}_hop_{hop}.pt"
+        self.shape, self.dtype = shape, dtype
+        self._stack = contextlib.ExitStack()
+        self._tmp = self._stack.enter_context(atomic_path(self.path))
+        self._buffer = None
+        self._fd = None
+        skeleton = {"schema": "gnnpipe.hop/1", "meta": {"hop": hop, "graph": graph_name}}
+        if not hasattr(torch.serialization, "skip_data"):  # torch < 2.6: buffer, save at the end
+            self._buffer = torch.empty(shape, dtype=dtype)
+            self._skeleton = skeleton
+            return
+        empty = torch.empty(shape, dtype=dtype)  # never touched: no memory is committed
+        # through a file object: given a path, torch names the archive after the (random) temp file
+        with open(self._tmp, "wb") as handle, torch.serialization.skip_data():
+            torch.save({**skeleton, "x": empty}, handle)
+        self._row_bytes = shape[1] * empty.element_size()
+        self._offset = _storage_offset(self._tmp, shape[0] * self._row_bytes)
+        self._fd = os.open(self._tmp, os.O_WRONLY)
+
+    def write(self, start: int, block: torch.Tensor) -> None:
+        """Rows ``start : start + len(block)`` of the hop (cast to the file's dtype)."""
+        block = block.to(self.dtype).contiguous()
+        if self._buffer is not None:
+            self._buffer[start:start + block.shape[0]] = block
+            return
+        data = memoryview(block.view(torch.uint8).numpy()).cast("B")
+        offset = self._offset + start * self._row_bytes
+        while data:  # pwrite may write less than asked
+            written = os.pwrite(self._fd, data, offset)
+            data, offset = data[written:], offset + written
+
+    def finish(self) -> torch.Tensor:
+        """Close, rename into place and return the hop, memory-mapped (N, F)."""
+        if self._buffer is not None:
+            with open(self._tmp, "wb") as handle:
+                torch.save({**self._skeleton, "x": self._buffer}, handle)
+            self._buffer = None
+            self._row_bytes = self.shape[1] * torch.empty(0, dtype=self.dtype).element_size()
+            self._offset = _storage_offset(self._tmp, self.shape[0] * self._row_bytes)
+        else:
+            os.close(self._fd)
+            self._fd = None
+        self._stack.close()  # atomic_path: fsync, then rename onto self.path
+        return load_tensors(self.path, "gnnpipe.hop/1", {"x": (None, 2)}, mmap=True)["x"]
+
+    def read_into(self, out: torch.Tensor, chunk_bytes: int = 32 << 20) -> None:
+        """Fill ``out`` (float32 (N, F), contiguous) with the finished hop.
+
+        Read with plain reads, not a mapping: the page cache the bytes pass through is not
+        counted in this process's memory, so holding ``out`` costs one hop, not two.
+        """
+        rows = max(1, chunk_bytes // self._row_bytes)
+        direct = self.dtype == torch.float32
+        staging = None if direct else torch.empty((rows, self.shape[1]), dtype=self.dtype)
+        with open(self.path, "rb", buffering=0) as handle:
+            for start in range(0, self.shape[0], rows):
+                stop = min(start + rows, self.shape[0])
+                target = out[start:stop] if direct else staging[:stop - start]
+                view = memoryview(target.view(torch.uint8).numpy()).cast("B")
+                handle.seek(self._offset + start * self._row_bytes)
+                while view:  # readinto may return fewer bytes than asked
+                    got = handle.readinto(view)
+                    if not got:
+                        raise ValueError(f"{self.path}: ends early while reading hop rows back")
+                    view = view[got:]
+                if not direct:
+                    out[start:stop].copy_(target)
+
+    def discard(self) -> None:
+        """Drop the half-written file (the target path is left as it was)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._stack.__exit__(RuntimeError, RuntimeError("discarded"), None)
+
+
+def hop_writers(out: Path, graph_name: str):
+    """A ``sink`` for ``gnnpipe.propagate.propagate``: hop k streams to ``<graph>_hop_<k>.pt``."""
+    return lambda hop, shape, dtype: HopWriter(out, graph_name, hop, shape, dtype)
+
+
+def write_propagate_meta(out: Path, meta: dict) -> None:
+    write_json(out / "meta.json", meta)
+
+
+def read_propagated(propagate: Path, *, mmap: bool = True) -> dict[str, list[torch.Tensor]]:
+    """Phase -> ``[X_0, ..., X_K]`` (each float32 or bfloat16 (N, F), memory-mapped by default).
+
+    Phases that share a message graph share the same tensor objects.
+    """
+    meta_path = Path(propagate) / "meta.json"
+    meta = read_json(meta_path)
+    if not isinstance(meta.get("phase_graph"), dict) or set(meta["phase_graph"]) != set(PHASES):
+        raise ValueError(f"{meta_path}: 'phase_graph' must map each of {', '.join(PHASES)}")
+    hops = int(meta["hops"])
+    loaded: dict[str, list[torch.Tensor]] = {}
+    for graph_name in sorted(set(meta["phase_graph"].values())):
+        loaded[graph_name] = [
+            load_tensors(Path(propagate) / f"{graph_name}_hop_{hop}.pt", "gnnpipe.hop/1",
+                         {"x": (None, 2)}, mmap=mmap)["x"]
+            for hop in range(hops + 1)]
+    return {phase: loaded[meta["phase_graph"][phase]] for phase in PHASES}

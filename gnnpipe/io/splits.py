@@ -1,0 +1,145 @@
+"""Split files: node roles, per-phase message graphs, meta.json; for the link task also the
+held-out positives per role and the fixed negatives per phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from gnnpipe.graph import Csr
+from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
+from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.tensors import load_tensors, save_tensors
+
+
+def write_split(out: Path, roles: np.ndarray, message_graphs: dict[str, Csr], meta: dict) -> None:
+    """``roles`` str (N,) in SPLIT_ROLES; ``message_graphs`` one CSR per phase, shared by identity."""
+    table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
+    write_table(out / "nodes.parquet", table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    files: dict[str, str] = {}
+    written: dict[int, str] = {}
+    for phase in PHASES:  # a graph shared by several phases is stored once
+        csr = message_graphs[phase]
+        if id(csr) not in written:
+            written[id(csr)] = f"message_{phase}.pt"
+            save_tensors(out / written[id(csr)], "gnnpipe.csr/1",
+                         {"indptr": csr.indptr, "indices": csr.indices})
+        files[phase] = written[id(csr)]
+    write_json(out / "meta.json", {**meta, "message_graph": files})
+
+
+def read_split_roles(split: Path) -> np.ndarray:
+    """Role of every node: str array (N,)."""
+    path = Path(split) / "nodes.parquet"
+    table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
+    ids = table.column("node_id").to_numpy()
+    if not np.array_equal(ids, np.arange(ids.size)):
+        raise ValueError(f"{path}: node_id must be 0..N-1 in order")
+    unknown = set(np.unique(roles)) - set(SPLIT_ROLES)
+    if unknown:
+        raise ValueError(f"{path}: column 'split' has unknown roles {sorted(unknown)}; "
+                         f"allowed: {', '.join(SPLIT_ROLES)}")
+    return roles.astype(str)
+
+
+def read_split_meta(split: Path) -> dict:
+    meta = read_json(Path(split) / "meta.json")
+    files = meta.get("message_graph")
+    if not isinstance(files, dict) or set(files) != set(PHASES):
+        raise ValueError(f"{Path(split) / 'meta.json'}: 'message_graph' must map each of "
+                         f"{', '.join(PHASES)} to a file")
+    return meta
+
+
+def read_message_graphs(split: Path, num_nodes: int) -> dict[str, Csr]:
+    """Message graph per phase; phases that share a file share one ``Csr`` object."""
+    files = read_split_meta(split)["message_graph"]
+    loaded: dict[str, Csr] = {}
+    for name in sorted(set(files.values())):
+        path = Path(split) / name
+        payload = load_tensors(path, "gnnpipe.csr/1", CSR_SPEC)
+        loaded[name] = check_csr(Csr(payload["indptr"], payload["indices"]), num_nodes, path)
+    return {phase: loaded[files[phase]] for phase in PHASES}
+
+
+# --------------------------------------------------------------------------------- link split
+# split/ for dataset.task link, beside the files above (nodes.parquet then has every node
+# "unused": no node carries a label role): edges_<role>.parquet (src, dst) positives per role,
+# negatives_<phase>.parquet (positive, src, dst) K fixed negatives per val/test positive.
+LINK_EDGE_ROLES = ("message", "train_supervision", "val", "test")
+LINK_EVAL_PHASES = ("val", "test")
+NEGATIVES_SCHEMA = pa.schema([("positive", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())])
+
+
+def write_link_split(out: Path, edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
+                     message_graphs: dict[str, Csr], num_nodes: int, meta: dict) -> None:
+    """``edges`` role -> int64 (2, E); ``negatives`` phase -> int64 (P, K) targets of the heads
+    ``edges[phase][0]``; message graphs and meta.json exactly as for node splits."""
+    write_split(out, np.full(num_nodes, "unused", dtype=object), message_graphs,
+                {**meta, "task": "link",
+                 "num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
+    write_link_tables(out, edges, negatives)
+
+
+def write_link_tables(out: Path, edges: dict[str, torch.Tensor],
+                      negatives: dict[str, torch.Tensor]) -> None:
+    """``edges_<role>.parquet`` and ``negatives_<phase>.parquet`` (homogeneous and typed splits)."""
+    for role in LINK_EDGE_ROLES:
+        src, dst = edges[role].numpy()
+        write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),
+                    EDGES_SCHEMA, "gnnpipe.split_edges/1")
+    for phase in LINK_EVAL_PHASES:
+        targets = negatives[phase]
+        positives, per = targets.shape
+        heads = edges[phase][0]
+        table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
+                          "src": np.repeat(heads.numpy(), per),
+                          "dst": targets.reshape(-1).numpy()})
+        write_table(out / f"negatives_{phase}.parquet", table, NEGATIVES_SCHEMA,
+                    "gnnpipe.negatives/1")
+
+
+def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:
+    """Positive edges per role: int64 (2, E_role), node ids checked against ``num_nodes``."""
+    meta = read_split_meta(split)
+    if meta.get("task") != "link":
+        raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not 'link'; "
+                         "re-run the split stage with dataset.task: link")
+    out = {}
+    for role in LINK_EDGE_ROLES:
+        path = Path(split) / f"edges_{role}.parquet"
+        table = read_table(path, EDGES_SCHEMA, "gnnpipe.split_edges/1")
+        pair = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()])
+        if pair.size and (pair.min() < 0 or pair.max() >= num_nodes):
+            raise ValueError(f"{path}: node ids outside [0, {num_nodes})")
+        out[role] = torch.from_numpy(pair.astype(np.int64))
+    return out
+
+
+def read_link_negatives(split: Path, edges: dict[str, torch.Tensor],
+                        num_nodes: int) -> dict[str, torch.Tensor]:
+    """Fixed negatives per val/test positive: int64 (P, K), row i pairs with ``edges[phase][:, i]``."""
+    per = read_split_meta(split).get("num_negatives", {})
+    out = {}
+    for phase in LINK_EVAL_PHASES:
+        path = Path(split) / f"negatives_{phase}.parquet"
+        table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
+        k, heads = per.get(phase), edges[phase][0].numpy()
+        if not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k:
+            raise ValueError(f"{path}: {table.num_rows} rows do not make {k!r} negatives for each "
+                             f"of the {heads.size} {phase} positives")
+        positive = table.column("positive").to_numpy()
+        src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+        if (not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
+                or not np.array_equal(src, np.repeat(heads, k))):
+            raise ValueError(f"{path}: rows must be grouped by positive, each with that "
+                             f"positive's source as src")
+        if dst.size and (dst.min() < 0 or dst.max() >= num_nodes):
+            raise ValueError(f"{path}: node ids outside [0, {num_nodes})")
+        out[phase] = torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
+    return out
