@@ -228,3 +228,159 @@ def test_errors_are_value_errors():
 def test_nan_is_out_of_every_range(raw):
     with pytest.raises(ParamsError, match="is not a finite number"):
         params_from_dict(raw)
+
+
+# ---------------------------------------------------------------------- nested train section
+def test_nested_train_sections_parse():
+    train = params_from_dict({"train": {
+        "inference": {"mode": "layerwise", "block_edges": 7},
+        "neighbor": {"num_neighbors": [3, 2], "replace": True, "subgraph_type": "induced"},
+        "temporal": {"strategy": "last"}, "shadow": {"depth": 3, "num_neighbors": -1},
+        "hgt": {"num_samples": [8, 8]}, "cluster": {"parts_per_batch": 4},
+        "saint": {"walk_length": 3, "num_steps": 5, "sample_coverage": 2},
+        "dist": {"nproc": 2, "nnodes": 2, "node_rank": 1, "rdzv_endpoint": "h:1",
+                 "timeout_s": 9, "shard": "none"},
+        "checkpoint": {"every": 0, "resume": False}}}).train
+    assert (train.inference.mode, train.inference.block_edges) == ("layerwise", 7)
+    assert train.neighbor.num_neighbors == (3, 2) and train.neighbor.replace
+    assert train.neighbor.subgraph_type == "induced" and not train.neighbor.disjoint
+    assert (train.temporal.by, train.temporal.strategy) == ("none", "last")
+    assert (train.shadow.depth, train.shadow.num_neighbors) == (3, -1)
+    assert train.hgt.num_samples == (8, 8) and train.cluster.parts_per_batch == 4
+    assert (train.saint.walk_length, train.saint.num_steps, train.saint.sample_coverage) == (3, 5, 2)
+    assert train.dist.world_size == 4 and train.dist.timeout_s == 9.0
+    assert (train.checkpoint.every, train.checkpoint.resume) == (0, False)
+    assert to_dict(train)["neighbor"]["num_neighbors"] == (3, 2)
+
+
+@pytest.mark.parametrize("section", ["inference", "neighbor", "temporal", "shadow", "hgt",
+                                     "cluster", "saint", "dist", "checkpoint"])
+def test_bad_sub_key_names_the_dotted_key_and_what_is_allowed(section):
+    allowed = ", ".join(to_dict(getattr(TrainParams(), section)))
+    with pytest.raises(ParamsError, match=re.escape(
+            f"unknown key train.{section}.bogus; allowed keys in train.{section}: {allowed}")):
+        params_from_dict({"train": {section: {"bogus": 1}}})
+
+
+OLD_KEYS = {  # old flat key, a value it took, its new place
+    "inference": ("auto", "train.inference.mode"),
+    "inference_block_edges": (10, "train.inference.block_edges"),
+    "num_neighbors": ([5, 5], "train.neighbor.num_neighbors"),
+    "replace": (True, "train.neighbor.replace"),
+    "subgraph_type": ("induced", "train.neighbor.subgraph_type"),
+    "disjoint": (True, "train.neighbor.disjoint"),
+    "temporal": ("node", "train.temporal.by"),
+    "temporal_strategy": ("last", "train.temporal.strategy"),
+    "shadow_depth": (2, "train.shadow.depth"),
+    "shadow_num_neighbors": (5, "train.shadow.num_neighbors"),
+    "num_samples": ([8, 8], "train.hgt.num_samples"),
+    "parts_per_batch": (2, "train.cluster.parts_per_batch"),
+    "walk_length": (2, "train.saint.walk_length"),
+    "num_steps": (0, "train.saint.num_steps"),
+    "sample_coverage": (20, "train.saint.sample_coverage"),
+    "nproc": (2, "train.dist.nproc"),
+    "nnodes": (1, "train.dist.nnodes"),
+    "node_rank": (0, "train.dist.node_rank"),
+    "rdzv_endpoint": ("h:1", "train.dist.rdzv_endpoint"),
+    "dist_timeout_s": (60.0, "train.dist.timeout_s"),
+    "shard": ("partition", "train.dist.shard"),
+    "checkpoint_every": (0, "train.checkpoint.every"),
+    "resume": (False, "train.checkpoint.resume"),
+}
+
+
+def test_every_old_flat_key_is_listed():
+    from gnnpipe.config import MOVED
+
+    assert set(MOVED) == {f"train.{key}" for key in OLD_KEYS}
+
+
+@pytest.mark.parametrize("key", sorted(OLD_KEYS))
+def test_an_old_flat_key_names_its_new_place(tmp_path, key):
+    value, new = OLD_KEYS[key]
+    with pytest.raises(ParamsError, match=re.escape(f"train.{key} moved to {new}")) as err:
+        params_from_dict({"train": {key: value}})
+    assert "\n" not in str(err.value)
+    # as `dvc exp run -S train.<key>=...` leaves it in params.yaml: the file named, one line
+    import yaml
+
+    path = _write_yaml(tmp_path, yaml.safe_dump({"train": {key: value}}))
+    with pytest.raises(ParamsError, match=re.escape(f"{path}: train.{key} moved to {new}")):
+        load_params(path)
+
+
+# ------------------------------------------------------------------------- cross-field rules
+HETERO = {"synthetic": {"hetero": True}}
+RULE_CASES = [  # (params, message, the rule that raises it)
+    ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "_check_sign"),
+    ({"dataset": {"source": "csv", **HETERO}}, r"needs dataset.source=synthetic \(found 'csv'\)",
+     "_check_typed_source"),
+    ({"train": {"model": "rgcn"}}, "train.model='rgcn' needs a heterogeneous graph",
+     "_check_typed_needs_hetero"),
+    ({"train": {"sampler": "hgt"}}, "train.sampler='hgt' samples typed node budgets",
+     "_check_typed_needs_hetero"),
+    ({"dataset": HETERO, "train": {"sampler": "hgt", "hgt": {"num_samples": [4]}}},
+     r"train.hgt.num_samples=\[4\] has 1 hops but train.num_layers=2", "_check_hgt_budgets"),
+    ({"dataset": HETERO, "train": {"model": "gat"}},
+     "train.model='gat' is not available for heterogeneous graphs", "_check_typed_train"),
+    ({"dataset": HETERO, "train": {"sampler": "cluster"}},
+     "train.sampler='cluster' is not available for heterogeneous graphs with dataset.task=node",
+     "_check_typed_train"),
+    ({"dataset": {"task": "link", **HETERO}, "train": {"sampler": "hgt"}},
+     "with dataset.task=link yet; use one of: full", "_check_typed_train"),
+    ({"dataset": HETERO, "train": {"dist": {"nproc": 2}}},
+     "train.dist.nproc/train.dist.nnodes > 1 is not supported for heterogeneous",
+     "_check_typed_train"),
+    ({"dataset": HETERO, "train": {"amp": True}}, "train.amp / train.compile / train.residual",
+     "_check_typed_train"),
+    ({"dataset": HETERO, "train": {"residual": True, "num_layers": 3}},
+     "train.amp / train.compile / train.residual", "_check_typed_train"),
+    ({"train": {"model": "gat", "hidden": 30}}, "train.hidden=30 must be divisible by "
+     "train.heads=4 for gat", "_check_heads"),
+    ({"train": {"sampler": "link_neighbor"}}, "needs dataset.task=link", "_check_task_sampler"),
+    ({"dataset": {"task": "link"}, "train": {"sampler": "shadow"}},
+     "for dataset.task=link use train.sampler=link_neighbor", "_check_task_sampler"),
+    ({"dataset": {"task": "link"}, "train": {"sampler": "saint"}},
+     "train.sampler='saint' is not available for dataset.task=link; use one of: full, sign, "
+     "link_neighbor", "_check_task_sampler"),
+    ({"train": {"sampler": "neighbor", "neighbor": {"num_neighbors": [5]}}},
+     r"train.neighbor.num_neighbors=\[5\] has 1 hops", "_check_fanouts"),
+    ({"train": {"temporal": {"by": "edge"}}}, "train.temporal.by='edge' with train.sampler='full'",
+     "_check_temporal"),
+    ({"train": {"dist": {"shard": "partition"}}}, "train.dist.shard='partition' with "
+     "train.sampler='full'", "_check_shard"),
+    ({"dataset": {"task": "link"}, "train": {"dist": {"nproc": 2}}},
+     "train.dist.nproc/train.dist.nnodes > 1 with dataset.task=link needs "
+     "train.sampler=link_neighbor \\(found 'full'\\)", "_check_link_processes"),
+    ({"train": {"dist": {"nnodes": 2}}}, "train.dist.nnodes=2 needs train.dist.rdzv_endpoint",
+     "_check_rendezvous"),
+    ({"train": {"model": "mlp", "residual": True}}, "train.residual=true applies to gcn",
+     "_check_residual"),
+    ({"train": {"model": "sign", "sampler": "sign", "inference": {"mode": "layerwise"}}},
+     "train.inference.mode='layerwise' evaluates mlp", "_check_layerwise"),
+    ({"train": {"engine": "lightning", "sampler": "cluster"}},
+     "train.engine='lightning' supports homogeneous", "_check_lightning"),
+]
+
+
+@pytest.mark.parametrize("raw, message, rule", RULE_CASES)
+def test_each_cross_field_rule_fires_once_at_load_time(raw, message, rule, monkeypatch):
+    from gnnpipe import config
+
+    with pytest.raises(ParamsError, match=message) as err:
+        params_from_dict(raw)
+    assert "\n" not in str(err.value)
+    calls = []
+    wrapped = tuple((lambda p, r=r: (calls.append(r.__name__), r(p))) for r in config.RULES)
+    monkeypatch.setattr(config, "RULES", wrapped)
+    with pytest.raises(ParamsError, match=message):
+        params_from_dict(raw)
+    assert calls[-1] == rule and calls.count(rule) == 1  # the last rule run raised, once
+
+
+def test_every_rule_is_in_the_one_list_and_covered():
+    from gnnpipe import config
+
+    rules = {name for name in dir(config) if name.startswith("_check_") and name != "_check_range"}
+    assert rules == {r.__name__ for r in config.RULES}
+    assert {case[2] for case in RULE_CASES} == rules

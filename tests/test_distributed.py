@@ -10,6 +10,7 @@ import torch
 import torch.multiprocessing as mp
 
 from gnnpipe import distributed
+from gnnpipe.config import ParamsError, params_from_dict
 from gnnpipe.distributed import DistContext
 
 
@@ -41,8 +42,8 @@ def test_torchrun_argv():
     assert single[-4:] == ["gnnpipe", "train", "--params", "p.yaml"]
     multi = distributed.torchrun_argv(4, 2, 1, "node0:29400", ["train"])
     assert "--rdzv-endpoint=node0:29400" in multi and "--node-rank=1" in multi
-    with pytest.raises(ValueError, match="train.dist.rdzv_endpoint"):
-        distributed.torchrun_argv(4, 2, 1, "", ["train"])
+    with pytest.raises(ParamsError, match="train.dist.nnodes=2 needs train.dist.rdzv_endpoint"):
+        params_from_dict({"train": {"dist": {"nnodes": 2}}})
 
 
 def _free_port() -> int:

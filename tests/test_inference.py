@@ -14,7 +14,8 @@ import torch.multiprocessing as mp
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from gnnpipe import distributed
-from gnnpipe.config import NodeSplitParams, ParamsError, TrainParams, params_from_dict
+from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, TrainParams,
+                            params_from_dict, replace)
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, LayerwiseInference, TargetBlocks,
@@ -169,15 +170,15 @@ def _csr_with(num_edges: int, num_nodes: int = 1000) -> Csr:
 
 def test_auto_keeps_the_default_graph_on_the_full_forward():
     default = TrainParams()
-    assert default.inference == "auto"
+    assert default.inference.mode == "auto"
     # the default synthetic graph: 20k nodes, avg degree 10 (both directions stored), 64 features
     assert plan(_csr_with(2 * 20_000 * 10), 64, default) is None
     big = _csr_with(AUTO_MESSAGE_FLOATS // 128 + 1)
     assert isinstance(plan(big, 128, default), LayerwiseInference)
-    assert plan(big, 128, dataclasses.replace(default, inference="full")) is None
+    assert plan(big, 128, replace(default, inference={"mode": "full"})) is None
     assert plan(big, 128, dataclasses.replace(default, model="mlp")) is None  # no messages
-    forced = plan(_csr_with(10), 4, dataclasses.replace(default, inference="layerwise",
-                                                        inference_block_edges=123))
+    forced = plan(_csr_with(10), 4, replace(default, inference={"mode": "layerwise",
+                                                               "block_edges": 123}))
     assert forced.block_edges == 123
 
 
@@ -206,7 +207,7 @@ def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
     cfg = TrainParams(model="gcn", epochs=6, patience=6, hidden=16)
     results = {}
     for mode in ("full", "layerwise"):
-        mode_cfg = dataclasses.replace(cfg, inference=mode, inference_block_edges=2000)
+        mode_cfg = replace(cfg, inference={"mode": mode, "block_edges": 2000})
         inputs = build_inputs(small_graph.x, message_graphs=graphs, cfg=mode_cfg)
         assert (inputs["val"].layerwise is not None) == (mode == "layerwise")
         results[mode] = fit(lambda: build_model("gcn", small_graph.x.shape[1], 3, mode_cfg),
@@ -241,8 +242,8 @@ def _ddp_worker(rank: int, world: int, port: int, queue) -> None:
             out[name] = (logits.numpy(), len(engine.blocks(ctx)))  # numpy: pickled by value
         # fit under DDP: val has 1 node, so rank 1 scores none of it and must still join
         roles = np.array(["train"] * 40 + ["val"] + ["test"] * 19)
-        cfg = TrainParams(model="sage", epochs=2, hidden=8, inference="layerwise",
-                          inference_block_edges=9)
+        cfg = TrainParams(model="sage", epochs=2, hidden=8,
+                          inference=InferenceParams(mode="layerwise", block_edges=9))
         inputs = build_inputs(x, message_graphs={p: csr for p in ("train", "val", "test")},
                               cfg=cfg)
         y = torch.arange(NUM_NODES) % CLASSES
@@ -306,11 +307,11 @@ def test_residual_without_hidden_layers_is_refused(train, match):
 
 
 @pytest.mark.parametrize("raw, match", [
-    ({"train": {"model": "sign", "sampler": "sign", "inference": "layerwise"}}, "not train.model"),
-    ({"dataset": {"task": "link"}, "train": {"inference": "layerwise"}}, "dataset.task='link'"),
-    ({"train": {"engine": "lightning", "inference": "layerwise"}}, "train.engine='lightning'"),
+    ({"train": {"model": "sign", "sampler": "sign", "inference": {"mode": "layerwise"}}}, "not train.model"),
+    ({"dataset": {"task": "link"}, "train": {"inference": {"mode": "layerwise"}}}, "dataset.task='link'"),
+    ({"train": {"engine": "lightning", "inference": {"mode": "layerwise"}}}, "train.engine='lightning'"),
 ])
 def test_layerwise_where_fit_does_not_evaluate_is_refused(raw, match):
     with pytest.raises(ParamsError, match=match):
         params_from_dict(raw)
-    params_from_dict({"train": {"model": "gat", "inference": "layerwise"}})
+    params_from_dict({"train": {"model": "gat", "inference": {"mode": "layerwise"}}})

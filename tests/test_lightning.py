@@ -17,7 +17,8 @@ from torch_geometric.data.lightning import LightningNodeData
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.config import NodeSplitParams, ParamsError, TrainParams, params_from_dict
+from gnnpipe.config import (InferenceParams, NeighborParams, NodeSplitParams, ParamsError,
+                            TrainParams, params_from_dict)
 from gnnpipe.lightning import NodeClassifier, NodeDataModule, fit_lightning
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
@@ -30,7 +31,7 @@ from conftest import small_params
 # lr high and patience short, so early stopping ends the runs before train.epochs
 CFG = {"full": TrainParams(epochs=60, patience=6, hidden=16, lr=0.05),
        "neighbor": TrainParams(epochs=25, patience=6, hidden=16, lr=0.05, sampler="neighbor",
-                               batch_size=256, num_neighbors=(5, 5)),
+                               batch_size=256, neighbor=NeighborParams(num_neighbors=(5, 5))),
        "full-amp": TrainParams(epochs=8, patience=8, hidden=16, amp=True)}
 
 
@@ -55,7 +56,8 @@ def _sampler(graph, roles, inputs, cfg, csr=None):
     if cfg.sampler != "neighbor":
         return None
     train = torch.from_numpy(np.flatnonzero(roles == "train"))
-    return neighbor_loader(graph.x, graph.y, csr or graph.csr, train, cfg, 11,
+    return neighbor_loader(graph.x, graph.y, csr or graph.csr, train, cfg.neighbor, 11,
+                           batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                            edge_index=inputs["train"].edge_index)
 
 
@@ -100,8 +102,8 @@ def test_lightning_trains_exactly_as_the_plain_engine(runs, graph, roles, name):
 
 
 def test_lightning_evaluates_layer_by_layer_as_the_plain_engine(graph, roles):
-    cfg = TrainParams(epochs=3, patience=3, hidden=16, inference="layerwise",
-                      inference_block_edges=3000)  # several blocks on this graph
+    cfg = TrainParams(epochs=3, patience=3, hidden=16,  # several blocks on this graph
+                      inference=InferenceParams(mode="layerwise", block_edges=3000))
     layered = build_inputs(graph.x, message_graphs={p: graph.csr for p in PHASES}, cfg=cfg)
     plain, light = _both(graph, roles, layered, cfg)
     assert light.perf["eval_inference"] == plain.perf["eval_inference"] == "layerwise"
@@ -170,9 +172,9 @@ def test_datamodule_and_module_plug_into_a_users_trainer(graph, roles):
     ({"train": {"sampler": "cluster"}}, "train.sampler='cluster'"),
     ({"train": {"sampler": "saint", "model": "gcn"}}, "train.sampler='saint'"),
     ({"train": {"sampler": "sign", "model": "sign"}}, "train.model='sign'"),
-    ({"train": {"nproc": 2}}, "train.dist.nproc=2"),
+    ({"train": {"dist": {"nproc": 2}}}, "train.dist.nproc=2"),
     ({"dataset": {"task": "link"}}, "dataset.task='link'"),
-    ({"train": {"sampler": "neighbor", "temporal": "node"}}, "train.temporal.by='node'"),
+    ({"train": {"sampler": "neighbor", "temporal": {"by": "node"}}}, "train.temporal.by='node'"),
 ])
 def test_unsupported_combinations_name_the_engine(overrides, found):
     section = overrides.setdefault("train", {})
@@ -186,7 +188,7 @@ def test_train_stage_with_lightning_writes_what_evaluate_reads(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     params = {"dataset": {"synthetic": {"num_nodes": 800, "num_features": 16, "num_classes": 3}},
               "train": {"epochs": 15, "patience": 5, "hidden": 16, "sampler": "neighbor",
-                        "num_neighbors": [5, 5], "batch_size": 128},
+                        "neighbor": {"num_neighbors": [5, 5]}, "batch_size": 128},
               "baseline": {"epochs": 15, "patience": 5, "hidden": 16}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))

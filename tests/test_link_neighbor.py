@@ -15,7 +15,8 @@ import pytest
 import torch
 from conftest import small_params
 
-from gnnpipe.config import LinkSplitParams, ParamsError, TrainParams, params_from_dict
+from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainParams,
+                            params_from_dict, replace)
 from gnnpipe.distributed import DistContext
 from gnnpipe.link_split import split_links
 from gnnpipe.link_train import fit_link
@@ -29,8 +30,8 @@ from gnnpipe.train import Checkpointing, LoopOptions, build_inputs
 
 from test_pipeline import _ran, _run, make_scratch_repo
 
-CFG = TrainParams(sampler="link_neighbor", batch_size=64, num_neighbors=(-1, -1), hidden=16,
-                  epochs=4, patience=4)
+CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,
+                  neighbor=NeighborParams(num_neighbors=(-1, -1)))
 MODES = [("directional", False), ("bidirectional", False), ("induced", False),
          ("directional", True), ("induced", True)]
 
@@ -57,7 +58,8 @@ def link_data():
 def _loader(link_data, cfg=CFG, seed=0, ctx=DistContext(0, 1, 0)):
     graph, link, negatives = link_data
     return link_neighbor_loader(graph.x, link.message_graphs["train"],
-                                link.edges["train_supervision"], negatives, cfg, seed, ctx=ctx)
+                                link.edges["train_supervision"], negatives, cfg.neighbor, seed,
+                                batch_size=cfg.batch_size, num_workers=cfg.num_workers, ctx=ctx)
 
 
 def _keys(src: torch.Tensor, dst: torch.Tensor, n: int) -> set[int]:
@@ -70,7 +72,7 @@ def test_batches_hold_each_supervision_edge_once_then_its_negative_in_local_ids(
     sup, n = link.edges["train_supervision"], graph.num_nodes
     visible = set(edge_keys_both_directions(
         *torch.cat([link.edges["message"], sup], 1).numpy(), n).tolist())
-    loader = _loader(link_data, dataclasses.replace(CFG, num_neighbors=(4, 3)))
+    loader = _loader(link_data, replace(CFG, neighbor={"num_neighbors": (4, 3)}))
     orders = []
     for epoch in (0, 1):
         loader.set_epoch(epoch)
@@ -112,8 +114,8 @@ def test_no_held_out_edge_reaches_any_batch(link_data, subgraph_type, disjoint):
         edge_keys_both_directions(*link.edges["message"].numpy(), n).tolist())
     assert held_keys and supervision_only  # the check has something to find
     assert not (held_keys | supervision_only) & message
-    cfg = dataclasses.replace(CFG, subgraph_type=subgraph_type, disjoint=disjoint,
-                              num_neighbors=(-1, -1))
+    cfg = replace(CFG, neighbor={"subgraph_type": subgraph_type, "disjoint": disjoint,
+                                 "num_neighbors": (-1, -1)})
     loader, sampled = _loader(link_data, cfg), 0
     for epoch in (0, 1):
         loader.set_epoch(epoch)
@@ -132,7 +134,7 @@ def test_no_held_out_edge_reaches_any_batch(link_data, subgraph_type, disjoint):
 def test_full_fanout_embeddings_at_the_pairs_equal_the_full_graph_forward(link_data,
                                                                           subgraph_type, disjoint):
     graph, link, _ = link_data
-    cfg = dataclasses.replace(CFG, subgraph_type=subgraph_type, disjoint=disjoint)
+    cfg = replace(CFG, neighbor={"subgraph_type": subgraph_type, "disjoint": disjoint})
     torch.manual_seed(0)
     model = build_model("sage", graph.x.shape[1], cfg.hidden, cfg).eval()
     edge_index = link.message_graphs["train"].edge_index()
@@ -145,7 +147,7 @@ def test_full_fanout_embeddings_at_the_pairs_equal_the_full_graph_forward(link_d
                                        full[batch.n_id[batch.edge_label_index]],
                                        atol=1e-5, rtol=1e-5)
         # ... and the check has teeth: with small fan-outs some endpoint differs
-        short = _loader(link_data, dataclasses.replace(cfg, num_neighbors=(2, 1)))
+        short = _loader(link_data, replace(cfg, neighbor={"num_neighbors": (2, 1)}))
         gap = max(float((model(b.x, b.edge_index)[b.edge_label_index]
                          - full[b.n_id[b.edge_label_index]]).abs().max()) for b in short)
     assert len(batches) == math.ceil(link.edges["train_supervision"].shape[1] / 64) > 5
@@ -163,7 +165,7 @@ def _same(a, b) -> bool:
 def test_an_epoch_depends_only_on_seed_and_epoch(link_data):
     """So a resumed run draws what an uninterrupted one would: epoch 3 of a loader that went
     through epochs 0-2 equals epoch 3 of a fresh one (fan-outs 5, 3: the sampler draws too)."""
-    cfg = dataclasses.replace(CFG, num_neighbors=(5, 3))
+    cfg = replace(CFG, neighbor={"num_neighbors": (5, 3)})
     walked = _loader(link_data, cfg)
     for epoch in range(3):
         walked.set_epoch(epoch)
@@ -184,7 +186,7 @@ def test_loader_workers_repeat_and_train_on_the_same_pairs(link_data):
     """Two workers (not persistent: each epoch's workers get that epoch's order and negatives):
     an epoch repeats for a fixed torch seed, with the pairs of the in-process loader; only the
     neighbour draws differ (each worker has its own stream)."""
-    cfg = dataclasses.replace(CFG, num_neighbors=(5, 3))
+    cfg = replace(CFG, neighbor={"num_neighbors": (5, 3)})
 
     def epoch(num_workers):
         loader = _loader(link_data, dataclasses.replace(cfg, num_workers=num_workers))
@@ -231,7 +233,7 @@ def _fit(link_data, model="sage", cfg=CFG, seed=0, loader=True, checkpointing=No
 
 def test_mini_batch_link_training_learns_and_repeats(link_data):
     """The sampled sage encoder beats the structure-free MLP trained on the same batches."""
-    cfg = dataclasses.replace(CFG, num_neighbors=(10, 5), epochs=15, patience=15)
+    cfg = replace(CFG, neighbor={"num_neighbors": (10, 5)}, epochs=15, patience=15)
     gnn, mlp = _fit(link_data, cfg=cfg), _fit(link_data, "mlp", cfg=cfg)
     auc = {name: link_metrics(*(s.numpy() for s in result.scores["test"]), (10,))["roc_auc"]
            for name, result in (("gnn", gnn), ("mlp", mlp))}
@@ -248,7 +250,7 @@ def test_mini_batch_link_training_learns_and_repeats(link_data):
 
 @pytest.mark.parametrize("loader", [True, False], ids=["link_neighbor", "full"])
 def test_resumed_link_training_ends_where_an_uninterrupted_run_does(link_data, loader):
-    cfg = dataclasses.replace(CFG, num_neighbors=(5, 3), epochs=5, patience=5)
+    cfg = replace(CFG, neighbor={"num_neighbors": (5, 3)}, epochs=5, patience=5)
     saved: list[dict] = []
     whole = _fit(link_data, cfg=cfg, loader=loader, checkpointing=Checkpointing(
         every=1, save=lambda payload: saved.append(copy.deepcopy(payload))))
@@ -267,7 +269,7 @@ def test_resumed_link_training_ends_where_an_uninterrupted_run_does(link_data, l
      r"dataset.task=link \(found 'node'\)"),
     ({"dataset": {"task": "link"}, "train": {"sampler": "neighbor"}},
      r"train.sampler='neighbor' .*for dataset.task=link use train.sampler=link_neighbor"),
-    ({"dataset": {"task": "link"}, "train": {"sampler": "link_neighbor", "num_neighbors": [5]}},
+    ({"dataset": {"task": "link"}, "train": {"sampler": "link_neighbor", "neighbor": {"num_neighbors": [5]}}},
      r"train.neighbor.num_neighbors=\[5\] has 1 hops but train.num_layers=2"),
 ])
 def test_sampler_and_task_must_agree(raw, message):
@@ -342,8 +344,8 @@ def test_two_gloo_processes_match_one_process_on_the_same_global_batches():
 def test_dvc_exp_run_with_the_link_neighbor_sampler_on_two_processes(tmp_path):
     """The train stage end to end through DVC, relaunched under torchrun with 2 gloo ranks."""
     repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=3, patience=3, num_nodes=400)
-    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S", "train.dist.nproc=2",
-                "-S", "train.batch_size=128", "evaluate"], repo)
+    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S",
+                "train.dist.nproc=2", "-S", "train.batch_size=128", "evaluate"], repo)
     assert {"split", "train", "evaluate"} <= _ran(out)
     train = json.loads((repo / "metrics/train.json").read_text())
     assert train["sampler"] == "link_neighbor" and train["epochs_run"] == 3

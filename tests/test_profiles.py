@@ -33,7 +33,7 @@ def test_scale_profile_is_valid_and_round_trips_through_the_set_args():
     assert applied == _merge(base, profile)
     scale = params_from_dict(applied)
     assert scale.dataset.synthetic.num_nodes == 1_000_000
-    assert scale.train.sampler == "neighbor" and scale.train.num_neighbors == (10, 5)
+    assert scale.train.sampler == "neighbor" and scale.train.neighbor.num_neighbors == (10, 5)
 
 
 def test_strings_that_yaml_would_misread_are_quoted(tmp_path):

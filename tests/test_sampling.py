@@ -15,7 +15,8 @@ from torch_geometric.nn.models import GCN, GraphSAGE
 from torch_geometric.sampler import NegativeSampling, NodeSamplerInput
 
 import gnnpipe.sampling as sampling
-from gnnpipe.config import NodeSplitParams, ParamsError, TrainParams, params_from_dict
+from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
+                            params_from_dict)
 from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
@@ -244,7 +245,7 @@ def test_loader_workers_draw_their_own_streams_reproducibly():
 def test_loader_workers_sample_epoch_e_the_same_whether_or_not_epochs_before_ran():
     """Resume exactness with num_workers > 0: workers must not carry a stream across epochs."""
     csr = _random_directed_graph()
-    cfg = TrainParams(num_neighbors=(2,), batch_size=4, num_workers=2)
+    cfg = NeighborParams(num_neighbors=(2,))
     x, y = torch.zeros(csr.num_nodes, 1), torch.zeros(csr.num_nodes, dtype=torch.long)
 
     def epoch(loader, e):
@@ -253,9 +254,9 @@ def test_loader_workers_sample_epoch_e_the_same_whether_or_not_epochs_before_ran
         return [tuple(b.e_id.tolist()) for b in loader]
 
     seeds = torch.arange(16)
-    straight = neighbor_loader(x, y, csr, seeds, cfg, seed=0)
+    straight = neighbor_loader(x, y, csr, seeds, cfg, seed=0, batch_size=4, num_workers=2)
     first, second = epoch(straight, 1), epoch(straight, 2)
-    resumed = neighbor_loader(x, y, csr, seeds, cfg, seed=0)
+    resumed = neighbor_loader(x, y, csr, seeds, cfg, seed=0, batch_size=4, num_workers=2)
     assert epoch(resumed, 2) == second and first != second
 
 
@@ -375,31 +376,31 @@ def test_backend_is_gnnpipe_without_pyg_lib_and_pyg_lib_when_importable(monkeypa
 
 # ------------------------------------------------------------------------------------ config
 def test_num_neighbors_is_a_list_of_fanouts_in_params():
-    cfg = params_from_dict({"train": {"sampler": "neighbor", "num_neighbors": [25, -1],
-                                      "subgraph_type": "induced"}}).train
+    cfg = params_from_dict({"train": {"sampler": "neighbor", "neighbor": {
+        "num_neighbors": [25, -1], "subgraph_type": "induced"}}}).train.neighbor
     assert cfg.num_neighbors == (25, -1) and cfg.subgraph_type == "induced"
     with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors\[1\]=-2 is out of range"):
-        params_from_dict({"train": {"num_neighbors": [5, -2]}})
+        params_from_dict({"train": {"neighbor": {"num_neighbors": [5, -2]}}})
     with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors\[0\]='a' is not valid"):
-        params_from_dict({"train": {"num_neighbors": ["a", 2]}})
-    with pytest.raises(ParamsError, match="train.neighbor.num_neighbors=5 is not valid; expected a "
-                                          "non-empty list of int"):
-        params_from_dict({"train": {"num_neighbors": 5}})
-    with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors=\[15, 10\] has 2 hops but "
-                                          "train.num_layers=3"):
+        params_from_dict({"train": {"neighbor": {"num_neighbors": ["a", 2]}}})
+    with pytest.raises(ParamsError, match="train.neighbor.num_neighbors=5 is not valid; "
+                                          "expected a non-empty list of int"):
+        params_from_dict({"train": {"neighbor": {"num_neighbors": 5}}})
+    with pytest.raises(ParamsError, match=r"train.neighbor.num_neighbors=\[15, 10\] has 2 hops "
+                                          "but train.num_layers=3"):
         params_from_dict({"train": {"sampler": "neighbor", "num_layers": 3}})
 
 
 # ---------------------------------------------------------------------------------- training
 FAST = TrainParams(epochs=12, patience=10, hidden=32, sampler="neighbor", batch_size=256,
-                   num_neighbors=(5, 5))
+                   neighbor=NeighborParams(num_neighbors=(5, 5)))
 
 
 def _fit_sampled(graph, roles, graphs, cfg=FAST, seed=0):
     inputs = build_inputs(graph.x, message_graphs=graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
-    loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg, seed + 1,
-                             edge_index=inputs["train"].edge_index)
+    loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor, seed + 1,
+                             batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     return fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,
                graph.y, roles, cfg, seed, loader=loader), loader
 
@@ -423,7 +424,8 @@ def test_sampled_training_sees_only_the_train_phase_graph(small_graph):
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
     train_keys = set(graphs["train"].edge_keys().tolist())
     n = small_graph.num_nodes
-    loader = neighbor_loader(small_graph.x, small_graph.y, graphs["train"], seeds, FAST, 0)
+    loader = neighbor_loader(small_graph.x, small_graph.y, graphs["train"], seeds, FAST.neighbor, 0,
+                             batch_size=FAST.batch_size)
     for batch in loader:
         assert set(roles[batch.n_id.numpy()]) == {"train"}
         keys = batch.n_id[batch.edge_index[0]] * n + batch.n_id[batch.edge_index[1]]

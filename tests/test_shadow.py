@@ -12,7 +12,8 @@ from torch_geometric.data import Data
 from torch_geometric.nn.models import GCN, GAT, GraphSAGE
 
 from gnnpipe import cli
-from gnnpipe.config import NodeSplitParams, ParamsError, TrainParams, params_from_dict
+from gnnpipe.config import (NodeSplitParams, ParamsError, ShadowParams, TrainParams,
+                            params_from_dict)
 from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
@@ -38,15 +39,15 @@ def _features(n, width=8):
     return torch.cat([torch.arange(n, dtype=torch.float32)[:, None], rest], 1)
 
 
-def _cfg(**kw) -> TrainParams:
-    return TrainParams(**{"sampler": "shadow", "batch_size": 32, **kw})
+def _cfg(**kw) -> ShadowParams:
+    return ShadowParams(**kw)
 
 
 def _loader(csr, cfg, seeds=None, **kw):
     n = csr.num_nodes
     seeds = torch.arange(n) if seeds is None else seeds
-    return shadow_loader(_features(n), torch.arange(n) % 3, csr, seeds, cfg, 0, shuffle=False,
-                         **kw)
+    return shadow_loader(_features(n), torch.arange(n) % 3, csr, seeds, cfg, 0, batch_size=32,
+                         shuffle=False, **kw)
 
 
 @pytest.mark.parametrize("model,depth", [
@@ -60,7 +61,7 @@ def test_root_outputs_equal_the_full_graph_forward_when_the_subgraphs_are_deep_e
     model = model().eval()
     csr = _undirected()
     x = _features(csr.num_nodes)
-    cfg = _cfg(shadow_depth=depth, shadow_num_neighbors=-1)
+    cfg = _cfg(depth=depth, num_neighbors=-1)
     with torch.no_grad():
         full = model(x, csr.edge_index())
         batches = 0
@@ -86,7 +87,7 @@ def test_shallow_subgraphs_do_not_give_the_full_graph_output():
             full = model(x, csr.edge_index())
             worst = max(
                 float((_step(model, None, b, None)[0] - full[b.n_id[b.root_n_id]]).abs().max())
-                for b in _loader(csr, _cfg(shadow_depth=depth, shadow_num_neighbors=-1)))
+                for b in _loader(csr, _cfg(depth=depth, num_neighbors=-1)))
         assert worst > 1e-3
 
 
@@ -96,7 +97,7 @@ def test_subgraphs_are_induced_disjoint_and_within_depth_hops(fanout):
     n = csr.num_nodes
     src, dst = csr.edge_index()
     depth = 2
-    cfg = _cfg(shadow_depth=depth, shadow_num_neighbors=fanout)
+    cfg = _cfg(depth=depth, num_neighbors=fanout)
     for batch in _loader(csr, cfg):
         b = batch.batch_size
         assert torch.equal(batch.root_n_id, torch.arange(b))
@@ -141,7 +142,7 @@ def test_temporal_shadow_keeps_only_edges_no_later_than_the_root():
     seeds = torch.arange(0, csr.num_nodes, 2)
     seed_time = torch.rand(seeds.numel(), generator=torch.Generator().manual_seed(1),
                            dtype=torch.float64)
-    loader = _loader(csr, _cfg(shadow_num_neighbors=5), seeds=seeds, edge_time=edge_time,
+    loader = _loader(csr, _cfg(num_neighbors=5), seeds=seeds, edge_time=edge_time,
                      input_time=seed_time)
     total = 0
     for batch in loader:
@@ -155,11 +156,11 @@ def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
     roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     inputs = build_inputs(small_graph.x, message_graphs=graphs)
-    cfg = _cfg(epochs=8, patience=8, hidden=32, batch_size=256, num_layers=3, shadow_depth=2,
-               shadow_num_neighbors=5)
+    cfg = TrainParams(sampler="shadow", epochs=8, patience=8, hidden=32, batch_size=256,
+                      num_layers=3, shadow=ShadowParams(depth=2, num_neighbors=5))
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
-    loader = shadow_loader(small_graph.x, small_graph.y, graphs["train"], seeds, cfg, 1,
-                           edge_index=inputs["train"].edge_index)
+    loader = shadow_loader(small_graph.x, small_graph.y, graphs["train"], seeds, cfg.shadow, 1,
+                           batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     result = fit(lambda: build_model("sage", small_graph.x.shape[1], small_graph.num_classes,
                                      cfg), inputs, small_graph.y, roles, cfg, 0, loader=loader)
     assert result.summary["best_val_acc"] > 0.8, result.summary
@@ -167,10 +168,10 @@ def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
 
 def test_params_accept_shadow_and_name_its_limits():
     params = params_from_dict({"train": {"sampler": "shadow", "num_layers": 4,
-                                         "shadow_depth": 2, "shadow_num_neighbors": -1}})
-    assert params.train.shadow_depth == 2  # depth and layers are independent
-    with pytest.raises(ParamsError, match="shadow_depth=0 is out of range"):
-        params_from_dict({"train": {"sampler": "shadow", "shadow_depth": 0}})
+                                         "shadow": {"depth": 2, "num_neighbors": -1}}})
+    assert params.train.shadow.depth == 2  # depth and layers are independent
+    with pytest.raises(ParamsError, match="train.shadow.depth=0 is out of range"):
+        params_from_dict({"train": {"sampler": "shadow", "shadow": {"depth": 0}}})
     with pytest.raises(ParamsError, match="train.sampler='shadow' samples around labelled"):
         params_from_dict({"dataset": {"task": "link"}, "train": {"sampler": "shadow"}})
 
@@ -181,8 +182,8 @@ def test_train_stage_runs_with_the_shadow_sampler(tmp_path, monkeypatch):
     params = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 8,
                                         "num_classes": 3}},
               "train": {"sampler": "shadow", "epochs": 3, "patience": 3, "hidden": 16,
-                        "batch_size": 128, "shadow_depth": 2, "shadow_num_neighbors": 5,
-                        "checkpoint_every": 0}}
+                        "batch_size": 128, "shadow": {"depth": 2, "num_neighbors": 5},
+                        "checkpoint": {"every": 0}}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     for stage in ("prepare", "split", "propagate", "train"):
         assert cli.main([stage]) == 0, stage

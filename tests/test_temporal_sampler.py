@@ -202,8 +202,8 @@ def test_bad_temporal_arguments_are_value_errors():
 def _stage_params(tmp_path, train: dict, dataset: dict | None = None) -> None:
     base = {"dataset": {"synthetic": {"num_nodes": 500, "num_features": 8, "num_classes": 3,
                                       "timestamps": True}},
-            "train": {"sampler": "neighbor", "num_neighbors": [4, 4], "epochs": 2,
-                      "patience": 2, "hidden": 8, "batch_size": 128, "checkpoint_every": 0,
+            "train": {"sampler": "neighbor", "neighbor": {"num_neighbors": [4, 4]}, "epochs": 2,
+                      "patience": 2, "hidden": 8, "batch_size": 128, "checkpoint": {"every": 0},
                       **train}}
     if dataset is not None:
         base["dataset"] = dataset
@@ -230,7 +230,7 @@ def _user_tables(folder, with_edge_time: bool) -> dict:
 def test_train_stage_samples_by_node_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data/raw").mkdir(parents=True)
-    _stage_params(tmp_path, {"temporal": "node", "temporal_strategy": "last"})
+    _stage_params(tmp_path, {"temporal": {"by": "node", "strategy": "last"}})
     for stage in ("prepare", "split", "propagate", "train"):
         assert cli.main([stage]) == 0, stage
     assert json.loads((tmp_path / "metrics/train.json").read_text())["epochs_run"] == 2
@@ -239,7 +239,7 @@ def test_train_stage_samples_by_node_time(tmp_path, monkeypatch):
 def test_train_stage_samples_by_edge_time_of_the_train_graph(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     dataset = _user_tables(tmp_path / "raw", with_edge_time=True)
-    _stage_params(tmp_path, {"temporal": "edge"}, dataset)
+    _stage_params(tmp_path, {"temporal": {"by": "edge"}}, dataset)
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["split"] = {"node": {"strategy": "time", "mode": "inductive"}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
@@ -265,7 +265,7 @@ def test_train_stage_samples_by_edge_time_of_the_train_graph(tmp_path, monkeypat
 def test_missing_timestamps_are_named_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     dataset = _user_tables(tmp_path / "raw", with_edge_time=False)
-    _stage_params(tmp_path, {"temporal": "edge"}, dataset)
+    _stage_params(tmp_path, {"temporal": {"by": "edge"}}, dataset)
     for stage in ("prepare", "split", "propagate"):
         assert cli.main([stage]) == 0, stage
     assert cli.main(["train"]) == 1
@@ -274,4 +274,4 @@ def test_missing_timestamps_are_named_errors(tmp_path, monkeypatch, capsys):
     with pytest.raises(ValueError, match="dataset.nodes.timestamp"):
         temporal_options("node", "uniform", np.arange(3), csr, None)
     with pytest.raises(ParamsError, match="train.temporal.by='node' with train.sampler='full'"):
-        params_from_dict({"train": {"temporal": "node"}})
+        params_from_dict({"train": {"temporal": {"by": "node"}}})

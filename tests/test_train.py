@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpipe.config import NodeSplitParams, PropagateParams, TrainParams
+from gnnpipe.config import (NodeSplitParams, ParamsError, PropagateParams, TrainParams,
+                            params_from_dict)
 from gnnpipe.models import build_model
 from gnnpipe.propagate import propagate
 from gnnpipe.rng import make_rng
@@ -99,8 +100,9 @@ def test_inductive_training_never_sees_test_features(small_graph):
 
 
 def test_gat_rejects_hidden_not_divisible_by_heads():
-    with pytest.raises(ValueError, match="train.hidden=30 must be divisible by train.heads=4"):
-        build_model("gat", 8, 3, dataclasses.replace(FAST, model="gat", hidden=30, heads=4))
+    with pytest.raises(ParamsError, match="train.hidden=30 must be divisible by train.heads=4 "
+                                          "for gat"):
+        params_from_dict({"train": {"model": "gat", "hidden": 30, "heads": 4}})
 
 
 def test_row_batches_need_a_row_model(small_graph, split_roles):

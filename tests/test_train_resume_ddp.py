@@ -18,7 +18,7 @@ from gnnpipe.distributed import FAULT_RANK_ENV
 
 PARAMS = {
     "dataset": {"synthetic": {"num_nodes": 1200, "num_features": 16, "num_classes": 3}},
-    "train": {"epochs": 30, "patience": 30, "hidden": 16, "checkpoint_every": 5},
+    "train": {"epochs": 30, "patience": 30, "hidden": 16, "checkpoint": {"every": 5}},
 }
 
 
@@ -69,9 +69,9 @@ def test_checkpoint_of_other_params_is_not_resumed(upstream):
 
 
 def test_two_gloo_processes_match_one_process(upstream):
-    common = {"dropout": 0.0, "epochs": 8, "checkpoint_every": 0}
+    common = {"dropout": 0.0, "epochs": 8, "checkpoint": {"every": 0}}
     assert _train(upstream, "one", common).returncode == 0
-    two = _train(upstream, "two", {**common, "nproc": 2})
+    two = _train(upstream, "two", {**common, "dist": {"nproc": 2}})
     assert two.returncode == 0, two.stderr[-2000:]
     one_rows = (upstream / "one/history.csv").read_text().splitlines()[1:]
     two_rows = (upstream / "two/history.csv").read_text().splitlines()[1:]
@@ -84,7 +84,7 @@ def test_two_gloo_processes_match_one_process(upstream):
 
 def test_a_failing_rank_fails_the_job_promptly(upstream):
     started = time.monotonic()
-    failed = _train(upstream, "failing", {"nproc": 2, "checkpoint_every": 0}, timeout=180,
+    failed = _train(upstream, "failing", {"dist": {"nproc": 2}, "checkpoint": {"every": 0}}, timeout=180,
                     **{FAULT_RANK_ENV: "1"})
     assert failed.returncode == 1
     assert "injected failure on rank 1" in failed.stderr
@@ -96,8 +96,8 @@ def test_a_failing_rank_fails_the_job_promptly(upstream):
 def test_uneven_seed_counts_do_not_hang(tmp_path):
     """721 train seeds over 2 ranks: shares are padded to 361 each, so no rank waits forever."""
     params = {**PARAMS, "split": {"node": {"train": 721, "val": 200, "test": 200}},
-              "train": {**PARAMS["train"], "epochs": 3, "nproc": 2, "checkpoint_every": 0,
-                        "sampler": "neighbor", "batch_size": 100}}
+              "train": {**PARAMS["train"], "epochs": 3, "dist": {"nproc": 2},
+                        "checkpoint": {"every": 0}, "sampler": "neighbor", "batch_size": 100}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     for stage in ("prepare", "split", "propagate"):
         assert _gnnpipe([stage], tmp_path).returncode == 0, stage
@@ -110,8 +110,8 @@ def test_two_ranks_with_partition_shards_load_only_their_own_parts(upstream):
     import torch
 
     assert _gnnpipe(["partition"], upstream).returncode == 0  # default: 8 parts, 1-hop halo
-    cluster = {"sampler": "cluster", "epochs": 6, "checkpoint_every": 0}
-    two = _train(upstream, "sharded", {**cluster, "shard": "partition", "nproc": 2})
+    cluster = {"sampler": "cluster", "epochs": 6, "checkpoint": {"every": 0}}
+    two = _train(upstream, "sharded", {**cluster, "dist": {"shard": "partition", "nproc": 2}})
     assert two.returncode == 0, two.stderr[-2000:]
     perf = json.loads((upstream / "sharded/perf.json").read_text())
     ranks = {r["rank"]: r for r in perf["ranks"]}
