@@ -1,6 +1,6 @@
 """Batch sources of node-task training on a homogeneous graph: the sampled-subgraph loaders
 (neighbor, shadow, ClusterGCN, GraphSAINT) and the per-rank shard setup of
-``train.shard: partition``. Each draws from the train phase's message graph only."""
+``train.dist.shard: partition``. Each draws from the train phase's message graph only."""
 
 from __future__ import annotations
 

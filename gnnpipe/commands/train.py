@@ -48,7 +48,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    """Picks the variant, re-launches under torchrun when train.nproc * train.nnodes > 1, and
+    """Picks the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1, and
     runs the variant on every rank (which variants allow several ranks is checked in
     gnnpipe/config.py)."""
     params = load_params(args.params)
