@@ -406,7 +406,7 @@ def _check_hgt_budgets(params: Params) -> None:
 
 
 def _check_typed_train(params: Params) -> None:
-    """What the heterogeneous train stage (gnnpipe/hetero/stages.py) runs."""
+    """What the heterogeneous train stage (gnnpipe/commands/train.py, train_typed_*) runs."""
     cfg, task = params.train, params.dataset.task
     if not params.dataset.synthetic.hetero:
         return
