@@ -8,7 +8,9 @@ from gnnpipe import audit, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, prepared_kind
 from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
+from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
+from gnnpipe.split import split_nodes
 
 HELP = ("split nodes (or edges, dataset.task link) into train/val/test with leak-free message "
         "graphs; fails on a failed audit")
@@ -33,12 +35,10 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
-def split_nodes(args, params) -> str:
-    from gnnpipe.split import split_nodes as assign_roles
-
+def run_nodes(args, params) -> str:
     graph = io.read_graph(args.prepared)
     cfg = params.split.node
-    node_split = assign_roles(graph, cfg, make_rng(params.seed, "split"))
+    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
     timed = cfg.strategy == "time" and graph.timestamps is not None
     report = audit.audit_node_split(
         node_split.roles, graph.y.numpy(), graph.num_classes, node_split.message_graphs,
@@ -51,13 +51,11 @@ def split_nodes(args, params) -> str:
     return f"{report['sizes']} ({node_split.mode}), audit passed -> {args.out}"
 
 
-def split_links(args, params) -> str:
+def run_links(args, params) -> str:
     """Edge hold-out, fixed negatives, the link audit (gnnpipe/link_split.py)."""
-    from gnnpipe.link_split import split_links as hold_out
-
     graph = io.read_graph(args.prepared)
     cfg = params.split.link
-    link = hold_out(graph.csr, cfg, make_rng(params.seed, "split"))
+    link = split_links(graph.csr, cfg, make_rng(params.seed, "split"))
     report = audit.audit_link_split(graph.csr, link.edges, link.message_graphs, link.negatives,
                                     disjoint=cfg.disjoint_train_ratio > 0)
     report.update(undirected=link.undirected, negative_strategy=cfg.negative_strategy)
@@ -69,7 +67,7 @@ def split_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-def split_typed_nodes(args, params) -> str:
+def run_typed_nodes(args, params) -> str:
     """The target type's nodes; message graphs and audit per edge type (gnnpipe/hetero/split.py)."""
     from gnnpipe.hetero.audit import audit_hetero_node_split
     from gnnpipe.hetero.split import split_hetero_nodes
@@ -86,7 +84,7 @@ def split_typed_nodes(args, params) -> str:
             f"edge type -> {args.out}")
 
 
-def split_typed_links(args, params) -> str:
+def run_typed_links(args, params) -> str:
     """One edge type held out together with its reverse, typed fixed negatives."""
     from gnnpipe.hetero.audit import audit_hetero_link_split
     from gnnpipe.typed_graph import edge_type_name
@@ -110,5 +108,5 @@ def split_typed_links(args, params) -> str:
             f"{report['sizes']}, audit passed -> {args.out}")
 
 
-RUNS = {(HOMOGENEOUS, "node"): split_nodes, (HOMOGENEOUS, "link"): split_links,
-        (TYPED, "node"): split_typed_nodes, (TYPED, "link"): split_typed_links}
+RUNS = {(HOMOGENEOUS, "node"): run_nodes, (HOMOGENEOUS, "link"): run_links,
+        (TYPED, "node"): run_typed_nodes, (TYPED, "link"): run_typed_links}
