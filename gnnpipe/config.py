@@ -102,6 +102,17 @@ class DatasetParams:
     self_loops: Literal["remove", "keep"] = "remove"
     synthetic: SyntheticParams = field(default_factory=SyntheticParams)
     storage: StorageParams = field(default_factory=StorageParams)
+    # parquet / csv / ogb: typed = one table per node type and per relation (README: Typed
+    # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
+    layout: Literal["homogeneous", "typed"] = "homogeneous"
+
+    @property
+    def graph_kind(self) -> str:
+        """``typed`` or ``homogeneous``: what prepare will write (the one place it is decided
+        from params; later stages read it from the artifacts)."""
+        if self.source == "synthetic":
+            return "typed" if self.synthetic.hetero else "homogeneous"
+        return self.layout
 
 
 @dataclass(frozen=True)
@@ -374,25 +385,36 @@ def _check_sign(params: Params) -> None:
             "precomputed features, so use train.model=sign together with train.sampler=sign")
 
 
+TYPED_SOURCES = ("parquet", "csv", "ogb")  # dataset.layout: typed readers
+
+
 def _check_typed_source(params: Params) -> None:
-    """The heterogeneous graph is the built-in synthetic one (gnnpipe/hetero/synthetic.py)."""
-    source = params.dataset.source
-    if params.dataset.synthetic.hetero and source != "synthetic":
+    """Typed graphs come from the built-in generator or from typed tables / OGB-MAG folders."""
+    dataset = params.dataset
+    source = dataset.source
+    if dataset.synthetic.hetero and source != "synthetic":
         raise ParamsError(f"dataset.synthetic.hetero=true generates the built-in heterogeneous "
-                          f"graph and needs dataset.source=synthetic (found {source!r}); "
-                          "heterogeneous user tables are not supported yet")
+                          f"graph and needs dataset.source=synthetic (found {source!r}); for "
+                          "your own typed tables use dataset.layout: typed")
+    if dataset.layout == "typed" and source not in TYPED_SOURCES:
+        hint = (" (the built-in typed graph is dataset.synthetic.hetero: true)"
+                if source == "synthetic" else "")
+        raise ParamsError(f"dataset.layout='typed' reads typed tables and needs dataset.source "
+                          f"{' | '.join(TYPED_SOURCES)}, not {source!r}{hint}")
 
 
 def _check_typed_needs_hetero(params: Params) -> None:
     """hgt / rgcn and the hgt sampler work on heterogeneous graphs only."""
-    cfg, hetero = params.train, params.dataset.synthetic.hetero
+    cfg, hetero = params.train, params.dataset.graph_kind == "typed"
     if cfg.model in ("hgt", "rgcn") and not hetero:
         raise ParamsError(
-            f"train.model={cfg.model!r} needs a heterogeneous graph (dataset.synthetic.hetero: "
-            "true); for a homogeneous graph use mlp, gcn, sage, gat or sign")
+            f"train.model={cfg.model!r} needs a heterogeneous graph (dataset.layout: typed or "
+            "dataset.synthetic.hetero: true); for a homogeneous graph use mlp, gcn, sage, gat "
+            "or sign")
     if cfg.sampler == "hgt" and not hetero:
         raise ParamsError("train.sampler='hgt' samples typed node budgets and needs a "
-                          "heterogeneous graph (dataset.synthetic.hetero: true)")
+                          "heterogeneous graph (dataset.layout: typed or "
+                          "dataset.synthetic.hetero: true)")
 
 
 def _check_hgt_budgets(params: Params) -> None:
@@ -408,12 +430,12 @@ def _check_hgt_budgets(params: Params) -> None:
 def _check_typed_train(params: Params) -> None:
     """What the heterogeneous train stage (gnnpipe/commands/train.py, train_typed_*) runs."""
     cfg, task = params.train, params.dataset.task
-    if not params.dataset.synthetic.hetero:
+    if params.dataset.graph_kind != "typed":
         return
     if cfg.model not in HETERO_MODELS:
         raise ParamsError(
             f"train.model={cfg.model!r} is not available for heterogeneous graphs "
-            "(dataset.synthetic.hetero: true); use sage (to_hetero), hgt, rgcn or mlp")
+            "(typed graphs); use sage (to_hetero), hgt, rgcn or mlp")
     if cfg.sampler not in HETERO_SAMPLERS or (task == "link" and cfg.sampler != "full"):
         allowed = HETERO_SAMPLERS if task == "node" else ("full",)
         raise ParamsError(f"train.sampler={cfg.sampler!r} is not available for heterogeneous "
@@ -539,8 +561,8 @@ def _check_lightning(params: Params) -> None:
     found = []
     if task != "node":
         found.append(f"dataset.task={task!r}")
-    if params.dataset.synthetic.hetero:
-        found.append("dataset.synthetic.hetero=true")
+    if params.dataset.graph_kind == "typed":
+        found.append("a typed graph")
     if cfg.sampler not in LIGHTNING_SAMPLERS:
         found.append(f"train.sampler={cfg.sampler!r}")
     if cfg.model not in LIGHTNING_MODELS:

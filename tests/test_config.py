@@ -309,12 +309,31 @@ def test_an_old_flat_key_names_its_new_place(tmp_path, key):
         load_params(path)
 
 
+def test_graph_kind_is_decided_from_source_and_layout():
+    from gnnpipe.config import DatasetParams
+
+    assert DatasetParams().graph_kind == "homogeneous"
+    assert params_from_dict({"dataset": HETERO}).dataset.graph_kind == "typed"
+    # layout is for files: the synthetic source follows synthetic.hetero alone
+    for source, layout, kind in (("parquet", "typed", "typed"), ("csv", "homogeneous",
+                                 "homogeneous"), ("ogb", "typed", "typed")):
+        dataset = params_from_dict({"dataset": {"source": source, "layout": layout}}).dataset
+        assert dataset.graph_kind == kind
+
+
 # ------------------------------------------------------------------------- cross-field rules
 HETERO = {"synthetic": {"hetero": True}}
 RULE_CASES = [  # (params, message, the rule that raises it)
     ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "_check_sign"),
     ({"dataset": {"source": "csv", **HETERO}}, r"needs dataset.source=synthetic \(found 'csv'\)",
      "_check_typed_source"),
+    ({"dataset": {"layout": "typed"}}, "dataset.layout='typed' reads typed tables and needs "
+     r"dataset.source parquet \| csv \| ogb, not 'synthetic' \(the built-in typed graph is",
+     "_check_typed_source"),
+    ({"dataset": {"source": "pyg", "layout": "typed"}}, "needs dataset.source parquet",
+     "_check_typed_source"),
+    ({"dataset": {"source": "parquet", "layout": "typed"}, "train": {"model": "gat"}},
+     "train.model='gat' is not available for heterogeneous graphs", "_check_typed_train"),
     ({"train": {"model": "rgcn"}}, "train.model='rgcn' needs a heterogeneous graph",
      "_check_typed_needs_hetero"),
     ({"train": {"sampler": "hgt"}}, "train.sampler='hgt' samples typed node budgets",

@@ -19,8 +19,8 @@ TASKS = ("node", "link")
 
 
 def params_kind(params) -> str:
-    """The kind the prepare stage will write: typed for ``dataset.synthetic.hetero``."""
-    return TYPED if params.dataset.synthetic.hetero else HOMOGENEOUS
+    """The kind the prepare stage will write (``DatasetParams.graph_kind``)."""
+    return TYPED if params.dataset.graph_kind == "typed" else HOMOGENEOUS
 
 
 def prepared_kind(prepared: Path) -> str:
