@@ -8,13 +8,16 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PIP_QUIET ?= -q
 STAMP := $(VENV)/.gnnpipe-installed
+# test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py)
+TEST_JOBS ?= 2
 
-.PHONY: setup repro repro-scale test clean-data help
+.PHONY: setup repro repro-scale repro-typed-scale test clean-data help
 
 help:
 	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
 	@echo "make test    set up $(VENV) and run the test suite"
 	@echo "make repro-scale  the 1M-node profile (profiles/scale.yaml) as a dvc experiment"
+	@echo "make repro-typed-scale  the typed 2M-node profile (profiles/typed_scale.yaml)"
 	@echo "make setup   only create $(VENV) and install gnnpipe with its test extras"
 
 $(STAMP): pyproject.toml
@@ -30,14 +33,21 @@ repro: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show metrics/eval.json
 
-# profiles/scale.yaml applied with one -S per key (checked first); set -f: [10,5] is no glob
-repro-scale: setup
-	set -f; args="$$($(BIN)/python -m gnnpipe.profiles profiles/scale.yaml)" && \
+# a profile applied with one -S per key (checked first); set -f: [10,5] is no glob
+define run_profile
+	set -f; args="$$($(BIN)/python -m gnnpipe.profiles $(1))" && \
 		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run $$args
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
+endef
+
+repro-scale: setup
+	$(call run_profile,profiles/scale.yaml)
+
+repro-typed-scale: setup
+	$(call run_profile,profiles/typed_scale.yaml)
 
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 clean-data:
 	rm -rf data/prepared data/split data/partition data/propagate data/baseline data/model \
