@@ -88,6 +88,20 @@ class StorageParams:
 
 
 @dataclass(frozen=True)
+class TypedParams:
+    """``dataset.layout: typed`` (README: Typed tables): which node type is labelled, which
+    relation link prediction holds out, and what featureless node types get."""
+
+    target: str = ""  # the labelled node type; "" = the one node table with the label column
+    # src__rel__dst held out for dataset.task: link; "" = the first relation (file name order)
+    # with the target type at one end, else the first relation
+    link_edge_type: str = ""
+    # node types without feature columns: degree = log1p(in-degree) per incoming edge type,
+    # constant = one column of ones
+    featureless: Literal["degree", "constant"] = "degree"
+
+
+@dataclass(frozen=True)
 class DatasetParams:
     source: Literal["synthetic", "parquet", "csv", "planetoid", "ogb", "pyg"] = "synthetic"
     # Input of prepare, also a DVC dependency of the stage (dvc.yaml lists ${dataset.path}), so
@@ -105,6 +119,7 @@ class DatasetParams:
     # parquet / csv / ogb: typed = one table per node type and per relation (README: Typed
     # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
     layout: Literal["homogeneous", "typed"] = "homogeneous"
+    typed: TypedParams = field(default_factory=TypedParams)
 
     @property
     def graph_kind(self) -> str:
@@ -401,6 +416,9 @@ def _check_typed_source(params: Params) -> None:
                 if source == "synthetic" else "")
         raise ParamsError(f"dataset.layout='typed' reads typed tables and needs dataset.source "
                           f"{' | '.join(TYPED_SOURCES)}, not {source!r}{hint}")
+    if dataset.layout == "typed" and dataset.edges.weight:
+        raise ParamsError(f"dataset.edges.weight={dataset.edges.weight!r} is not supported with "
+                          "dataset.layout='typed' (typed graphs keep no edge weights); set it to \"\"")
 
 
 def _check_typed_needs_hetero(params: Params) -> None:
