@@ -59,7 +59,7 @@ class SyntheticParams:
 class NodeTableParams:
     """The node table of ``dataset.source: parquet | csv`` (one row per node)."""
 
-    file: str = ""  # relative to dataset.path; "" = nodes.parquet / nodes.csv
+    file: str = ""  # relative to dataset.path; "" = nodes.parquet / nodes.csv (typed: nodes/)
     id: str = "id"  # any unique integer or string id; remapped to 0..N-1 in file order
     # one list/array column, or comma-separated scalar columns / globs ("f0,f1" or "feat_*")
     features: str = "x"
@@ -71,7 +71,7 @@ class NodeTableParams:
 class EdgeTableParams:
     """The edge table of ``dataset.source: parquet | csv`` (one row per edge, read in chunks)."""
 
-    file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv
+    file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv (typed: edges/)
     src: str = "src"
     dst: str = "dst"
     weight: str = ""  # optional numeric column kept in edge_attrs.parquet; "" = none
@@ -418,7 +418,8 @@ def _check_typed_source(params: Params) -> None:
                           f"{' | '.join(TYPED_SOURCES)}, not {source!r}{hint}")
     if dataset.layout == "typed" and dataset.edges.weight:
         raise ParamsError(f"dataset.edges.weight={dataset.edges.weight!r} is not supported with "
-                          "dataset.layout='typed' (typed graphs keep no edge weights); set it to \"\"")
+                          "dataset.layout='typed' (typed graphs keep no edge weights); set it "
+                          "to \"\"")
 
 
 def _check_typed_needs_hetero(params: Params) -> None:

@@ -139,7 +139,8 @@ def test_node_and_edge_timestamps_are_int64_in_csr_order(prepared):
     earliest = {}
     for s, d, t in BUYS:  # a merged duplicate keeps its earliest time
         earliest[u[s], i[d]] = min(t, earliest.get((u[s], i[d]), t))
-    for edge_type, flip in ((("user", "buys", "item"), False), (("item", "rev_buys", "user"), True)):
+    for edge_type, flip in ((("user", "buys", "item"), False),
+                            (("item", "rev_buys", "user"), True)):
         times = graph.edge_time[edge_type]
         assert times.dtype == torch.int64
         src, dst = edge_pairs(graph.csr[edge_type])
