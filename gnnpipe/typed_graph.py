@@ -166,3 +166,20 @@ def type_summary(graph: HeteroGraph) -> dict:
 def edge_index_dict(csrs: dict[EdgeType, Csr]) -> dict[EdgeType, torch.Tensor]:
     """PyG ``edge_index_dict``: edge type -> int64 (2, E) (row 0 sources, row 1 targets)."""
     return {edge_type: csr.edge_index() for edge_type, csr in csrs.items()}
+
+
+def sub_edge_time(full: Csr, time: torch.Tensor, sub: Csr, num_src: int) -> torch.Tensor:
+    """Times int64 (E_sub,) of ``sub``'s edges in its CSR order, for ``sub`` a subset of the
+    edges of ``full`` (a phase's message graph of one edge type) and ``time`` int64 (E_full,)
+    ``full``'s edge times (``HeteroGraph.edge_time``). The k-th copy of a repeated pair takes
+    the k-th copy's time (phases keep all copies of a pair or none)."""
+    n = max(num_src, 1)
+    full_src, full_dst = edge_pairs(full)
+    sub_src, sub_dst = edge_pairs(sub)
+    full_keys, sub_keys = full_dst * n + full_src, sub_dst * n + sub_src  # both ascending
+    rank = np.arange(sub_keys.size) - np.searchsorted(sub_keys, sub_keys, side="left")
+    pos = np.searchsorted(full_keys, sub_keys, side="left") + rank
+    if pos.size and (pos.max() >= full_keys.size or not (full_keys[pos] == sub_keys).all()):
+        raise ValueError("sub_edge_time: the message graph has edges that the full graph "
+                         "does not; re-run the split stage")
+    return time[torch.from_numpy(pos)]
