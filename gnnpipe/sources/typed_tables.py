@@ -53,9 +53,9 @@ def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
 
 
 def _read_nodes(tables, path: Path, cfg: DatasetParams
-                ) -> tuple[RawNodeType, pa.Table, bool]:
-    """One node table: its node type (ids, features or None, time) and whether it has the
-    label column (the label itself is read only for the target)."""
+                ) -> tuple[RawNodeType, pa.ChunkedArray | None]:
+    """One node table: its node type (ids, features or None, time) and its label column (None
+    without one; parsed only for the target)."""
     spec = cfg.nodes
     schema = tables.schema(path)
     if spec.id not in schema.names:
@@ -75,8 +75,8 @@ def _read_nodes(tables, path: Path, cfg: DatasetParams
     x = features(table, feature_names, is_list, path) if feature_names else None
     time = check_timestamps(table.column(spec.timestamp), path, spec.timestamp) \
         if has_time else None
-    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), table, \
-        has_label
+    label = table.column(spec.label) if has_label else None
+    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
 
 
 def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
@@ -134,20 +134,18 @@ def read(cfg: DatasetParams) -> RawTypedGraph:
     for node_type, path in paths.items():
         check_name(node_type, f"{path}: node type")
 
-    nodes, read_tables, labelled = {}, {}, []
+    nodes, label_columns = {}, {}
     for node_type, path in paths.items():
-        nodes[node_type], read_tables[node_type], has_label = _read_nodes(tables, path, cfg)
-        if has_label:
-            labelled.append(node_type)
-    target = _target(cfg, labelled, paths, nodes_dir)
-    class_names = None
-    if target is not None and target in labelled:
-        y, class_names = labels(read_tables[target].column(cfg.nodes.label), paths[target],
-                                cfg.nodes.label)
+        nodes[node_type], label = _read_nodes(tables, path, cfg)
+        if label is not None:
+            label_columns[node_type] = label
+    target = _target(cfg, list(label_columns), paths, nodes_dir)
+    class_names = y = None
+    if target in label_columns:
+        y, class_names = labels(label_columns[target], paths[target], cfg.nodes.label)
     else:  # link task without labels: the first type stands as target, one dummy class
         target = target or next(iter(nodes))
-        y = None
-    del read_tables
+    del label_columns
 
     edge_paths = table_entries(edges_dir, fmt) if edges_dir.is_dir() else {}
     if not edge_paths:
