@@ -59,7 +59,7 @@ class SyntheticParams:
 class NodeTableParams:
     """The node table of ``dataset.source: parquet | csv`` (one row per node)."""
 
-    file: str = ""  # relative to dataset.path; "" = nodes.parquet / nodes.csv
+    file: str = ""  # relative to dataset.path; "" = nodes.parquet / nodes.csv (typed: nodes/)
     id: str = "id"  # any unique integer or string id; remapped to 0..N-1 in file order
     # one list/array column, or comma-separated scalar columns / globs ("f0,f1" or "feat_*")
     features: str = "x"
@@ -71,7 +71,7 @@ class NodeTableParams:
 class EdgeTableParams:
     """The edge table of ``dataset.source: parquet | csv`` (one row per edge, read in chunks)."""
 
-    file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv
+    file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv (typed: edges/)
     src: str = "src"
     dst: str = "dst"
     weight: str = ""  # optional numeric column kept in edge_attrs.parquet; "" = none
@@ -85,6 +85,20 @@ class StorageParams:
     # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
+
+
+@dataclass(frozen=True)
+class TypedParams:
+    """``dataset.layout: typed`` (README: Typed tables): which node type is labelled, which
+    relation link prediction holds out, and what featureless node types get."""
+
+    target: str = ""  # the labelled node type; "" = the one node table with the label column
+    # src__rel__dst held out for dataset.task: link; "" = the first relation (file name order)
+    # with the target type at one end, else the first relation
+    link_edge_type: str = ""
+    # node types without feature columns: degree = log1p(in-degree) per incoming edge type,
+    # constant = one column of ones
+    featureless: Literal["degree", "constant"] = "degree"
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,7 @@ class DatasetParams:
     # parquet / csv / ogb: typed = one table per node type and per relation (README: Typed
     # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
     layout: Literal["homogeneous", "typed"] = "homogeneous"
+    typed: TypedParams = field(default_factory=TypedParams)
 
     @property
     def graph_kind(self) -> str:
@@ -401,6 +416,10 @@ def _check_typed_source(params: Params) -> None:
                 if source == "synthetic" else "")
         raise ParamsError(f"dataset.layout='typed' reads typed tables and needs dataset.source "
                           f"{' | '.join(TYPED_SOURCES)}, not {source!r}{hint}")
+    if dataset.layout == "typed" and dataset.edges.weight:
+        raise ParamsError(f"dataset.edges.weight={dataset.edges.weight!r} is not supported with "
+                          "dataset.layout='typed' (typed graphs keep no edge weights); set it "
+                          "to \"\"")
 
 
 def _check_typed_needs_hetero(params: Params) -> None:

@@ -11,7 +11,7 @@ relation such as ``paper cites paper``, stored in both directions, is its own re
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -72,6 +72,12 @@ class HeteroGraph:
     num_classes: int
     reverse: dict[EdgeType, EdgeType]  # edge type -> its reverse edge type (itself if symmetric)
     link_edge_type: EdgeType  # the edge type link prediction holds out by default
+    # Optional extras of typed user tables (empty for the built-in graph): int64 (N_t,) node
+    # times of the types with a timestamp column, int64 (E,) edge times in CSR order (the order
+    # of ``csr[e].indices``), int8 (N_target,) codes into ``gnnpipe.graph.ROLES`` (official split)
+    node_time: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_time: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
+    public_roles: torch.Tensor | None = None
 
     @property
     def node_types(self) -> tuple[str, ...]:
@@ -101,6 +107,13 @@ class HeteroGraph:
     def total_nodes(self) -> int:
         return sum(self.num_nodes(t) for t in self.node_types)
 
+    def own_relation(self) -> EdgeType | None:
+        """The target type's own relation, or None (a user-item graph has none)."""
+        for edge_type in self.edge_types:
+            if edge_type[0] == edge_type[2] == self.target:
+                return edge_type
+        return None
+
     def self_relation(self) -> EdgeType:
         """The target type's own relation (``paper cites paper``): what ``analyze`` measures."""
         for edge_type in self.edge_types:
@@ -110,9 +123,11 @@ class HeteroGraph:
                          f"{self.target!r}; graph diagnostics need one")
 
     def target_graph(self, csr: Csr | None = None) -> Graph:
-        """The target type alone over its own relation, as a homogeneous ``Graph``."""
+        """The target type alone over its own relation, as a homogeneous ``Graph`` (with the
+        target's node times and official split, when the graph has them)."""
         return Graph(csr=self.csr[self.self_relation()] if csr is None else csr,
-                     x=self.x[self.target], y=self.y, num_classes=self.num_classes)
+                     x=self.x[self.target], y=self.y, num_classes=self.num_classes,
+                     timestamps=self.node_time.get(self.target), public_roles=self.public_roles)
 
 
 def homogeneous_csr(sizes: list[tuple[str, int]], csrs: dict[EdgeType, Csr]) -> Csr:
@@ -151,3 +166,20 @@ def type_summary(graph: HeteroGraph) -> dict:
 def edge_index_dict(csrs: dict[EdgeType, Csr]) -> dict[EdgeType, torch.Tensor]:
     """PyG ``edge_index_dict``: edge type -> int64 (2, E) (row 0 sources, row 1 targets)."""
     return {edge_type: csr.edge_index() for edge_type, csr in csrs.items()}
+
+
+def sub_edge_time(full: Csr, time: torch.Tensor, sub: Csr, num_src: int) -> torch.Tensor:
+    """Times int64 (E_sub,) of ``sub``'s edges in its CSR order, for ``sub`` a subset of the
+    edges of ``full`` (a phase's message graph of one edge type) and ``time`` int64 (E_full,)
+    ``full``'s edge times (``HeteroGraph.edge_time``). The k-th copy of a repeated pair takes
+    the k-th copy's time (phases keep all copies of a pair or none)."""
+    n = max(num_src, 1)
+    full_src, full_dst = edge_pairs(full)
+    sub_src, sub_dst = edge_pairs(sub)
+    full_keys, sub_keys = full_dst * n + full_src, sub_dst * n + sub_src  # both ascending
+    rank = np.arange(sub_keys.size) - np.searchsorted(sub_keys, sub_keys, side="left")
+    pos = np.searchsorted(full_keys, sub_keys, side="left") + rank
+    if pos.size and (pos.max() >= full_keys.size or not (full_keys[pos] == sub_keys).all()):
+        raise ValueError("sub_edge_time: the message graph has edges that the full graph "
+                         "does not; re-run the split stage")
+    return time[torch.from_numpy(pos)]

@@ -1,6 +1,7 @@
 """analyze: graph diagnostics (homophily, degrees, components, labels) and their warnings. A
 typed graph is analyzed on its target type's own relation (paper cites paper), with per-type
-counts added."""
+counts added; without one (users that only buy items) homophily is marked not applicable, with
+the reason, and degrees / components still reported."""
 
 from pathlib import Path
 
@@ -58,7 +59,9 @@ def analyze_typed_nodes(args, params) -> str:
     from gnnpipe.io.hetero import read_hetero_roles
 
     typed = read_typed(args)
-    graph, own = typed.graph, typed.graph.self_relation()
+    graph, own = typed.graph, typed.graph.own_relation()
+    if own is None:
+        return _typed_write(args, typed, *_without_own_relation(graph, params.analyze))
     roles = read_hetero_roles(args.split, graph)
     report, histogram = analyze_graph(graph.target_graph(), params.analyze,
                                       {p: typed.graphs[p][own] for p in PHASES}, roles)
@@ -70,23 +73,68 @@ def analyze_typed_links(args, params) -> str:
     from gnnpipe.commands.inputs import read_typed
 
     typed = read_typed(args)
+    if typed.graph.own_relation() is None:
+        return _typed_write(args, typed, *_without_own_relation(typed.graph, params.analyze))
     return _typed_write(args, typed, *analyze_graph(typed.graph.target_graph(), params.analyze))
+
+
+def _without_own_relation(graph, cfg) -> tuple[dict, list]:
+    """A target type with no relation of its own (users that only buy items): homophily is not
+    applicable and says why; degrees are the target's in-degrees summed over every edge type,
+    components those of the whole typed graph (every node type, to_homogeneous ids)."""
+    import numpy as np
+    import torch
+
+    from gnnpipe.analyze import (analyze_graph, component_stats, connected_components,
+                                 degree_histogram, degree_stats)
+    from gnnpipe.graph import Csr, Graph
+    from gnnpipe.typed_graph import homogeneous_csr
+
+    n = graph.num_nodes(graph.target)
+    empty = Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
+    report, _ = analyze_graph(Graph(csr=empty, x=graph.x[graph.target], y=graph.y,
+                                    num_classes=graph.num_classes), cfg)  # labels, classes
+    received = np.zeros(n, dtype=np.int64)  # (N_target,) in-edges of any type
+    for edge_type, csr in graph.csr.items():
+        if edge_type[2] == graph.target:
+            received += csr.degrees().numpy()
+    reason = (f"no edge type joins {graph.target!r} nodes to {graph.target!r} nodes, so "
+              "same-label neighbours are undefined")
+    degree = degree_stats(received)
+    report.update(
+        edges=int(received.sum()), degree=degree, low_homophily=False,
+        homophily={"edge": None, "node": None, "class_insensitive": None, "adjusted": None,
+                   "per_class": [None] * graph.num_classes, "applicable": False,
+                   "reason": reason},
+        components={**component_stats(connected_components(
+            homogeneous_csr(graph.sizes(), graph.csr))), "over": "every node type"})
+    report["warnings"] = [] if degree["isolated_fraction"] <= cfg.max_isolated_fraction else [
+        f"{degree['isolated_fraction']:.1%} of {graph.target} nodes have no in-edges of any "
+        f"type (above analyze.max_isolated_fraction={cfg.max_isolated_fraction}); for them a "
+        "GNN is an MLP"]
+    return report, degree_histogram(received)
 
 
 def _typed_write(args, typed, report: dict, histogram: list) -> str:
     from gnnpipe.typed_graph import edge_type_name, type_summary
 
-    relation = edge_type_name(typed.graph.self_relation())
+    own = typed.graph.own_relation()
+    relation = None if own is None else edge_type_name(own)
     report["analyzed_relation"] = relation
     report["hetero"] = type_summary(typed.graph)
-    return _write(args, report, histogram, prefix=f"{relation}: ")
+    prefix = (f"{relation}: " if relation else
+              f"{typed.graph.target} (homophily not applicable: no "
+              f"{typed.graph.target}__*__{typed.graph.target} relation): ")
+    return _write(args, report, histogram, prefix=prefix)
 
 
 def _write(args, report: dict, histogram: list, prefix: str = "") -> str:
     io.write_json(args.metrics, report)
     io.write_csv(args.degree_hist, histogram)
     h = report["homophily"]
-    summary = (f"{prefix}edge homophily {h['edge']}, adjusted {h['adjusted']}, "
+    measured = (f"edge homophily {h['edge']}, adjusted {h['adjusted']}, "
+                if h.get("applicable", True) else "")
+    summary = (f"{prefix}{measured}"
                f"{report['components']['count']} components -> {args.metrics}")
     return "; ".join([summary, *(f"WARNING: {w}" for w in report["warnings"])])
 

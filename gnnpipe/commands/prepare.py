@@ -1,7 +1,8 @@
 """prepare: load dataset.source (synthetic, or your files under dataset.path), validate it, write
 nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parquet (original id
 of every node) and, with edge weight/timestamp columns, edge_attrs.parquet. With
-dataset.synthetic.hetero: the built-in papers / authors / venues graph as typed tables."""
+dataset.synthetic.hetero: the built-in papers / authors / venues graph as typed tables; with
+dataset.layout typed: the user's typed tables or OGB-MAG folder (plus node_ids_<type>.parquet)."""
 
 from pathlib import Path
 
@@ -47,6 +48,34 @@ def prepare_homogeneous(args, params) -> str:
 
 
 def prepare_typed(args, params) -> str:
+    """The built-in heterogeneous graph, or the user's typed tables / OGB-MAG folder."""
+    if params.dataset.source != "synthetic":
+        return prepare_typed_tables(args, params)
+    return prepare_typed_synthetic(args, params)
+
+
+def prepare_typed_tables(args, params) -> str:
+    """dataset.layout typed: one table per node type and relation (gnnpipe/hetero/prepare.py)."""
+    from gnnpipe.hetero.prepare import prepare_typed_dataset
+
+    prepared = prepare_typed_dataset(params.dataset)
+    graph, report = prepared.graph, prepared.report
+    compression = params.dataset.storage.compression
+    with io.atomic_dir(args.out) as out:
+        hio.write_hetero_prepared(out, graph)
+        for node_type, ids in prepared.node_ids.items():
+            hio.write_hetero_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
+                                      compression)
+    io.write_json(args.metrics, report)
+    types = ", ".join(f"{n} {t}" for t, n in report["node_types"].items())
+    featureless = (f"; featureless ({params.dataset.typed.featureless} features): "
+                   f"{', '.join(report['featureless'])}" if report["featureless"] else "")
+    return (f"typed graph: {types}; {report['edges']} edges in {len(graph.csr)} types, target "
+            f"{graph.target} ({report['duplicates_removed']} duplicates, "
+            f"{report['self_loops_removed']} self-loops removed){featureless} -> {args.out}")
+
+
+def prepare_typed_synthetic(args, params) -> str:
     """The built-in heterogeneous graph (gnnpipe/hetero/synthetic.py) as typed tables."""
     from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.synthetic import generate_hetero

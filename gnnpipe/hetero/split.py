@@ -2,8 +2,9 @@
 
 **Node task** (``input_nodes = (target, mask)`` in PyG's words): only the target type (``paper``)
 carries labels, so only its nodes get roles; the roles are drawn by the homogeneous
-``gnnpipe.split.split_nodes`` on the target type's own relation (every strategy that needs no
-extra data works: random, stratified, cluster). ``transductive``: every phase passes messages
+``gnnpipe.split.split_nodes`` on the target type's own relation (random, stratified, cluster;
+public with an official split and time with node times of the target, which
+``HeteroGraph.target_graph`` carries from typed tables and OGB-MAG folders). ``transductive``: every phase passes messages
 over the whole graph. ``inductive``: the train phase's graph drops, in **every** edge type, each
 edge with an endpoint of the target type that is not a train node (val: not train or val), so
 no val/test paper reaches training through an author or a venue either.

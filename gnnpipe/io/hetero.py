@@ -5,7 +5,10 @@ Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
              target type, classes, reverse edge types, default link edge type),
              nodes_<T>.parquet (node_id, x; the target type also label), edges_<E>.parquet
              (src, dst; type-local ids), graph.pt (schema ``gnnpipe.hetero_graph/1``: ``x.<T>``,
-             ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag)
+             ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag;
+             typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
+             listed in hetero.json as node_time / edge_time / public_roles), and
+             node_ids_<T>.parquet (node_id, original_id[, timestamp]) for user ids
   split/     meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
              (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
              (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
@@ -71,6 +74,16 @@ def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
         write_table(out / f"edges_{name}.parquet", pa.table({"src": src, "dst": dst}),
                     EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
         tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
+    extras = {}  # typed user tables only: the built-in graph's files stay byte-identical
+    if graph.node_time:
+        extras["node_time"] = list(graph.node_time)
+        tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
+    if graph.edge_time:
+        extras["edge_time"] = [edge_type_name(e) for e in graph.edge_time]
+        tensors.update({f"{edge_type_name(e)}.time": v for e, v in graph.edge_time.items()})
+    if graph.public_roles is not None:
+        extras["public_roles"] = True
+        tensors["public_roles"] = graph.public_roles
     save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors,
                  meta={"num_classes": graph.num_classes, "target": graph.target})
     write_json(out / META, {
@@ -79,7 +92,38 @@ def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
         "edge_types": [edge_type_name(e) for e in graph.edge_types],
         "target": graph.target, "num_classes": graph.num_classes,
         "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()},
-        "link_edge_type": edge_type_name(graph.link_edge_type)})
+        "link_edge_type": edge_type_name(graph.link_edge_type), **extras})
+
+
+def write_hetero_node_ids(out: Path, node_type: str, original_id: pa.Array,
+                          timestamp: pa.Array | None = None, compression: str = "zstd") -> None:
+    """``node_ids_<type>.parquet``: row ``i`` maps node ``i`` of ``node_type`` back to the user's
+    id (N_t,) int or string, with the node table's timestamp (N_t,) as read when it had one."""
+    columns = {"node_id": pa.array(np.arange(len(original_id), dtype=np.int64)),
+               "original_id": original_id}
+    if timestamp is not None:
+        columns["timestamp"] = timestamp
+    table = pa.table(columns)
+    write_table(Path(out) / f"node_ids_{node_type}.parquet", table, table.schema,
+                "gnnpipe.node_ids/1", compression)
+
+
+def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
+    """``node_ids_<type>.parquet``: node_id (0..N_t-1 in order), original_id, [timestamp]."""
+    sizes = read_hetero_meta(prepared)["sizes"]
+    if node_type not in sizes:
+        raise ValueError(f"{prepared}: no node type {node_type!r}")
+    path = Path(prepared) / f"node_ids_{node_type}.parquet"
+
+    def expected(schema: pa.Schema) -> pa.Schema:  # original_id keeps the user's id type
+        if "node_id" not in schema.names or "original_id" not in schema.names:
+            raise ValueError(f"{path}: needs columns node_id and original_id")
+        return schema
+
+    table = read_table(path, expected, "gnnpipe.node_ids/1")
+    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(sizes[node_type])):
+        raise ValueError(f"{path}: node_id must be 0..{sizes[node_type] - 1} in order")
+    return table
 
 
 def read_hetero_meta(prepared: Path) -> dict:
@@ -118,6 +162,11 @@ def read_hetero_graph(prepared: Path) -> HeteroGraph:
     spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
     for name in meta["edge_types"]:
         spec[f"{name}.indptr"], spec[f"{name}.indices"] = (torch.int64, 1), (torch.int64, 1)
+    timed_types, timed_edges = _timed(meta, Path(prepared) / META)
+    spec.update({f"time.{t}": (torch.int64, 1) for t in timed_types})
+    spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
+    if meta.get("public_roles"):
+        spec["public_roles"] = (torch.int8, 1)
     payload = load_tensors(path, GRAPH_SCHEMA, spec)
     x = {}
     for entry in meta["node_types"]:
@@ -136,8 +185,38 @@ def read_hetero_graph(prepared: Path) -> HeteroGraph:
             Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]), edge_type, sizes,
             f"{path} ({name})")
     reverse = {parse_edge_type(k): parse_edge_type(v) for k, v in meta["reverse"].items()}
+    node_time = {}
+    for t in timed_types:
+        if payload[f"time.{t}"].numel() != sizes[t]:
+            raise ValueError(f"{path}: 'time.{t}' has {payload[f'time.{t}'].numel()} entries "
+                             f"for {sizes[t]} {t} nodes")
+        node_time[t] = payload[f"time.{t}"]
+    edge_time = {}
+    for name in timed_edges:
+        edge_type = parse_edge_type(name)
+        if payload[f"{name}.time"].numel() != csr[edge_type].num_edges:
+            raise ValueError(f"{path}: '{name}.time' has {payload[f'{name}.time'].numel()} "
+                             f"entries for {csr[edge_type].num_edges} edges")
+        edge_time[edge_type] = payload[f"{name}.time"]
+    public_roles = payload.get("public_roles") if meta.get("public_roles") else None
+    if public_roles is not None and (public_roles.numel() != sizes[target] or (
+            public_roles.numel() and (public_roles.min() < 0
+                                      or public_roles.max() >= len(SPLIT_ROLES)))):
+        raise ValueError(f"{path}: 'public_roles' must hold {sizes[target]} codes in "
+                         f"[0, {len(SPLIT_ROLES)})")
     return HeteroGraph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
-                       reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]))
+                       reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]),
+                       node_time=node_time, edge_time=edge_time, public_roles=public_roles)
+
+
+def _timed(meta: dict, path: Path) -> tuple[list[str], list[str]]:
+    """The node types and edge types hetero.json says have times (optional keys)."""
+    types, edges = meta.get("node_time", []), meta.get("edge_time", [])
+    if not isinstance(types, list) or set(types) - set(meta["sizes"]):
+        raise ValueError(f"{path}: 'node_time' must list node types")
+    if not isinstance(edges, list) or set(edges) - set(meta["edge_types"]):
+        raise ValueError(f"{path}: 'edge_time' must list edge types")
+    return types, edges
 
 
 def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:

@@ -225,3 +225,42 @@ def roles_from_masks(masks: dict[str, np.ndarray], where: str) -> np.ndarray:
     """int8 (N,) codes into ``ROLES`` from bool masks (N,) per role."""
     num_nodes = next(iter(masks.values())).shape[0]
     return roles_from_indices(num_nodes, {r: np.flatnonzero(m) for r, m in masks.items()}, where)
+
+
+@dataclass(frozen=True)
+class RawNodeType:
+    """One node type as a typed source read it: ``x`` float32 (N, F) or None (no feature
+    columns: prepare gives it ``dataset.typed.featureless``), ``ids`` (N,) the user's ids (None
+    when ids are already 0..N-1, as in OGB), ``time`` (N,) the timestamp column as read."""
+
+    num_nodes: int
+    x: np.ndarray | None
+    where: str  # the file, for messages
+    ids: pa.Array | None = None
+    time: pa.Array | None = None
+
+
+@dataclass(frozen=True)
+class RawRelation:
+    """One relation's input rows: ``src`` / ``dst`` int64 (E,) type-local ids, ``time`` (E,)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    where: str
+    time: pa.Array | None = None
+
+
+@dataclass(frozen=True)
+class RawTypedGraph:
+    """A typed source's graph before the edge policies (``gnnpipe.hetero.prepare`` applies
+    them). Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros
+    and one class when a link-task graph has no labels); ``public_roles`` int8 (N_target,)."""
+
+    nodes: dict[str, RawNodeType]
+    relations: dict[tuple[str, str, str], RawRelation]
+    target: str
+    y: np.ndarray
+    where: str
+    class_names: list[str] | None = None
+    public_roles: np.ndarray | None = None
+    labelled: bool = True  # False: no label column anywhere (dataset.task link only)

@@ -85,8 +85,11 @@ def _edge_batches(path: Path) -> Iterator[pa.RecordBatch]:
         raise ValueError(f"{path}: not a readable edge list ({reason(err)})") from None
 
 
-def _edges(path: Path, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """``src``, ``dst`` int64 (E,), checked to lie in ``[0, num_nodes)``, read block by block."""
+def _edges(path: Path, num_nodes: int, num_dst: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """``src``, ``dst`` int64 (E,), checked to lie in ``[0, num_nodes)`` (dst: in
+    ``[0, num_dst)`` when given, for a typed relation), read block by block."""
+    limits = {"src": num_nodes, "dst": num_nodes if num_dst is None else num_dst}
     ends: dict[str, list[np.ndarray]] = {"src": [], "dst": []}
     row = 0
     bar = progress(None, unit=" rows", unit_scale=True, desc=f"reading {path.name}")
@@ -97,12 +100,12 @@ def _edges(path: Path, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
             column = batch.column(name)
             check_no_nulls(column, path, name, f"edge ({key})", row)
             ids = column.to_numpy()
-            bad = (ids < 0) | (ids >= num_nodes)
+            bad = (ids < 0) | (ids >= limits[key])
             if bad.any():
                 first = int(np.argmax(bad))
                 raise ValueError(f"{path}: edge column {name!r} ({key}) has "
                                  f"node id {int(ids[first])} (row {row + first}) outside "
-                                 f"[0, {num_nodes})")
+                                 f"[0, {limits[key]})")
             ends[key].append(ids.astype(np.int64, copy=False))
         row += batch.num_rows
         bar.update(batch.num_rows)
@@ -112,7 +115,8 @@ def _edges(path: Path, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate(ends["dst"]) if ends["dst"] else empty)
 
 
-def _public_split(root: Path, num_nodes: int) -> np.ndarray | None:
+def _public_split(root: Path, num_nodes: int, node_type: str = "") -> np.ndarray | None:
+    """Official roles int8 (N,) from ``split/<scheme>/[<node_type>/]{train,valid,test}.csv.gz``."""
     split_dir = root / "split"
     if not split_dir.is_dir():
         return None
@@ -122,12 +126,12 @@ def _public_split(root: Path, num_nodes: int) -> np.ndarray | None:
                          f"{[p.name for p in schemes] or 'none'}")
     index = {}
     for role, name in SPLIT_FILES.items():
-        path = schemes[0] / name
+        path = schemes[0] / node_type / name
         table = _read(path, {"f0": pa.int64()})
         column = table.column("f0").combine_chunks()
         check_no_nulls(column, path, "f0", "node id")
         index[role] = column.to_numpy()
-    return roles_from_indices(num_nodes, index, str(schemes[0]))
+    return roles_from_indices(num_nodes, index, str(schemes[0] / node_type))
 
 
 def read(cfg: DatasetParams) -> RawGraph:

@@ -64,7 +64,7 @@ class ParquetTables:
         except pa.ArrowInvalid as err:
             raise ValueError(f"{path}: parts disagree in column types ({err})") from None
 
-    def batches(self, path: Path, columns: list[str], id_type: pa.DataType,
+    def batches(self, path: Path, columns: list[str], id_types: dict[str, pa.DataType],
                 key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
         parts = [(part, self._open(part)) for part in self.files(path)]
         for part, handle in parts:
@@ -101,14 +101,14 @@ class CsvTables:
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
 
-    def batches(self, path: Path, columns: list[str], id_type: pa.DataType,
+    def batches(self, path: Path, columns: list[str], id_types: dict[str, pa.DataType],
                 key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
         schema = self.schema(path)
         _check_columns(schema, columns, path, key_of)
         header = schema.names
         # Fixed types, not inferred from the first block: ids parse as the node table's ids (so
         # "007" stays a string where ids are strings), weights as floats.
-        types = {name: id_type if key in ("src", "dst") else pa.float64()
+        types = {name: id_types[key] if key in ("src", "dst") else pa.float64()
                  for name, key in key_of.items() if key != "timestamp"}
         options = pacsv.ConvertOptions(include_columns=columns, column_types=types)
 
@@ -247,21 +247,27 @@ def read(cfg: DatasetParams) -> RawGraph:
                  if spec.timestamp else None)
     del table
 
-    src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges, IdLookup(ids),
-                                             nodes_path, spec.id)
+    lookup = (IdLookup(ids), nodes_path)
+    src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
+                                             {"src": lookup, "dst": lookup}, spec.id)
     return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
                     node_time=node_time, edge_weight=weight, edge_time=edge_time,
                     class_names=class_names)
 
 
-def read_edges(tables, path: Path, spec: EdgeTableParams, lookup: IdLookup, nodes_path: Path,
-               id_name: str) -> tuple[np.ndarray, np.ndarray, pa.Array | None, pa.Array | None]:
-    """Stream the edge table: ``src``/``dst`` int64 (E,) in ``[0, N)``, optional weight / time."""
+def read_edges(tables, path: Path, spec: EdgeTableParams,
+               lookups: dict[str, tuple[IdLookup, Path]], id_name: str, *,
+               timestamp: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, pa.Array | None, pa.Array | None]:
+    """Stream the edge table: ``src``/``dst`` int64 (E,) in ``[0, N_src)`` / ``[0, N_dst)``,
+    optional weight / time. ``lookups``: "src" / "dst" -> (the ids of that end's node table, its
+    path); ``timestamp`` False skips ``spec.timestamp`` (a typed table without that column)."""
     key_of = {spec.src: "src", spec.dst: "dst"}
     for key in ("weight", "timestamp"):
-        if getattr(spec, key):
+        if getattr(spec, key) and (key != "timestamp" or timestamp):
             key_of[getattr(spec, key)] = key
-    batches, total = tables.batches(path, list(key_of), lookup.type, key_of)
+    batches, total = tables.batches(path, list(key_of),
+                                    {k: lookups[k][0].type for k in ("src", "dst")}, key_of)
     ends: dict[str, list[np.ndarray]] = {"src": [], "dst": []}
     weights: list[pa.Array] = []
     times: list[pa.Array] = []
@@ -271,6 +277,7 @@ def read_edges(tables, path: Path, spec: EdgeTableParams, lookup: IdLookup, node
         for batch in batches:
             for key in ("src", "dst"):
                 name = getattr(spec, key)
+                lookup, nodes_path = lookups[key]
                 column = _as_id_type(batch.column(name), lookup.type, path, name)
                 check_no_nulls(column, path, name, "edge", row)
                 ids = lookup(column)
@@ -283,7 +290,7 @@ def read_edges(tables, path: Path, spec: EdgeTableParams, lookup: IdLookup, node
                 ends[key].append(ids)
             if spec.weight:
                 weights.append(_weights(batch.column(spec.weight), path, spec.weight, row))
-            if spec.timestamp:
+            if spec.timestamp and timestamp:
                 times.append(check_timestamps(batch.column(spec.timestamp), path,
                                               spec.timestamp, row))
             row += batch.num_rows
