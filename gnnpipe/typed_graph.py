@@ -122,10 +122,19 @@ class HeteroGraph:
         raise ValueError(f"the heterogeneous graph has no edge type from {self.target!r} to "
                          f"{self.target!r}; graph diagnostics need one")
 
+    def target_csr(self) -> Csr:
+        """The target type's own relation; without one (a user-item graph) a CSR over the
+        target nodes with no edges, since no edge joins two target nodes."""
+        own = self.own_relation()
+        if own is not None:
+            return self.csr[own]
+        n = self.num_nodes(self.target)
+        return Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
+
     def target_graph(self, csr: Csr | None = None) -> Graph:
-        """The target type alone over its own relation, as a homogeneous ``Graph`` (with the
-        target's node times and official split, when the graph has them)."""
-        return Graph(csr=self.csr[self.self_relation()] if csr is None else csr,
+        """The target type alone over its own relation (``target_csr``), as a homogeneous
+        ``Graph`` (with the target's node times and official split, when the graph has them)."""
+        return Graph(csr=self.target_csr() if csr is None else csr,
                      x=self.x[self.target], y=self.y, num_classes=self.num_classes,
                      timestamps=self.node_time.get(self.target), public_roles=self.public_roles)
 

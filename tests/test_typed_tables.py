@@ -334,9 +334,10 @@ def test_reverse_name_clash(raw, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------ end to end
-@pytest.mark.parametrize("task", ["node", "link"])
-def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task):
-    """The stage commands on a small typed table folder (users follow users, buy items)."""
+@pytest.mark.parametrize("task,follows", [("node", True), ("link", True), ("node", False)])
+def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task, follows):
+    """The stage commands on a small typed table folder (users follow users, buy items); without
+    ``follows`` a user-item graph, whose target type has no relation of its own."""
     rng = np.random.default_rng(0)
     root = tmp_path / "raw"
     n_users, n_items = 60, 20
@@ -350,8 +351,9 @@ def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task):
     _write(root / "edges" / "user__buys__item", pa.table({
         "src": [users[s] for s in src], "dst": 100 + rng.integers(0, n_items, 240)}), "parquet")
     a, b = rng.integers(0, n_users, (2, 150))
-    _write(root / "edges" / "user__follows__user",
-           pa.table({"src": [users[s] for s in a], "dst": [users[s] for s in b]}), "parquet")
+    if follows:
+        _write(root / "edges" / "user__follows__user",
+               pa.table({"src": [users[s] for s in a], "dst": [users[s] for s in b]}), "parquet")
     params = {"dataset": {"source": "parquet", "path": "raw", "layout": "typed", "task": task,
                           "nodes": {"features": "f*"}},
               "split": {"link": {"num_val_negatives": 5, "num_test_negatives": 5}},
@@ -359,7 +361,7 @@ def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task):
                         "hidden": 8}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
-    for stage in ("prepare", "split", "analyze", "train"):
+    for stage in ("prepare", "split", "analyze", "train", "baseline", "evaluate"):
         assert main([stage]) == 0, stage
     audit = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert audit["passed"] and audit["hetero"]
@@ -368,6 +370,10 @@ def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task):
         assert audit["reverse_edge_type"] == "item__rev_buys__user"
     else:
         assert audit["target"] == "user"
+        assert audit["cross_split_edges_relation"] == ("user__follows__user" if follows else None)
+        evaluation = json.loads((tmp_path / "metrics/eval.json").read_text())
+        assert ("smoothing" in evaluation) == follows
+        assert ("smoothing_not_applicable" in evaluation) == (not follows)
     assert (tmp_path / "data/model/model.pt").exists()
     train = json.loads((tmp_path / "metrics/train.json").read_text())
     assert train["model"] == "sage"
@@ -414,3 +420,17 @@ def test_phase_graphs_find_their_edge_times(tmp_path):
         rev = ("item", "rev_buys", "user")
         sub_edge_time(phase[rev], graph.edge_time[rev][:phase[rev].num_edges],
                       graph.csr[rev], graph.num_nodes("item"))
+
+
+def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):
+    make_tables(tmp_path / "raw", follows=False)
+    params = {"dataset": {"source": "parquet", "path": "raw", "layout": "typed",
+                          "nodes": {"features": "f*"}},
+              "split": {"node": {"strategy": "cluster", "train": 2, "val": 2, "test": 2}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    assert main(["prepare"]) == 0
+    assert main(["split"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "split.node.strategy=cluster" in err and "no user -> user edge type" in err
+    assert not (tmp_path / "data/split").exists()

@@ -50,11 +50,16 @@ def evaluate_typed_nodes(args, params) -> str:
     from gnnpipe.io.hetero import read_hetero_roles
 
     typed = read_typed(args)
-    graph, own = typed.graph, typed.graph.self_relation()
+    graph, own = typed.graph, typed.graph.own_relation()
     roles = read_hetero_roles(args.split, graph)
     summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
-                                               graph.num_classes, typed.graphs["test"][own])
-    summary["smoothing"]["relation"] = edge_type_name(own)
+                                               graph.num_classes,
+                                               None if own is None else typed.graphs["test"][own])
+    if own is None:  # a user-item graph: no edges between two target nodes to smooth over
+        summary["smoothing_not_applicable"] = (f"the graph has no {graph.target} -> "
+                                               f"{graph.target} edge type")
+    else:
+        summary["smoothing"]["relation"] = edge_type_name(own)
     summary["node_type"] = graph.target
     return _write(args, summary, details, confusion)
 
@@ -78,15 +83,17 @@ def evaluate_typed_links(args, params) -> str:
 
 
 def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
-    """eval.json summary, per-class details and the test confusion rows of both models."""
+    """eval.json summary, per-class details and the test confusion rows of both models
+    (over-smoothing figures on ``test_graph``, left out when it is None)."""
     from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
 
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, num_classes)
     summary = compare(gnn, mlp, params.train.model, params.evaluate)
-    summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
-                            "mlp": smoothing(*mlp_pred, test_graph)}
+    if test_graph is not None:
+        summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
+                                "mlp": smoothing(*mlp_pred, test_graph)}
     return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
 
 

@@ -82,15 +82,18 @@ def _typed_checks(graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, C
 def audit_hetero_node_split(graph: HeteroGraph, roles: np.ndarray,
                             message_graphs: dict[str, dict[EdgeType, Csr]], mode: str) -> dict:
     """Audit report (JSON-ready); ``report["passed"]`` False if any check failed."""
-    own = graph.self_relation()
-    report = audit.audit_node_split(roles, graph.y.numpy(), graph.num_classes,
-                                    {p: message_graphs[p][own] for p in PHASES}, graph.csr[own],
-                                    mode)
+    own = graph.own_relation()
+    # without a target -> target edge type no edge can join two split nodes directly; the
+    # typed checks below still cover every edge type
+    targets = ({p: message_graphs[p][own] for p in PHASES} if own is not None
+               else dict.fromkeys(PHASES, graph.target_csr()))
+    report = audit.audit_node_split(roles, graph.y.numpy(), graph.num_classes, targets,
+                                    graph.target_csr(), mode)
     # the target relation's message checks are repeated, typed, below with every edge type
     checks = [c for c in report["checks"] if not c["check"].startswith("message_")]
     checks += _typed_checks(graph, message_graphs, roles, mode)
     report.update(checks=checks, passed=all(c["passed"] for c in checks), hetero=True,
-                  target=graph.target, cross_split_edges_relation=edge_type_name(own),
+                  target=graph.target, cross_split_edges_relation=None if own is None else edge_type_name(own),
                   message_edges={p: {edge_type_name(e): message_graphs[p][e].num_edges
                                      for e in graph.edge_types} for p in PHASES})
     return report

@@ -69,6 +69,10 @@ class HeteroNodeSplit:
 def split_hetero_nodes(graph: HeteroGraph, cfg: NodeSplitParams,
                        rng: np.random.Generator) -> HeteroNodeSplit:
     """Roles of the target type's nodes and the per-phase, per-edge-type message graphs."""
+    if cfg.strategy == "cluster" and graph.own_relation() is None:
+        raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
+                         f"type's own relation together, and this graph has no {graph.target} "
+                         f"-> {graph.target} edge type; use random, stratified, time or public")
     roles = split_nodes(graph.target_graph(), cfg, rng).roles
     if cfg.mode == "transductive":
         return HeteroNodeSplit(roles, {phase: graph.csr for phase in PHASES}, cfg.mode)
