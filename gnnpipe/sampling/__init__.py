@@ -3,13 +3,21 @@
 ``CsrNeighborSampler`` is gnnpipe's own vectorized sampler; when pyg-lib is importable it hands
 the work to PyG's ``NeighborSampler`` (which calls ``torch.ops.pyg.neighbor_sample``), except for
 ``induced`` subgraphs, which pyg-lib does not build. ``neighbor_loader`` wraps it in PyG's
-``NodeLoader`` as configured by the ``train:`` params.
+``NodeLoader`` as configured by the ``train:`` params. ``HeteroNeighborSampler`` is the typed
+(``HeteroData``) counterpart, always gnnpipe's NumPy code; ``hetero_neighbor_loader`` /
+``hetero_link_neighbor_loader`` are PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` on it.
 """
 
 from gnnpipe.sampling.backend import BACKENDS, pyg_lib_available, resolve_backend
+from gnnpipe.sampling.hetero_neighbor import (
+    HeteroNeighborSampler,
+    hetero_link_neighbor_loader,
+    hetero_neighbor_loader,
+)
 from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 from gnnpipe.sampling.pick import pick_edges
 
-__all__ = ["BACKENDS", "CsrNeighborSampler", "neighbor_loader", "pick_edges", "pyg_lib_available",
+__all__ = ["BACKENDS", "CsrNeighborSampler", "HeteroNeighborSampler", "hetero_link_neighbor_loader",
+           "hetero_neighbor_loader", "neighbor_loader", "pick_edges", "pyg_lib_available",
            "resolve_backend"]
