@@ -15,8 +15,8 @@ from gnnpipe.sampling.hetero_neighbor import (
     hetero_link_neighbor_loader,
     hetero_neighbor_loader,
 )
-from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.sampling.hetero_link import TypedSupervisionLoader, typed_link_loader
+from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 from gnnpipe.sampling.pick import pick_edges
 
