@@ -1,0 +1,582 @@
+"""Typed (heterogeneous) neighbor sampling, PyG ``NeighborLoader``-on-``HeteroData`` semantics,
+in vectorized NumPy behind PyG's ``BaseSampler``.
+
+PyG samples ``HeteroData`` with pyg-lib's ``hetero_neighbor_sample`` (or torch-sparse's);
+``HeteroNeighborSampler`` gives the same batches without either, so PyG's own
+``NodeLoader(data, node_sampler=...)`` / ``LinkLoader(data, link_sampler=...)`` yield what
+``NeighborLoader`` / ``LinkNeighborLoader`` would (``hetero_neighbor_loader`` and
+``hetero_link_neighbor_loader`` build them).
+
+Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one
+``gnnpipe.graph.Csr`` per edge type ``(src, rel, dst)`` whose row ``v`` (a ``dst`` node) lists
+its ``src`` sources. Edge ids are CSR positions (columns of ``csr[e].edge_index()``);
+``edge_permutation`` maps them to the caller's edge order (``from_hetero_data`` keeps PyG's).
+
+Semantics (pyg-lib's heterogeneous kernel, ``csc=True``):
+
+- ``num_neighbors``: a list (the same fan-outs for every edge type), a dict edge type -> list
+  or a PyG ``NumNeighbors`` (``default`` for edge types a dict leaves out; without one a
+  missing edge type is an error, as in PyG). Every edge type has the same number of hops;
+  ``-1`` takes every in-edge, ``0`` none.
+- Hop ``h``, for every edge type ``(s, r, d)`` in order: every ``d`` node first reached at hop
+  ``h - 1`` (the seeds at hop 0) draws up to ``k`` of its ``(s, r, d)`` in-edges; an ``s`` node
+  not sampled yet becomes new at hop ``h``. Nodes reached in the same hop through two edge
+  types are one node; nodes of hop ``h`` are frontier only at hop ``h + 1``.
+- Local ids per node type: seeds first (input order, duplicates kept), then nodes in order of
+  discovery (edge type, then frontier order). ``row[e]`` indexes ``node[src]``, ``col[e]``
+  ``node[dst]``: messages flow from sampled neighbours into the seeds.
+- ``num_sampled_nodes[t] = [seeds of t or 0, new at hop 1, ...]``;
+  ``num_sampled_edges[e] = [hop 1, ..., hop L]`` (edges stored hop by hop), so
+  ``torch_geometric.utils.trim_to_layer`` works. Every node and edge type is in the output.
+- ``disjoint``: every seed grows its own tree (tree ids count the seeds over the seed types in
+  input order, as pyg-lib); ``batch[t][i]`` is the tree of local node ``i`` of type ``t``.
+- ``induced``: the hops choose the nodes, the edges are every edge among them (per tree when
+  disjoint); ``num_sampled_edges`` is None. ``bidirectional``: PyG's
+  ``HeteroSamplerOutput.to_bidirectional``.
+- Temporal (``node_time`` per node type or ``edge_time`` per edge type): sampling is disjoint
+  and tree ``i`` draws only edges whose time is ``<=`` its seed's time (``input_time``, else the
+  seed's own ``node_time``); node-level: the time of the neighbour (the ``src`` node), as PyG
+  ("neighbors have an earlier or equal timestamp than the center node"). Edge types whose
+  ``src`` type has no node time (edge types without an edge time) are sampled without a time
+  bound, as pyg-lib does. ``temporal_strategy`` uniform | last as in
+  ``gnnpipe.sampling.temporal``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import HeteroData
+from torch_geometric.loader import LinkLoader, NodeLoader
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+)
+from torch_geometric.sampler.base import NumNeighbors
+from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+from torch_geometric.sampler.utils import to_hetero_csc
+
+from gnnpipe.graph import Csr
+from gnnpipe.sampling.neighbor import (
+    SUBGRAPH_TYPES,
+    CsrNeighborSampler,
+    _cat,
+    _lookup,
+    _take,
+    sampler_seed,
+)
+from gnnpipe.sampling.pick import pick_edges
+from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
+
+EdgeType = tuple[str, str, str]
+
+
+class HeteroNeighborSampler(BaseSampler):
+    """Neighbor sampler over a typed CSR graph (semantics in the module docstring).
+
+    Args:
+        num_nodes: node type -> number of nodes.
+        csr: edge type ``(src, rel, dst)`` -> ``Csr`` with ``num_nodes[dst]`` rows and sources
+            in ``[0, num_nodes[src])``.
+        num_neighbors: fan-outs per hop: a list for every edge type, a dict edge type -> list,
+            or a PyG ``NumNeighbors``.
+        replace: draw with replacement.
+        subgraph_type: ``directional`` | ``bidirectional`` | ``induced``.
+        disjoint: one tree per seed (``batch[t]`` says whose).
+        seed: int or ``torch.Generator``; ``None`` draws one from torch's RNG. ``set_epoch(e)``
+            restarts the stream at ``(seed, e)``; DataLoader workers derive their own (as
+            ``CsrNeighborSampler``).
+        node_time: node type -> (N_t,) int or float times (some types may be left out).
+        edge_time: edge type -> (E_e,) times in CSR order. At most one of the two.
+        temporal_strategy: ``uniform`` | ``last``.
+        edge_permutation: edge type -> (E_e,) caller's edge id of each CSR position, or None.
+    """
+
+    def __init__(self, num_nodes: Mapping[str, int], csr: Mapping[EdgeType, Csr],
+                 num_neighbors, *, replace: bool = False, subgraph_type: str = "directional",
+                 disjoint: bool = False, seed: int | torch.Generator | None = None,
+                 node_time: Optional[Mapping[str, object]] = None,
+                 edge_time: Optional[Mapping[EdgeType, object]] = None,
+                 temporal_strategy: str = "uniform",
+                 edge_permutation: Optional[Mapping[EdgeType, Optional[Tensor]]] = None):
+        self.num_nodes = {str(t): int(n) for t, n in num_nodes.items()}
+        self.node_types = list(self.num_nodes)
+        self.edge_types: list[EdgeType] = []
+        self.indptr: dict[EdgeType, np.ndarray] = {}
+        self.indices: dict[EdgeType, np.ndarray] = {}
+        for edge_type, graph in csr.items():
+            edge_type = tuple(edge_type)
+            if len(edge_type) != 3 or edge_type[0] not in self.num_nodes or (
+                    edge_type[2] not in self.num_nodes):
+                raise ValueError(f"csr edge type {edge_type!r} must be (src, rel, dst) with both "
+                                 f"node types in num_nodes ({', '.join(self.node_types)})")
+            src, _, dst = edge_type
+            indptr = np.ascontiguousarray(graph.indptr.numpy(), dtype=np.int64)
+            indices = np.ascontiguousarray(graph.indices.numpy(), dtype=np.int64)
+            if indptr.size != self.num_nodes[dst] + 1:
+                raise ValueError(f"csr[{edge_type!r}] has {indptr.size - 1} rows; expected one "
+                                 f"per {dst!r} node ({self.num_nodes[dst]})")
+            if indices.size and (indices.min() < 0 or indices.max() >= self.num_nodes[src]):
+                raise ValueError(f"csr[{edge_type!r}] holds sources outside "
+                                 f"[0, {self.num_nodes[src]}) of node type {src!r}")
+            self.edge_types.append(edge_type)
+            self.indptr[edge_type], self.indices[edge_type] = indptr, indices
+        self.num_neighbors = _fanouts(num_neighbors, self.edge_types)
+        self.num_hops = len(next(iter(self.num_neighbors.values()))) if self.edge_types else 0
+        if subgraph_type not in SUBGRAPH_TYPES:
+            raise ValueError(f"subgraph_type={subgraph_type!r} is not valid; expected one of: "
+                             f"{', '.join(SUBGRAPH_TYPES)}")
+        self.subgraph_type = subgraph_type
+        self.replace = bool(replace)
+        self.temporal_strategy = check_strategy(temporal_strategy)
+        self.perm = None if edge_permutation is None else dict(edge_permutation)
+        self.node_time, self._temporal = self._time_index(node_time, edge_time)
+        # PyG's NeighborSampler is disjoint whenever it is temporal: each tree has its seed's time
+        self.disjoint = bool(disjoint) or bool(self._temporal) or node_time is not None
+        self.seed = sampler_seed(seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._rng_worker: Optional[int] = None
+        self._maps: dict[str, np.ndarray] = {}
+
+    def _time_index(self, node_time, edge_time):
+        """Checked node times (type -> (N_t,)) and a ``TemporalIndex`` per time-bounded edge
+        type."""
+        if node_time is not None and edge_time is not None:
+            raise ValueError("give node_time or edge_time, not both")
+        times, index = None, {}
+        self._csr_time: dict[EdgeType, np.ndarray] = {}  # CSR-order times, for induced edges
+        if node_time is not None:
+            times = {}
+            for t, value in node_time.items():
+                if t not in self.num_nodes:
+                    raise ValueError(f"node_time names node type {t!r}, which is not one of: "
+                                     f"{', '.join(self.node_types)}")
+                value = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+                if value.shape != (self.num_nodes[t],):
+                    raise ValueError(f"node_time[{t!r}] has shape {value.shape}; expected "
+                                     f"({self.num_nodes[t]},), one time per node")
+                times[t] = value
+            for e in self.edge_types:  # a neighbour's time is its edge's time
+                if e[0] in times:
+                    self._csr_time[e] = times[e[0]][self.indices[e]]
+                    index[e] = TemporalIndex(self.indptr[e], self.indices[e], self._csr_time[e])
+        elif edge_time is not None:
+            for e, value in edge_time.items():
+                e = tuple(e)
+                if e not in self.indptr:
+                    raise ValueError(f"edge_time names edge type {e!r}, which is not in csr")
+                value = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+                self._csr_time[e] = value
+                index[e] = TemporalIndex(self.indptr[e], self.indices[e], value)
+        return times, index
+
+    @classmethod
+    def from_hetero_data(cls, data: HeteroData, num_neighbors, *, time_attr: str | None = None,
+                         **kwargs) -> "HeteroNeighborSampler":
+        """The sampler over a PyG ``HeteroData`` (CSC per edge type, permutation kept).
+
+        ``time_attr`` names a node-level or edge-level attribute, as ``NeighborLoader``'s;
+        edge-level times are re-ordered to CSR order here.
+        """
+        colptr, row, perm = to_hetero_csc(data, device="cpu")
+        csr = {e: Csr(colptr[e], row[e]) for e in data.edge_types if e in colptr}
+        num_nodes = {t: data[t].num_nodes for t in data.node_types}
+        if time_attr is not None:
+            node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
+            edge_time = {e: data[e][time_attr] for e in data.edge_types if time_attr in data[e]}
+            if node_time and edge_time:
+                raise ValueError(f"time_attr={time_attr!r} is both a node-level and an "
+                                 "edge-level attribute")
+            if not node_time and not edge_time:
+                raise ValueError(f"time_attr={time_attr!r} is neither a node-level nor an "
+                                 "edge-level attribute")
+            if node_time:
+                kwargs["node_time"] = node_time
+            else:
+                kwargs["edge_time"] = {e: t if perm.get(e) is None else t[perm[e]]
+                                       for e, t in edge_time.items()}
+        return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **kwargs)
+
+    def __getstate__(self) -> dict:  # workers get the graph, not the per-process scratch maps
+        state = dict(self.__dict__)
+        state["_maps"] = {}
+        return state
+
+    # same reproducible streams as the homogeneous sampler: (seed), (seed, epoch), per worker
+    set_epoch = CsrNeighborSampler.set_epoch
+    _generator = CsrNeighborSampler._generator
+
+    @property
+    def edge_permutation(self) -> Optional[dict[EdgeType, Optional[Tensor]]]:
+        return self.perm
+
+    @property
+    def is_temporal(self) -> bool:
+        return bool(self._temporal) or self.node_time is not None
+
+    # ------------------------------------------------------------------------ PyG interface
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> HeteroSamplerOutput:
+        if inputs.input_type is None:
+            raise ValueError("input_nodes must name a node type: (node_type, ids or mask)")
+        out = node_sample(inputs, self._sample)
+        return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
+
+    def sample_from_edges(self, inputs: EdgeSamplerInput,
+                          neg_sampling: Optional[NegativeSampling] = None) -> HeteroSamplerOutput:
+        """Seeds = both endpoints of the seed links (+ negatives), as PyG's ``edge_sample``.
+
+        PyG's ``NegativeSampling`` draws uniformly over the endpoint types' nodes from torch's
+        global RNG and does not filter true edges (``TypedSupervisionLoader`` does).
+        """
+        if inputs.input_type is None:
+            raise ValueError("edge_label_index must name an edge type: (edge_type, (2, P))")
+        node_time = None
+        if self.node_time is not None:
+            node_time = {t: torch.from_numpy(v) for t, v in self.node_time.items()}
+        out = edge_sample(inputs, self._sample, self.num_nodes, self.disjoint, node_time,
+                          neg_sampling)
+        return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
+
+    # ------------------------------------------------------------------------------ sampling
+    def _sample(self, seed: dict[str, Tensor], seed_time: Optional[dict[str, Tensor]] = None,
+                **kwargs) -> HeteroSamplerOutput:
+        seeds: dict[str, np.ndarray] = {}
+        for t, ids in seed.items():
+            if t not in self.num_nodes:
+                raise ValueError(f"input node type {t!r} is not one of: "
+                                 f"{', '.join(self.node_types)}")
+            ids = np.ascontiguousarray(ids.numpy(), dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes[t]):
+                raise ValueError(f"seed ids must lie in [0, {self.num_nodes[t]}) of node type "
+                                 f"{t!r}")
+            seeds[t] = ids
+        times = self._seed_times(seeds, seed_time)
+        rng = self._generator()
+        if self.disjoint:
+            node, batch, row, col, edge, n_nodes, n_edges = self._sample_disjoint(seeds, rng,
+                                                                                  times)
+        else:
+            batch = None
+            node, row, col, edge, n_nodes, n_edges = self._sample_shared(seeds, rng)
+        t = torch.from_numpy
+        return HeteroSamplerOutput(
+            node={k: t(v) for k, v in node.items()}, row={k: t(v) for k, v in row.items()},
+            col={k: t(v) for k, v in col.items()}, edge={k: t(v) for k, v in edge.items()},
+            batch=None if batch is None else {k: t(v) for k, v in batch.items()},
+            num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+
+    def _seed_times(self, seeds: dict[str, np.ndarray], seed_time) -> Optional[np.ndarray]:
+        """(B,) time of every tree (seeds of all seed types, in order), or None."""
+        if not self.is_temporal:
+            if seed_time is not None:
+                raise ValueError("seed times were given but the sampler has no node_time or "
+                                 "edge_time to compare them with")
+            return None
+        parts = []
+        for t, ids in seeds.items():
+            if seed_time is not None and t in seed_time:
+                part = np.asarray(seed_time[t].numpy()).reshape(-1)
+            elif self.node_time is not None and t in self.node_time:
+                part = self.node_time[t][ids]
+            else:
+                raise ValueError(f"temporal sampling needs a time per seed of node type {t!r}: "
+                                 "pass input_time or node_time for it")
+            if part.shape != ids.shape:
+                raise ValueError(f"{part.size} seed times for {ids.size} seeds of type {t!r}")
+            parts.append(part)
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    def _empty(self):
+        node = {t: [] for t in self.node_types}
+        edges = {e: ([], [], []) for e in self.edge_types}
+        n_nodes = {t: [0] for t in self.node_types}
+        n_edges = {e: [] for e in self.edge_types}
+        return node, edges, n_nodes, n_edges
+
+    def _scratch_map(self, t: str) -> np.ndarray:
+        if t not in self._maps:  # global -> local id, -1 = not sampled; reset after each batch
+            self._maps[t] = np.full(self.num_nodes[t], -1, dtype=np.int64)
+        return self._maps[t]
+
+    def _sample_shared(self, seeds: dict[str, np.ndarray], rng: np.random.Generator):
+        """One subgraph for all seeds, deduplicated per node type with a global-to-local map."""
+        induced = self.subgraph_type == "induced"
+        nodes, edges, n_nodes, n_edges = self._empty()
+        size = dict.fromkeys(self.node_types, 0)
+        front: dict[str, tuple[int, np.ndarray]] = {}  # type -> (first local id, global ids)
+        local = {t: self._scratch_map(t) for t in self.node_types}
+        for t, ids in seeds.items():
+            # a repeated seed maps to its first copy: NumPy's last write wins, so write reversed
+            local[t][ids[::-1]] = size[t] + np.arange(ids.size)[::-1]
+            front[t] = (size[t], ids)
+            nodes[t].append(ids)
+            size[t] += ids.size
+            n_nodes[t][0] = size[t]
+        done = False
+        try:
+            for hop in range(self.num_hops):
+                hop_first = dict(size)
+                new = {t: [] for t in self.node_types}  # this hop's new nodes per type
+                for e in self.edge_types:
+                    src, _, dst = e
+                    k = self.num_neighbors[e][hop]
+                    first, frontier = front.get(dst, (0, _EMPTY))
+                    if k == 0 or frontier.size == 0:
+                        n_edges[e].append(0)
+                        continue
+                    indptr = self.indptr[e]
+                    start = _take(indptr, frontier)
+                    pos, owner = pick_edges(start, _take(indptr, frontier + 1) - start, k,
+                                            self.replace, rng)
+                    src_local, fresh = _dedupe(local[src], _take(self.indices[e], pos), size[src])
+                    nodes[src].append(fresh)
+                    new[src].append(fresh)
+                    size[src] += fresh.size
+                    if not induced:
+                        rows, cols, ids = edges[e]
+                        rows.append(src_local)
+                        cols.append(owner + first)  # frontier ids are one contiguous range
+                        ids.append(pos)
+                    n_edges[e].append(int(pos.size))
+                for t in self.node_types:
+                    n_nodes[t].append(size[t] - hop_first[t])
+                front = {t: (hop_first[t], _cat(new[t])) for t in self.node_types if new[t]}
+            node = {t: _cat(parts) for t, parts in nodes.items()}
+            if induced:
+                edges = self._induced_shared(node, local, rng)
+                n_edges = None
+            done = True
+        finally:
+            for t in self.node_types:
+                if done:
+                    local[t][node[t]] = -1
+                else:  # interrupted mid-hop: tags may sit anywhere in the map
+                    local[t].fill(-1)
+        row = {e: _cat(edges[e][0]) for e in self.edge_types}
+        col = {e: _cat(edges[e][1]) for e in self.edge_types}
+        edge = {e: _cat(edges[e][2]) for e in self.edge_types}
+        return node, row, col, edge, n_nodes, n_edges
+
+    def _induced_shared(self, node: dict[str, np.ndarray], local: dict, rng):
+        """Every edge of every edge type between two sampled nodes."""
+        out = {}
+        for e in self.edge_types:
+            src, _, dst = e
+            indptr = self.indptr[e]
+            start = _take(indptr, node[dst])
+            pos, owner = pick_edges(start, _take(indptr, node[dst] + 1) - start, -1, False, rng)
+            src_local = _take(local[src], _take(self.indices[e], pos))
+            keep = src_local >= 0
+            out[e] = ([src_local[keep]], [owner[keep]], [pos[keep]])
+        return out
+
+    def _sample_disjoint(self, seeds: dict[str, np.ndarray], rng: np.random.Generator,
+                         seed_time: Optional[np.ndarray]):
+        """One tree per seed; nodes of type t are keyed ``tree * N_t + node`` and deduplicated
+        per tree with a sorted key array per type.
+
+        Temporal edge types draw only edges with time ``<= seed_time[tree]``; their positions
+        are in the ``TemporalIndex``'s time-sorted order until mapped back (``perm``).
+        """
+        induced = self.subgraph_type == "induced"
+        nodes, edges, n_nodes, n_edges = self._empty()
+        trees = {t: [] for t in self.node_types}
+        size = dict.fromkeys(self.node_types, 0)
+        seen_key = {t: _EMPTY for t in self.node_types}
+        seen_local = {t: _EMPTY for t in self.node_types}
+        front: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}  # (first, ids, trees)
+        b = 0
+        for t, ids in seeds.items():
+            tree = b + np.arange(ids.size)  # tree ids run on over the seed types, as pyg-lib
+            b += ids.size
+            key = tree * self.num_nodes[t] + ids  # sorted: tree ids increase
+            at = np.searchsorted(seen_key[t], key)
+            seen_key[t] = np.insert(seen_key[t], at, key)
+            seen_local[t] = np.insert(seen_local[t], at, size[t] + np.arange(ids.size))
+            front[t] = (size[t], ids, tree)
+            nodes[t].append(ids)
+            trees[t].append(tree)
+            size[t] += ids.size
+            n_nodes[t][0] = size[t]
+        bound = {e: ix.bound(seed_time) for e, ix in self._temporal.items()}  # (B,) per type
+        for hop in range(self.num_hops):
+            hop_first = dict(size)
+            new = {t: [] for t in self.node_types}  # this hop's new (node, tree) keys per type
+            for e in self.edge_types:
+                src, _, dst = e
+                k = self.num_neighbors[e][hop]
+                first, frontier, ftree = front.get(dst, (0, _EMPTY, _EMPTY))
+                if k == 0 or frontier.size == 0:
+                    n_edges[e].append(0)
+                    continue
+                indptr, temporal = self.indptr[e], self._temporal.get(e)
+                start = _take(indptr, frontier)
+                if temporal is None:
+                    pos, owner = pick_edges(start, _take(indptr, frontier + 1) - start, k,
+                                            self.replace, rng)
+                    indices = self.indices[e]
+                else:  # the frontier node's tree fixes the time bound
+                    pos, owner = temporal.pick(frontier, start, _take(bound[e], ftree), k,
+                                               self.replace, self.temporal_strategy, rng)
+                    indices = temporal.indices
+                n_src = self.num_nodes[src]
+                key = _take(ftree, owner) * n_src + _take(indices, pos)  # (E,) tree-qualified
+                src_local, found = _lookup(seen_key[src], seen_local[src], key)
+                uniq, first_at, inverse = np.unique(key[~found], return_index=True,
+                                                    return_inverse=True)
+                order = np.argsort(first_at, kind="stable")  # discovery order
+                uniq_local = np.empty(uniq.size, dtype=np.int64)
+                uniq_local[order] = size[src] + np.arange(uniq.size)
+                src_local[~found] = uniq_local[inverse.reshape(-1)]
+                at = np.searchsorted(seen_key[src], uniq)  # merge two sorted key sets
+                seen_key[src] = np.insert(seen_key[src], at, uniq)
+                seen_local[src] = np.insert(seen_local[src], at, uniq_local)
+                fresh = uniq[order]
+                nodes[src].append(fresh % n_src)
+                trees[src].append(fresh // n_src)
+                new[src].append(fresh)
+                size[src] += uniq.size
+                if not induced:
+                    rows, cols, ids = edges[e]
+                    rows.append(src_local)
+                    cols.append(owner + first)
+                    ids.append(pos if temporal is None else _take(temporal.perm, pos))
+                n_edges[e].append(int(pos.size))
+            front = {}
+            for t in self.node_types:
+                n_nodes[t].append(size[t] - hop_first[t])
+                if new[t]:
+                    fresh = _cat(new[t])
+                    front[t] = (hop_first[t], fresh % self.num_nodes[t],
+                                fresh // self.num_nodes[t])
+        node = {t: _cat(parts) for t, parts in nodes.items()}
+        batch = {t: _cat(parts) for t, parts in trees.items()}
+        if induced:
+            edges, n_edges = self._induced_disjoint(node, batch, seen_key, seen_local, seed_time,
+                                                    rng), None
+        row = {e: _cat(edges[e][0]) for e in self.edge_types}
+        col = {e: _cat(edges[e][1]) for e in self.edge_types}
+        edge = {e: _cat(edges[e][2]) for e in self.edge_types}
+        return node, batch, row, col, edge, n_nodes, n_edges
+
+    def _induced_disjoint(self, node, batch, seen_key, seen_local, seed_time, rng):
+        """Every edge between two nodes of the same tree (no later than its seed, if timed)."""
+        out = {}
+        for e in self.edge_types:
+            src, _, dst = e
+            indptr = self.indptr[e]
+            start = _take(indptr, node[dst])
+            pos, owner = pick_edges(start, _take(indptr, node[dst] + 1) - start, -1, False, rng)
+            key = _take(batch[dst], owner) * self.num_nodes[src] + _take(self.indices[e], pos)
+            src_local, found = _lookup(seen_key[src], seen_local[src], key)
+            temporal = self._temporal.get(e)
+            if temporal is not None:  # an edge among the tree's nodes may still be too recent
+                found &= _take(self._csr_time[e], pos) <= _take(seed_time, _take(batch[dst], owner))
+            out[e] = ([src_local[found]], [owner[found]], [pos[found]])
+        return out
+
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+def _dedupe(local: np.ndarray, src: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local ids (E,) of the sources ``src`` and the new nodes among them (U,), in slot order.
+
+    ``local`` maps global -> local id (-1 = not sampled) and is updated; new nodes get
+    ``n, n + 1, ...`` in order of first occurrence (pyg-lib's order). Without sorting: every
+    unseen slot writes its tag into the map in reverse, so the first slot of each node
+    survives (NumPy's last write wins), and that slot's node is new.
+    """
+    src_local = _take(local, src)
+    is_new = src_local < 0
+    unseen = src[is_new]
+    slot = np.arange(unseen.size)
+    local[unseen[::-1]] = -2 - slot[::-1]
+    winner = -2 - _take(local, unseen)  # (U,): surviving slot of each node
+    is_winner = winner == slot
+    fresh = unseen[is_winner]
+    rank = np.cumsum(is_winner) - 1  # (U,): new-node index of each winning slot
+    src_local[is_new] = n + _take(rank, winner)
+    local[fresh] = n + np.arange(fresh.size)
+    return src_local, fresh
+
+
+def _fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, list[int]]:
+    """``num_neighbors`` as edge type -> one fan-out per hop, every edge type present."""
+    if not isinstance(num_neighbors, NumNeighbors):
+        if isinstance(num_neighbors, Mapping):
+            num_neighbors = {tuple(k): list(v) for k, v in num_neighbors.items()}
+        elif isinstance(num_neighbors, (list, tuple)):
+            num_neighbors = list(num_neighbors)
+        else:
+            raise ValueError(f"num_neighbors={num_neighbors!r} must be a list, a dict edge type "
+                             "-> list, or a NumNeighbors")
+        num_neighbors = NumNeighbors(num_neighbors)
+    try:  # PyG's own reading: unknown types and missing ones without a default are errors
+        values = num_neighbors.get_values(edge_types)
+    except ValueError as err:
+        raise ValueError(f"num_neighbors: {err}") from None
+    out = {e: [int(k) for k in values[e]] for e in edge_types}
+    hops = {len(v) for v in out.values()}
+    if 0 in hops or len(hops) > 1:
+        raise ValueError(f"num_neighbors must give every edge type the same number (>= 1) of "
+                         f"hops, got {sorted(hops)}")
+    if any(k < -1 for v in out.values() for k in v):
+        raise ValueError("num_neighbors must be fan-outs >= -1 (-1 = all neighbours)")
+    return out
+
+
+# ------------------------------------------------------------------------------------ loaders
+def hetero_neighbor_loader(data: HeteroData, num_neighbors, input_nodes, *, batch_size: int = 1,
+                           shuffle: bool = False, seed: int | None = None, replace: bool = False,
+                           subgraph_type: str = "directional", disjoint: bool = False,
+                           time_attr: str | None = None, temporal_strategy: str = "uniform",
+                           **kwargs) -> NodeLoader:
+    """PyG's ``NeighborLoader(data, num_neighbors, input_nodes=..., ...)`` on this sampler.
+
+    ``input_nodes`` is ``(node_type, ids or bool mask or None)`` or a node type; ``kwargs`` go
+    to ``NodeLoader`` (``input_time``, ``num_workers``, ``transform``, ...). Each batch is a
+    ``HeteroData`` with ``batch[t].n_id``, ``batch[t].num_sampled_nodes``,
+    ``batch[e].num_sampled_edges``, ``batch[e].e_id`` and ``batch[seed_type].batch_size`` seeds
+    first in ``batch[seed_type].n_id``.
+    """
+    sampler = HeteroNeighborSampler.from_hetero_data(
+        data, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy)
+    return NodeLoader(data, node_sampler=sampler, input_nodes=input_nodes, batch_size=batch_size,
+                      shuffle=shuffle, **kwargs)
+
+
+def hetero_link_neighbor_loader(data: HeteroData, num_neighbors, edge_label_index, *,
+                                edge_label: Optional[Tensor] = None, neg_sampling=None,
+                                neg_sampling_ratio: Optional[float] = None,
+                                batch_size: int = 1, shuffle: bool = False,
+                                seed: int | None = None, replace: bool = False,
+                                subgraph_type: str = "directional", disjoint: bool = False,
+                                time_attr: str | None = None, temporal_strategy: str = "uniform",
+                                **kwargs) -> LinkLoader:
+    """PyG's ``LinkNeighborLoader(data, num_neighbors, edge_label_index=(edge_type, eli), ...)``
+    on this sampler.
+
+    ``edge_label_index`` is ``(edge_type, (2, P) or None)``; ``neg_sampling`` None | 'binary' |
+    'triplet' | a ``NegativeSampling`` (PyG's: uniform, false negatives not filtered). Batches
+    hold, on the edge type, ``edge_label_index`` (2, P + neg) and ``edge_label`` (binary,
+    negatives labelled 0) or, in the endpoint node types, ``src_index`` / ``dst_pos_index``
+    (B,) and ``dst_neg_index`` (B,) or (B, amount) (triplet), as PyG documents.
+    ``kwargs`` go to ``LinkLoader`` (``edge_label_time``, ``num_workers``, ...).
+    """
+    sampler = HeteroNeighborSampler.from_hetero_data(
+        data, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy)
+    if isinstance(neg_sampling, str):
+        neg_sampling = NegativeSampling(neg_sampling)
+    return LinkLoader(data, link_sampler=sampler, edge_label_index=edge_label_index,
+                      edge_label=edge_label, neg_sampling=neg_sampling,
+                      neg_sampling_ratio=neg_sampling_ratio, batch_size=batch_size,
+                      shuffle=shuffle, **kwargs)
