@@ -290,3 +290,42 @@ def test_typed_loader_bad_arguments_are_value_errors(typed_link):
     with pytest.raises(ValueError, match="venue"):
         typed_link_loader(x, split.message_graphs["train"], e,
                           split.edges["train_supervision"], negatives, CFG, 0, batch_size=4)
+
+
+# ------------------------------------------------- optional: against PyG on torch-sparse itself
+def _pyg_reference_available() -> bool:
+    import torch_geometric.typing as pyg_typing
+
+    return pyg_typing.WITH_TORCH_SPARSE or pyg_typing.WITH_PYG_LIB
+
+
+@pytest.mark.skipif(not _pyg_reference_available(),
+                    reason="PyG's own hetero sampler needs torch-sparse or pyg-lib (the ports "
+                           "above check the layout without it)")
+@pytest.mark.parametrize("neg", ["binary", "triplet"])
+def test_full_fanout_link_batches_equal_pyg_link_neighbor_loader(neg):
+    """PyG's LinkNeighborLoader (torch-sparse / pyg-lib) and ours at fan-out -1, the same
+    negatives (PyG draws them from torch's RNG, seeded alike): the same labelled pairs in global
+    ids, node sets per type and edges per type."""
+    from torch_geometric.loader import LinkNeighborLoader
+
+    data = _hetero(25)
+    eli = data[AP].edge_index[:, :12]
+    torch.manual_seed(3)
+    ours = next(iter(hetero_link_neighbor_loader(data, [-1, -1], (AP, eli), neg_sampling=neg,
+                                                 batch_size=12, seed=0)))
+    torch.manual_seed(3)
+    peer = next(iter(LinkNeighborLoader(data, [-1, -1], edge_label_index=(AP, eli),
+                                        neg_sampling=neg, batch_size=12)))
+    if neg == "binary":
+        assert torch.equal(_global_pairs(ours, AP, ours[AP].edge_label_index),
+                           _global_pairs(peer, AP, peer[AP].edge_label_index))
+        assert torch.equal(ours[AP].edge_label, peer[AP].edge_label)
+    else:
+        for t, key in (("author", "src_index"), ("paper", "dst_pos_index"),
+                       ("paper", "dst_neg_index")):
+            assert torch.equal(ours[t].n_id[ours[t][key]], peer[t].n_id[peer[t][key]])
+    for t in ("author", "paper", "venue"):
+        assert torch.equal(ours[t].n_id.sort().values, peer[t].n_id.sort().values)
+    for e in data.edge_types:
+        assert torch.equal(ours[e].e_id.sort().values, peer[e].e_id.sort().values)
