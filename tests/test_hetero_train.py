@@ -1,0 +1,153 @@
+"""Typed graphs at scale: neighbor mini-batches, AMP, layer-wise evaluation, DDP, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from gnnpipe.config import params_from_dict
+from gnnpipe.hetero.inference import HeteroLayerwise, dst_blocks
+from gnnpipe.hetero.inputs import phase_inputs
+from gnnpipe.hetero.loader import align_typed_edge_times, neighbor_batches
+from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.hetero.split import split_hetero_nodes
+from gnnpipe.graph import Csr
+from gnnpipe.rng import make_rng
+from gnnpipe.train import LoopOptions, fit
+
+from test_hetero_data import small_hetero
+
+TRAIN = {"epochs": 6, "patience": 6, "hidden": 16, "heads": 2, "dropout": 0.2, "lr": 0.02,
+         "sampler": "neighbor", "batch_size": 64, "neighbor": {"num_neighbors": [4, 3]}}
+
+
+@pytest.fixture(scope="module")
+def node_task():
+    graph = small_hetero(feature_signal=0.5)
+    params = params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": TRAIN})
+    split = split_hetero_nodes(graph, params.split.node, make_rng(0, "split"))
+    return graph, params, split
+
+
+def _dims(graph):
+    return {t: x.shape[1] for t, x in graph.x.items()}
+
+
+def _fit_neighbor(graph, cfg, split, amp=False, seed=0):
+    train_nodes = np.flatnonzero(split.roles == "train")
+    loader = neighbor_batches(graph, split.message_graphs["train"], train_nodes, cfg.neighbor,
+                              cfg.batch_size, 7)
+    build = lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),  # noqa: E731
+                                       graph.num_classes, graph.target, cfg)
+    return fit(build, phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg,
+               seed, loader=loader, options=LoopOptions(amp=amp)), loader
+
+
+def test_neighbor_batches_hold_only_train_graph_edges_seeds_first(node_task):
+    graph, params, split = node_task
+    train_graph = split.message_graphs["train"]
+    train_nodes = np.flatnonzero(split.roles == "train")
+    loader = neighbor_batches(graph, train_graph, train_nodes, params.train.neighbor, 64, 7)
+    assert len(loader) == -(-train_nodes.size // 64)
+    loader.node_sampler.set_epoch(1)
+    seen = []
+    for raw in loader.loader:  # the HeteroData batch: n_id maps local ids back to the graph
+        for edge_type in graph.edge_types:
+            ei = raw[edge_type].edge_index
+            src = raw[edge_type[0]].n_id[ei[0]]
+            dst = raw[edge_type[2]].n_id[ei[1]]
+            keys = set((train_graph[edge_type].indices * 10**6 +
+                        train_graph[edge_type].targets()).tolist())
+            assert set((src * 10**6 + dst).tolist()) <= keys, edge_type  # no held-out edge
+        seen.append(raw["paper"].n_id[:raw["paper"].batch_size])
+    assert sorted(torch.cat(seen).tolist()) == train_nodes.tolist()  # every seed once
+    batch = next(iter(loader))
+    assert set(batch.edge_index) == set(graph.edge_types) and batch.y.numel() >= batch.batch_size
+
+
+@pytest.mark.parametrize("model", ["sage", "hgt", "rgcn"])
+def test_neighbor_training_learns_and_is_deterministic(node_task, model):
+    graph, params, split = node_task
+    cfg = dataclasses.replace(params.train, model=model)
+    a, loader = _fit_neighbor(graph, cfg, split)
+    b, _ = _fit_neighbor(graph, cfg, split)
+    assert torch.equal(a.logits, b.logits) and a.history == b.history
+    assert a.logits.shape == (600, 3) and a.summary["best_val_acc"] > 0.5  # chance: 1/3
+    assert len(a.perf_history[0]) and a.perf_history[0]["batches"] == len(loader)
+
+
+def test_amp_trains_typed_models_in_bfloat16(node_task):
+    graph, params, split = node_task
+    cfg = dataclasses.replace(params.train, model="sage")
+    amp, _ = _fit_neighbor(graph, cfg, split, amp=True)
+    plain, _ = _fit_neighbor(graph, cfg, split)
+    assert amp.logits.dtype == torch.float32 and torch.isfinite(amp.logits).all()
+    assert amp.history != plain.history  # autocast did change the arithmetic
+    assert amp.summary["best_val_acc"] > 0.5
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+@pytest.mark.parametrize("out", ["target", "all"])
+def test_layerwise_equals_the_full_forward(node_task, model, out):
+    graph, params, split = node_task
+    cfg = dataclasses.replace(params.train, model=model)
+    torch.manual_seed(0)
+    net = build_hetero_model(model, graph.metadata(), _dims(graph), 3, "paper", cfg, out=out)
+    net.eval()
+    phase = split.message_graphs["val"]
+    full = net(graph.x, {e: csr.edge_index() for e, csr in phase.items()})
+    sizes = {t: graph.num_nodes(t) for t in graph.node_types}
+    engine = HeteroLayerwise(phase, sizes, block_edges=97)  # many small blocks
+    assert len(engine.blocks("paper")) > 10
+    blocked = engine(net, graph.x)
+    assert blocked.shape == full.shape and torch.allclose(blocked, full, atol=1e-5)
+    assert engine(net, graph.x) is blocked  # memoised on unchanged weights
+    with torch.no_grad():
+        next(net.parameters()).add_(1.0)
+    assert not torch.allclose(engine(net, graph.x), blocked)
+
+
+def test_destination_blocks_tile_the_rows_within_the_budget():
+    csrs = [Csr(torch.tensor([0, 2, 2, 9, 10]), torch.zeros(10, dtype=torch.int64)),
+            Csr(torch.tensor([0, 1, 1, 1, 3]), torch.zeros(3, dtype=torch.int64))]
+    # row costs (in-edges over both edge types + 1): 4, 1, 8, 4
+    blocks = dst_blocks(csrs, 4, block_cost=5)
+    assert blocks == [(0, 2), (2, 3), (3, 4)]  # row 2 alone costs 8 > 5: its own block
+    assert dst_blocks(csrs, 4, block_cost=100) == [(0, 4)]
+
+
+def test_layerwise_inference_in_fit_gives_the_full_forwards_predictions(node_task):
+    graph, params, split = node_task
+    cfg = dataclasses.replace(params.train, model="sage", sampler="full", epochs=3, patience=3)
+    build = lambda: build_hetero_model("sage", graph.metadata(), _dims(graph), 3,  # noqa: E731
+                                       "paper", cfg)
+    full = fit(build, phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg, 0)
+    layer = dataclasses.replace(cfg, inference=dataclasses.replace(cfg.inference,
+                                                                   mode="layerwise",
+                                                                   block_edges=200))
+    inputs = phase_inputs(graph, split.message_graphs, layer)
+    assert isinstance(inputs["val"].layerwise, HeteroLayerwise)
+    blocked = fit(build, inputs, graph.y, split.roles, layer, 0)
+    assert blocked.perf["eval_inference"] == "layerwise"
+    assert torch.allclose(blocked.logits, full.logits, atol=1e-5)
+    auto = phase_inputs(graph, split.message_graphs, cfg)  # auto: a small graph stays full
+    assert auto["val"].layerwise is None
+
+
+def test_edge_times_follow_edges_into_the_message_graph():
+    full = Csr(torch.tensor([0, 3, 5]), torch.tensor([4, 1, 7, 2, 7]))  # columns unsorted
+    times = np.array([40, 10, 70, 20, 71])
+    sub = Csr(torch.tensor([0, 1, 3]), torch.tensor([7, 7, 2]))
+    assert align_typed_edge_times(full, times, sub, num_src=8).tolist() == [70, 71, 20]
+    with pytest.raises(ValueError, match="holds typed edges the prepared graph lacks"):
+        align_typed_edge_times(full, times, Csr(torch.tensor([0, 1, 1]), torch.tensor([5])), 8)
