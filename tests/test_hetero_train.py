@@ -151,3 +151,90 @@ def test_edge_times_follow_edges_into_the_message_graph():
     assert align_typed_edge_times(full, times, sub, num_src=8).tolist() == [70, 71, 20]
     with pytest.raises(ValueError, match="holds typed edges the prepared graph lacks"):
         align_typed_edge_times(full, times, Csr(torch.tensor([0, 1, 1]), torch.tensor([5])), 8)
+
+
+# ------------------------------------------------------------ the train stage, in subprocesses
+STAGE = {
+    "dataset": {"synthetic": {"hetero": True, "num_nodes": 600, "num_features": 8,
+                              "num_classes": 3, "num_authors": 150, "num_venues": 6}},
+    "train": {"model": "sage", "epochs": 6, "patience": 6, "hidden": 16, "dropout": 0.0,
+              "lr": 0.02, "sampler": "neighbor", "batch_size": 64,
+              "neighbor": {"num_neighbors": [4, 3]}, "checkpoint": {"every": 2}},
+}
+
+
+def _gnnpipe(args: list[str], cwd: Path, timeout: float = 300, **env):
+    return subprocess.run([sys.executable, "-m", "gnnpipe", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "GNNPIPE_PROGRESS": "0", "OMP_NUM_THREADS": "1",
+                               **env})
+
+
+@pytest.fixture(scope="module")
+def typed_upstream(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("typed")
+    (folder / "params.yaml").write_text(yaml.safe_dump(STAGE))
+    for stage in ("prepare", "split"):
+        done = _gnnpipe([stage], folder)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
+def _train(folder: Path, out: str, train: dict, **env):
+    params = {**STAGE, "train": {**STAGE["train"], **train}}
+    (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
+    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
+                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
+                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
+                     "--checkpoint", f"{out}/checkpoint.pt"], folder, **env)
+
+
+def test_killed_typed_neighbor_run_resumes_to_identical_predictions(typed_upstream):
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    whole = _train(typed_upstream, "whole", {})
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = _train(typed_upstream, "resumed", {}, **{FAULT_ENV: "checkpoint.pt@2"})
+    assert killed.returncode == -signal.SIGKILL  # died writing the epoch-4 checkpoint
+    resumed = _train(typed_upstream, "resumed", {})
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from resumed/checkpoint.pt (epoch 2)" in resumed.stdout
+    for name in ("train.json", "history.csv"):
+        assert (typed_upstream / "resumed" / name).read_text() == \
+            (typed_upstream / "whole" / name).read_text()
+    assert (typed_upstream / "data/resumed/predictions.pt").read_bytes() == \
+        (typed_upstream / "data/whole/predictions.pt").read_bytes()
+    metrics = json.loads((typed_upstream / "whole/train.json").read_text())
+    assert metrics["sampler"] == "neighbor" and metrics["hetero"] and metrics["batches_per_epoch"] \
+        == 6  # 360 train papers / 64
+
+
+def test_two_gloo_ranks_match_one_process_with_the_doubled_batch(typed_upstream):
+    # every in-edge (-1 fan-outs) and no dropout: a seed's logits do not depend on its batch,
+    # so two ranks of 180 seeds step exactly as one process with all 360
+    exact = {"neighbor": {"num_neighbors": [-1, -1]}, "checkpoint": {"every": 0}, "epochs": 4,
+             "patience": 4}
+    one = _train(typed_upstream, "one", {**exact, "batch_size": 360})
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _train(typed_upstream, "two", {**exact, "batch_size": 180, "dist": {"nproc": 2}})
+    assert two.returncode == 0, two.stderr[-2000:]
+    one_rows = (typed_upstream / "one/history.csv").read_text().splitlines()[1:]
+    two_rows = (typed_upstream / "two/history.csv").read_text().splitlines()[1:]
+    assert len(one_rows) == len(two_rows) == 4
+    for a, b in zip(one_rows, two_rows):
+        fa, fb = [float(v) for v in a.split(",")], [float(v) for v in b.split(",")]
+        assert abs(fa[1] - fb[1]) < 1e-4 and fa[2:] == pytest.approx(fb[2:], abs=1e-3), (a, b)
+    perf = json.loads((typed_upstream / "two/perf.json").read_text())
+    assert perf["world_size"] == 2 and len(perf["ranks"]) == 2
+    logits = torch.load(typed_upstream / "data/two/predictions.pt", weights_only=True)
+    assert logits["logits"].shape == (600, 3)
+
+
+def test_a_failing_typed_rank_fails_the_job_promptly(typed_upstream):
+    from gnnpipe.distributed import FAULT_RANK_ENV
+
+    failed = _train(typed_upstream, "failing", {"dist": {"nproc": 2}, "checkpoint": {"every": 0}},
+                    **{FAULT_RANK_ENV: "1"})
+    assert failed.returncode == 1
+    assert "injected failure on rank 1" in failed.stderr
+    assert not (typed_upstream / "data/failing").exists()
