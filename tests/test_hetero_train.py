@@ -238,3 +238,53 @@ def test_a_failing_typed_rank_fails_the_job_promptly(typed_upstream):
     assert failed.returncode == 1
     assert "injected failure on rank 1" in failed.stderr
     assert not (typed_upstream / "data/failing").exists()
+
+
+LINK = {"seed": 1,  # 1404 train supervision edges: an even count, so no rank pads its share
+        "dataset": {**STAGE["dataset"], "task": "link"},
+        "split": {"link": {"num_val_negatives": 20, "num_test_negatives": 20}},
+        "train": {**STAGE["train"], "sampler": "link_neighbor", "checkpoint": {"every": 0},
+                  "epochs": 3, "patience": 3, "batch_size": 256,
+                  "neighbor": {"num_neighbors": [-1, -1]}}}
+
+
+@pytest.fixture(scope="module")
+def link_upstream(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("typed_link")
+    (folder / "params.yaml").write_text(yaml.safe_dump(LINK))
+    for stage in ("prepare", "split"):
+        done = _gnnpipe([stage], folder)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return folder
+
+
+def _train_link(folder: Path, out: str, train: dict):
+    params = {**LINK, "train": {**LINK["train"], **train}}
+    (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
+    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
+                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
+                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
+                     "--checkpoint", f"{out}/checkpoint.pt"], folder)
+
+
+def test_typed_link_neighbor_on_two_ranks_matches_one_process(link_upstream):
+    # every in-edge (-1 fan-outs), no dropout, one batch: two ranks of 702 pairs step exactly
+    # as one process with all 1404 (the loader gives both the same negatives)
+    one = _train_link(link_upstream, "one", {"batch_size": 2048})
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _train_link(link_upstream, "two", {"batch_size": 1024, "dist": {"nproc": 2}})
+    assert two.returncode == 0, two.stderr[-2000:]
+    metrics = {k: json.loads((link_upstream / k / "train.json").read_text())
+               for k in ("one", "two")}
+    assert metrics["one"]["sampler"] == "link_neighbor" and metrics["one"]["hetero"]
+    assert metrics["one"]["edge_type"] == "author__writes__paper"
+    assert metrics["one"]["batches_per_epoch"] == metrics["two"]["batches_per_epoch"] == 1
+    one_rows = (link_upstream / "one/history.csv").read_text().splitlines()[1:]
+    two_rows = (link_upstream / "two/history.csv").read_text().splitlines()[1:]
+    assert len(one_rows) == len(two_rows) == 3
+    for a, b in zip(one_rows, two_rows):
+        fa, fb = [float(v) for v in a.split(",")], [float(v) for v in b.split(",")]
+        assert abs(fa[1] - fb[1]) < 1e-4 and abs(fa[2] - fb[2]) < 1e-3, (a, b)
+    assert json.loads((link_upstream / "two/perf.json").read_text())["world_size"] == 2
+    assert sorted(p.name for p in (link_upstream / "data/two").iterdir()) == sorted(
+        p.name for p in (link_upstream / "data/one").iterdir())  # rank 0 wrote the outputs

@@ -229,7 +229,10 @@ def train_typed_nodes(args, params, ctx):
 
 
 def train_typed_links(args, params, ctx):
-    """A typed encoder of every node type; the dot-product decoder on the held-out edge type."""
+    """A typed encoder of every node type; the dot-product decoder on the held-out edge type.
+    Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
+    type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
+    ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
     from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
     from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.models import build_hetero_model
@@ -241,19 +244,31 @@ def train_typed_links(args, params, ctx):
     edge_type, sup = read_typed_link_supervision(args, typed)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split], ctx)
+    loader, extra = None, {}
+    if cfg.sampler == "link_neighbor":  # this rank's share of the supervision, train graph only
+        from gnnpipe.hetero.loader import link_batches
+
+        loader = link_batches(graph, typed.graphs["train"], edge_type,
+                              sup.edges["train_supervision"], sup.sampler, cfg.neighbor,
+                              cfg.batch_size, torch_seed(params.seed, "sample"), ctx=ctx,
+                              num_workers=cfg.num_workers)
+        extra = {"batches_per_epoch": len(loader)}  # per rank
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
                       _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
-                      torch_seed(params.seed, "train"),
-                      options=LoopOptions(progress=progress, checkpointing=checkpointing))
+                      torch_seed(params.seed, "train"), loader=loader,
+                      options=LoopOptions(ctx=ctx, progress=progress, checkpointing=checkpointing,
+                                          amp=cfg.amp, callbacks=distributed.injected_faults()))
     name = edge_type_name(edge_type)
-    _finish(args, result, ctx, {}, lambda: write_link_outputs(
+    perf = {"hetero": True, **({"amp": True} if cfg.amp else {})}
+    done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "task": "link",
                        "embedding_dim": cfg.hidden}),
         metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True, "edge_type": name,
-                 **result.summary},
-        perf={"hetero": True})
-    return f"{cfg.model} on {name}, best val MRR {result.summary['best_val_mrr']:.4f} -> {args.out}"
+                 **result.summary, **extra},
+        perf=perf)
+    return (f"{cfg.model} on {name}, best val MRR {result.summary['best_val_mrr']:.4f} -> "
+            f"{args.out}") if done else None
 
 
 def _typed_inputs(typed, cfg=None):

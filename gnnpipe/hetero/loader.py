@@ -178,3 +178,62 @@ def neighbor_batches(graph: HeteroGraph, train_graph: dict[EdgeType, Csr], seeds
                         # torch RNG, so a resumed run samples as an uninterrupted one would
                         persistent_workers=False)
     return HgtBatches(loader, graph.target, tuple(train_graph))
+
+
+@dataclass(frozen=True)
+class LinkBatch:
+    """One typed link batch as ``gnnpipe.link_train`` reads it: ``x`` node type -> (n_t, F_t),
+    ``edge_index`` edge type -> (2, m_e) local ids, ``edge_label_index`` (2, 2B) rows of the
+    model's ``out="all"`` output (the types' local ids concatenated in node-type order): B
+    positives then their B negatives, ``edge_label`` (2B,) 1 / 0."""
+
+    x: dict[str, torch.Tensor]
+    edge_index: dict[EdgeType, torch.Tensor]
+    edge_label_index: torch.Tensor
+    edge_label: torch.Tensor
+
+
+class TypedLinkBatches:
+    """``TypedSupervisionLoader`` batches as ``LinkBatch`` es (every edge type present, (2, 0)
+    when none was sampled); ``set_epoch`` goes to the loader (``LinkTask.batches``)."""
+
+    def __init__(self, loader, node_types: tuple[str, ...], edge_types: tuple[EdgeType, ...]):
+        self.loader, self.node_types, self.edge_types = loader, tuple(node_types), edge_types
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def __iter__(self):
+        empty = torch.empty(2, 0, dtype=torch.int64)
+        src, _, dst = self.loader.edge_type
+        for batch in self.loader:
+            sizes = [batch[t].num_nodes for t in self.node_types]
+            start = dict(zip(self.node_types, np.cumsum([0] + sizes[:-1]).tolist()))
+            store = batch[self.loader.edge_type]
+            pairs = store.edge_label_index + torch.tensor([[start[src]], [start[dst]]])
+            edges = batch.edge_index_dict
+            edges.update({e: empty for e in self.edge_types if e not in edges})
+            yield LinkBatch({t: batch[t].x for t in self.node_types}, edges, pairs,
+                            store.edge_label)
+
+
+def link_batches(graph: HeteroGraph, train_graph: dict[EdgeType, Csr], edge_type: EdgeType,
+                 supervision: torch.Tensor, negatives, cfg, batch_size: int, seed: int, *,
+                 ctx=None, num_workers: int = 0) -> TypedLinkBatches:
+    """Batches of this rank's ``batch_size`` train supervision edges of ``edge_type``
+    (``supervision`` int64 (2, P) in ``to_homogeneous`` ids, as the typed link split reads
+    them), one fresh leak-free negative each from ``negatives`` (homogeneous ids), their
+    neighbourhoods sampled with ``cfg`` (``train.neighbor``) in ``train_graph`` only."""
+    from gnnpipe.distributed import SINGLE
+    from gnnpipe.sampling.hetero_link import typed_link_loader
+
+    offsets = graph.offsets()
+    shift = (offsets[edge_type[0]], offsets[edge_type[2]])
+    local = supervision - torch.tensor([[shift[0]], [shift[1]]])  # type-local ids
+    loader = typed_link_loader(graph.x, train_graph, edge_type, local, negatives, cfg, seed,
+                               batch_size=batch_size, offsets=shift, num_workers=num_workers,
+                               ctx=ctx or SINGLE)
+    return TypedLinkBatches(loader, graph.node_types, tuple(train_graph))
