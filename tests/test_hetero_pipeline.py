@@ -95,9 +95,10 @@ def test_unsupported_hetero_combinations_stop_with_one_line(tmp_path, monkeypatc
            "dataset.source=synthetic (found 'parquet')" in capsys.readouterr().err
     assert not (tmp_path / "data/prepared").exists()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"dataset": {"synthetic": small}, "train": {"sampler": "neighbor", "epochs": 1}}))
+        {"dataset": {"synthetic": small}, "train": {"sampler": "cluster", "epochs": 1}}))
     assert main(["prepare"]) == 1  # Params refuse the combination at load time, in any stage
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["gnnpipe prepare: error: train.sampler='neighbor' is not available for "
-                   "heterogeneous graphs with dataset.task=node yet; use one of: full, hgt"]
+    assert err == ["gnnpipe prepare: error: train.sampler='cluster' is not available for "
+                   "heterogeneous graphs with dataset.task=node yet; use one of: full, hgt, "
+                   "neighbor"]
     assert not (tmp_path / "data/prepared").exists()
