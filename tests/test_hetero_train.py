@@ -288,3 +288,42 @@ def test_typed_link_neighbor_on_two_ranks_matches_one_process(link_upstream):
     assert json.loads((link_upstream / "two/perf.json").read_text())["world_size"] == 2
     assert sorted(p.name for p in (link_upstream / "data/two").iterdir()) == sorted(
         p.name for p in (link_upstream / "data/one").iterdir())  # rank 0 wrote the outputs
+
+
+class _Timed:
+    """The typed graph with node times, as the typed tables will carry them (``node_time``)."""
+
+    def __init__(self, graph, node_time):
+        self._graph, self.node_time = graph, node_time
+
+    def __getattr__(self, name):
+        return getattr(self._graph, name)
+
+
+def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
+    from gnnpipe.hetero.loader import typed_temporal
+
+    graph, params, split = node_task
+    rng = np.random.default_rng(3)
+    times = {t: torch.from_numpy(rng.integers(0, 100, graph.num_nodes(t)))
+             for t in graph.node_types}
+    timed = _Timed(graph, times)
+    seeds = np.flatnonzero(split.roles == "train")[:40]
+    temporal = typed_temporal("node", "uniform", timed, split.message_graphs["train"], seeds)
+    assert temporal["input_time"].tolist() == times["paper"][seeds].tolist()
+    loader = neighbor_batches(timed, split.message_graphs["train"], seeds,
+                              params.train.neighbor, 1, 7, temporal=temporal)
+    later = 0
+    for raw in loader.loader:  # one seed per batch: every drawn source is no later than it
+        seed_time = int(times["paper"][raw["paper"].n_id[0]])
+        for edge_type in graph.edge_types:
+            src = raw[edge_type[0]].n_id[raw[edge_type].edge_index[0]]
+            later += int((times[edge_type[0]][src] > seed_time).sum())
+    assert later == 0
+    untimed = neighbor_batches(graph, split.message_graphs["train"], seeds,
+                               params.train.neighbor, 1, 7)
+    assert sum(int((times[e[0]][raw[e[0]].n_id[raw[e].edge_index[0]]] >
+                    int(times["paper"][raw["paper"].n_id[0]])).sum())
+               for raw in untimed.loader for e in graph.edge_types) > 0  # the check can fail
+    with pytest.raises(ValueError, match="train.temporal.by='node' takes each seed's time"):
+        typed_temporal("node", "uniform", graph, split.message_graphs["train"], seeds)
