@@ -265,13 +265,8 @@ def link_upstream(tmp_path_factory) -> Path:
     return folder
 
 
-def _train_link(folder: Path, out: str, train: dict):
-    params = {**LINK, "train": {**LINK["train"], **train}}
-    (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
-    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
-                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
-                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
-                     "--checkpoint", f"{out}/checkpoint.pt"], folder)
+def _train_link(folder: Path, out: str, train: dict, **env):
+    return _gnnpipe_env(folder, out, train, **env)
 
 
 def test_typed_link_neighbor_on_two_ranks_matches_one_process(link_upstream):
@@ -334,3 +329,32 @@ def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
                for raw in untimed.loader for e in graph.edge_types) > 0  # the check can fail
     with pytest.raises(ValueError, match="train.temporal.by='node' takes each seed's time"):
         typed_temporal("node", "uniform", graph, split.message_graphs["train"], seeds)
+
+
+def test_killed_typed_link_neighbor_run_under_amp_resumes_to_identical_scores(link_upstream):
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    run = {"amp": True, "epochs": 4, "patience": 4, "checkpoint": {"every": 2},
+           "neighbor": {"num_neighbors": [4, 3]}}
+    whole = _train_link(link_upstream, "lwhole", run)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    assert json.loads((link_upstream / "lwhole/perf.json").read_text())["amp"] is True
+    killed = _train_link(link_upstream, "lresumed", run, **{FAULT_ENV: "checkpoint.pt@2"})
+    assert killed.returncode == -signal.SIGKILL  # died writing the epoch-4 checkpoint
+    resumed = _train_link(link_upstream, "lresumed", run)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from lresumed/checkpoint.pt (epoch 2)" in resumed.stdout
+    for name in ("train.json", "history.csv"):
+        assert (link_upstream / "lresumed" / name).read_text() == \
+            (link_upstream / "lwhole" / name).read_text()
+    for f in (link_upstream / "data/lwhole").iterdir():
+        assert (link_upstream / "data/lresumed" / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def _gnnpipe_env(folder: Path, out: str, train: dict, **env):
+    params = {**LINK, "train": {**LINK["train"], **train}}
+    (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
+    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
+                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
+                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
+                     "--checkpoint", f"{out}/checkpoint.pt"], folder, **env)
