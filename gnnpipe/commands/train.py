@@ -6,7 +6,9 @@ train.dist.shard: partition each DDP rank reads only its own part shards (+halo)
 feature rows of their nodes, trains on their ClusterGCN batches and scores its own nodes on
 them.
 dataset.task link trains an encoder with a dot-product decoder; typed graphs train
-to_hetero(GraphSAGE), HGT or R-GCN.
+to_hetero(GraphSAGE), HGT or R-GCN, full-graph or on hgt / neighbor (node task) and
+link_neighbor (link task) mini-batches of the train-phase typed graph, the latter two also on
+several DDP ranks.
 """
 
 import os
