@@ -22,12 +22,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gnnpipe.config import TYPED_LAYERWISE_MODELS as LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
 from gnnpipe.inference import AUTO_MESSAGE_FLOATS, _all_rows
 from gnnpipe.typed_graph import EdgeType
-
-LAYERWISE_MODELS = ("sage", "rgcn")  # hetero models with a blocked layer step
 
 
 def dst_blocks(csrs: list[Csr], num_rows: int, block_cost: int, lo: int = 0,
@@ -178,7 +177,8 @@ def hetero_layerwise_logits(model: nn.Module, x: dict[str, torch.Tensor],
     """``model``'s eval-mode output on ``engine.graph`` from ``x`` (type -> (N_t, F_t)), one
     layer and one block of destination rows at a time (sage, rgcn; see the module doc)."""
     if model.name not in LAYERWISE_MODELS:
-        raise ValueError(f"train.inference.mode='layerwise' evaluates typed {' and '.join(LAYERWISE_MODELS)} models, not "
+        raise ValueError(f"train.inference.mode='layerwise' evaluates typed "
+                         f"{' and '.join(LAYERWISE_MODELS)} models, not "
                          f"train.model={model.name!r}")
     was_training = model.training
     model.eval()
