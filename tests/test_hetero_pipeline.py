@@ -63,7 +63,7 @@ def _check_repro(repo):
 def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo):
     """After the repro above: typed neighbour mini-batches, then link_neighbor on the link task."""
     repo = hetero_repo
-    short = ["-S", "train.epochs=8", "-S", "train.patience=8", "-S", "train.batch_size=128"]
+    short = ["-S", "train.epochs=5", "-S", "train.patience=5", "-S", "train.batch_size=128"]
     ran = _ran(_run(["dvc", "exp", "run", "-S", "train.sampler=neighbor",
                      "-S", "train.neighbor.num_neighbors=[8,4]", *short], repo))
     assert {"train", "evaluate", "report"} <= ran and "split" not in ran
@@ -73,7 +73,8 @@ def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo
     assert evaluation["gnn"]["test"]["accuracy"] > 0.5  # 3 classes: chance is 1/3
     ran = _ran(_run(["dvc", "exp", "run", "-S", "dataset.task=link",
                      "-S", "train.sampler=link_neighbor", "-S", "split.link.num_val_negatives=20",
-                     "-S", "split.link.num_test_negatives=20", *short], repo))
+                     "-S", "split.link.num_test_negatives=20", "-S", "baseline.epochs=5",
+                     "-S", "baseline.patience=5", *short], repo))
     assert {"split", "train", "evaluate"} <= ran
     train = _json(repo, "metrics/train.json")
     assert train["sampler"] == "link_neighbor" and train["edge_type"] == "author__writes__paper"
