@@ -385,7 +385,11 @@ class Params:
 # Each rule takes the whole Params and raises a one-line ParamsError; RULES runs them at load
 # time. Rules that need the data (graph sizes, split meta) stay where the data is read.
 HETERO_MODELS = ("sage", "hgt", "rgcn", "mlp")  # sage = to_hetero(GraphSAGE)
-HETERO_SAMPLERS = ("full", "hgt")  # hgt: per-type node budgets (node task); link: full only
+TYPED_NODE_SAMPLERS = ("full", "hgt", "neighbor")  # hgt: per-type node budgets
+TYPED_LINK_SAMPLERS = ("full", "link_neighbor")  # link_neighbor: typed supervision batches
+HETERO_SAMPLERS = TYPED_NODE_SAMPLERS + TYPED_LINK_SAMPLERS[1:]
+TYPED_DDP_SAMPLERS = {"node": "neighbor", "link": "link_neighbor"}  # seeds split across ranks
+TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # gnnpipe/hetero/inference.py
 LINK_SAMPLERS = ("full", "sign", "link_neighbor")
 LIGHTNING_SAMPLERS = ("full", "neighbor")
 LIGHTNING_MODELS = ("mlp", "gcn", "sage", "gat")
@@ -455,16 +459,17 @@ def _check_typed_train(params: Params) -> None:
         raise ParamsError(
             f"train.model={cfg.model!r} is not available for heterogeneous graphs "
             "(typed graphs); use sage (to_hetero), hgt, rgcn or mlp")
-    if cfg.sampler not in HETERO_SAMPLERS or (task == "link" and cfg.sampler != "full"):
-        allowed = HETERO_SAMPLERS if task == "node" else ("full",)
+    allowed = TYPED_NODE_SAMPLERS if task == "node" else TYPED_LINK_SAMPLERS
+    if cfg.sampler not in allowed:
         raise ParamsError(f"train.sampler={cfg.sampler!r} is not available for heterogeneous "
                           f"graphs with dataset.task={task} yet; use one of: {', '.join(allowed)}")
-    if cfg.dist.world_size > 1:
-        raise ParamsError("train.dist.nproc/train.dist.nnodes > 1 is not supported for "
-                          "heterogeneous graphs yet")
-    if cfg.amp or cfg.compile or cfg.residual:
-        raise ParamsError("train.amp / train.compile / train.residual are not supported for "
-                          "heterogeneous graphs yet; set them to false")
+    if cfg.dist.world_size > 1 and cfg.sampler != TYPED_DDP_SAMPLERS[task]:
+        raise ParamsError(f"train.dist.nproc/train.dist.nnodes > 1 on heterogeneous graphs with "
+                          f"dataset.task={task} needs train.sampler={TYPED_DDP_SAMPLERS[task]} "
+                          f"(found {cfg.sampler!r}): only its seeds are split across ranks")
+    if cfg.compile or cfg.residual:
+        raise ParamsError("train.compile / train.residual are not supported for heterogeneous "
+                          "graphs yet; set them to false")
 
 
 def _check_heads(params: Params) -> None:
@@ -561,7 +566,11 @@ def _check_layerwise(params: Params) -> None:
     train = params.train
     if train.inference.mode != "layerwise":
         return
-    if train.model not in ("mlp", "gcn", "sage", "gat"):
+    if params.dataset.graph_kind == "typed" and train.model not in TYPED_LAYERWISE_MODELS:
+        raise ParamsError(f"train.inference.mode='layerwise' evaluates typed "
+                          f"{' and '.join(TYPED_LAYERWISE_MODELS)} models, not train.model="
+                          f"{train.model!r}; set train.inference.mode: auto or full")
+    if params.dataset.graph_kind != "typed" and train.model not in ("mlp", "gcn", "sage", "gat"):
         raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
                           f"not train.model={train.model!r}; set train.inference.mode: auto or "
                           "full")

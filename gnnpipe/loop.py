@@ -190,7 +190,11 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
             if scaler is not None and resume.get("scaler"):
                 scaler.load_state_dict(resume["scaler"])
             state = {key: resume.get(key, value) for key, value in state.items()}
-        trained = DistributedDataParallel(model) if ctx.world_size > 1 else model
+        # a model whose loss leaves some parameters out (typed: the last layer's convs into
+        # non-target types) says so; DDP would otherwise wait for their gradients forever
+        unused = bool(getattr(model, "ddp_find_unused_parameters", False))
+        trained = DistributedDataParallel(model, find_unused_parameters=unused) if (
+            ctx.world_size > 1) else model
         if options.compile_model:
             trained = torch.compile(trained, dynamic=True, backend=COMPILE_BACKEND)
         amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16

@@ -346,14 +346,17 @@ RULE_CASES = [  # (params, message, the rule that raises it)
      "train.sampler='cluster' is not available for heterogeneous graphs with dataset.task=node",
      "_check_typed_train"),
     ({"dataset": {"task": "link", **HETERO}, "train": {"sampler": "hgt"}},
-     "with dataset.task=link yet; use one of: full", "_check_typed_train"),
+     "with dataset.task=link yet; use one of: full, link_neighbor", "_check_typed_train"),
     ({"dataset": HETERO, "train": {"dist": {"nproc": 2}}},
-     "train.dist.nproc/train.dist.nnodes > 1 is not supported for heterogeneous",
-     "_check_typed_train"),
-    ({"dataset": HETERO, "train": {"amp": True}}, "train.amp / train.compile / train.residual",
-     "_check_typed_train"),
+     "train.dist.nproc/train.dist.nnodes > 1 on heterogeneous graphs with dataset.task=node "
+     r"needs train.sampler=neighbor \(found 'full'\)", "_check_typed_train"),
+    ({"dataset": {"task": "link", **HETERO}, "train": {"dist": {"nproc": 2}}},
+     "train.dist.nproc/train.dist.nnodes > 1 on heterogeneous graphs with dataset.task=link "
+     "needs train.sampler=link_neighbor", "_check_typed_train"),
+    ({"dataset": HETERO, "train": {"compile": True}}, "train.compile / train.residual are not "
+     "supported for heterogeneous", "_check_typed_train"),
     ({"dataset": HETERO, "train": {"residual": True, "num_layers": 3}},
-     "train.amp / train.compile / train.residual", "_check_typed_train"),
+     "train.compile / train.residual", "_check_typed_train"),
     ({"train": {"model": "gat", "hidden": 30}}, "train.hidden=30 must be divisible by "
      "train.heads=4 for gat", "_check_heads"),
     ({"train": {"sampler": "link_neighbor"}}, "needs dataset.task=link", "_check_task_sampler"),
@@ -377,6 +380,9 @@ RULE_CASES = [  # (params, message, the rule that raises it)
      "_check_residual"),
     ({"train": {"model": "sign", "sampler": "sign", "inference": {"mode": "layerwise"}}},
      "train.inference.mode='layerwise' evaluates mlp", "_check_layerwise"),
+    ({"dataset": HETERO, "train": {"model": "hgt", "inference": {"mode": "layerwise"}}},
+     "train.inference.mode='layerwise' evaluates typed sage and rgcn models, not "
+     "train.model='hgt'", "_check_layerwise"),
     ({"train": {"engine": "lightning", "sampler": "cluster"}},
      "train.engine='lightning' supports homogeneous", "_check_lightning"),
 ]
@@ -403,3 +409,16 @@ def test_every_rule_is_in_the_one_list_and_covered():
     rules = {name for name in dir(config) if name.startswith("_check_") and name != "_check_range"}
     assert rules == {r.__name__ for r in config.RULES}
     assert {case[2] for case in RULE_CASES} == rules
+
+
+def test_typed_graphs_accept_what_the_typed_train_stage_runs():
+    """neighbor / link_neighbor on one or several ranks, AMP, layer-wise sage and rgcn."""
+    for task, sampler in (("node", "neighbor"), ("link", "link_neighbor")):
+        params = params_from_dict({"dataset": {"task": task, **HETERO}, "train": {
+            "sampler": sampler, "dist": {"nproc": 2}, "amp": True}})
+        assert params.train.sampler == sampler and params.train.dist.world_size == 2
+    for model in ("sage", "rgcn"):
+        params = params_from_dict({"dataset": HETERO, "train": {
+            "model": model, "sampler": "neighbor", "inference": {"mode": "layerwise"},
+            "temporal": {"by": "node"}}})
+        assert params.train.inference.mode == "layerwise"

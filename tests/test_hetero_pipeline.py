@@ -18,7 +18,17 @@ def _json(repo, name):
     return json.loads((repo / name).read_text())
 
 
-def test_hetero_dvc_repro_runs_every_stage(tmp_path):
+@pytest.fixture(scope="module")
+def hetero_repo(tmp_path_factory):
+    """The scratch repo of the typed graph, before any stage ran (tests run in file order)."""
+    return _hetero_repo(tmp_path_factory.mktemp("hetero"))
+
+
+def test_hetero_dvc_repro_runs_every_stage(hetero_repo):
+    _check_repro(hetero_repo)
+
+
+def _hetero_repo(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo", epochs=40, patience=40, num_nodes=800)
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["dataset"]["synthetic"].update(hetero=True, num_authors=250, num_venues=6)
@@ -27,7 +37,10 @@ def test_hetero_dvc_repro_runs_every_stage(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
     _run(git + ["commit", "-qam", "hetero"], repo)
+    return repo
 
+
+def _check_repro(repo):
     assert _ran(_run(["dvc", "repro"], repo)) == ALL
     assert (repo / "data/prepared/hetero.json").exists()
     assert (repo / "data/prepared/nodes_author.parquet").exists()
@@ -45,6 +58,28 @@ def test_hetero_dvc_repro_runs_every_stage(tmp_path):
     assert evaluation["model"] == "hgt" and evaluation["node_type"] == "paper"
     assert evaluation["gnn"]["test"]["accuracy"] > evaluation["mlp"]["test"]["accuracy"] + 0.1
     assert "gnnpipe run: hgt" in (repo / "reports/report.html").read_text()
+
+
+def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo):
+    """After the repro above: typed neighbour mini-batches, then link_neighbor on the link task."""
+    repo = hetero_repo
+    short = ["-S", "train.epochs=5", "-S", "train.patience=5", "-S", "train.batch_size=128"]
+    ran = _ran(_run(["dvc", "exp", "run", "-S", "train.sampler=neighbor",
+                     "-S", "train.neighbor.num_neighbors=[8,4]", *short], repo))
+    assert {"train", "evaluate", "report"} <= ran and "split" not in ran
+    train = _json(repo, "metrics/train.json")
+    assert train["sampler"] == "neighbor" and train["hetero"] and train["batches_per_epoch"] == 4
+    evaluation = _json(repo, "metrics/eval.json")
+    assert evaluation["gnn"]["test"]["accuracy"] > 0.5  # 3 classes: chance is 1/3
+    ran = _ran(_run(["dvc", "exp", "run", "-S", "dataset.task=link",
+                     "-S", "train.sampler=link_neighbor", "-S", "split.link.num_val_negatives=20",
+                     "-S", "split.link.num_test_negatives=20", "-S", "baseline.epochs=5",
+                     "-S", "baseline.patience=5", *short], repo))
+    assert {"split", "train", "evaluate"} <= ran
+    train = _json(repo, "metrics/train.json")
+    assert train["sampler"] == "link_neighbor" and train["edge_type"] == "author__writes__paper"
+    evaluation = _json(repo, "metrics/eval.json")
+    assert evaluation["task"] == "link" and evaluation["gnn"]["test"]["mrr"] > 0
 
 
 
@@ -95,9 +130,10 @@ def test_unsupported_hetero_combinations_stop_with_one_line(tmp_path, monkeypatc
            "dataset.source=synthetic (found 'parquet')" in capsys.readouterr().err
     assert not (tmp_path / "data/prepared").exists()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"dataset": {"synthetic": small}, "train": {"sampler": "neighbor", "epochs": 1}}))
+        {"dataset": {"synthetic": small}, "train": {"sampler": "cluster", "epochs": 1}}))
     assert main(["prepare"]) == 1  # Params refuse the combination at load time, in any stage
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["gnnpipe prepare: error: train.sampler='neighbor' is not available for "
-                   "heterogeneous graphs with dataset.task=node yet; use one of: full, hgt"]
+    assert err == ["gnnpipe prepare: error: train.sampler='cluster' is not available for "
+                   "heterogeneous graphs with dataset.task=node yet; use one of: full, hgt, "
+                   "neighbor"]
     assert not (tmp_path / "data/prepared").exists()

@@ -6,7 +6,9 @@ train.dist.shard: partition each DDP rank reads only its own part shards (+halo)
 feature rows of their nodes, trains on their ClusterGCN batches and scores its own nodes on
 them.
 dataset.task link trains an encoder with a dot-product decoder; typed graphs train
-to_hetero(GraphSAGE), HGT or R-GCN.
+to_hetero(GraphSAGE), HGT or R-GCN, full-graph or on hgt / neighbor (node task) and
+link_neighbor (link task) mini-batches of the train-phase typed graph, the latter two also on
+several DDP ranks.
 """
 
 import os
@@ -175,8 +177,12 @@ def train_links(args, params, ctx):
 
 
 def train_typed_nodes(args, params, ctx):
-    """to_hetero(GraphSAGE) / HGT / R-GCN on the target type, full-graph or ``train.sampler:
-    hgt`` mini-batches (gnnpipe/hetero/loader.py)."""
+    """to_hetero(GraphSAGE) / HGT / R-GCN on the target type: full-graph, ``train.sampler:
+    hgt`` budgets or ``neighbor`` fan-outs (gnnpipe/hetero/loader.py), the latter also on
+    several DDP ranks (each its share of the train seeds); evaluation full-graph or layer-wise
+    (gnnpipe/hetero/inference.py, ``train.inference``)."""
+    import numpy as np
+
     from gnnpipe.commands.inputs import read_typed
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
@@ -189,30 +195,46 @@ def train_typed_nodes(args, params, ctx):
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
                                       [args.prepared, args.split], ctx)
     loader, extra = None, {}
+    train_nodes = np.flatnonzero(roles == "train")
     if cfg.sampler == "hgt":  # seeds: train papers; nodes of every type from the train graph
-        import numpy as np
-
         from gnnpipe.hetero.loader import hgt_batches
 
-        loader = hgt_batches(graph, typed.graphs["train"], np.flatnonzero(roles == "train"),
+        loader = hgt_batches(graph, typed.graphs["train"], train_nodes,
                              cfg.hgt.num_samples, cfg.batch_size,
                              torch_seed(params.seed, "sample"), cfg.num_workers)
         extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.hgt.num_samples)}
+    elif cfg.sampler == "neighbor":  # this rank's share of the train seeds, train graph only
+        from gnnpipe.hetero.loader import neighbor_batches, typed_temporal
+
+        seeds = distributed.shard(torch.from_numpy(train_nodes), ctx).numpy()
+        temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph,
+                                  typed.graphs["train"], seeds)
+        loader = neighbor_batches(graph, typed.graphs["train"], seeds, cfg.neighbor,
+                                  cfg.batch_size, torch_seed(params.seed, "sample"),
+                                  cfg.num_workers, temporal)
+        extra = {"batches_per_epoch": len(loader)}  # per rank
+    inputs = _typed_inputs(typed, cfg)
     result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                             graph.num_classes, graph.target, cfg),
-                 _typed_inputs(typed), graph.y, roles, cfg, torch_seed(params.seed, "train"),
-                 loader=loader, options=LoopOptions(progress=progress, checkpointing=checkpointing))
-    _finish(args, result, ctx, {}, lambda: write_node_outputs(
+                 inputs, graph.y, roles, cfg, torch_seed(params.seed, "train"),
+                 loader=loader, options=LoopOptions(
+                     ctx=ctx, progress=progress, checkpointing=checkpointing, amp=cfg.amp,
+                     callbacks=distributed.injected_faults()))
+    perf = {"hetero": True, **({"amp": True} if cfg.amp else {})}
+    done = _finish(args, result, ctx, {}, lambda: write_node_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "num_classes": graph.num_classes}),
         metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True,
                  "node_type": graph.target, **result.summary, **extra},
-        perf={"hetero": True})
+        perf=perf)
     return (f"{cfg.model} on {graph.target}, best val acc {result.summary['best_val_acc']:.4f} "
-            f"-> {args.out}")
+            f"-> {args.out}") if done else None
 
 
 def train_typed_links(args, params, ctx):
-    """A typed encoder of every node type; the dot-product decoder on the held-out edge type."""
+    """A typed encoder of every node type; the dot-product decoder on the held-out edge type.
+    Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
+    type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
+    ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
     from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
     from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.models import build_hetero_model
@@ -224,25 +246,39 @@ def train_typed_links(args, params, ctx):
     edge_type, sup = read_typed_link_supervision(args, typed)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split], ctx)
+    loader, extra = None, {}
+    if cfg.sampler == "link_neighbor":  # this rank's share of the supervision, train graph only
+        from gnnpipe.hetero.loader import link_batches
+
+        loader = link_batches(graph, typed.graphs["train"], edge_type,
+                              sup.edges["train_supervision"], sup.sampler, cfg.neighbor,
+                              cfg.batch_size, torch_seed(params.seed, "sample"), ctx=ctx,
+                              num_workers=cfg.num_workers)
+        extra = {"batches_per_epoch": len(loader)}  # per rank
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
                       _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
-                      torch_seed(params.seed, "train"),
-                      options=LoopOptions(progress=progress, checkpointing=checkpointing))
+                      torch_seed(params.seed, "train"), loader=loader,
+                      options=LoopOptions(ctx=ctx, progress=progress, checkpointing=checkpointing,
+                                          amp=cfg.amp, callbacks=distributed.injected_faults()))
     name = edge_type_name(edge_type)
-    _finish(args, result, ctx, {}, lambda: write_link_outputs(
+    perf = {"hetero": True, **({"amp": True} if cfg.amp else {})}
+    done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "task": "link",
                        "embedding_dim": cfg.hidden}),
         metrics={"model": cfg.model, "sampler": cfg.sampler, "hetero": True, "edge_type": name,
-                 **result.summary},
-        perf={"hetero": True})
-    return f"{cfg.model} on {name}, best val MRR {result.summary['best_val_mrr']:.4f} -> {args.out}"
+                 **result.summary, **extra},
+        perf=perf)
+    return (f"{cfg.model} on {name}, best val MRR {result.summary['best_val_mrr']:.4f} -> "
+            f"{args.out}") if done else None
 
 
-def _typed_inputs(typed):
+def _typed_inputs(typed, cfg=None):
+    """Phase inputs of the typed graph; ``cfg`` (TrainParams) picks each phase's evaluation
+    forward (``train.inference``: layer-wise for a big graph, gnnpipe/hetero/inference.py)."""
     from gnnpipe.hetero.inputs import phase_inputs
 
-    return phase_inputs(typed.graph, typed.graphs)
+    return phase_inputs(typed.graph, typed.graphs, cfg)
 
 
 def _dims(graph) -> dict[str, int]:

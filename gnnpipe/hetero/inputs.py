@@ -9,15 +9,25 @@ from gnnpipe.train import PhaseInput
 PHASES = ("train", "val", "test")
 
 
-def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]]
+def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None
                  ) -> dict[str, PhaseInput]:
-    """Phase -> ``PhaseInput(x_dict, edge_index_dict)``: the whole graph's features and the
-    phase's own typed edges (phases sharing a message graph share the tensors)."""
-    built: dict[int, dict] = {}
+    """Phase -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole graph's features
+    and the phase's own typed edges (phases sharing a message graph share the tensors).
+    ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
+    ``gnnpipe.hetero.inference.plan``); None: full forwards."""
+    built: dict[int, tuple] = {}
     out = {}
     for phase in PHASES:
         key = id(graphs[phase])
         if key not in built:
-            built[key] = {e: csr.edge_index() for e, csr in graphs[phase].items()}
-        out[phase] = PhaseInput(graph.x, built[key])  # type: ignore[arg-type]
+            engine = None
+            if cfg is not None:
+                from gnnpipe.hetero.inference import plan  # imports PyG: only when asked
+
+                in_dim = max(int(x.shape[1]) for x in graph.x.values())
+                engine = plan(graphs[phase], {t: graph.num_nodes(t) for t in graph.node_types},
+                              in_dim, cfg)
+            built[key] = ({e: csr.edge_index() for e, csr in graphs[phase].items()}, engine)
+        edges, engine = built[key]
+        out[phase] = PhaseInput(graph.x, edges, engine)  # type: ignore[arg-type]
     return out

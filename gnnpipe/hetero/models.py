@@ -45,6 +45,9 @@ class _Inputs(nn.Module):
 class HeteroModel(nn.Module):
     """The input maps, a typed message-passing body and the output of ``out`` (module doc)."""
 
+    # out="target" never uses the last layer's convs into the other node types (DDP: skip them)
+    ddp_find_unused_parameters = True
+
     def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
                  target: str, cfg: BaselineParams, out: str = "target"):
         super().__init__()
