@@ -36,6 +36,20 @@ def test_scale_profile_is_valid_and_round_trips_through_the_set_args():
     assert scale.train.sampler == "neighbor" and scale.train.neighbor.num_neighbors == (10, 5)
 
 
+def test_typed_scale_profile_is_valid_and_sized_as_documented():
+    """profiles/typed_scale.yaml: >= 1M target nodes, >= 2M nodes in all, mini-batch training."""
+    base = yaml.safe_load((REPO / "params.yaml").read_text())
+    profile = yaml.safe_load((REPO / "profiles/typed_scale.yaml").read_text())
+    args = set_args(REPO / "profiles/typed_scale.yaml", REPO / "params.yaml")
+    applied = _apply(args, yaml.safe_load((REPO / "params.yaml").read_text()))
+    assert applied == _merge(base, profile)
+    typed = params_from_dict(applied)
+    syn = typed.dataset.synthetic
+    assert typed.dataset.graph_kind == "typed" and syn.num_nodes >= 1_000_000
+    assert syn.num_nodes + syn.num_authors + syn.num_venues >= 2_000_000
+    assert typed.train.sampler == "neighbor"
+
+
 def test_strings_that_yaml_would_misread_are_quoted(tmp_path):
     profile = tmp_path / "p.yaml"
     profile.write_text(yaml.safe_dump({"dataset": {"name": "on", "nodes": {"file": "a b.parquet"}},
