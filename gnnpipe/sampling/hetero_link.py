@@ -39,19 +39,19 @@ from typing import Mapping
 import numpy as np
 import torch
 from torch_geometric.data import HeteroData
-from torch_geometric.loader import LinkLoader
-from torch_geometric.sampler import EdgeSamplerInput
 
 from gnnpipe.config import NeighborParams
-from gnnpipe.distributed import SINGLE, DistContext, shard
+from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.sampling.hetero_neighbor import EdgeType, HeteroNeighborSampler
+from gnnpipe.sampling.link import SupervisionLoader, check_supervision
 
 
-class TypedSupervisionLoader(LinkLoader):
+class TypedSupervisionLoader(SupervisionLoader):
     """PyG ``LinkLoader`` over one rank's supervision edges of ``edge_type``, with per-epoch
-    leak-free negatives (batch layout in the module docstring).
+    leak-free negatives (batch layout in the module docstring): ``SupervisionLoader`` on a
+    typed graph, its negatives drawn in ``to_homogeneous`` ids.
 
     Args:
         data: PyG ``HeteroData`` with ``x`` per node type and the message graph's edges.
@@ -74,63 +74,27 @@ class TypedSupervisionLoader(LinkLoader):
         if edge_type not in link_sampler.edge_types:
             raise ValueError(f"edge_type={edge_type!r} is not an edge type of the sampler's "
                              "message graph")
-        if supervision.dim() != 2 or supervision.shape[0] != 2 or supervision.shape[1] == 0:
-            raise ValueError("no train supervision edges to learn from; re-run the split stage")
-        supervision = supervision.long()
+        check_supervision(supervision)
         n_src, n_dst = (link_sampler.num_nodes[edge_type[0]],
                         link_sampler.num_nodes[edge_type[2]])
         if bool((supervision < 0).any()) or int(supervision[0].max()) >= n_src or int(
                 supervision[1].max()) >= n_dst:
             raise ValueError(f"supervision holds ids outside the {edge_type[0]!r} / "
                              f"{edge_type[2]!r} node ranges ({n_src}, {n_dst})")
-        self.edge_type = edge_type
-        self.supervision = supervision
-        self.negative_sampler = negatives
         self.offsets = (int(offsets[0]), int(offsets[1]))
-        self.seed, self.ctx = int(seed), ctx
-        self.epoch = 0
-        share = shard(torch.arange(supervision.shape[1]), ctx)  # (ceil(P / W),) placeholder
-        self._negatives = torch.empty(0, dtype=torch.int64)
-        super().__init__(data, link_sampler=link_sampler,
-                         edge_label_index=(edge_type, supervision[:, share]),
-                         batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                         persistent_workers=False)
-        self.set_epoch(0)
+        super().__init__(data, link_sampler, supervision, negatives, batch_size, seed, ctx=ctx,
+                         num_workers=num_workers, edge_type=edge_type)
 
-    def set_epoch(self, epoch: int) -> None:
-        """This epoch's order of the rank's positives, their negatives and the sampler stream."""
-        rng = np.random.default_rng([self.seed, epoch])  # the same draws on every rank
-        perm = torch.from_numpy(rng.permutation(self.supervision.shape[1]))
+    def _draw_targets(self, rng: np.random.Generator) -> np.ndarray:
+        """Type-local ``d`` targets (P,): the sampler works on ``to_homogeneous`` ids."""
         heads = self.supervision[0].numpy() + self.offsets[0]
-        # one negative per supervision edge, for all of them: a positive gets the same negative
-        # whichever rank trains on it
-        drawn = self.negative_sampler.sample(heads, 1, rng)[:, 0] - self.offsets[1]  # (P,)
+        drawn = self.negative_sampler.sample(heads, 1, rng)[:, 0] - self.offsets[1]
         n_dst = self.link_sampler.num_nodes[self.edge_type[2]]
         if drawn.size and (drawn.min() < 0 or drawn.max() >= n_dst):
             raise ValueError(f"the negative sampler drew targets outside node type "
                              f"{self.edge_type[2]!r}; check offsets={self.offsets} and its "
                              "weights")
-        order = shard(perm, self.ctx)  # (ceil(P / W),) this rank's stride, padded
-        self._negatives = torch.from_numpy(np.ascontiguousarray(drawn, dtype=np.int64))[order]
-        self.input_data = EdgeSamplerInput(input_id=order, row=self.supervision[0, order],
-                                           col=self.supervision[1, order],
-                                           input_type=self.edge_type)
-        self.link_sampler.set_epoch(epoch)
-        self.epoch = epoch
-
-    def collate_fn(self, index) -> object:
-        """The batch of slots ``index``: its positives, their negatives, sampled together."""
-        index = torch.as_tensor(index, dtype=torch.long)
-        pos = self.input_data[index]
-        b = index.numel()
-        pairs = EdgeSamplerInput(
-            input_id=torch.cat([pos.input_id, pos.input_id]),
-            row=torch.cat([pos.row, pos.row]),
-            col=torch.cat([pos.col, self._negatives[index]]),
-            label=torch.cat([torch.ones(b), torch.zeros(b)]),
-            input_type=self.edge_type)
-        out = self.link_sampler.sample_from_edges(pairs)
-        return self.filter_fn(out) if self.filter_per_worker else out
+        return drawn
 
 
 def typed_link_loader(x: Mapping[str, torch.Tensor], csr: Mapping[EdgeType, Csr],

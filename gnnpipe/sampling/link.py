@@ -41,6 +41,12 @@ from gnnpipe.negatives import NegativeSampler
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 
 
+def check_supervision(supervision: torch.Tensor) -> None:
+    """Positives must be a non-empty (2, P) tensor."""
+    if supervision.dim() != 2 or supervision.shape[0] != 2 or supervision.shape[1] == 0:
+        raise ValueError("no train supervision edges to learn from; re-run the split stage")
+
+
 class SupervisionLoader(LinkLoader):
     """PyG ``LinkLoader`` over one rank's supervision edges, with per-epoch negatives.
 
@@ -52,24 +58,31 @@ class SupervisionLoader(LinkLoader):
         batch_size: positives per batch (each batch has twice as many labelled pairs).
         seed: fixes the per-epoch permutation and negatives, with the epoch.
         ctx: this rank; ranks get equal shares, so every rank takes the same number of steps.
+        edge_type: None for a homogeneous graph; on a typed one the supervised edge type,
+            the ``input_type`` of every batch (``gnnpipe.sampling.hetero_link``).
     """
 
     def __init__(self, data: Data, link_sampler: CsrNeighborSampler, supervision: torch.Tensor,
                  negatives: NegativeSampler, batch_size: int, seed: int, *,
-                 ctx: DistContext = SINGLE, num_workers: int = 0):
-        if supervision.dim() != 2 or supervision.shape[0] != 2 or supervision.shape[1] == 0:
-            raise ValueError("no train supervision edges to learn from; re-run the split stage")
+                 ctx: DistContext = SINGLE, num_workers: int = 0, edge_type=None):
+        check_supervision(supervision)
         self.supervision = supervision.long()
+        self.edge_type = edge_type  # None, or the supervised edge type of a typed graph
         self.negative_sampler = negatives
         self.seed, self.ctx = int(seed), ctx
         self.epoch = 0
         share = shard(torch.arange(supervision.shape[1]), ctx)  # (ceil(P / W),) placeholder
         self._negatives = torch.empty(0, dtype=torch.int64)
         super().__init__(data, link_sampler=link_sampler,
-                         edge_label_index=self.supervision[:, share],
+                         edge_label_index=self.supervision[:, share] if edge_type is None
+                         else (edge_type, self.supervision[:, share]),
                          batch_size=batch_size, shuffle=False, num_workers=num_workers,
                          persistent_workers=False)
         self.set_epoch(0)
+
+    def _draw_targets(self, rng: np.random.Generator) -> np.ndarray:
+        """The negative target of every supervision edge: int (P,)."""
+        return self.negative_sampler.sample(self.supervision[0].numpy(), 1, rng)[:, 0]
 
     def set_epoch(self, epoch: int) -> None:
         """This epoch's order of the rank's positives, their negatives and the sampler stream."""
@@ -77,11 +90,12 @@ class SupervisionLoader(LinkLoader):
         perm = torch.from_numpy(rng.permutation(self.supervision.shape[1]))
         # one negative target per supervision edge, for all of them: a positive gets the same
         # negative whichever rank trains on it (O(P) per rank, as one full-graph step)
-        drawn = self.negative_sampler.sample(self.supervision[0].numpy(), 1, rng)[:, 0]  # (P,)
+        drawn = self._draw_targets(rng)  # (P,)
         order = shard(perm, self.ctx)  # (ceil(P / W),) this rank's stride, padded
         self._negatives = torch.from_numpy(np.ascontiguousarray(drawn, dtype=np.int64))[order]
         self.input_data = EdgeSamplerInput(input_id=order, row=self.supervision[0, order],
-                                           col=self.supervision[1, order])
+                                           col=self.supervision[1, order],
+                                           input_type=self.edge_type)
         self.link_sampler.set_epoch(epoch)
         self.epoch = epoch
 
@@ -94,7 +108,8 @@ class SupervisionLoader(LinkLoader):
             input_id=torch.cat([pos.input_id, pos.input_id]),
             row=torch.cat([pos.row, pos.row]),
             col=torch.cat([pos.col, self._negatives[index]]),
-            label=torch.cat([torch.ones(b), torch.zeros(b)]))
+            label=torch.cat([torch.ones(b), torch.zeros(b)]),
+            input_type=self.edge_type)
         out = self.link_sampler.sample_from_edges(pairs)
         return self.filter_fn(out) if self.filter_per_worker else out
 
