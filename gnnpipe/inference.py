@@ -179,6 +179,26 @@ def check_supported(model: nn.Module) -> None:
                              "normalisation; set train.inference.mode: full")
 
 
+class WeightMemo:
+    """The last evaluation's output, reused while the model's weights, the input tensor and the
+    world size are unchanged (the loop evaluates val and test on the same weights)."""
+
+    def __init__(self):
+        self._last: tuple | None = None  # (key, weights, output)
+
+    def get(self, model: nn.Module, x, ctx: DistContext, compute):
+        """``compute()``'s output, or the memo of it when nothing it depends on changed."""
+        weights = [t.detach().clone() for t in model.state_dict().values()]
+        key = (id(model), id(x), ctx.world_size)
+        last = self._last
+        if last is not None and last[0] == key and len(last[1]) == len(weights) and all(
+                torch.equal(a, b) for a, b in zip(last[1], weights)):
+            return last[2]
+        out = compute()
+        self._last = (key, weights, out)
+        return out
+
+
 class LayerwiseInference:
     """Layer-wise logits of a model on one message graph ``csr``, memoised on the weights.
 
@@ -192,7 +212,7 @@ class LayerwiseInference:
         self.block_edges = block_edges
         self._blocks: dict[tuple[int, int], TargetBlocks] = {}
         self._inv_sqrt: dict[float, torch.Tensor] = {}
-        self._memo: tuple | None = None
+        self._memo = WeightMemo()
 
     def blocks(self, ctx: DistContext = SINGLE) -> TargetBlocks:
         """This rank's target blocks (all of them outside DDP)."""
@@ -210,14 +230,7 @@ class LayerwiseInference:
     def __call__(self, model: nn.Module, x: torch.Tensor, ctx: DistContext = SINGLE,
                  ) -> torch.Tensor:
         """Logits (N, C) of every node, equal to ``model(x, csr.edge_index())`` in eval mode."""
-        weights = [t.detach().clone() for t in model.state_dict().values()]
-        key = (id(model), id(x), ctx.world_size)
-        if self._memo is not None and self._memo[0] == key and len(self._memo[1]) == len(
-                weights) and all(torch.equal(a, b) for a, b in zip(self._memo[1], weights)):
-            return self._memo[2]
-        logits = layerwise_logits(model, x, self, ctx)
-        self._memo = (key, weights, logits)
-        return logits
+        return self._memo.get(model, x, ctx, lambda: layerwise_logits(model, x, self, ctx))
 
 
 def _all_rows(mine: torch.Tensor, ctx: DistContext, num_rows: int) -> torch.Tensor:

@@ -25,7 +25,7 @@ from torch import nn
 from gnnpipe.config import TYPED_LAYERWISE_MODELS as LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
-from gnnpipe.inference import AUTO_MESSAGE_FLOATS, _all_rows
+from gnnpipe.inference import AUTO_MESSAGE_FLOATS, WeightMemo, _all_rows
 from gnnpipe.typed_graph import EdgeType
 
 
@@ -77,7 +77,7 @@ class HeteroLayerwise:
         self.graph, self.num_nodes, self.block_edges = graph, dict(num_nodes), block_edges
         self.into = {t: [e for e in graph if e[2] == t] for t in num_nodes}  # in-edge types
         self._blocks: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
-        self._memo: tuple | None = None
+        self._memo = WeightMemo()
 
     def rows(self, node_type: str, ctx: DistContext) -> tuple[int, int]:
         return rank_share([self.graph[e] for e in self.into[node_type]],
@@ -97,14 +97,7 @@ class HeteroLayerwise:
                  ctx: DistContext = SINGLE) -> torch.Tensor:
         """What ``model(x, edge_index_dict)`` returns in eval mode: target logits (N_target, C)
         (or every type's rows concatenated for ``out="all"``)."""
-        weights = [t.detach().clone() for t in model.state_dict().values()]
-        key = (id(model), id(x), ctx.world_size)
-        if self._memo is not None and self._memo[0] == key and len(self._memo[1]) == len(
-                weights) and all(torch.equal(a, b) for a, b in zip(self._memo[1], weights)):
-            return self._memo[2]
-        out = hetero_layerwise_logits(model, x, self, ctx)
-        self._memo = (key, weights, out)
-        return out
+        return self._memo.get(model, x, ctx, lambda: hetero_layerwise_logits(model, x, self, ctx))
 
 
 def _input_rows(model: nn.Module, x: dict[str, torch.Tensor], step: int) -> dict:
