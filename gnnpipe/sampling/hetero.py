@@ -57,6 +57,7 @@ from torch_geometric.sampler.utils import to_hetero_csc
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
 from gnnpipe.sampling.pick import pick_edges
+from gnnpipe.sampling.typed_csr import typed_csr_arrays
 
 EdgeType = tuple[str, str, str]
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the in-edges a node adds to the budget
@@ -83,28 +84,9 @@ class HeteroBudgetSampler(BaseSampler):
                  num_samples: Sequence[int] | Mapping[str, Sequence[int]], *,
                  max_neighbors: int = MAX_NEIGHBORS, seed: int | torch.Generator | None = None,
                  edge_permutation: Optional[dict[EdgeType, Optional[Tensor]]] = None):
-        self.num_nodes = {str(t): int(n) for t, n in num_nodes.items()}
-        self.node_types = list(self.num_nodes)
-        self.edge_types: list[EdgeType] = []
-        self.indptr: dict[EdgeType, np.ndarray] = {}
-        self.indices: dict[EdgeType, np.ndarray] = {}
-        for edge_type, graph in csr.items():
-            edge_type = tuple(edge_type)
-            if len(edge_type) != 3 or edge_type[0] not in self.num_nodes or (
-                    edge_type[2] not in self.num_nodes):
-                raise ValueError(f"edge type {edge_type!r} must be (src, rel, dst) with both "
-                                 f"node types in num_nodes ({', '.join(self.node_types)})")
-            src, _, dst = edge_type
-            indptr = np.ascontiguousarray(graph.indptr.numpy(), dtype=np.int64)
-            indices = np.ascontiguousarray(graph.indices.numpy(), dtype=np.int64)
-            if indptr.size != self.num_nodes[dst] + 1:
-                raise ValueError(f"csr[{edge_type!r}] has {indptr.size - 1} rows; expected one "
-                                 f"per {dst!r} node ({self.num_nodes[dst]})")
-            if indices.size and (indices.min() < 0 or indices.max() >= self.num_nodes[src]):
-                raise ValueError(f"csr[{edge_type!r}] holds sources outside "
-                                 f"[0, {self.num_nodes[src]}) of node type {src!r}")
-            self.edge_types.append(edge_type)
-            self.indptr[edge_type], self.indices[edge_type] = indptr, indices
+        typed = typed_csr_arrays(num_nodes, csr)
+        self.num_nodes, self.node_types = typed.num_nodes, typed.node_types
+        self.edge_types, self.indptr, self.indices = typed.edge_types, typed.indptr, typed.indices
         self.num_samples = _budgets(num_samples, self.node_types)
         self.num_hops = len(next(iter(self.num_samples.values()))) if self.num_samples else 0
         if int(max_neighbors) < -1 or int(max_neighbors) == 0:
