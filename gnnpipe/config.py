@@ -48,6 +48,9 @@ class SyntheticParams:
     feature_signal: float = num(1.0, low=0.0)  # norm of class-mean offsets vs unit noise
     class_imbalance: float = num(0.0, low=0.0)  # class c has weight (c + 1) ** -imbalance; 0 = balanced
     timestamps: bool = False  # also draw a node timestamp (uniform in [0, 1)) for time splits
+    # share of nodes that keep their label (drawn per class, seeded); the rest are unlabelled:
+    # they carry messages but are in no split. 1.0 = every node labelled (the default graph)
+    label_rate: float = num(1.0, low=0.0, high=1.0, low_open=True)
     # hetero: papers (num_nodes, the labelled type) / authors / venues instead (gnnpipe/hetero)
     hetero: bool = False
     num_authors: int = num(5_000, low=1)  # hetero only
@@ -63,8 +66,12 @@ class NodeTableParams:
     id: str = "id"  # any unique integer or string id; remapped to 0..N-1 in file order
     # one list/array column, or comma-separated scalar columns / globs ("f0,f1" or "feat_*")
     features: str = "x"
-    label: str = "label"  # integer class ids >= 0, or strings (classes sorted by name)
+    label: str = "label"  # integer or string classes, remapped to dense codes 0..C-1
     timestamp: str = ""  # optional column kept in node_ids.parquet; "" = none
+    # label values that mean "unlabelled" besides null / NaN / blank / nan / NA / N/A / None /
+    # null (those always do), e.g. [-1]
+    unlabeled_values: tuple[Union[int, str], ...] = field(default=(),
+                                                           metadata={"empty_ok": True})
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,7 @@ class DatasetParams:
     # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
     layout: Literal["homogeneous", "typed"] = "homogeneous"
     typed: TypedParams = field(default_factory=TypedParams)
+    max_classes: int = num(1000, low=2)  # more distinct label values than this is refused
 
     @property
     def graph_kind(self) -> str:
@@ -365,6 +373,25 @@ class EvaluateParams:
 
 
 @dataclass(frozen=True)
+class FeaturesParams:
+    """How node features are normalized before every model reads them (gnnpipe/features.py)."""
+
+    # row: PyG NormalizeFeatures (each row divided by its sum); standardize: per column, mean
+    # and std of the train nodes only (the split stage fits them: data/features)
+    normalize: Literal["none", "row", "standardize"] = "none"
+
+
+@dataclass(frozen=True)
+class PredictParams:
+    """The predict stage: every node's prediction and embedding (data/predict)."""
+
+    top_k: int = num(3, low=1)  # class probabilities kept per node (capped at the classes)
+    embedding_dtype: Literal["float32", "float16"] = "float32"  # embeddings.parquet values
+    pairs: str = ""  # link task: a Parquet/CSV of candidate (src, dst) user id pairs to score
+    block_rows: int = num(65_536, low=1)  # rows per Parquet row group written
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int = num(0, low=0)
     dataset: DatasetParams = field(default_factory=DatasetParams)
@@ -375,6 +402,8 @@ class Params:
     train: TrainParams = field(default_factory=TrainParams)
     baseline: BaselineParams = field(default_factory=BaselineParams)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+    features: FeaturesParams = field(default_factory=FeaturesParams)
+    predict: PredictParams = field(default_factory=PredictParams)
 
     def __post_init__(self) -> None:
         for rule in RULES:  # the one place cross-field rules run, in this order
@@ -608,10 +637,17 @@ def _check_lightning(params: Params) -> None:
             "train.engine=plain for the rest")
 
 
+def _check_pairs(params: Params) -> None:
+    """predict.pairs scores candidate links: the link task's decoder."""
+    if params.predict.pairs and params.dataset.task != "link":
+        raise ParamsError(f"predict.pairs={params.predict.pairs!r} scores candidate links and "
+                          f"needs dataset.task=link (found {params.dataset.task!r}); set it to \"\"")
+
+
 RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
          _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
-         _check_layerwise, _check_lightning)
+         _check_layerwise, _check_lightning, _check_pairs)
 
 
 # ---------------------------------------------------------------------------------- coercion
@@ -625,7 +661,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
+def _coerce(value: Any, tp: Any, key: str, empty_ok: bool = False) -> Any:
     """Value converted to ``tp`` or a ParamsError naming ``key``."""
     origin = typing.get_origin(tp)
     bad = ParamsError(f"params: {key}={value!r} is not valid; expected {_type_name(tp)}")
@@ -645,6 +681,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         raise bad
     if origin is tuple:  # tuple[int, ...]: a YAML list, kept a tuple so frozen params hash
         item_type = typing.get_args(tp)[0]
+        if empty_ok and isinstance(value, (list, tuple)) and not value:
+            return ()
         if not isinstance(value, (list, tuple)) or not value:
             raise ParamsError(f"params: {key}={value!r} is not valid; expected a non-empty list "
                               f"of {_type_name(item_type)}")
@@ -720,7 +758,8 @@ def _build(cls: type, raw: dict, prefix: str) -> Any:
     kwargs = {}
     for name, value in raw.items():
         key = f"{prefix}.{name}" if prefix else name
-        kwargs[name] = _coerce(value, hints[name], key)
+        kwargs[name] = _coerce(value, hints[name], key,
+                               empty_ok=fields[name].metadata.get("empty_ok", False))
         _check_range(kwargs[name], fields[name].metadata, key)
     return cls(**kwargs)
 

@@ -54,13 +54,17 @@ class Csr:
         return Csr(indptr, self.indices[keep_edge].clone())
 
 
+# The label code of a node without a label: it carries messages but is in no split.
+UNLABELLED = -1
+
 # Node roles of a split; ``Graph.public_roles`` stores indices into this tuple.
 ROLES = ("train", "val", "test", "unused")
 
 
 @dataclass(frozen=True)
 class Graph:
-    """A node-attributed graph: ``x`` float32 (N, F), ``y`` int64 (N,) in ``[0, num_classes)``.
+    """A node-attributed graph: ``x`` float32 (N, F), ``y`` int64 (N,) in ``[0, num_classes)``,
+    or ``UNLABELLED`` (-1) for a node without a label.
 
     ``timestamps`` (N,) float64 or int64, optional: when each node appeared (time-based splits).
     """

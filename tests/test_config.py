@@ -385,7 +385,22 @@ RULE_CASES = [  # (params, message, the rule that raises it)
      "train.model='hgt'", "_check_layerwise"),
     ({"train": {"engine": "lightning", "sampler": "cluster"}},
      "train.engine='lightning' supports homogeneous", "_check_lightning"),
+    ({"predict": {"pairs": "pairs.csv"}}, "predict.pairs='pairs.csv' scores candidate links",
+     "_check_pairs"),
 ]
+
+
+def test_list_params_that_may_be_empty_take_an_empty_list_and_mixed_values():
+    """dataset.nodes.unlabeled_values: [] is allowed (no extra missing markers), ints and
+    strings both parse, and a bool is refused naming the key."""
+    assert params_from_dict({"dataset": {"nodes": {"unlabeled_values": []}}}
+                            ).dataset.nodes.unlabeled_values == ()
+    assert params_from_dict({"dataset": {"nodes": {"unlabeled_values": [-1, "unknown"]}}}
+                            ).dataset.nodes.unlabeled_values == (-1, "unknown")
+    with pytest.raises(ParamsError, match=r"dataset.nodes.unlabeled_values\[0\]=True"):
+        params_from_dict({"dataset": {"nodes": {"unlabeled_values": [True]}}})
+    with pytest.raises(ParamsError, match="train.neighbor.num_neighbors"):  # others stay non-empty
+        params_from_dict({"train": {"neighbor": {"num_neighbors": []}}})
 
 
 @pytest.mark.parametrize("raw, message, rule", RULE_CASES)

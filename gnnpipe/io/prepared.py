@@ -150,3 +150,32 @@ def read_edge_attrs(prepared: Path) -> pa.Table:
     return read_table(Path(prepared) / "edge_attrs.parquet",
                       _require({"src": pa.int64(), "dst": pa.int64()}, ("weight", "timestamp")),
                       "gnnpipe.edge_attrs/1")
+
+
+def write_classes(out: Path, values: pa.Array, compression: str = "zstd") -> None:
+    """``classes.parquet``: row ``c`` holds ``code`` c and ``label``, the user's label value of
+    class ``c`` (int64 or string, as in the input). Written by prepare for every graph kind."""
+    if not (pa.types.is_integer(values.type) or pa.types.is_string(values.type)):
+        values = values.cast(pa.string())
+    if pa.types.is_integer(values.type):
+        values = values.cast(pa.int64())
+    table = pa.table({"code": pa.array(np.arange(len(values), dtype=np.int64)), "label": values})
+    write_table(Path(out) / "classes.parquet", table, table.schema, "gnnpipe.classes/1",
+                compression)
+
+
+def read_classes(prepared: Path) -> pa.Array:
+    """The user's label value of each class code: int64 or string (C,), code order."""
+    path = Path(prepared) / "classes.parquet"
+
+    def expected(schema: pa.Schema) -> pa.Schema:
+        label_type = schema.field("label").type if "label" in schema.names else pa.string()
+        if label_type not in (pa.int64(), pa.string()):
+            raise ValueError(f"{path}: column 'label' must be int64 or string, found {label_type}")
+        return pa.schema([("code", pa.int64()), ("label", label_type)])
+
+    table = read_table(path, expected, "gnnpipe.classes/1")
+    codes = table.column("code").to_numpy()
+    if not np.array_equal(codes, np.arange(codes.size)):
+        raise ValueError(f"{path}: code must be 0..C-1 in order")
+    return table.column("label").combine_chunks()
