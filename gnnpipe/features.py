@@ -22,3 +22,9 @@ class FeatureTransform:
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """Rows of features (M, F) -> normalized float32 (M, F); ``none`` returns ``x`` itself."""
         return x
+
+
+def read_transform(features_dir, node_type: str | None = None) -> FeatureTransform:
+    """The fitted transform in ``features_dir`` (data/features), of ``node_type`` on typed graphs.
+    STUB: returns the identity until the features helper lands the artifact."""
+    return FeatureTransform("none")

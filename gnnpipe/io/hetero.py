@@ -176,7 +176,7 @@ def read_hetero_graph(prepared: Path) -> HeteroGraph:
                              f"hetero.json says ({n}, {f})")
         x[t] = payload[f"x.{t}"]
     y, num_classes, target = payload["y"], meta["num_classes"], meta["target"]
-    if y.numel() != sizes[target] or (y.numel() and (y.min() < 0 or y.max() >= num_classes)):
+    if y.numel() != sizes[target] or (y.numel() and (y.min() < -1 or y.max() >= num_classes)):
         raise ValueError(f"{path}: 'y' must hold {sizes[target]} labels in [0, {num_classes})")
     csr = {}
     for edge_type in meta["edge_type_list"]:

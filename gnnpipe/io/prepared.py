@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import Csr, Graph
+from gnnpipe.graph import UNLABELLED, Csr, Graph
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, SPLIT_ROLES, check_csr, nodes_schema, nodes_schema_like
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -65,8 +65,8 @@ def read_graph(prepared: Path, *, mmap: bool = False) -> Graph:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")
     if y.numel() != x.shape[0]:
         raise ValueError(f"{path}: {y.numel()} labels for {x.shape[0]} feature rows")
-    if y.numel() and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(f"{path}: labels outside [0, {num_classes})")
+    if y.numel() and (y.min() < UNLABELLED or y.max() >= num_classes):
+        raise ValueError(f"{path}: labels outside [0, {num_classes}) (or -1: unlabelled)")
     csr = check_csr(Csr(payload["indptr"], payload["indices"]), x.shape[0], path)
     timestamps = payload.get("timestamps")
     if timestamps is not None:
