@@ -393,7 +393,7 @@ class PredictParams:
 
 @dataclass(frozen=True)
 class Params:
-    seed: int = num(0, low=0)
+    seed: int = num(0, low=0, high=2**63 - 1)  # torch.manual_seed takes [0, 2^63)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     split: SplitParams = field(default_factory=SplitParams)
     analyze: AnalyzeParams = field(default_factory=AnalyzeParams)
@@ -572,6 +572,9 @@ def _check_rendezvous(params: Params) -> None:
     if dist.nnodes > 1 and not dist.rdzv_endpoint:
         raise ParamsError(f"train.dist.nnodes={dist.nnodes} needs train.dist.rdzv_endpoint "
                           "(host:port of the first machine)")
+    if dist.node_rank >= dist.nnodes:  # torchrun would wait for a machine that cannot exist
+        raise ParamsError(f"train.dist.node_rank={dist.node_rank} is out of range for "
+                          f"train.dist.nnodes={dist.nnodes}; expected 0 .. {dist.nnodes - 1}")
 
 
 def _check_residual(params: Params) -> None:
@@ -771,15 +774,31 @@ def params_from_dict(raw: dict) -> Params:
     return _build(Params, raw, "")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key repeated in one mapping (YAML would keep the last one)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ParamsError(f"params: key {key!r} appears twice in one section (line "
+                                  f"{key_node.start_mark.line + 1}); keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     """Params read and validated from a YAML file (keys left out take their defaults)."""
     path = Path(path)
     if not path.exists():
         raise ParamsError(f"params: file {path} not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"params: {path} is not valid YAML: {err}".replace("\n", " ")) from None
+    except ParamsError as err:  # a repeated key
+        raise ParamsError(str(err).replace("params:", f"{path}:", 1)) from None
     try:
         return params_from_dict(raw)
     except ParamsError as err:

@@ -385,6 +385,9 @@ RULE_CASES = [  # (params, message, the rule that raises it)
      "train.model='hgt'", "_check_layerwise"),
     ({"train": {"engine": "lightning", "sampler": "cluster"}},
      "train.engine='lightning' supports homogeneous", "_check_lightning"),
+    ({"train": {"dist": {"nnodes": 2, "node_rank": 5, "rdzv_endpoint": "h:1"}}},
+     r"train.dist.node_rank=5 is out of range for train.dist.nnodes=2; expected 0 .. 1",
+     "_check_rendezvous"),
     ({"predict": {"pairs": "pairs.csv"}}, "predict.pairs='pairs.csv' scores candidate links",
      "_check_pairs"),
 ]
@@ -437,3 +440,20 @@ def test_typed_graphs_accept_what_the_typed_train_stage_runs():
             "model": model, "sampler": "neighbor", "inference": {"mode": "layerwise"},
             "temporal": {"by": "node"}}})
         assert params.train.inference.mode == "layerwise"
+
+
+def test_a_repeated_key_or_a_seed_past_int64_is_refused_in_one_line(tmp_path):
+    """YAML keeps the last of two equal keys silently; torch.manual_seed takes [0, 2^63)."""
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  lr: 0.1\n  epochs: 3\n  lr: 0.2\n")
+    with pytest.raises(ParamsError, match=r"params.yaml: key 'lr' appears twice in one section "
+                                          r"\(line 4\); keep one") as err:
+        load_params(path)
+    assert "\n" not in str(err.value)
+    path.write_text("seed: 0\ntrain:\n  lr: 0.1\ndataset:\n  task: node\n")
+    assert load_params(path).train.lr == 0.1  # equal keys in different sections are fine
+    path.write_text(f"seed: {2**63}\n")
+    with pytest.raises(ParamsError, match="seed=9223372036854775808 is out of range"):
+        load_params(path)
+    path.write_text(f"seed: {2**63 - 1}\n")
+    assert load_params(path).seed == 2**63 - 1
