@@ -53,7 +53,7 @@ def test_a_different_seed_changes_the_artifacts(tmp_path, monkeypatch):
 def test_push_then_pull_into_a_fresh_clone_restores_everything(tmp_path_factory):
     root = tmp_path_factory.mktemp("remote")
     repo = make_scratch_repo(root / "origin")
-    _run(["dvc", "remote", "modify", "--local", "local", "url", str(root / "store")], repo)
+    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(root / "store")], repo)
     _run(["dvc", "repro"], repo)
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
     _run(git + ["add", "-A"], repo)
@@ -63,7 +63,7 @@ def test_push_then_pull_into_a_fresh_clone_restores_everything(tmp_path_factory)
     clone = root / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     assert not (clone / "data/prepared").exists()
-    _run(["dvc", "remote", "modify", "--local", "local", "url", str(root / "store")], clone)
+    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(root / "store")], clone)
     _run(["dvc", "pull"], clone)
     for folder in ("prepared", "split", "partition", "propagate", "baseline", "model"):
         assert (clone / "data" / folder).is_dir(), folder
@@ -72,3 +72,16 @@ def test_push_then_pull_into_a_fresh_clone_restores_everything(tmp_path_factory)
     status = _run(["dvc", "status"], clone)
     assert "Data and pipelines are up to date" in status
     assert "Running stage" not in _run(["dvc", "repro"], clone)
+
+
+def test_the_shipped_remote_leaves_the_name_local_free(tmp_path):
+    """`dvc remote add -d local DIR`, the DVC docs' first example, works on the shipped config
+    (it failed while .dvc/config named its own remote `local`)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _run(["dvc", "init", "--no-scm", "-q"], repo)
+    (repo / ".dvc" / "config").write_text(
+        (Path(__file__).resolve().parents[1] / ".dvc" / "config").read_text())
+    _run(["dvc", "remote", "add", "-d", "local", str(tmp_path / "store")], repo)
+    listed = _run(["dvc", "remote", "list"], repo)
+    assert "local" in listed.split() and "gnnpipe-store" in listed.split()
