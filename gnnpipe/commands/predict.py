@@ -36,6 +36,8 @@ def add_arguments(parser):
     parser.add_argument("--features", type=Path, default=Path("data/features"),
                         help="the fitted feature normalization (features.normalize)")
     parser.add_argument("--model", type=Path, default=Path("data/model"))
+    parser.add_argument("--pairs-dir", type=Path, default=Path("data/pairs"),
+                        help="the folder dvc.yaml tracks: predict.pairs must lie in it")
     parser.add_argument("--out", type=Path, default=Path("data/predict"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/predict.json"))
 
@@ -122,7 +124,7 @@ def _embedding_file(out: Path, name: str, hidden: torch.Tensor, ids: pa.Array, p
                                                     pcfg.block_rows))
 
 
-def _pairs(params, src_ids: pa.Array, dst_ids: pa.Array):
+def _pairs(args, params, src_ids: pa.Array, dst_ids: pa.Array):
     """The candidate pairs of ``predict.pairs`` (user ids, node ids), or None without."""
     from gnnpipe.predict import map_pairs, read_pairs
 
@@ -130,6 +132,10 @@ def _pairs(params, src_ids: pa.Array, dst_ids: pa.Array):
     if not name:
         return None
     where = f"predict.pairs {name}"
+    if not Path(name).resolve().is_relative_to(Path(args.pairs_dir).resolve()):
+        raise ValueError(f"{where}: put the file under {args.pairs_dir}/ (dvc.yaml tracks that "
+                         "folder, so editing the pairs re-runs predict; a file elsewhere would "
+                         "go stale unnoticed)")
     src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
     s, d = map_pairs(src, dst, src_ids, dst_ids, where)
     return src, dst, s, d
@@ -232,7 +238,7 @@ def predict_links(args, params, ctx):
     graph = io.read_graph(args.prepared, mmap=True)
     ids = _ids(args.prepared / "node_ids.parquet", lambda: io.read_node_ids(args.prepared),
                graph.num_nodes)
-    pairs = _pairs(params, ids, ids)  # refused before anything is computed or written
+    pairs = _pairs(args, params, ids, ids)  # refused before anything is computed or written
     z, _, how = _homogeneous_outputs(args, params, ctx, graph, cfg.hidden,
                                      {"embedding_dim": cfg.hidden})
     if not ctx.is_main:
@@ -333,7 +339,7 @@ def predict_typed_links(args, params, ctx):
     graph = typed.graph
     edge_type = parse_edge_type(hio.read_hetero_split_meta(args.split)["edge_type"])
     ids = {t: _typed_ids(args, graph, t) for t in graph.node_types}
-    pairs = _pairs(params, ids[edge_type[0]], ids[edge_type[2]])
+    pairs = _pairs(args, params, ids[edge_type[0]], ids[edge_type[2]])
     z, _, how = _typed_outputs(args, params, typed, cfg.hidden, "all")
     offsets = graph.offsets()
     if pairs is not None:  # the decoder dots rows of the homogeneous view (offsets)
