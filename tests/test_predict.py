@@ -355,6 +355,41 @@ def test_typed_graph_writes_the_target_predictions_and_every_types_embeddings(tm
     np.testing.assert_allclose(top, torch.softmax(logits, 1).topk(3, 1).values.numpy(), atol=1e-5)
 
 
+def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_path):
+    hetero = {"hetero": True, "num_nodes": 240, "num_features": 8, "num_classes": 3,
+              "num_authors": 80, "num_venues": 6}
+    split = {"link": {"num_val_negatives": 5, "num_test_negatives": 5}}
+    _params(tmp_path, dataset={"task": "link", "synthetic": hetero}, split=split,
+            train={"model": "sage", "epochs": 3})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for stage in ("prepare", "split", "train"):
+            assert main([stage]) == 0, stage
+        from gnnpipe.io import hetero as hio
+
+        graph = hio.read_hetero_graph(Path("data/prepared"))
+        edge_type, edges, _ = hio.read_hetero_link_split(Path("data/split"), graph)
+        src, dst = edges["test"].numpy()
+        Path("data/pairs").mkdir()
+        pq.write_table(pa.table({"src": src, "dst": dst}), "data/pairs/p.parquet")
+        _params(tmp_path, dataset={"task": "link", "synthetic": hetero}, split=split,
+                train={"model": "sage", "epochs": 3}, predict={"pairs": "data/pairs/p.parquet"})
+        assert main(["predict"]) == 0
+    finally:
+        os.chdir(cwd)
+    out = tmp_path / "data/predict"
+    scores = io.read_pair_scores(out)
+    assert scores.column("src").to_pylist() == src.tolist()
+    trained = io.read_link_predictions(tmp_path / "data/model")["test"][0]
+    np.testing.assert_allclose(scores.column("score").to_numpy(), trained.numpy(), atol=1e-5)
+    emb = {t: io.embedding_matrix(io.read_embeddings(out, t)) for t in graph.node_types}
+    assert {t: e.shape[0] for t, e in emb.items()} == {"paper": 240, "author": 80, "venue": 6}
+    dots = (emb[edge_type[0]][src] * emb[edge_type[2]][dst]).sum(1)
+    np.testing.assert_allclose(scores.column("score").to_numpy(), dots, atol=1e-5)
+    assert not (out / "predictions.parquet").exists()
+
+
 # ---------------------------------------------------------------------------------- validation
 def test_readers_refuse_a_wrong_schema(tmp_path):
     good = io.predictions_schema(pa.int64(), pa.string())
