@@ -234,7 +234,8 @@ def test_two_gloo_ranks_write_the_bytes_of_one_process(node_run):
     mp.start_processes(_rank, args=(port, str(folder)), nprocs=2, start_method="spawn")
     assert io.read_json(folder / "metrics/two.json")["world_size"] == 2
     for name in ("predictions.parquet", "embeddings.parquet"):
-        assert (folder / "data/two" / name).read_bytes() == (folder / "data/one" / name).read_bytes()
+        two, one = (folder / "data/two" / name), (folder / "data/one" / name)
+        assert two.read_bytes() == one.read_bytes()
 
 
 def test_aligned_rank_blocks_are_the_one_process_blocks():
@@ -403,7 +404,8 @@ def test_readers_refuse_a_wrong_schema(tmp_path):
                      pa.field("top_probs", pa.list_(pa.float64())))
     io.write_blocks(tmp_path / "predictions.parquet", wrong, io.PREDICTIONS,
                     [{**block, "top_probs": pa.array([[0.9], [0.6]])}])
-    with pytest.raises(ValueError, match=r"column 'top_probs' must be list<\w+: float>, found list<\w+: double>"):
+    with pytest.raises(ValueError, match=r"column 'top_probs' must be list<\w+: float>, "
+                                         r"found list<\w+: double>"):
         io.read_node_predictions(tmp_path)
     io.write_blocks(tmp_path / "predictions.parquet", good, io.EMBEDDINGS, [block])
     with pytest.raises(ValueError, match="expected a 'gnnpipe.node_predictions/1' table"):
