@@ -18,7 +18,8 @@ DESCRIPTION = """\
 gnnpipe: a reproducible pipeline for training GNNs on large graphs.
 
 Stages (run in this order; `dvc repro` runs exactly the ones whose inputs changed):
-  prepare -> split -> analyze, partition, propagate -> baseline, train -> evaluate -> report
+  prepare -> split -> analyze, partition, propagate -> baseline, train -> predict, evaluate
+  -> report
 dataset.task picks node classification or link prediction; train.dist.nproc > 1 runs DDP.
 Every knob is in params.yaml (see README.md). Set GNNPIPE_DEBUG=1 for full tracebacks and
 GNNPIPE_PROGRESS=0 to hide progress bars.

@@ -207,9 +207,12 @@ class LayerwiseInference:
     of the best epoch), the last logits are returned without recomputing.
     """
 
-    def __init__(self, csr: Csr, block_edges: int):
+    def __init__(self, csr: Csr, block_edges: int, aligned: bool = False):
         self.csr = csr
         self.block_edges = block_edges
+        # aligned: under DDP each rank takes whole blocks of the one-process cut, so every row
+        # is computed in the same block as by one process (bit-identical outputs: predict)
+        self.aligned = aligned
         self._blocks: dict[tuple[int, int], TargetBlocks] = {}
         self._inv_sqrt: dict[float, torch.Tensor] = {}
         self._memo = WeightMemo()
@@ -217,9 +220,22 @@ class LayerwiseInference:
     def blocks(self, ctx: DistContext = SINGLE) -> TargetBlocks:
         """This rank's target blocks (all of them outside DDP)."""
         rows = rank_rows(self.csr, ctx) if ctx.world_size > 1 else (0, self.csr.num_nodes)
+        if self.aligned and ctx.world_size > 1:
+            rows = self._snap(rows)
         if rows not in self._blocks:
             self._blocks[rows] = TargetBlocks(self.csr, self.block_edges, *rows, cache=True)
         return self._blocks[rows]
+
+    def _snap(self, rows: tuple[int, int]) -> tuple[int, int]:
+        """``rows`` moved to the first block start of the one-process cut at or after each end
+        (a greedy cut from a block start repeats that cut, so the rank's blocks are those)."""
+        if (0, self.csr.num_nodes) not in self._blocks:
+            self._blocks[0, self.csr.num_nodes] = TargetBlocks(self.csr, self.block_edges,
+                                                               cache=True)
+        bounds = self._blocks[0, self.csr.num_nodes].bounds
+        starts = torch.tensor([b[0] for b in bounds] + [self.csr.num_nodes])
+        lo, hi = starts[torch.searchsorted(starts, torch.tensor(rows))].tolist()
+        return lo, hi
 
     def inv_sqrt_degree(self, fill: float) -> torch.Tensor:
         if fill not in self._inv_sqrt:
@@ -251,21 +267,34 @@ def _all_rows(mine: torch.Tensor, ctx: DistContext, num_rows: int) -> torch.Tens
 
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInference,
-                     ctx: DistContext = SINGLE) -> torch.Tensor:
+                     ctx: DistContext = SINGLE, with_hidden: bool = False):
     """``model``'s eval-mode logits (N, C) on ``engine.csr`` from features ``x`` (N, F),
     computed one layer and one block of targets at a time; under DDP every rank computes its
-    share of the blocks and ends with all N rows."""
+    share of the blocks and ends with all N rows.
+
+    ``with_hidden``: ``(logits, hidden)``, hidden (N, H) the input of the model's last layer
+    as ``gnnpipe.models.forward_with_hidden`` defines it (the layer L-2 table without jk, the
+    jk output with it; for mlp the last hidden), captured on the way at no extra pass."""
     check_supported(model)
     was_training = model.training
     model.eval()
     try:
         num_nodes = engine.csr.num_nodes
         if isinstance(model, FeatureMLP):  # no edges: row blocks (identical on every rank)
-            return torch.cat([model(x[a:a + engine.block_edges].float())
-                              for a in range(0, num_nodes, engine.block_edges)])
+            step = engine.block_edges
+            if not with_hidden:
+                return torch.cat([model(x[a:a + step].float())
+                                  for a in range(0, num_nodes, step)])
+            from gnnpipe.models import forward_with_hidden
+
+            pairs = [forward_with_hidden(model, x[a:a + step].float())
+                     for a in range(0, num_nodes, step)]
+            return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
         blocks = engine.blocks(ctx)
-        h, tables = x, []
+        h, tables, hidden = x, [], None
         for layer, conv in enumerate(model.convs):
+            if layer == model.num_layers - 1 and not hasattr(model, "jk"):
+                hidden = h  # (N, width): what the last conv reads
             outs = []
             fill = 2.0 if getattr(conv, "improved", False) else 1.0
             inv_sqrt = engine.inv_sqrt_degree(fill) if isinstance(conv, GCNConv) else None
@@ -281,10 +310,15 @@ def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInferen
             if hasattr(model, "jk"):
                 tables.append(h)
         if not hasattr(model, "jk"):
-            return h
+            return (h, hidden.float()) if with_hidden else h
         step = engine.block_edges  # jk and its linear map are row-wise: row blocks
-        return torch.cat([model.lin(model.jk([t[a:a + step] for t in tables]))
-                          for a in range(0, num_nodes, step)])
+        outs, jks = [], []
+        for a in range(0, num_nodes, step):
+            z = model.jk([t[a:a + step] for t in tables])
+            outs.append(model.lin(z))
+            if with_hidden:
+                jks.append(z)
+        return (torch.cat(outs), torch.cat(jks)) if with_hidden else torch.cat(outs)
     finally:
         model.train(was_training)
 

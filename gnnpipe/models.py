@@ -108,6 +108,44 @@ class SIGN(nn.Module):
         h = torch.cat([hop_map(hop) for hop_map, hop in zip(self.hop_maps, hops)], dim=1)
         return self.head(self.dropout(torch.relu(h)))
 
+    def forward_with_hidden(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``forward`` and the hidden before the final linear map (B, H): the head MLP's last
+        hidden, or its input (the hops' maps) when the head is a single linear layer."""
+        hops = x.split(self.in_dim, dim=1)
+        h = self.dropout(torch.relu(torch.cat([m(hop) for m, hop in zip(self.hop_maps, hops)],
+                                              dim=1)))
+        out, emb = self.head(h, return_emb=True)
+        return out, h if emb is None else emb
+
+
+def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``model(x, edge_index)`` (N, C) and the input of its last layer (N, H), the node
+    embedding of the predict stage, in one pass.
+
+    PyG ``BasicGNN`` without jk: the output of layer L-2 after activation (norm, dropout,
+    residual: ``finish_layer``), i.e. what the last conv reads; with jk: the jk output before
+    ``lin``. ``mlp``: the MLP's last hidden (its input with one layer); ``sign``: the hidden
+    before the final linear. Call in eval mode for the inference embedding.
+    """
+    if isinstance(model, FeatureMLP):
+        out, emb = model.mlp(x, return_emb=True)
+        return out, x if emb is None else emb
+    if isinstance(model, SIGN):
+        return model.forward_with_hidden(x)
+    assert isinstance(model, BasicGNN), f"no hidden-layer accessor for {type(model).__name__}"
+    jk, h, xs, hidden = hasattr(model, "jk"), x, [], x
+    for layer, conv in enumerate(model.convs):
+        if layer == model.num_layers - 1 and not jk:
+            hidden = h  # what the last conv reads
+        h = finish_layer(model, layer, conv(h, edge_index), h)
+        if jk:
+            xs.append(h)
+    if not jk:
+        return h, hidden
+    hidden = model.jk(xs)
+    return (model.lin(hidden) if hasattr(model, "lin") else hidden), hidden
+
 
 def build_model(name: str, in_dim: int, num_classes: int, cfg: BaselineParams,
                 num_hops: int = 0) -> nn.Module:

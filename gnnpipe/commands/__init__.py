@@ -5,4 +5,4 @@ into subcommands and ``stages/<name>.py`` runs one of them for DVC.
 """
 
 STAGES = ("prepare", "split", "analyze", "partition", "propagate", "baseline", "train",
-          "evaluate", "report")
+          "predict", "evaluate", "report")

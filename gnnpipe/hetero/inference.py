@@ -166,9 +166,13 @@ def _rgcn_layer(conv: nn.Module, x: torch.Tensor, engine: HeteroLayerwise, ctx: 
 
 @torch.no_grad()
 def hetero_layerwise_logits(model: nn.Module, x: dict[str, torch.Tensor],
-                            engine: HeteroLayerwise, ctx: DistContext = SINGLE) -> torch.Tensor:
+                            engine: HeteroLayerwise, ctx: DistContext = SINGLE,
+                            with_hidden: bool = False):
     """``model``'s eval-mode output on ``engine.graph`` from ``x`` (type -> (N_t, F_t)), one
-    layer and one block of destination rows at a time (sage, rgcn; see the module doc)."""
+    layer and one block of destination rows at a time (sage, rgcn; see the module doc).
+
+    ``with_hidden``: ``(output, hidden)``, hidden type -> (N_t, H) the input of the last layer
+    (as ``HeteroModel.forward_with_hidden``), captured on the way."""
     if model.name not in LAYERWISE_MODELS:
         raise ValueError(f"train.inference.mode='layerwise' evaluates typed "
                          f"{' and '.join(LAYERWISE_MODELS)} models, not "
@@ -179,21 +183,27 @@ def hetero_layerwise_logits(model: nn.Module, x: dict[str, torch.Tensor],
         h = _input_rows(model, x, engine.block_edges)
         if model.name == "sage":
             convs = model.body.convs
+            hidden = h
             for layer, layer_convs in enumerate(convs):
+                if layer == len(convs) - 1:
+                    hidden = h  # what the last layer reads
                 width = next(iter(layer_convs.values())).out_channels
                 h = _sage_layer(layer_convs, h, engine, ctx, width)
                 if layer < len(convs) - 1:  # GraphSAGE: act (dropout: eval) between layers
                     h = {t: torch.relu(v) for t, v in h.items()}
-            return model._select(h)
+            return (model._select(h), hidden) if with_hidden else model._select(h)
         types = model.node_types
         sizes = [h[t].shape[0] for t in types]
         starts = torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()
         start_of = dict(zip(types, starts))
         z = torch.cat([h[t] for t in types])
+        hidden = None
         for conv in model.convs:  # rgcn: relu before every conv (the forward's order)
-            z = _rgcn_layer(conv, torch.relu(z), engine, ctx, types, model.edge_types,
+            hidden = torch.relu(z)  # after the loop: what the last conv read
+            z = _rgcn_layer(conv, hidden, engine, ctx, types, model.edge_types,
                             start_of, conv.out_channels)
-        return model._select(dict(zip(types, z.split(sizes))))
+        out = model._select(dict(zip(types, z.split(sizes))))
+        return (out, dict(zip(types, hidden.split(sizes)))) if with_hidden else out
     finally:
         model.train(was_training)
 

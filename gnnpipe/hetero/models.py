@@ -109,6 +109,63 @@ class HeteroModel(nn.Module):
         out = dict(zip(self.node_types, x.split(sizes)))
         return self._select(out)
 
+    def forward_with_hidden(self, x_dict: dict[str, torch.Tensor],
+                            edge_index_dict: dict[EdgeType, torch.Tensor]
+                            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``forward``'s output and, per node type, the input of the last layer (N_t, H): the
+        predict stage's embeddings. ``sage``: the last hidden SAGE layer after ReLU (the input
+        maps after ReLU with one layer), computed as ``to_hetero`` does (each edge type's conv,
+        summed in edge-type order into its destination; types without in-edges drop out);
+        ``hgt``: the last conv's output after ReLU (what ``head`` reads); ``rgcn``: the ReLU
+        input of the last conv; ``mlp``: the MLP's last hidden. Call in eval mode."""
+        h = self.inputs(x_dict)
+        if self.name == "mlp":
+            outs, hidden = {}, {}
+            for t, v in h.items():
+                v = torch.relu(v)
+                outs[t], emb = self.body(v, return_emb=True)
+                hidden[t] = v if emb is None else emb
+            return self._select(outs), hidden
+        if self.name == "sage":
+            from gnnpipe.typed_graph import edge_type_name
+
+            h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
+            convs = self.body.convs
+            hidden = h
+            for layer, layer_convs in enumerate(convs):
+                if layer == len(convs) - 1:
+                    hidden = h
+                out: dict[str, torch.Tensor] = {}
+                for e in self.edge_types:
+                    if e[0] not in h or e[2] not in h:
+                        continue
+                    y = layer_convs[edge_type_name(e)]((h[e[0]], h[e[2]]), edge_index_dict[e])
+                    out[e[2]] = y if e[2] not in out else out[e[2]] + y
+                h = out if layer == len(convs) - 1 else {
+                    t: self.dropout(torch.relu(v)) for t, v in out.items()}
+            return self._select(h), hidden
+        if self.name == "hgt":
+            for i, conv in enumerate(self.convs):
+                h = {t: self.dropout(torch.relu(v)) for t, v in h.items()} if i else h
+                h = conv(h, edge_index_dict)
+            hidden = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
+            return self._select({t: self.head(v) for t, v in hidden.items()}), hidden
+        sizes = [h[t].shape[0] for t in self.node_types]
+        start = dict(zip(self.node_types, torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()))
+        x = torch.cat([h[t] for t in self.node_types])
+        edge_index, edge_type = [], []
+        for i, (s, rel, d) in enumerate(self.edge_types):
+            ei = edge_index_dict[(s, rel, d)]
+            edge_index.append(ei + torch.tensor([[start[s]], [start[d]]]))
+            edge_type.append(torch.full((ei.shape[1],), i, dtype=torch.int64))
+        edge_index, edge_type = torch.cat(edge_index, dim=1), torch.cat(edge_type)
+        hidden = x
+        for conv in self.convs:
+            hidden = self.dropout(torch.relu(x))
+            x = conv(hidden, edge_index, edge_type)
+        return (self._select(dict(zip(self.node_types, x.split(sizes)))),
+                dict(zip(self.node_types, hidden.split(sizes))))
+
 
 def build_hetero_model(name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
                        target: str, cfg: BaselineParams, out: str = "target") -> HeteroModel:

@@ -4,6 +4,7 @@ from gnnpipe.io.atomic import atomic_dir, atomic_path, read_json, write_csv, wri
 from gnnpipe.io.common import *  # noqa: F401,F403
 from gnnpipe.io.models import *  # noqa: F401,F403
 from gnnpipe.io.partitions import *  # noqa: F401,F403
+from gnnpipe.io.predictions import *  # noqa: F401,F403
 from gnnpipe.io.prepared import *  # noqa: F401,F403
 from gnnpipe.io.propagated import *  # noqa: F401,F403
 from gnnpipe.io.splits import *  # noqa: F401,F403

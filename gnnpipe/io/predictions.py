@@ -1,0 +1,142 @@
+"""The predict stage's tables (data/predict): per-node predictions, embeddings, pair scores.
+
+Written block by block (one Parquet row group per block, so a writer never holds a second
+full copy of the logits or embeddings as Arrow) into the stage's ``atomic_dir``; tagged with
+their schema name like ``gnnpipe.io.parquet.write_table``; checked on read.
+
+``predictions.parquet`` (``gnnpipe.node_predictions/1``): ``node_id`` int64, ``original_id``
+(the user's id: int64 or string), ``role`` string (train / val / test / unused), ``label``
+(the user's label value, null when unlabelled), ``predicted`` (same type), ``top_labels``
+list<label type> and ``top_probs`` list<float32> (most probable first).
+``embeddings[_<type>].parquet`` (``gnnpipe.embeddings/1``): ``node_id``, ``original_id``,
+``embedding`` fixed_size_list<float32 | float16>[H].
+``pair_scores.parquet`` (``gnnpipe.pair_scores/1``): ``src``, ``dst`` (user ids), ``score``
+float32 (the decoder's logit), ``prob`` float32 (its sigmoid).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import torch
+
+from gnnpipe.io.parquet import SCHEMA_KEY, read_table
+from gnnpipe.io.tensors import load_tensors
+
+PREDICTIONS, EMBEDDINGS, PAIR_SCORES = ("gnnpipe.node_predictions/1", "gnnpipe.embeddings/1",
+                                        "gnnpipe.pair_scores/1")
+ID_TYPES = (pa.int64(), pa.string())
+EMBEDDING_TYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def predictions_schema(id_type: pa.DataType, label_type: pa.DataType) -> pa.Schema:
+    return pa.schema([("node_id", pa.int64()), ("original_id", id_type), ("role", pa.string()),
+                      ("label", label_type), ("predicted", label_type),
+                      ("top_labels", pa.list_(label_type)), ("top_probs", pa.list_(pa.float32()))])
+
+
+def embeddings_schema(id_type: pa.DataType, value_type: pa.DataType, dim: int) -> pa.Schema:
+    return pa.schema([("node_id", pa.int64()), ("original_id", id_type),
+                      ("embedding", pa.list_(value_type, dim))])
+
+
+def pair_scores_schema(src_type: pa.DataType, dst_type: pa.DataType) -> pa.Schema:
+    return pa.schema([("src", src_type), ("dst", dst_type), ("score", pa.float32()),
+                      ("prob", pa.float32())])
+
+
+def write_blocks(path: Path, schema: pa.Schema, name: str,
+                 blocks: Iterable[dict[str, pa.Array]], compression: str = "zstd") -> int:
+    """Write ``blocks`` (column name -> Arrow array, the rows of one block) to ``path``, one
+    row group per block; returns the rows written. ``path`` lies in an ``atomic_dir``: a
+    failure leaves a partial file there, which the folder's rename never publishes."""
+    tagged = schema.with_metadata({SCHEMA_KEY: name.encode()})
+    rows = 0
+    with pq.ParquetWriter(path, tagged, compression=compression) as writer:
+        for block in blocks:
+            table = pa.Table.from_arrays([block[f.name] for f in schema], schema=tagged)
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            rows += table.num_rows
+    return rows
+
+
+def _check_node_ids(path: Path, table: pa.Table) -> None:
+    ids = table.column("node_id").to_numpy()
+    if not np.array_equal(ids, np.arange(ids.size)):
+        raise ValueError(f"{path}: node_id must be 0..N-1 in order")
+
+
+def _id_type(path: Path, schema: pa.Schema, column: str) -> pa.DataType:
+    found = schema.field(column).type if column in schema.names else pa.int64()
+    if found not in ID_TYPES:
+        raise ValueError(f"{path}: column {column!r} must be int64 or string, found {found}")
+    return found
+
+
+def read_node_predictions(predict_dir: Path) -> pa.Table:
+    """``predictions.parquet`` with its schema, node order and top-k lists checked."""
+    path = Path(predict_dir) / "predictions.parquet"
+
+    def expected(schema: pa.Schema) -> pa.Schema:
+        return predictions_schema(_id_type(path, schema, "original_id"),
+                                  _id_type(path, schema, "label"))
+
+    table = read_table(path, expected, PREDICTIONS)
+    _check_node_ids(path, table)
+    labels, probs = table.column("top_labels"), table.column("top_probs")
+    if table.num_rows and not pc.all(pc.equal(pc.list_value_length(labels),
+                                              pc.list_value_length(probs))).as_py():
+        raise ValueError(f"{path}: top_labels and top_probs differ in length on some row")
+    return table
+
+
+def read_embeddings(predict_dir: Path, node_type: str | None = None) -> pa.Table:
+    """``embeddings.parquet`` (``embeddings_<type>.parquet`` of a typed graph), checked."""
+    path = Path(predict_dir) / (f"embeddings_{node_type}.parquet" if node_type
+                                else "embeddings.parquet")
+
+    def expected(schema: pa.Schema) -> pa.Schema:
+        emb = schema.field("embedding").type if "embedding" in schema.names else None
+        if not isinstance(emb, pa.FixedSizeListType) or \
+                emb.value_type not in EMBEDDING_TYPES.values():
+            raise ValueError(f"{path}: column 'embedding' must be fixed_size_list<float32 or "
+                             f"float16>, found {emb}")
+        return embeddings_schema(_id_type(path, schema, "original_id"), emb.value_type,
+                                 emb.list_size)
+
+    table = read_table(path, expected, EMBEDDINGS)
+    _check_node_ids(path, table)
+    return table
+
+
+def read_pair_scores(predict_dir: Path) -> pa.Table:
+    path = Path(predict_dir) / "pair_scores.parquet"
+    return read_table(path, lambda s: pair_scores_schema(_id_type(path, s, "src"),
+                                                         _id_type(path, s, "dst")), PAIR_SCORES)
+
+
+def read_model(model_dir: Path) -> tuple[dict, dict]:
+    """``model.pt`` of the train stage (``io.save_model``): its state_dict and meta, loaded
+    with ``weights_only=True``."""
+    path = Path(model_dir) / "model.pt"
+    payload = load_tensors(path, "gnnpipe.model/1", {})
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise ValueError(f"{path}: 'state_dict' must map parameter names to tensors")
+    return state, payload["meta"]
+
+
+def embedding_matrix(table: pa.Table) -> np.ndarray:
+    """The ``embedding`` column as one (N, H) array (float32 or float16)."""
+    column = table.column("embedding").combine_chunks()
+    return column.flatten().to_numpy().reshape(len(column), column.type.list_size)
+
+
+__all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "predictions_schema",
+           "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
+           "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix"]

@@ -1,0 +1,173 @@
+"""What the predict stage computes and how it turns into Arrow blocks (gnnpipe/io/predictions.py).
+
+Every node is scored with the trained weights on the message graph the test phase scores on
+(``train.inference`` decides full forward or layer by layer; gnnpipe/inference.py), and the
+input of the model's last layer is kept on the way as the node's embedding
+(``gnnpipe.models.forward_with_hidden``). Per-node outputs are converted one block of
+``predict.block_rows`` rows at a time, so no second full copy of the logits or embeddings
+exists as Arrow. Candidate pairs of ``predict.pairs`` are mapped from the user's ids to node
+ids with one vectorized lookup, refused in one line when any id is unknown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from gnnpipe.graph import UNLABELLED
+
+
+def row_blocks(num_rows: int, block_rows: int) -> Iterator[tuple[int, int]]:
+    """``[a, b)`` ranges of at most ``block_rows`` rows covering ``[0, num_rows)``."""
+    for a in range(0, num_rows, block_rows):
+        yield a, min(a + block_rows, num_rows)
+
+
+@torch.no_grad()
+def rows_forward(forward: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                 x: torch.Tensor, block_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A row model (mlp, sign) over ``x`` (N, D) in row blocks: (output, hidden)."""
+    outs, hiddens = [], []
+    for a, b in row_blocks(x.shape[0], block_rows):
+        out, hidden = forward(x[a:b].float())
+        outs.append(out)
+        hiddens.append(hidden)
+    return torch.cat(outs), torch.cat(hiddens)
+
+
+def top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax probabilities of the ``k`` most probable classes, (B, k) float32 descending,
+    and their class codes (B, k) int64."""
+    probs = torch.softmax(logits.float(), dim=1)
+    values, codes = torch.topk(probs, k, dim=1, largest=True, sorted=True)
+    return values, codes
+
+
+def _lists(values: pa.Array, width: int) -> pa.ListArray:
+    """``values`` (B * width,) as B lists of ``width`` entries."""
+    rows = len(values) // width if width else 0
+    offsets = pa.array(np.arange(0, rows * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def node_prediction_blocks(logits: torch.Tensor, y: torch.Tensor, roles: np.ndarray,
+                           original_ids: pa.Array, classes: pa.Array, k: int,
+                           block_rows: int) -> Iterator[dict[str, pa.Array]]:
+    """The columns of ``predictions.parquet`` (gnnpipe/io/predictions.py), one block of rows at
+    a time: ``logits`` (N, C), ``y`` int64 (N,) codes or -1, ``roles`` str (N,), the user's
+    ``original_ids`` (N,) and label values ``classes`` (C,). ``predicted`` is ``top_labels[0]``."""
+    k = min(k, logits.shape[1])
+    for a, b in row_blocks(logits.shape[0], block_rows):
+        probs, codes = top_k(logits[a:b], k)
+        codes_np = codes.numpy()
+        labels = y[a:b].numpy()
+        yield {
+            "node_id": pa.array(np.arange(a, b, dtype=np.int64)),
+            "original_id": original_ids.slice(a, b - a),
+            "role": pa.array(roles[a:b].astype(str), pa.string()),
+            "label": classes.take(pa.array(labels, mask=labels == UNLABELLED)),
+            "predicted": classes.take(pa.array(codes_np[:, 0])),
+            "top_labels": _lists(classes.take(pa.array(codes_np.reshape(-1))), k),
+            "top_probs": _lists(pa.array(probs.numpy().reshape(-1), pa.float32()), k),
+        }
+
+
+def embedding_blocks(hidden: torch.Tensor, original_ids: pa.Array, dtype: str,
+                     block_rows: int) -> Iterator[dict[str, pa.Array]]:
+    """The columns of ``embeddings.parquet``: ``hidden`` (N, H) rounded to ``dtype`` (float32
+    | float16) one block at a time."""
+    numpy_dtype = np.float16 if dtype == "float16" else np.float32
+    dim = hidden.shape[1]
+    for a, b in row_blocks(hidden.shape[0], block_rows):
+        values = hidden[a:b].float().numpy().astype(numpy_dtype, copy=False).reshape(-1)
+        yield {"node_id": pa.array(np.arange(a, b, dtype=np.int64)),
+               "original_id": original_ids.slice(a, b - a),
+               "embedding": pa.FixedSizeListArray.from_arrays(pa.array(values), dim)}
+
+
+def default_ids(num_nodes: int) -> pa.Array:
+    """``original_id`` of a source without user ids: the node id itself."""
+    return pa.array(np.arange(num_nodes, dtype=np.int64))
+
+
+# ------------------------------------------------------------------------------------ pairs
+def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
+               ) -> tuple[pa.Array, pa.Array]:
+    """``src`` and ``dst`` of a Parquet or CSV file, as the id types of the graph (string ids
+    stay strings, so CSV digits are not turned into numbers)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise ValueError(f"{where}: file not found")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            table = pq.read_table(path)
+        elif path.suffix.lower() in (".csv", ".tsv") or path.name.endswith((".csv.gz", ".tsv.gz")):
+            delimiter = "\t" if ".tsv" in path.name.lower() else ","
+            table = pacsv.read_csv(
+                path, parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={"src": id_types[0], "dst": id_types[1]}))
+        else:
+            raise ValueError(f"{where}: expected a .parquet or .csv file")
+    except (pa.ArrowInvalid, OSError) as err:
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{where}: not a readable table ({reason})") from None
+    missing = [c for c in ("src", "dst") if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{where}: missing column {missing[0]!r} (needs src, dst of user ids)")
+    columns = []
+    for name, id_type in zip(("src", "dst"), id_types):
+        column = table.column(name).combine_chunks()
+        if column.type != id_type:
+            try:
+                column = column.cast(id_type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise ValueError(f"{where}: column {name!r} is {column.type}, the graph's ids "
+                                 f"are {id_type}") from None
+        columns.append(column)
+    return columns[0], columns[1]
+
+
+def lookup(values: pa.Array, original_ids: pa.Array) -> np.ndarray:
+    """Node id of each of ``values`` in ``original_ids`` (row i = node i), -1 when unknown
+    (also for nulls). One hash lookup, no Python loop."""
+    found = pc.index_in(values, value_set=original_ids)
+    return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def map_pairs(src: pa.Array, dst: pa.Array, src_ids: pa.Array, dst_ids: pa.Array,
+              where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Node ids of the pairs; one line naming the count and the first unknown id otherwise."""
+    s, d = lookup(src, src_ids), lookup(dst, dst_ids)
+    bad = (s < 0) | (d < 0)
+    if bad.any():
+        row = int(np.argmax(bad))
+        value = src[row] if s[row] < 0 else dst[row]
+        raise ValueError(f"{where}: {int(bad.sum())} of {bad.size} pairs name unknown node ids "
+                         f"(first: row {row}, id {value.as_py()!r})")
+    return s, d
+
+
+def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Array,
+                      dst: pa.Array, block_rows: int) -> Iterator[dict[str, pa.Array]]:
+    """``score`` = the link decoder's logit ``z_s . z_d`` (``gnnpipe.link_train.pair_scores``)
+    and ``prob`` = its sigmoid, for node ids ``s``/``d`` with the user's ``src``/``dst``."""
+    from gnnpipe.link_train import pair_scores
+
+    for a, b in row_blocks(s.size, block_rows):
+        score = pair_scores(z, torch.from_numpy(s[a:b]), torch.from_numpy(d[a:b])).float()
+        yield {"src": src.slice(a, b - a), "dst": dst.slice(a, b - a),
+               "score": pa.array(score.numpy(), pa.float32()),
+               "prob": pa.array(torch.sigmoid(score).numpy(), pa.float32())}
+
+
+def label_counts(y: torch.Tensor) -> dict[str, int]:
+    labelled = int((y != UNLABELLED).sum())
+    return {"labelled": labelled, "unlabelled": int(y.numel()) - labelled}
