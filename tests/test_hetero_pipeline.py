@@ -10,8 +10,8 @@ import yaml
 from gnnpipe.config import ParamsError, params_from_dict
 from test_pipeline import _ran, _run, make_scratch_repo
 
-ALL = {"prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "evaluate",
-       "report"}
+ALL = {"prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "predict",
+       "evaluate", "report"}
 
 
 def _json(repo, name):
@@ -58,6 +58,10 @@ def _check_repro(repo):
     assert evaluation["model"] == "hgt" and evaluation["node_type"] == "paper"
     assert evaluation["gnn"]["test"]["accuracy"] > evaluation["mlp"]["test"]["accuracy"] + 0.1
     assert "gnnpipe run: hgt" in (repo / "reports/report.html").read_text()
+    predicted = _json(repo, "metrics/predict.json")  # every paper scored, embeddings per type
+    assert predicted["rows"] == _json(repo, "metrics/prepare.json")["node_types"]["paper"]
+    assert (repo / "data/predict/predictions.parquet").exists()
+    assert (repo / "data/predict/embeddings_paper.parquet").exists()
 
 
 def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo):
@@ -96,8 +100,9 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
         "baseline": {"epochs": 40, "patience": 40, "hidden": 16, "lr": 0.02, "dropout": 0.2}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
-    for stage in sorted(ALL, key=["prepare", "split", "analyze", "partition", "propagate",
-                                  "baseline", "train", "evaluate", "report"].index):
+    from gnnpipe.commands import STAGES
+
+    for stage in STAGES:
         assert main([stage]) == 0, stage
     audit = _json(tmp_path, "metrics/split_audit.json")
     assert audit["passed"] and audit["edge_type"] == "author__writes__paper"
@@ -108,6 +113,8 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
     assert evaluation["task"] == "link" and evaluation["edge_type"] == "author__writes__paper"
     assert evaluation["gnn"]["test"]["roc_auc"] > 0.6
     assert (tmp_path / "reports/report.html").exists()
+    for node_type in ("paper", "author"):  # link task: node embeddings of both endpoint types
+        assert (tmp_path / f"data/predict/embeddings_{node_type}.parquet").exists()
 
 
 def test_hetero_only_models_are_refused_on_a_homogeneous_graph():

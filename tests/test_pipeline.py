@@ -32,7 +32,8 @@ def _ran(output: str) -> set[str]:
 def make_scratch_repo(repo: Path, task: str = "node", epochs: int = 30, patience: int = 10,
                       num_nodes: int = SMALL["num_nodes"]) -> Path:
     """A committed copy of the pipeline in ``repo`` with a small graph and short training."""
-    for name in ("dvc.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore", "data/raw"):
+    for name in ("dvc.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore", "data/raw",
+                 "data/pairs"):
         source = REPO / name
         target = repo / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ def scratch_repo(tmp_path_factory) -> Path:
 def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     first = _run(["dvc", "repro"], scratch_repo)
     assert _ran(first) == {"prepare", "split", "analyze", "partition", "propagate", "baseline",
-                           "train", "evaluate", "report"}
+                           "train", "predict", "evaluate", "report"}
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == set()
     assert "Data and pipelines are up to date" in _run(["dvc", "status"], scratch_repo)
 
@@ -74,7 +75,12 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     params = yaml.safe_load(params_path.read_text())
     params["train"]["lr"] = 0.005
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-    assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"train", "evaluate", "report"}
+    assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"train", "predict", "evaluate",
+                                                          "report"}
+
+    params["predict"]["top_k"] = 2  # the predict section alone: only predict re-runs
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"predict"}
 
     params["partition"]["num_parts"] = 2
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
@@ -88,7 +94,9 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     ran = _ran(_run(["dvc", "repro"], scratch_repo))
     # evaluate/report follow only if train's outputs changed: sage ignores propagated features,
     # so its predictions come out byte-identical and DVC rightly stops there.
-    assert {"propagate", "train"} <= ran <= {"propagate", "train", "evaluate", "report"}
+    # predict reads data/propagate (the sign model's hops), so it re-runs too
+    assert {"propagate", "train"} <= ran <= {"propagate", "train", "predict", "evaluate",
+                                             "report"}
 
 
 def test_exp_run_with_a_param_override_reruns_train_and_evaluate(scratch_repo):
@@ -98,7 +106,7 @@ def test_exp_run_with_a_param_override_reruns_train_and_evaluate(scratch_repo):
     _run(git + ["commit", "-qm", "reproduced"], scratch_repo)
     output = _run(["dvc", "exp", "run", "-S", "baseline.lr=0.02", "-S", "train.model=gcn"],
                   scratch_repo)
-    assert _ran(output) == {"baseline", "train", "evaluate", "report"}
+    assert _ran(output) == {"baseline", "train", "predict", "evaluate", "report"}
     shown = _run(["dvc", "exp", "show", "--no-pager", "--csv"], scratch_repo)
     assert "gcn" in shown
 
