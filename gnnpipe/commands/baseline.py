@@ -17,6 +17,8 @@ HELP = "train the structure-free MLP baseline (baseline section) on the same spl
 def add_arguments(parser):
     parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
     parser.add_argument("--split", type=Path, default=Path("data/split"))
+    parser.add_argument("--features", type=Path, default=Path("data/features"),
+                        help="features.normalize as the split stage fitted it (transform.pt)")
     parser.add_argument("--out", type=Path, default=Path("data/baseline"))
     parser.add_argument("--metrics", type=Path, default=Path("metrics/baseline.json"))
     parser.add_argument("--perf", type=Path, default=Path("metrics/perf/baseline.json"),
@@ -31,10 +33,11 @@ def run(args):
 
 
 def baseline_nodes(args, params) -> str:
+    from gnnpipe.commands.inputs import read_model_graph
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
     from gnnpipe.train import LoopOptions, build_inputs, fit
 
-    graph = io.read_graph(args.prepared)
+    graph = read_model_graph(args)
     roles = io.read_split_roles(args.split)
     cfg = params.baseline
     result = fit(lambda: build_model("mlp", graph.x.shape[1], graph.num_classes, cfg),
@@ -45,13 +48,13 @@ def baseline_nodes(args, params) -> str:
 
 
 def baseline_links(args, params) -> str:
-    from gnnpipe.commands.inputs import read_link_supervision
+    from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
     from gnnpipe.train import LoopOptions, build_inputs
 
     cfg = params.baseline
-    graph = io.read_graph(args.prepared)
+    graph = read_model_graph(args)
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     sup = read_link_supervision(args, graph.num_nodes, graphs)
     result = fit_link(lambda: build_model("mlp", graph.x.shape[1], cfg.hidden, cfg),
@@ -64,13 +67,13 @@ def baseline_links(args, params) -> str:
 
 def baseline_typed_nodes(args, params) -> str:
     """The MLP on the target type's own features: nothing from the graph."""
-    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.commands.inputs import read_model_typed
     from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.models import build_model
     from gnnpipe.train import LoopOptions, build_inputs, fit
 
     cfg = params.baseline
-    graph = read_typed(args).graph
+    graph = read_model_typed(args).graph
     roles = read_hetero_roles(args.split, graph)
     x = graph.x[graph.target]
     result = fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
@@ -84,14 +87,14 @@ def baseline_typed_nodes(args, params) -> str:
 
 def baseline_typed_links(args, params) -> str:
     """Per-type MLP encoders (gnnpipe/hetero/models.py) with the dot-product decoder."""
-    from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
+    from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
     from gnnpipe.train import LoopOptions
 
     cfg = params.baseline
-    typed = read_typed(args)
+    typed = read_model_typed(args)
     graph = typed.graph
     _, sup = read_typed_link_supervision(args, typed)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}

@@ -1,9 +1,10 @@
-"""Reads that several stage commands share: the typed graph with its split, and the link
-supervision (positives, fixed negatives, the training negative sampler) of either kind."""
+"""Reads that several stage commands share: the features every model reads (normalized by
+data/features), the typed graph with its split, and the link supervision (positives, fixed
+negatives, the training negative sampler) of either kind."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -31,7 +32,33 @@ class LinkSupervision:
     sampler: object
 
 
+def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch.Tensor:
+    """THE way node features reach a model (GNN, MLP baseline, SIGN hops, predict): ``x`` (all
+    nodes, or rows of some) through the transform the split stage fitted into ``args.features``
+    (``features.normalize``, gnnpipe/features.py). ``none`` returns ``x`` itself (a memory-mapped
+    tensor stays zero-copy); row / standardize return a normalized float32 copy."""
+    from gnnpipe.features import read_transform
+
+    return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
+
+
+def read_model_graph(args, *, mmap: bool = False):
+    """``graph.pt`` with ``x`` as the models read it (``model_features``)."""
+    graph = io.read_graph(args.prepared, mmap=mmap)
+    return replace(graph, x=model_features(args, graph.x))
+
+
+def read_model_typed(args) -> TypedSplit:
+    """``read_typed`` with every node type's ``x`` as the models read it (per type)."""
+    typed = read_typed(args)
+    graph = typed.graph
+    x = {t: model_features(args, xt, t) for t, xt in graph.x.items()}
+    return replace(typed, graph=replace(graph, x=x))
+
+
 def read_typed(args) -> TypedSplit:
+    """The typed graph as prepared (raw features: analyze, evaluate), its split's meta and
+    message graphs; models read ``read_model_typed``."""
     graph = hio.read_hetero_graph(args.prepared)
     meta = hio.read_hetero_split_meta(args.split)
     return TypedSplit(graph, meta, hio.read_hetero_message_graphs(args.split, graph)[1])

@@ -31,6 +31,7 @@ def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.nd
 def shard_setup(args, params, ctx, roles, train_mask):
     """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
     evaluator."""
+    from gnnpipe.commands.inputs import model_features
     from gnnpipe.io.rows import read_node_rows
     from gnnpipe.partition import rank_parts
     from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
@@ -47,7 +48,7 @@ def shard_setup(args, params, ctx, roles, train_mask):
     shards = [io.read_partition_shard(args.partition, part) for part in mine]
     ids = shard_node_ids(shards)
     read = read_node_rows(args.prepared, ids)
-    rows = NodeRows(read.x, read.y[ids], ids)
+    rows = NodeRows(model_features(args, read.x), read.y[ids], ids)  # row-wise: rows of the whole
     loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
                            cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
     exact = meta["halo_hops"] >= cfg.num_layers

@@ -19,6 +19,8 @@ HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase
 def add_arguments(parser):
     parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
     parser.add_argument("--split", type=Path, default=Path("data/split"))
+    parser.add_argument("--features", type=Path, default=Path("data/features"),
+                        help="features.normalize as the split stage fitted it: X_0")
     parser.add_argument("--out", type=Path, default=Path("data/propagate"),
                         help="<graph>_hop_<k>.pt (memory-mappable) and meta.json")
     parser.add_argument("--perf", type=Path, default=Path("metrics/perf/propagate.json"),
@@ -46,10 +48,12 @@ def mark_not_applicable(args, params) -> str:
 
 
 def propagate_hops(args, params) -> str:
+    from gnnpipe.commands.inputs import read_model_graph
     from gnnpipe.propagate import DTYPES, hop_traffic_bytes, propagate
 
     cfg = params.propagate
-    graph = io.read_graph(args.prepared, mmap=True)  # X_0 is read from the page cache
+    # X_0 is read from the page cache (features.normalize none) or normalized once in memory
+    graph = read_model_graph(args, mmap=True)
     files = io.read_split_meta(args.split)["message_graph"]
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     phase_graph = {phase: name.removesuffix(".pt") for phase, name in files.items()}

@@ -21,6 +21,8 @@ def add_arguments(parser):
     parser.add_argument("--out", type=Path, default=Path("data/split"))
     parser.add_argument("--audit", type=Path, default=Path("metrics/split_audit.json"),
                         help="audit report; written even when the audit fails")
+    parser.add_argument("--features", type=Path, default=Path("data/features"),
+                        help="the fitted features.normalize (transform.pt)")
 
 
 def run(args):
@@ -35,6 +37,26 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
+def _fit_features(params, report: dict, x, roles=None, target=None) -> dict:
+    """Fits features.normalize (gnnpipe/features.py): on the train nodes of ``roles`` (None:
+    all nodes), per node type when ``x`` is a dict; notes the fit in the audit report."""
+    from gnnpipe import features
+
+    kind = params.features.normalize
+    fitted = (features.fit_typed(kind, x, target, roles) if isinstance(x, dict)
+              else features.fit_graph(kind, x, roles))
+    report["features"] = features.audit_entry(kind, fitted)
+    return fitted
+
+
+def _write_features(args, params, fitted: dict) -> None:
+    """data/features, after data/split (so a failed audit writes neither)."""
+    from gnnpipe.features import write_transforms
+
+    with io.atomic_dir(args.features) as out:
+        write_transforms(out, params.features.normalize, fitted)
+
+
 def run_nodes(args, params) -> str:
     graph = io.read_graph(args.prepared)
     cfg = params.split.node
@@ -44,10 +66,12 @@ def run_nodes(args, params) -> str:
         node_split.roles, graph.y.numpy(), graph.num_classes, node_split.message_graphs,
         graph.csr, node_split.mode, timestamps=graph.timestamps.numpy() if timed else None,
         separated=cfg.strategy == "cluster" and cfg.cluster == "component")
+    fitted = _fit_features(params, report, graph.x, node_split.roles)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_split(out, node_split.roles, node_split.message_graphs,
                        {"task": "node", "mode": node_split.mode})
+    _write_features(args, params, fitted)
     return f"{report['sizes']} ({node_split.mode}), audit passed -> {args.out}"
 
 
@@ -59,11 +83,13 @@ def run_links(args, params) -> str:
     report = audit.audit_link_split(graph.csr, link.edges, link.message_graphs, link.negatives,
                                     disjoint=cfg.disjoint_train_ratio > 0)
     report.update(undirected=link.undirected, negative_strategy=cfg.negative_strategy)
+    fitted = _fit_features(params, report, graph.x)  # link task: every node's features
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_link_split(out, link.edges, link.negatives, link.message_graphs, graph.num_nodes,
                             {"undirected": link.undirected, "disjoint_train_ratio":
                              cfg.disjoint_train_ratio, "negative_strategy": cfg.negative_strategy})
+    _write_features(args, params, fitted)
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
@@ -76,10 +102,12 @@ def run_typed_nodes(args, params) -> str:
     node_split = split_hetero_nodes(graph, params.split.node, make_rng(params.seed, "split"))
     report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs,
                                      node_split.mode)
+    fitted = _fit_features(params, report, graph.x, node_split.roles, graph.target)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_split(out, graph, node_split.message_graphs,
                                {"task": "node", "mode": node_split.mode}, roles=node_split.roles)
+    _write_features(args, params, fitted)
     return (f"{graph.target} nodes {report['sizes']} ({node_split.mode}), audit passed per "
             f"edge type -> {args.out}")
 
@@ -96,6 +124,7 @@ def run_typed_links(args, params) -> str:
     report = audit_hetero_link_split(graph, link.edge_type, link.edges, link.negatives,
                                      link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0)
     report["negative_strategy"] = cfg.negative_strategy
+    fitted = _fit_features(params, report, graph.x, None, graph.target)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_split(out, graph, link.message_graphs, {
@@ -104,6 +133,7 @@ def run_typed_links(args, params) -> str:
             "disjoint_train_ratio": cfg.disjoint_train_ratio,
             "negative_strategy": cfg.negative_strategy},
             edges=link.edges, negatives=link.negatives)
+    _write_features(args, params, fitted)
     return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
             f"{report['sizes']}, audit passed -> {args.out}")
 

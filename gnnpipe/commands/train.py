@@ -34,6 +34,8 @@ def add_arguments(parser):
     parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
     parser.add_argument("--split", type=Path, default=Path("data/split"))
     parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
+    parser.add_argument("--features", type=Path, default=Path("data/features"),
+                        help="features.normalize as the split stage fitted it (transform.pt)")
     parser.add_argument("--partition", type=Path, default=Path("data/partition"),
                         help="parts and shards (train.sampler cluster, train.dist.shard partition)")
     parser.add_argument("--out", type=Path, default=Path("data/model"))
@@ -74,18 +76,19 @@ def run(args):
 
 
 def train_nodes(args, params, ctx):
+    from gnnpipe.commands.inputs import read_model_graph
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
     from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
-    graph = None if cfg.dist.shard == "partition" else io.read_graph(args.prepared, mmap=True)
+    graph = None if cfg.dist.shard == "partition" else read_model_graph(args, mmap=True)
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
     extra, rank_info = {}, {}
-    fingerprinted = [args.prepared, args.split, args.propagate]
+    fingerprinted = [args.prepared, args.split, args.features, args.propagate]
     if cfg.sampler == "cluster":
         fingerprinted.append(args.partition)
     if graph is None:
@@ -133,14 +136,14 @@ def train_nodes(args, params, ctx):
 
 def train_links(args, params, ctx):
     """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
-    from gnnpipe.commands.inputs import read_link_supervision
+    from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
     from gnnpipe.train import build_inputs
 
     cfg = params.train
     # ranks on one machine share the memory-mapped pages of graph.pt
-    graph = io.read_graph(args.prepared, mmap=cfg.sampler == "link_neighbor")
+    graph = read_model_graph(args, mmap=cfg.sampler == "link_neighbor")
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     sup = read_link_supervision(args, graph.num_nodes, graphs)
     in_dim, num_hops, loader = graph.x.shape[1], 0, None
@@ -160,7 +163,8 @@ def train_links(args, params, ctx):
                                       batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                                       ctx=ctx, edge_index=inputs["train"].edge_index)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
-                                      [args.prepared, args.split, args.propagate], ctx)
+                                      [args.prepared, args.split, args.features,
+                                       args.propagate], ctx)
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: build_model(cfg.model, in_dim, cfg.hidden, cfg, num_hops), inputs,
                       sup.edges, sup.negatives, sup.sampler, cfg,
@@ -183,17 +187,17 @@ def train_typed_nodes(args, params, ctx):
     (gnnpipe/hetero/inference.py, ``train.inference``)."""
     import numpy as np
 
-    from gnnpipe.commands.inputs import read_typed
+    from gnnpipe.commands.inputs import read_model_typed
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.train import fit
 
     cfg = params.train
-    typed = read_typed(args)
+    typed = read_model_typed(args)
     graph = typed.graph
     roles = read_hetero_roles(args.split, graph)
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
-                                      [args.prepared, args.split], ctx)
+                                      [args.prepared, args.split, args.features], ctx)
     loader, extra = None, {}
     train_nodes = np.flatnonzero(roles == "train")
     if cfg.sampler == "hgt":  # seeds: train papers; nodes of every type from the train graph
@@ -235,17 +239,17 @@ def train_typed_links(args, params, ctx):
     Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
     ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
-    from gnnpipe.commands.inputs import read_typed, read_typed_link_supervision
+    from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.typed_graph import edge_type_name
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
 
     cfg = params.train
-    typed = read_typed(args)
+    typed = read_model_typed(args)
     graph = typed.graph
     edge_type, sup = read_typed_link_supervision(args, typed)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
-                                      [args.prepared, args.split], ctx)
+                                      [args.prepared, args.split, args.features], ctx)
     loader, extra = None, {}
     if cfg.sampler == "link_neighbor":  # this rank's share of the supervision, train graph only
         from gnnpipe.hetero.loader import link_batches
