@@ -35,6 +35,12 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
+def _public_dropped(report: dict, cfg, dropped: dict) -> None:
+    """strategy public: the official train/val/test nodes left unused for lack of a label."""
+    if cfg.strategy == "public":
+        report["label_coverage"]["public_split_unlabelled"] = dropped
+
+
 def run_nodes(args, params) -> str:
     graph = io.read_graph(args.prepared)
     cfg = params.split.node
@@ -44,6 +50,7 @@ def run_nodes(args, params) -> str:
         node_split.roles, graph.y.numpy(), graph.num_classes, node_split.message_graphs,
         graph.csr, node_split.mode, timestamps=graph.timestamps.numpy() if timed else None,
         separated=cfg.strategy == "cluster" and cfg.cluster == "component")
+    _public_dropped(report, cfg, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_split(out, node_split.roles, node_split.message_graphs,
@@ -76,6 +83,7 @@ def run_typed_nodes(args, params) -> str:
     node_split = split_hetero_nodes(graph, params.split.node, make_rng(params.seed, "split"))
     report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs,
                                      node_split.mode)
+    _public_dropped(report, params.split.node, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_split(out, graph, node_split.message_graphs,
