@@ -18,6 +18,10 @@ undirected graphs store both directions, so every sum below runs over ordered pa
   low-homophily warning looks at, since unlike ``h_edge`` it does not depend on the number or
   balance of classes.
 
+Unlabelled nodes (``y == UNLABELLED``) have no class: every measure above runs over the edges
+whose two endpoints are labelled, ``N`` and the class counts are of the labelled nodes, and node
+homophily averages over labelled nodes with at least one labelled neighbour.
+
 Over-smoothing measures of node embeddings ``h`` (N, D) on a message graph: mean pairwise cosine
 similarity, Dirichlet energy and its degree-normalised Rayleigh quotient (see the functions).
 """
@@ -30,7 +34,7 @@ import numpy as np
 import torch
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.graph import Csr, Graph
+from gnnpipe.graph import UNLABELLED, Csr, Graph
 
 PHASES = ("train", "val", "test")
 
@@ -52,21 +56,27 @@ def _round(value: float | None, digits: int = 6) -> float | None:
 def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
     """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc).
 
-    ``y`` int (N,) in ``[0, num_classes)``. Measures that are undefined (no edges) are None.
+    ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
+    nodes count. Measures that are undefined (no such edges) are None.
     """
     y = np.asarray(y, dtype=np.int64)
     src, dst = _edges(csr)
-    n, num_edges = y.size, src.size
+    labelled = y != UNLABELLED
+    if not labelled.all():  # keep the edges between two labelled nodes, the labelled nodes
+        both = labelled[src] & labelled[dst]
+        src, dst = src[both], dst[both]
+    n, num_edges = int(labelled.sum()), src.size
     same = y[src] == y[dst]  # (E,)
-    degree = np.bincount(dst, minlength=n)
-    same_in = np.bincount(dst, weights=same, minlength=n)  # same-class neighbours per node
-    has_nbr = degree > 0
+    degree = np.bincount(dst, minlength=y.size)
+    same_in = np.bincount(dst, weights=same, minlength=y.size)  # same-class neighbours per node
+    has_nbr = degree > 0  # only labelled nodes have a kept edge
     node_h = _ratio((same_in[has_nbr] / degree[has_nbr]).sum(), int(has_nbr.sum()))
 
-    class_deg = np.bincount(y, weights=degree, minlength=num_classes)  # edges into class k
-    class_same = np.bincount(y, weights=same_in, minlength=num_classes)
+    y_lab = y[labelled]
+    class_deg = np.bincount(y_lab, weights=degree[labelled], minlength=num_classes)  # into k
+    class_same = np.bincount(y_lab, weights=same_in[labelled], minlength=num_classes)
     h_k = np.divide(class_same, class_deg, out=np.zeros(num_classes), where=class_deg > 0)
-    share = np.bincount(y, minlength=num_classes) / max(n, 1)
+    share = np.bincount(y_lab, minlength=num_classes) / max(n, 1)
     class_insensitive = float(np.clip(h_k - share, 0.0, None).sum() / (num_classes - 1))
 
     edge_h = _ratio(int(same.sum()), num_edges)
@@ -154,8 +164,21 @@ def component_stats(labels: np.ndarray) -> dict:
 
 
 # ------------------------------------------------------------------------------ the report
+def label_coverage(csr: Csr, y: np.ndarray) -> dict:
+    """Labelled / unlabelled nodes, and the stored edges between two labelled nodes (those the
+    homophily measures run over)."""
+    labelled = np.asarray(y) != UNLABELLED
+    src, dst = _edges(csr)
+    total = int(labelled.sum())
+    return {"labelled": total, "unlabelled": int(labelled.size - total),
+            "labelled_fraction": round(total / max(labelled.size, 1), 6),
+            "edges_between_labelled": int((labelled[src] & labelled[dst]).sum())}
+
+
 def label_distribution(y: np.ndarray, num_classes: int) -> dict:
-    counts = np.bincount(np.asarray(y, dtype=np.int64), minlength=num_classes)
+    """Nodes per class, over the labelled nodes."""
+    y = np.asarray(y, dtype=np.int64)
+    counts = np.bincount(y[y != UNLABELLED], minlength=num_classes)
     total = max(int(counts.sum()), 1)
     return {"count": counts.tolist(), "fraction": [round(c / total, 6) for c in counts.tolist()],
             "majority_fraction": round(int(counts.max(initial=0)) / total, 6)}
@@ -201,12 +224,17 @@ def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Cs
         "degree": degree_stats(degrees),
         "components": components,
         "labels": label_distribution(y, graph.num_classes),
+        "label_coverage": label_coverage(graph.csr, y),
     }
     if message_graphs is not None and roles is not None:
         report["phases"] = phase_stats(message_graphs, roles, y, graph.num_classes)
     warnings = []
     low = h["adjusted"] is not None and h["adjusted"] < cfg.low_homophily
-    if h["edge"] is None:
+    if h["edge"] is None and graph.csr.num_edges:
+        warnings.append(
+            f"no edge joins two labelled nodes ({report['label_coverage']['labelled']} of "
+            f"{graph.num_nodes} nodes are labelled): homophily cannot be measured")
+    elif h["edge"] is None:
         warnings.append("the graph has no edges: a GNN can only match the MLP")
     elif low:
         warnings.append(

@@ -2,6 +2,11 @@
 
 Every check is recomputed from the roles and message graphs as written, so a bug in the split
 code (or a hand-edited artifact) is caught here rather than trusted.
+
+Unlabelled nodes (``y == UNLABELLED``) must be "unused" (check ``splits_labelled_only``); an
+unused unlabelled node is a message carrier that every phase may see, inductive train and val
+graphs included (``gnnpipe.split``). ``label_coverage`` counts labelled and unlabelled nodes
+overall and per role.
 """
 
 from __future__ import annotations
@@ -9,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.graph import Csr, sorted_unique
+from gnnpipe.graph import ROLES, UNLABELLED, Csr, sorted_unique
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
 
-# Nodes whose edges each phase's message graph may contain, by mode.
+# Nodes whose edges each phase's message graph may contain, by mode (plus, always, the unused
+# unlabelled nodes: see ``visible_nodes``).
 VISIBLE_ROLES = {
     "transductive": {"train": None, "val": None, "test": None},  # None: the whole graph
     "inductive": {"train": ("train",), "val": ("train", "val"), "test": None},
@@ -32,14 +38,43 @@ def _is_subset(sub: Csr, full: Csr) -> bool:
     return bool(keys.numel() == 0 or (full_keys.numel() and (full_keys[pos] == keys).all()))
 
 
+def visible_nodes(roles: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
+    """bool (N,): nodes whose edges a phase that may see the ``allowed`` roles may hold, i.e.
+    those roles plus the unused unlabelled nodes (message carriers of every phase)."""
+    return np.isin(roles, allowed) | (~labelled & (roles == "unused"))
+
+
+def label_coverage(roles: np.ndarray, y: np.ndarray) -> dict:
+    """Labelled / unlabelled nodes overall and per role (JSON-ready)."""
+    labelled = y != UNLABELLED
+    total = int(labelled.sum())
+    per_role = {role: {"labelled": int((labelled & (roles == role)).sum()),
+                       "unlabelled": int((~labelled & (roles == role)).sum())} for role in ROLES}
+    return {"labelled": total, "unlabelled": int(y.size - total),
+            "labelled_fraction": round(total / max(int(y.size), 1), 6), "per_role": per_role}
+
+
+def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
+    """The ``splits_labelled_only`` check: no unlabelled node is in train, val or test."""
+    unlabelled = y == UNLABELLED
+    bad = {role: int((unlabelled & (roles == role)).sum()) for role in PHASES}
+    first = np.flatnonzero(unlabelled & np.isin(roles, PHASES))
+    detail = (f"unlabelled nodes in splits: {bad} (first: node {int(first[0])}, "
+              f"{roles[int(first[0])]})" if first.size else
+              f"every train/val/test node is labelled; {int(unlabelled.sum())} unlabelled "
+              "nodes are unused")
+    return {"check": "splits_labelled_only", "passed": not first.size, "detail": detail}
+
+
 def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
                      message_graphs: dict[str, Csr], full: Csr, mode: str, *,
                      timestamps: np.ndarray | None = None, separated: bool = False) -> dict:
     """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed.
 
-    ``timestamps`` (N,) given (strategy time): every train node must be no later than every val
-    node, and val no later than test. ``separated`` (strategy cluster by components): no edge of
-    the graph may join nodes of two different splits.
+    ``y`` int (N,): class codes, ``UNLABELLED`` for a node without a label (``class_balance``
+    counts labelled nodes only). ``timestamps`` (N,) given (strategy time): every train node
+    must be no later than every val node, and val no later than test. ``separated`` (strategy
+    cluster by components): no edge of the graph may join nodes of two different splits.
     """
     checks: list[dict] = []
 
@@ -52,6 +87,8 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
     # One role column makes overlap impossible; the check guards that the column is the truth.
     check("splits_disjoint", sum(counts.values()) + int((roles == "unused").sum()) == roles.size,
           "every node has exactly one role")
+    checks.append(labelled_only_check(roles, y))
+    labelled = y != UNLABELLED
 
     for phase in PHASES:
         graph = message_graphs[phase]
@@ -60,7 +97,7 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
         allowed = VISIBLE_ROLES[mode][phase]
         if allowed is None:
             continue
-        visible = torch.from_numpy(np.isin(roles, allowed))
+        visible = torch.from_numpy(visible_nodes(roles, labelled, allowed))
         src, dst = graph.indices, graph.targets()
         leaking = ~(visible[src] & visible[dst])
         bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
@@ -81,7 +118,7 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
 
     balance = {}
     for role in PHASES:
-        per_class = np.bincount(y[roles == role], minlength=num_classes)
+        per_class = np.bincount(y[(roles == role) & labelled], minlength=num_classes)
         total = max(int(per_class.sum()), 1)
         balance[role] = {"count": per_class.tolist(),
                          "fraction": [round(c / total, 4) for c in per_class.tolist()]}
@@ -94,6 +131,7 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
         "sizes": counts,
         "class_balance": balance,
         "classes_missing": {role: cls for role, cls in missing.items() if cls},
+        "label_coverage": label_coverage(roles, y),
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
     }

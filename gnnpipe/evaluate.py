@@ -1,7 +1,8 @@
 """The evaluate stage: score GNN and MLP baseline on the same split and say whether the graph helps.
 
 Only the split's own (seed) nodes are scored, each from the logits its phase produced; a node
-missing from the predictions is an error, not a silent skip.
+missing from the predictions is an error, not a silent skip. So is an unlabelled split node
+(``y == UNLABELLED``): the split puts none in train/val/test, and no metric may count one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import torch
 
 from gnnpipe.analyze import smoothing_report
 from gnnpipe.config import EvaluateParams
-from gnnpipe.graph import Csr
+from gnnpipe.graph import UNLABELLED, Csr
 from gnnpipe.metrics import classification_metrics
 
 SCORED = ("train", "val", "test")
@@ -38,8 +39,16 @@ def score_predictions(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray
         if missing.size:
             raise ValueError(f"predictions lack {missing.size} {role} nodes (first: {missing[0]}); "
                              "re-run the stage that wrote them")
+        _check_labelled(nodes, y, role)
         out[role] = classification_metrics(y[nodes], predicted[nodes], num_classes)
     return out
+
+
+def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
+    unlabelled = nodes[y[nodes] == UNLABELLED]
+    if unlabelled.size:
+        raise ValueError(f"{unlabelled.size} {role} nodes of the split are unlabelled (first: "
+                         f"node {unlabelled[0]}); re-run the split stage on this graph")
 
 
 def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: np.ndarray,
@@ -47,6 +56,7 @@ def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, r
     """One ``{"actual", "predicted"}`` row per ``role`` node, for DVC's ``confusion`` plot template."""
     predicted = predicted_labels(node_id, logits, roles.size)
     nodes = np.flatnonzero(roles == role)
+    _check_labelled(nodes, y, role)
     return [{"actual": int(a), "predicted": int(p)}
             for a, p in zip(y[nodes].tolist(), predicted[nodes].tolist())]
 

@@ -22,9 +22,18 @@ def per_class_f1(confusion: np.ndarray) -> np.ndarray:
 
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> dict:
-    """Accuracy, macro-F1 (over classes present in truth or prediction), per-class F1, confusion."""
+    """Accuracy, macro-F1 (over classes present in truth or prediction), per-class F1, confusion.
+
+    ``y_true`` must be class codes in ``[0, num_classes)``: an unlabelled node (-1) has no truth
+    to score against, and would land in another class's cell of the flattened confusion count.
+    """
     if y_true.size == 0:
         raise ValueError("no target nodes to score")
+    y_true = np.asarray(y_true, dtype=np.int64)
+    if int(y_true.min()) < 0 or int(y_true.max()) >= num_classes:
+        raise ValueError(f"true labels must be class codes in [0, {num_classes}); found "
+                         f"{int(y_true.min())}..{int(y_true.max())} (an unlabelled node, -1, "
+                         "cannot be scored)")
     confusion = confusion_matrix(y_true, y_pred, num_classes)
     f1 = per_class_f1(confusion)
     present = (confusion.sum(axis=0) + confusion.sum(axis=1)) > 0

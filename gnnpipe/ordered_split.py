@@ -8,6 +8,9 @@ edge cut with parts. Sizes are met to within half a group at each split boundary
 test, so nothing is validated or tested on a node older than one it trained on.
 
 Both ignore labels (no stratification): the audit's class balance shows what the split did.
+Only labelled nodes get a split: sizes count labelled nodes (a cluster weighs as many as it has
+labelled members, a time cut runs over the labelled nodes' times), and unlabelled nodes stay
+"unused" whichever cluster or time they have.
 """
 
 from __future__ import annotations
@@ -73,35 +76,48 @@ def cluster_labels(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator)
 
 
 def ordered_roles(graph: Graph, cfg: NodeSplitParams, sizes: dict[str, int],
-                  rng: np.random.Generator, roles: np.ndarray) -> None:
-    """Fill ``roles`` (object (N,), preset to "unused") for strategy ``cluster`` or ``time``."""
+                  rng: np.random.Generator, roles: np.ndarray,
+                  labelled: np.ndarray | None = None) -> None:
+    """Fill ``roles`` (object (N,), preset to "unused") for strategy ``cluster`` or ``time``.
+
+    ``labelled`` bool (N,) (None: every node): only these nodes get a split.
+    """
     n = graph.num_nodes
+    if labelled is None:
+        labelled = np.ones(n, dtype=bool)
+    m = int(labelled.sum())
+    of = "" if m == n else f" labelled nodes (of {n})"
     need = sum(sizes.values())
     fractions = [getattr(cfg, phase) for phase in PHASES]
-    if need > n and all(isinstance(f, float) for f in fractions) and sum(fractions) <= 1 + 1e-9:
-        sizes = dict(sizes, test=n - sizes["train"] - sizes["val"])  # rounding overshoot only
-        need = n
-    if need > n:
-        raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {n}")
+    if need > m and all(isinstance(f, float) for f in fractions) and sum(fractions) <= 1 + 1e-9:
+        sizes = dict(sizes, test=m - sizes["train"] - sizes["val"])  # rounding overshoot only
+        need = m
+    if need > m:
+        raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {m}{of}")
     names = np.array([*PHASES, "unused"], dtype=object)
     if cfg.strategy == "time":
         if graph.timestamps is None:
             raise ValueError("split.node.strategy=time needs node timestamps, but the prepared "
                              "graph has none; give the dataset a timestamp column (or "
                              "dataset.synthetic.timestamps: true), or use another strategy")
-        order = np.lexsort((np.arange(n), graph.timestamps.numpy()))  # by time, then node id
-        roles[order] = names[_cut(np.ones(n), sizes)]
+        ids = np.flatnonzero(labelled)
+        order = ids[np.lexsort((ids, graph.timestamps.numpy()[ids]))]  # by time, then node id
+        roles[order] = names[_cut(np.ones(m), sizes)]
         return
     labels = cluster_labels(graph, cfg, rng)
     clusters, member_of, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if m < n:  # a cluster weighs its labelled members
+        counts = np.bincount(member_of[labelled], minlength=clusters.size)
     order = rng.permutation(clusters.size)
     cluster_role = np.empty(clusters.size, dtype=np.int64)
     cluster_role[order] = _cut(counts[order].astype(np.float64), sizes)
-    empty = [phase for i, phase in enumerate(PHASES) if sizes[phase] and not (cluster_role == i).any()]
+    empty = [phase for i, phase in enumerate(PHASES)
+             if sizes[phase] and not ((cluster_role == i) & (counts > 0)).any()]
     if empty:
         raise ValueError(
             f"split.node.strategy=cluster leaves split.node.{empty[0]} without nodes: the "
             f"largest of {clusters.size} clusters ({cfg.cluster}) holds {int(counts.max())} of "
-            f"{n} nodes and clusters are never cut; use more or smaller clusters "
+            f"{m}{of or ' nodes'} and clusters are never cut; use more or smaller clusters "
             f"(split.node.cluster=metis with a larger split.node.num_clusters)")
     roles[:] = names[cluster_role[member_of]]
+    roles[~labelled] = "unused"

@@ -35,6 +35,9 @@ class ReportInputs:
     train_history: list[dict] = field(default_factory=list)  # metrics/train_history.csv
     baseline_history: list[dict] = field(default_factory=list)  # metrics/baseline_history.csv
     degree_hist: list[dict] = field(default_factory=list)  # metrics/degree_hist.csv
+    # data/prepared/classes.parquet: the user's label value of each class code; None (an older
+    # prepared folder without it): classes are shown by code
+    classes: list | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,55 @@ TASK_VIEWS = {
 }
 
 
+def _class_name(inputs: ReportInputs, code: int) -> str:
+    """The user's label value of class ``code`` (classes.parquet), else the code itself."""
+    if inputs.classes is not None and 0 <= code < len(inputs.classes):
+        return str(inputs.classes[code])
+    return str(code)
+
+
+def _class_header(inputs: ReportInputs) -> list[str]:
+    return ["code", "label"] if inputs.classes is not None else ["class"]
+
+
+def _class_cells(inputs: ReportInputs, code: int) -> list:
+    return [code, _class_name(inputs, code)] if inputs.classes is not None else [code]
+
+
+def _label_coverage(inputs: ReportInputs) -> str:
+    """Labelled / unlabelled nodes: overall (prepare, else the split audit or analyze) and per
+    split role (the split audit)."""
+    coverage = inputs.split_audit.get("label_coverage") or inputs.graph.get("label_coverage")
+    overall = inputs.prepare.get("label_coverage") or coverage
+    if not overall:
+        return ""
+    out = ["<h3>Label coverage</h3>",
+           _pairs([("labelled nodes", overall.get("labelled")),
+                   ("unlabelled nodes", overall.get("unlabelled")),
+                   ("labelled share", f"{overall.get('labelled_fraction', 0.0):.1%}")])]
+    per_role = (coverage or {}).get("per_role")
+    if per_role:
+        out.append(_table(["role", "labelled", "unlabelled"],
+                          [[role, counts["labelled"], counts["unlabelled"]]
+                           for role, counts in per_role.items()]))
+    dropped = (coverage or {}).get("public_split_unlabelled")
+    if dropped and any(dropped.values()):
+        out.append(f"<p>The dataset's official split names {sum(dropped.values())} unlabelled "
+                   f"nodes ({_e(dropped)}); they are unused.</p>")
+    out.append("<p>Unlabelled nodes carry messages in every phase's graph but are in no split: "
+               "no loss or metric counts them.</p>")
+    return "\n".join(out)
+
+
+def _per_class(inputs: ReportInputs, model: str) -> str:
+    """Per-class test F1 and support of both models, by the user's label values."""
+    gnn, mlp = inputs.details["gnn"]["test"], inputs.details["mlp"]["test"]
+    support = [sum(row) for row in gnn["confusion"]]
+    rows = [[*_class_cells(inputs, c), support[c], gnn["per_class_f1"][c], mlp["per_class_f1"][c]]
+            for c in range(len(gnn["per_class_f1"]))]
+    return _table([*_class_header(inputs), "test nodes", f"{model} F1", "mlp F1"], rows)
+
+
 def _dataset(inputs: ReportInputs) -> str:
     p, g = inputs.prepare, inputs.graph
     h, deg, comp = g["homophily"], g["degree"], g["components"]
@@ -253,10 +305,11 @@ def _dataset(inputs: ReportInputs) -> str:
     if "phases" in g:
         rows.append(("edge homophily among train nodes", g["phases"].get("train_label_homophily")))
     labels = g["labels"]
-    label_rows = [[c, n, f"{frac:.1%}", h["per_class"][c]]
+    label_rows = [[*_class_cells(inputs, c), n, f"{frac:.1%}", h["per_class"][c]]
                   for c, (n, frac) in enumerate(zip(labels["count"], labels["fraction"]))]
     return ("<h2>Dataset</h2>" + _pairs(rows) + "<h3>Labels</h3>"
-            + _table(["class", "nodes", "share", "same-class neighbour share h_k"], label_rows))
+            + _table([*_class_header(inputs), "nodes", "share", "same-class neighbour share h_k"],
+                     label_rows) + _label_coverage(inputs))
 
 
 def _split(inputs: ReportInputs) -> str:
@@ -371,6 +424,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
         _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,
         "<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"), fig("per_class_f1.png"),
+        _per_class(inputs, model) if view.class_figures else "",
         _dataset(inputs), fig("degree_histogram.png"),
         _split(inputs),
         _partition(inputs),

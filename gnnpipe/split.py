@@ -3,17 +3,24 @@
 ``transductive``: labels are split, every phase passes messages over the whole graph.
 ``inductive``: the train phase sees only edges among train nodes, the val phase edges among
 train and val nodes, the test phase the whole graph; nodes keep their global ids throughout.
+
+Unlabelled nodes (``y == UNLABELLED``) are never in train/val/test: their role is "unused", and
+sizes (fractions or counts) are of the *labelled* nodes. They stay in the graph as ordinary
+message carriers and, having no phase of their own, belong to **every** phase's message graph:
+inductive mode adds them to the nodes the train and val phases see (no label or feature of a
+val/test node reaches training through them, since every edge touching a val/test node is still
+dropped). A labelled node that no split took ("unused" by size) stays hidden as before.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from gnnpipe.config import NodeSplitParams
-from gnnpipe.graph import Csr, Graph
+from gnnpipe.graph import UNLABELLED, Csr, Graph
 from gnnpipe.ordered_split import ordered_roles
 
 PHASES = ("train", "val", "test")
@@ -24,6 +31,8 @@ class NodeSplit:
     roles: np.ndarray  # str (N,): "train" | "val" | "test" | "unused"
     message_graphs: dict[str, Csr]  # one per phase; phases may share one object
     mode: str
+    # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
+    unlabelled_dropped: dict[str, int] = field(default_factory=dict)
 
     def nodes(self, role: str) -> np.ndarray:
         """Node ids with ``role``: int64 (n_role,), ascending."""
@@ -62,12 +71,18 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
 def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) -> NodeSplit:
     """Assign every node a role and build the message graph of each phase.
 
-    Sizes are fractions of all nodes or counts (``per_class``: the train count is per class).
-    Raises ``ValueError`` when the sizes do not fit or a split would be empty.
+    Sizes are fractions of the labelled nodes or counts (``per_class``: the train count is per
+    class); unlabelled nodes are always "unused". Raises ``ValueError`` when the sizes do not fit
+    or a split would be empty.
     """
     n = graph.num_nodes
     y = graph.y.numpy()
-    sizes = resolve_sizes(cfg, n)
+    labelled = y != UNLABELLED
+    m = int(labelled.sum())
+    if m == 0:
+        raise ValueError("the prepared graph has no labelled node (every label is missing): "
+                         "nothing to split; give the dataset a label column with values")
+    sizes = resolve_sizes(cfg, m)
     if cfg.per_class:
         if not isinstance(cfg.train, int):
             raise ValueError(f"split.node.per_class=true needs split.node.train as a count per "
@@ -75,31 +90,38 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
         if cfg.strategy != "stratified":
             raise ValueError("split.node.per_class=true needs split.node.strategy=stratified")
     roles = np.full(n, "unused", dtype=object)
+    dropped: dict[str, int] = {}
     if cfg.strategy == "random":
         need = sum(sizes.values())
-        if need > n:
-            raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {n}")
-        perm = rng.permutation(n)
+        if need > m:
+            raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {m}"
+                             + ("" if m == n else f" labelled nodes (of {n})"))
+        pool = np.flatnonzero(labelled)  # every node when all are labelled: arange(n)
+        perm = pool[rng.permutation(m)]
         start = 0
         for key in PHASES:
             roles[perm[start:start + sizes[key]]] = key
             start += sizes[key]
     elif cfg.strategy in ("cluster", "time"):  # graph-aware: see gnnpipe/ordered_split.py
-        ordered_roles(graph, cfg, sizes, rng, roles)
+        ordered_roles(graph, cfg, sizes, rng, roles, labelled)
     elif cfg.strategy == "public":  # the dataset's official split; sizes do not apply
-        _public_roles(graph, roles)
-    else:
+        dropped = _public_roles(graph, roles, labelled)
+    else:  # stratified: class members (y == c) never include an unlabelled node
         _stratify(y, graph.num_classes, sizes, cfg.per_class, rng, roles)
     for key in PHASES:
         if not (roles == key).any():
             raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
                              f"split.node.{key} (fraction or count)")
-    return NodeSplit(roles=roles.astype(str), message_graphs=message_graphs(graph.csr, roles, cfg.mode),
-                     mode=cfg.mode)
+    return NodeSplit(roles=roles.astype(str),
+                     message_graphs=message_graphs(graph.csr, roles, cfg.mode, labelled),
+                     mode=cfg.mode, unlabelled_dropped=dropped)
 
 
-def _public_roles(graph: Graph, roles: np.ndarray) -> None:
-    """Fill ``roles`` from ``graph.public_roles`` (planetoid, ogb, pyg masks; see prepare)."""
+def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
+    """Fill ``roles`` from ``graph.public_roles`` (planetoid, ogb, pyg masks; see prepare).
+
+    An official train/val/test node without a label becomes "unused"; returns how many per role.
+    """
     from gnnpipe.graph import ROLES  # code order of Graph.public_roles
 
     if graph.public_roles is None:
@@ -107,10 +129,14 @@ def _public_roles(graph: Graph, roles: np.ndarray) -> None:
                          "(dataset.source planetoid, ogb, or pyg with train/val/test masks); "
                          "the prepared graph has none")
     roles[:] = np.asarray(ROLES, dtype=object)[graph.public_roles.numpy()]
+    dropped = {key: int(((roles == key) & ~labelled).sum()) for key in PHASES}
+    roles[~labelled] = "unused"
     empty = [key for key in PHASES if not (roles == key).any()]
     if empty:
         raise ValueError(f"split.node.strategy=public: the dataset's official split has no "
-                         f"{empty[0]} nodes")
+                         f"labelled {empty[0]} nodes" + (f" ({dropped[empty[0]]} are unlabelled)"
+                                                         if dropped[empty[0]] else ""))
+    return dropped
 
 
 def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class: bool,
@@ -138,10 +164,16 @@ def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class:
         remaining -= counts
 
 
-def message_graphs(csr: Csr, roles: np.ndarray, mode: str) -> dict[str, Csr]:
-    """The graph each phase may pass messages over (see the module docstring)."""
+def message_graphs(csr: Csr, roles: np.ndarray, mode: str,
+                   labelled: np.ndarray | None = None) -> dict[str, Csr]:
+    """The graph each phase may pass messages over (see the module docstring).
+
+    ``labelled`` bool (N,) (None: every node): inductive train and val graphs keep the edges of
+    the unlabelled nodes too.
+    """
     if mode == "transductive":
         return {phase: csr for phase in PHASES}
-    train = torch.from_numpy(roles == "train")
+    carriers = np.zeros(roles.size, dtype=bool) if labelled is None else ~labelled
+    train = torch.from_numpy((roles == "train") | carriers)
     seen_by_val = train | torch.from_numpy(roles == "val")
     return {"train": csr.restrict(train), "val": csr.restrict(seen_by_val), "test": csr}

@@ -16,6 +16,8 @@ def add_arguments(parser):
     parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"),
                         help="folder of the stages' metrics files (prepare.json, graph.json, ...)")
     parser.add_argument("--details", type=Path, default=Path("reports/eval_details.json"))
+    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"),
+                        help="its classes.parquet names the classes by the user's label values")
     parser.add_argument("--out", type=Path, default=Path("reports/report.html"))
     parser.add_argument("--figures", type=Path, default=Path("reports/figures"),
                         help="folder the PNGs are written to (the HTML embeds and links them)")
@@ -52,6 +54,14 @@ def _sweep(args) -> str:
     return f"{len(rows)} depths (num_layers: GNN test acc) {points} -> {args.sweep_out}"
 
 
+def _read_classes(prepared: Path) -> list | None:
+    """The user's label values by class code; None when the prepared folder predates
+    classes.parquet (the report then shows codes)."""
+    if not (prepared / "classes.parquet").exists():
+        return None
+    return io.read_classes(prepared).to_pylist()
+
+
 def run(args):
     from gnnpipe.report import ReportInputs, render  # imports matplotlib: not for --help
 
@@ -70,6 +80,7 @@ def run(args):
         train_history=_read_csv(m / "train_history.csv"),
         baseline_history=_read_csv(m / "baseline_history.csv"),
         degree_hist=_read_csv(m / "degree_hist.csv"),
+        classes=_read_classes(args.prepared),
     )
     try:
         report = render(inputs, Path(os.path.relpath(args.figures, args.out.parent)).as_posix())

@@ -57,6 +57,12 @@ def _write_features(args, params, fitted: dict) -> None:
         write_transforms(out, params.features.normalize, fitted)
 
 
+def _public_dropped(report: dict, cfg, dropped: dict) -> None:
+    """strategy public: the official train/val/test nodes left unused for lack of a label."""
+    if cfg.strategy == "public":
+        report["label_coverage"]["public_split_unlabelled"] = dropped
+
+
 def run_nodes(args, params) -> str:
     graph = io.read_graph(args.prepared)
     cfg = params.split.node
@@ -67,6 +73,7 @@ def run_nodes(args, params) -> str:
         graph.csr, node_split.mode, timestamps=graph.timestamps.numpy() if timed else None,
         separated=cfg.strategy == "cluster" and cfg.cluster == "component")
     fitted = _fit_features(params, report, graph.x, node_split.roles)
+    _public_dropped(report, cfg, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_split(out, node_split.roles, node_split.message_graphs,
@@ -103,6 +110,7 @@ def run_typed_nodes(args, params) -> str:
     report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs,
                                      node_split.mode)
     fitted = _fit_features(params, report, graph.x, node_split.roles, graph.target)
+    _public_dropped(report, params.split.node, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_split(out, graph, node_split.message_graphs,

@@ -7,7 +7,8 @@ the split or a hand-edited artifact fails the stage. Check names carry the edge 
 * **Node task**: the homogeneous node audit of the target type over its own relation (sizes,
   class balance, cross-split edges), plus for every edge type and phase: its message edges are
   edges of the prepared graph, and (inductive) none has an endpoint of the target type outside
-  the roles the phase may see.
+  the roles the phase may see (unused unlabelled target nodes are visible to every phase, as
+  in ``gnnpipe.audit``). ``splits_labelled_only`` and ``label_coverage`` are of the target type.
 * **Link task**: the homogeneous link audit on the held-out edge type ``E`` and its reverse
   ``R`` projected together onto homogeneous ids (``graph.offsets()``), where an ``E`` edge
   ``a -> p`` and an ``R`` edge ``p -> a`` are the same unordered pair: so a val/test pair kept in
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from gnnpipe import audit
-from gnnpipe.graph import Csr
+from gnnpipe.graph import UNLABELLED, Csr
 from gnnpipe.typed_graph import (EdgeType, HeteroGraph, edge_pairs, edge_type_name,
                                   homogeneous_csr)
 
@@ -65,7 +66,7 @@ def _typed_checks(graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, C
             allowed = VISIBLE_ROLES[mode][phase] if mode else None
             if allowed is None or graph.target not in (edge_type[0], edge_type[2]):
                 continue
-            visible = np.isin(roles, allowed)
+            visible = audit.visible_nodes(roles, graph.y.numpy() != UNLABELLED, allowed)
             src, dst = edge_pairs(csr)
             bad = np.zeros(src.size, dtype=bool)
             if edge_type[0] == graph.target:

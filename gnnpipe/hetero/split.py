@@ -7,7 +7,9 @@ public with an official split and time with node times of the target, which
 ``HeteroGraph.target_graph`` carries from typed tables and OGB-MAG folders). ``transductive``: every phase passes messages
 over the whole graph. ``inductive``: the train phase's graph drops, in **every** edge type, each
 edge with an endpoint of the target type that is not a train node (val: not train or val), so
-no val/test paper reaches training through an author or a venue either.
+no val/test paper reaches training through an author or a venue either. Unlabelled target
+nodes (``y == UNLABELLED``) are "unused", never split, and are seen by every phase (as in
+``gnnpipe.split``): they keep their edges in the train and val graphs.
 
 **Link task**: one edge type ``E`` (``graph.link_edge_type``, default ``author writes paper``) is
 held out together with its reverse ``R`` (``paper rev_writes author``): the unit of the split is
@@ -21,13 +23,13 @@ pairs; other edge types are kept whole in every phase. Fixed val/test negatives 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
-from gnnpipe.graph import Csr
+from gnnpipe.graph import UNLABELLED, Csr
 from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
 from gnnpipe.link_split import (  # the same roles and visibility as homogeneous link splits
     _MESSAGE, _SUPERVISION_ONLY, _TEST, _VAL, _VISIBLE_CODES, EDGE_ROLES, HELD_OUT, PHASES,
@@ -64,6 +66,8 @@ class HeteroNodeSplit:
     roles: np.ndarray  # str (N_target,): train | val | test | unused
     message_graphs: MessageGraphs  # phases may share one dict
     mode: str
+    # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
+    unlabelled_dropped: dict[str, int] = field(default_factory=dict)
 
 
 def split_hetero_nodes(graph: HeteroGraph, cfg: NodeSplitParams,
@@ -73,14 +77,15 @@ def split_hetero_nodes(graph: HeteroGraph, cfg: NodeSplitParams,
         raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
                          f"type's own relation together, and this graph has no {graph.target} "
                          f"-> {graph.target} edge type; use random, stratified, time or public")
-    roles = split_nodes(graph.target_graph(), cfg, rng).roles
+    node_split = split_nodes(graph.target_graph(), cfg, rng)
+    roles, dropped = node_split.roles, node_split.unlabelled_dropped
     if cfg.mode == "transductive":
-        return HeteroNodeSplit(roles, {phase: graph.csr for phase in PHASES}, cfg.mode)
-    train = roles == "train"
+        return HeteroNodeSplit(roles, {phase: graph.csr for phase in PHASES}, cfg.mode, dropped)
+    train = (roles == "train") | (graph.y.numpy() == UNLABELLED)  # unlabelled: seen by all
     graphs = {"train": restrict_to(graph, graph.csr, train),
               "val": restrict_to(graph, graph.csr, train | (roles == "val")),
               "test": graph.csr}
-    return HeteroNodeSplit(roles, graphs, cfg.mode)
+    return HeteroNodeSplit(roles, graphs, cfg.mode, dropped)
 
 
 # ------------------------------------------------------------------------------------ links
