@@ -153,7 +153,7 @@ def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
 def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: dict):
     """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
     phase's inputs; (None, None, how) on ranks other than 0."""
-    from gnnpipe.features import read_transform
+    from gnnpipe.commands.inputs import model_features
     from gnnpipe.inference import layerwise_logits, plan
     from gnnpipe.models import build_model, forward_with_hidden
     from gnnpipe.predict import rows_forward
@@ -168,7 +168,7 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
         x = torch.cat([h.float() for h in hops], dim=1)
         in_dim = graph.x.shape[1]
     else:
-        x = read_transform(args.features).apply(graph.x)
+        x = model_features(args, graph.x)
         in_dim = x.shape[1]
         if cfg.model != "mlp":
             csr = io.read_message_graphs(args.split, graph.num_nodes)["test"]
@@ -257,13 +257,13 @@ def predict_links(args, params, ctx):
 
 def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
     """(output, hidden type -> (N_t, H), how) of the typed model on the test phase's graph."""
-    from gnnpipe.features import read_transform
+    from gnnpipe.commands.inputs import model_features
     from gnnpipe.hetero.inference import hetero_layerwise_logits
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
 
     cfg, graph = params.train, typed.graph
-    x = {t: read_transform(args.features, node_type=t).apply(v) for t, v in graph.x.items()}
+    x = {t: model_features(args, v, t) for t, v in graph.x.items()}
     inputs = phase_inputs(graph, typed.graphs, cfg)["test"]
     from gnnpipe.typed_graph import edge_type_name
 
