@@ -58,6 +58,15 @@ def _params(folder: Path, name: str = "params.yaml", **sections) -> str:
     return name
 
 
+def _features(folder: Path, graph: Graph) -> None:
+    """data/features as the split stage writes it for features.normalize: none."""
+    from gnnpipe.features import fit_graph, write_transforms
+
+    out = folder / "data/features"
+    out.mkdir(parents=True, exist_ok=True)
+    write_transforms(out, "none", fit_graph("none", graph.x, None))
+
+
 def _prepare(folder: Path, graph: Graph, ids: pa.Array | None, classes: list | None) -> None:
     out = folder / "data/prepared"
     out.mkdir(parents=True)
@@ -77,6 +86,7 @@ def node_run(tmp_path_factory):
     io.write_split(folder / "data/split", _roles(graph.y), {p: graph.csr for p in
                                                             ("train", "val", "test")},
                    {"task": "node", "mode": "transductive"})
+    _features(folder, graph)
     _params(folder, predict={"top_k": 2, "block_rows": 7})
     cwd = os.getcwd()
     os.chdir(folder)
@@ -255,6 +265,7 @@ def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
     _prepare(tmp_path, graph, None, None)
     io.write_split(tmp_path / "data/split", _roles(graph.y),
                    {p: graph.csr for p in ("train", "val", "test")}, {"task": "node"})
+    _features(tmp_path, graph)
     _params(tmp_path, train={"model": "mlp", "epochs": 2})
     cwd = os.getcwd()
     os.chdir(tmp_path)
