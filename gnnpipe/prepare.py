@@ -10,7 +10,7 @@ import torch
 
 from gnnpipe import sources
 from gnnpipe.config import DatasetParams
-from gnnpipe.graph import ROLES, Csr, Graph, normalize_edges
+from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, normalize_edges
 from gnnpipe.sources.base import RawGraph, time_key
 
 
@@ -18,7 +18,8 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
                     where: str) -> int:
     """Check raw arrays before they become a graph; return the number of classes.
 
-    ``x`` (N, F) float, ``y`` (N,) int in ``[0, C)``, ``src``/``dst`` (M,) int in ``[0, N)``.
+    ``x`` (N, F) float, ``y`` (N,) int in ``[0, C)`` or -1 (unlabelled), ``src``/``dst`` (M,)
+    int in ``[0, N)``.
     Raises ``ValueError`` naming ``where`` (the source) and the offending column.
     """
     if x.ndim != 2:
@@ -30,7 +31,7 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
         raise ValueError(f"{where}: labels have shape {y.shape} but there are {n} feature rows")
     if not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"{where}: labels must be integers, got {y.dtype}")
-    if y.min() < 0:
+    if y.min() < UNLABELLED:
         raise ValueError(f"{where}: label column has negative value {int(y.min())}")
     bad_rows = ~np.isfinite(x).all(axis=1)
     if bad_rows.any():
@@ -47,8 +48,11 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
             bad = ids[(ids < 0) | (ids >= n)][0]
             raise ValueError(f"{where}: edge column {name!r} has node id {int(bad)} outside "
                              f"[0, {n}) ({n} nodes)")
-    num_classes = int(y.max()) + 1
-    if np.count_nonzero(np.bincount(y)) < 2:  # all labels equal, whatever their value
+    labelled = y[y != UNLABELLED]
+    if labelled.size == 0:
+        raise ValueError(f"{where}: no node has a label; node classification needs labels")
+    num_classes = int(labelled.max()) + 1
+    if np.count_nonzero(np.bincount(labelled)) < 2:  # all labels equal, whatever their value
         raise ValueError(f"{where}: labels hold a single class; node classification needs >= 2")
     return num_classes
 
@@ -61,6 +65,7 @@ class Prepared:
     report: dict
     node_ids: pa.Array | None = None  # (N,) the user's id of node i (parquet / csv sources)
     node_time: pa.Array | None = None  # (N,) the node table's timestamp column, as read
+    class_values: pa.Array | None = None  # (C,) the user's label of each code; None: 0..C-1
     edge_attrs: dict[str, pa.Array] = field(default_factory=dict)  # (E,) per stored edge
 
 
@@ -78,6 +83,8 @@ def prepare_dataset(cfg: DatasetParams, seed: int) -> Prepared:
 def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     """Validate a source's raw graph and apply ``cfg``'s edge policies."""
     num_classes = validate_arrays(raw.x, raw.y, raw.src, raw.dst, raw.where)
+    if raw.class_values is not None:  # classes are the user's values, present or not
+        num_classes = len(raw.class_values)
     n = raw.x.shape[0]
     csr, edge_report = normalize_edges(raw.src, raw.dst, n, undirected=cfg.undirected,
                                        dedup=cfg.dedup,
@@ -121,7 +128,7 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
         if raw.edge_time is not None:
             edge_attrs["timestamp"] = raw.edge_time.take(rows)
     return Prepared(graph=graph, report=report, node_ids=raw.node_ids, node_time=raw.node_time,
-                    edge_attrs=edge_attrs)
+                    edge_attrs=edge_attrs, class_values=raw.class_values)
 
 
 def _pair_keys(src: np.ndarray, dst: np.ndarray, n: int, undirected: bool) -> np.ndarray:

@@ -53,3 +53,16 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator) -> dict[str, np.nda
     if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
         out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
     return out
+
+
+def keep_labels(y: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """``y`` (N,) with all but ``rate`` of each class set to -1 (unlabelled): per class
+    ``max(1, round(rate * n_c))`` labels kept, drawn by ``rng``. ``rate`` 1.0 returns ``y``."""
+    if rate >= 1.0:
+        return y
+    out = np.full_like(y, -1)
+    for c in np.unique(y):
+        members = np.flatnonzero(y == c)
+        keep = rng.choice(members, size=max(1, int(round(rate * members.size))), replace=False)
+        out[keep] = c
+    return out

@@ -310,8 +310,9 @@ BAD_TABLES = {
                     r"nodes\.parquet: feature column 'f_1' has NaN or inf in 1 rows \(first: row 5\)"),
     "null feature": (lambda f: _break(f, nodes=_nodes(f_2=pa.array([None] + [1.0] * (N - 1)))), {},
                      r"nodes\.parquet: feature column 'f_2' has 1 nulls \(first: row 0\)"),
-    "label nulls": (lambda f: _break(f, nodes=_nodes(label=pa.array([1, None] * (N // 2)))), {},
-                    r"nodes\.parquet: label column 'label' has 20 nulls \(first: row 1\)"),
+    "label nulls": (lambda f: _break(f, nodes=_nodes(label=pa.array([None] * N, pa.int64()))), {},
+                    r"nodes\.parquet: label column 'label' has no labelled rows \(all 40 are "
+                    r"missing"),
     "label fractional": (lambda f: _break(f, nodes=_nodes(label=pa.array([0.5] * N))), {},
                          r"nodes\.parquet: label column 'label' holds a non-integer class"),
     "negative label": (lambda f: _break(f, nodes=_nodes(label=pa.array([-1] + [0] * (N - 1)))), {},
@@ -519,7 +520,7 @@ def _ogb_spoil(root: Path, case: str) -> None:
     if case == "id out of range":
         _gz_csv(raw / "edge.csv.gz", [[0, 1], [2, N + 3]])
     elif case == "label NaN":
-        _gz_csv(raw / "node-label.csv.gz", [[1]] * (N - 1) + [["nan"]])
+        _gz_csv(raw / "node-label.csv.gz", [["nan"]] * N)
     elif case == "multi-task":
         _gz_csv(raw / "node-label.csv.gz", np.zeros((N, 3), dtype=int))
     elif case == "node count":
@@ -536,7 +537,8 @@ def _ogb_spoil(root: Path, case: str) -> None:
 
 OGB_ERRORS = {
     "id out of range": r"edge\.csv\.gz: edge column 'f1' \(dst\) has node id 43 \(row 1\) outside \[0, 40\)",
-    "label NaN": r"node-label\.csv\.gz: label column 'f0' has 1 nulls \(first: row 39\)",
+    "label NaN": r"node-label\.csv\.gz: label column 'f0' has no labelled rows \(all 40 are "
+                 r"missing",
     "multi-task": r"node-label\.csv\.gz: 3 label columns \(a multi-task dataset",
     "node count": r"num-node-list\.csv\.gz: says \[41\] nodes",
     "overlap": r"time: node 3 is in both the train and the test split",
@@ -618,9 +620,9 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
                    folder / "edges.parquet")
     code, out, metrics = _cli_prepare(tmp_path, folder, edges={"weight": "w"})
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["edge_attrs.parquet", "edges.parquet",
-                                                     "graph.pt", "node_ids.parquet",
-                                                     "nodes.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["classes.parquet", "edge_attrs.parquet",
+                                                     "edges.parquet", "graph.pt",
+                                                     "node_ids.parquet", "nodes.parquet"]
     report = json.loads(metrics.read_text())
     assert report["nodes"] == N and report["source"] == "parquet"
     # join predictions back: node i of every artifact is original_id[i]

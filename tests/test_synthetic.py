@@ -150,7 +150,7 @@ def test_validate_arrays_accepts_valid_input_and_counts_classes():
     (lambda x, y, s, d: (np.zeros((0, 2), np.float32), np.zeros(0, np.int64), s[:0], d[:0]),
      r"the graph has no nodes"),
     (lambda x, y, s, d: (x, y.astype(np.float64), s, d), r"labels must be integers, got float64"),
-    (lambda x, y, s, d: (x, y - 1, s, d), r"label column has negative value -1"),
+    (lambda x, y, s, d: (x, y - 2, s, d), r"label column has negative value -2"),  # -1: unlabelled
     (lambda x, y, s, d: (x[:, 0], y, s, d), r"features must be a 2-D"),
     (lambda x, y, s, d: (x, y, s, d[:2]), r"src and dst must be 1-D of equal length"),
 ], ids=["nan", "inf", "src-too-big", "dst-too-big", "src-negative", "dst-negative",

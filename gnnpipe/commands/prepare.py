@@ -28,6 +28,20 @@ def run(args):
     return pick(RUNS, kind, params.dataset.task, "prepare")(args, params)
 
 
+def _labels(out: Path, y, num_classes: int, class_values, report: dict, compression: str):
+    """classes.parquet (the user's label of each code; 0..C-1 when the source had codes) and
+    the label coverage of ``y`` (N,) in ``report``."""
+    import numpy as np
+    import pyarrow as pa
+
+    values = (pa.array(np.arange(num_classes, dtype=np.int64)) if class_values is None
+              else class_values)
+    io.write_classes(out, values, compression)
+    labelled = int((y >= 0).sum())
+    report["labelled_nodes"] = labelled
+    report["label_coverage"] = round(labelled / max(int(y.numel()), 1), 6)
+
+
 def prepare_homogeneous(args, params) -> str:
     from gnnpipe.prepare import prepare_dataset
 
@@ -42,6 +56,8 @@ def prepare_homogeneous(args, params) -> str:
         if prepared.edge_attrs:
             src, dst = graph.csr.edge_index().numpy()
             io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
+        _labels(out, graph.y, graph.num_classes, prepared.class_values, report,
+                storage.compression)
     io.write_json(args.metrics, report)
     return (f"{report['nodes']} nodes, {report['edges']} edges ({report['duplicates_removed']} "
             f"duplicates, {report['self_loops_removed']} self-loops removed) -> {args.out}")
@@ -66,6 +82,7 @@ def prepare_typed_tables(args, params) -> str:
         for node_type, ids in prepared.node_ids.items():
             hio.write_hetero_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
                                       compression)
+        _labels(out, graph.y, graph.num_classes, prepared.class_values, report, compression)
     io.write_json(args.metrics, report)
     types = ", ".join(f"{n} {t}" for t, n in report["node_types"].items())
     featureless = (f"; featureless ({params.dataset.typed.featureless} features): "
@@ -81,8 +98,10 @@ def prepare_typed_synthetic(args, params) -> str:
     from gnnpipe.hetero.synthetic import generate_hetero
 
     graph, counts = generate_hetero(params.dataset, make_rng(params.seed, "prepare"))
+    report = {}
     with io.atomic_dir(args.out) as out:
         hio.write_hetero_prepared(out, graph)
+        _labels(out, graph.y, graph.num_classes, None, report, "zstd")
     target = graph.target
     degrees = graph.csr[graph.self_relation()].degrees()
     report = {
@@ -96,7 +115,7 @@ def prepare_typed_synthetic(args, params) -> str:
         "isolated_nodes": int((degrees == 0).sum()),  # of the target type, over its relation
         "node_types": {t: graph.num_nodes(t) for t in graph.node_types},
         "edge_types": {edge_type_name(e): c.num_edges for e, c in graph.csr.items()},
-        **counts}
+        **counts, **report}
     io.write_json(args.metrics, report)
     types = ", ".join(f"{n} {t}" for t, n in report["node_types"].items())
     return (f"heterogeneous graph: {types}; {report['edges']} edges in {len(graph.csr)} types "

@@ -44,6 +44,7 @@ class TypedPrepared:
     report: dict
     node_ids: dict[str, pa.Array] = field(default_factory=dict)
     node_time: dict[str, pa.Array] = field(default_factory=dict)
+    class_values: pa.Array | None = None  # (C,) the user's label of each code; None: 0..C-1
 
 
 def load_typed(cfg: DatasetParams) -> RawTypedGraph:
@@ -189,8 +190,9 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> TypedPrepared:
         else:
             x[node_type] = torch.from_numpy(node.x)
     y = raw.y
-    num_classes = int(y.max()) + 1 if raw.labelled else 1
-    if raw.labelled and cfg.task == "node" and np.count_nonzero(np.bincount(y)) < 2:
+    num_classes = (len(raw.class_values) if raw.class_values is not None
+                   else int(y.max()) + 1 if raw.labelled else 1)
+    if raw.labelled and cfg.task == "node" and np.count_nonzero(np.bincount(y[y >= 0])) < 2:
         raise ValueError(f"{raw.nodes[raw.target].where}: labels hold a single class; node "
                          "classification needs >= 2")
     node_time = {t: torch.from_numpy(int_times(n.time, n.where)) for t, n in raw.nodes.items()
@@ -220,4 +222,5 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> TypedPrepared:
         report["class_names"] = raw.class_names
     return TypedPrepared(graph=graph, report=report,
                          node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
-                         node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None})
+                         node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},
+                         class_values=raw.class_values)

@@ -92,10 +92,15 @@ def generate_hetero(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Heter
              WRITES: (w_src, w_dst), REV_WRITES: (w_dst, w_src),
              PUBLISHED_IN: (p_ids, venue), REV_PUBLISHED_IN: (venue, p_ids)}
     csr = {et: typed_csr(s, d, sizes[et[0]], sizes[et[2]]) for et, (s, d) in pairs.items()}
+    num_classes = int(y.max()) + 1
+    if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
+        from gnnpipe.synthetic import keep_labels
+
+        y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
     graph = HeteroGraph(
         x={"paper": torch.from_numpy(papers["x"]), "author": torch.from_numpy(x_author),
            "venue": torch.from_numpy(x_venue)},
-        csr=csr, target="paper", y=torch.from_numpy(y), num_classes=int(y.max()) + 1,
+        csr=csr, target="paper", y=torch.from_numpy(y), num_classes=num_classes,
         reverse=dict(REVERSE), link_edge_type=WRITES)
     report = {"cites_duplicates_removed": cites_report.duplicates_removed,
               "cites_self_loops_removed": cites_report.self_loops_removed,

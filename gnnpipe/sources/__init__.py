@@ -25,7 +25,8 @@ def load(cfg: DatasetParams, seed: int) -> RawGraph:
     """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator."""
     if cfg.source == "synthetic":
         raw = synthetic.generate(cfg.synthetic, make_rng(seed, "prepare"))
-        return RawGraph(x=raw["x"], y=raw["y"], src=raw["src"], dst=raw["dst"],
+        y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
+        return RawGraph(x=raw["x"], y=y, src=raw["src"], dst=raw["dst"],
                         where="dataset.synthetic", timestamps=raw.get("timestamps"))
     if cfg.path == DatasetParams.path:  # still the built-in default
         raise ValueError(f"dataset.source={cfg.source} needs dataset.path: "

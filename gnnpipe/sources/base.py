@@ -44,6 +44,7 @@ class RawGraph:
     edge_weight: pa.Array | None = None
     edge_time: pa.Array | None = None
     class_names: list[str] | None = None
+    class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
 
 
 def reason(err: BaseException, limit: int = 160) -> str:
@@ -88,38 +89,95 @@ def is_numeric(dtype: pa.DataType) -> bool:
     return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype)
 
 
-def labels(column: pa.Array | pa.ChunkedArray, file: Path | str,
-           name: str) -> tuple[np.ndarray, list[str] | None]:
-    """Class ids int64 (N,) from an integer (>= 0), integral float or string label column.
+# Label cells that mean "no label" whatever the column (compared stripped, case-insensitive)
+MISSING_LABELS = ("", "nan", "na", "n/a", "none", "null")
 
-    String labels become codes of the sorted class names, which are returned as well.
+
+def labels(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
+           unlabeled_values: tuple = (), max_classes: int | None = None
+           ) -> tuple[np.ndarray, list[str] | None]:
+    """Class codes int64 (N,) from an integer, integral float or string label column, -1
+    (``UNLABELLED``) where the label is missing; and the class names when they are strings.
+
+    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
+    other values are remapped to dense codes 0..C-1 in sorted order (``label_values`` gives
+    them back), so sparse integer codes never make empty classes.
     """
+    codes, values = label_codes(column, file, name, unlabeled_values, max_classes)
+    names = [str(v) for v in values.to_pylist()] if pa.types.is_string(values.type) else None
+    return codes, names
+
+
+def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
+                unlabeled_values: tuple = (), max_classes: int | None = None
+                ) -> tuple[np.ndarray, pa.Array]:
+    """``labels`` with the user's value of each class code: int64 or string (C,)."""
     column = combine(column)
-    check_no_nulls(column, file, name, "label")
+    if len(column) == 0:  # no nodes at all: validate_arrays says so
+        return np.zeros(0, dtype=np.int64), pa.array([], type=pa.int64())
     dtype = column.type
     if pa.types.is_dictionary(dtype):
         column, dtype = column.cast(dtype.value_type), dtype.value_type
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        names = pc.unique(column).sort()
-        codes = pc.index_in(column, value_set=names).to_numpy().astype(np.int64)
-        return codes, [str(v) for v in names.to_pylist()]
-    if pa.types.is_floating(dtype):
-        values = column.to_numpy()
-        check_finite(values, file, [name], "label")
-        if not np.array_equal(values, np.round(values)):
-            bad = int(np.argmax(values != np.round(values)))
-            raise ValueError(f"{file}: label column {name!r} holds a non-integer class "
-                             f"{values[bad]} (row {bad}); expected integer or string classes")
-        values = values.astype(np.int64)
-    elif pa.types.is_integer(dtype):
-        values = column.to_numpy().astype(np.int64)
-    else:
+    if pa.types.is_large_string(dtype):
+        column, dtype = column.cast(pa.string()), pa.string()
+    if pa.types.is_null(dtype):  # every cell empty: Arrow could not even infer a type
+        column, dtype = column.cast(pa.int64()), pa.int64()
+    is_string = pa.types.is_string(dtype)
+    if not (is_string or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
         raise ValueError(f"{file}: label column {name!r} is {dtype}; expected integer or "
                          f"string classes")
-    if values.size and values.min() < 0:
-        raise ValueError(f"{file}: label column {name!r} has negative class {int(values.min())} "
-                         f"(row {int(np.argmin(values))})")
-    return values, None
+    for value in unlabeled_values:
+        if is_string != isinstance(value, str):
+            raise ValueError(f"dataset.nodes.unlabeled_values holds {value!r}, but label column "
+                             f"{name!r} of {file} holds {'strings' if is_string else 'numbers'}")
+    missing = column.is_null().to_numpy(zero_copy_only=False)
+    if is_string:
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(column.fill_null("")))
+        missing |= pc.is_in(text, value_set=pa.array(MISSING_LABELS)).to_numpy(
+            zero_copy_only=False)
+        if unlabeled_values:
+            missing |= pc.is_in(column.fill_null(""), value_set=pa.array(
+                [str(v) for v in unlabeled_values])).to_numpy(zero_copy_only=False)
+        kept = column.filter(pa.array(~missing))
+        classes = pc.unique(kept).sort()
+        codes = np.full(len(column), -1, dtype=np.int64)
+        codes[~missing] = pc.index_in(kept, value_set=classes).to_numpy().astype(np.int64)
+        values = classes
+    else:
+        raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
+            np.float64 if pa.types.is_floating(dtype) else np.int64)
+        if pa.types.is_floating(dtype):
+            missing |= np.isnan(raw)
+            bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
+            if bad.any():
+                row = int(np.argmax(bad))
+                raise ValueError(f"{file}: label column {name!r} holds a non-integer class "
+                                 f"{raw[row]} (row {row}); expected integer or string classes")
+        raw = np.where(missing, 0, raw).astype(np.int64)
+        if unlabeled_values:
+            missing |= np.isin(raw, np.asarray(unlabeled_values, dtype=np.int64)) & ~missing
+        negative = ~missing & (raw < 0)
+        if negative.any():
+            row = int(np.argmax(negative))
+            raise ValueError(f"{file}: label column {name!r} has negative class {int(raw[row])} "
+                             f"(row {row}); if it means 'unlabelled', list it in "
+                             f"dataset.nodes.unlabeled_values (e.g. [{int(raw[row])}])")
+        classes = np.unique(raw[~missing])  # sorted; never a bincount over raw values
+        codes = np.full(raw.size, -1, dtype=np.int64)
+        codes[~missing] = np.searchsorted(classes, raw[~missing])
+        values = pa.array(classes, type=pa.int64())
+    if missing.all():
+        raise ValueError(f"{file}: label column {name!r} has no labelled rows (all "
+                         f"{missing.size} are missing: null, NaN, blank, NA, ...)")
+    if max_classes is not None and len(values) > max_classes:
+        raise ValueError(f"{file}: label column {name!r} has {len(values)} distinct classes, "
+                         f"more than dataset.max_classes={max_classes}")
+    if len(values) < 2:
+        raise ValueError(f"{file}: label column {name!r} holds a single class "
+                         f"{values[0].as_py()!r} among its {int((~missing).sum())} labelled rows "
+                         f"({int(missing.sum())} more look unlabelled: null, NaN, blank, NA, "
+                         f"None, ...); node classification needs >= 2")
+    return codes, values
 
 
 def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path | str,
@@ -264,3 +322,4 @@ class RawTypedGraph:
     class_names: list[str] | None = None
     public_roles: np.ndarray | None = None
     labelled: bool = True  # False: no label column anywhere (dataset.task link only)
+    class_values: pa.Array | None = None  # (C,) the user's label of each code

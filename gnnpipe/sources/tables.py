@@ -23,7 +23,7 @@ from gnnpipe.config import DatasetParams, EdgeTableParams
 from gnnpipe.progress import progress
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
                                   check_timestamps, combine, feature_columns, features,
-                                  is_numeric, labels, reason)
+                                  is_numeric, label_codes, labels, reason)
 
 CSV_BLOCK_BYTES = 64 << 20  # bytes per CSV chunk (pyarrow parses a block at a time)
 
@@ -241,7 +241,10 @@ def read(cfg: DatasetParams) -> RawGraph:
     wanted = [spec.id, spec.label, *feature_names] + ([spec.timestamp] if spec.timestamp else [])
     table = tables.read(nodes_path, list(dict.fromkeys(wanted)))
     ids = node_ids(table.column(spec.id), nodes_path, spec.id)
-    y, class_names = labels(table.column(spec.label), nodes_path, spec.label)
+    y, class_values = label_codes(table.column(spec.label), nodes_path, spec.label,
+                                  spec.unlabeled_values, cfg.max_classes)
+    class_names = ([str(v) for v in class_values.to_pylist()]
+                   if pa.types.is_string(class_values.type) else None)
     x = features(table, feature_names, is_list, nodes_path)
     node_time = (check_timestamps(table.column(spec.timestamp), nodes_path, spec.timestamp)
                  if spec.timestamp else None)
@@ -252,7 +255,7 @@ def read(cfg: DatasetParams) -> RawGraph:
                                              {"src": lookup, "dst": lookup}, spec.id)
     return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
                     node_time=node_time, edge_weight=weight, edge_time=edge_time,
-                    class_names=class_names)
+                    class_names=class_names, class_values=class_values)
 
 
 def read_edges(tables, path: Path, spec: EdgeTableParams,

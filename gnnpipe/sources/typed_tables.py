@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check_timestamps,
-                                  feature_columns, features, labels)
+                                  feature_columns, features, label_codes)
 from gnnpipe.sources.tables import CsvTables, IdLookup, ParquetTables, node_ids, read_edges
 from gnnpipe.typed_graph import check_name
 
@@ -140,9 +140,12 @@ def read(cfg: DatasetParams) -> RawTypedGraph:
         if label is not None:
             label_columns[node_type] = label
     target = _target(cfg, list(label_columns), paths, nodes_dir)
-    class_names = y = None
+    class_names = class_values = y = None
     if target in label_columns:
-        y, class_names = labels(label_columns[target], paths[target], cfg.nodes.label)
+        y, class_values = label_codes(label_columns[target], paths[target], cfg.nodes.label,
+                                      cfg.nodes.unlabeled_values, cfg.max_classes)
+        if pa.types.is_string(class_values.type):
+            class_names = [str(v) for v in class_values.to_pylist()]
     else:  # link task without labels: the first type stands as target, one dummy class
         target = target or next(iter(nodes))
     del label_columns
@@ -163,4 +166,5 @@ def read(cfg: DatasetParams) -> RawTypedGraph:
     n_target = nodes[target].num_nodes
     return RawTypedGraph(nodes=nodes, relations=relations, target=target,
                          y=np.zeros(n_target, dtype=np.int64) if y is None else y,
-                         where=str(root), class_names=class_names, labelled=y is not None)
+                         where=str(root), class_names=class_names, class_values=class_values,
+                         labelled=y is not None)
