@@ -66,8 +66,8 @@ def test_random_kills_never_leave_a_torn_graph(workdir):
         proc.wait()
         prepared = workdir / "data/prepared"
         if prepared.exists():
-            assert sorted(p.name for p in prepared.iterdir()) == ["edges.parquet", "graph.pt",
-                                                                   "nodes.parquet"]
+            assert sorted(p.name for p in prepared.iterdir()) == [
+                "classes.parquet", "edges.parquet", "graph.pt", "nodes.parquet"]
             assert read_graph(prepared).num_nodes == 60000
 
 

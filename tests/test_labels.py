@@ -90,7 +90,8 @@ def test_a_csv_with_two_thirds_blank_labels_prepares_the_labelled_third(tmp_path
     monkeypatch.chdir(_table_repo(tmp_path, labels))
     assert main(["prepare"]) == 0
     report = json.loads(Path("metrics/prepare.json").read_text())
-    assert report["labelled_nodes"] == 100 and report["label_coverage"] == round(100 / 300, 6)
+    assert report["labelled_nodes"] == 100 and report["label_coverage"] == {
+        "labelled": 100, "unlabelled": 200, "labelled_fraction": round(100 / 300, 6)}
     assert report["classes"] == 3 and report["class_names"] == ["cat", "dog", "eel"]
     assert io.read_classes(Path("data/prepared")).to_pylist() == ["cat", "dog", "eel"]
     y = io.read_graph(Path("data/prepared")).y
@@ -122,4 +123,4 @@ def test_synthetic_label_rate_keeps_that_share_of_each_class(tmp_path, monkeypat
     assert (y[kept] == y_full[kept]).all()  # the same graph, labels only hidden
     for c in range(4):  # round(5% of each class), at least one
         assert int((y == c).sum()) == max(1, round(0.05 * int((y_full == c).sum())))
-    assert json.loads(Path("metrics/prepare.json").read_text())["label_coverage"] == 1.0
+    assert json.loads(Path("metrics/prepare.json").read_text())["label_coverage"]["labelled_fraction"] == 1.0

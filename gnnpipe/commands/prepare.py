@@ -37,9 +37,11 @@ def _labels(out: Path, y, num_classes: int, class_values, report: dict, compress
     values = (pa.array(np.arange(num_classes, dtype=np.int64)) if class_values is None
               else class_values)
     io.write_classes(out, values, compression)
-    labelled = int((y >= 0).sum())
+    labelled, total = int((y >= 0).sum()), int(y.numel())
     report["labelled_nodes"] = labelled
-    report["label_coverage"] = round(labelled / max(int(y.numel()), 1), 6)
+    # the split audit's overall shape, so report and users read one layout
+    report["label_coverage"] = {"labelled": labelled, "unlabelled": total - labelled,
+                                "labelled_fraction": round(labelled / max(total, 1), 6)}
 
 
 def prepare_homogeneous(args, params) -> str:

@@ -54,11 +54,11 @@ def _sweep(args) -> str:
     return f"{len(rows)} depths (num_layers: GNN test acc) {points} -> {args.sweep_out}"
 
 
-def _read_classes(prepared: Path) -> list | None:
-    """The user's label values by class code; None when the prepared folder predates
-    classes.parquet (the report then shows codes)."""
+def _read_classes(prepared: Path) -> list:
+    """The user's label values by class code (data/prepared/classes.parquet)."""
     if not (prepared / "classes.parquet").exists():
-        return None
+        raise ValueError(f"{prepared / 'classes.parquet'}: file not found; it is written by "
+                         "prepare: re-run the pipeline (`dvc repro`)")
     return io.read_classes(prepared).to_pylist()
 
 
