@@ -1,4 +1,4 @@
-"""``dataset.source: ogb`` on the binary layout of ogbn-papers100M (raw/data.npz, raw/node-label.npz).
+"""``dataset.source: ogb`` on the binary layout of ogbn-papers100M (raw/data.npz, node-label.npz).
 
 Each test writes its own small folder with ``np.savez`` / ``np.savez_compressed``. The graph has
 ``x[:, 0] == node id``, sparse class values 3 / 7 / 11 with NaN for unlabelled nodes and edges
@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import zipfile
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +137,7 @@ def test_fortran_order_and_integer_arrays_read_right(tmp_path, monkeypatch):
     monkeypatch.setattr(ogb, "NPZ_BLOCK_ROWS", 6)
     ref = reference()
     x_int = np.asfortranarray((ref["x"] * 100).astype(np.int32))
-    edges = np.asfortranarray(ref["edge_index"].T.copy().T.astype(np.int32))
+    edges = np.asfortranarray(ref["edge_index"].astype(np.int32))
     write_binary(tmp_path, compressed=False, graph={"node_feat": x_int, "edge_index": edges},
                  labels={"node_label": np.nan_to_num(ref["label"], nan=3).astype(np.int64)})
     with zipfile.ZipFile(tmp_path / "raw" / "data.npz") as archive, \
@@ -262,3 +263,25 @@ def test_bad_binary_inputs_fail_in_one_line_naming_the_file(tmp_path, monkeypatc
     printed = capsys.readouterr().err.strip()
     assert "\n" not in printed and str(err.value) in printed
     assert not Path("data/prepared").exists() and not Path("metrics/prepare.json").exists()
+
+
+@pytest.mark.parametrize("rows, message", [
+    (N - 3, r"data\.npz: array 'node_feat' is truncated \(188 of 200 values\)"),
+    (N + 1, r"data\.npz: array 'node_feat' has more data than its shape \(50, 4\) holds"),
+])
+def test_a_member_whose_data_disagrees_with_its_header_is_refused(tmp_path, monkeypatch, rows,
+                                                                   message):
+    monkeypatch.setattr(ogb, "NPZ_BLOCK_ROWS", 7)
+    write_binary(tmp_path)
+    data = tmp_path / "raw" / "data.npz"
+    with zipfile.ZipFile(data) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    npy = BytesIO()  # the header says (N, F); the values hold `rows` rows
+    np.lib.format.write_array_header_1_0(npy, {"descr": "<f4", "fortran_order": False,
+                                               "shape": (N, F)})
+    members["node_feat.npy"] = npy.getvalue() + np.zeros((rows, F), np.float32).tobytes()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, payload in members.items():
+            archive.writestr(name, payload)
+    with pytest.raises(ValueError, match=message):
+        ogb.read(cfg_for(tmp_path))
