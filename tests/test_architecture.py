@@ -192,3 +192,21 @@ def test_cli_imports_command_modules_only_through_the_stage_table():
     """The closure above assumes cli reaches commands dynamically; a static import of one
     command would drag it into every stage."""
     assert not {m for m in GRAPH["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")}
+
+
+def _entries(section: list) -> list[tuple[str, dict]]:
+    return [(e, {}) if isinstance(e, str) else next(iter(e.items())) for e in section]
+
+
+def test_wall_clock_and_byte_figures_are_no_dvc_metrics():
+    """`dvc exp show` lists every metrics file's keys: perf files stay uncached outs instead."""
+    perf = 0
+    for name, stage in _stages().items():
+        for path, opts in _entries(stage.get("metrics", [])):
+            assert not path.startswith("metrics/perf/"), f"dvc.yaml {name}: metric {path}"
+        for path, opts in _entries(stage.get("outs", [])):
+            if path.startswith("metrics/perf/"):
+                perf += 1
+                assert opts.get("cache") is False, f"dvc.yaml {name}: {path} must not be cached"
+        assert f"metrics/perf/stages/{name}.json" in stage["cmd"], name
+    assert perf >= len(_stages())
