@@ -230,6 +230,15 @@ def test_a_labelled_node_no_split_took_stays_hidden_in_inductive_graphs(half):
     src, dst = (node_split.message_graphs["train"].indices.numpy(),
                 node_split.message_graphs["train"].targets().numpy())
     assert not spare[src].any() and not spare[dst].any()
+    # and the audit does not take such a node for a carrier: its edge in the train graph fails
+    full_src, full_dst = half.csr.indices.numpy(), half.csr.targets().numpy()
+    edge = np.flatnonzero(spare[full_src] & (roles[full_dst] == "train"))[0]
+    leaked = csr_from_edges(np.append(src, full_src[edge]), np.append(dst, full_dst[edge]),
+                            half.num_nodes)
+    report = audit.audit_node_split(roles, y, half.num_classes,
+                                    {**node_split.message_graphs, "train": leaked}, half.csr,
+                                    "inductive")
+    assert _failed(report) == ["message_train_sees_only_train"]
 
 
 # -------------------------------------------------------------------------- 3. the audit
