@@ -25,7 +25,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COPIED = ("dvc.yaml", "params.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore")
+# the committed input folders are deps (prepare: ${dataset.path} = data/raw; predict: data/pairs)
+COPIED = ("dvc.yaml", "params.yaml", "stages", "gnnpipe", ".dvc/config", ".dvcignore", "data/raw",
+          "data/pairs")
 
 
 def sh(cmd: list[str], cwd: Path, timeout: int = 1800) -> str:

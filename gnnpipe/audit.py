@@ -7,6 +7,11 @@ Unlabelled nodes (``y == UNLABELLED``) must be "unused" (check ``splits_labelled
 unused unlabelled node is a message carrier that every phase may see, inductive train and val
 graphs included (``gnnpipe.split``). ``label_coverage`` counts labelled and unlabelled nodes
 overall and per role.
+
+Strategy ``time``: check ``time_respecting`` fails if a train-phase message edge touches a node
+(labelled or not) later than the train cut (the latest train timestamp), or a val-phase edge one
+later than the val cut. Only ``split.node.mode: transductive`` chosen explicitly waives it: the
+check is then recorded as failed but ``waived`` and the report carries a warning.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ HELD_OUT_ROLES = ("val", "test")
 VISIBLE_ROLES = {
     "transductive": {"train": None, "val": None, "test": None},  # None: the whole graph
     "inductive": {"train": ("train",), "val": ("train", "val"), "test": None},
+    "time": {"train": ("train",), "val": ("train", "val"), "test": None},  # + time_respecting
 }
+# The roles whose latest timestamp is each phase's cut (strategy time).
+TIME_CUT_ROLES = {"train": ("train",), "val": ("train", "val")}
 
 
 class LeakageError(ValueError):
@@ -66,15 +74,70 @@ def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
     return {"check": "splits_labelled_only", "passed": not first.size, "detail": detail}
 
 
+Endpoints = list[tuple["torch.Tensor | None", "torch.Tensor | None"]]
+
+
+def time_respecting_check(roles: np.ndarray, timestamps: np.ndarray,
+                          message_graphs: dict[str, Csr] | None = None, *,
+                          endpoints: dict[str, Endpoints] | None = None,
+                          future_visible: bool = False) -> dict:
+    """The ``time_respecting`` check of a time split.
+
+    ``roles`` str (N,), ``timestamps`` (N,), ``message_graphs`` phase -> Csr (or, for typed
+    graphs, ``endpoints`` phase -> [(src, dst)] int64 (E,) node ids of the timed type per edge
+    type, None for an end of another type). Fails if a train-phase (val-phase) message edge has
+    an endpoint later than the train (val) cut, the latest timestamp of the train (train and
+    val) nodes; ``future_visible`` (the user chose transductive) marks a failure ``waived``.
+    """
+    if endpoints is None:
+        endpoints = {phase: [(g.indices, g.targets())] for phase, g in message_graphs.items()}
+    t = torch.from_numpy(np.asarray(timestamps, dtype=np.float64))
+    parts, leaked, first = [], 0, None
+    for phase, cut_roles in TIME_CUT_ROLES.items():
+        cut = t[torch.from_numpy(np.isin(roles, cut_roles))].max()
+        late = t > cut
+        count = total = 0
+        for ends in endpoints[phase]:
+            ends = [e for e in ends if e is not None]
+            if not ends:
+                continue
+            bad = torch.zeros(ends[0].numel(), dtype=torch.bool)
+            for e in ends:
+                bad |= late[e]
+            count, total = count + int(bad.sum()), total + bad.numel()
+            hit = torch.cat([e[bad] for e in ends])
+            hit = hit[late[hit]]
+            if hit.numel() and first is None:
+                node = int(hit.min())
+                first = f" (first: node {node}, {roles[node]}, t={float(t[node]):.6g})"
+        parts.append(f"{phase} phase: {count} of {total} message edges touch a node later than "
+                     f"the {phase} cut t={float(cut):.6g}")
+        leaked += count
+    detail = "; ".join(parts) + (first or "")
+    entry = {"check": "time_respecting", "passed": leaked == 0, "detail": detail}
+    if leaked and future_visible:
+        entry["waived"] = True
+        entry["detail"] += ("; waived: split.node.mode=transductive was chosen explicitly, so "
+                            "training aggregates over later nodes")
+    elif leaked:
+        entry["detail"] += ("; use split.node.mode: auto (or time) for time-respecting message "
+                            "graphs, or transductive explicitly to accept the leak")
+    return entry
+
+
 def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
                      message_graphs: dict[str, Csr], full: Csr, mode: str, *,
-                     timestamps: np.ndarray | None = None, separated: bool = False) -> dict:
-    """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed.
+                     timestamps: np.ndarray | None = None, separated: bool = False,
+                     future_visible: bool = False) -> dict:
+    """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed (a
+    ``waived`` check does not count; it is listed in ``report["warnings"]``).
 
     ``y`` int (N,): class codes, ``UNLABELLED`` for a node without a label (``class_balance``
     counts labelled nodes only). ``timestamps`` (N,) given (strategy time): every train node
-    must be no later than every val node, and val no later than test. ``separated`` (strategy
-    cluster by components): no edge of the graph may join nodes of two different splits.
+    must be no later than every val node, and val no later than test, and the message graphs
+    must respect time (``time_respecting_check``; ``future_visible`` waives it). ``separated``
+    (strategy cluster by components): no edge of the graph may join nodes of two different
+    splits.
     """
     checks: list[dict] = []
 
@@ -115,6 +178,8 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
     if timestamps is not None:
         order_ok, detail = _time_order(roles, timestamps)
         check("splits_in_time_order", order_ok, detail)
+        checks.append(time_respecting_check(roles, timestamps, message_graphs,
+                                            future_visible=future_visible))
 
     balance = {}
     for role in PHASES:
@@ -126,7 +191,7 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
     return {
         "task": "node",
         "mode": mode,
-        "passed": all(c["passed"] for c in checks),
+        "passed": all(c["passed"] or c.get("waived", False) for c in checks),
         "checks": checks,
         "sizes": counts,
         "class_balance": balance,
@@ -134,6 +199,9 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
         "label_coverage": label_coverage(roles, y),
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
+        # time splits only, so the other splits' reports stay as they were
+        **({"warnings": [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]}
+           if timestamps is not None else {}),
     }
 
 
@@ -267,7 +335,7 @@ def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: 
 
 
 def raise_if_failed(report: dict) -> None:
-    failed = [c for c in report["checks"] if not c["passed"]]
+    failed = [c for c in report["checks"] if not (c["passed"] or c.get("waived", False))]
     if failed:
         lines = "; ".join(f"{c['check']}: {c['detail']}" for c in failed)
         raise LeakageError(f"split audit failed ({len(failed)} checks): {lines}")

@@ -142,7 +142,11 @@ class DatasetParams:
 class NodeSplitParams:
     # public: the dataset's official split (planetoid, ogb, pyg masks); sizes are then ignored
     strategy: Literal["random", "stratified", "cluster", "time", "public"] = "stratified"
-    mode: Literal["transductive", "inductive"] = "transductive"
+    # Per-phase message graphs (gnnpipe/split.py). auto: time for strategy time, else
+    # transductive. time: each phase sees its own and earlier splits plus unlabelled nodes no
+    # later than its cut (train: the latest train timestamp). transductive with strategy time is
+    # an explicit opt-in to training on edges into the future (the audit then only warns).
+    mode: Literal["auto", "transductive", "inductive", "time"] = "auto"
     # A float in (0, 1) is a fraction of all nodes; an int >= 1 is a count (per class if per_class).
     train: Union[int, float] = num(0.6, low=0.0, low_open=True)
     val: Union[int, float] = num(0.2, low=0.0, low_open=True)
@@ -151,6 +155,18 @@ class NodeSplitParams:
     # strategy=cluster: whole clusters go to one split, so few edges join train and test nodes.
     cluster: Literal["metis", "component"] = "metis"
     num_clusters: int = num(32, low=2)  # metis parts (cluster=metis only)
+
+    def __post_init__(self) -> None:
+        # Resolved here so every reader (split, hetero split, audit, meta) sees a concrete mode,
+        # and the default graph's params (mode: transductive) hash as before.
+        if self.mode == "auto":
+            object.__setattr__(self, "mode", "time" if self.strategy == "time" else "transductive")
+
+    @property
+    def future_visible(self) -> bool:
+        """True when the user chose ``mode: transductive`` for a time split (auto never
+        resolves to it): training may see later nodes, and the audit warns instead of failing."""
+        return self.strategy == "time" and self.mode == "transductive"
 
 
 @dataclass(frozen=True)
@@ -640,6 +656,25 @@ def _check_lightning(params: Params) -> None:
             "train.engine=plain for the rest")
 
 
+def _check_split_mode(params: Params) -> None:
+    """split.node.mode=time cuts message graphs at the split's timestamps (strategy time)."""
+    cfg = params.split.node
+    if cfg.mode == "time" and cfg.strategy != "time":
+        raise ParamsError(f"split.node.mode='time' cuts message graphs at the time split's "
+                          f"boundaries and needs split.node.strategy=time (found "
+                          f"{cfg.strategy!r}); use split.node.mode: auto, transductive or "
+                          "inductive")
+
+
+def _check_cluster_batch(params: Params) -> None:
+    """A ClusterGCN batch joins parts of data/partition, so it cannot ask for more than exist."""
+    cfg = params.train
+    if cfg.sampler == "cluster" and cfg.cluster.parts_per_batch > params.partition.num_parts:
+        raise ParamsError(f"train.cluster.parts_per_batch={cfg.cluster.parts_per_batch} exceeds "
+                          f"partition.num_parts={params.partition.num_parts}: a batch joins "
+                          "that many parts; lower the first or raise the second")
+
+
 def _check_pairs(params: Params) -> None:
     """predict.pairs scores candidate links: the link task's decoder."""
     if params.predict.pairs and params.dataset.task != "link":
@@ -650,7 +685,8 @@ def _check_pairs(params: Params) -> None:
 RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
          _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
-         _check_layerwise, _check_lightning, _check_pairs)
+         _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,
+         _check_cluster_batch)
 
 
 # ---------------------------------------------------------------------------------- coercion

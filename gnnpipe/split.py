@@ -3,11 +3,16 @@
 ``transductive``: labels are split, every phase passes messages over the whole graph.
 ``inductive``: the train phase sees only edges among train nodes, the val phase edges among
 train and val nodes, the test phase the whole graph; nodes keep their global ids throughout.
+``time`` (strategy time; what ``mode: auto`` resolves to there): inductive, and unlabelled
+carriers obey the same clock: the train phase sees the train nodes and the unlabelled nodes no
+later than the train cut (the latest train timestamp), the val phase the train and val nodes and
+the unlabelled nodes no later than the val cut, the test phase the whole graph. So no train-phase
+message edge touches a node later than the train cut (the audit's ``time_respecting`` check).
 
 Unlabelled nodes (``y == UNLABELLED``) are never in train/val/test: their role is "unused", and
 sizes (fractions or counts) are of the *labelled* nodes. They stay in the graph as ordinary
-message carriers and, having no phase of their own, belong to **every** phase's message graph:
-inductive mode adds them to the nodes the train and val phases see (no label or feature of a
+message carriers and, having no phase of their own, belong to **every** phase's message graph
+(time mode: every phase at or after their timestamp): inductive mode adds them to the nodes the train and val phases see (no label or feature of a
 val/test node reaches training through them, since every edge touching a val/test node is still
 dropped). A labelled node that no split took ("unused" by size) stays hidden as before.
 """
@@ -112,8 +117,12 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
         if not (roles == key).any():
             raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
                              f"split.node.{key} (fraction or count)")
+    if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
+        raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
+                         f"{cfg.strategy!r})")
+    times = graph.timestamps.numpy() if cfg.mode == "time" else None
     return NodeSplit(roles=roles.astype(str),
-                     message_graphs=message_graphs(graph.csr, roles, cfg.mode, labelled),
+                     message_graphs=message_graphs(graph.csr, roles, cfg.mode, labelled, times),
                      mode=cfg.mode, unlabelled_dropped=dropped)
 
 
@@ -164,16 +173,34 @@ def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class:
         remaining -= counts
 
 
-def message_graphs(csr: Csr, roles: np.ndarray, mode: str,
-                   labelled: np.ndarray | None = None) -> dict[str, Csr]:
+def message_graphs(csr: Csr, roles: np.ndarray, mode: str, labelled: np.ndarray | None = None,
+                   timestamps: np.ndarray | None = None) -> dict[str, Csr]:
     """The graph each phase may pass messages over (see the module docstring).
 
-    ``labelled`` bool (N,) (None: every node): inductive train and val graphs keep the edges of
-    the unlabelled nodes too.
+    ``roles`` str (N,); ``labelled`` bool (N,) (None: every node): inductive and time train and
+    val graphs keep the edges of the unlabelled nodes too (time: only those no later than the
+    phase's cut); ``timestamps`` float (N,), needed by mode ``time``.
     """
     if mode == "transductive":
         return {phase: csr for phase in PHASES}
+    seen = phase_visible(roles, mode, labelled, timestamps)
+    return {"train": csr.restrict(torch.from_numpy(seen["train"])),
+            "val": csr.restrict(torch.from_numpy(seen["val"])), "test": csr}
+
+
+def phase_visible(roles: np.ndarray, mode: str, labelled: np.ndarray | None = None,
+                  timestamps: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """bool (N,) per phase "train" / "val": the nodes whose edges its message graph keeps in
+    mode ``inductive`` or ``time`` (the test phase keeps the whole graph). Inputs as in
+    ``message_graphs``; typed graphs apply these to the target type (commands/split.py)."""
     carriers = np.zeros(roles.size, dtype=bool) if labelled is None else ~labelled
-    train = torch.from_numpy((roles == "train") | carriers)
-    seen_by_val = train | torch.from_numpy(roles == "val")
-    return {"train": csr.restrict(train), "val": csr.restrict(seen_by_val), "test": csr}
+    is_train, is_val = roles == "train", roles == "val"
+    carriers_train = carriers_val = carriers
+    if mode == "time":
+        if timestamps is None:
+            raise ValueError("split.node.mode=time needs node timestamps; the prepared graph "
+                             "has none")
+        t = np.asarray(timestamps)
+        carriers_train = carriers & (t <= t[is_train].max())  # NaN compares False: hidden
+        carriers_val = carriers & (t <= t[is_train | is_val].max())
+    return {"train": is_train | carriers_train, "val": is_train | is_val | carriers_val}

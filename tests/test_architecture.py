@@ -192,3 +192,38 @@ def test_cli_imports_command_modules_only_through_the_stage_table():
     """The closure above assumes cli reaches commands dynamically; a static import of one
     command would drag it into every stage."""
     assert not {m for m in GRAPH["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")}
+
+
+def _entries(section: list) -> list[tuple[str, dict]]:
+    return [(e, {}) if isinstance(e, str) else next(iter(e.items())) for e in section]
+
+
+def test_wall_clock_and_byte_figures_are_no_dvc_metrics():
+    """`dvc exp show` lists every metrics file's keys: perf files stay uncached outs instead."""
+    perf = 0
+    for name, stage in _stages().items():
+        for path, opts in _entries(stage.get("metrics", [])):
+            assert not path.startswith("metrics/perf/"), f"dvc.yaml {name}: metric {path}"
+        for path, opts in _entries(stage.get("outs", [])):
+            if path.startswith("metrics/perf/"):
+                perf += 1
+                assert opts.get("cache") is False, f"dvc.yaml {name}: {path} must not be cached"
+        assert f"metrics/perf/stages/{name}.json" in stage["cmd"], name
+    assert perf >= len(_stages())
+
+
+def test_depth_sweep_scratch_copy_holds_every_input_dvc_yaml_needs():
+    """bench/depth_sweep.py runs the pipeline in a copy: every dep no stage writes must be in it."""
+    from bench.depth_sweep import COPIED
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    stages = _stages()
+    outs = {(next(iter(o)) if isinstance(o, dict) else o) for s in stages.values()
+            for key in ("outs", "metrics", "plots") for o in s.get(key, [])}
+    for name, stage in stages.items():
+        for dep in stage["deps"]:
+            dep = dep.replace("${dataset.path}", params["dataset"]["path"])
+            if any(dep == o or dep.startswith(o.rstrip("/") + "/") for o in outs):
+                continue
+            assert any(dep == c or dep.startswith(c + "/") for c in COPIED), (
+                f"dvc.yaml {name}: dep {dep} is not in bench/depth_sweep.py COPIED")

@@ -390,6 +390,11 @@ RULE_CASES = [  # (params, message, the rule that raises it)
      "_check_rendezvous"),
     ({"predict": {"pairs": "pairs.csv"}}, "predict.pairs='pairs.csv' scores candidate links",
      "_check_pairs"),
+    ({"split": {"node": {"mode": "time"}}}, r"split.node.mode='time' cuts message graphs .* "
+     r"needs split.node.strategy=time \(found 'stratified'\)", "_check_split_mode"),
+    ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},
+      "partition": {"num_parts": 8}}, "train.cluster.parts_per_batch=9 exceeds "
+     "partition.num_parts=8", "_check_cluster_batch"),
 ]
 
 

@@ -159,7 +159,8 @@ def test_prepare_writes_the_binary_graph_with_its_labels_and_split(tmp_path, mon
     report = json.loads(Path("metrics/prepare.json").read_text())
     labelled = int((ref["codes"] >= 0).sum())
     assert report["labelled_nodes"] == labelled == 37
-    assert report["label_coverage"] == round(labelled / N, 6)
+    assert report["label_coverage"] == {"labelled": labelled, "unlabelled": N - labelled,
+                                        "labelled_fraction": round(labelled / N, 6)}
     assert report["classes"] == 3 and report["edges"] == ref["edge_index"].shape[1]
     assert report["public_split"] == {"train": 25, "val": 10, "test": 10, "unused": 5}
     assert io.read_classes(Path("data/prepared")).to_pylist() == CLASSES

@@ -154,3 +154,16 @@ def test_missing_counts_file(mag, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (mag / "raw/num-node-dict.csv.gz").unlink()
     assert "num-node-dict.csv.gz: file not found" in _fails(tmp_path, mag, capsys)
+
+
+def test_sparse_class_ids_are_remapped_and_kept_in_classes_parquet(mag, tmp_path, monkeypatch):
+    """Class ids 10/20/70 make three dense codes; classes.parquet gives the ids back."""
+    monkeypatch.chdir(tmp_path)
+    _gz(mag / "raw" / "node-label" / "paper" / "node-label.csv.gz",
+        [[(10, 20, 70)[p % 3]] for p in range(8)])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "ogb", "path": str(mag), "layout": "typed"}}))
+    assert main(["prepare"]) == 0
+    from gnnpipe import io
+    assert io.read_classes(tmp_path / "data/prepared").to_pylist() == [10, 20, 70]
+    assert json.loads((tmp_path / "metrics/prepare.json").read_text())["classes"] == 3

@@ -659,3 +659,16 @@ def test_dvc_exp_run_on_a_planetoid_folder_with_the_public_split(tmp_path):
     # the data folder is a dependency: editing a file there makes prepare stale
     (raw / "ind.cora.test.index").write_text((raw / "ind.cora.test.index").read_text() + "\n")
     assert "modified:" in _run(["dvc", "status", "prepare"], repo)
+
+
+def test_ogb_sparse_class_ids_are_remapped_and_kept(tmp_path):
+    """OGB CSV labels 5/9/... become dense codes; the source hands the original ids on."""
+    from gnnpipe.sources import ogb
+
+    write_ogb(tmp_path / "ogbn_tiny")
+    y = reference()["y"]
+    _gz_csv(tmp_path / "ogbn_tiny" / "raw" / "node-label.csv.gz", (y * 100 + 5)[:, None])
+    raw = ogb.read(dataset("ogb", tmp_path, name="ogbn-tiny"))
+    values = np.unique(y * 100 + 5)
+    assert raw.class_values.to_pylist() == values.tolist()
+    assert np.array_equal(values[raw.y], y * 100 + 5)

@@ -71,7 +71,8 @@ def run_nodes(args, params) -> str:
     report = audit.audit_node_split(
         node_split.roles, graph.y.numpy(), graph.num_classes, node_split.message_graphs,
         graph.csr, node_split.mode, timestamps=graph.timestamps.numpy() if timed else None,
-        separated=cfg.strategy == "cluster" and cfg.cluster == "component")
+        separated=cfg.strategy == "cluster" and cfg.cluster == "component",
+        future_visible=cfg.future_visible)
     fitted = _fit_features(params, report, graph.x, node_split.roles)
     _public_dropped(report, cfg, node_split.unlabelled_dropped)
     _audited(args, report)
@@ -79,7 +80,8 @@ def run_nodes(args, params) -> str:
         io.write_split(out, node_split.roles, node_split.message_graphs,
                        {"task": "node", "mode": node_split.mode})
     _write_features(args, params, fitted)
-    return f"{report['sizes']} ({node_split.mode}), audit passed -> {args.out}"
+    return "; ".join([f"{report['sizes']} ({node_split.mode}), audit passed -> {args.out}",
+                      *(f"WARNING: {w}" for w in report.get("warnings", ()))])
 
 
 def run_links(args, params) -> str:
@@ -106,18 +108,51 @@ def run_typed_nodes(args, params) -> str:
     from gnnpipe.hetero.split import split_hetero_nodes
 
     graph = hio.read_hetero_graph(args.prepared)
-    node_split = split_hetero_nodes(graph, params.split.node, make_rng(params.seed, "split"))
-    report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs,
-                                     node_split.mode)
+    cfg = params.split.node
+    node_split = split_hetero_nodes(graph, cfg, make_rng(params.seed, "split"))
+    graphs = _typed_time_graphs(graph, node_split)
+    report = audit_hetero_node_split(graph, node_split.roles, graphs, node_split.mode)
+    times = graph.node_time.get(graph.target)
+    if cfg.strategy == "time" and times is not None:
+        _typed_time_check(report, graph, node_split.roles, times.numpy(), graphs,
+                          cfg.future_visible)
     fitted = _fit_features(params, report, graph.x, node_split.roles, graph.target)
-    _public_dropped(report, params.split.node, node_split.unlabelled_dropped)
+    _public_dropped(report, cfg, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
-        hio.write_hetero_split(out, graph, node_split.message_graphs,
+        hio.write_hetero_split(out, graph, graphs,
                                {"task": "node", "mode": node_split.mode}, roles=node_split.roles)
     _write_features(args, params, fitted)
-    return (f"{graph.target} nodes {report['sizes']} ({node_split.mode}), audit passed per "
-            f"edge type -> {args.out}")
+    return "; ".join([f"{graph.target} nodes {report['sizes']} ({node_split.mode}), audit "
+                      f"passed per edge type -> {args.out}",
+                      *(f"WARNING: {w}" for w in report.get("warnings", ()))])
+
+
+def _typed_time_graphs(graph, node_split) -> dict:
+    """Mode time: the typed phase graphs cut by ``phase_visible`` on the target type, so later
+    unlabelled targets are hidden too (hetero/split.py restricts by role only); else as split."""
+    if node_split.mode != "time":
+        return node_split.message_graphs
+    from gnnpipe.graph import UNLABELLED
+    from gnnpipe.hetero.split import restrict_to
+    from gnnpipe.split import phase_visible
+
+    seen = phase_visible(node_split.roles, "time", graph.y.numpy() != UNLABELLED,
+                         graph.node_time[graph.target].numpy())
+    return {"train": restrict_to(graph, graph.csr, seen["train"]),
+            "val": restrict_to(graph, graph.csr, seen["val"]), "test": graph.csr}
+
+
+def _typed_time_check(report: dict, graph, roles, times, graphs, future_visible: bool) -> None:
+    """Adds ``time_respecting`` over every edge type's target-type endpoints to a typed report."""
+    endpoints = {phase: [(csr.indices if s == graph.target else None,
+                          csr.targets() if d == graph.target else None)
+                         for (s, _, d), csr in graphs[phase].items()] for phase in ("train", "val")}
+    entry = audit.time_respecting_check(roles, times, endpoints=endpoints,
+                                        future_visible=future_visible)
+    report["checks"].append(entry)
+    report["passed"] = report["passed"] and (entry["passed"] or entry.get("waived", False))
+    report["warnings"] = [f"{entry['check']}: {entry['detail']}"] if entry.get("waived") else []
 
 
 def run_typed_links(args, params) -> str:

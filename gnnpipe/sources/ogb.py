@@ -339,7 +339,8 @@ def read(cfg: DatasetParams) -> RawGraph:
     if label_table.num_columns != 1:
         raise ValueError(f"{label_path}: {label_table.num_columns} label columns (a multi-task "
                          f"dataset such as ogbn-proteins); node classification needs one")
-    y, _ = labels(label_table.column("f0"), label_path, "f0")
+    y, class_values = label_codes(label_table.column("f0"), label_path, "f0",
+                                  max_classes=cfg.max_classes)
     num_nodes = x.shape[0]
     if y.size != num_nodes:
         raise ValueError(f"{label_path}: {y.size} labels but {feat_path} has {num_nodes} rows")
@@ -351,4 +352,4 @@ def read(cfg: DatasetParams) -> RawGraph:
                              f"{num_nodes} rows (a single graph is expected)")
     src, dst = _edges(raw / "edge.csv.gz", num_nodes)
     return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root),
-                    public_roles=_public_split(root, num_nodes))
+                    public_roles=_public_split(root, num_nodes), class_values=class_values)

@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check_no_nulls,
-                                  labels, reason)
+                                  label_codes, reason)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
 from gnnpipe.typed_graph import check_name
 
@@ -119,14 +119,14 @@ def read(cfg: DatasetParams) -> RawTypedGraph:
                              "needs the labels of the target type")
         target = labelled[0] if labelled else next(iter(counts))
     nodes = {t: _node_type(raw, t, n) for t, n in counts.items()}
-    y, n_target = None, counts[target]
+    y, class_values, n_target = None, None, counts[target]
     if target in labelled:
         path = label_dir / target / "node-label.csv.gz"
         table = _read(path)
         if table.num_columns != 1:
             raise ValueError(f"{path}: {table.num_columns} label columns; node classification "
                              "needs one")
-        y, _ = labels(table.column("f0"), path, "f0")
+        y, class_values = label_codes(table.column("f0"), path, "f0", max_classes=cfg.max_classes)
         if y.size != n_target:
             raise ValueError(f"{path}: {y.size} labels but {raw / COUNTS} says {n_target} "
                              f"{target} nodes")
@@ -134,4 +134,4 @@ def read(cfg: DatasetParams) -> RawTypedGraph:
         nodes=nodes, relations=_relations(raw, counts), target=target,
         y=np.zeros(n_target, dtype=np.int64) if y is None else y, where=str(root),
         public_roles=_public_split(root, n_target, target) if y is not None else None,
-        labelled=y is not None)
+        labelled=y is not None, class_values=class_values)
