@@ -164,7 +164,9 @@ def check_supported(model: nn.Module) -> None:
         raise ValueError("train.inference.mode=layerwise cannot run graph-wise norms per block; "
                          "set train.inference.mode: full")
     for conv in model.convs:
-        if isinstance(conv, GCNConv) and not (conv.normalize and conv.add_self_loops):
+        # improved: PyG drops its loop weight 2 without edge weights; blocks would apply it
+        if isinstance(conv, GCNConv) and (conv.improved or not (conv.normalize
+                                                               and conv.add_self_loops)):
             raise ValueError("train.inference.mode=layerwise expects GCNConv with its default "
                              "normalisation; set train.inference.mode: full")
 
