@@ -4,13 +4,16 @@ A full-graph forward materialises one message per edge and layer, E x width floa
 10 GB for 20M edges and 128 features). Layer-wise inference (the recipe of PyG's scaling docs,
 ``BasicGNN.inference``) computes layer ``l`` for every node before layer ``l + 1``, one block
 of target rows at a time: the block's targets, *all* their in-neighbours (no sampling, so every
-output is exact) and the edges between them. Peak memory is the layer tables (N x hidden, two
-of them; all L under jk) plus one block's gather (block edges x width).
+output is exact). GCN and mean-SAGE aggregate a block as one sparse-dense product of its CSR
+rows with the whole layer table, so neither the neighbours' rows nor per-edge messages are
+materialised; GAT (attention is per edge) gathers the block's sources and edges
+(``TargetBlocks``). Peak memory is the layer tables (N x hidden: the one being read and the
+one being filled; all L under jk; GCN adds its N x hidden ``lin`` table) plus one block.
 
 PyG's own ``inference`` insists on a ``NeighborLoader`` (which needs pyg-lib or torch-sparse)
-and has no jk; here ``TargetBlocks`` cuts the blocks straight from the CSR and
-``layerwise_logits`` runs each conv, then ``gnnpipe.models.finish_layer`` (the same
-activation / residual code as the forward), then jk.
+and has no jk; here the blocks are cut straight from the CSR and ``layerwise_logits`` runs
+each conv, then ``gnnpipe.models.finish_layer`` (the same activation / residual code as the
+forward), then jk.
 
 GCN normalises with the degrees of the graph it is handed, which inside a block are wrong for
 every source outside it; a block's edges are therefore weighted with D^-1/2 (A + I) D^-1/2 of
@@ -21,6 +24,7 @@ each layer's table, so every rank ends with all N rows.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +41,8 @@ from gnnpipe.models import FeatureMLP, finish_layer
 # goes layer-wise under train.inference.mode=auto; the default 20k-node graph is ~50x below.
 AUTO_MESSAGE_FLOATS = 2**28
 BLOCK_CONVS = (GCNConv, SAGEConv, GATConv)
+# Row-wise maps (GCN's lin over every node) run this many rows at a time: ~32 MB at 128 floats.
+ROW_STEP = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -147,22 +153,6 @@ def gcn_inv_sqrt_degree(csr: Csr, fill: float = 1.0, chunk_edges: int = 1 << 22)
     return degree.pow(-0.5)
 
 
-def _gcn_block(conv: GCNConv, x: torch.Tensor, block: Block,
-               inv_sqrt: torch.Tensor, fill: float) -> torch.Tensor:
-    """``conv`` on the block's targets (B, out) with whole-graph normalisation."""
-    src_local, dst_local = block.edge_index
-    keep = src_local != dst_local  # stored loops out; one loop per target goes in below
-    src_local, dst_local = src_local[keep], dst_local[keep]
-    loop = torch.arange(block.batch_size)
-    targets = inv_sqrt[block.start:block.stop]
-    edge_index = torch.stack([torch.cat([src_local, loop]), torch.cat([dst_local, loop])])
-    weight = torch.cat([inv_sqrt[block.n_id[src_local]] * inv_sqrt[block.start + dst_local],
-                        targets * fill * targets])  # (E_b',): as gcn_norm's dis[row]*w*dis[col]
-    out = conv.propagate(edge_index, x=conv.lin(x), edge_weight=weight,
-                         size=(x.size(0), block.batch_size))
-    return out + conv.bias if conv.bias is not None else out
-
-
 def check_supported(model: nn.Module) -> None:
     """Raise ValueError unless ``layerwise_logits`` reproduces ``model``'s forward."""
     if isinstance(model, FeatureMLP):
@@ -174,7 +164,9 @@ def check_supported(model: nn.Module) -> None:
         raise ValueError("train.inference.mode=layerwise cannot run graph-wise norms per block; "
                          "set train.inference.mode: full")
     for conv in model.convs:
-        if isinstance(conv, GCNConv) and not (conv.normalize and conv.add_self_loops):
+        # improved: PyG drops its loop weight 2 without edge weights; blocks would apply it
+        if isinstance(conv, GCNConv) and (conv.improved or not (conv.normalize
+                                                               and conv.add_self_loops)):
             raise ValueError("train.inference.mode=layerwise expects GCNConv with its default "
                              "normalisation; set train.inference.mode: full")
 
@@ -265,6 +257,65 @@ def _all_rows(mine: torch.Tensor, ctx: DistContext, num_rows: int) -> torch.Tens
     return out
 
 
+def _adjacency_rows(csr: Csr, start: int, stop: int,
+                    values: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows ``[start, stop)`` of the adjacency, sparse CSR float32 (B, N): row = target, column
+    = global source id (a view of ``csr.indices``, no copy); ``values`` (E_b,), ones without."""
+    e0, e1 = int(csr.indptr[start]), int(csr.indptr[stop])
+    col = csr.indices[e0:e1]
+    crow = (csr.indptr[start:stop + 1] - e0).to(col.dtype)
+    if values is None:
+        values = torch.ones(e1 - e0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta state"
+        return torch.sparse_csr_tensor(crow, col, values, size=(stop - start, csr.num_nodes),
+                                       check_invariants=False)
+
+
+def _is_mean_sage(conv: nn.Module) -> bool:
+    """A SAGEConv whose aggregation ``_sage_rows`` computes (gnnpipe builds only these)."""
+    return isinstance(conv, SAGEConv) and conv.aggr == "mean" and not conv.project
+
+
+def _sage_rows(conv: SAGEConv, h: torch.Tensor, csr: Csr, start: int, stop: int
+               ) -> torch.Tensor:
+    """``conv`` on targets ``[start, stop)`` (B, out) from the whole table ``h`` (N, F) float32:
+    the neighbour mean as one sparse-dense product (B, F), never a per-edge message tensor."""
+    total = torch.sparse.mm(_adjacency_rows(csr, start, stop), h)
+    count = (csr.indptr[start + 1:stop + 1] - csr.indptr[start:stop]).clamp(min=1)
+    out = conv.lin_l(total / count.unsqueeze(1).to(total.dtype))  # PyG's mean: sum / max(n, 1)
+    if conv.root_weight:
+        out = out + conv.lin_r(h[start:stop])
+    if conv.normalize:
+        out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
+    return out
+
+
+def _gcn_rows(conv: GCNConv, xlin: torch.Tensor, csr: Csr, start: int, stop: int,
+              inv_sqrt: torch.Tensor, fill: float) -> torch.Tensor:
+    """``conv`` on targets ``[start, stop)`` (B, out) from ``xlin`` = ``conv.lin`` of every node
+    (N, out), weighted D^-1/2 (A + I) D^-1/2 of the whole graph as ``gcn_norm``: stored loops
+    weigh 0, the one added loop per target weighs ``fill * d_i^-1``."""
+    indptr = csr.indptr
+    src = csr.indices[int(indptr[start]):int(indptr[stop])]
+    dst = torch.repeat_interleave(torch.arange(start, stop), indptr[start + 1:stop + 1]
+                                  - indptr[start:stop])
+    weight = inv_sqrt[src] * inv_sqrt[dst]  # (E_b,): gcn_norm's dis[row] * w * dis[col]
+    weight[src == dst] = 0.0
+    out = torch.sparse.mm(_adjacency_rows(csr, start, stop, weight), xlin)
+    targets = inv_sqrt[start:stop]
+    out = out + (targets * fill * targets).unsqueeze(1) * xlin[start:stop]
+    return out + conv.bias if conv.bias is not None else out
+
+
+def _row_map(fn, h: torch.Tensor, width: int, step: int = ROW_STEP) -> torch.Tensor:
+    """``fn`` applied to every row of ``h`` (N, F) in row blocks, into one (N, width) table."""
+    out = torch.empty(h.shape[0], width)
+    for a in range(0, h.shape[0], step):
+        out[a:a + step] = fn(h[a:a + step].float())
+    return out
+
+
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInference,
                      ctx: DistContext = SINGLE, with_hidden: bool = False):
@@ -274,7 +325,12 @@ def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInferen
 
     ``with_hidden``: ``(logits, hidden)``, hidden (N, H) the input of the model's last layer
     as ``gnnpipe.models.forward_with_hidden`` defines it (the layer L-2 table without jk, the
-    jk output with it; for mlp the last hidden), captured on the way at no extra pass."""
+    jk output with it; for mlp the last hidden), captured on the way at no extra pass.
+
+    Memory: each layer's table (this rank's rows) is allocated once and filled block by
+    block; the previous table is dropped once the next exists (unless it is ``hidden`` or jk
+    keeps it). GCN and mean-SAGE aggregate with a sparse-dense product over the CSR rows of
+    the block (no (B + S, F) gather, no E_b x F messages); GAT gathers per block."""
     check_supported(model)
     was_training = model.training
     model.eval()
@@ -290,35 +346,63 @@ def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInferen
             pairs = [forward_with_hidden(model, x[a:a + step].float())
                      for a in range(0, num_nodes, step)]
             return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
-        blocks = engine.blocks(ctx)
+        csr, blocks = engine.csr, engine.blocks(ctx)
+        bounds = blocks.bounds
+        lo, hi = (bounds[0][0], bounds[-1][1]) if bounds else (0, 0)  # this rank's rows
+        jk = hasattr(model, "jk")
         h, tables, hidden = x, [], None
         for layer, conv in enumerate(model.convs):
-            if layer == model.num_layers - 1 and not hasattr(model, "jk"):
+            if layer == model.num_layers - 1 and not jk:
                 hidden = h  # (N, width): what the last conv reads
-            outs = []
-            fill = 2.0 if getattr(conv, "improved", False) else 1.0
-            inv_sqrt = engine.inv_sqrt_degree(fill) if isinstance(conv, GCNConv) else None
-            for block in blocks:
-                xb = h[block.n_id].float()  # (B + S, width): targets first
-                if inv_sqrt is not None:
-                    out = _gcn_block(conv, xb, block, inv_sqrt, fill)
-                else:  # bipartite: sources -> the B targets (GAT adds loops on those only)
+            mine = torch.empty(hi - lo, _width(model, layer))
+            rows = None  # (start, stop) -> conv output of those targets, or a gather per block
+            if isinstance(conv, GCNConv):
+                fill = 2.0 if conv.improved else 1.0
+                inv_sqrt = engine.inv_sqrt_degree(fill)
+                xlin = _row_map(conv.lin, h, conv.out_channels)  # the full forward's lin, once
+
+                def rows(a, b, conv=conv, xlin=xlin, inv_sqrt=inv_sqrt, fill=fill):
+                    return _gcn_rows(conv, xlin, csr, a, b, inv_sqrt, fill)
+                del xlin  # the closure holds it until ``rows`` goes below
+            elif _is_mean_sage(conv):
+                table = h if h.dtype == torch.float32 else h.float()
+
+                def rows(a, b, conv=conv, table=table):
+                    return _sage_rows(conv, table, csr, a, b)
+                del table
+            if rows is not None:
+                for start, stop in bounds:
+                    mine[start - lo:stop - lo] = finish_layer(model, layer, rows(start, stop),
+                                                              h[start:stop].float())
+            else:  # bipartite: sources -> the B targets (GAT adds loops on those only)
+                for block in blocks:
+                    xb = h[block.n_id].float()  # (B + S, width): targets first
                     out = conv((xb, xb[:block.batch_size]), block.edge_index)
-                outs.append(finish_layer(model, layer, out, xb[:block.batch_size]))
-            mine = torch.cat(outs) if outs else torch.empty(0, _width(model, layer))
-            h = _all_rows(mine, ctx, num_nodes)  # (N, width of this layer)
-            if hasattr(model, "jk"):
+                    mine[block.start - lo:block.stop - lo] = finish_layer(
+                        model, layer, out, xb[:block.batch_size])
+                    del xb, out  # before the next block's gather
+            rows = None  # the layer's scratch (GCN's lin table) goes before the next table
+            h = _all_rows(mine, ctx, num_nodes)  # (N, width of this layer); the old h drops
+            del mine
+            if jk:
                 tables.append(h)
-        if not hasattr(model, "jk"):
+        if not jk:
             return (h, hidden.float()) if with_hidden else h
+        h = None
         step = engine.block_edges  # jk and its linear map are row-wise: row blocks
-        outs, jks = [], []
+        logits = torch.empty(num_nodes, model.lin.out_features)
+        jks = None
         for a in range(0, num_nodes, step):
             z = model.jk([t[a:a + step] for t in tables])
-            outs.append(model.lin(z))
+            logits[a:a + z.shape[0]] = model.lin(z)
             if with_hidden:
-                jks.append(z)
-        return (torch.cat(outs), torch.cat(jks)) if with_hidden else torch.cat(outs)
+                if jks is None:
+                    jks = torch.empty(num_nodes, z.shape[1])
+                jks[a:a + z.shape[0]] = z
+        if with_hidden and jks is None:  # no rows at all
+            jks = torch.empty(0, sum(t.shape[1] for t in tables) if model.jk_mode == "cat"
+                              else tables[0].shape[1])
+        return (logits, jks) if with_hidden else logits
     finally:
         model.train(was_training)
 

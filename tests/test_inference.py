@@ -19,7 +19,8 @@ from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, Train
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, LayerwiseInference, TargetBlocks,
-                               gcn_inv_sqrt_degree, layerwise_logits, plan, rank_rows)
+                               _gcn_rows, gcn_inv_sqrt_degree, layerwise_logits, plan,
+                               rank_rows)
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
@@ -106,8 +107,8 @@ def test_block_local_gcn_normalisation_would_be_wrong(csr, features):
         naive = conv(features[block.n_id], block.edge_index)[:block.batch_size]
         exact = conv(features, csr.edge_index())[block.start:block.stop]
         lw = LayerwiseInference(csr, 9)
-        from gnnpipe.inference import _gcn_block
-        ours = _gcn_block(conv, features[block.n_id], block, lw.inv_sqrt_degree(1.0), 1.0)
+        xlin = conv.lin(features)
+        ours = _gcn_rows(conv, xlin, csr, block.start, block.stop, lw.inv_sqrt_degree(1.0), 1.0)
     torch.testing.assert_close(ours, exact, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(naive, exact, atol=1e-3)
 
