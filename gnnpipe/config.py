@@ -293,8 +293,8 @@ class ClusterParams:
 
 @dataclass(frozen=True)
 class SaintParams:
-    """GraphSAINT random walks (gnnpipe/sampling/saint.py); train.batch_size = roots per
-    subgraph."""
+    """GraphSAINT subgraphs (gnnpipe/sampling/saint.py); train.batch_size = walk roots
+    (random_walk), nodes drawn (node) or edges drawn (edge) per subgraph."""
 
     # random_walk: walks from batch_size train roots; node: batch_size nodes ~ out-degree;
     # edge: both ends of batch_size edges ~ 1/deg(u) + 1/deg(v) (PyG's three samplers)
