@@ -84,7 +84,8 @@ def pyg_layout(batch: Data) -> Batch:
     attributes reordered along, per-root ones (B, ...) such as ``input_id`` kept."""
     b, m = batch.batch_size, batch.num_nodes
     tree, n_id = batch.batch.numpy(), batch.n_id.numpy()
-    order = np.lexsort((n_id, tree))  # (M,): by subgraph, then global id
+    order = np.argsort(tree * (int(n_id.max(initial=0)) + 1) + n_id, kind="stable")  # (M,):
+    # by subgraph, then global id (one int64 key: 2-3x faster than lexsort)
     inv = np.empty(m, dtype=np.int64)
     inv[order] = np.arange(m)
     src, dst = inv[batch.edge_index.numpy()]
@@ -103,9 +104,9 @@ def pyg_layout(batch: Data) -> Batch:
             out.y = value[:b]
         elif isinstance(value, torch.Tensor) and value.dim() and value.size(0) == num_edges and (
                 key in EDGE_KEYS or value.size(0) != m):
-            out[key] = value[e_order]
+            out[key] = value.index_select(0, e_order)
         elif isinstance(value, torch.Tensor) and value.dim() and value.size(0) == m:
-            out[key] = value[order_t]
+            out[key] = value.index_select(0, order_t)  # 3x faster than value[order_t] on x
         else:
             out[key] = value
     out.num_nodes = m
