@@ -33,7 +33,7 @@ from gnnpipe.sampling.shadow import shadow_loader
 from gnnpipe.sharding import NodeRows
 from gnnpipe.train import _step
 from test_cluster_saint import (FAST, _check_induced, _edge_set, _fit_with,  # noqa: F401
-                                _star_with_tail, setup)
+                                _star_with_tail, assert_unbiased_loss, setup)
 from test_shadow import _features, _undirected
 
 
@@ -285,16 +285,7 @@ def test_pipeline_norms_match_their_definition_for_node_and_edge_samplers(kind, 
     target = csr.targets().numpy()
     assert np.allclose(norm.edge_norm.numpy(), p_node[target] / p_edge, rtol=0.05)
     assert np.allclose(norm.node_norm.numpy(), 1 / (p_node * 3), rtol=0.05)
-    # node_norm makes the batch loss an unbiased estimate of the mean train loss
-    loss = np.array([1.0, 5.0, 7.0, 2.0, 3.0])
-    train = np.isin(np.arange(5), roots.numpy())
-    rng = np.random.default_rng(1)
-    estimates = []
-    for _ in range(20000):
-        n_id, _, _ = sampler.sample(rng)
-        keep = n_id[train[n_id]]
-        estimates.append(float((norm.node_norm.numpy()[keep] * loss[keep]).sum()))
-    assert np.mean(estimates) == pytest.approx(loss[train].mean(), rel=0.03)
+    assert_unbiased_loss(sampler, norm, roots.tolist())  # node_norm: an unbiased mean loss
 
 
 def test_node_and_edge_samplers_refuse_what_they_cannot_draw():
