@@ -29,7 +29,7 @@ from gnnpipe.sampling.pyg_loaders import (ClusterData, ClusterLoader, GraphSAINT
                                           ShaDowKHopSampler)
 from gnnpipe.sampling.saint import (SaintEdgeSampler, SaintLoader, SaintNodeSampler,
                                     estimate_norm, make_sampler)
-from gnnpipe.sampling.shadow import shadow_loader
+from gnnpipe.sampling.shadow import pyg_layout, shadow_loader
 from gnnpipe.sharding import NodeRows
 from gnnpipe.train import _step
 from test_cluster_saint import (FAST, _check_induced, _edge_set, _fit_with,  # noqa: F401
@@ -399,6 +399,23 @@ def test_shadow_pyg_layout_is_pygs_batch_of_the_same_subgraphs():
         assert torch.equal(pyg.batch[pyg.edge_index[0]], pyg.batch[pyg.edge_index[1]])
         assert torch.equal(pyg.input_id, first.input_id)
     assert n == 200
+
+
+def test_pyg_layout_by_hand():
+    """2 roots (global 5 and 7), 3 nodes, 2 edges: B == E, so only the key names per-root
+    ``seed_time`` apart from an edge attribute."""
+    first = Data(n_id=torch.tensor([5, 7, 3]), batch=torch.tensor([0, 1, 0]),
+                 edge_index=torch.tensor([[0, 2], [2, 0]]), e_id=torch.tensor([4, 9]),
+                 x=torch.tensor([[5.0], [7.0], [3.0]]), y=torch.tensor([1, 2, 0]),
+                 input_id=torch.tensor([0, 1]), seed_time=torch.tensor([10.0, 20.0]),
+                 batch_size=2, num_nodes=3)
+    out = pyg_layout(first)
+    assert out.n_id.tolist() == [3, 5, 7] and out.x[:, 0].tolist() == [3.0, 5.0, 7.0]
+    assert out.batch.tolist() == [0, 0, 1] and out.ptr.tolist() == [0, 2, 3]
+    assert out.root_n_id.tolist() == [1, 2] and out.y.tolist() == [1, 2]
+    assert out.edge_index.tolist() == [[0, 1], [1, 0]] and out.e_id.tolist() == [9, 4]
+    assert out.seed_time.tolist() == [10.0, 20.0] and out.input_id.tolist() == [0, 1]
+    assert out.num_graphs == 2 and out.num_nodes == 3
 
 
 def test_the_train_step_reads_the_roots_in_both_layouts():

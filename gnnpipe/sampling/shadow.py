@@ -72,6 +72,7 @@ def add_root_n_id(batch: Data) -> Data:
 
 
 EDGE_KEYS = ("e_id", "edge_attr", "edge_weight", "edge_norm")  # edge-level even when M == E
+ROOT_KEYS = ("input_id", "seed_time")  # one per root, kept in root order whatever B equals
 DROPPED = ("edge_index", "batch", "batch_size", "num_nodes", "num_sampled_nodes",
            "num_sampled_edges")  # rebuilt, or per-hop counts of the roots-first order
 
@@ -100,7 +101,9 @@ def pyg_layout(batch: Data) -> Batch:
     for key, value in batch.items():
         if key in DROPPED:
             continue
-        if key == "y" and value.size(0) == m:
+        if key in ROOT_KEYS:
+            out[key] = value
+        elif key == "y" and value.size(0) == m:
             out.y = value[:b]
         elif isinstance(value, torch.Tensor) and value.dim() and value.size(0) == num_edges and (
                 key in EDGE_KEYS or value.size(0) != m):
