@@ -189,13 +189,7 @@ class CsrNeighborSampler(BaseSampler):
 
     def _weights(self, edge_weight) -> np.ndarray:
         """(E,) float64 weights in the order of ``self.indices``, checked."""
-        w = np.asarray(edge_weight.numpy() if isinstance(edge_weight, Tensor) else edge_weight,
-                       dtype=np.float64)
-        if w.shape != self.indices.shape:
-            raise ValueError(f"edge weights have shape {w.shape}; expected one per edge, "
-                             f"({self.indices.size},)")
-        if not np.isfinite(w).all() or (w < 0).any():
-            raise ValueError("edge weights must be finite and >= 0")
+        w = check_weights(edge_weight, self.indices.size)
         if self.perm is not None:
             w = w[self.perm.numpy()]  # edge_index order -> CSR order
         if self._edge_map is not None:
@@ -419,18 +413,31 @@ class CsrNeighborSampler(BaseSampler):
         return node, batch, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
 
 
-def transpose_csr(indptr: np.ndarray, indices: np.ndarray):
-    """The CSR of the reversed edges: ``indptr`` (N + 1,) over sources, ``indices`` (E,) their
-    targets, and ``perm`` (E,) the original position of each; rows keep the original order
-    (stable), as PyG's ``to_csc(..., to_transpose=True)`` on ``Csr.edge_index()``."""
+def transpose_csr(indptr: np.ndarray, indices: np.ndarray, num_src: int | None = None):
+    """The CSR of the reversed edges: ``indptr`` (num_src + 1,) over sources, ``indices`` (E,)
+    their targets, and ``perm`` (E,) the original position of each; rows keep the original
+    order (stable), as PyG's ``to_csc(..., to_transpose=True)`` on ``Csr.edge_index()``.
+    ``num_src`` defaults to the number of rows (a homogeneous graph)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     n = indptr.size - 1
+    num_src = n if num_src is None else int(num_src)
     perm = np.argsort(indices, kind="stable")
     targets = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    out_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(indices, minlength=n), out=out_ptr[1:])
+    out_ptr = np.zeros(num_src + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=num_src), out=out_ptr[1:])
     return out_ptr, targets[perm], perm
+
+
+def check_weights(edge_weight, num_edges: int, what: str = "edge weights") -> np.ndarray:
+    """``edge_weight`` as float64 (E,), or a ValueError: wrong length, NaN/inf or negative."""
+    w = np.asarray(edge_weight.numpy() if isinstance(edge_weight, Tensor) else edge_weight,
+                   dtype=np.float64)
+    if w.shape != (num_edges,):
+        raise ValueError(f"{what} have shape {w.shape}; expected one per edge, ({num_edges},)")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"{what} must be finite and >= 0")
+    return w
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
