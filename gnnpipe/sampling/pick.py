@@ -65,28 +65,34 @@ def pick_weighted(start: np.ndarray, deg: np.ndarray, k: int, replace: bool, wei
     As pyg-lib: ``k = -1``, or ``deg <= k`` without replacement, takes every in-edge (zero
     weights too); with replacement, ``k`` independent draws (multinomial); without, ``k``
     distinct edges by Efraimidis-Spirakis keys ``u ** (1 / w)`` (the ``k`` largest), i.e.
-    successive draws proportional to the weights of the edges left. Zero-weight edges are
+    successive draws proportional to the weights of the edges left (keys compared to float64
+    precision at the row's index: weights ~1e9 apart in one row may tie). Zero-weight edges are
     drawn only when a row has fewer than ``k`` positive ones (then uniformly among them, where
     pyg-lib's ``topk`` takes an unspecified tie). Costs O(deg) per drawn row, as pyg-lib.
     """
     if k < 0 or not replace:
-        pos, owner = pick_edges(start, deg, k, False, rng)  # the rows with deg <= k are final
+        counts = deg if k < 0 else np.minimum(deg, k)
+        owner = np.repeat(np.arange(deg.size), counts)
+        first = np.cumsum(counts) - counts  # (M,): output slot of each row's first edge
+        pos = np.arange(owner.size) + np.repeat(start - first, counts)  # all of small rows ...
         big = np.flatnonzero(deg > k) if k > 0 else np.empty(0, dtype=np.int64)
         if big.size == 0:  # k = 0 draws nothing, k = -1 takes all
             return pos, owner
-        first = np.cumsum(np.minimum(deg, k)) - np.minimum(deg, k)  # (M,) first output slot
-        bdeg = deg[big]
+        bdeg = deg[big]  # ... and k of each big row, by the k smallest keys Exp(1) / w
+        bfirst = np.cumsum(bdeg) - bdeg
         seg = np.repeat(np.arange(big.size), bdeg)  # (F,) which big row each in-edge is of
-        every = np.arange(seg.size) + np.repeat(start[big] - (np.cumsum(bdeg) - bdeg), bdeg)
+        every = np.arange(seg.size) + np.repeat(start[big] - bfirst, bdeg)  # CSR positions
         w = weight[every]
-        u = rng.random(seg.size)
-        with np.errstate(divide="ignore"):
-            key = np.where(w > 0, -np.log1p(-u) / np.where(w > 0, w, 1.0), np.inf)  # Exp(1)/w
-        # the k smallest Exp(1)/w per row = the k largest u ** (1 / w); ties (zero weights,
-        # all inf) fall to the uniform u
-        order = np.lexsort((u, key, seg))
-        rank = np.arange(seg.size) - np.repeat(np.cumsum(bdeg) - bdeg, bdeg)  # (F,) within row
-        keep = order[rank < k]  # sorted rows: the first k of each row's block
+        e = rng.standard_exponential(seg.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # one float sort for all rows: 2 * row + E / (E + w), which orders a row like
+            # E / w does (< 1); zero-weight edges go after, in random order (1 + ...)
+            t = e / (e + w)
+            zero = w == 0
+            if zero.any():
+                t[zero] = 1.0 + e[zero] / (1.0 + e[zero])
+        order = np.argsort(2.0 * seg + t, kind="stable")  # timsort: rows come sorted already
+        keep = order[np.arange(seg.size) - bfirst[seg] < k]  # the first k of each row's block
         slots = (first[big][:, None] + np.arange(k)).reshape(-1)  # (R * k,) row-major
         pos[slots] = every[keep]
         return pos, owner
