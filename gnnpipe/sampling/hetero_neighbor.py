@@ -75,12 +75,12 @@ from torch_geometric.sampler.utils import to_hetero_csc
 
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.neighbor import (
-    SAMPLE_DIRECTIONS,
     SUBGRAPH_TYPES,
     CsrNeighborSampler,
     _cat,
     _lookup,
     _take,
+    check_modes,
     check_weights,
     sampler_seed,
     transpose_csr,
@@ -137,15 +137,8 @@ class HeteroNeighborSampler(BaseSampler):
         self.replace = bool(replace)
         self.temporal_strategy = check_strategy(temporal_strategy)
         self.perm = None if edge_permutation is None else dict(edge_permutation)
-        if sample_direction not in SAMPLE_DIRECTIONS:
-            raise ValueError(f"sample_direction={sample_direction!r} is not valid; expected one "
-                             f"of: {', '.join(SAMPLE_DIRECTIONS)}")
-        timed = node_time is not None or edge_time is not None
-        if sample_direction == "backward" and timed:  # PyG's own refusal, same exception
-            raise NotImplementedError("Temporal sampling not yet supported for backward sampling")
-        if edge_weight is not None and timed:
-            raise ValueError("weighted sampling with node_time / edge_time is not supported "
-                             "(pyg-lib refuses biased temporal sampling too)")
+        check_modes(sample_direction, timed=node_time is not None or edge_time is not None,
+                    weighted=edge_weight is not None)
         self.sample_direction = sample_direction
         self.edge_weight = self._edge_weights(edge_weight)
         self._restore: Optional[dict[EdgeType, EdgeType]] = None  # sampled type -> output type

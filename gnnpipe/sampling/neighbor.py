@@ -114,12 +114,8 @@ class CsrNeighborSampler(BaseSampler):
         if subgraph_type not in SUBGRAPH_TYPES:
             raise ValueError(f"subgraph_type={subgraph_type!r} is not valid; expected one of: "
                              f"{', '.join(SUBGRAPH_TYPES)}")
-        if sample_direction not in SAMPLE_DIRECTIONS:
-            raise ValueError(f"sample_direction={sample_direction!r} is not valid; expected one "
-                             f"of: {', '.join(SAMPLE_DIRECTIONS)}")
-        timed = edge_time is not None or node_time is not None
-        if sample_direction == "backward" and timed:  # PyG's own refusal, same exception
-            raise NotImplementedError("Temporal sampling not yet supported for backward sampling")
+        check_modes(sample_direction, timed=edge_time is not None or node_time is not None,
+                    weighted=edge_weight is not None or weight_attr is not None)
         backward = sample_direction == "backward"
         self.sample_direction = sample_direction
         self.perm: Optional[Tensor] = None
@@ -145,9 +141,6 @@ class CsrNeighborSampler(BaseSampler):
         self.indices = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
         self.num_nodes = self.indptr.size - 1
         self.edge_weight = None if edge_weight is None else self._weights(edge_weight)
-        if self.edge_weight is not None and timed:
-            raise ValueError("weighted sampling with edge_time / node_time is not supported "
-                             "(pyg-lib refuses biased temporal sampling too)")
         self.num_neighbors = num_neighbors
         self.replace = bool(replace)
         self.subgraph_type = subgraph_type
@@ -427,6 +420,18 @@ def transpose_csr(indptr: np.ndarray, indices: np.ndarray, num_src: int | None =
     out_ptr = np.zeros(num_src + 1, dtype=np.int64)
     np.cumsum(np.bincount(indices, minlength=num_src), out=out_ptr[1:])
     return out_ptr, targets[perm], perm
+
+
+def check_modes(sample_direction: str, timed: bool, weighted: bool) -> None:
+    """Refuse what PyG refuses: an unknown direction, backward or weighted temporal sampling."""
+    if sample_direction not in SAMPLE_DIRECTIONS:
+        raise ValueError(f"sample_direction={sample_direction!r} is not valid; expected one "
+                         f"of: {', '.join(SAMPLE_DIRECTIONS)}")
+    if sample_direction == "backward" and timed:  # PyG's own refusal, same exception
+        raise NotImplementedError("Temporal sampling not yet supported for backward sampling")
+    if weighted and timed:
+        raise ValueError("weighted sampling with edge_time / node_time is not supported "
+                         "(pyg-lib refuses biased temporal sampling too)")
 
 
 def check_weights(edge_weight, num_edges: int, what: str = "edge weights") -> np.ndarray:
