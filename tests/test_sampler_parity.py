@@ -382,3 +382,54 @@ def test_bidirectional_refusals():
         BidirectionalNeighborSampler(small_hetero(), [1])
     with pytest.raises(NotImplementedError, match="temporal"):
         BidirectionalNeighborSampler(alice_graph(), [1], time_attr="x")
+
+
+# ------------------------------------------------------------------------- loaders and workers
+def test_link_loader_weighted_and_backward():
+    """LinkNeighborLoader's path (LinkLoader + edge_sample): edges are real, e_id maps back."""
+    data = random_graph(seed=5)
+    eli = data.edge_index[:, :40]
+    for opts in ({"weight_attr": "w"}, {"sample_direction": "backward"},
+                 {"weight_attr": "w", "replace": True, "disjoint": True}):
+        sampler = CsrNeighborSampler(data, [3, 2], seed=0, **opts)
+        loader = LinkLoader(data, link_sampler=sampler, edge_label_index=eli, batch_size=10)
+        for batch in loader:
+            assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
+            assert torch.equal(batch.n_id[batch.edge_label_index], eli[:, batch.input_id])
+
+
+def test_new_modes_survive_pickling():
+    """DataLoader workers get a pickled copy of the sampler: it must sample the same."""
+    import pickle
+
+    data = random_graph(seed=6)
+    seeds = NodeSamplerInput(None, torch.arange(6))
+    for sampler in (CsrNeighborSampler(data, [3, 2], weight_attr="w", seed=1),
+                    CsrNeighborSampler(data, [3, 2], sample_direction="backward", seed=1),
+                    HeteroNeighborSampler.from_hetero_data(small_hetero(), [2],
+                                                           sample_direction="backward", seed=1)):
+        copy = pickle.loads(pickle.dumps(sampler))
+        if isinstance(sampler, HeteroNeighborSampler):
+            seeds = NodeSamplerInput(None, torch.arange(6), input_type="paper")
+        a, b = sampler.sample_from_nodes(seeds), copy.sample_from_nodes(seeds)
+        assert str(a.node) == str(b.node) and str(a.edge) == str(b.edge)
+
+
+def test_hetero_zero_hops_disjoint_and_weighted_replace():
+    data = small_hetero()
+    out = HeteroNeighborSampler.from_hetero_data(data, [], disjoint=True).sample_from_nodes(
+        NodeSamplerInput(None, torch.tensor([3, 1]), input_type="paper"))
+    assert out.node["paper"].tolist() == [3, 1] and out.batch["paper"].tolist() == [0, 1]
+    assert all(v.numel() == 0 for v in out.edge.values())
+    for e in data.edge_types:
+        data[e].w = torch.ones(data[e].edge_index.size(1))
+    data["paper", "cites", "paper"].w[1::2] = 0.0  # odd edges can never be drawn with replace
+    sampler = HeteroNeighborSampler.from_hetero_data(data, [4], weight_attr="w", replace=True,
+                                                     seed=0)
+    e = ("paper", "cites", "paper")
+    positive = torch.zeros(30, dtype=torch.bool)
+    positive[data[e].edge_index[1, 0::2]] = True
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.nonzero(positive).view(-1),
+                                                     input_type="paper"))
+    ids = sampler.perm[e][out.edge[e]]
+    assert ids.numel() == 4 * int(positive.sum()) and (ids % 2 == 0).all()
