@@ -51,8 +51,8 @@ def _train(folder: Path, **env) -> tuple[subprocess.CompletedProcess, float]:
 
 def _running(marker: str) -> list[str]:
     """Processes whose command line holds ``marker`` (a port unique to the test)."""
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in ps.splitlines() if marker in line and "ps -eo" not in line]
+    ps = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines() if marker in line and "ps -eww" not in line]
 
 
 def _one_line(stderr: str) -> str:
