@@ -282,6 +282,9 @@ def _agent_failure(status: Path, code: int, cfg) -> str:
         return (f"the rendezvous at {where} did not complete within train.dist.rdzv_timeout_s="
                 f"{cfg.rdzv_timeout_s:g}: not all train.dist.nnodes={cfg.nnodes} machines "
                 "joined (run the stage on every machine, each with its own train.dist.node_rank)")
+    if kind == "rdzv_connect" and cfg.nnodes > 1 and cfg.node_rank == 0:
+        return (f"this machine (train.dist.node_rank=0) could not host the rendezvous store at "
+                f"{where} ({detail}); is the port in use?")
     if kind == "rdzv_connect":
         return (f"cannot reach {where} within train.dist.rdzv_timeout_s={cfg.rdzv_timeout_s:g} "
                 f"({detail}); machine 0 (train.dist.node_rank=0) hosts it and must be running")
