@@ -17,12 +17,14 @@ import ctypes
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -123,15 +125,24 @@ def init_process_group(ctx: DistContext, timeout_s: float) -> None:
 
 @contextlib.contextmanager
 def one_line_errors(ctx: DistContext, timeout_s: float) -> Iterator[None]:
-    """Turns torch.distributed's errors on this rank (a peer gone, a store or collective that
-    timed out) into a one-line ``ValueError``; with ``GNNPIPE_DEBUG`` they pass unchanged."""
+    """Turns errors raised inside torch.distributed on this rank (a peer gone, a store or
+    collective that timed out: gloo raises plain RuntimeErrors) into a one-line ``ValueError``;
+    with ``GNNPIPE_DEBUG`` they pass unchanged, and errors of other code always do."""
     try:
         yield
-    except dist.DistError as err:
-        if ctx.world_size == 1 or os.environ.get("GNNPIPE_DEBUG"):
+    except RuntimeError as err:
+        if ctx.world_size == 1 or os.environ.get("GNNPIPE_DEBUG") or not _raised_by_torch(err):
             raise
-        raise ValueError(f"rank {ctx.rank}: {type(err).__name__}: {first_line(err)} (a peer failed "
-                         f"or did not answer within train.dist.timeout_s={timeout_s:g})") from None
+        # gloo prefixes its messages with the C++ source location: "[.../pair.cc:553] ..."
+        message = re.sub(r"^\[[^\]]*\]\s*", "", first_line(err))
+        raise ValueError(f"rank {ctx.rank}: {message} (a peer failed or did not answer within "
+                         f"train.dist.timeout_s={timeout_s:g})") from None
+
+
+def _raised_by_torch(err: RuntimeError) -> bool:
+    frames = traceback.extract_tb(err.__traceback__)
+    return isinstance(err, dist.DistError) or bool(frames) and \
+        f"torch{os.sep}distributed{os.sep}" in frames[-1].filename
 
 
 def first_line(err: BaseException) -> str:

@@ -233,3 +233,33 @@ def test_check_resources_false_launches_anyway(tmp_path):
     assert done.returncode == 1
     assert "did not complete within train.dist.rdzv_timeout_s=1" in _one_line(done.stderr)
     assert _running(endpoint) == []
+
+
+# ---------------------------------------------------------------------- errors on a rank
+def _raise_inside_torch_distributed(message: str) -> None:
+    """Raises ``RuntimeError(message)`` from a frame whose file lies under torch/distributed,
+    as gloo's collectives do."""
+    code = compile(f"raise RuntimeError({message!r})",
+                   os.path.join("site-packages", "torch", "distributed", "c10d.py"), "exec")
+    exec(code)
+
+
+def test_a_collective_error_on_a_rank_becomes_one_line():
+    ctx = distributed.DistContext(rank=1, world_size=2, local_rank=1)
+    with pytest.raises(ValueError) as err:
+        with distributed.one_line_errors(ctx, timeout_s=7):
+            _raise_inside_torch_distributed(
+                "[/__w/pytorch/third_party/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+                "waiting 7000ms for recv operation to complete\nException raised from ...")
+    assert str(err.value) == ("rank 1: Timed out waiting 7000ms for recv operation to complete "
+                              "(a peer failed or did not answer within train.dist.timeout_s=7)")
+
+
+def test_other_errors_on_a_rank_keep_their_traceback():
+    ctx = distributed.DistContext(rank=1, world_size=2, local_rank=1)
+    with pytest.raises(RuntimeError, match="a bug of ours"):
+        with distributed.one_line_errors(ctx, timeout_s=7):
+            raise RuntimeError("a bug of ours")
+    with pytest.raises(RuntimeError, match="Timed out"):  # one process: nothing to blame
+        with distributed.one_line_errors(distributed.SINGLE, timeout_s=7):
+            _raise_inside_torch_distributed("Timed out")
