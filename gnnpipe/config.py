@@ -306,13 +306,20 @@ class SaintParams:
 
 @dataclass(frozen=True)
 class DistParams:
-    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines."""
+    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines, and
+    the bounds on every wait (README: Scaling)."""
 
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
     node_rank: int = num(0, low=0)  # this machine's index when nnodes > 1
-    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1
-    timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on any collective
+    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1 (it hosts the rendezvous)
+    timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on forming the group, collectives
+    # bound on the rendezvous: every machine joins and the endpoint answers within it, else the
+    # stage fails with one line (hard stop after this + distributed.START_GRACE_S)
+    rdzv_timeout_s: float = num(300.0, low=1.0)
+    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/capacity.py) passes what the
+    # machine has available; false = launch anyway
+    check_resources: bool = True
     # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
     shard: Literal["none", "partition"] = "none"
 
