@@ -70,7 +70,7 @@ def _read_nodes(tables, path: Path, cfg: DatasetParams
                                                  "dataset.nodes.features")
     wanted = [spec.id] + ([spec.label] if has_label else []) + feature_names \
         + ([spec.timestamp] if has_time else [])
-    table = tables.read(path, list(dict.fromkeys(wanted)))
+    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
     ids = node_ids(table.column(spec.id), path, spec.id)
     x = features(table, feature_names, is_list, path) if feature_names else None
     time = check_timestamps(table.column(spec.timestamp), path, spec.timestamp) \
