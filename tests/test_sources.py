@@ -462,9 +462,16 @@ def test_bad_list_features_and_bad_csv_values(tmp_path):
         prepare_dataset(dataset("csv", folder), 0)
 
 
-def test_wrong_paths_say_what_is_expected(tmp_path):
+def test_wrong_paths_say_what_is_expected(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"dataset\.source=parquet needs dataset\.path"):
         prepare_dataset(params_from_dict({"dataset": {"source": "parquet"}}).dataset, 0)
+    # data/raw, the default, is the place for the user's files: a missing table is named
+    (tmp_path / "data/raw").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"^data/raw/nodes\.csv: file not found \(dataset\.nodes"
+                                         r"\.file; dataset\.source=csv reads the node and edge "
+                                         r"tables from dataset\.path='data/raw'\)$"):
+        prepare_dataset(dataset("csv", "data/raw"), 0)
     with pytest.raises(ValueError, match=r"dataset\.path='.*nowhere' is not a folder"):
         prepare_dataset(dataset("csv", tmp_path / "nowhere"), 0)
     with pytest.raises(ValueError, match=r"nodes\.parquet: file not found"):

@@ -24,7 +24,7 @@ from gnnpipe.ids import blanks_as_nulls, from_text, to_id_type
 from gnnpipe.progress import progress
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
                                   check_timestamps, combine, feature_columns, features,
-                                  is_numeric, label_codes, labels, reason)
+                                  is_numeric, label_codes, labels, reason, require_file)
 
 CSV_BLOCK_BYTES = 64 << 20  # bytes per CSV chunk (pyarrow parses a block at a time)
 
@@ -83,8 +83,7 @@ class CsvTables:
 
     @staticmethod
     def _exists(path: Path) -> None:
-        if not path.is_file():
-            raise ValueError(f"{path}: file not found")
+        require_file(path, "a CSV table with a header row")
 
     def schema(self, path: Path) -> pa.Schema:
         self._exists(path)
@@ -235,6 +234,7 @@ def read(cfg: DatasetParams) -> RawGraph:
     tables = ParquetTables() if fmt == "parquet" else CsvTables()
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
     edges_path = root / (cfg.edges.file or f"edges.{fmt}")
+    _check_table_path(nodes_path, "nodes", cfg)
 
     spec = cfg.nodes
     schema = tables.schema(nodes_path)
@@ -258,11 +258,21 @@ def read(cfg: DatasetParams) -> RawGraph:
     del table
 
     lookup = (IdLookup(ids), nodes_path)
+    _check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
                                              {"src": lookup, "dst": lookup}, spec.id)
     return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
                     node_time=node_time, edge_weight=weight, edge_time=edge_time,
-                    class_names=class_names, class_values=class_values)
+                    class_names=class_names, class_values=class_values,
+                    edges_where=str(edges_path))
+
+
+def _check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
+    """The node or edge table exists and is a file (a Parquet table may be a folder of parts),
+    else one line naming its key."""
+    if not path.exists() or (path.is_dir() and cfg.source != "parquet"):
+        require_file(path, f"dataset.{table}.file; dataset.source={cfg.source} reads the node "
+                           f"and edge tables from dataset.path={cfg.path!r}")
 
 
 def read_edges(tables, path: Path, spec: EdgeTableParams,

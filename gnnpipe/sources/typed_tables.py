@@ -35,8 +35,11 @@ def table_entries(folder: Path, fmt: str) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
         suffix = next((s for s in SUFFIXES[fmt] if path.name.endswith(s)), None)
-        if suffix is None or path.name.startswith(".") or (path.is_dir() and fmt != "parquet"):
+        if suffix is None or path.name.startswith("."):
             continue
+        if path.is_dir() and fmt != "parquet":  # only Parquet tables may be folders of parts
+            raise ValueError(f"{path} is a directory; expected a file (a table of "
+                             f"{folder.name}/ with dataset.source={fmt})")
         stem = path.name[:-len(suffix)]
         if stem in found:
             raise ValueError(f"{path}: table {stem!r} given twice (also {found[stem]})")
