@@ -31,6 +31,7 @@ class ReportInputs:
     details: dict  # reports/eval_details.json
     partition: dict | None = None  # metrics/partition.json
     train: dict | None = None  # metrics/train.json
+    train_perf: dict | None = None  # metrics/perf/train.json (engine, evaluation forward, ranks)
     baseline: dict | None = None  # metrics/baseline.json
     train_history: list[dict] = field(default_factory=list)  # metrics/train_history.csv
     baseline_history: list[dict] = field(default_factory=list)  # metrics/baseline_history.csv
@@ -190,7 +191,8 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; fon
 
 # ---------------------------------------------------------------------------------- sections
 def _warnings(inputs: ReportInputs) -> list[str]:
-    return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in inputs.graph.get("warnings", [])]
+    found = [*inputs.prepare.get("warnings", []), *inputs.graph.get("warnings", [])]
+    return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in found]
 
 
 def _link_headline(inputs: ReportInputs) -> str:
@@ -220,21 +222,46 @@ def _node_headline(inputs: ReportInputs) -> str:
     return "\n".join(parts + _warnings(inputs))
 
 
+def _run_setup(inputs: ReportInputs) -> str:
+    """What ran: model, sampler, engine and evaluation forward, as the train stage recorded them
+    (metrics/train.json; the engine and forward from metrics/perf/train.json)."""
+    train, perf = inputs.train, inputs.train_perf
+    if not train:
+        return "<h2>Run</h2><p>No train metrics (run <code>dvc repro train</code>).</p>"
+    task = inputs.evaluation.get("task", "node")
+    rows = [("task", "link prediction" if task == "link" else "node classification"),
+            ("model", train.get("model")), ("sampler", train.get("sampler"))]
+    if train.get("edge_type"):
+        rows.append(("held-out edge type", train["edge_type"]))
+    if train.get("node_type"):
+        rows.append(("target node type", train["node_type"]))
+    if perf is None:
+        rows.append(("engine / evaluation forward", "not recorded (metrics/perf/train.json "
+                                                   "missing)"))
+    else:
+        # only the homogeneous node task can run Lightning; the others record no engine
+        rows += [("engine", perf.get("engine", "plain")),
+                 ("evaluation forward", "layer-wise (blocks of target nodes)"
+                  if perf.get("eval_inference") == "layerwise" else "full (one forward)"),
+                 ("processes", perf.get("world_size", 1))]
+        if perf.get("shard", "none") != "none":
+            rows.append(("shards", perf["shard"]))
+        rows += [(name, "on") for name in ("amp", "compile") if perf.get(name)]
+    return "<h2>Run</h2>" + _pairs(rows)
+
+
 @dataclass(frozen=True)
 class _TaskView:
-    """What the report shows differently per task: the headline, the metric rows, the
-    curve plotted and whether per-class figures exist."""
+    """What the report shows differently per task: the headline, the metric rows, the curve
+    plotted, the per-class section (figures and table; link: none), the split audit's summary
+    and whether the depth sweep applies."""
 
     headline: Callable[[ReportInputs], str]
     metric_names: Callable[[dict], list[str]]  # eval.json -> metric names
     curve_key: str
     class_figures: bool
-
-
-TASK_VIEWS = {
-    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True),
-    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False),
-}
+    split_summary: Callable[[dict], str]  # split_audit.json -> HTML before its checks
+    sweep: bool
 
 
 def _class_name(inputs: ReportInputs, code: int) -> str:
@@ -312,23 +339,56 @@ def _dataset(inputs: ReportInputs) -> str:
                      label_rows) + _label_coverage(inputs))
 
 
-def _split(inputs: ReportInputs) -> str:
-    audit = inputs.split_audit
-    status = ('<span class="pass">passed</span>' if audit["passed"]
-              else '<span class="fail">FAILED</span>')
-    checks = [[c["check"], "pass" if c["passed"] else "FAIL", c["detail"]] for c in audit["checks"]]
+def _node_split(audit: dict) -> str:
+    """Mode, shared structure and the class balance of each node split."""
     balance = audit.get("class_balance", {})
     sizes = audit.get("sizes", {})
     balance_rows = [[role, sizes.get(role), " / ".join(f"{f:.1%}" for f in balance[role]["fraction"])]
                     for role in PHASES if role in balance]
+    facts = [f"{name} <b>{_e(_fmt(audit[key]))}</b>" for name, key in (
+        ("mode", "mode"), ("structure shared across phases", "structure_shared_across_phases"))
+        if audit.get(key) is not None]
+    out = [f"<p>{'; '.join(facts)}</p>"] if facts else []
+    if balance_rows:
+        out.append(_table(["split", "nodes", "class shares"], balance_rows))
+    return "\n".join(out)
+
+
+def _link_split(audit: dict) -> str:
+    """Positive edges per phase, its message graph, fixed negatives and how they were drawn."""
+    sizes, negatives = audit.get("sizes", {}), audit.get("negatives", {})
+    message = audit.get("message_edges", {})
+    rows = [[phase, sizes.get("train_supervision" if phase == "train" else phase),
+             message.get(phase), negatives.get(phase, {}).get("per_positive")]
+            for phase in PHASES]
+    facts = [("edge type", audit.get("edge_type")),
+             ("edges in the message role", sizes.get("message")),
+             ("negatives drawn", audit.get("negative_strategy")),
+             ("supervision edges disjoint from message edges", audit.get("disjoint_supervision")),
+             ("undirected", audit.get("undirected"))]
+    return (_pairs([(k, v) for k, v in facts if v is not None])
+            + _table(["phase", "positive edges", "message edges", "fixed negatives per positive"],
+                     rows))
+
+
+TASK_VIEWS = {
+    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
+                      _node_split, True),
+    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
+                      _link_split, False),
+}
+
+
+def _split(inputs: ReportInputs, view: _TaskView) -> str:
+    audit = inputs.split_audit
+    status = ('<span class="pass">passed</span>' if audit["passed"]
+              else '<span class="fail">FAILED</span>')
+    checks = [[c["check"], "pass" if c["passed"] else "FAIL", c["detail"]] for c in audit["checks"]]
     phases = inputs.graph.get("phases", {})
     phase_rows = [[phase, phases[phase]["edges"], phases[phase]["isolated_nodes"],
                    f"{phases[phase]['isolated_fraction']:.1%}"] for phase in PHASES if phase in phases]
-    out = [f"<h2>Split audit: {status}</h2>",
-           f"<p>mode <b>{_e(audit.get('mode'))}</b>; structure shared across phases: "
-           f"{_e(_fmt(audit.get('structure_shared_across_phases')))}</p>",
-           _table(["check", "result", "detail"], checks),
-           _table(["split", "nodes", "class shares"], balance_rows)]
+    out = [f"<h2>Split audit: {status}</h2>", view.split_summary(audit),
+           _table(["check", "result", "detail"], checks)]
     if phase_rows:
         out.append(_table(["phase", "message edges", "own nodes isolated", "share"], phase_rows))
     return "\n".join(out)
@@ -418,17 +478,21 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
              "<code>dvc exp run --queue</code> sweep of README.md (Evaluation and diagnostics), "
              "then <code>gnnpipe report --sweep exps.json</code> writes "
              "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
+    task = "link prediction" if ev.get("task") == "link" else "node classification"
+    per_class = ["<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"),
+                 fig("per_class_f1.png"), _per_class(inputs, model)] if view.class_figures else []
     body = "\n".join([
-        f"<h1>gnnpipe run: {_e(model)} on {_e(inputs.prepare.get('source', 'the graph'))}</h1>",
+        f"<h1>gnnpipe run: {_e(model)}, {task} on "
+        f"{_e(inputs.prepare.get('source', 'the graph'))}</h1>",
         view.headline(inputs),
+        _run_setup(inputs),
         _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,
-        "<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"), fig("per_class_f1.png"),
-        _per_class(inputs, model) if view.class_figures else "",
+        *per_class,
         _dataset(inputs), fig("degree_histogram.png"),
-        _split(inputs),
+        _split(inputs, view),
         _partition(inputs),
-        "<h2>Depth sweep (over-smoothing)</h2>", sweep,
+        *(["<h2>Depth sweep (over-smoothing)</h2>", sweep] if view.sweep else []),
     ])
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>gnnpipe report: {_e(model)}</title><style>{CSS}</style></head>"

@@ -114,6 +114,69 @@ def test_report_headline_when_the_mlp_wins():
     assert "The MLP wins: sage is 0.0800 test accuracy behind" in page
 
 
+def _link_inputs() -> ReportInputs:
+    """The metrics files of a link run as the stages write them (gnnpipe/link_evaluate.py,
+    audit_link_split, train_links)."""
+    names = ("roc_auc", "average_precision", "mrr", "hits@10")
+    scores = {p: {n: 0.6 for n in names} for p in ("val", "test")}
+    ev = {"task": "link", "model": "sage", "graph_helps": True, "gnn": scores, "mlp": scores,
+          "gnn_minus_mlp": {f"{p}_{n}": 0.1 for p in ("val", "test") for n in names},
+          "verdict": "sage beats the structure-free MLP by +0.1000 test MRR: the graph helps"}
+    details = {m: {p: {**scores[p], "count": 208} for p in scores} for m in ("gnn", "mlp")}
+    audit = {"task": "link", "passed": True, "negative_strategy": "degree",
+             "disjoint_supervision": False, "undirected": True,
+             "sizes": {"message": 1663, "train_supervision": 1663, "val": 208, "test": 208},
+             "message_edges": {"train": 3326, "val": 3326, "test": 3742},
+             "negatives": {p: {"count": 20800, "per_positive": 100} for p in ("val", "test")},
+             "checks": [{"check": "positives_disjoint", "passed": True, "detail": "ok"}]}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_mrr": e / 100} for e in range(1, 6)]
+    return _inputs(evaluation=ev, details=details, split_audit=audit, train_history=history,
+                   baseline_history=history,
+                   train={"model": "sage", "sampler": "link_neighbor", "task": "link",
+                          "best_epoch": 3, "epochs_run": 5, "parameters": 800},
+                   train_perf={"world_size": 2, "seconds": 1.5})
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+def test_link_report_shows_link_sections_only():
+    report = render(_link_inputs())
+    page, text = report.html, _text(report.html)
+    assert set(report.figures) == {"training_curves.png", "degree_histogram.png"}
+    assert "Confusion and per-class F1" not in page and "per-class" not in page
+    assert not re.search(r"\bmode\b|\bNone\b", text)  # the node split's fields are absent
+    assert "Depth sweep" not in page  # the sweep plots accuracy and smoothing: node task only
+    assert "sage, link prediction on synthetic" in text
+    assert "negatives drawn degree" in text and "edges in the message role 1663" in text
+    assert " train 1663 3326 n/a " in text and " val 208 3326 100 " in text
+    assert " test mrr 0.6000 0.6000 +0.1000 " in text
+    assert "sampler link_neighbor" in text and "engine plain" in text
+    assert "processes 2" in text and "evaluation forward full (one forward)" in text
+
+
+def test_node_report_names_sampler_engine_and_evaluation_forward():
+    train = {"model": "sage", "sampler": "neighbor", "best_epoch": 4, "epochs_run": 9,
+             "parameters": 100}
+    text = _text(render(_inputs(train=train, train_perf={
+        "engine": "lightning", "eval_inference": "layerwise", "world_size": 1, "shard": "none",
+        "amp": True, "compile": False})).html)
+    assert "task node classification model sage sampler neighbor engine lightning" in text
+    assert "evaluation forward layer-wise (blocks of target nodes)" in text
+    assert "amp on" in text and "compile" not in text and "shards" not in text
+    assert "mode transductive" in text and "Confusion and per-class F1" in text
+    text = _text(render(_inputs(train=train)).html)
+    assert "engine / evaluation forward not recorded (metrics/perf/train.json missing)" in text
+    assert "No train metrics" in _text(render(_inputs()).html)
+
+
+def test_report_shows_the_warnings_of_prepare():
+    prepare = _inputs().prepare | {"warnings": ["raw/edges.csv: no edge rows (a header only?)"]}
+    assert "&#9888; raw/edges.csv: no edge rows (a header only?)" in render(
+        _inputs(prepare=prepare)).html
+
+
 def test_figures_are_deterministic():
     from gnnpipe import figures
 

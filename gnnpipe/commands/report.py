@@ -76,6 +76,7 @@ def run(args):
         details=io.read_json(args.details),
         partition=_read_optional_json(m / "partition.json"),
         train=_read_optional_json(m / "train.json"),
+        train_perf=_read_optional_json(m / "perf" / "train.json"),
         baseline=_read_optional_json(m / "baseline.json"),
         train_history=_read_csv(m / "train_history.csv"),
         baseline_history=_read_csv(m / "baseline_history.csv"),
