@@ -10,6 +10,7 @@ turn into a line saying what to run, never into an error.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import html
 from dataclasses import dataclass, field
 from typing import Callable
@@ -73,21 +74,19 @@ def parse_csv(text: str, where: str) -> list[dict]:
     return rows
 
 
-def _entries(node, in_experiment: bool = False):
-    """``(entry, is_experiment)`` for every rev entry of ``dvc exp show --json`` output.
-
-    Top-level entries are the workspace and commits; entries reached through an
-    ``experiments`` list are experiments (DVC 3: ``[{rev, data, experiments: [{revs: [...]}]}]``).
-    """
+def _entries(node):
+    """Every rev entry of ``dvc exp show --json`` output: the workspace and commits at the top,
+    experiments in their ``experiments`` lists (DVC 3: ``[{rev, data, experiments: [{revs:
+    [...]}]}]``)."""
     if isinstance(node, list):
         for item in node:
-            yield from _entries(item, in_experiment)
+            yield from _entries(item)
     elif isinstance(node, dict):
         if "data" in node:
-            yield node, in_experiment
+            yield node
         for key, value in node.items():
             if isinstance(value, (list, dict)) and key != "data":
-                yield from _entries(value, in_experiment or key == "experiments")
+                yield from _entries(value)
 
 
 def _lookup(tree: dict, *keys: str):
@@ -99,44 +98,85 @@ def _lookup(tree: dict, *keys: str):
     return tree
 
 
-def sweep_rows(exp_show: list | dict, param: str = SWEEP_PARAM) -> list[dict]:
-    """One row per value of ``param`` from ``dvc exp show --json`` output, sorted by it.
+def _flat(tree, prefix: str = "") -> dict:
+    """Nested params as ``{"train.num_layers": 2, ...}``."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
 
-    Every experiment (and the workspace / baseline commits) whose ``params.yaml`` sets ``param``
-    and whose ``metrics/eval.json`` has the GNN/MLP accuracies and the smoothing figures is a
-    candidate; for a value seen more than once the experiment (not the workspace or a commit) with
-    the latest timestamp wins, so re-running a sweep replaces its old points.
+
+def _select(exp_show: list | dict, patterns: list[str]) -> list[tuple[str, dict]]:
+    """``(name, data)`` of the entries (experiments, workspace, commits) whose name matches one
+    of ``patterns`` (names or globs), in file order; every pattern must match one."""
+    found = [(entry.get("name") or str(entry.get("rev", "")), entry)
+             for entry in _entries(exp_show)]
+    names = ", ".join(name for name, _ in found) or "nothing"
+    chosen: dict[str, dict] = {}
+    for pattern in patterns:
+        hits = [(name, entry) for name, entry in found if fnmatch.fnmatchcase(name, pattern)]
+        if not hits:
+            raise ValueError(f"--experiments {pattern!r} matches no experiment of the sweep file; "
+                             f"it holds: {names}")
+        for name, entry in hits:
+            chosen.setdefault(name, entry.get("data") or {})
+    return list(chosen.items())
+
+
+def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PARAM
+               ) -> list[dict]:
+    """One row per experiment named by ``patterns`` in ``dvc exp show --json`` output, sorted by
+    ``param``.
+
+    Only the named experiments count (``dvc exp show`` lists every experiment of the repository,
+    most of them not part of the sweep). Each must have ``param`` and the GNN/MLP test
+    accuracies and smoothing figures in ``metrics/eval.json``, no two may share a value of
+    ``param``, and their params may differ only in ``param`` and per-layer lists (one entry per
+    layer, such as ``train.neighbor.num_neighbors``); otherwise one line names the experiment
+    and the key.
     """
-    best: dict = {}
-    for entry, is_experiment in _entries(exp_show):
-        data = entry.get("data")
-        if not isinstance(data, dict) or "params" not in data or "metrics" not in data:
-            continue
-        value = _lookup(data["params"], "params.yaml", "data", *param.split("."))
-        evaluation = _lookup(data["metrics"], "metrics/eval.json", "data")
-        gnn_smooth = _lookup(evaluation or {}, "smoothing", "gnn")
-        if value is None or not isinstance(gnn_smooth, dict):
-            continue
-        name = entry.get("name") or str(entry.get("rev", ""))[:7]
+    rows, seen, first = [], {}, None
+    for name, data in _select(exp_show, patterns):
+        params = _flat(_lookup(data, "params", "params.yaml", "data") or {})
+        evaluation = _lookup(data, "metrics", "metrics/eval.json", "data") or {}
+        gnn_smooth = _lookup(evaluation, "smoothing", "gnn")
+        value = params.get(param)
         row = {param.rsplit(".", 1)[-1]: value, "name": name,
                "model": evaluation.get("model"),
                "gnn_test_accuracy": _lookup(evaluation, "gnn", "test", "accuracy"),
                "mlp_test_accuracy": _lookup(evaluation, "mlp", "test", "accuracy"),
-               **{key: gnn_smooth.get(key) for key in
+               **{key: (gnn_smooth or {}).get(key) for key in
                   ("cosine_similarity", "dirichlet_energy", "rayleigh_quotient")}}
-        if any(v is None for v in row.values()):
-            continue
-        rank = (is_experiment, str(data.get("timestamp") or ""))
-        if value not in best or rank >= best[value][0]:
-            best[value] = (rank, row)
-    return [best[value][1] for value in sorted(best)]
+        missing = [key for key, v in row.items() if v is None]
+        if missing:
+            raise ValueError(f"experiment {name!r} has no {missing[0]} (params.yaml {param}, "
+                             "metrics/eval.json test accuracies and smoothing figures): did it "
+                             "fail, or is it a link-task run? Select the experiments of the "
+                             "depth sweep")
+        if value in seen:
+            raise ValueError(f"experiments {seen[value]!r} and {name!r} both have {param}="
+                             f"{value}; select one of them")
+        seen[value] = name
+        if first is None:
+            first = (name, params)
+        for key in sorted(set(params) | set(first[1])):
+            a, b = first[1].get(key), params.get(key)
+            per_layer = isinstance(a, list) and isinstance(b, list) \
+                and len(a) == first[1].get(param) and len(b) == value
+            if key != param and a != b and not per_layer:
+                raise ValueError(f"experiments {first[0]!r} and {name!r} differ in {key} ({a!r} "
+                                 f"vs {b!r}), not only in {param}: select the experiments of "
+                                 "one sweep")
+        rows.append(row)
+    return sorted(rows, key=lambda r: r[param.rsplit(".", 1)[-1]])
 
 
 def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
     """The depth-sweep PNG of ``sweep_rows`` output (ValueError when no point was found)."""
     if not rows:
-        raise ValueError(f"no experiment in the sweep file sets {param} and has metrics/eval.json "
-                         "with smoothing figures; run the sweep (README.md) and "
+        raise ValueError("no experiment selected; run the sweep (README.md) and "
                          "`dvc exp show --json > exps.json` first")
     return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
 
@@ -476,7 +516,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
     # The sweep spans many experiments, so it is not part of one run's (cached) report.
     sweep = ("<p>Accuracy and over-smoothing vs depth span many experiments: run the "
              "<code>dvc exp run --queue</code> sweep of README.md (Evaluation and diagnostics), "
-             "then <code>gnnpipe report --sweep exps.json</code> writes "
+             "then <code>gnnpipe report --sweep exps.json --experiments 'depth-*'</code> writes "
              "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
     task = "link prediction" if ev.get("task") == "link" else "node classification"
     per_class = ["<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"),
