@@ -22,13 +22,24 @@ def canonical_ints(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
     canonically, and which cells are (elsewhere the int64 is 0; nulls are not canonical)."""
     if pa.types.is_large_string(column.type) or pa.types.is_dictionary(column.type):
         column = column.cast(pa.string())
-    ok = pc.match_substring_regex(column, CANONICAL_INT).fill_null(False).to_numpy(
-        zero_copy_only=False)
-    long = ok & (pc.utf8_length(column).fill_null(0).to_numpy(zero_copy_only=False) >= 19)
-    for row in np.flatnonzero(long):  # rare: Python ints settle the int64 bounds exactly
-        ok[row] = -INT64_MAX - 1 <= int(column[int(row)].as_py()) <= INT64_MAX
-    text = pc.if_else(pa.array(ok), column, pa.scalar("0"))
-    return text.cast(pa.int64()), ok
+    try:  # fast path, all digits: Arrow's parse refuses '+', spaces, '1.0', overflow ...
+        ints = column.cast(pa.int64())
+        # ... but reads '007', '-0' and '0x10': a leading zero marks them
+        lead = pc.or_(pc.and_(pc.starts_with(column, "0"),
+                              pc.greater(pc.binary_length(column), 1)),
+                      pc.starts_with(column, "-0"))
+        ok = pc.invert(lead).fill_null(False)
+        if column.null_count == 0 and not pc.any(lead).as_py():  # the usual case: all canonical
+            return ints, np.ones(len(column), dtype=bool)
+    except pa.ArrowInvalid:  # some cell is no integer at all: match every cell
+        ok = pc.match_substring_regex(column, CANONICAL_INT).fill_null(False).to_numpy(
+            zero_copy_only=False)
+        long = ok & (pc.utf8_length(column).fill_null(0).to_numpy(zero_copy_only=False) >= 19)
+        for row in np.flatnonzero(long):  # rare: Python ints settle the int64 bounds exactly
+            ok[row] = -INT64_MAX - 1 <= int(column[int(row)].as_py()) <= INT64_MAX
+        ok = pa.array(ok)
+        ints = pc.if_else(ok, column, pa.scalar("0")).cast(pa.int64())
+    return pc.if_else(ok, ints, pa.scalar(0, pa.int64())), ok.to_numpy(zero_copy_only=False)
 
 
 def blanks_as_nulls(column: pa.Array) -> pa.Array:
@@ -61,6 +72,8 @@ def to_id_type(column: pa.Array, id_type: pa.DataType) -> tuple[pa.Array, np.nda
     is_text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
     if is_text and pa.types.is_integer(id_type):
         ints, ok = canonical_ints(column)
+        if column.null_count == 0:
+            return ints.cast(id_type), None if ok.all() else ~ok
         null = column.is_null()
         bad = ~ok & ~null.to_numpy(zero_copy_only=False)  # nulls: the caller's null check
         ints = pc.if_else(null, pa.scalar(None, pa.int64()), ints).cast(id_type)

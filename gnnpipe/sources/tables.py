@@ -298,14 +298,15 @@ def read_edges(tables, path: Path, spec: EdgeTableParams,
             for key in ("src", "dst"):
                 name = getattr(spec, key)
                 lookup, nodes_path = lookups[key]
-                given = blanks_as_nulls(combine(batch.column(name)))
+                given = combine(batch.column(name))
                 column, foreign = _as_id_type(given, lookup.type, path, name)
                 check_no_nulls(column, path, name, "edge", row)
                 ids = lookup(column)
                 if foreign is not None:
                     ids[foreign] = -1
                 unknown = ids < 0
-                if unknown.any():
+                if unknown.any():  # blank text cells are missing ids, named as nulls
+                    check_no_nulls(blanks_as_nulls(given), path, name, "edge", row)
                     first = int(np.argmax(unknown))
                     raise ValueError(f"{path}: edge column {name!r} has node id "
                                      f"{given[first].as_py()!r} (row {row + first}) that is not "
