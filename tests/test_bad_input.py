@@ -67,6 +67,14 @@ def test_params_file_that_is_not_yaml(tmp_path, monkeypatch, capsys):
     assert "params.yaml is not valid YAML" in _fails("prepare", tmp_path, capsys)
 
 
+def test_params_path_that_is_a_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf").mkdir()
+    assert main(["prepare", "--params", "conf"]) == 1
+    assert capsys.readouterr().err.strip() == ("gnnpipe prepare: error: params: conf is a "
+                                               "directory; expected a file (--params)")
+
+
 def test_truncated_torch_artifact(prepared, capsys):
     graph = prepared / "data/prepared/graph.pt"
     graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
