@@ -847,6 +847,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     path = Path(path)
     if not path.exists():
         raise ParamsError(f"params: file {path} not found")
+    if path.is_dir():
+        raise ParamsError(f"params: {path} is a directory; expected a file (--params)")
     try:
         raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
     except yaml.YAMLError as err:
