@@ -1,0 +1,100 @@
+"""The ``jit`` propagation kernel: a CSR row gather-sum compiled by numba, with software prefetch.
+
+``out[r] = sum over row r's non-zeros, in stored order, of values[e] * x[col[e]]`` — the same
+sum in the same order as ATen's ``torch.sparse.mm(A, x, reduce="sum")`` (each output element
+starts at 0 and takes one fused multiply-add per non-zero: ``fastmath={"contract"}`` lets LLVM
+fuse as GCC fuses ATen's vector code), so the product is bit-identical to ATen's on the same
+CPU (``tests/test_propagate_kernel.py`` pins it).
+
+The gain over ATen comes from ``llvm.prefetch`` (numba has no prefetch of its own, so
+``_prefetch`` is a numba ``@intrinsic`` emitting it): the F-wide operand row ``PREFETCH_AHEAD``
+non-zeros ahead is requested while the current one is summed, so several DRAM row reads are in
+flight per core instead of one. Rows are split over numba's threads by ``prange`` (each output
+row computed by one thread, non-zeros in stored order), so the result does not depend on the
+thread count; the thread count follows ``torch.get_num_threads()``.
+
+Importing this module imports numba (~0.5 s). Compiled code is cached next to this file
+(``gnnpipe/__pycache__``, ignored by git and ``.dvcignore``) or, where that is read-only, in
+numba's per-user cache; with neither writable it compiles once per process (~3 s).
+"""
+
+from __future__ import annotations
+
+import numba
+import torch
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+PREFETCH_AHEAD = 16  # non-zeros ahead: ~16 rows in flight per core hides a DRAM latency here
+CACHE_LINE_FLOATS = 16  # one prefetch per 64-byte line of the operand row
+
+
+@intrinsic
+def _prefetch(typingctx, array, row, column):
+    """``llvm.prefetch`` (read, keep in all cache levels) of ``&array[row, column]``."""
+    sig = types.void(array, row, column)
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        index = [context.cast(builder, value, kind, types.intp)
+                 for value, kind in zip(args[1:], signature.args[1:])]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, index,
+                                           wraparound=False, boundscheck=False)
+        byte_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _spmm_rows(crow, col, values, x, out, start, stop, ahead):
+    f = x.shape[1]
+    nnz = crow[crow.shape[0] - 1]
+    for r in prange(start, stop):  # one thread per output row: thread count cannot change it
+        o = out[r - start]
+        for k in range(f):
+            o[k] = 0.0
+        for e in range(crow[r], crow[r + 1]):
+            if ahead > 0 and e + ahead < nnz:
+                later = col[e + ahead]
+                for k in range(0, f, CACHE_LINE_FLOATS):
+                    _prefetch(x, later, k)
+            row = x[col[e]]
+            v = values[e]
+            for k in range(f):
+                o[k] += row[k] * v  # contracted to fma(row, v, o), as ATen's vector code is
+
+
+_FLAGS = dict(parallel=True, nogil=True, fastmath={"contract"}, boundscheck=False)
+try:
+    _kernel = numba.njit(cache=True, **_FLAGS)(_spmm_rows)
+except RuntimeError:  # no writable cache location at all: compile once per process instead
+    _kernel = numba.njit(cache=False, **_FLAGS)(_spmm_rows)
+
+
+def spmm_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
+              start: int, stop: int, *, ahead: int = PREFETCH_AHEAD) -> torch.Tensor:
+    """Rows ``start:stop`` of ``A @ x`` as a new float32 (stop - start, F) tensor.
+
+    ``crow`` (N + 1,), ``col`` (nnz,) int32 or int64 and ``values`` (nnz,) float32 are the whole
+    matrix's CSR arrays; ``x`` is (N, F) float32 and C-contiguous. ``ahead`` = 0 turns the
+    prefetch off (the bench's comparison)."""
+    assert x.dtype == torch.float32 and values.dtype == torch.float32 and x.is_contiguous()
+    out = torch.empty((stop - start, x.shape[1]), dtype=torch.float32)
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    _kernel(crow.numpy(), col.numpy(), values.numpy(), x.numpy(), out.numpy(), start, stop,
+            ahead)
+    return out
+
+
+def compiled_from_cache() -> bool:
+    """Whether the kernel's machine code came from numba's on-disk cache (after a first call)."""
+    stats = _kernel.stats
+    return bool(stats.cache_hits) and not stats.cache_misses
+
