@@ -16,6 +16,7 @@ default keeps every yielded hop in memory.
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import warnings
 from typing import Callable, Iterator, Protocol
@@ -171,7 +172,7 @@ def choose_kernel(cfg: PropagateParams, num_edges: int, num_features: int) -> st
 def jit_missing() -> str:
     """Why the jit kernel cannot load (numba's import error), or "" when it can."""
     try:
-        from gnnpipe import propagate_kernel  # noqa: F401  (imports numba)
+        importlib.import_module("gnnpipe.propagate_kernel")  # imports numba
     except ImportError as error:
         return str(error)
     return ""
