@@ -28,9 +28,9 @@ from gnnpipe.graph import Csr
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 INT32_MAX = 2**31 - 1
-# kernel auto: jit from this many gathered operand bytes per hop (non-zeros x F x 4), where a
-# hop takes ~0.5 s with ATen's kernel and numba's import + cached load (~0.7 s) pays back
-AUTO_JIT_GATHERED_BYTES = 2**30
+# kernel auto: jit from this many gathered operand bytes per hop (non-zeros x F x 4): there a
+# hop saves ~1 s or more, which pays numba's import and cached-code load (~1-3 s) per process
+AUTO_JIT_GATHERED_BYTES = 8 * 2**30
 
 
 class HopWriter(Protocol):

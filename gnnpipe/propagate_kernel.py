@@ -53,29 +53,37 @@ def _prefetch(typingctx, array, row, column):
     return sig, codegen
 
 
+def _axpy(o, row, v):
+    for k in range(o.shape[0]):
+        o[k] += row[k] * v  # contracted to fma(row, v, o), as ATen's vector code is
+
+
 def _spmm_rows(crow, col, values, x, out, start, stop, ahead):
     f = x.shape[1]
     nnz = crow[crow.shape[0] - 1]
     for r in prange(start, stop):  # one thread per output row: thread count cannot change it
         o = out[r - start]
-        for k in range(f):
-            o[k] = 0.0
+        o[:] = 0.0
         for e in range(crow[r], crow[r + 1]):
             if ahead > 0 and e + ahead < nnz:
                 later = col[e + ahead]
                 for k in range(0, f, CACHE_LINE_FLOATS):
                     _prefetch(x, later, k)
-            row = x[col[e]]
-            v = values[e]
-            for k in range(f):
-                o[k] += row[k] * v  # contracted to fma(row, v, o), as ATen's vector code is
+            _axpy(o, x[col[e]], values[e])
 
 
-_FLAGS = dict(parallel=True, nogil=True, fastmath={"contract"}, boundscheck=False)
-try:
-    _kernel = numba.njit(cache=True, **_FLAGS)(_spmm_rows)
-except RuntimeError:  # no writable cache location at all: compile once per process instead
-    _kernel = numba.njit(cache=False, **_FLAGS)(_spmm_rows)
+def _jit(fn, **flags):
+    flags.update(nogil=True, fastmath={"contract"}, boundscheck=False)
+    try:
+        return numba.njit(cache=True, **flags)(fn)
+    except RuntimeError:  # no writable cache location at all: compile once per process instead
+        return numba.njit(**flags)(fn)
+
+
+# the row update compiled (and vectorised) as a function of its own: written inline in the
+# prange body it took 2x the time per non-zero with every row in cache
+_axpy = _jit(_axpy)
+_kernel = _jit(_spmm_rows, parallel=True)
 
 
 def spmm_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
