@@ -330,7 +330,8 @@ def roofline(adj: torch.Tensor, x: torch.Tensor, repeat: int, reference_bw: floa
 
 def _jit_rows(rows: _Rows, crow, col, banded, values, operand, reference) -> dict:
     """gnnpipe's numba kernel (``propagate.kernel: jit``) on the graph with and without its
-    prefetch, and on banded columns; its first call (import + compile or cache load) timed."""
+    prefetch, and on banded columns; its fixed cost (import, then compile or cache load, on a
+    one-row product) timed first: meaningful only where numba was not yet used in the process."""
     started = time.perf_counter()
     from gnnpipe import propagate_kernel
 
@@ -343,10 +344,10 @@ def _jit_rows(rows: _Rows, crow, col, banded, values, operand, reference) -> dic
                                                        ahead=ahead)
         return run
 
-    hop(col)()
+    propagate_kernel.spmm_rows(crow, col, values, operand, 0, 1)  # one row: the fixed cost
     first = time.perf_counter() - started
     cached = propagate_kernel.compiled_from_cache()
-    print(f"# numba kernel: import + first call {first:.2f} s "
+    print(f"# numba kernel: import + first call (one row) {first:.2f} s "
           f"({'machine code from the cache' if cached else 'compiled'})", flush=True)
     ahead = propagate_kernel.PREFETCH_AHEAD
     rows.time(f"numba kernel (kernel: jit), the graph, prefetch {ahead}", hop(col))
