@@ -28,8 +28,11 @@ from gnnpipe.graph import Csr
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 INT32_MAX = 2**31 - 1
+# ATen CPU builds whose CSR kernel fuses multiply-add as the jit kernel does (same bits); under
+# another (e.g. ATEN_CPU_CAPABILITY=default) jit differs in the last bits, so auto keeps aten
+FMA_CAPABILITIES = ("AVX2", "AVX512")
 # kernel auto: jit from this many gathered operand bytes per hop (non-zeros x F x 4): there a
-# hop saves ~1 s or more, which pays numba's import and cached-code load (~1-3 s) per process
+# hop saves seconds, which pays numba's import and cached-code load (~3-5 s) per process
 AUTO_JIT_GATHERED_BYTES = 8 * 2**30
 
 
@@ -155,12 +158,14 @@ def hop_gathered_bytes(num_nodes: int, num_edges: int, num_features: int, *,
 def choose_kernel(cfg: PropagateParams, num_edges: int, num_features: int) -> str:
     """``"aten"`` or ``"jit"`` for ``cfg.kernel`` and a matrix of ``num_edges`` non-zeros.
 
-    ``auto`` picks jit when numba imports and a hop gathers at least
-    ``AUTO_JIT_GATHERED_BYTES`` (numba is not even imported below that); ``jit`` without numba
-    is a user error. Both kernels give the same bits, so the choice changes speed only.
+    ``auto`` picks jit when numba imports, a hop gathers at least ``AUTO_JIT_GATHERED_BYTES``
+    (numba is not even imported below that) and ATen's kernel runs a ``FMA_CAPABILITIES``
+    build, where both give the same bits, so auto changes speed only. ``jit`` without numba is
+    a user error.
     """
-    if cfg.kernel == "aten" or (
-            cfg.kernel == "auto" and num_edges * num_features * 4 < AUTO_JIT_GATHERED_BYTES):
+    if cfg.kernel == "aten" or cfg.kernel == "auto" and (
+            num_edges * num_features * 4 < AUTO_JIT_GATHERED_BYTES
+            or torch.backends.cpu.get_cpu_capability() not in FMA_CAPABILITIES):
         return "aten"
     missing = jit_missing()
     if missing and cfg.kernel == "jit":

@@ -13,14 +13,16 @@ flight per core instead of one. Rows are split over numba's threads by ``prange`
 row computed by one thread, non-zeros in stored order), so the result does not depend on the
 thread count; the thread count follows ``torch.get_num_threads()``.
 
-Importing this module imports numba (~0.5 s). Compiled code is cached next to this file
-(``gnnpipe/__pycache__``, ignored by git and ``.dvcignore``) or, where that is read-only, in
-numba's per-user cache; with neither writable it compiles once per process (~3 s).
+Importing this module imports numba (~1-2 s); the first call then loads the machine code
+cached next to this file (``gnnpipe/__pycache__``, ignored by git and ``.dvcignore``; where
+that is read-only, numba's per-user cache) in ~2-3 s, or compiles it (~8 s; with no writable
+cache location at all, once per process). BENCHMARKS.md, "The numba kernel".
 """
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 import torch
 from llvmlite import ir
 from numba import prange, types
@@ -53,23 +55,26 @@ def _prefetch(typingctx, array, row, column):
     return sig, codegen
 
 
-def _axpy(o, row, v):
-    for k in range(o.shape[0]):
-        o[k] += row[k] * v  # contracted to fma(row, v, o), as ATen's vector code is
+def _row_sum(out, i, x, col, values, lo, hi, nnz, ahead):
+    """out[i] = sum over e in lo:hi, in order, of values[e] * x[col[e]] (one output row)."""
+    f = x.shape[1]
+    for k in range(f):
+        out[i, k] = 0.0
+    for e in range(lo, hi):
+        if ahead > 0 and e + ahead < nnz:
+            later = np.intp(col[e + ahead])
+            for k in range(0, f, CACHE_LINE_FLOATS):
+                _prefetch(x, later, k)
+        c, v = np.intp(col[e]), values[e]
+        for k in range(f):
+            out[i, k] += x[c, k] * v  # contracted to fma(x, v, out), as ATen's vector code is
 
 
 def _spmm_rows(crow, col, values, x, out, start, stop, ahead):
-    f = x.shape[1]
-    nnz = crow[crow.shape[0] - 1]
+    nnz = np.intp(crow[crow.shape[0] - 1])
     for r in prange(start, stop):  # one thread per output row: thread count cannot change it
-        o = out[r - start]
-        o[:] = 0.0
-        for e in range(crow[r], crow[r + 1]):
-            if ahead > 0 and e + ahead < nnz:
-                later = col[e + ahead]
-                for k in range(0, f, CACHE_LINE_FLOATS):
-                    _prefetch(x, later, k)
-            _axpy(o, x[col[e]], values[e])
+        _row_sum(out, r - start, x, col, values, np.intp(crow[r]), np.intp(crow[r + 1]), nnz,
+                 ahead)
 
 
 def _jit(fn, **flags):
@@ -80,9 +85,9 @@ def _jit(fn, **flags):
         return numba.njit(**flags)(fn)
 
 
-# the row update compiled (and vectorised) as a function of its own: written inline in the
-# prange body it took 2x the time per non-zero with every row in cache
-_axpy = _jit(_axpy)
+# the row sum compiled as a function of its own, on 2-D indices (no per-non-zero row views):
+# written inline in the prange body it took 2-4x the time per non-zero with rows in cache
+_row_sum = _jit(_row_sum)
 _kernel = _jit(_spmm_rows, parallel=True)
 
 
