@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -182,3 +183,19 @@ def test_kernel_param_is_validated():
                              r"auto, aten, jit"):
         params_from_dict({"propagate": {"kernel": "numba"}})
     assert params_from_dict({}).propagate.kernel == "auto"
+
+
+def test_no_writable_cache_location_compiles_without_caching(monkeypatch):
+    import numba
+
+    real, asked = numba.njit, []
+
+    def njit(cache=False, **flags):  # numba raises this when no cache locator is writable
+        asked.append(cache)
+        if cache:
+            raise RuntimeError("cannot cache function: no locator available")
+        return real(**flags)
+
+    monkeypatch.setattr(kernel, "numba", SimpleNamespace(njit=njit))
+    compiled = kernel._jit(lambda a: a + 1.5)
+    assert asked == [True, False] and compiled(1.0) == 2.5
