@@ -189,8 +189,8 @@ def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, sink: Sink = m
 
     Each hop is computed in row blocks of ``cfg.block_rows`` (float32 product of a block of
     ``A_hat`` rows with the whole previous hop, by the kernel ``choose_kernel`` picks) and
-    handed block by block to ``sink(hop, shape, dtype)``'s writer, whose ``finish()`` result is yielded and read for the
-    next hop. ``x`` itself is never modified.
+    handed block by block to ``sink(hop, shape, dtype)``'s writer, whose ``finish()`` result is
+    yielded and read for the next hop. ``x`` itself is never modified.
     """
     if x.shape[0] != csr.num_nodes:
         raise ValueError(f"features have {x.shape[0]} rows for a graph of {csr.num_nodes} nodes")
