@@ -216,6 +216,9 @@ class PropagateParams:
     alpha: float = num(0.1, low=0.0, high=1.0, low_open=True, high_open=True)  # ppr teleport
     dtype: Literal["float32", "bfloat16"] = "float32"  # stored hops; always computed in float32
     block_rows: int = num(65_536, low=1)  # rows of X processed at once; bounds peak memory
+    # product kernel: aten torch.sparse.mm; jit numba with prefetch (bit-identical); auto: jit
+    # when numba imports and a hop gathers >= propagate.AUTO_JIT_GATHERED_BYTES
+    kernel: Literal["auto", "aten", "jit"] = "auto"
 
 
 @dataclass(frozen=True)
