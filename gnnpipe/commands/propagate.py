@@ -89,7 +89,7 @@ def propagate_hops(args, params) -> str:
     io.write_json(args.perf, {
         "seconds": round(time.perf_counter() - started, 3),
         "hop_seconds": [round(s, 3) for s in hop_seconds],
-        "effective_gb_per_s": round(traffic / seconds / 1e9, 3) if seconds > 0 else None,
+        "effective_gb_per_s": round(traffic / seconds / 1e9, 6) if seconds > 0 else None,
         "kernel": kernels,  # message graph -> aten | jit (propagate.kernel resolved)
         # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
