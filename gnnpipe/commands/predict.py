@@ -14,14 +14,13 @@ the ranks split the layer-wise target blocks (the output is byte-identical to on
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe import distributed, io
+from gnnpipe import distributed, io, resources
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 
@@ -53,7 +52,7 @@ def run(args):
     if dist.world_size > 1 and ctx.world_size == 1:
         argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
                                          dist.rdzv_endpoint, args.argv)
-        code = subprocess.run(argv, check=False).returncode
+        code = resources.run_child(argv)  # torchrun: stopped if this process is killed
         if code != 0:
             raise ValueError(f"distributed prediction failed (torchrun exit code {code}); the "
                              "failing rank's error is printed above")

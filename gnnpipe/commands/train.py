@@ -12,13 +12,12 @@ several DDP ranks.
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
-from gnnpipe import distributed, io
+from gnnpipe import distributed, io, resources
 from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
                                        write_node_outputs, write_run_files)
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
@@ -63,7 +62,7 @@ def run(args):
     if dist.world_size > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
         argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
                                          dist.rdzv_endpoint, args.argv)
-        code = subprocess.run(argv, check=False).returncode
+        code = resources.run_child(argv)  # torchrun: stopped if this process is killed
         if code != 0:
             raise ValueError(f"distributed training failed (torchrun exit code {code}); the "
                              "failing rank's error is printed above")
@@ -310,7 +309,7 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     write_outputs()
     write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
     io.write_csv(args.perf_history, result.perf_history)
-    args.checkpoint.unlink(missing_ok=True)
+    io.remove_on_publish(args.checkpoint)
     return True
 
 
