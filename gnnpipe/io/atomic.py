@@ -373,9 +373,10 @@ def atomic_dir(path: str | Path, *, now: bool = False) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_json(path: str | Path, payload: Any) -> None:
-    """Pretty JSON written atomically (sorted keys, so reruns are byte-identical)."""
-    with atomic_path(path) as tmp:
+def write_json(path: str | Path, payload: Any, *, now: bool = False) -> None:
+    """Pretty JSON written atomically (sorted keys, so reruns are byte-identical); ``now``: see
+    ``atomic_path``."""
+    with atomic_path(path, now=now) as tmp:
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 

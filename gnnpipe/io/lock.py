@@ -11,10 +11,14 @@ import fcntl
 import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
 LOCK_DIR_ENV = "GNNPIPE_LOCK_DIR"  # where the lock files live (default: <tmp>/gnnpipe-locks-<uid>)
+# a holder killed with its parent takes a moment to exit (the shell watcher polls each second):
+# a run started right after `kill <dvc>` waits this long before it is refused
+WAIT_S = 5.0
 
 
 def lock_dir() -> Path:
@@ -23,7 +27,9 @@ def lock_dir() -> Path:
 
 
 def _acquire(path: Path, output: Path) -> int:
-    """An open descriptor of ``path`` holding its exclusive lock; refused at once if held."""
+    """An open descriptor of ``path`` holding its exclusive lock; refused when another process
+    holds it for more than ``WAIT_S``."""
+    deadline = time.monotonic() + WAIT_S
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -31,6 +37,9 @@ def _acquire(path: Path, output: Path) -> int:
         except BlockingIOError:
             holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
             os.close(fd)
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
             raise ValueError(f"{output} is being written by {holder}; wait for it to finish or "
                              "stop it (one writer per output)") from None
         try:
