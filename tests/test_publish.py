@@ -341,3 +341,30 @@ def test_a_stage_exits_when_its_parent_is_killed(published, launch):
         for left in _marked(mark):
             os.kill(left, signal.SIGKILL)
     assert main(["prepare", *PERF]) == 0 and _temps(published) == []
+
+
+def test_killing_the_launcher_of_a_ddp_stage_stops_every_rank(published):
+    """The stage dies with its parent, torchrun with the stage, the ranks with torchrun."""
+    assert main(["split"]) == 0
+    params = {**PARAMS, "train": {"epochs": 2, "hidden": 8, "dist": {"nproc": 2},
+                                  "checkpoint": {"every": 0}}}
+    (published / "params.yaml").write_text(yaml.safe_dump(params))
+    key, value = "GNNPIPE_TEST_MARK", uuid.uuid4().hex
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+         sys.executable, "-m", "gnnpipe", "train"], cwd=published,
+        env={**os.environ, STALL_ENV: "train.json", key: value},  # rank 0 stalls, outputs staged
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _started(r"\.train\.json\.p(?P<pid>\d+)-", published / "metrics", launcher, timeout=240)
+        assert len(_marked(f"{key}={value}")) >= 4  # launcher, stage, torchrun, 2 ranks
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 60
+        while _marked(f"{key}={value}") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _marked(f"{key}={value}") == [], "a rank outlived the killed launcher"
+    finally:
+        for left in _marked(f"{key}={value}"):
+            os.kill(left, signal.SIGKILL)
+    assert not (published / "data/model").exists()  # nothing published by the killed run
