@@ -19,8 +19,9 @@ import pyarrow as pa
 from gnnpipe import resources
 from gnnpipe.commands import STAGES
 from gnnpipe.io import write_json
-from gnnpipe.io.atomic import publishing, remove_stale_temps
+from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
+from gnnpipe.io.temps import remove_stale_temps
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
 ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,

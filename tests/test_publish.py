@@ -26,7 +26,8 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.io import atomic
 from gnnpipe.io.atomic import (ENOSPC_ENV, FAULT_ENV, PUBLISH_FAULT_ENV, STALL_ENV, atomic_dir,
-                               atomic_path, publishing, remove_stale_temps)
+                               atomic_path, publishing)
+from gnnpipe.io.temps import HOST, remove_stale_temps
 
 PARAMS = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 8, "num_classes": 3}}}
 PERF = ["--resources", "metrics/perf/stages/prepare.json"]
@@ -277,7 +278,7 @@ def test_a_killed_writers_temps_are_removed_by_the_next_stage(published):
     left = _temps(published)
     assert any(t.startswith("data/.prepared.p") for t in left)  # staged, never published
     assert any(t.startswith("metrics/.prepare.json.p") for t in left)
-    mine = published / "data" / f".prepared.p{os.getpid()}-{atomic._HOST}.abcd1234.tmp"
+    mine = published / "data" / f".prepared.p{os.getpid()}-{HOST}.abcd1234.tmp"
     remote = published / "data" / ".prepared.p1-00000000.abcd1234.tmp"
     for live in (mine, remote):  # a running writer's temp, another machine's: never touched
         live.mkdir()
@@ -289,8 +290,8 @@ def test_a_killed_writers_temps_are_removed_by_the_next_stage(published):
 def test_remove_stale_temps_spares_other_names(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    names = [f".graph.pt.p{dead}-{atomic._HOST}.k2j4h5g6.tmp", ".prepared.x7y8z9w0.old",
-             ".keep.tmp", "notes.tmp", f".graph.pt.p{os.getpid()}-{atomic._HOST}.k2j4h5g6.tmp"]
+    names = [f".graph.pt.p{dead}-{HOST}.k2j4h5g6.tmp", ".prepared.x7y8z9w0.old",
+             ".keep.tmp", "notes.tmp", f".graph.pt.p{os.getpid()}-{HOST}.k2j4h5g6.tmp"]
     for name in names:
         (tmp_path / "sub" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "sub" / name).write_text("x")

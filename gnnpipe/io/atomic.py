@@ -4,7 +4,7 @@ Inside ``publishing()`` (``gnnpipe.cli`` enters it once around a stage) the writ
 each output is complete in a temp path beside its target and all are renamed into place together
 at the end, the ones already renamed rolled back if a later one fails, so a stage publishes all
 its outputs or none. Temp names carry the writer's pid and host (``.<name>.p<pid>-<host>.<rand>
-.tmp``), so any later stage run can remove what a killed writer left (``remove_stale_temps``).
+.tmp``), so any later stage run can remove what a killed writer left (``gnnpipe/io/temps.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import contextlib
 import errno
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import tempfile
 import time
-import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
+
+from gnnpipe.io.temps import remove_path, remove_stale_beside, temp_prefix
 
 # Set to a file name (or "name@N" for its N-th write) to SIGKILL the writer after that file's
 # temp copy is complete but before it is renamed into place: the worst moment for a crash,
@@ -33,12 +32,6 @@ STALL_ENV = "GNNPIPE_FAULT_STALL_BEFORE_RENAME"
 # Tests: renaming this file into place (in the final renames of a stage) fails with ENOSPC.
 PUBLISH_FAULT_ENV = "GNNPIPE_FAULT_ENOSPC_ON_PUBLISH"
 _writes: dict[tuple[str, str], int] = {}
-
-_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
-# .<target name>.p<pid>-<host>.<mkstemp's 8 random chars>.tmp|.old; older gnnpipe: no p<pid>-<host>
-_TEMP = re.compile(r"^\.(?P<name>.+?)\.(?:p(?P<pid>\d+)-(?P<host>[0-9a-f]{8})\.)?"
-                   r"[a-z0-9_]{8}\.(?:tmp|old)$")
-
 
 def _hits(env: str, path: Path) -> bool:
     spec = os.environ.get(env)
@@ -64,101 +57,6 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def _prefix(path: Path) -> str:
-    return f".{path.name}.p{os.getpid()}-{_HOST}."
-
-
-# ------------------------------------------------------------------------------ stale temps
-def _proc_stat(pid: int) -> tuple[str, float] | None:
-    """State letter and start time (seconds since the epoch) of ``pid``; None where /proc
-    cannot tell."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime"))
-        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
-def _writer_alive(pid: int, since: float) -> bool:
-    """Whether ``pid`` still runs and is the process that wrote a temp last touched at ``since``
-    (a process started after that is another one that reuses the pid)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, another user's
-    stat = _proc_stat(pid)
-    if stat is None:
-        return True
-    state, started = stat
-    return state not in ("Z", "X") and started <= since + 1  # a zombie has exited
-
-
-def _is_stale(entry: Path) -> bool:
-    match = _TEMP.match(entry.name)
-    if match is None:
-        return False
-    if match["pid"] is None:  # left by an older gnnpipe, whose writers never shared a target
-        return True
-    if match["host"] != _HOST:  # another machine's writer (a shared filesystem): its business
-        return False
-    try:
-        since = entry.lstat().st_mtime
-    except FileNotFoundError:
-        return False
-    return not _writer_alive(int(match["pid"]), since)
-
-
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            entry.unlink()
-
-
-def remove_stale_temps(folders: Iterable[Path], recursive: Iterable[Path] = ()) -> list[Path]:
-    """Remove the temp files and folders that killed writers left in ``folders`` and anywhere
-    under ``recursive`` (only ``.<name>.p<pid>-<host>.*.tmp|.old`` of a pid of this machine that
-    no longer runs, and the untagged ones of older versions). Returns what was removed."""
-    removed: list[Path] = []
-
-    def sweep(folder: Path) -> list[Path]:
-        try:
-            entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            return []
-        subfolders = []
-        for entry in entries:
-            path = Path(entry.path)
-            if _TEMP.match(entry.name):
-                if _is_stale(path):
-                    _remove(path)
-                    removed.append(path)
-            elif entry.is_dir(follow_symlinks=False):
-                subfolders.append(path)
-        return subfolders
-
-    for folder in folders:
-        sweep(Path(folder))
-    for root in recursive:
-        stack = [Path(root)]
-        while stack:
-            stack.extend(sweep(stack.pop()))
-    return removed
-
-
-def _remove_stale(path: Path) -> None:
-    """Temps a killed writer of ``path`` left behind (never read: only renames publish)."""
-    for stale in path.parent.glob(f".{path.name}.*"):
-        match = _TEMP.match(stale.name)
-        if match and match["name"] == path.name and _is_stale(stale):
-            _remove(stale)
 
 
 # ------------------------------------------------------------------------------- publishing
@@ -188,7 +86,7 @@ class _Publication:
             for tmp, target in self.staged:
                 done.append([tmp, target, None, False])
                 if target.exists() or target.is_symlink():
-                    holder = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".old",
+                    holder = Path(tempfile.mkdtemp(prefix=temp_prefix(target), suffix=".old",
                                                    dir=target.parent))
                     done[-1][2] = holder / target.name
                     os.replace(target, holder / target.name)  # rename cannot replace a full dir
@@ -206,7 +104,7 @@ class _Publication:
         finally:
             for tmp, _ in self.staged:
                 if tmp.exists():
-                    _remove(tmp)
+                    remove_path(tmp)
             for _, _, aside, _ in done:
                 if aside is not None:
                     shutil.rmtree(aside.parent, ignore_errors=True)
@@ -232,7 +130,7 @@ def publishing() -> Iterator[None]:
         publication.commit()
     except BaseException:
         for tmp, _ in publication.staged:
-            _remove(tmp)
+            remove_path(tmp)
         raise
     finally:
         _current = None
@@ -305,7 +203,7 @@ def atomic_path(path: str | Path, *, now: bool = False) -> Iterator[Path]:
         raise IsADirectoryError(errno.EISDIR, "is a folder; expected a file (or nothing) here",
                                 str(path))
     _make_parent(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=_prefix(path), suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
     os.close(fd)
     tmp = Path(tmp_name)
@@ -344,8 +242,8 @@ def atomic_dir(path: str | Path, *, now: bool = False) -> Iterator[Path]:
         raise NotADirectoryError(errno.ENOTDIR, "is a file; expected a folder (or nothing) here",
                                  str(path))
     _make_parent(path)
-    _remove_stale(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".tmp", dir=path.parent))
+    remove_stale_beside(path)
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_umask())
     keep = False
     if _current is not None:
@@ -357,7 +255,7 @@ def atomic_dir(path: str | Path, *, now: bool = False) -> Iterator[Path]:
         if not _publish(tmp, path, now):
             keep = True
         elif path.exists():
-            old = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".old", dir=path.parent))
             os.replace(path, old / path.name)  # moved aside first: rename cannot replace a full dir
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
