@@ -11,7 +11,6 @@ import ctypes
 import os
 import resource
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -102,7 +101,8 @@ def _comm(pid: int) -> str:
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Linux: this process gets ``sig`` when its parent exits, so no stage outlives a killed
-    ``dvc repro`` (or torchrun launcher). When the parent is a shell (DVC runs a stage through
+    ``dvc repro`` (torchrun's agent and ranks are bound to the stage by
+    ``gnnpipe.distributed.die_with_parent``). When the parent is a shell (DVC runs a stage through
     ``$SHELL -c``, and dash does not exec), a watcher thread also ends this process once the
     shell's own parent is gone. No-op elsewhere, or with GNNPIPE_SURVIVE_PARENT=1."""
     global _watching
@@ -124,17 +124,3 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
     threading.Thread(target=watch, name="gnnpipe-parent-watch", daemon=True).start()
 
-
-def run_child(argv: list[str]) -> int:
-    """Run ``argv`` (torchrun) to completion; it gets SIGTERM if this process dies first
-    (torchrun then stops its ranks). Returns its exit code."""
-    parent = os.getpid()
-    sigterm, zero = ctypes.c_ulong(int(signal.SIGTERM)), ctypes.c_ulong(0)  # made before fork
-
-    def bind() -> None:  # in the child, between fork and exec: only async-signal-safe calls
-        if _PRCTL is not None:
-            _PRCTL(_PR_SET_PDEATHSIG, sigterm, zero, zero, zero)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return subprocess.run(argv, check=False, preexec_fn=bind).returncode

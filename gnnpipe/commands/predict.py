@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe import distributed, io, resources
+from gnnpipe import distributed, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 
@@ -48,20 +48,10 @@ def run(args):
     kind, task = split_variant(args.split)
     predict = pick(RUNS, kind, task, "predict")
     dist = params.train.dist
-    ctx = distributed.context_from_env()
-    if dist.world_size > 1 and ctx.world_size == 1:
-        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
-                                         dist.rdzv_endpoint, args.argv)
-        code = resources.run_child(argv)  # torchrun: stopped if this process is killed
-        if code != 0:
-            raise ValueError(f"distributed prediction failed (torchrun exit code {code}); the "
-                             "failing rank's error is printed above")
-        return f"predicted on {dist.world_size} processes -> {args.out}"
-    distributed.init_process_group(ctx, dist.timeout_s)
-    try:
+    with distributed.stage_ranks(args, params, "prediction") as ctx:
+        if ctx is None:  # this process launched the ranks under torchrun; they are done
+            return f"predicted on {dist.world_size} processes -> {args.out}"
         return predict(args, params, ctx)
-    finally:
-        distributed.shutdown()
 
 
 # ----------------------------------------------------------------------------------- shared

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gnnpipe import distributed, io, resources
+from gnnpipe import distributed, io
 from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
                                        write_node_outputs, write_run_files)
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
@@ -58,20 +58,10 @@ def run(args):
     kind, task = split_variant(args.split)
     train = pick(RUNS, kind, task, "train")
     cfg, dist = params.train, params.train.dist
-    ctx = distributed.context_from_env()
-    if dist.world_size > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
-        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
-                                         dist.rdzv_endpoint, args.argv)
-        code = resources.run_child(argv)  # torchrun: stopped if this process is killed
-        if code != 0:
-            raise ValueError(f"distributed training failed (torchrun exit code {code}); the "
-                             "failing rank's error is printed above")
-        return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
-    distributed.init_process_group(ctx, dist.timeout_s)
-    try:
+    with distributed.stage_ranks(args, params, "training", cfg.num_workers) as ctx:
+        if ctx is None:  # this process launched the ranks under torchrun; they are done
+            return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
         return train(args, params, ctx)
-    finally:
-        distributed.shutdown()
 
 
 def train_nodes(args, params, ctx):
@@ -309,7 +299,7 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     write_outputs()
     write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
     io.write_csv(args.perf_history, result.perf_history)
-    io.remove_on_publish(args.checkpoint)
+    io.remove_on_publish(args.checkpoint)  # once the outputs that supersede it are published
     return True
 
 
