@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import pickle
 import sys
 import time
 import traceback
+import zipfile
 from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
 
 from gnnpipe import resources
 from gnnpipe.commands import STAGES
 from gnnpipe.io import write_json
+from gnnpipe.io.atomic import publishing
+from gnnpipe.io.lock import exclusive
+from gnnpipe.io.temps import remove_stale_temps
+
+# what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
+ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
+                      pickle.UnpicklingError, zipfile.BadZipFile)
+# where killed writers leave temps: swept (only dead writers' temps) by every stage that runs
+TEMP_ROOTS = ("data", "metrics", "reports")
 
 DESCRIPTION = """\
 gnnpipe: a reproducible pipeline for training GNNs on large graphs.
@@ -55,16 +70,54 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv  # the train stage re-launches itself under torchrun with these
     started = time.perf_counter()
     try:
-        message = args.run(args)
+        with stage_process(args):
+            message = args.run(args)
+            if args.resources is not None and not resources.is_worker_process():
+                outputs = [path for path in (getattr(args, "out", None),) if path is not None]
+                record = resources.stage_record(args.stage, time.perf_counter() - started,
+                                                outputs)
+                write_json(args.resources, record)
     except (ValueError, FileNotFoundError) as err:
-        if os.environ.get("GNNPIPE_DEBUG"):
-            traceback.print_exc()
-        print(f"gnnpipe {args.stage}: error: {err}", file=sys.stderr)
-        return 1
-    if args.resources is not None and not resources.is_worker_process():
-        outputs = [path for path in (getattr(args, "out", None),) if path is not None]
-        record = resources.stage_record(args.stage, time.perf_counter() - started, outputs)
-        write_json(args.resources, record)
+        return _fail(args.stage, str(err))
+    except ENVIRONMENT_ERRORS as err:
+        return _fail(args.stage, one_line(err))
+    except KeyboardInterrupt:
+        return _fail(args.stage, "interrupted; nothing was published", code=130)
     if message:
         print(f"gnnpipe {args.stage}: {message}")
     return 0
+
+
+@contextlib.contextmanager
+def stage_process(args) -> Iterator[None]:
+    """What surrounds every stage run: it dies with its parent; the launching process (not a
+    torchrun rank) holds the lock of the stage's output and clears dead writers' temps; the
+    outputs are published together at the end, or none of them."""
+    resources.die_with_parent()
+    with contextlib.ExitStack() as stack:
+        if not resources.is_worker_process():
+            output = getattr(args, "out", None) or getattr(args, "metrics", None)
+            stack.enter_context(exclusive(args.stage, output or Path(args.stage)))
+            beside = {Path(os.path.abspath(value)).parent for value in vars(args).values()
+                      if isinstance(value, Path)}
+            remove_stale_temps(sorted(beside), [Path(root) for root in TEMP_ROOTS])
+        stack.enter_context(publishing())
+        yield
+
+
+def one_line(err: BaseException) -> str:
+    """An OS, pyarrow or torch error as one line naming the file where it is known."""
+    text = str(err).strip()
+    first = text.splitlines()[0][:300] if text else ""
+    if isinstance(err, OSError) and err.filename is not None:
+        what = err.strerror or first or type(err).__name__
+        other = f" -> {err.filename2}" if err.filename2 is not None else ""
+        return f"{err.filename}{other}: {what}"
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def _fail(stage: str, message: str, code: int = 1) -> int:
+    if os.environ.get("GNNPIPE_DEBUG"):
+        traceback.print_exc()
+    print(f"gnnpipe {stage}: error: {message}", file=sys.stderr)
+    return code

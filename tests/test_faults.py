@@ -15,6 +15,7 @@ import yaml
 
 from gnnpipe.io import atomic_dir, atomic_path, read_graph
 from gnnpipe.io.atomic import FAULT_ENV
+from gnnpipe.io.temps import HOST
 
 from test_pipeline import _ran, _run, make_scratch_repo
 
@@ -81,8 +82,12 @@ def test_atomic_path_exception_leaves_no_file(tmp_path):
 
 
 def test_atomic_dir_clears_what_a_killed_writer_left(tmp_path):
-    (tmp_path / ".out.abc123.tmp").mkdir()  # as a SIGKILLed writer leaves it
-    (tmp_path / ".out.abc123.tmp" / "part.pt").write_bytes(b"torn")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    for name in (f".out.p{dead}-{HOST}.abc12345.tmp",  # as a SIGKILLed writer leaves it
+                 ".out.abc12345.tmp"):  # the same, by a gnnpipe before pid-tagged temps
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part.pt").write_bytes(b"torn")
     with atomic_dir(tmp_path / "out") as out:
         (out / "a.txt").write_text("complete")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

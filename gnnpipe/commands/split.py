@@ -33,7 +33,8 @@ def run(args):
 
 def _audited(args, report: dict) -> None:
     """Writes the audit report, then fails the stage if any check failed (nothing else written)."""
-    io.write_json(args.audit, report)
+    # a failed audit is published at once, alone: it says why the stage fails
+    io.write_json(args.audit, report, now=not report["passed"])
     audit.raise_if_failed(report)
 
 

@@ -299,7 +299,7 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     write_outputs()
     write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
     io.write_csv(args.perf_history, result.perf_history)
-    args.checkpoint.unlink(missing_ok=True)
+    io.remove_on_publish(args.checkpoint)  # once the outputs that supersede it are published
     return True
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import torch
@@ -33,6 +37,25 @@ def nodes_schema_like(found: pa.Schema) -> pa.Schema:
         return nodes_schema(1)
     half = x_type.value_type == pa.float16()  # dataset.storage.feature_dtype: float16
     return nodes_schema(x_type.list_size, pa.float16() if half else pa.float32())
+
+
+# what pyarrow, torch and the OS raise on a damaged or unreadable file (pyarrow's OSError is
+# raised lazily too: a corrupted data page fails when its row group is read, not on open)
+READ_ERRORS = (OSError, EOFError, RuntimeError, pa.ArrowException, pickle.UnpicklingError,
+               zipfile.BadZipFile)
+
+
+@contextlib.contextmanager
+def reading(path: str | Path, what: str) -> Iterator[None]:
+    """Errors of the reader libraries in the body become one ``ValueError`` naming ``path``:
+    ``"<path>: not a readable <what> (<first line of the reason>)"``. Messages of our own
+    checks (plain ``ValueError``) pass through unchanged."""
+    try:
+        yield
+    except READ_ERRORS as err:
+        text = str(err).strip()
+        reason = text.splitlines()[0][:200] if text else type(err).__name__
+        raise ValueError(f"{path}: not a readable {what} ({reason})") from err  # GNNPIPE_DEBUG
 
 
 def check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:

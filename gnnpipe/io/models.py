@@ -78,7 +78,7 @@ def input_fingerprint(params_section: dict, seed: int, inputs: list[Path]) -> st
 def write_checkpoint(path: Path, payload: dict, fingerprint: str) -> None:
     """``payload``: tensors and plain containers only, so it loads with weights_only=True."""
     save_payload(path, {"schema": "gnnpipe.checkpoint/1", "meta": {"fingerprint": fingerprint},
-                        **payload})
+                        **payload}, now=True)  # on disk when the stage is killed: resume reads it
 
 
 def read_checkpoint(path: Path, fingerprint: str) -> dict | None:

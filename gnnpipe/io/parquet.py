@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.common import reading
 
 SCHEMA_KEY = b"gnnpipe.schema"
 
@@ -34,10 +35,8 @@ def read_table(path: str | Path, schema: ExpectedSchema, name: str) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path}: file not found; run the stage that produces it first")
-    try:
+    with reading(path, "Parquet file"):
         table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise ValueError(f"{path}: not a readable Parquet file ({str(err)[:200]})") from None
     found = (table.schema.metadata or {}).get(SCHEMA_KEY, b"").decode()
     if found != name:
         raise ValueError(f"{path}: expected a {name!r} table, found {found or 'an untagged table'!r}")

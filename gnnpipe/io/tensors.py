@@ -60,8 +60,9 @@ def save_state_dict(path: str | Path, schema: str, state: Mapping[str, torch.Ten
     save_payload(path, {"schema": schema, "meta": dict(meta), "state_dict": dict(state)})
 
 
-def save_payload(path: str | Path, payload: dict) -> None:
+def save_payload(path: str | Path, payload: dict, *, now: bool = False) -> None:
     """torch.save through a file object: a path would name the archive after the random temp
-    file, and the same tensors would give different bytes on every run."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+    file, and the same tensors would give different bytes on every run. ``now``: in place at
+    once, not at the end of the stage (``atomic_path``)."""
+    with atomic_path(path, now=now) as tmp, open(tmp, "wb") as handle:
         torch.save(payload, handle)

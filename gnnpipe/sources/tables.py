@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams
 from gnnpipe.ids import blanks_as_nulls, from_text, to_id_type
+from gnnpipe.io.common import reading
 from gnnpipe.progress import progress
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
                                   check_timestamps, combine, feature_columns, features,
@@ -59,7 +60,8 @@ class ParquetTables:
         for part in self.files(path):
             handle = self._open(part)
             _check_columns(handle.schema_arrow, columns, part)
-            tables.append(handle.read(columns=columns))
+            with reading(part, "Parquet file"):  # pages are read here, after the footer
+                tables.append(handle.read(columns=columns))
         try:
             return pa.concat_tables(tables)
         except pa.ArrowInvalid as err:
@@ -73,8 +75,9 @@ class ParquetTables:
         total = sum(handle.metadata.num_rows for _, handle in parts)
 
         def gen() -> Iterator[pa.RecordBatch]:
-            for _, handle in parts:
-                yield from handle.iter_batches(batch_size=EDGE_BATCH_ROWS, columns=columns)
+            for part, handle in parts:
+                with reading(part, "Parquet file"):  # a corrupted page fails here, lazily
+                    yield from handle.iter_batches(batch_size=EDGE_BATCH_ROWS, columns=columns)
         return gen(), total
 
 
