@@ -10,7 +10,7 @@ import time
 import traceback
 from pathlib import Path
 
-from gnnpipe import resources
+from gnnpipe import resources, threads
 from gnnpipe.commands import STAGES
 from gnnpipe.io import write_json
 
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv  # the train stage re-launches itself under torchrun with these
     started = time.perf_counter()
     try:
+        pinned = threads.configure(args.stage, args.params)  # params threads, before torch work
         message = args.run(args)
     except (ValueError, FileNotFoundError) as err:
         if os.environ.get("GNNPIPE_DEBUG"):
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.resources is not None and not resources.is_worker_process():
         outputs = [path for path in (getattr(args, "out", None),) if path is not None]
         record = resources.stage_record(args.stage, time.perf_counter() - started, outputs)
+        record["threads"] = pinned
         write_json(args.resources, record)
     if message:
         print(f"gnnpipe {args.stage}: {message}")

@@ -351,6 +351,9 @@ class TrainParams(BaselineParams):
     saint: SaintParams = field(default_factory=SaintParams)
     dist: DistParams = field(default_factory=DistParams)
     checkpoint: CheckpointParams = field(default_factory=CheckpointParams)
+    # intra-op threads of the train stage (each DDP rank): inherit the top-level threads, or
+    # auto | a count (gnnpipe/threads.py)
+    threads: Union[Literal["auto", "inherit"], int] = num("inherit", low=1)
 
 
 # Keys of the flat train section of old params files -> where they live now
@@ -410,6 +413,9 @@ class PredictParams:
 @dataclass(frozen=True)
 class Params:
     seed: int = num(0, low=0, high=2**63 - 1)  # torch.manual_seed takes [0, 2^63)
+    # intra-op threads of every stage process: auto (cores available / DDP ranks on the
+    # machine, gnnpipe/threads.py) or a count; outputs are byte-identical per thread count
+    threads: Union[Literal["auto"], int] = num("auto", low=1)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     split: SplitParams = field(default_factory=SplitParams)
     analyze: AnalyzeParams = field(default_factory=AnalyzeParams)
