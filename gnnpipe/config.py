@@ -413,9 +413,6 @@ class PredictParams:
 @dataclass(frozen=True)
 class Params:
     seed: int = num(0, low=0, high=2**63 - 1)  # torch.manual_seed takes [0, 2^63)
-    # intra-op threads of every stage process: auto (cores available / DDP ranks on the
-    # machine, gnnpipe/threads.py) or a count; outputs are byte-identical per thread count
-    threads: Union[Literal["auto"], int] = num("auto", low=1)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     split: SplitParams = field(default_factory=SplitParams)
     analyze: AnalyzeParams = field(default_factory=AnalyzeParams)
@@ -426,6 +423,9 @@ class Params:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     features: FeaturesParams = field(default_factory=FeaturesParams)
     predict: PredictParams = field(default_factory=PredictParams)
+    # intra-op threads of every stage process: auto (cores available / DDP ranks on the
+    # machine, gnnpipe/threads.py) or a count; outputs are byte-identical per thread count
+    threads: Union[Literal["auto"], int] = num("auto", low=1)
 
     def __post_init__(self) -> None:
         for rule in RULES:  # the one place cross-field rules run, in this order
