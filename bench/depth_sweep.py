@@ -4,8 +4,9 @@
     python bench/depth_sweep.py --model sage --nodes 3000 --out /tmp/sweep
 
 Copies the pipeline into a temporary git repository (the working tree is never touched), runs
-`dvc repro` once, queues one experiment per `train.num_layers`, runs the queue with
-`dvc queue start`, dumps `dvc exp show --json` and renders it with `gnnpipe report --sweep`,
+`dvc repro` once, queues one experiment per `train.num_layers` (named depth-<L>), runs the queue
+with `dvc queue start`, dumps `dvc exp show --json` and renders the depth-* experiments with
+`gnnpipe report --sweep`,
 which writes depth_sweep.png (accuracy and cosine similarity / Dirichlet energy vs depth) and
 depth_sweep.csv into --out.
 """
@@ -84,7 +85,8 @@ def main() -> None:
         repo = scratch_repo(Path(tmp), args)
         # exactly the commands README.md documents
         for depth in args.depths:
-            sh(["dvc", "exp", "run", "--queue", "-S", f"train.num_layers={depth}"], repo)
+            sh(["dvc", "exp", "run", "--queue", "-n", f"depth-{depth}", "-S",
+                f"train.num_layers={depth}"], repo)
         sh(["dvc", "queue", "start", "-j", "1"], repo)
         while True:  # `dvc queue start` returns at once; the worker runs the queue
             status = sh(["dvc", "queue", "status"], repo)
@@ -100,8 +102,8 @@ def main() -> None:
         exps.write_text(sh(["dvc", "exp", "show", "--json"], repo))
         args.out.mkdir(parents=True, exist_ok=True)
         shutil.copy(exps, args.out / "exps.json")
-        print(sh([str(BIN / "gnnpipe"), "report", "--sweep", str(exps), "--sweep-out",
-                  str(args.out)], repo).strip())
+        print(sh([str(BIN / "gnnpipe"), "report", "--sweep", str(exps), "--experiments",
+                  "depth-*", "--sweep-out", str(args.out)], repo).strip())
     print((args.out / "depth_sweep.csv").read_text())
     print(f"{len(args.depths)} experiments in {time.perf_counter() - started:.0f} s -> "
           f"{args.out / 'depth_sweep.png'}")

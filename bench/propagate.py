@@ -5,7 +5,8 @@
     python -m bench.propagate --sweep         # also block sizes, index width, feature blocks, bf16
 
 Every method computes the same K hops of the same A_hat (gnnpipe's ``normalized_adjacency``):
-  gnnpipe        ``propagate_adjacency`` in row blocks, hops kept in memory
+  gnnpipe        ``propagate_adjacency`` in row blocks, hops kept in memory (kernel: aten)
+  gnnpipe jit    the same with ``propagate.kernel: jit`` (numba, prefetching; when numba imports)
   gnnpipe->disk  the same, each hop streamed to a memory-mappable file (what the stage does)
   torch.sparse   one ``torch.sparse.mm(A_hat, X)`` per hop on the whole matrix
   scipy          ``scipy.sparse.csr_matrix @ ndarray`` per hop (int32 indices, one thread)
@@ -26,7 +27,9 @@ method (graph and X_0 resident).
 ``--roofline`` times the same kernel with the same row structure but other column indices
 (banded: every operand row in L1/L2, the kernel's own ceiling; uniform random: no locality),
 the machine's random F-wide-row read bandwidth and a small C kernel with software prefetch
-(compiled with the system C compiler into a temporary folder; skipped without one). ``--orders``
+(compiled with the system C compiler into a temporary folder; skipped without one), next to
+gnnpipe's numba kernel (``propagate.kernel: jit``); *of roofline* = the hop time if every gathered
+row came at the best measured random-row rate / the row's time. ``--orders``
 computes one hop in a locality order (class, degree, RCM) and un-permutes the result.
 """
 
@@ -56,7 +59,7 @@ from bench.common import (PeakMemory, add_graph_args, copy_bandwidth, describe, 
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
 from gnnpipe.propagate import (hop_gathered_bytes, hop_traffic_bytes, hugepage_empty,
-                               normalized_adjacency, propagate_adjacency)
+                               jit_missing, normalized_adjacency, propagate_adjacency)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -228,11 +231,12 @@ class _Rows:
     (so a run cut short keeps what it measured): best wall and CPU seconds of ``repeat`` runs,
     after one warm-up run when ``repeat`` > 1, and the bandwidths of the module docstring."""
 
-    def __init__(self, traffic: int, gathered: int, reference_bw: float, repeat: int):
+    def __init__(self, traffic: int, gathered: int, reference_bw: float, repeat: int,
+                 floor: float | None = None):
         self.traffic, self.gathered, self.reference_bw = traffic, gathered, reference_bw
-        self.repeat, self.table = repeat, {}
+        self.repeat, self.table, self.floor = repeat, {}, floor  # floor: roofline hop seconds
         print(f"{'one hop':<54} {'s':>7} {'cpu s':>7} {'eff GB/s':>9} {'of copy':>8} "
-              f"{'gath GB/s':>10}", flush=True)
+              f"{'gath GB/s':>10}" + (f" {'of roofline':>11}" if floor else ""), flush=True)
 
     def time(self, name: str, fn: Callable[[], object], note: str = "") -> dict:
         if self.repeat > 1:
@@ -242,12 +246,16 @@ class _Rows:
              "effective_gb_s": self.traffic / t["best"] / 1e9,
              "gathered_gb_s": self.gathered / t["best"] / 1e9}
         r["fraction_of_copy"] = r["effective_gb_s"] / self.reference_bw
+        roof = ""
+        if self.floor:
+            r["fraction_of_roofline"] = self.floor / t["best"]
+            roof = f" {r['fraction_of_roofline']:10.1%}"
         if note:
             r["note"] = note
         self.table[name] = r
         print(f"{name:<54} {r['seconds']:7.3f} {r['cpu_seconds']:7.2f} "
               f"{r['effective_gb_s']:9.2f} {r['fraction_of_copy']:7.1%} "
-              f"{r['gathered_gb_s']:10.2f}" + (f"  {note}" if note else ""), flush=True)
+              f"{r['gathered_gb_s']:10.2f}{roof}" + (f"  {note}" if note else ""), flush=True)
         return r
 
 
@@ -287,13 +295,17 @@ def roofline(adj: torch.Tensor, x: torch.Tensor, repeat: int, reference_bw: floa
         print(f"# a hop whose gathered rows all came from DRAM at the best random-row rate "
               f"would take {floor:.3f} s: eff {traffic / floor / 1e9:.2f} GB/s = "
               f"{bounds['fraction_of_copy_at_random_read']:.1%} of copy", flush=True)
-    rows = _Rows(traffic, gathered, reference_bw, repeat)
+    rows = _Rows(traffic, gathered, reference_bw, repeat, bounds.get("hop_seconds_at_random_read"))
     rows.time("ATen kernel (gnnpipe's), the graph",
               lambda: torch.sparse.mm(adj, operand, reduce="sum"))
     rows.time("ATen kernel, banded columns (rows in cache)",
               lambda: torch.sparse.mm(adj_banded, operand, reduce="sum"), "kernel ceiling")
     rows.time("ATen kernel, uniform random columns",
               lambda: torch.sparse.mm(adj_uniform, operand, reduce="sum"), "no locality")
+    if not jit_missing():
+        checks.update(_jit_rows(rows, crow, col, banded, values, operand, reference))
+    else:
+        print("# numba kernel skipped: numba does not import")
     if lib is not None:
         operand_bf16 = operand.to(torch.bfloat16)
 
@@ -314,6 +326,38 @@ def roofline(adj: torch.Tensor, x: torch.Tensor, repeat: int, reference_bw: floa
         rows.time("C kernel, banded columns (rows in cache)", c_spmm(banded, 0), "ceiling")
     table = rows.table
     return {"rows": table, "bounds": bounds, "checks": checks}
+
+
+def _jit_rows(rows: _Rows, crow, col, banded, values, operand, reference) -> dict:
+    """gnnpipe's numba kernel (``propagate.kernel: jit``) on the graph with and without its
+    prefetch, and on banded columns; its fixed cost (import, then compile or cache load, on a
+    one-row product) timed first: meaningful only where numba was not yet used in the process."""
+    started = time.perf_counter()
+    from gnnpipe import propagate_kernel
+
+    n = operand.shape[0]
+    result = {}
+
+    def hop(columns, ahead=propagate_kernel.PREFETCH_AHEAD):
+        def run():
+            result["out"] = propagate_kernel.spmm_rows(crow, columns, values, operand, 0, n,
+                                                       ahead=ahead)
+        return run
+
+    propagate_kernel.spmm_rows(crow, col, values, operand, 0, 1)  # one row: the fixed cost
+    first = time.perf_counter() - started
+    cached = propagate_kernel.compiled_from_cache()
+    print(f"# numba kernel: import + first call (one row) {first:.2f} s "
+          f"({'machine code from the cache' if cached else 'compiled'})", flush=True)
+    ahead = propagate_kernel.PREFETCH_AHEAD
+    rows.time(f"numba kernel (kernel: jit), the graph, prefetch {ahead}", hop(col))
+    checks = {"jit_identical_to_aten": torch.equal(result["out"], reference),
+              "jit_max_abs_diff_vs_aten": float((result["out"] - reference).abs().max()),
+              "jit_first_call_seconds": first, "jit_from_cache": cached}
+    print(f"#   bit-identical to ATen's product: {checks['jit_identical_to_aten']}")
+    rows.time("numba kernel, the graph, no prefetch", hop(col, 0))
+    rows.time("numba kernel, banded columns (rows in cache)", hop(banded, 0), "ceiling")
+    return checks
 
 
 def _permute(adj: torch.Tensor, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -396,9 +440,10 @@ def compare_methods(args: argparse.Namespace, cfg: PropagateParams, adj: torch.T
         return lambda h: (1 - cfg.alpha) * step(h) + cfg.alpha * x0
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_propagate_"))
+    aten = dataclasses.replace(cfg, kernel="aten")
     methods = {
-        "gnnpipe": lambda: last(propagate_adjacency(adj, x, cfg)),
-        "gnnpipe->disk": lambda: last(propagate_adjacency(adj, x, cfg,
+        "gnnpipe": lambda: last(propagate_adjacency(adj, x, aten)),
+        "gnnpipe->disk": lambda: last(propagate_adjacency(adj, x, aten,
                                                           sink=io.hop_writers(tmp, "bench"))),
         "torch.sparse": lambda: _chain(mix(lambda h: torch.sparse.mm(adj, h), x), x, k),
     }
@@ -409,6 +454,9 @@ def compare_methods(args: argparse.Namespace, cfg: PropagateParams, adj: torch.T
                                    adj.crow_indices().numpy().astype(np.int32)), shape=(n, n))
         scipy_hop = mix(lambda h: scipy_adj @ h, x.numpy())
         methods["scipy"] = lambda: _chain(scipy_hop, x.numpy(), k)
+    if not jit_missing():
+        jit = dataclasses.replace(cfg, kernel="jit")  # first (warm-up) call compiles
+        methods["gnnpipe jit"] = lambda: last(propagate_adjacency(adj, x, jit))
 
     results, outs, peaks = {}, {}, {}
     for name, fn in methods.items():

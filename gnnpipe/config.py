@@ -216,6 +216,9 @@ class PropagateParams:
     alpha: float = num(0.1, low=0.0, high=1.0, low_open=True, high_open=True)  # ppr teleport
     dtype: Literal["float32", "bfloat16"] = "float32"  # stored hops; always computed in float32
     block_rows: int = num(65_536, low=1)  # rows of X processed at once; bounds peak memory
+    # product kernel: aten torch.sparse.mm; jit numba with prefetch (bit-identical); auto: jit
+    # when numba imports and a hop gathers >= propagate.AUTO_JIT_GATHERED_BYTES
+    kernel: Literal["auto", "aten", "jit"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,9 @@ class ShadowParams:
 
     depth: int = num(2, low=1)
     num_neighbors: int = num(10, low=-1)  # in-edges per node and hop, -1 = all
+    # roots_first: roots are nodes 0..B-1 of a Data; pyg: PyG's ShaDowKHopSampler Batch (ptr,
+    # sorted batch, root_n_id inside each subgraph, y of the roots only)
+    layout: Literal["roots_first", "pyg"] = "roots_first"
 
 
 @dataclass(frozen=True)
@@ -284,27 +290,39 @@ class ClusterParams:
     """ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)."""
 
     parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
+    # also the in-edges from outside the batch's parts, their sources appended as non-loss nodes
+    keep_inter_cluster_edges: bool = False
 
 
 @dataclass(frozen=True)
 class SaintParams:
-    """GraphSAINT random walks (gnnpipe/sampling/saint.py); train.batch_size = roots per
-    subgraph."""
+    """GraphSAINT subgraphs (gnnpipe/sampling/saint.py); train.batch_size = walk roots
+    (random_walk), nodes drawn (node) or edges drawn (edge) per subgraph."""
 
-    walk_length: int = num(2, low=1)  # steps of each walk from its root
+    # random_walk: walks from batch_size train roots; node: batch_size nodes ~ out-degree;
+    # edge: both ends of batch_size edges ~ 1/deg(u) + 1/deg(v) (PyG's three samplers)
+    sampler: Literal["random_walk", "node", "edge"] = "random_walk"
+    walk_length: int = num(2, low=1)  # steps of each walk from its root (random_walk)
     num_steps: int = num(0, low=0)  # subgraphs per epoch (all ranks); 0 = ceil(train / batch_size)
     sample_coverage: int = num(20, low=1)  # pre-sampled subgraphs hold this many nodes per node
 
 
 @dataclass(frozen=True)
 class DistParams:
-    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines."""
+    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines, and
+    the bounds on every wait (README: Scaling)."""
 
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
     node_rank: int = num(0, low=0)  # this machine's index when nnodes > 1
-    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1
-    timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on any collective
+    rdzv_endpoint: str = ""  # host:port of machine 0 when nnodes > 1 (it hosts the rendezvous)
+    timeout_s: float = num(300.0, low=0.0, low_open=True)  # bound on forming the group, collectives
+    # bound on the rendezvous: every machine joins and the endpoint answers within it, else the
+    # stage fails with one line (hard stop after this + distributed.START_GRACE_S)
+    rdzv_timeout_s: float = num(300.0, low=1.0)
+    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/capacity.py) passes what the
+    # machine has available; false = launch anyway
+    check_resources: bool = True
     # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
     shard: Literal["none", "partition"] = "none"
 
@@ -679,6 +697,9 @@ def _check_cluster_batch(params: Params) -> None:
         raise ParamsError(f"train.cluster.parts_per_batch={cfg.cluster.parts_per_batch} exceeds "
                           f"partition.num_parts={params.partition.num_parts}: a batch joins "
                           "that many parts; lower the first or raise the second")
+    if cfg.cluster.keep_inter_cluster_edges and cfg.dist.shard == "partition":
+        raise ParamsError("train.cluster.keep_inter_cluster_edges=true needs the whole train "
+                          "graph; use train.dist.shard: none")
 
 
 def _check_pairs(params: Params) -> None:
@@ -835,6 +856,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> Params:
     path = Path(path)
     if not path.exists():
         raise ParamsError(f"params: file {path} not found")
+    if path.is_dir():
+        raise ParamsError(f"params: {path} is a directory; expected a file (--params)")
     try:
         raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
     except yaml.YAMLError as err:

@@ -1,17 +1,33 @@
 """DDP plumbing: rank context from torchrun's environment, equal seed shards, reductions.
 
-The train stage re-launches itself under ``torchrun`` when ``train.dist.nproc * train.dist.nnodes > 1``;
-each worker then finds its rank here. Seeds are padded so every rank runs the same number of
-steps (unequal step counts are the classic DDP hang), and metrics are summed across ranks.
+The train and predict stages re-launch themselves under torchrun's agent (``gnnpipe/torchrun.py``)
+when ``train.dist.nproc * train.dist.nnodes > 1`` (``run_under_torchrun``); each worker then
+finds its rank here. Every wait is bounded: the rendezvous by ``train.dist.rdzv_timeout_s``
+(torch's own join / store timeouts, and a hard deadline here that stops the agent), forming the
+process group and every collective by ``train.dist.timeout_s``; the agent and its workers die
+with the process that started them (``die_with_parent``). Seeds are padded so every rank runs
+the same number of steps (unequal step counts are the classic DDP hang), and metrics are summed
+across ranks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime
+import json
 import os
+import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
+import traceback
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -30,6 +46,42 @@ class DistContext:
 
 SINGLE = DistContext(rank=0, world_size=1, local_rank=0)
 FAULT_RANK_ENV = "GNNPIPE_FAULT_RAISE_ON_RANK"  # tests: this rank raises mid-epoch
+STATUS_ENV = "GNNPIPE_LAUNCH_STATUS"  # folder shared by the launcher, its agent and workers
+PARENT_ENV = "GNNPIPE_LAUNCH_PARENT"  # pid the agent (or a worker) must die with
+# Python + torch start-up of the agent and of the workers on top of train.dist.rdzv_timeout_s
+# (16-17 s each measured at load 8 on the 2-core box); past it the launcher stops the agent.
+START_GRACE_S = 120.0
+CPP_LOG_ENV = "GNNPIPE_TORCH_CPP_LOG_LEVEL"  # the user's TORCH_CPP_LOG_LEVEL, for the workers
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+@contextlib.contextmanager
+def stage_ranks(args, params, what: str, num_workers: int = 0) -> Iterator[DistContext | None]:
+    """Where a train / predict stage runs: yields this rank's context with its process group
+    formed (``SINGLE`` for one process), or None in the process that launched the ranks under
+    torchrun and saw them finish (``run_under_torchrun``).
+
+    The launching process first checks the machine (gnnpipe/capacity.py: refuses ranks x
+    ``num_workers`` loader workers that cannot fit, warns on more processes than cores). Errors
+    of torch.distributed on a rank become one line (``one_line_errors``).
+    """
+    from gnnpipe import capacity
+
+    cfg = params.train.dist
+    ctx = context_from_env()
+    if ctx.world_size == 1:
+        for warning in capacity.check_launch(args.prepared, cfg, num_workers):
+            print(f"gnnpipe {args.stage}: warning: {warning}", file=sys.stderr)
+        if cfg.world_size > 1:
+            run_under_torchrun(params, args.argv, what)
+            yield None
+            return
+    init_process_group(ctx, cfg.timeout_s)
+    try:
+        with one_line_errors(ctx, cfg.timeout_s):
+            yield ctx
+    finally:
+        shutdown()
 
 
 def context_from_env() -> DistContext:
@@ -56,12 +108,56 @@ def injected_faults() -> list[Callable[[int], None]]:
 
 
 def init_process_group(ctx: DistContext, timeout_s: float) -> None:
-    """gloo on CPU, nccl on GPU; ``timeout_s`` bounds every collective so a lost rank fails."""
+    """gloo on CPU, nccl on GPU; ``timeout_s`` bounds forming the group and every collective, so
+    a lost rank fails. A torchrun worker first ties its life to its agent's and tells the
+    launcher it started (the rendezvous is over)."""
     if ctx.world_size == 1 or dist.is_initialized():
         return
+    if os.environ.get(PARENT_ENV):
+        die_with_parent(int(os.environ[PARENT_ENV]))
+    if os.environ.get(STATUS_ENV):
+        (Path(os.environ[STATUS_ENV]) / f"started.{ctx.rank}").touch()
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    with one_line_errors(ctx, timeout_s):
+        dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+
+
+@contextlib.contextmanager
+def one_line_errors(ctx: DistContext, timeout_s: float) -> Iterator[None]:
+    """Turns errors raised inside torch.distributed on this rank (a peer gone, a store or
+    collective that timed out: gloo raises plain RuntimeErrors) into a one-line ``ValueError``;
+    with ``GNNPIPE_DEBUG`` they pass unchanged, and errors of other code always do."""
+    try:
+        yield
+    except RuntimeError as err:
+        if ctx.world_size == 1 or os.environ.get("GNNPIPE_DEBUG") or not _raised_by_torch(err):
+            raise
+        # gloo prefixes its messages with the C++ source location: "[.../pair.cc:553] ..."
+        message = re.sub(r"^\[[^\]]*\]\s*", "", first_line(err))
+        raise ValueError(f"rank {ctx.rank}: {message} (a peer failed or did not answer within "
+                         f"train.dist.timeout_s={timeout_s:g})") from None
+
+
+def _raised_by_torch(err: RuntimeError) -> bool:
+    frames = traceback.extract_tb(err.__traceback__)
+    return isinstance(err, dist.DistError) or bool(frames) and \
+        f"torch{os.sep}distributed{os.sep}" in frames[-1].filename
+
+
+def first_line(err: BaseException) -> str:
+    """The first non-blank line of an error's message (torch's run on with C++ frames)."""
+    return next((line.strip() for line in str(err).splitlines() if line.strip()),
+                type(err).__name__)[:300]
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
+    """Linux: this process gets ``sig`` when its parent exits (``PR_SET_PDEATHSIG``); if
+    ``parent_pid`` is already gone (it died before we got here) the signal is sent now."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), sig)
 
 
 def shutdown() -> None:
@@ -97,17 +193,112 @@ def all_reduce_sum(values: torch.Tensor, ctx: DistContext) -> torch.Tensor:
 
 
 def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,
-                  stage_argv: list[str]) -> list[str]:
-    """The command that runs ``gnnpipe <stage_argv>`` under torchrun.
+                  stage_argv: list[str], rdzv_timeout_s: float = 300.0) -> list[str]:
+    """The command that runs ``gnnpipe <stage_argv>`` under torchrun's agent (gnnpipe/torchrun.py
+    takes torchrun's arguments).
 
     One machine: ``--standalone`` (a local rendezvous on a free port). Several: c10d
-    rendezvous at ``rdzv_endpoint`` (host:port of node 0), run once per machine.
+    rendezvous at ``rdzv_endpoint`` (host:port of node 0, which hosts the store), run once per
+    machine. ``rdzv_timeout_s`` bounds joining (``join_timeout``) and reaching the store
+    (``read_timeout``); no restarts: a failed worker ends the job.
     """
-    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}"]
+    seconds = max(1, int(-(-rdzv_timeout_s // 1)))  # torch takes whole seconds
+    conf = f"join_timeout={seconds},read_timeout={seconds}"
+    launcher = [sys.executable, "-m", "gnnpipe.torchrun", f"--nproc-per-node={nproc}",
+                "--max-restarts=0"]
     if nnodes == 1:
         launcher.append("--standalone")
     else:
         assert rdzv_endpoint, "config._check_rendezvous: nnodes > 1 needs an endpoint"
+        # machine 0 hosts the store: torch's guess from the host name would have a machine
+        # given 127.0.0.1 or its own name host a store of its own and wait for nobody
+        conf += f",is_host={'true' if node_rank == 0 else 'false'}"
+        stage = stage_argv[0] if stage_argv else "stage"
         launcher += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
-                     f"--rdzv-endpoint={rdzv_endpoint}", "--rdzv-id=gnnpipe-train"]
-    return [*launcher, "-m", "gnnpipe", *stage_argv]
+                     f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id=gnnpipe-{stage}"]
+    return [*launcher, f"--rdzv-conf={conf}", "-m", "gnnpipe", *stage_argv]
+
+
+def run_under_torchrun(params, stage_argv: list[str], what: str,
+                       grace_s: float = START_GRACE_S, argv: list[str] | None = None) -> None:
+    """Runs ``gnnpipe <stage_argv>`` on ``params.train.dist``'s ranks and waits for them.
+
+    Raises a one-line ``ValueError`` when the job fails: a rendezvous that did not complete
+    within ``train.dist.rdzv_timeout_s`` (a machine that never joined, an endpoint nobody
+    answers at), a worker that exited non-zero (its own error is printed above), or no worker
+    started within ``rdzv_timeout_s + grace_s`` (then the agent's process group is killed here:
+    the hard bound, whatever torch does). The agent and its workers die with this process.
+    ``argv`` replaces the agent command (tests).
+    """
+    cfg = params.train.dist
+    argv = argv or torchrun_argv(cfg.nproc, cfg.nnodes, cfg.node_rank, cfg.rdzv_endpoint,
+                                 stage_argv, cfg.rdzv_timeout_s)
+    status = Path(tempfile.mkdtemp(prefix="gnnpipe-launch-"))
+    env = {**os.environ, STATUS_ENV: str(status), PARENT_ENV: str(os.getpid())}
+    if not os.environ.get("GNNPIPE_DEBUG"):  # c10d logs each connect retry of the agent's store
+        env.update({"TORCH_CPP_LOG_LEVEL": "FATAL",
+                    CPP_LOG_ENV: os.environ.get("TORCH_CPP_LOG_LEVEL", "")})
+    deadline = time.monotonic() + cfg.rdzv_timeout_s + grace_s
+    agent = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        code = _wait_for_agent(agent, status, deadline)
+        if code is None:
+            raise ValueError(
+                f"distributed {what}: no worker started within train.dist.rdzv_timeout_s="
+                f"{cfg.rdzv_timeout_s:g} + {grace_s:g} s; stopped torchrun (check that every one "
+                f"of train.dist.nnodes={cfg.nnodes} machines runs with its own "
+                "train.dist.node_rank)")
+        if code != 0:
+            raise ValueError(f"distributed {what} failed: {_agent_failure(status, code, cfg)}")
+    finally:
+        _stop(agent)
+        shutil.rmtree(status, ignore_errors=True)
+
+
+def _wait_for_agent(agent: subprocess.Popen, status: Path, deadline: float) -> int | None:
+    """The agent's exit code, or None when no worker started before ``deadline``."""
+    while True:
+        try:
+            return agent.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline and not any(status.glob("started.*")):
+                return None
+
+
+def _stop(agent: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM to the agent's process group (the agent stops its workers), SIGKILL after
+    ``grace_s``; workers left over die with their agent (``die_with_parent``)."""
+    if agent.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(agent.pid, sig)
+        try:
+            agent.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _agent_failure(status: Path, code: int, cfg) -> str:
+    """One line on why the agent exited with ``code``, from the report it left in ``status``."""
+    try:
+        report = json.loads((status / "error.json").read_text())
+    except (OSError, ValueError):
+        return f"torchrun exited with code {code}"
+    kind, detail = report.get("kind"), report.get("detail", "")
+    where = (f"train.dist.rdzv_endpoint={cfg.rdzv_endpoint}" if cfg.nnodes > 1
+             else "the local rendezvous")
+    if kind == "rdzv_timeout":
+        return (f"the rendezvous at {where} did not complete within train.dist.rdzv_timeout_s="
+                f"{cfg.rdzv_timeout_s:g}: not all train.dist.nnodes={cfg.nnodes} machines "
+                "joined (run the stage on every machine, each with its own train.dist.node_rank)")
+    if kind == "rdzv_connect" and cfg.nnodes > 1 and cfg.node_rank == 0:
+        return (f"this machine (train.dist.node_rank=0) could not host the rendezvous store at "
+                f"{where} ({detail}); is the port in use?")
+    if kind == "rdzv_connect":
+        return (f"cannot reach {where} within train.dist.rdzv_timeout_s={cfg.rdzv_timeout_s:g} "
+                f"({detail}); machine 0 (train.dist.node_rank=0) hosts it and must be running")
+    if kind == "worker":
+        return f"{detail} (its error is printed above)"
+    return detail or f"torchrun exited with code {code}"

@@ -98,11 +98,16 @@ def default_ids(num_nodes: int) -> pa.Array:
 # ------------------------------------------------------------------------------------ pairs
 def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
                ) -> tuple[pa.Array, pa.Array]:
-    """``src`` and ``dst`` of a Parquet or CSV file, as the id types of the graph (string ids
-    stay strings, so CSV digits are not turned into numbers)."""
+    """``src`` and ``dst`` of a Parquet or CSV file, as the id types of the graph. CSV cells are
+    read as text and meet integer ids only when written canonically (``gnnpipe.ids``: ``00042``
+    is not node 42, and is refused in one line naming it)."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
+    from gnnpipe.ids import blanks_as_nulls, to_id_type
+
+    if path.is_dir():
+        raise ValueError(f"{where}: is a directory; expected a .parquet or .csv file")
     if not path.is_file():
         raise ValueError(f"{where}: file not found")
     try:
@@ -113,7 +118,7 @@ def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
             table = pacsv.read_csv(
                 path, parse_options=pacsv.ParseOptions(delimiter=delimiter),
                 convert_options=pacsv.ConvertOptions(
-                    column_types={"src": id_types[0], "dst": id_types[1]}))
+                    column_types={"src": pa.string(), "dst": pa.string()}))
         else:
             raise ValueError(f"{where}: expected a .parquet or .csv file")
     except (pa.ArrowInvalid, OSError) as err:
@@ -124,13 +129,18 @@ def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
         raise ValueError(f"{where}: missing column {missing[0]!r} (needs src, dst of user ids)")
     columns = []
     for name, id_type in zip(("src", "dst"), id_types):
-        column = table.column(name).combine_chunks()
-        if column.type != id_type:
-            try:
-                column = column.cast(id_type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise ValueError(f"{where}: column {name!r} is {column.type}, the graph's ids "
-                                 f"are {id_type}") from None
+        given = blanks_as_nulls(table.column(name).combine_chunks())
+        try:
+            column, foreign = to_id_type(given, id_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise ValueError(f"{where}: column {name!r} is {given.type}, the graph's ids "
+                             f"are {id_type}") from None
+        if foreign is not None:  # text no integer id can equal: "00042" is not node 42
+            row = int(np.argmax(foreign))
+            raise ValueError(f"{where}: column {name!r} has id {given[row].as_py()!r} (row "
+                             f"{row}; {int(foreign.sum())} such rows), which names no node: the "
+                             f"graph's ids are integers, written without leading zeros, signs "
+                             f"or spaces")
         columns.append(column)
     return columns[0], columns[1]
 

@@ -11,7 +11,7 @@ import torch
 from gnnpipe import sources
 from gnnpipe.config import DatasetParams
 from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, normalize_edges
-from gnnpipe.sources.base import RawGraph, time_key
+from gnnpipe.sources.base import RawGraph, no_edges_warning, time_key
 
 
 def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -117,6 +117,8 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
                                   for code, role in enumerate(ROLES)}
     if raw.class_names is not None:
         report["class_names"] = raw.class_names
+    if raw.src.size == 0:  # legal, almost always a mistake: the command prints it too
+        report["warnings"] = [no_edges_warning(raw.edges_where or raw.where)]
     edge_attrs: dict[str, pa.Array] = {}
     if raw.edge_weight is not None or raw.edge_time is not None:
         rows = pa.array(stored_edge_rows(

@@ -4,7 +4,9 @@
 iteration ``X_k = (1 - alpha) A_sym X_{k-1} + alpha X_0`` (so X_K is personalized-PageRank
 diffusion truncated after K steps). Arithmetic is float32; hops are stored in ``cfg.dtype`` and
 each hop is computed from the previous hop *as stored* (bfloat16 hops chain from the rounded
-values), so only one hop has to be held at a time.
+values), so only one hop has to be held at a time. The product is ATen's CSR kernel or, with
+``cfg.kernel`` jit (or auto on large graphs), ``gnnpipe.propagate_kernel``'s prefetching numba
+kernel, which gives the same bits faster.
 
 Memory: the normalised graph, X_0, the previous hop (one float32 buffer, reused) and one row
 block of the current hop. Where the current hop goes is the caller's ``sink``
@@ -14,6 +16,7 @@ default keeps every yielded hop in memory.
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import warnings
 from typing import Callable, Iterator, Protocol
@@ -25,6 +28,12 @@ from gnnpipe.graph import Csr
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 INT32_MAX = 2**31 - 1
+# ATen CPU builds whose CSR kernel fuses multiply-add as the jit kernel does (same bits); under
+# another (e.g. ATEN_CPU_CAPABILITY=default) jit differs in the last bits, so auto keeps aten
+FMA_CAPABILITIES = ("AVX2", "AVX512")
+# kernel auto: jit from this many gathered operand bytes per hop (non-zeros x F x 4): there a
+# hop saves seconds, which pays numba's import and cached-code load (~3-5 s) per process
+AUTO_JIT_GATHERED_BYTES = 8 * 2**30
 
 
 class HopWriter(Protocol):
@@ -146,14 +155,42 @@ def hop_gathered_bytes(num_nodes: int, num_edges: int, num_features: int, *,
     return least + (num_edges - num_nodes) * num_features * in_itemsize
 
 
+def choose_kernel(cfg: PropagateParams, num_edges: int, num_features: int) -> str:
+    """``"aten"`` or ``"jit"`` for ``cfg.kernel`` and a matrix of ``num_edges`` non-zeros.
+
+    ``auto`` picks jit when numba imports, a hop gathers at least ``AUTO_JIT_GATHERED_BYTES``
+    (numba is not even imported below that) and ATen's kernel runs a ``FMA_CAPABILITIES``
+    build, where both give the same bits, so auto changes speed only. ``jit`` without numba is
+    a user error.
+    """
+    if cfg.kernel == "aten" or cfg.kernel == "auto" and (
+            num_edges * num_features * 4 < AUTO_JIT_GATHERED_BYTES
+            or torch.backends.cpu.get_cpu_capability() not in FMA_CAPABILITIES):
+        return "aten"
+    missing = jit_missing()
+    if missing and cfg.kernel == "jit":
+        raise ValueError(f"propagate.kernel=jit needs numba, which does not import ({missing}); "
+                         f"pip install numba, or set propagate.kernel: aten")
+    return "aten" if missing else "jit"
+
+
+def jit_missing() -> str:
+    """Why the jit kernel cannot load (numba's import error), or "" when it can."""
+    try:
+        importlib.import_module("gnnpipe.propagate_kernel")  # imports numba
+    except ImportError as error:
+        return str(error)
+    return ""
+
+
 def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, sink: Sink = memory_sink,
               progress: Callable[[Iterator], Iterator] = iter) -> Iterator[torch.Tensor]:
     """Yield ``X_1 .. X_K``, each (N, F) in ``cfg.dtype``, one hop at a time.
 
-    Each hop is computed in row blocks of ``cfg.block_rows`` (float32 ``torch.sparse.mm`` of a
-    block of ``A_hat`` rows with the whole previous hop) and handed block by block to
-    ``sink(hop, shape, dtype)``'s writer, whose ``finish()`` result is yielded and read for the
-    next hop. ``x`` itself is never modified.
+    Each hop is computed in row blocks of ``cfg.block_rows`` (float32 product of a block of
+    ``A_hat`` rows with the whole previous hop, by the kernel ``choose_kernel`` picks) and
+    handed block by block to ``sink(hop, shape, dtype)``'s writer, whose ``finish()`` result is
+    yielded and read for the next hop. ``x`` itself is never modified.
     """
     if x.shape[0] != csr.num_nodes:
         raise ValueError(f"features have {x.shape[0]} rows for a graph of {csr.num_nodes} nodes")
@@ -194,6 +231,7 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
     n = adj.shape[0]
     dtype = DTYPES[cfg.dtype]
     crow, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
+    product = _PRODUCTS[choose_kernel(cfg, values.numel(), x.shape[1])]
     x0 = x if x.dtype == torch.float32 else x.to(torch.float32)
     shape = (n, x.shape[1])
     previous = hugepage_empty(shape)  # (N, F) float32: X_{k-1} for the current hop
@@ -204,11 +242,8 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
         try:
             for start in range(0, n, cfg.block_rows):
                 stop = min(start + cfg.block_rows, n)
-                # (B, F) = A_hat[start:stop] (B, N) @ X_{k-1} (N, F). reduce="sum" picks ATen's
-                # own vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse
-                # BLAS, 1.15x (1M nodes) to 2.3x (20k nodes) slower here (AMD EPYC, BENCHMARKS.md)
-                block = torch.sparse.mm(_row_block(crow, col, values, start, stop, n), previous,
-                                        reduce="sum")
+                # (B, F) = A_hat[start:stop] (B, N) @ X_{k-1} (N, F)
+                block = product(crow, col, values, previous, start, stop)
                 if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0
                     block.mul_(1.0 - cfg.alpha).add_(x0[start:stop], alpha=cfg.alpha)
                 writer.write(start, block)
@@ -224,3 +259,23 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
             else:
                 previous.copy_(current)
         del current, writer
+
+
+def _aten_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
+               start: int, stop: int) -> torch.Tensor:
+    """Rows ``start:stop`` of ``A @ x``, (B, F) float32. reduce="sum" picks ATen's own
+    vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse BLAS, 1.15x (1M
+    nodes) to 2.3x (20k nodes) slower here (AMD EPYC, BENCHMARKS.md)."""
+    block = _row_block(crow, col, values, start, stop, x.shape[0])
+    return torch.sparse.mm(block, x, reduce="sum")
+
+
+def _jit_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
+              start: int, stop: int) -> torch.Tensor:
+    """``_aten_rows``, bit for bit, by the prefetching numba kernel (gnnpipe.propagate_kernel)."""
+    from gnnpipe.propagate_kernel import spmm_rows
+
+    return spmm_rows(crow, col, values, x, start, stop)
+
+
+_PRODUCTS = {"aten": _aten_rows, "jit": _jit_rows}

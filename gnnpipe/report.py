@@ -10,6 +10,7 @@ turn into a line saying what to run, never into an error.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import html
 from dataclasses import dataclass, field
 from typing import Callable
@@ -31,6 +32,7 @@ class ReportInputs:
     details: dict  # reports/eval_details.json
     partition: dict | None = None  # metrics/partition.json
     train: dict | None = None  # metrics/train.json
+    train_perf: dict | None = None  # metrics/perf/train.json (engine, evaluation forward, ranks)
     baseline: dict | None = None  # metrics/baseline.json
     train_history: list[dict] = field(default_factory=list)  # metrics/train_history.csv
     baseline_history: list[dict] = field(default_factory=list)  # metrics/baseline_history.csv
@@ -72,21 +74,19 @@ def parse_csv(text: str, where: str) -> list[dict]:
     return rows
 
 
-def _entries(node, in_experiment: bool = False):
-    """``(entry, is_experiment)`` for every rev entry of ``dvc exp show --json`` output.
-
-    Top-level entries are the workspace and commits; entries reached through an
-    ``experiments`` list are experiments (DVC 3: ``[{rev, data, experiments: [{revs: [...]}]}]``).
-    """
+def _entries(node):
+    """Every rev entry of ``dvc exp show --json`` output: the workspace and commits at the top,
+    experiments in their ``experiments`` lists (DVC 3: ``[{rev, data, experiments: [{revs:
+    [...]}]}]``)."""
     if isinstance(node, list):
         for item in node:
-            yield from _entries(item, in_experiment)
+            yield from _entries(item)
     elif isinstance(node, dict):
         if "data" in node:
-            yield node, in_experiment
+            yield node
         for key, value in node.items():
             if isinstance(value, (list, dict)) and key != "data":
-                yield from _entries(value, in_experiment or key == "experiments")
+                yield from _entries(value)
 
 
 def _lookup(tree: dict, *keys: str):
@@ -98,44 +98,85 @@ def _lookup(tree: dict, *keys: str):
     return tree
 
 
-def sweep_rows(exp_show: list | dict, param: str = SWEEP_PARAM) -> list[dict]:
-    """One row per value of ``param`` from ``dvc exp show --json`` output, sorted by it.
+def _flat(tree, prefix: str = "") -> dict:
+    """Nested params as ``{"train.num_layers": 2, ...}``."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
 
-    Every experiment (and the workspace / baseline commits) whose ``params.yaml`` sets ``param``
-    and whose ``metrics/eval.json`` has the GNN/MLP accuracies and the smoothing figures is a
-    candidate; for a value seen more than once the experiment (not the workspace or a commit) with
-    the latest timestamp wins, so re-running a sweep replaces its old points.
+
+def _select(exp_show: list | dict, patterns: list[str]) -> list[tuple[str, dict]]:
+    """``(name, data)`` of the entries (experiments, workspace, commits) whose name matches one
+    of ``patterns`` (names or globs), in file order; every pattern must match one."""
+    found = [(entry.get("name") or str(entry.get("rev", "")), entry)
+             for entry in _entries(exp_show)]
+    names = ", ".join(name for name, _ in found) or "nothing"
+    chosen: dict[str, dict] = {}
+    for pattern in patterns:
+        hits = [(name, entry) for name, entry in found if fnmatch.fnmatchcase(name, pattern)]
+        if not hits:
+            raise ValueError(f"--experiments {pattern!r} matches no experiment of the sweep file; "
+                             f"it holds: {names}")
+        for name, entry in hits:
+            chosen.setdefault(name, entry.get("data") or {})
+    return list(chosen.items())
+
+
+def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PARAM
+               ) -> list[dict]:
+    """One row per experiment named by ``patterns`` in ``dvc exp show --json`` output, sorted by
+    ``param``.
+
+    Only the named experiments count (``dvc exp show`` lists every experiment of the repository,
+    most of them not part of the sweep). Each must have ``param`` and the GNN/MLP test
+    accuracies and smoothing figures in ``metrics/eval.json``, no two may share a value of
+    ``param``, and their params may differ only in ``param`` and per-layer lists (one entry per
+    layer, such as ``train.neighbor.num_neighbors``); otherwise one line names the experiment
+    and the key.
     """
-    best: dict = {}
-    for entry, is_experiment in _entries(exp_show):
-        data = entry.get("data")
-        if not isinstance(data, dict) or "params" not in data or "metrics" not in data:
-            continue
-        value = _lookup(data["params"], "params.yaml", "data", *param.split("."))
-        evaluation = _lookup(data["metrics"], "metrics/eval.json", "data")
-        gnn_smooth = _lookup(evaluation or {}, "smoothing", "gnn")
-        if value is None or not isinstance(gnn_smooth, dict):
-            continue
-        name = entry.get("name") or str(entry.get("rev", ""))[:7]
+    rows, seen, first = [], {}, None
+    for name, data in _select(exp_show, patterns):
+        params = _flat(_lookup(data, "params", "params.yaml", "data") or {})
+        evaluation = _lookup(data, "metrics", "metrics/eval.json", "data") or {}
+        gnn_smooth = _lookup(evaluation, "smoothing", "gnn")
+        value = params.get(param)
         row = {param.rsplit(".", 1)[-1]: value, "name": name,
                "model": evaluation.get("model"),
                "gnn_test_accuracy": _lookup(evaluation, "gnn", "test", "accuracy"),
                "mlp_test_accuracy": _lookup(evaluation, "mlp", "test", "accuracy"),
-               **{key: gnn_smooth.get(key) for key in
+               **{key: (gnn_smooth or {}).get(key) for key in
                   ("cosine_similarity", "dirichlet_energy", "rayleigh_quotient")}}
-        if any(v is None for v in row.values()):
-            continue
-        rank = (is_experiment, str(data.get("timestamp") or ""))
-        if value not in best or rank >= best[value][0]:
-            best[value] = (rank, row)
-    return [best[value][1] for value in sorted(best)]
+        missing = [key for key, v in row.items() if v is None]
+        if missing:
+            raise ValueError(f"experiment {name!r} has no {missing[0]} (params.yaml {param}, "
+                             "metrics/eval.json test accuracies and smoothing figures): did it "
+                             "fail, or is it a link-task run? Select the experiments of the "
+                             "depth sweep")
+        if value in seen:
+            raise ValueError(f"experiments {seen[value]!r} and {name!r} both have {param}="
+                             f"{value}; select one of them")
+        seen[value] = name
+        if first is None:
+            first = (name, params)
+        for key in sorted(set(params) | set(first[1])):
+            a, b = first[1].get(key), params.get(key)
+            per_layer = isinstance(a, list) and isinstance(b, list) \
+                and len(a) == first[1].get(param) and len(b) == value
+            if key != param and a != b and not per_layer:
+                raise ValueError(f"experiments {first[0]!r} and {name!r} differ in {key} ({a!r} "
+                                 f"vs {b!r}), not only in {param}: select the experiments of "
+                                 "one sweep")
+        rows.append(row)
+    return sorted(rows, key=lambda r: r[param.rsplit(".", 1)[-1]])
 
 
 def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
     """The depth-sweep PNG of ``sweep_rows`` output (ValueError when no point was found)."""
     if not rows:
-        raise ValueError(f"no experiment in the sweep file sets {param} and has metrics/eval.json "
-                         "with smoothing figures; run the sweep (README.md) and "
+        raise ValueError("no experiment selected; run the sweep (README.md) and "
                          "`dvc exp show --json > exps.json` first")
     return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
 
@@ -190,7 +231,8 @@ figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; fon
 
 # ---------------------------------------------------------------------------------- sections
 def _warnings(inputs: ReportInputs) -> list[str]:
-    return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in inputs.graph.get("warnings", [])]
+    found = [*inputs.prepare.get("warnings", []), *inputs.graph.get("warnings", [])]
+    return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in found]
 
 
 def _link_headline(inputs: ReportInputs) -> str:
@@ -220,21 +262,46 @@ def _node_headline(inputs: ReportInputs) -> str:
     return "\n".join(parts + _warnings(inputs))
 
 
+def _run_setup(inputs: ReportInputs) -> str:
+    """What ran: model, sampler, engine and evaluation forward, as the train stage recorded them
+    (metrics/train.json; the engine and forward from metrics/perf/train.json)."""
+    train, perf = inputs.train, inputs.train_perf
+    if not train:
+        return "<h2>Run</h2><p>No train metrics (run <code>dvc repro train</code>).</p>"
+    task = inputs.evaluation.get("task", "node")
+    rows = [("task", "link prediction" if task == "link" else "node classification"),
+            ("model", train.get("model")), ("sampler", train.get("sampler"))]
+    if train.get("edge_type"):
+        rows.append(("held-out edge type", train["edge_type"]))
+    if train.get("node_type"):
+        rows.append(("target node type", train["node_type"]))
+    if perf is None:
+        rows.append(("engine / evaluation forward", "not recorded (metrics/perf/train.json "
+                                                   "missing)"))
+    else:
+        # only the homogeneous node task can run Lightning; the others record no engine
+        rows += [("engine", perf.get("engine", "plain")),
+                 ("evaluation forward", "layer-wise (blocks of target nodes)"
+                  if perf.get("eval_inference") == "layerwise" else "full (one forward)"),
+                 ("processes", perf.get("world_size", 1))]
+        if perf.get("shard", "none") != "none":
+            rows.append(("shards", perf["shard"]))
+        rows += [(name, "on") for name in ("amp", "compile") if perf.get(name)]
+    return "<h2>Run</h2>" + _pairs(rows)
+
+
 @dataclass(frozen=True)
 class _TaskView:
-    """What the report shows differently per task: the headline, the metric rows, the
-    curve plotted and whether per-class figures exist."""
+    """What the report shows differently per task: the headline, the metric rows, the curve
+    plotted, the per-class section (figures and table; link: none), the split audit's summary
+    and whether the depth sweep applies."""
 
     headline: Callable[[ReportInputs], str]
     metric_names: Callable[[dict], list[str]]  # eval.json -> metric names
     curve_key: str
     class_figures: bool
-
-
-TASK_VIEWS = {
-    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True),
-    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False),
-}
+    split_summary: Callable[[dict], str]  # split_audit.json -> HTML before its checks
+    sweep: bool
 
 
 def _class_name(inputs: ReportInputs, code: int) -> str:
@@ -312,23 +379,56 @@ def _dataset(inputs: ReportInputs) -> str:
                      label_rows) + _label_coverage(inputs))
 
 
-def _split(inputs: ReportInputs) -> str:
-    audit = inputs.split_audit
-    status = ('<span class="pass">passed</span>' if audit["passed"]
-              else '<span class="fail">FAILED</span>')
-    checks = [[c["check"], "pass" if c["passed"] else "FAIL", c["detail"]] for c in audit["checks"]]
+def _node_split(audit: dict) -> str:
+    """Mode, shared structure and the class balance of each node split."""
     balance = audit.get("class_balance", {})
     sizes = audit.get("sizes", {})
     balance_rows = [[role, sizes.get(role), " / ".join(f"{f:.1%}" for f in balance[role]["fraction"])]
                     for role in PHASES if role in balance]
+    facts = [f"{name} <b>{_e(_fmt(audit[key]))}</b>" for name, key in (
+        ("mode", "mode"), ("structure shared across phases", "structure_shared_across_phases"))
+        if audit.get(key) is not None]
+    out = [f"<p>{'; '.join(facts)}</p>"] if facts else []
+    if balance_rows:
+        out.append(_table(["split", "nodes", "class shares"], balance_rows))
+    return "\n".join(out)
+
+
+def _link_split(audit: dict) -> str:
+    """Positive edges per phase, its message graph, fixed negatives and how they were drawn."""
+    sizes, negatives = audit.get("sizes", {}), audit.get("negatives", {})
+    message = audit.get("message_edges", {})
+    rows = [[phase, sizes.get("train_supervision" if phase == "train" else phase),
+             message.get(phase), negatives.get(phase, {}).get("per_positive")]
+            for phase in PHASES]
+    facts = [("edge type", audit.get("edge_type")),
+             ("edges in the message role", sizes.get("message")),
+             ("negatives drawn", audit.get("negative_strategy")),
+             ("supervision edges disjoint from message edges", audit.get("disjoint_supervision")),
+             ("undirected", audit.get("undirected"))]
+    return (_pairs([(k, v) for k, v in facts if v is not None])
+            + _table(["phase", "positive edges", "message edges", "fixed negatives per positive"],
+                     rows))
+
+
+TASK_VIEWS = {
+    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
+                      _node_split, True),
+    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
+                      _link_split, False),
+}
+
+
+def _split(inputs: ReportInputs, view: _TaskView) -> str:
+    audit = inputs.split_audit
+    status = ('<span class="pass">passed</span>' if audit["passed"]
+              else '<span class="fail">FAILED</span>')
+    checks = [[c["check"], "pass" if c["passed"] else "FAIL", c["detail"]] for c in audit["checks"]]
     phases = inputs.graph.get("phases", {})
     phase_rows = [[phase, phases[phase]["edges"], phases[phase]["isolated_nodes"],
                    f"{phases[phase]['isolated_fraction']:.1%}"] for phase in PHASES if phase in phases]
-    out = [f"<h2>Split audit: {status}</h2>",
-           f"<p>mode <b>{_e(audit.get('mode'))}</b>; structure shared across phases: "
-           f"{_e(_fmt(audit.get('structure_shared_across_phases')))}</p>",
-           _table(["check", "result", "detail"], checks),
-           _table(["split", "nodes", "class shares"], balance_rows)]
+    out = [f"<h2>Split audit: {status}</h2>", view.split_summary(audit),
+           _table(["check", "result", "detail"], checks)]
     if phase_rows:
         out.append(_table(["phase", "message edges", "own nodes isolated", "share"], phase_rows))
     return "\n".join(out)
@@ -416,19 +516,23 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
     # The sweep spans many experiments, so it is not part of one run's (cached) report.
     sweep = ("<p>Accuracy and over-smoothing vs depth span many experiments: run the "
              "<code>dvc exp run --queue</code> sweep of README.md (Evaluation and diagnostics), "
-             "then <code>gnnpipe report --sweep exps.json</code> writes "
+             "then <code>gnnpipe report --sweep exps.json --experiments 'depth-*'</code> writes "
              "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
+    task = "link prediction" if ev.get("task") == "link" else "node classification"
+    per_class = ["<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"),
+                 fig("per_class_f1.png"), _per_class(inputs, model)] if view.class_figures else []
     body = "\n".join([
-        f"<h1>gnnpipe run: {_e(model)} on {_e(inputs.prepare.get('source', 'the graph'))}</h1>",
+        f"<h1>gnnpipe run: {_e(model)}, {task} on "
+        f"{_e(inputs.prepare.get('source', 'the graph'))}</h1>",
         view.headline(inputs),
+        _run_setup(inputs),
         _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,
-        "<h2>Confusion and per-class F1</h2>", fig("confusion_test.png"), fig("per_class_f1.png"),
-        _per_class(inputs, model) if view.class_figures else "",
+        *per_class,
         _dataset(inputs), fig("degree_histogram.png"),
-        _split(inputs),
+        _split(inputs, view),
         _partition(inputs),
-        "<h2>Depth sweep (over-smoothing)</h2>", sweep,
+        *(["<h2>Depth sweep (over-smoothing)</h2>", sweep] if view.sweep else []),
     ])
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>gnnpipe report: {_e(model)}</title><style>{CSS}</style></head>"

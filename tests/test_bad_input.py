@@ -67,6 +67,14 @@ def test_params_file_that_is_not_yaml(tmp_path, monkeypatch, capsys):
     assert "params.yaml is not valid YAML" in _fails("prepare", tmp_path, capsys)
 
 
+def test_params_path_that_is_a_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf").mkdir()
+    assert main(["prepare", "--params", "conf"]) == 1
+    assert capsys.readouterr().err.strip() == ("gnnpipe prepare: error: params: conf is a "
+                                               "directory; expected a file (--params)")
+
+
 def test_truncated_torch_artifact(prepared, capsys):
     graph = prepared / "data/prepared/graph.pt"
     graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
@@ -195,3 +203,92 @@ def test_wrong_dtype_in_a_user_table(tmp_path, monkeypatch, capsys):
     err = _prepare_fails_with(tmp_path, monkeypatch, capsys, {
         "source": "parquet", "path": str(raw), "nodes": {"features": "f*"}})
     assert "nodes.parquet: feature column 'f0' is string" in err
+
+
+# ------------------------------------------------------------------ silent acceptances, named
+def _csv_tables(folder: Path, edges: str = "src,dst\n0,1\n1,2\n") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "nodes.csv").write_text("id,label,f0\n0,a,0.5\n1,b,1.5\n2,a,2.5\n")
+    (folder / "edges.csv").write_text(edges)
+    return folder
+
+
+def test_a_header_only_edge_file_is_a_warning_line_kept_in_prepare_json(tmp_path, monkeypatch,
+                                                                       capsys):
+    """A graph without edges is legal (the MLP case) but almost always a mistake: prepare runs,
+    prints one warning line naming the file, and prepare.json keeps it."""
+    _csv_tables(tmp_path / "raw", edges="src,dst\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "csv", "path": "raw", "nodes": {"features": "f0"}}}))
+    assert main(["prepare"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == ("gnnpipe prepare: warning: raw/edges.csv: no edge rows (a header only?); the "
+                   "graph has no edges here, so a GNN sees only node features")
+    report = yaml.safe_load((tmp_path / "metrics/prepare.json").read_text())
+    assert report["edges"] == 0 and report["warnings"] == [err.split("warning: ", 1)[1]]
+    _csv_tables(tmp_path / "raw")  # with edges: no warning, no key
+    assert main(["prepare"]) == 0
+    assert capsys.readouterr().err == ""
+    assert "warnings" not in yaml.safe_load((tmp_path / "metrics/prepare.json").read_text())
+
+
+def test_a_header_only_relation_of_typed_tables_is_a_warning_line(tmp_path, monkeypatch, capsys):
+    raw = tmp_path / "raw"
+    (raw / "nodes").mkdir(parents=True)
+    (raw / "edges").mkdir()
+    (raw / "nodes/user.csv").write_text("id,label,f0\n" + "".join(
+        f"u{i},{'ab'[i % 2]},{i}\n" for i in range(12)))
+    (raw / "nodes/item.csv").write_text("id\n10\n20\n")
+    (raw / "edges/user__buys__item.csv").write_text("src,dst\n")
+    (raw / "edges/user__follows__user.csv").write_text("src,dst\nu0,u1\nu1,u2\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "csv", "layout": "typed", "path": "raw", "nodes": {"features": "f0"}}}))
+    assert main(["prepare"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == ("gnnpipe prepare: warning: raw/edges/user__buys__item.csv: no edge rows (a "
+                   "header only?); the graph has no edges here, so a GNN sees only node features")
+    assert yaml.safe_load((tmp_path / "metrics/prepare.json").read_text())["warnings"] == [
+        err.split("warning: ", 1)[1]]
+
+
+@pytest.mark.parametrize("dataset, folder, message", [
+    ({"source": "csv", "path": "raw", "nodes": {"features": "f0"}}, "raw/nodes.csv",
+     r"^gnnpipe prepare: error: raw/nodes\.csv is a directory; expected a file "
+     r"\(dataset\.nodes\.file; dataset\.source=csv reads the node and edge tables from "
+     r"dataset\.path='raw'\)$"),
+    ({"source": "csv", "path": "raw", "nodes": {"features": "f0"}}, "raw/edges.csv",
+     r"^gnnpipe prepare: error: raw/edges\.csv is a directory; expected a file "
+     r"\(dataset\.edges\.file; "),
+    ({"source": "pyg", "path": "raw/graph.pt"}, "raw/graph.pt",
+     r"^gnnpipe prepare: error: dataset\.path='raw/graph\.pt' is a directory; expected a file "
+     r"\(dataset\.source=pyg reads one file"),
+    ({"source": "csv", "layout": "typed", "path": "raw"}, "raw/nodes/user.csv",
+     r"^gnnpipe prepare: error: raw/nodes/user\.csv is a directory; expected a file \(a table "
+     r"of nodes/ with dataset\.source=csv\)$"),
+], ids=["nodes.csv", "edges.csv", "pyg", "typed"])
+def test_a_directory_where_a_file_belongs_is_named_as_such(tmp_path, monkeypatch, capsys,
+                                                           dataset, folder, message):
+    _csv_tables(tmp_path / "raw")
+    target = tmp_path / folder
+    if target.exists():
+        target.unlink()
+    target.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": dataset}))
+    before = _files(tmp_path)
+    assert main(["prepare"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert re.search(message, err), err
+    assert _files(tmp_path) == before
+
+
+def test_csv_source_in_the_default_folder_names_the_missing_table(tmp_path, monkeypatch, capsys):
+    """dataset.path: data/raw is the default and the place for the user's files: a missing
+    nodes.csv is named, not reported as an unset dataset.path."""
+    (tmp_path / "data/raw").mkdir(parents=True)
+    err = _prepare_fails_with(tmp_path, monkeypatch, capsys, {"source": "csv", "path": "data/raw"})
+    assert err == ("gnnpipe prepare: error: data/raw/nodes.csv: file not found (dataset.nodes"
+                   ".file; dataset.source=csv reads the node and edge tables from "
+                   "dataset.path='data/raw')")

@@ -341,6 +341,34 @@ def test_unknown_pair_ids_are_refused_in_one_line_writing_nothing(link_run, caps
     assert "put the file under data/pairs/" in capsys.readouterr().err
 
 
+def test_pairs_follow_the_id_rule_of_csv_node_tables(tmp_path):
+    """CSV pair cells are text: against integer ids only canonical integers name nodes (00042
+    is not 42); against text ids they stay text, so 00042 joins node '00042'."""
+    from gnnpipe.predict import map_pairs, read_pairs
+
+    path = tmp_path / "p.csv"
+    path.write_text("src,dst\n42,7\n00042,7\n")
+    int64 = (pa.int64(), pa.int64())
+    with pytest.raises(ValueError, match=r"^w: column 'src' has id '00042' \(row 1; 1 such "
+                                         r"rows\), which names no node: the graph's ids are "
+                                         r"integers"):
+        read_pairs(path, int64, "w")
+    text_ids = pa.array(["42", "00042", "7"])
+    src, dst = read_pairs(path, (pa.string(), pa.string()), "w")
+    assert src.to_pylist() == ["42", "00042"]
+    s, d = map_pairs(src, dst, text_ids, text_ids, "w")
+    assert s.tolist() == [0, 1] and d.tolist() == [2, 2]
+    path.write_text("src,dst\n42,7\n-3,7\n")
+    src, dst = read_pairs(path, int64, "w")
+    assert src.type == pa.int64() and src.to_pylist() == [42, -3]
+    pq.write_table(pa.table({"src": ["42", "042"], "dst": ["7", "7"]}), tmp_path / "p.parquet")
+    with pytest.raises(ValueError, match=r"column 'src' has id '042' \(row 1"):
+        read_pairs(tmp_path / "p.parquet", int64, "w")
+    (tmp_path / "d.csv").mkdir()
+    with pytest.raises(ValueError, match=r"^w: is a directory; expected a \.parquet or \.csv file"):
+        read_pairs(tmp_path / "d.csv", int64, "w")
+
+
 # ----------------------------------------------------------------------------------- typed graph
 def test_typed_graph_writes_the_target_predictions_and_every_types_embeddings(tmp_path):
     _params(tmp_path, dataset={"synthetic": {"hetero": True, "num_nodes": 240, "num_features": 8,

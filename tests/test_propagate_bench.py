@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from gnnpipe.config import PropagateParams
-from gnnpipe.propagate import hop_gathered_bytes, hop_traffic_bytes, normalized_adjacency
+from gnnpipe.propagate import (hop_gathered_bytes, hop_traffic_bytes, jit_missing,
+                               normalized_adjacency)
 
 # bench/ is a folder of the repository, not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -77,10 +78,21 @@ def test_roofline_rows_and_bandwidth_definitions(small_run):
         assert roof["checks"]["c_max_abs_diff_vs_aten"] < 1e-5
         assert roof["checks"]["c_bf16_max_rel_error"] < 2 ** -7
         assert roof["bounds"]["random_row_read_gb_s"]["prefetch 16"] > 0
+        for row in rows.values():  # hop seconds at the random-row rate / the row's seconds
+            assert row["fraction_of_roofline"] == pytest.approx(
+                roof["bounds"]["hop_seconds_at_random_read"] / row["seconds"])
+    if not jit_missing():
+        assert roof["checks"]["jit_identical_to_aten"] is True
+        assert roof["checks"]["jit_first_call_seconds"] >= 0
+        assert {"numba kernel (kernel: jit), the graph, prefetch 16",
+                "numba kernel, banded columns (rows in cache)"} <= set(rows)
 
 
 def test_methods_agree(small_run):
     methods = small_run["methods"]
-    assert set(methods) == {"gnnpipe", "gnnpipe->disk", "torch.sparse"}
+    jit = set() if jit_missing() else {"gnnpipe jit"}
+    assert set(methods) == {"gnnpipe", "gnnpipe->disk", "torch.sparse"} | jit
     assert methods["gnnpipe->disk"]["max_abs_diff_vs_gnnpipe"] == 0.0
+    for name in jit:  # propagate.kernel: jit computes ATen's bits
+        assert methods[name]["max_abs_diff_vs_gnnpipe"] == 0.0
     assert methods["torch.sparse"]["max_abs_diff_vs_gnnpipe"] < 1e-5

@@ -114,6 +114,69 @@ def test_report_headline_when_the_mlp_wins():
     assert "The MLP wins: sage is 0.0800 test accuracy behind" in page
 
 
+def _link_inputs() -> ReportInputs:
+    """The metrics files of a link run as the stages write them (gnnpipe/link_evaluate.py,
+    audit_link_split, train_links)."""
+    names = ("roc_auc", "average_precision", "mrr", "hits@10")
+    scores = {p: {n: 0.6 for n in names} for p in ("val", "test")}
+    ev = {"task": "link", "model": "sage", "graph_helps": True, "gnn": scores, "mlp": scores,
+          "gnn_minus_mlp": {f"{p}_{n}": 0.1 for p in ("val", "test") for n in names},
+          "verdict": "sage beats the structure-free MLP by +0.1000 test MRR: the graph helps"}
+    details = {m: {p: {**scores[p], "count": 208} for p in scores} for m in ("gnn", "mlp")}
+    audit = {"task": "link", "passed": True, "negative_strategy": "degree",
+             "disjoint_supervision": False, "undirected": True,
+             "sizes": {"message": 1663, "train_supervision": 1663, "val": 208, "test": 208},
+             "message_edges": {"train": 3326, "val": 3326, "test": 3742},
+             "negatives": {p: {"count": 20800, "per_positive": 100} for p in ("val", "test")},
+             "checks": [{"check": "positives_disjoint", "passed": True, "detail": "ok"}]}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_mrr": e / 100} for e in range(1, 6)]
+    return _inputs(evaluation=ev, details=details, split_audit=audit, train_history=history,
+                   baseline_history=history,
+                   train={"model": "sage", "sampler": "link_neighbor", "task": "link",
+                          "best_epoch": 3, "epochs_run": 5, "parameters": 800},
+                   train_perf={"world_size": 2, "seconds": 1.5})
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+def test_link_report_shows_link_sections_only():
+    report = render(_link_inputs())
+    page, text = report.html, _text(report.html)
+    assert set(report.figures) == {"training_curves.png", "degree_histogram.png"}
+    assert "Confusion and per-class F1" not in page and "per-class" not in page
+    assert not re.search(r"\bmode\b|\bNone\b", text)  # the node split's fields are absent
+    assert "Depth sweep" not in page  # the sweep plots accuracy and smoothing: node task only
+    assert "sage, link prediction on synthetic" in text
+    assert "negatives drawn degree" in text and "edges in the message role 1663" in text
+    assert " train 1663 3326 n/a " in text and " val 208 3326 100 " in text
+    assert " test mrr 0.6000 0.6000 +0.1000 " in text
+    assert "sampler link_neighbor" in text and "engine plain" in text
+    assert "processes 2" in text and "evaluation forward full (one forward)" in text
+
+
+def test_node_report_names_sampler_engine_and_evaluation_forward():
+    train = {"model": "sage", "sampler": "neighbor", "best_epoch": 4, "epochs_run": 9,
+             "parameters": 100}
+    text = _text(render(_inputs(train=train, train_perf={
+        "engine": "lightning", "eval_inference": "layerwise", "world_size": 1, "shard": "none",
+        "amp": True, "compile": False})).html)
+    assert "task node classification model sage sampler neighbor engine lightning" in text
+    assert "evaluation forward layer-wise (blocks of target nodes)" in text
+    assert "amp on" in text and "compile" not in text and "shards" not in text
+    assert "mode transductive" in text and "Confusion and per-class F1" in text
+    text = _text(render(_inputs(train=train)).html)
+    assert "engine / evaluation forward not recorded (metrics/perf/train.json missing)" in text
+    assert "No train metrics" in _text(render(_inputs()).html)
+
+
+def test_report_shows_the_warnings_of_prepare():
+    prepare = _inputs().prepare | {"warnings": ["raw/edges.csv: no edge rows (a header only?)"]}
+    assert "&#9888; raw/edges.csv: no edge rows (a header only?)" in render(
+        _inputs(prepare=prepare)).html
+
+
 def test_figures_are_deterministic():
     from gnnpipe import figures
 
@@ -130,11 +193,13 @@ def test_parse_csv_types_and_errors():
         parse_csv("", "h.csv")
 
 
-def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00"):
+def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **train):
     """One rev entry in the shape `dvc exp show --json` (DVC 3) writes."""
     return {"rev": rev, "name": name, "error": None,
             "data": {"rev": rev, "timestamp": timestamp,
-                     "params": {"params.yaml": {"data": {"train": {"num_layers": depth}}}},
+                     "params": {"params.yaml": {"data": {"train": {
+                         "num_layers": depth, "model": "gcn",
+                         "neighbor": {"num_neighbors": [10] * depth}, **train}}}},
                      "metrics": {"metrics/eval.json": {"data": {
                          "model": "gcn", "gnn": {"test": {"accuracy": acc}},
                          "mlp": {"test": {"accuracy": 0.5}},
@@ -142,23 +207,46 @@ def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00"):
                                                "rayleigh_quotient": 0.3}}}}}}}
 
 
-def test_sweep_rows_from_dvc_exp_show_json():
-    experiments = [{"name": f"exp-{d}", "executor": None,
-                    "revs": [_exp_entry(f"sha{d}", f"exp-{d}", d, 0.9 - d / 20, d / 10)]}
+def _exp_show(*extra) -> list:
+    """A workspace, a commit and its experiments: the depth sweep depth-1..3 and others."""
+    experiments = [{"name": f"depth-{d}", "executor": None,
+                    "revs": [_exp_entry(f"sha{d}", f"depth-{d}", d, 0.9 - d / 20, d / 10)]}
                    for d in (3, 1, 2)]
-    # a re-run of depth 2 later: it wins over the first one and over the commit
-    experiments.append({"name": "exp-2b", "revs": [_exp_entry("sha2b", "exp-2b", 2, 0.77, 0.25,
-                                                              "2025-02-01T00:00:00")]})
+    # unrelated experiments of the same repository, newer than the sweep
+    experiments.append({"name": "try-sage", "revs": [_exp_entry(
+        "shas", "try-sage", 2, 0.77, 0.25, "2025-02-01T00:00:00", model="sage")]})
+    experiments += [{"name": e["name"], "revs": [e]} for e in extra]
     workspace = _exp_entry("workspace", None, 2, 0.11, 0.9)
     commit = _exp_entry("abc123", "main", 2, 0.22, 0.9) | {"experiments": experiments}
     failed = {"rev": "bad", "name": "broken", "data": {"params": {}, "metrics": {}}}
-    rows = sweep_rows([workspace, commit, failed])
+    return [workspace, commit, failed]
+
+
+def test_sweep_rows_are_the_selected_experiments_only():
+    rows = sweep_rows(_exp_show(), ["depth-*"])
     assert [r["num_layers"] for r in rows] == [1, 2, 3]
-    assert [r["name"] for r in rows] == ["exp-1", "exp-2b", "exp-3"]
-    assert rows[1]["gnn_test_accuracy"] == 0.77 and rows[1]["cosine_similarity"] == 0.25
+    assert [r["name"] for r in rows] == ["depth-1", "depth-2", "depth-3"]  # not try-sage, main
+    assert rows[1]["gnn_test_accuracy"] == 0.8 and rows[1]["cosine_similarity"] == 0.2
+    assert sweep_rows(_exp_show(), ["depth-1", "depth-3"]) == [rows[0], rows[2]]
     _assert_valid_png(render_sweep(rows))
-    with pytest.raises(ValueError, match="no experiment in the sweep file sets train.num_layers"):
-        render_sweep(sweep_rows([failed]))
+
+
+@pytest.mark.parametrize("patterns, extra, message", [
+    (["depth-*", "nope-*"], (), r"^--experiments 'nope-\*' matches no experiment of the sweep "
+                                r"file; it holds: workspace, main, depth-3, depth-1, depth-2, "
+                                r"try-sage, broken$"),
+    (["depth-*", "try-sage"], (), r"^experiments 'depth-2' and 'try-sage' both have "
+                                  r"train.num_layers=2; select one of them$"),
+    (["depth-*"], [_exp_entry("sha4", "depth-4", 4, 0.5, 0.5, lr=0.1)],
+     r"^experiments 'depth-3' and 'depth-4' differ in train.lr \(None vs 0.1\), not only in "
+     r"train.num_layers: select the experiments of one sweep$"),
+    (["depth-*", "broken"], (), r"^experiment 'broken' has no num_layers .*did it fail, or is "
+                                r"it a link-task run\?"),
+], ids=["unmatched", "same depth", "other params", "no metrics"])
+def test_sweep_selection_is_refused_in_one_line_when_it_mixes_experiments(patterns, extra,
+                                                                          message):
+    with pytest.raises(ValueError, match=message):
+        sweep_rows(_exp_show(*extra), patterns)
 
 
 # ------------------------------------------------------------------------------ acceptance
@@ -226,10 +314,21 @@ def test_acceptance_gnn_wins_when_homophilous_gap_closes_and_warns_when_not(tmp_
 def test_report_cli_names_the_missing_file(tmp_path, capsys):
     assert main(["report", "--metrics-dir", str(tmp_path)]) == 1
     assert f"{tmp_path / 'prepare.json'}: file not found; run the stage" in capsys.readouterr().err
-    assert main(["report", "--sweep", str(tmp_path / "exps.json")]) == 1
+    assert main(["report", "--sweep", str(tmp_path / "exps.json"), "--experiments", "d*"]) == 1
     assert "exps.json: file not found" in capsys.readouterr().err
-    (tmp_path / "exps.json").write_text("[]")
-    assert main(["report", "--sweep", str(tmp_path / "exps.json"),
-                 "--sweep-out", str(tmp_path / "sweep")]) == 1
-    assert "no experiment in the sweep file sets train.num_layers" in capsys.readouterr().err
+    exps = tmp_path / "exps.json"
+    exps.write_text(json.dumps(_exp_show()))
+    sweep = ["report", "--sweep", str(exps), "--sweep-out", str(tmp_path / "sweep")]
+    assert main(sweep) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"gnnpipe report: error: --sweep {exps} needs --experiments NAME [NAME ...]: the sweep's "
+        "experiment names or globs, e.g. --experiments 'depth-*'")
+    assert main(sweep + ["--experiments", "x*"]) == 1
+    assert "--experiments 'x*' matches no experiment" in capsys.readouterr().err
     assert not (tmp_path / "sweep").exists()
+    assert main(["report", "--experiments", "d*"]) == 1
+    assert "--experiments selects the experiments of --sweep" in capsys.readouterr().err
+    assert main(sweep + ["--experiments", "depth-*"]) == 0
+    csv = (tmp_path / "sweep/depth_sweep.csv").read_text().splitlines()
+    assert [line.split(",")[:2] for line in csv[1:]] == [["1", "depth-1"], ["2", "depth-2"],
+                                                         ["3", "depth-3"]]

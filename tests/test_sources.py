@@ -133,6 +133,72 @@ def test_csv_tables_round_trip_with_gzip_and_own_file_names(tmp_path):
     assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
 
 
+def _csv_folder(folder: Path, ids: list[str], edges: list[tuple[str, str]]) -> Path:
+    """nodes.csv (id, label, f0 = row) and edges.csv, written as text exactly as given."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [f"{i},{'ab'[k % 2]},{k}" for k, i in enumerate(ids)]
+    (folder / "nodes.csv").write_text("\n".join(["id,label,f0", *rows]) + "\n")
+    (folder / "edges.csv").write_text("\n".join(["src,dst", *(f"{s},{d}" for s, d in edges)])
+                                      + "\n")
+    return folder
+
+
+def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
+    """00042 and 42 are two nodes, +7 is not 7; edges join by the same text; original_id keeps
+    the user's spelling."""
+    ids = ["42", "00042", "7", "+7", "-3"]
+    folder = _csv_folder(tmp_path / "text", ids, [("00042", "42"), ("42", "7"), ("+7", "00042"),
+                                                  ("-3", "7")])
+    prepared = prepare_dataset(dataset("csv", folder, undirected=False, nodes={"features": "f0"}),
+                               0)
+    assert prepared.node_ids.type == pa.string() and prepared.node_ids.to_pylist() == ids
+    src, dst = prepared.graph.csr.edge_index().numpy()
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 2)]
+    assert prepared.graph.x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
+
+    canonical = ["10", "-3", "0", "9223372036854775807"]
+    folder = _csv_folder(tmp_path / "ints", canonical, [("10", "-3"), ("0", "9223372036854775807")])
+    prepared = prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
+    assert prepared.node_ids.type == pa.int64()
+    assert prepared.node_ids.to_pylist() == [10, -3, 0, 2**63 - 1]
+    # past int64: text
+    folder = _csv_folder(tmp_path / "big", ["1", "9223372036854775808"], [("1", "9223372036854775808")])
+    assert prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0).node_ids.to_pylist() \
+        == ["1", "9223372036854775808"]
+
+
+@pytest.mark.parametrize("edge_id", ["010", "+10", "10.0", " 10"])
+def test_a_csv_edge_id_that_is_not_a_canonical_integer_is_no_integer_node(tmp_path, edge_id):
+    folder = _csv_folder(tmp_path, ["10", "11"], [("11", "10"), (edge_id, "11")])
+    with pytest.raises(ValueError, match=rf"edges\.csv: edge column 'src' has node id "
+                                         rf"'{re.escape(edge_id)}' \(row 1\) that is not in the id "
+                                         rf"column 'id' of .*nodes\.csv"):
+        prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
+
+
+def test_blank_csv_ids_are_named_as_missing(tmp_path):
+    folder = _csv_folder(tmp_path, ["10", "", "12"], [("10", "12")])
+    with pytest.raises(ValueError, match=r"nodes\.csv: id column 'id' has 1 nulls \(first: row 1\)"):
+        prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
+    folder = _csv_folder(tmp_path, ["10", "11", "12"], [("10", "12"), ("11", " ")])
+    with pytest.raises(ValueError, match=r"edges\.csv: edge column 'dst' has 1 nulls \(first: "
+                                         r"row 1\)"):
+        prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
+
+
+def test_cli_prepare_keeps_csv_ids_with_leading_zeros_in_the_id_map(tmp_path, monkeypatch):
+    ids = ["00042", "42", "0042"]
+    folder = _csv_folder(tmp_path / "raw", ids, [("00042", "42"), ("42", "0042")])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "csv", "path": "raw", "nodes": {"features": "f0"}}}))
+    assert main(["prepare"]) == 0
+    back = io.read_node_ids(tmp_path / "data/prepared")
+    assert back.schema.field("original_id").type == pa.string()
+    assert back.column("original_id").to_pylist() == ids  # joins back to nodes.csv as text
+    assert back.column("node_id").to_pylist() == [0, 1, 2]
+
+
 @pytest.mark.parametrize("policy", [{}, {"undirected": False}, {"dedup": False},
                                     {"self_loops": "keep"}])
 def test_edge_policies_are_applied_and_counted(tmp_path, policy):
@@ -383,17 +449,29 @@ def test_bad_list_features_and_bad_csv_values(tmp_path):
         prepare_dataset(dataset("parquet", folder), 0)
 
     folder = write_tables(tmp_path / "csv", np.arange(N), fmt="csv", list_column=False)
-    (folder / "edges.csv").write_text("src,dst\n0,1\n1,two\n")
-    with pytest.raises(ValueError, match=r"edges\.csv: In CSV column #1 \('dst'\): .*'two'"):
+    (folder / "edges.csv").write_text("src,dst,w\n0,1,0.5\n1,two,1\n")
+    with pytest.raises(ValueError, match=r"edges\.csv: edge column 'dst' has node id 'two' "
+                                         r"\(row 1\) that is not in the id column 'id'"):
         prepare_dataset(dataset("csv", folder, nodes={"features": "f_*"}), 0)
+    (folder / "edges.csv").write_text("src,dst,w\n0,1,0.5\n1,2,heavy\n")
+    with pytest.raises(ValueError, match=r"edges\.csv: In CSV column #2 \('w'\): .*'heavy'"):
+        prepare_dataset(dataset("csv", folder, nodes={"features": "f_*"},
+                                edges={"weight": "w"}), 0)
     (folder / "nodes.csv").write_bytes(b"\x00\xff\xfe garbage")
     with pytest.raises(ValueError, match=r"nodes\.csv: (missing column|not a readable CSV)"):
         prepare_dataset(dataset("csv", folder), 0)
 
 
-def test_wrong_paths_say_what_is_expected(tmp_path):
+def test_wrong_paths_say_what_is_expected(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"dataset\.source=parquet needs dataset\.path"):
         prepare_dataset(params_from_dict({"dataset": {"source": "parquet"}}).dataset, 0)
+    # data/raw, the default, is the place for the user's files: a missing table is named
+    (tmp_path / "data/raw").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"^data/raw/nodes\.csv: file not found \(dataset\.nodes"
+                                         r"\.file; dataset\.source=csv reads the node and edge "
+                                         r"tables from dataset\.path='data/raw'\)$"):
+        prepare_dataset(dataset("csv", "data/raw"), 0)
     with pytest.raises(ValueError, match=r"dataset\.path='.*nowhere' is not a folder"):
         prepare_dataset(dataset("csv", tmp_path / "nowhere"), 0)
     with pytest.raises(ValueError, match=r"nodes\.parquet: file not found"):

@@ -14,7 +14,6 @@ the ranks split the layer-wise target blocks (the output is byte-identical to on
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -49,20 +48,10 @@ def run(args):
     kind, task = split_variant(args.split)
     predict = pick(RUNS, kind, task, "predict")
     dist = params.train.dist
-    ctx = distributed.context_from_env()
-    if dist.world_size > 1 and ctx.world_size == 1:
-        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
-                                         dist.rdzv_endpoint, args.argv)
-        code = subprocess.run(argv, check=False).returncode
-        if code != 0:
-            raise ValueError(f"distributed prediction failed (torchrun exit code {code}); the "
-                             "failing rank's error is printed above")
-        return f"predicted on {dist.world_size} processes -> {args.out}"
-    distributed.init_process_group(ctx, dist.timeout_s)
-    try:
+    with distributed.stage_ranks(args, params, "prediction") as ctx:
+        if ctx is None:  # this process launched the ranks under torchrun; they are done
+            return f"predicted on {dist.world_size} processes -> {args.out}"
         return predict(args, params, ctx)
-    finally:
-        distributed.shutdown()
 
 
 # ----------------------------------------------------------------------------------- shared

@@ -4,6 +4,7 @@ of every node) and, with edge weight/timestamp columns, edge_attrs.parquet. With
 dataset.synthetic.hetero: the built-in papers / authors / venues graph as typed tables; with
 dataset.layout typed: the user's typed tables or OGB-MAG folder (plus node_ids_<type>.parquet)."""
 
+import sys
 from pathlib import Path
 
 from gnnpipe import io
@@ -26,6 +27,12 @@ def run(args):
     # the task changes nothing here: both tasks of a kind prepare the same graph
     kind = params_kind(params)
     return pick(RUNS, kind, params.dataset.task, "prepare")(args, params)
+
+
+def _warn(report: dict) -> None:
+    """Each of ``report["warnings"]`` (also kept in prepare.json) as one stderr line."""
+    for warning in report.get("warnings", []):
+        print(f"gnnpipe prepare: warning: {warning}", file=sys.stderr)
 
 
 def _labels(out: Path, y, num_classes: int, class_values, report: dict, compression: str):
@@ -61,6 +68,7 @@ def prepare_homogeneous(args, params) -> str:
         _labels(out, graph.y, graph.num_classes, prepared.class_values, report,
                 storage.compression)
     io.write_json(args.metrics, report)
+    _warn(report)
     return (f"{report['nodes']} nodes, {report['edges']} edges ({report['duplicates_removed']} "
             f"duplicates, {report['self_loops_removed']} self-loops removed) -> {args.out}")
 
@@ -86,6 +94,7 @@ def prepare_typed_tables(args, params) -> str:
                                       compression)
         _labels(out, graph.y, graph.num_classes, prepared.class_values, report, compression)
     io.write_json(args.metrics, report)
+    _warn(report)
     types = ", ".join(f"{n} {t}" for t, n in report["node_types"].items())
     featureless = (f"; featureless ({params.dataset.typed.featureless} features): "
                    f"{', '.join(report['featureless'])}" if report["featureless"] else "")

@@ -4,6 +4,7 @@ Each phase uses only its own message graph (data/split/meta.json), so inductive 
 propagate over val/test edges in training. Hops stream to disk row block by row block; peak
 memory is about the graph plus one hop, not K hops."""
 
+import dataclasses
 import resource
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ def mark_not_applicable(args, params) -> str:
 
 def propagate_hops(args, params) -> str:
     from gnnpipe.commands.inputs import read_model_graph
-    from gnnpipe.propagate import DTYPES, hop_traffic_bytes, propagate
+    from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 
     cfg = params.propagate
     # X_0 is read from the page cache (features.normalize none) or normalized once in memory
@@ -59,7 +60,7 @@ def propagate_hops(args, params) -> str:
     phase_graph = {phase: name.removesuffix(".pt") for phase, name in files.items()}
     dtype = DTYPES[cfg.dtype]
     started = time.perf_counter()
-    hop_seconds, traffic = [], 0
+    hop_seconds, traffic, kernels = [], 0, {}
     with io.atomic_dir(args.out) as out:
         done = set()
         for phase, name in phase_graph.items():  # phases sharing a message graph share hops
@@ -68,14 +69,17 @@ def propagate_hops(args, params) -> str:
             done.add(name)
             io.write_hop(out, name, 0, graph.x.to(dtype))
             csr = graphs[phase]
-            hops = propagate(csr, graph.x, cfg, sink=io.hop_writers(out, name),
+            nnz = csr.num_edges + (csr.num_nodes if cfg.self_loops else 0)  # of A_hat
+            kernels[name] = choose_kernel(cfg, nnz, graph.x.shape[1])  # same bits either way
+            hops = propagate(csr, graph.x, dataclasses.replace(cfg, kernel=kernels[name]),
+                             sink=io.hop_writers(out, name),
                              progress=lambda it: progress(it, desc=f"propagate {name}", unit="hop"))
             tick = time.perf_counter()
             for _ in hops:  # each hop is already on disk when yielded
                 hop_seconds.append(time.perf_counter() - tick)
                 traffic += hop_traffic_bytes(
-                    csr.num_nodes, csr.num_edges + (csr.num_nodes if cfg.self_loops else 0),
-                    graph.x.shape[1], out_itemsize=dtype.itemsize,  # products read float32
+                    csr.num_nodes, nnz, graph.x.shape[1],
+                    out_itemsize=dtype.itemsize,  # products read float32
                     ppr=cfg.norm == "ppr")
                 tick = time.perf_counter()
         io.write_propagate_meta(out, {"hops": cfg.hops, "phase_graph": phase_graph,
@@ -85,7 +89,8 @@ def propagate_hops(args, params) -> str:
     io.write_json(args.perf, {
         "seconds": round(time.perf_counter() - started, 3),
         "hop_seconds": [round(s, 3) for s in hop_seconds],
-        "effective_gb_per_s": round(traffic / seconds / 1e9, 3) if seconds > 0 else None,
+        "effective_gb_per_s": round(traffic / seconds / 1e9, 6) if seconds > 0 else None,
+        "kernel": kernels,  # message graph -> aten | jit (propagate.kernel resolved)
         # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     })

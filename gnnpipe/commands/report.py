@@ -1,7 +1,8 @@
 """report: one self-contained HTML page of the run (reports/report.html) plus its PNG figures.
 
-With ``--sweep exps.json`` (the output of ``dvc exp show --json`` after a depth sweep) it writes
-instead the accuracy / over-smoothing vs ``train.num_layers`` plot and table to ``--sweep-out``.
+With ``--sweep exps.json --experiments 'depth-*'`` (the output of ``dvc exp show --json`` after a
+depth sweep, and the names of the sweep's experiments) it writes instead the accuracy /
+over-smoothing vs ``train.num_layers`` plot and table to ``--sweep-out``.
 """
 
 import os
@@ -24,6 +25,10 @@ def add_arguments(parser):
     parser.add_argument("--sweep", type=Path, default=None,
                         help="`dvc exp show --json` output of a train.num_layers sweep: write the "
                              "depth-sweep plot and table instead of the run report")
+    parser.add_argument("--experiments", nargs="+", metavar="NAME", default=None,
+                        help="with --sweep: the sweep's experiments, by name or glob (e.g. "
+                             "'depth-*' for `dvc exp run -n depth-3 ...`); they may differ only "
+                             "in train.num_layers and per-layer lists")
     parser.add_argument("--sweep-out", type=Path, default=Path("reports/sweep"))
 
 
@@ -46,7 +51,10 @@ def _sweep(args) -> str:
     from gnnpipe.report import SWEEP_PARAM, render_sweep, sweep_rows
 
     exp_show = io.read_json(args.sweep)  # written by `dvc exp show --json > exps.json`
-    rows = sweep_rows(exp_show, SWEEP_PARAM)
+    if not args.experiments:  # dvc exp show lists every experiment, not only the sweep's
+        raise ValueError(f"--sweep {args.sweep} needs --experiments NAME [NAME ...]: the sweep's "
+                         "experiment names or globs, e.g. --experiments 'depth-*'")
+    rows = sweep_rows(exp_show, args.experiments, SWEEP_PARAM)
     png = render_sweep(rows, SWEEP_PARAM)
     _write_png(args.sweep_out / "depth_sweep.png", png)
     io.write_csv(args.sweep_out / "depth_sweep.csv", rows)
@@ -67,6 +75,8 @@ def run(args):
 
     if args.sweep is not None:
         return _sweep(args)
+    if args.experiments:
+        raise ValueError("--experiments selects the experiments of --sweep; give --sweep too")
     m = args.metrics_dir
     inputs = ReportInputs(
         prepare=io.read_json(m / "prepare.json"),
@@ -76,6 +86,7 @@ def run(args):
         details=io.read_json(args.details),
         partition=_read_optional_json(m / "partition.json"),
         train=_read_optional_json(m / "train.json"),
+        train_perf=_read_optional_json(m / "perf" / "train.json"),
         baseline=_read_optional_json(m / "baseline.json"),
         train_history=_read_csv(m / "train_history.csv"),
         baseline_history=_read_csv(m / "baseline_history.csv"),

@@ -12,7 +12,6 @@ several DDP ranks.
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -59,20 +58,10 @@ def run(args):
     kind, task = split_variant(args.split)
     train = pick(RUNS, kind, task, "train")
     cfg, dist = params.train, params.train.dist
-    ctx = distributed.context_from_env()
-    if dist.world_size > 1 and ctx.world_size == 1:  # relaunch this stage under torchrun
-        argv = distributed.torchrun_argv(dist.nproc, dist.nnodes, dist.node_rank,
-                                         dist.rdzv_endpoint, args.argv)
-        code = subprocess.run(argv, check=False).returncode
-        if code != 0:
-            raise ValueError(f"distributed training failed (torchrun exit code {code}); the "
-                             "failing rank's error is printed above")
-        return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
-    distributed.init_process_group(ctx, dist.timeout_s)
-    try:
+    with distributed.stage_ranks(args, params, "training", cfg.num_workers) as ctx:
+        if ctx is None:  # this process launched the ranks under torchrun; they are done
+            return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
         return train(args, params, ctx)
-    finally:
-        distributed.shutdown()
 
 
 def train_nodes(args, params, ctx):

@@ -28,7 +28,7 @@ import torch
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.graph import ROLES
-from gnnpipe.sources.base import RawRelation, RawTypedGraph, time_key
+from gnnpipe.sources.base import RawRelation, RawTypedGraph, no_edges_warning, time_key
 from gnnpipe.typed_graph import (EdgeType, HeteroGraph, edge_type_name, parse_edge_type,
                                  typed_csr)
 
@@ -220,6 +220,9 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> TypedPrepared:
                                   for code, role in enumerate(ROLES)}
     if raw.class_names is not None:
         report["class_names"] = raw.class_names
+    empty = [no_edges_warning(rel.where) for rel in raw.relations.values() if rel.src.size == 0]
+    if empty:  # the command prints them too
+        report["warnings"] = empty
     return TypedPrepared(graph=graph, report=report,
                          node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
                          node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},

@@ -7,6 +7,7 @@ one-line ``ValueError`` naming the file and column of any bad input.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from gnnpipe import synthetic
 from gnnpipe.config import DatasetParams
@@ -28,7 +29,7 @@ def load(cfg: DatasetParams, seed: int) -> RawGraph:
         y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
         return RawGraph(x=raw["x"], y=y, src=raw["src"], dst=raw["dst"],
                         where="dataset.synthetic", timestamps=raw.get("timestamps"))
-    if cfg.path == DatasetParams.path:  # still the built-in default
+    if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
         raise ValueError(f"dataset.source={cfg.source} needs dataset.path: "
                          f"{INPUT[cfg.source]}")
     module = importlib.import_module(f"gnnpipe.sources.{READERS[cfg.source]}")

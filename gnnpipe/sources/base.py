@@ -45,6 +45,22 @@ class RawGraph:
     edge_time: pa.Array | None = None
     class_names: list[str] | None = None
     class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
+    edges_where: str | None = None  # the edge file, for messages (None: ``where``)
+
+
+def require_file(path: Path, hint: str) -> None:
+    """``path`` is a file, else one line naming it and ``hint`` (the key or what belongs
+    there): not found, or a directory where a file belongs."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a file ({hint})")
+    if not path.is_file():
+        raise ValueError(f"{path}: file not found ({hint})")
+
+
+def no_edges_warning(where: str) -> str:
+    """The warning for an input with no edge rows: legal, almost always a mistake."""
+    return (f"{where}: no edge rows (a header only?); the graph has no edges here, so a GNN "
+            "sees only node features")
 
 
 def reason(err: BaseException, limit: int = 160) -> str:

@@ -42,7 +42,7 @@ import pyarrow.csv as pacsv
 from gnnpipe.config import DatasetParams
 from gnnpipe.progress import progress
 from gnnpipe.sources.base import (RawGraph, check_finite, check_no_nulls, label_codes, labels,
-                                  reason, roles_from_indices)
+                                  reason, require_file, roles_from_indices)
 
 CSV_BLOCK_BYTES = 64 << 20
 SPLIT_FILES = {"train": "train.csv.gz", "val": "valid.csv.gz", "test": "test.csv.gz"}
@@ -67,9 +67,8 @@ def dataset_root(cfg: DatasetParams) -> Path:
 
 
 def _read(path: Path, column_types: dict | None = None) -> pa.Table:
-    if not path.is_file():
-        raise ValueError(f"{path}: file not found (an OGB node-property folder has "
-                         f"raw/edge.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz)")
+    require_file(path, "an OGB node-property folder has raw/edge.csv.gz, raw/node-feat.csv.gz, "
+                       "raw/node-label.csv.gz")
     options = pacsv.ConvertOptions(column_types=column_types or {})
     try:
         return pacsv.read_csv(path, read_options=HEADERLESS, convert_options=options)
@@ -91,8 +90,7 @@ def _features(path: Path) -> np.ndarray:
 
 
 def _edge_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    if not path.is_file():
-        raise ValueError(f"{path}: file not found (the edge list of an OGB node-property folder)")
+    require_file(path, "the edge list of an OGB node-property folder")
     options = pacsv.ConvertOptions(column_types={"f0": pa.int64(), "f1": pa.int64()})
     try:
         reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(
@@ -293,9 +291,7 @@ def _binary_graph(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def _binary_labels(path: Path, num_nodes: int, max_classes: int
                    ) -> tuple[np.ndarray, pa.Array]:
     """Codes int64 (N,) (-1 where ``node_label`` is NaN) and the class values (C,) int64."""
-    if not path.is_file():
-        raise ValueError(f"{path}: file not found (the binary OGB layout keeps the labels "
-                         f"there, next to data.npz)")
+    require_file(path, "the binary OGB layout keeps the labels there, next to data.npz")
     with _Npz(path) as npz:
         npz.require(("node_label",))
         shape, dtype = npz.header("node_label")

@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check_no_nulls,
-                                  label_codes, reason)
+                                  label_codes, reason, require_file)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
 from gnnpipe.typed_graph import check_name
 
@@ -34,10 +34,9 @@ COUNTS = "num-node-dict.csv.gz"
 def _counts(raw: Path) -> dict[str, int]:
     """Node type -> count from ``num-node-dict.csv.gz`` (node types in name order)."""
     path = raw / COUNTS
-    if not path.is_file():
-        raise ValueError(f"{path}: file not found (an OGB heterogeneous folder has "
-                         f"raw/{COUNTS}, raw/relations/<src>___<rel>___<dst>/edge.csv.gz, "
-                         "raw/node-feat/, raw/node-label/)")
+    require_file(path, f"an OGB heterogeneous folder has raw/{COUNTS}, "
+                       "raw/relations/<src>___<rel>___<dst>/edge.csv.gz, raw/node-feat/, "
+                       "raw/node-label/")
     try:
         table = pacsv.read_csv(path)
     except (pa.ArrowInvalid, OSError, EOFError) as err:

@@ -32,6 +32,9 @@ def _safe_globals() -> list:
 
 
 def load(path: Path) -> object:
+    if path.is_dir():
+        raise ValueError(f"dataset.path={str(path)!r} is a directory; expected a file "
+                         f"(dataset.source=pyg reads one file written by torch.save(data, path))")
     if not path.is_file():
         raise ValueError(f"dataset.path={str(path)!r}: file not found; dataset.source=pyg reads "
                          f"one file written by torch.save(data, path)")

@@ -20,10 +20,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams
+from gnnpipe.ids import blanks_as_nulls, from_text, to_id_type
 from gnnpipe.progress import progress
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
                                   check_timestamps, combine, feature_columns, features,
-                                  is_numeric, label_codes, labels, reason)
+                                  is_numeric, label_codes, labels, reason, require_file)
 
 CSV_BLOCK_BYTES = 64 << 20  # bytes per CSV chunk (pyarrow parses a block at a time)
 
@@ -53,8 +54,8 @@ class ParquetTables:
     def schema(self, path: Path) -> pa.Schema:
         return self._open(self.files(path)[0]).schema_arrow
 
-    def read(self, path: Path, columns: list[str]) -> pa.Table:
-        tables = []
+    def read(self, path: Path, columns: list[str], ids: tuple[str, ...] = ()) -> pa.Table:
+        tables = []  # ids: Parquet columns are typed already
         for part in self.files(path):
             handle = self._open(part)
             _check_columns(handle.schema_arrow, columns, part)
@@ -82,8 +83,7 @@ class CsvTables:
 
     @staticmethod
     def _exists(path: Path) -> None:
-        if not path.is_file():
-            raise ValueError(f"{path}: file not found")
+        require_file(path, "a CSV table with a header row")
 
     def schema(self, path: Path) -> pa.Schema:
         self._exists(path)
@@ -93,22 +93,29 @@ class CsvTables:
         except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
 
-    def read(self, path: Path, columns: list[str]) -> pa.Table:
+    def read(self, path: Path, columns: list[str], ids: tuple[str, ...] = ()) -> pa.Table:
+        """``columns`` of the file; the ``ids`` columns are read as text and become int64 only
+        when every id is a canonical integer (``gnnpipe.ids``: ``00042`` stays text)."""
         self._exists(path)
         try:
-            options = pacsv.ConvertOptions(include_columns=columns)
-            return pacsv.read_csv(path, convert_options=options)
+            options = pacsv.ConvertOptions(include_columns=columns,
+                                           column_types={name: pa.string() for name in ids})
+            table = pacsv.read_csv(path, convert_options=options)
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+        for name in ids:
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     from_text(combine(table.column(name))))
+        return table
 
     def batches(self, path: Path, columns: list[str], id_types: dict[str, pa.DataType],
                 key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
         schema = self.schema(path)
         _check_columns(schema, columns, path, key_of)
         header = schema.names
-        # Fixed types, not inferred from the first block: ids parse as the node table's ids (so
-        # "007" stays a string where ids are strings), weights as floats.
-        types = {name: id_types[key] if key in ("src", "dst") else pa.float64()
+        # Fixed types, not inferred from the first block: ids as text (read_edges matches them
+        # to the node ids by gnnpipe.ids' rule, so "007" is never node 7), weights as floats.
+        types = {name: pa.string() if key in ("src", "dst") else pa.float64()
                  for name, key in key_of.items() if key != "timestamp"}
         options = pacsv.ConvertOptions(include_columns=columns, column_types=types)
 
@@ -205,13 +212,12 @@ class IdLookup:
         return np.where(self._sorted[pos] == values, self._order[pos], -1)
 
 
-def _as_id_type(column: pa.Array, id_type: pa.DataType, path: Path, name: str) -> pa.Array:
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    if column.type == id_type:
-        return column
+def _as_id_type(column: pa.Array, id_type: pa.DataType, path: Path, name: str
+                ) -> tuple[pa.Array, np.ndarray | None]:
+    """The column as the node ids' type and its rows that name no node (text that is not a
+    canonical integer, against integer ids); ``gnnpipe.ids.to_id_type``."""
     try:
-        return column.cast(id_type)
+        return to_id_type(column, id_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise ValueError(f"{path}: edge column {name!r} is {column.type} but the node ids are "
                          f"{id_type}") from None
@@ -228,6 +234,7 @@ def read(cfg: DatasetParams) -> RawGraph:
     tables = ParquetTables() if fmt == "parquet" else CsvTables()
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
     edges_path = root / (cfg.edges.file or f"edges.{fmt}")
+    _check_table_path(nodes_path, "nodes", cfg)
 
     spec = cfg.nodes
     schema = tables.schema(nodes_path)
@@ -239,7 +246,7 @@ def read(cfg: DatasetParams) -> RawGraph:
     feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
                                              nodes_path, "dataset.nodes.features")
     wanted = [spec.id, spec.label, *feature_names] + ([spec.timestamp] if spec.timestamp else [])
-    table = tables.read(nodes_path, list(dict.fromkeys(wanted)))
+    table = tables.read(nodes_path, list(dict.fromkeys(wanted)), ids=(spec.id,))
     ids = node_ids(table.column(spec.id), nodes_path, spec.id)
     y, class_values = label_codes(table.column(spec.label), nodes_path, spec.label,
                                   spec.unlabeled_values, cfg.max_classes)
@@ -251,11 +258,21 @@ def read(cfg: DatasetParams) -> RawGraph:
     del table
 
     lookup = (IdLookup(ids), nodes_path)
+    _check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
                                              {"src": lookup, "dst": lookup}, spec.id)
     return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
                     node_time=node_time, edge_weight=weight, edge_time=edge_time,
-                    class_names=class_names, class_values=class_values)
+                    class_names=class_names, class_values=class_values,
+                    edges_where=str(edges_path))
+
+
+def _check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
+    """The node or edge table exists and is a file (a Parquet table may be a folder of parts),
+    else one line naming its key."""
+    if not path.exists() or (path.is_dir() and cfg.source != "parquet"):
+        require_file(path, f"dataset.{table}.file; dataset.source={cfg.source} reads the node "
+                           f"and edge tables from dataset.path={cfg.path!r}")
 
 
 def read_edges(tables, path: Path, spec: EdgeTableParams,
@@ -281,14 +298,18 @@ def read_edges(tables, path: Path, spec: EdgeTableParams,
             for key in ("src", "dst"):
                 name = getattr(spec, key)
                 lookup, nodes_path = lookups[key]
-                column = _as_id_type(batch.column(name), lookup.type, path, name)
+                given = combine(batch.column(name))
+                column, foreign = _as_id_type(given, lookup.type, path, name)
                 check_no_nulls(column, path, name, "edge", row)
                 ids = lookup(column)
+                if foreign is not None:
+                    ids[foreign] = -1
                 unknown = ids < 0
-                if unknown.any():
+                if unknown.any():  # blank text cells are missing ids, named as nulls
+                    check_no_nulls(blanks_as_nulls(given), path, name, "edge", row)
                     first = int(np.argmax(unknown))
                     raise ValueError(f"{path}: edge column {name!r} has node id "
-                                     f"{column[first].as_py()!r} (row {row + first}) that is not "
+                                     f"{given[first].as_py()!r} (row {row + first}) that is not "
                                      f"in the id column {id_name!r} of {nodes_path}")
                 ends[key].append(ids)
             if spec.weight:

@@ -35,8 +35,11 @@ def table_entries(folder: Path, fmt: str) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
         suffix = next((s for s in SUFFIXES[fmt] if path.name.endswith(s)), None)
-        if suffix is None or path.name.startswith(".") or (path.is_dir() and fmt != "parquet"):
+        if suffix is None or path.name.startswith("."):
             continue
+        if path.is_dir() and fmt != "parquet":  # only Parquet tables may be folders of parts
+            raise ValueError(f"{path} is a directory; expected a file (a table of "
+                             f"{folder.name}/ with dataset.source={fmt})")
         stem = path.name[:-len(suffix)]
         if stem in found:
             raise ValueError(f"{path}: table {stem!r} given twice (also {found[stem]})")
@@ -70,7 +73,7 @@ def _read_nodes(tables, path: Path, cfg: DatasetParams
                                                  "dataset.nodes.features")
     wanted = [spec.id] + ([spec.label] if has_label else []) + feature_names \
         + ([spec.timestamp] if has_time else [])
-    table = tables.read(path, list(dict.fromkeys(wanted)))
+    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
     ids = node_ids(table.column(spec.id), path, spec.id)
     x = features(table, feature_names, is_list, path) if feature_names else None
     time = check_timestamps(table.column(spec.timestamp), path, spec.timestamp) \
