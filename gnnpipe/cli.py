@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from gnnpipe import resources
+from gnnpipe import resources, threads
 from gnnpipe.commands import STAGES
 from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
@@ -71,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with stage_process(args):
+            pinned = threads.configure(args.stage, args.params)  # params threads, before torch work
             message = args.run(args)
             if args.resources is not None and not resources.is_worker_process():
                 outputs = [path for path in (getattr(args, "out", None),) if path is not None]
                 record = resources.stage_record(args.stage, time.perf_counter() - started,
                                                 outputs)
+                record["threads"] = pinned
                 write_json(args.resources, record)
     except (ValueError, FileNotFoundError) as err:
         return _fail(args.stage, str(err))

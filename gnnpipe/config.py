@@ -369,6 +369,9 @@ class TrainParams(BaselineParams):
     saint: SaintParams = field(default_factory=SaintParams)
     dist: DistParams = field(default_factory=DistParams)
     checkpoint: CheckpointParams = field(default_factory=CheckpointParams)
+    # intra-op threads of the train stage (each DDP rank): inherit the top-level threads, or
+    # auto | a count (gnnpipe/threads.py)
+    threads: Union[Literal["auto", "inherit"], int] = num("inherit", low=1)
 
 
 # Keys of the flat train section of old params files -> where they live now
@@ -438,6 +441,9 @@ class Params:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     features: FeaturesParams = field(default_factory=FeaturesParams)
     predict: PredictParams = field(default_factory=PredictParams)
+    # intra-op threads of every stage process: auto (cores available / DDP ranks on the
+    # machine, gnnpipe/threads.py) or a count; outputs are byte-identical per thread count
+    threads: Union[Literal["auto"], int] = num("auto", low=1)
 
     def __post_init__(self) -> None:
         for rule in RULES:  # the one place cross-field rules run, in this order

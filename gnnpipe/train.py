@@ -271,7 +271,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     if hasattr(loader, "skipped"):
         summary["empty_batches_skipped"] = int(state["skipped"])
     seconds = outcome.seconds
-    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "train_seeds_per_s": round(
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
+            "threads": torch.get_num_threads(), "train_seeds_per_s": round(
         outcome.epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)

@@ -85,3 +85,52 @@ def test_the_shipped_remote_leaves_the_name_local_free(tmp_path):
     _run(["dvc", "remote", "add", "-d", "local", str(tmp_path / "store")], repo)
     listed = _run(["dvc", "remote", "list"], repo)
     assert "local" in listed.split() and "gnnpipe-store" in listed.split()
+
+
+def _busy_cpu():
+    """A subprocess spinning one core, so the trainings below compete for the CPU."""
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def test_two_thread_training_is_byte_identical_under_load():
+    """Same seed + same thread count: identical logits while another process loads the CPU
+    (full-graph and neighbor-sampled SAGE, 2 intra-op threads, several runs)."""
+    import numpy as np
+    import torch
+
+    from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams
+    from gnnpipe.models import build_model
+    from gnnpipe.rng import make_rng
+    from gnnpipe.sampling.loader import neighbor_loader
+    from gnnpipe.split import split_nodes
+    from gnnpipe.train import build_inputs, fit
+
+    from conftest import small_params
+    from gnnpipe.prepare import prepare
+
+    params = small_params(num_nodes=1500, num_features=16)
+    graph = prepare(params.dataset, params.seed)[0]
+    roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    cfg = TrainParams(epochs=4, patience=4, hidden=16)
+    inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
+    seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
+
+    def train(sampled: bool) -> bytes:
+        loader = neighbor_loader(graph.x, graph.y, graph.csr, seeds, NeighborParams(), 1,
+                                 batch_size=256) if sampled else None
+        result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg),
+                     inputs, graph.y, roles, cfg, 0, loader=loader)
+        return result.logits.numpy().tobytes() + repr(result.history).encode()
+
+    before = torch.get_num_threads()
+    busy = _busy_cpu()
+    try:
+        torch.set_num_threads(2)
+        for sampled in (False, True):
+            runs = {hashlib.sha256(train(sampled)).hexdigest() for _ in range(3)}
+            assert len(runs) == 1, f"sampled={sampled}: {len(runs)} different results in 3 runs"
+    finally:
+        busy.kill()
+        torch.set_num_threads(before)
