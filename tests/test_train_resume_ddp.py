@@ -100,25 +100,34 @@ def test_a_failing_rank_fails_the_job_promptly(upstream):
 
 
 def test_two_machines_meet_at_a_loopback_endpoint(upstream):
-    """nnodes=2 on one box: node 0 hosts the rendezvous store, node 1 connects to it."""
+    """nnodes=2 on one box: node 0 hosts the rendezvous store, node 1 connects to it. Each
+    "machine" has its own checkout, as real ones do (one checkout has one writer of data/nodes:
+    the second would be refused by the stage's output lock)."""
+    import shutil
+
     port = _free_port()
     common = {"dropout": 0.0, "epochs": 3, "checkpoint": {"every": 0}}
+    machines = [upstream, upstream.parent / "machine1"]
+    shutil.copytree(upstream, machines[1])
     nodes = []
-    for rank in (0, 1):
+    for rank, checkout in enumerate(machines):
         params = {**PARAMS, "train": {**PARAMS["train"], **common, "dist": {
             "nnodes": 2, "node_rank": rank, "rdzv_endpoint": f"127.0.0.1:{port}",
-            "rdzv_timeout_s": 240}}}
-        (upstream / f"node{rank}.yaml").write_text(yaml.safe_dump(params))
+            "rdzv_timeout_s": 120}}}
+        (checkout / f"node{rank}.yaml").write_text(yaml.safe_dump(params))
         nodes.append(subprocess.Popen(
             [sys.executable, "-m", "gnnpipe", "train", "--params", f"node{rank}.yaml", "--out",
              "data/nodes", "--metrics", "nodes/train.json", "--history", "nodes/history.csv",
              "--perf", "nodes/perf.json", "--checkpoint", "nodes/checkpoint.pt"],
-            cwd=upstream, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=checkout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "GNNPIPE_PROGRESS": "0"}))
     outs = [node.communicate(timeout=400) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outs]
-    assert json.loads((upstream / "nodes/perf.json").read_text())["world_size"] == 2
-    assert len((upstream / "nodes/history.csv").read_text().splitlines()) == 4
+    # c10d rendezvous gives global rank 0 to either machine (not by node_rank): rank 0 writes
+    written = [m for m in machines if (m / "nodes/perf.json").exists()]
+    assert len(written) == 1, written
+    assert json.loads((written[0] / "nodes/perf.json").read_text())["world_size"] == 2
+    assert len((written[0] / "nodes/history.csv").read_text().splitlines()) == 4
 
 
 def _free_port() -> int:
