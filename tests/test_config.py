@@ -395,6 +395,9 @@ RULE_CASES = [  # (params, message, the rule that raises it)
     ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},
       "partition": {"num_parts": 8}}, "train.cluster.parts_per_batch=9 exceeds "
      "partition.num_parts=8", "_check_cluster_batch"),
+    ({"train": {"model": "gat", "aggregation": "csr"}},
+     "train.aggregation='csr' applies to gcn and sage on homogeneous graphs, not "
+     "train.model='gat'", "_check_aggregation"),
 ]
 
 
