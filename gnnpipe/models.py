@@ -21,7 +21,7 @@ import warnings
 
 import torch
 from torch import nn
-from torch_geometric.nn import MLP, GCNConv
+from torch_geometric.nn import MLP, GCNConv, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -103,14 +103,15 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
 
     Trimming follows PyG's ``trim_to_layer``: nodes are stored hop by hop (counts
     ``num_sampled_nodes_per_hop``, hop 0 first) and edges too, so layer ``i`` reads the first
-    ``N - sum(last i node counts)`` rows and ``E - sum(last i edge counts)`` edges. Under
-    ``csr`` a layer computes only the target rows the next layer reads (bipartite: sources
-    ``x[:n_in]``, targets ``x[:n_out]``).
+    ``N - sum(last i node counts)`` rows and ``E - sum(last i edge counts)`` edges. gcn and
+    sage (scatter or csr) then compute only the target rows the next layer reads (bipartite:
+    sources ``x[:n_in]``, targets ``x[:n_out]``); gat computes every input row, as PyG does.
     """
     layers, csr = model.num_layers, model.aggregation == "csr"
     n_in = _kept(x.shape[0], num_sampled_nodes_per_hop, layers)
     e_in = _kept(edge_index.shape[1], num_sampled_edges_per_hop, layers)
     gcn = isinstance(model.convs[0], GCNConv)
+    sage = isinstance(model.convs[0], SAGEConv)
     if gcn:  # normalised once, on the whole sampled subgraph (degrees as in the untrimmed forward)
         conv = model.convs[0]
         edge_index, edge_weight = gcn_norm(edge_index, edge_weight, x.shape[0], conv.improved,
@@ -125,12 +126,14 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
             out = out if conv.bias is None else out + conv.bias
         elif csr:  # SAGEConv: mean of the sources by a CSR product, root weight on the targets
             out = conv((prev, prev[:n_out]), _adj_t(adj, n_out, rows, prev.dtype))
-        elif gcn:
-            keep = (edge_index < rows).all(dim=0) if rows < x.shape[0] else slice(None)
+        elif gcn:  # the edges into the n_out target rows (their sources are input rows)
+            keep = (edge_index[1] < n_out) if n_out < x.shape[0] else slice(None)
             out = conv.propagate(edge_index[:, keep], x=conv.lin(prev),
-                                 edge_weight=edge_weight[keep])
+                                 edge_weight=edge_weight[keep], size=(rows, n_out))
             out = out if conv.bias is None else out + conv.bias
-        else:  # sage, gat (no edge weights): PyG's trim, the first e_in edges
+        elif sage:  # bipartite as under csr: the first e_in edges all point into the n_out rows
+            out = conv((prev, prev[:n_out]), edge_index[:, :e_in[layer]], size=(rows, n_out))
+        else:  # gat: PyG's trim, the first e_in edges, every input row an output row
             out = conv(prev, edge_index[:, :e_in[layer]])
         h = finish_layer(model, layer, out, prev[:out.shape[0]])
         if hasattr(model, "jk"):
