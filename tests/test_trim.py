@@ -150,3 +150,13 @@ def test_trimmed_link_step_scores_equal_the_untrimmed(graph, name):
         pairs = batch.edge_label_index
         full = (z[pairs[0]] * z[pairs[1]]).sum(-1)
         torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
+
+
+def test_typed_models_are_not_trimmed(graph):
+    """Typed batches carry no per-type hop counts to the model (gnnpipe/hetero/models.py)."""
+    from gnnpipe.hetero.models import build_hetero_model
+
+    meta = (["a", "b"], [("a", "to", "b"), ("b", "to", "a")])
+    model = build_hetero_model("sage", meta, {"a": 2, "b": 2}, 3, "a", TrainParams(hidden=8))
+    batch = _batches(graph, _cfg("sage"))[0]  # a batch with counts: still no trimming
+    assert trim_kwargs(model, batch) == {}
