@@ -32,8 +32,8 @@ Every plain loop splits its epoch into the phases of a step: ``sample`` (the sam
 and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the batch), ``forward``
 (model and loss), ``backward`` and ``optimizer`` (Adam's step).
 
-Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs, so load changes on
-a shared machine hit all rows alike; the figure is the best epoch of each row (``mean`` too).
+Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs (odd rounds in
+reverse order), so load changes on a shared machine hit all rows alike; the figure is the best epoch of each row (``mean`` too).
 ``loss`` is the mean train loss of the epoch: the rows train the same model alike.
 """
 
@@ -228,41 +228,38 @@ def main(argv=None) -> dict:
                     :batch.batch_size], batch.y[:batch.batch_size]).backward()
                 warm_opt.step()
 
+    def fit_row(key: str, r: int) -> None:
+        aggregation = "csr" if key == "fit_csr" else "scatter"
+        torch.manual_seed(args.seed + r)
+        result = fit(lambda: make_model(aggregation), None, y, roles,
+                     cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
+                     loader=ours, evaluator=evaluator)
+        for row, hist in zip(result.perf_history, result.history):
+            e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
+                 "batches": row["batches"], "loss": hist["train_loss"]}
+            epochs[names[key]].append(e)
+            show(names[key], e)
+
+    def loop_row(key: str, r: int) -> None:
+        if key == "peer" and peer_loader is None:
+            if r == 0:
+                print(f"{names['peer']:40s} not run: PyG's NeighborLoader needs torch-sparse or "
+                      "pyg-lib, neither is installed")
+            return
+        torch.manual_seed(args.seed + r)
+        model = make_model("csr" if key == "trim_csr" else "scatter")
+        optimizer = adam(model)
+        for _ in range(args.epochs):
+            e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours,
+                            trim=key in ("trim", "trim_csr"))
+            epochs[names[key]].append(e)
+            show(names[key], e)
+
     for r in range(args.rounds):
-        for key, aggregation in (("fit", "scatter"), ("fit_csr", "csr")):
-            if key not in run:
-                continue
-            torch.manual_seed(args.seed + r)
-            result = fit(lambda: make_model(aggregation), None, y, roles,
-                         cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
-                         loader=ours, evaluator=evaluator)
-            for row, hist in zip(result.perf_history, result.history):
-                e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
-                     "batches": row["batches"], "loss": hist["train_loss"]}
-                epochs[names[key]].append(e)
-                show(names[key], e)
-        if peer_loader is not None and "peer" in run:
-            torch.manual_seed(args.seed + r)
-            model = make_model()
-            optimizer = adam(model)
-            for _ in range(args.epochs):
-                e = plain_epoch(model, optimizer, peer_loader)
-                epochs[names["peer"]].append(e)
-                show(names["peer"], e)
-        elif r == 0 and "peer" in run:
-            print(f"{names['peer']:40s} not run: PyG's NeighborLoader needs torch-sparse or "
-                  "pyg-lib, neither is installed")
-        for key, trim, aggregation in (("plain", False, "scatter"), ("trim", True, "scatter"),
-                                       ("trim_csr", True, "csr")):
-            if key not in run:
-                continue
-            torch.manual_seed(args.seed + r)
-            model = make_model(aggregation)
-            optimizer = adam(model)
-            for _ in range(args.epochs):
-                e = plain_epoch(model, optimizer, ours, trim=trim)
-                epochs[names[key]].append(e)
-                show(names[key], e)
+        # odd rounds run the rows in reverse: no row always goes first (after another's garbage)
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            if key in run:
+                (fit_row if key.startswith("fit") else loop_row)(key, r)
 
     results = {}
     for name, rows in epochs.items():
