@@ -122,7 +122,9 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
         rows, n_out = n_in[layer], n_in[layer + 1]
         prev = h[:rows]  # (n_in, F): this layer's input rows
         if csr and gcn:  # GCNConv.forward with the normalised adjacency: lin, propagate, bias
-            out = torch.sparse.mm(_adj_t(adj, n_out, rows, prev.dtype), conv.lin(prev))
+            z = conv.lin(prev)  # (n_in, H); bfloat16 under autocast
+            # reduce="sum": the row-parallel kernel (bfloat16 too, unlike MKL's CSR addmm)
+            out = torch.sparse.mm(_adj_t(adj, n_out, rows, z.dtype), z, "sum")
             out = out if conv.bias is None else out + conv.bias
         elif csr:  # SAGEConv: mean of the sources by a CSR product, root weight on the targets
             out = conv((prev, prev[:n_out]), _adj_t(adj, n_out, rows, prev.dtype))
