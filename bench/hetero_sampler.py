@@ -44,6 +44,8 @@ VARIANTS = {  # extra rows: gnnpipe's sampler in its other modes (sampler only)
     "replace": {"replace": True},
     "disjoint": {"disjoint": True},
     "induced": {"subgraph_type": "induced"},
+    "weighted (weight_attr, uniform random weights)": {"weight_attr": "bench_weight"},
+    "backward (sample_direction)": {"sample_direction": "backward"},
 }
 
 
@@ -217,6 +219,9 @@ def main(argv=None) -> dict:
             print(f"# fan-out -1 check on 4 seeds: equal node and edge sets {check}")
     else:
         print("# torch-sparse and pyg-lib are not installed: no peer rows")
+    weights = torch.Generator().manual_seed(1)
+    for e in data.edge_types:  # for the weighted row (PyG reads weight_attr off each edge type)
+        data[e].bench_weight = torch.rand(data[e].edge_index.size(1), generator=weights)
     for name, kwargs in VARIANTS.items():
         sampler = HeteroNeighborSampler.from_hetero_data(data, fanout, seed=0, **kwargs)
         report(f"gnnpipe sampler, {name}", time_sampler(sampler, batches[:args.variant_batches]))

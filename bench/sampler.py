@@ -12,6 +12,12 @@ a full epoch of it would take hours. Both sides sample the same seed batches of 
 with the same fan-out. ``sampler`` rows time ``sample_from_nodes`` alone (indices only);
 ``loader`` rows time PyG's ``NodeLoader`` batches, i.e. sampling plus gathering ``x``/``y`` and
 building ``edge_index``, which is what the DESIGN.md peer figure measured.
+
+The variant rows time gnnpipe's other modes on the first ``--variant-batches`` batches: PyG's
+``weight_attr`` (random uniform edge weights), ``sample_direction='backward'``,
+``num_neighbors=[]``; and ``BidirectionalNeighborSampler`` (PyG's merge, O(nodes x edges) per
+batch) on ``--bidir-batch``-seed batches at ``--bidir-fanout``, next to the default sampler on
+the same small batches. pyg-lib, which PyG needs for all of these, is not installed here.
 """
 
 from __future__ import annotations
@@ -30,12 +36,17 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
 from gnnpipe.sampling import CsrNeighborSampler
+from gnnpipe.sampling.bidirectional import BidirectionalNeighborSampler
 
 VARIANTS = {  # extra rows: gnnpipe's sampler in its other modes (sampler only)
     "replace": {"replace": True},
     "bidirectional": {"subgraph_type": "bidirectional"},
     "disjoint": {"disjoint": True},
     "induced": {"subgraph_type": "induced"},
+    "weighted (weight_attr)": {"edge_weight": "random"},
+    "weighted, replace": {"edge_weight": "random", "replace": True},
+    "backward (sample_direction)": {"sample_direction": "backward"},
+    "num_neighbors=[]": {"num_neighbors": []},
 }
 
 
@@ -117,6 +128,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--naive-batches", type=int, default=2,
                         help="batches the naive reference runs (it is extrapolated)")
     parser.add_argument("--variant-batches", type=int, default=10)
+    parser.add_argument("--bidir-batch", type=int, default=32)
+    parser.add_argument("--bidir-fanout", default="5,5")
+    parser.add_argument("--bidir-batches", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
@@ -168,9 +182,21 @@ def main(argv=None) -> dict:
               f"run on {args.naive_batches} batches and extrapolated")
         report("naive reference sampler", time_naive(graph, batches[:args.naive_batches], fanout))
         pairs = [("gnnpipe sampler", "naive reference sampler")]
+    weight = torch.rand(graph.csr.num_edges, generator=torch.Generator().manual_seed(1))
     for name, kwargs in VARIANTS.items():
-        sampler = CsrNeighborSampler(graph.csr, fanout, seed=0, **kwargs)
+        kwargs = dict(kwargs)
+        hops = kwargs.pop("num_neighbors", fanout)
+        if kwargs.get("edge_weight") == "random":
+            kwargs["edge_weight"] = weight
+        sampler = CsrNeighborSampler(graph.csr, hops, seed=0, **kwargs)
         report(f"gnnpipe sampler, {name}", time_sampler(sampler, batches[:args.variant_batches]))
+    small = list(order[:args.bidir_batch * args.bidir_batches].split(args.bidir_batch))
+    bifan = [int(k) for k in args.bidir_fanout.split(",")]
+    tag = f"batch {args.bidir_batch}, fan-out {bifan}"
+    report(f"gnnpipe sampler ({tag})",
+           time_sampler(CsrNeighborSampler(graph.csr, bifan, seed=0), small))
+    report(f"gnnpipe BidirectionalNeighborSampler ({tag})",
+           time_sampler(BidirectionalNeighborSampler(graph.csr, bifan, seed=0), small))
     ratios = {f"{a} / {b}": results[a]["seeds_per_s"] / results[b]["seeds_per_s"] for a, b in pairs}
     for name, ratio in ratios.items():
         print(f"ratio {name}: {ratio:.1f}x")

@@ -269,6 +269,9 @@ class ShadowParams:
 
     depth: int = num(2, low=1)
     num_neighbors: int = num(10, low=-1)  # in-edges per node and hop, -1 = all
+    # roots_first: roots are nodes 0..B-1 of a Data; pyg: PyG's ShaDowKHopSampler Batch (ptr,
+    # sorted batch, root_n_id inside each subgraph, y of the roots only)
+    layout: Literal["roots_first", "pyg"] = "roots_first"
 
 
 @dataclass(frozen=True)
@@ -284,14 +287,19 @@ class ClusterParams:
     """ClusterGCN batches of data/partition parts (gnnpipe/sampling/cluster.py)."""
 
     parts_per_batch: int = num(2, low=1)  # parts joined per batch, edges between them restored
+    # also the in-edges from outside the batch's parts, their sources appended as non-loss nodes
+    keep_inter_cluster_edges: bool = False
 
 
 @dataclass(frozen=True)
 class SaintParams:
-    """GraphSAINT random walks (gnnpipe/sampling/saint.py); train.batch_size = roots per
-    subgraph."""
+    """GraphSAINT subgraphs (gnnpipe/sampling/saint.py); train.batch_size = walk roots
+    (random_walk), nodes drawn (node) or edges drawn (edge) per subgraph."""
 
-    walk_length: int = num(2, low=1)  # steps of each walk from its root
+    # random_walk: walks from batch_size train roots; node: batch_size nodes ~ out-degree;
+    # edge: both ends of batch_size edges ~ 1/deg(u) + 1/deg(v) (PyG's three samplers)
+    sampler: Literal["random_walk", "node", "edge"] = "random_walk"
+    walk_length: int = num(2, low=1)  # steps of each walk from its root (random_walk)
     num_steps: int = num(0, low=0)  # subgraphs per epoch (all ranks); 0 = ceil(train / batch_size)
     sample_coverage: int = num(20, low=1)  # pre-sampled subgraphs hold this many nodes per node
 
@@ -686,6 +694,9 @@ def _check_cluster_batch(params: Params) -> None:
         raise ParamsError(f"train.cluster.parts_per_batch={cfg.cluster.parts_per_batch} exceeds "
                           f"partition.num_parts={params.partition.num_parts}: a batch joins "
                           "that many parts; lower the first or raise the second")
+    if cfg.cluster.keep_inter_cluster_edges and cfg.dist.shard == "partition":
+        raise ParamsError("train.cluster.keep_inter_cluster_edges=true needs the whole train "
+                          "graph; use train.dist.shard: none")
 
 
 def _check_pairs(params: Params) -> None:

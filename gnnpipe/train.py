@@ -96,8 +96,9 @@ def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
     if isinstance(batch, torch.Tensor):
         return _forward(model, inputs, batch), y[batch], None
     if "root_n_id" in batch:  # ShaDow: each seed's output is read at its subgraph's root
-        roots = batch.root_n_id
-        return model(batch.x, batch.edge_index)[roots], batch.y[roots], None
+        roots = batch.root_n_id  # PyG's layout (a ``ptr``) holds y of the roots only
+        target = batch.y if "ptr" in batch else batch.y[roots]
+        return model(batch.x, batch.edge_index)[roots], target, None
     if "train_mask" not in batch:
         seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
         # per-hop counts: each layer computes only what the seeds' logits need (gnnpipe.models)

@@ -104,9 +104,11 @@ def test_shards_give_the_same_batches_as_the_whole_graph(setup):
     graph, roles, parts, shards = setup
     whole, from_shards = GraphParts(graph.csr, parts, 6), ShardParts(shards)
     for batch_parts in ([0], [3, 1], [5, 2, 4], list(range(6))):
-        n_a, e_a = whole.batch(batch_parts)
-        n_b, e_b = from_shards.batch(batch_parts)
+        n_a, e_a, pos, core_a = whole.batch(batch_parts)
+        n_b, e_b, _, core_b = from_shards.batch(batch_parts)
         assert np.array_equal(n_a, n_b) and np.array_equal(e_a, e_b), batch_parts
+        assert core_a == core_b == n_a.size
+        assert torch.equal(graph.csr.edge_index()[:, pos], torch.from_numpy(n_a[e_a]))
 
 
 def test_shards_without_halo_cannot_restore_edges_between_parts(setup):
@@ -266,8 +268,12 @@ def test_node_norm_makes_the_batch_loss_an_unbiased_mean_train_loss():
     csr = _star_with_tail()
     roots = [0, 3, 4]
     sampler = SaintSampler(csr, torch.tensor(roots), batch_size=1, walk_length=1)
-    norm = estimate_norm(sampler, sample_coverage=2000, seed=0)
-    loss = np.array([1.0, 5.0, 7.0, 2.0, 3.0])  # per-node loss; train nodes 0, 3, 4
+    assert_unbiased_loss(sampler, estimate_norm(sampler, sample_coverage=2000, seed=0), roots)
+
+
+def assert_unbiased_loss(sampler, norm, roots: list[int]):
+    """``node_norm``-weighted batch losses average to the mean train loss (tiny star graph)."""
+    loss = np.array([1.0, 5.0, 7.0, 2.0, 3.0])  # per-node loss; train nodes: roots
     train = np.isin(np.arange(5), roots)
     rng = np.random.default_rng(1)
     estimates = []

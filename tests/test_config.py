@@ -395,6 +395,10 @@ RULE_CASES = [  # (params, message, the rule that raises it)
     ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},
       "partition": {"num_parts": 8}}, "train.cluster.parts_per_batch=9 exceeds "
      "partition.num_parts=8", "_check_cluster_batch"),
+    ({"train": {"sampler": "cluster", "cluster": {"keep_inter_cluster_edges": True},
+                "dist": {"shard": "partition"}}},
+     "train.cluster.keep_inter_cluster_edges=true needs the whole train graph",
+     "_check_cluster_batch"),
     ({"train": {"model": "gat", "aggregation": "csr"}},
      "train.aggregation='csr' applies to gcn and sage on homogeneous graphs, not "
      "train.model='gat'", "_check_aggregation"),

@@ -87,14 +87,16 @@ def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask)
         from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 
         meta, parts, train_per_part = read_partition(args, graph.num_nodes, roles)
-        loader = ClusterLoader(GraphParts(graphs["train"], parts, meta["num_parts"]), rows,
-                               train_mask, train_per_part, cfg.cluster.parts_per_batch, ctx.rank,
-                               ctx.world_size)
+        source = GraphParts(graphs["train"], parts, meta["num_parts"],
+                            cfg.cluster.keep_inter_cluster_edges)
+        loader = ClusterLoader(source, rows, train_mask, train_per_part,
+                               cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
         return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
-    from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
+    from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
 
     saint = cfg.saint
-    sampler = SaintSampler(graphs["train"], train_nodes, cfg.batch_size, saint.walk_length)
+    sampler = make_sampler(saint.sampler, graphs["train"], train_nodes, cfg.batch_size,
+                           saint.walk_length)
     norm = estimate_norm(sampler, saint.sample_coverage, torch_seed(params.seed, "saint"))
     steps = saint.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
     loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)

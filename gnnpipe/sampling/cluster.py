@@ -6,11 +6,18 @@ nodes ascending by global id) and its edges are every train-phase edge among the
 outside the batch are dropped. The loss covers the batch's train nodes (``batch.train_mask``);
 a batch whose parts hold no train node is skipped and counted (``ClusterLoader.skipped``).
 
+``keep_inter_cluster_edges`` (PyG's ``ClusterData`` option, made trainable): the batch also
+keeps the in-edges from nodes outside its parts; those sources are appended after the parts'
+nodes (ascending) with ``train_mask`` False, so the loss still covers the parts' train nodes only.
+(PyG's own class, whose such batches index outside nodes by global id, is
+``gnnpipe.sampling.pyg_loaders.ClusterData``.)
+
 Two sources give the same batches: ``GraphParts`` cuts them from the whole train-phase graph
 (every rank holds it, memory-mapped), ``ShardParts`` from the rank's own partition shards
 (``train.dist.shard: partition``), whose owned rows are complete when ``halo_hops >= 1``.
 
-Each epoch shuffles the parts with torch's global RNG (``fit`` reseeds it per epoch). Under DDP
+Each epoch shuffles the parts with torch's global RNG (``fit`` reseeds it per epoch), or
+keeps them in part order (``shuffle=False``, as PyG's ``ClusterLoader``). Under DDP
 rank ``r`` trains on the parts ``rank_parts`` deals it; the shuffle is one permutation of all
 parts (the same on every rank), so every rank can tell how many non-empty batches the others
 have, and ranks short of the most repeat their own first batches: every rank takes the same
@@ -27,14 +34,15 @@ from torch_geometric.data import Data
 
 from gnnpipe.graph import Csr
 from gnnpipe.partition import PartShard, rank_parts
-from gnnpipe.sampling.subgraph import induced_edges, sort_edges
+from gnnpipe.sampling.subgraph import induced_edges, sort_edges, with_inter_edges
 from gnnpipe.sharding import NodeRows
 
 
 class GraphParts:
     """Batches cut from the whole train-phase graph ``csr`` with node parts ``parts`` (N,)."""
 
-    def __init__(self, csr: Csr, parts: np.ndarray, num_parts: int):
+    def __init__(self, csr: Csr, parts: np.ndarray, num_parts: int,
+                 keep_inter_cluster_edges: bool = False):
         if parts.shape != (csr.num_nodes,):
             raise ValueError(f"the partition assigns {parts.size} nodes but the train-phase "
                              f"graph has {csr.num_nodes}; re-run the partition stage")
@@ -44,12 +52,16 @@ class GraphParts:
         bounds = np.cumsum(np.bincount(parts, minlength=num_parts))[:-1]
         self.members = np.split(order.astype(np.int64), bounds)  # part -> its node ids
         self._local = np.full(csr.num_nodes, -1, dtype=np.int64)
+        self.keep_inter_cluster_edges = keep_inter_cluster_edges
 
-    def batch(self, parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """``n_id`` (B,) global ids and ``edge_index`` (2, E) local, sorted by (target, source)."""
+    def batch(self, parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``n_id`` (M,) global ids, ``edge_index`` (2, E) local, sorted by (target, source),
+        ``e_id`` (E,) CSR positions and how many of the nodes (first) are the parts'."""
         n_id = np.concatenate([self.members[p] for p in parts])
-        edge_index, _ = induced_edges(self.indptr, self.indices, n_id, self._local)
-        return n_id, edge_index
+        if self.keep_inter_cluster_edges:
+            return *with_inter_edges(self.indptr, self.indices, n_id, self._local), n_id.size
+        edge_index, e_id = induced_edges(self.indptr, self.indices, n_id, self._local)
+        return n_id, edge_index, e_id, n_id.size
 
 
 class ShardParts:
@@ -63,7 +75,8 @@ class ShardParts:
                     "train.dist.shard='partition' needs partition.halo_hops >= 1: a shard holds its "
                     "edges from other parts only through its halo")
 
-    def batch(self, parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def batch(self, parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray, None, int]:
+        """As ``GraphParts.batch``, without ``e_id`` (a shard has no whole-graph positions)."""
         owned = [self.shards[p].owned().numpy() for p in parts]
         n_id = np.concatenate(owned)
         order = np.argsort(n_id)
@@ -81,7 +94,7 @@ class ShardParts:
             offset += own.size
         src, dst = np.concatenate(srcs), np.concatenate(dsts)
         keep = sort_edges(src, dst, n_id.size)
-        return n_id, np.stack([src[keep], dst[keep]])
+        return n_id, np.stack([src[keep], dst[keep]]), None, n_id.size
 
 
 def cluster_schedule(train_per_part: np.ndarray, parts_per_batch: int, rank: int,
@@ -114,15 +127,19 @@ class ClusterLoader:
     """ClusterGCN batches for one rank as PyG ``Data``; each iteration is one epoch.
 
     Batches carry ``x`` (B, F), ``y`` (B,), ``edge_index`` (2, E) local, ``n_id`` (B,) global
-    ids, ``train_mask`` (B,) bool (the loss nodes) and ``parts`` (the parts joined).
+    ids, ``train_mask`` (B,) bool (the loss nodes), ``parts`` (the parts joined) and, from
+    ``GraphParts``, ``e_id`` (E,) (CSR positions: columns of ``csr.edge_index()``, the train
+    phase's ``edge_index``) and each of ``edge_attrs`` (name -> (E_all, ...)) gathered at it.
     ``train_mask_all`` is a bool (N,) over the whole graph; ``train_per_part`` (P,) counts train
     nodes per part (all parts, also other ranks'), so the schedule agrees across ranks.
     """
 
     def __init__(self, source: GraphParts | ShardParts, rows: NodeRows,
                  train_mask_all: torch.Tensor, train_per_part: np.ndarray,
-                 parts_per_batch: int, rank: int = 0, world_size: int = 1):
+                 parts_per_batch: int, rank: int = 0, world_size: int = 1, *,
+                 shuffle: bool = True, edge_attrs: dict[str, torch.Tensor] | None = None):
         self.source, self.rows = source, rows
+        self.shuffle, self.edge_attrs = shuffle, edge_attrs or {}
         self.train_mask_all = train_mask_all
         self.train_per_part = np.asarray(train_per_part, dtype=np.int64)
         self.parts_per_batch, self.rank, self.world_size = parts_per_batch, rank, world_size
@@ -132,13 +149,20 @@ class ClusterLoader:
         self.skipped = 0  # empty batches skipped in the last epoch
 
     def __iter__(self) -> Iterator[Data]:
-        order = torch.randperm(self.train_per_part.size).numpy()  # same on every rank
+        num_parts = self.train_per_part.size
+        order = torch.randperm(num_parts).numpy() if self.shuffle else np.arange(num_parts)
         batches, self.skipped = cluster_schedule(self.train_per_part, self.parts_per_batch,
                                                  self.rank, self.world_size, order)
         for parts in batches:
-            n_id, edge_index = self.source.batch(parts)
+            n_id, edge_index, e_id, core = self.source.batch(parts)
             ids = torch.from_numpy(n_id)
             x, y = self.rows.gather(ids)
-            yield Data(x=x, y=y, edge_index=torch.from_numpy(edge_index), n_id=ids,
-                       train_mask=self.train_mask_all[ids], parts=torch.tensor(parts),
-                       num_nodes=n_id.size)
+            train_mask = self.train_mask_all[ids]
+            train_mask[core:] = False  # outside sources (keep_inter_cluster_edges): no loss
+            batch = Data(x=x, y=y, edge_index=torch.from_numpy(edge_index), n_id=ids,
+                         train_mask=train_mask, parts=torch.tensor(parts), num_nodes=n_id.size)
+            if e_id is not None:
+                batch.e_id = torch.from_numpy(e_id)
+                for key, value in self.edge_attrs.items():
+                    batch[key] = value[batch.e_id]
+            yield batch

@@ -40,6 +40,17 @@ Semantics (pyg-lib's heterogeneous kernel, ``csc=True``):
   ``src`` type has no node time (edge types without an edge time) are sampled without a time
   bound, as pyg-lib does. ``temporal_strategy`` uniform | last as in
   ``gnnpipe.sampling.temporal``.
+- Weighted (``edge_weight`` per edge type, ``weight_attr`` in ``from_hetero_data``): in-edges
+  drawn proportionally to their weight (``gnnpipe.sampling.pick.pick_weighted``); edge types
+  without weights are sampled uniformly, as pyg-lib. Not with temporal sampling.
+- ``sample_direction="backward"``: every edge type ``(s, r, d)`` is sampled as ``(d, r, s)``
+  (an ``s`` frontier node draws its out-edges to ``d``), and the output is keyed and oriented
+  as the original types (``row`` indexes ``node[s]``), as PyG; ``num_neighbors`` keyed by the
+  original edge types. Not with temporal sampling (PyG raises NotImplementedError too).
+- ``num_neighbors=[]`` (or every edge type ``[]``): zero hops, the seeds alone.
+- Not PyG 2.7's ``BidirectionalNeighborSampler``: ``subgraph_type="bidirectional"`` above only
+  adds the reverse of every sampled edge; PyG's bidirectional sampler (forward and backward hops
+  merged) is homogeneous-only, see ``gnnpipe.sampling.bidirectional``.
 """
 
 from __future__ import annotations
@@ -69,9 +80,12 @@ from gnnpipe.sampling.neighbor import (
     _cat,
     _lookup,
     _take,
+    check_modes,
+    check_weights,
     sampler_seed,
+    transpose_csr,
 )
-from gnnpipe.sampling.pick import pick_edges
+from gnnpipe.sampling.pick import pick_edges, pick_weighted
 from gnnpipe.sampling.typed_csr import typed_csr_arrays
 from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 
@@ -97,6 +111,9 @@ class HeteroNeighborSampler(BaseSampler):
         edge_time: edge type -> (E_e,) times in CSR order. At most one of the two.
         temporal_strategy: ``uniform`` | ``last``.
         edge_permutation: edge type -> (E_e,) caller's edge id of each CSR position, or None.
+        edge_weight: edge type -> (E_e,) non-negative weights in CSR order (types left out are
+            sampled uniformly).
+        sample_direction: ``forward`` | ``backward`` (out-edges; see the module docstring).
     """
 
     def __init__(self, num_nodes: Mapping[str, int], csr: Mapping[EdgeType, Csr],
@@ -105,7 +122,9 @@ class HeteroNeighborSampler(BaseSampler):
                  node_time: Optional[Mapping[str, object]] = None,
                  edge_time: Optional[Mapping[EdgeType, object]] = None,
                  temporal_strategy: str = "uniform",
-                 edge_permutation: Optional[Mapping[EdgeType, Optional[Tensor]]] = None):
+                 edge_permutation: Optional[Mapping[EdgeType, Optional[Tensor]]] = None,
+                 edge_weight: Optional[Mapping[EdgeType, object]] = None,
+                 sample_direction: str = "forward"):
         typed = typed_csr_arrays(num_nodes, csr, what="csr edge type")
         self.num_nodes, self.node_types = typed.num_nodes, typed.node_types
         self.edge_types, self.indptr, self.indices = typed.edge_types, typed.indptr, typed.indices
@@ -118,6 +137,14 @@ class HeteroNeighborSampler(BaseSampler):
         self.replace = bool(replace)
         self.temporal_strategy = check_strategy(temporal_strategy)
         self.perm = None if edge_permutation is None else dict(edge_permutation)
+        check_modes(sample_direction, timed=node_time is not None or edge_time is not None,
+                    weighted=edge_weight is not None)
+        self.sample_direction = sample_direction
+        self.edge_weight = self._edge_weights(edge_weight)
+        self._restore: Optional[dict[EdgeType, EdgeType]] = None  # sampled type -> output type
+        self._edge_map: dict[EdgeType, np.ndarray] = {}  # sampled position -> CSR position
+        if sample_direction == "backward":
+            self._reverse()
         self.node_time, self._temporal = self._time_index(node_time, edge_time)
         # PyG's NeighborSampler is disjoint whenever it is temporal: each tree has its seed's time
         self.disjoint = bool(disjoint) or bool(self._temporal) or node_time is not None
@@ -125,6 +152,40 @@ class HeteroNeighborSampler(BaseSampler):
         self._rng = np.random.default_rng(self.seed)
         self._rng_worker: Optional[int] = None
         self._maps: dict[str, np.ndarray] = {}
+
+    def _edge_weights(self, edge_weight) -> dict[EdgeType, np.ndarray]:
+        """Checked float64 weights per weighted edge type (CSR order)."""
+        out = {}
+        for e, value in (edge_weight or {}).items():
+            e = tuple(e)
+            if e not in self.indptr:
+                raise ValueError(f"edge_weight names edge type {e!r}, which is not in csr")
+            out[e] = check_weights(value, self.indices[e].size, f"edge_weight[{e!r}]")
+        return out
+
+    def _reverse(self) -> None:
+        """Sample every edge type ``(s, r, d)`` as ``(d, r, s)`` over its transposed CSR."""
+        edge_types, indptr, indices, fanouts, weight = [], {}, {}, {}, {}
+        self._restore = {}
+        for e in self.edge_types:
+            src, rel, dst = e
+            back = (dst, rel, src)
+            indptr[back], indices[back], self._edge_map[back] = transpose_csr(
+                self.indptr[e], self.indices[e], self.num_nodes[src])
+            fanouts[back] = self.num_neighbors[e]
+            if e in self.edge_weight:
+                weight[back] = self.edge_weight[e][self._edge_map[back]]
+            self._restore[back] = e
+            edge_types.append(back)
+        self.edge_types, self.indptr, self.indices = edge_types, indptr, indices
+        self.num_neighbors, self.edge_weight = fanouts, weight
+
+    def _pick(self, e: EdgeType, start: np.ndarray, deg: np.ndarray, k: int,
+              rng: np.random.Generator):
+        weight = self.edge_weight.get(e)
+        if weight is None:
+            return pick_edges(start, deg, k, self.replace, rng)
+        return pick_weighted(start, deg, k, self.replace, weight, rng)
 
     def _time_index(self, node_time, edge_time):
         """Checked node times (type -> (N_t,)) and a ``TemporalIndex`` per time-bounded edge
@@ -160,15 +221,23 @@ class HeteroNeighborSampler(BaseSampler):
 
     @classmethod
     def from_hetero_data(cls, data: HeteroData, num_neighbors, *, time_attr: str | None = None,
-                         **kwargs) -> "HeteroNeighborSampler":
+                         weight_attr: str | None = None, **kwargs) -> "HeteroNeighborSampler":
         """The sampler over a PyG ``HeteroData`` (CSC per edge type, permutation kept).
 
         ``time_attr`` names a node-level or edge-level attribute, as ``NeighborLoader``'s;
-        edge-level times are re-ordered to CSR order here.
+        edge-level times are re-ordered to CSR order here. ``weight_attr`` names an edge-level
+        attribute of weights (edge types without it are sampled uniformly, as PyG).
         """
         colptr, row, perm = to_hetero_csc(data, device="cpu")
         csr = {e: Csr(colptr[e], row[e]) for e in data.edge_types if e in colptr}
         num_nodes = {t: data[t].num_nodes for t in data.node_types}
+        if weight_attr is not None:
+            weight = {e: data[e][weight_attr] for e in data.edge_types if weight_attr in data[e]}
+            if not weight:
+                raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of any edge "
+                                 "type")
+            kwargs["edge_weight"] = {e: w if perm.get(e) is None else w[perm[e]]
+                                     for e, w in weight.items()}
         if time_attr is not None:
             node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
             edge_time = {e: data[e][time_attr] for e in data.edge_types if time_attr in data[e]}
@@ -246,6 +315,12 @@ class HeteroNeighborSampler(BaseSampler):
         else:
             batch = None
             node, row, col, edge, n_nodes, n_edges = self._sample_shared(seeds, rng)
+        if self._restore is not None:  # back to the caller's edge types and edge direction
+            back = self._restore
+            row, col = ({back[e]: v for e, v in col.items()}, {back[e]: v for e, v in row.items()})
+            edge = {back[e]: _take(self._edge_map[e], v) for e, v in edge.items()}
+            if n_edges is not None:
+                n_edges = {back[e]: v for e, v in n_edges.items()}
         t = torch.from_numpy
         return HeteroSamplerOutput(
             node={k: t(v) for k, v in node.items()}, row={k: t(v) for k, v in row.items()},
@@ -314,8 +389,8 @@ class HeteroNeighborSampler(BaseSampler):
                         continue
                     indptr = self.indptr[e]
                     start = _take(indptr, frontier)
-                    pos, owner = pick_edges(start, _take(indptr, frontier + 1) - start, k,
-                                            self.replace, rng)
+                    pos, owner = self._pick(e, start, _take(indptr, frontier + 1) - start, k,
+                                            rng)
                     src_local, fresh = _dedupe(local[src], _take(self.indices[e], pos), size[src])
                     nodes[src].append(fresh)
                     new[src].append(fresh)
@@ -400,8 +475,8 @@ class HeteroNeighborSampler(BaseSampler):
                 indptr, temporal = self.indptr[e], self._temporal.get(e)
                 start = _take(indptr, frontier)
                 if temporal is None:
-                    pos, owner = pick_edges(start, _take(indptr, frontier + 1) - start, k,
-                                            self.replace, rng)
+                    pos, owner = self._pick(e, start, _take(indptr, frontier + 1) - start, k,
+                                            rng)
                     indices = self.indices[e]
                 else:  # the frontier node's tree fixes the time bound
                     pos, owner = temporal.pick(frontier, start, _take(bound[e], ftree), k,
@@ -506,9 +581,9 @@ def _fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, list[i
         raise ValueError(f"num_neighbors: {err}") from None
     out = {e: [int(k) for k in values[e]] for e in edge_types}
     hops = {len(v) for v in out.values()}
-    if 0 in hops or len(hops) > 1:
-        raise ValueError(f"num_neighbors must give every edge type the same number (>= 1) of "
-                         f"hops, got {sorted(hops)}")
+    if len(hops) > 1:
+        raise ValueError(f"num_neighbors must give every edge type the same number of hops, "
+                         f"got {sorted(hops)}")
     if any(k < -1 for v in out.values() for k in v):
         raise ValueError("num_neighbors must be fan-outs >= -1 (-1 = all neighbours)")
     return out
@@ -519,6 +594,7 @@ def hetero_neighbor_loader(data: HeteroData, num_neighbors, input_nodes, *, batc
                            shuffle: bool = False, seed: int | None = None, replace: bool = False,
                            subgraph_type: str = "directional", disjoint: bool = False,
                            time_attr: str | None = None, temporal_strategy: str = "uniform",
+                           weight_attr: str | None = None, sample_direction: str = "forward",
                            **kwargs) -> NodeLoader:
     """PyG's ``NeighborLoader(data, num_neighbors, input_nodes=..., ...)`` on this sampler.
 
@@ -530,7 +606,8 @@ def hetero_neighbor_loader(data: HeteroData, num_neighbors, input_nodes, *, batc
     """
     sampler = HeteroNeighborSampler.from_hetero_data(
         data, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy)
+        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy,
+        weight_attr=weight_attr, sample_direction=sample_direction)
     return NodeLoader(data, node_sampler=sampler, input_nodes=input_nodes, batch_size=batch_size,
                       shuffle=shuffle, **kwargs)
 
@@ -542,6 +619,7 @@ def hetero_link_neighbor_loader(data: HeteroData, num_neighbors, edge_label_inde
                                 seed: int | None = None, replace: bool = False,
                                 subgraph_type: str = "directional", disjoint: bool = False,
                                 time_attr: str | None = None, temporal_strategy: str = "uniform",
+                                weight_attr: str | None = None, sample_direction: str = "forward",
                                 **kwargs) -> LinkLoader:
     """PyG's ``LinkNeighborLoader(data, num_neighbors, edge_label_index=(edge_type, eli), ...)``
     on this sampler.
@@ -555,7 +633,8 @@ def hetero_link_neighbor_loader(data: HeteroData, num_neighbors, edge_label_inde
     """
     sampler = HeteroNeighborSampler.from_hetero_data(
         data, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy)
+        seed=seed, time_attr=time_attr, temporal_strategy=temporal_strategy,
+        weight_attr=weight_attr, sample_direction=sample_direction)
     if isinstance(neg_sampling, str):
         neg_sampling = NegativeSampling(neg_sampling)
     return LinkLoader(data, link_sampler=sampler, edge_label_index=edge_label_index,

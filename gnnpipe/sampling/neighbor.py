@@ -25,6 +25,13 @@ Semantics follow pyg-lib's ``neighbor_sample`` (CSC, ``csc=True``):
 - Temporal (``edge_time`` or ``node_time`` given): only edges no later than the seed's time
   (``NodeSamplerInput.time``), disjoint trees, PyG's ``temporal_strategy``; see
   ``gnnpipe.sampling.temporal``.
+- Weighted (``weight_attr`` / ``edge_weight``): a node's in-edges are drawn with probability
+  proportional to their weight, as pyg-lib (``gnnpipe.sampling.pick.pick_weighted``).
+- ``sample_direction="backward"`` (PyG 2.7+): the hops follow out-edges instead, from the CSR
+  transposed once; a frontier node ``v`` draws up to ``k`` of its out-edges ``(v -> u)`` and
+  the output keeps the edges' direction (``row`` = ``v``, ``col`` = ``u``), as PyG swaps them.
+- ``num_neighbors=[]``: zero hops, the batch is the seeds alone
+  (``num_sampled_nodes = [B]``, ``num_sampled_edges = []``), as pyg-lib.
 """
 
 from __future__ import annotations
@@ -47,10 +54,11 @@ from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
-from gnnpipe.sampling.pick import pick_edges
+from gnnpipe.sampling.pick import pick_edges, pick_weighted
 from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
+SAMPLE_DIRECTIONS = ("forward", "backward")
 
 
 # ---------------------------------------------------------------------------------- the sampler
@@ -83,6 +91,12 @@ class CsrNeighborSampler(BaseSampler):
         node_time: (N,) int or float: temporal sampling on the neighbours' times instead (and
             the seeds' own times when a batch brings none). At most one of the two.
         temporal_strategy: ``uniform`` | ``last`` (the most recent allowed edges).
+        weight_attr: name of a ``Data`` edge attribute (E,) of non-negative weights: weighted
+            sampling, as PyG's ``NeighborSampler(weight_attr=...)``.
+        edge_weight: (E,) the weights themselves (CSR order for a ``Csr``, ``edge_index`` order
+            for a ``Data``); at most one of the two. Not with temporal sampling (as pyg-lib).
+        sample_direction: ``forward`` (in-edges, the default) | ``backward`` (out-edges; not
+            with temporal sampling, as PyG).
     """
 
     def __init__(self, graph: Csr | Data, num_neighbors: Sequence[int], *, replace: bool = False,
@@ -90,22 +104,43 @@ class CsrNeighborSampler(BaseSampler):
                  seed: int | torch.Generator | None = None, backend: str = "auto",
                  edge_time: Tensor | np.ndarray | None = None,
                  node_time: Tensor | np.ndarray | None = None,
-                 temporal_strategy: str = "uniform"):
+                 temporal_strategy: str = "uniform", weight_attr: str | None = None,
+                 edge_weight: Tensor | np.ndarray | None = None,
+                 sample_direction: str = "forward"):
         num_neighbors = [int(k) for k in num_neighbors]
-        if not num_neighbors or any(k < -1 for k in num_neighbors):
+        if any(k < -1 for k in num_neighbors):
             raise ValueError(f"num_neighbors={num_neighbors} must list one fan-out >= -1 per hop "
-                             "(-1 = all neighbours)")
+                             "(-1 = all neighbours; [] = the seeds alone)")
         if subgraph_type not in SUBGRAPH_TYPES:
             raise ValueError(f"subgraph_type={subgraph_type!r} is not valid; expected one of: "
                              f"{', '.join(SUBGRAPH_TYPES)}")
+        check_modes(sample_direction, timed=edge_time is not None or node_time is not None,
+                    weighted=edge_weight is not None or weight_attr is not None)
+        backward = sample_direction == "backward"
+        self.sample_direction = sample_direction
         self.perm: Optional[Tensor] = None
+        self._edge_map: Optional[np.ndarray] = None  # sampled CSR position -> Csr position
         if isinstance(graph, Csr):
+            if weight_attr is not None:
+                raise ValueError(f"weight_attr={weight_attr!r} names a Data edge attribute; "
+                                 "for a Csr pass edge_weight (E,) in CSR order")
             indptr, indices = graph.indptr, graph.indices
+            if backward:
+                indptr, indices, self._edge_map = transpose_csr(indptr.numpy(), indices.numpy())
         else:  # PyG Data: colptr over targets, row = sources, perm back to data.edge_index order
-            indptr, indices, self.perm = to_csc(graph, device="cpu")
-        self.indptr = np.ascontiguousarray(indptr.numpy(), dtype=np.int64)
-        self.indices = np.ascontiguousarray(indices.numpy(), dtype=np.int64)
+            # (backward: rowptr over sources, col = targets, as PyG's to_transpose)
+            indptr, indices, self.perm = to_csc(graph, device="cpu", to_transpose=backward)
+            if weight_attr is not None:
+                if edge_weight is not None:
+                    raise ValueError("give weight_attr or edge_weight, not both")
+                if weight_attr not in graph:
+                    raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of the "
+                                     "graph")
+                edge_weight = graph[weight_attr]
+        self.indptr = np.ascontiguousarray(np.asarray(indptr), dtype=np.int64)
+        self.indices = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
         self.num_nodes = self.indptr.size - 1
+        self.edge_weight = None if edge_weight is None else self._weights(edge_weight)
         self.num_neighbors = num_neighbors
         self.replace = bool(replace)
         self.subgraph_type = subgraph_type
@@ -135,10 +170,24 @@ class CsrNeighborSampler(BaseSampler):
         self._rng = np.random.default_rng(self.seed)
         self._rng_worker: Optional[int] = None
         self._map: Optional[np.ndarray] = None
+        if self.edge_weight is not None or backward:  # our pyg-lib bridge passes neither
+            if backend == "pyg-lib":
+                raise ValueError("backend='pyg-lib' is not wired for weighted or backward "
+                                 "sampling here; use backend='gnnpipe' (or auto)")
+            backend = "gnnpipe"
         self.backend = resolve_backend(backend, subgraph_type)
         self._pyg = None
         if self.backend == "pyg-lib":
             self._pyg = _pyg_lib_sampler(self, indptr, indices)
+
+    def _weights(self, edge_weight) -> np.ndarray:
+        """(E,) float64 weights in the order of ``self.indices``, checked."""
+        w = check_weights(edge_weight, self.indices.size)
+        if self.perm is not None:
+            w = w[self.perm.numpy()]  # edge_index order -> CSR order
+        if self._edge_map is not None:
+            w = w[self._edge_map]  # Csr order -> transposed order
+        return np.ascontiguousarray(w)
 
     def __getstate__(self) -> dict:  # workers get the graph, not the per-process scratch map
         state = dict(self.__dict__)
@@ -221,10 +270,19 @@ class CsrNeighborSampler(BaseSampler):
         else:
             batch = None
             node, row, col, edge, n_nodes, n_edges = self._sample_shared(seeds, rng)
+        if self.sample_direction == "backward":  # edges keep their direction: frontier -> new
+            row, col = col, row
+            if self._edge_map is not None:
+                edge = _take(self._edge_map, edge)
         t = torch.from_numpy
         return SamplerOutput(node=t(node), row=t(row), col=t(col), edge=t(edge),
                              batch=None if batch is None else t(batch),
                              num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+
+    def _pick(self, start: np.ndarray, deg: np.ndarray, k: int, rng: np.random.Generator):
+        if self.edge_weight is None:
+            return pick_edges(start, deg, k, self.replace, rng)
+        return pick_weighted(start, deg, k, self.replace, self.edge_weight, rng)
 
     def _sample_shared(self, seeds: np.ndarray, rng: np.random.Generator):
         """One subgraph for all seeds, deduplicated with the global-to-local map."""
@@ -239,8 +297,7 @@ class CsrNeighborSampler(BaseSampler):
         try:
             for k in self.num_neighbors:
                 start = _take(indptr, front)
-                pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace,
-                                        rng)
+                pos, owner = self._pick(start, _take(indptr, front + 1) - start, k, rng)
                 src = _take(indices, pos)  # (E,) global sources
                 src_local = _take(local, src)
                 is_new = src_local < 0
@@ -301,8 +358,7 @@ class CsrNeighborSampler(BaseSampler):
         for k in self.num_neighbors:
             start = _take(indptr, front)
             if temporal is None:
-                pos, owner = pick_edges(start, _take(indptr, front + 1) - start, k, self.replace,
-                                        rng)
+                pos, owner = self._pick(start, _take(indptr, front + 1) - start, k, rng)
             else:  # the frontier node's tree fixes the time bound
                 pos, owner = temporal.pick(front, start, _take(seed_bound, front_tree), k,
                                            self.replace, self.temporal_strategy, rng)
@@ -348,6 +404,45 @@ class CsrNeighborSampler(BaseSampler):
                 pos = _take(temporal.perm, pos)
             rows, cols, edges, n_edges = [src_local[found]], [owner[found]], [pos[found]], None
         return node, batch, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
+
+
+def transpose_csr(indptr: np.ndarray, indices: np.ndarray, num_src: int | None = None):
+    """The CSR of the reversed edges: ``indptr`` (num_src + 1,) over sources, ``indices`` (E,)
+    their targets, and ``perm`` (E,) the original position of each; rows keep the original
+    order (stable), as PyG's ``to_csc(..., to_transpose=True)`` on ``Csr.edge_index()``.
+    ``num_src`` defaults to the number of rows (a homogeneous graph)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    n = indptr.size - 1
+    num_src = n if num_src is None else int(num_src)
+    perm = np.argsort(indices, kind="stable")
+    targets = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    out_ptr = np.zeros(num_src + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=num_src), out=out_ptr[1:])
+    return out_ptr, targets[perm], perm
+
+
+def check_modes(sample_direction: str, timed: bool, weighted: bool) -> None:
+    """Refuse what PyG refuses: an unknown direction, backward or weighted temporal sampling."""
+    if sample_direction not in SAMPLE_DIRECTIONS:
+        raise ValueError(f"sample_direction={sample_direction!r} is not valid; expected one "
+                         f"of: {', '.join(SAMPLE_DIRECTIONS)}")
+    if sample_direction == "backward" and timed:  # PyG's own refusal, same exception
+        raise NotImplementedError("Temporal sampling not yet supported for backward sampling")
+    if weighted and timed:
+        raise ValueError("weighted sampling with edge_time / node_time is not supported "
+                         "(pyg-lib refuses biased temporal sampling too)")
+
+
+def check_weights(edge_weight, num_edges: int, what: str = "edge weights") -> np.ndarray:
+    """``edge_weight`` as float64 (E,), or a ValueError: wrong length, NaN/inf or negative."""
+    w = np.asarray(edge_weight.numpy() if isinstance(edge_weight, Tensor) else edge_weight,
+                   dtype=np.float64)
+    if w.shape != (num_edges,):
+        raise ValueError(f"{what} have shape {w.shape}; expected one per edge, ({num_edges},)")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"{what} must be finite and >= 0")
+    return w
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -1,9 +1,22 @@
-"""GraphSAINT random-walk subgraphs (Zeng et al. 2020) with their normalization.
+"""GraphSAINT subgraphs (Zeng et al. 2020) with their normalization.
 
-A subgraph: ``batch_size`` roots drawn uniformly (with replacement) from the train nodes, one
-random walk of ``walk_length`` steps from each, and the subgraph induced on every visited node.
-Walks step from a node to a uniformly chosen source of its in-edges (a CSR row), i.e. toward
-the nodes it aggregates from; a node without in-edges stays put (as PyG's ``random_walk``).
+Three samplers (``train.saint.sampler``), each giving the subgraph induced on the nodes it drew:
+
+- ``random_walk`` (``SaintSampler``): ``batch_size`` roots drawn uniformly (with replacement)
+  from the train nodes, one random walk of ``walk_length`` steps from each. Walks step from a
+  node to a uniformly chosen source of its in-edges (a CSR row), i.e. toward the nodes it
+  aggregates from; a node without in-edges stays put (as PyG's ``random_walk``).
+- ``node`` (``SaintNodeSampler``): ``batch_size`` edges drawn uniformly (with replacement),
+  their sources kept: a node is drawn with probability proportional to its out-degree, as
+  PyG's ``GraphSAINTNodeSampler`` (the paper's ``||A_{:,v}||^2`` with unnormalised ``A``).
+- ``edge`` (``SaintEdgeSampler``): ``batch_size`` edges ``u -> v`` drawn (with replacement)
+  with probability proportional to ``1 / out_deg(u) + 1 / in_deg(v)`` (the paper's edge
+  sampler, and what PyG's ``GraphSAINTEdgeSampler`` means to draw: its code inverts the degrees
+  twice and draws ``in_deg(u) + out_deg(v)``), both endpoints kept.
+
+The PyG-named loaders at the end of this module (``GraphSAINTNodeSampler``,
+``GraphSAINTEdgeSampler``, ``GraphSAINTRandomWalkSampler``) take PyG's arguments and a ``Data``,
+and give PyG's batches and PyG's ``_compute_norm`` normalization, without torch-sparse.
 
 Normalization, estimated once by pre-sampling subgraphs until they hold ``sample_coverage * N``
 nodes in total (PyG's ``GraphSAINTSampler`` rule), with ``S`` the number of subgraphs drawn,
@@ -65,27 +78,93 @@ def random_walks(indptr: np.ndarray, indices: np.ndarray, roots: np.ndarray, wal
     return walks
 
 
-class SaintSampler:
-    """Random-walk subgraphs of ``csr``, indices only (``n_id``, local ``edge_index``, ``e_id``)."""
+class _Induced:
+    """Shared state of the samplers: ``csr`` as int64 arrays and a scratch id map."""
 
-    def __init__(self, csr: Csr, roots: torch.Tensor, batch_size: int, walk_length: int):
-        if roots.numel() == 0:
-            raise ValueError("train.sampler=saint needs train nodes to root its walks")
+    def __init__(self, csr: Csr, batch_size: int, num_loss_nodes: int):
         self.indptr = np.ascontiguousarray(csr.indptr.numpy(), dtype=np.int64)
         self.indices = np.ascontiguousarray(csr.indices.numpy(), dtype=np.int64)
         self.num_nodes, self.num_edges = csr.num_nodes, csr.num_edges
-        self.roots = roots.numpy().astype(np.int64)
-        self.batch_size, self.walk_length = batch_size, walk_length
+        self.batch_size, self.num_loss_nodes = batch_size, num_loss_nodes
         self._local = np.full(csr.num_nodes, -1, dtype=np.int64)
+
+    def _induce(self, nodes: np.ndarray, ordered: bool):
+        n_id = sorted_unique(nodes)
+        edge_index, e_id = induced_edges(self.indptr, self.indices, n_id, self._local,
+                                         ordered=ordered)
+        return n_id, edge_index, e_id
+
+
+class SaintSampler(_Induced):
+    """Random-walk subgraphs of ``csr``, indices only (``n_id``, local ``edge_index``, ``e_id``).
+
+    ``walk_csr`` (default ``csr``) is the graph the walks step along (PyG's sampler walks
+    out-edges: pass the CSR of the reversed graph); subgraphs are always induced in ``csr``.
+    """
+
+    def __init__(self, csr: Csr, roots: torch.Tensor, batch_size: int, walk_length: int,
+                 walk_csr: Csr | None = None):
+        if roots.numel() == 0:
+            raise ValueError("train.sampler=saint needs train nodes to root its walks")
+        super().__init__(csr, batch_size, roots.numel())
+        self.roots = roots.numpy().astype(np.int64)
+        self.walk_length = walk_length
+        self._walk = (self.indptr, self.indices) if walk_csr is None else (
+            walk_csr.indptr.numpy(), walk_csr.indices.numpy())
 
     def sample(self, rng: np.random.Generator, *, ordered: bool = True):
         """``n_id`` (B,) ascending global ids, ``edge_index`` (2, E) local, ``e_id`` (E,)."""
         roots = self.roots[rng.integers(0, self.roots.size, self.batch_size)]
-        walks = random_walks(self.indptr, self.indices, roots, self.walk_length, rng)
-        n_id = sorted_unique(walks.reshape(-1))
-        edge_index, e_id = induced_edges(self.indptr, self.indices, n_id, self._local,
-                                         ordered=ordered)
-        return n_id, edge_index, e_id
+        walks = random_walks(*self._walk, roots, self.walk_length, rng)
+        return self._induce(walks.reshape(-1), ordered)
+
+
+class SaintNodeSampler(_Induced):
+    """Node-sampler subgraphs: the sources of ``batch_size`` uniformly drawn edges (a node's
+    chance grows with its out-degree; a node without out-edges is never drawn).
+    ``num_loss_nodes``: the train node count that ``estimate_norm`` divides by."""
+
+    def __init__(self, csr: Csr, batch_size: int, num_loss_nodes: int):
+        if csr.num_edges == 0:
+            raise ValueError("train.saint.sampler=node draws edges: the train graph has none")
+        super().__init__(csr, batch_size, num_loss_nodes)
+
+    def sample(self, rng: np.random.Generator, *, ordered: bool = True):
+        """As ``SaintSampler.sample``."""
+        return self._induce(self.indices[rng.integers(0, self.num_edges, self.batch_size)],
+                            ordered)
+
+
+class SaintEdgeSampler(_Induced):
+    """Edge-sampler subgraphs: both endpoints of ``batch_size`` edges ``u -> v`` drawn with
+    replacement, each with probability proportional to ``1 / out_deg(u) + 1 / in_deg(v)``."""
+
+    def __init__(self, csr: Csr, batch_size: int, num_loss_nodes: int):
+        if csr.num_edges == 0:
+            raise ValueError("train.saint.sampler=edge draws edges: the train graph has none")
+        super().__init__(csr, batch_size, num_loss_nodes)
+        self.targets = csr.targets().numpy()
+        out_deg = np.bincount(self.indices, minlength=self.num_nodes)  # >= 1 at every source
+        in_deg = np.diff(self.indptr)  # >= 1 at every target
+        self.prob = 1.0 / out_deg[self.indices] + 1.0 / in_deg[self.targets]  # (E,) unnormalised
+        self._cdf = np.cumsum(self.prob)
+
+    def sample(self, rng: np.random.Generator, *, ordered: bool = True):
+        """As ``SaintSampler.sample``."""
+        draw = rng.random(self.batch_size) * self._cdf[-1]
+        edges = np.minimum(np.searchsorted(self._cdf, draw, side="right"), self.num_edges - 1)
+        return self._induce(np.concatenate([self.indices[edges], self.targets[edges]]), ordered)
+
+
+def make_sampler(kind: str, csr: Csr, train_nodes: torch.Tensor, batch_size: int,
+                 walk_length: int) -> _Induced:
+    """The sampler of ``train.saint.sampler`` (``random_walk`` | ``node`` | ``edge``)."""
+    if kind == "random_walk":
+        return SaintSampler(csr, train_nodes, batch_size, walk_length)
+    if train_nodes.numel() == 0:
+        raise ValueError(f"train.saint.sampler={kind} needs train nodes for its loss")
+    cls = {"node": SaintNodeSampler, "edge": SaintEdgeSampler}[kind]
+    return cls(csr, batch_size, train_nodes.numel())
 
 
 @dataclass(frozen=True)
@@ -117,7 +196,7 @@ def norm_from_counts(csr: Csr, node_count: np.ndarray, edge_count: np.ndarray,
                      num_samples=num_samples)
 
 
-def estimate_norm(sampler: SaintSampler, sample_coverage: int, seed: int) -> SaintNorm:
+def estimate_norm(sampler: _Induced, sample_coverage: int, seed: int) -> SaintNorm:
     """Pre-sample subgraphs until they hold ``sample_coverage * N`` nodes; count and normalise.
 
     ``seed`` fixes the pre-sampling stream (the same on every rank, so ranks share the norms).
@@ -146,26 +225,29 @@ def estimate_norm(sampler: SaintSampler, sample_coverage: int, seed: int) -> Sai
             edges, held_edges = [], 0
     return norm_from_counts(Csr(torch.from_numpy(sampler.indptr),
                                 torch.from_numpy(sampler.indices)),
-                            node_count, edge_count, samples, sampler.roots.size)
+                            node_count, edge_count, samples, sampler.num_loss_nodes)
 
 
 class SaintLoader:
     """GraphSAINT batches for one rank as PyG ``Data``; each iteration is one epoch.
 
-    Batches carry ``x``, ``y``, ``edge_index`` (local), ``n_id``, ``e_id``, ``train_mask`` (the
-    loss nodes), ``node_norm`` (B,) and ``edge_norm`` (E,). An epoch has ``ceil(num_steps /
-    world_size)`` subgraphs on every rank; each rank walks its own stream, derived from one draw
-    of torch's global RNG (``fit`` reseeds it per epoch) and its rank, so ranks draw
-    independent subgraphs from the same distribution and share one ``SaintNorm``.
+    Batches carry ``x``, ``y``, ``edge_index`` (local), ``n_id``, ``e_id`` (the CSR position of
+    each edge: its column in ``csr.edge_index()``, the train phase's ``edge_index``),
+    ``train_mask`` (the loss nodes), ``node_norm`` (B,), ``edge_norm`` (E,) and each of
+    ``edge_attrs`` (name -> (E_all, ...) by CSR position) gathered at ``e_id``. An epoch has
+    ``ceil(num_steps / world_size)`` subgraphs on every rank; each rank draws its own stream,
+    derived from one draw of torch's global RNG (``fit`` reseeds it per epoch) and its rank, so
+    ranks draw independent subgraphs from the same distribution and share one ``SaintNorm``.
     """
 
-    def __init__(self, sampler: SaintSampler, norm: SaintNorm, rows: NodeRows,
+    def __init__(self, sampler: _Induced, norm: SaintNorm, rows: NodeRows,
                  train_mask_all: torch.Tensor, num_steps: int, rank: int = 0,
-                 world_size: int = 1):
+                 world_size: int = 1, edge_attrs: dict[str, torch.Tensor] | None = None):
         self.sampler, self.norm, self.rows = sampler, norm, rows
         self.train_mask_all = train_mask_all
         self.steps = math.ceil(num_steps / world_size)
         self.rank = rank
+        self.edge_attrs = edge_attrs or {}
 
     def __len__(self) -> int:
         return self.steps
@@ -176,6 +258,9 @@ class SaintLoader:
             n_id, edge_index, e_id = self.sampler.sample(rng)
             ids, e_ids = torch.from_numpy(n_id), torch.from_numpy(e_id)
             x, y = self.rows.gather(ids)
-            yield Data(x=x, y=y, edge_index=torch.from_numpy(edge_index), n_id=ids, e_id=e_ids,
-                       train_mask=self.train_mask_all[ids], node_norm=self.norm.node_norm[ids],
-                       edge_norm=self.norm.edge_norm[e_ids], num_nodes=n_id.size)
+            batch = Data(x=x, y=y, edge_index=torch.from_numpy(edge_index), n_id=ids, e_id=e_ids,
+                         train_mask=self.train_mask_all[ids], node_norm=self.norm.node_norm[ids],
+                         edge_norm=self.norm.edge_norm[e_ids], num_nodes=n_id.size)
+            for key, value in self.edge_attrs.items():
+                batch[key] = value[e_ids]
+            yield batch

@@ -1,13 +1,15 @@
 """Induced subgraphs of a CSR graph: every stored edge among a chosen node set, in local ids.
 
 Shared by the ClusterGCN and GraphSAINT samplers, whose batches are induced subgraphs (of a
-union of parts, of the nodes a set of random walks visited).
+union of parts, of the nodes a set of random walks visited); ``with_inter_edges`` keeps the
+edges from outside the node set too (ClusterGCN's ``keep_inter_cluster_edges``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gnnpipe.graph import sorted_unique
 from gnnpipe.sampling.pick import pick_edges
 
 
@@ -42,3 +44,28 @@ def induced_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
         order = sort_edges(src, dst, b)
         src, dst, pos = src[order], dst[order], pos[order]
     return np.stack([src, dst]), pos
+
+
+def with_inter_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
+                     local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every in-edge of ``nodes`` (B,), also those from outside the set.
+
+    Returns ``n_id`` int64 (B + H,): ``nodes`` then the H outside sources, ascending;
+    ``edge_index`` int64 (2, E') local, sorted by (target, source), every target among the first
+    B; ``e_id`` int64 (E',) CSR positions. ``indptr`` / ``indices`` / ``local`` as
+    ``induced_edges``.
+    """
+    start = indptr[nodes]
+    pos, dst = pick_edges(start, indptr[nodes + 1] - start, -1, False, None)  # every in-edge
+    sources = indices[pos]  # (E',) global
+    outside = np.empty(0, dtype=np.int64)
+    local[nodes] = np.arange(nodes.size)
+    try:
+        outside = sorted_unique(sources[local[sources] < 0])
+        local[outside] = np.arange(nodes.size, nodes.size + outside.size)
+        src = local[sources]
+    finally:
+        local[nodes] = local[outside] = -1
+    n_id = np.concatenate([nodes, outside])
+    order = sort_edges(src, dst, n_id.size)
+    return n_id, np.stack([src[order], dst[order]]), pos[order]

@@ -1,0 +1,239 @@
+"""PyG's subgraph loaders under PyG's names and arguments, without torch-sparse or pyg-lib.
+
+A PyG training script switches by changing its import line only::
+
+    from gnnpipe.sampling.pyg_loaders import (ClusterData, ClusterLoader, GraphSAINTNodeSampler,
+        GraphSAINTEdgeSampler, GraphSAINTRandomWalkSampler, ShaDowKHopSampler)
+
+- ``GraphSAINT{Node,Edge,RandomWalk}Sampler(data, batch_size, ...)``: DataLoaders of
+  ``num_steps`` subgraphs, as PyG's: nodes ascending by id, edges sorted by (source, target),
+  every node-level and edge-level attribute of ``data`` gathered, ``node_norm`` / ``edge_norm``
+  from PyG's ``_compute_norm`` when ``sample_coverage > 0``. Sampling rules:
+  ``gnnpipe.sampling.saint``; the random walks start at uniform nodes and follow out-edges, as
+  PyG's. Randomness from torch's global RNG, as PyG's (one draw per subgraph).
+- ``ClusterData``: PyG's own class, METIS through pymetis (or the ``parts`` you pass: e.g. the
+  partition stage's), so ``keep_inter_cluster_edges`` and PyG's ``ClusterLoader`` (re-exported
+  here, unchanged, with ``shuffle`` and ``batch_size``) behave exactly as PyG's.
+- ``ShaDowKHopSampler(data, depth, num_neighbors, node_idx, replace, **kwargs)``: PyG's ``Batch``
+  layout (``gnnpipe.sampling.shadow.pyg_layout``) over gnnpipe's sampler.
+
+gnnpipe extras in every batch: ``n_id`` (global node ids) and ``e_id`` (columns of the user's
+``data.edge_index``), unless ``data`` already has attributes of those names.
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+
+import numpy as np
+import torch
+import torch_geometric.loader as pyg_loader
+from torch_geometric.data import Data
+from torch_geometric.io import fs
+from torch_geometric.loader import ClusterLoader, NodeLoader
+from torch_geometric.sampler.utils import to_csc
+
+from gnnpipe.graph import Csr, csr_from_edges
+from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
+                                    SaintSampler)
+from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
+
+__all__ = ["ClusterData", "ClusterLoader", "GraphSAINTEdgeSampler", "GraphSAINTNodeSampler",
+           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "ShaDowKHopSampler"]
+
+
+def _csr_of(data: Data) -> tuple[Csr, np.ndarray]:
+    """In-edge CSR of ``data`` and, per CSR position, its column in ``data.edge_index`` (E,)."""
+    if getattr(data, "edge_index", None) is None:
+        raise ValueError("this loader needs data.edge_index (SparseTensor adj_t is not supported)")
+    indptr, indices, perm = to_csc(data, device="cpu")
+    perm = np.arange(indices.numel()) if perm is None else perm.numpy()
+    return Csr(indptr.long(), indices.long()), perm
+
+
+# ------------------------------------------------------------------------------ GraphSAINT
+class GraphSAINTSampler(torch.utils.data.DataLoader):
+    """PyG's ``GraphSAINTSampler`` (same arguments); subclasses pick the node sampler."""
+
+    def __init__(self, data: Data, batch_size: int, num_steps: int = 1, sample_coverage: int = 0,
+                 save_dir: str | None = None, log: bool = True, **kwargs):
+        kwargs.pop("dataset", None)  # as PyG: PyTorch Lightning passes these
+        kwargs.pop("collate_fn", None)
+        if "node_norm" in data or "edge_norm" in data:
+            raise ValueError("data already has node_norm / edge_norm: the sampler writes them")
+        self.num_steps, self._batch_size = num_steps, batch_size
+        self.sample_coverage, self.save_dir, self.log = sample_coverage, save_dir, log
+        self.N, self.E = data.num_nodes, data.num_edges
+        self.data = data
+        self.csr, self.perm = _csr_of(data)
+        self.subgraphs = self._make_sampler()  # not "sampler": the DataLoader owns that name
+        super().__init__(self, batch_size=1, collate_fn=self._collate, **kwargs)
+        if sample_coverage > 0:
+            path = osp.join(save_dir or "", self._filename)
+            if save_dir is not None and osp.exists(path):
+                self.node_norm, self.edge_norm = fs.torch_load(path)
+            else:
+                self.node_norm, self.edge_norm = self._compute_norm()
+                if save_dir is not None:
+                    torch.save((self.node_norm, self.edge_norm), path)
+
+    def _make_sampler(self):
+        raise NotImplementedError
+
+    @property
+    def _filename(self) -> str:
+        return f"{self.__class__.__name__.lower()}_{self.sample_coverage}.pt"
+
+    def __len__(self) -> int:
+        return self.num_steps
+
+    def __getitem__(self, idx: int):
+        """``n_id`` (B,) ascending, ``edge_index`` (2, E') local sorted by (source, target) and
+        ``e_id`` (E',) columns of ``data.edge_index``; one draw of torch's RNG seeds it."""
+        rng = np.random.default_rng(int(torch.randint(2**62, ())))
+        n_id, (src, dst), pos = self.subgraphs.sample(rng, ordered=False)
+        order = np.argsort(src * n_id.size + dst, kind="stable")
+        return (torch.from_numpy(n_id), torch.from_numpy(np.stack([src[order], dst[order]])),
+                torch.from_numpy(self.perm[pos[order]]))
+
+    def _collate(self, data_list) -> Data:
+        (n_id, edge_index, e_id), = data_list
+        out = self.data.__class__()
+        out.num_nodes = n_id.numel()
+        out.edge_index = edge_index
+        for key, item in self.data:
+            if key in ("edge_index", "num_nodes"):
+                continue
+            if isinstance(item, torch.Tensor) and item.size(0) == self.N:
+                out[key] = item[n_id]
+            elif isinstance(item, torch.Tensor) and item.size(0) == self.E:
+                out[key] = item[e_id]
+            else:
+                out[key] = item
+        if self.sample_coverage > 0:
+            out.node_norm = self.node_norm[n_id]
+            out.edge_norm = self.edge_norm[e_id]
+        if "n_id" not in self.data:
+            out.n_id = n_id
+        if "e_id" not in self.data:
+            out.e_id = e_id
+        return out
+
+    def _compute_norm(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """PyG's ``_compute_norm``: passes of ``num_steps`` subgraphs until they hold
+        ``sample_coverage * N`` nodes; ``node_norm = S / C_v / N`` and ``edge_norm[e] =
+        C_{source(e)} / C_e`` (clipped to [0, 1e4], 0 / 0 = 0.1), float32 (N,), (E,)."""
+        node_count = np.zeros(self.N, dtype=np.int64)
+        edge_count = np.zeros(self.E, dtype=np.int64)
+        num_samples = total = 0
+        while total < self.N * self.sample_coverage:
+            for _ in range(self.num_steps):
+                n_id, _, e_id = self[0]
+                node_count[n_id.numpy()] += 1
+                edge_count[e_id.numpy()] += 1
+                total += n_id.numel()
+            num_samples += self.num_steps
+        nodes, edges = torch.from_numpy(node_count).float(), torch.from_numpy(edge_count).float()
+        edge_norm = (nodes[self.data.edge_index[0]] / edges).clamp_(0, MAX_EDGE_NORM)
+        edge_norm[torch.isnan(edge_norm)] = ZERO_COUNT
+        nodes[nodes == 0] = ZERO_COUNT
+        return num_samples / nodes / self.N, edge_norm
+
+
+class GraphSAINTNodeSampler(GraphSAINTSampler):
+    """PyG's ``GraphSAINTNodeSampler``: ``batch_size`` nodes drawn with probability
+    proportional to their out-degree (sources of uniform edges), with replacement."""
+
+    def _make_sampler(self):
+        return SaintNodeSampler(self.csr, self._batch_size, self.N)
+
+
+class GraphSAINTEdgeSampler(GraphSAINTSampler):
+    """PyG's ``GraphSAINTEdgeSampler``: both endpoints of ``batch_size`` edges drawn with
+    probability proportional to ``1 / out_deg(u) + 1 / in_deg(v)``."""
+
+    def _make_sampler(self):
+        return SaintEdgeSampler(self.csr, self._batch_size, self.N)
+
+
+class GraphSAINTRandomWalkSampler(GraphSAINTSampler):
+    """PyG's ``GraphSAINTRandomWalkSampler``: ``batch_size`` uniform roots, one walk of
+    ``walk_length`` steps along out-edges from each."""
+
+    def __init__(self, data: Data, batch_size: int, walk_length: int, num_steps: int = 1,
+                 sample_coverage: int = 0, save_dir: str | None = None, log: bool = True,
+                 **kwargs):
+        self.walk_length = walk_length
+        super().__init__(data, batch_size, num_steps, sample_coverage, save_dir, log, **kwargs)
+
+    @property
+    def _filename(self) -> str:
+        return (f"{self.__class__.__name__.lower()}_{self.walk_length}_"
+                f"{self.sample_coverage}.pt")
+
+    def _make_sampler(self):
+        src, dst = self.data.edge_index.numpy()
+        out_edges = csr_from_edges(dst, src, self.N)  # row u lists the targets of u's out-edges
+        return SaintSampler(self.csr, torch.arange(self.N), self._batch_size, self.walk_length,
+                            walk_csr=out_edges)
+
+
+# ------------------------------------------------------------------------------- ClusterGCN
+class ClusterData(pyg_loader.ClusterData):
+    """PyG's ``ClusterData`` (same arguments), partitioned by pymetis instead of torch-sparse /
+    pyg-lib, or by ``parts`` (int (N,), e.g. ``io.read_partition`` of the partition stage).
+
+    ``recursive=True`` is refused (gnnpipe's METIS runs k-way). ``self.data`` gains ``n_id``
+    and ``e_id`` (unless ``data`` has them), so ``cluster_data[i]`` and ``ClusterLoader`` batches
+    say which nodes and which columns of the user's ``edge_index`` they hold.
+    """
+
+    def __init__(self, data: Data, num_parts: int, recursive: bool = False,
+                 save_dir: str | None = None, filename: str | None = None, log: bool = True,
+                 keep_inter_cluster_edges: bool = False, sparse_format: str = "csr", *,
+                 parts: np.ndarray | torch.Tensor | None = None, seed: int = 0):
+        if recursive:
+            raise ValueError("ClusterData(recursive=True): gnnpipe partitions with k-way METIS "
+                             "(pymetis); use recursive=False or pass parts=")
+        self._parts, self._seed = parts, seed
+        data = data.clone()
+        for key, size in (("n_id", data.num_nodes), ("e_id", data.num_edges)):
+            if key not in data:
+                data[key] = torch.arange(size)
+        super().__init__(data, num_parts, recursive, save_dir, filename, log,
+                         keep_inter_cluster_edges, sparse_format)
+
+    def _metis(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+        if self._parts is not None:
+            parts = torch.as_tensor(np.asarray(self._parts), dtype=torch.long)
+            if parts.shape != (num_nodes,) or parts.min() < 0 or parts.max() >= self.num_parts:
+                raise ValueError(f"parts must give each of the {num_nodes} nodes a part in "
+                                 f"[0, {self.num_parts})")
+            return parts
+        from gnnpipe.config import PartitionParams
+        from gnnpipe.partition import assign_parts
+        from gnnpipe.rng import make_rng
+
+        src, dst = edge_index.numpy()
+        parts = assign_parts(csr_from_edges(src, dst, num_nodes),
+                             PartitionParams(num_parts=self.num_parts, backend="pymetis"),
+                             make_rng(self._seed, "partition"))
+        return torch.from_numpy(parts.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------- ShaDow
+class ShaDowKHopSampler(NodeLoader):
+    """PyG's ``ShaDowKHopSampler(data, depth, num_neighbors, node_idx, replace, **kwargs)``:
+    a ``Batch`` of one induced subgraph per node of ``node_idx`` (None: all; bool or ids),
+    with ``batch``, ``ptr``, ``root_n_id`` and ``y`` of the roots only. ``kwargs`` go to the
+    DataLoader (``batch_size``, ``shuffle`` (default False, as PyG's), ``num_workers``, ...).
+    Sampling draws from torch's global RNG at construction (``seed=`` fixes it)."""
+
+    def __init__(self, data: Data, depth: int, num_neighbors: int,
+                 node_idx: torch.Tensor | None = None, replace: bool = False,
+                 seed: int | None = None, **kwargs):
+        _csr_of(data)  # the same one-line error for a Data without edge_index
+        sampler = ShadowKHopSampler(data, depth, num_neighbors, replace=replace, seed=seed)
+        kwargs.pop("transform", None)
+        super().__init__(data, node_sampler=sampler, input_nodes=node_idx,
+                         transform=pyg_layout, **kwargs)
