@@ -10,33 +10,39 @@ decay 5e-4) on the same graph (bench/common.py), the same fan-out and batch size
 hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoch has):
 
 - ``gnnpipe fit``: what ``train.sampler: neighbor`` runs: ``gnnpipe.train.fit`` over
-  ``gnnpipe.sampling.neighbor_loader`` (gnnpipe's CSR sampler in PyG's ``NodeLoader``). Its epoch
-  time is fit's own ``train_seconds`` (``perf_history``), which excludes evaluation. fit's
-  per-epoch evaluation is stubbed out here (``NoEvaluation``: constant logits, fixed epoch
-  count): the stage's full-graph forward over 1M nodes would cost more than the epochs measured.
+  ``gnnpipe.sampling.neighbor_loader`` (gnnpipe's CSR sampler in PyG's ``NodeLoader``), which
+  passes the sampler's per-hop counts to the model (each layer computes only the rows later
+  layers read: ``gnnpipe.models.sampled_forward``), with ``train.aggregation`` scatter (the
+  default) and csr (a sparse CSR product over target rows). Its epoch time is fit's own
+  ``train_seconds`` (``perf_history``), which excludes evaluation. fit's per-epoch evaluation is
+  stubbed out here (``NoEvaluation``: constant logits, fixed epoch count): the stage's
+  full-graph forward over 1M nodes would cost more than the epochs measured.
 - ``PyG recipe (torch-sparse)``: the loop of PyG's scaling docs: ``NeighborLoader(data,
   num_neighbors, batch_size, input_nodes, shuffle=True)``, then per batch
   ``model(batch.x, batch.edge_index)[:batch.batch_size]``, cross-entropy on the seeds, backward,
-  step. Runs when torch-sparse or pyg-lib is importable (else the row says why not).
-- ``PyG recipe loop on gnnpipe's sampler``: the same plain loop over gnnpipe's ``NodeLoader``:
-  separates what the sampler gains from what ``fit`` adds. For both plain loops the epoch is
-  also split into time waiting for the next batch (sampling + gathering ``x``/``y``) and time
-  in the training step.
-- ``gnnpipe's sampler + trim_to_layer``: the same loop, with the per-hop node and edge counts
-  gnnpipe's sampler returns passed to the model (``num_sampled_nodes_per_hop`` /
-  ``num_sampled_edges_per_hop``, PyG's hierarchical neighbourhood sampling): layer ``l`` only
-  computes the nodes that later layers still need. Not what ``fit`` does (yet); torch-sparse's
-  sampler returns no per-hop counts, so the peer cannot do this.
+  step. Runs when torch-sparse or pyg-lib is importable (PyG 2.8 has no sampler without them;
+  else the row says why not).
+- ``PyG recipe loop on gnnpipe's sampler``: the same plain loop over gnnpipe's ``NodeLoader``
+  (untrimmed, scatter): the recipe as it would run with a sampler as fast as gnnpipe's, so
+  ``it / fit`` is a lower bound of ``recipe / fit`` (gnnpipe's sampler is the faster one).
+- ``... + trim`` and ``... + trim + csr``: the same loop passing the per-hop counts, with
+  scatter and with CSR aggregation: what ``fit`` does inside, without ``fit``'s bookkeeping.
 
-Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs, so load changes on
-a shared machine hit all rows alike; the figure is the best epoch of each row (``mean`` too).
+Every plain loop splits its epoch into the phases of a step: ``sample`` (the sampler: node ids
+and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the batch), ``forward``
+(model and loss), ``backward`` and ``optimizer`` (Adam's step).
+
+Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs (odd rounds in
+reverse order), so load changes on a shared machine hit all rows alike; the figure is the best epoch of each row (``mean`` too).
 ``loss`` is the mean train loss of the epoch: the rows train the same model alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import statistics
 import sys
 import time
@@ -48,12 +54,13 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` imp
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torch.utils.data
 import torch_geometric.typing
 from torch_geometric.data import Data
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
-from gnnpipe.models import build_model
+from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.train import fit
 
@@ -70,6 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=2, help="epochs per row and round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--rows", default="all",
+                        help="comma-separated row keys to run (fit,fit_csr,peer,plain,trim,"
+                             "trim_csr) or all")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     return parser.parse_args(argv)
 
@@ -93,34 +103,48 @@ class NoEvaluation:
         return self.node_id, torch.zeros(self.node_id.numel(), self.num_classes)
 
 
+PHASES = ("sample", "gather", "forward", "backward", "optimizer")
+
+
 def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader,
                 trim: bool = False) -> dict:
-    """One epoch of the PyG docs' loop; seconds split into waiting for batches and stepping.
-    ``trim`` passes the batch's per-hop counts so PyG trims each layer's input."""
+    """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
+    split into ``PHASES``. ``trim`` passes the batch's per-hop counts (``trim_kwargs``)."""
     model.train()
-    wait = step = loss_sum = 0.0
-    seeds = nodes = batches = 0
-    tick = time.perf_counter()
-    for batch in loader:
-        got = time.perf_counter()
-        wait += got - tick
-        optimizer.zero_grad()
-        kwargs = {}
-        if trim:
-            kwargs = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes,
-                      "num_sampled_edges_per_hop": batch.num_sampled_edges}
-        out = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
-        loss.backward()
-        optimizer.step()
-        tick = time.perf_counter()
-        step += tick - got
-        loss_sum += float(loss.detach()) * batch.batch_size
-        seeds += batch.batch_size
-        nodes += batch.num_nodes
-        batches += 1
-    return {"seconds": wait + step, "wait_seconds": wait, "step_seconds": step, "seeds": seeds,
-            "loss": loss_sum / max(seeds, 1),
+    spent = dict.fromkeys(PHASES, 0.0)
+    loss_sum, seeds, nodes, batches = 0.0, 0, 0, 0
+    # NodeLoader = DataLoader(collate_fn=sample [+ filter_fn when filter_per_worker]) +
+    # filter_fn (gather): sample in the DataLoader, gather here, timed apart
+    per_worker, loader.filter_per_worker = loader.filter_per_worker, False
+    try:
+        samples = torch.utils.data.DataLoader._get_iterator(loader)
+        while True:
+            ticks = [time.perf_counter()]
+            out = next(samples, None)
+            if out is None:
+                break
+            ticks.append(time.perf_counter())
+            batch = loader.filter_fn(out)
+            ticks.append(time.perf_counter())
+            optimizer.zero_grad()
+            kwargs = trim_kwargs(model, batch) if trim else {}
+            logits = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+            loss = F.cross_entropy(logits, batch.y[:batch.batch_size])
+            ticks.append(time.perf_counter())
+            loss.backward()
+            ticks.append(time.perf_counter())
+            optimizer.step()
+            ticks.append(time.perf_counter())
+            for phase, (a, b) in zip(PHASES, zip(ticks, ticks[1:])):
+                spent[phase] += b - a
+            loss_sum += float(loss.detach()) * batch.batch_size
+            seeds += batch.batch_size
+            nodes += batch.num_nodes
+            batches += 1
+    finally:
+        loader.filter_per_worker = per_worker
+    return {"seconds": sum(spent.values()), **{f"{k}_seconds": v for k, v in spent.items()},
+            "seeds": seeds, "loss": loss_sum / max(seeds, 1),
             "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
 
 
@@ -152,7 +176,10 @@ def main(argv=None) -> dict:
     peer = peer_library()
     data = Data(x=x, y=y, edge_index=edge_index, num_nodes=n)
     evaluator = NoEvaluation(torch.from_numpy(np.flatnonzero(roles != "none")), num_classes)
-    make_model = lambda: build_model("sage", in_dim, num_classes, cfg)  # noqa: E731
+    cfg_csr = dataclasses.replace(cfg, aggregation="csr")
+
+    def make_model(aggregation: str = "scatter"):
+        return build_model("sage", in_dim, num_classes, cfg_csr if aggregation == "csr" else cfg)
 
     def adam(model):
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -171,65 +198,68 @@ def main(argv=None) -> dict:
         setup["peer"] = time.perf_counter() - tick
     print("# loader set-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()))
 
-    names = ["gnnpipe fit", f"PyG recipe ({peer})" if peer else "PyG recipe",
-             "PyG recipe loop on gnnpipe's sampler", "gnnpipe's sampler + trim_to_layer"]
-    epochs: dict[str, list[dict]] = {name: [] for name in names}
-    header = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} {'wait s':>7} {'step s':>7} "
-              f"{'nodes/batch':>11} {'loss':>7}")
+    keys = ["fit", "fit_csr", "peer", "plain", "trim", "trim_csr"]
+    names = dict(zip(keys, [
+        "gnnpipe fit (trim, scatter)", "gnnpipe fit (trim, csr)",
+        f"PyG recipe ({peer})" if peer else "PyG recipe",
+        "PyG recipe loop on gnnpipe's sampler", "  ... + trim (scatter)", "  ... + trim + csr"]))
+    run = set(keys if args.rows == "all" else args.rows.split(","))
+    epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
+    header = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} "
+              + " ".join(f"{p[:7]:>7}" for p in PHASES) + f" {'nodes/batch':>11} {'loss':>7}")
     print(header)
 
     def show(name: str, e: dict) -> None:
-        wait = f"{e['wait_seconds']:7.2f}" if "wait_seconds" in e else f"{'-':>7}"
-        step = f"{e['step_seconds']:7.2f}" if "step_seconds" in e else f"{'-':>7}"
+        split = " ".join(f"{e[f'{p}_seconds']:7.2f}" if f"{p}_seconds" in e else f"{'-':>7}"
+                         for p in PHASES)
         nodes = f"{e['nodes_per_batch']:11,.0f}" if "nodes_per_batch" in e else f"{'-':>11}"
-        print(f"{name:40s} {e['seconds']:8.2f} {e['seeds'] / e['seconds']:8,.0f} {wait} {step} "
+        print(f"{name:40s} {e['seconds']:8.2f} {e['seeds'] / e['seconds']:8,.0f} {split} "
               f"{nodes} {e['loss']:7.4f}", flush=True)
 
-    # warm-up, untimed: one training step per loader (first-call allocations, lazy inits),
-    # so the first timed row (fit, round 1) does not pay what the others then skip
-    warm = make_model()
-    warm_opt = adam(warm)
-    for loader in (ours, peer_loader):
-        if loader is not None:
-            batch = next(iter(loader))
-            F.cross_entropy(warm(batch.x, batch.edge_index)[:batch.batch_size],
-                            batch.y[:batch.batch_size]).backward()
-            warm_opt.step()
+    # warm-up, untimed: one training step per loader and aggregation (first-call allocations,
+    # lazy inits), so the first timed row does not pay what the others then skip
+    for aggregation in ("scatter", "csr"):
+        warm = make_model(aggregation)
+        warm_opt = adam(warm)
+        for loader in (ours, peer_loader):
+            if loader is not None:
+                batch = next(iter(loader))
+                F.cross_entropy(warm(batch.x, batch.edge_index, **trim_kwargs(warm, batch))[
+                    :batch.batch_size], batch.y[:batch.batch_size]).backward()
+                warm_opt.step()
 
-    for r in range(args.rounds):
+    def fit_row(key: str, r: int) -> None:
+        aggregation = "csr" if key == "fit_csr" else "scatter"
         torch.manual_seed(args.seed + r)
-        result = fit(make_model, None, y, roles, cfg, seed=args.seed + r, loader=ours,
-                     evaluator=evaluator)
+        result = fit(lambda: make_model(aggregation), None, y, roles,
+                     cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
+                     loader=ours, evaluator=evaluator)
         for row, hist in zip(result.perf_history, result.history):
             e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
                  "batches": row["batches"], "loss": hist["train_loss"]}
-            epochs[names[0]].append(e)
-            show(names[0], e)
-        if peer_loader is not None:
-            torch.manual_seed(args.seed + r)
-            model = make_model()
-            optimizer = adam(model)
-            for _ in range(args.epochs):
-                e = plain_epoch(model, optimizer, peer_loader)
-                epochs[names[1]].append(e)
-                show(names[1], e)
-        elif r == 0:
-            print(f"{names[1]:40s} not run: PyG's NeighborLoader needs torch-sparse or pyg-lib, "
-                  "neither is installed")
+            epochs[names[key]].append(e)
+            show(names[key], e)
+
+    def loop_row(key: str, r: int) -> None:
+        if key == "peer" and peer_loader is None:
+            if r == 0:
+                print(f"{names['peer']:40s} not run: PyG's NeighborLoader needs torch-sparse or "
+                      "pyg-lib, neither is installed")
+            return
         torch.manual_seed(args.seed + r)
-        model = make_model()
+        model = make_model("csr" if key == "trim_csr" else "scatter")
         optimizer = adam(model)
         for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, ours)
-            epochs[names[2]].append(e)
-            show(names[2], e)
-        torch.manual_seed(args.seed + r)
-        model = make_model()
-        optimizer = adam(model)
-        for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, ours, trim=True)
-            epochs[names[3]].append(e)
-            show(names[3], e)
+            e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours,
+                            trim=key in ("trim", "trim_csr"))
+            epochs[names[key]].append(e)
+            show(names[key], e)
+
+    for r in range(args.rounds):
+        # odd rounds run the rows in reverse: no row always goes first (after another's garbage)
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            if key in run:
+                (fit_row if key.startswith("fit") else loop_row)(key, r)
 
     results = {}
     for name, rows in epochs.items():
@@ -244,13 +274,19 @@ def main(argv=None) -> dict:
         print(f"{name:40s} best epoch {row['best_epoch_seconds']:7.2f} s  "
               f"mean {row['mean_epoch_seconds']:7.2f} s  {row['best_seeds_per_s']:8,.0f} seeds/s")
     ratios = {}
-    if names[1] in results:
-        for ours_name in names[0], names[2], names[3]:
-            key = f"{names[1]} / {ours_name} (epoch time)"
-            ratios[key] = (results[names[1]]["best_epoch_seconds"]
-                           / results[ours_name]["best_epoch_seconds"])
-            print(f"ratio {key}: {ratios[key]:.2f}x")
-    summary = {"machine": machine(), "graph": describe(graph), "fanout": list(fanout),
+    baselines = [names[k] for k in ("peer", "plain") if names[k] in results]
+    for base in baselines:
+        for ours_name in (names[k] for k in ("fit", "fit_csr", "trim", "trim_csr")):
+            if ours_name not in results:
+                continue
+            key = f"{base} / {ours_name.strip()} (mean epoch time)"
+            ratios[key] = (results[base]["mean_epoch_seconds"]
+                           / results[ours_name]["mean_epoch_seconds"])
+            loss = (statistics.mean(e["loss"] for e in results[ours_name]["epochs"])
+                    / statistics.mean(e["loss"] for e in results[base]["epochs"]) - 1)
+            print(f"ratio {key}: {ratios[key]:.2f}x  (mean train loss {loss:+.1%})")
+    print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    summary = {"load_average_end": os.getloadavg(), "machine": machine(), "graph": describe(graph), "fanout": list(fanout),
                "batch_size": cfg.batch_size, "seeds_per_epoch": int(train_idx.numel()),
                "threads": args.threads, "peer": peer or "none", "setup_seconds": setup,
                "results": results, "ratios": ratios}

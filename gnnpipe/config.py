@@ -360,6 +360,9 @@ class TrainParams(BaselineParams):
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
     # who runs the loop: gnnpipe.train.fit, or a Lightning Trainer (gnnpipe/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"
+    # message passing of gcn / sage: scatter (per-edge messages), csr (sparse CSR product over
+    # target rows), auto (the faster of the two, timed on the first training batch)
+    aggregation: Literal["scatter", "csr", "auto"] = "scatter"
     inference: InferenceParams = field(default_factory=InferenceParams)
     neighbor: NeighborParams = field(default_factory=NeighborParams)
     temporal: TemporalParams = field(default_factory=TemporalParams)
@@ -633,6 +636,16 @@ def _check_residual(params: Params) -> None:
             f"features, without jk the last writes the classes): use train.num_layers >= {needed}")
 
 
+def _check_aggregation(params: Params) -> None:
+    """train.aggregation=csr is a sparse product: gcn and sage (mean) on homogeneous graphs."""
+    train = params.train
+    if train.aggregation == "csr" and (train.model not in ("gcn", "sage")
+                                       or params.dataset.graph_kind == "typed"):
+        raise ParamsError(f"train.aggregation='csr' applies to gcn and sage on homogeneous "
+                          f"graphs, not train.model={train.model!r} (graph_kind="
+                          f"{params.dataset.graph_kind}); set train.aggregation: scatter or auto")
+
+
 def _check_layerwise(params: Params) -> None:
     """train.inference.mode=layerwise is the evaluation of fit's node models (inference.py)."""
     train = params.train
@@ -713,7 +726,7 @@ RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
          _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
          _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,
-         _check_cluster_batch)
+         _check_cluster_batch, _check_aggregation)
 
 
 # ---------------------------------------------------------------------------------- coercion

@@ -36,7 +36,8 @@ from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.loop import LoopOptions
-from gnnpipe.train import PhaseInput
+from gnnpipe.models import trim_kwargs
+from gnnpipe.train import PhaseInput, _unwrap, resolve_aggregation
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -93,7 +94,8 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
                             pair_scores(z, supervision[0], fresh)])
         p = supervision.shape[1]
         return logits, torch.cat([torch.ones(p), torch.zeros(p)])
-    z = model(batch.x, batch.edge_index)  # (M, H): the sampled nodes, pair endpoints first
+    # (M, H): the sampled nodes, pair endpoints (the seeds) first; trimmed to what they need
+    z = model(batch.x, batch.edge_index, **trim_kwargs(_unwrap(model), batch))
     pairs = batch.edge_label_index  # (2, 2B) local ids: B positives, then their negatives
     return pair_scores(z, pairs[0], pairs[1]), batch.edge_label
 
@@ -112,6 +114,7 @@ class LinkTask:
         self.loader, self.ctx = loader, ctx
         self.supervision = edges["train_supervision"]
         self.heads = self.supervision[0].numpy()
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         """The loader's batches, or one full-graph step: its (P,) fresh negative targets."""
@@ -123,6 +126,13 @@ class LinkTask:
 
     def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
         full = isinstance(batch, torch.Tensor)  # fresh negatives of the full-graph step
+
+        def loss(m: nn.Module) -> torch.Tensor:
+            logits, labels = _pair_step(m, self.inputs["train"], self.supervision,
+                                        batch if full else None, None if full else batch)
+            return F.binary_cross_entropy_with_logits(logits, labels)
+
+        self.aggregation_seconds = resolve_aggregation(model, loss) or self.aggregation_seconds
         logits, labels = _pair_step(model, self.inputs["train"], self.supervision,
                                     batch if full else None, None if full else batch)
         return F.binary_cross_entropy_with_logits(logits, labels), labels.numel()
@@ -177,5 +187,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "train_edges_per_s": round(
         outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
+    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
                            summary=summary, perf=perf, perf_history=outcome.perf_history)

@@ -4,13 +4,25 @@ The GNNs are PyG's own ``GCN`` / ``GraphSAGE`` / ``GAT``; ``mlp`` ignores the ed
 structure-free baseline); ``sign`` takes the precomputed hops concatenated along features.
 ``train.residual`` swaps in subclasses of the same PyG models (same parameters and state_dict
 keys) whose hidden layers add their input back: ``h_{i+1} = dropout(act(conv_i(h_i))) + h_i``.
+
+Every graph model also takes a sampled batch's per-hop counts, as PyG's ``BasicGNN`` does
+(``num_sampled_nodes_per_hop`` / ``num_sampled_edges_per_hop``, ``trim_to_layer``): layer ``i``
+reads only the nodes and edges that later layers still need, so the seeds' logits are those of
+the untrimmed forward. Beyond PyG: GCN is normalised once on the whole sampled subgraph (PyG's
+trim would renormalise on the trimmed one and change the seeds' logits), and jk / residual cut
+the layer outputs to common rows. ``aggregation = "csr"`` (gcn, sage) aggregates by a sparse
+CSR product over target rows (``adj_t``) instead of gathering and scattering per-edge messages.
 """
 
 from __future__ import annotations
 
+import time
+import warnings
+
 import torch
 from torch import nn
-from torch_geometric.nn import MLP
+from torch_geometric.nn import MLP, GCNConv, SAGEConv
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
@@ -42,6 +54,148 @@ def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tenso
     return h
 
 
+# torch warns once per process that CSR tensors are "beta"; they are what train.aggregation=csr is
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+CSR_MODELS = ("gcn", "sage")  # models whose convs aggregate by a sparse product (train.aggregation)
+
+
+def _csr_rows(edge_index: torch.Tensor, values: torch.Tensor | None, num_nodes: int
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``rowptr`` (N+1,), source ``col`` (E,) and ``values`` (E,) with the edges grouped by
+    target (``adj_t``'s rows); the samplers already emit target-sorted edges (no sort then)."""
+    target = edge_index[1]
+    if target.numel() > 1 and not bool((target[1:] >= target[:-1]).all()):
+        order = torch.argsort(target, stable=True)  # a full-graph edge list in any order
+        edge_index = edge_index[:, order]
+        values = None if values is None else values[order]
+        target = edge_index[1]
+    rowptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=target.device)
+    rowptr[1:] = torch.bincount(target, minlength=num_nodes).cumsum(0)
+    return rowptr, edge_index[0], values
+
+
+def _adj_t(csr: tuple, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    """The first ``rows`` target rows of ``csr`` (``_csr_rows``) over ``cols`` sources as a
+    ``torch.sparse_csr`` tensor (rows, cols) of ``dtype``; unweighted edges count 1."""
+    rowptr, col, values = csr
+    nnz = int(rowptr[rows])
+    values = torch.ones(nnz, dtype=dtype, device=col.device) if values is None else (
+        values[:nnz].to(dtype))
+    return torch.sparse_csr_tensor(rowptr[:rows + 1], col[:nnz], values, size=(rows, cols),
+                                   check_invariants=False)  # built sorted above: no O(E) check
+
+
+def _kept(total: int, per_hop: list[int] | None, layers: int) -> list[int]:
+    """Rows (or edges) each layer 0..layers reads: ``total`` less the last ``i`` hops' counts
+    (``trim_to_layer``); ``per_hop`` None keeps all of them."""
+    if per_hop is None:
+        return [total] * (layers + 1)
+    return [total - sum(per_hop[len(per_hop) - i:]) if i else total for i in range(layers + 1)]
+
+
+def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
+                    edge_weight: torch.Tensor | None = None,
+                    num_sampled_nodes_per_hop: list[int] | None = None,
+                    num_sampled_edges_per_hop: list[int] | None = None) -> torch.Tensor:
+    """``model``'s forward (x (N, F), edge_index (2, E)), trimmed per layer to what the later
+    layers need and/or aggregated through CSR (``model.aggregation``): out (M, C), M <= N rows,
+    the first ones (the seeds, hop 0) equal to the untrimmed scatter forward's.
+
+    Trimming follows PyG's ``trim_to_layer``: nodes are stored hop by hop (counts
+    ``num_sampled_nodes_per_hop``, hop 0 first) and edges too, so layer ``i`` reads the first
+    ``N - sum(last i node counts)`` rows and ``E - sum(last i edge counts)`` edges. gcn and
+    sage (scatter or csr) then compute only the target rows the next layer reads (bipartite:
+    sources ``x[:n_in]``, targets ``x[:n_out]``); gat computes every input row, as PyG does.
+    """
+    layers, csr = model.num_layers, model.aggregation == "csr"
+    n_in = _kept(x.shape[0], num_sampled_nodes_per_hop, layers)
+    e_in = _kept(edge_index.shape[1], num_sampled_edges_per_hop, layers)
+    gcn = isinstance(model.convs[0], GCNConv)
+    sage = isinstance(model.convs[0], SAGEConv)
+    if gcn:  # normalised once, on the whole sampled subgraph (degrees as in the untrimmed forward)
+        conv = model.convs[0]
+        edge_index, edge_weight = gcn_norm(edge_index, edge_weight, x.shape[0], conv.improved,
+                                           conv.add_self_loops, conv.flow, x.dtype)
+    adj = _csr_rows(edge_index, edge_weight if gcn else None, x.shape[0]) if csr else None
+    xs, h = [], x
+    for layer, conv in enumerate(model.convs):
+        rows, n_out = n_in[layer], n_in[layer + 1]
+        prev = h[:rows]  # (n_in, F): this layer's input rows
+        if csr and gcn:  # GCNConv.forward with the normalised adjacency: lin, propagate, bias
+            z = conv.lin(prev)  # (n_in, H); bfloat16 under autocast
+            # reduce="sum": the row-parallel kernel (bfloat16 too, unlike MKL's CSR addmm)
+            out = torch.sparse.mm(_adj_t(adj, n_out, rows, z.dtype), z, "sum")
+            out = out if conv.bias is None else out + conv.bias
+        elif csr:  # SAGEConv: mean of the sources by a CSR product, root weight on the targets
+            out = conv((prev, prev[:n_out]), _adj_t(adj, n_out, rows, prev.dtype))
+        elif gcn:  # the edges into the n_out target rows (their sources are input rows)
+            keep = (edge_index[1] < n_out) if n_out < x.shape[0] else slice(None)
+            out = conv.propagate(edge_index[:, keep], x=conv.lin(prev),
+                                 edge_weight=edge_weight[keep], size=(rows, n_out))
+            out = out if conv.bias is None else out + conv.bias
+        elif sage:  # bipartite as under csr: the first e_in edges all point into the n_out rows
+            out = conv((prev, prev[:n_out]), edge_index[:, :e_in[layer]], size=(rows, n_out))
+        else:  # gat: PyG's trim, the first e_in edges, every input row an output row
+            out = conv(prev, edge_index[:, :e_in[layer]])
+        h = finish_layer(model, layer, out, prev[:out.shape[0]])
+        if hasattr(model, "jk"):
+            xs.append(h)
+    if hasattr(model, "jk"):  # only the rows every layer computed (the seeds among them)
+        h = model.jk([t[:xs[-1].shape[0]] for t in xs])
+    return model.lin(h) if hasattr(model, "lin") else h
+
+
+class _Sampled:
+    """Mixin over a PyG ``BasicGNN``: the forward also takes the per-hop counts of a sampled
+    batch (``sampled_forward``); without them and with ``aggregation = "scatter"`` it is the
+    model's own forward, bit for bit."""
+
+    trims = True  # gnnpipe.models.trim_kwargs passes the counts
+    aggregation = "scatter"  # scatter | csr (CSR_MODELS) | auto (resolved on the first batch)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
+                edge_weight: torch.Tensor | None = None,
+                num_sampled_nodes_per_hop: list[int] | None = None,
+                num_sampled_edges_per_hop: list[int] | None = None) -> torch.Tensor:
+        if num_sampled_nodes_per_hop is None and self.aggregation != "csr":
+            return super().forward(x, edge_index, edge_weight)
+        return sampled_forward(self, x, edge_index, edge_weight, num_sampled_nodes_per_hop,
+                               num_sampled_edges_per_hop)
+
+
+def trim_kwargs(model: nn.Module, batch) -> dict:
+    """The batch's per-hop counts as keyword arguments of ``model`` (the user's module), or
+    none: the model does not trim, or the batch has no counts (induced, bidirectional, shadow,
+    cluster, saint) or fewer hops than the model has layers."""
+    nodes = getattr(batch, "num_sampled_nodes", None)
+    edges = getattr(batch, "num_sampled_edges", None)
+    if not getattr(model, "trims", False) or nodes is None or edges is None or (
+            len(edges) < model.num_layers or len(nodes) != len(edges) + 1):
+        return {}
+    return {"num_sampled_nodes_per_hop": [int(n) for n in nodes],
+            "num_sampled_edges_per_hop": [int(e) for e in edges]}
+
+
+def choose_aggregation(model: nn.Module, step, repeats: int = 2) -> dict[str, float]:
+    """Resolve ``model.aggregation = "auto"``: time ``step()`` (a loss of one batch: forward
+    and backward) with scatter and with csr, keep the faster, leave no gradients behind and
+    torch's RNG untouched. Returns the best seconds of each."""
+    seconds = {}
+    with torch.random.fork_rng():
+        for aggregation in ("scatter", "csr"):
+            model.aggregation = aggregation
+            best = float("inf")
+            for _ in range(repeats):  # the first call pays one-time allocations
+                tick = time.perf_counter()
+                step().backward()
+                best = min(best, time.perf_counter() - tick)
+            seconds[aggregation] = round(best, 6)
+    for p in model.parameters():
+        p.grad = None
+    model.aggregation = min(seconds, key=seconds.get)
+    return seconds
+
+
 class _Residual:
     """Mixin over a PyG ``BasicGNN``: the forward with ``finish_layer``'s skip connections."""
 
@@ -59,19 +213,31 @@ class _Residual:
         return self.lin(x) if hasattr(self, "lin") else x
 
 
-class ResidualGCN(_Residual, GCN):
+class SampledGCN(_Sampled, GCN):
     pass
 
 
-class ResidualGraphSAGE(_Residual, GraphSAGE):
+class SampledGraphSAGE(_Sampled, GraphSAGE):
     pass
 
 
-class ResidualGAT(_Residual, GAT):
+class SampledGAT(_Sampled, GAT):
     pass
 
 
-GRAPH_MODELS = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT}
+class ResidualGCN(_Sampled, _Residual, GCN):
+    pass
+
+
+class ResidualGraphSAGE(_Sampled, _Residual, GraphSAGE):
+    pass
+
+
+class ResidualGAT(_Sampled, _Residual, GAT):
+    pass
+
+
+GRAPH_MODELS = {"gcn": SampledGCN, "sage": SampledGraphSAGE, "gat": SampledGAT}
 RESIDUAL_MODELS = {"gcn": ResidualGCN, "sage": ResidualGraphSAGE, "gat": ResidualGAT}
 
 
@@ -160,6 +326,9 @@ def build_model(name: str, in_dim: int, num_classes: int, cfg: BaselineParams,
         assert cfg.hidden % cfg.heads == 0, "config._check_heads refuses this train section"
         kwargs["heads"] = cfg.heads
     models = RESIDUAL_MODELS if cfg.residual else GRAPH_MODELS
-    return models[name](in_channels=in_dim, hidden_channels=cfg.hidden,
-                        num_layers=cfg.num_layers, out_channels=num_classes,
-                        dropout=cfg.dropout, jk=None if cfg.jk == "none" else cfg.jk, **kwargs)
+    model = models[name](in_channels=in_dim, hidden_channels=cfg.hidden,
+                         num_layers=cfg.num_layers, out_channels=num_classes,
+                         dropout=cfg.dropout, jk=None if cfg.jk == "none" else cfg.jk, **kwargs)
+    # gat aggregates per-edge attention: scatter only (config._check_aggregation refuses csr)
+    model.aggregation = cfg.aggregation if name in CSR_MODELS else "scatter"
+    return model

@@ -31,6 +31,7 @@ from gnnpipe.loop import (  # noqa: F401 - re-exported: importers of gnnpipe.tra
     close_epoch,
     epoch_seed,
 )
+from gnnpipe.models import choose_aggregation, trim_kwargs
 from gnnpipe.sharding import gather_rows
 
 PHASES = ("train", "val", "test")
@@ -100,7 +101,9 @@ def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
         return model(batch.x, batch.edge_index)[roots], target, None
     if "train_mask" not in batch:
         seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
-        return model(batch.x, batch.edge_index)[:seeds], batch.y[:seeds], None
+        # per-hop counts: each layer computes only what the seeds' logits need (gnnpipe.models)
+        out = model(batch.x, batch.edge_index, **trim_kwargs(_unwrap(model), batch))
+        return out[:seeds], batch.y[:seeds], None
     kwargs = {}
     if "edge_norm" in batch and getattr(_unwrap(model), "supports_edge_weight", False):
         kwargs["edge_weight"] = batch.edge_norm
@@ -151,6 +154,18 @@ def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarra
     return float(totals[0] / totals[2]), float(totals[1] / totals[3])
 
 
+def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tensor]
+                        ) -> dict[str, float] | None:
+    """``train.aggregation: auto``: on the first step, time ``loss(model)`` (forward and
+    backward, the user's module: no DDP collective) with scatter and csr and keep the faster
+    (``gnnpipe.models.choose_aggregation``); the seconds of each, or None when nothing was
+    left to choose."""
+    user = _unwrap(model)
+    if getattr(user, "aggregation", None) != "auto":
+        return None
+    return choose_aggregation(user, lambda: loss(user))
+
+
 class NodeTask:
     """Node classification hooks for ``loop.run`` (see ``fit``): cross-entropy on the train
     nodes, early stopping on val accuracy."""
@@ -164,6 +179,7 @@ class NodeTask:
         self.inputs, self.y, self.roles, self.ctx = inputs, y, roles, ctx
         self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
         self.idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         if self.loader is not None:
@@ -175,8 +191,10 @@ class NodeTask:
         return [rows] if self.batch_size is None else rows.split(self.batch_size)
 
     def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
-        return node_step(model, batch, None if self.inputs is None else self.inputs["train"],
-                         self.y)
+        inputs = None if self.inputs is None else self.inputs["train"]
+        self.aggregation_seconds = resolve_aggregation(
+            model, lambda m: node_step(m, batch, inputs, self.y)[0]) or self.aggregation_seconds
+        return node_step(model, batch, inputs, self.y)
 
     def counts(self) -> list[float]:
         return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
@@ -274,6 +292,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
             "threads": torch.get_num_threads(), "train_seeds_per_s": round(
         outcome.epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
+    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],

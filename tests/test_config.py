@@ -399,6 +399,9 @@ RULE_CASES = [  # (params, message, the rule that raises it)
                 "dist": {"shard": "partition"}}},
      "train.cluster.keep_inter_cluster_edges=true needs the whole train graph",
      "_check_cluster_batch"),
+    ({"train": {"model": "gat", "aggregation": "csr"}},
+     "train.aggregation='csr' applies to gcn and sage on homogeneous graphs, not "
+     "train.model='gat'", "_check_aggregation"),
 ]
 
 

@@ -15,6 +15,10 @@ layer (types have different widths, and venues may carry no signal at all), then
 classification); ``out="all"`` returns embeddings of every node, the types concatenated in
 order into (N_total, C) with ``HeteroGraph.offsets()`` ids (link prediction: a pair of any two
 types scores ``z_u . z_v``).
+
+Typed sampled steps are not trimmed (``train.aggregation`` stays scatter): the typed batches
+(gnnpipe/hetero/loader.py) drop the per-type hop counts, so ``gnnpipe.models.trim_kwargs`` finds
+no ``trims`` here and every layer runs on the whole sampled subgraph, as before.
 """
 
 from __future__ import annotations
