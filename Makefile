@@ -8,9 +8,8 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PIP_QUIET ?= -q
 STAMP := $(VENV)/.gnnpipe-installed
-# test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py);
-# 3 on 2 cores: the slowest tests mostly wait on subprocesses (dvc, torchrun, torch imports)
-TEST_JOBS ?= 3
+# test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py)
+TEST_JOBS ?= 2
 
 .PHONY: setup repro repro-scale repro-typed-scale test clean-data help
 
