@@ -28,6 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gnnpipe.threads import available_cpus
+
 MiB = 2**20
 # measured: /proc/self/smaps_rollup after importing gnnpipe.commands.train, torch_geometric and
 # the samplers (torch 2.13 CPU, PyG 2.8.1): 263 MiB private (anonymous), 146 MiB shared clean
@@ -78,7 +80,7 @@ def machine(meminfo: Path | None = None, cgroup: Path | None = None) -> Machine:
         limit, usage = _read_int(cgroup / limit_file), _read_int(cgroup / usage_file)
         if limit is not None and usage is not None and limit - usage < available:
             available, source = max(0, limit - usage), str(cgroup / limit_file)
-    return Machine(available_bytes=available, source=source, cores=_cores(cgroup))
+    return Machine(available_bytes=available, source=source, cores=available_cpus(cgroup / "cpu.max"))
 
 
 def check_launch(prepared: Path, cfg, num_workers: int) -> list[str]:
@@ -127,17 +129,6 @@ def _read_int(path: Path) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
-
-
-def _cores(cgroup: Path) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    try:  # cgroup v2 "quota period" or "max period"
-        quota, period = (cgroup / "cpu.max").read_text().split()
-        if quota != "max":
-            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, cores or 1)
 
 
 def _gib(nbytes: int) -> str:
