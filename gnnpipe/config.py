@@ -357,6 +357,9 @@ class TrainParams(BaselineParams):
     batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
     amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
+    # where the train stage runs (gnnpipe/device.py): auto = cuda when torch sees a CUDA device,
+    # else cpu; cuda without one is refused at the start of the stage
+    device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
     # who runs the loop: gnnpipe.train.fit, or a Lightning Trainer (gnnpipe/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"

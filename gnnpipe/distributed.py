@@ -56,14 +56,16 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @contextlib.contextmanager
-def stage_ranks(args, params, what: str, num_workers: int = 0) -> Iterator[DistContext | None]:
+def stage_ranks(args, params, what: str, num_workers: int = 0,
+                device: torch.device | None = None) -> Iterator[DistContext | None]:
     """Where a train / predict stage runs: yields this rank's context with its process group
     formed (``SINGLE`` for one process), or None in the process that launched the ranks under
     torchrun and saw them finish (``run_under_torchrun``).
 
     The launching process first checks the machine (gnnpipe/capacity.py: refuses ranks x
     ``num_workers`` loader workers that cannot fit, warns on more processes than cores). Errors
-    of torch.distributed on a rank become one line (``one_line_errors``).
+    of torch.distributed on a rank become one line (``one_line_errors``). ``device`` (this
+    rank's ``train.device``, gnnpipe/device.py; None: the CPU) picks the backend.
     """
     from gnnpipe import capacity
 
@@ -76,7 +78,7 @@ def stage_ranks(args, params, what: str, num_workers: int = 0) -> Iterator[DistC
             run_under_torchrun(params, args.argv, what)
             yield None
             return
-    init_process_group(ctx, cfg.timeout_s)
+    init_process_group(ctx, cfg.timeout_s, device)
     try:
         with one_line_errors(ctx, cfg.timeout_s):
             yield ctx
@@ -107,8 +109,15 @@ def injected_faults() -> list[Callable[[int], None]]:
     return [fail]
 
 
-def init_process_group(ctx: DistContext, timeout_s: float) -> None:
-    """gloo on CPU, nccl on GPU; ``timeout_s`` bounds forming the group and every collective, so
+def backend_for(device: torch.device | None) -> str:
+    """gloo when the rank trains on the CPU; on CUDA nccl for the gradients (CUDA tensors) and
+    gloo for the CPU tensors the loop reduces (loss sums, metrics) and for object collectives."""
+    return "cpu:gloo,cuda:nccl" if device is not None and device.type == "cuda" else "gloo"
+
+
+def init_process_group(ctx: DistContext, timeout_s: float,
+                       device: torch.device | None = None) -> None:
+    """``backend_for(device)``; ``timeout_s`` bounds forming the group and every collective, so
     a lost rank fails. A torchrun worker first ties its life to its agent's and tells the
     launcher it started (the rendezvous is over)."""
     if ctx.world_size == 1 or dist.is_initialized():
@@ -117,7 +126,9 @@ def init_process_group(ctx: DistContext, timeout_s: float) -> None:
         die_with_parent(int(os.environ[PARENT_ENV]))
     if os.environ.get(STATUS_ENV):
         (Path(os.environ[STATUS_ENV]) / f"started.{ctx.rank}").touch()
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = backend_for(device)
+    if device is not None and device.type == "cuda":
+        torch.cuda.set_device(device)  # nccl's communicator binds to the current device
     with one_line_errors(ctx, timeout_s):
         dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
                                 timeout=datetime.timedelta(seconds=timeout_s))

@@ -38,6 +38,7 @@ from torch_geometric.data import Data
 from torch_geometric.data.lightning import LightningNodeData
 from torch_geometric.sampler import BaseSampler
 
+from gnnpipe import device as devices
 from gnnpipe.config import TrainParams
 from gnnpipe.distributed import SINGLE, all_reduce_sum
 from gnnpipe.loop import (
@@ -78,11 +79,12 @@ class NodeDataModule(LightningNodeData):
     """
 
     def __init__(self, inputs: dict[str, PhaseInput], y: torch.Tensor, roles: np.ndarray,
-                 cfg: TrainParams, node_sampler: BaseSampler | None = None):
+                 cfg: TrainParams, node_sampler: BaseSampler | None = None,
+                 pin_memory: bool = False):
         idx = _phase_index(roles)
         train = inputs["train"]
         data = Data(x=train.x, y=y, edge_index=train.edge_index, num_nodes=y.numel())
-        kwargs: dict = {"pin_memory": False}  # CPU training: nothing to pin for
+        kwargs: dict = {"pin_memory": pin_memory}  # CUDA: async copies from page-locked batches
         if node_sampler is None:
             data.train_mask = torch.from_numpy(roles == "train")
             loader = "full"
@@ -267,7 +269,8 @@ def _isolated() -> Iterator[None]:
 def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
                   y: torch.Tensor, roles: np.ndarray, cfg: TrainParams, seed: int, *,
                   node_sampler: BaseSampler | None = None, progress_bar: bool = False,
-                  amp: bool = False, compile_model: bool = False) -> TrainResult:
+                  amp: bool = False, compile_model: bool = False,
+                  device: torch.device = devices.CPU) -> TrainResult:
     """``gnnpipe.train.fit`` through a Lightning ``Trainer``: same inputs, same ``TrainResult``.
 
     ``inputs`` are the per-phase model inputs (``build_inputs``); ``node_sampler`` (a
@@ -275,8 +278,12 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
     steps. ``seed`` goes to ``seed_everything`` before the model is built and, with the epoch
     number, reseeds every epoch; the run is deterministic (``deterministic=True``) and leaves
     the caller's global state untouched. Logits (M, C) cover train, val then test nodes, each
-    scored with the best weights on its own phase's graph.
+    scored with the best weights on its own phase's graph. On a CUDA ``device`` the Trainer runs
+    there (pinned batches; ``amp`` as Lightning's ``16-mixed`` precision, float16 with a
+    GradScaler; deterministic algorithms only warn, as CUDA scatter has no deterministic
+    kernel); logits come back to the CPU.
     """
+    cuda = device.type == "cuda"
     idx = _phase_index(roles)
     started = time.perf_counter()
     with _isolated():
@@ -285,21 +292,24 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
         pl.seed_everything(seed % 2**32, workers=True, verbose=False)
         torch.manual_seed(seed)
         model = build_model()
-        module = NodeClassifier(model, cfg, seed, node_sampler=node_sampler, amp=amp,
-                                compile_model=compile_model)
-        datamodule = NodeDataModule(inputs, y, roles, cfg, node_sampler)
+        module = NodeClassifier(model, cfg, seed, node_sampler=node_sampler,
+                                amp=amp and not cuda, compile_model=compile_model)
+        datamodule = NodeDataModule(inputs, y, roles, cfg, node_sampler, pin_memory=cuda)
         trainer = pl.Trainer(
-            accelerator="cpu", devices=1, max_epochs=cfg.epochs, deterministic=True,
+            accelerator="gpu" if cuda else "cpu", devices=[device.index or 0] if cuda else 1,
+            precision="16-mixed" if cuda and amp else "32-true",
+            max_epochs=cfg.epochs, deterministic="warn" if cuda else True,
             logger=False, enable_checkpointing=False, enable_model_summary=False,
             enable_progress_bar=progress_bar, num_sanity_val_steps=0)
         trainer.fit(module, datamodule=datamodule)
         seconds = time.perf_counter() - started
         model.load_state_dict(module.best_state)
-        logits = torch.cat(trainer.predict(module, datamodule=datamodule)).float()
+        logits = torch.cat([out.cpu() for out in trainer.predict(module, datamodule=datamodule)]
+                           ).float()
     summary = {"best_epoch": module.best_epoch, "best_val_acc": round(module.best_val, 6),
                "epochs_run": len(module.history),
                "parameters": sum(p.numel() for p in model.parameters())}
-    perf = {"seconds": round(seconds, 3), "world_size": 1,
+    perf = {"seconds": round(seconds, 3), "world_size": 1, "device": str(device),
             "train_seeds_per_s": round(len(module.history) * idx["train"].numel()
                                        / max(seconds, 1e-9), 1)}
     if any(getattr(inputs[p], "layerwise", None) is not None for p in PHASES):

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnnpipe import device as devices
 from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
@@ -81,7 +82,7 @@ def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
     z = encode(model, inputs)
     pos = pair_scores(z, positives[0], positives[1])
     neg = pair_scores(z, positives[0], negatives)
-    return pos.float(), neg.float()
+    return pos.float().cpu(), neg.float().cpu()
 
 
 def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
@@ -93,7 +94,7 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
         logits = torch.cat([pair_scores(z, supervision[0], supervision[1]),
                             pair_scores(z, supervision[0], fresh)])
         p = supervision.shape[1]
-        return logits, torch.cat([torch.ones(p), torch.zeros(p)])
+        return logits, torch.cat([torch.ones(p), torch.zeros(p)]).to(logits.device)
     # (M, H): the sampled nodes, pair endpoints (the seeds) first; trimmed to what they need
     z = model(batch.x, batch.edge_index, **trim_kwargs(_unwrap(model), batch))
     pairs = batch.edge_label_index  # (2, 2B) local ids: B positives, then their negatives
@@ -115,6 +116,15 @@ class LinkTask:
         self.supervision = edges["train_supervision"]
         self.heads = self.supervision[0].numpy()
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+
+    def place(self, device: torch.device) -> None:
+        """Phase inputs, supervision and the fixed val / test pairs go to ``device`` (``heads``
+        stays a CPU array for the negative sampler)."""
+        memo: dict = {}  # phases share x and often edge_index: each tensor moves once
+        self.inputs = {p: devices.to_device(i, device, memo) for p, i in self.inputs.items()}
+        self.edges = devices.to_device(self.edges, device, memo)
+        self.negatives = devices.to_device(self.negatives, device, memo)
+        self.supervision = self.edges["train_supervision"]
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         """The loader's batches, or one full-graph step: its (P,) fresh negative targets."""
@@ -175,8 +185,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, state, history = outcome.model, outcome.state, outcome.history
-    scores = {phase: score_phase(model, inputs[phase], edges[phase], negatives[phase])
-              for phase in EVAL_PHASES}
+    scores = {phase: score_phase(model, task.inputs[phase], task.edges[phase],
+                                 task.negatives[phase]) for phase in EVAL_PHASES}
     summary = {
         "task": "link",
         "best_epoch": state["best_epoch"],
@@ -185,7 +195,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     seconds = outcome.seconds
-    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "train_edges_per_s": round(
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
+            "train_edges_per_s": round(
         outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
     if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}

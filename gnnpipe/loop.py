@@ -3,13 +3,14 @@
 ``run(task, build_model, cfg, seed, options)`` owns what every task shares: ``fork_rng`` and the
 model's initial seed, Adam, resume from a checkpoint, the DDP wrapper, AMP / ``torch.compile``,
 per-epoch reseeding from ``(seed, epoch)``, the loss / example sums reduced across ranks, one perf
-row and one history row per epoch, early stopping with the best weights, checkpoints. A ``Task``
-supplies what differs: the epoch's batches, the loss of one batch and the validation score.
+row and one history row per epoch, early stopping with the best weights, checkpoints, and the
+device (``train.device``, gnnpipe/device.py): the model, what the task holds (``Task.place``) and
+each batch go there here and nowhere else; best weights and checkpoints come back to the CPU. A
+``Task`` supplies what differs: the epoch's batches, the loss of one batch and the validation score.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterable, Protocol
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from gnnpipe import device as devices
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 
@@ -37,8 +39,9 @@ class Checkpointing:
 @dataclass(frozen=True)
 class LoopOptions:
     """How to run the loop, apart from what to train: DDP context, checkpoints, progress bar,
-    AMP, ``torch.compile`` and ``callbacks`` (each called as ``callback(epoch)`` on every rank
-    after the epoch's training steps, before its sums are reduced: fault injection, tests)."""
+    AMP, ``torch.compile``, ``device`` (``gnnpipe.device.resolve``) and ``callbacks`` (each
+    called as ``callback(epoch)`` on every rank after the epoch's training steps, before its sums
+    are reduced: fault injection, tests)."""
 
     ctx: DistContext = SINGLE
     checkpointing: Checkpointing | None = None
@@ -46,6 +49,7 @@ class LoopOptions:
     amp: bool = False
     compile_model: bool = False
     callbacks: tuple[Callable[[int], None], ...] | list = ()
+    device: torch.device = devices.CPU
 
 
 class Task(Protocol):
@@ -55,7 +59,12 @@ class Task(Protocol):
     monitor: ClassVar[str]  # the ``score`` entry early stopping maximises: "val_acc", "val_mrr"
     counters: ClassVar[tuple[str, ...]]  # per-epoch counts summed over ranks and epochs into state
     examples_per_seed: ClassVar[int]  # examples ``step`` counts per seed (link: a pair, 2)
-    saves_scaler: ClassVar[bool]  # checkpoints carry a "scaler" entry (node task)
+    # checkpoints carry a "scaler" entry ({} without a scaler: node task); with one, every task
+    saves_scaler: ClassVar[bool]
+
+    def place(self, device: torch.device) -> None:
+        """Move what every step or score reads besides the batch (whole-graph inputs, labels)
+        to ``device`` once (``gnnpipe.device.to_device``); called before the first epoch."""
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         """This rank's batches of ``epoch`` (1-based); torch is already reseeded for it."""
@@ -77,6 +86,7 @@ class LoopOutcome:
     perf_history: list[dict] = field(default_factory=list)  # one row per epoch run here
     seconds: float = 0.0  # wall clock of the whole run
     resumed_epoch: int = 0  # epochs the resumed checkpoint had already run
+    device: str = "cpu"  # where it trained ("cuda:0"), for the perf files
 
     @property
     def history(self) -> list[dict]:
@@ -100,19 +110,21 @@ def close_epoch(state: dict, best_key: str, score: float, epoch: int, model: nn.
 
     Keeps the best weights by ``score`` (``state[best_key]``), counts stale epochs, checkpoints
     (rank 0, every ``checkpointing.every`` epochs and at the end; ``extra`` entries are saved
-    after model and optimizer) and returns True when training stops.
+    after model and optimizer) and returns True when training stops. Best weights and the
+    checkpoint are CPU tensors whatever the model's device.
     """
     if score > state[best_key]:
         state.update({best_key: score, "best_epoch": epoch, "stale": 0,
-                      "best_state": copy.deepcopy(model.state_dict())})
+                      "best_state": devices.state_on_cpu(model)})
     else:
         state["stale"] += 1
     state["epoch"] = epoch
     done = state["stale"] >= cfg.patience or epoch == cfg.epochs
     if checkpointing and checkpointing.every and ctx.is_main and (
             epoch % checkpointing.every == 0 or done):
-        checkpointing.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            **(extra or {}), **state})
+        checkpointing.save(devices.to_cpu({
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), **(extra or {}),
+            **state}))
     return done
 
 
@@ -170,18 +182,21 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
     until ``cfg.epochs`` or ``cfg.patience`` epochs without a better ``task.monitor``.
 
     Under DDP (``options.ctx``) gradients are averaged and every rank takes the same decisions.
+    The model is built on the CPU (the same initial weights everywhere) and moved to
+    ``options.device`` with the task's inputs and every batch; ``options.amp`` autocasts to
+    bfloat16 on the CPU and to float16 with a ``GradScaler`` (kept in checkpoints) on CUDA.
     The caller's global torch RNG is left untouched. Returns the model with the best weights.
     """
-    ctx, checkpointing = options.ctx, options.checkpointing
+    ctx, checkpointing, device = options.ctx, options.checkpointing, options.device
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = build_model()
+        model = build_model().to(device)
+        task.place(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        device = next(model.parameters()).device.type
-        scaler = torch.amp.GradScaler(device) if options.amp and device == "cuda" else None
+        scaler = devices.grad_scaler(device, options.amp)
         state = {"epoch": 0, task.best_key: -1.0, "best_epoch": 0, "stale": 0, "history": [],
-                 "best_state": copy.deepcopy(model.state_dict()),
+                 "best_state": devices.state_on_cpu(model),
                  **{key: 0 for key in task.counters}}
         resume = checkpointing.resume_from if checkpointing else None
         if resume is not None:
@@ -193,12 +208,13 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
         # a model whose loss leaves some parameters out (typed: the last layer's convs into
         # non-target types) says so; DDP would otherwise wait for their gradients forever
         unused = bool(getattr(model, "ddp_find_unused_parameters", False))
-        trained = DistributedDataParallel(model, find_unused_parameters=unused) if (
-            ctx.world_size > 1) else model
+        trained = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=unused) if ctx.world_size > 1 else model
         if options.compile_model:
             trained = torch.compile(trained, dynamic=True, backend=COMPILE_BACKEND)
-        amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
-        autocast = torch.autocast(device, dtype=amp_dtype, enabled=options.amp)
+        autocast = torch.autocast(device.type, dtype=devices.amp_dtype(device),
+                                  enabled=options.amp)
         perf_history: list[dict] = []
         first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
         bar = options.progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
@@ -206,8 +222,9 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
             epoch_started = time.perf_counter()
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout, shuffling of this epoch
             trained.train()
-            loss_sum, seen, steps = 0.0, 0, 0
+            losses: list[tuple[torch.Tensor, int]] = []  # read after the epoch: no sync per step
             for batch in task.batches(epoch, seed):
+                batch = devices.to_device(batch, device)  # the one move of every batch kind
                 optimizer.zero_grad()
                 loss, examples = guarded_step(task.step, trained, batch, autocast,
                                               options.compile_model)
@@ -218,9 +235,11 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
                 else:
                     loss.backward()
                     optimizer.step()
-                loss_sum += float(loss.detach()) * examples
+                losses.append((loss.detach(), examples))
+            loss_sum, seen, steps = 0.0, 0, len(losses)
+            for loss, examples in losses:  # the same float64 sum, in order, as step by step
+                loss_sum += float(loss) * examples
                 seen += examples
-                steps += 1
             for callback in options.callbacks:
                 callback(epoch)
             totals = all_reduce_sum(torch.tensor([loss_sum, float(seen), *task.counts()]), ctx)
@@ -236,7 +255,8 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{train_loss:.4f}", **{
                     task.monitor: f"{metrics[task.monitor]:.4f}"})
-            extra = {"scaler": scaler.state_dict() if scaler else {}} if task.saves_scaler else {}
+            extra = {"scaler": scaler.state_dict() if scaler else {}} if (
+                task.saves_scaler or scaler) else {}
             if close_epoch(state, task.best_key, metrics[task.monitor], epoch, model, optimizer,
                            cfg, checkpointing, ctx, extra=extra):
                 break
@@ -244,4 +264,5 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
     model.load_state_dict(state["best_state"])
     model.eval()
     return LoopOutcome(model=model, state=state, perf_history=perf_history, seconds=seconds,
-                       resumed_epoch=resume["epoch"] if resume is not None else 0)
+                       resumed_epoch=resume["epoch"] if resume is not None else 0,
+                       device=str(device))

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from gnnpipe import device as devices
 from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
@@ -69,9 +70,12 @@ def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.
 def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
               ctx: DistContext) -> torch.Tensor:
     """``_forward`` without gradients, or layer by layer when ``inputs.layerwise`` is set (then
-    every rank of ``ctx`` must call: the ranks share the blocks)."""
+    every rank of ``ctx`` must call: the ranks share the blocks; the engine computes on the CPU,
+    from a CPU copy of the model and features when they are on an accelerator)."""
     if inputs.layerwise is not None:
-        return inputs.layerwise(_unwrap(model), inputs.x, ctx)[rows]
+        user = _unwrap(model)
+        logits = inputs.layerwise(devices.on_cpu(user), devices.to_cpu(inputs.x), ctx)[rows]
+        return devices.to_device(logits, devices.model_device(user))  # where a forward's are
     return _forward(model, inputs, rows)
 
 
@@ -127,7 +131,8 @@ def _accuracy(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor, y: torch
     model.eval()
     mine = rows[ctx.rank::ctx.world_size]
     collective = inputs.layerwise is not None  # every rank joins, even with no rows of its own
-    correct = (_evaluate(model, inputs, mine, ctx).argmax(dim=1) == y[mine]).sum() if (
+    # y stays on the CPU: predictions come back (layer-wise ones are there already)
+    correct = (_evaluate(model, inputs, mine, ctx).argmax(dim=1).cpu() == y[mine]).sum() if (
         mine.numel() or collective) else 0
     totals = all_reduce_sum(torch.tensor([float(correct), float(mine.numel())]), ctx)
     return float(totals[0] / totals[1])
@@ -145,7 +150,7 @@ def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarra
                         y: torch.Tensor, ctx: DistContext) -> tuple[float, float]:
     """Train and val accuracy over the nodes of every rank's evaluator, counts summed."""
     model.eval()
-    node_id, logits = evaluator.logits(model)
+    node_id, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
     role = roles[node_id.numpy()]
     hit = (logits.argmax(dim=1) == y[node_id]).numpy()
     counts = [float(hit[role == phase].sum()) for phase in ("train", "val")]
@@ -180,6 +185,15 @@ class NodeTask:
         self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
         self.idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+        self.step_y = y  # labels the steps of row batches index (on the device after place)
+
+    def place(self, device: torch.device) -> None:
+        """Whole-graph inputs and the labels steps read go to ``device``; ``y`` and ``idx``
+        stay on the CPU for scoring and for the node ids of the outputs."""
+        if self.inputs is not None:
+            memo: dict = {}  # phases share x and often edge_index: each tensor moves once
+            self.inputs = {p: devices.to_device(i, device, memo) for p, i in self.inputs.items()}
+        self.step_y = devices.to_device(self.y, device)
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         if self.loader is not None:
@@ -193,8 +207,8 @@ class NodeTask:
     def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
         inputs = None if self.inputs is None else self.inputs["train"]
         self.aggregation_seconds = resolve_aggregation(
-            model, lambda m: node_step(m, batch, inputs, self.y)[0]) or self.aggregation_seconds
-        return node_step(model, batch, inputs, self.y)
+            model, lambda m: node_step(m, batch, inputs, self.step_y)[0]) or self.aggregation_seconds
+        return node_step(model, batch, inputs, self.step_y)
 
     def counts(self) -> list[float]:
         return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
@@ -248,7 +262,9 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     (``train.dist.shard: partition``). A loader with a ``skipped`` attribute reports the empty
     batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
-    with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.compile_model`` trains
+    with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
+    evaluates there (``gnnpipe.device``; layer-wise and shard evaluation stay on the CPU); the
+    logits and weights returned are CPU tensors. ``options.compile_model`` trains
     through ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
     ValueError. ``perf_history`` gets one row of wall-clock throughput per epoch.
     """
@@ -264,7 +280,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     node_id = torch.cat([idx[p] for p in PHASES])
     if evaluator is not None:  # every rank scores its nodes; rank 0 puts them in node_id order
         with torch.no_grad():
-            held, held_logits = gather_rows(*evaluator.logits(model), ctx)
+            held, held_logits = gather_rows(*evaluator.logits(devices.on_cpu(model)), ctx)
         logits = torch.empty(0)
         if ctx.is_main:
             full = torch.full((y.numel(), held_logits.shape[1]), float("nan"))
@@ -275,7 +291,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
                                  "the partition stage on this split")
     elif ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
         with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
-            logits = torch.cat([_evaluate(model, inputs[p], idx[p], ctx) for p in PHASES]).float()
+            logits = torch.cat([_evaluate(model, task.inputs[p], idx[p], ctx).cpu()
+                                for p in PHASES]).float()
         logits = logits if ctx.is_main else torch.empty(0)
     else:  # only rank 0 writes artifacts
         logits = torch.empty(0)
@@ -290,7 +307,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         summary["empty_batches_skipped"] = int(state["skipped"])
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
-            "threads": torch.get_num_threads(), "train_seeds_per_s": round(
+            "threads": torch.get_num_threads(), "device": outcome.device, "train_seeds_per_s": round(
         outcome.epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
     if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}

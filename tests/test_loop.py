@@ -12,6 +12,7 @@ from torch import nn
 
 from gnnpipe import distributed, loop
 from gnnpipe.config import TrainParams
+from gnnpipe.device import to_device
 from gnnpipe.loop import Checkpointing, LoopOptions
 
 CFG = TrainParams(epochs=6, patience=6, lr=0.05)
@@ -31,6 +32,9 @@ class ToyTask:
         self.y = (self.x[:, 0] > 0).long()
         self.scores = scores
         self.batch_counts, self.epoch = 0, 0
+
+    def place(self, device):
+        self.x, self.y = to_device(self.x, device), to_device(self.y, device)
 
     def batches(self, epoch: int, seed: int):
         self.batch_counts, self.epoch = 0, epoch

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from gnnpipe import device as devices
 from gnnpipe import distributed, io
 from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
                                        write_node_outputs, write_run_files)
@@ -51,20 +52,22 @@ def add_arguments(parser):
 
 
 def run(args):
-    """Picks the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1, and
-    runs the variant on every rank (which variants allow several ranks is checked in
-    gnnpipe/config.py)."""
+    """Picks the variant and the device (train.device: cuda:LOCAL_RANK on each rank; refused in
+    one line without CUDA, before any rank starts), re-launches under torchrun when
+    train.dist.nproc * nnodes > 1, and runs the variant on every rank (which variants allow
+    several ranks is checked in gnnpipe/config.py)."""
     params = load_params(args.params)
     kind, task = split_variant(args.split)
     train = pick(RUNS, kind, task, "train")
     cfg, dist = params.train, params.train.dist
-    with distributed.stage_ranks(args, params, "training", cfg.num_workers) as ctx:
+    device = devices.resolve(cfg.device, distributed.context_from_env())
+    with distributed.stage_ranks(args, params, "training", cfg.num_workers, device) as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
-        return train(args, params, ctx)
+        return train(args, params, ctx, device)
 
 
-def train_nodes(args, params, ctx):
+def train_nodes(args, params, ctx, device):
     from gnnpipe.commands.inputs import read_model_graph
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
@@ -106,12 +109,12 @@ def train_nodes(args, params, ctx):
             build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
             node_sampler=getattr(loader, "node_sampler", None),
             progress_bar=os.environ.get("GNNPIPE_PROGRESS", "1") != "0" and sys.stderr.isatty(),
-            amp=cfg.amp, compile_model=cfg.compile)
+            amp=cfg.amp, compile_model=cfg.compile, device=device)
     else:
         result = fit(build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
                      batch_size=batch_size, loader=loader, evaluator=evaluator,
                      options=LoopOptions(ctx=ctx, checkpointing=checkpointing, progress=progress,
-                                         amp=cfg.amp, compile_model=cfg.compile,
+                                         amp=cfg.amp, compile_model=cfg.compile, device=device,
                                          callbacks=distributed.injected_faults()))
     done = _finish(args, result, ctx, rank_info, lambda: write_node_outputs(
         args, result, {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
@@ -123,7 +126,7 @@ def train_nodes(args, params, ctx):
         else None
 
 
-def train_links(args, params, ctx):
+def train_links(args, params, ctx, device):
     """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
     from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
     from gnnpipe.link_train import fit_link
@@ -159,7 +162,7 @@ def train_links(args, params, ctx):
                       sup.edges, sup.negatives, sup.sampler, cfg,
                       torch_seed(params.seed, "train"), loader=loader, options=LoopOptions(
                           ctx=ctx, checkpointing=checkpointing, progress=progress,
-                          callbacks=distributed.injected_faults()))
+                          device=device, callbacks=distributed.injected_faults()))
     extra = {} if loader is None else {"batches_per_epoch": len(loader)}  # per rank
     done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
@@ -169,7 +172,7 @@ def train_links(args, params, ctx):
             f"{args.out}") if done else None
 
 
-def train_typed_nodes(args, params, ctx):
+def train_typed_nodes(args, params, ctx, device):
     """to_hetero(GraphSAGE) / HGT / R-GCN on the target type: full-graph, ``train.sampler:
     hgt`` budgets or ``neighbor`` fan-outs (gnnpipe/hetero/loader.py), the latter also on
     several DDP ranks (each its share of the train seeds); evaluation full-graph or layer-wise
@@ -212,7 +215,7 @@ def train_typed_nodes(args, params, ctx):
                  inputs, graph.y, roles, cfg, torch_seed(params.seed, "train"),
                  loader=loader, options=LoopOptions(
                      ctx=ctx, progress=progress, checkpointing=checkpointing, amp=cfg.amp,
-                     callbacks=distributed.injected_faults()))
+                     device=device, callbacks=distributed.injected_faults()))
     perf = {"hetero": True, **({"amp": True} if cfg.amp else {})}
     done = _finish(args, result, ctx, {}, lambda: write_node_outputs(
         args, result, {**_typed_model_meta(cfg, graph), "num_classes": graph.num_classes}),
@@ -223,7 +226,7 @@ def train_typed_nodes(args, params, ctx):
             f"-> {args.out}") if done else None
 
 
-def train_typed_links(args, params, ctx):
+def train_typed_links(args, params, ctx, device):
     """A typed encoder of every node type; the dot-product decoder on the held-out edge type.
     Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
@@ -253,7 +256,8 @@ def train_typed_links(args, params, ctx):
                       _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
                       torch_seed(params.seed, "train"), loader=loader,
                       options=LoopOptions(ctx=ctx, progress=progress, checkpointing=checkpointing,
-                                          amp=cfg.amp, callbacks=distributed.injected_faults()))
+                                          amp=cfg.amp, device=device,
+                                          callbacks=distributed.injected_faults()))
     name = edge_type_name(edge_type)
     perf = {"hetero": True, **({"amp": True} if cfg.amp else {})}
     done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
