@@ -62,7 +62,8 @@ from bench.common import add_graph_args, describe, load_graph, machine, print_ma
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
-from gnnpipe.train import fit
+from gnnpipe.device import resolve
+from gnnpipe.train import LoopOptions, fit
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -81,6 +82,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="comma-separated row keys to run (fit,fit_csr,peer,plain,trim,"
                              "trim_csr) or all")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
+                        help="train.device of the fit rows (the plain loops stay on the CPU)")
     return parser.parse_args(argv)
 
 
@@ -233,7 +236,8 @@ def main(argv=None) -> dict:
         torch.manual_seed(args.seed + r)
         result = fit(lambda: make_model(aggregation), None, y, roles,
                      cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
-                     loader=ours, evaluator=evaluator)
+                     loader=ours, evaluator=evaluator,
+                     options=LoopOptions(device=resolve(args.device, key="--device")))
         for row, hist in zip(result.perf_history, result.history):
             e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
                  "batches": row["batches"], "loss": hist["train_loss"]}
@@ -288,7 +292,7 @@ def main(argv=None) -> dict:
     print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     summary = {"load_average_end": os.getloadavg(), "machine": machine(), "graph": describe(graph), "fanout": list(fanout),
                "batch_size": cfg.batch_size, "seeds_per_epoch": int(train_idx.numel()),
-               "threads": args.threads, "peer": peer or "none", "setup_seconds": setup,
+               "threads": args.threads, "device": args.device, "peer": peer or "none", "setup_seconds": setup,
                "results": results, "ratios": ratios}
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")

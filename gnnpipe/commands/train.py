@@ -57,10 +57,10 @@ def run(args):
     train.dist.nproc * nnodes > 1, and runs the variant on every rank (which variants allow
     several ranks is checked in gnnpipe/config.py)."""
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
-    train = pick(RUNS, kind, task, "train")
     cfg, dist = params.train, params.train.dist
     device = devices.resolve(cfg.device, distributed.context_from_env())
+    kind, task = split_variant(args.split)
+    train = pick(RUNS, kind, task, "train")
     with distributed.stage_ranks(args, params, "training", cfg.num_workers, device) as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
