@@ -18,10 +18,12 @@
 #   GPU_SMOKE_BUDGET_S  wall-clock budget of the smoke itself (default 290 s)
 #   GPU_SMOKE_BENCH     extra bench/train_epoch.py arguments (default: 100k nodes, 8192 seeds)
 #   GPU_SMOKE_KEEP=1    keep the scratch folder (printed) instead of deleting it
+#   GPU_SMOKE_DEVICE=cpu  run the whole flow with train.device=cpu (checks this script on a CPU box)
 set -uo pipefail
 
+DEVICE="${GPU_SMOKE_DEVICE:-cuda}"
 DEVICE_NODE="${GPU_SMOKE_DEVICE_NODE:-/dev/nvidia0}"
-if ! command -v nvidia-smi >/dev/null 2>&1 && [ ! -e "$DEVICE_NODE" ]; then
+if [ "$DEVICE" = cuda ] && ! command -v nvidia-smi >/dev/null 2>&1 && [ ! -e "$DEVICE_NODE" ]; then
     echo "gpu_smoke: no CUDA GPU on this machine (no nvidia-smi, no $DEVICE_NODE); skipped"
     exit 0
 fi
@@ -31,6 +33,7 @@ VENV="${GPU_SMOKE_VENV:-$ROOT/.venv-cuda}"
 PY="$VENV/bin/python"
 say() { echo "gpu_smoke: $*"; }
 has_cuda_torch() {
+    [ "$DEVICE" = cpu ] && [ -x "$PY" ] && return 0
     "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
 }
 
@@ -41,7 +44,7 @@ if ! has_cuda_torch && [ "${GPU_SMOKE_SETUP:-1}" = 1 ] && [ ! -x "$PY" ]; then
         || { say "make setup VENV=$VENV failed"; exit 1; }
 fi
 if ! has_cuda_torch; then
-    say "$PY has no torch that sees a CUDA device ($("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)); install a CUDA build into it, e.g. $PY -m pip install --force-reinstall ${TORCH_PIP_ARGS:-} ${TORCH_SPEC:-torch==2.13.0}"
+    say "$PY has no torch that sees a CUDA device ($("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)); install a CUDA build into it, e.g. $PY -m pip install --force-reinstall ${TORCH_PIP_ARGS:+$TORCH_PIP_ARGS }${TORCH_SPEC:-torch==2.13.0}"
     exit 1
 fi
 
@@ -51,7 +54,7 @@ left() { echo $((DEADLINE - SECONDS)); }
 cap() { local want=$1 have; have=$(left); echo $((want < have ? want : have)); }
 export PATH="$VENV/bin:$PATH" PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" GNNPIPE_PROGRESS=0
 
-"$PY" - <<'EOF'
+[ "$DEVICE" = cuda ] && "$PY" - <<'EOF'
 import torch
 p = torch.cuda.get_device_properties(0)
 print(f"gpu_smoke: torch {torch.__version__} (CUDA {torch.version.cuda}), {torch.cuda.device_count()} "
@@ -75,9 +78,9 @@ find "$REPO" -name __pycache__ -prune -exec rm -rf {} +
     && git -c user.name=smoke -c user.email=smoke@localhost commit -qm scratch) \
     || { say "could not make the scratch repo in $REPO"; exit 1; }
 T=$(cap 190)
-say "default pipeline with -S train.device=cuda (at most ${T}s) ..."
+say "default pipeline with -S train.device=$DEVICE (at most ${T}s) ..."
 started=$SECONDS
-if (cd "$REPO" && timeout -k 10 "$T" dvc exp run -S train.device=cuda > "$SCRATCH/pipeline.log" 2>&1); then
+if (cd "$REPO" && timeout -k 10 "$T" dvc exp run -S "train.device=$DEVICE" > "$SCRATCH/pipeline.log" 2>&1); then
     say "pipeline done in $((SECONDS - started))s"
     (cd "$REPO" && "$PY" - <<'EOF'
 import json, pathlib
@@ -98,7 +101,8 @@ fi
 
 # 2. the epoch bench, fit rows, cuda then cpu (same graph, cached)
 read -r -a BENCH <<< "${GPU_SMOKE_BENCH:---scale 0.1 --seeds 8192 --epochs 2 --rows fit,fit_csr}"
-for device in cuda cpu; do
+for device in "$DEVICE" cpu; do
+    [ "$device" = cpu ] && [ "$DEVICE" = cpu ] && [ -e "$SCRATCH/epoch_cpu.json" ] && break
     T=$(cap 45)
     if [ "$T" -lt 10 ]; then say "no time left for the $device epoch bench"; continue; fi
     say "epoch bench on $device (at most ${T}s) ..."

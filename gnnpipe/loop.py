@@ -189,7 +189,8 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
     """
     ctx, checkpointing, device = options.ctx, options.checkpointing, options.device
     started = time.perf_counter()
-    with torch.random.fork_rng():
+    # CUDA: fork only this rank's GPU's RNG state (torch warns when asked to guess among several)
+    with torch.random.fork_rng(**({"devices": [device.index]} if device.type == "cuda" else {})):
         torch.manual_seed(seed)
         model = build_model().to(device)
         task.place(device)

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -322,3 +323,18 @@ def test_gpu_smoke_script_stops_in_one_line_without_a_gpu(tmp_path):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "skipped" in lines[0]
     assert os.listdir(tmp_path) == []  # nothing built, nothing copied
+
+
+def test_gpu_smoke_script_names_the_fix_when_its_venv_has_no_cuda_torch(tmp_path):
+    node = tmp_path / "nvidia0"
+    node.touch()  # a GPU machine, as far as the script can tell
+    venv = Path(sys.prefix)  # the venv running the tests
+    if not (venv / "bin" / "python").exists() or torch.cuda.is_available():
+        pytest.skip("needs the CPU-only venv the tests run in")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GPU_SMOKE_DEVICE_NODE": str(node),
+           "GPU_SMOKE_VENV": str(venv), "GPU_SMOKE_SETUP": "0"}
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_smoke.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, lines
+    assert "no torch that sees a CUDA device" in lines[0] and "pip install" in lines[0]
