@@ -7,7 +7,7 @@ to the accelerator: the loop calls it on every batch at the ``task.step`` bounda
 what a task holds for the whole run (``Task.place``); it walks tensors, PyG ``Data`` /
 ``HeteroData`` (a shallow copy: the loader's own object keeps its CPU tensors), dataclasses
 (``PhaseInput``, typed ``SeedBatch`` / ``LinkBatch``), dicts, lists and tuples. On CUDA every
-tensor is pinned and copied with ``non_blocking=True`` (the copy overlaps the step's kernels);
+batch tensor is pinned and copied with ``non_blocking=True`` (the copy overlaps the step's kernels);
 on the CPU nothing is touched, so the CPU pipeline runs exactly the code and bits it ran before.
 ``to_cpu`` brings results, best weights and checkpoints back; ``on_cpu`` gives engines that
 compute on the CPU (layer-wise evaluation, shard evaluators) a CPU copy of the model.
@@ -56,19 +56,21 @@ def grad_scaler(device: torch.device, amp: bool) -> torch.amp.GradScaler | None:
         else None
 
 
-def to_device(obj: Any, device: torch.device, memo: dict | None = None) -> Any:
+def to_device(obj: Any, device: torch.device, memo: dict | None = None, pin: bool = True) -> Any:
     """``obj`` with every tensor inside it on ``device`` (``obj`` itself on the CPU).
 
-    ``memo`` (id -> moved tensor) moves a tensor shared by several inputs once."""
+    ``memo`` (id -> moved tensor) moves a tensor shared by several inputs once. ``pin`` False
+    copies without page-locking first: for one-off copies of whole-graph inputs (``Task.place``),
+    where a pinned twin of a large feature matrix would cost host memory and gain nothing."""
     if device.type == "cpu":
         return obj
-    return _move(obj, device, {} if memo is None else memo)
+    return _move(obj, device, {} if memo is None else memo, pin)
 
 
 def to_cpu(obj: Any) -> Any:
     """``obj`` with every tensor inside it on the CPU (tensors already there are kept as they
     are: no copy)."""
-    return _move(obj, CPU, {})
+    return _move(obj, CPU, {}, pin=False)
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -91,12 +93,12 @@ def state_on_cpu(model: nn.Module) -> dict:
             for k, v in state.items()}
 
 
-def _tensor(t: torch.Tensor, device: torch.device, memo: dict) -> torch.Tensor:
+def _tensor(t: torch.Tensor, device: torch.device, memo: dict, pin: bool) -> torch.Tensor:
     if t.device == device or (device.index is None and t.device.type == device.type):
         return t
     key = id(t)
     if key not in memo:
-        if device.type == "cuda" and t.device.type == "cpu":
+        if pin and device.type == "cuda" and t.device.type == "cpu":
             # pinned (page-locked) host memory lets the copy run asynchronously
             memo[key] = t.pin_memory().to(device, non_blocking=True)
         else:
@@ -105,19 +107,19 @@ def _tensor(t: torch.Tensor, device: torch.device, memo: dict) -> torch.Tensor:
     return memo[key]
 
 
-def _move(obj: Any, device: torch.device, memo: dict) -> Any:
+def _move(obj: Any, device: torch.device, memo: dict, pin: bool) -> Any:
     if isinstance(obj, torch.Tensor):
-        return _tensor(obj, device, memo)
+        return _tensor(obj, device, memo, pin)
     if isinstance(obj, dict):
-        return type(obj)((k, _move(v, device, memo)) for k, v in obj.items())
+        return type(obj)((k, _move(v, device, memo, pin)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
-        return type(obj)(_move(v, device, memo) for v in obj)
+        return type(obj)(_move(v, device, memo, pin) for v in obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{
-            f.name: _move(getattr(obj, f.name), device, memo)
+            f.name: _move(getattr(obj, f.name), device, memo, pin)
             for f in dataclasses.fields(obj) if f.init})
     from torch_geometric.data.data import BaseData  # PyG is imported by every batch kind
 
     if isinstance(obj, BaseData):  # Data, HeteroData, Batch: each store's tensors
-        return copy.copy(obj).apply(lambda t: _tensor(t, device, memo))
+        return copy.copy(obj).apply(lambda t: _tensor(t, device, memo, pin))
     return obj

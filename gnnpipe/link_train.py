@@ -121,9 +121,10 @@ class LinkTask:
         """Phase inputs, supervision and the fixed val / test pairs go to ``device`` (``heads``
         stays a CPU array for the negative sampler)."""
         memo: dict = {}  # phases share x and often edge_index: each tensor moves once
-        self.inputs = {p: devices.to_device(i, device, memo) for p, i in self.inputs.items()}
-        self.edges = devices.to_device(self.edges, device, memo)
-        self.negatives = devices.to_device(self.negatives, device, memo)
+        self.inputs = {p: devices.to_device(i, device, memo, pin=False)
+                       for p, i in self.inputs.items()}
+        self.edges = devices.to_device(self.edges, device, memo, pin=False)
+        self.negatives = devices.to_device(self.negatives, device, memo, pin=False)
         self.supervision = self.edges["train_supervision"]
 
     def batches(self, epoch: int, seed: int) -> Iterable:

@@ -75,7 +75,7 @@ def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
     if inputs.layerwise is not None:
         user = _unwrap(model)
         logits = inputs.layerwise(devices.on_cpu(user), devices.to_cpu(inputs.x), ctx)[rows]
-        return devices.to_device(logits, devices.model_device(user))  # where a forward's are
+        return devices.to_device(logits, devices.model_device(user), pin=False)  # as a forward's
     return _forward(model, inputs, rows)
 
 
@@ -192,8 +192,9 @@ class NodeTask:
         stay on the CPU for scoring and for the node ids of the outputs."""
         if self.inputs is not None:
             memo: dict = {}  # phases share x and often edge_index: each tensor moves once
-            self.inputs = {p: devices.to_device(i, device, memo) for p, i in self.inputs.items()}
-        self.step_y = devices.to_device(self.y, device)
+            self.inputs = {p: devices.to_device(i, device, memo, pin=False)
+                           for p, i in self.inputs.items()}
+        self.step_y = devices.to_device(self.y, device, pin=False)
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         if self.loader is not None:
@@ -206,9 +207,10 @@ class NodeTask:
 
     def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
         inputs = None if self.inputs is None else self.inputs["train"]
+        y = self.step_y
         self.aggregation_seconds = resolve_aggregation(
-            model, lambda m: node_step(m, batch, inputs, self.step_y)[0]) or self.aggregation_seconds
-        return node_step(model, batch, inputs, self.step_y)
+            model, lambda m: node_step(m, batch, inputs, y)[0]) or self.aggregation_seconds
+        return node_step(model, batch, inputs, y)
 
     def counts(self) -> list[float]:
         return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
@@ -307,8 +309,9 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         summary["empty_batches_skipped"] = int(state["skipped"])
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
-            "threads": torch.get_num_threads(), "device": outcome.device, "train_seeds_per_s": round(
-        outcome.epochs_here * idx["train"].numel() / max(seconds, 1e-9), 1)}
+            "threads": torch.get_num_threads(), "device": outcome.device,
+            "train_seeds_per_s": round(outcome.epochs_here * idx["train"].numel()
+                                       / max(seconds, 1e-9), 1)}
     if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):

@@ -219,9 +219,9 @@ def test_the_loop_moves_each_batch_and_the_task_inputs_through_to_device_only(mo
     seen, placed, stepped = [], [], []
     real = devices.to_device
 
-    def record(obj, device, memo=None):
-        seen.append((type(obj).__name__, device))
-        return real(obj, device, memo)
+    def record(obj, device, memo=None, pin=True):
+        seen.append((type(obj).__name__, device, pin))
+        return real(obj, device, memo, pin)
 
     monkeypatch.setattr(devices, "to_device", record)
     from gnnpipe.train import NodeTask
@@ -241,7 +241,9 @@ def test_the_loop_moves_each_batch_and_the_task_inputs_through_to_device_only(mo
     cpu = torch.device("cpu")
     assert placed == [cpu]
     batches = [entry for entry in seen if entry[0] == "Data"]
-    assert len(batches) == len(stepped) == 2 * len(loader) and all(d == cpu for _, d in batches)
+    assert len(batches) == len(stepped) == 2 * len(loader)
+    assert all(d == cpu and pin for _, d, pin in batches)  # batches pinned, on CUDA
+    assert ("PhaseInput", cpu, False) in seen  # the whole-graph inputs once, unpinned
     assert result.perf["device"] == "cpu"  # recorded beside the thread count
     assert result.perf["threads"] == torch.get_num_threads()
 
