@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import weakref
 from typing import Any
 
 import torch
@@ -25,6 +26,9 @@ from torch import nn
 from gnnpipe.distributed import SINGLE, DistContext
 
 CPU = torch.device("cpu")
+# model on an accelerator -> its CPU twin (``on_cpu``): one object per model, so memos keyed on
+# the model's id (gnnpipe.inference.WeightMemo) behave as on the CPU, alike on every DDP rank
+_TWINS: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
 
 
 def cuda_available() -> bool:
@@ -80,8 +84,16 @@ def model_device(model: nn.Module) -> torch.device:
 
 
 def on_cpu(model: nn.Module) -> nn.Module:
-    """``model`` when its weights are on the CPU, else a CPU copy (same weights and mode)."""
-    return model if model_device(model).type == "cpu" else copy.deepcopy(model).to(CPU)
+    """``model`` when its weights are on the CPU, else its CPU twin: the same object on every
+    call, holding ``model``'s current weights and train / eval mode."""
+    if model_device(model).type == "cpu":
+        return model
+    twin = _TWINS.get(model)
+    if twin is None:
+        twin = _TWINS[model] = copy.deepcopy(model).to(CPU)
+    else:
+        twin.load_state_dict(model.state_dict())
+    return twin.train(model.training)
 
 
 def state_on_cpu(model: nn.Module) -> dict:
@@ -108,18 +120,30 @@ def _tensor(t: torch.Tensor, device: torch.device, memo: dict, pin: bool) -> tor
 
 
 def _move(obj: Any, device: torch.device, memo: dict, pin: bool) -> Any:
+    """``obj`` itself when nothing inside it moves (ids stay stable), else a moved copy."""
     if isinstance(obj, torch.Tensor):
         return _tensor(obj, device, memo, pin)
     if isinstance(obj, dict):
-        return type(obj)((k, _move(v, device, memo, pin)) for k, v in obj.items())
+        items = {k: _move(v, device, memo, pin) for k, v in obj.items()}
+        same = all(items[k] is v for k, v in obj.items())
+        return obj if same else type(obj)(items)
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
-        return type(obj)(_move(v, device, memo, pin) for v in obj)
+        values = [_move(v, device, memo, pin) for v in obj]
+        return obj if all(a is b for a, b in zip(values, obj)) else type(obj)(values)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{
-            f.name: _move(getattr(obj, f.name), device, memo, pin)
-            for f in dataclasses.fields(obj) if f.init})
+        fields = {f.name: _move(getattr(obj, f.name), device, memo, pin)
+                  for f in dataclasses.fields(obj) if f.init}
+        same = all(value is getattr(obj, name) for name, value in fields.items())
+        return obj if same else dataclasses.replace(obj, **fields)
     from torch_geometric.data.data import BaseData  # PyG is imported by every batch kind
 
     if isinstance(obj, BaseData):  # Data, HeteroData, Batch: each store's tensors
+        if all(t.device == device for _, t in _data_tensors(obj)):
+            return obj
         return copy.copy(obj).apply(lambda t: _tensor(t, device, memo, pin))
     return obj
+
+
+def _data_tensors(data) -> list:
+    return [(k, v) for store in data.stores for k, v in store.items()
+            if isinstance(v, torch.Tensor)]

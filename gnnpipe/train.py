@@ -10,6 +10,7 @@ given seed (``fork_rng`` keeps the caller's global RNG untouched).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
@@ -47,6 +48,9 @@ class PhaseInput:
     # gnnpipe.inference.LayerwiseInference: evaluation goes layer by layer over target blocks
     # (bounded memory; a collective under DDP) instead of one whole-graph forward
     layerwise: Callable | None = None
+    # x as it was on the CPU, kept when ``x`` moved to an accelerator: the layer-wise engine
+    # reads it (one object every epoch, as its memo expects), None = ``x`` is on the CPU
+    host_x: object = None
 
 
 @dataclass
@@ -74,7 +78,8 @@ def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
     from a CPU copy of the model and features when they are on an accelerator)."""
     if inputs.layerwise is not None:
         user = _unwrap(model)
-        logits = inputs.layerwise(devices.on_cpu(user), devices.to_cpu(inputs.x), ctx)[rows]
+        x = devices.to_cpu(inputs.x) if inputs.host_x is None else inputs.host_x
+        logits = inputs.layerwise(devices.on_cpu(user), x, ctx)[rows]
         return devices.to_device(logits, devices.model_device(user), pin=False)  # as a forward's
     return _forward(model, inputs, rows)
 
@@ -192,8 +197,7 @@ class NodeTask:
         stay on the CPU for scoring and for the node ids of the outputs."""
         if self.inputs is not None:
             memo: dict = {}  # phases share x and often edge_index: each tensor moves once
-            self.inputs = {p: devices.to_device(i, device, memo, pin=False)
-                           for p, i in self.inputs.items()}
+            self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
         self.step_y = devices.to_device(self.y, device, pin=False)
 
     def batches(self, epoch: int, seed: int) -> Iterable:
@@ -223,6 +227,14 @@ class NodeTask:
             train_acc = _accuracy(model, self.inputs["train"], self.idx["train"], self.y, self.ctx)
             val_acc = _accuracy(model, self.inputs["val"], self.idx["val"], self.y, self.ctx)
         return {"train_acc": train_acc, "val_acc": val_acc}
+
+
+def _placed(inputs: PhaseInput, device: torch.device, memo: dict) -> PhaseInput:
+    """``inputs`` on ``device``; a layer-wise phase keeps its CPU ``x`` as ``host_x``."""
+    moved = devices.to_device(inputs, device, memo, pin=False)
+    if moved is inputs or inputs.layerwise is None:
+        return moved
+    return dataclasses.replace(moved, host_x=inputs.x)
 
 
 def node_step(model: nn.Module, batch, inputs: PhaseInput | None = None,

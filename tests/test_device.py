@@ -210,6 +210,29 @@ def test_on_the_cpu_nothing_is_copied():
     assert state["weight"].data_ptr() != model.weight.data_ptr()  # a snapshot, not a view
 
 
+def test_nothing_on_the_cpu_is_rebuilt_so_ids_stay_stable():
+    """Layer-wise evaluation memoises on ``id(x)`` and its DDP ranks must all hit or all miss:
+    ``to_cpu`` of CPU data hands back the very objects (a rebuilt dict whose id is reused on one
+    rank only once hung two gloo ranks), and the engine sees the phase's own ``x`` each call."""
+    from gnnpipe.train import _evaluate
+
+    typed = _typed_batches()
+    for obj in [{"a": torch.ones(2)}, [torch.ones(1)], typed["typed seeds"],
+                typed["typed HeteroData"], _homogeneous_batches()["neighbor"]]:
+        assert devices.to_cpu(obj) is obj
+    seen = []
+
+    def engine(model, x, ctx):
+        seen.append(x)
+        return torch.zeros(5, 3)
+
+    x = typed["typed seeds"].x
+    inputs = PhaseInput(x, typed["typed seeds"].edge_index, engine)
+    for _ in range(2):
+        _evaluate(torch.nn.Linear(2, 3), inputs, torch.arange(2), distributed.SINGLE)
+    assert seen[0] is x and seen[1] is x
+
+
 def test_the_loop_moves_each_batch_and_the_task_inputs_through_to_device_only(monkeypatch):
     """Every step's batch reaches ``task.step`` through ``to_device`` (with the loop's device),
     and the whole-graph inputs through ``Task.place``: a recorder in place of the move."""
