@@ -18,13 +18,10 @@ from pathlib import Path
 import torch
 
 from gnnpipe import distributed, io
-from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
-                                       write_node_outputs, write_run_files)
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import LoopOptions
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -66,9 +63,10 @@ def run(args):
 
 def train_nodes(args, params, ctx):
     from gnnpipe.commands.inputs import read_model_graph
+    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.train import LoopOptions, build_inputs, fit
 
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
@@ -126,9 +124,10 @@ def train_nodes(args, params, ctx):
 def train_links(args, params, ctx):
     """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
     from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
+    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs
+    from gnnpipe.train import LoopOptions, build_inputs
 
     cfg = params.train
     # ranks on one machine share the memory-mapped pages of graph.pt
@@ -177,9 +176,10 @@ def train_typed_nodes(args, params, ctx):
     import numpy as np
 
     from gnnpipe.commands.inputs import read_model_typed
+    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.train import fit
+    from gnnpipe.train import LoopOptions, fit
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -229,9 +229,11 @@ def train_typed_links(args, params, ctx):
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
     ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
     from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
-    from gnnpipe.typed_graph import edge_type_name
+    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
+    from gnnpipe.train import LoopOptions
+    from gnnpipe.typed_graph import edge_type_name
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -291,6 +293,8 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     """Gathers every rank's memory high-water mark; rank 0 then writes the outputs, metrics,
     perf, histories and drops the checkpoint (the outputs now hold everything it had).
     False on the other ranks."""
+    from gnnpipe.commands.training import peak_rss_mb, write_run_files
+    from gnnpipe.loop import PERF_COLUMNS
     from gnnpipe.sharding import gather_objects
 
     ranks = gather_objects({"rank": ctx.rank, **rank_info, "peak_rss_mb": peak_rss_mb()}, ctx)
@@ -298,7 +302,8 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
         return False
     write_outputs()
     write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
-    io.write_csv(args.perf_history, result.perf_history)
+    # a run resumed from the checkpoint of its last epoch trains no epoch here: header only
+    io.write_csv(args.perf_history, result.perf_history, header=PERF_COLUMNS)
     io.remove_on_publish(args.checkpoint)  # once the outputs that supersede it are published
     return True
 
