@@ -225,3 +225,30 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
     torch.testing.assert_close(got, want, **TOL)
     assert (io.read_json(layered / "metrics/train.json")["best_val_acc"]
             == io.read_json(full / "metrics/train.json")["best_val_acc"])
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])  # the typed models hetero/inference.py blocks
+def test_typed_link_stages_train_and_predict_layer_by_layer(tmp_path, model):
+    hetero = {"hetero": True, "num_nodes": 240, "num_features": 8, "num_classes": 3,
+              "num_authors": 80, "num_venues": 6}
+    sections = {"dataset": {"task": "link", "synthetic": hetero},
+                "split": {"link": {"num_val_negatives": 5, "num_test_negatives": 5}}}
+    folders = {}
+    for mode in ("full", "layerwise"):
+        folder = folders[mode] = tmp_path / mode
+        folder.mkdir()
+        _params(folder, **sections, train={"model": model, "epochs": 3, "patience": 3,
+                                           "inference": {"mode": mode, "block_edges": 200}})
+        for stage in ("prepare", "split", "train", "predict"):
+            _stage(folder, stage)
+    full, layered = folders["full"], folders["layerwise"]
+    assert io.read_json(layered / "metrics/perf/train.json")["eval_inference"] == "layerwise"
+    assert io.read_json(layered / "metrics/predict.json")["inference"] == "layerwise"
+    want, got = (io.read_link_predictions(f / "data/model") for f in (full, layered))
+    for phase in ("val", "test"):
+        for a, b in zip(got[phase], want[phase]):
+            torch.testing.assert_close(a, b, **TOL)
+    for node_type in ("paper", "author", "venue"):
+        emb = [io.embedding_matrix(io.read_embeddings(f / "data/predict", node_type))
+               for f in (full, layered)]
+        np.testing.assert_allclose(emb[1], emb[0], atol=1e-5)
