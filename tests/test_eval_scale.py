@@ -34,14 +34,6 @@ LAYERED = InferenceParams(mode="layerwise", block_edges=300)  # several blocks o
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def graph():
     params = small_params(num_nodes=400)
@@ -157,65 +149,71 @@ def test_layerwise_is_accepted_for_links_lightning_and_shards(sections):
 
 
 # ------------------------------------------------------------------------- stages, in process
-def _stage(folder, *argv) -> None:
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        assert main(list(argv)) == 0
-    finally:
-        os.chdir(cwd)
-
-
-def test_link_stages_train_and_predict_layer_by_layer(tmp_path):
-    from test_predict import Graph, C  # noqa: N811 - the module's constant names
-
-    graph = _graph()
-    sections = {"dataset": {"task": "link"},
-                "split": {"link": {"num_val_negatives": 5, "num_test_negatives": 5}}}
-    folders = {}
+def _twins(root, setup, train: dict, stages: tuple[str, ...], block_edges: int = 40,
+           **sections) -> tuple:
+    """Folders ``full`` and ``layerwise`` under ``root``, each given ``setup(folder)`` (inputs)
+    and params differing only in ``train.inference.mode``, each run through ``stages``."""
+    folders = []
     for mode in ("full", "layerwise"):
-        folder = folders[mode] = tmp_path / mode
+        folder = root / mode
         folder.mkdir()
-        _prepare(folder, Graph(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C),
-                 _ids(), None)
-        _params(folder, **sections, train={"inference": {"mode": mode, "block_edges": 40}})
-        for stage in ("split", "train", "predict"):
-            _stage(folder, stage)
-    full, layered = folders["full"], folders["layerwise"]
+        setup(folder)
+        _params(folder, **sections, train={**train, "inference": {"mode": mode,
+                                                                   "block_edges": block_edges}})
+        for stage in stages:
+            cwd = os.getcwd()
+            os.chdir(folder)
+            try:
+                assert main([stage]) == 0, stage
+            finally:
+                os.chdir(cwd)
+        folders.append(folder)
+    return tuple(folders)
+
+
+def _same_link_scores(full, layered) -> None:
     assert io.read_json(layered / "metrics/perf/train.json")["eval_inference"] == "layerwise"
+    assert "eval_inference" not in io.read_json(full / "metrics/perf/train.json")
     assert io.read_json(layered / "metrics/predict.json")["inference"] == "layerwise"
     assert io.read_json(full / "metrics/predict.json")["inference"] == "full"
     want, got = (io.read_link_predictions(f / "data/model") for f in (full, layered))
     for phase in ("val", "test"):
         for a, b in zip(got[phase], want[phase]):
             torch.testing.assert_close(a, b, **TOL)
+
+
+def _labelled_graph():
+    """test_predict's 90-node graph with every label valid (link and shard rows need them)."""
+    from test_predict import Graph, C  # noqa: N811 - that module's constant names
+
+    graph = _graph()
+    return Graph(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C)
+
+
+def test_link_stages_train_and_predict_layer_by_layer(tmp_path):
+    graph = _labelled_graph()
+    full, layered = _twins(tmp_path, lambda f: _prepare(f, graph, _ids(), None), {},
+                           ("split", "train", "predict"), dataset={"task": "link"},
+                           split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
+    _same_link_scores(full, layered)
     emb = [io.embedding_matrix(io.read_embeddings(f / "data/predict")) for f in (full, layered)]
     np.testing.assert_allclose(emb[1], emb[0], atol=1e-5)
     assert emb[0].shape == (graph.num_nodes, TRAIN["hidden"])
 
 
 def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
-    from test_predict import Graph, C
+    graph = _labelled_graph()
+    roles = _roles(_graph().y)  # the unlabelled nodes (label 0 in graph) are in no split
 
-    labelled = _graph()
-    roles = _roles(labelled.y)  # shard rows want every label valid: the unlabelled get 0
-    graph = Graph(csr=labelled.csr, x=labelled.x, y=labelled.y.clamp(min=0), num_classes=C)
-    sections = {"partition": {"num_parts": 3, "halo_hops": 2},
-                "train": {"sampler": "cluster", "dist": {"shard": "partition"},
-                          "cluster": {"parts_per_batch": 3}}}
-    folders = {}
-    for mode in ("full", "layerwise"):
-        folder = folders[mode] = tmp_path / mode
-        folder.mkdir()
+    def setup(folder):
         _prepare(folder, graph, _ids(), None)
         io.write_split(folder / "data/split", roles, {p: graph.csr for p in PHASES},
                        {"task": "node", "mode": "transductive"})
         _features(folder, graph)
-        train = {**sections["train"], "inference": {"mode": mode, "block_edges": 40}}
-        _params(folder, partition=sections["partition"], train=train)
-        for stage in ("partition", "train"):
-            _stage(folder, stage)
-    full, layered = folders["full"], folders["layerwise"]
+
+    full, layered = _twins(tmp_path, setup, {"sampler": "cluster", "dist": {"shard": "partition"},
+                                             "cluster": {"parts_per_batch": 3}},
+                           ("partition", "train"), partition={"num_parts": 3, "halo_hops": 2})
     ranks = io.read_json(layered / "metrics/perf/train.json")["ranks"]
     assert [r.get("eval_inference") for r in ranks] == ["layerwise"]
     assert "eval_inference" not in io.read_json(full / "metrics/perf/train.json")["ranks"][0]
@@ -227,27 +225,16 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
             == io.read_json(full / "metrics/train.json")["best_val_acc"])
 
 
-@pytest.mark.parametrize("model", ["sage", "rgcn"])  # the typed models hetero/inference.py blocks
-def test_typed_link_stages_train_and_predict_layer_by_layer(tmp_path, model):
+def test_typed_link_stages_train_and_predict_layer_by_layer(tmp_path):
+    # sage (to_hetero); rgcn takes the same wiring (tests/test_hetero_train.py blocks both)
     hetero = {"hetero": True, "num_nodes": 240, "num_features": 8, "num_classes": 3,
               "num_authors": 80, "num_venues": 6}
-    sections = {"dataset": {"task": "link", "synthetic": hetero},
-                "split": {"link": {"num_val_negatives": 5, "num_test_negatives": 5}}}
-    folders = {}
-    for mode in ("full", "layerwise"):
-        folder = folders[mode] = tmp_path / mode
-        folder.mkdir()
-        _params(folder, **sections, train={"model": model, "epochs": 3, "patience": 3,
-                                           "inference": {"mode": mode, "block_edges": 200}})
-        for stage in ("prepare", "split", "train", "predict"):
-            _stage(folder, stage)
-    full, layered = folders["full"], folders["layerwise"]
-    assert io.read_json(layered / "metrics/perf/train.json")["eval_inference"] == "layerwise"
-    assert io.read_json(layered / "metrics/predict.json")["inference"] == "layerwise"
-    want, got = (io.read_link_predictions(f / "data/model") for f in (full, layered))
-    for phase in ("val", "test"):
-        for a, b in zip(got[phase], want[phase]):
-            torch.testing.assert_close(a, b, **TOL)
+    full, layered = _twins(tmp_path, lambda f: None,
+                           {"model": "sage", "epochs": 3, "patience": 3},
+                           ("prepare", "split", "train", "predict"), block_edges=200,
+                           dataset={"task": "link", "synthetic": hetero},
+                           split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
+    _same_link_scores(full, layered)
     for node_type in ("paper", "author", "venue"):
         emb = [io.embedding_matrix(io.read_embeddings(f / "data/predict", node_type))
                for f in (full, layered)]
