@@ -17,9 +17,9 @@ negatives; early stopping keeps the weights of the best val MRR. Final scores: v
 val graph, test pairs on the test graph, so each phase sees only its own graph (whole graph, for
 every sampler): one forward, or layer by layer over target blocks when the phase input carries a
 ``layerwise`` engine (``train.inference``, gnnpipe/inference.py; the same embeddings to 1e-5 in
-bounded memory, split across DDP ranks). Randomness (initialisation, and per ``(seed, epoch)`` dropout, negatives and
-sampling) comes only from ``seed``, so a run resumed from a checkpoint repeats an uninterrupted
-one; ``fork_rng`` keeps the caller's global torch RNG untouched.
+bounded memory, split across DDP ranks). Randomness (initialisation, and per ``(seed, epoch)``
+dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a checkpoint
+repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 """
 
 from __future__ import annotations
