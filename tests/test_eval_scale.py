@@ -91,66 +91,6 @@ def test_link_training_scores_layer_by_layer_as_full_forwards(graph, link_data, 
         assert a["val_mrr"] == pytest.approx(b["val_mrr"], abs=1e-5)
 
 
-def _ddp_link_worker(rank: int, port: int, queue) -> None:
-    """One of two gloo ranks: link_neighbor training, layer-wise evaluation, then the full
-    forward's scores of the same final weights."""
-    from gnnpipe import distributed
-    from gnnpipe.config import NeighborParams
-    from gnnpipe.distributed import DistContext
-    from gnnpipe.link_train import score_phase
-    from gnnpipe.loop import LoopOptions
-    from gnnpipe.prepare import prepare
-    from gnnpipe.sampling.link import link_neighbor_loader
-
-    torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    ctx = DistContext(rank, 2, rank)
-    distributed.init_process_group(ctx, timeout_s=120)
-    try:
-        params = small_params(num_nodes=400)
-        graph = prepare(params.dataset, params.seed)[0]
-        link = split_links(graph.csr, LinkSplitParams(), make_rng(0, "split"))
-        visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
-        negatives = training_sampler(visible[0], visible[1], graph.num_nodes)
-        cfg = _cfg("sage", LAYERED, sampler="link_neighbor", batch_size=128, epochs=2,
-                   patience=2, neighbor=NeighborParams(num_neighbors=(5, 5)))
-        inputs = build_inputs(graph.x, message_graphs=link.message_graphs, cfg=cfg)
-        loader = link_neighbor_loader(graph.x, link.message_graphs["train"],
-                                      link.edges["train_supervision"], negatives, cfg.neighbor, 1,
-                                      batch_size=cfg.batch_size, ctx=ctx)
-        build = lambda: build_model("sage", graph.x.shape[1], cfg.hidden, cfg)  # noqa: E731
-        result = fit_link(build, inputs, link.edges, link.negatives, negatives, cfg, 0,
-                          loader=loader, options=LoopOptions(ctx=ctx))
-        model = build()
-        model.load_state_dict(result.state_dict)
-        full = PhaseInput(graph.x, inputs["test"].edge_index)  # same graph, one forward
-        want = score_phase(model, full, link.edges["test"], link.negatives["test"])[0]
-        rows = list(inputs["test"].layerwise._blocks)  # the target rows this rank computed
-        queue.put((rank, (result.scores["test"][0].tolist(), want.tolist(), rows)))
-    finally:
-        distributed.shutdown()
-
-
-def test_link_ranks_split_the_layerwise_blocks_and_score_as_full_forwards():
-    """Two gloo ranks: the layer-wise evaluation is a collective (each rank its share of the
-    target rows, every rank all embeddings); the test scores equal the full forward's."""
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_ddp_link_worker, args=(port, queue), nprocs=2, start_method="spawn")
-    ranks = dict(queue.get() for _ in range(2))
-    assert ranks[0][0] == ranks[1][0]  # the ranks end with the same rows and the same scores
-    (lo0, hi0), (lo1, hi1) = ranks[0][2][0], ranks[1][2][0]
-    assert lo0 == 0 < hi0 == lo1 < hi1  # split, not each rank every row
-    for got, want, _ in ranks.values():
-        torch.testing.assert_close(torch.tensor(got), torch.tensor(want), **TOL)
-
-
 # ------------------------------------------------------------------------------- lightning
 @pytest.mark.parametrize("model", MODELS)
 def test_lightning_evaluates_layer_by_layer_as_its_full_forward(graph, model):
