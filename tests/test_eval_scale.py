@@ -20,6 +20,7 @@ from gnnpipe.link_train import embed, encode, fit_link
 from gnnpipe.models import build_model
 from gnnpipe.negatives import training_sampler
 from gnnpipe.partition import assign_parts, build_shard
+from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.sharding import NodeRows, ShardEvaluator
 from gnnpipe.split import split_nodes
@@ -37,8 +38,6 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 @pytest.fixture(scope="module")
 def graph():
     params = small_params(num_nodes=400)
-    from gnnpipe.prepare import prepare
-
     return prepare(params.dataset, params.seed)[0]
 
 
