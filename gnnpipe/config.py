@@ -647,7 +647,8 @@ def _check_aggregation(params: Params) -> None:
 
 
 def _check_layerwise(params: Params) -> None:
-    """train.inference.mode=layerwise is the evaluation of fit's node models (inference.py)."""
+    """train.inference.mode=layerwise evaluates what inference.py / hetero/inference.py block:
+    node and link task, plain and lightning engine, whole graph or partition shards."""
     train = params.train
     if train.inference.mode != "layerwise":
         return
@@ -659,11 +660,6 @@ def _check_layerwise(params: Params) -> None:
         raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
                           f"not train.model={train.model!r}; set train.inference.mode: auto or "
                           "full")
-    if params.dataset.task != "node" or train.engine != "plain":
-        raise ParamsError(
-            f"train.inference.mode='layerwise' runs in the plain node-classification loop, not "
-            f"with dataset.task={params.dataset.task!r} / train.engine={train.engine!r} (they "
-            "evaluate with full forwards); set train.inference.mode: auto or full")
 
 
 def _check_lightning(params: Params) -> None:

@@ -55,8 +55,10 @@ def shard_setup(args, params, ctx, roles, train_mask):
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
               f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
-    rank_info = {"parts": mine, "nodes_held": int(ids.numel())}
-    return (read.y, read.num_classes, rows.x.shape[1], loader, ShardEvaluator(shards, rows),
+    evaluator = ShardEvaluator(shards, rows, cfg)  # train.inference: per shard
+    rank_info = {"parts": mine, "nodes_held": int(ids.numel()),
+                 **({"eval_inference": "layerwise"} if evaluator.layerwise else {})}
+    return (read.y, read.num_classes, rows.x.shape[1], loader, evaluator,
             {"shard_eval_exact": exact}, rank_info)
 
 

@@ -142,7 +142,7 @@ def train_links(args, params, ctx):
     elif cfg.model == "mlp":
         inputs = build_inputs(graph.x)
     else:
-        inputs = build_inputs(graph.x, message_graphs=graphs)
+        inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
     if cfg.sampler == "link_neighbor":  # subgraphs of the train phase's message graph only
         from gnnpipe.sampling.link import link_neighbor_loader
 
@@ -227,7 +227,8 @@ def train_typed_links(args, params, ctx):
     """A typed encoder of every node type; the dot-product decoder on the held-out edge type.
     Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
-    ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
+    ``link_batches``), also on several DDP ranks; evaluation on each phase's whole graph, layer
+    by layer for sage / rgcn on a big one (``train.inference``, gnnpipe/hetero/inference.py)."""
     from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.hetero.models import build_hetero_model
@@ -252,7 +253,7 @@ def train_typed_links(args, params, ctx):
         extra = {"batches_per_epoch": len(loader)}  # per rank
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
-                      _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
+                      _typed_inputs(typed, cfg), sup.edges, sup.negatives, sup.sampler, cfg,
                       torch_seed(params.seed, "train"), loader=loader,
                       options=LoopOptions(ctx=ctx, progress=progress, checkpointing=checkpointing,
                                           amp=cfg.amp, callbacks=distributed.injected_faults()))
