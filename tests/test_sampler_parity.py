@@ -433,3 +433,43 @@ def test_hetero_zero_hops_disjoint_and_weighted_replace():
                                                      input_type="paper"))
     ids = sampler.perm[e][out.edge[e]]
     assert ids.numel() == 4 * int(positive.sum()) and (ids % 2 == 0).all()
+
+
+# ------------------------------------------------------------------- GraphSAINTEdgeSampler
+def pyg_edge_prob(data: Data) -> torch.Tensor:
+    """PyG 2.8's GraphSAINTEdgeSampler._sample_nodes weights, line by line on torch (its
+    SparseTensor adj: row = sources, col = targets; colcount = in-degree, rowcount = out)."""
+    row, col = data.edge_index
+    colcount = torch.bincount(col, minlength=data.num_nodes).float()
+    rowcount = torch.bincount(row, minlength=data.num_nodes).float()
+    deg_in = 1. / colcount
+    deg_out = 1. / rowcount
+    return (1. / deg_in[row]) + (1. / deg_out[col]) + 1e-10
+
+
+def test_graphsaint_edge_sampler_draws_edges_as_pygs_code():
+    """The drop-in draws edge u -> v ~ in_deg(u) + out_deg(v) (PyG inverts its degrees twice),
+    not the paper's 1/out_deg(u) + 1/in_deg(v) that train.saint.sampler=edge keeps."""
+    from gnnpipe.sampling.pyg_loaders import GraphSAINTEdgeSampler
+
+    src, dst = [0, 0, 0, 1, 3, 4, 2], [1, 2, 3, 2, 2, 0, 4]  # no reciprocal pairs
+    data = Data(edge_index=torch.tensor([src, dst]), num_nodes=5)
+    expect = pyg_edge_prob(data).double().numpy()
+    # in_deg(u) + out_deg(v): 0->1 1+1, 0->2 1+1, 0->3 1+1, 1->2 1+1, 3->2 1+1, 4->0 1+3, 2->4 3+1
+    assert expect.round(6).tolist() == [2, 2, 2, 2, 2, 4, 4]
+    paper = (1 / np.bincount(src, minlength=5)[src] + 1 / np.bincount(dst, minlength=5)[dst])
+    loader = GraphSAINTEdgeSampler(data, batch_size=1, log=False)
+    torch.manual_seed(0)
+    drawn = []
+    for _ in range(4000):
+        n_id, _, e_id = loader[0]
+        assert e_id.numel() == 1 and n_id.numel() == 2  # one edge, both its endpoints
+        drawn.append(int(e_id[0]))
+    seen = np.bincount(drawn, minlength=7) / len(drawn)
+    # sigma <= 0.0066 per edge; the paper's rule is 0.044 off on edge 0 -> 2
+    assert np.allclose(seen, expect / expect.sum(), atol=0.025), seen
+    assert not np.allclose(seen, paper / paper.sum(), atol=0.025)
+    # an edge whose source has no in-edge and whose target no out-edge: PyG's 1e-10
+    lone = Data(edge_index=torch.tensor([[0, 1], [2, 2]]), num_nodes=3)
+    assert GraphSAINTEdgeSampler(lone, batch_size=1, log=False).subgraphs.prob.tolist() == \
+        pytest.approx(pyg_edge_prob(lone).double().tolist(), abs=0, rel=1e-6)

@@ -9,8 +9,10 @@ A PyG training script switches by changing its import line only::
   ``num_steps`` subgraphs, as PyG's: nodes ascending by id, edges sorted by (source, target),
   every node-level and edge-level attribute of ``data`` gathered, ``node_norm`` / ``edge_norm``
   from PyG's ``_compute_norm`` when ``sample_coverage > 0``. Sampling rules:
-  ``gnnpipe.sampling.saint``; the random walks start at uniform nodes and follow out-edges, as
-  PyG's. Randomness from torch's global RNG, as PyG's (one draw per subgraph).
+  ``gnnpipe.sampling.saint``, except the edge sampler's weights, which follow PyG's code
+  (``in_deg(u) + out_deg(v)``, not the paper's ``1/out_deg(u) + 1/in_deg(v)``); the random
+  walks start at uniform nodes and follow out-edges, as PyG's. Randomness from torch's global
+  RNG, as PyG's (one draw per subgraph).
 - ``ClusterData``: PyG's own class, METIS through pymetis (or the ``parts`` you pass: e.g. the
   partition stage's), so ``keep_inter_cluster_edges`` and PyG's ``ClusterLoader`` (re-exported
   here, unchanged, with ``shuffle`` and ``batch_size``) behave exactly as PyG's.
@@ -39,7 +41,8 @@ from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler,
 from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
 
 __all__ = ["ClusterData", "ClusterLoader", "GraphSAINTEdgeSampler", "GraphSAINTNodeSampler",
-           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "ShaDowKHopSampler"]
+           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "PygSaintEdgeSampler",
+           "ShaDowKHopSampler"]
 
 
 def _csr_of(data: Data) -> tuple[Csr, np.ndarray]:
@@ -149,11 +152,28 @@ class GraphSAINTNodeSampler(GraphSAINTSampler):
 
 
 class GraphSAINTEdgeSampler(GraphSAINTSampler):
-    """PyG's ``GraphSAINTEdgeSampler``: both endpoints of ``batch_size`` edges drawn with
-    probability proportional to ``1 / out_deg(u) + 1 / in_deg(v)``."""
+    """PyG's ``GraphSAINTEdgeSampler``: both endpoints of ``batch_size`` edges ``u -> v``,
+    each drawn (with replacement) with probability proportional to PyG's
+    ``1 / deg_in[u] + 1 / deg_out[v]`` where PyG's ``deg_in = 1 / in-degree`` and
+    ``deg_out = 1 / out-degree`` are already inverted: ``in_deg(u) + out_deg(v) + 1e-10``.
+    (The GraphSAINT paper's ``1 / out_deg(u) + 1 / in_deg(v)`` is ``train.saint.sampler:
+    edge``.)"""
 
     def _make_sampler(self):
-        return SaintEdgeSampler(self.csr, self._batch_size, self.N)
+        return PygSaintEdgeSampler(self.csr, self._batch_size, self.N)
+
+
+class PygSaintEdgeSampler(SaintEdgeSampler):
+    """``SaintEdgeSampler`` with the edge weights of PyG 2.8's ``GraphSAINTEdgeSampler``
+    (``torch_geometric/loader/graph_saint.py``): ``prob[u -> v] = in_deg(u) + out_deg(v) +
+    1e-10`` (E,), unnormalised (PyG's float32 rounding aside)."""
+
+    def __init__(self, csr: Csr, batch_size: int, num_loss_nodes: int):
+        super().__init__(csr, batch_size, num_loss_nodes)
+        in_deg = np.diff(self.indptr)  # (N,): PyG's adj.storage.colcount()
+        out_deg = np.bincount(self.indices, minlength=self.num_nodes)  # (N,): rowcount()
+        self.prob = in_deg[self.indices] + out_deg[self.targets] + 1e-10  # PyG's "+ 1e-10"
+        self._cdf = np.cumsum(self.prob)
 
 
 class GraphSAINTRandomWalkSampler(GraphSAINTSampler):
