@@ -401,3 +401,60 @@ def test_hetero_link_neighbor_loader_on_stores_equals_hetero_data():
             assert torch.equal(a[t].n_id, b[t].n_id) and torch.equal(a[t].x, b[t].x)
         for e in data.edge_types:
             assert torch.equal(a[e].e_id, b[e].e_id)
+
+
+# ------------------------------------------------------------- PyG-named drop-in loaders
+def test_pyg_named_neighbor_loaders_build_gnnpipes_sampler_for_data_and_stores():
+    """One changed import line: NeighborLoader / LinkNeighborLoader from pyg_loaders sample with
+    gnnpipe's samplers on Data, HeteroData and both kinds of stores, seeded by torch's RNG."""
+    from gnnpipe.sampling import pyg_loaders
+
+    data, stores = _homogeneous("pyg-coo")
+    runs = []
+    for graph in (data, stores):
+        torch.manual_seed(0)
+        loader = pyg_loaders.NeighborLoader(graph, [4, 3], input_nodes=torch.arange(0, 60, 3),
+                                            batch_size=8)
+        assert type(loader.node_sampler) is CsrNeighborSampler
+        runs.append(list(loader))
+    for a, b in zip(*runs, strict=True):
+        assert_same_batch(a, b)
+    runs = []
+    for graph, index in ((data, data.edge_index[:, :12]), (stores, (None, data.edge_index[:, :12]))):
+        torch.manual_seed(1)
+        runs.append(list(pyg_loaders.LinkNeighborLoader(graph, [2, 2], edge_label_index=index,
+                                                        batch_size=5)))
+    for a, b in zip(*runs, strict=True):
+        assert_same_batch(a, b)
+        assert torch.equal(a.edge_label_index, b.edge_label_index)
+    typed, typed_stores = _typed("pyg")
+    runs = []
+    for graph in (typed, typed_stores):
+        torch.manual_seed(2)
+        loader = pyg_loaders.NeighborLoader(graph, [3, 2], batch_size=8,
+                                            input_nodes=("paper", torch.arange(20)))
+        assert type(loader.node_sampler) is HeteroNeighborSampler
+        runs.append(list(loader))
+    for a, b in zip(*runs, strict=True):
+        for t in typed.node_types:
+            assert torch.equal(a[t].n_id, b[t].n_id) and torch.equal(a[t].x, b[t].x)
+        for e in typed.edge_types:
+            assert torch.equal(a[e].e_id, b[e].e_id)
+    with pytest.raises(NotImplementedError, match="weight_attr"):
+        pyg_loaders.NeighborLoader(typed_stores, [2], input_nodes=("paper", None),
+                                   weight_attr="w")
+
+
+def test_pyg_named_neighbor_loader_reads_time_attr_as_pyg():
+    from gnnpipe.sampling import pyg_loaders
+
+    data, stores = _homogeneous("pyg-coo")
+    data.time = torch.arange(60) % 7  # node-level: a neighbour no later than its seed
+    loader = pyg_loaders.NeighborLoader(data, [-1, -1], input_nodes=torch.arange(60),
+                                        time_attr="time", batch_size=20)
+    assert loader.node_sampler.is_temporal and loader.node_sampler.disjoint
+    for batch in loader:
+        assert (batch.time <= batch.time[batch.batch]).all()
+        assert (batch.time < batch.time[batch.batch]).any() and batch.num_edges > 0
+    with pytest.raises(ValueError, match="time_attr='time' with"):
+        pyg_loaders.NeighborLoader(stores, [2], input_nodes=torch.arange(4), time_attr="time")
