@@ -243,7 +243,8 @@ OPTIONS = [dict(), dict(replace=True, disjoint=True), dict(sample_direction="bac
 
 
 @pytest.mark.parametrize("kind", ["gnnpipe", "pyg-coo", "pyg-csr"])
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(map(str, o.values())) or "default")
+@pytest.mark.parametrize("options", OPTIONS,
+                         ids=lambda o: "-".join(map(str, o.values())) or "default")
 def test_neighbor_loader_on_stores_equals_data(kind, options):
     if kind == "pyg-csr" and options.get("sample_direction") == "backward":
         pytest.skip("PyG's to_csc re-sorts the already sorted sources with an unstable sort, "
@@ -420,7 +421,8 @@ def test_pyg_named_neighbor_loaders_build_gnnpipes_sampler_for_data_and_stores()
     for a, b in zip(*runs, strict=True):
         assert_same_batch(a, b)
     runs = []
-    for graph, index in ((data, data.edge_index[:, :12]), (stores, (None, data.edge_index[:, :12]))):
+    pairs = data.edge_index[:, :12]
+    for graph, index in ((data, pairs), (stores, (None, pairs))):
         torch.manual_seed(1)
         runs.append(list(pyg_loaders.LinkNeighborLoader(graph, [2, 2], edge_label_index=index,
                                                         batch_size=5)))
