@@ -5,7 +5,8 @@
 
 Rows: the neighbor sampler (reference), the same sampler on PyG's remote backend
 (``(FeatureStore, GraphStore)`` of ``gnnpipe.sampling.store``, in memory and over a prepared
-graph.pt opened memory-mapped) and weighted (``edge_weight``, uniform random weights), ShaDow in
+graph.pt opened memory-mapped), weighted (``edge_weight``, uniform random weights), the typed
+sampler on the same graph as one node and edge type (on a ``HeteroData`` and on stores), ShaDow in
 both layouts, GraphSAINT's random-walk / node /
 edge samplers and ClusterGCN (with and without inter-cluster edges) as the train stage builds
 them (``gnnpipe.sampling``: batches with ``x``, ``y``, norms and masks), then the PyG-named
@@ -31,15 +32,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import NeighborLoader, NodeLoader
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
 from gnnpipe.config import NeighborParams, PartitionParams, ShadowParams
 from gnnpipe.partition import assign_parts
 from gnnpipe.rng import make_rng
 from gnnpipe import io
-from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader
+from gnnpipe.sampling import CsrNeighborSampler, HeteroNeighborSampler, neighbor_loader
 from gnnpipe.sampling import pyg_loaders as pyg
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
@@ -52,6 +53,8 @@ def seeds_of(batch) -> int:
     """Loss nodes of a batch (see the module docstring)."""
     if "root_n_id" in batch:  # ShaDow (either layout): the roots
         return int(batch.root_n_id.numel())
+    if isinstance(batch, HeteroData):  # the seed type's batch_size
+        return sum(int(store.batch_size) for store in batch.node_stores if "batch_size" in store)
     if "train_mask" in batch:
         return int(batch.train_mask.sum())
     return int(batch.batch_size)
@@ -129,6 +132,21 @@ def main(argv=None) -> None:
         return NeighborLoader(stores, [15, 10], input_nodes=train, batch_size=bs, shuffle=True,
                               neighbor_sampler=sampler)
 
+    # the same graph typed: one node type "v", one edge type ("v", "to", "v")
+    typed_csr, edge_type = {("v", "to", "v"): csr}, ("v", "to", "v")
+    hetero = HeteroData()
+    hetero["v"].x, hetero["v"].y = graph.x, graph.y
+    hetero[edge_type].edge_index = csr.edge_index()
+
+    def typed_on_stores():
+        fs = GnnpipeFeatureStore()
+        fs.put_tensor(graph.x, group_name="v", attr_name="x", index=None)
+        fs.put_tensor(graph.y, group_name="v", attr_name="y", index=None)
+        stores = (fs, CsrGraphStore.from_typed({"v": n}, typed_csr))
+        return NeighborLoader(stores, [15, 10], input_nodes=("v", train), batch_size=bs,
+                              shuffle=True, neighbor_sampler=HeteroNeighborSampler.from_stores(
+                                  stores, [15, 10], seed=0))
+
     scratch = tempfile.TemporaryDirectory(prefix="gnnpipe-bench-")
     weight = torch.rand(csr.num_edges, generator=torch.Generator().manual_seed(0))
 
@@ -149,6 +167,10 @@ def main(argv=None) -> None:
         "neighbor [15, 10] weighted": lambda: neighbor_loader(
             graph.x, graph.y, csr, train, NeighborParams(), 0, batch_size=bs,
             edge_weight=weight),
+        "typed neighbor [15, 10], one node and edge type (HeteroData)": lambda: NodeLoader(
+            hetero, node_sampler=HeteroNeighborSampler({"v": n}, typed_csr, [15, 10], seed=0),
+            input_nodes=("v", train), batch_size=bs, shuffle=True),
+        "typed neighbor [15, 10], one node and edge type, on stores": typed_on_stores,
         "shadow depth 2, 10 (roots_first)": lambda: shadow("roots_first"),
         "shadow depth 2, 10 (layout pyg)": lambda: shadow("pyg"),
         "saint random_walk (walk 2)": lambda: saint("random_walk"),
