@@ -252,6 +252,8 @@ class NeighborParams:
     replace: bool = False  # draw neighbours with replacement (also the shadow sampler's)
     subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
     disjoint: bool = False  # one sampled tree per seed node
+    # neighbor: draw in-edges in proportion to the edge table's dataset.edges.weight column
+    weighted: bool = False
 
 
 @dataclass(frozen=True)
@@ -590,6 +592,19 @@ def _check_temporal(params: Params) -> None:
             "train.temporal.by: none)")
 
 
+def _check_weighted(params: Params) -> None:
+    """Weighted neighbor sampling reads dataset.edges.weight; pyg-lib has no weighted temporal."""
+    cfg, column = params.train, params.dataset.edges.weight
+    if not cfg.neighbor.weighted:
+        return
+    if cfg.sampler != "neighbor" or not column or cfg.temporal.by != "none":
+        raise ParamsError(
+            f"train.neighbor.weighted=true draws in-edges in proportion to the edge table's "
+            f"weight column: it needs train.sampler=neighbor (found {cfg.sampler!r}), "
+            f"dataset.edges.weight set (found {column!r}) and train.temporal.by=none (found "
+            f"{cfg.temporal.by!r}); or set train.neighbor.weighted: false")
+
+
 def _check_shard(params: Params) -> None:
     """A rank holding only its partition shards trains on ClusterGCN batches."""
     sampler = params.train.sampler
@@ -720,7 +735,7 @@ def _check_pairs(params: Params) -> None:
 
 RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
-         _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
+         _check_weighted, _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
          _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,
          _check_cluster_batch, _check_aggregation)
 
