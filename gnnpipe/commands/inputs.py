@@ -48,6 +48,36 @@ def read_model_graph(args, *, mmap: bool = False):
     return replace(graph, x=model_features(args, graph.x))
 
 
+def read_lazy_model_graph(args, *, amp: bool = False):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures``: the stored features stay
+    memory-mapped and each request of rows is read, cast and normalized on its own (sampled
+    training on features larger than memory). ``amp`` with bfloat16 storage: rows come in
+    bfloat16 (half the bytes of float32, autocast's dtype on CPU) instead of float32."""
+    from gnnpipe.features import ModelFeatures, read_transform
+    from gnnpipe.io.rows import FeatureSource
+
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    stored = graph.x.dtype
+    dtype = torch.bfloat16 if amp and stored == torch.bfloat16 else torch.float32
+    transform = read_transform(args.features, None, int(graph.x.shape[1]))
+    return replace(graph, x=ModelFeatures(FeatureSource(graph.x, mapped=True), transform, dtype))
+
+
+def whole_features(inputs: dict) -> dict:
+    """Phase inputs (``gnnpipe.train.build_inputs``) whose evaluation runs a whole-graph forward
+    get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
+    layer-wise phases keep reading rows per block."""
+    from gnnpipe.features import ModelFeatures
+
+    whole = {}
+    for phase, given in inputs.items():
+        if isinstance(given.x, ModelFeatures) and given.layerwise is None:
+            if id(given.x) not in whole:
+                whole[id(given.x)] = given.x.materialize(torch.float32)
+            inputs = {**inputs, phase: replace(given, x=whole[id(given.x)])}
+    return inputs
+
+
 def read_model_typed(args) -> TypedSplit:
     """``read_typed`` with every node type's ``x`` as the models read it (per type)."""
     typed = read_typed(args)

@@ -51,3 +51,71 @@ def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_
         x[lo:hi] = block["x"][node_ids[lo:hi]]
         del block  # unmaps the file: this block's pages leave the resident set
     return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
+
+
+# Linux madvise advice that drops a range's pages from this process's page tables; a read-only
+# file mapping refaults them from the page cache on the next touch (no data is lost).
+_MADV_DONTNEED = 4
+# Bytes of rows gathered through one map before its pages are dropped (bounds the resident set)
+RELEASE_BYTES = 256 << 20
+
+
+def _madvise_dontneed(tensor: torch.Tensor) -> bool:
+    """Drop the resident pages of ``tensor``'s memory-mapped storage; False where unsupported."""
+    import ctypes
+    import mmap
+    import sys
+
+    if not sys.platform.startswith("linux") or tensor.numel() == 0:
+        return False
+    page = mmap.PAGESIZE
+    start = tensor.data_ptr() // page * page
+    stop = -(-(tensor.data_ptr() + tensor.numel() * tensor.element_size()) // page) * page
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_DONTNEED) == 0
+
+
+class FeatureSource:
+    """The stored feature matrix of a prepared graph (N, F), memory-mapped, in its stored dtype
+    (float32 / float16 / bfloat16), read only through copies of the rows asked for.
+
+    ``rows(ids)`` copies ``x[ids]`` (B, F) out of the map; once ``release_bytes`` of rows have
+    been gathered the map's pages are dropped from the resident set (``madvise``), so training
+    on features larger than memory holds a bounded window of them, not every page it touched.
+    ``mapped`` False (a tensor in memory) never drops pages.
+    """
+
+    def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES):
+        self.x = x
+        self.mapped = mapped
+        self.release_bytes = release_bytes
+        self._gathered = 0
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.x.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x.dtype
+
+    def rows(self, index) -> torch.Tensor:
+        """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice."""
+        # a copy either way: a view would keep the map's pages alive
+        out = self.x[index].clone() if isinstance(index, slice) else self.x.index_select(0, index)
+        self._touched(out)
+        return out
+
+    def _touched(self, out: torch.Tensor) -> None:
+        # a row narrower than a page still makes its page resident: count at least a page
+        import mmap
+
+        self._gathered += out.shape[0] * max(out.shape[1] * out.element_size(), mmap.PAGESIZE)
+        if self.mapped and self._gathered >= self.release_bytes:
+            self.release()
+
+    def release(self) -> None:
+        """Drop every resident page of the map (they stay in the OS page cache)."""
+        self._gathered = 0
+        if self.mapped:
+            _madvise_dontneed(self.x)
