@@ -190,3 +190,32 @@ def test_gathered_pages_leave_the_resident_set(tmp_path):
         else:
             assert grown > 16 * 1024, grown
         del source, x, rows
+
+
+def test_bfloat16_storage_with_amp_trains_on_bfloat16_batches(tmp_path, monkeypatch):
+    """dataset.storage.feature_dtype: bfloat16 + train.amp: batches gathered in bfloat16 (the
+    stored rows as they are, no float32 copy of the matrix); without amp: float32 batches."""
+    import gnnpipe.sampling
+
+    monkeypatch.chdir(tmp_path)
+    base = {**SMALL, "dataset": {**SMALL["dataset"], "storage": {"feature_dtype": "bfloat16"}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(base))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0
+    stored = io.read_graph(tmp_path / "data/prepared", stored_x=True).x
+    real = gnnpipe.sampling.neighbor_loader
+    for amp, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        batches: list = []
+
+        def spy(*args, **kwargs):
+            loader = real(*args, **kwargs)
+            batches.append(next(iter(loader)))
+            return loader
+
+        monkeypatch.setattr(gnnpipe.sampling, "neighbor_loader", spy)
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump({**base, "train": {
+            "sampler": "neighbor", "amp": amp, "epochs": 1, "hidden": 8, "batch_size": 64,
+            "neighbor": {"num_neighbors": [4, 3]}}}))
+        assert main(["train"]) == 0
+        batch = batches[0]
+        assert batch.x.dtype == dtype
+        assert torch.equal(batch.x, stored[batch.n_id].to(dtype))

@@ -95,12 +95,10 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
     columns = {"node_id": np.arange(n, dtype=np.int64), "label": graph.y.numpy()}
     if external_features(features, n, f, feature_dtype):
         if not features_written:
-            with open(Path(out) / FEATURES_FILE, "wb") as fh:
-                np.lib.format.write_array_header_1_0(fh, {
-                    "descr": np.lib.format.dtype_to_descr(_NPY_DTYPES[feature_dtype]),
-                    "fortran_order": False, "shape": (n, f)})
-                for lo in range(0, n, block_rows):
-                    fh.write(stored_bytes(graph.x[lo:lo + block_rows], feature_dtype))
+            writer = FeatureFileWriter(out, n, f, feature_dtype, str(Path(out) / FEATURES_FILE))
+            for lo in range(0, n, block_rows):
+                writer.write(graph.x[lo:lo + block_rows].float().numpy())
+            writer.close()
         meta["features"] = {"file": FEATURES_FILE, "dtype": feature_dtype, "shape": [n, f]}
         write_table(out / "nodes.parquet", pa.table(columns), NODES_NO_X_SCHEMA,
                     "gnnpipe.nodes/1", compression)
