@@ -219,3 +219,17 @@ def test_bfloat16_storage_with_amp_trains_on_bfloat16_batches(tmp_path, monkeypa
         batch = batches[0]
         assert batch.x.dtype == dtype
         assert torch.equal(batch.x, stored[batch.n_id].to(dtype))
+
+
+@pytest.mark.parametrize("mode, dtype", [("inline", "bfloat16"), ("external", "float32"),
+                                         ("external", "float16")])
+def test_shard_rows_read_any_storage(tmp_path, tiny_graph, mode, dtype):
+    """train.dist.shard: partition ranks read their rows through the same source: float32 rows
+    of x in graph.pt or features.npy, in any stored dtype, block by block."""
+    from gnnpipe.io.rows import read_node_rows
+
+    io.write_prepared(tmp_path, tiny_graph, feature_dtype=dtype, features=mode)
+    ids = torch.tensor([0, 2, 3, tiny_graph.num_nodes - 1])
+    rows = read_node_rows(tmp_path, ids, block_rows=2)
+    assert rows.x.dtype == torch.float32
+    assert torch.equal(rows.x, io.read_graph(tmp_path).x[ids])

@@ -1,10 +1,12 @@
-"""Feature rows of some nodes from ``prepared/graph.pt``, without taking the whole file in.
+"""Feature rows of some nodes of a prepared graph (x in graph.pt or features.npy), without
+taking the whole file in: the one gather path of features larger than memory.
 
-``train.dist.shard: partition`` gives each DDP rank only its shards' nodes. Pages of a memory-mapped
-file that a process has touched count in its resident set until the mapping goes, so gathering
-scattered rows through one long-lived map would leave most of ``x`` resident in every rank.
-Here each block of rows gets a fresh map that is dropped once its rows are copied out, so the
-resident set holds one block's pages plus the copied rows.
+Pages of a memory-mapped file that a process has touched count in its resident set until they
+are unmapped or dropped, so gathering scattered rows through one long-lived map would leave most
+of ``x`` resident (in every DDP rank of ``train.dist.shard: partition``, in every epoch of
+neighbor training). ``FeatureSource`` copies the rows asked for out of the map and drops the
+map's pages (``madvise(MADV_DONTNEED)``; they stay in the OS page cache) once a budget of
+gathered bytes is reached, so the resident set holds that budget plus the copied rows.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import torch
 
 from gnnpipe.io.tensors import load_tensors
 
-GRAPH_SPEC = {"x": (torch.float32, 2), "y": (torch.int64, 1)}
-
 
 @dataclass(frozen=True)
 class GraphRows:
@@ -28,10 +28,15 @@ class GraphRows:
 
 
 def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_536) -> GraphRows:
-    """Rows ``x[node_ids]`` of ``graph.pt`` (``node_ids`` int64 (L,), ascending) and all labels."""
+    """Rows ``x[node_ids]`` (float32, whatever the stored dtype; x in graph.pt or features.npy)
+    of a prepared graph (``node_ids`` int64 (L,), ascending) and all labels."""
+    from gnnpipe.io.prepared import _stored_x
+
     path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, "gnnpipe.graph/1", GRAPH_SPEC, mmap=True)
-    num_nodes, num_features = payload["x"].shape
+    payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
+    # pages dropped after every block: one block of the file resident at a time
+    source = FeatureSource(_stored_x(path, payload, mmap=True), mapped=True, release_bytes=0)
+    num_nodes, num_features = source.shape
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"].clone()
     del payload
@@ -45,11 +50,8 @@ def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_
     x = torch.empty(node_ids.numel(), num_features, dtype=torch.float32)
     cuts = torch.searchsorted(node_ids, torch.arange(0, num_nodes + block_rows, block_rows))
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        if lo == hi:
-            continue
-        block = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        x[lo:hi] = block["x"][node_ids[lo:hi]]
-        del block  # unmaps the file: this block's pages leave the resident set
+        if lo < hi:
+            x[lo:hi] = source.rows(node_ids[lo:hi])
     return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
 
 
