@@ -15,7 +15,7 @@ from gnnpipe import io, synthetic
 from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.features import ModelFeatures, fit
-from gnnpipe.io.rows import FeatureSource
+from gnnpipe.io.rows import FeatureSource, read_feature_source
 from gnnpipe.rng import make_rng
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 500, "num_features": 13, "num_classes": 3}},
@@ -65,7 +65,7 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
         assert torch.equal(io.read_graph(external, mmap=mmap, stored_x=True).x,
                            io.read_graph(inline, mmap=mmap, stored_x=True).x)
-    source = io.read_feature_source(external)
+    source = read_feature_source(external)
     assert source.mapped and source.dtype == io.FEATURE_DTYPES[dtype]
     assert io.read_node_table(external).column_names == ["node_id", "label"]  # x once, on disk
 
@@ -96,7 +96,7 @@ def test_bad_feature_files_are_refused_in_one_line(tmp_path, tiny_graph):
         io.read_graph(tmp_path)
     path.unlink()
     with pytest.raises(ValueError, match="features.npy: file not found"):
-        io.read_feature_source(tmp_path)
+        read_feature_source(tmp_path)
 
 
 def test_streamed_synthetic_features_equal_the_in_memory_ones(monkeypatch):

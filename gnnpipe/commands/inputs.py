@@ -48,19 +48,30 @@ def read_model_graph(args, *, mmap: bool = False):
     return replace(graph, x=model_features(args, graph.x))
 
 
-def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures``: the stored features stay
-    memory-mapped and each request of rows is read, cast and normalized on its own (sampled
-    training on features larger than memory). ``amp`` with bfloat16 storage: rows come in
-    bfloat16 (half the bytes of float32, autocast's dtype on CPU) instead of float32."""
+def out_of_core(cfg) -> bool:
+    """Whether the train section (TrainParams) reads feature rows per batch / block from the
+    mapped file (``read_lazy_model_graph``) rather than the whole matrix: neighbor training on
+    one machine's graph with the plain loop; predict follows train."""
+    return cfg.sampler == "neighbor" and cfg.dist.shard != "partition" and cfg.engine == "plain"
+
+
+def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
+    """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
+    ``gnnpipe.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
+    with bfloat16 storage: rows in bfloat16 (half of float32's bytes; autocast's CPU dtype)."""
     from gnnpipe.features import ModelFeatures, read_transform
     from gnnpipe.io.rows import FeatureSource
 
+    dtype = torch.bfloat16 if amp and stored.dtype == torch.bfloat16 else torch.float32
+    transform = read_transform(args.features, None, int(stored.shape[1]))
+    return ModelFeatures(FeatureSource(stored, mapped=True), transform, dtype)
+
+
+def read_lazy_model_graph(args, *, amp: bool = False):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``):
+    the stored features stay memory-mapped (sampled training on features larger than memory)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
-    stored = graph.x.dtype
-    dtype = torch.bfloat16 if amp and stored == torch.bfloat16 else torch.float32
-    transform = read_transform(args.features, None, int(graph.x.shape[1]))
-    return replace(graph, x=ModelFeatures(FeatureSource(graph.x, mapped=True), transform, dtype))
+    return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
 
 
 def whole_features(inputs: dict) -> dict:

@@ -65,7 +65,8 @@ def run(args):
 
 
 def train_nodes(args, params, ctx):
-    from gnnpipe.commands.inputs import read_lazy_model_graph, read_model_graph, whole_features
+    from gnnpipe.commands.inputs import (out_of_core, read_lazy_model_graph, read_model_graph,
+                                         whole_features)
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
     from gnnpipe.train import build_inputs, fit
@@ -73,9 +74,8 @@ def train_nodes(args, params, ctx):
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
     # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
-    lazy = cfg.sampler == "neighbor" and cfg.dist.shard != "partition" and cfg.engine == "plain"
     graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
-             if lazy else read_model_graph(args, mmap=True))
+             if out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None

@@ -122,7 +122,7 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
 
 
-def _stored_x(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
+def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
     """x (N, F) of ``graph.pt`` in its stored dtype: the tensor in it, or the features.npy its
     meta names (memory-mapped with ``mmap``), schema, shape and dtype checked."""
     entry = payload["meta"].get("features")
@@ -171,7 +171,7 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
     path = Path(prepared) / "graph.pt"
     spec = {**CSR_SPEC, "y": (torch.int64, 1)}
     payload = load_tensors(path, "gnnpipe.graph/1", spec, mmap=mmap)
-    x, y = _stored_x(path, payload, mmap=mmap), payload["y"]
+    x, y = stored_features(path, payload, mmap=mmap), payload["y"]
     if not stored_x:
         x = x.float()
     num_classes = payload["meta"].get("num_classes")
@@ -192,16 +192,6 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
             raise ValueError(f"{path}: 'timestamps' contain NaN or inf")
     return Graph(csr=csr, x=x, y=y, num_classes=num_classes, timestamps=timestamps,
                  public_roles=_check_public_roles(payload.get("public_roles"), y.numel(), path))
-
-
-def read_feature_source(prepared: Path):
-    """The stored features of ``graph.pt`` (inline or features.npy), memory-mapped, for reads
-    of the rows a batch needs (``gnnpipe.io.rows.FeatureSource``)."""
-    from gnnpipe.io.rows import FeatureSource
-
-    path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, "gnnpipe.graph/1", {}, mmap=True)
-    return FeatureSource(_stored_x(path, payload, mmap=True), mapped=True)
 
 
 def _check_public_roles(roles, num_nodes: int, where: Path) -> torch.Tensor | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from gnnpipe.io.prepared import stored_features
 from gnnpipe.io.tensors import load_tensors
 
 
@@ -30,12 +31,10 @@ class GraphRows:
 def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_536) -> GraphRows:
     """Rows ``x[node_ids]`` (float32, whatever the stored dtype; x in graph.pt or features.npy)
     of a prepared graph (``node_ids`` int64 (L,), ascending) and all labels."""
-    from gnnpipe.io.prepared import _stored_x
-
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
     # pages dropped after every block: one block of the file resident at a time
-    source = FeatureSource(_stored_x(path, payload, mmap=True), mapped=True, release_bytes=0)
+    source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)
     num_nodes, num_features = source.shape
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"].clone()
@@ -77,21 +76,37 @@ def _madvise_dontneed(tensor: torch.Tensor) -> bool:
     return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_DONTNEED) == 0
 
 
+def _resident_file_bytes() -> int:
+    """Bytes of file-backed (and shared) pages this process maps now (/proc/self/statm)."""
+    import mmap
+
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[2]) * mmap.PAGESIZE
+    except OSError:  # no procfs: count nothing, rely on the gathered-bytes budget
+        return 0
+
+
 class FeatureSource:
     """The stored feature matrix of a prepared graph (N, F), memory-mapped, in its stored dtype
     (float32 / float16 / bfloat16), read only through copies of the rows asked for.
 
-    ``rows(ids)`` copies ``x[ids]`` (B, F) out of the map; once ``release_bytes`` of rows have
-    been gathered the map's pages are dropped from the resident set (``madvise``), so training
-    on features larger than memory holds a bounded window of them, not every page it touched.
+    ``rows(ids)`` copies ``x[ids]`` (B, F) out of the map in chunks of ``chunk_rows``; after a
+    chunk, once the process maps more than ``release_bytes`` of file pages, the map's pages are
+    dropped from the resident set (``madvise``). A fault maps neighbouring pages too (the
+    kernel's fault-around: about 200 KiB per scattered 4 KiB row measured here), so the budget
+    is checked against what is resident, not against the bytes gathered. Training on features
+    larger than memory thus holds a bounded window of them, not every page it touched.
     ``mapped`` False (a tensor in memory) never drops pages.
     """
 
-    def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES):
+    def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES,
+                 chunk_rows: int = 1024):
         self.x = x
         self.mapped = mapped
         self.release_bytes = release_bytes
-        self._gathered = 0
+        self.chunk_rows = chunk_rows
+        self._base = _resident_file_bytes() if mapped else 0
 
     @property
     def shape(self) -> torch.Size:
@@ -103,21 +118,28 @@ class FeatureSource:
 
     def rows(self, index) -> torch.Tensor:
         """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice."""
-        # a copy either way: a view would keep the map's pages alive
-        out = self.x[index].clone() if isinstance(index, slice) else self.x.index_select(0, index)
-        self._touched(out)
+        if isinstance(index, slice):
+            index = torch.arange(*index.indices(self.x.shape[0]))
+        if not self.mapped:
+            return self.x.index_select(0, index)
+        out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
+        for lo in range(0, index.numel(), self.chunk_rows):
+            torch.index_select(self.x, 0, index[lo:lo + self.chunk_rows],
+                               out=out[lo:lo + self.chunk_rows])
+            if _resident_file_bytes() - self._base >= self.release_bytes:
+                self.release()
         return out
-
-    def _touched(self, out: torch.Tensor) -> None:
-        # a row narrower than a page still makes its page resident: count at least a page
-        import mmap
-
-        self._gathered += out.shape[0] * max(out.shape[1] * out.element_size(), mmap.PAGESIZE)
-        if self.mapped and self._gathered >= self.release_bytes:
-            self.release()
 
     def release(self) -> None:
         """Drop every resident page of the map (they stay in the OS page cache)."""
-        self._gathered = 0
         if self.mapped:
             _madvise_dontneed(self.x)
+            self._base = min(self._base, _resident_file_bytes())
+
+
+def read_feature_source(prepared: Path) -> FeatureSource:
+    """The stored features of a prepared graph (x in graph.pt, or the features.npy its meta
+    names), memory-mapped, for reads of the rows a batch needs."""
+    path = Path(prepared) / "graph.pt"
+    payload = load_tensors(path, "gnnpipe.graph/1", {}, mmap=True)
+    return FeatureSource(stored_features(path, payload, mmap=True), mapped=True)
