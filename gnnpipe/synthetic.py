@@ -59,14 +59,17 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator,
 
     means = rng.standard_normal((c, f))
     means *= cfg.feature_signal / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
-    out = {"y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
-    if feature_sink is None:
-        out["x"] = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise
+    x = None
+    if feature_sink is None:  # before the edge copies below: prepare's peak memory stays put
+        x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise
     else:
         step = max(1, BLOCK_VALUES // max(f, 1))
         for lo in range(0, n, step):
             rows = y[lo:lo + step]
             feature_sink((means[rows] + rng.standard_normal((rows.size, f))).astype(np.float32))
+    out = {"y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    if x is not None:
+        out["x"] = x
     if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
         out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
     return out
