@@ -185,8 +185,6 @@ class ModelFeatures:
     ``materialize()`` builds the whole (N, F) tensor, for the code paths that need it."""
 
     def __init__(self, source, transform: FeatureTransform, dtype: torch.dtype = torch.float32):
-        if transform.num_features is not None and source.shape[1] != transform.num_features:
-            transform.apply(source.x[:0])  # raises the one-line width error
         self.source, self.transform, self.dtype = source, transform, dtype
 
     @property
