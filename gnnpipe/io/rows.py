@@ -11,6 +11,7 @@ gathered bytes is reached, so the resident set holds that budget plus the copied
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,21 +84,41 @@ def _resident_file_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[2]) * mmap.PAGESIZE
-    except OSError:  # no procfs: count nothing, rely on the gathered-bytes budget
+    except OSError:  # no procfs: count nothing
         return 0
+
+
+def _mapped_file(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """(path, byte offset of the first element) of the file a memory-mapped tensor maps, from
+    /proc/self/maps; None where that is not known (no procfs, anonymous memory)."""
+    ptr = tensor.data_ptr()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                lo, hi = (int(v, 16) for v in parts[0].split("-"))
+                if lo <= ptr < hi:
+                    path = parts[5].strip() if len(parts) == 6 else ""
+                    if path.startswith("/") and os.path.isfile(path):
+                        return path, int(parts[2], 16) + ptr - lo
+                    return None
+    except OSError:
+        return None
+    return None
 
 
 class FeatureSource:
     """The stored feature matrix of a prepared graph (N, F), memory-mapped, in its stored dtype
     (float32 / float16 / bfloat16), read only through copies of the rows asked for.
 
-    ``rows(ids)`` copies ``x[ids]`` (B, F) out of the map in chunks of ``chunk_rows``; after a
-    chunk, once the process maps more than ``release_bytes`` of file pages, the map's pages are
-    dropped from the resident set (``madvise``). A fault maps neighbouring pages too (the
-    kernel's fault-around: about 200 KiB per scattered 4 KiB row measured here), so the budget
-    is checked against what is resident, not against the bytes gathered. Training on features
-    larger than memory thus holds a bounded window of them, not every page it touched.
-    ``mapped`` False (a tensor in memory) never drops pages.
+    ``rows(ids)`` reads ``x[ids]`` (B, F) with one ``pread`` per row from the file the map is
+    of (found in /proc/self/maps), so the rows land in the returned tensor and nothing of the
+    file enters the process's resident set (the OS page cache holds it). A scattered fault on
+    the map itself would map about 200 KiB of neighbouring pages per 4 KiB row here (the
+    kernel's fault-around), every page staying resident until unmapped: where the file is not
+    known, rows are copied from the map in chunks of ``chunk_rows`` and the map's pages dropped
+    (``madvise``) once more than ``release_bytes`` of file pages are resident.
+    ``mapped`` False (a tensor in memory) reads the tensor.
     """
 
     def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES,
@@ -107,6 +128,17 @@ class FeatureSource:
         self.release_bytes = release_bytes
         self.chunk_rows = chunk_rows
         self._base = _resident_file_bytes() if mapped else 0
+        self._fd, self._offset = None, 0
+        where = _mapped_file(x) if mapped and x.is_contiguous() and x.numel() else None
+        if where is not None:
+            self._fd, self._offset = os.open(where[0], os.O_RDONLY), where[1]
+
+    def __del__(self):
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+
+    def __getstate__(self):  # a worker started by spawn maps and opens the file anew
+        raise TypeError("FeatureSource holds an open file; DataLoader workers must fork")
 
     @property
     def shape(self) -> torch.Size:
@@ -122,12 +154,25 @@ class FeatureSource:
             index = torch.arange(*index.indices(self.x.shape[0]))
         if not self.mapped:
             return self.x.index_select(0, index)
+        if self._fd is not None:
+            return self._pread(index)
         out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
         for lo in range(0, index.numel(), self.chunk_rows):
             torch.index_select(self.x, 0, index[lo:lo + self.chunk_rows],
                                out=out[lo:lo + self.chunk_rows])
             if _resident_file_bytes() - self._base >= self.release_bytes:
                 self.release()
+        return out
+
+    def _pread(self, index: torch.Tensor) -> torch.Tensor:
+        if index.numel() and (index.min() < 0 or index.max() >= self.x.shape[0]):
+            raise IndexError(f"feature rows outside [0, {self.x.shape[0]})")
+        out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
+        buf = out.view(torch.uint8).numpy()  # (B, row bytes): the rows' bytes, written in place
+        row_bytes = buf.shape[1] if buf.ndim == 2 else 0
+        for i, pos in enumerate((index * row_bytes + self._offset).tolist()):
+            if os.preadv(self._fd, [buf[i]], pos) != row_bytes:
+                raise ValueError(f"feature file: short read of row {int(index[i])}")
         return out
 
     def release(self) -> None:
