@@ -32,11 +32,10 @@ def neighbor_loader(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
     sampler = CsrNeighborSampler(csr, cfg.num_neighbors, replace=cfg.replace,
                                  subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint, seed=seed,
                                  **temporal)
-    lazy = not isinstance(x, torch.Tensor)
-    data = Data(y=y, edge_index=csr.edge_index() if edge_index is None else edge_index,
+    lazy = not isinstance(x, torch.Tensor)  # a ModelFeatures: rows read per batch
+    data = Data(**({} if lazy else {"x": x}), y=y,
+                edge_index=csr.edge_index() if edge_index is None else edge_index,
                 num_nodes=csr.num_nodes)
-    if not lazy:
-        data.x = x
     return NodeLoader(data, node_sampler=sampler, input_nodes=seeds, input_time=input_time,
                       transform=_GatherRows(x) if lazy else None,
                       batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
