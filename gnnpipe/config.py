@@ -92,6 +92,9 @@ class StorageParams:
     # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
+    # x in graph.pt (inline) or in features.npy, streamed by prepare and read row by row (external;
+    # auto: external from 1 GiB of stored features); docs/incoming/features.md
+    features: Literal["inline", "external", "auto"] = "inline"
 
 
 @dataclass(frozen=True)
@@ -733,7 +736,14 @@ def _check_pairs(params: Params) -> None:
                           f"needs dataset.task=link (found {params.dataset.task!r}); set it to \"\"")
 
 
-RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
+def _check_feature_file(params: Params) -> None:
+    """features.npy is written for homogeneous graphs only."""
+    if params.dataset.storage.features == "external" and params.dataset.graph_kind == "typed":
+        raise ParamsError("dataset.storage.features='external' is for homogeneous graphs; typed "
+                          "graphs keep x per node type in graph.pt (use inline)")
+
+
+RULES = (_check_feature_file, _check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
          _check_weighted, _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
          _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,

@@ -62,7 +62,8 @@ def run(args):
 
 
 def train_nodes(args, params, ctx):
-    from gnnpipe.commands.inputs import read_model_graph
+    from gnnpipe.commands.inputs import (out_of_core, read_lazy_model_graph, read_model_graph,
+                                         whole_features)
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
@@ -70,7 +71,9 @@ def train_nodes(args, params, ctx):
 
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
-    graph = None if cfg.dist.shard == "partition" else read_model_graph(args, mmap=True)
+    # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
+    graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
+             if out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
@@ -91,7 +94,7 @@ def train_nodes(args, params, ctx):
             inputs = build_inputs(graph.x)
         else:
             graphs = io.read_message_graphs(args.split, graph.num_nodes)
-            inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
+            inputs = whole_features(build_inputs(graph.x, message_graphs=graphs, cfg=cfg))
             if cfg.sampler in SUBGRAPH_SAMPLERS:
                 loader, extra, rank_info = subgraph_loader(args, params, ctx, graph, graphs,
                                                            inputs, roles, train_mask)
