@@ -20,6 +20,7 @@ import time
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import MLP, GCNConv, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
@@ -100,6 +101,25 @@ def _adj_t(csr: tuple, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor
                                    check_invariants=False)  # built sorted above: no O(E) check
 
 
+def _sage_csr(conv: SAGEConv, prev: torch.Tensor, n_out: int, csr: tuple) -> torch.Tensor:
+    """``conv`` on the first ``n_out`` target rows of ``csr`` over sources ``prev`` (rows, F):
+    (n_out, H). A mean layer that narrows enough (the last layer: 64 -> classes) projects the
+    sources first, ``mean(x_j) W = mean(x_j W)``: the spmm and its backward then move H-wide
+    rows instead of F-wide ones; the same up to float rounding."""
+    lin, rows, nnz = conv.lin_l, prev.shape[0], int(csr[0][n_out])
+    # dense MACs of projecting every source row vs the sparse row reads saved (rows = n_out
+    # full-batch: any narrowing layer; a sampled hop with many more sources than targets: no)
+    first = (conv.aggr == "mean" and not conv.project and not conv.normalize
+             and (rows - n_out) * lin.in_channels * lin.out_channels
+             < nnz * (lin.in_channels - lin.out_channels))
+    if not first:
+        return conv((prev, prev[:n_out]), _adj_t(csr, n_out, rows, prev.dtype))
+    z = F.linear(prev, lin.weight)  # (rows, H)
+    out = torch.sparse.mm(_adj_t(csr, n_out, rows, z.dtype), z, "mean")  # (n_out, H)
+    out = out if lin.bias is None else out + lin.bias
+    return out + conv.lin_r(prev[:n_out]) if conv.root_weight else out
+
+
 def _kept(total: int, per_hop: list[int] | None, layers: int) -> list[int]:
     """Rows (or edges) each layer 0..layers reads: ``total`` less the last ``i`` hops' counts
     (``trim_to_layer``); ``per_hop`` None keeps all of them."""
@@ -142,7 +162,7 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
             out = torch.sparse.mm(_adj_t(adj, n_out, rows, z.dtype), z, "sum")
             out = out if conv.bias is None else out + conv.bias
         elif csr:  # SAGEConv: mean of the sources by a CSR product, root weight on the targets
-            out = conv((prev, prev[:n_out]), _adj_t(adj, n_out, rows, prev.dtype))
+            out = _sage_csr(conv, prev, n_out, adj)
         elif gcn:  # the edges into the n_out target rows (their sources are input rows)
             keep = (edge_index[1] < n_out) if n_out < x.shape[0] else slice(None)
             out = conv.propagate(edge_index[:, keep], x=conv.lin(prev),
