@@ -116,7 +116,7 @@ def _sage_csr(conv: SAGEConv, prev: torch.Tensor, n_out: int, csr: tuple) -> tor
         return conv((prev, prev[:n_out]), _adj_t(csr, n_out, rows, prev.dtype))
     z = F.linear(prev, lin.weight)  # (rows, H)
     out = torch.sparse.mm(_adj_t(csr, n_out, rows, z.dtype), z, "mean")  # (n_out, H)
-    out = out if lin.bias is None else out + lin.bias
+    out = out if lin.bias is None else out + lin.bias.to(out.dtype)  # bfloat16 under autocast
     return out + conv.lin_r(prev[:n_out]) if conv.root_weight else out
 
 
