@@ -13,6 +13,9 @@
 #   pymetis sdist bundles METIS 5 + GKlib with IDXTYPEWIDTH 64: compiled here into a static PIC
 #   libmetis.a (~15 s of CPU), which the torch-sparse extensions link in.
 # Environment: TORCH_SPEC (default torch==2.13.0), TORCH_PIP_ARGS, JOBS (MAX_JOBS, default 1).
+# Time: the 25-40 min are of an idle core. Each compile unit (torch-scatter 7, torch-sparse ~25)
+# gets only its share of a busy machine: at a load average of 9-10 on 2 cores torch-scatter took
+# ~50 min (2026-12-04). A re-run resumes: torch and packages already installed are skipped.
 set -euo pipefail
 
 VENV=${1:?usage: bash bench/build_peers.sh VENV_DIR}

@@ -119,7 +119,7 @@ done
 import json, pathlib, sys
 runs = {d: pathlib.Path(sys.argv[1]) / f"epoch_{d}.json" for d in ("cuda", "cpu")}
 if all(p.exists() for p in runs.values()):
-    res = {d: json.loads(p.read_text())["results"] for d, p in runs.items()}
+    res = {d: json.loads(p.read_text())["sampled"]["results"] for d, p in runs.items()}
     for row in res["cuda"]:
         if row in res["cpu"]:
             cpu, cuda = (res[d][row]["mean_epoch_seconds"] for d in ("cpu", "cuda"))

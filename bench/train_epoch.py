@@ -33,8 +33,18 @@ and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the batch
 (model and loss), ``backward`` and ``optimizer`` (Adam's step).
 
 Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs (odd rounds in
-reverse order), so load changes on a shared machine hit all rows alike; the figure is the best epoch of each row (``mean`` too).
-``loss`` is the mean train loss of the epoch: the rows train the same model alike.
+reverse order), so load changes on a shared machine hit all rows alike; the figure is the mean
+epoch of each row (the best too). ``loss`` is the mean train loss of the epoch's batches;
+``probe`` the train loss *after* the epoch: cross-entropy in eval mode on one fixed sampled
+batch of 2,048 train seeds (the same subgraph for every row), so rows compare on equal input.
+``load1`` is the 1-minute load average at the end of each epoch.
+
+``--part full`` (or ``both``) times full-batch training on a graph of the default pipeline's
+size (``dataset.synthetic`` defaults: 20,000 nodes, 64 features, ~200k edges; a 60/20/20 random
+split): ``gnnpipe fit`` with ``train.sampler: full`` (scatter, the default, and csr) against the
+plain PyG loop (``torch_geometric.nn.GraphSAGE``: forward on the whole graph, cross-entropy on
+the train rows, backward, step), and the same loop on gnnpipe's model with csr, split into
+forward / backward / optimizer; ``--full-epochs`` epochs per row and round.
 """
 
 from __future__ import annotations
@@ -57,13 +67,15 @@ import torch.nn.functional as F
 import torch.utils.data
 import torch_geometric.typing
 from torch_geometric.data import Data
+from torch_geometric.nn import GraphSAGE
 
-from bench.common import add_graph_args, describe, load_graph, machine, print_machine
-from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
+from bench.common import (add_graph_args, build_graph, describe, load_graph, machine,
+                          print_machine)
+from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, TrainParams
 from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.device import resolve
-from gnnpipe.train import LoopOptions, fit
+from gnnpipe.train import LoopOptions, build_inputs, fit
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -81,9 +93,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rows", default="all",
                         help="comma-separated row keys to run (fit,fit_csr,peer,plain,trim,"
                              "trim_csr) or all")
+    parser.add_argument("--part", choices=("sampled", "full", "both"), default="sampled",
+                        help="sampled: the 1M-node mini-batch rows; full: full-batch on the "
+                             "default-size graph")
+    parser.add_argument("--full-epochs", type=int, default=20,
+                        help="--part full: epochs per row and round")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
-                        help="train.device of the fit rows (the plain loops stay on the CPU)")
+                        help="train.device of the sampled part's fit rows (every other row: CPU)")
     return parser.parse_args(argv)
 
 
@@ -97,13 +114,29 @@ def peer_library() -> str | None:
 
 
 class NoEvaluation:
-    """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes, instantly."""
+    """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes. With a
+    ``probe`` batch it records ``probe_loss`` of the model after each epoch (fit scores after
+    its ``train_seconds`` are taken, so the probe is not timed)."""
 
-    def __init__(self, node_id: torch.Tensor, num_classes: int):
-        self.node_id, self.num_classes = node_id, num_classes
+    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None):
+        self.node_id, self.num_classes, self.probe = node_id, num_classes, probe
+        self.losses: list[float] = []
 
     def logits(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.probe is not None:
+            self.losses.append(probe_loss(model, self.probe))
         return self.node_id, torch.zeros(self.node_id.numel(), self.num_classes)
+
+
+def probe_loss(model: torch.nn.Module, probe) -> float:
+    """Cross-entropy on the seeds of the fixed sampled batch ``probe``, eval mode, no grad."""
+    training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(probe.x, probe.edge_index, **trim_kwargs(model, probe))
+        loss = F.cross_entropy(logits[:probe.batch_size], probe.y[:probe.batch_size])
+    model.train(training)
+    return float(loss)
 
 
 PHASES = ("sample", "gather", "forward", "backward", "optimizer")
@@ -151,15 +184,64 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
             "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
+def show(name: str, e: dict) -> None:
+    """One epoch's line: seconds, seeds/s, the step split where timed, loss, probe, load."""
+    split = " ".join(f"{e[f'{p}_seconds']:7.2f}" if f"{p}_seconds" in e else f"{'-':>7}"
+                     for p in PHASES)
+    nodes = f"{e['nodes_per_batch']:11,.0f}" if "nodes_per_batch" in e else f"{'-':>11}"
+    probe = f"{e['probe']:7.4f}" if "probe" in e else f"{'-':>7}"
+    print(f"{name:40s} {e['seconds']:8.3f} {e['seeds'] / e['seconds']:8,.0f} {split} "
+          f"{nodes} {e['loss']:7.4f} {probe} {e['load1']:5.2f}", flush=True)
+
+
+HEADER = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} " + " ".join(f"{p[:7]:>7}" for p in PHASES)
+          + f" {'nodes/batch':>11} {'loss':>7} {'probe':>7} {'load1':>5}")
+
+
+def summarize(epochs: dict[str, list[dict]], baselines: list[str], ours: list[str]) -> dict:
+    """Best / mean epoch and mean split per row, and baseline / ours ratios of the mean epoch
+    with the relative difference of the mean train loss and probe loss."""
+    results = {}
+    for name, rows in epochs.items():
+        if not rows:
+            continue
+        best = min(rows, key=lambda e: e["seconds"])
+        results[name] = {"best_epoch_seconds": best["seconds"],
+                         "mean_epoch_seconds": statistics.mean(e["seconds"] for e in rows),
+                         "best_seeds_per_s": best["seeds"] / best["seconds"],
+                         "mean_split_seconds": {p: statistics.mean(e[f"{p}_seconds"] for e in rows)
+                                                for p in PHASES if f"{p}_seconds" in rows[0]},
+                         "epochs": rows}
+    print()
+    for name, row in results.items():
+        split = ", ".join(f"{p} {v:.3f}" for p, v in row["mean_split_seconds"].items())
+        print(f"{name:40s} best epoch {row['best_epoch_seconds']:7.3f} s  "
+              f"mean {row['mean_epoch_seconds']:7.3f} s  {row['best_seeds_per_s']:8,.0f} seeds/s"
+              + (f"  mean split: {split}" if split else ""))
+    ratios = {}
+    for base in (b for b in baselines if b in results):
+        for name in (o for o in ours if o in results and o != base):
+            key = f"{base} / {name.strip()} (mean epoch time)"
+            ratios[key] = {"ratio": results[base]["mean_epoch_seconds"]
+                           / results[name]["mean_epoch_seconds"]}
+            line = f"ratio {key}: {ratios[key]['ratio']:.2f}x"
+            for what in ("loss", "probe"):
+                if all(what in e for e in results[name]["epochs"] + results[base]["epochs"]):
+                    diff = (statistics.mean(e[what] for e in results[name]["epochs"])
+                            / statistics.mean(e[what] for e in results[base]["epochs"]) - 1)
+                    ratios[key][what] = diff
+                    line += f"  (mean {what} {diff:+.2%})"
+            print(line)
+    return {"results": results, "ratios": ratios}
+
+
+def sampled(args: argparse.Namespace) -> dict:
+    """The mini-batch rows on the bench graph (module docstring)."""
     fanout = tuple(int(k) for k in args.fanout.split(","))
     cfg = TrainParams(model="sage", sampler="neighbor", neighbor=NeighborParams(fanout),
                       num_layers=len(fanout),  # one hop per layer: trim_to_layer needs it
                       batch_size=args.batch_size, epochs=args.epochs, patience=args.epochs + 1,
                       checkpoint=CheckpointParams(every=0))
-    print_machine()
     started = time.perf_counter()
     graph = load_graph(args)
     print(f"# graph: {describe(graph)}; built/loaded in {time.perf_counter() - started:.1f} s")
@@ -178,7 +260,11 @@ def main(argv=None) -> dict:
           f"{args.epochs} epoch(s) x {args.rounds} round(s) per row; {args.threads} torch threads")
     peer = peer_library()
     data = Data(x=x, y=y, edge_index=edge_index, num_nodes=n)
-    evaluator = NoEvaluation(torch.from_numpy(np.flatnonzero(roles != "none")), num_classes)
+    # the train loss after each epoch: one fixed sampled batch of train seeds, for every row
+    probe = next(iter(neighbor_loader(x, y, graph.csr, train_idx[:2048], cfg.neighbor,
+                                      seed=args.seed + 1, batch_size=2048, shuffle=False)))
+    evaluator = NoEvaluation(torch.from_numpy(np.flatnonzero(roles != "none")), num_classes,
+                             probe)
     cfg_csr = dataclasses.replace(cfg, aggregation="csr")
 
     def make_model(aggregation: str = "scatter"):
@@ -208,16 +294,7 @@ def main(argv=None) -> dict:
         "PyG recipe loop on gnnpipe's sampler", "  ... + trim (scatter)", "  ... + trim + csr"]))
     run = set(keys if args.rows == "all" else args.rows.split(","))
     epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
-    header = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} "
-              + " ".join(f"{p[:7]:>7}" for p in PHASES) + f" {'nodes/batch':>11} {'loss':>7}")
-    print(header)
-
-    def show(name: str, e: dict) -> None:
-        split = " ".join(f"{e[f'{p}_seconds']:7.2f}" if f"{p}_seconds" in e else f"{'-':>7}"
-                         for p in PHASES)
-        nodes = f"{e['nodes_per_batch']:11,.0f}" if "nodes_per_batch" in e else f"{'-':>11}"
-        print(f"{name:40s} {e['seconds']:8.2f} {e['seeds'] / e['seconds']:8,.0f} {split} "
-              f"{nodes} {e['loss']:7.4f}", flush=True)
+    print(HEADER)
 
     # warm-up, untimed: one training step per loader and aggregation (first-call allocations,
     # lazy inits), so the first timed row does not pay what the others then skip
@@ -234,13 +311,15 @@ def main(argv=None) -> dict:
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
         torch.manual_seed(args.seed + r)
+        evaluator.losses.clear()
         result = fit(lambda: make_model(aggregation), None, y, roles,
                      cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
                      loader=ours, evaluator=evaluator,
                      options=LoopOptions(device=resolve(args.device, key="--device")))
-        for row, hist in zip(result.perf_history, result.history):
+        for row, hist, probed in zip(result.perf_history, result.history, evaluator.losses):
             e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
-                 "batches": row["batches"], "loss": hist["train_loss"]}
+                 "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
+                 "load1": os.getloadavg()[0]}
             epochs[names[key]].append(e)
             show(names[key], e)
 
@@ -256,6 +335,7 @@ def main(argv=None) -> dict:
         for _ in range(args.epochs):
             e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours,
                             trim=key in ("trim", "trim_csr"))
+            e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
             epochs[names[key]].append(e)
             show(names[key], e)
 
@@ -265,35 +345,104 @@ def main(argv=None) -> dict:
             if key in run:
                 (fit_row if key.startswith("fit") else loop_row)(key, r)
 
-    results = {}
-    for name, rows in epochs.items():
-        if not rows:
-            continue
-        best = min(rows, key=lambda e: e["seconds"])
-        results[name] = {"best_epoch_seconds": best["seconds"],
-                         "mean_epoch_seconds": statistics.mean(e["seconds"] for e in rows),
-                         "best_seeds_per_s": best["seeds"] / best["seconds"], "epochs": rows}
-    print()
-    for name, row in results.items():
-        print(f"{name:40s} best epoch {row['best_epoch_seconds']:7.2f} s  "
-              f"mean {row['mean_epoch_seconds']:7.2f} s  {row['best_seeds_per_s']:8,.0f} seeds/s")
-    ratios = {}
-    baselines = [names[k] for k in ("peer", "plain") if names[k] in results]
-    for base in baselines:
-        for ours_name in (names[k] for k in ("fit", "fit_csr", "trim", "trim_csr")):
-            if ours_name not in results:
-                continue
-            key = f"{base} / {ours_name.strip()} (mean epoch time)"
-            ratios[key] = (results[base]["mean_epoch_seconds"]
-                           / results[ours_name]["mean_epoch_seconds"])
-            loss = (statistics.mean(e["loss"] for e in results[ours_name]["epochs"])
-                    / statistics.mean(e["loss"] for e in results[base]["epochs"]) - 1)
-            print(f"ratio {key}: {ratios[key]:.2f}x  (mean train loss {loss:+.1%})")
+    summary = summarize(epochs, [names[k] for k in ("peer", "plain")],
+                        [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")])
+    return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
+            "seeds_per_epoch": int(train_idx.numel()), "peer": peer or "none",
+            "setup_seconds": setup, **summary}
+
+
+def full_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
+               edge_index: torch.Tensor, y: torch.Tensor, train: torch.Tensor) -> dict:
+    """One full-batch step (PyG's plain loop), split into forward (with the loss), backward
+    and optimizer seconds."""
+    model.train()
+    ticks = [time.perf_counter()]
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x, edge_index)[train], y[train])
+    ticks.append(time.perf_counter())
+    loss.backward()
+    ticks.append(time.perf_counter())
+    optimizer.step()
+    ticks.append(time.perf_counter())
+    spent = {f"{p}_seconds": b - a for p, (a, b) in
+             zip(("forward", "backward", "optimizer"), zip(ticks, ticks[1:]))}
+    return {"seconds": ticks[-1] - ticks[0], **spent, "seeds": int(train.numel()),
+            "loss": float(loss.detach())}
+
+
+def full_batch(args: argparse.Namespace) -> dict:
+    """Full-batch GraphSAGE on a graph of the default pipeline's size (module docstring)."""
+    synthetic = SyntheticParams()
+    graph = build_graph(synthetic, args.seed)
+    x, y, edge_index = graph.x, graph.y.long(), graph.csr.edge_index()
+    n = graph.num_nodes
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed))
+    roles = np.full(n, "test", dtype=object)
+    roles[order[:int(0.6 * n)].numpy()] = "train"
+    roles[order[int(0.6 * n):int(0.8 * n)].numpy()] = "val"
+    roles = roles.astype(str)
+    train = torch.from_numpy(np.flatnonzero(roles == "train"))
+    epochs_per = args.full_epochs
+    cfg = TrainParams(model="sage", sampler="full", epochs=epochs_per, patience=epochs_per + 1,
+                      checkpoint=CheckpointParams(every=0))
+    print(f"\n# full batch: {describe(graph)} (dataset.synthetic defaults), {train.numel():,} "
+          f"train nodes; GraphSAGE hidden {cfg.hidden}, {cfg.num_layers} layers; {epochs_per} "
+          f"epochs x {args.rounds} round(s) per row; {args.threads} torch threads")
+    inputs = build_inputs(x, {phase: graph.csr for phase in ("train", "val", "test")})
+    keys = ["fit", "fit_csr", "pyg", "csr_loop"]
+    names = dict(zip(keys, ["gnnpipe fit (full, scatter)", "gnnpipe fit (full, csr)",
+                            "plain PyG full-batch loop", "  ... on gnnpipe's model, csr"]))
+    epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
+    print(HEADER)
+
+    def make_model(aggregation: str):
+        return build_model("sage", x.shape[1], graph.num_classes,
+                           dataclasses.replace(cfg, aggregation=aggregation))
+
+    def fit_row(key: str, r: int) -> None:
+        aggregation = "csr" if key == "fit_csr" else "scatter"
+        result = fit(lambda: make_model(aggregation), inputs, y, roles,
+                     dataclasses.replace(cfg, aggregation=aggregation), seed=args.seed + r)
+        for row, hist in zip(result.perf_history, result.history):
+            e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
+                 "loss": hist["train_loss"], "load1": os.getloadavg()[0]}
+            epochs[names[key]].append(e)
+        show(names[key] + f" x{len(result.perf_history)}", {
+            **e, "seconds": statistics.mean(e["seconds"] for e in epochs[names[key]][-epochs_per:])})
+
+    def loop_row(key: str, r: int) -> None:
+        torch.manual_seed(args.seed + r)
+        model = (GraphSAGE(x.shape[1], cfg.hidden, cfg.num_layers, graph.num_classes,
+                           dropout=cfg.dropout) if key == "pyg" else make_model("csr"))
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        for _ in range(epochs_per):
+            e = full_epoch(model, optimizer, x, edge_index, y, train)
+            e["load1"] = os.getloadavg()[0]
+            epochs[names[key]].append(e)
+        mean = {k: statistics.mean(e[k] for e in epochs[names[key]][-epochs_per:])
+                for k in e if k.endswith("seconds")}
+        show(names[key] + f" x{epochs_per}", {**e, **mean})
+
+    for r in range(args.rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            (fit_row if key.startswith("fit") else loop_row)(key, r)
+    summary = summarize(epochs, [names["pyg"]], [names[k] for k in ("fit", "fit_csr",
+                                                                     "csr_loop")])
+    return {"graph": describe(graph), "train_nodes": int(train.numel()), **summary}
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print_machine()
+    summary = {"machine": machine(), "threads": args.threads, "device": args.device}
+    if args.part in ("sampled", "both"):
+        summary["sampled"] = sampled(args)
+    if args.part in ("full", "both"):
+        summary["full"] = full_batch(args)
+    summary["load_average_end"] = os.getloadavg()
     print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    summary = {"load_average_end": os.getloadavg(), "machine": machine(), "graph": describe(graph), "fanout": list(fanout),
-               "batch_size": cfg.batch_size, "seeds_per_epoch": int(train_idx.numel()),
-               "threads": args.threads, "device": args.device, "peer": peer or "none", "setup_seconds": setup,
-               "results": results, "ratios": ratios}
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")
     return summary

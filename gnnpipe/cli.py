@@ -122,4 +122,10 @@ def _fail(stage: str, message: str, code: int = 1) -> int:
     if os.environ.get("GNNPIPE_DEBUG"):
         traceback.print_exc()
     print(f"gnnpipe {stage}: error: {message}", file=sys.stderr)
+    if resources.is_worker_process():
+        # a failed torchrun rank leaves now: interpreter teardown can block on a process group
+        # whose peers sit in a collective, and the agent stops the job only once this rank exits
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code

@@ -92,6 +92,9 @@ class StorageParams:
     # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
+    # x in graph.pt (inline) or in features.npy, streamed by prepare and read row by row (external;
+    # auto: external from 1 GiB of stored features); docs/incoming/features.md
+    features: Literal["inline", "external", "auto"] = "inline"
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,8 @@ class NeighborParams:
     replace: bool = False  # draw neighbours with replacement (also the shadow sampler's)
     subgraph_type: Literal["directional", "bidirectional", "induced"] = "directional"
     disjoint: bool = False  # one sampled tree per seed node
+    # neighbor: draw in-edges in proportion to the edge table's dataset.edges.weight column
+    weighted: bool = False
 
 
 @dataclass(frozen=True)
@@ -593,6 +598,19 @@ def _check_temporal(params: Params) -> None:
             "train.temporal.by: none)")
 
 
+def _check_weighted(params: Params) -> None:
+    """Weighted neighbor sampling reads dataset.edges.weight; pyg-lib has no weighted temporal."""
+    cfg, column = params.train, params.dataset.edges.weight
+    if not cfg.neighbor.weighted:
+        return
+    if cfg.sampler != "neighbor" or not column or cfg.temporal.by != "none":
+        raise ParamsError(
+            f"train.neighbor.weighted=true draws in-edges in proportion to the edge table's "
+            f"weight column: it needs train.sampler=neighbor (found {cfg.sampler!r}), "
+            f"dataset.edges.weight set (found {column!r}) and train.temporal.by=none (found "
+            f"{cfg.temporal.by!r}); or set train.neighbor.weighted: false")
+
+
 def _check_shard(params: Params) -> None:
     """A rank holding only its partition shards trains on ClusterGCN batches."""
     sampler = params.train.sampler
@@ -650,7 +668,8 @@ def _check_aggregation(params: Params) -> None:
 
 
 def _check_layerwise(params: Params) -> None:
-    """train.inference.mode=layerwise is the evaluation of fit's node models (inference.py)."""
+    """train.inference.mode=layerwise evaluates what inference.py / hetero/inference.py block:
+    node and link task, plain and lightning engine, whole graph or partition shards."""
     train = params.train
     if train.inference.mode != "layerwise":
         return
@@ -662,11 +681,6 @@ def _check_layerwise(params: Params) -> None:
         raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
                           f"not train.model={train.model!r}; set train.inference.mode: auto or "
                           "full")
-    if params.dataset.task != "node" or train.engine != "plain":
-        raise ParamsError(
-            f"train.inference.mode='layerwise' runs in the plain node-classification loop, not "
-            f"with dataset.task={params.dataset.task!r} / train.engine={train.engine!r} (they "
-            "evaluate with full forwards); set train.inference.mode: auto or full")
 
 
 def _check_lightning(params: Params) -> None:
@@ -725,9 +739,16 @@ def _check_pairs(params: Params) -> None:
                           f"needs dataset.task=link (found {params.dataset.task!r}); set it to \"\"")
 
 
-RULES = (_check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
+def _check_feature_file(params: Params) -> None:
+    """features.npy is written for homogeneous graphs only."""
+    if params.dataset.storage.features == "external" and params.dataset.graph_kind == "typed":
+        raise ParamsError("dataset.storage.features='external' is for homogeneous graphs; typed "
+                          "graphs keep x per node type in graph.pt (use inline)")
+
+
+RULES = (_check_feature_file, _check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
          _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
-         _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
+         _check_weighted, _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
          _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,
          _check_cluster_batch, _check_aggregation)
 

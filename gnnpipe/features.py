@@ -174,3 +174,48 @@ def read_transform(features_dir, node_type: str | None = None,
     stats = {k: v for k, v in entry.items() if isinstance(v, torch.Tensor)}
     return FeatureTransform(kind, stats, entry["num_features"], entry["fitted_on"],
                             entry["nodes"])
+
+
+class ModelFeatures:
+    """x as the models read it (N, F), computed for the rows asked for: ``source`` (a
+    ``gnnpipe.io.rows.FeatureSource``, the stored matrix, memory-mapped) through ``transform``,
+    in ``dtype`` (float32; bfloat16 to feed autocast from bfloat16 storage without a float32
+    copy). ``features[ids]`` / ``features[a:b]`` gather, cast and normalize those rows only: the
+    same values as normalizing the whole matrix and indexing it (``apply`` is row-wise).
+    ``materialize()`` builds the whole (N, F) tensor, for the code paths that need it."""
+
+    def __init__(self, source, transform: FeatureTransform, dtype: torch.dtype = torch.float32):
+        self.source, self.transform, self.dtype = source, transform, dtype
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.source.shape
+
+    def __len__(self) -> int:
+        return int(self.source.shape[0])
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def __getitem__(self, index) -> torch.Tensor:
+        """Rows ``index`` (int64 (B,) or a slice) -> (B, F) in ``dtype``."""
+        return self.convert(self.source.rows(index))
+
+    def convert(self, rows: torch.Tensor) -> torch.Tensor:
+        """Stored rows (B, F) -> what the model reads (B, F) in ``dtype``."""
+        if self.transform.kind == "none" and rows.dtype == self.dtype:
+            return rows
+        return self.transform.apply(rows).to(self.dtype)
+
+    def float(self) -> torch.Tensor:
+        return self.materialize(torch.float32)
+
+    def materialize(self, dtype: torch.dtype | None = None,
+                    block_rows: int = BLOCK_ROWS) -> torch.Tensor:
+        """The whole (N, F) matrix in ``dtype`` (default: ``self.dtype``), built in row blocks
+        (N x F x itemsize bytes: only where a whole-graph forward needs it)."""
+        n = len(self)
+        out = torch.empty(n, self.shape[1], dtype=dtype or self.dtype)
+        for lo in range(0, n, block_rows):
+            out[lo:lo + block_rows] = self[lo:lo + block_rows]
+        return out

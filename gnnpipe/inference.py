@@ -364,7 +364,7 @@ def layerwise_logits(model: nn.Module, x: torch.Tensor, engine: LayerwiseInferen
                 def rows(a, b, conv=conv, xlin=xlin, inv_sqrt=inv_sqrt, fill=fill):
                     return _gcn_rows(conv, xlin, csr, a, b, inv_sqrt, fill)
                 del xlin  # the closure holds it until ``rows`` goes below
-            elif _is_mean_sage(conv):
+            elif _is_mean_sage(conv) and isinstance(h, torch.Tensor):  # else rows per block
                 table = h if h.dtype == torch.float32 else h.float()
 
                 def rows(a, b, conv=conv, table=table):

@@ -14,10 +14,12 @@ and takes one Adam step on binary cross-entropy:
 
 Validation encodes the **val** phase's graph and ranks each val positive against its fixed
 negatives; early stopping keeps the weights of the best val MRR. Final scores: val pairs on the
-val graph, test pairs on the test graph, so each phase sees only its own graph (full graph, for
-every sampler). Randomness (initialisation, and per ``(seed, epoch)`` dropout, negatives and
-sampling) comes only from ``seed``, so a run resumed from a checkpoint repeats an uninterrupted
-one; ``fork_rng`` keeps the caller's global torch RNG untouched.
+val graph, test pairs on the test graph, so each phase sees only its own graph (whole graph, for
+every sampler): one forward, or layer by layer over target blocks when the phase input carries a
+``layerwise`` engine (``train.inference``, gnnpipe/inference.py; the same embeddings to 1e-5 in
+bounded memory, split across DDP ranks). Randomness (initialisation, and per ``(seed, epoch)``
+dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a checkpoint
+repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.loop import LoopOptions
 from gnnpipe.models import trim_kwargs
-from gnnpipe.train import PhaseInput, _unwrap, resolve_aggregation
+from gnnpipe.train import PhaseInput, _placed, _unwrap, layerwise_output, resolve_aggregation
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -75,11 +77,24 @@ def pair_scores(z: torch.Tensor, heads: torch.Tensor, targets: torch.Tensor) -> 
 
 
 @torch.no_grad()
-def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
-                negatives: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores of ``positives`` (2, P) and their fixed ``negatives`` (P, K) on the phase graph."""
+def embed(model: nn.Module, inputs: PhaseInput, ctx: DistContext = SINGLE) -> torch.Tensor:
+    """Eval-mode node embeddings (N, H) of one phase: ``encode``, or layer by layer when
+    ``inputs.layerwise`` is set (then every rank of ``ctx`` must call: the ranks share the
+    blocks and all end with every row)."""
+    if inputs.layerwise is not None:
+        return layerwise_output(model, inputs, ctx)
     model.eval()
-    z = encode(model, inputs)
+    return encode(model, inputs)
+
+
+@torch.no_grad()
+def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
+                negatives: torch.Tensor, ctx: DistContext = SINGLE
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of ``positives`` (2, P) and their fixed ``negatives`` (P, K) on the phase graph
+    (``embed``: a collective under DDP when the phase evaluates layer by layer)."""
+    model.eval()
+    z = embed(model, inputs, ctx)
     pos = pair_scores(z, positives[0], positives[1])
     neg = pair_scores(z, positives[0], negatives)
     return pos.float().cpu(), neg.float().cpu()
@@ -121,8 +136,7 @@ class LinkTask:
         """Phase inputs, supervision and the fixed val / test pairs go to ``device`` (``heads``
         stays a CPU array for the negative sampler)."""
         memo: dict = {}  # phases share x and often edge_index: each tensor moves once
-        self.inputs = {p: devices.to_device(i, device, memo, pin=False)
-                       for p, i in self.inputs.items()}
+        self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
         self.edges = devices.to_device(self.edges, device, memo, pin=False)
         self.negatives = devices.to_device(self.negatives, device, memo, pin=False)
         self.supervision = self.edges["train_supervision"]
@@ -152,7 +166,8 @@ class LinkTask:
         return []
 
     def score(self, model: nn.Module) -> dict[str, float]:
-        pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"])
+        pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"],
+                               self.ctx)
         val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
         # the ranks hold the same weights and score the same pairs; averaging makes their
         # early-stopping decisions identical by construction, not by floating-point luck
@@ -187,7 +202,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, state, history = outcome.model, outcome.state, outcome.history
     scores = {phase: score_phase(model, task.inputs[phase], task.edges[phase],
-                                 task.negatives[phase]) for phase in EVAL_PHASES}
+                                 task.negatives[phase], ctx) for phase in EVAL_PHASES}
     summary = {
         "task": "link",
         "best_epoch": state["best_epoch"],
@@ -201,5 +216,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
     if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
+    if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
+        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
                            summary=summary, perf=perf, perf_history=outcome.perf_history)

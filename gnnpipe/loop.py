@@ -128,9 +128,14 @@ def close_epoch(state: dict, best_key: str, score: float, epoch: int, model: nn.
     return done
 
 
+PERF_COLUMNS = ("epoch", "train_seconds", "eval_seconds", "batches", "seeds", "seeds_per_s",
+                "batches_per_s")
+
+
 def perf_row(epoch: int, train_seconds: float, eval_seconds: float, batches: int,
              seeds: int | float) -> dict:
-    """One row of wall-clock throughput: ``batches`` per rank, ``seeds`` over all ranks."""
+    """One row of wall-clock throughput (``PERF_COLUMNS``): ``batches`` per rank, ``seeds`` over
+    all ranks."""
     return {"epoch": epoch, "train_seconds": round(train_seconds, 4),
             "eval_seconds": round(eval_seconds, 4), "batches": batches, "seeds": int(seeds),
             "seeds_per_s": round(seeds / max(train_seconds, 1e-9), 1),

@@ -20,6 +20,7 @@ import time
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import MLP, GCNConv, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
@@ -30,7 +31,8 @@ from gnnpipe.config import BaselineParams, TrainParams
 
 
 
-def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tensor,
+                 fast_dropout: bool = False) -> torch.Tensor:
     """What follows conv ``layer`` in ``model``'s forward: ``h`` (M, H) is the conv output and
     ``prev`` (M, H_in) its input rows, the same nodes in the same order.
 
@@ -38,7 +40,8 @@ def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tenso
     ``BasicGNN.forward``; a residual model then adds ``prev`` from the second layer on (the
     first layer's input is the raw features, the last layer without jk writes the classes).
     Shared by the models' forward and the layer-wise inference (gnnpipe/inference.py), so both
-    compute the same thing.
+    compute the same thing. ``fast_dropout`` (training only) draws the mask by ``dropout``
+    instead of ``nn.Dropout``: the same distribution, another random stream.
     """
     last = layer == model.num_layers - 1
     if last and model.jk_mode is None:
@@ -48,10 +51,23 @@ def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tenso
     h = model.norms[layer](h)  # gnnpipe builds no norm: Identity (no batch-wise norms)
     if model.act is not None and not model.act_first:
         h = model.act(h)
-    h = model.dropout(h)
+    h = dropout(h, model.dropout.p) if fast_dropout and model.training else model.dropout(h)
     if getattr(model, "residual", False) and layer > 0 and h.shape == prev.shape:
         h = h + prev
     return h
+
+
+def dropout(h: torch.Tensor, p: float) -> torch.Tensor:
+    """Inverted dropout of ``h`` (any shape): each entry kept with probability ``1 - p`` and
+    scaled by ``1 / (1 - p)``, as ``F.dropout`` in training, with the mask drawn by
+    ``torch.rand`` (float32, torch's global RNG) instead of ``bernoulli_``, whose CPU kernel
+    costs ~2x more: on sampled steps it was a third of the trimmed forward."""
+    if p <= 0.0:
+        return h
+    if p >= 1.0:
+        return h * 0.0
+    keep = torch.rand(h.shape, device=h.device) >= p  # P(keep) = 1 - p (to 2^-24)
+    return h * keep.to(h.dtype).mul_(1.0 / (1.0 - p))
 
 
 # torch warns once per process that CSR tensors are "beta"; they are what train.aggregation=csr is
@@ -83,6 +99,25 @@ def _adj_t(csr: tuple, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor
         values[:nnz].to(dtype))
     return torch.sparse_csr_tensor(rowptr[:rows + 1], col[:nnz], values, size=(rows, cols),
                                    check_invariants=False)  # built sorted above: no O(E) check
+
+
+def _sage_csr(conv: SAGEConv, prev: torch.Tensor, n_out: int, csr: tuple) -> torch.Tensor:
+    """``conv`` on the first ``n_out`` target rows of ``csr`` over sources ``prev`` (rows, F):
+    (n_out, H). A mean layer that narrows enough (the last layer: 64 -> classes) projects the
+    sources first, ``mean(x_j) W = mean(x_j W)``: the spmm and its backward then move H-wide
+    rows instead of F-wide ones; the same up to float rounding."""
+    lin, rows, nnz = conv.lin_l, prev.shape[0], int(csr[0][n_out])
+    # dense MACs of projecting every source row vs the sparse row reads saved (rows = n_out
+    # full-batch: any narrowing layer; a sampled hop with many more sources than targets: no)
+    first = (conv.aggr == "mean" and not conv.project and not conv.normalize
+             and (rows - n_out) * lin.in_channels * lin.out_channels
+             < nnz * (lin.in_channels - lin.out_channels))
+    if not first:
+        return conv((prev, prev[:n_out]), _adj_t(csr, n_out, rows, prev.dtype))
+    z = F.linear(prev, lin.weight)  # (rows, H)
+    out = torch.sparse.mm(_adj_t(csr, n_out, rows, z.dtype), z, "mean")  # (n_out, H)
+    out = out if lin.bias is None else out + lin.bias.to(out.dtype)  # bfloat16 under autocast
+    return out + conv.lin_r(prev[:n_out]) if conv.root_weight else out
 
 
 def _kept(total: int, per_hop: list[int] | None, layers: int) -> list[int]:
@@ -127,7 +162,7 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
             out = torch.sparse.mm(_adj_t(adj, n_out, rows, z.dtype), z, "sum")
             out = out if conv.bias is None else out + conv.bias
         elif csr:  # SAGEConv: mean of the sources by a CSR product, root weight on the targets
-            out = conv((prev, prev[:n_out]), _adj_t(adj, n_out, rows, prev.dtype))
+            out = _sage_csr(conv, prev, n_out, adj)
         elif gcn:  # the edges into the n_out target rows (their sources are input rows)
             keep = (edge_index[1] < n_out) if n_out < x.shape[0] else slice(None)
             out = conv.propagate(edge_index[:, keep], x=conv.lin(prev),
@@ -137,7 +172,8 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
             out = conv((prev, prev[:n_out]), edge_index[:, :e_in[layer]], size=(rows, n_out))
         else:  # gat: PyG's trim, the first e_in edges, every input row an output row
             out = conv(prev, edge_index[:, :e_in[layer]])
-        h = finish_layer(model, layer, out, prev[:out.shape[0]])
+        # the sampled step's dropout by torch.rand (``dropout``): PyG's forward keeps nn.Dropout
+        h = finish_layer(model, layer, out, prev[:out.shape[0]], fast_dropout=True)
         if hasattr(model, "jk"):
             xs.append(h)
     if hasattr(model, "jk"):  # only the rows every layer computed (the seeds among them)
@@ -176,20 +212,21 @@ def trim_kwargs(model: nn.Module, batch) -> dict:
             "num_sampled_edges_per_hop": [int(e) for e in edges]}
 
 
-def choose_aggregation(model: nn.Module, step, repeats: int = 2) -> dict[str, float]:
+def choose_aggregation(model: nn.Module, step, repeats: int = 3) -> dict[str, float]:
     """Resolve ``model.aggregation = "auto"``: time ``step()`` (a loss of one batch: forward
     and backward) with scatter and with csr, keep the faster, leave no gradients behind and
     torch's RNG untouched. Returns the best seconds of each."""
-    seconds = {}
+    best = {"scatter": float("inf"), "csr": float("inf")}
     with torch.random.fork_rng():
-        for aggregation in ("scatter", "csr"):
-            model.aggregation = aggregation
-            best = float("inf")
-            for _ in range(repeats):  # the first call pays one-time allocations
+        # interleaved, best of each: a load change on a shared machine hits both alike, and
+        # the first call of each (one-time allocations) does not decide
+        for _ in range(repeats):
+            for aggregation in best:
+                model.aggregation = aggregation
                 tick = time.perf_counter()
                 step().backward()
-                best = min(best, time.perf_counter() - tick)
-            seconds[aggregation] = round(best, 6)
+                best[aggregation] = min(best[aggregation], time.perf_counter() - tick)
+    seconds = {aggregation: round(t, 6) for aggregation, t in best.items()}
     for p in model.parameters():
         p.grad = None
     model.aggregation = min(seconds, key=seconds.get)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,8 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
         raise ValueError(f"{where}: labels must be integers, got {y.dtype}")
     if y.min() < UNLABELLED:
         raise ValueError(f"{where}: label column has negative value {int(y.min())}")
-    bad_rows = ~np.isfinite(x).all(axis=1)
+    # a streamed feature file (np.memmap) had each block checked as it was written
+    bad_rows = np.zeros(0, bool) if isinstance(x, np.memmap) else ~np.isfinite(x).all(axis=1)
     if bad_rows.any():
         raise ValueError(f"{where}: features contain NaN or inf in {int(bad_rows.sum())} rows "
                          f"(first: node {int(np.argmax(bad_rows))})")
@@ -75,9 +77,11 @@ def prepare(cfg: DatasetParams, seed: int) -> tuple[Graph, dict]:
     return prepared.graph, prepared.report
 
 
-def prepare_dataset(cfg: DatasetParams, seed: int) -> Prepared:
-    """``prepare`` plus the extras of user tables (original ids, edge weights / timestamps)."""
-    return build(sources.load(cfg, seed), cfg)
+def prepare_dataset(cfg: DatasetParams, seed: int, feature_sink=None) -> Prepared:
+    """``prepare`` plus the extras of user tables (original ids, edge weights / timestamps).
+    ``feature_sink`` (synthetic source): features streamed to it in row blocks, ``graph.x``
+    then maps its file (``sources.load``)."""
+    return build(sources.load(cfg, seed, feature_sink), cfg)
 
 
 def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
@@ -92,7 +96,10 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     timestamps = raw.timestamps
     if timestamps is None and raw.node_time is not None:
         timestamps = time_key(raw.node_time)  # int64 for ints/dates/times, else float64
-    graph = Graph(csr=csr, x=torch.from_numpy(raw.x), y=torch.from_numpy(raw.y),
+    with warnings.catch_warnings():  # a streamed file is mapped read-only: torch warns
+        warnings.simplefilter("ignore", UserWarning)
+        x = torch.from_numpy(raw.x)
+    graph = Graph(csr=csr, x=x, y=torch.from_numpy(raw.y),
                   num_classes=num_classes,
                   timestamps=None if timestamps is None else torch.from_numpy(timestamps),
                   public_roles=None if raw.public_roles is None

@@ -2,7 +2,8 @@
 
 The rank keeps the feature rows of its shards' nodes (owned + halo, ``NodeRows``), trains on
 ClusterGCN batches of its own parts (``gnnpipe.sampling.cluster.ShardParts``) and evaluates each
-of its shards on the shard's own nodes and halo (``ShardEvaluator``): exact full-graph outputs
+of its shards on the shard's own nodes and halo (``ShardEvaluator``; one forward per shard, or
+layer by layer over its target blocks under ``train.inference``): exact full-graph outputs
 for the owned nodes when ``halo_hops >= num_layers``, otherwise the edges beyond the halo are
 missing (as in ClusterGCN's inference on clusters). Every split node is owned by exactly one
 part, so the ranks' owned logits together cover every node once (``gather_rows``).
@@ -52,20 +53,36 @@ def shard_node_ids(shards: Sequence[PartShard]) -> torch.Tensor:
 
 
 class ShardEvaluator:
-    """Logits of the owned nodes of a rank's shards, one forward per shard over its own CSR."""
+    """Logits of the owned nodes of a rank's shards, one forward per shard over its own CSR,
+    or layer by layer over target blocks of that CSR where ``cfg`` (TrainParams,
+    ``train.inference``) asks for it: ``gnnpipe.inference.plan`` per shard, so ``auto`` goes
+    layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5)."""
 
-    def __init__(self, shards: Sequence[PartShard], rows: NodeRows):
+    def __init__(self, shards: Sequence[PartShard], rows: NodeRows, cfg=None):
+        from gnnpipe.inference import plan  # imports PyG: only where a rank evaluates shards
+
         self.rows = rows
-        self._inputs = [(shard.owned(), rows.positions(shard.node_id), shard.csr.edge_index())
-                        for shard in shards]
+        self._inputs = []  # (owned (O,), rows positions (L,), edge_index (2, E) or engine)
+        for shard in shards:
+            engine = plan(shard.csr, rows.x.shape[1], cfg) if cfg is not None else None
+            self._inputs.append((shard.owned(), rows.positions(shard.node_id),
+                                 shard.csr.edge_index() if engine is None else engine))
+        self.layerwise = any(not isinstance(e, torch.Tensor) for _, _, e in self._inputs)
 
     @torch.no_grad()
     def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """``node_id`` (M,) owned global ids and their ``logits`` (M, C), model in eval mode."""
+        from gnnpipe.inference import layerwise_logits
+
         ids, outs = [], []
-        for owned, pos, edge_index in self._inputs:
-            outs.append(model(self.rows.x[pos], edge_index)[:owned.numel()])
+        for owned, pos, graph in self._inputs:
+            x = self.rows.x[pos]  # (L, F): the shard's owned nodes first, then its halo
+            # a shard is this rank's alone: its blocks run here, no collective (SINGLE)
+            out = model(x, graph) if isinstance(graph, torch.Tensor) else layerwise_logits(
+                model, x, graph)
+            outs.append(out[:owned.numel()])
             ids.append(owned)
+            del x, out
         return torch.cat(ids), torch.cat(outs).float()
 
 

@@ -8,14 +8,25 @@ class, otherwise from another class, again proportionally to ``theta`` within th
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from gnnpipe.config import SyntheticParams
 
 
-def generate(cfg: SyntheticParams, rng: np.random.Generator) -> dict[str, np.ndarray]:
+# values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
+BLOCK_VALUES = 1 << 24
+
+
+def generate(cfg: SyntheticParams, rng: np.random.Generator,
+             feature_sink: Callable[[np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Raw graph arrays: ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (M,),
     plus ``timestamps`` float64 (N,) when ``cfg.timestamps``.
+
+    ``feature_sink``: x is instead handed over in consecutive row blocks (float32 (B, F), about
+    ``BLOCK_VALUES`` values each) and never held whole; the output then has no ``x``. The
+    values are the same either way (the generator draws the same stream in the same order).
 
     ``M = round(N * avg_degree / 2)`` undirected edge draws; duplicates and self-loops may occur
     and are left to the dataset's edge policies, as with any real input.
@@ -48,8 +59,17 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator) -> dict[str, np.nda
 
     means = rng.standard_normal((c, f))
     means *= cfg.feature_signal / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
-    x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise per dimension
-    out = {"x": x, "y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    x = None
+    if feature_sink is None:  # before the edge copies below: prepare's peak memory stays put
+        x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise
+    else:
+        step = max(1, BLOCK_VALUES // max(f, 1))
+        for lo in range(0, n, step):
+            rows = y[lo:lo + step]
+            feature_sink((means[rows] + rng.standard_normal((rows.size, f))).astype(np.float32))
+    out = {"y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    if x is not None:
+        out["x"] = x
     if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
         out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
     return out

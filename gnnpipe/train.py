@@ -77,11 +77,20 @@ def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
     every rank of ``ctx`` must call: the ranks share the blocks; the engine computes on the CPU,
     from a CPU copy of the model and features when they are on an accelerator)."""
     if inputs.layerwise is not None:
-        user = _unwrap(model)
-        x = devices.to_cpu(inputs.x) if inputs.host_x is None else inputs.host_x
-        logits = inputs.layerwise(devices.on_cpu(user), x, ctx)[rows]
-        return devices.to_device(logits, devices.model_device(user), pin=False)  # as a forward's
+        return layerwise_output(model, inputs, ctx, rows)
     return _forward(model, inputs, rows)
+
+
+def layerwise_output(model: nn.Module, inputs: PhaseInput, ctx: DistContext,
+                     rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``inputs.layerwise`` (rows ``rows``, or all) on the CPU: the model's CPU twin and the
+    phase's CPU features (``host_x``, the same objects each call: the engine's memo keys on
+    them), the output moved to where the model is, as a forward's would be."""
+    user = _unwrap(model)
+    x = devices.to_cpu(inputs.x) if inputs.host_x is None else inputs.host_x
+    out = inputs.layerwise(devices.on_cpu(user), x, ctx)
+    return devices.to_device(out if rows is None else out[rows], devices.model_device(user),
+                             pin=False)
 
 
 def _unwrap(model: nn.Module) -> nn.Module:

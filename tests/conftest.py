@@ -53,3 +53,29 @@ def small_params(**synthetic) -> Params:
 def small_graph() -> Graph:
     params = small_params()
     return prepare(params.dataset, params.seed)[0]
+
+
+def run_stages(folder, stages) -> None:
+    """``gnnpipe <stage>`` for each of ``stages`` in ``folder``, in this process: fixtures that
+    only need upstream artifacts skip a torch-importing interpreter start per stage."""
+    import contextlib
+
+    from gnnpipe.cli import main
+
+    with contextlib.chdir(folder):
+        for stage in stages:
+            assert main([stage]) == 0, f"gnnpipe {stage} failed in {folder}"
+
+
+# The files that spend minutes in dvc / torchrun subprocesses, longest first: `make test` hands
+# whole files to two xdist workers (--dist loadfile) in collection order, and one of these last
+# would leave a worker idle while the other finishes it.
+SLOW_FILES = ("test_pipeline.py", "test_hetero_train.py", "test_train_resume_ddp.py",
+              "test_hetero_pipeline.py", "test_link_train.py", "test_reproducibility.py",
+              "test_faults.py", "test_publish.py", "test_dist_bounds.py", "test_sources.py",
+              "test_link_neighbor.py", "test_cluster_saint.py")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    order = {name: rank for rank, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept

@@ -5,7 +5,6 @@ norms that match their definition, and training through fit (AMP, compile errors
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -373,15 +372,3 @@ def test_a_failing_compiler_is_one_clear_error(setup, monkeypatch):
 
 
 # --------------------------------------------------------------------------------- dvc
-def test_dvc_exp_run_trains_with_the_cluster_sampler(tmp_path):
-    """``dvc exp run -S train.sampler=cluster`` up to train (the whole pipeline with evaluate
-    and report takes ~70 s here; saint and nproc=2 runs are in the issue notes)."""
-    from test_pipeline import _ran, _run, make_scratch_repo
-
-    repo = make_scratch_repo(tmp_path / "repo", epochs=10, patience=10, num_nodes=600)
-    output = _run(["dvc", "exp", "run", "train", "-S", "train.sampler=cluster"], repo)
-    assert _ran(output) == {"prepare", "split", "partition", "propagate", "train"}
-    metrics = json.loads((repo / "metrics/train.json").read_text())
-    assert metrics["sampler"] == "cluster" and metrics["best_val_acc"] > 0.5
-    throughput = (repo / "metrics/perf/train_history.csv").read_text().splitlines()
-    assert throughput[0].split(",")[:2] == ["epoch", "train_seconds"] and len(throughput) == 11

@@ -324,6 +324,10 @@ def test_graph_kind_is_decided_from_source_and_layout():
 # ------------------------------------------------------------------------- cross-field rules
 HETERO = {"synthetic": {"hetero": True}}
 RULE_CASES = [  # (params, message, the rule that raises it)
+    ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
+     r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "_check_weighted"),
+    ({"dataset": {"storage": {"features": "external"}, "synthetic": {"hetero": True}}},
+     "dataset.storage.features='external' is for homogeneous graphs", "_check_feature_file"),
     ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "_check_sign"),
     ({"dataset": {"source": "csv", **HETERO}}, r"needs dataset.source=synthetic \(found 'csv'\)",
      "_check_typed_source"),

@@ -263,3 +263,18 @@ def test_other_errors_on_a_rank_keep_their_traceback():
     with pytest.raises(RuntimeError, match="Timed out"):  # one process: nothing to blame
         with distributed.one_line_errors(distributed.SINGLE, timeout_s=7):
             _raise_inside_torch_distributed("Timed out")
+
+
+def test_a_failed_rank_exits_even_when_teardown_would_block(tmp_path):
+    """A torchrun rank whose stage fails must be gone at once (the agent stops the job only when
+    it exits); a non-daemon thread that never ends stands in for a teardown that blocks (e.g.
+    on a process group whose peers sit in a collective): without the exit it never returns."""
+    script = ("import sys, threading\n"
+              "threading.Thread(target=threading.Event().wait).start()\n"
+              "from gnnpipe.cli import main\n"
+              "sys.exit(main(['analyze', '--params', 'missing.yaml']))\n")
+    env = dict(os.environ, LOCAL_RANK="1", GNNPIPE_PROGRESS="0")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, text=True,
+                          capture_output=True, timeout=STARTUP_S)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "gnnpipe analyze: error: params: file missing.yaml not found"

@@ -25,6 +25,7 @@ from gnnpipe.graph import Csr
 from gnnpipe.rng import make_rng
 from gnnpipe.train import LoopOptions, fit
 
+from conftest import run_stages
 from test_hetero_data import small_hetero
 
 TRAIN = {"epochs": 6, "patience": 6, "hidden": 16, "heads": 2, "dropout": 0.2, "lr": 0.02,
@@ -174,9 +175,7 @@ def _gnnpipe(args: list[str], cwd: Path, timeout: float = 300, **env):
 def typed_upstream(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("typed")
     (folder / "params.yaml").write_text(yaml.safe_dump(STAGE))
-    for stage in ("prepare", "split"):
-        done = _gnnpipe([stage], folder)
-        assert done.returncode == 0, done.stderr[-2000:]
+    run_stages(folder, ("prepare", "split"))
     return folder
 
 
@@ -259,9 +258,7 @@ LINK = {"seed": 1,  # 1404 train supervision edges: an even count, so no rank pa
 def link_upstream(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("typed_link")
     (folder / "params.yaml").write_text(yaml.safe_dump(LINK))
-    for stage in ("prepare", "split"):
-        done = _gnnpipe([stage], folder)
-        assert done.returncode == 0, done.stderr[-2000:]
+    run_stages(folder, ("prepare", "split"))
     return folder
 
 

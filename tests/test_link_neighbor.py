@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 import os
 
@@ -28,7 +27,6 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.train import Checkpointing, LoopOptions, build_inputs
 
-from test_pipeline import _ran, _run, make_scratch_repo
 
 CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,
                   neighbor=NeighborParams(num_neighbors=(-1, -1)))
@@ -339,20 +337,3 @@ def test_two_gloo_processes_match_one_process_on_the_same_global_batches():
         assert abs(a["val_mrr"] - b["val_mrr"]) < 1e-3, (a, b)
     torch.testing.assert_close(torch.tensor(ranks[0][1]), one.scores["test"][0],
                                atol=1e-3, rtol=1e-3)
-
-
-def test_dvc_exp_run_with_the_link_neighbor_sampler_on_two_processes(tmp_path):
-    """The train stage end to end through DVC, relaunched under torchrun with 2 gloo ranks."""
-    repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=3, patience=3, num_nodes=400)
-    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S",
-                "train.dist.nproc=2", "-S", "train.batch_size=128", "evaluate"], repo)
-    assert {"split", "train", "evaluate"} <= _ran(out)
-    train = json.loads((repo / "metrics/train.json").read_text())
-    assert train["sampler"] == "link_neighbor" and train["epochs_run"] == 3
-    assert train["batches_per_epoch"] >= 2  # per rank
-    assert json.loads((repo / "metrics/perf/train.json").read_text())["world_size"] == 2
-    history = (repo / "metrics/perf/train_history.csv").read_text().splitlines()
-    assert len(history) == 4 and history[0].startswith("epoch,")
-    evaluated = json.loads((repo / "metrics/eval.json").read_text())
-    assert evaluated["task"] == "link" and 0.0 < evaluated["gnn"]["test"]["mrr"] <= 1.0
-    assert not (repo / "data/checkpoint/train.pt").exists()

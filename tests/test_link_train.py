@@ -30,7 +30,7 @@ from gnnpipe.negatives import training_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.train import build_inputs
 
-from test_pipeline import _run, make_scratch_repo
+from test_pipeline import _ran, _run, make_scratch_repo
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = TrainParams(epochs=60, patience=60, hidden=32)
@@ -216,3 +216,18 @@ def test_link_pipeline_runs_with_dvc(tmp_path):
     assert "report" in set(re.findall(r"Running stage '([\w-]+)'", _run(["dvc", "repro"], repo)))
     html = (repo / "reports/report.html").read_text()
     assert "test MRR" in html and "mrr" in html
+
+    # then the train stage relaunched under torchrun with 2 gloo ranks on link_neighbor batches
+    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S",
+                "train.dist.nproc=2", "-S", "train.batch_size=128", "-S", "train.epochs=3",
+                "-S", "train.patience=3", "evaluate"], repo)
+    assert _ran(out) == {"train", "evaluate"}
+    train = json.loads((repo / "metrics/train.json").read_text())
+    assert train["sampler"] == "link_neighbor" and train["epochs_run"] == 3
+    assert train["batches_per_epoch"] >= 2  # per rank
+    assert json.loads((repo / "metrics/perf/train.json").read_text())["world_size"] == 2
+    history = (repo / "metrics/perf/train_history.csv").read_text().splitlines()
+    assert len(history) == 4 and history[0].startswith("epoch,")
+    evaluated = json.loads((repo / "metrics/eval.json").read_text())
+    assert evaluated["task"] == "link" and 0.0 < evaluated["gnn"]["test"]["mrr"] <= 1.0
+    assert not (repo / "data/checkpoint/train.pt").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SMALL = {"num_nodes": 1000, "num_features": 16, "num_classes": 3}
+GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
 
 
 def _run(cmd: list[str], cwd: Path) -> str:
@@ -49,16 +51,25 @@ def make_scratch_repo(repo: Path, task: str = "node", epochs: int = 30, patience
     params["partition"]["num_parts"] = 4
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (repo / ".gitignore").write_text("__pycache__/\n")
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
     _run(["git", "init", "-q"], repo)
-    _run(git + ["add", "-A"], repo)
-    _run(git + ["commit", "-qm", "scratch"], repo)
+    _run(GIT + ["add", "-A"], repo)
+    _run(GIT + ["commit", "-qm", "scratch"], repo)
     return repo
 
 
 @pytest.fixture(scope="module")
 def scratch_repo(tmp_path_factory) -> Path:
+    """One scratch pipeline for this module's tests, which run in file order and build on each
+    other's state (each full `dvc repro` costs a minute of interpreter start-ups on 2 cores)."""
     return make_scratch_repo(tmp_path_factory.mktemp("repo"))
+
+
+def _edit_params(repo: Path, **sections) -> None:
+    path = repo / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    for section, values in sections.items():
+        params[section].update(values)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
@@ -71,44 +82,89 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     metrics = _run(["dvc", "metrics", "show", "--json"], scratch_repo)
     assert '"gnn"' in metrics and '"mlp"' in metrics and "accuracy" in metrics
 
-    params_path = scratch_repo / "params.yaml"
-    params = yaml.safe_load(params_path.read_text())
-    params["train"]["lr"] = 0.005
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    # an experiment with overrides re-runs the model stages and what reads them, nothing above
+    _run(GIT + ["add", "-A"], scratch_repo)
+    _run(GIT + ["commit", "-qm", "reproduced"], scratch_repo)
+    output = _run(["dvc", "exp", "run", "-S", "baseline.lr=0.02", "-S", "train.model=gcn"],
+                  scratch_repo)
+    assert _ran(output) == {"baseline", "train", "predict", "evaluate", "report"}
+    shown = _run(["dvc", "exp", "show", "--no-pager", "--csv"], scratch_repo)
+    assert "gcn" in shown
+    # the experiment's params and outputs are in the workspace: the edits below build on them
+    assert yaml.safe_load((scratch_repo / "params.yaml").read_text())["train"]["model"] == "gcn"
+
+    _edit_params(scratch_repo, train={"lr": 0.005})
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"train", "predict", "evaluate",
                                                           "report"}
 
-    params["predict"]["top_k"] = 2  # the predict section alone: only predict re-runs
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    _edit_params(scratch_repo, predict={"top_k": 2})  # the predict section alone: predict only
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"predict"}
 
-    params["partition"]["num_parts"] = 2
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    _edit_params(scratch_repo, partition={"num_parts": 2})
     # train depends on data/partition (train.sampler cluster, train.dist.shard partition), so it
     # re-runs; with the default full sampler it does not read the partition, its outputs come
     # out byte-identical and DVC rightly skips evaluate.
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"partition", "train", "report"}
 
-    params["propagate"]["hops"] = 3
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    _edit_params(scratch_repo, propagate={"hops": 3})
     ran = _ran(_run(["dvc", "repro"], scratch_repo))
-    # evaluate/report follow only if train's outputs changed: sage ignores propagated features,
+    # evaluate/report follow only if train's outputs changed: gcn ignores propagated features,
     # so its predictions come out byte-identical and DVC rightly stops there.
     # predict reads data/propagate (the sign model's hops), so it re-runs too
     assert {"propagate", "train"} <= ran <= {"propagate", "train", "predict", "evaluate",
                                              "report"}
 
 
-def test_exp_run_with_a_param_override_reruns_train_and_evaluate(scratch_repo):
+def test_dvc_repro_recovers_after_a_stage_is_killed(scratch_repo):
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    _edit_params(scratch_repo, train={"lr": 0.004})
+    # train dies before publishing its predictions, after its last epoch's checkpoint (DVC
+    # removed the previous outputs first): the rerun resumes with no epoch left to train
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=str(scratch_repo), GNNPIPE_PROGRESS="0", **{FAULT_ENV: "predictions.pt"})
+    done = subprocess.run(["dvc", "repro"], cwd=scratch_repo, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode != 0 and "Running stage 'train'" in done.stdout + done.stderr
+    assert not (scratch_repo / "data/model/predictions.pt").exists()
+    output = _run(["dvc", "repro"], scratch_repo)
+    assert "train" in _ran(output) and "prepare" not in _ran(output)
+    assert not list((scratch_repo / "data").glob("**/*.tmp"))  # the killed writer's temps swept
+    assert "Data and pipelines are up to date" in _run(["dvc", "status"], scratch_repo)
+
+
+def test_exp_run_trains_with_the_cluster_sampler(scratch_repo):
+    """``dvc exp run -S train.sampler=cluster`` up to train: only train re-runs (the partition is
+    already there)."""
+    output = _run(["dvc", "exp", "run", "train", "-S", "train.sampler=cluster"], scratch_repo)
+    assert _ran(output) == {"train"}
+    metrics = json.loads((scratch_repo / "metrics/train.json").read_text())
+    assert metrics["sampler"] == "cluster" and metrics["best_val_acc"] > 0.5
+    throughput = (scratch_repo / "metrics/perf/train_history.csv").read_text().splitlines()
+    assert throughput[0].split(",")[:2] == ["epoch", "train_seconds"]
+    assert len(throughput) == 1 + metrics["epochs_run"]
+
+
+def test_push_then_pull_into_a_fresh_clone_restores_everything(scratch_repo, tmp_path):
+    store = tmp_path / "store"
+    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(store)], scratch_repo)
     _run(["dvc", "repro"], scratch_repo)
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
-    _run(git + ["add", "-A"], scratch_repo)
-    _run(git + ["commit", "-qm", "reproduced"], scratch_repo)
-    output = _run(["dvc", "exp", "run", "-S", "baseline.lr=0.02", "-S", "train.model=gcn"],
-                  scratch_repo)
-    assert _ran(output) == {"baseline", "train", "predict", "evaluate", "report"}
-    shown = _run(["dvc", "exp", "show", "--no-pager", "--csv"], scratch_repo)
-    assert "gcn" in shown
+    _run(GIT + ["add", "-A"], scratch_repo)
+    _run(GIT + ["commit", "-qm", "pipeline ran"], scratch_repo)
+    _run(["dvc", "push"], scratch_repo)
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(scratch_repo), str(clone)], check=True)
+    assert not (clone / "data/prepared").exists()
+    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(store)], clone)
+    _run(["dvc", "pull"], clone)
+    for folder in ("prepared", "split", "partition", "propagate", "baseline", "model"):
+        assert (clone / "data" / folder).is_dir(), folder
+    assert (clone / "data/model/predictions.pt").read_bytes() == \
+        (scratch_repo / "data/model/predictions.pt").read_bytes()
+    status = _run(["dvc", "status"], clone)
+    assert "Data and pipelines are up to date" in status
+    assert "Running stage" not in _run(["dvc", "repro"], clone)
 
 
 def test_plots_render(scratch_repo, tmp_path):

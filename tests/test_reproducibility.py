@@ -13,7 +13,7 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.commands import STAGES
 
-from test_pipeline import _run, make_scratch_repo
+from test_pipeline import _run
 
 PARAMS = {
     "dataset": {"synthetic": {"num_nodes": 1500, "num_features": 16, "num_classes": 3}},
@@ -49,30 +49,6 @@ def test_a_different_seed_changes_the_artifacts(tmp_path, monkeypatch):
     other = _run_all(tmp_path / "b", {**PARAMS, "seed": 1}, monkeypatch)
     assert base["data/prepared/nodes.parquet"] != other["data/prepared/nodes.parquet"]
     assert base["metrics/eval.json"] != other["metrics/eval.json"]
-
-
-def test_push_then_pull_into_a_fresh_clone_restores_everything(tmp_path_factory):
-    root = tmp_path_factory.mktemp("remote")
-    repo = make_scratch_repo(root / "origin")
-    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(root / "store")], repo)
-    _run(["dvc", "repro"], repo)
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
-    _run(git + ["add", "-A"], repo)
-    _run(git + ["commit", "-qm", "pipeline ran"], repo)
-    _run(["dvc", "push"], repo)
-
-    clone = root / "clone"
-    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    assert not (clone / "data/prepared").exists()
-    _run(["dvc", "remote", "modify", "--local", "gnnpipe-store", "url", str(root / "store")], clone)
-    _run(["dvc", "pull"], clone)
-    for folder in ("prepared", "split", "partition", "propagate", "baseline", "model"):
-        assert (clone / "data" / folder).is_dir(), folder
-    assert (clone / "data/model/predictions.pt").read_bytes() == \
-        (repo / "data/model/predictions.pt").read_bytes()
-    status = _run(["dvc", "status"], clone)
-    assert "Data and pipelines are up to date" in status
-    assert "Running stage" not in _run(["dvc", "repro"], clone)
 
 
 def test_the_shipped_remote_leaves_the_name_local_free(tmp_path):

@@ -433,3 +433,114 @@ def test_hetero_zero_hops_disjoint_and_weighted_replace():
                                                      input_type="paper"))
     ids = sampler.perm[e][out.edge[e]]
     assert ids.numel() == 4 * int(positive.sum()) and (ids % 2 == 0).all()
+
+
+# ------------------------------------------------------------------- GraphSAINTEdgeSampler
+def pyg_edge_prob(data: Data) -> torch.Tensor:
+    """PyG 2.8's GraphSAINTEdgeSampler._sample_nodes weights, line by line on torch (its
+    SparseTensor adj: row = sources, col = targets; colcount = in-degree, rowcount = out)."""
+    row, col = data.edge_index
+    colcount = torch.bincount(col, minlength=data.num_nodes).float()
+    rowcount = torch.bincount(row, minlength=data.num_nodes).float()
+    deg_in = 1. / colcount
+    deg_out = 1. / rowcount
+    return (1. / deg_in[row]) + (1. / deg_out[col]) + 1e-10
+
+
+def test_graphsaint_edge_sampler_draws_edges_as_pygs_code():
+    """The drop-in draws edge u -> v ~ in_deg(u) + out_deg(v) (PyG inverts its degrees twice),
+    not the paper's 1/out_deg(u) + 1/in_deg(v) that train.saint.sampler=edge keeps."""
+    from gnnpipe.sampling.pyg_loaders import GraphSAINTEdgeSampler
+
+    src, dst = [0, 0, 0, 1, 3, 4, 2], [1, 2, 3, 2, 2, 0, 4]  # no reciprocal pairs
+    data = Data(edge_index=torch.tensor([src, dst]), num_nodes=5)
+    expect = pyg_edge_prob(data).double().numpy()
+    # in_deg(u) + out_deg(v): 0->1 1+1, 0->2 1+1, 0->3 1+1, 1->2 1+1, 3->2 1+1, 4->0 1+3, 2->4 3+1
+    assert expect.round(6).tolist() == [2, 2, 2, 2, 2, 4, 4]
+    paper = (1 / np.bincount(src, minlength=5)[src] + 1 / np.bincount(dst, minlength=5)[dst])
+    loader = GraphSAINTEdgeSampler(data, batch_size=1, log=False)
+    torch.manual_seed(0)
+    drawn = []
+    for _ in range(4000):
+        n_id, _, e_id = loader[0]
+        assert e_id.numel() == 1 and n_id.numel() == 2  # one edge, both its endpoints
+        drawn.append(int(e_id[0]))
+    seen = np.bincount(drawn, minlength=7) / len(drawn)
+    # sigma <= 0.0066 per edge; the paper's rule is 0.044 off on edge 0 -> 2
+    assert np.allclose(seen, expect / expect.sum(), atol=0.025), seen
+    assert not np.allclose(seen, paper / paper.sum(), atol=0.025)
+    # an edge whose source has no in-edge and whose target no out-edge: PyG's 1e-10
+    lone = Data(edge_index=torch.tensor([[0, 1], [2, 2]]), num_nodes=3)
+    assert GraphSAINTEdgeSampler(lone, batch_size=1, log=False).subgraphs.prob.tolist() == \
+        pytest.approx(pyg_edge_prob(lone).double().tolist(), abs=0, rel=1e-6)
+
+
+# ------------------------------------------------------ train.neighbor.weighted (pipeline)
+def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
+    """A prepared graph with edge_attrs.parquet weights, the train graph without the edges
+    into nodes 0..9, and subgraph_loader's arguments as the train stage passes them."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from gnnpipe import io
+    from gnnpipe.commands.node_loaders import subgraph_loader
+    from gnnpipe.config import params_from_dict
+    from gnnpipe.distributed import SINGLE
+    from gnnpipe.graph import Graph, csr_from_edges
+
+    rng = np.random.default_rng(3)
+    n = 50
+    key = np.unique(rng.integers(0, n, 600) * n + rng.integers(0, n, 600))  # no duplicates
+    csr = csr_from_edges(key // n, key % n, n)
+    src, dst = csr.edge_index().numpy()
+    weight = rng.random(csr.num_edges)
+    weight[rng.random(csr.num_edges) < 0.5] = 0.0
+    io.write_prepared(tmp_path, Graph(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2))
+    if with_weights:
+        io.write_edge_attrs(tmp_path, src, dst, {"weight": pa.array(weight)})
+    keep = dst >= 10
+    train = csr_from_edges(src[keep], dst[keep], n)
+    params = params_from_dict({
+        "dataset": {"source": "csv", "edges": {"weight": "w"}},
+        "train": {"sampler": "neighbor", "batch_size": n,
+                  "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
+    roles = np.array(["train"] * n)
+    loader, _, _ = subgraph_loader(
+        SimpleNamespace(prepared=tmp_path), params, SINGLE,
+        SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
+                        timestamps=None),
+        {"train": train}, {"train": SimpleNamespace(edge_index=train.edge_index())}, roles,
+        torch.ones(n, dtype=torch.bool))
+    by_key = dict(zip((src * n + dst).tolist(), weight.tolist()))
+    t_src, t_dst = train.edge_index().numpy()
+    return loader, train, np.array([by_key[k] for k in (t_src * n + t_dst).tolist()])
+
+
+def test_weighted_neighbor_param_feeds_the_edge_table_weights(tmp_path):
+    loader, train, expect = _weighted_setup(tmp_path, weighted=True)
+    sampler = loader.node_sampler
+    assert np.array_equal(sampler.edge_weight, expect)  # re-aligned to the train graph
+    dst = train.targets()
+    positive = torch.bincount(dst[torch.from_numpy(expect > 0)], minlength=50)
+    assert ((positive[dst] > 0) & torch.from_numpy(expect == 0)).any()  # edges that must lose
+    torch.manual_seed(0)
+    for batch in loader:
+        hop1 = batch.e_id[:batch.num_sampled_edges[0]]  # one in-edge drawn per seed
+        assert ((torch.from_numpy(expect)[hop1] > 0) | (positive[dst[hop1]] == 0)).all()
+
+
+def test_weighted_neighbor_param_defaults_off_and_needs_the_weights(tmp_path):
+    loader, _, _ = _weighted_setup(tmp_path, weighted=False)
+    assert loader.node_sampler.edge_weight is None  # the default sampler, as before
+    with pytest.raises(ValueError, match="holds no edge weights; set dataset.edges.weight"):
+        _weighted_setup(tmp_path / "none", weighted=True, with_weights=False)
+
+
+def test_weighted_neighbor_param_is_refused_where_it_cannot_apply():
+    from gnnpipe.config import ParamsError, params_from_dict
+
+    base = {"dataset": {"source": "csv", "edges": {"weight": "w"}}}
+    for train in ({"sampler": "shadow"}, {"sampler": "neighbor", "temporal": {"by": "node"}}):
+        with pytest.raises(ParamsError, match="train.neighbor.weighted=true draws in-edges"):
+            params_from_dict({**base, "train": {**train, "neighbor": {"weighted": True}}})

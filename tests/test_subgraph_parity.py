@@ -24,6 +24,7 @@ from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.models import build_model
 from gnnpipe.sampling.cluster import ClusterLoader as GnnpipeClusterLoader
 from gnnpipe.sampling.cluster import GraphParts
+from gnnpipe.sampling.pyg_loaders import _csr_of
 from gnnpipe.sampling.pyg_loaders import (ClusterData, ClusterLoader, GraphSAINTEdgeSampler,
                                           GraphSAINTNodeSampler, GraphSAINTRandomWalkSampler,
                                           ShaDowKHopSampler)
@@ -200,15 +201,17 @@ def test_node_sampler_draws_nodes_in_proportion_to_their_out_degree():
     assert not (drawn == 2).any()  # no out-edge: never drawn, as in PyG
 
 
-def test_edge_sampler_draws_edges_in_proportion_to_inverse_degrees():
+def test_pipeline_edge_sampler_draws_edges_in_proportion_to_inverse_degrees():
+    """train.saint.sampler=edge keeps the paper's rule (the PyG drop-in: test_sampler_parity)."""
     data = _directed()
-    loader = GraphSAINTEdgeSampler(data, batch_size=1, log=False)
-    torch.manual_seed(0)
+    csr, perm = _csr_of(data)  # perm: CSR position -> column of data.edge_index
+    sampler = SaintEdgeSampler(csr, batch_size=1, num_loss_nodes=5)
+    rng = np.random.default_rng(0)
     drawn = []
     for _ in range(20000):
-        n_id, _, e_id = loader[0]
-        assert e_id.numel() == 1 and n_id.numel() == 2  # one edge, both its endpoints
-        drawn.append(int(e_id[0]))
+        n_id, _, e_id = sampler.sample(rng)
+        assert e_id.size == 1 and n_id.size == 2  # one edge, both its endpoints
+        drawn.append(int(perm[e_id[0]]))
     src, dst = data.edge_index.numpy()
     p = 1 / np.bincount(src, minlength=5)[src] + 1 / np.bincount(dst, minlength=5)[dst]
     assert p.tolist() == pytest.approx([4 / 3, 2 / 3, 4 / 3, 4 / 3, 4 / 3, 2])

@@ -17,6 +17,8 @@ import yaml
 from gnnpipe.io.atomic import FAULT_ENV
 from gnnpipe.distributed import FAULT_RANK_ENV
 
+from conftest import run_stages
+
 PARAMS = {
     "dataset": {"synthetic": {"num_nodes": 1200, "num_features": 16, "num_classes": 3}},
     "train": {"epochs": 30, "patience": 30, "hidden": 16, "checkpoint": {"every": 5}},
@@ -33,8 +35,7 @@ def _gnnpipe(args: list[str], cwd: Path, timeout: float = 300, **env) -> subproc
 def upstream(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("upstream")
     (folder / "params.yaml").write_text(yaml.safe_dump(PARAMS))
-    for stage in ("prepare", "split", "propagate"):
-        assert _gnnpipe([stage], folder).returncode == 0, stage
+    run_stages(folder, ("prepare", "split", "propagate"))
     return folder
 
 
@@ -144,8 +145,7 @@ def test_uneven_seed_counts_do_not_hang(tmp_path):
               "train": {**PARAMS["train"], "epochs": 3, "dist": {"nproc": 2},
                         "checkpoint": {"every": 0}, "sampler": "neighbor", "batch_size": 100}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in ("prepare", "split", "propagate"):
-        assert _gnnpipe([stage], tmp_path).returncode == 0, stage
+    run_stages(tmp_path, ("prepare", "split", "propagate"))
     done = _gnnpipe(["train"], tmp_path, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len((tmp_path / "metrics/train_history.csv").read_text().splitlines()) == 4
@@ -154,7 +154,7 @@ def test_uneven_seed_counts_do_not_hang(tmp_path):
 def test_two_ranks_with_partition_shards_load_only_their_own_parts(upstream):
     import torch
 
-    assert _gnnpipe(["partition"], upstream).returncode == 0  # default: 8 parts, 1-hop halo
+    run_stages(upstream, ("partition",))  # default: 8 parts, 1-hop halo
     cluster = {"sampler": "cluster", "epochs": 6, "checkpoint": {"every": 0}}
     two = _train(upstream, "sharded", {**cluster, "dist": {"shard": "partition", "nproc": 2}})
     assert two.returncode == 0, two.stderr[-2000:]

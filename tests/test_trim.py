@@ -160,3 +160,35 @@ def test_typed_models_are_not_trimmed(graph):
     model = build_hetero_model("sage", meta, {"a": 2, "b": 2}, 3, "a", TrainParams(hidden=8))
     batch = _batches(graph, _cfg("sage"))[0]  # a batch with counts: still no trimming
     assert trim_kwargs(model, batch) == {}
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5])
+def test_sampled_dropout_keeps_one_minus_p_and_scales(p):
+    """The sampled step's dropout (gnnpipe.models.dropout): entries kept with 1 - p, scaled by
+    1 / (1 - p), zeros elsewhere; the gradient is the same mask; seeded by torch's RNG."""
+    from gnnpipe.models import dropout
+
+    h = torch.ones(200, 500, requires_grad=True)
+    torch.manual_seed(0)
+    out = dropout(h, p)
+    torch.manual_seed(0)
+    assert torch.equal(out, dropout(h, p))
+    kept = out != 0
+    assert torch.all(out[kept] == 1.0 / (1.0 - p))
+    assert abs(float(kept.float().mean()) - (1.0 - p)) < 0.01
+    out.sum().backward()
+    assert torch.equal(h.grad, out.detach())
+
+
+def test_trimmed_training_step_draws_dropout_only_in_train_mode(graph):
+    """Train mode: two draws of the trimmed forward differ (dropout); eval mode: identical."""
+    cfg = _cfg("sage")
+    batch = _batches(graph, cfg)[0]
+    torch.manual_seed(0)
+    model = build_model("sage", 2, 3, cfg)
+    kwargs = trim_kwargs(model, batch)
+    assert not torch.equal(model(batch.x, batch.edge_index, **kwargs),
+                           model(batch.x, batch.edge_index, **kwargs))
+    model.eval()
+    assert torch.equal(model(batch.x, batch.edge_index, **kwargs),
+                       model(batch.x, batch.edge_index, **kwargs))

@@ -48,6 +48,47 @@ def read_model_graph(args, *, mmap: bool = False):
     return replace(graph, x=model_features(args, graph.x))
 
 
+def out_of_core(cfg) -> bool:
+    """Whether the train section (TrainParams) reads feature rows per batch / block from the
+    mapped file (``read_lazy_model_graph``) rather than the whole matrix: neighbor training on
+    one machine's graph with the plain loop; predict follows train."""
+    return cfg.sampler == "neighbor" and cfg.dist.shard != "partition" and cfg.engine == "plain"
+
+
+def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
+    """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
+    ``gnnpipe.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
+    with bfloat16 storage: rows in bfloat16 (half of float32's bytes; autocast's CPU dtype)."""
+    from gnnpipe.features import ModelFeatures, read_transform
+    from gnnpipe.io.rows import FeatureSource
+
+    dtype = torch.bfloat16 if amp and stored.dtype == torch.bfloat16 else torch.float32
+    transform = read_transform(args.features, None, int(stored.shape[1]))
+    return ModelFeatures(FeatureSource(stored, mapped=True), transform, dtype)
+
+
+def read_lazy_model_graph(args, *, amp: bool = False):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``):
+    the stored features stay memory-mapped (sampled training on features larger than memory)."""
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
+
+
+def whole_features(inputs: dict) -> dict:
+    """Phase inputs (``gnnpipe.train.build_inputs``) whose evaluation runs a whole-graph forward
+    get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
+    layer-wise phases keep reading rows per block."""
+    from gnnpipe.features import ModelFeatures
+
+    whole = {}
+    for phase, given in inputs.items():
+        if isinstance(given.x, ModelFeatures) and given.layerwise is None:
+            if id(given.x) not in whole:
+                whole[id(given.x)] = given.x.materialize(torch.float32)
+            inputs = {**inputs, phase: replace(given, x=whole[id(given.x)])}
+    return inputs
+
+
 def read_model_typed(args) -> TypedSplit:
     """``read_typed`` with every node type's ``x`` as the models read it (per type)."""
     typed = read_typed(args)

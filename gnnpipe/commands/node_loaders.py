@@ -55,8 +55,10 @@ def shard_setup(args, params, ctx, roles, train_mask):
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
               f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
-    rank_info = {"parts": mine, "nodes_held": int(ids.numel())}
-    return (read.y, read.num_classes, rows.x.shape[1], loader, ShardEvaluator(shards, rows),
+    evaluator = ShardEvaluator(shards, rows, cfg)  # train.inference: per shard
+    rank_info = {"parts": mine, "nodes_held": int(ids.numel()),
+                 **({"eval_inference": "layerwise"} if evaluator.layerwise else {})}
+    return (read.y, read.num_classes, rows.x.shape[1], loader, evaluator,
             {"shard_eval_exact": exact}, rank_info)
 
 
@@ -73,7 +75,8 @@ def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask)
         sample_seed = torch_seed(params.seed, "sample")
         common = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                       edge_index=inputs["train"].edge_index,
-                      **_temporal(args, cfg, graph, graphs["train"], seeds))
+                      **_temporal(args, cfg, graph, graphs["train"], seeds),
+                      **_edge_weight(args, cfg, graph, graphs["train"]))
         if cfg.sampler == "neighbor":
             loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor,
                                      sample_seed, **common)
@@ -117,3 +120,24 @@ def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
             edge_time = time_key(table.column("timestamp").combine_chunks())
     return temporal_options(cfg.temporal.by, cfg.temporal.strategy, seeds, train_csr,
                             graph.timestamps, graph.csr, edge_time)
+
+
+def _edge_weight(args, cfg, graph, train_csr) -> dict:
+    """``train.neighbor.weighted``: ``edge_weight`` (E_train,) for the sampler, the
+    ``dataset.edges.weight`` column of ``edge_attrs.parquet`` (prepared-graph edge order)
+    re-aligned to the train message graph; ``{}`` when not weighted."""
+    if not cfg.neighbor.weighted:
+        return {}
+    from gnnpipe.sampling.temporal import align_edge_times
+
+    path = args.prepared / "edge_attrs.parquet"
+    table = io.read_edge_attrs(args.prepared) if path.exists() else None
+    if table is None or "weight" not in table.column_names:
+        raise ValueError(f"train.neighbor.weighted=true: {args.prepared} holds no edge weights; "
+                         "set dataset.edges.weight to the edge table's weight column and re-run "
+                         "the prepare stage")
+    weight = table.column("weight").to_numpy(zero_copy_only=False).astype(np.float64)
+    if (weight < 0).any():
+        raise ValueError(f"{path}: column 'weight' holds negative values; neighbor sampling "
+                         "draws in proportion to the weights, which must be >= 0")
+    return {"edge_weight": align_edge_times(graph.csr, weight, train_csr)}

@@ -142,7 +142,7 @@ def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
 def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: dict):
     """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
     phase's inputs; (None, None, how) on ranks other than 0."""
-    from gnnpipe.commands.inputs import model_features
+    from gnnpipe.commands.inputs import lazy_model_features, model_features, out_of_core
     from gnnpipe.inference import layerwise_logits, plan
     from gnnpipe.models import build_model, forward_with_hidden
     from gnnpipe.predict import rows_forward
@@ -156,8 +156,9 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
         num_hops = len(hops) - 1
         x = torch.cat([h.float() for h in hops], dim=1)
         in_dim = graph.x.shape[1]
-    else:
-        x = model_features(args, graph.x)
+    else:  # as train read them: rows per block of the mapped file, or the whole matrix
+        x = (lazy_model_features(args, graph.x) if out_of_core(cfg) else
+             model_features(args, graph.x.float()))
         in_dim = x.shape[1]
         if cfg.model != "mlp":
             csr = io.read_message_graphs(args.split, graph.num_nodes)["test"]
@@ -192,7 +193,7 @@ def predict_nodes(args, params, ctx):
     from gnnpipe.predict import label_counts, node_prediction_blocks
 
     pcfg = params.predict
-    graph = io.read_graph(args.prepared, mmap=True)
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)  # x: _homogeneous_outputs
     classes, class_source = _classes(args.prepared, graph.num_classes)
     ids = _ids(args.prepared / "node_ids.parquet", lambda: io.read_node_ids(args.prepared),
                graph.num_nodes)
@@ -224,7 +225,7 @@ def predict_nodes(args, params, ctx):
 
 def predict_links(args, params, ctx):
     pcfg, cfg = params.predict, params.train
-    graph = io.read_graph(args.prepared, mmap=True)
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)  # x: _homogeneous_outputs
     ids = _ids(args.prepared / "node_ids.parquet", lambda: io.read_node_ids(args.prepared),
                graph.num_nodes)
     pairs = _pairs(args, params, ids, ids)  # refused before anything is computed or written

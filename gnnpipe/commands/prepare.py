@@ -54,12 +54,19 @@ def _labels(out: Path, y, num_classes: int, class_values, report: dict, compress
 def prepare_homogeneous(args, params) -> str:
     from gnnpipe.prepare import prepare_dataset
 
-    prepared = prepare_dataset(params.dataset, params.seed)
-    graph, report = prepared.graph, prepared.report
-    storage = params.dataset.storage
+    dataset = params.dataset
+    storage, synthetic = dataset.storage, dataset.synthetic
+    # features.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
+    stream = dataset.source == "synthetic" and io.external_features(
+        storage.features, synthetic.num_nodes, synthetic.num_features, storage.feature_dtype)
     with io.atomic_dir(args.out) as out:
+        sink = io.FeatureFileWriter(out, synthetic.num_nodes, synthetic.num_features,
+                                    storage.feature_dtype, "dataset.synthetic") if stream else None
+        prepared = prepare_dataset(dataset, params.seed, feature_sink=sink)
+        graph, report = prepared.graph, prepared.report
         io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
-                          compression=storage.compression)
+                          compression=storage.compression, features=storage.features,
+                          features_written=stream)
         if prepared.node_ids is not None:
             io.write_node_ids(out, prepared.node_ids, prepared.node_time, storage.compression)
         if prepared.edge_attrs:

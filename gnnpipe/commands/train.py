@@ -19,13 +19,10 @@ import torch
 
 from gnnpipe import device as devices
 from gnnpipe import distributed, io
-from gnnpipe.commands.training import (checkpointing_for, peak_rss_mb, write_link_outputs,
-                                       write_node_outputs, write_run_files)
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.train import LoopOptions
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -68,14 +65,18 @@ def run(args):
 
 
 def train_nodes(args, params, ctx, device):
-    from gnnpipe.commands.inputs import read_model_graph
+    from gnnpipe.commands.inputs import (out_of_core, read_lazy_model_graph, read_model_graph,
+                                         whole_features)
+    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.train import LoopOptions, build_inputs, fit
 
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
-    graph = None if cfg.dist.shard == "partition" else read_model_graph(args, mmap=True)
+    # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
+    graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
+             if out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
@@ -96,7 +97,7 @@ def train_nodes(args, params, ctx, device):
             inputs = build_inputs(graph.x)
         else:
             graphs = io.read_message_graphs(args.split, graph.num_nodes)
-            inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
+            inputs = whole_features(build_inputs(graph.x, message_graphs=graphs, cfg=cfg))
             if cfg.sampler in SUBGRAPH_SAMPLERS:
                 loader, extra, rank_info = subgraph_loader(args, params, ctx, graph, graphs,
                                                            inputs, roles, train_mask)
@@ -129,9 +130,10 @@ def train_nodes(args, params, ctx, device):
 def train_links(args, params, ctx, device):
     """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
     from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
+    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs
+    from gnnpipe.train import LoopOptions, build_inputs
 
     cfg = params.train
     # ranks on one machine share the memory-mapped pages of graph.pt
@@ -146,7 +148,7 @@ def train_links(args, params, ctx, device):
     elif cfg.model == "mlp":
         inputs = build_inputs(graph.x)
     else:
-        inputs = build_inputs(graph.x, message_graphs=graphs)
+        inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
     if cfg.sampler == "link_neighbor":  # subgraphs of the train phase's message graph only
         from gnnpipe.sampling.link import link_neighbor_loader
 
@@ -180,9 +182,10 @@ def train_typed_nodes(args, params, ctx, device):
     import numpy as np
 
     from gnnpipe.commands.inputs import read_model_typed
+    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.train import fit
+    from gnnpipe.train import LoopOptions, fit
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -230,11 +233,14 @@ def train_typed_links(args, params, ctx, device):
     """A typed encoder of every node type; the dot-product decoder on the held-out edge type.
     Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
-    ``link_batches``), also on several DDP ranks; evaluation full-graph on each phase's graph."""
+    ``link_batches``), also on several DDP ranks; evaluation on each phase's whole graph, layer
+    by layer for sage / rgcn on a big one (``train.inference``, gnnpipe/hetero/inference.py)."""
     from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
-    from gnnpipe.typed_graph import edge_type_name
+    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
+    from gnnpipe.train import LoopOptions
+    from gnnpipe.typed_graph import edge_type_name
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -253,7 +259,7 @@ def train_typed_links(args, params, ctx, device):
         extra = {"batches_per_epoch": len(loader)}  # per rank
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
-                      _typed_inputs(typed), sup.edges, sup.negatives, sup.sampler, cfg,
+                      _typed_inputs(typed, cfg), sup.edges, sup.negatives, sup.sampler, cfg,
                       torch_seed(params.seed, "train"), loader=loader,
                       options=LoopOptions(ctx=ctx, progress=progress, checkpointing=checkpointing,
                                           amp=cfg.amp, device=device,
@@ -295,6 +301,8 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     """Gathers every rank's memory high-water mark; rank 0 then writes the outputs, metrics,
     perf, histories and drops the checkpoint (the outputs now hold everything it had).
     False on the other ranks."""
+    from gnnpipe.commands.training import peak_rss_mb, write_run_files
+    from gnnpipe.loop import PERF_COLUMNS
     from gnnpipe.sharding import gather_objects
 
     ranks = gather_objects({"rank": ctx.rank, **rank_info, "peak_rss_mb": peak_rss_mb()}, ctx)
@@ -302,7 +310,8 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
         return False
     write_outputs()
     write_run_files(args, result, metrics, {**result.perf, **(perf or {}), "ranks": ranks})
-    io.write_csv(args.perf_history, result.perf_history)
+    # a run resumed from the checkpoint of its last epoch trains no epoch here: header only
+    io.write_csv(args.perf_history, result.perf_history, header=PERF_COLUMNS)
     io.remove_on_publish(args.checkpoint)  # once the outputs that supersede it are published
     return True
 

@@ -293,10 +293,11 @@ def read_json(path: str | Path) -> Any:
         raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
 
 
-def write_csv(path: str | Path, rows: list[dict]) -> None:
-    """Rows of equal keys as CSV (header from the first row), written atomically."""
-    if not rows:
+def write_csv(path: str | Path, rows: list[dict], header: tuple[str, ...] = ()) -> None:
+    """Rows of equal keys as CSV (header from the first row), written atomically; with no rows,
+    the ``header`` alone (no rows and no header is an error)."""
+    if not rows and not header:
         raise ValueError(f"{path}: no rows to write")
-    header = list(rows[0])
+    header = list(rows[0]) if rows else list(header)
     lines = [",".join(header)] + [",".join(str(row[key]) for key in header) for row in rows]
     write_text(path, "\n".join(lines) + "\n")

@@ -31,7 +31,13 @@ def nodes_schema(num_features: int, value_type: pa.DataType = pa.float32()) -> p
                       ("x", pa.list_(value_type, num_features))])
 
 
+# nodes.parquet of a graph whose features live in features.npy (dataset.storage.features)
+NODES_NO_X_SCHEMA = pa.schema([("node_id", pa.int64()), ("label", pa.int64())])
+
+
 def nodes_schema_like(found: pa.Schema) -> pa.Schema:
+    if found.names == NODES_NO_X_SCHEMA.names:
+        return NODES_NO_X_SCHEMA
     x_type = found.field("x").type if "x" in found.names else None
     if not isinstance(x_type, pa.FixedSizeListType):
         return nodes_schema(1)

@@ -154,8 +154,9 @@ def read_hetero_meta(prepared: Path) -> dict:
     return {**meta, "sizes": types, "edge_type_list": edge_types}
 
 
-def read_hetero_graph(prepared: Path) -> HeteroGraph:
-    """The heterogeneous graph of ``graph.pt``, shapes and ids checked against hetero.json."""
+def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
+    """The heterogeneous graph of ``graph.pt``, shapes and ids checked against hetero.json
+    (``mmap``: tensors are views of the memory-mapped file)."""
     meta = read_hetero_meta(prepared)
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
@@ -167,7 +168,7 @@ def read_hetero_graph(prepared: Path) -> HeteroGraph:
     spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
     if meta.get("public_roles"):
         spec["public_roles"] = (torch.int8, 1)
-    payload = load_tensors(path, GRAPH_SCHEMA, spec)
+    payload = load_tensors(path, GRAPH_SCHEMA, spec, mmap=mmap)
     x = {}
     for entry in meta["node_types"]:
         t, n, f = entry

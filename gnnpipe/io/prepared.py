@@ -3,6 +3,7 @@ node_ids.parquet / edge_attrs.parquet of user tables."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -10,56 +11,169 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.graph import UNLABELLED, Csr, Graph
-from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, SPLIT_ROLES, check_csr, nodes_schema, nodes_schema_like
+from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
+                               check_csr, nodes_schema, nodes_schema_like)
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 
+FEATURES_FILE = "features.npy"
+# dataset.storage.features: auto keeps x in graph.pt below this many stored bytes
+AUTO_EXTERNAL_BYTES = 1 << 30
+# numpy has no bfloat16: the external file holds its bits as uint16, graph.pt's meta names it
+_NPY_DTYPES = {"float32": np.dtype("<f4"), "float16": np.dtype("<f2"), "bfloat16": np.dtype("<u2")}
+
+
+def external_features(mode: str, num_nodes: int, num_features: int, feature_dtype: str) -> bool:
+    """Whether ``dataset.storage.features`` (inline | external | auto) puts x in features.npy."""
+    if mode == "auto":
+        nbytes = num_nodes * num_features * FEATURE_DTYPES[feature_dtype].itemsize
+        return nbytes >= AUTO_EXTERNAL_BYTES
+    return mode == "external"
+
+
+class FeatureFileWriter:
+    """``features.npy`` (N, F) in the stored dtype, written in row blocks as they come, so no
+    more than one block of features is ever in memory. ``write`` takes float32 (B, F) rows in
+    node order; ``close`` checks that all N rows came."""
+
+    def __init__(self, out: Path, num_nodes: int, num_features: int, feature_dtype: str,
+                 where: str):
+        self.path = Path(out) / FEATURES_FILE
+        self.shape, self.feature_dtype, self.where = (num_nodes, num_features), feature_dtype, where
+        self.written = 0
+        self._file = open(self.path, "wb")
+        np.lib.format.write_array_header_1_0(self._file, {
+            "descr": np.lib.format.dtype_to_descr(_NPY_DTYPES[feature_dtype]),
+            "fortran_order": False, "shape": self.shape})
+
+    def write(self, block: np.ndarray) -> None:
+        if block.ndim != 2 or block.shape[1] != self.shape[1]:
+            raise ValueError(f"{self.where}: feature block of shape {block.shape}, expected "
+                             f"(rows, {self.shape[1]})")
+        bad = ~np.isfinite(block).all(axis=1)
+        if bad.any():
+            raise ValueError(f"{self.where}: features contain NaN or inf in {int(bad.sum())} rows "
+                             f"(first: node {self.written + int(np.argmax(bad))})")
+        self._file.write(stored_bytes(torch.from_numpy(np.ascontiguousarray(block)),
+                                      self.feature_dtype))
+        self.written += block.shape[0]
+
+    def close(self) -> np.ndarray:
+        """The file as written, memory-mapped read-only (N, F) (bfloat16: its uint16 bits)."""
+        self._file.close()
+        if self.written != self.shape[0]:
+            raise ValueError(f"{self.where}: {self.written} feature rows written, expected "
+                             f"{self.shape[0]}")
+        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+
+
+def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
+    """Rows ``x`` (B, F) rounded to the stored dtype, as the bytes features.npy holds."""
+    stored = x.to(FEATURE_DTYPES[feature_dtype]).contiguous()
+    if feature_dtype == "bfloat16":
+        stored = stored.view(torch.int16)
+    return stored.numpy().tobytes()
+
+
 def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
-                   compression: str = "zstd") -> None:
+                   compression: str = "zstd", features: str = "inline",
+                   features_written: bool = False, block_rows: int = 65_536) -> None:
     """``nodes.parquet``, ``edges.parquet`` and ``graph.pt`` of ``graph``.
 
     ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
     float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
+    ``features`` (``dataset.storage.features``): ``inline`` keeps x in graph.pt and
+    nodes.parquet; ``external`` (or ``auto`` at >= 1 GiB of stored features) writes it once, to
+    ``features.npy`` in row blocks of ``block_rows``, and graph.pt's meta points to it (nodes.parquet
+    then holds node_id and label only). ``features_written``: a ``FeatureFileWriter`` already
+    wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
     """
     n, f = graph.x.shape
-    x = graph.x.to(FEATURE_DTYPES[feature_dtype])
-    half = feature_dtype == "float16"
-    values = x.numpy() if half else x.float().numpy()
-    value_type = pa.float16() if half else pa.float32()
-    nodes = pa.table({
-        "node_id": np.arange(n, dtype=np.int64),
-        "label": graph.y.numpy(),
-        "x": pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), value_type), f),
-    })
-    write_table(out / "nodes.parquet", nodes, nodes_schema(f, value_type), "gnnpipe.nodes/1",
-                compression)
+    meta = {"num_classes": graph.num_classes}
+    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices}
+    columns = {"node_id": np.arange(n, dtype=np.int64), "label": graph.y.numpy()}
+    if external_features(features, n, f, feature_dtype):
+        if not features_written:
+            writer = FeatureFileWriter(out, n, f, feature_dtype, str(Path(out) / FEATURES_FILE))
+            for lo in range(0, n, block_rows):
+                writer.write(graph.x[lo:lo + block_rows].float().numpy())
+            writer.close()
+        meta["features"] = {"file": FEATURES_FILE, "dtype": feature_dtype, "shape": [n, f]}
+        write_table(out / "nodes.parquet", pa.table(columns), NODES_NO_X_SCHEMA,
+                    "gnnpipe.nodes/1", compression)
+    else:
+        x = graph.x.to(FEATURE_DTYPES[feature_dtype])
+        half = feature_dtype == "float16"
+        values = x.numpy() if half else x.float().numpy()
+        value_type = pa.float16() if half else pa.float32()
+        columns["x"] = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), value_type), f)
+        write_table(out / "nodes.parquet", pa.table(columns), nodes_schema(f, value_type),
+                    "gnnpipe.nodes/1", compression)
+        tensors["x"] = x
     src, dst = graph.csr.edge_index().numpy()
     write_table(out / "edges.parquet", pa.table({"src": src, "dst": dst}), EDGES_SCHEMA,
                 "gnnpipe.edges/1", compression)
-    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices, "x": x,
-               "y": graph.y}
+    tensors["y"] = graph.y
     if graph.timestamps is not None:  # optional: only graphs whose nodes carry a time
         tensors["timestamps"] = graph.timestamps
     if graph.public_roles is not None:  # optional: the official split of planetoid / ogb
         tensors["public_roles"] = graph.public_roles
-    save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors,
-                 meta={"num_classes": graph.num_classes})
+    save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
 
 
-def read_graph(prepared: Path, *, mmap: bool = False) -> Graph:
-    """The prepared graph from ``graph.pt``, with shapes and ranges checked.
-
-    ``x`` comes back float32 (a copy when it is stored in half precision, else the mmap view).
-    """
-    path = Path(prepared) / "graph.pt"
-    spec = {**CSR_SPEC, "x": (None, 2), "y": (torch.int64, 1)}
-    payload = load_tensors(path, "gnnpipe.graph/1", spec, mmap=mmap)
-    x, y = payload["x"], payload["y"]
+def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
+    """x (N, F) of ``graph.pt`` in its stored dtype: the tensor in it, or the features.npy its
+    meta names (memory-mapped with ``mmap``), schema, shape and dtype checked."""
+    entry = payload["meta"].get("features")
+    if entry is None:
+        x = payload.get("x")
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"{path}: missing tensor 'x' of the 'gnnpipe.graph/1' schema")
+        if not x.is_floating_point():
+            raise ValueError(f"{path}: tensor 'x' must be floating point, found {x.dtype}")
+        if x.dim() != 2:
+            raise ValueError(f"{path}: tensor 'x' must have 2 dims, found shape {tuple(x.shape)}")
+    else:
+        if (not isinstance(entry, dict) or entry.get("file") != FEATURES_FILE
+                or entry.get("dtype") not in _NPY_DTYPES or not isinstance(entry.get("shape"), list)):
+            raise ValueError(f"{path}: meta.features must name {FEATURES_FILE}, a feature dtype "
+                             f"and a shape, found {entry!r}")
+        file = path.parent / FEATURES_FILE
+        if not file.exists():
+            raise ValueError(f"{file}: file not found; graph.pt keeps its features there, re-run "
+                             "the prepare stage")
+        try:
+            array = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:  # numpy's "not a .npy file" is a ValueError
+            raise ValueError(f"{file}: not a readable .npy feature file "
+                             f"({str(err).strip()[:200] or type(err).__name__})") from None
+        if array.dtype != _NPY_DTYPES[entry["dtype"]] or list(array.shape) != entry["shape"]:
+            raise ValueError(f"{file}: holds {array.dtype} {list(array.shape)}, graph.pt says "
+                             f"{entry['dtype']} {entry['shape']}")
+        with warnings.catch_warnings():  # a read-only map: torch warns that it is not writable
+            warnings.simplefilter("ignore", UserWarning)
+            x = torch.from_numpy(array)
+        x = x.view(torch.bfloat16) if entry["dtype"] == "bfloat16" else x
     if x.dtype not in FEATURE_DTYPES.values():
         raise ValueError(f"{path}: tensor 'x' must be torch.float32 (or float16 / bfloat16), "
                          f"found {x.dtype}")
-    x = x.float()
+    return x
+
+
+def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
+    """The prepared graph from ``graph.pt`` (and features.npy where it keeps x there), with
+    shapes and ranges checked.
+
+    ``x`` comes back float32 (a copy when it is stored in half precision, else the mmap view);
+    ``stored_x``: in its stored dtype, never copied (with ``mmap``, the memory-mapped file).
+    """
+    path = Path(prepared) / "graph.pt"
+    spec = {**CSR_SPEC, "y": (torch.int64, 1)}
+    payload = load_tensors(path, "gnnpipe.graph/1", spec, mmap=mmap)
+    x, y = stored_features(path, payload, mmap=mmap), payload["y"]
+    if not stored_x:
+        x = x.float()
     num_classes = payload["meta"].get("num_classes")
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")

@@ -1,22 +1,24 @@
-"""Feature rows of some nodes from ``prepared/graph.pt``, without taking the whole file in.
+"""Feature rows of some nodes of a prepared graph (x in graph.pt or features.npy), without
+taking the whole file in: the one gather path of features larger than memory.
 
-``train.dist.shard: partition`` gives each DDP rank only its shards' nodes. Pages of a memory-mapped
-file that a process has touched count in its resident set until the mapping goes, so gathering
-scattered rows through one long-lived map would leave most of ``x`` resident in every rank.
-Here each block of rows gets a fresh map that is dropped once its rows are copied out, so the
-resident set holds one block's pages plus the copied rows.
+Pages of a memory-mapped file that a process has touched count in its resident set until they
+are unmapped or dropped, so gathering scattered rows through one long-lived map would leave most
+of ``x`` resident (in every DDP rank of ``train.dist.shard: partition``, in every epoch of
+neighbor training). ``FeatureSource`` copies the rows asked for out of the map and drops the
+map's pages (``madvise(MADV_DONTNEED)``; they stay in the OS page cache) once a budget of
+gathered bytes is reached, so the resident set holds that budget plus the copied rows.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from gnnpipe.io.prepared import stored_features
 from gnnpipe.io.tensors import load_tensors
-
-GRAPH_SPEC = {"x": (torch.float32, 2), "y": (torch.int64, 1)}
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,13 @@ class GraphRows:
 
 
 def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_536) -> GraphRows:
-    """Rows ``x[node_ids]`` of ``graph.pt`` (``node_ids`` int64 (L,), ascending) and all labels."""
+    """Rows ``x[node_ids]`` (float32, whatever the stored dtype; x in graph.pt or features.npy)
+    of a prepared graph (``node_ids`` int64 (L,), ascending) and all labels."""
     path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, "gnnpipe.graph/1", GRAPH_SPEC, mmap=True)
-    num_nodes, num_features = payload["x"].shape
+    payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
+    # pages dropped after every block: one block of the file resident at a time
+    source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)
+    num_nodes, num_features = source.shape
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"].clone()
     del payload
@@ -45,9 +50,141 @@ def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_
     x = torch.empty(node_ids.numel(), num_features, dtype=torch.float32)
     cuts = torch.searchsorted(node_ids, torch.arange(0, num_nodes + block_rows, block_rows))
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        if lo == hi:
-            continue
-        block = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        x[lo:hi] = block["x"][node_ids[lo:hi]]
-        del block  # unmaps the file: this block's pages leave the resident set
+        if lo < hi:
+            x[lo:hi] = source.rows(node_ids[lo:hi])
     return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
+
+
+# Linux madvise advice that drops a range's pages from this process's page tables; a read-only
+# file mapping refaults them from the page cache on the next touch (no data is lost).
+_MADV_DONTNEED = 4
+# Bytes of rows gathered through one map before its pages are dropped (bounds the resident set)
+RELEASE_BYTES = 256 << 20
+
+
+def _madvise_dontneed(tensor: torch.Tensor) -> bool:
+    """Drop the resident pages of ``tensor``'s memory-mapped storage; False where unsupported."""
+    import ctypes
+    import mmap
+    import sys
+
+    if not sys.platform.startswith("linux") or tensor.numel() == 0:
+        return False
+    page = mmap.PAGESIZE
+    start = tensor.data_ptr() // page * page
+    stop = -(-(tensor.data_ptr() + tensor.numel() * tensor.element_size()) // page) * page
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_DONTNEED) == 0
+
+
+def _resident_file_bytes() -> int:
+    """Bytes of file-backed (and shared) pages this process maps now (/proc/self/statm)."""
+    import mmap
+
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[2]) * mmap.PAGESIZE
+    except OSError:  # no procfs: count nothing
+        return 0
+
+
+def _mapped_file(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """(path, byte offset of the first element) of the file a memory-mapped tensor maps, from
+    /proc/self/maps; None where that is not known (no procfs, anonymous memory)."""
+    ptr = tensor.data_ptr()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                lo, hi = (int(v, 16) for v in parts[0].split("-"))
+                if lo <= ptr < hi:
+                    path = parts[5].strip() if len(parts) == 6 else ""
+                    if path.startswith("/") and os.path.isfile(path):
+                        return path, int(parts[2], 16) + ptr - lo
+                    return None
+    except OSError:
+        return None
+    return None
+
+
+class FeatureSource:
+    """The stored feature matrix of a prepared graph (N, F), memory-mapped, in its stored dtype
+    (float32 / float16 / bfloat16), read only through copies of the rows asked for.
+
+    ``rows(ids)`` reads ``x[ids]`` (B, F) with one ``pread`` per row from the file the map is
+    of (found in /proc/self/maps), so the rows land in the returned tensor and nothing of the
+    file enters the process's resident set (the OS page cache holds it). A scattered fault on
+    the map itself would map about 200 KiB of neighbouring pages per 4 KiB row here (the
+    kernel's fault-around), every page staying resident until unmapped: where the file is not
+    known, rows are copied from the map in chunks of ``chunk_rows`` and the map's pages dropped
+    (``madvise``) once more than ``release_bytes`` of file pages are resident.
+    ``mapped`` False (a tensor in memory) reads the tensor.
+    """
+
+    def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES,
+                 chunk_rows: int = 1024):
+        self.x = x
+        self.mapped = mapped
+        self.release_bytes = release_bytes
+        self.chunk_rows = chunk_rows
+        self._base = _resident_file_bytes() if mapped else 0
+        self._fd, self._offset = None, 0
+        where = _mapped_file(x) if mapped and x.is_contiguous() and x.numel() else None
+        if where is not None:
+            self._fd, self._offset = os.open(where[0], os.O_RDONLY), where[1]
+
+    def __del__(self):
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+
+    def __getstate__(self):  # a worker started by spawn maps and opens the file anew
+        raise TypeError("FeatureSource holds an open file; DataLoader workers must fork")
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.x.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x.dtype
+
+    def rows(self, index) -> torch.Tensor:
+        """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice."""
+        if isinstance(index, slice):
+            index = torch.arange(*index.indices(self.x.shape[0]))
+        if not self.mapped:
+            return self.x.index_select(0, index)
+        if self._fd is not None:
+            return self._pread(index)
+        out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
+        for lo in range(0, index.numel(), self.chunk_rows):
+            torch.index_select(self.x, 0, index[lo:lo + self.chunk_rows],
+                               out=out[lo:lo + self.chunk_rows])
+            if _resident_file_bytes() - self._base >= self.release_bytes:
+                self.release()
+        return out
+
+    def _pread(self, index: torch.Tensor) -> torch.Tensor:
+        if index.numel() and (index.min() < 0 or index.max() >= self.x.shape[0]):
+            raise IndexError(f"feature rows outside [0, {self.x.shape[0]})")
+        out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
+        buf = out.view(torch.uint8).numpy()  # (B, row bytes): the rows' bytes, written in place
+        row_bytes = buf.shape[1] if buf.ndim == 2 else 0
+        for i, pos in enumerate((index * row_bytes + self._offset).tolist()):
+            if os.preadv(self._fd, [buf[i]], pos) != row_bytes:
+                raise ValueError(f"feature file: short read of row {int(index[i])}")
+        return out
+
+    def release(self) -> None:
+        """Drop every resident page of the map (they stay in the OS page cache)."""
+        if self.mapped:
+            _madvise_dontneed(self.x)
+            self._base = min(self._base, _resident_file_bytes())
+
+
+def read_feature_source(prepared: Path) -> FeatureSource:
+    """The stored features of a prepared graph (x in graph.pt, or the features.npy its meta
+    names), memory-mapped, for reads of the rows a batch needs."""
+    path = Path(prepared) / "graph.pt"
+    payload = load_tensors(path, "gnnpipe.graph/1", {}, mmap=True)
+    return FeatureSource(stored_features(path, payload, mmap=True), mapped=True)

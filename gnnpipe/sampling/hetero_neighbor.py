@@ -86,6 +86,7 @@ from gnnpipe.sampling.neighbor import (
     transpose_csr,
 )
 from gnnpipe.sampling.pick import pick_edges, pick_weighted
+from gnnpipe.sampling.store import typed_csc_of_stores
 from gnnpipe.sampling.typed_csr import typed_csr_arrays
 from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 
@@ -252,6 +253,15 @@ class HeteroNeighborSampler(BaseSampler):
             else:
                 kwargs["edge_time"] = {e: t if perm.get(e) is None else t[perm[e]]
                                        for e, t in edge_time.items()}
+        return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **kwargs)
+
+    @classmethod
+    def from_stores(cls, data, num_neighbors, **kwargs) -> "HeteroNeighborSampler":
+        """The sampler over PyG's remote backend ``(FeatureStore, GraphStore)`` of a typed
+        graph (``graph_store.csc()`` per edge type, in the store's order; edge ids = the stored
+        ones; ``gnnpipe.sampling.store``). ``kwargs`` as the constructor's (weights and times
+        in the stored edge order are not re-ordered here: give them in CSC order)."""
+        num_nodes, csr, perm = typed_csc_of_stores(data)
         return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **kwargs)
 
     def __getstate__(self) -> dict:  # workers get the graph, not the per-process scratch maps

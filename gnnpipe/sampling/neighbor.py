@@ -55,6 +55,7 @@ from torch_geometric.sampler.utils import to_csc
 from gnnpipe.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
 from gnnpipe.sampling.pick import pick_edges, pick_weighted
+from gnnpipe.sampling.store import csc_of_stores
 from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
@@ -74,7 +75,10 @@ class CsrNeighborSampler(BaseSampler):
 
     Args:
         graph: a ``gnnpipe.graph.Csr`` (row ``v`` = sources of edges into ``v``) or a PyG
-            ``Data`` with ``edge_index`` (converted to CSC once, as PyG's sampler does).
+            ``Data`` with ``edge_index`` (converted to CSC once, as PyG's sampler does); or
+            PyG's remote backend ``(FeatureStore, GraphStore)`` (``graph_store.csc()``, or
+            ``csr()`` for backward, as PyG; edge ids = the stored ones;
+            ``gnnpipe.sampling.store``).
         num_neighbors: fan-out per hop; ``-1`` takes every in-edge.
         replace: draw with replacement.
         subgraph_type: ``directional`` | ``bidirectional`` | ``induced``.
@@ -120,7 +124,14 @@ class CsrNeighborSampler(BaseSampler):
         self.sample_direction = sample_direction
         self.perm: Optional[Tensor] = None
         self._edge_map: Optional[np.ndarray] = None  # sampled CSR position -> Csr position
-        if isinstance(graph, Csr):
+        if isinstance(graph, (tuple, list)):  # PyG's remote backend: (FeatureStore, GraphStore)
+            if weight_attr is not None:  # as PyG's NeighborSampler, same exception
+                raise NotImplementedError("'weight_attr' argument not yet supported within "
+                                          f"'{type(self).__name__}' for '(FeatureStore, "
+                                          "GraphStore)' inputs; pass edge_weight")
+            # (backward: graph_store.csr(), as PyG); perm: position -> stored edge id
+            indptr, indices, self.perm = csc_of_stores(graph, to_transpose=backward)
+        elif isinstance(graph, Csr):
             if weight_attr is not None:
                 raise ValueError(f"weight_attr={weight_attr!r} names a Data edge attribute; "
                                  "for a Csr pass edge_weight (E,) in CSR order")

@@ -9,13 +9,19 @@ A PyG training script switches by changing its import line only::
   ``num_steps`` subgraphs, as PyG's: nodes ascending by id, edges sorted by (source, target),
   every node-level and edge-level attribute of ``data`` gathered, ``node_norm`` / ``edge_norm``
   from PyG's ``_compute_norm`` when ``sample_coverage > 0``. Sampling rules:
-  ``gnnpipe.sampling.saint``; the random walks start at uniform nodes and follow out-edges, as
-  PyG's. Randomness from torch's global RNG, as PyG's (one draw per subgraph).
+  ``gnnpipe.sampling.saint``, except the edge sampler's weights, which follow PyG's code
+  (``in_deg(u) + out_deg(v)``, not the paper's ``1/out_deg(u) + 1/in_deg(v)``); the random
+  walks start at uniform nodes and follow out-edges, as PyG's. Randomness from torch's global
+  RNG, as PyG's (one draw per subgraph).
 - ``ClusterData``: PyG's own class, METIS through pymetis (or the ``parts`` you pass: e.g. the
   partition stage's), so ``keep_inter_cluster_edges`` and PyG's ``ClusterLoader`` (re-exported
   here, unchanged, with ``shuffle`` and ``batch_size``) behave exactly as PyG's.
 - ``ShaDowKHopSampler(data, depth, num_neighbors, node_idx, replace, **kwargs)``: PyG's ``Batch``
   layout (``gnnpipe.sampling.shadow.pyg_layout``) over gnnpipe's sampler.
+- ``NeighborLoader`` / ``LinkNeighborLoader``: PyG's classes (same arguments) whose sampler, unless
+  ``neighbor_sampler`` is given, is gnnpipe's (``neighbor_sampler_for``): ``CsrNeighborSampler``
+  for a ``Data`` or homogeneous ``(FeatureStore, GraphStore)``, ``HeteroNeighborSampler`` for a
+  ``HeteroData`` or typed stores (``gnnpipe.sampling.store``); seeded from torch's global RNG.
 
 gnnpipe extras in every batch: ``n_id`` (global node ids) and ``e_id`` (columns of the user's
 ``data.edge_index``), unless ``data`` already has attributes of those names.
@@ -28,18 +34,22 @@ import os.path as osp
 import numpy as np
 import torch
 import torch_geometric.loader as pyg_loader
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.io import fs
 from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.graph import Csr, csr_from_edges
+from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)
 from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
+from gnnpipe.sampling.store import check_stores
 
 __all__ = ["ClusterData", "ClusterLoader", "GraphSAINTEdgeSampler", "GraphSAINTNodeSampler",
-           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "ShaDowKHopSampler"]
+           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "LinkNeighborLoader",
+           "NeighborLoader", "PygSaintEdgeSampler", "ShaDowKHopSampler", "neighbor_sampler_for"]
 
 
 def _csr_of(data: Data) -> tuple[Csr, np.ndarray]:
@@ -149,11 +159,28 @@ class GraphSAINTNodeSampler(GraphSAINTSampler):
 
 
 class GraphSAINTEdgeSampler(GraphSAINTSampler):
-    """PyG's ``GraphSAINTEdgeSampler``: both endpoints of ``batch_size`` edges drawn with
-    probability proportional to ``1 / out_deg(u) + 1 / in_deg(v)``."""
+    """PyG's ``GraphSAINTEdgeSampler``: both endpoints of ``batch_size`` edges ``u -> v``,
+    each drawn (with replacement) with probability proportional to PyG's
+    ``1 / deg_in[u] + 1 / deg_out[v]`` where PyG's ``deg_in = 1 / in-degree`` and
+    ``deg_out = 1 / out-degree`` are already inverted: ``in_deg(u) + out_deg(v) + 1e-10``.
+    (The GraphSAINT paper's ``1 / out_deg(u) + 1 / in_deg(v)`` is ``train.saint.sampler:
+    edge``.)"""
 
     def _make_sampler(self):
-        return SaintEdgeSampler(self.csr, self._batch_size, self.N)
+        return PygSaintEdgeSampler(self.csr, self._batch_size, self.N)
+
+
+class PygSaintEdgeSampler(SaintEdgeSampler):
+    """``SaintEdgeSampler`` with the edge weights of PyG 2.8's ``GraphSAINTEdgeSampler``
+    (``torch_geometric/loader/graph_saint.py``): ``prob[u -> v] = in_deg(u) + out_deg(v) +
+    1e-10`` (E,), unnormalised (PyG's float32 rounding aside)."""
+
+    def __init__(self, csr: Csr, batch_size: int, num_loss_nodes: int):
+        super().__init__(csr, batch_size, num_loss_nodes)
+        in_deg = np.diff(self.indptr)  # (N,): PyG's adj.storage.colcount()
+        out_deg = np.bincount(self.indices, minlength=self.num_nodes)  # (N,): rowcount()
+        self.prob = in_deg[self.indices] + out_deg[self.targets] + 1e-10  # PyG's "+ 1e-10"
+        self._cdf = np.cumsum(self.prob)
 
 
 class GraphSAINTRandomWalkSampler(GraphSAINTSampler):
@@ -237,3 +264,85 @@ class ShaDowKHopSampler(NodeLoader):
         kwargs.pop("transform", None)
         super().__init__(data, node_sampler=sampler, input_nodes=node_idx,
                          transform=pyg_layout, **kwargs)
+
+
+# ------------------------------------------------------------------------------- neighbors
+def neighbor_sampler_for(data, num_neighbors, *, replace: bool = False,
+                         subgraph_type: str = "directional", disjoint: bool = False,
+                         temporal_strategy: str = "uniform", time_attr: str | None = None,
+                         weight_attr: str | None = None, directed: bool = True):
+    """gnnpipe's sampler where PyG builds ``NeighborSampler(data, ...)`` (same arguments):
+    ``CsrNeighborSampler`` for a ``Data`` or homogeneous stores, ``HeteroNeighborSampler``
+    for a ``HeteroData`` or typed stores. ``time_attr`` on stores is refused (give the sampler
+    ``node_time`` / ``edge_time``); ``weight_attr`` on stores raises NotImplementedError, as
+    PyG's."""
+    options = dict(replace=replace, subgraph_type="induced" if not directed else subgraph_type,
+                   disjoint=disjoint, temporal_strategy=temporal_strategy)
+    if isinstance(data, HeteroData):
+        return HeteroNeighborSampler.from_hetero_data(data, num_neighbors, time_attr=time_attr,
+                                                      weight_attr=weight_attr, **options)
+    if isinstance(data, Data):
+        if time_attr is not None:  # as PyG: a node-level or an edge-level attribute
+            if data.is_node_attr(time_attr):
+                options["node_time"] = data[time_attr]
+            elif data.is_edge_attr(time_attr):
+                options["edge_time"] = data[time_attr]
+            else:
+                raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or "
+                                 "edge-level attribute")
+        return CsrNeighborSampler(data, num_neighbors, weight_attr=weight_attr, **options)
+    _, graph_store = check_stores(data)
+    if time_attr is not None:
+        raise ValueError(f"time_attr={time_attr!r} with (FeatureStore, GraphStore): pass "
+                         "neighbor_sampler= a gnnpipe sampler built with node_time / edge_time")
+    if all(attr.edge_type is None for attr in graph_store.get_all_edge_attrs()):
+        return CsrNeighborSampler(data, num_neighbors, weight_attr=weight_attr, **options)
+    if weight_attr is not None:
+        raise NotImplementedError("'weight_attr' argument not yet supported within "
+                                  "'HeteroNeighborSampler' for '(FeatureStore, GraphStore)' "
+                                  "inputs")
+    return HeteroNeighborSampler.from_stores(data, num_neighbors, **options)
+
+
+class NeighborLoader(pyg_loader.NeighborLoader):
+    """PyG's ``NeighborLoader`` (same arguments) on ``neighbor_sampler_for``'s sampler."""
+
+    def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
+                 replace: bool = False, subgraph_type: str = "directional",
+                 disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: str | None = None, weight_attr: str | None = None, transform=None,
+                 transform_sampler_output=None, is_sorted: bool = False,
+                 filter_per_worker: bool | None = None, neighbor_sampler=None,
+                 directed: bool = True, **kwargs):
+        if neighbor_sampler is None:
+            neighbor_sampler = neighbor_sampler_for(
+                data, num_neighbors, replace=replace, subgraph_type=subgraph_type,
+                disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
+                weight_attr=weight_attr, directed=directed)
+        super().__init__(data, num_neighbors, input_nodes, input_time, replace, subgraph_type,
+                         disjoint, temporal_strategy, time_attr, weight_attr, transform,
+                         transform_sampler_output, is_sorted, filter_per_worker,
+                         neighbor_sampler, **kwargs)
+
+
+class LinkNeighborLoader(pyg_loader.LinkNeighborLoader):
+    """PyG's ``LinkNeighborLoader`` (same arguments) on ``neighbor_sampler_for``'s sampler."""
+
+    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None,
+                 edge_label_time=None, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", neg_sampling=None,
+                 neg_sampling_ratio=None, time_attr: str | None = None,
+                 weight_attr: str | None = None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker: bool | None = None,
+                 neighbor_sampler=None, directed: bool = True, **kwargs):
+        if neighbor_sampler is None:
+            neighbor_sampler = neighbor_sampler_for(
+                data, num_neighbors, replace=replace, subgraph_type=subgraph_type,
+                disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
+                weight_attr=weight_attr, directed=directed)
+        super().__init__(data, num_neighbors, edge_label_index, edge_label, edge_label_time,
+                         replace, subgraph_type, disjoint, temporal_strategy, neg_sampling,
+                         neg_sampling_ratio, time_attr, weight_attr, transform,
+                         transform_sampler_output, is_sorted, filter_per_worker,
+                         neighbor_sampler, **kwargs)

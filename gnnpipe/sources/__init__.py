@@ -22,12 +22,16 @@ INPUT = {"parquet": "a folder with the node and edge tables",
          "ogb": "the OGB dataset folder (raw/, split/)", "pyg": "the .pt file"}
 
 
-def load(cfg: DatasetParams, seed: int) -> RawGraph:
-    """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator."""
+def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
+    """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator.
+    ``feature_sink`` (synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the features in
+    row blocks; ``x`` is then its memory-mapped file."""
     if cfg.source == "synthetic":
-        raw = synthetic.generate(cfg.synthetic, make_rng(seed, "prepare"))
+        raw = synthetic.generate(cfg.synthetic, make_rng(seed, "prepare"),
+                                 None if feature_sink is None else feature_sink.write)
+        x = raw["x"] if feature_sink is None else feature_sink.close()
         y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
-        return RawGraph(x=raw["x"], y=y, src=raw["src"], dst=raw["dst"],
+        return RawGraph(x=x, y=y, src=raw["src"], dst=raw["dst"],
                         where="dataset.synthetic", timestamps=raw.get("timestamps"))
     if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
         raise ValueError(f"dataset.source={cfg.source} needs dataset.path: "
