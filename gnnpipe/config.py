@@ -746,9 +746,9 @@ def _check_feature_file(params: Params) -> None:
                           "graphs keep x per node type in graph.pt (use inline)")
 
 
-RULES = (_check_feature_file, _check_sign, _check_typed_source, _check_typed_needs_hetero, _check_hgt_budgets,
-         _check_typed_train, _check_heads, _check_task_sampler, _check_fanouts, _check_temporal,
-         _check_weighted, _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
+RULES = (_check_feature_file, _check_sign, _check_typed_source, _check_typed_needs_hetero,
+         _check_hgt_budgets, _check_typed_train, _check_heads, _check_task_sampler,
+         _check_fanouts, _check_temporal, _check_weighted, _check_shard, _check_link_processes, _check_rendezvous, _check_residual,
          _check_layerwise, _check_lightning, _check_pairs, _check_split_mode,
          _check_cluster_batch, _check_aggregation)
 
