@@ -188,3 +188,21 @@ def print_machine() -> None:
     print(f"# {m['date']}  {m['cpu']}  {m['cores']} cores  {m['memory_gib']} GiB  "
           f"torch {m['torch']} ({m['torch_threads']} threads)  numpy {m['numpy']}  "
           f"load {m['load_average'][0]:.2f}")
+
+
+def run_child(cmd: list[str], out: Path, first: torch.Tensor | None
+              ) -> tuple[dict, torch.Tensor | None]:
+    """Run one measuring child process that writes its row to ``out`` (JSON) and its output
+    tensor to ``out.pt``; returns (row with ``max_abs_diff_vs_first``, the first output seen),
+    or ({"exit_code": code}, first) when it failed (-9: killed for memory)."""
+    import json
+    import subprocess
+
+    code = subprocess.run(cmd, check=False).returncode
+    if code != 0:
+        return {"exit_code": code}, first
+    row = json.loads(out.read_text())
+    value = torch.load(out.with_suffix(".pt"), weights_only=True)
+    first = value if first is None else first
+    row["max_abs_diff_vs_first"] = float((value - first).abs().max())
+    return row, first

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,8 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` imp
 import numpy as np
 import torch
 
-from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine, rss_mb
+from bench.common import (PeakMemory, add_graph_args, describe, load_graph, print_machine,
+                          rss_mb, run_child)
 
 PATHS = ("link", "lightning", "shard")
 
@@ -135,15 +135,12 @@ def main(argv=None) -> None:
                 out = Path(tmp) / f"{path}_{mode}.json"
                 cmd = [sys.executable, "-m", "bench.eval_scale", *argv, "--worker", path, mode,
                        str(out)]
-                code = subprocess.run(cmd, check=False).returncode
-                if code != 0:
-                    print(f"{path} {mode}: failed, exit code {code} (killed for memory: -9)")
-                    results.append({"path": path, "mode": mode, "exit_code": code})
+                row, first = run_child(cmd, out, first)
+                if "exit_code" in row:
+                    print(f"{path} {mode}: failed, exit code {row['exit_code']} (killed for "
+                          "memory: -9)")
+                    results.append({"path": path, "mode": mode, **row})
                     continue
-                row = json.loads(out.read_text())
-                value = torch.load(out.with_suffix(".pt"), weights_only=True)
-                first = value if first is None else first
-                row["max_abs_diff_vs_first"] = float((value - first).abs().max())
                 results.append(row)
                 print(f"{path:9s} {mode:9s} {row['seconds']:7.2f} s  peak RSS "
                       f"{row['peak_rss_mb']:6d} MiB (+{row['added_mb']} over "

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` imp
 
 import torch
 
-from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine, rss_mb
+from bench.common import (PeakMemory, add_graph_args, describe, load_graph, print_machine,
+                          rss_mb, run_child)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -94,16 +94,12 @@ def main(argv=None) -> None:
             out = Path(tmp) / f"{mode}_{block_edges}.json"
             cmd = [sys.executable, "-m", "bench.inference", *graph_argv,
                    "--worker", mode, str(block_edges), str(out)]
-            code = subprocess.run(cmd, check=False).returncode
-            if code != 0:
-                print(f"{mode} (block_edges {block_edges}): failed, exit code {code} "
-                      "(killed for memory: -9)")
-                results.append({"mode": mode, "block_edges": block_edges, "exit_code": code})
+            row, first = run_child(cmd, out, first)
+            if "exit_code" in row:
+                print(f"{mode} (block_edges {block_edges}): failed, exit code "
+                      f"{row['exit_code']} (killed for memory: -9)")
+                results.append({"mode": mode, "block_edges": block_edges, **row})
                 continue
-            row = json.loads(out.read_text())
-            logits = torch.load(out.with_suffix(".pt"), weights_only=True)
-            first = logits if first is None else first
-            row["max_abs_diff_vs_first"] = float((logits - first).abs().max())
             results.append(row)
             blocks = "-" if row["block_edges"] is None else f"{row['block_edges']:,}"
             print(f"{mode:9s} block_edges {blocks:>9s}  {row['seconds']:7.2f} s"
