@@ -3,6 +3,7 @@
 - the params tables are what ``gnnpipe.params_doc`` generates from gnnpipe/config.py now;
 - README.md stays under 15 KB;
 - every relative Markdown link (and its #anchor) of README.md, BENCHMARKS.md and docs/ resolves;
+- every dotted params key in inline code names a real section or key;
 - every fenced block names its language, and shell blocks are ```sh or ```bash;
 - in every shell block, each command is one the checks know: cheap ones (``gnnpipe <stage>
   --help``, ``python -m gnnpipe.profiles ...``, ``make help``) are RUN here; every
@@ -207,6 +208,33 @@ def test_the_override_check_fails_on_a_renamed_key_or_a_bad_value():
     params = apply_overrides(overrides(
         "dvc exp run --temp -S 'train.neighbor.num_neighbors=[25,10]' -S train.amp=true"))
     assert params.train.neighbor.num_neighbors == (25, 10) and params.train.amp is True
+
+
+def _is_param(key: str, tree: dict) -> bool:
+    node = tree
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_params_keys_named_in_the_docs_exist():
+    """A dotted key in inline code (`train.neighbor.num_neighbors`, `split.node.mode: time`)
+    names a params section or key, so a renamed key fails here."""
+    tree = config.to_dict(config.Params())
+    key = re.compile(rf"(?<![\w/.{{,-])((?:{'|'.join(tree)})(?:\.[a-z_0-9]+)+)")
+    files = ("json", "pt", "py", "csv", "parquet", "yaml", "md", "png", "html")
+    found, bad = 0, []
+    for path in doc_files():
+        for span in re.findall(r"`([^`\n]+)`", path.read_text()):
+            for name in key.findall(span):
+                if name.rsplit(".", 1)[1] in files or "unknown key" in span:
+                    continue  # a file name, or the docs' example of a refused key
+                found += 1
+                if not _is_param(name, tree):
+                    bad.append(f"{rel(path)}: {name} (in `{span}`)")
+    assert found > 200 and not bad, bad
 
 
 # ----------------------------------------------------------------------------- shell blocks
