@@ -96,7 +96,7 @@ class StorageParams:
 
 @dataclass(frozen=True)
 class TypedParams:
-    """``dataset.layout: typed`` (README: Typed tables): which node type is labelled, which
+    """``dataset.layout: typed`` (docs/typed-graphs.md): which node type is labelled, which
     relation link prediction holds out, and what featureless node types get."""
 
     target: str = ""  # the labelled node type; "" = the one node table with the label column
@@ -123,8 +123,8 @@ class DatasetParams:
     self_loops: Literal["remove", "keep"] = "remove"
     synthetic: SyntheticParams = field(default_factory=SyntheticParams)
     storage: StorageParams = field(default_factory=StorageParams)
-    # parquet / csv / ogb: typed = one table per node type and per relation (README: Typed
-    # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
+    # parquet / csv / ogb: typed = one table per node type and per relation
+    # (docs/typed-graphs.md); synthetic: dataset.synthetic.hetero picks the typed built-in graph
     layout: Literal["homogeneous", "typed"] = "homogeneous"
     typed: TypedParams = field(default_factory=TypedParams)
     max_classes: int = num(1000, low=2)  # more distinct label values than this is refused
@@ -310,7 +310,7 @@ class SaintParams:
 @dataclass(frozen=True)
 class DistParams:
     """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines, and
-    the bounds on every wait (README: Scaling)."""
+    the bounds on every wait (docs/scaling.md)."""
 
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
