@@ -58,6 +58,15 @@ def _comment_lines(source: str) -> dict[int, str]:
     return out
 
 
+def _join(lines: list[str]) -> str:
+    """Comment lines as one text: a line opening with 'value: ' starts a new clause."""
+    text = ""
+    for line in filter(None, lines):
+        new_clause = text and re.match(r"^[\w-]+: ", line) and not text.endswith((".", ";"))
+        text = f"{text}; {line}" if new_clause else f"{text} {line}".strip()
+    return text
+
+
 def field_comments(path: Path) -> dict[tuple[str, str], str]:
     """(class name, field name) -> the field's comment: the comment block right above it (only
     comment lines between it and the previous statement) and its end-of-line comment."""
@@ -77,7 +86,9 @@ def field_comments(path: Path) -> dict[tuple[str, str], str]:
                 line -= 1
             trailing = [comments[n] for n in range(stmt.lineno, stmt.end_lineno + 1)
                         if n in comments and not lines[n - 1].lstrip().startswith("#")]
-            text = " ".join(part for part in above + trailing if part)
+            text = _join(above)
+            if trailing:
+                text = f"{text}; {trailing[0]}" if text else trailing[0]
             if text:
                 out[node.name, stmt.target.id] = text
     return out
@@ -169,7 +180,8 @@ def rows(config_path: Path = ROOT / "gnnpipe/config.py",
             value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             text = _comment_for(cls, f.name, comments) or fallback.get(key, "")
             allowed = _allowed(hints[f.name], f.metadata)
-            help_text = f"{text.rstrip('.')}. *{allowed}*" if text else f"*{allowed}*"
+            text = text.rstrip(".").replace("*", "\\*")  # (c + 1) ** -x is no emphasis
+            help_text = f"{text}. *{allowed}*" if text else f"*{allowed}*"
             out.append(Row(key, _yaml_value(value), help_text))
 
     walk(config.Params, "")
