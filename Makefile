@@ -11,7 +11,7 @@ STAMP := $(VENV)/.gnnpipe-installed
 # test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py)
 TEST_JOBS ?= 2
 
-.PHONY: setup repro repro-scale repro-typed-scale test clean-data help
+.PHONY: setup repro repro-scale repro-typed-scale test clean-data help docs docs-check
 
 help:
 	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
@@ -19,6 +19,8 @@ help:
 	@echo "make repro-scale  the 1M-node profile (profiles/scale.yaml) as a dvc experiment"
 	@echo "make repro-typed-scale  the typed 2M-node profile (profiles/typed_scale.yaml)"
 	@echo "make setup   only create $(VENV) and install gnnpipe with its test extras"
+	@echo "make docs    build the user guide (docs/) into site/ with mkdocs --strict"
+	@echo "make docs-check  run every documented shell command in a scratch copy (minutes)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +50,20 @@ repro-typed-scale: setup
 
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+
+DOCS_STAMP := $(VENV)/.gnnpipe-docs-installed
+
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test,docs]"
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+# release check: every unmarked shell block of README.md and docs/ for real (tests/test_docs.py)
+docs-check: setup
+	GNNPIPE_DOCS_CHECK=1 PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -s -q \
+		tests/test_docs.py -k docs_check_runs_every_unmarked_block --timeout 7200
 
 clean-data:
 	rm -rf data/prepared data/split data/partition data/propagate data/baseline data/model \

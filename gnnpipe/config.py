@@ -39,10 +39,10 @@ def num(default: Any, **bounds: Any) -> Any:
 class SyntheticParams:
     """Contextual degree-corrected SBM: class-correlated features and tunable homophily."""
 
-    num_nodes: int = num(20_000, low=2)
-    num_classes: int = num(5, low=2)
-    num_features: int = num(64, low=1)
-    avg_degree: float = num(10.0, low=0.0, low_open=True)
+    num_nodes: int = num(20_000, low=2)  # nodes (papers when hetero)
+    num_classes: int = num(5, low=2)  # label classes
+    num_features: int = num(64, low=1)  # feature width
+    avg_degree: float = num(10.0, low=0.0, low_open=True)  # mean degree before dedup
     homophily: float = num(0.8, low=0.0, high=1.0)  # fraction of edges inside a class
     degree_skew: float = num(1.0, low=0.0)  # sigma of log-normal degree propensities; 0 = uniform
     feature_signal: float = num(1.0, low=0.0)  # norm of class-mean offsets vs unit noise
@@ -79,8 +79,8 @@ class EdgeTableParams:
     """The edge table of ``dataset.source: parquet | csv`` (one row per edge, read in chunks)."""
 
     file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv (typed: edges/)
-    src: str = "src"
-    dst: str = "dst"
+    src: str = "src"  # source node id column
+    dst: str = "dst"  # destination node id column
     weight: str = ""  # optional numeric column kept in edge_attrs.parquet; "" = none
     timestamp: str = ""  # optional; merged duplicates keep their earliest row
 
@@ -99,7 +99,7 @@ class StorageParams:
 
 @dataclass(frozen=True)
 class TypedParams:
-    """``dataset.layout: typed`` (README: Typed tables): which node type is labelled, which
+    """``dataset.layout: typed`` (docs/typed-graphs.md): which node type is labelled, which
     relation link prediction holds out, and what featureless node types get."""
 
     target: str = ""  # the labelled node type; "" = the one node table with the label column
@@ -126,8 +126,8 @@ class DatasetParams:
     self_loops: Literal["remove", "keep"] = "remove"
     synthetic: SyntheticParams = field(default_factory=SyntheticParams)
     storage: StorageParams = field(default_factory=StorageParams)
-    # parquet / csv / ogb: typed = one table per node type and per relation (README: Typed
-    # tables); synthetic: dataset.synthetic.hetero picks the typed built-in graph instead
+    # parquet / csv / ogb: typed = one table per node type and per relation
+    # (docs/typed-graphs.md); synthetic: dataset.synthetic.hetero picks the typed built-in graph
     layout: Literal["homogeneous", "typed"] = "homogeneous"
     typed: TypedParams = field(default_factory=TypedParams)
     max_classes: int = num(1000, low=2)  # more distinct label values than this is refused
@@ -152,8 +152,8 @@ class NodeSplitParams:
     mode: Literal["auto", "transductive", "inductive", "time"] = "auto"
     # A float in (0, 1) is a fraction of all nodes; an int >= 1 is a count (per class if per_class).
     train: Union[int, float] = num(0.6, low=0.0, low_open=True)
-    val: Union[int, float] = num(0.2, low=0.0, low_open=True)
-    test: Union[int, float] = num(0.2, low=0.0, low_open=True)
+    val: Union[int, float] = num(0.2, low=0.0, low_open=True)  # as train
+    test: Union[int, float] = num(0.2, low=0.0, low_open=True)  # as train
     per_class: bool = False  # train size counted per class ("20 per class")
     # strategy=cluster: whole clusters go to one split, so few edges join train and test nodes.
     cluster: Literal["metis", "component"] = "metis"
@@ -178,7 +178,7 @@ class LinkSplitParams:
 
     # A float in (0, 1) is a fraction of the graph's edges (undirected pairs); an int a count.
     val: Union[int, float] = num(0.1, low=0.0, low_open=True)
-    test: Union[int, float] = num(0.1, low=0.0, low_open=True)
+    test: Union[int, float] = num(0.1, low=0.0, low_open=True)  # as val
     # Share of training edges used only as supervision, never for message passing (PyG's
     # RandomLinkSplit disjoint_train_ratio); 0 = every training edge does both.
     disjoint_train_ratio: float = num(0.0, low=0.0, high=1.0, high_open=True)
@@ -200,7 +200,7 @@ class PartitionParams:
     # metis only. auto: pyg_lib or torch_sparse METIS when importable (and built with METIS),
     # else pymetis (a dependency, bundles METIS)
     backend: Literal["auto", "pymetis", "torch_sparse", "pyg_lib"] = "auto"
-    num_parts: int = num(8, low=1)
+    num_parts: int = num(8, low=1)  # parts (and shards) of the train-phase graph
     # none: balance node counts; degree: balance 1 + in-degree (aggregation work) [metis, bfs]
     node_weight: Literal["none", "degree"] = "none"
     # multiplicity: an edge weighs the number of stored directed edges it stands for [metis]
@@ -215,7 +215,7 @@ class PropagateParams:
     # sym: D^-1/2 A D^-1/2; rw: D^-1 A; ppr: APPNP power iteration on sym,
     # X_k = (1 - alpha) A_hat X_{k-1} + alpha X_0
     norm: Literal["sym", "rw", "ppr"] = "sym"
-    self_loops: bool = True
+    self_loops: bool = True  # add I to A before normalizing
     alpha: float = num(0.1, low=0.0, high=1.0, low_open=True, high_open=True)  # ppr teleport
     dtype: Literal["float32", "bfloat16"] = "float32"  # stored hops; always computed in float32
     block_rows: int = num(65_536, low=1)  # rows of X processed at once; bounds peak memory
@@ -228,12 +228,12 @@ class PropagateParams:
 class BaselineParams:
     """The structure-free MLP trained on the same split as the GNN."""
 
-    hidden: int = num(64, low=1)
-    num_layers: int = num(2, low=1)
-    dropout: float = num(0.5, low=0.0, high=1.0, high_open=True)
-    lr: float = num(0.01, low=0.0, low_open=True)
-    weight_decay: float = num(0.0005, low=0.0)
-    epochs: int = num(200, low=1)
+    hidden: int = num(64, low=1)  # hidden channels
+    num_layers: int = num(2, low=1)  # layers (message-passing layers for a GNN)
+    dropout: float = num(0.5, low=0.0, high=1.0, high_open=True)  # between layers
+    lr: float = num(0.01, low=0.0, low_open=True)  # Adam learning rate
+    weight_decay: float = num(0.0005, low=0.0)  # Adam weight decay
+    epochs: int = num(200, low=1)  # at most; early stopping may end sooner
     patience: int = num(50, low=1)  # epochs without val improvement before stopping
 
 
@@ -315,7 +315,7 @@ class SaintParams:
 @dataclass(frozen=True)
 class DistParams:
     """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines, and
-    the bounds on every wait (README: Scaling)."""
+    the bounds on every wait (docs/scaling.md)."""
 
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
@@ -441,6 +441,7 @@ class PredictParams:
 
 @dataclass(frozen=True)
 class Params:
+    # the global seed; each stage draws its own stream from (seed, stage name)
     seed: int = num(0, low=0, high=2**63 - 1)  # torch.manual_seed takes [0, 2^63)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     split: SplitParams = field(default_factory=SplitParams)
