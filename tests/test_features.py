@@ -300,7 +300,7 @@ def test_shard_rows_are_normalized_rows_of_the_whole(tmp_path, monkeypatch):
     """train.dist.shard: partition reads only some rows; the transform is row-wise, so they are
     the rows of the normalized whole."""
     from gnnpipe.commands.inputs import model_features
-    from gnnpipe.io.rows import read_node_rows
+    from gnnpipe.sampling.store import read_node_rows
 
     root = _repo(tmp_path, monkeypatch, "standardize")
     args = _args(root)

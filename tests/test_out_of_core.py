@@ -199,7 +199,7 @@ def test_gathered_pages_leave_the_resident_set(tmp_path, how):
 def test_shard_rows_read_any_storage(tmp_path, tiny_graph, mode, dtype):
     """train.dist.shard: partition ranks read their rows through the same source: float32 rows
     of x in graph.pt or features.npy, in any stored dtype, block by block."""
-    from gnnpipe.io.rows import read_node_rows
+    from gnnpipe.sampling.store import read_node_rows
 
     io.write_prepared(tmp_path, tiny_graph, feature_dtype=dtype, features=mode)
     ids = torch.tensor([0, 2, 3, tiny_graph.num_nodes - 1])
@@ -231,3 +231,38 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
         whole = transform.apply(x)
         full = model(whole) if name == "mlp" else model(whole, csr.edge_index())
     torch.testing.assert_close(lazy, full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pread / procfs")
+def test_feature_store_over_a_source_reads_rows_without_making_the_file_resident(tmp_path):
+    """open_prepared's FeatureStore (x behind a FeatureSource) and read_node_rows (a shard
+    rank's rows, through that store): every row right, none of the 24 MiB file resident."""
+    from gnnpipe.graph import Graph, csr_from_edges
+    from gnnpipe.sampling.store import open_prepared, read_node_rows
+
+    n, f = 6144, 1024
+    x = torch.arange(n, dtype=torch.float32)[:, None] * f + torch.arange(f, dtype=torch.float32)
+    src = np.arange(n)
+    io.write_prepared(tmp_path, Graph(csr_from_edges(src, (src + 1) % n, n), x,
+                                      torch.arange(n) % 3, 3))
+    fs, _ = open_prepared(tmp_path)
+    assert isinstance(fs._tensors[(None, "x")], FeatureSource)
+    before = _rss_file_kib()
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    for lo in range(0, n, 512):
+        ids = order[lo:lo + 512]
+        assert torch.equal(fs.get_tensor(None, "x", index=ids), x[ids])
+    assert torch.equal(fs.get_tensor(None, "x", index=7), x[7])
+    held = torch.arange(0, n, 3)
+    rows = read_node_rows(tmp_path, held, block_rows=1000)
+    assert torch.equal(rows.x, x[held]) and torch.equal(rows.y, torch.arange(n) % 3)
+    assert _rss_file_kib() - before < 1024  # KiB; indexing the map would leave 24 MiB
+
+
+def test_a_feature_source_is_put_as_the_whole_matrix():
+    from gnnpipe.sampling.store import GnnpipeFeatureStore
+
+    store = GnnpipeFeatureStore()
+    with pytest.raises(ValueError, match="put it with index=None"):
+        store.put_tensor(FeatureSource(_x(10, 3), mapped=False), group_name=None,
+                         attr_name="x", index=torch.arange(10))

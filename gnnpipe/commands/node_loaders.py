@@ -32,9 +32,9 @@ def shard_setup(args, params, ctx, roles, train_mask):
     """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
     evaluator."""
     from gnnpipe.commands.inputs import model_features
-    from gnnpipe.io.rows import read_node_rows
     from gnnpipe.partition import rank_parts
     from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
+    from gnnpipe.sampling.store import read_node_rows
     from gnnpipe.sharding import ShardEvaluator, shard_node_ids
 
     cfg = params.train
@@ -47,7 +47,7 @@ def shard_setup(args, params, ctx, roles, train_mask):
     mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
     shards = [io.read_partition_shard(args.partition, part) for part in mine]
     ids = shard_node_ids(shards)
-    read = read_node_rows(args.prepared, ids)
+    read = read_node_rows(args.prepared, ids)  # through the FeatureStore of data/prepared
     rows = NodeRows(model_features(args, read.x), read.y[ids], ids)  # row-wise: rows of the whole
     loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
                            cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)

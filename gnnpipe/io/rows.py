@@ -29,30 +29,22 @@ class GraphRows:
     y: torch.Tensor  # int64 (N,): every node's label (8 bytes a node; evaluation needs them)
 
 
-def read_node_rows(prepared: Path, node_ids: torch.Tensor, block_rows: int = 65_536) -> GraphRows:
-    """Rows ``x[node_ids]`` (float32, whatever the stored dtype; x in graph.pt or features.npy)
-    of a prepared graph (``node_ids`` int64 (L,), ascending) and all labels."""
+def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
+    """The stored features of a prepared graph (x in graph.pt or features.npy) as a
+    ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
+    every node's label int64 (N,) (in memory) and the number of classes, checked; the CSR is
+    not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows through it."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
-    # pages dropped after every block: one block of the file resident at a time
     source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)
-    num_nodes, num_features = source.shape
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"].clone()
     del payload
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")
-    if y.numel() != num_nodes or (y.numel() and (y.min() < 0 or y.max() >= num_classes)):
-        raise ValueError(f"{path}: y must hold {num_nodes} labels in [0, {num_classes})")
-    if node_ids.numel() and (node_ids.min() < 0 or node_ids.max() >= num_nodes
-                             or bool((node_ids[1:] <= node_ids[:-1]).any())):
-        raise ValueError(f"{path}: node ids must be distinct, ascending and in [0, {num_nodes})")
-    x = torch.empty(node_ids.numel(), num_features, dtype=torch.float32)
-    cuts = torch.searchsorted(node_ids, torch.arange(0, num_nodes + block_rows, block_rows))
-    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        if lo < hi:
-            x[lo:hi] = source.rows(node_ids[lo:hi])
-    return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
+    if y.numel() != source.shape[0] or (y.numel() and (y.min() < 0 or y.max() >= num_classes)):
+        raise ValueError(f"{path}: y must hold {source.shape[0]} labels in [0, {num_classes})")
+    return source, y, num_classes
 
 
 # Linux madvise advice that drops a range's pages from this process's page tables; a read-only

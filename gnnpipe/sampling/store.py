@@ -12,6 +12,11 @@ from the graph store once, and every batch gathers its rows from the feature sto
   KeyError). ``from_graph`` / ``from_hetero`` hold the graph's ``x`` and ``y`` as they are, so
   a graph read with ``mmap=True`` (``open_prepared``) stays memory-mapped: a get of ``k`` rows
   reads those rows and returns a fresh ``(k, F)`` tensor, never the whole matrix.
+  ``from_source`` (and ``open_prepared`` of a homogeneous graph) holds ``x`` as a
+  ``gnnpipe.io.rows.FeatureSource``: a get of ``k`` rows is ``FeatureSource.rows`` (one
+  ``pread`` per row, float32), so the file never enters the resident set; ``read_node_rows``
+  is how each ``train.dist.shard: partition`` rank reads the rows of its shards' nodes
+  through it.
 - ``CsrGraphStore``: edge indices keyed ``(edge_type, layout)``, each with its ``EdgeAttr``
   (``size``, ``is_sorted``); a get in a layout that was not put is a KeyError (as PyG's
   ``MyGraphStore``; ``csr()`` / ``csc()`` / ``coo()`` convert, PyG's own code). A gnnpipe
@@ -38,6 +43,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.index import index2ptr, ptr2index
 
 from gnnpipe.graph import Csr, Graph
+from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
 from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
 Key = tuple[Optional[str], Optional[str]]
@@ -62,6 +68,15 @@ class GnnpipeFeatureStore(FeatureStore):
         return store
 
     @classmethod
+    def from_source(cls, source: FeatureSource, y: Tensor) -> "GnnpipeFeatureStore":
+        """``x`` (N, F) read through ``source`` (gets of rows: float32 copies, nothing of the
+        file resident) and ``y`` (N,), group ``None``."""
+        store = cls()
+        store.put_tensor(source, group_name=None, attr_name="x", index=None)
+        store.put_tensor(y, group_name=None, attr_name="y", index=None)
+        return store
+
+    @classmethod
     def from_hetero(cls, graph: HeteroGraph) -> "GnnpipeFeatureStore":
         """``x`` of every node type (group = the type) and ``y`` of the target type."""
         store = cls()
@@ -78,6 +93,9 @@ class GnnpipeFeatureStore(FeatureStore):
         if index is None or _whole(index):
             self._tensors[key], self._ids[key], self._order[key] = tensor, None, None
             return True
+        if isinstance(tensor, FeatureSource):
+            raise ValueError(f"put_tensor of {key}: a FeatureSource holds rows 0..n-1; "
+                             "put it with index=None")
         ids = _ids_of(index, tensor.shape[0])
         if ids.size != tensor.shape[0]:
             raise ValueError(f"put_tensor of {key}: {ids.size} node ids for "
@@ -93,6 +111,13 @@ class GnnpipeFeatureStore(FeatureStore):
         if key not in self._tensors:
             raise KeyError(f"Could not find tensor for '{attr}'")
         tensor, index = self._tensors[key], attr.index
+        if isinstance(tensor, FeatureSource):  # pread of the rows asked for, as the model reads
+            if index is None or _whole(index):
+                return tensor.x.float()  # the memory map itself when stored as float32
+            one = isinstance(index, (int, np.integer))
+            ids = np.array([int(index)]) if one else _ids_of(index, self._size(key)[0])
+            rows = tensor.rows(torch.from_numpy(self._rows(key, ids))).float()
+            return rows[0] if one else rows
         if index is None or _whole(index):
             return tensor  # the stored tensor itself (a memory map stays one)
         if isinstance(index, (int, np.integer)):
@@ -329,12 +354,33 @@ def _pad(ptr: Tensor, num_rows: int) -> Tensor:
 
 def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     """The stores of a prepared graph folder, ``graph.pt`` memory-mapped (homogeneous or
-    typed, by its ``hetero.json`` marker)."""
+    typed, by its ``hetero.json`` marker); a homogeneous graph's ``x`` through a
+    ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
     from gnnpipe import io
     from gnnpipe.io.hetero import is_hetero, read_hetero_graph
 
     if is_hetero(prepared):
         graph = read_hetero_graph(prepared, mmap=True)
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
-    graph = io.read_graph(prepared, mmap=True)
-    return GnnpipeFeatureStore.from_graph(graph), CsrGraphStore.from_csr(graph.csr)
+    graph = io.read_graph(prepared, mmap=True, stored_x=True)
+    source = FeatureSource(graph.x, mapped=True)
+    return GnnpipeFeatureStore.from_source(source, graph.y), CsrGraphStore.from_csr(graph.csr)
+
+
+def read_node_rows(prepared: Path, node_ids: Tensor, block_rows: int = 65_536) -> GraphRows:
+    """What a ``train.dist.shard: partition`` rank holds: rows ``x[node_ids]`` float32 (L, F)
+    (``node_ids`` int64 (L,), distinct, ascending) got from the feature store of ``prepared``
+    (x read by pread: the file is never resident, only the rows), and every node's label.
+    The CSR is not read (a rank's edges are its partition shards)."""
+    source, y, num_classes = open_node_source(prepared)
+    store = GnnpipeFeatureStore.from_source(source, y)
+    num_nodes, num_features = source.shape
+    if node_ids.numel() and (node_ids.min() < 0 or node_ids.max() >= num_nodes
+                             or bool((node_ids[1:] <= node_ids[:-1]).any())):
+        raise ValueError(f"{Path(prepared) / 'graph.pt'}: node ids must be distinct, ascending "
+                         f"and in [0, {num_nodes})")
+    x = torch.empty(node_ids.numel(), num_features, dtype=torch.float32)
+    # one block of rows in the stored dtype at a time, besides x
+    for lo in range(0, node_ids.numel(), block_rows):
+        x[lo:lo + block_rows] = store.get_tensor(None, "x", index=node_ids[lo:lo + block_rows])
+    return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
