@@ -1,4 +1,4 @@
-"""Over-smoothing check: the README's `dvc exp run --queue` depth sweep, end to end, in a scratch copy.
+"""Over-smoothing check: docs/evaluation.md's `dvc exp run --queue` depth sweep, end to end, in a scratch copy.
 
     python bench/depth_sweep.py                      # gcn, 1000 nodes, depths 1..8
     python bench/depth_sweep.py --model sage --nodes 3000 --out /tmp/sweep
@@ -83,7 +83,7 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gnnpipe-sweep-") as tmp:
         repo = scratch_repo(Path(tmp), args)
-        # exactly the commands README.md documents
+        # exactly the commands docs/evaluation.md documents
         for depth in args.depths:
             sh(["dvc", "exp", "run", "--queue", "-n", f"depth-{depth}", "-S",
                 f"train.num_layers={depth}"], repo)

@@ -2,8 +2,8 @@
 
 Reads the records ``gnnpipe <stage> --resources`` wrote (dvc.yaml: metrics/perf/stages/*.json)
 and ``metrics/prepare.json`` for the graph size, then prints one row per stage (wall time, peak
-RSS, bytes it wrote) and the bytes per node and per edge of the big artifacts, the figures the
-README's scaling section extrapolates from.
+RSS, bytes it wrote) and the bytes per node and per edge of the big artifacts, the
+figures docs/scaling.md extrapolates from.
 
     python -m bench.stage_table [--metrics metrics]
 """

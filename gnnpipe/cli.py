@@ -36,7 +36,7 @@ Stages (run in this order; `dvc repro` runs exactly the ones whose inputs change
   prepare -> split -> analyze, partition, propagate -> baseline, train -> predict, evaluate
   -> report
 dataset.task picks node classification or link prediction; train.dist.nproc > 1 runs DDP.
-Every knob is in params.yaml (see README.md). Set GNNPIPE_DEBUG=1 for full tracebacks and
+Every knob is in params.yaml (see docs/params.md). Set GNNPIPE_DEBUG=1 for full tracebacks and
 GNNPIPE_PROGRESS=0 to hide progress bars.
 """
 

@@ -93,7 +93,7 @@ class StorageParams:
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
     # x in graph.pt (inline) or in features.npy, streamed by prepare and read row by row (external;
-    # auto: external from 1 GiB of stored features); docs/incoming/features.md
+    # auto: external from 1 GiB of stored features); docs/scaling.md
     features: Literal["inline", "external", "auto"] = "inline"
 
 

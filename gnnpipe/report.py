@@ -176,7 +176,7 @@ def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PA
 def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
     """The depth-sweep PNG of ``sweep_rows`` output (ValueError when no point was found)."""
     if not rows:
-        raise ValueError("no experiment selected; run the sweep (README.md) and "
+        raise ValueError("no experiment selected; run the sweep (docs/evaluation.md) and "
                          "`dvc exp show --json > exps.json` first")
     return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
 
@@ -469,7 +469,7 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
                         ((ev["model"], smooth["gnn"]), ("mlp", smooth["mlp"]))]),
                 "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
                 "near 0 mean the GNN's outputs are nearly constant across neighbours: "
-                "over-smoothing. See the depth sweep in README.md.</p>"]
+                "over-smoothing. See the depth sweep in docs/evaluation.md.</p>"]
     return "\n".join(out)
 
 
@@ -515,7 +515,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
                       "<p>No training histories found (run <code>dvc repro train baseline</code>).</p>")
     # The sweep spans many experiments, so it is not part of one run's (cached) report.
     sweep = ("<p>Accuracy and over-smoothing vs depth span many experiments: run the "
-             "<code>dvc exp run --queue</code> sweep of README.md (Evaluation and diagnostics), "
+             "<code>dvc exp run --queue</code> sweep of docs/evaluation.md (Over-smoothing), "
              "then <code>gnnpipe report --sweep exps.json --experiments 'depth-*'</code> writes "
              "<code>reports/sweep/depth_sweep.png</code> and <code>depth_sweep.csv</code>.</p>")
     task = "link prediction" if ev.get("task") == "link" else "node classification"
