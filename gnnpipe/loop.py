@@ -136,10 +136,9 @@ def perf_row(epoch: int, train_seconds: float, eval_seconds: float, batches: int
              seeds: int | float) -> dict:
     """One row of wall-clock throughput (``PERF_COLUMNS``): ``batches`` per rank, ``seeds`` over
     all ranks."""
-    return {"epoch": epoch, "train_seconds": round(train_seconds, 4),
-            "eval_seconds": round(eval_seconds, 4), "batches": batches, "seeds": int(seeds),
-            "seeds_per_s": round(seeds / max(train_seconds, 1e-9), 1),
-            "batches_per_s": round(batches / max(train_seconds, 1e-9), 3)}
+    return dict(zip(PERF_COLUMNS, (
+        epoch, round(train_seconds, 4), round(eval_seconds, 4), batches, int(seeds),
+        round(seeds / max(train_seconds, 1e-9), 1), round(batches / max(train_seconds, 1e-9), 3))))
 
 
 def history_row(epoch: int, train_loss: float, metrics: dict[str, float]) -> dict:
