@@ -51,8 +51,7 @@ SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_authors": 200, "num_ve
          "train": {"epochs": 12, "patience": 12, "hidden": 16},
          "baseline": {"epochs": 12, "patience": 12, "hidden": 16},
          "partition": {"num_parts": 4}}
-# one intra-op thread: link training at 2 threads is not byte-identical run to run on this
-# machine (seen 2026-12-05), which would hide what a refactor changed
+# one intra-op thread by default (--threads): the figures then do not depend on the core count
 # not results: wall clock, resource use, and the HTML that embeds them
 SKIP = ("metrics/perf/", "reports/", "dvc_plots/")
 
@@ -77,13 +76,14 @@ def file_hashes(root: Path) -> dict[str, str]:
     return out
 
 
-def run_pipeline(name: str, small: bool, stages: tuple[str, ...], keep: Path | None) -> dict:
+def run_pipeline(name: str, small: bool, stages: tuple[str, ...], keep: Path | None,
+                 threads: int = 1) -> dict:
     """The stages of one pipeline in a child process: stages share a process (as the tests'
     ``run_stages`` do), pipelines do not, so one pipeline's global state never reaches another."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     if small:
         merge(params, json.loads(json.dumps(SMALL)))
-    params["threads"] = 1
+    params["threads"] = threads
     merge(params, json.loads(json.dumps(PIPELINES[name])))
     folder = Path(tempfile.mkdtemp(prefix=f"gnnpipe-compare-{name}-"))
     try:
@@ -115,11 +115,13 @@ def main(argv=None) -> int:
                         help="comma-separated stages, in pipeline order (default: all)")
     parser.add_argument("--out", type=Path, help="write the hashes here (JSON)")
     parser.add_argument("--compare", type=Path, help="compare with hashes written by --out")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads of every stage (default 1)")
     parser.add_argument("--keep", type=Path, help="copy each scratch folder here, to diff")
     args = parser.parse_args(argv)
     os.environ.setdefault("GNNPIPE_PROGRESS", "0")
     stages = tuple(s for s in args.stages.split(",") if s)
-    result = {name: run_pipeline(name, args.small, stages, args.keep)
+    result = {name: run_pipeline(name, args.small, stages, args.keep, args.threads)
               for name in args.pipelines.split(",") if name}
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))

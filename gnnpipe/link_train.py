@@ -66,7 +66,9 @@ def encode(model: nn.Module, inputs: PhaseInput) -> torch.Tensor:
 def pair_scores(z: torch.Tensor, heads: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Dot-product logits: ``heads`` (P,) with ``targets`` (P,) -> (P,) or (P, K) -> (P, K)."""
     if targets.dim() == 1:
-        return (z[heads] * z[targets]).sum(-1)
+        # index_select: its backward (index_add) sums repeated heads in order; z[heads]'s
+        # (index_put accumulate) adds them atomically across threads, in no fixed order
+        return (z.index_select(0, heads) * z.index_select(0, targets)).sum(-1)
     k, dim = targets.shape[1], z.shape[1]
     rows = max(1, _CHUNK // max(k * dim, 1))
     blocks = []

@@ -164,3 +164,30 @@ def test_another_cpu_kernel_gives_close_metrics(tmp_path):
     assert agree >= 0.99, agree
     assert abs(accuracy[0] - accuracy[1]) <= 0.01, accuracy
     assert torch.allclose(native["logits"], portable["logits"], atol=1e-3)
+
+
+def test_pair_score_gradients_are_byte_identical_across_threads_runs():
+    """Link training's dot-product scores sum repeated heads' gradients in a fixed order:
+    ``z[heads]``'s backward adds them atomically across threads (a different float sum
+    order each run, seen as run-to-run link MRR drift at 2 threads)."""
+    import torch
+
+    from gnnpipe.link_train import pair_scores
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        z0 = torch.randn(300, 64, generator=gen)
+        heads = torch.randint(0, 30, (40_000,), generator=gen)  # each head ~1,300 times
+        targets = torch.randint(0, 300, (40_000,), generator=gen)
+        grads = []
+        for _ in range(6):
+            z = z0.clone().requires_grad_()
+            pair_scores(z, heads, targets).sum().backward()
+            grads.append(z.grad)
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(grads[0], g) for g in grads[1:])
+    torch.testing.assert_close(grads[0], torch.zeros(300, 64).index_add_(
+        0, heads, z0[targets]).index_add_(0, targets, z0[heads]), atol=1e-4, rtol=1e-4)
