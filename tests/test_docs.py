@@ -405,8 +405,7 @@ def test_site_builds_strict(tmp_path):
 @pytest.mark.skipif(os.environ.get("GNNPIPE_DOCS_CHECK") != "1",
                     reason="release check: make docs-check (runs every documented command)")
 def test_docs_check_runs_every_unmarked_block(tmp_path):
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_pipeline import make_scratch_repo
+    from test_pipeline import make_scratch_repo  # tests/e2e/, on pytest's pythonpath
 
     repo = make_scratch_repo(tmp_path / "repo")
     for name in ("Makefile", "profiles", "README.md", "docs", "bench"):
