@@ -65,7 +65,7 @@ SCRATCH="$(mktemp -d /tmp/gnnpipe-gpu-smoke.XXXXXX)"
 if [ "${GPU_SMOKE_KEEP:-0}" = 1 ]; then say "scratch folder kept: $SCRATCH"
 else trap 'rm -rf "$SCRATCH"' EXIT; fi
 
-# 1. the default pipeline, train stage on cuda, in a committed scratch copy (as tests/test_pipeline.py)
+# 1. the default pipeline, train stage on cuda, in a committed scratch copy (as tests/e2e/test_pipeline.py)
 REPO="$SCRATCH/repo"
 mkdir -p "$REPO"
 for name in dvc.yaml params.yaml stages gnnpipe .dvc/config .dvcignore data/raw data/pairs; do

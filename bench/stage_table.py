@@ -1,4 +1,4 @@
-"""The cost of every stage of the last pipeline run, as a Markdown table for BENCHMARKS.md.
+"""The cost of every stage of the last pipeline run, as a Markdown table for docs/benchmarks/.
 
 Reads the records ``gnnpipe <stage> --resources`` wrote (dvc.yaml: metrics/perf/stages/*.json)
 and ``metrics/prepare.json`` for the graph size, then prints one row per stage (wall time, peak

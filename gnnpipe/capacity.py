@@ -4,7 +4,7 @@ The train and predict stages check this before they start ``train.dist.nproc`` r
 ``train.num_workers`` DataLoader workers) on this machine. The estimate is a **floor**, counted
 from measured bytes, so a refusal means the launch cannot fit; passing does not promise a fit
 (training adds batches, the model, the optimizer and the evaluation forward: 1.1-2.0 GiB per
-rank on the 200k-node graph of BENCHMARKS.md, "DDP"):
+rank on the 200k-node graph of docs/benchmarks/2026-12-02-ddp.md):
 
 - the graph's bytes (``data/prepared/graph.pt``: features, CSR, labels) once per machine, since
   its ranks memory-map it and share the pages; with ``train.dist.shard: partition`` this
@@ -18,7 +18,7 @@ rank on the 200k-node graph of BENCHMARKS.md, "DDP"):
 Available memory is ``MemAvailable`` of /proc/meminfo, or less when a cgroup (v2 or v1) limit
 minus its usage leaves less. Cores are ``os.sched_getaffinity`` (or a cgroup v2 ``cpu.max``
 quota, if lower): more processes than cores is a warning, not a refusal (ranks then share cores:
-slower, not wrong; BENCHMARKS.md ran 4 ranks on 2 cores).
+slower, not wrong; docs/benchmarks/2026-12-02-ddp.md ran 4 ranks on 2 cores).
 """
 
 from __future__ import annotations

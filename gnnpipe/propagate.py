@@ -265,7 +265,7 @@ def _aten_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: t
                start: int, stop: int) -> torch.Tensor:
     """Rows ``start:stop`` of ``A @ x``, (B, F) float32. reduce="sum" picks ATen's own
     vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse BLAS, 1.15x (1M
-    nodes) to 2.3x (20k nodes) slower here (AMD EPYC, BENCHMARKS.md)."""
+    nodes) to 2.3x (20k nodes) slower here (AMD EPYC, docs/performance.md)."""
     block = _row_block(crow, col, values, start, stop, x.shape[0])
     return torch.sparse.mm(block, x, reduce="sum")
 

@@ -17,7 +17,7 @@ thread count; the thread count follows ``torch.get_num_threads()``.
 Importing this module imports numba (~1-2 s); the first call then loads the machine code
 cached next to this file (``gnnpipe/__pycache__``, ignored by git and ``.dvcignore``; where
 that is read-only, numba's per-user cache) in ~2-3 s, or compiles it (~8 s; with no writable
-cache location at all, once per process). BENCHMARKS.md, "The numba kernel".
+cache location at all, once per process). Measured: docs/benchmarks/2026-12-04-propagate-kernel.md.
 """
 
 from __future__ import annotations

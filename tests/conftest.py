@@ -67,9 +67,10 @@ def run_stages(folder, stages) -> None:
             assert main([stage]) == 0, f"gnnpipe {stage} failed in {folder}"
 
 
-# The files that spend minutes in dvc / torchrun subprocesses, longest first: `make test` hands
-# whole files to two xdist workers (--dist loadfile) in collection order, and one of these last
-# would leave a worker idle while the other finishes it.
+# The files that spend minutes in dvc / torchrun subprocesses (tests/e2e/ and a few unit files),
+# longest first, by file name wherever they live: `make test` hands whole files to two xdist
+# workers (--dist loadfile) in collection order, and one of these last would leave a worker idle
+# while the other finishes it.
 SLOW_FILES = ("test_pipeline.py", "test_hetero_train.py", "test_train_resume_ddp.py",
               "test_hetero_pipeline.py", "test_link_train.py", "test_reproducibility.py",
               "test_faults.py", "test_publish.py", "test_dist_bounds.py", "test_sources.py",

@@ -228,7 +228,7 @@ def _rank(rank: int, port: int, folder: str) -> None:
 def test_two_gloo_ranks_write_the_bytes_of_one_process(node_run):
     """Under DDP the ranks split the layer-wise blocks (test_aligned_rank_blocks...); the
     files equal one process's byte for byte. Workers are spawned as torchrun would start them
-    (the relaunch itself is train's, tests/test_train_resume_ddp.py)."""
+    (the relaunch itself is train's, tests/e2e/test_train_resume_ddp.py)."""
     import socket
 
     import torch.multiprocessing as mp

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SMALL = {"num_nodes": 1000, "num_features": 16, "num_classes": 3}
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]

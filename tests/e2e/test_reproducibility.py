@@ -58,7 +58,7 @@ def test_the_shipped_remote_leaves_the_name_local_free(tmp_path):
     repo.mkdir()
     _run(["dvc", "init", "--no-scm", "-q"], repo)
     (repo / ".dvc" / "config").write_text(
-        (Path(__file__).resolve().parents[1] / ".dvc" / "config").read_text())
+        (Path(__file__).resolve().parents[2] / ".dvc" / "config").read_text())
     _run(["dvc", "remote", "add", "-d", "local", str(tmp_path / "store")], repo)
     listed = _run(["dvc", "remote", "list"], repo)
     assert "local" in listed.split() and "gnnpipe-store" in listed.split()
@@ -146,7 +146,7 @@ def test_another_cpu_kernel_gives_close_metrics(tmp_path):
 
     import torch
 
-    script = _ISA_RUN.format(tests=str(Path(__file__).resolve().parent))
+    script = _ISA_RUN.format(tests=str(Path(__file__).resolve().parents[1]))
     outs = {}
     for isa in ("native", "default"):
         env = dict(os.environ, OMP_NUM_THREADS="1")

@@ -20,7 +20,7 @@ from gnnpipe.commands import STAGES
 from gnnpipe.config import params_from_dict
 from gnnpipe.profiles import _merge, set_args
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLASSES = ["fraud", "ok", "unknown-ish"]  # sorted: classes.parquet keeps name order
 BLANKS = ["", "   ", "NA", "nan"]  # every kind of missing cell, mixed
 TRAIN = {"epochs": 40, "patience": 20, "hidden": 32}
