@@ -289,7 +289,8 @@ def test_an_old_scalar_for_a_sub_section_asks_for_its_mapping():
     with pytest.raises(ParamsError, match=r"params: train\.inference must be a mapping of keys, "
                                           r"got 'auto'"):
         params_from_dict({"train": {"inference": "auto"}})
-    with pytest.raises(ParamsError, match=r"train\.temporal must be a mapping of keys, got 'node'"):
+    with pytest.raises(ParamsError, match=r"train\.temporal must be a mapping of keys, got "
+                                          r"'node'"):
         params_from_dict({"train": {"temporal": "node"}})
 
 

@@ -1,5 +1,6 @@
 """``params.yaml`` read into ``Params``: YAML with unique keys, each value coerced to its field's
-type and checked against its bounds, and back to plain dicts.
+type and checked against its bounds, then the cross-field rules (rules.py); and back to plain
+dicts.
 
 A bad file raises a one-line ``ParamsError`` (a ``ValueError``) naming the file, the dotted key,
 what was given and what is allowed: an unknown key lists the keys allowed where it stands.
