@@ -35,12 +35,13 @@ import torch
 
 from bench.common import describe, machine, print_machine
 from gnnpipe.config import load_params, replace
+from gnnpipe.loop import COMPILE_BACKEND, LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng, torch_seed
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
-from gnnpipe.train import COMPILE_BACKEND, LoopOptions, _loss, _step, build_inputs, fit
+from gnnpipe.train import _loss, _step, build_inputs, fit
 
 VARIANTS = {  # name: (compile, amp)
     "eager fp32": (False, False),

@@ -72,10 +72,11 @@ from torch_geometric.nn import GraphSAGE
 from bench.common import (add_graph_args, build_graph, describe, load_graph, machine,
                           print_machine)
 from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, TrainParams
+from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.device import resolve
-from gnnpipe.train import LoopOptions, build_inputs, fit
+from gnnpipe.train import build_inputs, fit
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -24,15 +24,7 @@ from gnnpipe import device as devices
 from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
-from gnnpipe.loop import (  # noqa: F401 - re-exported: importers of gnnpipe.train keep working
-    COMPILE_BACKEND,
-    Checkpointing,
-    LoopOptions,
-    _compile_errors,
-    _compile_failed,
-    close_epoch,
-    epoch_seed,
-)
+from gnnpipe.loop import LoopOptions, epoch_seed
 from gnnpipe.models import choose_aggregation, trim_kwargs
 from gnnpipe.sharding import gather_rows
 

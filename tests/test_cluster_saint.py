@@ -15,6 +15,7 @@ from gnnpipe import loop
 from gnnpipe import train as train_module
 from gnnpipe.config import NodeSplitParams, PartitionParams, TrainParams
 from gnnpipe.graph import Csr, csr_from_edges
+from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.partition import assign_parts, build_shard
 from gnnpipe.rng import make_rng
@@ -23,7 +24,7 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
                                     random_walks)
 from gnnpipe.sharding import NodeRows, ShardEvaluator
 from gnnpipe.split import split_nodes
-from gnnpipe.train import LoopOptions, _step, build_inputs, fit
+from gnnpipe.train import _step, build_inputs, fit
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
 

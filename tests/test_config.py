@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gnnpipe.config import (BaselineParams, Params, ParamsError, TrainParams, load_params,
-                            params_from_dict, to_dict)
+from gnnpipe.config import (BaselineParams, DatasetParams, Params, ParamsError, TrainParams,
+                            load_params, params_from_dict, replace, to_dict)
+from gnnpipe.config import rules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -262,56 +263,38 @@ def test_bad_sub_key_names_the_dotted_key_and_what_is_allowed(section):
         params_from_dict({"train": {section: {"bogus": 1}}})
 
 
-OLD_KEYS = {  # old flat key, a value it took, its new place
-    "inference": ("auto", "train.inference.mode"),
-    "inference_block_edges": (10, "train.inference.block_edges"),
-    "num_neighbors": ([5, 5], "train.neighbor.num_neighbors"),
-    "replace": (True, "train.neighbor.replace"),
-    "subgraph_type": ("induced", "train.neighbor.subgraph_type"),
-    "disjoint": (True, "train.neighbor.disjoint"),
-    "temporal": ("node", "train.temporal.by"),
-    "temporal_strategy": ("last", "train.temporal.strategy"),
-    "shadow_depth": (2, "train.shadow.depth"),
-    "shadow_num_neighbors": (5, "train.shadow.num_neighbors"),
-    "num_samples": ([8, 8], "train.hgt.num_samples"),
-    "parts_per_batch": (2, "train.cluster.parts_per_batch"),
-    "walk_length": (2, "train.saint.walk_length"),
-    "num_steps": (0, "train.saint.num_steps"),
-    "sample_coverage": (20, "train.saint.sample_coverage"),
-    "nproc": (2, "train.dist.nproc"),
-    "nnodes": (1, "train.dist.nnodes"),
-    "node_rank": (0, "train.dist.node_rank"),
-    "rdzv_endpoint": ("h:1", "train.dist.rdzv_endpoint"),
-    "dist_timeout_s": (60.0, "train.dist.timeout_s"),
-    "shard": ("partition", "train.dist.shard"),
-    "checkpoint_every": (0, "train.checkpoint.every"),
-    "resume": (False, "train.checkpoint.resume"),
-}
+# Keys of the old flat train section: no longer known, refused like any unknown key
+OLD_FLAT_KEYS = {"inference_block_edges": 10, "num_neighbors": [5, 5], "temporal_strategy": "last",
+                 "shadow_depth": 2, "num_samples": [8, 8], "parts_per_batch": 2, "walk_length": 2,
+                 "nproc": 2, "dist_timeout_s": 60.0, "checkpoint_every": 0, "resume": False}
 
 
-def test_every_old_flat_key_is_listed():
-    from gnnpipe.config import MOVED
-
-    assert set(MOVED) == {f"train.{key}" for key in OLD_KEYS}
-
-
-@pytest.mark.parametrize("key", sorted(OLD_KEYS))
-def test_an_old_flat_key_names_its_new_place(tmp_path, key):
-    value, new = OLD_KEYS[key]
-    with pytest.raises(ParamsError, match=re.escape(f"train.{key} moved to {new}")) as err:
-        params_from_dict({"train": {key: value}})
+@pytest.mark.parametrize("key", sorted(OLD_FLAT_KEYS))
+def test_an_old_flat_key_is_an_unknown_key_naming_the_allowed_ones(tmp_path, key):
+    allowed = ", ".join(to_dict(TrainParams()))
+    message = f"unknown key train.{key}; allowed keys in train: {allowed}"
+    with pytest.raises(ParamsError, match=re.escape(message)) as err:
+        params_from_dict({"train": {key: OLD_FLAT_KEYS[key]}})
     assert "\n" not in str(err.value)
     # as `dvc exp run -S train.<key>=...` leaves it in params.yaml: the file named, one line
     import yaml
 
-    path = _write_yaml(tmp_path, yaml.safe_dump({"train": {key: value}}))
-    with pytest.raises(ParamsError, match=re.escape(f"{path}: train.{key} moved to {new}")):
+    path = _write_yaml(tmp_path, yaml.safe_dump({"train": {key: OLD_FLAT_KEYS[key]}}))
+    with pytest.raises(ParamsError, match=re.escape(f"{path}: {message}")):
         load_params(path)
 
 
-def test_graph_kind_is_decided_from_source_and_layout():
-    from gnnpipe.config import DatasetParams
+def test_an_old_scalar_for_a_sub_section_asks_for_its_mapping():
+    """train.inference: auto (the old flat layout) names the section that is now a mapping."""
+    with pytest.raises(ParamsError, match=r"params: train\.inference must be a mapping of keys, "
+                                          r"got 'auto'"):
+        params_from_dict({"train": {"inference": "auto"}})
+    with pytest.raises(ParamsError, match=r"train\.temporal must be a mapping of keys, got "
+                                          r"'node'"):
+        params_from_dict({"train": {"temporal": "node"}})
 
+
+def test_graph_kind_is_decided_from_source_and_layout():
     assert DatasetParams().graph_kind == "homogeneous"
     assert params_from_dict({"dataset": HETERO}).dataset.graph_kind == "typed"
     # layout is for files: the synthetic source follows synthetic.hetero alone
@@ -422,27 +405,29 @@ def test_list_params_that_may_be_empty_take_an_empty_list_and_mixed_values():
         params_from_dict({"train": {"neighbor": {"num_neighbors": []}}})
 
 
+def test_replacing_inside_params_runs_the_rules_again():
+    assert replace(Params(), train={"epochs": 3}).train.epochs == 3
+    with pytest.raises(ParamsError, match="use train.model=sign together with train.sampler=sign"):
+        replace(Params(), train={"model": "sign"})
+
+
 @pytest.mark.parametrize("raw, message, rule", RULE_CASES)
 def test_each_cross_field_rule_fires_once_at_load_time(raw, message, rule, monkeypatch):
-    from gnnpipe import config
-
     with pytest.raises(ParamsError, match=message) as err:
         params_from_dict(raw)
     assert "\n" not in str(err.value)
     calls = []
-    wrapped = tuple((lambda p, r=r: (calls.append(r.__name__), r(p))) for r in config.RULES)
-    monkeypatch.setattr(config, "RULES", wrapped)
+    wrapped = tuple((lambda p, r=r: (calls.append(r.__name__), r(p))) for r in rules.RULES)
+    monkeypatch.setattr(rules, "RULES", wrapped)
     with pytest.raises(ParamsError, match=message):
         params_from_dict(raw)
     assert calls[-1] == rule and calls.count(rule) == 1  # the last rule run raised, once
 
 
 def test_every_rule_is_in_the_one_list_and_covered():
-    from gnnpipe import config
-
-    rules = {name for name in dir(config) if name.startswith("_check_") and name != "_check_range"}
-    assert rules == {r.__name__ for r in config.RULES}
-    assert {case[2] for case in RULE_CASES} == rules
+    defined = {name for name in dir(rules) if name.startswith("_check_")}
+    assert defined == {r.__name__ for r in rules.RULES}
+    assert {case[2] for case in RULE_CASES} == defined
 
 
 def test_typed_graphs_accept_what_the_typed_train_stage_runs():

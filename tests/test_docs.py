@@ -1,6 +1,6 @@
 """The docs cannot rot: README.md and docs/ are checked against the code.
 
-- the params tables are what ``gnnpipe.params_doc`` generates from gnnpipe/config.py now;
+- the params tables are what ``gnnpipe.params_doc`` generates from gnnpipe/config/schema.py now;
 - README.md stays under 15 KB;
 - every relative Markdown link (and its #anchor) of README.md, BENCHMARKS.md and docs/ resolves;
 - every dotted params key in inline code names a real section or key;
@@ -8,7 +8,7 @@
 - in every shell block, each command is one the checks know: cheap ones (``gnnpipe <stage>
   --help``, ``python -m gnnpipe.profiles ...``, ``make help``) are RUN here; every
   ``dvc exp run ... -S key=value`` (in blocks and in inline code) is validated by applying its
-  overrides to params.yaml through gnnpipe/config.py's loader, without running DVC; the rest
+  overrides to params.yaml through gnnpipe.config's loader, without running DVC; the rest
   (other dvc / make / gnnpipe commands) run only in the release check below. A block that needs
   data or a machine no test has is preceded by ``<!-- docs-test: skip (reason) -->`` and listed
   in SKIPPED;
@@ -153,7 +153,7 @@ def overrides(command: str) -> list[tuple[str, str]]:
 
 def apply_overrides(pairs: list[tuple[str, str]]) -> config.Params:
     """params.yaml with each override applied as DVC does (the value parsed as YAML; a key
-    params.yaml lacks is refused), validated by gnnpipe/config.py."""
+    params.yaml lacks is refused), validated by gnnpipe.config."""
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     for key, value in pairs:
         node, parts = raw, key.split(".")
@@ -203,7 +203,7 @@ def test_the_override_check_fails_on_a_renamed_key_or_a_bad_value():
         apply_overrides(overrides("dvc exp run --temp -S train.lrr=0.1"))
     with pytest.raises(ValueError, match="train.model='gatt' is not valid"):
         apply_overrides(overrides("dvc exp run -S train.model=gatt"))
-    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule of config.RULES
+    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule (config/rules.py)
         apply_overrides(overrides("dvc exp run -S train.model=sign"))
     params = apply_overrides(overrides(
         "dvc exp run --temp -S 'train.neighbor.num_neighbors=[25,10]' -S train.amp=true"))
@@ -312,14 +312,14 @@ def test_params_table_lists_every_key_with_its_default():
 
 
 def test_a_stale_table_is_caught(tmp_path):
-    for name in ("gnnpipe/config.py", "params.yaml", "README.md", "docs/params.md"):
+    for name in (params_doc.SCHEMA, "params.yaml", "README.md", "docs/params.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     assert params_doc.stale(tmp_path) == []
-    source = (tmp_path / "gnnpipe/config.py").read_text()
+    source = (tmp_path / params_doc.SCHEMA).read_text()
     changed = source.replace("# Adam learning rate", "# the Adam step size")
     assert changed != source
-    (tmp_path / "gnnpipe/config.py").write_text(changed)
+    (tmp_path / params_doc.SCHEMA).write_text(changed)
     assert params_doc.stale(tmp_path) == ["README.md", "docs/params.md"]
 
 

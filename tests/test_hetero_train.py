@@ -22,8 +22,9 @@ from gnnpipe.hetero.loader import align_typed_edge_times, neighbor_batches
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.hetero.split import split_hetero_nodes
 from gnnpipe.graph import Csr
+from gnnpipe.loop import LoopOptions
 from gnnpipe.rng import make_rng
-from gnnpipe.train import LoopOptions, fit
+from gnnpipe.train import fit
 
 from conftest import run_stages
 from test_hetero_data import small_hetero

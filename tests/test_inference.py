@@ -21,10 +21,11 @@ from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, LayerwiseInference, TargetBlocks,
                                _gcn_rows, gcn_inv_sqrt_degree, layerwise_logits, plan,
                                rank_rows)
+from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
-from gnnpipe.train import LoopOptions, build_inputs, fit
+from gnnpipe.train import build_inputs, fit
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 

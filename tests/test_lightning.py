@@ -20,12 +20,13 @@ from gnnpipe.cli import main
 from gnnpipe.config import (InferenceParams, NeighborParams, NodeSplitParams, ParamsError,
                             TrainParams, params_from_dict)
 from gnnpipe.lightning import NodeClassifier, NodeDataModule, fit_lightning
+from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
-from gnnpipe.train import PHASES, LoopOptions, build_inputs, fit
+from gnnpipe.train import PHASES, build_inputs, fit
 from conftest import small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs

@@ -19,13 +19,14 @@ from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainP
 from gnnpipe.distributed import DistContext
 from gnnpipe.link_split import split_links
 from gnnpipe.link_train import fit_link
+from gnnpipe.loop import Checkpointing, LoopOptions
 from gnnpipe.metrics import link_metrics
 from gnnpipe.models import build_model
 from gnnpipe.negatives import edge_keys_both_directions, training_sampler
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.link import link_neighbor_loader
-from gnnpipe.train import Checkpointing, LoopOptions, build_inputs
+from gnnpipe.train import build_inputs
 
 
 CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,

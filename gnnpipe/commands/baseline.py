@@ -35,7 +35,8 @@ def run(args):
 def baseline_nodes(args, params) -> str:
     from gnnpipe.commands.inputs import read_model_graph
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.train import LoopOptions, build_inputs, fit
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import build_inputs, fit
 
     graph = read_model_graph(args)
     roles = io.read_split_roles(args.split)
@@ -51,7 +52,8 @@ def baseline_links(args, params) -> str:
     from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.train import LoopOptions, build_inputs
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import build_inputs
 
     cfg = params.baseline
     graph = read_model_graph(args)
@@ -70,7 +72,8 @@ def baseline_typed_nodes(args, params) -> str:
     from gnnpipe.commands.inputs import read_model_typed
     from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.models import build_model
-    from gnnpipe.train import LoopOptions, build_inputs, fit
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import build_inputs, fit
 
     cfg = params.baseline
     graph = read_model_typed(args).graph
@@ -91,7 +94,7 @@ def baseline_typed_links(args, params) -> str:
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
-    from gnnpipe.train import LoopOptions
+    from gnnpipe.loop import LoopOptions
 
     cfg = params.baseline
     typed = read_model_typed(args)

@@ -70,7 +70,8 @@ def train_nodes(args, params, ctx, device):
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.train import LoopOptions, build_inputs, fit
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
@@ -133,7 +134,8 @@ def train_links(args, params, ctx, device):
     from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.train import LoopOptions, build_inputs
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import build_inputs
 
     cfg = params.train
     # ranks on one machine share the memory-mapped pages of graph.pt
@@ -185,7 +187,8 @@ def train_typed_nodes(args, params, ctx, device):
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.train import LoopOptions, fit
+    from gnnpipe.loop import LoopOptions
+    from gnnpipe.train import fit
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -239,7 +242,7 @@ def train_typed_links(args, params, ctx, device):
     from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
-    from gnnpipe.train import LoopOptions
+    from gnnpipe.loop import LoopOptions
     from gnnpipe.typed_graph import edge_type_name
 
     cfg = params.train

@@ -7,7 +7,7 @@ import resource
 from pathlib import Path
 
 from gnnpipe import io
-from gnnpipe.train import Checkpointing
+from gnnpipe.loop import Checkpointing
 
 
 def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],

@@ -67,9 +67,6 @@ class HgtBatches:
             yield SeedBatch(batch.x_dict, edges, store.y, int(store.batch_size))
 
 
-TypedSeedBatches = HgtBatches  # the same wrapper serves every typed node sampler
-
-
 def _hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
     """Features of every type, target labels, and the train graph's edges in CSR order (the
     samplers' edge ids as they are)."""
