@@ -343,7 +343,8 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
     held = (edge_type,) if reverse in (None, edge_type) else (edge_type, reverse)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
-    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off]) for role, pair in edges.items()}
+    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
+               for role, pair in edges.items()}
     report = _link_report(
         _project(graph, graph.csr, held), shifted,
         {p: _project(graph, message_graphs[p], held) for p in PHASES},

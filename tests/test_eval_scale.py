@@ -207,7 +207,8 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
 
     def setup(folder):
         _prepare(folder, graph, _ids(), None)
-        io.write_split(folder / "data/split", one_type(graph), {p: {EDGE: graph.csr} for p in PHASES},
+        io.write_split(folder / "data/split", one_type(graph),
+                       {p: {EDGE: graph.csr} for p in PHASES},
                        {"task": "node", "mode": "transductive"}, typed=False, roles=roles)
         _features(folder, graph)
 

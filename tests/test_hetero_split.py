@@ -1,4 +1,5 @@
-"""Splits of a graph of several types and their audit: disjoint roles, leak-free graphs per edge type, injected leaks."""
+"""Splits of a graph of several types and their audit: disjoint roles, leak-free graphs per
+edge type, injected leaks."""
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def test_link_split_holds_out_each_pair_in_both_edge_types(graph):
         heads = split.edges[phase][0][:, None].expand_as(neg)
         assert not set((heads * n_papers + neg).reshape(-1).tolist()) & all_pairs
     report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
-                                     split.message_graphs, disjoint=False)
+                                    split.message_graphs, disjoint=False)
     assert report["passed"], failed(report)
     assert report["reverse_edge_type"] == "paper__rev_writes__author"
 
@@ -137,7 +138,7 @@ def test_link_audit_catches_a_test_pair_kept_in_the_type_or_its_reverse(graph, l
     edge = (a, p) if leak_into == WRITES else (p, a)
     graphs["train"][leak_into] = _with_edge(graph, graphs["train"][leak_into], leak_into, *edge)
     report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives, graphs,
-                                     disjoint=False)
+                                    disjoint=False)
     assert failed(report) == [
         "message_train_hides_val_test[author__writes__paper+paper__rev_writes__author]"]
 
@@ -147,19 +148,19 @@ def test_link_audit_catches_a_negative_that_is_a_true_pair_or_of_another_type(gr
     negatives = {p: t.clone() for p, t in split.negatives.items()}
     negatives["test"][0, 0] = split.edges["test"][1, 0]  # the positive's own paper
     report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
-                                     split.message_graphs, disjoint=False)
+                                    split.message_graphs, disjoint=False)
     assert failed(report) == ["negatives_test_not_edges[author__writes__paper+"
                               "paper__rev_writes__author]"]
     negatives["test"][0, 0] = graph.num_nodes("paper")  # past the last paper
     report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
-                                     split.message_graphs, disjoint=False)
+                                    split.message_graphs, disjoint=False)
     assert "negatives_test_are_paper_nodes" in failed(report)
 
 
 def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
     split = link_split(graph, disjoint_train_ratio=0.3)
     report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
-                                     split.message_graphs, disjoint=True)
+                                    split.message_graphs, disjoint=True)
     assert report["passed"], failed(report)
     assert split.message_graphs["val"] is not split.message_graphs["train"]
     n_papers = graph.num_nodes("paper")

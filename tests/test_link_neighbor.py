@@ -49,7 +49,8 @@ def link_data():
     """A 600-node graph whose split holds supervision-only edges (disjoint_train_ratio 0.3)."""
     params = small_params(num_nodes=600)
     graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(one_type(graph), LinkSplitParams(disjoint_train_ratio=0.3), make_rng(0, "split"))
+    link = split_links(one_type(graph), LinkSplitParams(disjoint_train_ratio=0.3),
+                       make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return graph, link, training_sampler(visible[0], visible[1], graph.num_nodes)
 

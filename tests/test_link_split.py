@@ -71,7 +71,8 @@ def test_held_out_pairs_are_absent_in_both_directions_from_earlier_phases(small_
     assert _pairs(graphs["train"].edge_index()) == train_pairs
     assert graphs["train"].num_edges == 2 * len(train_pairs)
     assert _pairs(graphs["test"].edge_index()) == train_pairs | _pairs(link.edges["val"])
-    assert link.message_graphs["val"] is link.message_graphs["train"]  # same edges without disjoint supervision: one file
+    # same edges without disjoint supervision: one file
+    assert link.message_graphs["val"] is link.message_graphs["train"]
 
 
 def test_disjoint_supervision_is_hidden_from_the_train_graph_but_not_from_val(small_graph):
@@ -175,7 +176,8 @@ def test_audit_catches_a_test_edges_reverse_left_in_the_train_graph(small_graph)
     train = link.message_graphs["train"][EDGE]
     src, dst = train.edge_index().numpy()
     leaky_train = csr_from_edges(np.append(src, v), np.append(dst, u), train.num_nodes)  # one direction
-    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs, train={EDGE: leaky_train}))
+    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs,
+                                                          train={EDGE: leaky_train}))
     report = _audit(small_graph.csr, leaky)
     assert _failed(report) == ["message_train_hides_val_test"]
     with pytest.raises(audit.LeakageError, match=rf"message_train_hides_val_test: .*test.*1 pairs "

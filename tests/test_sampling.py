@@ -420,7 +420,8 @@ def test_sampled_training_learns_and_repeats(small_graph):
 
 
 def test_sampled_training_sees_only_the_train_phase_graph(small_graph):
-    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+                             make_rng(0, "split"))
     roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
     train_keys = set(graphs["train"].edge_keys().tolist())

@@ -540,7 +540,8 @@ def test_planetoid_round_trips_with_its_public_split(tmp_path):
     io.write_prepared(tmp_path / "prepared", graph)  # public_roles survive graph.pt
     back = io.read_graph(tmp_path / "prepared")
     assert torch.equal(back.public_roles, graph.public_roles)
-    node_split = split_nodes(one_type(back), NodeSplitParams(strategy="public"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(back), NodeSplitParams(strategy="public"),
+                             make_rng(0, "split"))
     assert np.array_equal(node_split.roles, roles)
 
 

@@ -78,7 +78,8 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
 
 def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_split():
     graph = timed_graph()
-    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+                             make_rng(0, "split"))
     roles = node_split.roles
     shared = message_graphs(one_type(graph), roles, "transductive")
     report = _audit(graph, roles, shared, "transductive")
@@ -97,7 +98,8 @@ def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_spl
 
 def test_audit_catches_one_injected_edge_to_a_later_node():
     graph = timed_graph()
-    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+                             make_rng(0, "split"))
     roles, t, y = node_split.roles, graph.timestamps.numpy(), graph.y.numpy()
     cut = t[roles == "train"].max()
     late = int(np.flatnonzero((y == UNLABELLED) & (t > cut))[0])

@@ -88,7 +88,8 @@ def test_predictions_cover_each_split_node_once(small_graph, split_roles):
 
 
 def test_inductive_training_never_sees_test_features(small_graph):
-    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+                             make_rng(0, "split"))
     roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     clean = _train(small_graph, roles, message_graphs=graphs)
     test_nodes = torch.from_numpy(np.flatnonzero(roles == "test"))

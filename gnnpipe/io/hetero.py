@@ -9,7 +9,8 @@ Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
              typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
              listed in hetero.json as node_time / edge_time / public_roles), and
              node_ids_<T>.parquet (node_id, original_id[, timestamp]) for user ids
-  split/     (written by gnnpipe/io/splits.py ``write_split``) meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
+  split/     (written by gnnpipe/io/splits.py ``write_split``)
+             meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
              (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
              (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
              the held-out edge type (src of its source type, dst of its target type)
