@@ -193,3 +193,13 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     other = small_hetero(num_authors=150)
     with pytest.raises(ValueError, match="the split is of another graph"):
         hio.read_hetero_message_graphs(tmp_path / "link", other)
+
+
+def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
+    """``separated`` (strategy cluster by components) checks the target's own relation of a
+    typed graph as of a homogeneous one: a cites edge between two splits fails it."""
+    split = node_split(graph, "transductive")
+    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode,
+                                    separated=True)
+    assert failed(report) == ["splits_not_adjacent"]
+    assert report["cross_split_edges_relation"] == "paper__cites__paper"

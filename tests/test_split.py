@@ -25,6 +25,20 @@ def _audit(graph, node_split):
                                   node_split.mode)
 
 
+def test_a_homogeneous_graph_is_the_one_type_case_of_a_typed_graph(small_graph):
+    from gnnpipe.typed_graph import NODE, phase_csrs
+
+    typed = one_type(small_graph)
+    assert typed.is_homogeneous and typed.target == NODE and typed.edge_types == (EDGE,)
+    assert typed.csr[EDGE] is small_graph.csr and typed.x[NODE] is small_graph.x
+    assert typed.y is small_graph.y and typed.reverse == {EDGE: EDGE}
+    assert typed.link_edge_type == EDGE and typed.node_time == {}
+    assert typed.target_graph().csr is small_graph.csr
+    graphs = _split(small_graph, mode="inductive").message_graphs
+    assert phase_csrs(graphs)["test"] is small_graph.csr
+    assert phase_csrs(graphs)["train"] is graphs["train"][EDGE]
+
+
 def test_stratified_fractions_give_exact_sizes_and_class_balance(small_graph):
     node_split = _split(small_graph, train=0.5, val=0.25, test=0.25)
     n = small_graph.num_nodes
