@@ -42,6 +42,7 @@ from gnnpipe.rng import make_rng, torch_seed
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
 from gnnpipe.train import _loss, _step, build_inputs, fit
+from gnnpipe.typed_graph import one_type, phase_csrs
 
 VARIANTS = {  # name: (compile, amp)
     "eager fp32": (False, False),
@@ -79,11 +80,12 @@ def run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: boo
 
 
 def _run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: bool) -> dict:
-    inputs = build_inputs(graph.x, message_graphs=node_split.message_graphs)
+    graphs = phase_csrs(node_split.message_graphs)
+    inputs = build_inputs(graph.x, message_graphs=graphs)
     loader = None
     if cfg.sampler == "neighbor":
         train = torch.from_numpy(np.flatnonzero(node_split.roles == "train"))
-        loader = neighbor_loader(graph.x, graph.y, node_split.message_graphs["train"], train,
+        loader = neighbor_loader(graph.x, graph.y, graphs["train"], train,
                                  cfg.neighbor, torch_seed(seed, "sample"),
                                  batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                                  edge_index=inputs["train"].edge_index)
@@ -158,7 +160,7 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads)
     params = load_params(args.params)
     graph = prepare(params.dataset, params.seed)[0]
-    node_split = split_nodes(graph, params.split.node, make_rng(params.seed, "split"))
+    node_split = split_nodes(one_type(graph), params.split.node, make_rng(params.seed, "split"))
     print_machine()
     print(f"# graph: {describe(graph)}; train nodes "
           f"{int((node_split.roles == 'train').sum()):,}; model {args.model}, "

@@ -42,6 +42,7 @@ from gnnpipe.config import NodeSplitParams, PartitionParams
 from gnnpipe.partition import assign_parts, build_shards, partition_report
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
+from gnnpipe.typed_graph import EDGE, one_type
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,10 +70,11 @@ def write_artifacts(args: argparse.Namespace, work: Path) -> str:
     """prepared/, split/ and partition/ of the bench graph under ``work``; a summary line."""
     graph = load_graph(args)
     io.write_prepared(work / "prepared", graph)
-    node_split = split_nodes(graph, NodeSplitParams(), make_rng(args.seed, "split"))
-    io.write_split(work / "split", node_split.roles, node_split.message_graphs,
-                   {"task": "node", "mode": node_split.mode})
-    csr = node_split.message_graphs["train"]
+    typed = one_type(graph)
+    node_split = split_nodes(typed, NodeSplitParams(), make_rng(args.seed, "split"))
+    io.write_split(work / "split", typed, node_split.message_graphs,
+                   {"task": "node", "mode": node_split.mode}, typed=False, roles=node_split.roles)
+    csr = node_split.message_graphs["train"][EDGE]
     cfg = PartitionParams(num_parts=args.parts, halo_hops=1)
     parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"))
     io.write_partition(work / "partition", parts)

@@ -24,6 +24,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import one_type
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     params = params_from_dict({"dataset": {"synthetic": {"num_nodes": args.nodes}}})
     graph = prepare(params.dataset, 0)[0]
-    roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
     cfg = TrainParams(epochs=args.epochs, patience=args.epochs)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))

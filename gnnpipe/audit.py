@@ -1,7 +1,20 @@
 """The split audit: proves from the artifacts themselves that no phase can see what it must not.
 
 Every check is recomputed from the roles and message graphs as written, so a bug in the split
-code (or a hand-edited artifact) is caught here rather than trusted.
+code (or a hand-edited artifact) is caught here rather than trusted. Written for typed graphs
+(``HeteroGraph``); a homogeneous graph is audited as its ``one_type`` graph and its report keeps
+the plain check names (``message_train_sees_only_train``), where a graph of several types names
+the edge type (``message_train[author__writes__paper]_sees_only_train``).
+
+* **Node task**: sizes, class balance, labels and cross-split edges of the target type over its
+  own relation; for every edge type and phase: its message edges are edges of the prepared
+  graph and (inductive) none has an endpoint of the target type outside the roles the phase may
+  see (unused unlabelled target nodes are visible to every phase).
+* **Link task**: the held-out edge type ``E`` and its reverse ``R`` projected together onto
+  homogeneous ids (``graph.offsets()``), where an ``E`` edge ``a -> p`` and an ``R`` edge
+  ``p -> a`` are the same unordered pair: so a val/test pair kept in a phase's graph in *either*
+  edge type fails ``message_<phase>_hides_...``. Typed graphs add: negatives are nodes of
+  ``E``'s target type, and every other edge type is a subset of the prepared graph.
 
 Unlabelled nodes (``y == UNLABELLED``) must be "unused" (check ``splits_labelled_only``); an
 unused unlabelled node is a message carrier that every phase may see, inductive train and val
@@ -20,6 +33,8 @@ import numpy as np
 import torch
 
 from gnnpipe.graph import ROLES, UNLABELLED, Csr, sorted_unique
+from gnnpipe.split import MessageGraphs
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name, homogeneous_csr
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
@@ -74,23 +89,19 @@ def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
     return {"check": "splits_labelled_only", "passed": not first.size, "detail": detail}
 
 
-Endpoints = list[tuple["torch.Tensor | None", "torch.Tensor | None"]]
-
-
-def time_respecting_check(roles: np.ndarray, timestamps: np.ndarray,
-                          message_graphs: dict[str, Csr] | None = None, *,
-                          endpoints: dict[str, Endpoints] | None = None,
-                          future_visible: bool = False) -> dict:
+def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray,
+                          message_graphs: MessageGraphs, *, future_visible: bool = False) -> dict:
     """The ``time_respecting`` check of a time split.
 
-    ``roles`` str (N,), ``timestamps`` (N,), ``message_graphs`` phase -> Csr (or, for typed
-    graphs, ``endpoints`` phase -> [(src, dst)] int64 (E,) node ids of the timed type per edge
-    type, None for an end of another type). Fails if a train-phase (val-phase) message edge has
-    an endpoint later than the train (val) cut, the latest timestamp of the train (train and
-    val) nodes; ``future_visible`` (the user chose transductive) marks a failure ``waived``.
+    ``roles`` str (N_target,), ``timestamps`` (N_target,) of the ``target`` node type. Fails if
+    a train-phase (val-phase) message edge of any edge type has an endpoint of the target type
+    later than the train (val) cut, the latest timestamp of the train (train and val) nodes;
+    ``future_visible`` (the user chose transductive) marks a failure ``waived``.
     """
-    if endpoints is None:
-        endpoints = {phase: [(g.indices, g.targets())] for phase, g in message_graphs.items()}
+    endpoints = {phase: [(csr.indices if s == target else None,
+                          csr.targets() if d == target else None)
+                         for (s, _, d), csr in message_graphs[phase].items()]
+                 for phase in TIME_CUT_ROLES}
     t = torch.from_numpy(np.asarray(timestamps, dtype=np.float64))
     parts, leaked, first = [], 0, None
     for phase, cut_roles in TIME_CUT_ROLES.items():
@@ -125,25 +136,26 @@ def time_respecting_check(roles: np.ndarray, timestamps: np.ndarray,
     return entry
 
 
-def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
-                     message_graphs: dict[str, Csr], full: Csr, mode: str, *,
-                     timestamps: np.ndarray | None = None, separated: bool = False,
+def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: MessageGraphs,
+                     mode: str, *, timed: bool = False, separated: bool = False,
                      future_visible: bool = False) -> dict:
     """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed (a
     ``waived`` check does not count; it is listed in ``report["warnings"]``).
 
-    ``y`` int (N,): class codes, ``UNLABELLED`` for a node without a label (``class_balance``
-    counts labelled nodes only). ``timestamps`` (N,) given (strategy time): every train node
-    must be no later than every val node, and val no later than test, and the message graphs
-    must respect time (``time_respecting_check``; ``future_visible`` waives it). ``separated``
-    (strategy cluster by components): no edge of the graph may join nodes of two different
-    splits.
+    ``roles`` str (N_target,); ``message_graphs`` phase -> edge type -> CSR. Labels ``graph.y``
+    may be ``UNLABELLED`` (``class_balance`` counts labelled nodes only). ``timed`` (strategy
+    time, with node times of the target type): every train node must be no later than every
+    val node, and val no later than test, and the message graphs must respect time
+    (``time_respecting_check``; ``future_visible`` waives it). ``separated`` (strategy cluster
+    by components): no edge of the target's own relation may join two different splits.
     """
     checks: list[dict] = []
 
     def check(name: str, passed: bool, detail: str) -> None:
         checks.append({"check": name, "passed": bool(passed), "detail": detail})
 
+    y = graph.y.numpy()
+    full = graph.target_csr()  # no edge at all when the target type has no own relation
     counts = {role: int((roles == role).sum()) for role in PHASES}
     empty = [role for role in PHASES if counts[role] == 0]
     check("splits_non_empty", not empty, f"empty: {empty}" if empty else f"sizes {counts}")
@@ -151,44 +163,33 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
     check("splits_disjoint", sum(counts.values()) + int((roles == "unused").sum()) == roles.size,
           "every node has exactly one role")
     checks.append(labelled_only_check(roles, y))
-    labelled = y != UNLABELLED
-
-    for phase in PHASES:
-        graph = message_graphs[phase]
-        check(f"message_{phase}_within_graph", _is_subset(graph, full),
-              "every message edge is an edge of the prepared graph")
-        allowed = VISIBLE_ROLES[mode][phase]
-        if allowed is None:
-            continue
-        visible = torch.from_numpy(visible_nodes(roles, labelled, allowed))
-        src, dst = graph.indices, graph.targets()
-        leaking = ~(visible[src] & visible[dst])
-        bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
-        bad_nodes = bad_nodes[~visible[bad_nodes]]
-        check(f"message_{phase}_sees_only_{'_'.join(allowed)}", not bool(leaking.any()),
-              f"{int(leaking.sum())} edges touch {bad_nodes.numel()} nodes of other splits"
-              + (f" (first: node {int(bad_nodes[0])}, {roles[int(bad_nodes[0])]})"
-                 if bad_nodes.numel() else ""))
+    if graph.is_homogeneous:
+        checks += _message_checks(roles, y != UNLABELLED, message_graphs, graph.edge_types[0],
+                                  full, mode)
+    else:
+        checks += _typed_checks(graph, message_graphs, roles, mode)
 
     cross = _cross_split_edges(roles, full)
     if separated:
         joined = {pair: count for pair, count in cross.items() if count}
         check("splits_not_adjacent", not joined,
               f"edges between splits: {joined}" if joined else "no edge joins two splits")
-    if timestamps is not None:
-        order_ok, detail = _time_order(roles, timestamps)
+    times = graph.node_time.get(graph.target) if timed else None
+    if times is not None:
+        order_ok, detail = _time_order(roles, times.numpy())
         check("splits_in_time_order", order_ok, detail)
-        checks.append(time_respecting_check(roles, timestamps, message_graphs,
+        checks.append(time_respecting_check(graph.target, roles, times.numpy(), message_graphs,
                                             future_visible=future_visible))
 
+    labelled = y != UNLABELLED
     balance = {}
     for role in PHASES:
-        per_class = np.bincount(y[(roles == role) & labelled], minlength=num_classes)
+        per_class = np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
         total = max(int(per_class.sum()), 1)
         balance[role] = {"count": per_class.tolist(),
                          "fraction": [round(c / total, 4) for c in per_class.tolist()]}
     missing = {role: [c for c, k in enumerate(balance[role]["count"]) if k == 0] for role in PHASES}
-    return {
+    report = {
         "task": "node",
         "mode": mode,
         "passed": all(c["passed"] or c.get("waived", False) for c in checks),
@@ -199,10 +200,92 @@ def audit_node_split(roles: np.ndarray, y: np.ndarray, num_classes: int,
         "label_coverage": label_coverage(roles, y),
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
-        # time splits only, so the other splits' reports stay as they were
-        **({"warnings": [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]}
-           if timestamps is not None else {}),
     }
+    if not graph.is_homogeneous:
+        own = graph.own_relation()
+        report.update(hetero=True, target=graph.target,
+                      cross_split_edges_relation=None if own is None else edge_type_name(own),
+                      message_edges={p: {edge_type_name(e): message_graphs[p][e].num_edges
+                                         for e in graph.edge_types} for p in PHASES})
+    if times is not None:  # time splits only, so the other splits' reports stay as they were
+        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
+    return report
+
+
+def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: MessageGraphs,
+                    edge_type: EdgeType, full: Csr, mode: str) -> list[dict]:
+    """Per phase, the one edge type of a homogeneous graph: within the graph, and (inductive)
+    seeing only the allowed roles; the first leaking node named."""
+    checks = []
+    for phase in PHASES:
+        graph = message_graphs[phase][edge_type]
+        checks.append({"check": f"message_{phase}_within_graph", "passed": _is_subset(graph, full),
+                       "detail": "every message edge is an edge of the prepared graph"})
+        allowed = VISIBLE_ROLES[mode][phase]
+        if allowed is None:
+            continue
+        visible = torch.from_numpy(visible_nodes(roles, labelled, allowed))
+        src, dst = graph.indices, graph.targets()
+        leaking = ~(visible[src] & visible[dst])
+        bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
+        bad_nodes = bad_nodes[~visible[bad_nodes]]
+        checks.append({"check": f"message_{phase}_sees_only_{'_'.join(allowed)}",
+                       "passed": not bool(leaking.any()),
+                       "detail": f"{int(leaking.sum())} edges touch {bad_nodes.numel()} nodes of "
+                                 "other splits" + (f" (first: node {int(bad_nodes[0])}, "
+                                                   f"{roles[int(bad_nodes[0])]})"
+                                                   if bad_nodes.numel() else "")})
+    return checks
+
+
+def _within(sub: Csr, full: Csr, num_src: int) -> bool:
+    """Every edge of ``sub`` is an edge of ``full`` (same edge type)."""
+    if sub is full:
+        return True
+
+    def keys(csr: Csr) -> np.ndarray:  # (E,) dst * N_src + src: ascending for a sorted CSR
+        return csr.targets().numpy() * num_src + csr.indices.numpy()
+
+    small, big = keys(sub), keys(full)
+    if small.size == 0:
+        return True
+    if big.size == 0:
+        return False
+    if (np.diff(big) < 0).any():  # columns not sorted within rows (not how gnnpipe writes them)
+        big = np.sort(big)
+    pos = np.minimum(np.searchsorted(big, small), big.size - 1)
+    return bool((big[pos] == small).all())
+
+
+def _typed_checks(graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, Csr]],
+                  roles: np.ndarray | None, mode: str | None,
+                  skip: tuple[EdgeType, ...] = ()) -> list[dict]:
+    checks = []
+    for phase in PHASES:
+        for edge_type in graph.edge_types:
+            if edge_type in skip:
+                continue
+            name = f"message_{phase}[{edge_type_name(edge_type)}]"
+            csr = message_graphs[phase][edge_type]
+            checks.append({"check": f"{name}_within_graph",
+                           "passed": _within(csr, graph.csr[edge_type],
+                                             graph.num_nodes(edge_type[0])),
+                           "detail": "every message edge is an edge of the prepared graph"})
+            allowed = VISIBLE_ROLES[mode][phase] if mode else None
+            if allowed is None or graph.target not in (edge_type[0], edge_type[2]):
+                continue
+            visible = visible_nodes(roles, graph.y.numpy() != UNLABELLED, allowed)
+            src, dst = edge_pairs(csr)
+            bad = np.zeros(src.size, dtype=bool)
+            if edge_type[0] == graph.target:
+                bad |= ~visible[src]
+            if edge_type[2] == graph.target:
+                bad |= ~visible[dst]
+            checks.append({"check": f"{name}_sees_only_{'_'.join(allowed)}",
+                           "passed": not bad.any(),
+                           "detail": f"{int(bad.sum())} edges touch {graph.target} nodes of "
+                                     "other splits"})
+    return checks
 
 
 def _cross_split_edges(roles: np.ndarray, full: Csr) -> dict[str, int]:
@@ -242,15 +325,56 @@ def _describe(keys: np.ndarray, n: int) -> str:
     return f"{keys.size} pairs (first: {int(keys[0] // n)}-{int(keys[0] % n)})" if keys.size else "none"
 
 
-def audit_link_split(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict[str, Csr],
-                     negatives: dict[str, torch.Tensor], *, disjoint: bool) -> dict:
-    """Audit report of a link split (JSON-ready); ``report["passed"]`` False if any check failed.
+def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
+                     negatives: dict[str, torch.Tensor], message_graphs: MessageGraphs, *,
+                     disjoint: bool) -> dict:
+    """Audit report of the link split of ``edge_type`` held out with its reverse (JSON-ready);
+    ``report["passed"]`` False if any check failed.
 
-    ``edges`` role -> int64 (2, E) positives (LINK_ROLES); ``negatives`` "val"/"test" -> int64
-    (P, K) targets whose heads are ``edges[phase][0]``; ``disjoint``: supervision-only edges
-    exist and must be absent from the train graph. Pairs are compared unordered, so an edge
-    counts as present whichever direction is stored.
+    ``edges`` role -> int64 (2, E) type-local positives (LINK_ROLES); ``negatives`` "val"/"test"
+    -> int64 (P, K) targets (ids of ``edge_type[2]``) whose heads are ``edges[phase][0]``;
+    ``disjoint``: supervision-only edges exist and must be absent from the train graph.
     """
+    if graph.is_homogeneous:
+        return _link_report(graph.csr[edge_type], edges,
+                            {p: message_graphs[p][edge_type] for p in PHASES}, negatives,
+                            disjoint=disjoint)
+    reverse = graph.reverse.get(edge_type)
+    held = (edge_type,) if reverse in (None, edge_type) else (edge_type, reverse)
+    offsets = graph.offsets()
+    s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
+    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
+               for role, pair in edges.items()}
+    report = _link_report(
+        _project(graph, graph.csr, held), shifted,
+        {p: _project(graph, message_graphs[p], held) for p in PHASES},
+        {p: negatives[p] + d_off for p in negatives}, disjoint=disjoint)
+    names = "+".join(edge_type_name(e) for e in held)
+    for check in report["checks"]:  # the held-out edge types, together
+        check["check"] = f"{check['check']}[{names}]"
+    n_dst = graph.num_nodes(edge_type[2])
+    for phase, targets in negatives.items():
+        typed = bool(((targets >= 0) & (targets < n_dst)).all())
+        report["checks"].append({"check": f"negatives_{phase}_are_{edge_type[2]}_nodes",
+                                 "passed": typed, "detail": f"targets in [0, {n_dst}) of "
+                                                            f"{edge_type[2]}"})
+    report["checks"] += _typed_checks(graph, message_graphs, None, None, skip=held)
+    report.update(passed=all(c["passed"] for c in report["checks"]), hetero=True,
+                  edge_type=edge_type_name(edge_type),
+                  reverse_edge_type=None if reverse is None else edge_type_name(reverse))
+    return report
+
+
+def _project(graph: HeteroGraph, csrs: dict[EdgeType, Csr], types: tuple[EdgeType, ...]) -> Csr:
+    """``types`` edges of ``csrs`` as one square CSR over homogeneous ids."""
+    return homogeneous_csr(graph.sizes(), {e: csrs[e] for e in types})
+
+
+def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict[str, Csr],
+                 negatives: dict[str, torch.Tensor], *, disjoint: bool) -> dict:
+    """The link audit over one square CSR ``full`` (homogeneous ids), its per-phase message
+    graphs, positives and negatives. Pairs are compared unordered, so an edge counts as present
+    whichever direction is stored."""
     n = full.num_nodes
     checks: list[dict] = []
 

@@ -1,10 +1,15 @@
-"""Edge hold-out for link prediction, with per-phase message graphs that cannot leak.
+"""Edge hold-out for link prediction, with per-phase message graphs that cannot leak, for typed
+graphs (``gnnpipe.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through ``one_type``).
 
-The unit of the split is the **unordered node pair**: all stored copies of an edge, its reverse
-edge and (in a directed graph) a reciprocal edge go to the same split together, so no held-out
-edge can reach a message graph through its other direction. Self-loops are never positives (a
-node's link to itself is not a question) and stay in every message graph: they reveal nothing
-about any pair of two distinct nodes.
+One edge type ``E`` (``graph.link_edge_type``: ``author writes paper``; the one edge type of a
+homogeneous graph) is held out together with its reverse ``R`` (``paper rev_writes author``).
+The unit of the split is the **node pair**: ``(a, p)``, present in ``E`` as ``a -> p`` and/or in
+``R`` as ``p -> a``; for a relation that is its own reverse (``cites``; a homogeneous graph) the
+**unordered** pair, so all stored copies of an edge, its reverse edge and (in a directed graph)
+a reciprocal edge go to the same split together, and no held-out edge can reach a message graph
+through its other direction. Self-loops are never positives (a node's link to itself is not a
+question) and stay in every message graph: they reveal nothing about any pair of two distinct
+nodes. Other edge types are kept whole in every phase.
 
 Pairs are shuffled and cut into ``val``, ``test`` and training pairs; with
 ``disjoint_train_ratio`` a share of the training pairs becomes supervision-only (as PyG's
@@ -21,9 +26,11 @@ Message graph of each phase (the same choice as PyG's ``RandomLinkSplit``):
   test   training + val pairs: at test time the val edges are known, the test edges are not
 
 So no phase's graph holds an edge of the split it is evaluated on or of a later one; the audit
-(gnnpipe/audit.py ``audit_link_split``) recomputes this from the written artifacts. Undirected
-graphs (a symmetric CSR, detected from the data) store each positive pair once, in a random
-orientation; directed graphs store every directed edge of the pair as a positive.
+(gnnpipe/audit.py ``audit_link_split``) recomputes this from the written artifacts. A symmetric
+relation (its own reverse with a symmetric CSR, detected from the data: an undirected graph)
+stores each positive pair once, in a random orientation; a directed one every directed edge of
+the pair. Fixed val/test negatives keep the head (an ``E[0]`` node) and draw a target of type
+``E[2]`` that is in no pair of any split, either direction.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ import numpy as np
 import torch
 
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.graph import Csr, csr_from_edges
-from gnnpipe.negatives import NegativeSampler, degree_weights
+from gnnpipe.graph import Csr
+from gnnpipe.negatives import NegativeSampler
+from gnnpipe.split import MessageGraphs
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name, typed_csr
 
 PHASES = ("train", "val", "test")
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
@@ -49,10 +58,12 @@ _VISIBLE_CODES = {"train": (_MESSAGE,), "val": (_MESSAGE, _SUPERVISION_ONLY),
 
 @dataclass(frozen=True)
 class LinkSplit:
-    edges: dict[str, torch.Tensor]  # role -> int64 (2, E_role) positive (src, dst), EDGE_ROLES
-    negatives: dict[str, torch.Tensor]  # "val"/"test" -> int64 (P, K) targets; heads = edges[p][0]
-    message_graphs: dict[str, Csr]  # phase -> message graph (PHASES)
-    undirected: bool
+    edge_type: EdgeType
+    reverse: EdgeType | None
+    edges: dict[str, torch.Tensor]  # role -> int64 (2, E_role) (src of E[0], dst of E[2])
+    negatives: dict[str, torch.Tensor]  # "val"/"test" -> int64 (P, K) ids of E[2]
+    message_graphs: MessageGraphs
+    undirected: bool  # a symmetric relation: one positive per unordered pair
 
 
 def is_symmetric(csr: Csr) -> bool:
@@ -98,57 +109,115 @@ def assign_pair_roles(num_pairs: int, cfg: LinkSplitParams, rng: np.random.Gener
     return code, flip, n_disjoint
 
 
-def split_links(csr: Csr, cfg: LinkSplitParams, rng: np.random.Generator) -> LinkSplit:
-    """Hold out val/test pairs, build the per-phase message graphs and the fixed negatives.
+def pair_keys(edge_type: EdgeType, reverse: EdgeType | None, src: np.ndarray, dst: np.ndarray,
+              num_dst: int, *, flipped: bool = False) -> np.ndarray:
+    """Key of the pair behind each edge: ``E`` edges ``a -> p`` and ``R`` edges ``p -> a``
+    (``flipped``) give ``a * N_p + p``; a relation that is its own reverse
+    (``reverse == edge_type``) keys the unordered pair ``min * N + max``."""
+    if flipped:
+        src, dst = dst, src
+    if reverse == edge_type:
+        return np.minimum(src, dst) * num_dst + np.maximum(src, dst)
+    return src * num_dst + dst
 
-    ``csr`` is the prepared graph (rows = targets); repeated edges and self-loops are allowed.
-    Raises ``ValueError`` when the sizes leave a role empty or no negative can be drawn.
+
+def negative_weights(graph: HeteroGraph, edge_type: EdgeType, strategy: str,
+                     train_csr: Csr) -> np.ndarray:
+    """Target weights over the homogeneous ids (``graph.offsets()``): only nodes of the edge
+    type's target type can be drawn; uniformly, or by their in-degree in ``train_csr`` (the
+    train phase's CSR of ``edge_type``) for ``negative_strategy: degree``. float64 (total,)."""
+    weights = np.zeros(graph.total_nodes)
+    start = graph.offsets()[edge_type[2]]
+    n = graph.num_nodes(edge_type[2])
+    weights[start:start + n] = 1.0 if strategy == "uniform" else train_csr.degrees().numpy()
+    return weights
+
+
+def typed_negative_sampler(graph: HeteroGraph, edge_type: EdgeType, src: np.ndarray,
+                           dst: np.ndarray, weights: np.ndarray | None) -> NegativeSampler:
+    """A sampler over homogeneous ids forbidding the type-local pairs ``src`` -> ``dst``."""
+    offsets = graph.offsets()
+    return NegativeSampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
+                           graph.total_nodes, weights)
+
+
+def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generator) -> LinkSplit:
+    """Hold out val/test pairs of ``graph.link_edge_type`` and its reverse together, build the
+    per-phase, per-edge-type message graphs and the fixed negatives.
+
+    Repeated edges and self-loops are allowed. Raises ``ValueError`` when the sizes leave a role
+    empty or no negative can be drawn.
     """
-    n = csr.num_nodes
-    src, dst = csr.indices.numpy(), csr.targets().numpy()
-    loop = src == dst
-    pair_key = np.minimum(src, dst) * n + np.maximum(src, dst)  # (E,) unordered pair
-    pairs, pair_of_edge = np.unique(pair_key[~loop], return_inverse=True)
+    e = graph.link_edge_type
+    r = graph.reverse.get(e)
+    n_dst = graph.num_nodes(e[2])
+    src, dst = edge_pairs(graph.csr[e])
+    loop = (src == dst) if e[0] == e[2] else np.zeros(src.size, dtype=bool)
+    keys = pair_keys(e, r, src, dst, n_dst)
+    rev_src = rev_dst = rev_keys = rev_loop = None
+    if r is not None and r != e:
+        rev_src, rev_dst = edge_pairs(graph.csr[r])
+        rev_keys = pair_keys(e, r, rev_src, rev_dst, n_dst, flipped=True)
+        rev_loop = (rev_src == rev_dst) if e[0] == e[2] else np.zeros(rev_src.size, dtype=bool)
+    pairs = np.unique(np.concatenate([keys[~loop]] + ([] if rev_keys is None
+                                                     else [rev_keys[~rev_loop]])))
     num_pairs = pairs.size
     if num_pairs == 0:
-        raise ValueError("dataset.task=link needs edges between distinct nodes; the graph has none")
-    code, flip, n_disjoint = assign_pair_roles(num_pairs, cfg, rng,
-                                               "the graph's {n} edges (undirected pairs)")
+        raise ValueError("dataset.task=link needs edges between distinct nodes; "
+                         + ("the graph" if graph.is_homogeneous else
+                            f"edge type {edge_type_name(e)}") + " has none")
+    code, flip, n_disjoint = assign_pair_roles(
+        num_pairs, cfg, rng, "the graph's {n} edges (undirected pairs)" if graph.is_homogeneous
+        else "the {n} " + edge_type_name(e) + " pairs")
 
-    edge_code = np.full(src.size, -1, dtype=np.int8)  # -1: self-loop, visible to every phase
-    edge_code[~loop] = code[pair_of_edge]
-    message_graphs = {}
+    def phase_csr(edge_src, edge_dst, edge_keys, edge_loop, edge_type, phase) -> Csr:
+        pos = np.searchsorted(pairs, edge_keys)
+        edge_code = np.where(edge_loop, -1, code[np.minimum(pos, num_pairs - 1)])
+        keep = edge_loop | np.isin(edge_code, _VISIBLE_CODES[phase])
+        return typed_csr(edge_src[keep], edge_dst[keep], graph.num_nodes(edge_type[0]),
+                         graph.num_nodes(edge_type[2]))
+
+    message_graphs: MessageGraphs = {}
     for phase in PHASES:
-        if phase == "val" and not n_disjoint:  # same edges as train: share it (stored once)
+        if phase == "val" and not n_disjoint:  # the same edges as train: stored once
             message_graphs[phase] = message_graphs["train"]
             continue
-        keep = loop | np.isin(edge_code, _VISIBLE_CODES[phase])
-        message_graphs[phase] = csr_from_edges(src[keep], dst[keep], n)
+        graphs = dict(graph.csr)  # the other edge types: whole, the same objects
+        graphs[e] = phase_csr(src, dst, keys, loop, e, phase)
+        if rev_keys is not None:
+            graphs[r] = phase_csr(rev_src, rev_dst, rev_keys, rev_loop, r, phase)
+        message_graphs[phase] = graphs
 
-    undirected = is_symmetric(csr)
-    if undirected:
-        low, high = pairs // n, pairs % n
+    undirected = r == e and is_symmetric(graph.csr[e])
+    if undirected:  # unordered pairs of one node type: a random orientation
+        low, high = pairs // n_dst, pairs % n_dst
         pos_src, pos_dst = np.where(flip, high, low), np.where(flip, low, high)
         pos_code = code
-    else:  # every distinct directed edge of a pair, labelled with the pair's role
-        keys, first = np.unique(src[~loop] * n + dst[~loop], return_index=True)
-        pos_src, pos_dst = keys // n, keys % n
-        pos_code = code[pair_of_edge[first]]
+    elif r == e:  # every distinct directed edge of a pair, labelled with the pair's role
+        directed = np.unique(src[~loop] * n_dst + dst[~loop])
+        pos_src, pos_dst = directed // n_dst, directed % n_dst
+        pos_code = code[np.searchsorted(pairs, np.minimum(pos_src, pos_dst) * n_dst
+                                        + np.maximum(pos_src, pos_dst))]
+    else:
+        pos_src, pos_dst = pairs // n_dst, pairs % n_dst
+        pos_code = code
     role_codes = {"message": (_MESSAGE,), "val": (_VAL,), "test": (_TEST,),
                   "train_supervision": (_SUPERVISION_ONLY,) if n_disjoint else (_MESSAGE,)}
     edges = {}
-    for role in EDGE_ROLES:
-        # Shuffled within a role, so row order carries no trace of node ids.
+    for role in EDGE_ROLES:  # shuffled within a role: row order carries no trace of ids
         rows = np.flatnonzero(np.isin(pos_code, role_codes[role]))
         rows = rows[rng.permutation(rows.size)]
         edges[role] = torch.from_numpy(np.stack([pos_src[rows], pos_dst[rows]]).astype(np.int64))
 
-    weights = None
-    if cfg.negative_strategy == "degree":
-        weights = degree_weights(message_graphs["train"].degrees().numpy())
-    sampler = NegativeSampler(src[~loop], dst[~loop], n, weights)  # every true edge, any split
+    # uniform over every node needs no weights (draws integers, not floats: kept so)
+    weights = (None if cfg.negative_strategy == "uniform" and graph.total_nodes == n_dst
+               else negative_weights(graph, e, cfg.negative_strategy, message_graphs["train"][e]))
+    sampler = typed_negative_sampler(graph, e, pairs // n_dst, pairs % n_dst, weights)
+    head_offset, target_offset = graph.offsets()[e[0]], graph.offsets()[e[2]]
     counts = {"val": cfg.num_val_negatives, "test": cfg.num_test_negatives}
-    negatives = {phase: torch.from_numpy(sampler.sample(edges[phase][0].numpy(), counts[phase], rng))
-                 for phase in HELD_OUT}
-    return LinkSplit(edges=edges, negatives=negatives, message_graphs=message_graphs,
-                     undirected=undirected)
+    negatives = {}
+    for phase in HELD_OUT:
+        drawn = sampler.sample(edges[phase][0].numpy() + head_offset, counts[phase], rng)
+        negatives[phase] = torch.from_numpy(drawn - target_offset)
+    return LinkSplit(edge_type=e, reverse=r, edges=edges, negatives=negatives,
+                     message_graphs=message_graphs, undirected=undirected)

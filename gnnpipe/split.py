@@ -1,4 +1,11 @@
-"""Node splits and the per-phase message graphs that make them leak-free.
+"""Node splits and the per-phase message graphs that make them leak-free, for typed graphs
+(``gnnpipe.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through ``one_type``).
+
+Only the target type (``paper``; the one type of a homogeneous graph) carries labels, so only
+its nodes get roles, drawn on the target type alone over its own relation
+(``HeteroGraph.target_graph``: labels, node times, official split). Message graphs are per edge
+type: a phase's graph drops, in **every** edge type, each edge with an endpoint of the target
+type the phase may not see, so no val/test paper reaches training through an author either.
 
 ``transductive``: labels are split, every phase passes messages over the whole graph.
 ``inductive``: the train phase sees only edges among train nodes, the val phase edges among
@@ -27,14 +34,16 @@ import torch
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.graph import UNLABELLED, Csr, Graph
 from gnnpipe.ordered_split import ordered_roles
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
 
 PHASES = ("train", "val", "test")
+MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
 
 
 @dataclass(frozen=True)
 class NodeSplit:
-    roles: np.ndarray  # str (N,): "train" | "val" | "test" | "unused"
-    message_graphs: dict[str, Csr]  # one per phase; phases may share one object
+    roles: np.ndarray  # str (N_target,): "train" | "val" | "test" | "unused"
+    message_graphs: MessageGraphs  # phases may share one dict, edge types one CSR
     mode: str
     # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
     unlabelled_dropped: dict[str, int] = field(default_factory=dict)
@@ -73,13 +82,32 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
     return np.minimum(counts, sizes)
 
 
-def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) -> NodeSplit:
-    """Assign every node a role and build the message graph of each phase.
+def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generator) -> NodeSplit:
+    """Assign every target node a role and build the message graph of each phase and edge type.
 
     Sizes are fractions of the labelled nodes or counts (``per_class``: the train count is per
     class); unlabelled nodes are always "unused". Raises ``ValueError`` when the sizes do not fit
     or a split would be empty.
     """
+    if cfg.strategy == "cluster" and graph.own_relation() is None:
+        raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
+                         f"type's own relation together, and this graph has no {graph.target} "
+                         f"-> {graph.target} edge type; use random, stratified, time or public")
+    target = graph.target_graph()
+    roles, dropped = _roles(target, cfg, rng)
+    if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
+        raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
+                         f"{cfg.strategy!r})")
+    times = (target.timestamps.numpy() if cfg.mode == "time" and target.timestamps is not None
+             else None)
+    return NodeSplit(roles=roles, message_graphs=message_graphs(graph, roles, cfg.mode, times),
+                     mode=cfg.mode, unlabelled_dropped=dropped)
+
+
+def _roles(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator
+           ) -> tuple[np.ndarray, dict[str, int]]:
+    """Role of every node of the target type alone: str (N,), and (strategy public) the
+    official split's unlabelled nodes per role."""
     n = graph.num_nodes
     y = graph.y.numpy()
     labelled = y != UNLABELLED
@@ -117,13 +145,7 @@ def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) ->
         if not (roles == key).any():
             raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
                              f"split.node.{key} (fraction or count)")
-    if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
-        raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
-                         f"{cfg.strategy!r})")
-    times = graph.timestamps.numpy() if cfg.mode == "time" else None
-    return NodeSplit(roles=roles.astype(str),
-                     message_graphs=message_graphs(graph.csr, roles, cfg.mode, labelled, times),
-                     mode=cfg.mode, unlabelled_dropped=dropped)
+    return roles.astype(str), dropped
 
 
 def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
@@ -173,26 +195,48 @@ def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class:
         remaining -= counts
 
 
-def message_graphs(csr: Csr, roles: np.ndarray, mode: str, labelled: np.ndarray | None = None,
-                   timestamps: np.ndarray | None = None) -> dict[str, Csr]:
-    """The graph each phase may pass messages over (see the module docstring).
+def message_graphs(graph: HeteroGraph, roles: np.ndarray, mode: str,
+                   timestamps: np.ndarray | None = None) -> MessageGraphs:
+    """The graph each phase may pass messages over, per edge type (see the module docstring).
 
-    ``roles`` str (N,); ``labelled`` bool (N,) (None: every node): inductive and time train and
-    val graphs keep the edges of the unlabelled nodes too (time: only those no later than the
-    phase's cut); ``timestamps`` float (N,), needed by mode ``time``.
+    ``roles`` str (N_target,); ``timestamps`` (N_target,), needed by mode ``time``. Unlabelled
+    target nodes (``graph.y``) keep their edges in the inductive train and val graphs.
     """
     if mode == "transductive":
-        return {phase: csr for phase in PHASES}
-    seen = phase_visible(roles, mode, labelled, timestamps)
-    return {"train": csr.restrict(torch.from_numpy(seen["train"])),
-            "val": csr.restrict(torch.from_numpy(seen["val"])), "test": csr}
+        return {phase: graph.csr for phase in PHASES}
+    seen = phase_visible(roles, mode, graph.y.numpy() != UNLABELLED, timestamps)
+    return {"train": restrict_to(graph, graph.csr, seen["train"]),
+            "val": restrict_to(graph, graph.csr, seen["val"]), "test": graph.csr}
+
+
+def restrict_to(graph: HeteroGraph, csrs: dict[EdgeType, Csr], visible: np.ndarray
+                ) -> dict[EdgeType, Csr]:
+    """Every edge type without the edges that touch a target node outside ``visible`` (bool
+    (N_target,)); an edge type not touching the target type is kept as the same object."""
+    out = {}
+    for edge_type, csr in csrs.items():
+        s, _, d = edge_type
+        if graph.target not in (s, d):
+            out[edge_type] = csr
+            continue
+        src, dst = edge_pairs(csr)
+        keep = np.ones(src.size, dtype=bool)
+        if s == graph.target:
+            keep &= visible[src]
+        if d == graph.target:
+            keep &= visible[dst]
+        out[edge_type] = typed_csr(src[keep], dst[keep], graph.num_nodes(s), graph.num_nodes(d))
+    return out
 
 
 def phase_visible(roles: np.ndarray, mode: str, labelled: np.ndarray | None = None,
                   timestamps: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """bool (N,) per phase "train" / "val": the nodes whose edges its message graph keeps in
-    mode ``inductive`` or ``time`` (the test phase keeps the whole graph). Inputs as in
-    ``message_graphs``; typed graphs apply these to the target type (commands/split.py)."""
+    """bool (N_target,) per phase "train" / "val": the target nodes whose edges its message
+    graph keeps in mode ``inductive`` or ``time`` (the test phase keeps the whole graph).
+
+    ``roles`` str (N,); ``labelled`` bool (N,) (None: every node): the train and val graphs keep
+    the edges of the unlabelled nodes too (time: only those no later than the phase's cut);
+    ``timestamps`` (N,), needed by mode ``time``."""
     carriers = np.zeros(roles.size, dtype=bool) if labelled is None else ~labelled
     is_train, is_val = roles == "train", roles == "val"
     carriers_train = carriers_val = carriers

@@ -6,6 +6,9 @@ An edge type is PyG's ``(src_type, relation, dst_type)`` triple. Its CSR has one
 Reverse edge types (``author writes paper`` / ``paper rev_writes author``) are separate edge
 types holding the flipped edges; ``reverse`` maps each edge type to its reverse (a symmetric
 relation such as ``paper cites paper``, stored in both directions, is its own reverse).
+
+A homogeneous ``Graph`` is the one-node-type, one-edge-type case (``one_type``): the split and
+the audit are written once, for this type.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import torch
 from gnnpipe.graph import Csr, Graph
 
 EdgeType = tuple[str, str, str]
+# The node type and edge type of a homogeneous graph seen as a typed one (``one_type``).
+NODE = "node"
+EDGE: EdgeType = (NODE, "to", NODE)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -87,6 +93,11 @@ class HeteroGraph:
     def edge_types(self) -> tuple[EdgeType, ...]:
         return tuple(self.csr)
 
+    @property
+    def is_homogeneous(self) -> bool:
+        """One node type and one edge type (PyG's ``not is_hetero``): a ``Graph`` as typed."""
+        return len(self.x) == 1 and len(self.csr) == 1
+
     def num_nodes(self, node_type: str) -> int:
         return int(self.x[node_type].shape[0])
 
@@ -137,6 +148,22 @@ class HeteroGraph:
         return Graph(csr=self.target_csr() if csr is None else csr,
                      x=self.x[self.target], y=self.y, num_classes=self.num_classes,
                      timestamps=self.node_time.get(self.target), public_roles=self.public_roles)
+
+
+def one_type(graph: Graph) -> HeteroGraph:
+    """``graph`` as the typed graph of one node type ``NODE`` and one edge type ``EDGE``, the
+    same tensors (no copy). ``EDGE`` is its own reverse: a link split holds out unordered node
+    pairs, so an edge and its reverse (or a reciprocal edge) go to one split together."""
+    return HeteroGraph(x={NODE: graph.x}, csr={EDGE: graph.csr}, target=NODE, y=graph.y,
+                       num_classes=graph.num_classes, reverse={EDGE: EDGE}, link_edge_type=EDGE,
+                       node_time={} if graph.timestamps is None else {NODE: graph.timestamps},
+                       public_roles=graph.public_roles)
+
+
+def phase_csrs(message_graphs: dict[str, dict[EdgeType, Csr]]) -> dict[str, Csr]:
+    """Phase -> the ``EDGE`` CSR: a ``one_type`` graph's per-phase message graphs as the
+    homogeneous ones that training reads (phases sharing a CSR still share it)."""
+    return {phase: graphs[EDGE] for phase, graphs in message_graphs.items()}
 
 
 def homogeneous_csr(sizes: list[tuple[str, int]], csrs: dict[EdgeType, Csr]) -> Csr:

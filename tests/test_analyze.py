@@ -189,9 +189,10 @@ def test_phase_stats_of_an_inductive_split():
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.rng import make_rng
     from gnnpipe.split import split_nodes
+    from gnnpipe.typed_graph import one_type, phase_csrs
 
-    split = split_nodes(graph, NodeSplitParams(mode="inductive"), make_rng(0, "split"))
-    report, _ = analyze_graph(graph, AnalyzeParams(), split.message_graphs, split.roles)
+    split = split_nodes(one_type(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs), split.roles)
     phases = report["phases"]
     assert phases["train"]["edges"] < phases["val"]["edges"] < phases["test"]["edges"]
     assert phases["test"]["edges"] == graph.csr.num_edges

@@ -83,8 +83,8 @@ def test_split_stage_fails_on_an_injected_leak(tmp_path, monkeypatch, capsys):
     assert main(["prepare"]) == 0
     import gnnpipe.split
 
-    def leaky(csr, roles, mode, labelled=None, times=None):  # inductive phases handed the whole graph
-        return {phase: csr for phase in ("train", "val", "test")}
+    def leaky(graph, roles, mode, times=None):  # inductive phases handed the whole graph
+        return {phase: graph.csr for phase in ("train", "val", "test")}
 
     monkeypatch.setattr(gnnpipe.split, "message_graphs", leaky)
     assert main(["split"]) == 1

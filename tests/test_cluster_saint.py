@@ -25,6 +25,7 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
 from gnnpipe.sharding import NodeRows, ShardEvaluator
 from gnnpipe.split import split_nodes
 from gnnpipe.train import _step, build_inputs, fit
+from gnnpipe.typed_graph import one_type
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
 
@@ -58,7 +59,7 @@ def setup(request):
 
     params = small_params()
     graph = prepare(params.dataset, params.seed)[0]
-    roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
     parts = assign_parts(graph.csr, PartitionParams(num_parts=6), make_rng(0, "partition"))
     shards = [build_shard(graph.csr, parts, p, 6, 1) for p in range(6)]
     return graph, roles, parts, shards

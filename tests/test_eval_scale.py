@@ -25,6 +25,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sharding import NodeRows, ShardEvaluator
 from gnnpipe.split import split_nodes
 from gnnpipe.train import PHASES, PhaseInput, build_inputs
+from gnnpipe.typed_graph import EDGE, one_type, phase_csrs
 
 from conftest import small_params
 from test_predict import TRAIN, _features, _graph, _ids, _params, _prepare, _roles
@@ -49,7 +50,7 @@ def _cfg(model: str, inference: InferenceParams, **extra) -> TrainParams:
 # ------------------------------------------------------------------------------------ link task
 @pytest.fixture(scope="module")
 def link_data(graph):
-    link = split_links(graph.csr, LinkSplitParams(), make_rng(0, "split"))
+    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return link, training_sampler(visible[0], visible[1], graph.num_nodes)
 
@@ -61,7 +62,7 @@ def test_link_embeddings_layer_by_layer_are_the_encoders(graph, link_data, model
     cfg = _cfg(model, LAYERED, **extra)
     torch.manual_seed(0)
     encoder = build_model(model, graph.x.shape[1], cfg.hidden, cfg)
-    test = link.message_graphs["test"]
+    test = phase_csrs(link.message_graphs)["test"]
     inputs = PhaseInput(graph.x, test.edge_index(), LayerwiseInference(test, 300))
     assert len(inputs.layerwise.blocks()) > 2
     with torch.no_grad():
@@ -75,7 +76,7 @@ def test_link_training_scores_layer_by_layer_as_full_forwards(graph, link_data, 
     runs = {}
     for name, inference in (("full", FULL), ("layerwise", LAYERED)):
         cfg = _cfg(model, inference)
-        inputs = build_inputs(graph.x, message_graphs=link.message_graphs, cfg=cfg)
+        inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs), cfg=cfg)
         assert (inputs["val"].layerwise is not None) == (name == "layerwise")
         runs[name] = fit_link(lambda cfg=cfg: build_model(model, graph.x.shape[1], cfg.hidden, cfg),
                               inputs, link.edges, link.negatives, sampler, cfg, 0)
@@ -95,7 +96,7 @@ def test_link_training_scores_layer_by_layer_as_full_forwards(graph, link_data, 
 def test_lightning_evaluates_layer_by_layer_as_its_full_forward(graph, model):
     from gnnpipe.lightning import fit_lightning
 
-    roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
     runs = {}
     for name, inference in (("full", FULL), ("layerwise", LAYERED)):
         cfg = _cfg(model, inference, epochs=3, patience=3)
@@ -206,8 +207,9 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
 
     def setup(folder):
         _prepare(folder, graph, _ids(), None)
-        io.write_split(folder / "data/split", roles, {p: graph.csr for p in PHASES},
-                       {"task": "node", "mode": "transductive"})
+        io.write_split(folder / "data/split", one_type(graph),
+                       {p: {EDGE: graph.csr} for p in PHASES},
+                       {"task": "node", "mode": "transductive"}, typed=False, roles=roles)
         _features(folder, graph)
 
     full, layered = _twins(tmp_path, setup, {"sampler": "cluster", "dist": {"shard": "partition"},

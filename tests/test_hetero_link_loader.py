@@ -14,8 +14,8 @@ from torch_geometric.sampler import NegativeSampling
 
 from gnnpipe.config import NeighborParams, params_from_dict
 from gnnpipe.distributed import DistContext
-from gnnpipe.hetero.split import negative_weights, split_hetero_links, typed_negative_sampler
 from gnnpipe.hetero.synthetic import REV_WRITES, WRITES
+from gnnpipe.link_split import negative_weights, split_links, typed_negative_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.hetero_link import typed_link_loader
 from gnnpipe.sampling.hetero_neighbor import hetero_link_neighbor_loader
@@ -134,7 +134,7 @@ def typed_link():
     graph = small_hetero()
     cfg = params_from_dict({"split": {"link": {"num_val_negatives": 5, "num_test_negatives": 5,
                                                "disjoint_train_ratio": 0.3}}}).split.link
-    split = split_hetero_links(graph, cfg, make_rng(0, "split"))
+    split = split_links(graph, cfg, make_rng(0, "split"))
     visible = torch.cat([split.edges["message"], split.edges["train_supervision"]], 1).numpy()
     weights = negative_weights(graph, split.edge_type, "uniform",
                                split.message_graphs["train"][split.edge_type])

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from gnnpipe.config import params_from_dict
-from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.hetero.split import (negative_weights, split_hetero_links, split_hetero_nodes,
-                                  typed_negative_sampler)
 from gnnpipe.hetero.inputs import phase_inputs
+from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.link_split import negative_weights, split_links, typed_negative_sampler
 from gnnpipe.link_train import fit_link
 from gnnpipe.metrics import roc_auc
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
+from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
 
 from test_hetero_data import small_hetero
@@ -31,7 +31,7 @@ def node_task():
     baseline = {k: v for k, v in TRAIN.items() if k != "heads"}
     params = params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": TRAIN,
                                "baseline": baseline})
-    split = split_hetero_nodes(graph, params.split.node, make_rng(0, "split"))
+    split = split_nodes(graph, params.split.node, make_rng(0, "split"))
     return graph, params, split
 
 
@@ -68,7 +68,7 @@ def test_models_see_only_the_phase_graph(node_task):
     are removed, because the train graph never had them."""
     graph, params, _ = node_task
     cfg = params_from_dict({"split": {"node": {"mode": "inductive"}}}).split.node
-    split = split_hetero_nodes(graph, cfg, make_rng(0, "split"))
+    split = split_nodes(graph, cfg, make_rng(0, "split"))
     inputs = phase_inputs(graph, split.message_graphs)
     assert inputs["train"].edge_index is not inputs["test"].edge_index
     torch.manual_seed(0)
@@ -96,7 +96,7 @@ def test_link_encoder_scores_held_out_authorships_above_chance():
                                "train": TRAIN | {"epochs": 40},
                                "split": {"link": {"num_val_negatives": 20,
                                                   "num_test_negatives": 20}}})
-    split = split_hetero_links(graph, params.split.link, make_rng(0, "split"))
+    split = split_links(graph, params.split.link, make_rng(0, "split"))
     off = graph.offsets()
     edges = {r: torch.stack([p[0] + off["author"], p[1] + off["paper"]])
              for r, p in split.edges.items()}
@@ -122,7 +122,7 @@ def test_hgt_sampler_batches_train_on_seeds_from_the_train_graph_only(node_task)
 
     graph, params, _ = node_task
     cfg = params_from_dict({"split": {"node": {"mode": "inductive"}}}).split.node
-    split = split_hetero_nodes(graph, cfg, make_rng(0, "split"))
+    split = split_nodes(graph, cfg, make_rng(0, "split"))
     train_nodes = np.flatnonzero(split.roles == "train")
     loader = hgt_batches(graph, split.message_graphs["train"], train_nodes, (64, 64), 100, 0)
     torch.manual_seed(0)

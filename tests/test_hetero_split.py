@@ -1,4 +1,5 @@
-"""Typed splits and their audit: disjoint roles, leak-free graphs per edge type, injected leaks."""
+"""Splits of a graph of several types and their audit: disjoint roles, leak-free graphs per
+edge type, injected leaks."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpipe import audit
+from gnnpipe import audit, io
 from gnnpipe.config import params_from_dict
-from gnnpipe.hetero.audit import audit_hetero_link_split, audit_hetero_node_split
-from gnnpipe.typed_graph import edge_pairs, typed_csr
-from gnnpipe.hetero.split import split_hetero_links, split_hetero_nodes
 from gnnpipe.hetero.synthetic import CITES, REV_WRITES, WRITES
 from gnnpipe.io import hetero as hio
+from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
+from gnnpipe.split import split_nodes
+from gnnpipe.typed_graph import edge_pairs, typed_csr
 
 from test_hetero_data import small_hetero
 
@@ -25,13 +26,13 @@ def graph():
 
 def node_split(graph, mode="inductive"):
     cfg = params_from_dict({"split": {"node": {"mode": mode}}}).split.node
-    return split_hetero_nodes(graph, cfg, make_rng(0, "split"))
+    return split_nodes(graph, cfg, make_rng(0, "split"))
 
 
 def link_split(graph, **link):
     cfg = params_from_dict({"split": {"link": {"num_val_negatives": 20,
                                                "num_test_negatives": 20, **link}}}).split.link
-    return split_hetero_links(graph, cfg, make_rng(0, "split"))
+    return split_links(graph, cfg, make_rng(0, "split"))
 
 
 def _with_edge(graph, csr, edge_type, src, dst):
@@ -51,7 +52,7 @@ def test_typed_node_split_is_disjoint_and_covers_the_target_type(graph):
     counts = {r: int((split.roles == r).sum()) for r in ("train", "val", "test")}
     assert counts == {"train": 360, "val": 120, "test": 120}
     assert all(split.message_graphs[p] is graph.csr for p in ("train", "val", "test"))
-    report = audit_hetero_node_split(graph, split.roles, split.message_graphs, split.mode)
+    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode)
     assert report["passed"], failed(report)
     assert report["sizes"] == counts and report["target"] == "paper"
 
@@ -68,7 +69,7 @@ def test_inductive_phase_graphs_hide_other_papers_in_every_edge_type(graph):
     # authors and venues keep their edges among train papers: the typed graph is not emptied
     assert 0 < split.message_graphs["train"][WRITES].num_edges < graph.csr[WRITES].num_edges
     assert split.message_graphs["test"] is graph.csr
-    report = audit_hetero_node_split(graph, split.roles, split.message_graphs, split.mode)
+    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode)
     assert report["passed"], failed(report)
     names = [c["check"] for c in report["checks"]]
     assert "message_train[author__writes__paper]_sees_only_train" in names
@@ -89,7 +90,7 @@ def test_node_audit_catches_a_test_paper_in_any_train_edge_type(graph, edge_type
     first = int(np.flatnonzero(ok)[0])
     src, dst = int(src[first]), int(dst[first])
     graphs["train"][edge_type] = _with_edge(graph, graphs["train"][edge_type], edge_type, src, dst)
-    report = audit_hetero_node_split(graph, split.roles, graphs, split.mode)
+    report = audit.audit_node_split(graph, split.roles, graphs, split.mode)
     name = "__".join(edge_type)
     assert failed(report) == [f"message_train[{name}]_sees_only_train"]
     with pytest.raises(audit.LeakageError, match=rf"message_train\[{name}\]_sees_only_train: 1 "
@@ -123,8 +124,8 @@ def test_link_split_holds_out_each_pair_in_both_edge_types(graph):
         assert int(neg.min()) >= 0 and int(neg.max()) < n_papers
         heads = split.edges[phase][0][:, None].expand_as(neg)
         assert not set((heads * n_papers + neg).reshape(-1).tolist()) & all_pairs
-    report = audit_hetero_link_split(graph, split.edge_type, split.edges, split.negatives,
-                                     split.message_graphs, disjoint=False)
+    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
+                                    split.message_graphs, disjoint=False)
     assert report["passed"], failed(report)
     assert report["reverse_edge_type"] == "paper__rev_writes__author"
 
@@ -136,8 +137,8 @@ def test_link_audit_catches_a_test_pair_kept_in_the_type_or_its_reverse(graph, l
     graphs = {phase: dict(g) for phase, g in split.message_graphs.items()}
     edge = (a, p) if leak_into == WRITES else (p, a)
     graphs["train"][leak_into] = _with_edge(graph, graphs["train"][leak_into], leak_into, *edge)
-    report = audit_hetero_link_split(graph, split.edge_type, split.edges, split.negatives, graphs,
-                                     disjoint=False)
+    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives, graphs,
+                                    disjoint=False)
     assert failed(report) == [
         "message_train_hides_val_test[author__writes__paper+paper__rev_writes__author]"]
 
@@ -146,20 +147,20 @@ def test_link_audit_catches_a_negative_that_is_a_true_pair_or_of_another_type(gr
     split = link_split(graph)
     negatives = {p: t.clone() for p, t in split.negatives.items()}
     negatives["test"][0, 0] = split.edges["test"][1, 0]  # the positive's own paper
-    report = audit_hetero_link_split(graph, split.edge_type, split.edges, negatives,
-                                     split.message_graphs, disjoint=False)
+    report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
+                                    split.message_graphs, disjoint=False)
     assert failed(report) == ["negatives_test_not_edges[author__writes__paper+"
                               "paper__rev_writes__author]"]
     negatives["test"][0, 0] = graph.num_nodes("paper")  # past the last paper
-    report = audit_hetero_link_split(graph, split.edge_type, split.edges, negatives,
-                                     split.message_graphs, disjoint=False)
+    report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
+                                    split.message_graphs, disjoint=False)
     assert "negatives_test_are_paper_nodes" in failed(report)
 
 
 def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
     split = link_split(graph, disjoint_train_ratio=0.3)
-    report = audit_hetero_link_split(graph, split.edge_type, split.edges, split.negatives,
-                                     split.message_graphs, disjoint=True)
+    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
+                                    split.message_graphs, disjoint=True)
     assert report["passed"], failed(report)
     assert split.message_graphs["val"] is not split.message_graphs["train"]
     n_papers = graph.num_nodes("paper")
@@ -170,8 +171,8 @@ def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
 
 def test_split_artifacts_round_trip(graph, tmp_path):
     node = node_split(graph)
-    hio.write_hetero_split(tmp_path / "node", graph, node.message_graphs,
-                           {"task": "node", "mode": node.mode}, roles=node.roles)
+    io.write_split(tmp_path / "node", graph, node.message_graphs,
+                   {"task": "node", "mode": node.mode}, typed=True, roles=node.roles)
     assert hio.is_hetero_split(tmp_path / "node")
     assert np.array_equal(hio.read_hetero_roles(tmp_path / "node", graph), node.roles)
     sizes, graphs = hio.read_hetero_message_graphs(tmp_path / "node", graph)
@@ -180,9 +181,9 @@ def test_split_artifacts_round_trip(graph, tmp_path):
         for e in graph.edge_types:
             assert torch.equal(graphs[phase][e].indices, node.message_graphs[phase][e].indices)
     link = link_split(graph)
-    hio.write_hetero_split(tmp_path / "link", graph, link.message_graphs,
-                           {"task": "link", "edge_type": "author__writes__paper"},
-                           edges=link.edges, negatives=link.negatives)
+    io.write_split(tmp_path / "link", graph, link.message_graphs,
+                   {"task": "link", "edge_type": "author__writes__paper"}, typed=True,
+                   edges=link.edges, negatives=link.negatives)
     edge_type, edges, negatives = hio.read_hetero_link_split(tmp_path / "link", graph)
     assert edge_type == WRITES
     assert all(torch.equal(edges[r], link.edges[r]) for r in link.edges)
@@ -192,3 +193,13 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     other = small_hetero(num_authors=150)
     with pytest.raises(ValueError, match="the split is of another graph"):
         hio.read_hetero_message_graphs(tmp_path / "link", other)
+
+
+def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
+    """``separated`` (strategy cluster by components) checks the target's own relation of a
+    typed graph as of a homogeneous one: a cites edge between two splits fails it."""
+    split = node_split(graph, "transductive")
+    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode,
+                                    separated=True)
+    assert failed(report) == ["splits_not_adjacent"]
+    assert report["cross_split_edges_relation"] == "paper__cites__paper"

@@ -16,15 +16,15 @@ import torch
 import yaml
 
 from gnnpipe.config import params_from_dict
+from gnnpipe.graph import Csr
 from gnnpipe.hetero.inference import HeteroLayerwise, dst_blocks
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.loader import align_typed_edge_times, neighbor_batches
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.hetero.split import split_hetero_nodes
-from gnnpipe.graph import Csr
 from gnnpipe.loop import LoopOptions
 from gnnpipe.rng import make_rng
 from gnnpipe.train import fit
+from gnnpipe.split import split_nodes
 
 from conftest import run_stages
 from test_hetero_data import small_hetero
@@ -37,7 +37,7 @@ TRAIN = {"epochs": 6, "patience": 6, "hidden": 16, "heads": 2, "dropout": 0.2, "
 def node_task():
     graph = small_hetero(feature_signal=0.5)
     params = params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": TRAIN})
-    split = split_hetero_nodes(graph, params.split.node, make_rng(0, "split"))
+    split = split_nodes(graph, params.split.node, make_rng(0, "split"))
     return graph, params, split
 
 

@@ -26,6 +26,7 @@ from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import one_type
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 
@@ -204,7 +205,7 @@ def test_unsupported_models_are_refused(csr, features):
 
 # ------------------------------------------------------------------------------ fit integration
 def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
-    roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     cfg = TrainParams(model="gcn", epochs=6, patience=6, hidden=16)
     results = {}
@@ -286,7 +287,7 @@ def test_residual_keeps_the_parameters_and_changes_the_output(csr, features):
 
 
 def test_residual_trains(small_graph):
-    roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     cfg = TrainParams(model="sage", num_layers=3, residual=True, epochs=40, patience=20,
                       hidden=32)
     inputs = build_inputs(small_graph.x,

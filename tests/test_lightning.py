@@ -27,6 +27,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.split import split_nodes
 from gnnpipe.train import PHASES, build_inputs, fit
+from gnnpipe.typed_graph import one_type
 from conftest import small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs
@@ -44,7 +45,7 @@ def graph():
 
 @pytest.fixture(scope="module")
 def roles(graph):
-    return split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    return split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.train import build_inputs
+from gnnpipe.typed_graph import one_type, phase_csrs
 
 
 CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,
@@ -49,14 +50,15 @@ def link_data():
     """A 600-node graph whose split holds supervision-only edges (disjoint_train_ratio 0.3)."""
     params = small_params(num_nodes=600)
     graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(graph.csr, LinkSplitParams(disjoint_train_ratio=0.3), make_rng(0, "split"))
+    link = split_links(one_type(graph), LinkSplitParams(disjoint_train_ratio=0.3),
+                       make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return graph, link, training_sampler(visible[0], visible[1], graph.num_nodes)
 
 
 def _loader(link_data, cfg=CFG, seed=0, ctx=DistContext(0, 1, 0)):
     graph, link, negatives = link_data
-    return link_neighbor_loader(graph.x, link.message_graphs["train"],
+    return link_neighbor_loader(graph.x, phase_csrs(link.message_graphs)["train"],
                                 link.edges["train_supervision"], negatives, cfg.neighbor, seed,
                                 batch_size=cfg.batch_size, num_workers=cfg.num_workers, ctx=ctx)
 
@@ -105,7 +107,7 @@ def test_no_held_out_edge_reaches_any_batch(link_data, subgraph_type, disjoint):
     direction, and every positive is a supervision edge."""
     graph, link, _ = link_data
     n = graph.num_nodes
-    message = set(link.message_graphs["train"].edge_keys().tolist())
+    message = set(phase_csrs(link.message_graphs)["train"].edge_keys().tolist())
     sup = link.edges["train_supervision"]
     held = np.concatenate([link.edges["val"], link.edges["test"]], 1)
     held_keys = set(edge_keys_both_directions(held[0], held[1], n).tolist())
@@ -136,7 +138,7 @@ def test_full_fanout_embeddings_at_the_pairs_equal_the_full_graph_forward(link_d
     cfg = replace(CFG, neighbor={"subgraph_type": subgraph_type, "disjoint": disjoint})
     torch.manual_seed(0)
     model = build_model("sage", graph.x.shape[1], cfg.hidden, cfg).eval()
-    edge_index = link.message_graphs["train"].edge_index()
+    edge_index = phase_csrs(link.message_graphs)["train"].edge_index()
     with torch.no_grad():
         full = model(graph.x, edge_index)  # (N, H) on the whole train-phase graph
         batches = list(_loader(link_data, cfg))
@@ -223,7 +225,7 @@ def test_two_ranks_split_each_global_batch_of_one_process(link_data):
 def _fit(link_data, model="sage", cfg=CFG, seed=0, loader=True, checkpointing=None):
     graph, link, negatives = link_data
     cfg = dataclasses.replace(cfg, model=model)
-    inputs = build_inputs(graph.x, message_graphs=link.message_graphs)
+    inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs))
     batches = _loader(link_data, cfg, seed=seed + 1) if loader else None
     return fit_link(lambda: build_model(model, graph.x.shape[1], cfg.hidden, cfg), inputs,
                     link.edges, link.negatives, negatives, cfg, seed, loader=batches,
@@ -286,7 +288,7 @@ def _ddp_fit(batch_size: int, ctx: DistContext):
     """Link training of the 600-node split at fan-out -1, as rank ``ctx`` of its world."""
     params = small_params(num_nodes=600)
     graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(graph.csr, LinkSplitParams(), make_rng(0, "split"))
+    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
     sup = link.edges["train_supervision"]
     # an even number of supervision edges: the 2 ranks' shares need no padding, so their last
     # batches are equal halves of the one process's last batch too
@@ -294,7 +296,7 @@ def _ddp_fit(batch_size: int, ctx: DistContext):
     visible = torch.cat([link.edges["message"], sup], 1).numpy()
     data = (graph, link, training_sampler(visible[0], visible[1], graph.num_nodes))
     cfg = dataclasses.replace(DDP_CFG, batch_size=batch_size)
-    inputs = build_inputs(graph.x, message_graphs=link.message_graphs)
+    inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs))
     return fit_link(lambda: build_model("sage", graph.x.shape[1], cfg.hidden, cfg), inputs,
                     link.edges, link.negatives, data[2], cfg, 0,
                     loader=_loader(data, cfg, seed=1, ctx=ctx), options=LoopOptions(ctx=ctx))

@@ -12,18 +12,26 @@ import torch
 from gnnpipe import audit, io
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.graph import csr_from_edges, normalize_edges
+from gnnpipe.graph import Graph, csr_from_edges, normalize_edges
 from gnnpipe.link_split import is_symmetric, split_links
 from gnnpipe.rng import make_rng
+from gnnpipe.typed_graph import EDGE, one_type, phase_csrs
+
+
+def _graph(csr):
+    """``csr`` as a typed graph of one type (no features or labels: a link split reads edges)."""
+    n = csr.num_nodes
+    return one_type(Graph(csr=csr, x=torch.zeros(n, 1), y=torch.zeros(n, dtype=torch.int64),
+                          num_classes=1))
 
 
 def _split(csr, seed=0, **kw):
-    return split_links(csr, LinkSplitParams(**kw), make_rng(seed, "split"))
+    return split_links(_graph(csr), LinkSplitParams(**kw), make_rng(seed, "split"))
 
 
 def _audit(csr, link, disjoint=False):
-    return audit.audit_link_split(csr, link.edges, link.message_graphs, link.negatives,
-                                  disjoint=disjoint)
+    return audit.audit_link_split(_graph(csr), link.edge_type, link.edges, link.negatives,
+                                  link.message_graphs, disjoint=disjoint)
 
 
 def _pairs(edges: torch.Tensor) -> set[tuple[int, int]]:
@@ -52,7 +60,7 @@ def test_every_pair_lands_in_exactly_one_role_with_the_requested_sizes(small_gra
 
 def test_held_out_pairs_are_absent_in_both_directions_from_earlier_phases(small_graph):
     link = _split(small_graph.csr)
-    graphs = link.message_graphs
+    graphs = phase_csrs(link.message_graphs)
     directed = {phase: set(map(tuple, graphs[phase].edge_index().T.tolist())) for phase in graphs}
     for role, phases in (("val", ("train", "val")), ("test", ("train", "val", "test"))):
         for u, v in link.edges[role].T.tolist():
@@ -63,7 +71,8 @@ def test_held_out_pairs_are_absent_in_both_directions_from_earlier_phases(small_
     assert _pairs(graphs["train"].edge_index()) == train_pairs
     assert graphs["train"].num_edges == 2 * len(train_pairs)
     assert _pairs(graphs["test"].edge_index()) == train_pairs | _pairs(link.edges["val"])
-    assert graphs["val"] is graphs["train"]  # same edges without disjoint supervision: one file
+    # same edges without disjoint supervision: one file
+    assert link.message_graphs["val"] is link.message_graphs["train"]
 
 
 def test_disjoint_supervision_is_hidden_from_the_train_graph_but_not_from_val(small_graph):
@@ -71,8 +80,8 @@ def test_disjoint_supervision_is_hidden_from_the_train_graph_but_not_from_val(sm
     message, supervision = _pairs(link.edges["message"]), _pairs(link.edges["train_supervision"])
     assert not message & supervision
     assert len(supervision) == round(0.3 * (len(message) + len(supervision)))
-    assert _pairs(link.message_graphs["train"].edge_index()) == message
-    assert _pairs(link.message_graphs["val"].edge_index()) == message | supervision
+    assert _pairs(link.message_graphs["train"][EDGE].edge_index()) == message
+    assert _pairs(link.message_graphs["val"][EDGE].edge_index()) == message | supervision
     assert _audit(small_graph.csr, link, disjoint=True)["passed"]
     # the same split audited as if supervision had to be the message edges fails, and vice versa
     assert "supervision_is_message" in _failed(_audit(small_graph.csr, link, disjoint=False))
@@ -93,14 +102,14 @@ def test_duplicate_edges_and_self_loops_are_handled():
     report = _audit(csr, link)
     assert report["passed"], _failed(report)
     loops = {(v, v) for v in range(5)}
-    for phase, graph in link.message_graphs.items():  # every phase keeps the self-loops
+    for phase, graph in phase_csrs(link.message_graphs).items():  # every phase keeps the self-loops
         assert loops <= set(map(tuple, graph.edge_index().T.tolist())), phase
     for role, edges in link.edges.items():  # a pair is a positive once, never a self-loop
         assert bool((edges[0] != edges[1]).all()), role
         assert edges.shape[1] == len(_pairs(edges)), role
     # all copies of a held-out pair left every earlier graph together
     test_pairs = _pairs(link.edges["test"])
-    assert not _pairs(link.message_graphs["val"].edge_index()) & test_pairs
+    assert not _pairs(link.message_graphs["val"][EDGE].edge_index()) & test_pairs
 
 
 def test_directed_graph_holds_out_reciprocal_edges_together():
@@ -127,7 +136,7 @@ def test_isolated_nodes_take_part_as_negative_targets_only(tiny_graph):
     src, dst = tiny_graph.csr.edge_index().numpy()
     csr = csr_from_edges(src, dst, n)
     link = _split(csr, val=3, test=3, num_val_negatives=40, num_test_negatives=40)
-    assert link.message_graphs["test"].num_nodes == n
+    assert link.message_graphs["test"][EDGE].num_nodes == n
     negatives = torch.cat([link.negatives["val"].reshape(-1), link.negatives["test"].reshape(-1)])
     assert bool((negatives >= tiny_graph.num_nodes).any())
     assert _audit(csr, link)["passed"]
@@ -164,10 +173,11 @@ def test_negatives_never_hit_a_true_edge_of_any_split(small_graph):
 def test_audit_catches_a_test_edges_reverse_left_in_the_train_graph(small_graph):
     link = _split(small_graph.csr)
     u, v = link.edges["test"][:, 0].tolist()
-    train = link.message_graphs["train"]
+    train = link.message_graphs["train"][EDGE]
     src, dst = train.edge_index().numpy()
     leaky_train = csr_from_edges(np.append(src, v), np.append(dst, u), train.num_nodes)  # one direction
-    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=leaky_train))
+    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs,
+                                                          train={EDGE: leaky_train}))
     report = _audit(small_graph.csr, leaky)
     assert _failed(report) == ["message_train_hides_val_test"]
     with pytest.raises(audit.LeakageError, match=rf"message_train_hides_val_test: .*test.*1 pairs "
@@ -177,7 +187,8 @@ def test_audit_catches_a_test_edges_reverse_left_in_the_train_graph(small_graph)
 
 def test_audit_catches_the_test_graph_holding_test_edges(small_graph):
     link = _split(small_graph.csr)
-    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs, test=small_graph.csr))
+    leaky = dataclasses.replace(link, message_graphs=dict(link.message_graphs,
+                                                                  test={EDGE: small_graph.csr}))
     assert _failed(_audit(small_graph.csr, leaky)) == ["message_test_hides_test"]
 
 
@@ -211,8 +222,9 @@ def test_audit_catches_a_lost_edge_and_an_invented_positive(small_graph):
 def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path, small_graph):
     def written(seed, folder):
         link = _split(small_graph.csr, seed=seed)
-        io.write_link_split(folder, link.edges, link.negatives, link.message_graphs,
-                            small_graph.num_nodes, {"undirected": link.undirected})
+        io.write_split(folder, one_type(small_graph), link.message_graphs,
+                       {"undirected": link.undirected}, typed=False, edges=link.edges,
+                       negatives=link.negatives)
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
     first, again, other = written(0, tmp_path / "a"), written(0, tmp_path / "b"), written(1, tmp_path / "c")
@@ -227,13 +239,14 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
 def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     link = _split(small_graph.csr, disjoint_train_ratio=0.2)
     n = small_graph.num_nodes
-    io.write_link_split(tmp_path, link.edges, link.negatives, link.message_graphs, n, {})
+    io.write_split(tmp_path, one_type(small_graph), link.message_graphs, {}, typed=False,
+                   edges=link.edges, negatives=link.negatives)
     edges = io.read_link_edges(tmp_path, n)
     assert all(torch.equal(edges[role], link.edges[role]) for role in link.edges)
     negatives = io.read_link_negatives(tmp_path, edges, n)
     assert all(torch.equal(negatives[p], link.negatives[p]) for p in ("val", "test"))
     graphs = io.read_message_graphs(tmp_path, n)
-    assert all(torch.equal(graphs[p].indices, link.message_graphs[p].indices) for p in graphs)
+    assert all(torch.equal(graphs[p].indices, link.message_graphs[p][EDGE].indices) for p in graphs)
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["task"] == "link" and meta["num_negatives"] == {"val": 100, "test": 100}
     # negatives that belong to other positives than their rows say are rejected
@@ -266,9 +279,9 @@ def test_split_stage_writes_a_link_split_with_a_passing_audit(tmp_path, monkeypa
 def test_split_stage_fails_on_an_injected_link_leak(tmp_path, monkeypatch, capsys):
     import gnnpipe.commands.split as split_command
 
-    def leaky_split(csr, cfg, rng):
-        link = split_links(csr, cfg, rng)
-        return dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=csr))
+    def leaky_split(graph, cfg, rng):
+        link = split_links(graph, cfg, rng)
+        return dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=graph.csr))
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(split_command, "split_links", leaky_split)

@@ -29,6 +29,7 @@ from gnnpipe.models import build_model
 from gnnpipe.negatives import training_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.train import build_inputs
+from gnnpipe.typed_graph import one_type, phase_csrs
 
 from test_pipeline import _ran, _run, make_scratch_repo
 
@@ -52,7 +53,7 @@ def link_data():
 
     params = small_params()
     graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(graph.csr, LinkSplitParams(), make_rng(0, "split"))
+    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return graph, link, training_sampler(visible[0], visible[1], graph.num_nodes)
 
@@ -61,7 +62,7 @@ def _fit(link_data, model="sage", cfg=FAST, seed=0, wrap=None):
     graph, link, sampler = link_data
     cfg = dataclasses.replace(cfg, model=model)
     inputs = (build_inputs(graph.x) if model == "mlp"
-              else build_inputs(graph.x, message_graphs=link.message_graphs))
+              else build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs)))
 
     def build():
         encoder = build_model(model, graph.x.shape[1], cfg.hidden, cfg)

@@ -15,8 +15,8 @@ from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.graph import ROLES
 from gnnpipe.hetero.prepare import prepare_typed_dataset
-from gnnpipe.hetero.split import split_hetero_nodes
 from gnnpipe.rng import make_rng
+from gnnpipe.split import split_nodes
 from gnnpipe.typed_graph import edge_pairs
 
 COUNTS = {"author": 5, "field_of_study": 3, "institution": 2, "paper": 8}
@@ -94,7 +94,7 @@ def test_public_split_is_carried_and_honoured(mag, tmp_path):
     roles = np.asarray(ROLES)[graph.public_roles.numpy()]
     assert roles.tolist() == ["train"] * 4 + ["val"] * 2 + ["test"] * 2
     cfg = params_from_dict({"split": {"node": {"strategy": "public"}}}).split.node
-    split = split_hetero_nodes(graph, cfg, make_rng(0, "split"))
+    split = split_nodes(graph, cfg, make_rng(0, "split"))
     assert split.roles.tolist() == roles.tolist()
 
 

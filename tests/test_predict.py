@@ -22,6 +22,7 @@ from gnnpipe.config import TrainParams
 from gnnpipe.graph import UNLABELLED, Graph, normalize_edges
 from gnnpipe.inference import LayerwiseInference, layerwise_logits
 from gnnpipe.models import build_model, forward_with_hidden
+from gnnpipe.typed_graph import EDGE, one_type
 
 N, C, F = 90, 3, 6
 CLASSES = ["cat", "dog", "eel"]
@@ -83,9 +84,9 @@ def node_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("predict")
     graph = _graph()
     _prepare(folder, graph, _ids(), CLASSES)
-    io.write_split(folder / "data/split", _roles(graph.y), {p: graph.csr for p in
-                                                            ("train", "val", "test")},
-                   {"task": "node", "mode": "transductive"})
+    io.write_split(folder / "data/split", one_type(graph),
+                   {p: {EDGE: graph.csr} for p in ("train", "val", "test")},
+                   {"task": "node", "mode": "transductive"}, typed=False, roles=_roles(graph.y))
     _features(folder, graph)
     _params(folder, predict={"top_k": 2, "block_rows": 7})
     cwd = os.getcwd()
@@ -263,8 +264,9 @@ def test_aligned_rank_blocks_are_the_one_process_blocks():
 def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
     graph = _graph()
     _prepare(tmp_path, graph, None, None)
-    io.write_split(tmp_path / "data/split", _roles(graph.y),
-                   {p: graph.csr for p in ("train", "val", "test")}, {"task": "node"})
+    io.write_split(tmp_path / "data/split", one_type(graph),
+                   {p: {EDGE: graph.csr} for p in ("train", "val", "test")}, {"task": "node"},
+                   typed=False, roles=_roles(graph.y))
     _features(tmp_path, graph)
     _params(tmp_path, train={"model": "mlp", "epochs": 2})
     cwd = os.getcwd()

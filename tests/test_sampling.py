@@ -23,6 +23,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import one_type, phase_csrs
 
 MODES = [("directional", False), ("bidirectional", False), ("induced", False),
          ("directional", True), ("induced", True)]
@@ -406,7 +407,7 @@ def _fit_sampled(graph, roles, graphs, cfg=FAST, seed=0):
 
 
 def test_sampled_training_learns_and_repeats(small_graph):
-    roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     learned, loader = _fit_sampled(small_graph, roles, graphs)
     assert len(loader) == int(np.ceil((roles == "train").sum() / 256))
@@ -419,8 +420,9 @@ def test_sampled_training_learns_and_repeats(small_graph):
 
 
 def test_sampled_training_sees_only_the_train_phase_graph(small_graph):
-    node_split = split_nodes(small_graph, NodeSplitParams(mode="inductive"), make_rng(0, "split"))
-    roles, graphs = node_split.roles, node_split.message_graphs
+    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+                             make_rng(0, "split"))
+    roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
     train_keys = set(graphs["train"].edge_keys().tolist())
     n = small_graph.num_nodes

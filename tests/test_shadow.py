@@ -20,6 +20,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
 from gnnpipe.split import split_nodes
 from gnnpipe.train import _step, build_inputs, fit
+from gnnpipe.typed_graph import one_type
 
 
 def _undirected(num_nodes=200, avg_degree=5, seed=0) -> Csr:
@@ -153,7 +154,7 @@ def test_temporal_shadow_keeps_only_edges_no_later_than_the_root():
 
 
 def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
-    roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     inputs = build_inputs(small_graph.x, message_graphs=graphs)
     cfg = TrainParams(sampler="shadow", epochs=8, patience=8, hidden=32, batch_size=256,

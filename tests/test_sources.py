@@ -30,6 +30,7 @@ from gnnpipe.rng import make_rng
 from gnnpipe.sources import tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.split import split_nodes
+from gnnpipe.typed_graph import one_type
 
 N, F, C = 40, 3, 4
 # Sparse, shuffled integer ids and string ids: row i of the node table is node i.
@@ -539,7 +540,8 @@ def test_planetoid_round_trips_with_its_public_split(tmp_path):
     io.write_prepared(tmp_path / "prepared", graph)  # public_roles survive graph.pt
     back = io.read_graph(tmp_path / "prepared")
     assert torch.equal(back.public_roles, graph.public_roles)
-    node_split = split_nodes(back, NodeSplitParams(strategy="public"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(back), NodeSplitParams(strategy="public"),
+                             make_rng(0, "split"))
     assert np.array_equal(node_split.roles, roles)
 
 
@@ -557,7 +559,7 @@ def test_planetoid_errors_name_what_is_missing(tmp_path):
 def test_public_strategy_without_a_public_split_is_refused(tiny_graph):
     with pytest.raises(ValueError, match=r"split\.node\.strategy=public needs a dataset with an "
                                          r"official split"):
-        split_nodes(tiny_graph, NodeSplitParams(strategy="public"), make_rng(0, "split"))
+        split_nodes(one_type(tiny_graph), NodeSplitParams(strategy="public"), make_rng(0, "split"))
 
 
 # ---------------------------------------------------------------------------------------- ogb

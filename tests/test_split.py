@@ -13,15 +13,30 @@ from gnnpipe.config import NodeSplitParams
 from gnnpipe.graph import Csr, Graph
 from gnnpipe.rng import make_rng
 from gnnpipe.split import message_graphs, split_nodes
+from gnnpipe.typed_graph import EDGE, one_type
 
 
 def _split(graph, seed=0, **kw):
-    return split_nodes(graph, NodeSplitParams(**kw), make_rng(seed, "split"))
+    return split_nodes(one_type(graph), NodeSplitParams(**kw), make_rng(seed, "split"))
 
 
 def _audit(graph, node_split):
-    return audit.audit_node_split(node_split.roles, graph.y.numpy(), graph.num_classes,
-                                  node_split.message_graphs, graph.csr, node_split.mode)
+    return audit.audit_node_split(one_type(graph), node_split.roles, node_split.message_graphs,
+                                  node_split.mode)
+
+
+def test_a_homogeneous_graph_is_the_one_type_case_of_a_typed_graph(small_graph):
+    from gnnpipe.typed_graph import NODE, phase_csrs
+
+    typed = one_type(small_graph)
+    assert typed.is_homogeneous and typed.target == NODE and typed.edge_types == (EDGE,)
+    assert typed.csr[EDGE] is small_graph.csr and typed.x[NODE] is small_graph.x
+    assert typed.y is small_graph.y and typed.reverse == {EDGE: EDGE}
+    assert typed.link_edge_type == EDGE and typed.node_time == {}
+    assert typed.target_graph().csr is small_graph.csr
+    graphs = _split(small_graph, mode="inductive").message_graphs
+    assert phase_csrs(graphs)["test"] is small_graph.csr
+    assert phase_csrs(graphs)["train"] is graphs["train"][EDGE]
 
 
 def test_stratified_fractions_give_exact_sizes_and_class_balance(small_graph):
@@ -80,7 +95,8 @@ def test_class_with_one_member_is_kept_in_train_and_reported(small_graph):
 def test_transductive_phases_share_the_whole_graph(small_graph):
     node_split = _split(small_graph)
     graphs = node_split.message_graphs
-    assert graphs["train"] is graphs["val"] is graphs["test"] is small_graph.csr
+    assert graphs["train"] is graphs["val"] is graphs["test"]
+    assert graphs["train"][EDGE] is small_graph.csr
     report = _audit(small_graph, node_split)
     assert report["passed"] and report["structure_shared_across_phases"]
 
@@ -89,21 +105,20 @@ def test_inductive_message_graphs_hide_val_and_test(small_graph):
     node_split = _split(small_graph, mode="inductive")
     roles = node_split.roles
     for phase, visible in (("train", {"train"}), ("val", {"train", "val"})):
-        src, dst = node_split.message_graphs[phase].edge_index().numpy()
+        src, dst = node_split.message_graphs[phase][EDGE].edge_index().numpy()
         assert set(roles[src]) <= visible and set(roles[dst]) <= visible, phase
     # Nothing lost that the phase may see: every full-graph edge among train nodes is kept.
     src, dst = small_graph.csr.edge_index().numpy()
     inside = (roles[src] == "train") & (roles[dst] == "train")
-    assert node_split.message_graphs["train"].num_edges == int(inside.sum()) > 0
-    assert node_split.message_graphs["test"] is small_graph.csr
+    assert node_split.message_graphs["train"][EDGE].num_edges == int(inside.sum()) > 0
+    assert node_split.message_graphs["test"][EDGE] is small_graph.csr
     assert _audit(small_graph, node_split)["passed"]
 
 
 def test_audit_catches_a_test_edge_in_the_train_graph(small_graph):
     node_split = _split(small_graph, mode="inductive")
-    leaky = dict(node_split.message_graphs, train=small_graph.csr)  # the classic mistake
-    report = audit.audit_node_split(node_split.roles, small_graph.y.numpy(), 3, leaky,
-                                    small_graph.csr, "inductive")
+    leaky = dict(node_split.message_graphs, train={EDGE: small_graph.csr})  # the classic mistake
+    report = audit.audit_node_split(one_type(small_graph), node_split.roles, leaky, "inductive")
     assert not report["passed"]
     failed = [c["check"] for c in report["checks"] if not c["passed"]]
     assert failed == ["message_train_sees_only_train"]
@@ -116,19 +131,19 @@ def test_audit_catches_an_edge_the_graph_does_not_have(tiny_graph):
     invented = Csr(tiny_graph.csr.indptr.clone(), tiny_graph.csr.indices.clone())
     invented.indices[0] = 6  # node 0 never linked to node 6
     graphs = {"train": tiny_graph.csr, "val": tiny_graph.csr, "test": invented}
-    report = audit.audit_node_split(roles, tiny_graph.y.numpy(), 3, graphs, tiny_graph.csr,
-                                    "transductive")
+    report = audit.audit_node_split(one_type(tiny_graph), roles,
+                                    {p: {EDGE: csr} for p, csr in graphs.items()}, "transductive")
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["message_test_within_graph"]
 
 
 def test_message_graphs_restrict_by_role(tiny_graph):
     roles = np.array(["train"] * 4 + ["val"] * 4 + ["test"] * 4, dtype=object)
-    graphs = message_graphs(tiny_graph.csr, roles, "inductive")
-    src, dst = graphs["train"].edge_index()
+    graphs = message_graphs(one_type(tiny_graph), roles, "inductive")
+    src, dst = graphs["train"][EDGE].edge_index()
     assert bool(((src < 4) & (dst < 4)).all())
-    src, dst = graphs["val"].edge_index()
+    src, dst = graphs["val"][EDGE].edge_index()
     assert bool(((src < 8) & (dst < 8)).all())
-    assert graphs["val"].num_edges > graphs["train"].num_edges
+    assert graphs["val"][EDGE].num_edges > graphs["train"][EDGE].num_edges
 
 
 # ------------------------------------------------------------ graph-aware strategies (cluster, time)
@@ -184,8 +199,8 @@ def test_component_clusters_leave_no_edge_between_splits():
     roles = node_split.roles
     for cave in range(12):  # whole caves only
         assert np.unique(roles[cave * 10:(cave + 1) * 10]).size == 1
-    report = audit.audit_node_split(roles, graph.y.numpy(), 3, node_split.message_graphs,
-                                    graph.csr, "transductive", separated=True)
+    report = audit.audit_node_split(one_type(graph), roles, node_split.message_graphs,
+                                    "transductive", separated=True)
     assert report["passed"] and set(report["cross_split_edges"].values()) == {0}
     counts = {r: int((roles == r).sum()) for r in ("train", "val", "test")}
     # 123 nodes: 62 + 31 + 31 by rounding is one too many; sizes are met to within a cave
@@ -195,9 +210,9 @@ def test_component_clusters_leave_no_edge_between_splits():
 
 def test_separated_audit_fails_when_splits_touch(tiny_graph):
     roles = np.array(["train"] * 6 + ["val"] * 3 + ["test"] * 3)
-    graphs = {p: tiny_graph.csr for p in ("train", "val", "test")}
-    report = audit.audit_node_split(roles, tiny_graph.y.numpy(), 3, graphs, tiny_graph.csr,
-                                    "transductive", separated=True)
+    graphs = {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")}
+    report = audit.audit_node_split(one_type(tiny_graph), roles, graphs, "transductive",
+                                    separated=True)
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["splits_not_adjacent"]
 
 
@@ -230,14 +245,14 @@ def test_time_split_orders_splits_by_timestamp_and_the_audit_proves_it(small_gra
     assert ts[roles == "train"].max() <= ts[roles == "val"].min()
     assert ts[roles == "val"].max() <= ts[roles == "test"].min()
     assert [(roles == r).sum() for r in ("train", "val", "test")] == [750, 300, 450]
-    report = audit.audit_node_split(roles, graph.y.numpy(), 3, node_split.message_graphs,
-                                    graph.csr, "inductive", timestamps=ts)
+    report = audit.audit_node_split(one_type(graph), roles, node_split.message_graphs,
+                                    "inductive", timed=True)
     assert report["passed"]
     swapped = roles.copy()
     first_train, last_test = np.argmin(np.where(roles == "train", ts, np.inf)), np.argmax(ts)
     swapped[[first_train, last_test]] = ["test", "train"]
-    report = audit.audit_node_split(swapped, graph.y.numpy(), 3, node_split.message_graphs,
-                                    graph.csr, "inductive", timestamps=ts)
+    report = audit.audit_node_split(one_type(graph), swapped, node_split.message_graphs,
+                                    "inductive", timed=True)
     assert "splits_in_time_order" in [c["check"] for c in report["checks"] if not c["passed"]]
 
 

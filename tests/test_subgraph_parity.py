@@ -438,9 +438,10 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.rng import make_rng
     from gnnpipe.split import split_nodes
+    from gnnpipe.typed_graph import one_type
     from gnnpipe.train import build_inputs, fit
 
-    roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     inputs = build_inputs(small_graph.x, message_graphs={p: small_graph.csr
                                                          for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))

@@ -16,6 +16,7 @@ from gnnpipe.config import NodeSplitParams, ParamsError, params_from_dict
 from gnnpipe.graph import UNLABELLED, Graph, normalize_edges
 from gnnpipe.rng import make_rng
 from gnnpipe.split import message_graphs, split_nodes
+from gnnpipe.typed_graph import EDGE, one_type
 
 
 def timed_graph(n: int = 300, unlabelled_every: int = 5) -> Graph:
@@ -35,8 +36,7 @@ def _edges(csr) -> set[tuple[int, int]]:
 
 
 def _audit(graph, roles, graphs, mode, **kw):
-    return audit.audit_node_split(roles, graph.y.numpy(), graph.num_classes, graphs, graph.csr,
-                                  mode, timestamps=graph.timestamps.numpy(), **kw)
+    return audit.audit_node_split(one_type(graph), roles, graphs, mode, timed=True, **kw)
 
 
 def _check(report, name="time_respecting"):
@@ -47,13 +47,13 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
     graph = timed_graph()
     cfg = NodeSplitParams(strategy="time", train=0.5, val=0.25, test=0.25)
     assert cfg.mode == "time" and not cfg.future_visible  # auto resolved for strategy time
-    node_split = split_nodes(graph, cfg, make_rng(0, "split"))
+    node_split = split_nodes(one_type(graph), cfg, make_rng(0, "split"))
     roles, t = node_split.roles, graph.timestamps.numpy()
     y = graph.y.numpy()
     assert node_split.mode == "time"
     cuts = {"train": t[roles == "train"].max(), "val": t[np.isin(roles, ["train", "val"])].max()}
     for phase, seen_roles in (("train", {"train"}), ("val", {"train", "val"})):
-        edges = _edges(node_split.message_graphs[phase])
+        edges = _edges(node_split.message_graphs[phase][EDGE])
         ends = np.array(sorted({v for e in edges for v in e}))
         assert t[ends].max() <= cuts[phase], phase
         # exactly the edges among own/earlier split nodes and unlabelled nodes <= the cut
@@ -62,9 +62,9 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
         want = {(a, b) for a, b in _edges(graph.csr) if ok[a] and ok[b]}
         assert edges == want, phase
         assert 0 < len(edges) < graph.csr.num_edges, phase  # non-trivial: some edges dropped
-    assert node_split.message_graphs["test"] is graph.csr
+    assert node_split.message_graphs["test"][EDGE] is graph.csr
     # unlabelled nodes at or before the train cut carry train messages; later ones do not
-    train_nodes = {v for e in _edges(node_split.message_graphs["train"]) for v in e}
+    train_nodes = {v for e in _edges(node_split.message_graphs["train"][EDGE]) for v in e}
     unl = np.flatnonzero(y == UNLABELLED)
     assert any(v in train_nodes for v in unl[t[unl] <= cuts["train"]])
     assert not any(v in train_nodes for v in unl[t[unl] > cuts["train"]])
@@ -78,9 +78,10 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
 
 def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_split():
     graph = timed_graph()
-    node_split = split_nodes(graph, NodeSplitParams(strategy="time"), make_rng(0, "split"))
-    roles, labelled = node_split.roles, graph.y.numpy() != UNLABELLED
-    shared = message_graphs(graph.csr, roles, "transductive")
+    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+                             make_rng(0, "split"))
+    roles = node_split.roles
+    shared = message_graphs(one_type(graph), roles, "transductive")
     report = _audit(graph, roles, shared, "transductive")
     entry = _check(report)
     assert not report["passed"] and not entry["passed"] and "waived" not in entry
@@ -88,7 +89,7 @@ def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_spl
     with pytest.raises(audit.LeakageError, match="time_respecting: train phase: [1-9]"):
         audit.raise_if_failed(report)
     # inductive hides later *labelled* nodes only; unlabelled ones past the cut still leak
-    inductive = message_graphs(graph.csr, roles, "inductive", labelled)
+    inductive = message_graphs(one_type(graph), roles, "inductive")
     report = _audit(graph, roles, inductive, "inductive")
     assert not _check(report)["passed"]
     assert _check(report, "message_train_sees_only_train")["passed"]  # the role check alone
@@ -97,17 +98,18 @@ def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_spl
 
 def test_audit_catches_one_injected_edge_to_a_later_node():
     graph = timed_graph()
-    node_split = split_nodes(graph, NodeSplitParams(strategy="time"), make_rng(0, "split"))
+    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+                             make_rng(0, "split"))
     roles, t, y = node_split.roles, graph.timestamps.numpy(), graph.y.numpy()
     cut = t[roles == "train"].max()
     late = int(np.flatnonzero((y == UNLABELLED) & (t > cut))[0])
     early = int(np.flatnonzero(roles == "train")[0])
-    train = node_split.message_graphs["train"]
+    train = node_split.message_graphs["train"][EDGE]
     src = torch.cat([train.indices, torch.tensor([late])])
     dst = torch.cat([train.targets(), torch.tensor([early])])
     tampered, _ = normalize_edges(src.numpy(), dst.numpy(), graph.num_nodes, undirected=False,
                                   dedup=True, remove_self_loops=True)
-    graphs = {**node_split.message_graphs, "train": tampered}
+    graphs = {**node_split.message_graphs, "train": {EDGE: tampered}}
     report = _audit(graph, roles, graphs, "time")
     assert not report["passed"]
     assert _check(report)["detail"].startswith("train phase: 1 of")
@@ -119,8 +121,8 @@ def test_explicit_transductive_is_an_opt_in_the_audit_warns_about():
                                                "mode": "transductive"}}}).split.node
     assert cfg.mode == "transductive" and cfg.future_visible
     graph = timed_graph()
-    node_split = split_nodes(graph, cfg, make_rng(0, "split"))
-    assert all(g is graph.csr for g in node_split.message_graphs.values())
+    node_split = split_nodes(one_type(graph), cfg, make_rng(0, "split"))
+    assert all(g[EDGE] is graph.csr for g in node_split.message_graphs.values())
     report = _audit(graph, node_split.roles, node_split.message_graphs, "transductive",
                     future_visible=True)
     entry = _check(report)
@@ -146,7 +148,7 @@ def test_mode_defaults_and_the_time_mode_rule():
     assert "\n" not in line and "split.node.mode='time'" in line
     assert "split.node.strategy=time (found 'random')" in line
     with pytest.raises(ValueError, match="split.node.mode=time needs split.node.strategy=time"):
-        split_nodes(timed_graph(), NodeSplitParams(strategy="random", mode="time"),
+        split_nodes(one_type(timed_graph()), NodeSplitParams(strategy="random", mode="time"),
                     make_rng(0, "split"))
 
 
@@ -179,26 +181,21 @@ def test_split_stage_writes_a_time_respecting_split_and_warns_on_the_opt_in(tmp_
 def test_typed_time_split_cuts_every_edge_type_at_the_target_times():
     from test_hetero_data import small_hetero
 
-    from gnnpipe.commands.split import _typed_time_check, _typed_time_graphs
-    from gnnpipe.hetero.audit import audit_hetero_node_split
-    from gnnpipe.hetero.split import split_hetero_nodes
-
     base = small_hetero()
     n = base.num_nodes(base.target)
     y = base.y.clone()
     y[::4] = UNLABELLED
     t = torch.from_numpy(np.random.default_rng(3).integers(0, 20, n))
     graph = dataclasses.replace(base, y=y, node_time={base.target: t})
-    node_split = split_hetero_nodes(graph, NodeSplitParams(strategy="time"), make_rng(0, "split"))
+    node_split = split_nodes(graph, NodeSplitParams(strategy="time"), make_rng(0, "split"))
     assert node_split.mode == "time"
-    graphs = _typed_time_graphs(graph, node_split)
-    report = audit_hetero_node_split(graph, node_split.roles, graphs, node_split.mode)
-    _typed_time_check(report, graph, node_split.roles, t.numpy(), graphs, False)
+    report = audit.audit_node_split(graph, node_split.roles, node_split.message_graphs,
+                                    node_split.mode, timed=True)
     assert report["passed"] and _check(report)["passed"]
-    # hetero/split.py's role-only graphs keep later unlabelled targets: the check sees it
-    report = audit_hetero_node_split(graph, node_split.roles, node_split.message_graphs, "time")
-    _typed_time_check(report, graph, node_split.roles, t.numpy(), node_split.message_graphs,
-                      False)
+    assert _check(report, "splits_in_time_order")["passed"]
+    # inductive graphs cut by role only keep later unlabelled targets: the check sees it
+    by_role = message_graphs(graph, node_split.roles, "inductive")
+    report = audit.audit_node_split(graph, node_split.roles, by_role, "time", timed=True)
     assert not report["passed"] and not _check(report)["passed"]
 
 

@@ -15,6 +15,7 @@ from gnnpipe.propagate import propagate
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import one_type, phase_csrs
 
 FAST = TrainParams(epochs=60, patience=20, hidden=32)
 
@@ -38,7 +39,7 @@ def _train(graph, roles, model="sage", cfg=FAST, seed=0, message_graphs=None, **
 
 @pytest.fixture
 def split_roles(small_graph):
-    return split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
+    return split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
 
 
 def test_gnn_beats_the_mlp_on_a_homophilous_graph(small_graph, split_roles):
@@ -87,8 +88,9 @@ def test_predictions_cover_each_split_node_once(small_graph, split_roles):
 
 
 def test_inductive_training_never_sees_test_features(small_graph):
-    node_split = split_nodes(small_graph, NodeSplitParams(mode="inductive"), make_rng(0, "split"))
-    roles, graphs = node_split.roles, node_split.message_graphs
+    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+                             make_rng(0, "split"))
+    roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     clean = _train(small_graph, roles, message_graphs=graphs)
     test_nodes = torch.from_numpy(np.flatnonzero(roles == "test"))
     poisoned_x = small_graph.x.clone()

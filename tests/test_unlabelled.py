@@ -18,14 +18,12 @@ from gnnpipe.analyze import analyze_graph, homophily, label_coverage, label_dist
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.evaluate import confusion_rows, score_predictions
 from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
-from gnnpipe.hetero.audit import audit_hetero_node_split
-from gnnpipe.hetero.split import split_hetero_nodes
 from gnnpipe.hetero.synthetic import CITES, WRITES
 from gnnpipe.metrics import classification_metrics
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
-from gnnpipe.typed_graph import edge_pairs
+from gnnpipe.typed_graph import EDGE, edge_pairs, one_type, phase_csrs
 
 from test_hetero_data import small_hetero
 from test_report import _inputs
@@ -51,12 +49,12 @@ def half():
 
 
 def _split(graph, **kw):
-    return split_nodes(graph, NodeSplitParams(**kw), make_rng(0, "split"))
+    return split_nodes(one_type(graph), NodeSplitParams(**kw), make_rng(0, "split"))
 
 
 def _audit(graph, node_split, **kw):
-    return audit.audit_node_split(node_split.roles, graph.y.numpy(), graph.num_classes,
-                                  node_split.message_graphs, graph.csr, node_split.mode, **kw)
+    return audit.audit_node_split(one_type(graph), node_split.roles, node_split.message_graphs,
+                                  node_split.mode, **kw)
 
 
 def _failed(report):
@@ -119,7 +117,7 @@ def test_every_strategy_splits_only_labelled_nodes(half, name, mode):
         assert node_split.unlabelled_dropped == dropped
         assert all(dropped.values())  # the official split did name unlabelled nodes
     report = _audit(half, node_split,
-                    timestamps=half.timestamps.numpy() if name == "time" else None,
+                    timed=name == "time",
                     future_visible=name == "time" and mode == "transductive")  # the opt-in
     assert report["passed"], _failed(report)
     coverage = report["label_coverage"]
@@ -171,7 +169,7 @@ def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
     y[torch.from_numpy(unlabelled)] = UNLABELLED
     graph = dataclasses.replace(graph, y=y)
     cfg = params_from_dict({"split": {"node": {"mode": "inductive"}}}).split.node
-    node_split = split_hetero_nodes(graph, cfg, make_rng(0, "split"))
+    node_split = split_nodes(graph, cfg, make_rng(0, "split"))
     roles = node_split.roles
     assert (roles[unlabelled] == "unused").all()
     assert _counts(roles) == {"train": 180, "val": 60, "test": 60}  # 0.6/0.2/0.2 of 300 papers
@@ -182,19 +180,19 @@ def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
         s, d = edge_pairs(node_split.message_graphs["train"][edge_type])
         assert np.array_equal(np.sort(s * n + d), np.sort(src[keep] * n + dst[keep])), edge_type
         assert unlabelled[d].any()
-    report = audit_hetero_node_split(graph, roles, node_split.message_graphs, node_split.mode)
+    report = audit.audit_node_split(graph, roles, node_split.message_graphs, node_split.mode)
     assert report["passed"], _failed(report)
     assert report["label_coverage"]["unlabelled"] == n // 2
     doctored = roles.copy()
     doctored[np.flatnonzero(unlabelled)[0]] = "val"
-    report = audit_hetero_node_split(graph, doctored, node_split.message_graphs, node_split.mode)
+    report = audit.audit_node_split(graph, doctored, node_split.message_graphs, node_split.mode)
     assert "splits_labelled_only" in _failed(report)
 
 
 # ---------------------------------------------------------------- 2. they carry messages
 def test_unlabelled_nodes_are_in_every_inductive_phase_graph(half):
     node_split = _split(half, strategy="random", mode="inductive")
-    roles, graphs, full = node_split.roles, node_split.message_graphs, half.csr
+    roles, graphs, full = node_split.roles, phase_csrs(node_split.message_graphs), half.csr
     carriers = half.y.numpy() == UNLABELLED
     train_seen = (roles == "train") | carriers
     assert np.array_equal(graphs["train"].edge_keys().numpy(), _edges_within(full, train_seen))
@@ -213,14 +211,15 @@ def test_unlabelled_nodes_are_in_every_inductive_phase_graph(half):
     bridge = np.flatnonzero(carriers[full_src] & (roles[full_dst] == "test"))[0]
     leaked = csr_from_edges(np.append(leak_src, full_src[bridge]),
                             np.append(leak_dst, full_dst[bridge]), half.num_nodes)
-    report = audit.audit_node_split(roles, half.y.numpy(), half.num_classes,
-                                    {**graphs, "train": leaked}, full, "inductive")
+    report = audit.audit_node_split(one_type(half), roles,
+                                    {**node_split.message_graphs, "train": {EDGE: leaked}},
+                                    "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
 
 
 def test_transductive_phases_share_the_whole_graph_with_unlabelled_nodes(half):
     node_split = _split(half, mode="transductive")
-    assert all(node_split.message_graphs[p] is half.csr for p in PHASES)
+    assert all(node_split.message_graphs[p][EDGE] is half.csr for p in PHASES)
     assert _audit(half, node_split)["passed"]
 
 
@@ -230,16 +229,16 @@ def test_a_labelled_node_no_split_took_stays_hidden_in_inductive_graphs(half):
     roles, y = node_split.roles, half.y.numpy()
     spare = (roles == "unused") & (y != UNLABELLED)
     assert spare.sum() == M - 200
-    src, dst = (node_split.message_graphs["train"].indices.numpy(),
-                node_split.message_graphs["train"].targets().numpy())
+    src, dst = (node_split.message_graphs["train"][EDGE].indices.numpy(),
+                node_split.message_graphs["train"][EDGE].targets().numpy())
     assert not spare[src].any() and not spare[dst].any()
     # and the audit does not take such a node for a carrier: its edge in the train graph fails
     full_src, full_dst = half.csr.indices.numpy(), half.csr.targets().numpy()
     edge = np.flatnonzero(spare[full_src] & (roles[full_dst] == "train"))[0]
     leaked = csr_from_edges(np.append(src, full_src[edge]), np.append(dst, full_dst[edge]),
                             half.num_nodes)
-    report = audit.audit_node_split(roles, y, half.num_classes,
-                                    {**node_split.message_graphs, "train": leaked}, half.csr,
+    report = audit.audit_node_split(one_type(half), roles,
+                                    {**node_split.message_graphs, "train": {EDGE: leaked}},
                                     "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
 
@@ -254,8 +253,8 @@ def test_audit_fails_when_an_unlabelled_node_is_in_a_split(half):
     victim = int(np.flatnonzero(y == UNLABELLED)[3])
     doctored = node_split.roles.copy()
     doctored[victim] = "train"
-    report = audit.audit_node_split(doctored, y, half.num_classes, node_split.message_graphs,
-                                    half.csr, "inductive")
+    report = audit.audit_node_split(one_type(half), doctored, node_split.message_graphs,
+                                    "inductive")
     assert not report["passed"]
     assert "splits_labelled_only" in _failed(report)
     detail = next(c["detail"] for c in report["checks"] if c["check"] == "splits_labelled_only")

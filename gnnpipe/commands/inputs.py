@@ -124,7 +124,7 @@ def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkS
 def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSupervision]:
     """The held-out edge type and its supervision shifted to ``to_homogeneous`` ids (the
     typed models' output rows), with typed training negatives."""
-    from gnnpipe.hetero.split import negative_weights, typed_negative_sampler
+    from gnnpipe.link_split import negative_weights, typed_negative_sampler
 
     graph = typed.graph
     edge_type, edges, negatives = hio.read_hetero_link_split(args.split, graph)

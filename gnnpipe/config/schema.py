@@ -74,7 +74,7 @@ class EdgeTableParams:
 
 @dataclass(frozen=True)
 class StorageParams:
-    """How prepare stores the graph: bytes on disk against precision (BENCHMARKS.md, sizes)."""
+    """How prepare stores the graph: bytes on disk against precision (docs/scaling.md)."""
 
     # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"

@@ -9,7 +9,8 @@ Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
              typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
              listed in hetero.json as node_time / edge_time / public_roles), and
              node_ids_<T>.parquet (node_id, original_id[, timestamp]) for user ids
-  split/     meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
+  split/     (written by gnnpipe/io/splits.py ``write_split``)
+             meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
              (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
              (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
              the held-out edge type (src of its source type, dst of its target type)
@@ -27,14 +28,13 @@ from gnnpipe.graph import Csr
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.parquet import read_table, write_table
-from gnnpipe.io.splits import LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA, write_link_tables
+from gnnpipe.io.splits import LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA, TYPED_CSR_SCHEMA
 from gnnpipe.io.tensors import load_tensors, save_tensors
 from gnnpipe.typed_graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
 
 META = "hetero.json"
 META_SCHEMA = "gnnpipe.hetero/1"
 GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
-CSR_SCHEMA = "gnnpipe.hetero_csr/1"
 
 
 def is_hetero(prepared: Path) -> bool:
@@ -262,46 +262,6 @@ def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 
 # -------------------------------------------------------------------------------------- split
-def _write_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]) -> dict:
-    """One ``message_<phase>.pt`` per distinct phase graph (phases may share one dict)."""
-    files: dict[str, str] = {}
-    written: dict[int, str] = {}
-    for phase in PHASES:
-        graphs = message_graphs[phase]
-        if id(graphs) not in written:
-            written[id(graphs)] = f"message_{phase}.pt"
-            tensors = {}
-            for edge_type, csr in graphs.items():
-                name = edge_type_name(edge_type)
-                tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
-            save_tensors(out / written[id(graphs)], CSR_SCHEMA, tensors)
-        files[phase] = written[id(graphs)]
-    return files
-
-
-def write_hetero_split(out: Path, graph: HeteroGraph,
-                       message_graphs: dict[str, dict[EdgeType, Csr]], meta: dict, *,
-                       roles: np.ndarray | None = None,
-                       edges: dict[str, torch.Tensor] | None = None,
-                       negatives: dict[str, torch.Tensor] | None = None) -> None:
-    """Node task: ``roles`` str (N_target,) of ``graph.target``. Link task: ``edges`` role ->
-    int64 (2, E) type-local (src, dst) of the held-out edge type, ``negatives`` phase -> int64
-    (P, K) targets (ids of its dst type) for the heads ``edges[phase][0]``."""
-    out = Path(out)
-    files = _write_message_graphs(out, message_graphs)
-    # node types and edge types in order: partition reads this folder alone
-    extra = {"target": graph.target, "node_types": [list(entry) for entry in graph.sizes()],
-             "edge_types": [edge_type_name(e) for e in graph.edge_types]}
-    if roles is not None:
-        target = graph.target
-        table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
-        write_table(out / f"nodes_{target}.parquet", table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-    if edges is not None:
-        write_link_tables(out, edges, negatives)
-        extra["num_negatives"] = {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}
-    write_json(out / "meta.json", {**meta, **extra, "hetero": True, "message_graph": files})
-
-
 def read_hetero_split_meta(split: Path) -> dict:
     path = Path(split) / "meta.json"
     meta = read_json(path)
@@ -336,7 +296,7 @@ def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
         for edge_type in edge_types:
             e = edge_type_name(edge_type)
             spec[f"{e}.indptr"], spec[f"{e}.indices"] = (torch.int64, 1), (torch.int64, 1)
-        payload = load_tensors(path, CSR_SCHEMA, spec)
+        payload = load_tensors(path, TYPED_CSR_SCHEMA, spec)
         loaded[name] = {e: _check_typed_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
                                                 payload[f"{edge_type_name(e)}.indices"]),
                                             e, counts, f"{path} ({edge_type_name(e)})")

@@ -1,5 +1,7 @@
 """Split files: node roles, per-phase message graphs, meta.json; for the link task also the
-held-out positives per role and the fixed negatives per phase."""
+held-out positives per role and the fixed negatives per phase. One writer for both layouts:
+a homogeneous graph's files (``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed
+graph's (``gnnpipe/io/hetero.py`` documents them; read there)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,52 @@ from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
+from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_type_name
+
+TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"
 
 
-def write_split(out: Path, roles: np.ndarray, message_graphs: dict[str, Csr], meta: dict) -> None:
-    """``roles`` str (N,) in SPLIT_ROLES; ``message_graphs`` one CSR per phase, shared by identity."""
+def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, Csr]],
+                meta: dict, *, typed: bool, roles: np.ndarray | None = None,
+                edges: dict[str, torch.Tensor] | None = None,
+                negatives: dict[str, torch.Tensor] | None = None) -> None:
+    """A split of ``graph`` in its layout (``typed``: the typed files, else the homogeneous
+    files of its one edge type). Node task: ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
+    ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
+    ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
+    ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one
+    dict (typed) or one CSR (homogeneous) share one file."""
+    out = Path(out)
+    link = ({} if edges is None else
+            {"num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
+    if edges is not None:
+        write_link_tables(out, edges, negatives)
+    if typed:
+        files = _write_typed_message_graphs(out, message_graphs)
+        if roles is not None:
+            _write_roles(out / f"nodes_{graph.target}.parquet", roles)
+        # node types and edge types in order: partition reads this folder alone
+        meta = {**meta, "target": graph.target,
+                "node_types": [list(entry) for entry in graph.sizes()],
+                "edge_types": [edge_type_name(e) for e in graph.edge_types], **link,
+                "hetero": True}
+    else:
+        (edge_type,) = graph.edge_types
+        files = _write_message_graphs(out, {p: message_graphs[p][edge_type] for p in PHASES})
+        if edges is not None:  # every node "unused": no node carries a label role
+            roles = np.full(graph.num_nodes(graph.target), "unused", dtype=object)
+            meta = {**meta, "task": "link", **link}
+        _write_roles(out / "nodes.parquet", roles)
+    write_json(out / "meta.json", {**meta, "message_graph": files})
+
+
+def _write_roles(path: Path, roles: np.ndarray) -> None:
     table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
-    write_table(out / "nodes.parquet", table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+
+
+def _write_message_graphs(out: Path, message_graphs: dict[str, Csr]) -> dict[str, str]:
+    """One ``message_<phase>.pt`` per distinct CSR; returns phase -> file."""
     files: dict[str, str] = {}
     written: dict[int, str] = {}
     for phase in PHASES:  # a graph shared by several phases is stored once
@@ -29,7 +71,25 @@ def write_split(out: Path, roles: np.ndarray, message_graphs: dict[str, Csr], me
             save_tensors(out / written[id(csr)], "gnnpipe.csr/1",
                          {"indptr": csr.indptr, "indices": csr.indices})
         files[phase] = written[id(csr)]
-    write_json(out / "meta.json", {**meta, "message_graph": files})
+    return files
+
+
+def _write_typed_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]
+                                ) -> dict[str, str]:
+    """One ``message_<phase>.pt`` per distinct phase dict, one CSR per edge type in it."""
+    files: dict[str, str] = {}
+    written: dict[int, str] = {}
+    for phase in PHASES:
+        graphs = message_graphs[phase]
+        if id(graphs) not in written:
+            written[id(graphs)] = f"message_{phase}.pt"
+            tensors = {}
+            for edge_type, csr in graphs.items():
+                name = edge_type_name(edge_type)
+                tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
+            save_tensors(out / written[id(graphs)], TYPED_CSR_SCHEMA, tensors)
+        files[phase] = written[id(graphs)]
+    return files
 
 
 def read_split_roles(split: Path) -> np.ndarray:
@@ -76,19 +136,9 @@ LINK_EVAL_PHASES = ("val", "test")
 NEGATIVES_SCHEMA = pa.schema([("positive", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())])
 
 
-def write_link_split(out: Path, edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
-                     message_graphs: dict[str, Csr], num_nodes: int, meta: dict) -> None:
-    """``edges`` role -> int64 (2, E); ``negatives`` phase -> int64 (P, K) targets of the heads
-    ``edges[phase][0]``; message graphs and meta.json exactly as for node splits."""
-    write_split(out, np.full(num_nodes, "unused", dtype=object), message_graphs,
-                {**meta, "task": "link",
-                 "num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
-    write_link_tables(out, edges, negatives)
-
-
 def write_link_tables(out: Path, edges: dict[str, torch.Tensor],
                       negatives: dict[str, torch.Tensor]) -> None:
-    """``edges_<role>.parquet`` and ``negatives_<phase>.parquet`` (homogeneous and typed splits)."""
+    """``edges_<role>.parquet`` and ``negatives_<phase>.parquet``."""
     for role in LINK_EDGE_ROLES:
         src, dst = edges[role].numpy()
         write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),

@@ -4,7 +4,7 @@ negatives, neighbourhoods sampled by ``HeteroNeighborSampler`` behind PyG's ``Li
 The typed counterpart of ``gnnpipe.sampling.link.SupervisionLoader``. A batch holds
 ``B = batch_size`` supervision edges ``(h, t)`` of the edge type ``E = (s, r, d)`` of this rank
 and one negative ``(h, t')`` per positive (head kept, target corrupted). The negative targets
-come from the training ``NegativeSampler`` (``gnnpipe.hetero.split.typed_negative_sampler``): it
+come from the training ``NegativeSampler`` (``gnnpipe.link_split.typed_negative_sampler``): it
 works on ``to_homogeneous`` ids, so heads are shifted by ``offsets[0]`` and targets back by
 ``offsets[1]`` (``graph.offsets()[s]``, ``graph.offsets()[d]``); it forbids only the pairs
 training may see (message + train supervision), never a held-out one, and only ``d`` nodes

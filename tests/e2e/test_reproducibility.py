@@ -82,6 +82,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.rng import make_rng
     from gnnpipe.sampling.loader import neighbor_loader
     from gnnpipe.split import split_nodes
+    from gnnpipe.typed_graph import one_type
     from gnnpipe.train import build_inputs, fit
 
     from conftest import small_params
@@ -89,7 +90,7 @@ def test_two_thread_training_is_byte_identical_under_load():
 
     params = small_params(num_nodes=1500, num_features=16)
     graph = prepare(params.dataset, params.seed)[0]
-    roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
     cfg = TrainParams(epochs=4, patience=4, hidden=16)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
@@ -123,10 +124,11 @@ from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import one_type
 torch.set_num_threads(1)
 params = small_params(num_nodes=2000, num_features=32)
 graph = prepare(params.dataset, params.seed)[0]
-roles = split_nodes(graph, NodeSplitParams(), make_rng(0, "split")).roles
+roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
 cfg = TrainParams(epochs=20, patience=20, hidden=32)
 inputs = build_inputs(graph.x, message_graphs={{p: graph.csr for p in ("train", "val", "test")}})
 result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,
