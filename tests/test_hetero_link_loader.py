@@ -15,7 +15,7 @@ from torch_geometric.sampler import NegativeSampling
 from gnnpipe.config import NeighborParams, params_from_dict
 from gnnpipe.distributed import DistContext
 from gnnpipe.hetero.split import negative_weights, split_hetero_links, typed_negative_sampler
-from gnnpipe.hetero.synthetic import REV_WRITES, WRITES
+from gnnpipe.synthetic import REV_WRITES, WRITES
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.hetero_link import typed_link_loader
 from gnnpipe.sampling.hetero_neighbor import hetero_link_neighbor_loader

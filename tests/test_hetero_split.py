@@ -11,7 +11,7 @@ from gnnpipe.config import params_from_dict
 from gnnpipe.hetero.audit import audit_hetero_link_split, audit_hetero_node_split
 from gnnpipe.typed_graph import edge_pairs, typed_csr
 from gnnpipe.hetero.split import split_hetero_links, split_hetero_nodes
-from gnnpipe.hetero.synthetic import CITES, REV_WRITES, WRITES
+from gnnpipe.synthetic import CITES, REV_WRITES, WRITES
 from gnnpipe.io import hetero as hio
 from gnnpipe.rng import make_rng
 

@@ -1,5 +1,5 @@
-"""Typed graphs from users' own tables (dataset.layout: typed, gnnpipe/sources/typed_tables.py,
-gnnpipe/hetero/prepare.py): one table per node type and relation, ids remapped per type."""
+"""Typed graphs from users' own tables (dataset.layout: typed, gnnpipe/sources/tables.py,
+gnnpipe/prepare.py): one table per node type and relation, ids remapped per type."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import yaml
 
 from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.hetero.prepare import prepare_typed_dataset
+from gnnpipe.prepare import prepare_dataset
 from gnnpipe.io import hetero as hio
 from gnnpipe.typed_graph import edge_pairs
 
@@ -76,7 +76,7 @@ def pairs(csr) -> set[tuple[int, int]]:
 @pytest.fixture(params=["parquet", "csv"])
 def prepared(request, tmp_path):
     fmt = request.param
-    return prepare_typed_dataset(dataset(make_tables(tmp_path / "raw", fmt), fmt))
+    return prepare_dataset(dataset(make_tables(tmp_path / "raw", fmt), fmt), 0)
 
 
 # ------------------------------------------------------------------------------ the graph
@@ -112,7 +112,7 @@ def test_reverse_edge_types_are_added_and_a_same_type_relation_is_its_own(prepar
 
 
 def test_directed_tables_get_no_reverse_types(tmp_path):
-    graph = prepare_typed_dataset(dataset(make_tables(tmp_path), undirected=False)).graph
+    graph = prepare_dataset(dataset(make_tables(tmp_path), undirected=False), 0).graph
     assert graph.edge_types == (("user", "buys", "item"), ("user", "follows", "user"))
     assert graph.reverse == {}
 
@@ -128,7 +128,7 @@ def test_featureless_type_gets_log1p_in_degree_per_incoming_edge_type(prepared):
 
 def test_featureless_constant_is_a_column_of_ones(tmp_path):
     cfg = dataset(make_tables(tmp_path), typed={"featureless": "constant"})
-    assert torch.equal(prepare_typed_dataset(cfg).graph.x["item"], torch.ones(4, 1))
+    assert torch.equal(prepare_dataset(cfg, 0).graph.x["item"], torch.ones(4, 1))
 
 
 def test_node_and_edge_timestamps_are_int64_in_csr_order(prepared):
@@ -152,16 +152,16 @@ def test_node_and_edge_timestamps_are_int64_in_csr_order(prepared):
 
 def test_target_can_be_named_and_link_edge_type_defaults_to_the_first_touching_it(tmp_path):
     root = make_tables(tmp_path)
-    graph = prepare_typed_dataset(dataset(root, typed={"target": "user"})).graph
+    graph = prepare_dataset(dataset(root, typed={"target": "user"}), 0).graph
     assert graph.target == "user" and graph.link_edge_type == ("user", "buys", "item")
     cfg = dataset(root, typed={"link_edge_type": "user__follows__user"})
-    assert prepare_typed_dataset(cfg).graph.link_edge_type == ("user", "follows", "user")
+    assert prepare_dataset(cfg, 0).graph.link_edge_type == ("user", "follows", "user")
 
 
 def test_link_task_needs_no_labels(tmp_path):
     root = make_tables(tmp_path)
     _write(root / "nodes" / "user", user_table().drop(["label"]), "parquet")
-    prepared = prepare_typed_dataset(dataset(root, task="link"))
+    prepared = prepare_dataset(dataset(root, task="link"), 0)
     assert prepared.graph.num_classes == 1 and prepared.report["labelled"] is False
 
 
@@ -174,7 +174,7 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch):
     assert main(["prepare"]) == 0
     out = tmp_path / "data/prepared"
     graph = hio.read_hetero_graph(out)
-    expected = prepare_typed_dataset(dataset(tmp_path / "raw")).graph
+    expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
     assert graph.node_time.keys() == expected.node_time.keys()
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
     assert hio.read_hetero_node_ids(out, "user").column("original_id").to_pylist() == USERS
@@ -405,7 +405,7 @@ def test_phase_graphs_find_their_edge_times(tmp_path):
     from gnnpipe.hetero.split import restrict_to
     from gnnpipe.typed_graph import sub_edge_time
 
-    graph = prepare_typed_dataset(dataset(make_tables(tmp_path))).graph
+    graph = prepare_dataset(dataset(make_tables(tmp_path)), 0).graph
     visible = np.array([True, False, True, True, False, True])
     phase = restrict_to(graph, graph.csr, visible)
     for edge_type, time in graph.edge_time.items():

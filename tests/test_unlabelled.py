@@ -20,7 +20,7 @@ from gnnpipe.evaluate import confusion_rows, score_predictions
 from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
 from gnnpipe.hetero.audit import audit_hetero_node_split
 from gnnpipe.hetero.split import split_hetero_nodes
-from gnnpipe.hetero.synthetic import CITES, WRITES
+from gnnpipe.synthetic import CITES, WRITES
 from gnnpipe.metrics import classification_metrics
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng

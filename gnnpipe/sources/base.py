@@ -326,7 +326,7 @@ class RawRelation:
 
 @dataclass(frozen=True)
 class RawTypedGraph:
-    """A typed source's graph before the edge policies (``gnnpipe.hetero.prepare`` applies
+    """A typed source's graph before the edge policies (``gnnpipe.prepare.build_typed`` applies
     them). Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros
     and one class when a link-task graph has no labels); ``public_roles`` int8 (N_target,)."""
 

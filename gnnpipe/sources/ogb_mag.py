@@ -96,7 +96,7 @@ def _relations(raw: Path, counts: dict[str, int]) -> dict[tuple[str, str, str], 
     return relations
 
 
-def read(cfg: DatasetParams) -> RawTypedGraph:
+def read_typed(cfg: DatasetParams) -> RawTypedGraph:
     root = dataset_root(cfg)
     raw = root / "raw"
     counts = _counts(raw)
