@@ -27,7 +27,7 @@ from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_f
 from gnnpipe.graph import ROLES, Graph, normalize_edges
 from gnnpipe.prepare import build, prepare_dataset, stored_edge_rows
 from gnnpipe.rng import make_rng
-from gnnpipe.sources import tables
+from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.split import split_nodes
 
@@ -231,7 +231,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
             pass
 
     monkeypatch.setattr(tables, "progress", Bar)
-    monkeypatch.setattr(tables, "EDGE_BATCH_ROWS", 10)
+    monkeypatch.setattr(formats, "EDGE_BATCH_ROWS", 10)
     folder = write_tables(tmp_path, STR_IDS, row_group=7)
     cfg = dataset("parquet", folder)
     assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
@@ -240,7 +240,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
     assert max(counted[1:]) <= 10  # never more than one chunk in memory at once
 
     counted.clear()
-    monkeypatch.setattr(tables, "CSV_BLOCK_BYTES", 64)
+    monkeypatch.setattr(formats, "CSV_BLOCK_BYTES", 64)
     folder = write_tables(tmp_path / "csv", STR_IDS, fmt="csv", list_column=False)
     cfg = dataset("csv", folder, nodes={"features": "f_*"})
     assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))

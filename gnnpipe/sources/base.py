@@ -109,25 +109,17 @@ def is_numeric(dtype: pa.DataType) -> bool:
 MISSING_LABELS = ("", "nan", "na", "n/a", "none", "null")
 
 
-def labels(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
-           unlabeled_values: tuple = (), max_classes: int | None = None
-           ) -> tuple[np.ndarray, list[str] | None]:
-    """Class codes int64 (N,) from an integer, integral float or string label column, -1
-    (``UNLABELLED``) where the label is missing; and the class names when they are strings.
-
-    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
-    other values are remapped to dense codes 0..C-1 in sorted order (``label_values`` gives
-    them back), so sparse integer codes never make empty classes.
-    """
-    codes, values = label_codes(column, file, name, unlabeled_values, max_classes)
-    names = [str(v) for v in values.to_pylist()] if pa.types.is_string(values.type) else None
-    return codes, names
-
-
 def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
                 unlabeled_values: tuple = (), max_classes: int | None = None
                 ) -> tuple[np.ndarray, pa.Array]:
-    """``labels`` with the user's value of each class code: int64 or string (C,)."""
+    """Class codes int64 (N,) from an integer, integral float or string label column, -1
+    (``UNLABELLED``) where the label is missing; and the user's value of each class code, int64
+    or string (C,).
+
+    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
+    other values are remapped to dense codes 0..C-1 in sorted order, so sparse integer codes
+    never make empty classes.
+    """
     column = combine(column)
     if len(column) == 0:  # no nodes at all: validate_arrays says so
         return np.zeros(0, dtype=np.int64), pa.array([], type=pa.int64())
