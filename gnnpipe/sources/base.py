@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnnpipe.graph import ROLES
+from gnnpipe.typed_graph import check_name
 
 # Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
 # enough that a chunk of int64 ids is a few tens of MB.
@@ -267,6 +268,22 @@ def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int 
     if pa.types.is_floating(dtype):
         check_finite(column.to_numpy(), file, [name], "timestamp", offset)
     return column
+
+
+def split_edge_type(name: str, sep: str, path: Path | str, naming: str, node_types,
+                    unknown: str) -> tuple[str, str, str]:
+    """``(src, relation, dst)`` of a relation's file or folder ``name``, ``src<sep>rel<sep>dst``:
+    each part a valid name, both node types in ``node_types``. ``naming`` (how such a name is
+    made) and ``unknown`` (where the node types are listed) end the two error lines."""
+    parts = name.split(sep)
+    if len(parts) != 3:
+        raise ValueError(f"{path}: {naming}, not {name!r}")
+    for part, what in zip(parts, ("source node type", "relation", "target node type")):
+        check_name(part, f"{path}: {what}")
+    for node_type in (parts[0], parts[2]):
+        if node_type not in node_types:
+            raise ValueError(f"{path}: names node type {node_type!r}, which {unknown}")
+    return parts[0], parts[1], parts[2]
 
 
 def roles_from_indices(num_nodes: int, index: dict[str, np.ndarray], where: str) -> np.ndarray:

@@ -36,7 +36,7 @@ from gnnpipe.progress import progress
 from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, RawTypedGraph,
                                   check_finite, check_no_nulls, check_timestamps, combine,
                                   feature_columns, features, is_numeric, label_codes,
-                                  require_file)
+                                  require_file, split_edge_type)
 from gnnpipe.sources.formats import CsvTables, ParquetTables
 from gnnpipe.typed_graph import check_name
 
@@ -296,21 +296,6 @@ def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
     return None
 
 
-def _edge_type(path: Path, stem: str, paths: dict[str, Path], nodes_dir: Path
-               ) -> tuple[str, str, str]:
-    parts = stem.split("__")
-    if len(parts) != 3:
-        raise ValueError(f"{path}: an edge table is named <src>__<relation>__<dst> (node types "
-                         f"and a relation joined by double underscores), not {stem!r}")
-    for part, what in zip(parts, ("source node type", "relation", "target node type")):
-        check_name(part, f"{path}: {what}")
-    for node_type in (parts[0], parts[2]):
-        if node_type not in paths:
-            raise ValueError(f"{path}: names node type {node_type!r}, which has no node table "
-                             f"in {nodes_dir} (node types: {', '.join(paths)})")
-    return parts[0], parts[1], parts[2]
-
-
 def read_typed(cfg: DatasetParams) -> RawTypedGraph:
     """``dataset.layout: typed``: one node table per type, one edge table per relation."""
     root = Path(cfg.path)
@@ -350,7 +335,10 @@ def read_typed(cfg: DatasetParams) -> RawTypedGraph:
     lookups = {t: (IdLookup(n.ids), paths[t]) for t, n in nodes.items()}
     relations = {}
     for stem, path in edge_paths.items():
-        edge_type = _edge_type(path, stem, paths, nodes_dir)
+        edge_type = split_edge_type(
+            stem, "__", path, "an edge table is named <src>__<relation>__<dst> (node types and "
+            "a relation joined by double underscores)", paths,
+            f"has no node table in {nodes_dir} (node types: {', '.join(paths)})")
         timed = bool(cfg.edges.timestamp) and cfg.edges.timestamp in tables.schema(path).names
         src, dst, _, time = read_edges(tables, path, cfg.edges,
                                        {"src": lookups[edge_type[0]], "dst": lookups[edge_type[2]]},
