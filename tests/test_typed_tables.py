@@ -165,13 +165,17 @@ def test_link_task_needs_no_labels(tmp_path):
     assert prepared.graph.num_classes == 1 and prepared.report["labelled"] is False
 
 
-def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch):
+def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
     make_tables(tmp_path / "raw")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
         "source": "parquet", "path": "raw", "layout": "typed",
         "nodes": {"features": "f*", "timestamp": "t"}, "edges": {"timestamp": "t"}}}))
     assert main(["prepare"]) == 0
+    # one summary line for every kind: types, edges, target, policies, featureless types
+    assert capsys.readouterr().out.strip() == (
+        "gnnpipe prepare: typed graph: 4 item, 6 user; 20 edges in 3 types, target user (2 "
+        "duplicates, 1 self-loops removed); featureless: item (degree features) -> data/prepared")
     out = tmp_path / "data/prepared"
     graph = hio.read_hetero_graph(out)
     expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
@@ -198,11 +202,14 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
         hio.read_hetero_graph(tmp_path / "data/prepared")
 
 
-def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch):
+def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {"synthetic": {
         "hetero": True, "num_nodes": 60, "num_authors": 20, "num_venues": 3}}}))
     assert main(["prepare"]) == 0
+    assert re.fullmatch(r"gnnpipe prepare: typed graph: 60 paper, 20 author, 3 venue; \d+ edges "
+                        r"in 5 types, target paper \(\d+ duplicates, \d+ self-loops removed\) "
+                        r"-> data/prepared", capsys.readouterr().out.strip())
     meta = json.loads((tmp_path / "data/prepared/hetero.json").read_text())
     assert not {"node_time", "edge_time", "public_roles"} & set(meta)
     assert not list((tmp_path / "data/prepared").glob("node_ids_*"))
@@ -434,3 +441,14 @@ def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "split.node.strategy=cluster" in err and "no user -> user edge type" in err
     assert not (tmp_path / "data/split").exists()
+
+
+@pytest.mark.parametrize("layout", ["typed", "homogeneous"])
+def test_the_default_path_absent_names_what_belongs_there(tmp_path, monkeypatch, layout):
+    monkeypatch.chdir(tmp_path)  # no data/raw here
+    cfg = params_from_dict({"dataset": {"source": "parquet", "layout": layout}}).dataset
+    expected = (r"dataset.layout=typed needs dataset.path: the folder of the typed tables "
+                r"\(dataset.source=parquet\)" if layout == "typed" else
+                r"dataset.source=parquet needs dataset.path: a folder with the node and edge")
+    with pytest.raises(ValueError, match=expected):
+        prepare_dataset(cfg, 0)

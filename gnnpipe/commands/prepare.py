@@ -7,6 +7,9 @@ dataset.layout typed: the user's typed tables or OGB-MAG folder (plus node_ids_<
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+
 from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.prepare import prepare_dataset
@@ -58,9 +61,6 @@ def _warn(report: dict) -> None:
 def _labels(out: Path, y, num_classes: int, class_values, report: dict, compression: str):
     """classes.parquet (the user's label of each code; 0..C-1 when the source had codes) and
     the label coverage of ``y`` (N,) in ``report``."""
-    import numpy as np
-    import pyarrow as pa
-
     values = (pa.array(np.arange(num_classes, dtype=np.int64)) if class_values is None
               else class_values)
     io.write_classes(out, values, compression)
