@@ -314,7 +314,7 @@ def _link_edge_type(cfg: DatasetParams, raw: RawTypedGraph, edge_types: list[Edg
     return (touching or list(raw.relations))[0]
 
 
-def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> TypedPrepared:
+def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
     """Validate a typed source's raw graph and apply ``cfg``'s policies (module docstring)."""
     sizes = {t: n.num_nodes for t, n in raw.nodes.items()}
     if sizes[raw.target] == 0:
