@@ -5,7 +5,7 @@ same run, on the same graph, seeds and fan-outs.
     python -m bench.hetero_sampler --cache /tmp/gnnpipe-bench    # 1M papers, [15, 10]
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
 
-The graph is ``gnnpipe.hetero.synthetic.generate_hetero``'s (papers cite papers, authors write
+The graph is ``gnnpipe.synthetic.generate_typed``'s (papers cite papers, authors write
 papers, papers sit in venues, reverse types stored): ``--scale`` * 1M papers with
 ``--avg-degree`` cites per paper, ``--authors`` and ``--venues`` scaled alike. Run it with the
 python of a venv that has torch-sparse (``bash bench/build_peers.sh VENV``) for the peer rows;
@@ -35,7 +35,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from bench.common import machine, print_machine
 from gnnpipe.config import params_from_dict
 from gnnpipe.graph import Csr
-from gnnpipe.hetero.synthetic import generate_hetero
+from gnnpipe.synthetic import generate_typed
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling import HeteroNeighborSampler
 
@@ -77,7 +77,7 @@ def load_typed_graph(args) -> tuple[dict[str, torch.Tensor], dict[tuple, Csr]]:
         "hetero": True, "num_nodes": papers, "num_authors": authors, "num_venues": venues,
         "avg_degree": args.avg_degree, "authors_per_paper": args.authors_per_paper,
         "num_features": args.features, "num_classes": 10}}})
-    graph = generate_hetero(params.dataset, make_rng(args.seed, "bench"))[0]
+    graph = generate_typed(params.dataset, make_rng(args.seed, "bench"))[0]
     x, csr = dict(graph.x), dict(graph.csr)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
 from gnnpipe.typed_graph import edge_pairs, homogeneous_csr
-from gnnpipe.hetero.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_hetero
+from gnnpipe.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
 from gnnpipe.io import hetero as hio
 from gnnpipe.rng import make_rng
 
@@ -21,7 +21,7 @@ SMALL = {"hetero": True, "num_nodes": 600, "num_features": 16, "num_classes": 3,
 
 def small_hetero(seed: int = 0, **synthetic):
     params = params_from_dict({"seed": seed, "dataset": {"synthetic": {**SMALL, **synthetic}}})
-    return generate_hetero(params.dataset, make_rng(seed, "prepare"))[0]
+    return generate_typed(params.dataset, make_rng(seed, "prepare"))[0]
 
 
 def test_generator_is_deterministic_and_seed_dependent():

@@ -14,7 +14,7 @@ from torch_geometric.sampler import NegativeSampling
 
 from gnnpipe.config import NeighborParams, params_from_dict
 from gnnpipe.distributed import DistContext
-from gnnpipe.hetero.synthetic import REV_WRITES, WRITES
+from gnnpipe.synthetic import REV_WRITES, WRITES
 from gnnpipe.link_split import negative_weights, split_links, typed_negative_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.hetero_link import typed_link_loader

@@ -9,12 +9,12 @@ import torch
 
 from gnnpipe import audit, io
 from gnnpipe.config import params_from_dict
-from gnnpipe.hetero.synthetic import CITES, REV_WRITES, WRITES
+from gnnpipe.synthetic import CITES, REV_WRITES, WRITES
+from gnnpipe.typed_graph import edge_pairs, typed_csr
 from gnnpipe.io import hetero as hio
 from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
-from gnnpipe.typed_graph import edge_pairs, typed_csr
 
 from test_hetero_data import small_hetero
 

@@ -14,7 +14,7 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.graph import ROLES
-from gnnpipe.hetero.prepare import prepare_typed_dataset
+from gnnpipe.prepare import prepare_dataset
 from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
 from gnnpipe.typed_graph import edge_pairs
@@ -66,7 +66,7 @@ def mag(tmp_path) -> Path:
 
 
 def test_reads_every_type_and_relation_of_three_underscore_folders(mag):
-    graph = prepare_typed_dataset(dataset(mag)).graph
+    graph = prepare_dataset(dataset(mag), 0).graph
     assert graph.node_types == ("author", "field_of_study", "institution", "paper")
     assert {t: graph.num_nodes(t) for t in graph.node_types} == COUNTS
     assert graph.target == "paper" and graph.num_classes == 3
@@ -81,7 +81,7 @@ def test_reads_every_type_and_relation_of_three_underscore_folders(mag):
 
 
 def test_featureless_types_and_node_years(mag):
-    graph = prepare_typed_dataset(dataset(mag)).graph
+    graph = prepare_dataset(dataset(mag), 0).graph
     # author: nothing points into it but rev_affiliated_with and rev_writes (undirected)
     assert graph.x["author"].shape == (5, 2)
     assert graph.x["field_of_study"].shape == (3, 1)  # rev of has_topic points into paper
@@ -90,7 +90,7 @@ def test_featureless_types_and_node_years(mag):
 
 
 def test_public_split_is_carried_and_honoured(mag, tmp_path):
-    graph = prepare_typed_dataset(dataset(mag)).graph
+    graph = prepare_dataset(dataset(mag), 0).graph
     roles = np.asarray(ROLES)[graph.public_roles.numpy()]
     assert roles.tolist() == ["train"] * 4 + ["val"] * 2 + ["test"] * 2
     cfg = params_from_dict({"split": {"node": {"strategy": "public"}}}).split.node

@@ -27,7 +27,7 @@ from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_f
 from gnnpipe.graph import ROLES, Graph, normalize_edges
 from gnnpipe.prepare import build, prepare_dataset, stored_edge_rows
 from gnnpipe.rng import make_rng
-from gnnpipe.sources import tables
+from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.split import split_nodes
 from gnnpipe.typed_graph import one_type
@@ -103,7 +103,7 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
     cfg = dataset("parquet", write_tables(tmp_path / "in", ids))
     prepared = prepare_dataset(cfg, seed=0)
     assert_same_graph(prepared.graph, expected_graph(cfg))
-    io.write_node_ids(tmp_path / "out", prepared.node_ids)
+    io.write_node_ids(tmp_path / "out", prepared.node_ids[None])
     back = io.read_node_ids(tmp_path / "out")
     assert back.column("node_id").to_pylist() == list(range(N))
     assert back.column("original_id").to_pylist() == list(ids.tolist())
@@ -152,7 +152,7 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
                                                   ("-3", "7")])
     prepared = prepare_dataset(dataset("csv", folder, undirected=False, nodes={"features": "f0"}),
                                0)
-    assert prepared.node_ids.type == pa.string() and prepared.node_ids.to_pylist() == ids
+    assert prepared.node_ids[None].type == pa.string() and prepared.node_ids[None].to_pylist() == ids
     src, dst = prepared.graph.csr.edge_index().numpy()
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 2)]
     assert prepared.graph.x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
@@ -160,11 +160,11 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
     canonical = ["10", "-3", "0", "9223372036854775807"]
     folder = _csv_folder(tmp_path / "ints", canonical, [("10", "-3"), ("0", "9223372036854775807")])
     prepared = prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
-    assert prepared.node_ids.type == pa.int64()
-    assert prepared.node_ids.to_pylist() == [10, -3, 0, 2**63 - 1]
+    assert prepared.node_ids[None].type == pa.int64()
+    assert prepared.node_ids[None].to_pylist() == [10, -3, 0, 2**63 - 1]
     # past int64: text
     folder = _csv_folder(tmp_path / "big", ["1", "9223372036854775808"], [("1", "9223372036854775808")])
-    assert prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0).node_ids.to_pylist() \
+    assert prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0).node_ids[None].to_pylist() \
         == ["1", "9223372036854775808"]
 
 
@@ -232,7 +232,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
             pass
 
     monkeypatch.setattr(tables, "progress", Bar)
-    monkeypatch.setattr(tables, "EDGE_BATCH_ROWS", 10)
+    monkeypatch.setattr(formats, "EDGE_BATCH_ROWS", 10)
     folder = write_tables(tmp_path, STR_IDS, row_group=7)
     cfg = dataset("parquet", folder)
     assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
@@ -241,7 +241,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
     assert max(counted[1:]) <= 10  # never more than one chunk in memory at once
 
     counted.clear()
-    monkeypatch.setattr(tables, "CSV_BLOCK_BYTES", 64)
+    monkeypatch.setattr(formats, "CSV_BLOCK_BYTES", 64)
     folder = write_tables(tmp_path / "csv", STR_IDS, fmt="csv", list_column=False)
     cfg = dataset("csv", folder, nodes={"features": "f_*"})
     assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
@@ -290,7 +290,7 @@ def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
     pq.write_table(nodes.append_column("when", when), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder, nodes={"timestamp": "when"}), 0)
     assert prepared.graph.timestamps.tolist() == (np.arange(N) * 10).tolist()
-    io.write_node_ids(tmp_path / "out", prepared.node_ids, prepared.node_time)
+    io.write_node_ids(tmp_path / "out", prepared.node_ids[None], prepared.node_time[None])
     assert io.read_node_ids(tmp_path / "out").column("timestamp").type == pa.timestamp("ms")
 
 

@@ -1,5 +1,5 @@
-"""Typed graphs from users' own tables (dataset.layout: typed, gnnpipe/sources/typed_tables.py,
-gnnpipe/hetero/prepare.py): one table per node type and relation, ids remapped per type."""
+"""Typed graphs from users' own tables (dataset.layout: typed, gnnpipe/sources/tables.py,
+gnnpipe/prepare.py): one table per node type and relation, ids remapped per type."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import yaml
 
 from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.hetero.prepare import prepare_typed_dataset
+from gnnpipe.prepare import prepare_dataset
 from gnnpipe.io import hetero as hio
 from gnnpipe.typed_graph import edge_pairs
 
@@ -76,7 +76,7 @@ def pairs(csr) -> set[tuple[int, int]]:
 @pytest.fixture(params=["parquet", "csv"])
 def prepared(request, tmp_path):
     fmt = request.param
-    return prepare_typed_dataset(dataset(make_tables(tmp_path / "raw", fmt), fmt))
+    return prepare_dataset(dataset(make_tables(tmp_path / "raw", fmt), fmt), 0)
 
 
 # ------------------------------------------------------------------------------ the graph
@@ -112,7 +112,7 @@ def test_reverse_edge_types_are_added_and_a_same_type_relation_is_its_own(prepar
 
 
 def test_directed_tables_get_no_reverse_types(tmp_path):
-    graph = prepare_typed_dataset(dataset(make_tables(tmp_path), undirected=False)).graph
+    graph = prepare_dataset(dataset(make_tables(tmp_path), undirected=False), 0).graph
     assert graph.edge_types == (("user", "buys", "item"), ("user", "follows", "user"))
     assert graph.reverse == {}
 
@@ -128,7 +128,7 @@ def test_featureless_type_gets_log1p_in_degree_per_incoming_edge_type(prepared):
 
 def test_featureless_constant_is_a_column_of_ones(tmp_path):
     cfg = dataset(make_tables(tmp_path), typed={"featureless": "constant"})
-    assert torch.equal(prepare_typed_dataset(cfg).graph.x["item"], torch.ones(4, 1))
+    assert torch.equal(prepare_dataset(cfg, 0).graph.x["item"], torch.ones(4, 1))
 
 
 def test_node_and_edge_timestamps_are_int64_in_csr_order(prepared):
@@ -152,29 +152,33 @@ def test_node_and_edge_timestamps_are_int64_in_csr_order(prepared):
 
 def test_target_can_be_named_and_link_edge_type_defaults_to_the_first_touching_it(tmp_path):
     root = make_tables(tmp_path)
-    graph = prepare_typed_dataset(dataset(root, typed={"target": "user"})).graph
+    graph = prepare_dataset(dataset(root, typed={"target": "user"}), 0).graph
     assert graph.target == "user" and graph.link_edge_type == ("user", "buys", "item")
     cfg = dataset(root, typed={"link_edge_type": "user__follows__user"})
-    assert prepare_typed_dataset(cfg).graph.link_edge_type == ("user", "follows", "user")
+    assert prepare_dataset(cfg, 0).graph.link_edge_type == ("user", "follows", "user")
 
 
 def test_link_task_needs_no_labels(tmp_path):
     root = make_tables(tmp_path)
     _write(root / "nodes" / "user", user_table().drop(["label"]), "parquet")
-    prepared = prepare_typed_dataset(dataset(root, task="link"))
+    prepared = prepare_dataset(dataset(root, task="link"), 0)
     assert prepared.graph.num_classes == 1 and prepared.report["labelled"] is False
 
 
-def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch):
+def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
     make_tables(tmp_path / "raw")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
         "source": "parquet", "path": "raw", "layout": "typed",
         "nodes": {"features": "f*", "timestamp": "t"}, "edges": {"timestamp": "t"}}}))
     assert main(["prepare"]) == 0
+    # one summary line for every kind: types, edges, target, policies, featureless types
+    assert capsys.readouterr().out.strip() == (
+        "gnnpipe prepare: typed graph: 4 item, 6 user; 20 edges in 3 types, target user (2 "
+        "duplicates, 1 self-loops removed); featureless: item (degree features) -> data/prepared")
     out = tmp_path / "data/prepared"
     graph = hio.read_hetero_graph(out)
-    expected = prepare_typed_dataset(dataset(tmp_path / "raw")).graph
+    expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
     assert graph.node_time.keys() == expected.node_time.keys()
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
     assert hio.read_hetero_node_ids(out, "user").column("original_id").to_pylist() == USERS
@@ -198,11 +202,14 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
         hio.read_hetero_graph(tmp_path / "data/prepared")
 
 
-def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch):
+def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {"synthetic": {
         "hetero": True, "num_nodes": 60, "num_authors": 20, "num_venues": 3}}}))
     assert main(["prepare"]) == 0
+    assert re.fullmatch(r"gnnpipe prepare: typed graph: 60 paper, 20 author, 3 venue; \d+ edges "
+                        r"in 5 types, target paper \(\d+ duplicates, \d+ self-loops removed\) "
+                        r"-> data/prepared", capsys.readouterr().out.strip())
     meta = json.loads((tmp_path / "data/prepared/hetero.json").read_text())
     assert not {"node_time", "edge_time", "public_roles"} & set(meta)
     assert not list((tmp_path / "data/prepared").glob("node_ids_*"))
@@ -405,7 +412,7 @@ def test_phase_graphs_find_their_edge_times(tmp_path):
     from gnnpipe.split import restrict_to
     from gnnpipe.typed_graph import sub_edge_time
 
-    graph = prepare_typed_dataset(dataset(make_tables(tmp_path))).graph
+    graph = prepare_dataset(dataset(make_tables(tmp_path)), 0).graph
     visible = np.array([True, False, True, True, False, True])
     phase = restrict_to(graph, graph.csr, visible)
     for edge_type, time in graph.edge_time.items():
@@ -434,3 +441,14 @@ def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "split.node.strategy=cluster" in err and "no user -> user edge type" in err
     assert not (tmp_path / "data/split").exists()
+
+
+@pytest.mark.parametrize("layout", ["typed", "homogeneous"])
+def test_the_default_path_absent_names_what_belongs_there(tmp_path, monkeypatch, layout):
+    monkeypatch.chdir(tmp_path)  # no data/raw here
+    cfg = params_from_dict({"dataset": {"source": "parquet", "layout": layout}}).dataset
+    expected = (r"dataset.layout=typed needs dataset.path: the folder of the typed tables "
+                r"\(dataset.source=parquet\)" if layout == "typed" else
+                r"dataset.source=parquet needs dataset.path: a folder with the node and edge")
+    with pytest.raises(ValueError, match=expected):
+        prepare_dataset(cfg, 0)

@@ -18,7 +18,7 @@ from gnnpipe.analyze import analyze_graph, homophily, label_coverage, label_dist
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.evaluate import confusion_rows, score_predictions
 from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
-from gnnpipe.hetero.synthetic import CITES, WRITES
+from gnnpipe.synthetic import CITES, WRITES
 from gnnpipe.metrics import classification_metrics
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng

@@ -18,11 +18,6 @@ KINDS = (HOMOGENEOUS, TYPED)
 TASKS = ("node", "link")
 
 
-def params_kind(params) -> str:
-    """The kind the prepare stage will write (``DatasetParams.graph_kind``)."""
-    return TYPED if params.dataset.graph_kind == "typed" else HOMOGENEOUS
-
-
 def prepared_kind(prepared: Path) -> str:
     """The kind of the graph in ``data/prepared`` (its ``hetero.json`` marker)."""
     return TYPED if hio.is_hetero(prepared) else HOMOGENEOUS

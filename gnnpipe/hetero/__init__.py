@@ -7,7 +7,6 @@ local to their type everywhere (paper 0 and author 0 are different nodes); an ed
 ``(src_type, relation, dst_type)`` triple as in PyG, named ``src__relation__dst`` in file
 names. ``HeteroGraph`` itself is a base type in ``gnnpipe/typed_graph.py``. Modules:
 
-  synthetic  the built-in papers / authors / venues graph (``dataset.synthetic.hetero: true``)
   split      typed node split of the target type; link split of one edge type with its reverse
   audit      the split audit, per node type and per edge type
   inputs     per-phase model inputs (x_dict, edge_index_dict)

@@ -95,19 +95,6 @@ def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
         "link_edge_type": edge_type_name(graph.link_edge_type), **extras})
 
 
-def write_hetero_node_ids(out: Path, node_type: str, original_id: pa.Array,
-                          timestamp: pa.Array | None = None, compression: str = "zstd") -> None:
-    """``node_ids_<type>.parquet``: row ``i`` maps node ``i`` of ``node_type`` back to the user's
-    id (N_t,) int or string, with the node table's timestamp (N_t,) as read when it had one."""
-    columns = {"node_id": pa.array(np.arange(len(original_id), dtype=np.int64)),
-               "original_id": original_id}
-    if timestamp is not None:
-        columns["timestamp"] = timestamp
-    table = pa.table(columns)
-    write_table(Path(out) / f"node_ids_{node_type}.parquet", table, table.schema,
-                "gnnpipe.node_ids/1", compression)
-
-
 def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
     """``node_ids_<type>.parquet``: node_id (0..N_t-1 in order), original_id, [timestamp]."""
     sizes = read_hetero_meta(prepared)["sizes"]

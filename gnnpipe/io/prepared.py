@@ -1,5 +1,6 @@
 """Prepared-graph files: nodes/edges Parquet, graph.pt (CSR, x, y), and the optional
-node_ids.parquet / edge_attrs.parquet of user tables."""
+node_ids.parquet / edge_attrs.parquet of user tables. A typed graph's files are
+``gnnpipe.io.hetero``'s; ``write_prepared`` and ``write_node_ids`` take either kind."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.graph import UNLABELLED, Csr, Graph
+from gnnpipe.typed_graph import HeteroGraph
 from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
                                check_csr, nodes_schema, nodes_schema_like)
+from gnnpipe.io.hetero import write_hetero_prepared
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
@@ -76,10 +79,11 @@ def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
     return stored.numpy().tobytes()
 
 
-def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
+def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str = "float32",
                    compression: str = "zstd", features: str = "inline",
                    features_written: bool = False, block_rows: int = 65_536) -> None:
-    """``nodes.parquet``, ``edges.parquet`` and ``graph.pt`` of ``graph``.
+    """``nodes.parquet``, ``edges.parquet`` and ``graph.pt`` of ``graph`` (a ``HeteroGraph``:
+    ``gnnpipe.io.hetero.write_hetero_prepared``'s per-type files, float32, inline).
 
     ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
     float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
@@ -89,6 +93,8 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
     then holds node_id and label only). ``features_written``: a ``FeatureFileWriter`` already
     wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
     """
+    if isinstance(graph, HeteroGraph):
+        return write_hetero_prepared(out, graph)
     n, f = graph.x.shape
     meta = {"num_classes": graph.num_classes}
     tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices}
@@ -223,17 +229,20 @@ def _require(fields: dict[str, pa.DataType], optional: tuple[str, ...]):
 
 
 def write_node_ids(out: Path, original_id: pa.Array, timestamp: pa.Array | None = None,
-                   compression: str = "zstd") -> None:
-    """``node_ids.parquet``: row ``i`` maps node ``i`` back to the id it has in the user's table.
+                   compression: str = "zstd", node_type: str | None = None) -> None:
+    """``node_ids.parquet`` (``node_ids_<node_type>.parquet`` for a type of a typed graph): row
+    ``i`` maps node ``i`` back to the id it has in the user's table.
 
-    ``original_id`` (N,) int or string, ``timestamp`` (N,) optional, both in node order.
+    ``original_id`` (N,) int or string, ``timestamp`` (N,) optional (the node table's column as
+    read), both in node order.
     """
     columns = {"node_id": pa.array(np.arange(len(original_id), dtype=np.int64)),
                "original_id": original_id}
     if timestamp is not None:
         columns["timestamp"] = timestamp
     table = pa.table(columns)
-    write_table(out / "node_ids.parquet", table, table.schema, "gnnpipe.node_ids/1", compression)
+    name = "node_ids.parquet" if node_type is None else f"node_ids_{node_type}.parquet"
+    write_table(Path(out) / name, table, table.schema, "gnnpipe.node_ids/1", compression)
 
 
 def read_node_ids(prepared: Path) -> pa.Table:

@@ -1,6 +1,7 @@
-"""Dataset sources of the prepare stage: local files in, one ``RawGraph`` out (no network).
+"""Dataset sources of the prepare stage: local files in, one ``RawGraph`` (or, with
+``dataset.layout: typed``, one ``RawTypedGraph``) out (no network).
 
-``load`` dispatches on ``dataset.source``; each reader lives in its own module and raises a
+``load`` dispatches on ``dataset.layout`` and ``dataset.source``; each reader lives in its own module and raises a
 one-line ``ValueError`` naming the file and column of any bad input.
 """
 
@@ -12,17 +13,18 @@ from pathlib import Path
 from gnnpipe import synthetic
 from gnnpipe.config import DatasetParams
 from gnnpipe.rng import make_rng
-from gnnpipe.sources.base import RawGraph
+from gnnpipe.sources.base import RawGraph, RawTypedGraph
 
 READERS = {"parquet": "tables", "csv": "tables", "planetoid": "planetoid", "ogb": "ogb",
            "pyg": "pyg"}
+TYPED_READERS = {"parquet": "tables", "csv": "tables", "ogb": "ogb_mag"}
 INPUT = {"parquet": "a folder with the node and edge tables",
          "csv": "a folder with the node and edge tables",
          "planetoid": "the folder with the ind.<name>.* files",
          "ogb": "the OGB dataset folder (raw/, split/)", "pyg": "the .pt file"}
 
 
-def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
+def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph | RawTypedGraph:
     """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator.
     ``feature_sink`` (synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the features in
     row blocks; ``x`` is then its memory-mapped file."""
@@ -33,8 +35,13 @@ def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
         y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
         return RawGraph(x=x, y=y, src=raw["src"], dst=raw["dst"],
                         where="dataset.synthetic", timestamps=raw.get("timestamps"))
+    typed = cfg.layout == "typed"
     if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
+        if typed:
+            raise ValueError(f"dataset.layout=typed needs dataset.path: the folder of the typed "
+                             f"tables (dataset.source={cfg.source})")
         raise ValueError(f"dataset.source={cfg.source} needs dataset.path: "
                          f"{INPUT[cfg.source]}")
-    module = importlib.import_module(f"gnnpipe.sources.{READERS[cfg.source]}")
-    return module.read(cfg)
+    module = importlib.import_module(
+        f"gnnpipe.sources.{(TYPED_READERS if typed else READERS)[cfg.source]}")
+    return module.read_typed(cfg) if typed else module.read(cfg)

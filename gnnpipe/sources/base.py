@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnnpipe.graph import ROLES
+from gnnpipe.typed_graph import check_name
 
 # Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
 # enough that a chunk of int64 ids is a few tens of MB.
@@ -109,25 +110,17 @@ def is_numeric(dtype: pa.DataType) -> bool:
 MISSING_LABELS = ("", "nan", "na", "n/a", "none", "null")
 
 
-def labels(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
-           unlabeled_values: tuple = (), max_classes: int | None = None
-           ) -> tuple[np.ndarray, list[str] | None]:
-    """Class codes int64 (N,) from an integer, integral float or string label column, -1
-    (``UNLABELLED``) where the label is missing; and the class names when they are strings.
-
-    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
-    other values are remapped to dense codes 0..C-1 in sorted order (``label_values`` gives
-    them back), so sparse integer codes never make empty classes.
-    """
-    codes, values = label_codes(column, file, name, unlabeled_values, max_classes)
-    names = [str(v) for v in values.to_pylist()] if pa.types.is_string(values.type) else None
-    return codes, names
-
-
 def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
                 unlabeled_values: tuple = (), max_classes: int | None = None
                 ) -> tuple[np.ndarray, pa.Array]:
-    """``labels`` with the user's value of each class code: int64 or string (C,)."""
+    """Class codes int64 (N,) from an integer, integral float or string label column, -1
+    (``UNLABELLED``) where the label is missing; and the user's value of each class code, int64
+    or string (C,).
+
+    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
+    other values are remapped to dense codes 0..C-1 in sorted order, so sparse integer codes
+    never make empty classes.
+    """
     column = combine(column)
     if len(column) == 0:  # no nodes at all: validate_arrays says so
         return np.zeros(0, dtype=np.int64), pa.array([], type=pa.int64())
@@ -277,6 +270,22 @@ def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int 
     return column
 
 
+def split_edge_type(name: str, sep: str, path: Path | str, naming: str, node_types,
+                    unknown: str) -> tuple[str, str, str]:
+    """``(src, relation, dst)`` of a relation's file or folder ``name``, ``src<sep>rel<sep>dst``:
+    each part a valid name, both node types in ``node_types``. ``naming`` (how such a name is
+    made) and ``unknown`` (where the node types are listed) end the two error lines."""
+    parts = name.split(sep)
+    if len(parts) != 3:
+        raise ValueError(f"{path}: {naming}, not {name!r}")
+    for part, what in zip(parts, ("source node type", "relation", "target node type")):
+        check_name(part, f"{path}: {what}")
+    for node_type in (parts[0], parts[2]):
+        if node_type not in node_types:
+            raise ValueError(f"{path}: names node type {node_type!r}, which {unknown}")
+    return parts[0], parts[1], parts[2]
+
+
 def roles_from_indices(num_nodes: int, index: dict[str, np.ndarray], where: str) -> np.ndarray:
     """int8 (N,) codes into ``ROLES`` from node ids per role (``train``/``val``/``test``)."""
     codes = np.full(num_nodes, ROLES.index("unused"), dtype=np.int8)
@@ -326,7 +335,7 @@ class RawRelation:
 
 @dataclass(frozen=True)
 class RawTypedGraph:
-    """A typed source's graph before the edge policies (``gnnpipe.hetero.prepare`` applies
+    """A typed source's graph before the edge policies (``gnnpipe.prepare.build_typed`` applies
     them). Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros
     and one class when a link-task graph has no labels); ``public_roles`` int8 (N_target,)."""
 

@@ -41,10 +41,10 @@ import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.progress import progress
-from gnnpipe.sources.base import (RawGraph, check_finite, check_no_nulls, label_codes, labels,
+from gnnpipe.sources.base import (RawGraph, check_finite, check_no_nulls, label_codes,
                                   reason, require_file, roles_from_indices)
+from gnnpipe.sources.formats import CSV_BLOCK_BYTES
 
-CSV_BLOCK_BYTES = 64 << 20
 SPLIT_FILES = {"train": "train.csv.gz", "val": "valid.csv.gz", "test": "test.csv.gz"}
 HEADERLESS = pacsv.ReadOptions(autogenerate_column_names=True)  # columns f0, f1, ...
 # Rows (nodes, or edges of edge_index) per block when streaming an .npz member: a block of

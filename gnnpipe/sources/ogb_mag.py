@@ -24,7 +24,8 @@ import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check_no_nulls,
-                                  label_codes, reason, require_file)
+                                  label_codes, reason, require_file,
+                                  split_edge_type)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
 from gnnpipe.typed_graph import check_name
 
@@ -81,22 +82,15 @@ def _relations(raw: Path, counts: dict[str, int]) -> dict[tuple[str, str, str], 
         raise ValueError(f"{folder}: no relation folders <src>___<relation>___<dst>/edge.csv.gz")
     relations = {}
     for path in dirs:
-        parts = path.name.split("___")
-        if len(parts) != 3:
-            raise ValueError(f"{path}: a relation folder is named <src>___<relation>___<dst> "
-                             f"(three underscores), not {path.name!r}")
-        for part, what in zip(parts, ("source node type", "relation", "target node type")):
-            check_name(part, f"{path}: {what}")
-        for node_type in (parts[0], parts[2]):
-            if node_type not in counts:
-                raise ValueError(f"{path}: names node type {node_type!r}, which "
-                                 f"{raw / COUNTS} does not list ({', '.join(counts)})")
-        src, dst = _edges(path / "edge.csv.gz", counts[parts[0]], counts[parts[2]])
-        relations[(parts[0], parts[1], parts[2])] = RawRelation(src, dst, str(path / "edge.csv.gz"))
+        edge_type = split_edge_type(
+            path.name, "___", path, "a relation folder is named <src>___<relation>___<dst> "
+            "(three underscores)", counts, f"{raw / COUNTS} does not list ({', '.join(counts)})")
+        src, dst = _edges(path / "edge.csv.gz", counts[edge_type[0]], counts[edge_type[2]])
+        relations[edge_type] = RawRelation(src, dst, str(path / "edge.csv.gz"))
     return relations
 
 
-def read(cfg: DatasetParams) -> RawTypedGraph:
+def read_typed(cfg: DatasetParams) -> RawTypedGraph:
     root = dataset_root(cfg)
     raw = root / "raw"
     counts = _counts(raw)

@@ -1,154 +1,46 @@
-"""``dataset.source: parquet | csv``: a node table and an edge table in the ``dataset.path`` folder.
+"""``dataset.source: parquet | csv``: the user's node and edge tables under ``dataset.path``.
 
-The node table (one row per node: id, features, label, optional timestamp) is read whole, since
-its features end up in memory anyway. The edge table is streamed: Parquet row groups or CSV blocks
+A homogeneous graph is the one-type case: one node table and one edge table (``read``). With
+``dataset.layout: typed`` (``read_typed``) there is one table per node type and one per
+relation::
+
+    nodes/<type>.parquet             one row per node: id, features, label (target), timestamp
+    edges/<src>__<rel>__<dst>.parquet  one row per edge: src (ids of <src>), dst (ids of <dst>)
+
+(``.csv`` / ``.csv.gz`` for ``source: csv``; a folder ``<type>.parquet/`` of parts works too;
+``dataset.nodes.file`` / ``dataset.edges.file`` rename the two folders.) The column options
+(``dataset.nodes.*``, ``dataset.edges.*``) apply to every table; in a typed node table the
+feature, label and timestamp columns are optional (featureless, unlabelled, untimed types). The
+node table with the label column is the target (``dataset.typed.target`` picks one when several
+have it).
+
+A node table (one row per node: id, features, label, optional timestamp) is read whole, since
+its features end up in memory anyway. An edge table is streamed: Parquet row groups or CSV blocks
 of ``EDGE_BATCH_ROWS`` rows, read as Arrow columns (never through Python objects), its ids mapped
-to ``0..N-1`` chunk by chunk. Node ``i`` is row ``i`` of the node table; the original ids are kept
-for ``node_ids.parquet``.
+to ``0..N-1`` chunk by chunk. Node ``i`` (of a type) is row ``i`` of its node table; the original
+ids are kept for ``node_ids.parquet`` (``node_ids_<type>.parquet``).
 """
 
 from __future__ import annotations
 
-import re
+import fnmatch
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams
-from gnnpipe.ids import blanks_as_nulls, from_text, to_id_type
-from gnnpipe.io.common import reading
+from gnnpipe.ids import blanks_as_nulls, to_id_type
 from gnnpipe.progress import progress
-from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RawGraph, check_finite, check_no_nulls,
-                                  check_timestamps, combine, feature_columns, features,
-                                  is_numeric, label_codes, labels, reason, require_file)
+from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, RawTypedGraph,
+                                  check_finite, check_no_nulls, check_timestamps, combine,
+                                  feature_columns, features, is_numeric, label_codes,
+                                  require_file, split_edge_type)
+from gnnpipe.sources.formats import CsvTables, ParquetTables
+from gnnpipe.typed_graph import check_name
 
-CSV_BLOCK_BYTES = 64 << 20  # bytes per CSV chunk (pyarrow parses a block at a time)
-
-
-# ------------------------------------------------------------------------------------ readers
-class ParquetTables:
-    """A Parquet file, or a folder of ``*.parquet`` parts read in name order."""
-
-    @staticmethod
-    def files(path: Path) -> list[Path]:
-        if path.is_dir():
-            parts = sorted(path.glob("*.parquet"))
-            if not parts:
-                raise ValueError(f"{path}: folder holds no *.parquet files")
-            return parts
-        if not path.exists():
-            raise ValueError(f"{path}: file not found")
-        return [path]
-
-    @staticmethod
-    def _open(path: Path) -> pq.ParquetFile:
-        try:
-            return pq.ParquetFile(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{path}: not a Parquet file ({reason(err)})") from None
-
-    def schema(self, path: Path) -> pa.Schema:
-        return self._open(self.files(path)[0]).schema_arrow
-
-    def read(self, path: Path, columns: list[str], ids: tuple[str, ...] = ()) -> pa.Table:
-        tables = []  # ids: Parquet columns are typed already
-        for part in self.files(path):
-            handle = self._open(part)
-            _check_columns(handle.schema_arrow, columns, part)
-            with reading(part, "Parquet file"):  # pages are read here, after the footer
-                tables.append(handle.read(columns=columns))
-        try:
-            return pa.concat_tables(tables)
-        except pa.ArrowInvalid as err:
-            raise ValueError(f"{path}: parts disagree in column types ({err})") from None
-
-    def batches(self, path: Path, columns: list[str], id_types: dict[str, pa.DataType],
-                key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
-        parts = [(part, self._open(part)) for part in self.files(path)]
-        for part, handle in parts:
-            _check_columns(handle.schema_arrow, columns, part, key_of)
-        total = sum(handle.metadata.num_rows for _, handle in parts)
-
-        def gen() -> Iterator[pa.RecordBatch]:
-            for part, handle in parts:
-                with reading(part, "Parquet file"):  # a corrupted page fails here, lazily
-                    yield from handle.iter_batches(batch_size=EDGE_BATCH_ROWS, columns=columns)
-        return gen(), total
-
-
-class CsvTables:
-    """A CSV file with a header row (``.gz`` / ``.bz2`` are decompressed on the fly)."""
-
-    @staticmethod
-    def _exists(path: Path) -> None:
-        require_file(path, "a CSV table with a header row")
-
-    def schema(self, path: Path) -> pa.Schema:
-        self._exists(path)
-        try:  # only the first block is parsed to learn the header
-            options = pacsv.ReadOptions(block_size=1 << 20)
-            return pacsv.open_csv(path, read_options=options).schema
-        except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
-
-    def read(self, path: Path, columns: list[str], ids: tuple[str, ...] = ()) -> pa.Table:
-        """``columns`` of the file; the ``ids`` columns are read as text and become int64 only
-        when every id is a canonical integer (``gnnpipe.ids``: ``00042`` stays text)."""
-        self._exists(path)
-        try:
-            options = pacsv.ConvertOptions(include_columns=columns,
-                                           column_types={name: pa.string() for name in ids})
-            table = pacsv.read_csv(path, convert_options=options)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
-        for name in ids:
-            table = table.set_column(table.schema.get_field_index(name), name,
-                                     from_text(combine(table.column(name))))
-        return table
-
-    def batches(self, path: Path, columns: list[str], id_types: dict[str, pa.DataType],
-                key_of: dict[str, str]) -> tuple[Iterator[pa.RecordBatch], int | None]:
-        schema = self.schema(path)
-        _check_columns(schema, columns, path, key_of)
-        header = schema.names
-        # Fixed types, not inferred from the first block: ids as text (read_edges matches them
-        # to the node ids by gnnpipe.ids' rule, so "007" is never node 7), weights as floats.
-        types = {name: pa.string() if key in ("src", "dst") else pa.float64()
-                 for name, key in key_of.items() if key != "timestamp"}
-        options = pacsv.ConvertOptions(include_columns=columns, column_types=types)
-
-        def fail(err: Exception) -> ValueError:  # pyarrow counts columns; name the column too
-            text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} "
-                          f"({header[int(m[1])]!r})" if int(m[1]) < len(header) else m[0],
-                          reason(err, 200))
-            return ValueError(f"{path}: {text}")
-
-        def gen() -> Iterator[pa.RecordBatch]:
-            try:  # open_csv already parses the first block
-                reader = pacsv.open_csv(path, convert_options=options,
-                                        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES))
-                while True:
-                    try:
-                        yield reader.read_next_batch()
-                    except StopIteration:
-                        return
-            except (pa.ArrowInvalid, OSError) as err:
-                raise fail(err) from None
-        return gen(), None
-
-
-def _check_columns(schema: pa.Schema, columns: list[str], path: Path,
-                   key_of: dict[str, str] | None = None) -> None:
-    for name in columns:
-        if name not in schema.names:
-            key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
-            raise ValueError(f"{path}: missing column {name!r}{key}; columns: "
-                             f"{', '.join(schema.names)}")
+SUFFIXES = {"parquet": (".parquet",), "csv": (".csv", ".csv.gz", ".csv.bz2")}
 
 
 # ---------------------------------------------------------------------------------------- ids
@@ -238,36 +130,57 @@ def read(cfg: DatasetParams) -> RawGraph:
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
     edges_path = root / (cfg.edges.file or f"edges.{fmt}")
     _check_table_path(nodes_path, "nodes", cfg)
-
-    spec = cfg.nodes
-    schema = tables.schema(nodes_path)
-    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
-    for key, name in named.items():
-        if name and name not in schema.names:
-            raise ValueError(f"{nodes_path}: missing column {name!r} (dataset.nodes.{key}); "
-                             f"columns: {', '.join(schema.names)}")
-    feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
-                                             nodes_path, "dataset.nodes.features")
-    wanted = [spec.id, spec.label, *feature_names] + ([spec.timestamp] if spec.timestamp else [])
-    table = tables.read(nodes_path, list(dict.fromkeys(wanted)), ids=(spec.id,))
-    ids = node_ids(table.column(spec.id), nodes_path, spec.id)
-    y, class_values = label_codes(table.column(spec.label), nodes_path, spec.label,
-                                  spec.unlabeled_values, cfg.max_classes)
+    nodes, label = read_nodes(tables, nodes_path, cfg, typed=False)
+    y, class_values = label_codes(label, nodes_path, cfg.nodes.label, cfg.nodes.unlabeled_values,
+                                  cfg.max_classes)
     class_names = ([str(v) for v in class_values.to_pylist()]
                    if pa.types.is_string(class_values.type) else None)
-    x = features(table, feature_names, is_list, nodes_path)
-    node_time = (check_timestamps(table.column(spec.timestamp), nodes_path, spec.timestamp)
-                 if spec.timestamp else None)
-    del table
+    ids = nodes.ids
 
     lookup = (IdLookup(ids), nodes_path)
     _check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
-                                             {"src": lookup, "dst": lookup}, spec.id)
-    return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
-                    node_time=node_time, edge_weight=weight, edge_time=edge_time,
+                                             {"src": lookup, "dst": lookup}, cfg.nodes.id)
+    return RawGraph(x=nodes.x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
+                    node_time=nodes.time, edge_weight=weight, edge_time=edge_time,
                     class_names=class_names, class_values=class_values,
                     edges_where=str(edges_path))
+
+
+def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
+               ) -> tuple[RawNodeType, pa.ChunkedArray | None]:
+    """One node table: its nodes (ids, features, time) and its label column, parsed by the
+    caller (None without one). ``typed``: only the id column is required; a table without the
+    feature / label / timestamp columns is featureless (``x`` None) / unlabelled / untimed."""
+    spec = cfg.nodes
+    schema = tables.schema(path)
+    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
+    for key, name in named.items():
+        if name and name not in schema.names and (key == "id" or not typed):
+            raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
+                             f"columns: {', '.join(schema.names)}")
+    has = {key: bool(name) and name in schema.names for key, name in named.items()}
+    feature_names, is_list = [], False
+    if not typed or _has_features(schema, spec.features, set(named.values())):
+        feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
+                                                 path, "dataset.nodes.features")
+    wanted = [spec.id] + ([spec.label] if has["label"] else []) + feature_names \
+        + ([spec.timestamp] if has["timestamp"] else [])
+    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
+    ids = node_ids(table.column(spec.id), path, spec.id)
+    x = features(table, feature_names, is_list, path) if feature_names else None
+    time = (check_timestamps(table.column(spec.timestamp), path, spec.timestamp)
+            if has["timestamp"] else None)
+    label = table.column(spec.label) if has["label"] else None
+    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
+
+
+def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
+    """Whether any part of ``dataset.nodes.features`` names a column of this table."""
+    if spec in schema.names:
+        return True
+    return any(fnmatch.fnmatchcase(c, part.strip()) and c not in exclude
+               for part in spec.split(",") for c in schema.names)
 
 
 def _check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
@@ -339,3 +252,100 @@ def _weights(column: pa.Array, path: Path, name: str, offset: int) -> pa.Array:
     check_finite(values, path, [name], "weight", offset)
     return pa.array(values)
 
+
+# -------------------------------------------------------------------------------- typed
+def table_entries(folder: Path, fmt: str) -> dict[str, Path]:
+    """Stem -> path of every table in ``folder`` (files, or parquet folders of parts), by name."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        suffix = next((s for s in SUFFIXES[fmt] if path.name.endswith(s)), None)
+        if suffix is None or path.name.startswith("."):
+            continue
+        if path.is_dir() and fmt != "parquet":  # only Parquet tables may be folders of parts
+            raise ValueError(f"{path} is a directory; expected a file (a table of "
+                             f"{folder.name}/ with dataset.source={fmt})")
+        stem = path.name[:-len(suffix)]
+        if stem in found:
+            raise ValueError(f"{path}: table {stem!r} given twice (also {found[stem]})")
+        found[stem] = path
+    return found
+
+
+def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
+            nodes_dir: Path) -> str | None:
+    """The labelled node type (``dataset.typed.target`` or the one table with the label)."""
+    wanted, label = cfg.typed.target, cfg.nodes.label
+    if wanted:
+        if wanted not in paths:
+            raise ValueError(f"dataset.typed.target={wanted!r} has no node table in {nodes_dir} "
+                             f"(node types: {', '.join(paths)})")
+        if wanted not in labelled and cfg.task == "node":
+            raise ValueError(f"{paths[wanted]}: missing label column {label!r} "
+                             f"(dataset.nodes.label) in the table of the target node type "
+                             f"{wanted!r}")
+        return wanted
+    if len(labelled) > 1:
+        raise ValueError(f"{nodes_dir}: node tables {', '.join(labelled)} all have the label "
+                         f"column {label!r}; set dataset.typed.target to the labelled type")
+    if labelled:
+        return labelled[0]
+    if cfg.task == "node":
+        raise ValueError(f"{nodes_dir}: no node table has the label column {label!r} "
+                         f"(dataset.nodes.label); node classification needs it on the target "
+                         f"type (node types: {', '.join(paths)})")
+    return None
+
+
+def read_typed(cfg: DatasetParams) -> RawTypedGraph:
+    """``dataset.layout: typed``: one node table per type, one edge table per relation."""
+    root = Path(cfg.path)
+    fmt = cfg.source
+    if not root.is_dir():
+        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.layout=typed reads "
+                         f"nodes/<type>.{fmt} and edges/<src>__<rel>__<dst>.{fmt} from a folder")
+    tables = ParquetTables() if fmt == "parquet" else CsvTables()
+    nodes_dir, edges_dir = root / (cfg.nodes.file or "nodes"), root / (cfg.edges.file or "edges")
+    paths = table_entries(nodes_dir, fmt) if nodes_dir.is_dir() else {}
+    if not paths:
+        raise ValueError(f"{nodes_dir}: no node tables; dataset.layout=typed needs one "
+                         f"<type>{SUFFIXES[fmt][0]} per node type in this folder")
+    for node_type, path in paths.items():
+        check_name(node_type, f"{path}: node type")
+
+    nodes, label_columns = {}, {}
+    for node_type, path in paths.items():
+        nodes[node_type], label = read_nodes(tables, path, cfg, typed=True)
+        if label is not None:
+            label_columns[node_type] = label
+    target = _target(cfg, list(label_columns), paths, nodes_dir)
+    class_names = class_values = y = None
+    if target in label_columns:
+        y, class_values = label_codes(label_columns[target], paths[target], cfg.nodes.label,
+                                      cfg.nodes.unlabeled_values, cfg.max_classes)
+        if pa.types.is_string(class_values.type):
+            class_names = [str(v) for v in class_values.to_pylist()]
+    else:  # link task without labels: the first type stands as target, one dummy class
+        target = target or next(iter(nodes))
+    del label_columns
+
+    edge_paths = table_entries(edges_dir, fmt) if edges_dir.is_dir() else {}
+    if not edge_paths:
+        raise ValueError(f"{edges_dir}: no edge tables; dataset.layout=typed needs one "
+                         f"<src>__<relation>__<dst>{SUFFIXES[fmt][0]} per relation here")
+    lookups = {t: (IdLookup(n.ids), paths[t]) for t, n in nodes.items()}
+    relations = {}
+    for stem, path in edge_paths.items():
+        edge_type = split_edge_type(
+            stem, "__", path, "an edge table is named <src>__<relation>__<dst> (node types and "
+            "a relation joined by double underscores)", paths,
+            f"has no node table in {nodes_dir} (node types: {', '.join(paths)})")
+        timed = bool(cfg.edges.timestamp) and cfg.edges.timestamp in tables.schema(path).names
+        src, dst, _, time = read_edges(tables, path, cfg.edges,
+                                       {"src": lookups[edge_type[0]], "dst": lookups[edge_type[2]]},
+                                       cfg.nodes.id, timestamp=timed)
+        relations[edge_type] = RawRelation(src=src, dst=dst, where=str(path), time=time)
+    n_target = nodes[target].num_nodes
+    return RawTypedGraph(nodes=nodes, relations=relations, target=target,
+                         y=np.zeros(n_target, dtype=np.int64) if y is None else y,
+                         where=str(root), class_names=class_names, class_values=class_values,
+                         labelled=y is not None)
