@@ -470,7 +470,7 @@ TYPED_NODE_SAMPLERS = ("full", "hgt", "neighbor")  # hgt: per-type node budgets
 TYPED_LINK_SAMPLERS = ("full", "link_neighbor")  # link_neighbor: typed supervision batches
 HETERO_SAMPLERS = TYPED_NODE_SAMPLERS + TYPED_LINK_SAMPLERS[1:]
 TYPED_DDP_SAMPLERS = {"node": "neighbor", "link": "link_neighbor"}  # seeds split across ranks
-TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # gnnpipe/hetero/inference.py
+TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/inference.py blocks
 LINK_SAMPLERS = ("full", "sign", "link_neighbor")
 LIGHTNING_SAMPLERS = ("full", "neighbor")
 LIGHTNING_MODELS = ("mlp", "gcn", "sage", "gat")
@@ -669,7 +669,7 @@ def _check_aggregation(params: Params) -> None:
 
 
 def _check_layerwise(params: Params) -> None:
-    """train.inference.mode=layerwise evaluates what inference.py / hetero/inference.py block:
+    """train.inference.mode=layerwise evaluates what inference.py blocks:
     node and link task, plain and lightning engine, whole graph or partition shards."""
     train = params.train
     if train.inference.mode != "layerwise":

@@ -543,7 +543,7 @@ def _typed_sage(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseI
                    rows)
         if layer < len(convs) - 1:  # GraphSAGE: act (dropout: eval) between layers
             h = {t: torch.relu(v) for t, v in h.items()}
-    return (model._select(h), hidden) if with_hidden else model._select(h)
+    return (model.select(h), hidden) if with_hidden else model.select(h)
 
 
 def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInference,
@@ -574,5 +574,5 @@ def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInferen
             return conv((view, view[start_of[d] + a:start_of[d] + b]), ei, rel)
         z = torch.cat(list(_layer(engine, ctx, {t: conv.out_channels for t in types},
                                   rows).values()))
-    out = model._select(dict(zip(types, z.split(sizes))))
+    out = model.select(dict(zip(types, z.split(sizes))))
     return (out, dict(zip(types, hidden.split(sizes)))) if with_hidden else out

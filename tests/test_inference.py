@@ -210,6 +210,90 @@ def test_unsupported_models_are_refused(csr, features):
         layerwise_logits(sign, features, LayerwiseInference(*one_type(csr), 9))
 
 
+# ------------------------------------------------------------------------------- typed graphs
+TYPED_SIZES = {"a": 30, "b": 12, "c": 5}
+
+
+def typed_graph() -> dict:
+    """Three node types, five edge types (one a self-relation of a, with loops and a hub; c
+    gets only 3 in-edges: some of its rows have none)."""
+    rng = np.random.default_rng(2)
+
+    def edges(s, d, n, hub=None):
+        src, dst = rng.integers(0, TYPED_SIZES[s], n), rng.integers(0, TYPED_SIZES[d], n)
+        if hub is not None:
+            dst[: n // 3] = hub
+        from gnnpipe.typed_graph import typed_csr
+        return typed_csr(src, dst, TYPED_SIZES[s], TYPED_SIZES[d])
+
+    return {("a", "cites", "a"): edges("a", "a", 80, hub=4), ("a", "to", "b"): edges("a", "b", 40),
+            ("b", "to", "a"): edges("b", "a", 40), ("c", "to", "a"): edges("c", "a", 20),
+            ("a", "in", "c"): edges("a", "c", 3)}
+
+
+def _typed_model(name: str, out: str = "target"):
+    from gnnpipe.hetero.models import build_hetero_model
+
+    graph = typed_graph()
+    torch.manual_seed(0)
+    dims = {"a": 6, "b": 3, "c": 2}
+    model = build_hetero_model(name, (list(TYPED_SIZES), list(graph)), dims, CLASSES, "a",
+                               TrainParams(model=name, hidden=8, heads=2, num_layers=2), out=out)
+    x = {t: torch.randn(n, dims[t], generator=torch.Generator().manual_seed(3))
+         for t, n in TYPED_SIZES.items()}
+    return model.eval(), graph, x
+
+
+@pytest.mark.parametrize("name", ["sage", "rgcn"])
+@pytest.mark.parametrize("out", ["target", "all"])
+@pytest.mark.parametrize("block_edges", [1, 11, 10**6])
+def test_typed_layerwise_equals_the_full_forward_with_hidden(name, out, block_edges):
+    model, graph, x = _typed_model(name, out)
+    with torch.no_grad():
+        edges = {e: c.edge_index() for e, c in graph.items()}
+        want, want_hidden = model.forward_with_hidden(x, edges)
+    engine = LayerwiseInference(graph, TYPED_SIZES, block_edges)
+    got, hidden = layerwise_logits(model, x, engine, with_hidden=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert hidden.keys() == want_hidden.keys()
+    for t in hidden:
+        torch.testing.assert_close(hidden[t], want_hidden[t], atol=1e-5, rtol=1e-5)
+
+
+def test_typed_sage_builds_no_messages():
+    """Each edge type's SAGEConv aggregates by the sparse product, as the homogeneous one."""
+    model, graph, x = _typed_model("sage")
+    with torch.no_grad():
+        want = model(x, {e: c.edge_index() for e, c in graph.items()})
+
+    def boom(*args, **kwargs):
+        raise AssertionError("per-edge propagate called")
+    for layer_convs in model.body.convs:
+        for conv in layer_convs.values():
+            conv.propagate = boom
+    engine = LayerwiseInference(graph, TYPED_SIZES, 11)
+    torch.testing.assert_close(layerwise_logits(model, x, engine), want, atol=1e-5, rtol=1e-5)
+    assert engine.num_gathered == 0
+    assert len(engine.blocks("a")) > 3 and engine.blocks("c") == [(0, 5)]  # 5 rows + 3 edges
+
+
+@pytest.mark.parametrize("name", ["hgt", "mlp"])
+def test_typed_models_it_cannot_block_are_refused(name):
+    model, graph, x = _typed_model(name)
+    with pytest.raises(ValueError, match=f"evaluates typed sage and rgcn models, not "
+                                         f"train.model='{name}'"):
+        layerwise_logits(model, x, LayerwiseInference(graph, TYPED_SIZES, 11))
+
+
+def test_typed_plan_counts_every_edge_type():
+    graph, cfg = typed_graph(), TrainParams(model="rgcn")
+    edges = sum(c.num_edges for c in graph.values())
+    assert plan(graph, TYPED_SIZES, AUTO_MESSAGE_FLOATS // edges, cfg) is None
+    assert isinstance(plan(graph, TYPED_SIZES, AUTO_MESSAGE_FLOATS // edges + 1, cfg),
+                      LayerwiseInference)
+    assert plan(graph, TYPED_SIZES, 10**9, replace(cfg, model="hgt")) is None  # auto: no hgt
+
+
 # ------------------------------------------------------------------------------ fit integration
 def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
     roles = split_nodes(small_graph, NodeSplitParams(), make_rng(0, "split")).roles
