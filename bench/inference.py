@@ -48,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _worker(args: argparse.Namespace) -> None:
     from gnnpipe.config import TrainParams
-    from gnnpipe.inference import LayerwiseInference
+    from gnnpipe.inference import LayerwiseInference, csr_view
     from gnnpipe.models import build_model
 
     mode, block_edges, out = args.worker[0], int(args.worker[1]), Path(args.worker[2])
@@ -63,7 +63,7 @@ def _worker(args: argparse.Namespace) -> None:
             with torch.no_grad():
                 return model(graph.x, edge_index)
     else:
-        engine = LayerwiseInference(graph.csr, block_edges)
+        engine = LayerwiseInference(*csr_view(graph.csr), block_edges)
 
         def forward():
             return engine(model, graph.x)

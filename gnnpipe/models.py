@@ -1,4 +1,5 @@
-"""Node classifiers behind one call signature: ``model(x, edge_index) -> logits (N, C)``.
+"""Node classifiers behind one call signature: ``model(x, edge_index) -> logits (N, C)``;
+on typed graphs ``model(x_dict, edge_index_dict)`` (``TypedModel``).
 
 The GNNs are PyG's own ``GCN`` / ``GraphSAGE`` / ``GAT``; ``mlp`` ignores the edges (the honest
 structure-free baseline); ``sign`` takes the precomputed hops concatenated along features.
@@ -12,6 +13,12 @@ the untrimmed forward. Beyond PyG: GCN is normalised once on the whole sampled s
 trim would renormalise on the trimmed one and change the seeds' logits), and jk / residual cut
 the layer outputs to common rows. ``aggregation = "csr"`` (gcn, sage) aggregates by a sparse
 CSR product over target rows (``adj_t``) instead of gathering and scattering per-edge messages.
+
+Typed graphs: every ``TypedModel`` maps each node type's features to ``hidden`` with its own
+linear layer (types have different widths, and venues may carry no signal at all); ``mlp``
+(``TypedMLP``) then runs one MLP on every type's rows, no edges (the structure-free baseline).
+The models that pass messages between several types (to_hetero SAGE, HGT, R-GCN) are
+``gnnpipe.hetero.models``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import BaselineParams, TrainParams
+from gnnpipe.typed_graph import EdgeType
+
+Metadata = tuple[list[str], list[EdgeType]]
 
 
 
@@ -319,6 +329,72 @@ class SIGN(nn.Module):
                                               dim=1)))
         out, emb = self.head(h, return_emb=True)
         return out, h if emb is None else emb
+
+
+class TypeInputs(nn.Module):
+    """One ``Linear(F_t, hidden)`` per node type: type -> (N_t, F_t) in, (N_t, hidden) out."""
+
+    def __init__(self, in_dims: dict[str, int], hidden: int):
+        super().__init__()
+        self.types = list(in_dims)
+        self.maps = nn.ModuleList(nn.Linear(in_dims[t], hidden) for t in self.types)
+
+    def forward(self, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {t: m(x_dict[t]) for t, m in zip(self.types, self.maps)}
+
+
+class TypedModel(nn.Module):
+    """Base of the models of typed graphs, ``model(x_dict, edge_index_dict) -> out``: the
+    per-type input maps (``inputs``), a body (subclasses) and the output ``out`` selects.
+
+    ``out="target"``: the target type's rows (N_target, C) (node classification); ``out="all"``:
+    every type's rows concatenated in node-type order into (N_total, C), the
+    ``HeteroGraph.offsets()`` ids (link prediction scores any two types' pair ``z_u . z_v``).
+    """
+
+    # out="target" leaves the other types' last maps unused (DDP must not wait for them)
+    ddp_find_unused_parameters = True
+
+    def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], target: str,
+                 cfg: BaselineParams, out: str = "target"):
+        super().__init__()
+        self.name, self.target, self.out = name, target, out
+        self.node_types, self.edge_types = list(metadata[0]), list(metadata[1])
+        self.inputs = TypeInputs(in_dims, cfg.hidden)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def select(self, h: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The rows ``out`` asks for from type -> (N_t, C)."""
+        if self.out == "target":
+            return h[self.target]
+        return torch.cat([h[t] for t in self.node_types])  # (N_total, C), offsets order
+
+
+class TypedMLP(TypedModel):
+    """``mlp`` on a typed graph: the input maps, ReLU, then one MLP on every type's rows."""
+
+    def __init__(self, metadata: Metadata, in_dims: dict[str, int], out_dim: int, target: str,
+                 cfg: BaselineParams, out: str = "target"):
+        super().__init__("mlp", metadata, in_dims, target, cfg, out)
+        self.body = MLP(in_channels=cfg.hidden, hidden_channels=cfg.hidden, out_channels=out_dim,
+                        num_layers=cfg.num_layers, dropout=cfg.dropout, norm=None)
+
+    def forward(self, x_dict: dict[str, torch.Tensor],
+                edge_index_dict: dict[EdgeType, torch.Tensor] | None = None) -> torch.Tensor:
+        h = self.inputs(x_dict)  # type -> (N_t, hidden)
+        return self.select({t: self.body(torch.relu(v)) for t, v in h.items()})
+
+    def forward_with_hidden(self, x_dict: dict[str, torch.Tensor],
+                            edge_index_dict: dict[EdgeType, torch.Tensor] | None = None
+                            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``forward``'s output and, per type, the MLP's last hidden (N_t, H) (its input, the
+        input maps after ReLU, with one layer). Call in eval mode."""
+        outs, hidden = {}, {}
+        for t, v in self.inputs(x_dict).items():
+            v = torch.relu(v)
+            outs[t], emb = self.body(v, return_emb=True)
+            hidden[t] = v if emb is None else emb
+        return self.select(outs), hidden
 
 
 def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor | None = None

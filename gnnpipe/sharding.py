@@ -59,12 +59,12 @@ class ShardEvaluator:
     layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5)."""
 
     def __init__(self, shards: Sequence[PartShard], rows: NodeRows, cfg=None):
-        from gnnpipe.inference import plan  # imports PyG: only where a rank evaluates shards
+        from gnnpipe.inference import csr_view, plan  # PyG: only where a rank evaluates shards
 
         self.rows = rows
         self._inputs = []  # (owned (O,), rows positions (L,), edge_index (2, E) or engine)
         for shard in shards:
-            engine = plan(shard.csr, rows.x.shape[1], cfg) if cfg is not None else None
+            engine = plan(*csr_view(shard.csr), rows.x.shape[1], cfg) if cfg is not None else None
             self._inputs.append((shard.owned(), rows.positions(shard.node_id),
                                  shard.csr.edge_index() if engine is None else engine))
         self.layerwise = any(not isinstance(e, torch.Tensor) for _, _, e in self._inputs)

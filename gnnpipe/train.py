@@ -355,7 +355,7 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         return out
     if message_graphs is None:
         return {phase: PhaseInput(x) for phase in PHASES}
-    from gnnpipe.inference import plan  # imports PyG: only for graph models
+    from gnnpipe.inference import csr_view, plan  # imports PyG: only for graph models
 
     edges: dict[int, torch.Tensor] = {}
     engines: dict[int, Callable | None] = {}
@@ -363,6 +363,6 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         csr = message_graphs[phase]
         if id(csr) not in edges:
             edges[id(csr)] = csr.edge_index()
-            engines[id(csr)] = plan(csr, x.shape[1], cfg) if cfg is not None else None
+            engines[id(csr)] = plan(*csr_view(csr), x.shape[1], cfg) if cfg is not None else None
     return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
                               engines[id(message_graphs[phase])]) for phase in PHASES}

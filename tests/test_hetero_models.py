@@ -80,6 +80,32 @@ def test_models_see_only_the_phase_graph(node_task):
     assert not torch.allclose(full, train_only)  # the test phase does see more
 
 
+def test_typed_mlp_is_the_input_maps_and_one_mlp_per_type(node_task):
+    """``mlp`` on a typed graph (gnnpipe.models.TypedMLP): no edges read; its hidden is the
+    MLP's last hidden per type; the saved layout is ``inputs.maps.*`` then ``body.*``."""
+    graph, params, _ = node_task
+    dims = {t: x.shape[1] for t, x in graph.x.items()}
+    torch.manual_seed(0)
+    model = build_hetero_model("mlp", graph.metadata(), dims, 3, "paper", params.baseline).eval()
+    assert type(model).__name__ == "TypedMLP" and model.ddp_find_unused_parameters
+    keys = list(model.state_dict())
+    assert keys[:2] == ["inputs.maps.0.weight", "inputs.maps.0.bias"]
+    assert all(k.startswith(("inputs.maps.", "body.")) for k in keys)
+    with torch.no_grad():
+        out = model(graph.x, None)
+        same, hidden = model.forward_with_hidden(graph.x)
+        paper = torch.relu(model.inputs.maps[0](graph.x["paper"]))  # paper: the first type
+        torch.testing.assert_close(out, model.body(paper))
+    assert out.shape == (600, 3) and torch.equal(out, same)
+    assert hidden.keys() == set(graph.node_types)
+    torch.testing.assert_close(model.body.lins[-1](hidden["paper"]), out)
+    every = build_hetero_model("mlp", graph.metadata(), dims, 3, "paper", params.baseline,
+                               out="all")
+    every.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert every.eval()(graph.x).shape == (sum(graph.num_nodes(t) for t in graph.node_types), 3)
+
+
 def test_wrong_model_names_and_heads_are_refused(node_task):
     graph, params, _ = node_task
     dims = {t: x.shape[1] for t, x in graph.x.items()}

@@ -16,11 +16,11 @@ import torch
 import yaml
 
 from gnnpipe.config import params_from_dict
-from gnnpipe.graph import Csr
-from gnnpipe.hetero.inference import HeteroLayerwise, dst_blocks
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.loader import align_typed_edge_times, neighbor_batches
 from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.graph import Csr
+from gnnpipe.inference import LayerwiseInference, cost_prefix, row_blocks
 from gnnpipe.loop import LoopOptions
 from gnnpipe.rng import make_rng
 from gnnpipe.train import fit
@@ -109,7 +109,7 @@ def test_layerwise_equals_the_full_forward(node_task, model, out):
     phase = split.message_graphs["val"]
     full = net(graph.x, {e: csr.edge_index() for e, csr in phase.items()})
     sizes = {t: graph.num_nodes(t) for t in graph.node_types}
-    engine = HeteroLayerwise(phase, sizes, block_edges=97)  # many small blocks
+    engine = LayerwiseInference(phase, sizes, block_edges=97)  # many small blocks
     assert len(engine.blocks("paper")) > 10
     blocked = engine(net, graph.x)
     assert blocked.shape == full.shape and torch.allclose(blocked, full, atol=1e-5)
@@ -123,9 +123,9 @@ def test_destination_blocks_tile_the_rows_within_the_budget():
     csrs = [Csr(torch.tensor([0, 2, 2, 9, 10]), torch.zeros(10, dtype=torch.int64)),
             Csr(torch.tensor([0, 1, 1, 1, 3]), torch.zeros(3, dtype=torch.int64))]
     # row costs (in-edges over both edge types + 1): 4, 1, 8, 4
-    blocks = dst_blocks(csrs, 4, block_cost=5)
+    blocks = row_blocks(cost_prefix(csrs, 4), block_cost=5)
     assert blocks == [(0, 2), (2, 3), (3, 4)]  # row 2 alone costs 8 > 5: its own block
-    assert dst_blocks(csrs, 4, block_cost=100) == [(0, 4)]
+    assert row_blocks(cost_prefix(csrs, 4), block_cost=100) == [(0, 4)]
 
 
 def test_layerwise_inference_in_fit_gives_the_full_forwards_predictions(node_task):
@@ -138,7 +138,7 @@ def test_layerwise_inference_in_fit_gives_the_full_forwards_predictions(node_tas
                                                                    mode="layerwise",
                                                                    block_edges=200))
     inputs = phase_inputs(graph, split.message_graphs, layer)
-    assert isinstance(inputs["val"].layerwise, HeteroLayerwise)
+    assert isinstance(inputs["val"].layerwise, LayerwiseInference)
     blocked = fit(build, inputs, graph.y, split.roles, layer, 0)
     assert blocked.perf["eval_inference"] == "layerwise"
     assert torch.allclose(blocked.logits, full.logits, atol=1e-5)

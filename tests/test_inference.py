@@ -18,9 +18,9 @@ from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, Train
                             params_from_dict, replace)
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr, csr_from_edges
-from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, LayerwiseInference, TargetBlocks,
-                               _gcn_rows, gcn_inv_sqrt_degree, layerwise_logits, plan,
-                               rank_rows)
+from gnnpipe.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, LayerwiseInference, _gcn_rows,
+                               cost_prefix, gcn_inv_sqrt_degree, layerwise_logits, csr_view,
+                               plan, rank_rows, row_blocks)
 from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
@@ -76,7 +76,7 @@ CASES = [("gcn", {}), ("sage", {}), ("gat", {}), ("mlp", {}),
 @pytest.mark.parametrize("block_edges", [1, 9, 70, 10**6])
 def test_layerwise_logits_equal_the_full_forward(csr, features, name, train, block_edges):
     model = _model(name, **train)
-    lw = layerwise_logits(model, features, LayerwiseInference(csr, block_edges))
+    lw = layerwise_logits(model, features, LayerwiseInference(*csr_view(csr), block_edges))
     assert lw.shape == (NUM_NODES, CLASSES)
     torch.testing.assert_close(lw, _full(model, features, csr), atol=1e-5, rtol=1e-5)
     assert not model.training
@@ -84,7 +84,7 @@ def test_layerwise_logits_equal_the_full_forward(csr, features, name, train, blo
 
 def test_layerwise_restores_training_mode(csr, features):
     model = _model("sage").train()
-    layerwise_logits(model, features, LayerwiseInference(csr, 9))
+    layerwise_logits(model, features, LayerwiseInference(*csr_view(csr), 9))
     assert model.training
 
 
@@ -103,14 +103,15 @@ def test_gcn_degrees_come_from_the_whole_graph(csr):
 def test_block_local_gcn_normalisation_would_be_wrong(csr, features):
     """The trap the whole-graph weights avoid: GCNConv on a block normalises with block degrees."""
     model = _model("gcn")
-    block = next(iter(TargetBlocks(csr, 9)))
+    lw = LayerwiseInference(*csr_view(csr), 9)
+    block = lw.gather(EDGE, *lw.blocks(NODE)[0])
     conv = model.convs[0]
     with torch.no_grad():
         naive = conv(features[block.n_id], block.edge_index)[:block.batch_size]
         exact = conv(features, csr.edge_index())[block.start:block.stop]
-        lw = LayerwiseInference(csr, 9)
         xlin = conv.lin(features)
-        ours = _gcn_rows(conv, xlin, csr, block.start, block.stop, lw.inv_sqrt_degree(1.0), 1.0)
+        ours = _gcn_rows(conv, xlin, csr, block.start, block.stop,
+                         lw.inv_sqrt_degree(EDGE, 1.0), 1.0)
     torch.testing.assert_close(ours, exact, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(naive, exact, atol=1e-3)
 
@@ -118,7 +119,8 @@ def test_block_local_gcn_normalisation_would_be_wrong(csr, features):
 # --------------------------------------------------------------------------------------- blocks
 @pytest.mark.parametrize("block_cost", [1, 4, 9, 33, 10**6])
 def test_blocks_tile_the_rows_and_hold_every_in_edge(csr, block_cost):
-    blocks = list(TargetBlocks(csr, block_cost))
+    engine = LayerwiseInference(*csr_view(csr), block_cost)
+    blocks = [engine.gather(EDGE, a, b) for a, b in engine.blocks(NODE)]
     assert [b.start for b in blocks] == [0] + [b.stop for b in blocks[:-1]]
     assert blocks[-1].stop == NUM_NODES
     degrees = csr.degrees()
@@ -138,28 +140,34 @@ def test_blocks_tile_the_rows_and_hold_every_in_edge(csr, block_cost):
 
 
 def test_cached_blocks_equal_fresh_ones(csr):
-    cached = TargetBlocks(csr, 9, cache=True)
-    first, second = list(cached), list(cached)  # the second pass reads the cache
-    assert cached._cached is not None
+    engine = LayerwiseInference(*csr_view(csr), 9)
+    first = [engine.gather(EDGE, a, b) for a, b in engine.blocks(NODE)]
+    assert engine.num_gathered == len(first)
+    second = [engine.gather(EDGE, a, b) for a, b in engine.blocks(NODE)]  # from the cache
+    assert engine.num_gathered == len(first)
     for a, b in zip(first, second, strict=True):
         assert (a.start, a.stop) == (b.start, b.stop) and torch.equal(a.n_id, b.n_id)
         assert torch.equal(a.edge_index, b.edge_index) and b.edge_index.dtype == torch.int64
 
 
 def test_rows_without_in_edges_are_blocks_too(csr):
-    blocks = list(TargetBlocks(csr, 4, lo=50, hi=NUM_NODES))  # isolated nodes only
-    assert [(b.start, b.stop) for b in blocks] == [(50, 54), (54, 58), (58, 60)]
+    bounds = row_blocks(cost_prefix([csr], NUM_NODES), 4, lo=50, hi=NUM_NODES)  # isolated only
+    assert bounds == [(50, 54), (54, 58), (58, 60)]
+    engine = LayerwiseInference(*csr_view(csr), 4)
+    blocks = [engine.gather(EDGE, a, b) for a, b in bounds]
     assert all(b.edge_index.shape == (2, 0) and b.n_id.numel() == b.batch_size for b in blocks)
 
 
 def test_a_hub_row_is_a_block_of_its_own(csr):
-    hub = [b for b in TargetBlocks(csr, 20) if b.start <= 7 < b.stop]
-    assert (hub[0].start, hub[0].stop) == (7, 8) and hub[0].edge_index.shape[1] > 20
+    hub = [b for b in row_blocks(cost_prefix([csr], NUM_NODES), 20) if b[0] <= 7 < b[1]]
+    assert hub == [(7, 8)]
+    assert LayerwiseInference(*csr_view(csr), 20).gather(EDGE, 7, 8).edge_index.shape[1] > 20
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 7, 100])
 def test_rank_rows_tile_the_graph(csr, world):
-    rows = [rank_rows(csr, DistContext(r, world, r)) for r in range(world)]
+    rows = [rank_rows(cost_prefix([csr], NUM_NODES), DistContext(r, world, r))
+            for r in range(world)]
     assert rows[0][0] == 0 and rows[-1][1] == NUM_NODES
     assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
 
@@ -175,19 +183,20 @@ def test_auto_keeps_the_default_graph_on_the_full_forward():
     default = TrainParams()
     assert default.inference.mode == "auto"
     # the default synthetic graph: 20k nodes, avg degree 10 (both directions stored), 64 features
-    assert plan(_csr_with(2 * 20_000 * 10), 64, default) is None
+    assert plan(*csr_view(_csr_with(2 * 20_000 * 10)), 64, default) is None
     big = _csr_with(AUTO_MESSAGE_FLOATS // 128 + 1)
-    assert isinstance(plan(big, 128, default), LayerwiseInference)
-    assert plan(big, 128, replace(default, inference={"mode": "full"})) is None
-    assert plan(big, 128, dataclasses.replace(default, model="mlp")) is None  # no messages
-    forced = plan(_csr_with(10), 4, replace(default, inference={"mode": "layerwise",
-                                                               "block_edges": 123}))
+    assert isinstance(plan(*csr_view(big), 128, default), LayerwiseInference)
+    assert plan(*csr_view(big), 128, replace(default, inference={"mode": "full"})) is None
+    no_messages = dataclasses.replace(default, model="mlp")
+    assert plan(*csr_view(big), 128, no_messages) is None
+    forced = plan(*csr_view(_csr_with(10)), 4, replace(default, inference={
+        "mode": "layerwise", "block_edges": 123}))
     assert forced.block_edges == 123
 
 
 def test_memo_skips_recomputing_for_unchanged_weights(csr, features):
     model = _model("sage")
-    engine = LayerwiseInference(csr, 9)
+    engine = LayerwiseInference(*csr_view(csr), 9)
     first = engine(model, features)
     assert engine(model, features) is first  # train and val accuracy of one epoch: one pass
     with torch.no_grad():
@@ -200,7 +209,91 @@ def test_memo_skips_recomputing_for_unchanged_weights(csr, features):
 def test_unsupported_models_are_refused(csr, features):
     sign = build_model("sign", IN_DIM, CLASSES, TrainParams(model="sign", sampler="sign"), 1)
     with pytest.raises(ValueError, match="train.inference.mode: full"):
-        layerwise_logits(sign, features, LayerwiseInference(csr, 9))
+        layerwise_logits(sign, features, LayerwiseInference(*csr_view(csr), 9))
+
+
+# ------------------------------------------------------------------------------- typed graphs
+TYPED_SIZES = {"a": 30, "b": 12, "c": 5}
+
+
+def typed_graph() -> dict:
+    """Three node types, five edge types (one a self-relation of a, with loops and a hub; c
+    gets only 3 in-edges: some of its rows have none)."""
+    rng = np.random.default_rng(2)
+
+    def edges(s, d, n, hub=None):
+        src, dst = rng.integers(0, TYPED_SIZES[s], n), rng.integers(0, TYPED_SIZES[d], n)
+        if hub is not None:
+            dst[: n // 3] = hub
+        from gnnpipe.typed_graph import typed_csr
+        return typed_csr(src, dst, TYPED_SIZES[s], TYPED_SIZES[d])
+
+    return {("a", "cites", "a"): edges("a", "a", 80, hub=4), ("a", "to", "b"): edges("a", "b", 40),
+            ("b", "to", "a"): edges("b", "a", 40), ("c", "to", "a"): edges("c", "a", 20),
+            ("a", "in", "c"): edges("a", "c", 3)}
+
+
+def _typed_model(name: str, out: str = "target"):
+    from gnnpipe.hetero.models import build_hetero_model
+
+    graph = typed_graph()
+    torch.manual_seed(0)
+    dims = {"a": 6, "b": 3, "c": 2}
+    model = build_hetero_model(name, (list(TYPED_SIZES), list(graph)), dims, CLASSES, "a",
+                               TrainParams(model=name, hidden=8, heads=2, num_layers=2), out=out)
+    x = {t: torch.randn(n, dims[t], generator=torch.Generator().manual_seed(3))
+         for t, n in TYPED_SIZES.items()}
+    return model.eval(), graph, x
+
+
+@pytest.mark.parametrize("name", ["sage", "rgcn"])
+@pytest.mark.parametrize("out", ["target", "all"])
+@pytest.mark.parametrize("block_edges", [1, 11, 10**6])
+def test_typed_layerwise_equals_the_full_forward_with_hidden(name, out, block_edges):
+    model, graph, x = _typed_model(name, out)
+    with torch.no_grad():
+        edges = {e: c.edge_index() for e, c in graph.items()}
+        want, want_hidden = model.forward_with_hidden(x, edges)
+    engine = LayerwiseInference(graph, TYPED_SIZES, block_edges)
+    got, hidden = layerwise_logits(model, x, engine, with_hidden=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert hidden.keys() == want_hidden.keys()
+    for t in hidden:
+        torch.testing.assert_close(hidden[t], want_hidden[t], atol=1e-5, rtol=1e-5)
+
+
+def test_typed_sage_builds_no_messages():
+    """Each edge type's SAGEConv aggregates by the sparse product, as the homogeneous one."""
+    model, graph, x = _typed_model("sage")
+    with torch.no_grad():
+        want = model(x, {e: c.edge_index() for e, c in graph.items()})
+
+    def boom(*args, **kwargs):
+        raise AssertionError("per-edge propagate called")
+    for layer_convs in model.body.convs:
+        for conv in layer_convs.values():
+            conv.propagate = boom
+    engine = LayerwiseInference(graph, TYPED_SIZES, 11)
+    torch.testing.assert_close(layerwise_logits(model, x, engine), want, atol=1e-5, rtol=1e-5)
+    assert engine.num_gathered == 0
+    assert len(engine.blocks("a")) > 3 and engine.blocks("c") == [(0, 5)]  # 5 rows + 3 edges
+
+
+@pytest.mark.parametrize("name", ["hgt", "mlp"])
+def test_typed_models_it_cannot_block_are_refused(name):
+    model, graph, x = _typed_model(name)
+    with pytest.raises(ValueError, match=f"evaluates typed sage and rgcn models, not "
+                                         f"train.model='{name}'"):
+        layerwise_logits(model, x, LayerwiseInference(graph, TYPED_SIZES, 11))
+
+
+def test_typed_plan_counts_every_edge_type():
+    graph, cfg = typed_graph(), TrainParams(model="rgcn")
+    edges = sum(c.num_edges for c in graph.values())
+    assert plan(graph, TYPED_SIZES, AUTO_MESSAGE_FLOATS // edges, cfg) is None
+    assert isinstance(plan(graph, TYPED_SIZES, AUTO_MESSAGE_FLOATS // edges + 1, cfg),
+                      LayerwiseInference)
+    assert plan(graph, TYPED_SIZES, 10**9, replace(cfg, model="hgt")) is None  # auto: no hgt
 
 
 # ------------------------------------------------------------------------------ fit integration
@@ -240,9 +333,9 @@ def _ddp_worker(rank: int, world: int, port: int, queue) -> None:
         out = {}
         for name, train in [("gcn", {}), ("gat", {"jk": "cat"}), ("sage", {"residual": True})]:
             model = _model(name, **train)
-            engine = LayerwiseInference(csr, 9)
+            engine = LayerwiseInference(*csr_view(csr), 9)
             logits = layerwise_logits(model, x, engine, ctx)
-            out[name] = (logits.numpy(), len(engine.blocks(ctx)))  # numpy: pickled by value
+            out[name] = (logits.numpy(), len(engine.blocks(NODE, ctx)))  # numpy: pickled by value
         # fit under DDP: val has 1 node, so rank 1 scores none of it and must still join
         roles = np.array(["train"] * 40 + ["val"] + ["test"] * 19)
         cfg = TrainParams(model="sage", epochs=2, hidden=8,
@@ -263,7 +356,7 @@ def test_two_gloo_ranks_split_the_blocks_and_agree_with_one_process(csr, feature
                        start_method="spawn")
     got = dict((rank, rest) for rank, *rest in (queue.get(), queue.get()))
     x = torch.randn(NUM_NODES, IN_DIM, generator=torch.Generator().manual_seed(1))
-    single_blocks = len(TargetBlocks(csr, 9))
+    single_blocks = len(row_blocks(cost_prefix([csr], NUM_NODES), 9))
     for name, train in [("gcn", {}), ("gat", {"jk": "cat"}), ("sage", {"residual": True})]:
         expected = _full(_model(name, **train), x, csr)
         for rank in (0, 1):

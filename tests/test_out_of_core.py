@@ -214,7 +214,7 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
     the full forward's logits on the whole tensor."""
     from gnnpipe.config import TrainParams
     from gnnpipe.graph import csr_from_edges
-    from gnnpipe.inference import LayerwiseInference, layerwise_logits
+    from gnnpipe.inference import LayerwiseInference, layerwise_logits, csr_view
     from gnnpipe.models import build_model
 
     gen = torch.Generator().manual_seed(3)
@@ -226,7 +226,7 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
     features = ModelFeatures(FeatureSource(x, mapped=False), transform)
     torch.manual_seed(0)
     model = build_model(name, 11, 4, TrainParams(model=name, hidden=8, heads=2)).eval()
-    lazy = layerwise_logits(model, features, LayerwiseInference(csr, 40))
+    lazy = layerwise_logits(model, features, LayerwiseInference(*csr_view(csr), 40))
     with torch.no_grad():
         whole = transform.apply(x)
         full = model(whole) if name == "mlp" else model(whole, csr.edge_index())

@@ -20,7 +20,7 @@ from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
 from gnnpipe.graph import UNLABELLED, Graph, normalize_edges
-from gnnpipe.inference import LayerwiseInference, layerwise_logits
+from gnnpipe.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.models import build_model, forward_with_hidden
 from gnnpipe.typed_graph import EDGE, one_type
 
@@ -209,8 +209,8 @@ def test_hidden_is_what_the_last_layer_reads_layerwise_and_full(name, extra):
         else:
             last = model.convs[-1](hidden, edge_index)
         torch.testing.assert_close(last, out)
-        lw_out, lw_hidden = layerwise_logits(model, graph.x, LayerwiseInference(graph.csr, 25),
-                                             with_hidden=True)
+        engine = LayerwiseInference(*csr_view(graph.csr), 25)
+        lw_out, lw_hidden = layerwise_logits(model, graph.x, engine, with_hidden=True)
     torch.testing.assert_close(lw_out, out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(lw_hidden, hidden, atol=1e-5, rtol=1e-5)
 
@@ -253,12 +253,12 @@ def test_aligned_rank_blocks_are_the_one_process_blocks():
     from gnnpipe.distributed import DistContext
 
     csr = _graph().csr
-    single = LayerwiseInference(csr, 23).blocks().bounds
-    engine = LayerwiseInference(csr, 23, aligned=True)
-    ranks = [engine.blocks(DistContext(r, 3, r)).bounds for r in range(3)]
+    single = LayerwiseInference(*csr_view(csr), 23).blocks(NODE)
+    engine = LayerwiseInference(*csr_view(csr), 23, aligned=True)
+    ranks = [engine.blocks(NODE, DistContext(r, 3, r)) for r in range(3)]
     assert sum(ranks, []) == single and all(ranks)
-    plain = LayerwiseInference(csr, 23)  # without alignment the cut differs (the reason)
-    assert sum((plain.blocks(DistContext(r, 3, r)).bounds for r in range(3)), []) != single
+    plain = LayerwiseInference(*csr_view(csr), 23)  # without alignment the cut differs
+    assert sum((plain.blocks(NODE, DistContext(r, 3, r)) for r in range(3)), []) != single
 
 
 def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):

@@ -89,7 +89,7 @@ def baseline_typed_nodes(args, params) -> str:
 
 
 def baseline_typed_links(args, params) -> str:
-    """Per-type MLP encoders (gnnpipe/hetero/models.py) with the dot-product decoder."""
+    """Per-type MLP encoders (gnnpipe.models.TypedMLP) with the dot-product decoder."""
     from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model

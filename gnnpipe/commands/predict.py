@@ -143,7 +143,7 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
     """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
     phase's inputs; (None, None, how) on ranks other than 0."""
     from gnnpipe.commands.inputs import lazy_model_features, model_features, out_of_core
-    from gnnpipe.inference import layerwise_logits, plan
+    from gnnpipe.inference import layerwise_logits, csr_view, plan
     from gnnpipe.models import build_model, forward_with_hidden
     from gnnpipe.predict import rows_forward
 
@@ -162,7 +162,7 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
         in_dim = x.shape[1]
         if cfg.model != "mlp":
             csr = io.read_message_graphs(args.split, graph.num_nodes)["test"]
-            engine = plan(csr, in_dim, cfg)
+            engine = plan(*csr_view(csr), in_dim, cfg)
             if engine is None:
                 edge_index = csr.edge_index()
             else:
@@ -248,7 +248,7 @@ def predict_links(args, params, ctx):
 def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
     """(output, hidden type -> (N_t, H), how) of the typed model on the test phase's graph."""
     from gnnpipe.commands.inputs import model_features
-    from gnnpipe.hetero.inference import hetero_layerwise_logits
+    from gnnpipe.inference import layerwise_logits
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
 
@@ -264,7 +264,7 @@ def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
     model = _load(build_hetero_model(cfg.model, graph.metadata(), dims, out_dim, graph.target,
                                      cfg, out=out_kind), args, io.read_model(args.model), expect)
     if inputs.layerwise is not None:
-        out, hidden = hetero_layerwise_logits(model, x, inputs.layerwise, with_hidden=True)
+        out, hidden = layerwise_logits(model, x, inputs.layerwise, with_hidden=True)
         return out, hidden, "layerwise"
     with torch.no_grad():
         out, hidden = model.forward_with_hidden(x, inputs.edge_index)

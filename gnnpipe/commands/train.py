@@ -180,7 +180,7 @@ def train_typed_nodes(args, params, ctx, device):
     """to_hetero(GraphSAGE) / HGT / R-GCN on the target type: full-graph, ``train.sampler:
     hgt`` budgets or ``neighbor`` fan-outs (gnnpipe/hetero/loader.py), the latter also on
     several DDP ranks (each its share of the train seeds); evaluation full-graph or layer-wise
-    (gnnpipe/hetero/inference.py, ``train.inference``)."""
+    (gnnpipe/inference.py, ``train.inference``)."""
     import numpy as np
 
     from gnnpipe.commands.inputs import read_model_typed
@@ -237,7 +237,7 @@ def train_typed_links(args, params, ctx, device):
     Full-graph steps, or ``train.sampler: link_neighbor`` batches of supervision edges of that
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
     ``link_batches``), also on several DDP ranks; evaluation on each phase's whole graph, layer
-    by layer for sage / rgcn on a big one (``train.inference``, gnnpipe/hetero/inference.py)."""
+    by layer for sage / rgcn on a big one (``train.inference``, gnnpipe/inference.py)."""
     from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.commands.training import checkpointing_for, write_link_outputs
     from gnnpipe.hetero.models import build_hetero_model
@@ -281,7 +281,7 @@ def train_typed_links(args, params, ctx, device):
 
 def _typed_inputs(typed, cfg=None):
     """Phase inputs of the typed graph; ``cfg`` (TrainParams) picks each phase's evaluation
-    forward (``train.inference``: layer-wise for a big graph, gnnpipe/hetero/inference.py)."""
+    forward (``train.inference``: layer-wise for a big graph, gnnpipe/inference.py)."""
     from gnnpipe.hetero.inputs import phase_inputs
 
     return phase_inputs(typed.graph, typed.graphs, cfg)

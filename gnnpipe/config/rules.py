@@ -60,7 +60,7 @@ def _check_pairs(params: Params) -> None:
 
 
 # ---------------------------------------------------------- models, inference and processes
-TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # gnnpipe/hetero/inference.py
+TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/inference.py blocks
 
 
 def _check_heads(params: Params) -> None:
@@ -99,7 +99,7 @@ def _check_aggregation(params: Params) -> None:
 
 
 def _check_layerwise(params: Params) -> None:
-    """train.inference.mode=layerwise evaluates what inference.py / hetero/inference.py block:
+    """train.inference.mode=layerwise evaluates what inference.py blocks:
     node and link task, plain and lightning engine, whole graph or partition shards."""
     train = params.train
     if train.inference.mode != "layerwise":

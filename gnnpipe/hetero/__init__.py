@@ -11,5 +11,7 @@ names. ``HeteroGraph`` itself is a base type in ``gnnpipe/typed_graph.py``. Modu
   audit      the split audit, per node type and per edge type
   inputs     per-phase model inputs (x_dict, edge_index_dict)
   loader     HGT per-type budget mini-batches (``train.sampler: hgt``)
-  models     ``to_hetero(GraphSAGE)``, HGT (``HGTConv``), R-GCN (``RGCNConv``) and per-type MLPs
+  models     the multi-type models: ``to_hetero(GraphSAGE)``, HGT (``HGTConv``), R-GCN
+             (``RGCNConv``); the typed ``mlp`` and layer-wise inference serve every graph
+             (``gnnpipe/models.py``, ``gnnpipe/inference.py``)
 """

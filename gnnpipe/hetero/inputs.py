@@ -14,7 +14,7 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg
     """Phase -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole graph's features
     and the phase's own typed edges (phases sharing a message graph share the tensors).
     ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
-    ``gnnpipe.hetero.inference.plan``); None: full forwards."""
+    ``gnnpipe.inference.plan``); None: full forwards."""
     built: dict[int, tuple] = {}
     out = {}
     for phase in PHASES:
@@ -22,7 +22,7 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg
         if key not in built:
             engine = None
             if cfg is not None:
-                from gnnpipe.hetero.inference import plan  # imports PyG: only when asked
+                from gnnpipe.inference import plan  # imports PyG: only when asked
 
                 in_dim = max(int(x.shape[1]) for x in graph.x.values())
                 engine = plan(graphs[phase], {t: graph.num_nodes(t) for t in graph.node_types},
