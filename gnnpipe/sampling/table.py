@@ -33,6 +33,7 @@ class Sampler:
     section: str = ""  # its params section under train ("" = none)
     per_layer: str = ""  # key under train that holds one entry per layer (checked)
     per_layer_what: str = ""  # what one entry is, for the message
+    loader: bool = True  # False: no loader, the task steps over the whole graph or row batches
     doc: str = ""  # one line for the params docs
 
 
@@ -40,14 +41,14 @@ NODE_H, NODE_T, LINK_H, LINK_T = (("node", HOMOGENEOUS), ("node", TYPED), ("link
                                   ("link", TYPED))
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
     Sampler("full", runs=(NODE_H, NODE_T, LINK_H, LINK_T), ddp=(NODE_H,),
-            models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"),
+            models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"), loader=False,
             doc="whole train-phase graph, one step per epoch (row mini-batches for mlp with "
                 "train.batch_size)"),
     Sampler("hgt", runs=(NODE_T,), ddp=(), models=TYPED_MODELS, section="hgt",
             per_layer="hgt.num_samples", per_layer_what="node budget",
             doc="HGT per-type node budgets (typed graphs), loss on the seeds"),
     Sampler("sign", runs=(NODE_H, LINK_H), ddp=(NODE_H,), models=("sign",),
-            needs=("propagate",),
+            needs=("propagate",), loader=False,
             doc="rows of precomputed hop features (data/propagate), train.model=sign"),
     Sampler("neighbor", runs=(NODE_H, NODE_T), ddp=(NODE_H, NODE_T),
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"),
