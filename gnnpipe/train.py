@@ -34,7 +34,6 @@ from gnnpipe.loop import (  # noqa: F401 - re-exported: importers of gnnpipe.tra
     epoch_seed,
 )
 from gnnpipe.models import choose_aggregation, trim_kwargs
-from gnnpipe.sampling.batch import LossBatch
 from gnnpipe.sharding import gather_rows
 
 PHASES = ("train", "val", "test")
@@ -113,8 +112,8 @@ def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
     return batch_output(model, batch)[batch.rows], batch.target, batch.weight
 
 
-def batch_output(model: nn.Module, batch: LossBatch) -> torch.Tensor:
-    """``model`` over a ``LossBatch``'s subgraph: every output row (n, C). Per-hop counts trim
+def batch_output(model: nn.Module, batch) -> torch.Tensor:
+    """``model`` over a ``gnnpipe.sampling.batch.LossBatch``'s subgraph: every output row (n, C). Per-hop counts trim
     each layer to what the loss rows need (gnnpipe.models); ``edge_weight`` goes to models that
     take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise."""
     user = _unwrap(model)

@@ -72,7 +72,7 @@ def neighbor_batches(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor, cfg, see
                      **kwargs) -> Batches:
     """``gnnpipe.sampling.neighbor_loader`` (``cfg``: train.neighbor) as ``LossBatch`` es: loss
     on each batch's seeds."""
-    from gnnpipe.sampling.loader import neighbor_loader
+    from gnnpipe.sampling import neighbor_loader
 
     return Batches(neighbor_loader(x, y, csr, seeds, cfg, seed, **kwargs), adapt.seeds_first)
 
