@@ -91,15 +91,16 @@ def needs(name: str, stage: str) -> bool:
     return stage in SAMPLERS[name].needs
 
 
-def doc_rows() -> list[tuple[str, str, str, str, str, str]]:
+def doc_rows() -> list[tuple[str, ...]]:
     """One row per sampler for the params docs: name, where it runs (task/kind), DDP, engines,
-    needs / options, params section and what it does."""
+    needs / options, params section, models and what it does."""
     def pairs(items):
         return ", ".join(f"{task}/{kind}" for task, kind in items) or "-"
 
     return [(s.name, pairs(s.runs), pairs(s.ddp), ", ".join(s.engines),
              ", ".join(s.needs + s.options) or "-",
-             f"train.{s.section}" if s.section else "-") for s in SAMPLERS.values()]
+             f"train.{s.section}" if s.section else "-", ", ".join(s.models), s.doc)
+            for s in SAMPLERS.values()]
 
 
 # ---------------------------------------------------------------------------------- checks
