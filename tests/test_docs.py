@@ -315,8 +315,8 @@ def test_sampler_table_has_one_row_per_sampler_from_the_sampling_table():
     from gnnpipe.sampling.table import SAMPLERS
 
     text = params_doc.full_tables(params_doc.rows())
-    rows = [line for line in text.split("### train.sampler", 1)[1].splitlines()
-            if line.startswith("| `")]
+    section = text.split("### train.sampler", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert [r.split("`")[1] for r in rows] == list(SAMPLERS)
     cluster = next(r for r in rows if r.startswith("| `cluster`"))
     assert "partition, shards" in cluster and "train.cluster" in cluster
