@@ -46,6 +46,14 @@ def test_lookups_read_the_table():
     assert [r[0] for r in rows] == list(table.SAMPLERS)
 
 
+def test_out_of_core_is_the_mapped_rows_sampler_on_one_graph_with_the_plain_loop():
+    assert table.out_of_core(TrainParams(sampler="neighbor"))
+    assert not table.out_of_core(TrainParams(sampler="full"))
+    assert not table.out_of_core(TrainParams(sampler="neighbor", engine="lightning"))
+    assert not table.out_of_core(TrainParams(sampler="neighbor",
+                                             dist=DistParams(shard="partition")))
+
+
 @pytest.mark.parametrize("params", [
     _params(), _params(sampler="neighbor"),
     _params(sampler="shadow", temporal=TemporalParams(by="node")),

@@ -66,8 +66,7 @@ def run(args):
 
 
 def train_nodes(args, params, ctx, device):
-    from gnnpipe.commands.inputs import (out_of_core, read_lazy_model_graph, read_model_graph,
-                                         whole_features)
+    from gnnpipe.commands.inputs import read_lazy_model_graph, read_model_graph, whole_features
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.commands.loaders import node_source, shard_setup
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
@@ -79,7 +78,7 @@ def train_nodes(args, params, ctx, device):
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
     # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
     graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
-             if out_of_core(cfg) else read_model_graph(args, mmap=True))
+             if table.out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None

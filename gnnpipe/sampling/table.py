@@ -29,7 +29,9 @@ class Sampler:
     models: tuple[str, ...]  # train.model values it trains (also limited by the graph kind)
     engines: tuple[str, ...] = ("plain",)  # train.engine values that run it
     needs: tuple[str, ...] = ()  # upstream stages it reads: partition, propagate
-    options: tuple[str, ...] = ()  # time (train.temporal), weights, shards (train.dist.shard)
+    # time (train.temporal), weights, shards (train.dist.shard), mapped_rows (each batch reads
+    # its feature rows from the memory-mapped file: features larger than memory)
+    options: tuple[str, ...] = ()
     section: str = ""  # its params section under train ("" = none)
     per_layer: str = ""  # key under train that holds one entry per layer (checked)
     per_layer_what: str = ""  # what one entry is, for the message
@@ -52,7 +54,7 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
             doc="rows of precomputed hop features (data/propagate), train.model=sign"),
     Sampler("neighbor", runs=(NODE_H, NODE_T), ddp=(NODE_H, NODE_T),
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"),
-            options=("time", "weights"), section="neighbor", per_layer="neighbor.num_neighbors",
+            options=("time", "weights", "mapped_rows"), section="neighbor", per_layer="neighbor.num_neighbors",
             per_layer_what="fan-out",
             doc="seed nodes with sampled in-neighbours per layer, loss on the seeds"),
     Sampler("cluster", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS,
@@ -89,6 +91,14 @@ def needs(name: str, stage: str) -> bool:
     """Whether ``train.sampler: name`` reads the ``stage`` stage's output (partition,
     propagate)."""
     return stage in SAMPLERS[name].needs
+
+
+def out_of_core(cfg) -> bool:
+    """Whether the train section (TrainParams) reads feature rows per batch / block from the
+    mapped file rather than the whole matrix: a sampler whose batches gather their rows
+    (``mapped_rows``) on one machine's graph with the plain loop; predict follows train."""
+    return ("mapped_rows" in SAMPLERS[cfg.sampler].options
+            and cfg.dist.shard != "partition" and cfg.engine == "plain")
 
 
 def doc_rows() -> list[tuple[str, ...]]:
