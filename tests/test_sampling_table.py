@@ -33,6 +33,13 @@ def test_table_has_one_entry_per_sampler_value_and_sections_exist():
         assert entry.engines[0] == "plain"
 
 
+def test_every_sampler_with_a_loader_has_a_builder_for_each_graph_kind_it_runs_on():
+    from gnnpipe.sampling.builders import BUILDERS
+
+    expected = {(s.name, kind) for s in table.SAMPLERS.values() if s.loader for _, kind in s.runs}
+    assert set(BUILDERS) == expected
+
+
 def test_lookups_read_the_table():
     assert table.names("node", "typed") == ("full", "hgt", "neighbor")
     assert table.names("link", "homogeneous") == ("full", "sign", "link_neighbor")
