@@ -39,7 +39,7 @@ from gnnpipe.loop import COMPILE_BACKEND, LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng, torch_seed
-from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.split import split_nodes
 from gnnpipe.train import _loss, _step, build_inputs, fit
 from gnnpipe.typed_graph import one_type, phase_csrs
@@ -85,10 +85,10 @@ def _run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: bo
     loader = None
     if cfg.sampler == "neighbor":
         train = torch.from_numpy(np.flatnonzero(node_split.roles == "train"))
-        loader = neighbor_loader(graph.x, graph.y, graphs["train"], train,
-                                 cfg.neighbor, torch_seed(seed, "sample"),
-                                 batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-                                 edge_index=inputs["train"].edge_index)
+        loader = neighbor_batches(graph.x, graph.y, graphs["train"], train,
+                                  cfg.neighbor, torch_seed(seed, "sample"),
+                                  batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                                  edge_index=inputs["train"].edge_index)
     started = time.perf_counter()
     try:
         result = fit(lambda: build_model(cfg.model, graph.x.shape[1], graph.num_classes, cfg),

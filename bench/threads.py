@@ -21,7 +21,7 @@ from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams, params_
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
-from gnnpipe.sampling.loader import neighbor_loader
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
 from gnnpipe.typed_graph import one_type
@@ -44,8 +44,8 @@ def main() -> None:
         for sampler in ("full", "neighbor"):
             for threads in (1, 2):
                 torch.set_num_threads(threads)
-                loader = neighbor_loader(graph.x, graph.y, graph.csr, seeds, NeighborParams(), 1,
-                                         batch_size=1024) if sampler == "neighbor" else None
+                loader = neighbor_batches(graph.x, graph.y, graph.csr, seeds, NeighborParams(),
+                                          1, batch_size=1024) if sampler == "neighbor" else None
                 result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes,
                                                  cfg), inputs, graph.y, roles, cfg, 0,
                              loader=loader)

@@ -75,6 +75,7 @@ from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, Tr
 from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.device import resolve
 from gnnpipe.train import build_inputs, fit
 
@@ -275,8 +276,8 @@ def sampled(args: argparse.Namespace) -> dict:
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     tick = time.perf_counter()
-    ours = neighbor_loader(x, y, graph.csr, train_idx, cfg.neighbor, seed=args.seed,
-                           batch_size=cfg.batch_size, edge_index=edge_index)
+    ours = neighbor_batches(x, y, graph.csr, train_idx, cfg.neighbor, seed=args.seed,
+                            batch_size=cfg.batch_size, edge_index=edge_index)
     setup = {"gnnpipe": time.perf_counter() - tick}
     peer_loader = None
     if peer is not None:
@@ -302,7 +303,7 @@ def sampled(args: argparse.Namespace) -> dict:
     for aggregation in ("scatter", "csr"):
         warm = make_model(aggregation)
         warm_opt = adam(warm)
-        for loader in (ours, peer_loader):
+        for loader in (ours.loader, peer_loader):  # the PyG batches of both
             if loader is not None:
                 batch = next(iter(loader))
                 F.cross_entropy(warm(batch.x, batch.edge_index, **trim_kwargs(warm, batch))[
@@ -334,7 +335,7 @@ def sampled(args: argparse.Namespace) -> dict:
         model = make_model("csr" if key == "trim_csr" else "scatter")
         optimizer = adam(model)
         for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours,
+            e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours.loader,
                             trim=key in ("trim", "trim_csr"))
             e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
             epochs[names[key]].append(e)

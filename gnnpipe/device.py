@@ -6,7 +6,7 @@ the CPU; a DDP rank on CUDA gets ``cuda:LOCAL_RANK``). ``to_device`` is the only
 to the accelerator: the loop calls it on every batch at the ``task.step`` boundary and once on
 what a task holds for the whole run (``Task.place``); it walks tensors, PyG ``Data`` /
 ``HeteroData`` (a shallow copy: the loader's own object keeps its CPU tensors), dataclasses
-(``PhaseInput``, typed ``SeedBatch`` / ``LinkBatch``), dicts, lists and tuples. On CUDA every
+(``PhaseInput``, the loaders' ``LossBatch``), dicts, lists and tuples. On CUDA every
 batch tensor is pinned and copied with ``non_blocking=True`` (the host goes on meanwhile);
 on the CPU nothing is touched, so the CPU pipeline runs exactly the code and bits it ran before.
 ``to_cpu`` brings results, best weights and checkpoints back; ``on_cpu`` gives engines that

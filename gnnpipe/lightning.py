@@ -49,6 +49,7 @@ from gnnpipe.loop import (
     history_row,
     perf_row,
 )
+from gnnpipe.sampling import batch as adapt
 from gnnpipe.train import PHASES, PhaseInput, TrainResult, _evaluate, node_step
 
 
@@ -145,6 +146,9 @@ class NodeClassifier(pl.LightningModule):
         self.__dict__["_net"] = (torch.compile(model, dynamic=True, backend=COMPILE_BACKEND)
                                  if compile_model else model)
         self.cfg, self.seed, self.node_sampler = cfg, seed, node_sampler
+        # the train batches as the step reads them: the whole train-phase graph with its
+        # train_mask (loss on the train nodes), or sampled subgraphs (loss on the seeds)
+        self._loss_batch = adapt.train_nodes if node_sampler is None else adapt.seeds_first
         self.amp, self.compile_model = amp, compile_model
         self.perf_history: list[dict] = []
         # loop.run's early-stopping state (no checkpoints: Lightning users add ModelCheckpoint)
@@ -180,10 +184,9 @@ class NodeClassifier(pl.LightningModule):
         self._loss_sum, self._seen, self._steps = 0.0, 0, 0
 
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:
-        # a sampled subgraph (loss on its batch_size seeds) or the whole train-phase graph
-        # with its train_mask (loss on the train nodes): the node task's own step
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp)
-        loss, examples = guarded_step(node_step, self._net, batch, autocast, self.compile_model)
+        loss, examples = guarded_step(node_step, self._net, self._loss_batch(batch), autocast,
+                                      self.compile_model)
         self._loss_sum += float(loss.detach()) * examples
         self._seen += examples
         self._steps += 1

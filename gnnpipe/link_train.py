@@ -39,8 +39,8 @@ from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.metrics import mrr
 from gnnpipe.negatives import NegativeSampler
 from gnnpipe.loop import LoopOptions
-from gnnpipe.models import trim_kwargs
-from gnnpipe.train import PhaseInput, _placed, _unwrap, layerwise_output, resolve_aggregation
+from gnnpipe.train import (PhaseInput, _placed, batch_output, layerwise_output,
+                           resolve_aggregation)
 
 EVAL_PHASES = ("val", "test")
 _CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
@@ -105,17 +105,16 @@ def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
 def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
                fresh: torch.Tensor | None, batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits and 1/0 labels of one step: every supervision positive and its fresh negative on
-    the full train graph (``batch`` None), or one ``SupervisionLoader`` batch on its subgraph."""
+    the full train graph (``batch`` None), or one loader ``LossBatch`` on its subgraph."""
     if batch is None:
         z = encode(model, inputs)  # (N, H)
         logits = torch.cat([pair_scores(z, supervision[0], supervision[1]),
                             pair_scores(z, supervision[0], fresh)])
         p = supervision.shape[1]
         return logits, torch.cat([torch.ones(p), torch.zeros(p)]).to(logits.device)
-    # (M, H): the sampled nodes, pair endpoints (the seeds) first; trimmed to what they need
-    z = model(batch.x, batch.edge_index, **trim_kwargs(_unwrap(model), batch))
-    pairs = batch.edge_label_index  # (2, 2B) local ids: B positives, then their negatives
-    return pair_scores(z, pairs[0], pairs[1]), batch.edge_label
+    z = batch_output(model, batch)  # (M, H): the sampled nodes, pair endpoints first
+    pairs = batch.pairs  # (2, 2B) local ids: B positives, then their negatives
+    return pair_scores(z, pairs[0], pairs[1]), batch.target
 
 
 class LinkTask:
@@ -188,8 +187,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     ``inputs`` phase -> PhaseInput (``gnnpipe.train.build_inputs``); ``edges`` role -> int64
     (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
     ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
-    step. ``loader`` (``gnnpipe.sampling.link_neighbor_loader``, which draws its own negatives
-    with the same rule) replaces that step by mini-batches of supervision edges on sampled
+    step. ``loader`` (``gnnpipe.sampling.builders.link_neighbor_batches``, which draws its own
+    negatives with the same rule) replaces that step by mini-batches of supervision edges on sampled
     subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP
     (``options.ctx``, with a loader only) gradients are averaged, losses summed across ranks
     and every rank takes the same early-stopping decision. ``options.checkpointing`` saves

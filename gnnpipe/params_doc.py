@@ -1,5 +1,5 @@
 """The params tables of README.md and docs/params.md, generated from the dataclasses of
-``gnnpipe/config/schema.py``.
+``gnnpipe/config/schema.py`` (and the samplers' table from ``gnnpipe/sampling/table.py``).
 
 Each row is one leaf key of ``params.yaml``: its dotted name, its default (the dataclass default,
 which ``params.yaml`` spells out), and what it does: the field's comment in ``schema.py`` (the
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from gnnpipe import config
+from gnnpipe.sampling import table as samplers
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "gnnpipe/config/schema.py"  # the dataclasses and their field comments
@@ -217,7 +218,20 @@ def full_tables(all_rows: list[Row]) -> str:
     parts = []
     for section, members in groups.items():
         parts.append(f"## {section}\n\n{table(members)}")
+        if section == "train":
+            parts.append(sampler_table())
     return "\n\n".join(parts)
+
+
+def sampler_table() -> str:
+    """Every ``train.sampler`` as gnnpipe/sampling/table.py lists it: where it runs, DDP,
+    engines, what it reads or takes, its params section, the models it trains."""
+    lines = ["### train.sampler", "",
+             "| sampler | runs (task/graph) | DDP | engines | needs, options | section | models "
+             "| what it does |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| `{row[0]}` | " + " | ".join(_cell(cell) for cell in row[1:]) + " |"
+              for row in samplers.doc_rows()]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- files and CLI

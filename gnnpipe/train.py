@@ -2,8 +2,8 @@
 ``NodeTask`` hooks of the one loop (gnnpipe/loop.py) and ``fit``, which runs it.
 
 Full-graph models run one forward over the phase's message graph per step; row models (mlp,
-sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead (see
-``_step`` for the three kinds of batch and what each one's loss covers). Early stopping keeps
+sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead, each a
+``LossBatch`` that names the rows its loss covers (gnnpipe/sampling/batch.py). Early stopping keeps
 the weights of the epoch with the best validation accuracy. Randomness comes only from the
 given seed (``fork_rng`` keeps the caller's global RNG untouched).
 """
@@ -96,30 +96,23 @@ def _unwrap(model: nn.Module) -> nn.Module:
 def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
     """Logits (M, C), labels (M,) and loss weights (M,) or None (plain mean) of one step.
 
-    ``batch`` is one of: a tensor of train rows (row models, or a full-graph forward);
-    a seeds-first sampled subgraph (``neighbor``: loss on the ``batch.batch_size`` seeds); a
-    batch of per-seed subgraphs with ``root_n_id`` (``shadow``: loss at the roots); a
-    subgraph with a ``train_mask`` (``cluster``, ``saint``: loss on its train nodes), weighted
-    by ``node_norm`` when it has one (``saint``), whose ``edge_norm`` goes in as ``edge_weight``
-    to models that take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise.
-    """
+    ``batch`` is a tensor of train rows (the task's own batches: row models, or a full-graph
+    forward over ``inputs``) or a loader's ``LossBatch``, which names its loss rows, their
+    labels and weights (gnnpipe/sampling/batch.py)."""
     if isinstance(batch, torch.Tensor):
         return _forward(model, inputs, batch), y[batch], None
-    if "root_n_id" in batch:  # ShaDow: each seed's output is read at its subgraph's root
-        roots = batch.root_n_id  # PyG's layout (a ``ptr``) holds y of the roots only
-        target = batch.y if "ptr" in batch else batch.y[roots]
-        return model(batch.x, batch.edge_index)[roots], target, None
-    if "train_mask" not in batch:
-        seeds = batch.batch_size  # sampled subgraph: the first batch_size nodes are the seeds
-        # per-hop counts: each layer computes only what the seeds' logits need (gnnpipe.models)
-        out = model(batch.x, batch.edge_index, **trim_kwargs(_unwrap(model), batch))
-        return out[:seeds], batch.y[:seeds], None
-    kwargs = {}
-    if "edge_norm" in batch and getattr(_unwrap(model), "supports_edge_weight", False):
-        kwargs["edge_weight"] = batch.edge_norm
-    mask = batch.train_mask
-    logits = model(batch.x, batch.edge_index, **kwargs)[mask]
-    return logits, batch.y[mask], batch.node_norm[mask] if "node_norm" in batch else None
+    return batch_output(model, batch)[batch.rows], batch.target, batch.weight
+
+
+def batch_output(model: nn.Module, batch) -> torch.Tensor:
+    """``model`` over a ``gnnpipe.sampling.batch.LossBatch``'s subgraph: every output row (n, C). Per-hop counts trim
+    each layer to what the loss rows need (gnnpipe.models); ``edge_weight`` goes to models that
+    take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise."""
+    user = _unwrap(model)
+    kwargs = trim_kwargs(user, batch)
+    if batch.edge_weight is not None and getattr(user, "supports_edge_weight", False):
+        kwargs["edge_weight"] = batch.edge_weight
+    return model(batch.x, batch.edge_index, **kwargs)
 
 
 def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
@@ -261,9 +254,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     early-stop on the val nodes (``loop.run`` with a ``NodeTask``).
 
     ``batch_size`` None trains on all train rows per step; otherwise row mini-batches (row
-    models only). ``loader`` (e.g. ``gnnpipe.sampling.neighbor_loader``) replaces both: each
-    epoch iterates it for sampled subgraph batches, seeds first, the loss on the
-    ``batch.batch_size`` seeds only. Evaluation stays a full-graph forward on each phase's
+    models only). ``loader`` (gnnpipe/sampling/builders.py) replaces both: each epoch iterates
+    it for ``LossBatch`` es, the loss on the rows each names. Evaluation stays a full-graph forward on each phase's
     message graph (layer by layer over blocks, split across ranks, for inputs built with a
     ``layerwise`` engine: gnnpipe/inference.py). ``seed`` drives initialisation, and with the
     epoch number dropout, shuffling and sampling. Under DDP (``options.ctx``) every rank trains

@@ -16,6 +16,7 @@ from torch_geometric.nn.models import GCN, GraphSAGE
 from gnnpipe.config import NeighborParams, ParamsError, TrainParams, replace
 from gnnpipe.models import build_model, choose_aggregation, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.train import fit
 
 from test_trim import assert_grads_close
@@ -143,8 +144,8 @@ def test_fit_with_auto_records_the_choice(graph):
     cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, epochs=2, patience=5,
                       batch_size=8, aggregation="auto", neighbor=NeighborParams((3, 2)))
     roles = np.array(["train"] * 30 + ["val"] * 15 + ["test"] * 15)
-    loader = neighbor_loader(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor,
-                             seed=0, batch_size=8)
+    loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor,
+                              seed=0, batch_size=8)
     from gnnpipe.train import build_inputs
 
     result = fit(lambda: build_model("sage", 2, 3, cfg), build_inputs(

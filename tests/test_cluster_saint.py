@@ -19,6 +19,7 @@ from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.partition import assign_parts, build_shard
 from gnnpipe.rng import make_rng
+from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts, ShardParts, cluster_schedule
 from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, norm_from_counts,
                                     random_walks)
@@ -148,8 +149,8 @@ def test_all_parts_in_one_batch_is_full_graph_training(setup):
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     build = lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg)  # noqa: E731
     full = fit(build, inputs, graph.y, roles, cfg, 0)
-    cluster = fit(build, inputs, graph.y, roles, cfg, 0,
-                  loader=_cluster_loader(graph, roles, parts, ppb=6))
+    cluster = fit(build, inputs, graph.y, roles, cfg, 0, loader=adapt.Batches(
+        _cluster_loader(graph, roles, parts, ppb=6), adapt.train_nodes))
     assert abs(full.history[0]["train_loss"] - cluster.history[0]["train_loss"]) < 1e-5
     assert torch.allclose(full.logits, cluster.logits, atol=1e-4)  # and the same update
 
@@ -293,6 +294,11 @@ def _fit_with(graph, roles, loader, cfg=FAST, model="sage", **kw):
                graph.y, roles, cfg, 0, loader=loader, **kw)
 
 
+def _saint_batches(graph, roles, steps=4, batch_size=256):
+    return adapt.Batches(_saint_loader(graph, roles, steps, batch_size),
+                         adapt.normalized_train_nodes)
+
+
 def _saint_loader(graph, roles, steps=4, batch_size=256):
     train = torch.from_numpy(np.flatnonzero(roles == "train"))
     sampler = SaintSampler(graph.csr, train, batch_size=batch_size, walk_length=2)
@@ -303,8 +309,9 @@ def _saint_loader(graph, roles, steps=4, batch_size=256):
 @pytest.mark.parametrize("sampler", ["cluster", "saint"])
 def test_training_with_each_sampler_learns_and_repeats(setup, sampler):
     graph, roles, parts, _ = setup
-    make = (lambda: _cluster_loader(graph, roles, parts, ppb=2)) if sampler == "cluster" else (
-        lambda: _saint_loader(graph, roles))
+    make = (lambda: adapt.Batches(_cluster_loader(graph, roles, parts, ppb=2),
+                                  adapt.train_nodes)) if sampler == "cluster" else (
+        lambda: _saint_batches(graph, roles))
     first = _fit_with(graph, roles, make())
     assert first.summary["best_val_acc"] > 0.75, first.summary  # 3 classes: chance is 1/3
     again = _fit_with(graph, roles, make())
@@ -329,17 +336,17 @@ def test_gcn_gets_edge_norm_as_edge_weight_and_sage_gets_none(setup):
             seen[self.supports_edge_weight] = kwargs
             return torch.zeros(x.shape[0], 3)
 
-    _step(Spy(True), None, batch, graph.y)
-    _step(Spy(False), None, batch, graph.y)
+    _step(Spy(True), None, adapt.normalized_train_nodes(batch), graph.y)
+    _step(Spy(False), None, adapt.normalized_train_nodes(batch), graph.y)
     assert torch.equal(seen[True]["edge_weight"], batch.edge_norm) and seen[False] == {}
-    logits, target, weight = _step(Spy(False), None, batch, graph.y)
+    logits, target, weight = _step(Spy(False), None, adapt.normalized_train_nodes(batch), graph.y)
     assert torch.equal(weight, batch.node_norm[batch.train_mask])
     assert torch.equal(target, batch.y[batch.train_mask]) and logits.shape[0] == target.numel()
 
 
 def test_saint_gcn_learns(setup):
     graph, roles, _, _ = setup
-    result = _fit_with(graph, roles, _saint_loader(graph, roles), model="gcn")
+    result = _fit_with(graph, roles, _saint_batches(graph, roles), model="gcn")
     assert result.summary["best_val_acc"] > 0.75, result.summary
 
 
@@ -353,8 +360,8 @@ def test_amp_trains_in_bfloat16_on_cpu(setup, monkeypatch):
         return original(logits, target, weight)
 
     monkeypatch.setattr(train_module, "_loss", spy)
-    result = _fit_with(graph, roles, _cluster_loader(graph, roles, parts, ppb=2),
-                       options=LoopOptions(amp=True))
+    loader = adapt.Batches(_cluster_loader(graph, roles, parts, ppb=2), adapt.train_nodes)
+    result = _fit_with(graph, roles, loader, options=LoopOptions(amp=True))
     assert set(dtypes) == {torch.bfloat16}
     assert result.logits.dtype == torch.float32 and result.summary["best_val_acc"] > 0.7
 

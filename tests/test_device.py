@@ -28,12 +28,14 @@ from gnnpipe import device as devices
 from gnnpipe import distributed, io, loop
 from gnnpipe.config import NeighborParams, ShadowParams, TrainParams
 from gnnpipe.distributed import DistContext
-from gnnpipe.hetero.loader import LinkBatch, SeedBatch
 from gnnpipe.loop import Checkpointing, LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.sampling.saint import SaintLoader, SaintSampler, estimate_norm
+from gnnpipe.sampling import batch as adapt
+from gnnpipe.sampling.batch import LossBatch
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.sampling.shadow import shadow_loader
 from gnnpipe.sharding import NodeRows
 from gnnpipe.train import PhaseInput, build_inputs, fit
@@ -149,12 +151,17 @@ def _homogeneous_batches() -> dict:
     batches["link_neighbor"] = batches["neighbor"].clone()
     batches["link_neighbor"].edge_label_index = torch.tensor([[0, 1], [2, 3]])
     batches["link_neighbor"].edge_label = torch.tensor([1.0, 0.0])
+    # what the loop moves: each loader's LossBatch (gnnpipe/sampling/batch.py)
+    batches["neighbor loss"] = adapt.seeds_first(batches["neighbor"])
+    batches["shadow loss"] = adapt.roots(batches["shadow"])
+    batches["saint loss"] = adapt.normalized_train_nodes(batches["saint"])
+    batches["link_neighbor loss"] = adapt.pairs(batches["link_neighbor"])
     return batches
 
 
 def _typed_batches() -> dict:
-    """The typed batch kinds: PyG HeteroData, and the SeedBatch / LinkBatch the typed loaders
-    hand to fit (gnnpipe/hetero/loader.py)."""
+    """The typed batch kinds: PyG HeteroData, and the LossBatch es the typed loaders hand to
+    fit (gnnpipe/sampling/batch.py)."""
     x = {"paper": torch.randn(5, 3), "author": torch.randn(4, 2)}
     edges = {("author", "writes", "paper"): torch.tensor([[0, 1], [2, 3]]),
              ("paper", "cites", "paper"): torch.tensor([[0], [1]])}
@@ -165,14 +172,16 @@ def _typed_batches() -> dict:
     for e, value in edges.items():
         hetero[e].edge_index = value
     return {"typed HeteroData": hetero,
-            "typed seeds": SeedBatch(x, edges, torch.arange(5), 2),
-            "typed link": LinkBatch(x, edges, torch.tensor([[0, 1], [5, 6]]),
-                                    torch.tensor([1.0, 0.0]))}
+            "typed seeds": adapt.typed_seeds_first("paper")(hetero),
+            "typed link": LossBatch(x, edges, torch.tensor([1.0, 0.0]),
+                                    pairs=torch.tensor([[0, 1], [5, 6]]))}
 
 
 @pytest.mark.parametrize("kind", ["full graph rows", "sign rows", "neighbor", "shadow",
                                   "shadow pyg", "cluster", "saint", "link_neighbor",
-                                  "typed HeteroData", "typed seeds", "typed link"])
+                                  "neighbor loss", "shadow loss", "saint loss",
+                                  "link_neighbor loss", "typed HeteroData", "typed seeds",
+                                  "typed link"])
 def test_every_batch_kind_has_every_tensor_moved_and_the_loaders_copy_left_alone(kind):
     batch = {**_homogeneous_batches(), **_typed_batches()}[kind]
     before = list(_tensors(batch))
@@ -260,14 +269,14 @@ def test_the_loop_moves_each_batch_and_the_task_inputs_through_to_device_only(mo
         placed.append(device), original_place(self, device))[1])
     cfg = TrainParams(epochs=2, patience=2, hidden=8, neighbor=NeighborParams((3, 2)))
     train = torch.from_numpy(np.flatnonzero(roles == "train"))
-    loader = neighbor_loader(graph.x, graph.y, graph.csr, train, cfg.neighbor, 0, batch_size=8)
+    loader = neighbor_batches(graph.x, graph.y, graph.csr, train, cfg.neighbor, 0, batch_size=8)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val",
                                                                           "test")})
     result = fit(lambda: build_model("sage", 2, 3, cfg), inputs, graph.y, roles, cfg, 0,
                  loader=loader)
     cpu = torch.device("cpu")
     assert placed == [cpu]
-    batches = [entry for entry in seen if entry[0] == "Data"]
+    batches = [entry for entry in seen if entry[0] == "LossBatch"]
     assert len(batches) == len(stepped) == 2 * len(loader)
     assert all(d == cpu and pin for _, d, pin in batches)  # batches pinned, on CUDA
     assert ("PhaseInput", cpu, False) in seen  # the whole-graph inputs once, unpinned

@@ -311,6 +311,17 @@ def test_params_table_lists_every_key_with_its_default():
         [k for k, r in rows.items() if r.help.startswith("*")]
 
 
+def test_sampler_table_has_one_row_per_sampler_from_the_sampling_table():
+    from gnnpipe.sampling.table import SAMPLERS
+
+    text = params_doc.full_tables(params_doc.rows())
+    section = text.split("### train.sampler", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == list(SAMPLERS)
+    cluster = next(r for r in rows if r.startswith("| `cluster`"))
+    assert "partition, shards" in cluster and "train.cluster" in cluster
+
+
 def test_a_stale_table_is_caught(tmp_path):
     for name in (params_doc.SCHEMA, "params.yaml", "README.md", "docs/params.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

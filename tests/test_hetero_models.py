@@ -144,7 +144,7 @@ def test_link_encoder_scores_held_out_authorships_above_chance():
 def test_hgt_sampler_batches_train_on_seeds_from_the_train_graph_only(node_task):
     """train.sampler hgt: inductive split, so a batch may hold train papers only; the loss is on
     the seeds (train papers), and the model still learns."""
-    from gnnpipe.hetero.loader import hgt_batches
+    from gnnpipe.sampling.builders import hgt_batches
 
     graph, params, _ = node_task
     cfg = params_from_dict({"split": {"node": {"mode": "inductive"}}}).split.node
@@ -156,12 +156,11 @@ def test_hgt_sampler_batches_train_on_seeds_from_the_train_graph_only(node_task)
     assert len(batches) == len(loader) == 4  # 360 train papers, 100 seeds per batch
     seen = []
     for batch in batches:
-        n_id = batch.x["paper"][:, 0]  # features are not ids here: check labels and sizes
-        assert batch.y.shape[0] == batch.x["paper"].shape[0] == n_id.shape[0]
-        assert batch.batch_size <= 100
+        seeds = batch.target.numel()  # features are not ids here: check labels and sizes
+        assert batch.rows == slice(None, seeds) and seeds <= min(100, batch.x["paper"].shape[0])
         assert batch.x["author"].shape[0] <= 128 and batch.x["venue"].shape[0] <= 6
-        assert "train_mask" not in batch
-        seen.append(batch.batch_size)
+        assert batch.weight is None  # plain mean over the seeds
+        seen.append(seeds)
     assert sum(seen) == train_nodes.size
     # the sampled papers of a batch are all train papers: gather their rows back by features
     rows = {tuple(r) for r in graph.x["paper"][torch.from_numpy(train_nodes)].tolist()}

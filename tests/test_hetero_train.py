@@ -17,7 +17,8 @@ import yaml
 
 from gnnpipe.config import params_from_dict
 from gnnpipe.hetero.inputs import phase_inputs
-from gnnpipe.hetero.loader import align_typed_edge_times, neighbor_batches
+from gnnpipe.hetero.loader import align_typed_edge_times
+from gnnpipe.sampling.builders import typed_neighbor_batches
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.graph import Csr
 from gnnpipe.inference import LayerwiseInference, cost_prefix, row_blocks
@@ -47,8 +48,8 @@ def _dims(graph):
 
 def _fit_neighbor(graph, cfg, split, amp=False, seed=0):
     train_nodes = np.flatnonzero(split.roles == "train")
-    loader = neighbor_batches(graph, split.message_graphs["train"], train_nodes, cfg.neighbor,
-                              cfg.batch_size, 7)
+    loader = typed_neighbor_batches(graph, split.message_graphs["train"], train_nodes,
+                                    cfg.neighbor, cfg.batch_size, 7)
     build = lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),  # noqa: E731
                                        graph.num_classes, graph.target, cfg)
     return fit(build, phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg,
@@ -59,7 +60,7 @@ def test_neighbor_batches_hold_only_train_graph_edges_seeds_first(node_task):
     graph, params, split = node_task
     train_graph = split.message_graphs["train"]
     train_nodes = np.flatnonzero(split.roles == "train")
-    loader = neighbor_batches(graph, train_graph, train_nodes, params.train.neighbor, 64, 7)
+    loader = typed_neighbor_batches(graph, train_graph, train_nodes, params.train.neighbor, 64, 7)
     assert len(loader) == -(-train_nodes.size // 64)
     loader.node_sampler.set_epoch(1)
     seen = []
@@ -74,7 +75,8 @@ def test_neighbor_batches_hold_only_train_graph_edges_seeds_first(node_task):
         seen.append(raw["paper"].n_id[:raw["paper"].batch_size])
     assert sorted(torch.cat(seen).tolist()) == train_nodes.tolist()  # every seed once
     batch = next(iter(loader))
-    assert set(batch.edge_index) == set(graph.edge_types) and batch.y.numel() >= batch.batch_size
+    assert set(batch.edge_index) == set(graph.edge_types)  # every edge type, (2, 0) if none
+    assert batch.rows == slice(None, batch.target.numel()) and batch.target.numel() <= 64
 
 
 @pytest.mark.parametrize("model", ["sage", "hgt", "rgcn"])
@@ -311,8 +313,8 @@ def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
     seeds = np.flatnonzero(split.roles == "train")[:40]
     temporal = typed_temporal("node", "uniform", timed, split.message_graphs["train"], seeds)
     assert temporal["input_time"].tolist() == times["paper"][seeds].tolist()
-    loader = neighbor_batches(timed, split.message_graphs["train"], seeds,
-                              params.train.neighbor, 1, 7, temporal=temporal)
+    loader = typed_neighbor_batches(timed, split.message_graphs["train"], seeds,
+                                    params.train.neighbor, 1, 7, temporal=temporal)
     later = 0
     for raw in loader.loader:  # one seed per batch: every drawn source is no later than it
         seed_time = int(times["paper"][raw["paper"].n_id[0]])
@@ -320,8 +322,8 @@ def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
             src = raw[edge_type[0]].n_id[raw[edge_type].edge_index[0]]
             later += int((times[edge_type[0]][src] > seed_time).sum())
     assert later == 0
-    untimed = neighbor_batches(graph, split.message_graphs["train"], seeds,
-                               params.train.neighbor, 1, 7)
+    untimed = typed_neighbor_batches(graph, split.message_graphs["train"], seeds,
+                                     params.train.neighbor, 1, 7)
     assert sum(int((times[e[0]][raw[e[0]].n_id[raw[e].edge_index[0]]] >
                     int(times["paper"][raw["paper"].n_id[0]])).sum())
                for raw in untimed.loader for e in graph.edge_types) > 0  # the check can fail

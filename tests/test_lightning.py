@@ -24,7 +24,7 @@ from gnnpipe.loop import LoopOptions
 from gnnpipe.models import build_model
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
-from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.split import split_nodes
 from gnnpipe.train import PHASES, build_inputs, fit
 from gnnpipe.typed_graph import one_type
@@ -58,9 +58,9 @@ def _sampler(graph, roles, inputs, cfg, csr=None):
     if cfg.sampler != "neighbor":
         return None
     train = torch.from_numpy(np.flatnonzero(roles == "train"))
-    return neighbor_loader(graph.x, graph.y, csr or graph.csr, train, cfg.neighbor, 11,
-                           batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-                           edge_index=inputs["train"].edge_index)
+    return neighbor_batches(graph.x, graph.y, csr or graph.csr, train, cfg.neighbor, 11,
+                            batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                            edge_index=inputs["train"].edge_index)
 
 
 def _both(graph, roles, inputs, cfg, seed=3):

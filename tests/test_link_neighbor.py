@@ -25,6 +25,7 @@ from gnnpipe.models import build_model
 from gnnpipe.negatives import edge_keys_both_directions, training_sampler
 from gnnpipe.prepare import prepare
 from gnnpipe.rng import make_rng
+from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.train import build_inputs
 from gnnpipe.typed_graph import one_type, phase_csrs
@@ -228,7 +229,8 @@ def _fit(link_data, model="sage", cfg=CFG, seed=0, loader=True, checkpointing=No
     inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs))
     batches = _loader(link_data, cfg, seed=seed + 1) if loader else None
     return fit_link(lambda: build_model(model, graph.x.shape[1], cfg.hidden, cfg), inputs,
-                    link.edges, link.negatives, negatives, cfg, seed, loader=batches,
+                    link.edges, link.negatives, negatives, cfg, seed,
+                    loader=batches and adapt.Batches(batches, adapt.pairs),
                     options=LoopOptions(checkpointing=checkpointing))
 
 
@@ -299,7 +301,8 @@ def _ddp_fit(batch_size: int, ctx: DistContext):
     inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs))
     return fit_link(lambda: build_model("sage", graph.x.shape[1], cfg.hidden, cfg), inputs,
                     link.edges, link.negatives, data[2], cfg, 0,
-                    loader=_loader(data, cfg, seed=1, ctx=ctx), options=LoopOptions(ctx=ctx))
+                    loader=adapt.Batches(_loader(data, cfg, seed=1, ctx=ctx), adapt.pairs),
+                    options=LoopOptions(ctx=ctx))
 
 
 def _ddp_worker(rank: int, port: int, batch_size: int, queue) -> None:

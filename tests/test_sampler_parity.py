@@ -478,16 +478,17 @@ def test_graphsaint_edge_sampler_draws_edges_as_pygs_code():
 # ------------------------------------------------------ train.neighbor.weighted (pipeline)
 def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     """A prepared graph with edge_attrs.parquet weights, the train graph without the edges
-    into nodes 0..9, and subgraph_loader's arguments as the train stage passes them."""
+    into nodes 0..9, and the neighbor loader's source as the train stage reads it."""
     from types import SimpleNamespace
 
     import pyarrow as pa
 
     from gnnpipe import io
-    from gnnpipe.commands.node_loaders import subgraph_loader
+    from gnnpipe.commands.loaders import node_source
     from gnnpipe.config import params_from_dict
     from gnnpipe.distributed import SINGLE
     from gnnpipe.graph import Graph, csr_from_edges
+    from gnnpipe.sampling.builders import build
 
     rng = np.random.default_rng(3)
     n = 50
@@ -506,12 +507,13 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
         "train": {"sampler": "neighbor", "batch_size": n,
                   "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
     roles = np.array(["train"] * n)
-    loader, _, _ = subgraph_loader(
-        SimpleNamespace(prepared=tmp_path), params, SINGLE,
+    source = node_source(
+        SimpleNamespace(prepared=tmp_path), params.train, SINGLE,
         SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
-                        timestamps=None),
+                        timestamps=None, num_nodes=n),
         {"train": train}, {"train": SimpleNamespace(edge_index=train.edge_index())}, roles,
         torch.ones(n, dtype=torch.bool))
+    loader = build("homogeneous", source, params.train, params.seed, SINGLE).loader.loader
     by_key = dict(zip((src * n + dst).tolist(), weight.tolist()))
     t_src, t_dst = train.edge_index().numpy()
     return loader, train, np.array([by_key[k] for k in (t_src * n + t_dst).tolist()])

@@ -21,6 +21,7 @@ from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
+from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.split import split_nodes
 from gnnpipe.train import build_inputs, fit
 from gnnpipe.typed_graph import one_type, phase_csrs
@@ -400,8 +401,8 @@ FAST = TrainParams(epochs=12, patience=10, hidden=32, sampler="neighbor", batch_
 def _fit_sampled(graph, roles, graphs, cfg=FAST, seed=0):
     inputs = build_inputs(graph.x, message_graphs=graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
-    loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor, seed + 1,
-                             batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
+    loader = neighbor_batches(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor, seed + 1,
+                              batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     return fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,
                graph.y, roles, cfg, seed, loader=loader), loader
 

@@ -17,6 +17,8 @@ from gnnpipe.config import (NodeSplitParams, ParamsError, ShadowParams, TrainPar
 from gnnpipe.graph import Csr, csr_from_edges
 from gnnpipe.models import build_model
 from gnnpipe.rng import make_rng
+from gnnpipe.sampling import batch as adapt
+from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
 from gnnpipe.split import split_nodes
 from gnnpipe.train import _step, build_inputs, fit
@@ -69,7 +71,7 @@ def test_root_outputs_equal_the_full_graph_forward_when_the_subgraphs_are_deep_e
         for batch in _loader(csr, cfg):
             roots = batch.root_n_id
             assert torch.equal(batch.n_id[roots], batch.input_id)  # root i is seed i
-            logits, target, weight = _step(model, None, batch, None)
+            logits, target, weight = _step(model, None, adapt.roots(batch), None)
             torch.testing.assert_close(logits, full[batch.n_id[roots]], atol=1e-5, rtol=1e-5)
             assert torch.equal(target, batch.y[roots]) and weight is None
             batches += 1
@@ -87,7 +89,8 @@ def test_shallow_subgraphs_do_not_give_the_full_graph_output():
         with torch.no_grad():
             full = model(x, csr.edge_index())
             worst = max(
-                float((_step(model, None, b, None)[0] - full[b.n_id[b.root_n_id]]).abs().max())
+                float((_step(model, None, adapt.roots(b), None)[0]
+                       - full[b.n_id[b.root_n_id]]).abs().max())
                 for b in _loader(csr, _cfg(depth=depth, num_neighbors=-1)))
         assert worst > 1e-3
 
@@ -160,8 +163,8 @@ def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
     cfg = TrainParams(sampler="shadow", epochs=8, patience=8, hidden=32, batch_size=256,
                       num_layers=3, shadow=ShadowParams(depth=2, num_neighbors=5))
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
-    loader = shadow_loader(small_graph.x, small_graph.y, graphs["train"], seeds, cfg.shadow, 1,
-                           batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
+    loader = shadow_batches(small_graph.x, small_graph.y, graphs["train"], seeds, cfg.shadow, 1,
+                            batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     result = fit(lambda: build_model("sage", small_graph.x.shape[1], small_graph.num_classes,
                                      cfg), inputs, small_graph.y, roles, cfg, 0, loader=loader)
     assert result.summary["best_val_acc"] > 0.8, result.summary

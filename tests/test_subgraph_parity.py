@@ -21,6 +21,8 @@ from torch_geometric.utils import to_dense_adj
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, ShadowParams, params_from_dict
 from gnnpipe.graph import Csr, csr_from_edges
+from gnnpipe.sampling import batch as adapt
+from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.models import build_model
 from gnnpipe.sampling.cluster import ClusterLoader as GnnpipeClusterLoader
 from gnnpipe.sampling.cluster import GraphParts
@@ -324,7 +326,8 @@ def test_saint_node_and_edge_batches_are_induced_and_carry_edge_attributes(setup
 @pytest.mark.parametrize("kind", ["node", "edge"])
 def test_training_with_the_node_and_edge_samplers_learns(setup, kind):
     graph, roles, _, _ = setup
-    result = _fit_with(graph, roles, _saint(graph, roles, kind), model="gcn")
+    result = _fit_with(graph, roles, adapt.Batches(_saint(graph, roles, kind),
+                                                   adapt.normalized_train_nodes), model="gcn")
     assert result.summary["best_val_acc"] > 0.75, result.summary
 
 
@@ -367,7 +370,8 @@ def test_cluster_batches_in_part_order_with_edge_ids_and_attributes(setup):
 
 def test_training_on_cluster_batches_with_inter_cluster_edges_learns(setup):
     graph, roles, parts, _ = setup
-    result = _fit_with(graph, roles, _cluster(graph, roles, parts, keep=True))
+    result = _fit_with(graph, roles, adapt.Batches(_cluster(graph, roles, parts, keep=True),
+                                                   adapt.train_nodes))
     assert result.summary["best_val_acc"] > 0.75, result.summary
 
 
@@ -428,8 +432,8 @@ def test_the_train_step_reads_the_roots_in_both_layouts():
     with torch.no_grad():
         for first, pyg in zip(_shadow_batches("roots_first", csr, -1),
                               _shadow_batches("pyg", csr, -1)):
-            logits_a, target_a, _ = _step(model, None, first, None)
-            logits_b, target_b, _ = _step(model, None, pyg, None)
+            logits_a, target_a, _ = _step(model, None, adapt.roots(first), None)
+            logits_b, target_b, _ = _step(model, None, adapt.pyg_roots(pyg), None)
             assert torch.equal(target_a, target_b) and target_a.numel() == first.batch_size
             torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
 
@@ -448,9 +452,9 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     cfg = dataclasses.replace(FAST, epochs=2, patience=2, dropout=0.0)
     histories = []
     for layout in ("roots_first", "pyg"):
-        loader = shadow_loader(small_graph.x, small_graph.y, small_graph.csr, seeds,
-                               ShadowParams(depth=2, num_neighbors=5, layout=layout), 1,
-                               batch_size=256)
+        loader = shadow_batches(small_graph.x, small_graph.y, small_graph.csr, seeds,
+                                ShadowParams(depth=2, num_neighbors=5, layout=layout), 1,
+                                batch_size=256)
         result = fit(lambda: build_model("sage", small_graph.x.shape[1], 3, cfg), inputs,
                      small_graph.y, roles, cfg, 0, loader=loader)
         histories.append([row["train_loss"] for row in result.history])

@@ -17,6 +17,7 @@ from gnnpipe.link_train import _pair_step
 from gnnpipe.models import build_model, trim_kwargs
 from gnnpipe.negatives import training_sampler
 from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.train import _step
 
@@ -105,7 +106,7 @@ def test_node_step_passes_the_counts(graph, monkeypatch):
     forward = type(model).forward
     monkeypatch.setattr(type(model), "forward", lambda self, *a, **kw: seen.append(kw) or
                         forward(self, *a, **kw))
-    logits, target, weight = _step(model, None, batch, None)
+    logits, target, weight = _step(model, None, adapt.seeds_first(batch), None)
     assert seen[0]["num_sampled_nodes_per_hop"] == list(batch.num_sampled_nodes)
     assert seen[0]["num_sampled_edges_per_hop"] == list(batch.num_sampled_edges)
     assert logits.shape[0] == batch.batch_size and torch.equal(target, batch.y[:batch.batch_size])
@@ -145,7 +146,7 @@ def test_trimmed_link_step_scores_equal_the_untrimmed(graph, name):
     model = build_model(name, 2, 8, cfg).eval()
     for batch in loader:
         assert trim_kwargs(model, batch)
-        logits, labels = _pair_step(model, None, supervision, None, batch)
+        logits, labels = _pair_step(model, None, supervision, None, adapt.pairs(batch))
         z = model(batch.x, batch.edge_index)  # untrimmed
         pairs = batch.edge_label_index
         full = (z[pairs[0]] * z[pairs[1]]).sum(-1)

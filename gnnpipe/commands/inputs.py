@@ -48,13 +48,6 @@ def read_model_graph(args, *, mmap: bool = False):
     return replace(graph, x=model_features(args, graph.x))
 
 
-def out_of_core(cfg) -> bool:
-    """Whether the train section (TrainParams) reads feature rows per batch / block from the
-    mapped file (``read_lazy_model_graph``) rather than the whole matrix: neighbor training on
-    one machine's graph with the plain loop; predict follows train."""
-    return cfg.sampler == "neighbor" and cfg.dist.shard != "partition" and cfg.engine == "plain"
-
-
 def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
     ``gnnpipe.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
@@ -68,7 +61,7 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
 
 
 def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``, when ``gnnpipe.sampling.table.out_of_core``):
     the stored features stay memory-mapped (sampled training on features larger than memory)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
     return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))

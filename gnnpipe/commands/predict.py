@@ -23,6 +23,7 @@ import torch
 from gnnpipe import distributed, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
+from gnnpipe.sampling import table
 
 HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
@@ -142,8 +143,8 @@ def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
 def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: dict):
     """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
     phase's inputs; (None, None, how) on ranks other than 0."""
-    from gnnpipe.commands.inputs import lazy_model_features, model_features, out_of_core
-    from gnnpipe.inference import layerwise_logits, csr_view, plan
+    from gnnpipe.commands.inputs import lazy_model_features, model_features
+    from gnnpipe.inference import csr_view, layerwise_logits, plan
     from gnnpipe.models import build_model, forward_with_hidden
     from gnnpipe.predict import rows_forward
 
@@ -151,13 +152,14 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
     saved = io.read_model(args.model)
     num_hops = 0
     engine, edge_index = None, None
-    if cfg.sampler == "sign":  # hops were propagated over each phase's own message graph
+    precomputed = table.needs(cfg.sampler, "propagate")  # sign: hops of each phase's graph
+    if precomputed:
         hops = io.read_propagated(args.propagate)["test"]
         num_hops = len(hops) - 1
         x = torch.cat([h.float() for h in hops], dim=1)
         in_dim = graph.x.shape[1]
     else:  # as train read them: rows per block of the mapped file, or the whole matrix
-        x = (lazy_model_features(args, graph.x) if out_of_core(cfg) else
+        x = (lazy_model_features(args, graph.x) if table.out_of_core(cfg) else
              model_features(args, graph.x.float()))
         in_dim = x.shape[1]
         if cfg.model != "mlp":
@@ -175,7 +177,7 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
     elif not ctx.is_main:  # a full forward or row blocks: rank 0 alone
         return None, None, "full"
     elif edge_index is None:  # row models: blocks of rows
-        fwd = model.forward_with_hidden if cfg.sampler == "sign" else (
+        fwd = model.forward_with_hidden if precomputed else (
             lambda rows: forward_with_hidden(model, rows))
         out, hidden = rows_forward(fwd, x, pcfg.block_rows)
         how = "rows"

@@ -23,6 +23,7 @@ from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
+from gnnpipe.sampling import table
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -65,43 +66,45 @@ def run(args):
 
 
 def train_nodes(args, params, ctx, device):
-    from gnnpipe.commands.inputs import (out_of_core, read_lazy_model_graph, read_model_graph,
-                                         whole_features)
+    from gnnpipe.commands.inputs import read_lazy_model_graph, read_model_graph, whole_features
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
-    from gnnpipe.commands.node_loaders import SUBGRAPH_SAMPLERS, shard_setup, subgraph_loader
+    from gnnpipe.commands.loaders import node_source, shard_setup
     from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
     from gnnpipe.loop import LoopOptions
+    from gnnpipe.sampling import builders
     from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
+    sampler = table.SAMPLERS[cfg.sampler]
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
     # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
     graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
-             if out_of_core(cfg) else read_model_graph(args, mmap=True))
+             if table.out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
     extra, rank_info = {}, {}
     fingerprinted = [args.prepared, args.split, args.features, args.propagate]
-    if cfg.sampler == "cluster":
+    if table.needs(cfg.sampler, "partition"):
         fingerprinted.append(args.partition)
     if graph is None:
         y, num_classes, in_dim, loader, evaluator, extra, rank_info = shard_setup(
             args, params, ctx, roles, train_mask)
     else:  # ranks on one machine share the memory-mapped pages of graph.pt
         y, num_classes, in_dim = graph.y, graph.num_classes, graph.x.shape[1]
-        if cfg.sampler == "sign":
+        if table.needs(cfg.sampler, "propagate"):
             hops = io.read_propagated(args.propagate)
             num_hops, batch_size = len(hops["train"]) - 1, cfg.batch_size
             inputs = build_inputs(graph.x, hops=hops)
-        elif cfg.model == "mlp" and cfg.sampler not in SUBGRAPH_SAMPLERS:
+        elif cfg.model == "mlp" and not sampler.loader:
             inputs = build_inputs(graph.x)
         else:
             graphs = io.read_message_graphs(args.split, graph.num_nodes)
             inputs = whole_features(build_inputs(graph.x, message_graphs=graphs, cfg=cfg))
-            if cfg.sampler in SUBGRAPH_SAMPLERS:
-                loader, extra, rank_info = subgraph_loader(args, params, ctx, graph, graphs,
-                                                           inputs, roles, train_mask)
+            source = node_source(args, cfg, ctx, graph, graphs, inputs, roles, train_mask)
+            built = builders.build(HOMOGENEOUS, source, cfg, params.seed, ctx)
+            if built is not None:
+                loader, extra, rank_info = built.loader, built.metrics, built.rank
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
     build = lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops)  # noqa: E731
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
@@ -135,15 +138,17 @@ def train_links(args, params, ctx, device):
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
     from gnnpipe.loop import LoopOptions
+    from gnnpipe.sampling import builders
     from gnnpipe.train import build_inputs
 
     cfg = params.train
+    sampled = table.SAMPLERS[cfg.sampler].loader
     # ranks on one machine share the memory-mapped pages of graph.pt
-    graph = read_model_graph(args, mmap=cfg.sampler == "link_neighbor")
+    graph = read_model_graph(args, mmap=sampled)
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     sup = read_link_supervision(args, graph.num_nodes, graphs)
-    in_dim, num_hops, loader = graph.x.shape[1], 0, None
-    if cfg.sampler == "sign":  # hops were propagated over each phase's own message graph
+    in_dim, num_hops = graph.x.shape[1], 0
+    if table.needs(cfg.sampler, "propagate"):  # hops over each phase's own message graph
         hops = io.read_propagated(args.propagate)
         num_hops = len(hops["train"]) - 1
         inputs = build_inputs(graph.x, hops=hops)
@@ -151,13 +156,11 @@ def train_links(args, params, ctx, device):
         inputs = build_inputs(graph.x)
     else:
         inputs = build_inputs(graph.x, message_graphs=graphs, cfg=cfg)  # train.inference
-    if cfg.sampler == "link_neighbor":  # subgraphs of the train phase's message graph only
-        from gnnpipe.sampling.link import link_neighbor_loader
-
-        loader = link_neighbor_loader(graph.x, graphs["train"], sup.edges["train_supervision"],
-                                      sup.sampler, cfg.neighbor, torch_seed(params.seed, "sample"),
-                                      batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-                                      ctx=ctx, edge_index=inputs["train"].edge_index)
+    # subgraphs of the train phase's message graph only
+    source = builders.Source(graph, graphs["train"], edge_index=inputs["train"].edge_index,
+                             supervision=sup)
+    built = builders.build(HOMOGENEOUS, source, cfg, params.seed, ctx)
+    loader, extra = (None, {}) if built is None else (built.loader, built.metrics)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split, args.features,
                                        args.propagate], ctx)
@@ -167,7 +170,6 @@ def train_links(args, params, ctx, device):
                       torch_seed(params.seed, "train"), loader=loader, options=LoopOptions(
                           ctx=ctx, checkpointing=checkpointing, progress=progress,
                           device=device, callbacks=distributed.injected_faults()))
-    extra = {} if loader is None else {"batches_per_epoch": len(loader)}  # per rank
     done = _finish(args, result, ctx, {}, lambda: write_link_outputs(
         args, result, {"model": cfg.model, "task": "link", "in_dim": in_dim,
                        "embedding_dim": cfg.hidden, "num_hops": num_hops}),
@@ -181,13 +183,13 @@ def train_typed_nodes(args, params, ctx, device):
     hgt`` budgets or ``neighbor`` fan-outs (gnnpipe/hetero/loader.py), the latter also on
     several DDP ranks (each its share of the train seeds); evaluation full-graph or layer-wise
     (gnnpipe/inference.py, ``train.inference``)."""
-    import numpy as np
-
     from gnnpipe.commands.inputs import read_model_typed
+    from gnnpipe.commands.loaders import typed_node_source
     from gnnpipe.commands.training import checkpointing_for, write_node_outputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.loop import LoopOptions
+    from gnnpipe.sampling import builders
     from gnnpipe.train import fit
 
     cfg = params.train
@@ -196,25 +198,9 @@ def train_typed_nodes(args, params, ctx, device):
     roles = read_hetero_roles(args.split, graph)
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
                                       [args.prepared, args.split, args.features], ctx)
-    loader, extra = None, {}
-    train_nodes = np.flatnonzero(roles == "train")
-    if cfg.sampler == "hgt":  # seeds: train papers; nodes of every type from the train graph
-        from gnnpipe.hetero.loader import hgt_batches
-
-        loader = hgt_batches(graph, typed.graphs["train"], train_nodes,
-                             cfg.hgt.num_samples, cfg.batch_size,
-                             torch_seed(params.seed, "sample"), cfg.num_workers)
-        extra = {"batches_per_epoch": len(loader), "num_samples": list(cfg.hgt.num_samples)}
-    elif cfg.sampler == "neighbor":  # this rank's share of the train seeds, train graph only
-        from gnnpipe.hetero.loader import neighbor_batches, typed_temporal
-
-        seeds = distributed.shard(torch.from_numpy(train_nodes), ctx).numpy()
-        temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph,
-                                  typed.graphs["train"], seeds)
-        loader = neighbor_batches(graph, typed.graphs["train"], seeds, cfg.neighbor,
-                                  cfg.batch_size, torch_seed(params.seed, "sample"),
-                                  cfg.num_workers, temporal)
-        extra = {"batches_per_epoch": len(loader)}  # per rank
+    built = builders.build(TYPED, typed_node_source(cfg, ctx, typed, roles), cfg, params.seed,
+                           ctx)
+    loader, extra = (None, {}) if built is None else (built.loader, built.metrics)
     inputs = _typed_inputs(typed, cfg)
     result = fit(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                             graph.num_classes, graph.target, cfg),
@@ -243,6 +229,7 @@ def train_typed_links(args, params, ctx, device):
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
     from gnnpipe.loop import LoopOptions
+    from gnnpipe.sampling import builders
     from gnnpipe.typed_graph import edge_type_name
 
     cfg = params.train
@@ -251,15 +238,10 @@ def train_typed_links(args, params, ctx, device):
     edge_type, sup = read_typed_link_supervision(args, typed)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [args.prepared, args.split, args.features], ctx)
-    loader, extra = None, {}
-    if cfg.sampler == "link_neighbor":  # this rank's share of the supervision, train graph only
-        from gnnpipe.hetero.loader import link_batches
-
-        loader = link_batches(graph, typed.graphs["train"], edge_type,
-                              sup.edges["train_supervision"], sup.sampler, cfg.neighbor,
-                              cfg.batch_size, torch_seed(params.seed, "sample"), ctx=ctx,
-                              num_workers=cfg.num_workers)
-        extra = {"batches_per_epoch": len(loader)}  # per rank
+    # this rank's share of the supervision, train graph only
+    source = builders.Source(graph, typed.graphs["train"], supervision=sup, edge_type=edge_type)
+    built = builders.build(TYPED, source, cfg, params.seed, ctx)
+    loader, extra = (None, {}) if built is None else (built.loader, built.metrics)
     result = fit_link(lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),
                                                  cfg.hidden, graph.target, cfg, out="all"),
                       _typed_inputs(typed, cfg), sup.edges, sup.negatives, sup.sampler, cfg,

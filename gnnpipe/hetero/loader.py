@@ -1,73 +1,18 @@
-"""Mini-batches of a heterogeneous graph for ``gnnpipe.train.fit``: HGT per-type node budgets
-(``train.sampler: hgt``) and typed neighbour fan-outs (``train.sampler: neighbor``).
-
-``train.sampler: hgt`` draws, for ``batch_size`` seed nodes of the target type, up to
-``num_samples[l]`` nodes of **every** node type at hop ``l`` (``gnnpipe.sampling.hetero``'s
-``HeteroBudgetSampler``, PyG's ``HGTLoader`` semantics without torch-sparse) from the train
-phase's typed message graph only, through PyG's ``NodeLoader`` (``input_nodes = (target, train
-ids)``). Each ``HeteroData`` batch reaches ``fit`` as a ``SeedBatch``: the typed features and
-edges of the sampled subgraph and the labels of its target nodes, the ``batch_size`` seeds first,
-so ``fit`` computes the loss on the seeds exactly as for homogeneous neighbour batches.
-
-``train.sampler: neighbor`` draws ``train.neighbor.num_neighbors[l]`` in-edges of every edge
-type per frontier node at hop ``l`` (``gnnpipe.sampling.hetero_neighbor``'s
-``HeteroNeighborSampler``, PyG's ``NeighborLoader``-on-``HeteroData`` semantics), optionally
-temporal (``train.temporal.by``: node times per type, or edge times re-aligned to the train
-graph). Under DDP each rank passes only its ``distributed.shard`` of the seeds (equal shares,
-so equal step counts).
-"""
+"""What the typed loaders (gnnpipe/sampling/builders.py: ``hgt``, typed ``neighbor`` and
+``link_neighbor``) draw from: the train graph as a PyG ``HeteroData`` and the temporal options of
+``train.temporal.by`` (node times per type, or edge times re-aligned to the train graph)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch_geometric.data import HeteroData
-from torch_geometric.loader import NodeLoader
 
 from gnnpipe.graph import Csr
 from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
 
-@dataclass(frozen=True)
-class SeedBatch:
-    """``x`` node type -> (n_t, F_t); ``edge_index`` edge type -> (2, e) local ids; ``y`` (n_target,)
-    labels of the sampled target nodes, the first ``batch_size`` of them the seeds."""
-
-    x: dict[str, torch.Tensor]
-    edge_index: dict[EdgeType, torch.Tensor]
-    y: torch.Tensor
-    batch_size: int
-
-    def __contains__(self, key: str) -> bool:  # fit asks for "train_mask" (cluster batches)
-        return key in ("x", "edge_index", "y", "batch_size")
-
-
-class HgtBatches:
-    """``NodeLoader`` batches as ``SeedBatch`` es; ``node_sampler`` lets ``fit`` set the epoch.
-
-    Every edge type of ``edge_types`` is in each batch's ``edge_index`` ((2, 0) when none was
-    sampled): the typed models index every edge type, and under DDP every parameter then joins
-    every step's graph."""
-
-    def __init__(self, loader: NodeLoader, target: str, edge_types: tuple[EdgeType, ...] = ()):
-        self.loader, self.target, self.edge_types = loader, target, tuple(edge_types)
-        self.node_sampler = loader.node_sampler
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self):
-        empty = torch.empty(2, 0, dtype=torch.int64)
-        for batch in self.loader:
-            store = batch[self.target]
-            edges = batch.edge_index_dict
-            edges.update({e: empty for e in self.edge_types if e not in edges})
-            yield SeedBatch(batch.x_dict, edges, store.y, int(store.batch_size))
-
-
-def _hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
+def hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
     """Features of every type, target labels, and the train graph's edges in CSR order (the
     samplers' edge ids as they are)."""
     data = HeteroData()
@@ -77,21 +22,6 @@ def _hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> Hetero
     for edge_type, csr in train_graph.items():
         data[edge_type].edge_index = csr.edge_index()
     return data
-
-
-def hgt_batches(graph: HeteroGraph, train_graph: dict[EdgeType, Csr], train_nodes: np.ndarray,
-                num_samples: tuple[int, ...], batch_size: int, seed: int,
-                num_workers: int = 0) -> HgtBatches:
-    """Shuffled batches of the target type's ``train_nodes`` (int (T,)) over ``train_graph``."""
-    from gnnpipe.sampling.hetero import HeteroBudgetSampler
-
-    data = _hetero_data(graph, train_graph)
-    sampler = HeteroBudgetSampler({t: graph.num_nodes(t) for t in graph.node_types}, train_graph,
-                                  list(num_samples), seed=seed)
-    loader = NodeLoader(data, node_sampler=sampler,
-                        input_nodes=(graph.target, torch.from_numpy(train_nodes)),
-                        batch_size=batch_size, shuffle=True, num_workers=num_workers)
-    return HgtBatches(loader, graph.target)
 
 
 def align_typed_edge_times(full: Csr, edge_time: np.ndarray, sub: Csr, num_src: int
@@ -149,88 +79,3 @@ def typed_temporal(by: str, strategy: str, graph: HeteroGraph,
                                                   graph.num_nodes(e[0]))
                         for e, t in edge_time.items() if e in train_graph}
     return out
-
-
-def neighbor_batches(graph: HeteroGraph, train_graph: dict[EdgeType, Csr], seeds: np.ndarray,
-                     cfg, batch_size: int, seed: int, num_workers: int = 0,
-                     temporal: dict | None = None) -> HgtBatches:
-    """Shuffled batches of the target type's ``seeds`` (int (S,), this rank's share) with
-    their typed fan-outs over ``train_graph`` only; ``cfg`` is ``train.neighbor``
-    (num_neighbors per layer, the same for every edge type; replace; subgraph_type; disjoint),
-    ``temporal`` what ``typed_temporal`` returned."""
-    from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
-
-    temporal = dict(temporal or {})
-    input_time = temporal.pop("input_time", None)
-    data = _hetero_data(graph, train_graph)
-    sampler = HeteroNeighborSampler({t: graph.num_nodes(t) for t in graph.node_types},
-                                    train_graph, list(cfg.num_neighbors), replace=cfg.replace,
-                                    subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint,
-                                    seed=seed, **temporal)
-    loader = NodeLoader(data, node_sampler=sampler,
-                        input_nodes=(graph.target, torch.from_numpy(np.asarray(seeds))),
-                        input_time=input_time, batch_size=batch_size, shuffle=True,
-                        num_workers=num_workers,
-                        # fresh workers every epoch: their streams derive from the epoch-seeded
-                        # torch RNG, so a resumed run samples as an uninterrupted one would
-                        persistent_workers=False)
-    return HgtBatches(loader, graph.target, tuple(train_graph))
-
-
-@dataclass(frozen=True)
-class LinkBatch:
-    """One typed link batch as ``gnnpipe.link_train`` reads it: ``x`` node type -> (n_t, F_t),
-    ``edge_index`` edge type -> (2, m_e) local ids, ``edge_label_index`` (2, 2B) rows of the
-    model's ``out="all"`` output (the types' local ids concatenated in node-type order): B
-    positives then their B negatives, ``edge_label`` (2B,) 1 / 0."""
-
-    x: dict[str, torch.Tensor]
-    edge_index: dict[EdgeType, torch.Tensor]
-    edge_label_index: torch.Tensor
-    edge_label: torch.Tensor
-
-
-class TypedLinkBatches:
-    """``TypedSupervisionLoader`` batches as ``LinkBatch`` es (every edge type present, (2, 0)
-    when none was sampled); ``set_epoch`` goes to the loader (``LinkTask.batches``)."""
-
-    def __init__(self, loader, node_types: tuple[str, ...], edge_types: tuple[EdgeType, ...]):
-        self.loader, self.node_types, self.edge_types = loader, tuple(node_types), edge_types
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
-    def __iter__(self):
-        empty = torch.empty(2, 0, dtype=torch.int64)
-        src, _, dst = self.loader.edge_type
-        for batch in self.loader:
-            sizes = [batch[t].num_nodes for t in self.node_types]
-            start = dict(zip(self.node_types, np.cumsum([0] + sizes[:-1]).tolist()))
-            store = batch[self.loader.edge_type]
-            pairs = store.edge_label_index + torch.tensor([[start[src]], [start[dst]]])
-            edges = batch.edge_index_dict
-            edges.update({e: empty for e in self.edge_types if e not in edges})
-            yield LinkBatch({t: batch[t].x for t in self.node_types}, edges, pairs,
-                            store.edge_label)
-
-
-def link_batches(graph: HeteroGraph, train_graph: dict[EdgeType, Csr], edge_type: EdgeType,
-                 supervision: torch.Tensor, negatives, cfg, batch_size: int, seed: int, *,
-                 ctx=None, num_workers: int = 0) -> TypedLinkBatches:
-    """Batches of this rank's ``batch_size`` train supervision edges of ``edge_type``
-    (``supervision`` int64 (2, P) in ``to_homogeneous`` ids, as the typed link split reads
-    them), one fresh leak-free negative each from ``negatives`` (homogeneous ids), their
-    neighbourhoods sampled with ``cfg`` (``train.neighbor``) in ``train_graph`` only."""
-    from gnnpipe.distributed import SINGLE
-    from gnnpipe.sampling.hetero_link import typed_link_loader
-
-    offsets = graph.offsets()
-    shift = (offsets[edge_type[0]], offsets[edge_type[2]])
-    local = supervision - torch.tensor([[shift[0]], [shift[1]]])  # type-local ids
-    loader = typed_link_loader(graph.x, train_graph, edge_type, local, negatives, cfg, seed,
-                               batch_size=batch_size, offsets=shift, num_workers=num_workers,
-                               ctx=ctx or SINGLE)
-    return TypedLinkBatches(loader, graph.node_types, tuple(train_graph))

@@ -7,19 +7,24 @@ the work to PyG's ``NeighborSampler`` (which calls ``torch.ops.pyg.neighbor_samp
 (``HeteroData``) counterpart, always gnnpipe's NumPy code; ``hetero_neighbor_loader`` /
 ``hetero_link_neighbor_loader`` are PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` on it, and
 ``TypedSupervisionLoader`` / ``typed_link_loader`` its leak-free link training batches.
+
+Exports load on first use (PEP 562): importing one module of the package (the data-only
+``table`` the params rules read, the ``batch`` type) loads no sampler and no PyG.
 """
 
-from gnnpipe.sampling.backend import BACKENDS, pyg_lib_available, resolve_backend
-from gnnpipe.sampling.hetero_neighbor import (
-    HeteroNeighborSampler,
-    hetero_link_neighbor_loader,
-    hetero_neighbor_loader,
-)
-from gnnpipe.sampling.hetero_link import TypedSupervisionLoader, typed_link_loader
-from gnnpipe.sampling.loader import neighbor_loader
-from gnnpipe.sampling.neighbor import CsrNeighborSampler
-from gnnpipe.sampling.pick import pick_edges
+import importlib
 
-__all__ = ["BACKENDS", "CsrNeighborSampler", "HeteroNeighborSampler", "TypedSupervisionLoader",
-           "hetero_link_neighbor_loader", "hetero_neighbor_loader", "neighbor_loader",
-           "pick_edges", "pyg_lib_available", "resolve_backend", "typed_link_loader"]
+_EXPORTS = {
+    "BACKENDS": "backend", "pyg_lib_available": "backend", "resolve_backend": "backend",
+    "HeteroNeighborSampler": "hetero_neighbor", "hetero_link_neighbor_loader": "hetero_neighbor",
+    "hetero_neighbor_loader": "hetero_neighbor", "TypedSupervisionLoader": "hetero_link",
+    "typed_link_loader": "hetero_link", "neighbor_loader": "loader",
+    "CsrNeighborSampler": "neighbor", "pick_edges": "pick",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'gnnpipe.sampling' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gnnpipe.sampling.{_EXPORTS[name]}"), name)

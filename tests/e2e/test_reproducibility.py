@@ -80,7 +80,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams
     from gnnpipe.models import build_model
     from gnnpipe.rng import make_rng
-    from gnnpipe.sampling.loader import neighbor_loader
+    from gnnpipe.sampling.builders import neighbor_batches
     from gnnpipe.split import split_nodes
     from gnnpipe.typed_graph import one_type
     from gnnpipe.train import build_inputs, fit
@@ -96,8 +96,8 @@ def test_two_thread_training_is_byte_identical_under_load():
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
 
     def train(sampled: bool) -> bytes:
-        loader = neighbor_loader(graph.x, graph.y, graph.csr, seeds, NeighborParams(), 1,
-                                 batch_size=256) if sampled else None
+        loader = neighbor_batches(graph.x, graph.y, graph.csr, seeds, NeighborParams(), 1,
+                                  batch_size=256) if sampled else None
         result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg),
                      inputs, graph.y, roles, cfg, 0, loader=loader)
         return result.logits.numpy().tobytes() + repr(result.history).encode()

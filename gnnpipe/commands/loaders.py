@@ -1,19 +1,18 @@
-"""Batch sources of node-task training on a homogeneous graph: the sampled-subgraph loaders
-(neighbor, shadow, ClusterGCN, GraphSAINT) and the per-rank shard setup of
-``train.dist.shard: partition``. Each draws from the train phase's message graph only."""
+"""What the train stage reads for its loader (gnnpipe/sampling/builders.py builds it): the
+``Source`` of a node task (the train phase's message graph, seeds, and what the sampler's
+options read: partition parts, temporal columns, edge weights) and the per-rank shard setup of
+``train.dist.shard: partition``. Each loader draws from the train phase's message graph only."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
 
 from gnnpipe import distributed, io
-from gnnpipe.rng import torch_seed
+from gnnpipe.sampling import table
+from gnnpipe.sampling import batch as adapt
+from gnnpipe.sampling.builders import Source
 from gnnpipe.sharding import NodeRows
-
-SUBGRAPH_SAMPLERS = ("neighbor", "cluster", "saint", "shadow")  # batches from the train graph
 
 
 def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -49,8 +48,9 @@ def shard_setup(args, params, ctx, roles, train_mask):
     ids = shard_node_ids(shards)
     read = read_node_rows(args.prepared, ids)  # through the FeatureStore of data/prepared
     rows = NodeRows(model_features(args, read.x), read.y[ids], ids)  # row-wise: rows of the whole
-    loader = ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
-                           cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
+    loader = adapt.Batches(ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
+                                   cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size),
+                     adapt.train_nodes)
     exact = meta["halo_hops"] >= cfg.num_layers
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
@@ -62,48 +62,31 @@ def shard_setup(args, params, ctx, roles, train_mask):
             {"shard_eval_exact": exact}, rank_info)
 
 
-def subgraph_loader(args, params, ctx, graph, graphs, inputs, roles, train_mask):
-    """The loader of ``train.sampler``, with what goes into metrics/train.json and into this
-    rank's perf entry."""
-    cfg = params.train
+def node_source(args, cfg, ctx, graph, graphs: dict, inputs: dict, roles: np.ndarray,
+                train_mask: torch.Tensor) -> Source:
+    """What the node loader of ``cfg.sampler`` (TrainParams) draws from on a homogeneous
+    graph: the train phase's message graph, the train seeds (all, and this rank's share), and
+    what the sampler's options read (temporal columns, edge weights, the partition)."""
     train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
-    if cfg.sampler in ("neighbor", "shadow"):
-        from gnnpipe.sampling import neighbor_loader
-        from gnnpipe.sampling.shadow import shadow_loader
+    mine = distributed.shard(train_nodes, ctx)
+    weight = _edge_weight(args, cfg, graph, graphs["train"])
+    partition = (read_partition(args, graph.num_nodes, roles)
+                 if table.needs(cfg.sampler, "partition") else None)
+    return Source(graph, graphs["train"], train_nodes, mine, inputs["train"].edge_index,
+                  _temporal(args, cfg, graph, graphs["train"], mine), weight, partition,
+                  train_mask)
 
-        seeds = distributed.shard(train_nodes, ctx)
-        sample_seed = torch_seed(params.seed, "sample")
-        common = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-                      edge_index=inputs["train"].edge_index,
-                      **_temporal(args, cfg, graph, graphs["train"], seeds),
-                      **_edge_weight(args, cfg, graph, graphs["train"]))
-        if cfg.sampler == "neighbor":
-            loader = neighbor_loader(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor,
-                                     sample_seed, **common)
-        else:
-            loader = shadow_loader(graph.x, graph.y, graphs["train"], seeds, cfg.shadow,
-                                   sample_seed, replace=cfg.neighbor.replace, **common)
-        return loader, {}, {}
-    rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
-    if cfg.sampler == "cluster":
-        from gnnpipe.partition import rank_parts
-        from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 
-        meta, parts, train_per_part = read_partition(args, graph.num_nodes, roles)
-        source = GraphParts(graphs["train"], parts, meta["num_parts"],
-                            cfg.cluster.keep_inter_cluster_edges)
-        loader = ClusterLoader(source, rows, train_mask, train_per_part,
-                               cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size)
-        return loader, {}, {"parts": rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)}
-    from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
+def typed_node_source(cfg, ctx, typed, roles: np.ndarray) -> Source:
+    """``node_source`` of a typed graph (``typed``: gnnpipe.commands.inputs.TypedSplit): seeds
+    of the target type, seed times of ``train.temporal`` for this rank's share."""
+    from gnnpipe.hetero.loader import typed_temporal
 
-    saint = cfg.saint
-    sampler = make_sampler(saint.sampler, graphs["train"], train_nodes, cfg.batch_size,
-                           saint.walk_length)
-    norm = estimate_norm(sampler, saint.sample_coverage, torch_seed(params.seed, "saint"))
-    steps = saint.num_steps or math.ceil(train_nodes.numel() / cfg.batch_size)
-    loader = SaintLoader(sampler, norm, rows, train_mask, steps, ctx.rank, ctx.world_size)
-    return loader, {"saint_presamples": norm.num_samples, "saint_steps": steps}, {}
+    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
+    mine = distributed.shard(train_nodes, ctx)
+    temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, typed.graph,
+                              typed.graphs["train"], mine.numpy())
+    return Source(typed.graph, typed.graphs["train"], train_nodes, mine, temporal=temporal)
 
 
 def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
@@ -122,12 +105,12 @@ def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
                             graph.timestamps, graph.csr, edge_time)
 
 
-def _edge_weight(args, cfg, graph, train_csr) -> dict:
+def _edge_weight(args, cfg, graph, train_csr) -> np.ndarray | None:
     """``train.neighbor.weighted``: ``edge_weight`` (E_train,) for the sampler, the
     ``dataset.edges.weight`` column of ``edge_attrs.parquet`` (prepared-graph edge order)
-    re-aligned to the train message graph; ``{}`` when not weighted."""
+    re-aligned to the train message graph; None when not weighted."""
     if not cfg.neighbor.weighted:
-        return {}
+        return None
     from gnnpipe.sampling.temporal import align_edge_times
 
     path = args.prepared / "edge_attrs.parquet"
@@ -140,4 +123,4 @@ def _edge_weight(args, cfg, graph, train_csr) -> dict:
     if (weight < 0).any():
         raise ValueError(f"{path}: column 'weight' holds negative values; neighbor sampling "
                          "draws in proportion to the weights, which must be >= 0")
-    return {"edge_weight": align_edge_times(graph.csr, weight, train_csr)}
+    return align_edge_times(graph.csr, weight, train_csr)
