@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gnnpipe.cli import main
-from gnnpipe.commands import STAGES
+from gnnpipe.pipeline import STAGES
 
 SMALL = {
     "dataset": {"synthetic": {"num_nodes": 1200, "num_features": 16, "num_classes": 3}},
@@ -35,7 +35,7 @@ def test_top_level_help_lists_every_stage():
     assert "params.yaml" in out
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", list(STAGES))
 def test_stage_help_shows_params_and_paths(stage, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([stage, "--help"])

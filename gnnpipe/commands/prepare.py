@@ -16,12 +16,6 @@ from gnnpipe.rng import make_rng
 HELP = "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)"
 
 
-def add_arguments(parser):
-    parser.add_argument("--out", type=Path, default=Path("data/prepared"), help="output folder")
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/prepare.json"),
-                        help="counts: nodes, edges, duplicates and self-loops removed")
-
-
 def run(args):
     params = load_params(args.params)
     # the task changes nothing here: both tasks of a kind prepare the same graph

@@ -2,7 +2,6 @@
 graphs, audit them, write data/split. Typed graphs split the target type's nodes, or one edge
 type with its reverse, and are audited per node type and edge type."""
 
-from pathlib import Path
 
 from gnnpipe import audit, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, prepared_kind
@@ -14,15 +13,6 @@ from gnnpipe.split import split_nodes
 
 HELP = ("split nodes (or edges, dataset.task link) into train/val/test with leak-free message "
         "graphs; fails on a failed audit")
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--out", type=Path, default=Path("data/split"))
-    parser.add_argument("--audit", type=Path, default=Path("metrics/split_audit.json"),
-                        help="audit report; written even when the audit fails")
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="the fitted features.normalize (transform.pt)")
 
 
 def run(args):
