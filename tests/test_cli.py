@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gnnpipe.cli import main
+from gnnpipe.cli import build_parser, main
 from gnnpipe.pipeline import STAGES
 
 SMALL = {
@@ -42,6 +42,15 @@ def test_stage_help_shows_params_and_paths(stage, capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--params" in out and "(default:" in out
+
+
+def test_path_options_default_to_the_stage_table():
+    """gnnpipe/pipeline.py is the one place a stage's paths are written: the CLI and dvc.yaml
+    read them from there."""
+    for stage, table in STAGES.items():
+        args = vars(build_parser((stage,)).parse_args([stage]))
+        for artifact in (a for a in table.paths if a.option is not None):
+            assert args[artifact.option[2:].replace("-", "_")] == Path(artifact.path), stage
 
 
 def test_bad_params_give_one_line_error_and_no_output(tmp_path, monkeypatch, capsys):
