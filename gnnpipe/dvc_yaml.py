@@ -4,8 +4,8 @@ A stage's deps are its script, every gnnpipe module its command can run, and the
 the table gives it. The modules are read from the source with ``ast`` (nothing is imported):
 import statements at any level, ``importlib.import_module`` of a name or of an f-string
 ``"package.{...}"`` (every module of that package), and a module a subprocess runs as
-``"-m", "name"``. A package whose every module is reached is listed as its folder; so is the
-filesystem layer ``gnnpipe/io`` whenever any of it is (one layer, re-exported as one).
+``"-m", "name"``. A package whose every module is reached is listed as its folder; so are
+``WHOLE``'s (the filesystem layer, the samplers) whenever any of their modules is.
 
 ``python -m gnnpipe.dvc_yaml --write`` rewrites dvc.yaml; ``--check`` exits 1 with a one-line
 summary of what differs (``tests/test_architecture.py`` runs it).
@@ -143,8 +143,10 @@ def stage_closure(stage: str, graph: dict[str, set[str]],
     cli imported one with an import statement)."""
     script = root / "stages" / f"{stage}.py"
     command = f"{COMMANDS}.{stage}"
-    if not script.exists() or command not in graph:
-        raise ValueError(f"stage {stage}: stages/{stage}.py or {command} does not exist")
+    for needed, there in ((f"stages/{stage}.py", script.exists()), (command, command in graph),
+                          (CLI, CLI in graph)):
+        if not there:  # moved: COMMANDS / CLI above name where the stages' glue lives
+            raise ValueError(f"stage {stage}: {needed} does not exist")
     modules = module_files(root)
     static = imports_of(modules[CLI], modules, root, dynamic=False)
     own = dict(graph)
