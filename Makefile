@@ -11,7 +11,7 @@ STAMP := $(VENV)/.gnnpipe-installed
 # test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py)
 TEST_JOBS ?= 2
 
-.PHONY: setup repro repro-scale repro-typed-scale test clean-data help docs docs-check
+.PHONY: setup repro repro-scale repro-typed-scale test clean-data help docs docs-check generate
 
 help:
 	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
@@ -21,6 +21,7 @@ help:
 	@echo "make setup   only create $(VENV) and install gnnpipe with its test extras"
 	@echo "make docs    build the user guide (docs/) into site/ with mkdocs --strict"
 	@echo "make docs-check  run every documented shell command in a scratch copy (minutes)"
+	@echo "make generate  rewrite dvc.yaml and the params tables from gnnpipe/pipeline.py, config.py"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +51,11 @@ repro-typed-scale: setup
 
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+
+# the generated files: dvc.yaml (stage table + import closure) and the params tables of the docs
+generate: setup
+	$(BIN)/python -m gnnpipe.dvc_yaml --write
+	$(BIN)/python -m gnnpipe.params_doc --write
 
 DOCS_STAMP := $(VENV)/.gnnpipe-docs-installed
 

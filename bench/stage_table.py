@@ -14,8 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-ORDER = ["prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "evaluate",
-         "report"]
+from gnnpipe.pipeline import STAGES
 
 
 def _mib(num_bytes: float) -> str:
@@ -31,7 +30,7 @@ def table(metrics: Path) -> str:
     nodes, edges = graph["nodes"], graph["edges"]
     lines = [f"{nodes:,} nodes, {edges:,} directed edges", "",
              "| stage | wall s | peak RSS MiB | wrote MiB |", "|---|---:|---:|---:|"]
-    names = [n for n in ORDER if n in records] + sorted(set(records) - set(ORDER))
+    names = [n for n in STAGES if n in records] + sorted(set(records) - set(STAGES))
     for name in names:
         rec = records[name]
         lines.append(f"| {name} | {rec['seconds']:,.1f} | {rec['peak_rss_mb']:,.0f} | "

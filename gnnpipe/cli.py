@@ -17,11 +17,11 @@ from typing import Iterator
 import pyarrow as pa
 
 from gnnpipe import resources, threads
-from gnnpipe.commands import STAGES
 from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
 from gnnpipe.io.temps import remove_stale_temps
+from gnnpipe.pipeline import STAGES
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
 ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
@@ -41,9 +41,10 @@ GNNPIPE_PROGRESS=0 to hide progress bars.
 """
 
 
-def build_parser(stages: tuple[str, ...] = STAGES) -> argparse.ArgumentParser:
+def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentParser:
     """The ``gnnpipe`` parser with a subcommand for each of ``stages`` (importing only their
-    command modules)."""
+    command modules): its paths as ``gnnpipe/pipeline.py`` lists them, then the command's own
+    options (its ``add_arguments``, where it has one)."""
     parser = argparse.ArgumentParser(prog="gnnpipe", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
@@ -56,7 +57,12 @@ def build_parser(stages: tuple[str, ...] = STAGES) -> argparse.ArgumentParser:
         sub.add_argument("--resources", type=Path, default=None,
                          help="record this run's wall time, peak RSS and output bytes in this "
                               "JSON file (dvc.yaml: metrics/perf/stages/<stage>.json)")
-        module.add_arguments(sub)
+        for artifact in STAGES[stage].paths:
+            if artifact.option is not None:
+                sub.add_argument(artifact.option, type=Path, default=Path(artifact.path),
+                                 help=artifact.help)
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     return parser
 
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # a known stage name builds only its own subcommand, so a stage imports its command alone
     named = tuple(a for a in argv[:1] if a in STAGES)
-    args = build_parser(named or STAGES).parse_args(argv)
+    args = build_parser(named or tuple(STAGES)).parse_args(argv)
     args.argv = argv  # the train stage re-launches itself under torchrun with these
     started = time.perf_counter()
     try:

@@ -3,8 +3,9 @@
 - no import cycles among gnnpipe modules (function-level imports count);
 - ``gnnpipe/io`` (the filesystem layer) imports no domain module;
 - the variant of a run is decided only where a stage starts (``gnnpipe/commands``);
-- each dvc.yaml stage's deps cover the import closure of its script, so a changed module
-  always re-runs the stages that reach it (a stale cache is a wrong result).
+- dvc.yaml is what ``python -m gnnpipe.dvc_yaml --write`` makes of the stage table, and each
+  stage's deps cover the import closure of its script, so a changed module always re-runs the
+  stages that reach it (a stale cache is a wrong result).
 """
 
 from __future__ import annotations
@@ -15,77 +16,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gnnpipe import dvc_yaml
+from gnnpipe.pipeline import STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "gnnpipe"
 
 # What io may import besides itself: the plain data types it stores, which import nothing of
 # gnnpipe but each other
 IO_ALLOWED = {"gnnpipe", "gnnpipe.graph", "gnnpipe.typed_graph", "gnnpipe.part_shard"}
 
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-MODULES = _modules()
-
-
-def _resolve(name: str) -> str | None:
-    """The gnnpipe module ``name`` stands for (a submodule, or the package it names a
-    member of), or None outside gnnpipe."""
-    while name and name not in MODULES:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
-def imports_of(path: Path) -> set[str]:
-    """gnnpipe modules ``path`` imports anywhere in its body (function level too)."""
-    here = _module_name(path)
-    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            # `from gnnpipe.io import hetero` imports the submodule, `... import read_json` the
-            # package: both resolve to the longest gnnpipe module the dotted name reaches
-            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        else:
-            continue
-        found.update(m for m in map(_resolve, names) if m and m != here)
-    return found
-
-
-GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
-
-
-def _with_parents(name: str) -> set[str]:
-    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first."""
-    parts = name.split(".")
-    return {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & set(MODULES)
-
-
-def closure(start: set[str]) -> dict[str, list[str]]:
-    """Every module reachable from ``start`` -> one import chain that reaches it."""
-    chains = {m: [m] for s in start for m in _with_parents(s)}
-    todo = list(chains)
-    while todo:
-        current = todo.pop()
-        for nxt in sorted(GRAPH.get(current, ())):
-            for module in sorted(_with_parents(nxt)):
-                if module not in chains:
-                    chains[module] = chains[current] + [module]
-                    todo.append(module)
-    return chains
+MODULES = dvc_yaml.module_files()
+GRAPH = dvc_yaml.import_graph()  # what a module can run, subprocesses and importlib included
+STATIC = dvc_yaml.import_graph(dynamic=False)  # its import statements: the layering
 
 
 def cycles() -> set[frozenset[str]]:
@@ -96,7 +38,7 @@ def cycles() -> set[frozenset[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH[v]:
+        for w in STATIC[v]:
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -113,7 +55,7 @@ def cycles() -> set[frozenset[str]]:
             if len(component) > 1:
                 found.add(frozenset(component))
 
-    for module in sorted(GRAPH):
+    for module in sorted(STATIC):
         if module not in index:
             visit(module)
     return found
@@ -124,6 +66,24 @@ def test_import_graph_sees_function_level_and_relative_imports():
     assert "gnnpipe.models" in train  # imported inside train_nodes
     assert "gnnpipe.commands.variant" in train
     assert "gnnpipe.io.hetero" in GRAPH["gnnpipe.commands.variant"]
+
+
+def test_import_graph_sees_modules_reached_without_an_import_statement():
+    # importlib.import_module(f"gnnpipe.sources.{...}"): every reader dataset.source may pick
+    assert {"gnnpipe.sources.ogb", "gnnpipe.sources.tables"} <= GRAPH["gnnpipe.sources"]
+    assert "gnnpipe.propagate_kernel" in GRAPH["gnnpipe.propagate"]  # import_module("...")
+    # torchrun's agent and the ranks it starts: [..., "-m", "gnnpipe.torchrun"], "-m", "gnnpipe"
+    assert {"gnnpipe.torchrun", "gnnpipe.__main__"} <= GRAPH["gnnpipe.distributed"]
+    assert not {"gnnpipe.torchrun", "gnnpipe.__main__"} & STATIC["gnnpipe.distributed"]
+
+
+def test_a_stage_reaches_its_own_command_alone():
+    """cli imports ``gnnpipe.commands.<stage>`` by name: a stage's closure holds its own."""
+    assert {m for m in GRAPH["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")} >= {
+        f"gnnpipe.commands.{stage}" for stage in STAGES}
+    reached = dvc_yaml.stage_closure("prepare", GRAPH)
+    assert "gnnpipe.commands.prepare" in reached
+    assert not {f"gnnpipe.commands.{s}" for s in STAGES if s != "prepare"} & set(reached)
 
 
 def test_no_import_cycles():
@@ -160,20 +120,36 @@ def _stages() -> dict[str, dict]:
     return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
-def _stage_roots(stage: str) -> set[str]:
-    """What a stage script runs: gnnpipe.cli builds only the named stage's subcommand, so the
-    stage reaches its own command module (not the other stages' through cli's importlib)."""
-    script = ROOT / "stages" / f"{stage}.py"
-    tree = ast.parse(script.read_text())
-    assert any(isinstance(n, ast.Constant) and n.value == stage for n in ast.walk(tree)), script
-    return {"gnnpipe.cli", f"gnnpipe.commands.{stage}"}
+def test_dvc_yaml_is_generated_from_the_stage_table(capsys):
+    assert dvc_yaml.main(["--check"]) == 0, capsys.readouterr().err
+    assert list(_stages()) == list(STAGES)
+
+
+@pytest.mark.parametrize("edit, names", [
+    (("      - gnnpipe/models.py\n", ""), "baseline deps +gnnpipe/models.py"),
+    (("      - data/pairs\n", "      - data/pairs\n      - gnnpipe/nothing.py\n"),
+     "predict deps -gnnpipe/nothing.py"),
+    (("      - metrics/perf/train.json:", "      - metrics/perf/train.json:\n"
+      "          persist: true\n      - metrics/perf/unused.json:"), "train outs"),
+    (("  # wall time, peak RSS", "  # peak RSS"), "layout, order or comments only"),
+])
+def test_check_names_what_a_stale_dvc_yaml_lacks(tmp_path, capsys, edit, names):
+    stale = tmp_path / "dvc.yaml"
+    text = (ROOT / "dvc.yaml").read_text()
+    assert edit[0] in text
+    stale.write_text(text.replace(edit[0], edit[1], 1))
+    assert dvc_yaml.main(["--check", "--file", str(stale)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and names in err and "gnnpipe.dvc_yaml --write" in err
+    assert dvc_yaml.main(["--write", "--file", str(stale)]) == 0
+    assert dvc_yaml.main(["--check", "--file", str(stale)]) == 0
 
 
 def _covered(path: Path, deps: list[Path]) -> bool:
     return any(path == dep or dep in path.parents for dep in deps)
 
 
-@pytest.mark.parametrize("stage", list(_stages()))
+@pytest.mark.parametrize("stage", list(STAGES))
 def test_dvc_deps_cover_the_stage_import_closure(stage):
     deps = [ROOT / d for d in _stages()[stage]["deps"] if "${" not in d]
     # a code dep that does not exist protects nothing (data deps are upstream outputs)
@@ -181,17 +157,35 @@ def test_dvc_deps_cover_the_stage_import_closure(stage):
                and not d.exists()]
     assert ROOT / "stages" / f"{stage}.py" in deps, f"dvc.yaml {stage}: its script is no dep"
     assert not missing, f"dvc.yaml {stage}: deps that do not exist: {missing}"
-    uncovered = {m: chain for m, chain in closure(_stage_roots(stage)).items()
+    uncovered = {m: chain for m, chain in dvc_yaml.stage_closure(stage, GRAPH).items()
                  if not _covered(MODULES[m], deps)}
     assert not uncovered, f"dvc.yaml {stage} deps miss: " + "; ".join(
         f"{MODULES[m].relative_to(ROOT)} (via {' -> '.join(chain)})"
         for m, chain in sorted(uncovered.items()))
 
 
+def test_whole_folders_name_packages():
+    """A WHOLE entry that is no package (moved or renamed) would silently list files instead."""
+    for package in dvc_yaml.WHOLE:
+        assert MODULES[package].name == "__init__.py", package
+
+
+def test_each_input_is_an_earlier_stage_output_or_committed():
+    """The table's inputs are upstream outputs (or lie under one), or files in the repository."""
+    written: list[str] = []
+    for name, stage in STAGES.items():
+        for artifact in (a for a in stage.paths if a.kind == "in"):
+            for path in artifact.dvc_paths:
+                upstream = any(path == o or path.startswith(o + "/") for o in written)
+                assert upstream or path.startswith("${") or (ROOT / path).exists(), (
+                    f"gnnpipe/pipeline.py {name}: {artifact.option} {path} is nobody's output")
+        written += [a.path for a in stage.paths if a.kind not in ("in", "local")]
+
+
 def test_cli_imports_command_modules_only_through_the_stage_table():
-    """The closure above assumes cli reaches commands dynamically; a static import of one
-    command would drag it into every stage."""
-    assert not {m for m in GRAPH["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")}
+    """The closure above assumes cli reaches commands by name; a static import of one command
+    would drag it into every stage."""
+    assert not {m for m in STATIC["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")}
 
 
 def _entries(section: list) -> list[tuple[str, dict]]:

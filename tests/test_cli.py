@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gnnpipe.cli import main
-from gnnpipe.commands import STAGES
+from gnnpipe.cli import build_parser, main
+from gnnpipe.pipeline import STAGES
 
 SMALL = {
     "dataset": {"synthetic": {"num_nodes": 1200, "num_features": 16, "num_classes": 3}},
@@ -35,13 +35,22 @@ def test_top_level_help_lists_every_stage():
     assert "params.yaml" in out
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", list(STAGES))
 def test_stage_help_shows_params_and_paths(stage, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([stage, "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--params" in out and "(default:" in out
+
+
+def test_path_options_default_to_the_stage_table():
+    """gnnpipe/pipeline.py is the one place a stage's paths are written: the CLI and dvc.yaml
+    read them from there."""
+    for stage, table in STAGES.items():
+        args = vars(build_parser((stage,)).parse_args([stage]))
+        for artifact in (a for a in table.paths if a.option is not None):
+            assert args[artifact.option[2:].replace("-", "_")] == Path(artifact.path), stage
 
 
 def test_bad_params_give_one_line_error_and_no_output(tmp_path, monkeypatch, capsys):

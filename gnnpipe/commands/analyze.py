@@ -3,7 +3,6 @@ typed graph is analyzed on its target type's own relation (paper cites paper), w
 counts added; without one (users that only buy items) homophily is marked not applicable, with
 the reason, and degrees / components still reported."""
 
-from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
@@ -11,15 +10,6 @@ from gnnpipe.config import load_params
 
 HELP = "graph diagnostics: homophily, degrees, components, labels; warns on low homophily"
 PHASES = ("train", "val", "test")
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"),
-                        help="adds per-phase message-graph figures")
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/graph.json"))
-    parser.add_argument("--degree-hist", type=Path, default=Path("metrics/degree_hist.csv"),
-                        help="log2 degree histogram for `dvc plots`")
 
 
 def run(args):

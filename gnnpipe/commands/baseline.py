@@ -2,7 +2,6 @@
 MLP encoder with the dot-product decoder; typed graphs: the target type's own features (node
 task) or per-type MLP encoders (link task)."""
 
-from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
@@ -12,18 +11,6 @@ from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 
 HELP = "train the structure-free MLP baseline (baseline section) on the same split"
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="features.normalize as the split stage fitted it (transform.pt)")
-    parser.add_argument("--out", type=Path, default=Path("data/baseline"))
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/baseline.json"))
-    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/baseline.json"),
-                        help="wall time and throughput (kept apart: they differ run to run)")
-    parser.add_argument("--history", type=Path, default=Path("metrics/baseline_history.csv"))
 
 
 def run(args):

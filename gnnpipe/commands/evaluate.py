@@ -4,25 +4,12 @@ Node task: accuracy / macro-F1 and over-smoothing on the test phase's graph (a t
 its target type, over its own relation). Link task: ROC-AUC, AP, Hits@K, MRR of both encoders
 on the fixed negatives."""
 
-from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 
 HELP = "score the GNN and the MLP baseline on val/test; writes metrics/eval.json"
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--model", type=Path, default=Path("data/model"))
-    parser.add_argument("--baseline", type=Path, default=Path("data/baseline"))
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/eval.json"))
-    parser.add_argument("--details", type=Path, default=Path("reports/eval_details.json"),
-                        help="per-class F1 and confusion matrices")
-    parser.add_argument("--confusion", type=Path, default=Path("reports/confusion_test.csv"),
-                        help="(actual, predicted) of the GNN on every test node, for `dvc plots`")
 
 
 def run(args):

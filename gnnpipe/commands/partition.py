@@ -4,7 +4,6 @@ so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt."""
 
 import resource
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -18,16 +17,6 @@ from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng
 
 HELP = "partition the train-phase message graph (METIS, random or bfs) into per-part shards"
-
-
-def add_arguments(parser):
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--out", type=Path, default=Path("data/partition"),
-                        help="node_to_part.parquet, part_<k>.pt shards, meta.json")
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/partition.json"),
-                        help="edge cut, balance, part and halo sizes (deterministic)")
-    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/partition.json"),
-                        help="wall time and peak memory (kept apart: they differ run to run)")
 
 
 def run(args):

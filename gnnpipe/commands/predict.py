@@ -28,20 +28,6 @@ from gnnpipe.sampling import table
 HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
 
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--propagate", type=Path, default=Path("data/propagate"),
-                        help="precomputed hops (train.sampler sign)")
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="the fitted feature normalization (features.normalize)")
-    parser.add_argument("--model", type=Path, default=Path("data/model"))
-    parser.add_argument("--pairs-dir", type=Path, default=Path("data/pairs"),
-                        help="the folder dvc.yaml tracks: predict.pairs must lie in it")
-    parser.add_argument("--out", type=Path, default=Path("data/predict"))
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/predict.json"))
-
-
 def run(args):
     """Picks the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1 and
     runs the variant on every rank; rank 0 writes."""

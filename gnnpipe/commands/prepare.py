@@ -17,12 +17,6 @@ from gnnpipe.prepare import prepare_dataset
 HELP = "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)"
 
 
-def add_arguments(parser):
-    parser.add_argument("--out", type=Path, default=Path("data/prepared"), help="output folder")
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/prepare.json"),
-                        help="counts: nodes, edges, duplicates and self-loops removed")
-
-
 def run(args) -> str:
     """One path for every graph kind and task (both tasks prepare the same graph)."""
     params = load_params(args.params)

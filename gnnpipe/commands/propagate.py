@@ -7,7 +7,6 @@ memory is about the graph plus one hop, not K hops."""
 import dataclasses
 import resource
 import time
-from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
@@ -15,17 +14,6 @@ from gnnpipe.config import load_params
 from gnnpipe.progress import progress
 
 HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph"
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="features.normalize as the split stage fitted it: X_0")
-    parser.add_argument("--out", type=Path, default=Path("data/propagate"),
-                        help="<graph>_hop_<k>.pt (memory-mappable) and meta.json")
-    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/propagate.json"),
-                        help="seconds, effective GB/s and peak memory (differ run to run)")
 
 
 NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "

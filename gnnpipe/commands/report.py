@@ -14,14 +14,6 @@ HELP = "render reports/report.html (dataset, split audit, partition, metrics vs 
 
 
 def add_arguments(parser):
-    parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"),
-                        help="folder of the stages' metrics files (prepare.json, graph.json, ...)")
-    parser.add_argument("--details", type=Path, default=Path("reports/eval_details.json"))
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"),
-                        help="its classes.parquet names the classes by the user's label values")
-    parser.add_argument("--out", type=Path, default=Path("reports/report.html"))
-    parser.add_argument("--figures", type=Path, default=Path("reports/figures"),
-                        help="folder the PNGs are written to (the HTML embeds and links them)")
     parser.add_argument("--sweep", type=Path, default=None,
                         help="`dvc exp show --json` output of a train.num_layers sweep: write the "
                              "depth-sweep plot and table instead of the run report")
@@ -29,7 +21,6 @@ def add_arguments(parser):
                         help="with --sweep: the sweep's experiments, by name or glob (e.g. "
                              "'depth-*' for `dvc exp run -n depth-3 ...`); they may differ only "
                              "in train.num_layers and per-layer lists")
-    parser.add_argument("--sweep-out", type=Path, default=Path("reports/sweep"))
 
 
 def _read_optional_json(path: Path):

@@ -3,7 +3,6 @@ graphs, audit them, write data/split. One run per task: a homogeneous graph is s
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
 the layout of its prepared kind (gnnpipe/io/splits.py ``write_split``)."""
 
-from pathlib import Path
 
 from gnnpipe import audit, io
 from gnnpipe.commands.variant import TYPED, prepared_kind
@@ -16,15 +15,6 @@ from gnnpipe.typed_graph import HeteroGraph, edge_type_name, one_type
 
 HELP = ("split nodes (or edges, dataset.task link) into train/val/test with leak-free message "
         "graphs; fails on a failed audit")
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--out", type=Path, default=Path("data/split"))
-    parser.add_argument("--audit", type=Path, default=Path("metrics/split_audit.json"),
-                        help="audit report; written even when the audit fails")
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="the fitted features.normalize (transform.pt)")
 
 
 def run(args):

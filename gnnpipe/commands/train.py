@@ -13,7 +13,6 @@ several DDP ranks.
 
 import os
 import sys
-from pathlib import Path
 
 import torch
 
@@ -26,27 +25,6 @@ from gnnpipe.rng import torch_seed
 from gnnpipe.sampling import table
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
-
-
-def add_arguments(parser):
-    parser.add_argument("--prepared", type=Path, default=Path("data/prepared"))
-    parser.add_argument("--split", type=Path, default=Path("data/split"))
-    parser.add_argument("--propagate", type=Path, default=Path("data/propagate"))
-    parser.add_argument("--features", type=Path, default=Path("data/features"),
-                        help="features.normalize as the split stage fitted it (transform.pt)")
-    parser.add_argument("--partition", type=Path, default=Path("data/partition"),
-                        help="parts and shards (train.sampler cluster, train.dist.shard partition)")
-    parser.add_argument("--out", type=Path, default=Path("data/model"))
-    parser.add_argument("--metrics", type=Path, default=Path("metrics/train.json"))
-    parser.add_argument("--perf", type=Path, default=Path("metrics/perf/train.json"),
-                        help="wall time and throughput (kept apart: they differ run to run)")
-    parser.add_argument("--history", type=Path, default=Path("metrics/train_history.csv"))
-    parser.add_argument("--perf-history", type=Path,
-                        default=Path("metrics/perf/train_history.csv"),
-                        help="per-epoch seeds/s and batches/s (wall clock, differs run to run)")
-    parser.add_argument("--checkpoint", type=Path, default=Path("data/checkpoint/train.pt"),
-                        help="resumable training state (train.checkpoint.every, "
-                             "train.checkpoint.resume)")
 
 
 def run(args):

@@ -100,7 +100,7 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
         "baseline": {"epochs": 40, "patience": 40, "hidden": 16, "lr": 0.02, "dropout": 0.2}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
-    from gnnpipe.commands import STAGES
+    from gnnpipe.pipeline import STAGES
 
     for stage in STAGES:
         assert main([stage]) == 0, stage

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gnnpipe import io
-from gnnpipe.commands import STAGES
+from gnnpipe.pipeline import STAGES
 from gnnpipe.config import params_from_dict
 from gnnpipe.profiles import _merge, set_args
 

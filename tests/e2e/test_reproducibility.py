@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gnnpipe.cli import main
-from gnnpipe.commands import STAGES
+from gnnpipe.pipeline import STAGES
 
 from test_pipeline import _run
 
