@@ -3,6 +3,7 @@ graphs, audit them, write data/split. One run per task: a homogeneous graph is s
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
 the layout of its prepared kind (gnnpipe/io/splits.py ``write_split``)."""
 
+from pathlib import Path
 
 from gnnpipe import audit, io
 from gnnpipe.commands.variant import TYPED, prepared_kind
