@@ -48,7 +48,7 @@ from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
 from gnnpipe.models import FeatureMLP, finish_layer, forward_with_hidden
-from gnnpipe.typed_graph import EdgeType, edge_type_name
+from gnnpipe.typed_graph import EDGE, NODE, EdgeType, edge_type_name
 
 # A full forward whose per-layer messages (num_edges x max(in_dim, hidden) float32) pass 1 GiB
 # goes layer-wise under train.inference.mode=auto; the default 20k-node graph is ~50x below.
@@ -57,9 +57,6 @@ AUTO_MODELS = ("gcn", "sage", "gat", "rgcn")  # message-passing models auto may 
 BLOCK_CONVS = (GCNConv, SAGEConv, GATConv)
 # Row-wise maps (GCN's lin over every node) run this many rows at a time: ~32 MB at 128 floats.
 ROW_STEP = 1 << 16
-# the node and edge type of a homogeneous graph seen as a typed one (``csr_view``)
-NODE = "node"
-EDGE: EdgeType = (NODE, "to", NODE)
 
 
 def csr_view(csr: Csr) -> tuple[dict[EdgeType, Csr], dict[str, int]]:
