@@ -172,8 +172,10 @@ def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
 def test_split_artifacts_round_trip(graph, tmp_path):
     node = node_split(graph)
     io.write_split(tmp_path / "node", graph, node.message_graphs,
-                   {"task": "node", "mode": node.mode}, typed=True, roles=node.roles)
-    assert hio.is_hetero_split(tmp_path / "node")
+                   {"task": "node", "mode": node.mode}, roles=node.roles)
+    meta = io.read_split_meta(tmp_path / "node")
+    assert meta["layout"] == "typed" and "hetero" not in meta and meta["task"] == "node"
+    assert meta["node_types"] == [list(s) for s in graph.sizes()] and meta["target"] == "paper"
     assert np.array_equal(hio.read_hetero_roles(tmp_path / "node", graph), node.roles)
     sizes, graphs = hio.read_hetero_message_graphs(tmp_path / "node", graph)
     assert sizes == graph.sizes()
@@ -182,7 +184,7 @@ def test_split_artifacts_round_trip(graph, tmp_path):
             assert torch.equal(graphs[phase][e].indices, node.message_graphs[phase][e].indices)
     link = link_split(graph)
     io.write_split(tmp_path / "link", graph, link.message_graphs,
-                   {"task": "link", "edge_type": "author__writes__paper"}, typed=True,
+                   {"task": "link", "edge_type": "author__writes__paper"},
                    edges=link.edges, negatives=link.negatives)
     edge_type, edges, negatives = hio.read_hetero_link_split(tmp_path / "link", graph)
     assert edge_type == WRITES

@@ -113,8 +113,8 @@ def test_atomic_dir_exception_keeps_old_directory(tmp_path):
 @pytest.mark.parametrize("mmap", [False, True])
 def test_write_prepared_read_graph_round_trip(tmp_path, tiny_graph, mmap):
     write_prepared(tmp_path, tiny_graph)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.pt",
-                                                          "nodes.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.json",
+                                                          "graph.pt", "nodes.parquet"]
     back = read_graph(tmp_path, mmap=mmap)
     assert back.num_classes == tiny_graph.num_classes
     assert back.x.dtype == torch.float32 and torch.equal(back.x, tiny_graph.x)
