@@ -10,7 +10,7 @@ import torch
 from gnnpipe import audit, io
 from gnnpipe.config import params_from_dict
 from gnnpipe.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.typed_graph import edge_pairs, typed_csr
+from gnnpipe.typed_graph import edge_pairs, one_type, typed_csr
 from gnnpipe.io import hetero as hio
 from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
@@ -205,3 +205,27 @@ def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
                                     separated=True)
     assert failed(report) == ["splits_not_adjacent"]
     assert report["cross_split_edges_relation"] == "paper__cites__paper"
+
+
+def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
+    """A homogeneous graph's report has the typed report's keys (target, message edges per
+    edge type; link: the held-out and reverse edge types), and neither says "hetero"."""
+    homogeneous = one_type(small_graph)
+    reports = {}
+    for name, g in (("typed", graph), ("homogeneous", homogeneous)):
+        split = node_split(g)
+        reports[name, "node"] = audit.audit_node_split(g, split.roles, split.message_graphs,
+                                                       split.mode)
+        link = link_split(g)
+        reports[name, "link"] = audit.audit_link_split(g, link.edge_type, link.edges,
+                                                       link.negatives, link.message_graphs,
+                                                       disjoint=False)
+    for task in ("node", "link"):
+        assert set(reports["typed", task]) == set(reports["homogeneous", task]), task
+        assert "hetero" not in reports["typed", task]
+    node = reports["homogeneous", "node"]
+    assert node["target"] == "node" and node["cross_split_edges_relation"] == "node__to__node"
+    assert set(node["message_edges"]["train"]) == {"node__to__node"}
+    link = reports["homogeneous", "link"]
+    assert link["edge_type"] == link["reverse_edge_type"] == "node__to__node"
+    assert reports["typed", "link"]["edge_type"] == "author__writes__paper"

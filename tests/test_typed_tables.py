@@ -301,6 +301,30 @@ def test_missing_label_column_on_the_target(raw, tmp_path, capsys):
            "table of the target node type 'user'" in err
 
 
+def test_typed_tables_may_not_look_homogeneous(tmp_path, monkeypatch, capsys):
+    """graph.json derives the layout from the types: node type 'node' with relation 'to'
+    alone would read back as a homogeneous graph, so typed tables may not be exactly that."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "raw" / "nodes" / "node", user_table(), "parquet")
+    src, dst = zip(*FOLLOWS)
+    _write(tmp_path / "raw" / "edges" / "node__to__node",
+           pa.table({"src": list(src), "dst": list(dst)}), "parquet")
+    err = _fails(tmp_path, capsys)
+    assert "node__to__node.parquet: node type 'node' with relation 'node__to__node' alone is " \
+           "how a homogeneous graph is described" in err
+    # one node type of another name stays typed: its own files, described as typed
+    (tmp_path / "raw" / "nodes" / "node.parquet").rename(tmp_path / "raw" / "nodes" / "user.parquet")
+    (tmp_path / "raw" / "edges" / "node__to__node.parquet").rename(
+        tmp_path / "raw" / "edges" / "user__follows__user.parquet")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "parquet", "path": "raw", "layout": "typed", "nodes": {"features": "f*"}}}))
+    assert main(["prepare"]) == 0
+    meta = json.loads((tmp_path / "data/prepared/graph.json").read_text())
+    assert meta["node_types"] == [["user", 6, 2]] and meta["edge_types"] == ["user__follows__user"]
+    assert (tmp_path / "data/prepared/nodes_user.parquet").exists()
+    assert hio.read_typed_description(tmp_path / "data/prepared")["layout"] == "typed"
+
+
 def test_two_labelled_tables_need_a_target(raw, tmp_path, capsys):
     _write(raw / "nodes" / "item", pa.table({"id": ITEMS, "label": [0, 1, 0, 1]}), "parquet")
     err = _fails(tmp_path, capsys)

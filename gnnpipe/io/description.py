@@ -58,9 +58,6 @@ def read_description(prepared: Path) -> dict:
     reverse and link edge types, optional tensors. Adds ``sizes`` (type -> num_nodes),
     ``edge_type_list`` (parsed edge types) and ``layout`` (homogeneous | typed, derived)."""
     path = Path(prepared) / DESCRIPTION
-    if not path.exists():
-        raise ValueError(f"{path}: file not found; re-run the prepare stage (it describes "
-                         "every prepared graph)")
     meta = read_json(path)
     if not isinstance(meta, dict) or meta.get("schema") != DESCRIPTION_SCHEMA:
         found = meta.get("schema") if isinstance(meta, dict) else type(meta).__name__
