@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from gnnpipe import io
+from gnnpipe.commands.variant import prepared_kind
 from gnnpipe.config import params_from_dict
-from gnnpipe.typed_graph import edge_pairs, homogeneous_csr
+from gnnpipe.typed_graph import EDGE, edge_pairs, homogeneous_csr, one_type
 from gnnpipe.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
 from gnnpipe.io import hetero as hio
 from gnnpipe.rng import make_rng
@@ -73,7 +74,7 @@ def test_homogeneous_projection_offsets_every_type():
 def test_artifacts_round_trip_with_tables(tmp_path):
     g = small_hetero()
     hio.write_hetero_prepared(tmp_path, g)
-    assert io.read_description(tmp_path)["layout"] == "typed"
+    assert prepared_kind(tmp_path) == "typed"
     assert not (tmp_path / "hetero.json").exists()
     back = hio.read_hetero_graph(tmp_path)
     assert back.node_types == g.node_types and back.edge_types == g.edge_types
@@ -100,6 +101,21 @@ def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
     with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found "
                                          "'gnnpipe.hetero_graph/1'"):
         io.read_graph(tmp_path)
+
+
+def test_typed_readers_refuse_a_homogeneous_graph_and_split(tmp_path, tiny_graph):
+    io.write_prepared(tmp_path, tiny_graph)
+    with pytest.raises(ValueError, match=r"graph\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the prepare stage with "
+                                         "dataset.layout: typed"):
+        hio.read_hetero_graph(tmp_path)
+    graph = one_type(tiny_graph)
+    io.write_split(tmp_path / "split", graph, {p: {EDGE: tiny_graph.csr} for p in
+                                               ("train", "val", "test")},
+                   {"mode": "transductive"}, roles=np.full(12, "unused", dtype=object))
+    with pytest.raises(ValueError, match=r"meta\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the split stage"):
+        hio.read_hetero_message_graphs(tmp_path / "split")
 
 
 def test_schema_checks_name_file_and_problem(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gnnpipe import audit, io
+from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import params_from_dict
 from gnnpipe.synthetic import CITES, REV_WRITES, WRITES
 from gnnpipe.typed_graph import edge_pairs, one_type, typed_csr
@@ -187,6 +188,8 @@ def test_split_artifacts_round_trip(graph, tmp_path):
                    {"task": "link", "edge_type": "author__writes__paper"},
                    edges=link.edges, negatives=link.negatives)
     edge_type, edges, negatives = hio.read_hetero_link_split(tmp_path / "link", graph)
+    assert split_variant(tmp_path / "link") == ("typed", "link")
+    assert split_variant(tmp_path / "node") == ("typed", "node")
     assert edge_type == WRITES
     assert all(torch.equal(edges[r], link.edges[r]) for r in link.edges)
     assert all(torch.equal(negatives[p], link.negatives[p]) for p in link.negatives)

@@ -90,14 +90,17 @@ def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
     return table
 
 
-def read_typed_description(prepared: Path) -> dict:
-    """``graph.json`` (``read_description``) of a typed graph; a one-line error for a
-    homogeneous one."""
-    meta = read_description(prepared)
+def _typed_only(meta: dict, path: Path, fix: str) -> dict:
+    """``meta`` (with its derived ``layout``) when it is a typed graph's; else a one-line error."""
     if meta["layout"] != TYPED:
-        raise ValueError(f"{Path(prepared) / DESCRIPTION}: describes a homogeneous graph, not a "
-                         "typed one; re-run the prepare stage with dataset.layout: typed")
+        raise ValueError(f"{path}: describes a homogeneous graph, not a typed one; {fix}")
     return meta
+
+
+def read_typed_description(prepared: Path) -> dict:
+    """``graph.json`` (``read_description``) of a typed graph."""
+    return _typed_only(read_description(prepared), Path(prepared) / DESCRIPTION,
+                       "re-run the prepare stage with dataset.layout: typed")
 
 
 def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
@@ -199,13 +202,9 @@ def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 # -------------------------------------------------------------------------------------- split
 def read_hetero_split_meta(split: Path) -> dict:
-    """``meta.json`` (``read_split_meta``) of a typed graph's split; a one-line error for a
-    homogeneous one."""
-    meta = read_split_meta(split)
-    if meta["layout"] != TYPED:
-        raise ValueError(f"{Path(split) / 'meta.json'}: not a typed graph's split; re-run the "
-                         "split stage on the typed prepared graph")
-    return meta
+    """``meta.json`` (``read_split_meta``) of a typed graph's split."""
+    return _typed_only(read_split_meta(split), Path(split) / "meta.json",
+                       "re-run the split stage on the typed prepared graph")
 
 
 def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
