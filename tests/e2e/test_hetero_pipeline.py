@@ -32,7 +32,8 @@ def test_hetero_dvc_repro_runs_every_stage(hetero_repo):
 def _hetero_repo(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo", epochs=40, patience=40, num_nodes=800)
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["dataset"]["synthetic"].update(hetero=True, num_authors=250, num_venues=6)
+    params["dataset"]["layout"] = "typed"
+    params["dataset"]["synthetic"].update(num_authors=250, num_venues=6)
     params["train"]["model"] = "hgt"
     params["train"]["heads"] = 2
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
