@@ -73,7 +73,7 @@ def write_artifacts(args: argparse.Namespace, work: Path) -> str:
     typed = one_type(graph)
     node_split = split_nodes(typed, NodeSplitParams(), make_rng(args.seed, "split"))
     io.write_split(work / "split", typed, node_split.message_graphs,
-                   {"task": "node", "mode": node_split.mode}, typed=False, roles=node_split.roles)
+                   {"task": "node", "mode": node_split.mode}, roles=node_split.roles)
     csr = node_split.message_graphs["train"][EDGE]
     cfg = PartitionParams(num_parts=args.parts, halo_hops=1)
     parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"))

@@ -73,8 +73,8 @@ def load_typed_graph(args) -> tuple[dict[str, torch.Tensor], dict[tuple, Csr]]:
     if path is not None and path.exists():
         p = torch.load(path, mmap=True, weights_only=False)
         return p["x"], {e: Csr(*v) for e, v in p["csr"].items()}
-    params = params_from_dict({"seed": args.seed, "dataset": {"synthetic": {
-        "hetero": True, "num_nodes": papers, "num_authors": authors, "num_venues": venues,
+    params = params_from_dict({"seed": args.seed, "dataset": {"layout": "typed", "synthetic": {
+        "num_nodes": papers, "num_authors": authors, "num_venues": venues,
         "avg_degree": args.avg_degree, "authors_per_paper": args.authors_per_paper,
         "num_features": args.features, "num_classes": 10}}})
     graph = generate_typed(params.dataset, make_rng(args.seed, "bench"))[0]

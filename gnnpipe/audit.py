@@ -2,9 +2,11 @@
 
 Every check is recomputed from the roles and message graphs as written, so a bug in the split
 code (or a hand-edited artifact) is caught here rather than trusted. Written for typed graphs
-(``HeteroGraph``); a homogeneous graph is audited as its ``one_type`` graph and its report keeps
-the plain check names (``message_train_sees_only_train``), where a graph of several types names
-the edge type (``message_train[author__writes__paper]_sees_only_train``).
+(``HeteroGraph``); a homogeneous graph is audited as its ``one_type`` graph. Both kinds give one
+report layout (node task: ``target``, ``cross_split_edges_relation``, ``message_edges`` per
+phase and edge type; link task: ``edge_type``, ``reverse_edge_type``); a graph of one edge type
+keeps the plain check names (``message_train_sees_only_train``), where a graph of several types
+names the edge type (``message_train[author__writes__paper]_sees_only_train``).
 
 * **Node task**: sizes, class balance, labels and cross-split edges of the target type over its
   own relation; for every edge type and phase: its message edges are edges of the prepared
@@ -189,6 +191,7 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
         balance[role] = {"count": per_class.tolist(),
                          "fraction": [round(c / total, 4) for c in per_class.tolist()]}
     missing = {role: [c for c, k in enumerate(balance[role]["count"]) if k == 0] for role in PHASES}
+    own = graph.own_relation()
     report = {
         "task": "node",
         "mode": mode,
@@ -200,13 +203,11 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
         "label_coverage": label_coverage(roles, y),
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
+        "target": graph.target,
+        "cross_split_edges_relation": None if own is None else edge_type_name(own),
+        "message_edges": {p: {edge_type_name(e): message_graphs[p][e].num_edges
+                              for e in graph.edge_types} for p in PHASES},
     }
-    if not graph.is_homogeneous:
-        own = graph.own_relation()
-        report.update(hetero=True, target=graph.target,
-                      cross_split_edges_relation=None if own is None else edge_type_name(own),
-                      message_edges={p: {edge_type_name(e): message_graphs[p][e].num_edges
-                                         for e in graph.edge_types} for p in PHASES})
     if times is not None:  # time splits only, so the other splits' reports stay as they were
         report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
     return report
@@ -335,11 +336,14 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
     -> int64 (P, K) targets (ids of ``edge_type[2]``) whose heads are ``edges[phase][0]``;
     ``disjoint``: supervision-only edges exist and must be absent from the train graph.
     """
-    if graph.is_homogeneous:
-        return _link_report(graph.csr[edge_type], edges,
-                            {p: message_graphs[p][edge_type] for p in PHASES}, negatives,
-                            disjoint=disjoint)
     reverse = graph.reverse.get(edge_type)
+    names = {"edge_type": edge_type_name(edge_type),
+             "reverse_edge_type": None if reverse is None else edge_type_name(reverse)}
+    if graph.is_homogeneous:
+        report = _link_report(graph.csr[edge_type], edges,
+                              {p: message_graphs[p][edge_type] for p in PHASES}, negatives,
+                              disjoint=disjoint)
+        return {**report, **names}
     held = (edge_type,) if reverse in (None, edge_type) else (edge_type, reverse)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
@@ -349,9 +353,9 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
         _project(graph, graph.csr, held), shifted,
         {p: _project(graph, message_graphs[p], held) for p in PHASES},
         {p: negatives[p] + d_off for p in negatives}, disjoint=disjoint)
-    names = "+".join(edge_type_name(e) for e in held)
+    held_names = "+".join(edge_type_name(e) for e in held)
     for check in report["checks"]:  # the held-out edge types, together
-        check["check"] = f"{check['check']}[{names}]"
+        check["check"] = f"{check['check']}[{held_names}]"
     n_dst = graph.num_nodes(edge_type[2])
     for phase, targets in negatives.items():
         typed = bool(((targets >= 0) & (targets < n_dst)).all())
@@ -359,9 +363,7 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
                                  "passed": typed, "detail": f"targets in [0, {n_dst}) of "
                                                             f"{edge_type[2]}"})
     report["checks"] += _typed_checks(graph, message_graphs, None, None, skip=held)
-    report.update(passed=all(c["passed"] for c in report["checks"]), hetero=True,
-                  edge_type=edge_type_name(edge_type),
-                  reverse_edge_type=None if reverse is None else edge_type_name(reverse))
+    report.update(passed=all(c["passed"] for c in report["checks"]), **names)
     return report
 
 

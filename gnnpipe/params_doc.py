@@ -35,7 +35,7 @@ END = "<!-- END params-table -->"
 # The keys a newcomer turns first; README.md shows these, docs/params.md every key.
 MAIN_KEYS = (
     "seed", "threads", "dataset.source", "dataset.path", "dataset.task", "dataset.layout",
-    "dataset.synthetic.num_nodes", "dataset.synthetic.homophily", "dataset.synthetic.hetero",
+    "dataset.synthetic.num_nodes", "dataset.synthetic.homophily",
     "split.node.strategy", "split.node.mode", "split.node.train", "features.normalize",
     "partition.num_parts", "propagate.hops", "train.model", "train.sampler", "train.hidden",
     "train.num_layers", "train.lr", "train.epochs", "train.batch_size",

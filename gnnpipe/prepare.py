@@ -2,8 +2,8 @@
 
 ``prepare_dataset`` is the one entry: the source's raw graph (``gnnpipe.sources.load``) goes
 through ``build`` (one node and one edge type: a ``Graph``) or ``build_typed`` (node and edge
-types: a ``HeteroGraph``); the built-in typed graph comes whole from
-``gnnpipe.synthetic.generate_typed``. Label, public-split and warning checks are shared.
+types: a ``HeteroGraph``); the built-in typed graph (``dataset.layout: typed`` with the
+synthetic source) comes whole from ``gnnpipe.synthetic.generate_typed``. Label, public-split and warning checks are shared.
 
 Edge policies of typed graphs, per relation (``dataset.undirected`` / ``dedup`` / ``self_loops``):
 
@@ -36,8 +36,8 @@ from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph, normalize_edges
 from gnnpipe.rng import make_rng
 from gnnpipe.sources.base import (RawGraph, RawRelation, RawTypedGraph, no_edges_warning,
                                   time_key)
-from gnnpipe.typed_graph import (EdgeType, HeteroGraph, edge_type_name, parse_edge_type,
-                                 typed_csr)
+from gnnpipe.typed_graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, HeteroGraph,
+                                 edge_type_name, layout_of, parse_edge_type, typed_csr)
 
 
 def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -115,7 +115,7 @@ def prepare_dataset(cfg: DatasetParams, seed: int, feature_sink=None) -> Prepare
     """``prepare`` plus the extras of user tables (original ids, edge weights / timestamps).
     ``feature_sink`` (homogeneous synthetic source): features streamed to it in row blocks,
     ``graph.x`` then maps its file (``sources.load``)."""
-    if cfg.source == "synthetic" and cfg.synthetic.hetero:
+    if cfg.source == "synthetic" and cfg.layout == TYPED:
         return build_synthetic_typed(cfg, seed)
     raw = sources.load(cfg, seed, feature_sink)
     return build_typed(raw, cfg) if isinstance(raw, RawTypedGraph) else build(raw, cfg)
@@ -317,6 +317,11 @@ def _link_edge_type(cfg: DatasetParams, raw: RawTypedGraph, edge_types: list[Edg
 def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
     """Validate a typed source's raw graph and apply ``cfg``'s policies (module docstring)."""
     sizes = {t: n.num_nodes for t, n in raw.nodes.items()}
+    if layout_of(list(sizes), list(raw.relations)) == HOMOGENEOUS:  # graph.json could not tell
+        raise ValueError(f"{raw.relations[EDGE].where}: node type {NODE!r} with relation "
+                         f"{edge_type_name(EDGE)!r} alone is how a homogeneous graph is "
+                         "described; rename the type or relation, or use dataset.layout: "
+                         "homogeneous")
     if sizes[raw.target] == 0:
         raise ValueError(f"{raw.nodes[raw.target].where}: the target node type {raw.target!r} "
                          "has no nodes")
@@ -370,7 +375,7 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
     received = sum((c.degrees() for e, c in csr.items() if e[2] == raw.target),
                    torch.zeros(sizes[raw.target], dtype=torch.int64))
     report = {
-        "source": cfg.source, "layout": "typed", "hetero": True, "target": raw.target,
+        "source": cfg.source, "layout": TYPED, "target": raw.target,
         "nodes": graph.total_nodes, "edges": sum(c.num_edges for c in csr.values()),
         "features": int(x[raw.target].shape[1]), "classes": num_classes,
         "undirected": cfg.undirected, "input_edges": int(input_edges),
@@ -394,7 +399,7 @@ def build_synthetic_typed(cfg: DatasetParams, seed: int) -> Prepared:
     target = graph.target
     degrees = graph.csr[graph.self_relation()].degrees()
     report = {
-        "source": "synthetic", "hetero": True, "target": target,
+        "source": "synthetic", "layout": TYPED, "target": target,
         "nodes": graph.total_nodes, "edges": sum(c.num_edges for c in graph.csr.values()),
         "features": int(graph.x[target].shape[1]), "classes": graph.num_classes,
         "undirected": True,  # cites is stored both ways, other relations with their reverse

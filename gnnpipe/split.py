@@ -29,10 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from gnnpipe.config import NodeSplitParams
-from gnnpipe.graph import UNLABELLED, Csr, Graph
+from gnnpipe.graph import ROLES, UNLABELLED, Csr, Graph  # ROLES: code order of public_roles
 from gnnpipe.ordered_split import ordered_roles
 from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
 
@@ -153,8 +152,6 @@ def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict
 
     An official train/val/test node without a label becomes "unused"; returns how many per role.
     """
-    from gnnpipe.graph import ROLES  # code order of Graph.public_roles
-
     if graph.public_roles is None:
         raise ValueError("split.node.strategy=public needs a dataset with an official split "
                          "(dataset.source planetoid, ogb, or pyg with train/val/test masks); "

@@ -6,7 +6,7 @@ its sigma) and features ``x[v] = mu[y[v]] + noise``. Each edge picks a source wi
 proportional to ``theta``; with probability ``homophily`` its target is drawn from the source's
 class, otherwise from another class, again proportionally to ``theta`` within that class.
 
-The typed graph (``dataset.synthetic.hetero: true``):
+The typed graph (``dataset.layout: typed``):
 
 * **paper** (``num_nodes``): class, features and the ``cites`` relation exactly as ``generate``
   draws them.

@@ -25,6 +25,8 @@ EdgeType = tuple[str, str, str]
 # The node type and edge type of a homogeneous graph seen as a typed one (``one_type``).
 NODE = "node"
 EDGE: EdgeType = (NODE, "to", NODE)
+# The two layouts of prepared files (``dataset.layout``): derived from a graph's types.
+HOMOGENEOUS, TYPED = "homogeneous", "typed"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -46,6 +48,13 @@ def parse_edge_type(name: str) -> EdgeType:
     if len(parts) != 3:
         raise ValueError(f"edge type {name!r} must be 'src__relation__dst'")
     return parts  # type: ignore[return-value]
+
+
+def layout_of(node_types: list[str], edge_types: list[EdgeType]) -> str:
+    """``homogeneous`` for exactly the types of ``one_type`` (node type ``NODE``, edge type
+    ``EDGE``), else ``typed``, even for one type of other names (a typed table of one node type
+    keeps its typed files)."""
+    return HOMOGENEOUS if list(node_types) == [NODE] and list(edge_types) == [EDGE] else TYPED
 
 
 def typed_csr(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -> Csr:
@@ -92,6 +101,11 @@ class HeteroGraph:
     @property
     def edge_types(self) -> tuple[EdgeType, ...]:
         return tuple(self.csr)
+
+    @property
+    def layout(self) -> str:
+        """``homogeneous`` (a ``one_type`` graph) or ``typed``: the layout of its files."""
+        return layout_of(list(self.x), list(self.csr))
 
     @property
     def is_homogeneous(self) -> bool:

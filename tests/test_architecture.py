@@ -65,7 +65,7 @@ def test_import_graph_sees_function_level_and_relative_imports():
     train = GRAPH["gnnpipe.commands.train"]
     assert "gnnpipe.models" in train  # imported inside train_nodes
     assert "gnnpipe.commands.variant" in train
-    assert "gnnpipe.io.hetero" in GRAPH["gnnpipe.commands.variant"]
+    assert "gnnpipe.io.hetero" in GRAPH["gnnpipe.commands.split"]  # from gnnpipe.io import hetero
 
 
 def test_import_graph_sees_modules_reached_without_an_import_statement():
@@ -99,13 +99,16 @@ def test_io_imports_no_domain_module():
 
 
 def test_variant_is_decided_only_where_a_stage_starts():
-    """``is_hetero`` is asked in commands/variant.py alone; ``dataset.task`` is read only by
+    """The layout of graph.json is read in commands/variant.py alone (and, for now,
+    sampling/store.py's ``open_prepared``); ``dataset.task`` is read only by
     gnnpipe/config/rules.py, sampling/table.py's sampler rules and the commands' ``run``."""
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in ("is_hetero", "is_hetero_split"):
-                assert name == "gnnpipe.commands.variant", f"{path}:{node.lineno} asks is_hetero"
+            if (isinstance(node, (ast.Attribute, ast.Name))
+                    and getattr(node, "attr", getattr(node, "id", None)) == "read_description"):
+                assert name in ("gnnpipe.commands.variant", "gnnpipe.sampling.store") or \
+                    name.startswith("gnnpipe.io"), f"{path}:{node.lineno} asks the graph's layout"
         if name in ("gnnpipe.config.rules", "gnnpipe.sampling.table", "gnnpipe.commands.variant"):
             continue
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):

@@ -146,8 +146,8 @@ def test_missing_upstream_artifact(tmp_path, monkeypatch, capsys):
     # the variant is read from the split first (gnnpipe/commands/variant.py)
     err = _fails("train", tmp_path, capsys)
     assert "data/split/meta.json: file not found; run the stage that produces it first" in err
-    err = _fails("split", tmp_path, capsys)
-    assert "data/prepared/graph.pt: file not found; run the stage that produces it first" in err
+    err = _fails("split", tmp_path, capsys)  # the kind: from the prepared graph's description
+    assert "data/prepared/graph.json: file not found; run the stage that produces it first" in err
 
 
 @pytest.mark.parametrize("node_split, message", [

@@ -67,7 +67,7 @@ def test_missing_upstream_artifact_names_the_file(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     write_params(tmp_path, SMALL)
     assert main(["split"]) == 1
-    assert "data/prepared/graph.pt: file not found" in capsys.readouterr().err
+    assert "data/prepared/graph.json: file not found" in capsys.readouterr().err
 
 
 def test_all_stages_run_in_order_without_dvc(tmp_path, monkeypatch):

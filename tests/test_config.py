@@ -294,30 +294,25 @@ def test_an_old_scalar_for_a_sub_section_asks_for_its_mapping():
         params_from_dict({"train": {"temporal": "node"}})
 
 
-def test_graph_kind_is_decided_from_source_and_layout():
-    assert DatasetParams().graph_kind == "homogeneous"
-    assert params_from_dict({"dataset": HETERO}).dataset.graph_kind == "typed"
-    # layout is for files: the synthetic source follows synthetic.hetero alone
-    for source, layout, kind in (("parquet", "typed", "typed"), ("csv", "homogeneous",
-                                 "homogeneous"), ("ogb", "typed", "typed")):
-        dataset = params_from_dict({"dataset": {"source": source, "layout": layout}}).dataset
-        assert dataset.graph_kind == kind
+def test_layout_alone_says_whether_the_graph_is_typed_for_every_source():
+    assert DatasetParams().layout == "homogeneous"
+    for source in ("synthetic", "parquet", "csv", "ogb"):  # synthetic: the built-in typed graph
+        assert params_from_dict({"dataset": {"source": source, **HETERO}}).dataset.layout == "typed"
+    # the former synthetic switch is gone: the loader's usual unknown-key line
+    with pytest.raises(ParamsError, match=r"^params: unknown key dataset\.synthetic\.hetero; "):
+        params_from_dict({"dataset": {"synthetic": {"hetero": True}}})
 
 
 # ------------------------------------------------------------------------- cross-field rules
-HETERO = {"synthetic": {"hetero": True}}
+HETERO = {"layout": "typed"}
 RULE_CASES = [  # (params, message, the rule that raises it)
     ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
      r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "_check_weighted"),
-    ({"dataset": {"storage": {"features": "external"}, "synthetic": {"hetero": True}}},
+    ({"dataset": {"storage": {"features": "external"}, "layout": "typed"}},
      "dataset.storage.features='external' is for homogeneous graphs", "_check_feature_file"),
     ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "_check_sign"),
-    ({"dataset": {"source": "csv", **HETERO}}, r"needs dataset.source=synthetic \(found 'csv'\)",
-     "_check_typed_source"),
-    ({"dataset": {"layout": "typed"}}, "dataset.layout='typed' reads typed tables and needs "
-     r"dataset.source parquet \| csv \| ogb, not 'synthetic' \(the built-in typed graph is",
-     "_check_typed_source"),
-    ({"dataset": {"source": "pyg", "layout": "typed"}}, "needs dataset.source parquet",
+    ({"dataset": {"source": "pyg", "layout": "typed"}},
+     r"dataset.layout='typed' needs dataset.source synthetic \| parquet \| csv \| ogb .*, not 'pyg'",
      "_check_typed_source"),
     ({"dataset": {"source": "parquet", "layout": "typed"}, "train": {"model": "gat"}},
      "train.model='gat' is not available for heterogeneous graphs", "_check_typed_train"),

@@ -140,7 +140,7 @@ def test_shard_evaluation_layer_by_layer_is_the_shard_forward(graph, model, halo
     {"dataset": {"task": "link"}},
     {"train": {"engine": "lightning"}},
     {"train": {"sampler": "cluster", "dist": {"shard": "partition"}}},
-    {"dataset": {"task": "link", "synthetic": {"hetero": True}}, "train": {"model": "rgcn"}},
+    {"dataset": {"task": "link", "layout": "typed"}, "train": {"model": "rgcn"}},
 ])
 def test_layerwise_is_accepted_for_links_lightning_and_shards(sections):
     train = {**sections.get("train", {}), "inference": {"mode": "layerwise"}}
@@ -209,7 +209,7 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
         _prepare(folder, graph, _ids(), None)
         io.write_split(folder / "data/split", one_type(graph),
                        {p: {EDGE: graph.csr} for p in PHASES},
-                       {"task": "node", "mode": "transductive"}, typed=False, roles=roles)
+                       {"task": "node", "mode": "transductive"}, roles=roles)
         _features(folder, graph)
 
     full, layered = _twins(tmp_path, setup, {"sampler": "cluster", "dist": {"shard": "partition"},
@@ -228,12 +228,12 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
 
 def test_typed_link_stages_train_and_predict_layer_by_layer(tmp_path):
     # sage (to_hetero); rgcn takes the same wiring (tests/test_hetero_train.py blocks both)
-    hetero = {"hetero": True, "num_nodes": 240, "num_features": 8, "num_classes": 3,
+    hetero = {"num_nodes": 240, "num_features": 8, "num_classes": 3,
               "num_authors": 80, "num_venues": 6}
     full, layered = _twins(tmp_path, lambda f: None,
                            {"model": "sage", "epochs": 3, "patience": 3},
                            ("prepare", "split", "train", "predict"), block_edges=200,
-                           dataset={"task": "link", "synthetic": hetero},
+                           dataset={"task": "link", "layout": "typed", "synthetic": hetero},
                            split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
     _same_link_scores(full, layered)
     for node_type in ("paper", "author", "venue"):

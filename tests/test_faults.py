@@ -67,7 +67,7 @@ def test_random_kills_never_leave_a_torn_graph(workdir):
         prepared = workdir / "data/prepared"
         if prepared.exists():
             assert sorted(p.name for p in prepared.iterdir()) == [
-                "classes.parquet", "edges.parquet", "graph.pt", "nodes.parquet"]
+                "classes.parquet", "edges.parquet", "graph.json", "graph.pt", "nodes.parquet"]
             assert read_graph(prepared).num_nodes == 60000
 
 

@@ -326,8 +326,8 @@ def test_none_keeps_the_memory_mapped_x(tmp_path, monkeypatch):
 def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
     from gnnpipe.commands.inputs import read_model_typed, read_typed
 
-    root = _repo(tmp_path, monkeypatch, "standardize", {"dataset": {"synthetic": {
-        "hetero": True, "num_nodes": 300, "num_authors": 120, "num_venues": 6,
+    root = _repo(tmp_path, monkeypatch, "standardize", {"dataset": {"layout": "typed", "synthetic": {
+        "num_nodes": 300, "num_authors": 120, "num_venues": 6,
         "num_features": 8}}})
     audit = json.loads((root / "metrics/split_audit.json").read_text())["features"]
     args = _args(root)

@@ -9,18 +9,20 @@ import pytest
 import torch
 
 from gnnpipe import io
+from gnnpipe.commands.variant import prepared_kind
 from gnnpipe.config import params_from_dict
-from gnnpipe.typed_graph import edge_pairs, homogeneous_csr
+from gnnpipe.typed_graph import EDGE, edge_pairs, homogeneous_csr, one_type
 from gnnpipe.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
 from gnnpipe.io import hetero as hio
 from gnnpipe.rng import make_rng
 
-SMALL = {"hetero": True, "num_nodes": 600, "num_features": 16, "num_classes": 3,
+SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
          "avg_degree": 6.0, "num_authors": 200, "num_venues": 6}
 
 
 def small_hetero(seed: int = 0, **synthetic):
-    params = params_from_dict({"seed": seed, "dataset": {"synthetic": {**SMALL, **synthetic}}})
+    params = params_from_dict({"seed": seed, "dataset": {"layout": "typed",
+                                                         "synthetic": {**SMALL, **synthetic}}})
     return generate_typed(params.dataset, make_rng(seed, "prepare"))[0]
 
 
@@ -72,7 +74,8 @@ def test_homogeneous_projection_offsets_every_type():
 def test_artifacts_round_trip_with_tables(tmp_path):
     g = small_hetero()
     hio.write_hetero_prepared(tmp_path, g)
-    assert hio.is_hetero(tmp_path)
+    assert prepared_kind(tmp_path) == "typed"
+    assert not (tmp_path / "hetero.json").exists()
     back = hio.read_hetero_graph(tmp_path)
     assert back.node_types == g.node_types and back.edge_types == g.edge_types
     assert back.reverse == g.reverse and back.link_edge_type == g.link_edge_type
@@ -89,7 +92,7 @@ def test_artifacts_round_trip_with_tables(tmp_path):
         src, dst = edge_pairs(g.csr[e])
         assert np.array_equal(table.column("src").to_numpy(), src)
         assert np.array_equal(table.column("dst").to_numpy(), dst)
-    meta = json.loads((tmp_path / "hetero.json").read_text())
+    meta = json.loads((tmp_path / "graph.json").read_text())
     assert meta["edge_types"][1] == "author__writes__paper"
 
 
@@ -100,15 +103,30 @@ def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
         io.read_graph(tmp_path)
 
 
+def test_typed_readers_refuse_a_homogeneous_graph_and_split(tmp_path, tiny_graph):
+    io.write_prepared(tmp_path, tiny_graph)
+    with pytest.raises(ValueError, match=r"graph\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the prepare stage with "
+                                         "dataset.layout: typed"):
+        hio.read_hetero_graph(tmp_path)
+    graph = one_type(tiny_graph)
+    io.write_split(tmp_path / "split", graph, {p: {EDGE: tiny_graph.csr} for p in
+                                               ("train", "val", "test")},
+                   {"mode": "transductive"}, roles=np.full(12, "unused", dtype=object))
+    with pytest.raises(ValueError, match=r"meta\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the split stage"):
+        hio.read_hetero_message_graphs(tmp_path / "split")
+
+
 def test_schema_checks_name_file_and_problem(tmp_path):
     g = small_hetero()
     hio.write_hetero_prepared(tmp_path, g)
-    meta_path = tmp_path / "hetero.json"
+    meta_path = tmp_path / "graph.json"
     meta = json.loads(meta_path.read_text())
     bad = dict(meta, node_types=[["paper", 601, 16]] + meta["node_types"][1:])
     meta_path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match=r"graph.pt: 'x.paper' has shape \(600, 16\), "
-                                         r"hetero.json says \(601, 16\)"):
+                                         r"graph.json says \(601, 16\)"):
         hio.read_hetero_graph(tmp_path)
     meta_path.write_text(json.dumps(dict(meta, edge_types=meta["edge_types"] + ["a__b__paper"])))
     with pytest.raises(ValueError, match="edge type a__b__paper joins unknown node types"):

@@ -29,7 +29,7 @@ def node_task():
     # weak paper features (signal 0.5): the typed neighbourhood has to carry the class
     graph = small_hetero(feature_signal=0.5)
     baseline = {k: v for k, v in TRAIN.items() if k != "heads"}
-    params = params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": TRAIN,
+    params = params_from_dict({"dataset": {"layout": "typed"}, "train": TRAIN,
                                "baseline": baseline})
     split = split_nodes(graph, params.split.node, make_rng(0, "split"))
     return graph, params, split
@@ -112,13 +112,13 @@ def test_wrong_model_names_and_heads_are_refused(node_task):
     with pytest.raises(AssertionError, match="no heterogeneous model 'gcn'"):
         build_hetero_model("gcn", graph.metadata(), dims, 3, "paper", params.train)
     with pytest.raises(ValueError, match="train.hidden=10 must be divisible by train.heads=4"):
-        params_from_dict({"dataset": {"synthetic": {"hetero": True}},
+        params_from_dict({"dataset": {"layout": "typed"},
                           "train": {"model": "hgt", "hidden": 10, "heads": 4}})
 
 
 def test_link_encoder_scores_held_out_authorships_above_chance():
     graph = small_hetero()
-    params = params_from_dict({"dataset": {"synthetic": {"hetero": True}, "task": "link"},
+    params = params_from_dict({"dataset": {"layout": "typed", "task": "link"},
                                "train": TRAIN | {"epochs": 40},
                                "split": {"link": {"num_val_negatives": 20,
                                                   "num_test_negatives": 20}}})

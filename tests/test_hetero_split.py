@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from gnnpipe import audit, io
+from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import params_from_dict
 from gnnpipe.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.typed_graph import edge_pairs, typed_csr
+from gnnpipe.typed_graph import edge_pairs, one_type, typed_csr
 from gnnpipe.io import hetero as hio
 from gnnpipe.link_split import split_links
 from gnnpipe.rng import make_rng
@@ -172,8 +173,10 @@ def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
 def test_split_artifacts_round_trip(graph, tmp_path):
     node = node_split(graph)
     io.write_split(tmp_path / "node", graph, node.message_graphs,
-                   {"task": "node", "mode": node.mode}, typed=True, roles=node.roles)
-    assert hio.is_hetero_split(tmp_path / "node")
+                   {"task": "node", "mode": node.mode}, roles=node.roles)
+    meta = io.read_split_meta(tmp_path / "node")
+    assert meta["layout"] == "typed" and "hetero" not in meta and meta["task"] == "node"
+    assert meta["node_types"] == [list(s) for s in graph.sizes()] and meta["target"] == "paper"
     assert np.array_equal(hio.read_hetero_roles(tmp_path / "node", graph), node.roles)
     sizes, graphs = hio.read_hetero_message_graphs(tmp_path / "node", graph)
     assert sizes == graph.sizes()
@@ -182,9 +185,11 @@ def test_split_artifacts_round_trip(graph, tmp_path):
             assert torch.equal(graphs[phase][e].indices, node.message_graphs[phase][e].indices)
     link = link_split(graph)
     io.write_split(tmp_path / "link", graph, link.message_graphs,
-                   {"task": "link", "edge_type": "author__writes__paper"}, typed=True,
+                   {"task": "link", "edge_type": "author__writes__paper"},
                    edges=link.edges, negatives=link.negatives)
     edge_type, edges, negatives = hio.read_hetero_link_split(tmp_path / "link", graph)
+    assert split_variant(tmp_path / "link") == ("typed", "link")
+    assert split_variant(tmp_path / "node") == ("typed", "node")
     assert edge_type == WRITES
     assert all(torch.equal(edges[r], link.edges[r]) for r in link.edges)
     assert all(torch.equal(negatives[p], link.negatives[p]) for p in link.negatives)
@@ -203,3 +208,27 @@ def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
                                     separated=True)
     assert failed(report) == ["splits_not_adjacent"]
     assert report["cross_split_edges_relation"] == "paper__cites__paper"
+
+
+def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
+    """A homogeneous graph's report has the typed report's keys (target, message edges per
+    edge type; link: the held-out and reverse edge types), and neither says "hetero"."""
+    homogeneous = one_type(small_graph)
+    reports = {}
+    for name, g in (("typed", graph), ("homogeneous", homogeneous)):
+        split = node_split(g)
+        reports[name, "node"] = audit.audit_node_split(g, split.roles, split.message_graphs,
+                                                       split.mode)
+        link = link_split(g)
+        reports[name, "link"] = audit.audit_link_split(g, link.edge_type, link.edges,
+                                                       link.negatives, link.message_graphs,
+                                                       disjoint=False)
+    for task in ("node", "link"):
+        assert set(reports["typed", task]) == set(reports["homogeneous", task]), task
+        assert "hetero" not in reports["typed", task]
+    node = reports["homogeneous", "node"]
+    assert node["target"] == "node" and node["cross_split_edges_relation"] == "node__to__node"
+    assert set(node["message_edges"]["train"]) == {"node__to__node"}
+    link = reports["homogeneous", "link"]
+    assert link["edge_type"] == link["reverse_edge_type"] == "node__to__node"
+    assert reports["typed", "link"]["edge_type"] == "author__writes__paper"

@@ -37,7 +37,7 @@ TRAIN = {"epochs": 6, "patience": 6, "hidden": 16, "heads": 2, "dropout": 0.2, "
 @pytest.fixture(scope="module")
 def node_task():
     graph = small_hetero(feature_signal=0.5)
-    params = params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": TRAIN})
+    params = params_from_dict({"dataset": {"layout": "typed"}, "train": TRAIN})
     split = split_nodes(graph, params.split.node, make_rng(0, "split"))
     return graph, params, split
 
@@ -159,7 +159,7 @@ def test_edge_times_follow_edges_into_the_message_graph():
 
 # ------------------------------------------------------------ the train stage, in subprocesses
 STAGE = {
-    "dataset": {"synthetic": {"hetero": True, "num_nodes": 600, "num_features": 8,
+    "dataset": {"layout": "typed", "synthetic": {"num_nodes": 600, "num_features": 8,
                               "num_classes": 3, "num_authors": 150, "num_venues": 6}},
     "train": {"model": "sage", "epochs": 6, "patience": 6, "hidden": 16, "dropout": 0.0,
               "lr": 0.02, "sampler": "neighbor", "batch_size": 64,

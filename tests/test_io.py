@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 from pathlib import Path
 
@@ -12,12 +13,16 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from gnnpipe.commands.variant import prepared_kind, split_variant
 from gnnpipe.graph import Graph
 from gnnpipe.io.atomic import atomic_dir, atomic_path
 from gnnpipe.io.common import EDGES_SCHEMA
+from gnnpipe.io.description import DESCRIPTION_SCHEMA, read_description
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
 from gnnpipe.io.prepared import read_edge_table, read_graph, read_node_table, write_prepared
+from gnnpipe.io.splits import read_split_meta, write_split
 from gnnpipe.io.tensors import load_tensors, save_tensors
+from gnnpipe.typed_graph import EDGE, one_type
 
 from conftest import make_tiny_graph
 
@@ -113,14 +118,71 @@ def test_atomic_dir_exception_keeps_old_directory(tmp_path):
 @pytest.mark.parametrize("mmap", [False, True])
 def test_write_prepared_read_graph_round_trip(tmp_path, tiny_graph, mmap):
     write_prepared(tmp_path, tiny_graph)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.pt",
-                                                          "nodes.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.json",
+                                                          "graph.pt", "nodes.parquet"]
     back = read_graph(tmp_path, mmap=mmap)
     assert back.num_classes == tiny_graph.num_classes
     assert back.x.dtype == torch.float32 and torch.equal(back.x, tiny_graph.x)
     assert back.y.dtype == torch.int64 and torch.equal(back.y, tiny_graph.y)
     assert torch.equal(back.csr.indptr, tiny_graph.csr.indptr)
     assert torch.equal(back.csr.indices, tiny_graph.csr.indices)
+
+
+def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, tiny_graph):
+    timed = Graph(csr=tiny_graph.csr, x=tiny_graph.x, y=tiny_graph.y, num_classes=3,
+                  timestamps=torch.arange(tiny_graph.num_nodes, dtype=torch.float64))
+    write_prepared(tmp_path, timed)
+    meta = json.loads((tmp_path / "graph.json").read_text())
+    assert meta == {"schema": DESCRIPTION_SCHEMA, "node_types": [["node", 12, 2]],
+                    "edge_types": ["node__to__node"], "target": "node", "num_classes": 3,
+                    "reverse": {"node__to__node": "node__to__node"},
+                    "link_edge_type": "node__to__node", "node_time": ["node"]}
+    assert read_description(tmp_path)["layout"] == "homogeneous"  # derived, not stored
+    assert prepared_kind(tmp_path) == "homogeneous"
+    (tmp_path / "ext").mkdir()
+    write_prepared(tmp_path / "ext", tiny_graph, features="external")
+    assert read_description(tmp_path / "ext")["features"] == "features.npy"
+    assert read_graph(tmp_path / "ext").x.shape == (12, 2)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m.update(node_types=[["node", 13, 2]]), r"node_types is \[\['node', 13, 2\]\], "
+                                                        r"graph.pt holds \[\['node', 12, 2\]\]"),
+    (lambda m: m.update(num_classes=4), "num_classes is 4, graph.pt holds 3"),
+    (lambda m: m.update(node_time=["node"]), r"node_time is \['node'\], graph.pt holds \[\]"),
+    (lambda m: m.update(schema="gnnpipe.hetero/1"), "expected a 'gnnpipe.graph_description/1' "
+                                                     "file, found 'gnnpipe.hetero/1'"),
+    (lambda m: m.update(node_types=[["paper", 12, 2]], edge_types=["paper__cites__paper"],
+                        target="paper", reverse={}, link_edge_type="paper__cites__paper"),
+     "describes a typed graph, but graph.pt holds a homogeneous one"),
+    (lambda m: m.update(edge_types=["node__to__venue"]), "edge type node__to__venue joins unknown"),
+])
+def test_read_graph_checks_graph_json_against_graph_pt(tmp_path, tiny_graph, edit, message):
+    write_prepared(tmp_path, tiny_graph)
+    meta = json.loads((tmp_path / "graph.json").read_text())
+    edit(meta)
+    (tmp_path / "graph.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"graph\.json: " + message):
+        read_graph(tmp_path)
+
+
+def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_graph):
+    graph = one_type(tiny_graph)
+    roles = np.array(["train", "val", "test", "unused"] * 3, dtype=object)
+    write_split(tmp_path, graph, {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")},
+                {"mode": "transductive"}, roles=roles)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["task"] == "node" and "hetero" not in meta
+    assert (meta["target"], meta["node_types"], meta["edge_types"]) == (
+        "node", [["node", 12]], ["node__to__node"])
+    assert read_split_meta(tmp_path)["layout"] == "homogeneous"
+    assert split_variant(tmp_path) == ("homogeneous", "node")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["message_train.pt", "meta.json",
+                                                          "nodes.parquet"]
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "edge_types": ["node__to"]}))
+    with pytest.raises(ValueError, match=r"meta\.json: node_types / edge_types missing or "
+                                         "malformed"):
+        read_split_meta(tmp_path)
 
 
 def test_node_table_round_trip_returns_features_as_written(tmp_path):

@@ -223,7 +223,7 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
     def written(seed, folder):
         link = _split(small_graph.csr, seed=seed)
         io.write_split(folder, one_type(small_graph), link.message_graphs,
-                       {"undirected": link.undirected}, typed=False, edges=link.edges,
+                       {"undirected": link.undirected}, edges=link.edges,
                        negatives=link.negatives)
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
@@ -239,7 +239,7 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
 def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     link = _split(small_graph.csr, disjoint_train_ratio=0.2)
     n = small_graph.num_nodes
-    io.write_split(tmp_path, one_type(small_graph), link.message_graphs, {}, typed=False,
+    io.write_split(tmp_path, one_type(small_graph), link.message_graphs, {},
                    edges=link.edges, negatives=link.negatives)
     edges = io.read_link_edges(tmp_path, n)
     assert all(torch.equal(edges[role], link.edges[role]) for role in link.edges)

@@ -86,7 +86,7 @@ def node_run(tmp_path_factory):
     _prepare(folder, graph, _ids(), CLASSES)
     io.write_split(folder / "data/split", one_type(graph),
                    {p: {EDGE: graph.csr} for p in ("train", "val", "test")},
-                   {"task": "node", "mode": "transductive"}, typed=False, roles=_roles(graph.y))
+                   {"task": "node", "mode": "transductive"}, roles=_roles(graph.y))
     _features(folder, graph)
     _params(folder, predict={"top_k": 2, "block_rows": 7})
     cwd = os.getcwd()
@@ -266,7 +266,7 @@ def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
     _prepare(tmp_path, graph, None, None)
     io.write_split(tmp_path / "data/split", one_type(graph),
                    {p: {EDGE: graph.csr} for p in ("train", "val", "test")}, {"task": "node"},
-                   typed=False, roles=_roles(graph.y))
+                   roles=_roles(graph.y))
     _features(tmp_path, graph)
     _params(tmp_path, train={"model": "mlp", "epochs": 2})
     cwd = os.getcwd()
@@ -373,7 +373,7 @@ def test_pairs_follow_the_id_rule_of_csv_node_tables(tmp_path):
 
 # ----------------------------------------------------------------------------------- typed graph
 def test_typed_graph_writes_the_target_predictions_and_every_types_embeddings(tmp_path):
-    _params(tmp_path, dataset={"synthetic": {"hetero": True, "num_nodes": 240, "num_features": 8,
+    _params(tmp_path, dataset={"layout": "typed", "synthetic": {"num_nodes": 240, "num_features": 8,
                                              "num_classes": 3, "num_authors": 80,
                                              "num_venues": 6}},
             train={"model": "sage", "epochs": 3})
@@ -398,10 +398,11 @@ def test_typed_graph_writes_the_target_predictions_and_every_types_embeddings(tm
 
 
 def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_path):
-    hetero = {"hetero": True, "num_nodes": 240, "num_features": 8, "num_classes": 3,
+    hetero = {"num_nodes": 240, "num_features": 8, "num_classes": 3,
               "num_authors": 80, "num_venues": 6}
     split = {"link": {"num_val_negatives": 5, "num_test_negatives": 5}}
-    _params(tmp_path, dataset={"task": "link", "synthetic": hetero}, split=split,
+    _params(tmp_path, dataset={"task": "link", "layout": "typed", "synthetic": hetero},
+            split=split,
             train={"model": "sage", "epochs": 3})
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -415,7 +416,8 @@ def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_pa
         src, dst = edges["test"].numpy()
         Path("data/pairs").mkdir()
         pq.write_table(pa.table({"src": src, "dst": dst}), "data/pairs/p.parquet")
-        _params(tmp_path, dataset={"task": "link", "synthetic": hetero}, split=split,
+        _params(tmp_path, dataset={"task": "link", "layout": "typed", "synthetic": hetero},
+            split=split,
                 train={"model": "sage", "epochs": 3}, predict={"pairs": "data/pairs/p.parquet"})
         assert main(["predict"]) == 0
     finally:

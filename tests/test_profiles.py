@@ -45,7 +45,7 @@ def test_typed_scale_profile_is_valid_and_sized_as_documented():
     assert applied == _merge(base, profile)
     typed = params_from_dict(applied)
     syn = typed.dataset.synthetic
-    assert typed.dataset.graph_kind == "typed" and syn.num_nodes >= 1_000_000
+    assert typed.dataset.layout == "typed" and syn.num_nodes >= 1_000_000
     assert syn.num_nodes + syn.num_authors + syn.num_venues >= 2_000_000
     assert typed.train.sampler == "neighbor"
 

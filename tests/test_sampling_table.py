@@ -17,8 +17,7 @@ from gnnpipe.sampling import table
 def _params(task="node", typed=False, weight="", partition=PartitionParams(), **train):
     """A duck-typed Params (no load-time rules run) with what ``table.check`` reads."""
     base = DatasetParams()
-    dataset = DatasetParams(task=task,
-                            synthetic=dataclasses.replace(base.synthetic, hetero=typed),
+    dataset = DatasetParams(task=task, layout="typed" if typed else "homogeneous",
                             edges=dataclasses.replace(base.edges, weight=weight))
     return SimpleNamespace(dataset=dataset, train=TrainParams(**train), partition=partition)
 

@@ -701,7 +701,7 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
     code, out, metrics = _cli_prepare(tmp_path, folder, edges={"weight": "w"})
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == ["classes.parquet", "edge_attrs.parquet",
-                                                     "edges.parquet", "graph.pt",
+                                                     "edges.parquet", "graph.json", "graph.pt",
                                                      "node_ids.parquet", "nodes.parquet"]
     report = json.loads(metrics.read_text())
     assert report["nodes"] == N and report["source"] == "parquet"

@@ -183,7 +183,7 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
     assert hio.read_hetero_node_ids(out, "user").column("original_id").to_pylist() == USERS
     assert hio.read_hetero_node_ids(out, "item").column("original_id").to_pylist() == ITEMS
-    meta = json.loads((out / "hetero.json").read_text())
+    meta = json.loads((out / "graph.json").read_text())
     assert meta["node_time"] == ["user"] and "public_roles" not in meta
 
 
@@ -204,13 +204,13 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
 
 def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {"synthetic": {
-        "hetero": True, "num_nodes": 60, "num_authors": 20, "num_venues": 3}}}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {"layout": "typed", "synthetic": {
+        "num_nodes": 60, "num_authors": 20, "num_venues": 3}}}))
     assert main(["prepare"]) == 0
     assert re.fullmatch(r"gnnpipe prepare: typed graph: 60 paper, 20 author, 3 venue; \d+ edges "
                         r"in 5 types, target paper \(\d+ duplicates, \d+ self-loops removed\) "
                         r"-> data/prepared", capsys.readouterr().out.strip())
-    meta = json.loads((tmp_path / "data/prepared/hetero.json").read_text())
+    meta = json.loads((tmp_path / "data/prepared/graph.json").read_text())
     assert not {"node_time", "edge_time", "public_roles"} & set(meta)
     assert not list((tmp_path / "data/prepared").glob("node_ids_*"))
 
@@ -301,6 +301,30 @@ def test_missing_label_column_on_the_target(raw, tmp_path, capsys):
            "table of the target node type 'user'" in err
 
 
+def test_typed_tables_may_not_look_homogeneous(tmp_path, monkeypatch, capsys):
+    """graph.json derives the layout from the types: node type 'node' with relation 'to'
+    alone would read back as a homogeneous graph, so typed tables may not be exactly that."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "raw" / "nodes" / "node", user_table(), "parquet")
+    src, dst = zip(*FOLLOWS)
+    _write(tmp_path / "raw" / "edges" / "node__to__node",
+           pa.table({"src": list(src), "dst": list(dst)}), "parquet")
+    err = _fails(tmp_path, capsys)
+    assert "node__to__node.parquet: node type 'node' with relation 'node__to__node' alone is " \
+           "how a homogeneous graph is described" in err
+    # one node type of another name stays typed: its own files, described as typed
+    (tmp_path / "raw" / "nodes" / "node.parquet").rename(tmp_path / "raw" / "nodes" / "user.parquet")
+    (tmp_path / "raw" / "edges" / "node__to__node.parquet").rename(
+        tmp_path / "raw" / "edges" / "user__follows__user.parquet")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "parquet", "path": "raw", "layout": "typed", "nodes": {"features": "f*"}}}))
+    assert main(["prepare"]) == 0
+    meta = json.loads((tmp_path / "data/prepared/graph.json").read_text())
+    assert meta["node_types"] == [["user", 6, 2]] and meta["edge_types"] == ["user__follows__user"]
+    assert (tmp_path / "data/prepared/nodes_user.parquet").exists()
+    assert hio.read_typed_description(tmp_path / "data/prepared")["layout"] == "typed"
+
+
 def test_two_labelled_tables_need_a_target(raw, tmp_path, capsys):
     _write(raw / "nodes" / "item", pa.table({"id": ITEMS, "label": [0, 1, 0, 1]}), "parquet")
     err = _fails(tmp_path, capsys)
@@ -371,7 +395,7 @@ def test_prepare_split_train_on_typed_tables(tmp_path, monkeypatch, task, follow
     for stage in ("prepare", "split", "analyze", "train", "baseline", "evaluate"):
         assert main([stage]) == 0, stage
     audit = json.loads((tmp_path / "metrics/split_audit.json").read_text())
-    assert audit["passed"] and audit["hetero"]
+    assert audit["passed"] and "hetero" not in audit
     if task == "link":
         assert audit["edge_type"] == "user__buys__item"
         assert audit["reverse_edge_type"] == "item__rev_buys__user"

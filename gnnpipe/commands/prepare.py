@@ -1,8 +1,9 @@
 """prepare: load dataset.source (synthetic, or your files under dataset.path), validate it, write
 nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parquet (original id
-of every node) and, with edge weight/timestamp columns, edge_attrs.parquet. With
-dataset.synthetic.hetero: the built-in papers / authors / venues graph as typed tables; with
-dataset.layout typed: the user's typed tables or OGB-MAG folder (plus node_ids_<type>.parquet)."""
+of every node) and, with edge weight/timestamp columns, edge_attrs.parquet; graph.json
+describes every prepared graph. With dataset.layout typed: the built-in papers / authors /
+venues graph (source synthetic), or the user's typed tables or OGB-MAG folder (plus
+node_ids_<type>.parquet)."""
 
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pyarrow as pa
 from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.prepare import prepare_dataset
+from gnnpipe.typed_graph import HOMOGENEOUS
 
 HELP = "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)"
 
@@ -23,8 +25,9 @@ def run(args) -> str:
     dataset = params.dataset
     storage, synthetic = dataset.storage, dataset.synthetic
     # features.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
-    stream = (dataset.source == "synthetic" and not synthetic.hetero and io.external_features(
-        storage.features, synthetic.num_nodes, synthetic.num_features, storage.feature_dtype))
+    stream = (dataset.source == "synthetic" and dataset.layout == HOMOGENEOUS
+              and io.external_features(storage.features, synthetic.num_nodes,
+                                       synthetic.num_features, storage.feature_dtype))
     with io.atomic_dir(args.out) as out:
         sink = io.FeatureFileWriter(out, synthetic.num_nodes, synthetic.num_features,
                                     storage.feature_dtype, "dataset.synthetic") if stream else None

@@ -1,11 +1,11 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
-the layout of its prepared kind (gnnpipe/io/splits.py ``write_split``)."""
+the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
 
 from pathlib import Path
 
-from gnnpipe import audit, io
+from gnnpipe import audit, features, io
 from gnnpipe.commands.variant import TYPED, prepared_kind
 from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
@@ -23,12 +23,12 @@ def run(args):
     return RUNS[params.dataset.task](args, params)
 
 
-def _read(prepared: Path) -> tuple[HeteroGraph, bool]:
-    """The prepared graph as a typed graph, and whether its files are typed (the layout the
-    split files and the fitted features keep)."""
+def _read(prepared: Path) -> HeteroGraph:
+    """The prepared graph as a typed graph (its ``layout`` is that of the prepared files, which
+    the split files and the fitted features keep)."""
     if prepared_kind(prepared) == TYPED:
-        return hio.read_hetero_graph(prepared), True
-    return one_type(io.read_graph(prepared)), False
+        return hio.read_hetero_graph(prepared)
+    return one_type(io.read_graph(prepared))
 
 
 def _audited(args, report: dict) -> None:
@@ -38,13 +38,11 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
-def _fit_features(params, report: dict, graph: HeteroGraph, typed: bool, roles=None) -> dict:
+def _fit_features(params, report: dict, graph: HeteroGraph, roles=None) -> dict:
     """Fits features.normalize (gnnpipe/features.py): on the train nodes of ``roles`` (None:
     all nodes), per node type for typed files; notes the fit in the audit report."""
-    from gnnpipe import features
-
     kind = params.features.normalize
-    fitted = (features.fit_typed(kind, graph.x, graph.target, roles) if typed
+    fitted = (features.fit_typed(kind, graph.x, graph.target, roles) if graph.layout == TYPED
               else features.fit_graph(kind, graph.x[graph.target], roles))
     report["features"] = features.audit_entry(kind, fitted)
     return fitted
@@ -52,10 +50,8 @@ def _fit_features(params, report: dict, graph: HeteroGraph, typed: bool, roles=N
 
 def _write_features(args, params, fitted: dict) -> None:
     """data/features, after data/split (so a failed audit writes neither)."""
-    from gnnpipe.features import write_transforms
-
     with io.atomic_dir(args.features) as out:
-        write_transforms(out, params.features.normalize, fitted)
+        features.write_transforms(out, params.features.normalize, fitted)
 
 
 def _public_dropped(report: dict, cfg, dropped: dict) -> None:
@@ -66,20 +62,20 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 
 def run_nodes(args, params) -> str:
     """The target type's nodes; message graphs per edge type (gnnpipe/split.py)."""
-    graph, typed = _read(args.prepared)
+    graph = _read(args.prepared)
+    typed = graph.layout == TYPED
     cfg = params.split.node
     node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
     report = audit.audit_node_split(
         graph, node_split.roles, node_split.message_graphs, node_split.mode,
         timed=cfg.strategy == "time", separated=cfg.strategy == "cluster" and
         cfg.cluster == "component", future_visible=cfg.future_visible)
-    fitted = _fit_features(params, report, graph, typed, node_split.roles)
+    fitted = _fit_features(params, report, graph, node_split.roles)
     _public_dropped(report, cfg, node_split.unlabelled_dropped)
     _audited(args, report)
     with io.atomic_dir(args.out) as out:
         io.write_split(out, graph, node_split.message_graphs,
-                       {"task": "node", "mode": node_split.mode}, typed=typed,
-                       roles=node_split.roles)
+                       {"mode": node_split.mode}, roles=node_split.roles)
     _write_features(args, params, fitted)
     nodes = f"{graph.target} nodes " if typed else ""
     per_type = " per edge type" if typed else ""
@@ -90,7 +86,8 @@ def run_nodes(args, params) -> str:
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
     (gnnpipe/link_split.py)."""
-    graph, typed = _read(args.prepared)
+    graph = _read(args.prepared)
+    typed = graph.layout == TYPED
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"))
     report = audit.audit_link_split(graph, link.edge_type, link.edges, link.negatives,
@@ -98,15 +95,15 @@ def run_links(args, params) -> str:
     if not typed:
         report["undirected"] = link.undirected
     report["negative_strategy"] = cfg.negative_strategy
-    fitted = _fit_features(params, report, graph, typed)  # link task: every node's features
+    fitted = _fit_features(params, report, graph)  # link task: every node's features
     _audited(args, report)
-    meta = ({"task": "link", "edge_type": edge_type_name(link.edge_type),
-             "reverse_edge_type": report["reverse_edge_type"]} if typed
-            else {"undirected": link.undirected})
+    meta = {"edge_type": edge_type_name(link.edge_type),
+            "reverse_edge_type": report["reverse_edge_type"],
+            **({} if typed else {"undirected": link.undirected})}
     with io.atomic_dir(args.out) as out:
         io.write_split(out, graph, link.message_graphs, {
             **meta, "disjoint_train_ratio": cfg.disjoint_train_ratio,
-            "negative_strategy": cfg.negative_strategy}, typed=typed,
+            "negative_strategy": cfg.negative_strategy},
             edges=link.edges, negatives=link.negatives)
     _write_features(args, params, fitted)
     if typed:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from gnnpipe.io import hetero as hio
-from gnnpipe.io import read_json
+from gnnpipe.io import read_description, read_split_meta
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"
 KINDS = (HOMOGENEOUS, TYPED)
@@ -19,18 +18,19 @@ TASKS = ("node", "link")
 
 
 def prepared_kind(prepared: Path) -> str:
-    """The kind of the graph in ``data/prepared`` (its ``hetero.json`` marker)."""
-    return TYPED if hio.is_hetero(prepared) else HOMOGENEOUS
+    """The kind of the graph in ``data/prepared``: the layout its ``graph.json`` types give."""
+    return read_description(prepared)["layout"]
 
 
 def split_variant(split: Path) -> tuple[str, str]:
-    """(kind, task) of the split in ``data/split``, from its ``meta.json``."""
-    meta = read_json(Path(split) / "meta.json")
+    """(kind, task) of the split in ``data/split``, from its ``meta.json`` (the kind: the
+    layout its node and edge types give)."""
+    meta = read_split_meta(split)
     task = meta.get("task", "node")
     if task not in TASKS:
         raise ValueError(f"{Path(split) / 'meta.json'}: unknown task {task!r}; re-run the split "
                          "stage")
-    return (TYPED if meta.get("hetero") is True else HOMOGENEOUS), task
+    return meta["layout"], task
 
 
 def pick(runs: Mapping[tuple[str, str], Callable], kind: str, task: str, stage: str) -> Callable:

@@ -13,22 +13,17 @@ from gnnpipe.config.schema import Params
 
 
 # --------------------------------------------------------------------------- data and split
-TYPED_SOURCES = ("parquet", "csv", "ogb")  # dataset.layout: typed readers
+TYPED_SOURCES = ("synthetic", "parquet", "csv", "ogb")  # dataset.layout: typed readers
 
 
 def _check_typed_source(params: Params) -> None:
     """Typed graphs come from the built-in generator or from typed tables / OGB-MAG folders."""
     dataset = params.dataset
     source = dataset.source
-    if dataset.synthetic.hetero and source != "synthetic":
-        raise ParamsError(f"dataset.synthetic.hetero=true generates the built-in heterogeneous "
-                          f"graph and needs dataset.source=synthetic (found {source!r}); for "
-                          "your own typed tables use dataset.layout: typed")
     if dataset.layout == "typed" and source not in TYPED_SOURCES:
-        hint = (" (the built-in typed graph is dataset.synthetic.hetero: true)"
-                if source == "synthetic" else "")
-        raise ParamsError(f"dataset.layout='typed' reads typed tables and needs dataset.source "
-                          f"{' | '.join(TYPED_SOURCES)}, not {source!r}{hint}")
+        raise ParamsError(f"dataset.layout='typed' needs dataset.source "
+                          f"{' | '.join(TYPED_SOURCES)} (synthetic: the built-in typed graph), "
+                          f"not {source!r}")
     if dataset.layout == "typed" and dataset.edges.weight:
         raise ParamsError(f"dataset.edges.weight={dataset.edges.weight!r} is not supported with "
                           "dataset.layout='typed' (typed graphs keep no edge weights); set it "
@@ -37,7 +32,7 @@ def _check_typed_source(params: Params) -> None:
 
 def _check_feature_file(params: Params) -> None:
     """features.npy is written for homogeneous graphs only."""
-    if params.dataset.storage.features == "external" and params.dataset.graph_kind == "typed":
+    if params.dataset.storage.features == "external" and params.dataset.layout == "typed":
         raise ParamsError("dataset.storage.features='external' is for homogeneous graphs; typed "
                           "graphs keep x per node type in graph.pt (use inline)")
 
@@ -92,10 +87,10 @@ def _check_aggregation(params: Params) -> None:
     """train.aggregation=csr is a sparse product: gcn and sage (mean) on homogeneous graphs."""
     train = params.train
     if train.aggregation == "csr" and (train.model not in ("gcn", "sage")
-                                       or params.dataset.graph_kind == "typed"):
+                                       or params.dataset.layout == "typed"):
         raise ParamsError(f"train.aggregation='csr' applies to gcn and sage on homogeneous "
-                          f"graphs, not train.model={train.model!r} (graph_kind="
-                          f"{params.dataset.graph_kind}); set train.aggregation: scatter or auto")
+                          f"graphs, not train.model={train.model!r} (dataset.layout="
+                          f"{params.dataset.layout}); set train.aggregation: scatter or auto")
 
 
 def _check_layerwise(params: Params) -> None:
@@ -104,11 +99,11 @@ def _check_layerwise(params: Params) -> None:
     train = params.train
     if train.inference.mode != "layerwise":
         return
-    if params.dataset.graph_kind == "typed" and train.model not in TYPED_LAYERWISE_MODELS:
+    if params.dataset.layout == "typed" and train.model not in TYPED_LAYERWISE_MODELS:
         raise ParamsError(f"train.inference.mode='layerwise' evaluates typed "
                           f"{' and '.join(TYPED_LAYERWISE_MODELS)} models, not train.model="
                           f"{train.model!r}; set train.inference.mode: auto or full")
-    if params.dataset.graph_kind != "typed" and train.model not in ("mlp", "gcn", "sage", "gat"):
+    if params.dataset.layout != "typed" and train.model not in ("mlp", "gcn", "sage", "gat"):
         raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
                           f"not train.model={train.model!r}; set train.inference.mode: auto or "
                           "full")
@@ -148,16 +143,14 @@ def _check_sign(params: Params) -> None:
 
 def _check_typed_needs_hetero(params: Params) -> None:
     """hgt / rgcn and the hgt sampler work on heterogeneous graphs only."""
-    cfg, hetero = params.train, params.dataset.graph_kind == "typed"
+    cfg, hetero = params.train, params.dataset.layout == "typed"
     if cfg.model in ("hgt", "rgcn") and not hetero:
         raise ParamsError(
-            f"train.model={cfg.model!r} needs a heterogeneous graph (dataset.layout: typed or "
-            "dataset.synthetic.hetero: true); for a homogeneous graph use mlp, gcn, sage, gat "
-            "or sign")
+            f"train.model={cfg.model!r} needs a heterogeneous graph (dataset.layout: typed); "
+            "for a homogeneous graph use mlp, gcn, sage, gat or sign")
     if cfg.sampler == "hgt" and not hetero:
         raise ParamsError("train.sampler='hgt' samples typed node budgets and needs a "
-                          "heterogeneous graph (dataset.layout: typed or "
-                          "dataset.synthetic.hetero: true)")
+                          "heterogeneous graph (dataset.layout: typed)")
 
 
 def _check_hgt_budgets(params: Params) -> None:
@@ -173,7 +166,7 @@ def _check_hgt_budgets(params: Params) -> None:
 def _check_typed_train(params: Params) -> None:
     """What the heterogeneous train stage (gnnpipe/commands/train.py, train_typed_*) runs."""
     cfg, task = params.train, params.dataset.task
-    if params.dataset.graph_kind != "typed":
+    if params.dataset.layout != "typed":
         return
     if cfg.model not in HETERO_MODELS:
         raise ParamsError(
@@ -281,7 +274,7 @@ def _check_lightning(params: Params) -> None:
     found = []
     if task != "node":
         found.append(f"dataset.task={task!r}")
-    if params.dataset.graph_kind == "typed":
+    if params.dataset.layout == "typed":
         found.append("a typed graph")
     if cfg.sampler not in LIGHTNING_SAMPLERS:
         found.append(f"train.sampler={cfg.sampler!r}")

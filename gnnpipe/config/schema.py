@@ -26,7 +26,7 @@ def num(default: Any, low: float | None = None, high: float | None = None, *,
 class SyntheticParams:
     """Contextual degree-corrected SBM: class-correlated features and tunable homophily."""
 
-    num_nodes: int = num(20_000, low=2)  # nodes (papers when hetero)
+    num_nodes: int = num(20_000, low=2)  # nodes (papers with dataset.layout typed)
     num_classes: int = num(5, low=2)  # label classes
     num_features: int = num(64, low=1)  # feature width
     avg_degree: float = num(10.0, low=0.0, low_open=True)  # mean degree before dedup
@@ -38,11 +38,10 @@ class SyntheticParams:
     # share of nodes that keep their label (drawn per class, seeded); the rest are unlabelled:
     # they carry messages but are in no split. 1.0 = every node labelled (the default graph)
     label_rate: float = num(1.0, low=0.0, high=1.0, low_open=True)
-    # hetero: papers (num_nodes, the labelled type) / authors / venues instead (gnnpipe/hetero)
-    hetero: bool = False
-    num_authors: int = num(5_000, low=1)  # hetero only
-    num_venues: int = num(20, low=1)  # hetero only; venue v has class v mod num_classes
-    authors_per_paper: float = num(3.0, low=0.0, low_open=True)  # hetero only: writes per paper
+    # dataset.layout typed: papers (num_nodes, the labelled type) / authors / venues instead
+    num_authors: int = num(5_000, low=1)  # layout typed only
+    num_venues: int = num(20, low=1)  # layout typed only; venue v has class v mod num_classes
+    authors_per_paper: float = num(3.0, low=0.0, low_open=True)  # layout typed only: writes per paper
 
 
 @dataclass(frozen=True)
@@ -113,19 +112,11 @@ class DatasetParams:
     self_loops: Literal["remove", "keep"] = "remove"
     synthetic: SyntheticParams = field(default_factory=SyntheticParams)
     storage: StorageParams = field(default_factory=StorageParams)
-    # parquet / csv / ogb: typed = one table per node type and per relation
-    # (docs/typed-graphs.md); synthetic: dataset.synthetic.hetero picks the typed built-in graph
+    # typed: node and edge types; parquet / csv / ogb read one table per node type and per
+    # relation (docs/typed-graphs.md), synthetic generates the papers / authors / venues graph
     layout: Literal["homogeneous", "typed"] = "homogeneous"
     typed: TypedParams = field(default_factory=TypedParams)
     max_classes: int = num(1000, low=2)  # more distinct label values than this is refused
-
-    @property
-    def graph_kind(self) -> str:
-        """``typed`` or ``homogeneous``: what prepare will write (the one place it is decided
-        from params; later stages read it from the artifacts)."""
-        if self.source == "synthetic":
-            return "typed" if self.synthetic.hetero else "homogeneous"
-        return self.layout
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The same stages run as for homogeneous graphs; each stage's command picks its typed run
 function once (``gnnpipe/commands/variant.py``) when the artifacts say the graph is typed
-(``data/prepared/hetero.json``, ``"hetero": true`` in ``data/split/meta.json``). Node ids are
+(the node and edge types of ``data/prepared/graph.json`` and ``data/split/meta.json``). Node ids are
 local to their type everywhere (paper 0 and author 0 are different nodes); an edge type is a
 ``(src_type, relation, dst_type)`` triple as in PyG, named ``src__relation__dst`` in file
 names. ``HeteroGraph`` itself is a base type in ``gnnpipe/typed_graph.py``. Modules:

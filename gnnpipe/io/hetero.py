@@ -1,16 +1,16 @@
-"""Artifacts of heterogeneous graphs (``gnnpipe.hetero``), beside the homogeneous ones.
+"""Artifacts of typed graphs (``gnnpipe.hetero``), beside the homogeneous ones.
 
 Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
-  prepared/  hetero.json (the marker: node types with sizes and widths, edge types in order,
-             target type, classes, reverse edge types, default link edge type),
-             nodes_<T>.parquet (node_id, x; the target type also label), edges_<E>.parquet
+  prepared/  graph.json (gnnpipe/io/description.py: node types with sizes and widths, edge
+             types in order, target type, classes, reverse edge types, default link edge type;
+             written for every graph), nodes_<T>.parquet (node_id, x; the target type also label), edges_<E>.parquet
              (src, dst; type-local ids), graph.pt (schema ``gnnpipe.hetero_graph/1``: ``x.<T>``,
              ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag;
              typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
-             listed in hetero.json as node_time / edge_time / public_roles), and
+             listed in graph.json as node_time / edge_time / public_roles), and
              node_ids_<T>.parquet (node_id, original_id[, timestamp]) for user ids
   split/     (written by gnnpipe/io/splits.py ``write_split``)
-             meta.json (``hetero: true``, task, message_graph: phase -> file), message_<phase>.pt
+             meta.json (node and edge types, task, message_graph: phase -> file), message_<phase>.pt
              (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
              (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
              the held-out edge type (src of its source type, dst of its target type)
@@ -25,27 +25,15 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.graph import Csr
-from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
+from gnnpipe.io.description import DESCRIPTION, read_description, write_description
 from gnnpipe.io.parquet import read_table, write_table
-from gnnpipe.io.splits import LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA, TYPED_CSR_SCHEMA
+from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
+                               TYPED_CSR_SCHEMA, read_split_meta)
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.typed_graph import EdgeType, HeteroGraph, check_name, edge_type_name, parse_edge_type
+from gnnpipe.typed_graph import TYPED, EdgeType, HeteroGraph, edge_type_name, parse_edge_type
 
-META = "hetero.json"
-META_SCHEMA = "gnnpipe.hetero/1"
 GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
-
-
-def is_hetero(prepared: Path) -> bool:
-    """True when ``prepared`` holds a heterogeneous graph (its ``hetero.json`` marker)."""
-    return (Path(prepared) / META).exists()
-
-
-def is_hetero_split(split: Path) -> bool:
-    """True when ``split`` was written by the heterogeneous split (meta.json ``hetero``)."""
-    path = Path(split) / "meta.json"
-    return path.exists() and read_json(path).get("hetero") is True
 
 
 def _node_schema(width: int, labelled: bool) -> pa.Schema:
@@ -55,7 +43,7 @@ def _node_schema(width: int, labelled: bool) -> pa.Schema:
 
 # ----------------------------------------------------------------------------------- prepared
 def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
-    """The marker, one Parquet table per node type and per edge type, and graph.pt."""
+    """graph.json, one Parquet table per node type and per edge type, and graph.pt."""
     out = Path(out)
     tensors: dict[str, torch.Tensor] = {"y": graph.y}
     for node_type, x in graph.x.items():
@@ -74,30 +62,19 @@ def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
         write_table(out / f"edges_{name}.parquet", pa.table({"src": src, "dst": dst}),
                     EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
         tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
-    extras = {}  # typed user tables only: the built-in graph's files stay byte-identical
-    if graph.node_time:
-        extras["node_time"] = list(graph.node_time)
-        tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
-    if graph.edge_time:
-        extras["edge_time"] = [edge_type_name(e) for e in graph.edge_time]
-        tensors.update({f"{edge_type_name(e)}.time": v for e, v in graph.edge_time.items()})
+    # typed user tables only: the built-in graph's files stay byte-identical
+    tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
+    tensors.update({f"{edge_type_name(e)}.time": v for e, v in graph.edge_time.items()})
     if graph.public_roles is not None:
-        extras["public_roles"] = True
         tensors["public_roles"] = graph.public_roles
     save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors,
                  meta={"num_classes": graph.num_classes, "target": graph.target})
-    write_json(out / META, {
-        "schema": META_SCHEMA,
-        "node_types": [[t, graph.num_nodes(t), int(graph.x[t].shape[1])] for t in graph.node_types],
-        "edge_types": [edge_type_name(e) for e in graph.edge_types],
-        "target": graph.target, "num_classes": graph.num_classes,
-        "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()},
-        "link_edge_type": edge_type_name(graph.link_edge_type), **extras})
+    write_description(out, graph)
 
 
 def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
     """``node_ids_<type>.parquet``: node_id (0..N_t-1 in order), original_id, [timestamp]."""
-    sizes = read_hetero_meta(prepared)["sizes"]
+    sizes = read_typed_description(prepared)["sizes"]
     if node_type not in sizes:
         raise ValueError(f"{prepared}: no node type {node_type!r}")
     path = Path(prepared) / f"node_ids_{node_type}.parquet"
@@ -113,44 +90,29 @@ def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
     return table
 
 
-def read_hetero_meta(prepared: Path) -> dict:
-    """``hetero.json``, checked: node types (name, size, width), edge types over them."""
-    path = Path(prepared) / META
-    meta = read_json(path)
-    if meta.get("schema") != META_SCHEMA:
-        raise ValueError(f"{path}: expected a {META_SCHEMA!r} file, found {meta.get('schema')!r}")
-    types = {}
-    for entry in meta.get("node_types", []):
-        if (not isinstance(entry, list) or len(entry) != 3 or not all(
-                isinstance(v, int) and v >= 0 for v in entry[1:])):
-            raise ValueError(f"{path}: node_types entries must be [name, num_nodes, features]")
-        types[check_name(entry[0], f"{path}: node type")] = entry[1]
-    edge_types = [parse_edge_type(name) for name in meta.get("edge_types", [])]
-    for s, rel, d in edge_types:
-        check_name(rel, f"{path}: relation")
-        if s not in types or d not in types:
-            raise ValueError(f"{path}: edge type {s}__{rel}__{d} joins unknown node types")
-    if meta.get("target") not in types:
-        raise ValueError(f"{path}: target {meta.get('target')!r} is not a node type")
-    names = set(meta["edge_types"])
-    reverse = meta.get("reverse", {})
-    if not isinstance(reverse, dict) or set(reverse) - names or set(reverse.values()) - names:
-        raise ValueError(f"{path}: 'reverse' must map edge types to edge types")
-    if meta.get("link_edge_type") not in names:
-        raise ValueError(f"{path}: link_edge_type {meta.get('link_edge_type')!r} is not an edge type")
-    return {**meta, "sizes": types, "edge_type_list": edge_types}
+def _typed_only(meta: dict, path: Path, fix: str) -> dict:
+    """``meta`` (with its derived ``layout``) when it is a typed graph's; else a one-line error."""
+    if meta["layout"] != TYPED:
+        raise ValueError(f"{path}: describes a homogeneous graph, not a typed one; {fix}")
+    return meta
+
+
+def read_typed_description(prepared: Path) -> dict:
+    """``graph.json`` (``read_description``) of a typed graph."""
+    return _typed_only(read_description(prepared), Path(prepared) / DESCRIPTION,
+                       "re-run the prepare stage with dataset.layout: typed")
 
 
 def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
-    """The heterogeneous graph of ``graph.pt``, shapes and ids checked against hetero.json
+    """The typed graph of ``graph.pt``, shapes and ids checked against graph.json
     (``mmap``: tensors are views of the memory-mapped file)."""
-    meta = read_hetero_meta(prepared)
+    meta = read_typed_description(prepared)
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
     spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
     for name in meta["edge_types"]:
         spec[f"{name}.indptr"], spec[f"{name}.indices"] = (torch.int64, 1), (torch.int64, 1)
-    timed_types, timed_edges = _timed(meta, Path(prepared) / META)
+    timed_types, timed_edges = meta.get("node_time", []), meta.get("edge_time", [])
     spec.update({f"time.{t}": (torch.int64, 1) for t in timed_types})
     spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
     if meta.get("public_roles"):
@@ -161,7 +123,7 @@ def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
         t, n, f = entry
         if tuple(payload[f"x.{t}"].shape) != (n, f):
             raise ValueError(f"{path}: 'x.{t}' has shape {tuple(payload[f'x.{t}'].shape)}, "
-                             f"hetero.json says ({n}, {f})")
+                             f"{DESCRIPTION} says ({n}, {f})")
         x[t] = payload[f"x.{t}"]
     y, num_classes, target = payload["y"], meta["num_classes"], meta["target"]
     if y.numel() != sizes[target] or (y.numel() and (y.min() < -1 or y.max() >= num_classes)):
@@ -197,16 +159,6 @@ def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
                        node_time=node_time, edge_time=edge_time, public_roles=public_roles)
 
 
-def _timed(meta: dict, path: Path) -> tuple[list[str], list[str]]:
-    """The node types and edge types hetero.json says have times (optional keys)."""
-    types, edges = meta.get("node_time", []), meta.get("edge_time", [])
-    if not isinstance(types, list) or set(types) - set(meta["sizes"]):
-        raise ValueError(f"{path}: 'node_time' must list node types")
-    if not isinstance(edges, list) or set(edges) - set(meta["edge_types"]):
-        raise ValueError(f"{path}: 'edge_time' must list edge types")
-    return types, edges
-
-
 def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
     """Rows = ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
     indptr, indices = csr.indptr, csr.indices
@@ -223,7 +175,7 @@ def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where
 
 def read_hetero_node_table(prepared: Path, node_type: str) -> pa.Table:
     """``nodes_<type>.parquet``: node_id (0..N-1 in order), label (target type only), x."""
-    meta = read_hetero_meta(prepared)
+    meta = read_typed_description(prepared)
     if node_type not in meta["sizes"]:
         raise ValueError(f"{prepared}: no node type {node_type!r}")
     width = {entry[0]: entry[2] for entry in meta["node_types"]}[node_type]
@@ -237,7 +189,7 @@ def read_hetero_node_table(prepared: Path, node_type: str) -> pa.Table:
 
 def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
     """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes)."""
-    sizes = read_hetero_meta(prepared)["sizes"]
+    sizes = read_typed_description(prepared)["sizes"]
     path = Path(prepared) / f"edges_{edge_type_name(edge_type)}.parquet"
     table = read_table(path, EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
     for column, node_type in (("src", edge_type[0]), ("dst", edge_type[2])):
@@ -250,15 +202,9 @@ def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 # -------------------------------------------------------------------------------------- split
 def read_hetero_split_meta(split: Path) -> dict:
-    path = Path(split) / "meta.json"
-    meta = read_json(path)
-    if meta.get("hetero") is not True:
-        raise ValueError(f"{path}: not a heterogeneous split; re-run the split stage on the "
-                         "heterogeneous prepared graph")
-    files = meta.get("message_graph")
-    if not isinstance(files, dict) or set(files) != set(PHASES):
-        raise ValueError(f"{path}: 'message_graph' must map each of {', '.join(PHASES)} to a file")
-    return meta
+    """``meta.json`` (``read_split_meta``) of a typed graph's split."""
+    return _typed_only(read_split_meta(split), Path(split) / "meta.json",
+                       "re-run the split stage on the typed prepared graph")
 
 
 def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
@@ -267,11 +213,7 @@ def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
     a file share one dict). ``graph``, when given, must have the same types and sizes."""
     meta = read_hetero_split_meta(split)
     where = Path(split) / "meta.json"
-    try:
-        sizes = [(check_name(t, "node type"), int(n)) for t, n in meta["node_types"]]
-        edge_types = [parse_edge_type(name) for name in meta["edge_types"]]
-    except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{where}: node_types / edge_types missing or malformed ({err})") from None
+    sizes, edge_types = meta["sizes"], meta["edge_type_list"]
     if graph is not None and (sizes != graph.sizes() or edge_types != list(graph.edge_types)):
         raise ValueError(f"{where}: the split is of another graph (node or edge types differ "
                          "from data/prepared); re-run the split stage")

@@ -3,6 +3,8 @@ checkpoint keyed by a fingerprint of its params and inputs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import torch
@@ -62,9 +64,6 @@ def input_fingerprint(params_section: dict, seed: int, inputs: list[Path]) -> st
     A checkpoint is resumed only under the same fingerprint, so changed params or re-made
     upstream artifacts start a fresh run instead of continuing a different one.
     """
-    import hashlib
-    import json
-
     files = []
     for root in inputs:
         for path in sorted(Path(root).rglob("*")) if Path(root).is_dir() else [Path(root)]:

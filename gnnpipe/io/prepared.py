@@ -1,6 +1,7 @@
-"""Prepared-graph files: nodes/edges Parquet, graph.pt (CSR, x, y), and the optional
-node_ids.parquet / edge_attrs.parquet of user tables. A typed graph's files are
-``gnnpipe.io.hetero``'s; ``write_prepared`` and ``write_node_ids`` take either kind."""
+"""Prepared-graph files: nodes/edges Parquet, graph.pt (CSR, x, y), graph.json (its
+description, gnnpipe/io/description.py) and the optional node_ids.parquet / edge_attrs.parquet
+of user tables. A typed graph's files are ``gnnpipe.io.hetero``'s; ``write_prepared`` and
+``write_node_ids`` take either kind."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.graph import UNLABELLED, Csr, Graph
-from gnnpipe.typed_graph import HeteroGraph
+from gnnpipe.typed_graph import HOMOGENEOUS, HeteroGraph, one_type
 from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
                                check_csr, nodes_schema, nodes_schema_like)
+from gnnpipe.io.description import DESCRIPTION, read_description, write_description
 from gnnpipe.io.hetero import write_hetero_prepared
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -82,7 +84,8 @@ def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
 def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str = "float32",
                    compression: str = "zstd", features: str = "inline",
                    features_written: bool = False, block_rows: int = 65_536) -> None:
-    """``nodes.parquet``, ``edges.parquet`` and ``graph.pt`` of ``graph`` (a ``HeteroGraph``:
+    """``nodes.parquet``, ``edges.parquet``, ``graph.pt`` and ``graph.json`` of ``graph`` (a
+    ``HeteroGraph``:
     ``gnnpipe.io.hetero.write_hetero_prepared``'s per-type files, float32, inline).
 
     ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
@@ -126,6 +129,7 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
     if graph.public_roles is not None:  # optional: the official split of planetoid / ogb
         tensors["public_roles"] = graph.public_roles
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
+    write_description(out, one_type(graph), features_file=meta.get("features", {}).get("file"))
 
 
 def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
@@ -169,7 +173,7 @@ def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
 
 def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
     """The prepared graph from ``graph.pt`` (and features.npy where it keeps x there), with
-    shapes and ranges checked.
+    shapes and ranges checked, against graph.json too.
 
     ``x`` comes back float32 (a copy when it is stored in half precision, else the mmap view);
     ``stored_x``: in its stored dtype, never copied (with ``mmap``, the memory-mapped file).
@@ -196,8 +200,33 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
                              f"({y.numel()},), found {getattr(timestamps, 'shape', timestamps)!r}")
         if timestamps.is_floating_point() and not bool(torch.isfinite(timestamps).all()):
             raise ValueError(f"{path}: 'timestamps' contain NaN or inf")
-    return Graph(csr=csr, x=x, y=y, num_classes=num_classes, timestamps=timestamps,
-                 public_roles=_check_public_roles(payload.get("public_roles"), y.numel(), path))
+    graph = Graph(csr=csr, x=x, y=y, num_classes=num_classes, timestamps=timestamps,
+                  public_roles=_check_public_roles(payload.get("public_roles"), y.numel(), path))
+    _check_description(prepared, graph, payload["meta"].get("features"))
+    return graph
+
+
+def _check_description(prepared: Path, graph: Graph, features: dict | None) -> None:
+    """graph.json must describe ``graph`` as its ``one_type`` graph: types, shape, classes and
+    the optional tensors of graph.pt (``features``: graph.pt's meta entry for features.npy)."""
+    meta = read_description(prepared)
+    path = Path(prepared) / DESCRIPTION
+    if meta["layout"] != HOMOGENEOUS:
+        raise ValueError(f"{path}: describes a typed graph, but graph.pt holds a homogeneous "
+                         "one; re-run the prepare stage")
+    typed = one_type(graph)
+    expected = {"node_types": [[t, typed.num_nodes(t), int(typed.x[t].shape[1])]
+                               for t in typed.node_types],
+                "num_classes": graph.num_classes, "node_time": list(typed.node_time),
+                "public_roles": typed.public_roles is not None,
+                "features": None if features is None else features["file"]}
+    found = {"node_types": meta["node_types"], "num_classes": meta["num_classes"],
+             "node_time": meta.get("node_time", []), "public_roles": bool(meta.get("public_roles")),
+             "features": meta.get("features")}
+    for key, value in expected.items():
+        if found[key] != value:
+            raise ValueError(f"{path}: {key} is {found[key]!r}, graph.pt holds {value!r}; "
+                             "re-run the prepare stage")
 
 
 def _check_public_roles(roles, num_nodes: int, where: Path) -> torch.Tensor | None:

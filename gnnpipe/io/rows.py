@@ -11,7 +11,10 @@ gathered bytes is reached, so the resident set holds that budget plus the copied
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +59,6 @@ RELEASE_BYTES = 256 << 20
 
 def _madvise_dontneed(tensor: torch.Tensor) -> bool:
     """Drop the resident pages of ``tensor``'s memory-mapped storage; False where unsupported."""
-    import ctypes
-    import mmap
-    import sys
-
     if not sys.platform.startswith("linux") or tensor.numel() == 0:
         return False
     page = mmap.PAGESIZE
@@ -71,8 +70,6 @@ def _madvise_dontneed(tensor: torch.Tensor) -> bool:
 
 def _resident_file_bytes() -> int:
     """Bytes of file-backed (and shared) pages this process maps now (/proc/self/statm)."""
-    import mmap
-
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[2]) * mmap.PAGESIZE

@@ -1,7 +1,10 @@
 """Split files: node roles, per-phase message graphs, meta.json; for the link task also the
-held-out positives per role and the fixed negatives per phase. One writer for both layouts:
-a homogeneous graph's files (``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed
-graph's (``gnnpipe/io/hetero.py`` documents them; read there)."""
+held-out positives per role and the fixed negatives per phase. One writer for both layouts,
+chosen by the graph's types (``HeteroGraph.layout``): a homogeneous graph's files
+(``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed graph's
+(``gnnpipe/io/hetero.py`` documents them; read there). meta.json lists, for both, the target,
+node types ``[name, num_nodes]`` and edge types in order (the layout is derived from them, as
+from prepared/graph.json) and the message graph file of each phase."""
 
 from __future__ import annotations
 
@@ -16,17 +19,18 @@ from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.typed_graph import EdgeType, HeteroGraph, edge_type_name
+from gnnpipe.typed_graph import (TYPED, EdgeType, HeteroGraph, check_name, edge_type_name,
+                                 layout_of, parse_edge_type)
 
 TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"
 
 
 def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, Csr]],
-                meta: dict, *, typed: bool, roles: np.ndarray | None = None,
+                meta: dict, *, roles: np.ndarray | None = None,
                 edges: dict[str, torch.Tensor] | None = None,
                 negatives: dict[str, torch.Tensor] | None = None) -> None:
-    """A split of ``graph`` in its layout (``typed``: the typed files, else the homogeneous
-    files of its one edge type). Node task: ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
+    """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
+    a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one
@@ -36,23 +40,21 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
             {"num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
     if edges is not None:
         write_link_tables(out, edges, negatives)
-    if typed:
+    if graph.layout == TYPED:
         files = _write_typed_message_graphs(out, message_graphs)
         if roles is not None:
             _write_roles(out / f"nodes_{graph.target}.parquet", roles)
-        # node types and edge types in order: partition reads this folder alone
-        meta = {**meta, "target": graph.target,
-                "node_types": [list(entry) for entry in graph.sizes()],
-                "edge_types": [edge_type_name(e) for e in graph.edge_types], **link,
-                "hetero": True}
     else:
         (edge_type,) = graph.edge_types
         files = _write_message_graphs(out, {p: message_graphs[p][edge_type] for p in PHASES})
         if edges is not None:  # every node "unused": no node carries a label role
             roles = np.full(graph.num_nodes(graph.target), "unused", dtype=object)
-            meta = {**meta, "task": "link", **link}
         _write_roles(out / "nodes.parquet", roles)
-    write_json(out / "meta.json", {**meta, "message_graph": files})
+    # node types and edge types in order: partition reads this folder alone
+    write_json(out / "meta.json", {
+        "task": "node" if edges is None else "link", **meta, "target": graph.target, "node_types": [list(entry) for entry in graph.sizes()],
+        "edge_types": [edge_type_name(e) for e in graph.edge_types], **link,
+        "message_graph": files})
 
 
 def _write_roles(path: Path, roles: np.ndarray) -> None:
@@ -108,12 +110,26 @@ def read_split_roles(split: Path) -> np.ndarray:
 
 
 def read_split_meta(split: Path) -> dict:
-    meta = read_json(Path(split) / "meta.json")
+    """``meta.json``, checked: message graph files per phase, node types ``[name, num_nodes]``
+    and edge types over them. Adds ``sizes`` (``(type, num_nodes)`` in order),
+    ``edge_type_list`` (parsed edge types) and ``layout`` (homogeneous | typed, derived)."""
+    path = Path(split) / "meta.json"
+    meta = read_json(path)
     files = meta.get("message_graph")
     if not isinstance(files, dict) or set(files) != set(PHASES):
-        raise ValueError(f"{Path(split) / 'meta.json'}: 'message_graph' must map each of "
-                         f"{', '.join(PHASES)} to a file")
-    return meta
+        raise ValueError(f"{path}: 'message_graph' must map each of {', '.join(PHASES)} to a file")
+    try:
+        sizes = [(check_name(t, "node type"), int(n)) for t, n in meta["node_types"]]
+        edge_types = [parse_edge_type(name) for name in meta["edge_types"]]
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: node_types / edge_types missing or malformed ({err}); "
+                         "re-run the split stage") from None
+    names = {t for t, _ in sizes}
+    if meta.get("target") not in names or any(s not in names or d not in names
+                                               for s, _, d in edge_types):
+        raise ValueError(f"{path}: target and edge types must name node types of node_types")
+    return {**meta, "sizes": sizes, "edge_type_list": edge_types,
+            "layout": layout_of([t for t, _ in sizes], edge_types)}
 
 
 def read_message_graphs(split: Path, num_nodes: int) -> dict[str, Csr]:

@@ -354,12 +354,12 @@ def _pad(ptr: Tensor, num_rows: int) -> Tensor:
 
 def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     """The stores of a prepared graph folder, ``graph.pt`` memory-mapped (homogeneous or
-    typed, by its ``hetero.json`` marker); a homogeneous graph's ``x`` through a
+    typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
     ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
     from gnnpipe import io
-    from gnnpipe.io.hetero import is_hetero, read_hetero_graph
+    from gnnpipe.io.hetero import read_hetero_graph
 
-    if is_hetero(prepared):
+    if io.read_description(prepared)["layout"] == "typed":
         graph = read_hetero_graph(prepared, mmap=True)
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
     graph = io.read_graph(prepared, mmap=True, stored_x=True)

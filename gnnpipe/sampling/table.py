@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gnnpipe.config import ParamsError
 
-HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.graph_kind
+HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
 GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/models.py)
 TYPED_MODELS = ("sage", "hgt", "rgcn", "mlp")  # typed graphs (gnnpipe/hetero; sage = to_hetero)
 # what train.engine: lightning runs besides its samplers (gnnpipe/lightning.py)
@@ -125,7 +125,7 @@ def check(params) -> None:
 
 def _check_kind(params) -> None:
     """The model and the sampler fit the graph kind (sign only with sign)."""
-    cfg, kind = params.train, params.dataset.graph_kind
+    cfg, kind = params.train, params.dataset.layout
     model, name = cfg.model, cfg.sampler
     precomputed = {m for s in SAMPLERS.values() if "propagate" in s.needs for m in s.models}
     if (model in precomputed) != needs(name, "propagate"):  # sign with sign, and only so
@@ -134,13 +134,11 @@ def _check_kind(params) -> None:
             "precomputed features, so use train.model=sign together with train.sampler=sign")
     if kind != TYPED and model not in GRAPH_MODELS + tuple(precomputed):
         raise ParamsError(
-            f"train.model={model!r} needs a heterogeneous graph (dataset.layout: typed or "
-            "dataset.synthetic.hetero: true); for a homogeneous graph use mlp, gcn, sage, gat "
-            "or sign")
+            f"train.model={model!r} needs a heterogeneous graph (dataset.layout: typed); "
+            "for a homogeneous graph use mlp, gcn, sage, gat or sign")
     if kind != TYPED and all(k == TYPED for _, k in SAMPLERS[name].runs):
         raise ParamsError(f"train.sampler={name!r} samples typed node budgets and needs a "
-                          "heterogeneous graph (dataset.layout: typed or "
-                          "dataset.synthetic.hetero: true)")
+                          "heterogeneous graph (dataset.layout: typed)")
     if kind == TYPED and model not in TYPED_MODELS:
         raise ParamsError(
             f"train.model={model!r} is not available for heterogeneous graphs "
@@ -148,7 +146,7 @@ def _check_kind(params) -> None:
 
 
 def _check_runs(params) -> None:
-    name, task, kind = params.train.sampler, params.dataset.task, params.dataset.graph_kind
+    name, task, kind = params.train.sampler, params.dataset.task, params.dataset.layout
     if runs(name, task, kind):
         return
     if kind == TYPED:
@@ -204,7 +202,7 @@ def _check_options(params) -> None:
 
 
 def _check_ddp(params) -> None:
-    cfg, task, kind = params.train, params.dataset.task, params.dataset.graph_kind
+    cfg, task, kind = params.train, params.dataset.task, params.dataset.layout
     if cfg.dist.world_size == 1 or (task, kind) in SAMPLERS[cfg.sampler].ddp:
         return
     splitting = [s.name for s in SAMPLERS.values() if (task, kind) in s.ddp]
@@ -226,7 +224,7 @@ def _check_lightning(params) -> None:
     found = []
     if task != "node":
         found.append(f"dataset.task={task!r}")
-    if params.dataset.graph_kind == TYPED:
+    if params.dataset.layout == TYPED:
         found.append("a typed graph")
     if cfg.sampler not in samplers:
         found.append(f"train.sampler={cfg.sampler!r}")

@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from gnnpipe import io
 from gnnpipe.config import ParamsError, params_from_dict
 from test_pipeline import _ran, _run, make_scratch_repo
 
@@ -31,7 +32,8 @@ def test_hetero_dvc_repro_runs_every_stage(hetero_repo):
 def _hetero_repo(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo", epochs=40, patience=40, num_nodes=800)
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["dataset"]["synthetic"].update(hetero=True, num_authors=250, num_venues=6)
+    params["dataset"]["layout"] = "typed"
+    params["dataset"]["synthetic"].update(num_authors=250, num_venues=6)
     params["train"]["model"] = "hgt"
     params["train"]["heads"] = 2
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -42,11 +44,11 @@ def _hetero_repo(tmp_path):
 
 def _check_repro(repo):
     assert _ran(_run(["dvc", "repro"], repo)) == ALL
-    assert (repo / "data/prepared/hetero.json").exists()
+    assert io.read_description(repo / "data/prepared")["layout"] == "typed"
     assert (repo / "data/prepared/nodes_author.parquet").exists()
     assert (repo / "data/prepared/edges_author__writes__paper.parquet").exists()
     audit = _json(repo, "metrics/split_audit.json")
-    assert audit["passed"] and audit["hetero"] and audit["target"] == "paper"
+    assert audit["passed"] and audit["target"] == "paper"
     assert any(c["check"] == "message_train[author__writes__paper]_within_graph"
                for c in audit["checks"])
     assert _json(repo, "data/propagate/meta.json")["applicable"] is False
@@ -91,8 +93,8 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
     """The same stages for dataset.task link, in this process (the dvc run above covers DVC)."""
     from gnnpipe.cli import main
 
-    params = {"dataset": {"task": "link", "synthetic": {
-        "hetero": True, "num_nodes": 600, "num_features": 16, "num_classes": 3,
+    params = {"dataset": {"task": "link", "layout": "typed", "synthetic": {
+        "num_nodes": 600, "num_features": 16, "num_classes": 3,
         "num_authors": 200, "num_venues": 6}},
         "split": {"link": {"num_val_negatives": 20, "num_test_negatives": 20}},
         "partition": {"num_parts": 2},
@@ -121,23 +123,17 @@ def test_hetero_only_models_are_refused_on_a_homogeneous_graph():
     with pytest.raises(ParamsError, match="train.model='hgt' needs a heterogeneous graph"):
         params_from_dict({"train": {"model": "hgt"}})
     with pytest.raises(ParamsError, match="train.model='gcn' is not available for heterogeneous"):
-        params_from_dict({"dataset": {"synthetic": {"hetero": True}}, "train": {"model": "gcn"}})
+        params_from_dict({"dataset": {"layout": "typed"}, "train": {"model": "gcn"}})
 
 
 def test_unsupported_hetero_combinations_stop_with_one_line(tmp_path, monkeypatch, capsys):
     from gnnpipe.cli import main
 
     monkeypatch.chdir(tmp_path)
-    small = {"hetero": True, "num_nodes": 300, "num_features": 8, "num_classes": 3,
-             "num_authors": 50, "num_venues": 3}
+    small = {"num_nodes": 300, "num_features": 8, "num_classes": 3, "num_authors": 50,
+             "num_venues": 3}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"dataset": {"source": "parquet", "path": str(tmp_path), "synthetic": small}}))
-    assert main(["prepare"]) == 1
-    assert "dataset.synthetic.hetero=true generates the built-in heterogeneous graph and needs " \
-           "dataset.source=synthetic (found 'parquet')" in capsys.readouterr().err
-    assert not (tmp_path / "data/prepared").exists()
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"dataset": {"synthetic": small}, "train": {"sampler": "cluster", "epochs": 1}}))
+        {"dataset": {"layout": "typed", "synthetic": small}, "train": {"sampler": "cluster", "epochs": 1}}))
     assert main(["prepare"]) == 1  # Params refuse the combination at load time, in any stage
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gnnpipe prepare: error: train.sampler='cluster' is not available for "
