@@ -22,6 +22,7 @@ from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
 from gnnpipe.io.temps import remove_stale_temps, run_scratch
 from gnnpipe.pipeline import STAGES
+from gnnpipe.progress import heartbeat
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
 ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
@@ -109,6 +110,7 @@ def stage_process(args) -> Iterator[None]:
             # the lock folder is the system temp dir's (shared by every run), so lock first
             stack.enter_context(exclusive(args.stage, output or Path(args.stage)))
             stack.enter_context(run_scratch())
+            stack.enter_context(heartbeat(f"gnnpipe {args.stage}"))
             beside = {Path(os.path.abspath(value)).parent for value in vars(args).values()
                       if isinstance(value, Path)}
             remove_stale_temps(sorted(beside), [Path(root) for root in TEMP_ROOTS])
