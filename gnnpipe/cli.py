@@ -20,8 +20,9 @@ from gnnpipe import resources, threads
 from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
-from gnnpipe.io.temps import remove_stale_temps
+from gnnpipe.io.temps import remove_stale_temps, run_scratch
 from gnnpipe.pipeline import STAGES
+from gnnpipe.progress import heartbeat
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
 ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
@@ -99,13 +100,17 @@ def main(argv: list[str] | None = None) -> int:
 @contextlib.contextmanager
 def stage_process(args) -> Iterator[None]:
     """What surrounds every stage run: it dies with its parent; the launching process (not a
-    torchrun rank) holds the lock of the stage's output and clears dead writers' temps; the
-    outputs are published together at the end, or none of them."""
+    torchrun rank) holds the lock of the stage's output, clears dead writers' temps and gives the
+    run its own temp folder (its ranks inherit it), removed at exit; the outputs are published
+    together at the end, or none of them."""
     resources.die_with_parent()
     with contextlib.ExitStack() as stack:
         if not resources.is_worker_process():
             output = getattr(args, "out", None) or getattr(args, "metrics", None)
+            # the lock folder is the system temp dir's (shared by every run), so lock first
             stack.enter_context(exclusive(args.stage, output or Path(args.stage)))
+            stack.enter_context(run_scratch())
+            stack.enter_context(heartbeat(f"gnnpipe {args.stage}"))
             beside = {Path(os.path.abspath(value)).parent for value in vars(args).values()
                       if isinstance(value, Path)}
             remove_stale_temps(sorted(beside), [Path(root) for root in TEMP_ROOTS])

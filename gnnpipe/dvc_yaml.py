@@ -216,7 +216,7 @@ def render_stage(name: str, stage: Stage, graph: dict[str, set[str]],
     lines.append("    outs:")
     for artifact in (a for a in stage.paths if a.kind == "out"):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
-    lines += _output(record, {"cache": False}, RECORD)
+    lines += _output(record, {}, RECORD)
     for artifact in (a for a in stage.paths if a.kind == "perf"):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
     for kind, section in (("metric", "metrics"), ("plot", "plots")):

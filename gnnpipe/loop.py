@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterable, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ class LoopOptions:
 
     ctx: DistContext = SINGLE
     checkpointing: Checkpointing | None = None
-    progress: Callable[..., Iterable] = lambda it, **_: it
+    progress: Callable[..., Any] | None = None  # gnnpipe.progress.progress: epochs shown
     amp: bool = False
     compile_model: bool = False
     callbacks: tuple[Callable[[int], None], ...] | list = ()
@@ -222,8 +222,10 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
                                   enabled=options.amp)
         perf_history: list[dict] = []
         first = state["epoch"] + 1 if state["stale"] < cfg.patience else cfg.epochs + 1
-        bar = options.progress(range(first, cfg.epochs + 1), desc="epochs", unit="ep")
-        for epoch in bar:
+        # one rank reports: every rank's lines would repeat the same reduced figures
+        bar = options.progress(None, total=cfg.epochs, initial=first - 1, desc="epochs",
+                               unit="ep") if options.progress and ctx.is_main else None
+        for epoch in range(first, cfg.epochs + 1):
             epoch_started = time.perf_counter()
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout, shuffling of this epoch
             trained.train()
@@ -257,14 +259,18 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, s
                 epoch, train_seconds, time.perf_counter() - epoch_started - train_seconds, steps,
                 int(totals[1]) // task.examples_per_seed))
             state["history"].append(history_row(epoch, train_loss, metrics))
-            if hasattr(bar, "set_postfix"):
+            if bar is not None:
                 bar.set_postfix(loss=f"{train_loss:.4f}", **{
-                    task.monitor: f"{metrics[task.monitor]:.4f}"})
+                    task.monitor: f"{metrics[task.monitor]:.4f}"},
+                    seeds_s=f"{perf_history[-1]['seeds_per_s']:.0f}")
+                bar.update(1)
             extra = {"scaler": scaler.state_dict() if scaler else {}} if (
                 task.saves_scaler or scaler) else {}
             if close_epoch(state, task.best_key, metrics[task.monitor], epoch, model, optimizer,
                            cfg, checkpointing, ctx, extra=extra):
                 break
+        if bar is not None:
+            bar.close()
     seconds = time.perf_counter() - started
     model.load_state_dict(state["best_state"])
     model.eval()

@@ -11,9 +11,10 @@ import dataclasses
 from typing import Literal
 
 Kind = Literal["in", "out", "perf", "metric", "plot", "local"]
-"""What dvc.yaml does with a path: ``in`` a dep; ``out`` a cached out; ``perf`` an uncached out
-(timings differ run to run); ``metric`` / ``plot`` a metrics / plots file; ``local`` nothing (the
-CLI's default for a file DVC does not track)."""
+"""What dvc.yaml does with a path: ``in`` a dep; ``out`` a cached out; ``perf`` a cached out that
+is no metric (timings differ run to run: cached, so DVC keeps it out of git and `dvc exp show`);
+``metric`` / ``plot`` a metrics / plots file; ``local`` nothing (the CLI's default for a file DVC
+does not track)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,7 @@ def _out(option, path, help="", **dvc):
 
 
 def _perf(option, path, help):
-    return Artifact(option, path, "perf", help, dvc={"cache": False})
+    return Artifact(option, path, "perf", help)
 
 
 def _metric(option, path, help=""):
@@ -134,8 +135,8 @@ STAGES: dict[str, Stage] = {
         _metric("--metrics", "metrics/train.json"),
         _plot("--history", "metrics/train_history.csv"),
         _plot("--perf-history", "metrics/perf/train_history.csv",
-              "per-epoch seeds/s and batches/s (wall clock, differs run to run)",
-              x="epoch", y="seeds_per_s"),
+              "per-epoch seeds/s and batches/s (wall clock: cached, kept out of git)",
+              x="epoch", y="seeds_per_s", cache=True),
         _local("--checkpoint", "data/checkpoint/train.pt",
                "resumable training state (train.checkpoint.every, train.checkpoint.resume)"),
     )),

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -132,8 +133,8 @@ def test_dvc_yaml_is_generated_from_the_stage_table(capsys):
     (("      - gnnpipe/models.py\n", ""), "baseline deps +gnnpipe/models.py"),
     (("      - data/pairs\n", "      - data/pairs\n      - gnnpipe/nothing.py\n"),
      "predict deps -gnnpipe/nothing.py"),
-    (("      - metrics/perf/train.json:", "      - metrics/perf/train.json:\n"
-      "          persist: true\n      - metrics/perf/unused.json:"), "train outs"),
+    (("      - metrics/perf/train.json  #", "      - metrics/perf/train.json:\n"
+      "          persist: true\n      - metrics/perf/unused.json  #"), "train outs"),
     (("  # wall time, peak RSS", "  # peak RSS"), "layout, order or comments only"),
 ])
 def test_check_names_what_a_stale_dvc_yaml_lacks(tmp_path, capsys, edit, names):
@@ -195,18 +196,22 @@ def _entries(section: list) -> list[tuple[str, dict]]:
     return [(e, {}) if isinstance(e, str) else next(iter(e.items())) for e in section]
 
 
-def test_wall_clock_and_byte_figures_are_no_dvc_metrics():
-    """`dvc exp show` lists every metrics file's keys: perf files stay uncached outs instead."""
+def test_wall_clock_and_byte_figures_are_no_dvc_metrics_and_not_in_git():
+    """`dvc exp show` lists every metrics file's keys, and a git-tracked timing file changes
+    with every run: perf files are cached outs (and plots), which DVC keeps out of git."""
     perf = 0
     for name, stage in _stages().items():
         for path, opts in _entries(stage.get("metrics", [])):
             assert not path.startswith("metrics/perf/"), f"dvc.yaml {name}: metric {path}"
-        for path, opts in _entries(stage.get("outs", [])):
+        for path, opts in _entries(stage.get("outs", []) + stage.get("plots", [])):
             if path.startswith("metrics/perf/"):
                 perf += 1
-                assert opts.get("cache") is False, f"dvc.yaml {name}: {path} must not be cached"
+                assert opts.get("cache", True) is True, f"dvc.yaml {name}: {path} must be cached"
         assert f"metrics/perf/stages/{name}.json" in stage["cmd"], name
     assert perf >= len(_stages())
+    tracked = subprocess.run(["git", "ls-files", "metrics/perf"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert tracked == [], f"git tracks wall-clock files: {tracked}"
 
 
 def test_depth_sweep_scratch_copy_holds_every_input_dvc_yaml_needs():

@@ -12,9 +12,10 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import zlib
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
 # .<target name>.p<pid>-<host>.<mkstemp's 8 random chars>.tmp|.old; older gnnpipe: no p<pid>-<host>
@@ -114,3 +115,29 @@ def remove_stale_beside(path: Path) -> None:
         match = TEMP_NAME.match(stale.name)
         if match and match["name"] == path.name and _is_stale(stale):
             remove_path(stale)
+
+
+RUN_SCRATCH = Path("gnnpipe-run")  # the per-run scratch folder's target name in the system temp
+
+
+@contextlib.contextmanager
+def run_scratch() -> Iterator[Path]:
+    """This stage run's own temp folder, ``.gnnpipe-run.p<pid>-<host>.<8 chars>.tmp`` in the
+    system temp dir: ``tempfile`` (so PyG's generated ``*_propagate_*.py`` templates and Dask's
+    spill files) and child processes (``TMPDIR``: torchrun ranks, Dask workers) write there, and
+    it is removed at exit, also after an error; a killed run's folder matches the temp pattern,
+    so the next run's sweep removes it."""
+    system = Path(tempfile.gettempdir())
+    remove_stale_temps([system])
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(RUN_SCRATCH), suffix=".tmp", dir=system))
+    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(folder), str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = saved_dir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(folder, ignore_errors=True)
