@@ -11,10 +11,12 @@ from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.graph import Csr
+from gnnpipe.io.hetero import read_hetero_message_graphs
 from gnnpipe.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng
+from gnnpipe.typed_graph import homogeneous_csr
 
 HELP = "partition the train-phase message graph (METIS, random or bfs) into per-part shards"
 
@@ -35,12 +37,9 @@ def train_graph(args) -> tuple[Csr, dict]:
 def typed_train_graph(args) -> tuple[Csr, dict]:
     """The train phase's graph of every edge type as one homogeneous CSR (``to_homogeneous``
     ids), and the type offsets meta.json lists to say so."""
-    from gnnpipe.typed_graph import homogeneous_csr
-    from gnnpipe.io.hetero import read_hetero_message_graphs
-
     sizes, graphs = read_hetero_message_graphs(args.split)
     starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
-    meta = {"hetero": True, "projection": "to_homogeneous",
+    meta = {"projection": "to_homogeneous",
             "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
     return homogeneous_csr(sizes, graphs["train"]), meta
 

@@ -9,9 +9,11 @@ import resource
 import time
 
 from gnnpipe import io
+from gnnpipe.commands.inputs import read_model_graph
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.progress import progress
+from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 
 HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph"
 
@@ -37,9 +39,6 @@ def mark_not_applicable(args, params) -> str:
 
 
 def propagate_hops(args, params) -> str:
-    from gnnpipe.commands.inputs import read_model_graph
-    from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
-
     cfg = params.propagate
     # X_0 is read from the page cache (features.normalize none) or normalized once in memory
     graph = read_model_graph(args, mmap=True)
