@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.graph import Csr
 from gnnpipe.io.hetero import read_hetero_message_graphs
@@ -23,8 +23,8 @@ HELP = "partition the train-phase message graph (METIS, random or bfs) into per-
 
 def run(args):
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
-    csr, graph_meta = pick(RUNS, kind, task, "partition")(args)
+    kind, _ = split_variant(args.split)  # either task partitions the train-phase graph
+    csr, graph_meta = TRAIN_GRAPH[kind](args)
     return _partition(args, params, csr, graph_meta)
 
 
@@ -79,5 +79,4 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
 
-RUNS = {(HOMOGENEOUS, "node"): train_graph, (HOMOGENEOUS, "link"): train_graph,
-        (TYPED, "node"): typed_train_graph, (TYPED, "link"): typed_train_graph}
+TRAIN_GRAPH = {HOMOGENEOUS: train_graph, TYPED: typed_train_graph}
