@@ -1,6 +1,7 @@
 """Every ``train.sampler`` in one table: where it runs, what it reads, which params section
-tunes it and which models it trains. The params checks (``check``), the params docs
-(gnnpipe/params_doc.py) and the loader builders (gnnpipe/sampling/builders.py) all read it;
+tunes it and which models it trains. The params checks (``check``, run by
+gnnpipe/config/loading.py on every ``Params``), the params docs (gnnpipe/params_doc.py) and the
+loader builders (gnnpipe/sampling/builders.py) all read it;
 adding a sampler is one entry here and one builder there.
 
 Data only, plus small pure functions over it; no torch, no PyG.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gnnpipe.config import ParamsError
+from gnnpipe.config.errors import ParamsError
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
 GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/models.py)
@@ -114,15 +115,6 @@ def doc_rows() -> list[tuple[str, ...]]:
 
 
 # ---------------------------------------------------------------------------------- checks
-def check(params) -> None:
-    """The params rules that depend on ``train.sampler`` (a ``gnnpipe.config.Params``): where the
-    sampler runs, which models it trains, its per-layer list, options, DDP and engine. Raises
-    one-line ``ParamsError``."""
-    for rule in (_check_kind, _check_runs, _check_ddp, _check_per_layer,
-                 _check_options, _check_lightning, _check_cluster_batch):
-        rule(params)
-
-
 def _check_kind(params) -> None:
     """The model and the sampler fit the graph kind (sign only with sign)."""
     cfg, kind = params.train, params.dataset.layout
@@ -254,3 +246,17 @@ def _check_cluster_batch(params) -> None:
     if cfg.cluster.keep_inter_cluster_edges and cfg.dist.shard == "partition":
         raise ParamsError("train.cluster.keep_inter_cluster_edges=true needs the whole train "
                           "graph; use train.dist.shard: none")
+
+
+# ----------------------------------------------------------------------------- the one list
+# The order decides which message a params file with several sampler faults gets.
+RULES = (_check_kind, _check_runs, _check_ddp, _check_per_layer, _check_options, _check_lightning,
+         _check_cluster_batch)
+
+
+def check(params) -> None:
+    """The params rules that depend on ``train.sampler`` (a ``gnnpipe.config.Params``): where the
+    sampler runs, which models it trains, its per-layer list, options, DDP and engine. Raises
+    one-line ``ParamsError``."""
+    for rule in RULES:
+        rule(params)
