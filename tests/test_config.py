@@ -406,7 +406,7 @@ def test_replacing_inside_params_runs_the_rules_again():
         replace(Params(), train={"model": "sign"})
 
 
-RULE_MODULES = {"samplers": samplers, "rules": rules}  # the sampler table's rules run first
+RULE_MODULES = {"rules": rules, "samplers": samplers}  # in the order loading runs them
 
 
 @pytest.mark.parametrize("raw, message, rule", RULE_CASES)

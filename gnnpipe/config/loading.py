@@ -1,6 +1,6 @@
 """``params.yaml`` read into ``Params``: YAML with unique keys, each value coerced to its field's
-type and checked against its bounds, then the cross-field rules (the sampler table's,
-samplers.py, then the rest, rules.py); and back to plain dicts.
+type and checked against its bounds, then the cross-field rules (rules.py, then the sampler
+table's, samplers.py); and back to plain dicts.
 
 A bad file raises a one-line ``ParamsError`` (a ``ValueError``) naming the file, the dotted key,
 what was given and what is allowed: an unknown key lists the keys allowed where it stands.
@@ -17,8 +17,9 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from gnnpipe.config import rules, samplers
 from gnnpipe.config.errors import ParamsError
+from gnnpipe.config.rules import check as check_rules
+from gnnpipe.config.samplers import check as check_samplers
 from gnnpipe.config.schema import Params
 
 DEFAULT_PARAMS = "params.yaml"
@@ -131,10 +132,10 @@ def _build(cls: type, raw: dict, prefix: str) -> Any:
 
 
 def check(params: Params) -> None:
-    """Every cross-field rule on ``params``: the sampler table's, then the rest; the first that
-    fails raises its one-line ParamsError."""
-    samplers.check(params)
-    rules.check(params)
+    """Every cross-field rule on ``params``: rules.py's (the dataset's first), then the sampler
+    table's; the first that fails raises its one-line ParamsError."""
+    check_rules(params)
+    check_samplers(params)
 
 
 def params_from_dict(raw: dict) -> Params:

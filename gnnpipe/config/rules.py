@@ -3,7 +3,7 @@ read from the sampler table, samplers.py).
 
 Each rule takes the whole ``Params`` and raises a one-line ``ParamsError`` naming the keys and
 what to set instead; ``check`` runs ``RULES`` in order, and the loader (gnnpipe/config/loading.py)
-runs it, after the sampler table's ``check``, on every ``Params`` it builds or replaces. Rules
+runs it, before the sampler table's ``check``, on every ``Params`` it builds or replaces. Rules
 that need the data (graph sizes, split meta) stay where the data is read.
 """
 

@@ -37,6 +37,9 @@ class Sampler:
     per_layer: str = ""  # key under train that holds one entry per layer (checked)
     per_layer_what: str = ""  # what one entry is, for the message
     loader: bool = True  # False: no loader, the task steps over the whole graph or row batches
+    # what each batch is drawn around: seeds (labelled seed nodes), edges (supervision edges);
+    # "" = the whole graph, rows or subgraphs
+    around: str = ""
     doc: str = ""  # one line for the params docs
 
 
@@ -47,7 +50,7 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"), loader=False,
             doc="whole train-phase graph, one step per epoch (row mini-batches for mlp with "
                 "train.batch_size)"),
-    Sampler("hgt", runs=(NODE_T,), ddp=(), models=TYPED_MODELS, section="hgt",
+    Sampler("hgt", runs=(NODE_T,), ddp=(), models=TYPED_MODELS, section="hgt", around="seeds",
             per_layer="hgt.num_samples", per_layer_what="node budget",
             doc="HGT per-type node budgets (typed graphs), loss on the seeds"),
     Sampler("sign", runs=(NODE_H, LINK_H), ddp=(NODE_H,), models=("sign",),
@@ -55,8 +58,8 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
             doc="rows of precomputed hop features (data/propagate), train.model=sign"),
     Sampler("neighbor", runs=(NODE_H, NODE_T), ddp=(NODE_H, NODE_T),
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"),
-            options=("time", "weights", "mapped_rows"), section="neighbor", per_layer="neighbor.num_neighbors",
-            per_layer_what="fan-out",
+            options=("time", "weights", "mapped_rows"), section="neighbor", around="seeds",
+            per_layer="neighbor.num_neighbors", per_layer_what="fan-out",
             doc="seed nodes with sampled in-neighbours per layer, loss on the seeds"),
     Sampler("cluster", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS,
             needs=("partition",), options=("shards",), section="cluster",
@@ -64,9 +67,9 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
     Sampler("saint", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS, section="saint",
             doc="GraphSAINT subgraphs, normalised loss on their train nodes"),
     Sampler("shadow", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS, options=("time",),
-            section="shadow", doc="ShaDow k-hop subgraphs, one per seed, loss at the roots"),
+            section="shadow", around="seeds", doc="ShaDow k-hop subgraphs, one per seed, loss at the roots"),
     Sampler("link_neighbor", runs=(LINK_H, LINK_T), ddp=(LINK_H, LINK_T),
-            models=GRAPH_MODELS + ("hgt", "rgcn"), section="neighbor",
+            models=GRAPH_MODELS + ("hgt", "rgcn"), section="neighbor", around="edges",
             per_layer="neighbor.num_neighbors", per_layer_what="fan-out",
             doc="supervision edges and one fresh negative each, on sampled neighbourhoods"),
 )}
@@ -145,17 +148,19 @@ def _check_runs(params) -> None:
         raise ParamsError(f"train.sampler={name!r} is not available for heterogeneous "
                           f"graphs with dataset.task={task} yet; use one of: "
                           f"{', '.join(names(task, kind))}")
-    if task == "node":  # a link sampler
-        raise ParamsError(
-            f"train.sampler={name!r} samples around supervision edges and needs "
-            f"dataset.task=link (found {task!r}); for node classification use "
-            "train.sampler=neighbor")
-    if runs(name, "node", kind) and SAMPLERS[name].section in ("neighbor", "shadow"):
+    around = SAMPLERS[name].around
+    if around:  # drawn around the other task's seeds: name this task's sampler that has seeds
+        other = next(s for s in names(task, kind) if SAMPLERS[s].around)
+        if around == "edges":
+            raise ParamsError(
+                f"train.sampler={name!r} samples around supervision edges and needs "
+                f"dataset.task=link (found {task!r}); for node classification use "
+                f"train.sampler={other}")
         raise ParamsError(
             f"train.sampler={name!r} samples around labelled seed nodes "
-            "(dataset.task=node); for dataset.task=link use train.sampler=link_neighbor")
-    raise ParamsError(f"train.sampler={name!r} is not available for dataset.task=link; "
-                      f"use one of: {', '.join(names('link', kind))}")
+            f"(dataset.task=node); for dataset.task={task} use train.sampler={other}")
+    raise ParamsError(f"train.sampler={name!r} is not available for dataset.task={task}; "
+                      f"use one of: {', '.join(names(task, kind))}")
 
 
 def _check_per_layer(params) -> None:
