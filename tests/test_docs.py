@@ -204,7 +204,7 @@ def test_the_override_check_fails_on_a_renamed_key_or_a_bad_value():
         apply_overrides(overrides("dvc exp run --temp -S train.lrr=0.1"))
     with pytest.raises(ValueError, match="train.model='gatt' is not valid"):
         apply_overrides(overrides("dvc exp run -S train.model=gatt"))
-    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule (config/rules.py)
+    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule (config/samplers.py)
         apply_overrides(overrides("dvc exp run -S train.model=sign"))
     params = apply_overrides(overrides(
         "dvc exp run --temp -S 'train.neighbor.num_neighbors=[25,10]' -S train.amp=true"))
