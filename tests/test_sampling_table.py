@@ -29,6 +29,9 @@ def test_table_has_one_entry_per_sampler_value_and_sections_exist():
         assert not entry.section or entry.section in fields, entry.name
         assert set(entry.ddp) <= set(entry.runs), entry.name
         assert entry.engines[0] == "plain"
+        # a batch drawn around seed nodes trains node tasks, around supervision edges link tasks
+        tasks = {task for task, _ in entry.runs}
+        assert {"seeds": {"node"}, "edges": {"link"}}.get(entry.around, tasks) == tasks, entry.name
 
 
 def test_every_sampler_with_a_loader_has_a_builder_for_each_graph_kind_it_runs_on():
