@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from gnnpipe import distributed, io
-from gnnpipe.sampling import table
+from gnnpipe.config import samplers
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import Source
 from gnnpipe.sharding import NodeRows
@@ -71,7 +71,7 @@ def node_source(args, cfg, ctx, graph, graphs: dict, inputs: dict, roles: np.nda
     mine = distributed.shard(train_nodes, ctx)
     weight = _edge_weight(args, cfg, graph, graphs["train"])
     partition = (read_partition(args, graph.num_nodes, roles)
-                 if table.needs(cfg.sampler, "partition") else None)
+                 if samplers.needs(cfg.sampler, "partition") else None)
     return Source(graph, graphs["train"], train_nodes, mine, inputs["train"].edge_index,
                   _temporal(args, cfg, graph, graphs["train"], mine), weight, partition,
                   train_mask)

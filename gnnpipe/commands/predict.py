@@ -22,8 +22,7 @@ import torch
 
 from gnnpipe import distributed, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
-from gnnpipe.config import load_params
-from gnnpipe.sampling import table
+from gnnpipe.config import load_params, samplers
 
 HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
@@ -138,14 +137,14 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
     saved = io.read_model(args.model)
     num_hops = 0
     engine, edge_index = None, None
-    precomputed = table.needs(cfg.sampler, "propagate")  # sign: hops of each phase's graph
+    precomputed = samplers.needs(cfg.sampler, "propagate")  # sign: hops of each phase's graph
     if precomputed:
         hops = io.read_propagated(args.propagate)["test"]
         num_hops = len(hops) - 1
         x = torch.cat([h.float() for h in hops], dim=1)
         in_dim = graph.x.shape[1]
     else:  # as train read them: rows per block of the mapped file, or the whole matrix
-        x = (lazy_model_features(args, graph.x) if table.out_of_core(cfg) else
+        x = (lazy_model_features(args, graph.x) if samplers.out_of_core(cfg) else
              model_features(args, graph.x.float()))
         in_dim = x.shape[1]
         if cfg.model != "mlp":

@@ -19,10 +19,9 @@ import torch
 from gnnpipe import device as devices
 from gnnpipe import distributed, io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
-from gnnpipe.config import load_params, to_dict
+from gnnpipe.config import load_params, samplers, to_dict
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
-from gnnpipe.sampling import table
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -53,24 +52,24 @@ def train_nodes(args, params, ctx, device):
     from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
-    sampler = table.SAMPLERS[cfg.sampler]
+    sampler = samplers.SAMPLERS[cfg.sampler]
     # no whole graph on a rank with train.dist.shard: partition, only its shards and their rows
     # neighbor: each batch reads its rows of the memory-mapped features (larger than memory)
     graph = (None if cfg.dist.shard == "partition" else read_lazy_model_graph(args, amp=cfg.amp)
-             if table.out_of_core(cfg) else read_model_graph(args, mmap=True))
+             if samplers.out_of_core(cfg) else read_model_graph(args, mmap=True))
     roles = io.read_split_roles(args.split)
     train_mask = torch.from_numpy(roles == "train")
     num_hops, batch_size, loader, evaluator, inputs = 0, None, None, None, None
     extra, rank_info = {}, {}
     fingerprinted = [args.prepared, args.split, args.features, args.propagate]
-    if table.needs(cfg.sampler, "partition"):
+    if samplers.needs(cfg.sampler, "partition"):
         fingerprinted.append(args.partition)
     if graph is None:
         y, num_classes, in_dim, loader, evaluator, extra, rank_info = shard_setup(
             args, params, ctx, roles, train_mask)
     else:  # ranks on one machine share the memory-mapped pages of graph.pt
         y, num_classes, in_dim = graph.y, graph.num_classes, graph.x.shape[1]
-        if table.needs(cfg.sampler, "propagate"):
+        if samplers.needs(cfg.sampler, "propagate"):
             hops = io.read_propagated(args.propagate)
             num_hops, batch_size = len(hops["train"]) - 1, cfg.batch_size
             inputs = build_inputs(graph.x, hops=hops)
@@ -120,13 +119,13 @@ def train_links(args, params, ctx, device):
     from gnnpipe.train import build_inputs
 
     cfg = params.train
-    sampled = table.SAMPLERS[cfg.sampler].loader
+    sampled = samplers.SAMPLERS[cfg.sampler].loader
     # ranks on one machine share the memory-mapped pages of graph.pt
     graph = read_model_graph(args, mmap=sampled)
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     sup = read_link_supervision(args, graph.num_nodes, graphs)
     in_dim, num_hops = graph.x.shape[1], 0
-    if table.needs(cfg.sampler, "propagate"):  # hops over each phase's own message graph
+    if samplers.needs(cfg.sampler, "propagate"):  # hops over each phase's own message graph
         hops = io.read_propagated(args.propagate)
         num_hops = len(hops["train"]) - 1
         inputs = build_inputs(graph.x, hops=hops)

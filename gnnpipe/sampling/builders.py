@@ -1,5 +1,5 @@
 """The training loader of every ``train.sampler``, keyed by (sampler, graph kind): each one
-builds its sampler from its params section (gnnpipe/sampling/table.py) over the train phase's
+builds its sampler from its params section (gnnpipe/config/samplers.py) over the train phase's
 message graph only, and yields ``LossBatch`` es (gnnpipe/sampling/batch.py).
 
 ``build`` is what the train stage calls; the ``*_batches`` functions are the same loaders for
@@ -16,12 +16,12 @@ from typing import Callable
 import numpy as np
 import torch
 
+from gnnpipe.config.samplers import HOMOGENEOUS, SAMPLERS, TYPED
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
 from gnnpipe.rng import torch_seed
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.batch import Batches
-from gnnpipe.sampling.table import HOMOGENEOUS, SAMPLERS, TYPED
 
 
 @dataclass(frozen=True)
