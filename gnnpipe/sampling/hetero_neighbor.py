@@ -78,6 +78,7 @@ from gnnpipe.sampling.neighbor import (
     SUBGRAPH_TYPES,
     CsrNeighborSampler,
     _cat,
+    _dedupe,
     _lookup,
     _take,
     check_modes,
@@ -550,28 +551,6 @@ class HeteroNeighborSampler(BaseSampler):
 
 
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
-def _dedupe(local: np.ndarray, src: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Local ids (E,) of the sources ``src`` and the new nodes among them (U,), in slot order.
-
-    ``local`` maps global -> local id (-1 = not sampled) and is updated; new nodes get
-    ``n, n + 1, ...`` in order of first occurrence (pyg-lib's order). Without sorting: every
-    unseen slot writes its tag into the map in reverse, so the first slot of each node
-    survives (NumPy's last write wins), and that slot's node is new.
-    """
-    src_local = _take(local, src)
-    is_new = src_local < 0
-    unseen = src[is_new]
-    slot = np.arange(unseen.size)
-    local[unseen[::-1]] = -2 - slot[::-1]
-    winner = -2 - _take(local, unseen)  # (U,): surviving slot of each node
-    is_winner = winner == slot
-    fresh = unseen[is_winner]
-    rank = np.cumsum(is_winner) - 1  # (U,): new-node index of each winning slot
-    src_local[is_new] = n + _take(rank, winner)
-    local[fresh] = n + np.arange(fresh.size)
-    return src_local, fresh
 
 
 def _fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, list[int]]:

@@ -302,27 +302,15 @@ class CsrNeighborSampler(BaseSampler):
         nodes = [seeds]
         rows, cols, edges, n_nodes, n_edges = [], [], [], [seeds.size], []
         n = seeds.size
-        local[seeds] = np.arange(n)  # a repeated seed maps to one of its copies
+        # a repeated seed maps to its first copy: NumPy's last write wins, so write reversed
+        local[seeds[::-1]] = np.arange(n)[::-1]
         front_first, front = 0, seeds
         done = False
         try:
             for k in self.num_neighbors:
                 start = _take(indptr, front)
                 pos, owner = self._pick(start, _take(indptr, front + 1) - start, k, rng)
-                src = _take(indices, pos)  # (E,) global sources
-                src_local = _take(local, src)
-                is_new = src_local < 0
-                unseen = src[is_new]
-                # Dedupe without sorting: every unseen slot writes its tag into the map, one
-                # write per node survives; that slot's node is new, in slot order.
-                slot = np.arange(unseen.size)
-                local[unseen] = -2 - slot
-                winner = -2 - _take(local, unseen)  # (U,): surviving slot of each node
-                is_winner = winner == slot
-                fresh = unseen[is_winner]
-                rank = np.cumsum(is_winner) - 1  # (U,): new-node index of each winning slot
-                src_local[is_new] = n + _take(rank, winner)
-                local[fresh] = n + np.arange(fresh.size)
+                src_local, fresh = _dedupe(local, _take(indices, pos), n)
                 if not induced:
                     rows.append(src_local)
                     cols.append(owner + front_first)  # frontier ids are one contiguous range
@@ -415,6 +403,28 @@ class CsrNeighborSampler(BaseSampler):
                 pos = _take(temporal.perm, pos)
             rows, cols, edges, n_edges = [src_local[found]], [owner[found]], [pos[found]], None
         return node, batch, _cat(rows), _cat(cols), _cat(edges), n_nodes, n_edges
+
+
+def _dedupe(local: np.ndarray, src: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local ids (E,) of the sources ``src`` and the new nodes among them (U,), in slot order.
+
+    ``local`` maps global -> local id (-1 = not sampled) and is updated; new nodes get
+    ``n, n + 1, ...`` in order of first occurrence (pyg-lib's order). Without sorting: every
+    unseen slot writes its tag into the map in reverse, so the first slot of each node
+    survives (NumPy's last write wins), and that slot's node is new.
+    """
+    src_local = _take(local, src)
+    is_new = src_local < 0
+    unseen = src[is_new]
+    slot = np.arange(unseen.size)
+    local[unseen[::-1]] = -2 - slot[::-1]
+    winner = -2 - _take(local, unseen)  # (U,): surviving slot of each node
+    is_winner = winner == slot
+    fresh = unseen[is_winner]
+    rank = np.cumsum(is_winner) - 1  # (U,): new-node index of each winning slot
+    src_local[is_new] = n + _take(rank, winner)
+    local[fresh] = n + np.arange(fresh.size)
+    return src_local, fresh
 
 
 def transpose_csr(indptr: np.ndarray, indices: np.ndarray, num_src: int | None = None):
