@@ -18,7 +18,7 @@ from gnnpipe.synthetic import REV_WRITES, WRITES
 from gnnpipe.link_split import negative_weights, split_links, typed_negative_sampler
 from gnnpipe.rng import make_rng
 from gnnpipe.sampling.hetero_link import typed_link_loader
-from gnnpipe.sampling.hetero_neighbor import hetero_link_neighbor_loader
+from gnnpipe.sampling.loader import hetero_link_neighbor_loader
 
 from test_hetero_data import small_hetero
 from test_hetero_neighbor import AP, PP, _hetero

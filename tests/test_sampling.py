@@ -337,7 +337,7 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
     sampler = CsrNeighborSampler(csr, [3, 2], seed=0)
     inputs = NodeSamplerInput(None, torch.arange(30))
     expected = sampler.sample_from_nodes(inputs)
-    assert (sampler._map == -1).all()
+    assert (sampler.typed._maps["node"] == -1).all()
     real, calls = sampling.neighbor.pick_edges, []
 
     def failing(*args):
@@ -349,9 +349,9 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
     monkeypatch.setattr(sampling.neighbor, "pick_edges", failing)
     with pytest.raises(KeyboardInterrupt):
         sampler.sample_from_nodes(inputs)
-    assert (sampler._map == -1).all()
+    assert (sampler.typed._maps["node"] == -1).all()
     monkeypatch.setattr(sampling.neighbor, "pick_edges", real)
-    sampler._rng = np.random.default_rng(sampler.seed)
+    sampler.typed._rng = np.random.default_rng(sampler.seed)
     again = sampler.sample_from_nodes(inputs)
     assert torch.equal(again.node, expected.node) and torch.equal(again.row, expected.row)
 

@@ -183,7 +183,7 @@ def typed_neighbor_batches(graph, train_graph: dict, seeds: np.ndarray, cfg, bat
     from torch_geometric.loader import NodeLoader
 
     from gnnpipe.hetero.loader import hetero_data
-    from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
+    from gnnpipe.sampling.neighbor import HeteroNeighborSampler
 
     temporal = dict(temporal or {})
     input_time = temporal.pop("input_time", None)

@@ -44,7 +44,7 @@ from gnnpipe.config import NeighborParams
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.sampling.hetero_neighbor import EdgeType, HeteroNeighborSampler
+from gnnpipe.sampling.neighbor import EdgeType, HeteroNeighborSampler
 from gnnpipe.sampling.link import SupervisionLoader, check_supervision
 
 

@@ -40,8 +40,7 @@ from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.graph import Csr, csr_from_edges
-from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
-from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)
 from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
