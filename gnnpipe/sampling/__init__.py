@@ -6,7 +6,7 @@ the work to PyG's ``NeighborSampler`` (which calls ``torch.ops.pyg.neighbor_samp
 ``induced`` subgraphs, which pyg-lib does not build. ``neighbor_loader`` wraps it in PyG's
 ``NodeLoader`` as configured by the ``train:`` params; ``hetero_neighbor_loader`` /
 ``hetero_link_neighbor_loader`` are PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` on it, and
-``TypedSupervisionLoader`` / ``typed_link_loader`` its leak-free link training batches.
+``SupervisionLoader`` / ``typed_link_loader`` its leak-free link training batches.
 
 Exports load on first use (PEP 562): importing one module of the package (the data-only
 ``table`` the params rules read, the ``batch`` type) loads no sampler and no PyG.
@@ -17,8 +17,8 @@ import importlib
 _EXPORTS = {
     "BACKENDS": "backend", "pyg_lib_available": "backend", "resolve_backend": "backend",
     "HeteroNeighborSampler": "neighbor", "hetero_link_neighbor_loader": "loader",
-    "hetero_neighbor_loader": "loader", "TypedSupervisionLoader": "hetero_link",
-    "typed_link_loader": "hetero_link", "neighbor_loader": "loader",
+    "hetero_neighbor_loader": "loader", "SupervisionLoader": "link",
+    "typed_link_loader": "link", "neighbor_loader": "loader",
     "CsrNeighborSampler": "neighbor", "pick_edges": "pick",
 }
 __all__ = sorted(_EXPORTS)

@@ -208,7 +208,7 @@ def typed_link_batches(graph, train_graph: dict, edge_type: tuple, supervision: 
     (``supervision`` int64 (2, P) in ``to_homogeneous`` ids, as the typed link split reads
     them), one fresh leak-free negative each from ``negatives`` (homogeneous ids), their
     neighbourhoods sampled with ``cfg`` (``train.neighbor``) in ``train_graph`` only."""
-    from gnnpipe.sampling.hetero_link import typed_link_loader
+    from gnnpipe.sampling.link import typed_link_loader
 
     offsets = graph.offsets()
     shift = (offsets[edge_type[0]], offsets[edge_type[2]])

@@ -327,7 +327,7 @@ class HeteroNeighborSampler(BaseSampler):
         """Seeds = both endpoints of the seed links (+ negatives), as PyG's ``edge_sample``.
 
         PyG's ``NegativeSampling`` draws uniformly over the endpoint types' nodes from torch's
-        global RNG and does not filter true edges (``TypedSupervisionLoader`` does).
+        global RNG and does not filter true edges (``gnnpipe.sampling.link`` does).
         """
         if inputs.input_type is None:
             raise ValueError("edge_label_index must name an edge type: (edge_type, (2, P))")
