@@ -341,6 +341,18 @@ class HeteroNeighborSampler(BaseSampler):
     # ------------------------------------------------------------------------------ sampling
     def _sample(self, seed: dict[str, Tensor], seed_time: Optional[dict[str, Tensor]] = None,
                 **kwargs) -> HeteroSamplerOutput:
+        node, batch, row, col, edge, n_nodes, n_edges = self._sample_arrays(seed, seed_time)
+        t = torch.from_numpy
+        return HeteroSamplerOutput(
+            node={k: t(v) for k, v in node.items()}, row={k: t(v) for k, v in row.items()},
+            col={k: t(v) for k, v in col.items()}, edge={k: t(v) for k, v in edge.items()},
+            batch=None if batch is None else {k: t(v) for k, v in batch.items()},
+            num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+
+    def _sample_arrays(self, seed: dict[str, Tensor],
+                       seed_time: Optional[dict[str, Tensor]] = None) -> tuple:
+        """``_sample``'s output as NumPy arrays: node, batch (or None), row, col, edge (dicts)
+        and the per-hop counts."""
         seeds: dict[str, np.ndarray] = {}
         for t, ids in seed.items():
             if t not in self.num_nodes:
@@ -366,12 +378,7 @@ class HeteroNeighborSampler(BaseSampler):
                     for e, v in edge.items()}
             if n_edges is not None:
                 n_edges = {back[e]: v for e, v in n_edges.items()}
-        t = torch.from_numpy
-        return HeteroSamplerOutput(
-            node={k: t(v) for k, v in node.items()}, row={k: t(v) for k, v in row.items()},
-            col={k: t(v) for k, v in col.items()}, edge={k: t(v) for k, v in edge.items()},
-            batch=None if batch is None else {k: t(v) for k, v in batch.items()},
-            num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+        return node, batch, row, col, edge, n_nodes, n_edges
 
     def _seed_times(self, seeds: dict[str, np.ndarray], seed_time) -> Optional[np.ndarray]:
         """(B,) time of every tree (seeds of all seed types, in order), or None."""
@@ -448,7 +455,7 @@ class HeteroNeighborSampler(BaseSampler):
                     n_edges[e].append(int(pos.size))
                 for t in self.node_types:
                     n_nodes[t].append(size[t] - hop_first[t])
-                front = {t: (hop_first[t], _cat(new[t])) for t in self.node_types if new[t]}
+                front = {t: (hop_first[t], _join(new[t])) for t in self.node_types if new[t]}
             node = {t: _cat(parts) for t, parts in nodes.items()}
             if induced:
                 edges = self._induced_shared(node, local, rng)
@@ -509,7 +516,7 @@ class HeteroNeighborSampler(BaseSampler):
         bound = {e: ix.bound(seed_time) for e, ix in self._temporal.items()}  # (B,) per type
         for hop in range(self.num_hops):
             hop_first = dict(size)
-            new = {t: [] for t in self.node_types}  # this hop's new (node, tree) keys per type
+            new = {t: ([], []) for t in self.node_types}  # this hop's new (nodes, trees)
             for e in self.edge_types:
                 src, _, dst = e
                 k = self.num_neighbors[e][hop]
@@ -540,9 +547,11 @@ class HeteroNeighborSampler(BaseSampler):
                 seen_key[src] = np.insert(seen_key[src], at, uniq)
                 seen_local[src] = np.insert(seen_local[src], at, uniq_local)
                 fresh = uniq[order]
-                nodes[src].append(fresh % n_src)
-                trees[src].append(fresh // n_src)
-                new[src].append(fresh)
+                fresh_node, fresh_tree = fresh % n_src, fresh // n_src
+                nodes[src].append(fresh_node)
+                trees[src].append(fresh_tree)
+                new[src][0].append(fresh_node)
+                new[src][1].append(fresh_tree)
                 size[src] += uniq.size
                 if not induced:
                     rows, cols, ids = edges[e]
@@ -551,12 +560,10 @@ class HeteroNeighborSampler(BaseSampler):
                     ids.append(pos if temporal is None else _take(temporal.perm, pos))
                 n_edges[e].append(int(pos.size))
             front = {}
-            for t in self.node_types:
+            for t, (fresh_node, fresh_tree) in new.items():
                 n_nodes[t].append(size[t] - hop_first[t])
-                if new[t]:
-                    fresh = _cat(new[t])
-                    front[t] = (hop_first[t], fresh % self.num_nodes[t],
-                                fresh // self.num_nodes[t])
+                if fresh_node:
+                    front[t] = (hop_first[t], _join(fresh_node), _join(fresh_tree))
         node = {t: _cat(parts) for t, parts in nodes.items()}
         batch = {t: _cat(parts) for t, parts in trees.items()}
         if induced:
@@ -745,13 +752,13 @@ class CsrNeighborSampler(BaseSampler):
         self.typed.set_epoch(epoch)
 
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
-        out = self.typed._sample({NODE: seed}, None if seed_time is None else {NODE: seed_time})
-        e = EDGE
-        return SamplerOutput(node=out.node[NODE], row=out.row[e], col=out.col[e],
-                             edge=out.edge[e], batch=None if out.batch is None else out.batch[NODE],
-                             num_sampled_nodes=out.num_sampled_nodes[NODE],
-                             num_sampled_edges=None if out.num_sampled_edges is None
-                             else out.num_sampled_edges[e])
+        node, batch, row, col, edge, n_nodes, n_edges = self.typed._sample_arrays(
+            {NODE: seed}, None if seed_time is None else {NODE: seed_time})
+        t = torch.from_numpy
+        return SamplerOutput(node=t(node[NODE]), row=t(row[EDGE]), col=t(col[EDGE]),
+                             edge=t(edge[EDGE]), batch=None if batch is None else t(batch[NODE]),
+                             num_sampled_nodes=n_nodes[NODE],
+                             num_sampled_edges=None if n_edges is None else n_edges[EDGE])
 
 def _flip(e: EdgeType) -> EdgeType:
     """``(s, r, d)`` -> ``(d, r, s)``."""
@@ -848,8 +855,9 @@ def check_weights(edge_weight, num_edges: int, what: str = "edge weights") -> np
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[index]`` for indices known to be in range: ``mode="clip"`` skips NumPy's bounds
-    error path, which makes the gather several times faster."""
-    return np.take(values, index, mode="clip")
+    error path, which makes the gather several times faster (the method skips ``np.take``'s
+    dispatch, which small batches feel)."""
+    return values.take(index, mode="clip")
 
 
 def _lookup(sorted_key: np.ndarray, value: np.ndarray, key: np.ndarray):
@@ -863,6 +871,11 @@ def _lookup(sorted_key: np.ndarray, value: np.ndarray, key: np.ndarray):
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    """``_cat`` without the copy of a single part (a frontier, read only)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _pyg_lib_sampler(cfg: CsrNeighborSampler, csr: Csr):
