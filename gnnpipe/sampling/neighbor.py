@@ -472,15 +472,21 @@ class HeteroNeighborSampler(BaseSampler):
         edge = {e: _cat(edges[e][2]) for e in self.edge_types}
         return node, row, col, edge, n_nodes, n_edges
 
+    def _in_edges(self, e: EdgeType, targets: np.ndarray, rng):
+        """Every ``e`` in-edge of the local nodes ``targets``: CSR position, owner (index into
+        ``targets``) and source id, each (E,), in target order, then CSR order."""
+        indptr = self.indptr[e]
+        start = _take(indptr, targets)
+        pos, owner = pick_edges(start, _take(indptr, targets + 1) - start, -1, False, rng)
+        return pos, owner, _take(self.indices[e], pos)
+
     def _induced_shared(self, node: dict[str, np.ndarray], local: dict, rng):
         """Every edge of every edge type between two sampled nodes."""
         out = {}
         for e in self.edge_types:
             src, _, dst = e
-            indptr = self.indptr[e]
-            start = _take(indptr, node[dst])
-            pos, owner = pick_edges(start, _take(indptr, node[dst] + 1) - start, -1, False, rng)
-            src_local = _take(local[src], _take(self.indices[e], pos))
+            pos, owner, src_id = self._in_edges(e, node[dst], rng)
+            src_local = _take(local[src], src_id)
             keep = src_local >= 0
             out[e] = ([src_local[keep]], [owner[keep]], [pos[keep]])
         return out
@@ -579,10 +585,7 @@ class HeteroNeighborSampler(BaseSampler):
         out = {}
         for e in self.edge_types:
             src, _, dst = e
-            indptr = self.indptr[e]
-            start = _take(indptr, node[dst])
-            pos, owner = pick_edges(start, _take(indptr, node[dst] + 1) - start, -1, False, rng)
-            src_id = _take(self.indices[e], pos)
+            pos, owner, src_id = self._in_edges(e, node[dst], rng)
             # most in-edges come from nodes in no tree at all: drop those with one gather
             # through the scratch map before the per-tree lookup (a binary search per edge)
             member = self._scratch_map(src)

@@ -39,7 +39,10 @@ from torch_geometric.io import fs
 from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler.utils import to_csc
 
+from gnnpipe.config import PartitionParams
 from gnnpipe.graph import Csr, csr_from_edges
+from gnnpipe.partition import assign_parts
+from gnnpipe.rng import make_rng
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)
@@ -236,10 +239,6 @@ class ClusterData(pyg_loader.ClusterData):
                 raise ValueError(f"parts must give each of the {num_nodes} nodes a part in "
                                  f"[0, {self.num_parts})")
             return parts
-        from gnnpipe.config import PartitionParams
-        from gnnpipe.partition import assign_parts
-        from gnnpipe.rng import make_rng
-
         src, dst = edge_index.numpy()
         parts = assign_parts(csr_from_edges(src, dst, num_nodes),
                              PartitionParams(num_parts=self.num_parts, backend="pymetis"),
