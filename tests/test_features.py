@@ -251,14 +251,12 @@ def test_gnn_baseline_and_propagate_read_the_same_normalized_features(tmp_path, 
 
 @pytest.mark.parametrize("sampler", ["neighbor", "shadow"])
 def test_node_samplers_read_normalized_features(tmp_path, monkeypatch, sampler):
-    import gnnpipe.sampling
-    import gnnpipe.sampling.shadow
+    from gnnpipe.sampling import builders
 
     root = _repo(tmp_path, monkeypatch, "row",
                  {"train": {**SMALL["train"], "sampler": sampler, "num_workers": 0}})
     seen: list = []
-    module = gnnpipe.sampling if sampler == "neighbor" else gnnpipe.sampling.shadow
-    _record(monkeypatch, module, f"{sampler}_loader", seen, stop=True)
+    _record(monkeypatch, builders, f"{sampler}_loader", seen, stop=True)
     assert main(["train"]) == 1  # stopped by the spy once it saw the features
     raw = io.read_graph(root / "data/prepared").x
     x = seen[0]
