@@ -21,8 +21,26 @@ import pyarrow as pa
 import torch
 
 from gnnpipe import distributed, io
+from gnnpipe.commands.inputs import lazy_model_features, model_features, read_typed
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, samplers
+from gnnpipe.hetero.inputs import phase_inputs
+from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.inference import csr_view, layerwise_logits, plan
+from gnnpipe.io import hetero as hio
+from gnnpipe.io.hetero import read_hetero_roles
+from gnnpipe.models import build_model, forward_with_hidden
+from gnnpipe.predict import (
+    default_ids,
+    embedding_blocks,
+    label_counts,
+    map_pairs,
+    node_prediction_blocks,
+    pair_score_blocks,
+    read_pairs,
+    rows_forward,
+)
+from gnnpipe.typed_graph import edge_type_name, parse_edge_type
 
 HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
@@ -54,8 +72,6 @@ def _classes(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
 
 def _ids(path: Path, read, num_nodes: int) -> pa.Array:
     """``original_id`` of every node: the user's ids when the source had them, else 0..N-1."""
-    from gnnpipe.predict import default_ids
-
     if not path.exists():
         return default_ids(num_nodes)
     ids = read().column("original_id").combine_chunks()
@@ -90,7 +106,6 @@ def _write_metrics(args, payload: dict) -> None:
 
 
 def _embedding_file(out: Path, name: str, hidden: torch.Tensor, ids: pa.Array, pcfg) -> None:
-    from gnnpipe.predict import embedding_blocks
 
     io.write_blocks(out / name, io.embeddings_schema(ids.type,
                                                      io.EMBEDDING_TYPES[pcfg.embedding_dtype],
@@ -101,8 +116,6 @@ def _embedding_file(out: Path, name: str, hidden: torch.Tensor, ids: pa.Array, p
 
 def _pairs(args, params, src_ids: pa.Array, dst_ids: pa.Array):
     """The candidate pairs of ``predict.pairs`` (user ids, node ids), or None without."""
-    from gnnpipe.predict import map_pairs, read_pairs
-
     name = params.predict.pairs
     if not name:
         return None
@@ -117,7 +130,6 @@ def _pairs(args, params, src_ids: pa.Array, dst_ids: pa.Array):
 
 
 def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
-    from gnnpipe.predict import pair_score_blocks
 
     src, dst, s, d = pairs
     return io.write_blocks(out / "pair_scores.parquet",
@@ -128,10 +140,6 @@ def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
 def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: dict):
     """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
     phase's inputs; (None, None, how) on ranks other than 0."""
-    from gnnpipe.commands.inputs import lazy_model_features, model_features
-    from gnnpipe.inference import csr_view, layerwise_logits, plan
-    from gnnpipe.models import build_model, forward_with_hidden
-    from gnnpipe.predict import rows_forward
 
     cfg, pcfg = params.train, params.predict
     saved = io.read_model(args.model)
@@ -177,7 +185,6 @@ def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: di
 
 # ---------------------------------------------------------------------------------- variants
 def predict_nodes(args, params, ctx):
-    from gnnpipe.predict import label_counts, node_prediction_blocks
 
     pcfg = params.predict
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)  # x: _homogeneous_outputs
@@ -234,15 +241,9 @@ def predict_links(args, params, ctx):
 
 def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
     """(output, hidden type -> (N_t, H), how) of the typed model on the test phase's graph."""
-    from gnnpipe.commands.inputs import model_features
-    from gnnpipe.inference import layerwise_logits
-    from gnnpipe.hetero.inputs import phase_inputs
-    from gnnpipe.hetero.models import build_hetero_model
-
     cfg, graph = params.train, typed.graph
     x = {t: model_features(args, v, t) for t, v in graph.x.items()}
     inputs = phase_inputs(graph, typed.graphs, cfg)["test"]
-    from gnnpipe.typed_graph import edge_type_name
 
     expect = {"model": cfg.model, "target": graph.target,
               "node_types": ",".join(graph.node_types),
@@ -259,7 +260,6 @@ def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
 
 
 def _typed_ids(args, graph, node_type: str) -> pa.Array:
-    from gnnpipe.io import hetero as hio
 
     return _ids(args.prepared / f"node_ids_{node_type}.parquet",
                 lambda: hio.read_hetero_node_ids(args.prepared, node_type),
@@ -268,10 +268,6 @@ def _typed_ids(args, graph, node_type: str) -> pa.Array:
 
 def predict_typed_nodes(args, params, ctx):
     """Typed graphs run on rank 0 alone (the other ranks of a DDP launch have nothing to do)."""
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.predict import label_counts, node_prediction_blocks
-
     if not ctx.is_main:
         return None
     pcfg = params.predict
@@ -305,9 +301,6 @@ def predict_typed_nodes(args, params, ctx):
 
 
 def predict_typed_links(args, params, ctx):
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io import hetero as hio
-    from gnnpipe.typed_graph import parse_edge_type
 
     if not ctx.is_main:
         return None
@@ -328,7 +321,6 @@ def predict_typed_links(args, params, ctx):
             _embedding_file(out, f"embeddings_{t}.parquet",
                             z[offsets[t]:offsets[t] + n].float(), ids[t], pcfg)
         scored = 0 if pairs is None else _pair_file(out, z.float(), pairs, pcfg.block_rows)
-    from gnnpipe.typed_graph import edge_type_name
 
     _write_metrics(args, {"task": "link", "hetero": True, "edge_type": edge_type_name(edge_type),
                           "rows": graph.total_nodes, "embedding_dim": int(z.shape[1]),

@@ -18,10 +18,36 @@ import torch
 
 from gnnpipe import device as devices
 from gnnpipe import distributed, io
+from gnnpipe.commands.inputs import (
+    read_lazy_model_graph,
+    read_link_supervision,
+    read_model_graph,
+    read_model_typed,
+    read_typed_link_supervision,
+    whole_features,
+)
+from gnnpipe.commands.loaders import node_source, shard_setup, typed_node_source
+from gnnpipe.commands.training import (
+    checkpointing_for,
+    peak_rss_mb,
+    write_link_outputs,
+    write_node_outputs,
+    write_run_files,
+)
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params, samplers, to_dict
+from gnnpipe.hetero.inputs import phase_inputs
+from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.io.hetero import read_hetero_roles
+from gnnpipe.link_train import fit_link
+from gnnpipe.loop import PERF_COLUMNS, LoopOptions
+from gnnpipe.models import build_model
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
+from gnnpipe.sampling import builders
+from gnnpipe.sharding import gather_objects
+from gnnpipe.train import build_inputs, fit
+from gnnpipe.typed_graph import edge_type_name
 
 HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
@@ -43,13 +69,6 @@ def run(args):
 
 
 def train_nodes(args, params, ctx, device):
-    from gnnpipe.commands.inputs import read_lazy_model_graph, read_model_graph, whole_features
-    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
-    from gnnpipe.commands.loaders import node_source, shard_setup
-    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.loop import LoopOptions
-    from gnnpipe.sampling import builders
-    from gnnpipe.train import build_inputs, fit
 
     cfg = params.train
     sampler = samplers.SAMPLERS[cfg.sampler]
@@ -83,9 +102,11 @@ def train_nodes(args, params, ctx, device):
             if built is not None:
                 loader, extra, rank_info = built.loader, built.metrics, built.rank
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
-    build = lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops)  # noqa: E731
+    build = lambda: build_model(cfg.model, in_dim, num_classes, cfg, num_hops)
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
-        from gnnpipe.lightning import fit_lightning  # imports Lightning (slow): only when asked
+        from gnnpipe.lightning import (
+            fit_lightning,  # imports Lightning (slow): only when asked
+        )
 
         result = fit_lightning(
             build, inputs, y, roles, cfg, torch_seed(params.seed, "train"),
@@ -110,14 +131,6 @@ def train_nodes(args, params, ctx, device):
 
 def train_links(args, params, ctx, device):
     """An encoder with a dot-product decoder; under DDP (link_neighbor) every rank trains."""
-    from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
-    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
-    from gnnpipe.link_train import fit_link
-    from gnnpipe.models import build_model
-    from gnnpipe.loop import LoopOptions
-    from gnnpipe.sampling import builders
-    from gnnpipe.train import build_inputs
-
     cfg = params.train
     sampled = samplers.SAMPLERS[cfg.sampler].loader
     # ranks on one machine share the memory-mapped pages of graph.pt
@@ -160,14 +173,6 @@ def train_typed_nodes(args, params, ctx, device):
     hgt`` budgets or ``neighbor`` fan-outs (gnnpipe/hetero/loader.py), the latter also on
     several DDP ranks (each its share of the train seeds); evaluation full-graph or layer-wise
     (gnnpipe/inference.py, ``train.inference``)."""
-    from gnnpipe.commands.inputs import read_model_typed
-    from gnnpipe.commands.loaders import typed_node_source
-    from gnnpipe.commands.training import checkpointing_for, write_node_outputs
-    from gnnpipe.hetero.models import build_hetero_model
-    from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.loop import LoopOptions
-    from gnnpipe.sampling import builders
-    from gnnpipe.train import fit
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -201,13 +206,6 @@ def train_typed_links(args, params, ctx, device):
     type with fresh leak-free negatives on subgraphs of the train graph (gnnpipe/hetero/loader.py
     ``link_batches``), also on several DDP ranks; evaluation on each phase's whole graph, layer
     by layer for sage / rgcn on a big one (``train.inference``, gnnpipe/inference.py)."""
-    from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
-    from gnnpipe.commands.training import checkpointing_for, write_link_outputs
-    from gnnpipe.hetero.models import build_hetero_model
-    from gnnpipe.link_train import fit_link
-    from gnnpipe.loop import LoopOptions
-    from gnnpipe.sampling import builders
-    from gnnpipe.typed_graph import edge_type_name
 
     cfg = params.train
     typed = read_model_typed(args)
@@ -241,7 +239,6 @@ def train_typed_links(args, params, ctx, device):
 def _typed_inputs(typed, cfg=None):
     """Phase inputs of the typed graph; ``cfg`` (TrainParams) picks each phase's evaluation
     forward (``train.inference``: layer-wise for a big graph, gnnpipe/inference.py)."""
-    from gnnpipe.hetero.inputs import phase_inputs
 
     return phase_inputs(typed.graph, typed.graphs, cfg)
 
@@ -251,7 +248,6 @@ def _dims(graph) -> dict[str, int]:
 
 
 def _typed_model_meta(cfg, graph) -> dict:
-    from gnnpipe.typed_graph import edge_type_name
 
     return {"model": cfg.model, "hetero": 1, "target": graph.target,
             "node_types": ",".join(graph.node_types),
@@ -263,9 +259,6 @@ def _finish(args, result, ctx, rank_info: dict, write_outputs, metrics: dict,
     """Gathers every rank's memory high-water mark; rank 0 then writes the outputs, metrics,
     perf, histories and drops the checkpoint (the outputs now hold everything it had).
     False on the other ranks."""
-    from gnnpipe.commands.training import peak_rss_mb, write_run_files
-    from gnnpipe.loop import PERF_COLUMNS
-    from gnnpipe.sharding import gather_objects
 
     ranks = gather_objects({"rank": ctx.rank, **rank_info, "peak_rss_mb": peak_rss_mb()}, ctx)
     if not ctx.is_main:

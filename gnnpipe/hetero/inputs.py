@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from gnnpipe.graph import Csr
-from gnnpipe.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.inference import plan
 from gnnpipe.train import PhaseInput
+from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
 PHASES = ("train", "val", "test")
 
@@ -22,7 +23,6 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg
         if key not in built:
             engine = None
             if cfg is not None:
-                from gnnpipe.inference import plan  # imports PyG: only when asked
 
                 in_dim = max(int(x.shape[1]) for x in graph.x.values())
                 engine = plan(graphs[phase], {t: graph.num_nodes(t) for t in graph.node_types},
