@@ -11,15 +11,21 @@ ids with one vectorized lookup, refused in one line when any id is unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
+from torch import nn
 
+from gnnpipe.distributed import DistContext
 from gnnpipe.graph import UNLABELLED
+from gnnpipe.inference import layerwise_logits
+from gnnpipe.models import forward_with_hidden
+from gnnpipe.train import PhaseInput
 
 
 def row_blocks(num_rows: int, block_rows: int) -> Iterator[tuple[int, int]]:
@@ -181,3 +187,40 @@ def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Arr
 def label_counts(y: torch.Tensor) -> dict[str, int]:
     labelled = int((y != UNLABELLED).sum())
     return {"labelled": labelled, "unlabelled": int(y.numel()) - labelled}
+
+
+def load_model(model: nn.Module, saved: tuple[dict, dict], expect: dict, where: Path
+               ) -> nn.Module:
+    """``model`` in eval mode with the ``saved`` (weights, meta) of ``where`` (model.pt), after
+    checking their meta against ``expect`` (what params build): a stale model.pt names the
+    mismatch in one line."""
+    state, meta = saved
+    for key, want in expect.items():
+        if key in meta and meta[key] != want:
+            raise ValueError(f"{where}: trained with {key}={meta[key]!r}, params give {want!r}; "
+                             "re-run the train stage")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0][:200]
+        raise ValueError(f"{where}: the weights do not fit the model the train section builds "
+                         f"({first}); re-run the train stage") from None
+    return model.eval()
+
+
+def model_outputs(model: nn.Module, phase: PhaseInput, ctx: DistContext, block_rows: int):
+    """(output, hidden, how) of ``model`` on one phase's inputs: layer by layer over target
+    blocks when the phase plans it (every rank computes its blocks: the rows of one process),
+    else on rank 0 alone in blocks of ``block_rows`` rows (row models: mlp, sign) or one
+    whole-graph forward. ``hidden``: the input of the last layer ((N, H), or type -> (N_t, H)).
+    Output and hidden are None on the other ranks."""
+    hidden_of = getattr(model, "forward_with_hidden", None) or partial(forward_with_hidden, model)
+    if phase.layerwise is not None:
+        out, hidden = layerwise_logits(model, phase.x, phase.layerwise, ctx, with_hidden=True)
+        return (out, hidden, "layerwise") if ctx.is_main else (None, None, "layerwise")
+    if not ctx.is_main:
+        return None, None, "full"
+    if phase.edge_index is None:
+        return (*rows_forward(hidden_of, phase.x, block_rows), "rows")
+    with torch.no_grad():
+        return (*hidden_of(phase.x, phase.edge_index), "full")

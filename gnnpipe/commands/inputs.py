@@ -61,7 +61,8 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
 
 
 def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``, when ``gnnpipe.config.samplers.out_of_core``):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``,
+    when ``gnnpipe.config.samplers.out_of_core``):
     the stored features stay memory-mapped (sampled training on features larger than memory)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
     return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
