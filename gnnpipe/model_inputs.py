@@ -11,16 +11,9 @@ from dataclasses import dataclass
 from torch import nn
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import (
-    LinkSupervision,
-    TypedSplit,
-    read_lazy_model_graph,
-    read_link_supervision,
-    read_model_graph,
-    read_model_typed,
-    read_typed_link_supervision,
-    whole_features,
-)
+from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, read_lazy_model_graph,
+                                     read_link_supervision, read_model_graph, read_model_typed,
+                                     read_typed_link_supervision, whole_features)
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model

@@ -21,9 +21,11 @@ import pyarrow.compute as pc
 import torch
 from torch import nn
 
+from gnnpipe import io
 from gnnpipe.distributed import DistContext
 from gnnpipe.graph import UNLABELLED
 from gnnpipe.inference import layerwise_logits
+from gnnpipe.io import hetero as hio
 from gnnpipe.models import forward_with_hidden
 from gnnpipe.train import PhaseInput
 
@@ -224,3 +226,59 @@ def model_outputs(model: nn.Module, phase: PhaseInput, ctx: DistContext, block_r
         return (*rows_forward(hidden_of, phase.x, block_rows), "rows")
     with torch.no_grad():
         return (*hidden_of(phase.x, phase.edge_index), "full")
+
+
+def read_classes_of(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
+    """The user's label value of each code, and where it came from."""
+    if not (Path(prepared) / "classes.parquet").exists():  # a graph prepared before classes
+        return pa.array(np.arange(num_classes, dtype=np.int64)), "codes"
+    classes = io.read_classes(prepared)
+    if len(classes) != num_classes:
+        raise ValueError(f"{Path(prepared) / 'classes.parquet'}: {len(classes)} classes, the "
+                         f"graph has {num_classes}; re-run the prepare stage")
+    return classes, "classes.parquet"
+
+
+def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
+    """Node type (None: homogeneous ``graph``) -> ``original_id`` (N_t,) of its every node in
+    ``prepared``: the user's ids when the source had them, else 0..N-1."""
+    if target is None:
+        files = {None: (prepared / "node_ids.parquet", graph.num_nodes,
+                        lambda t: io.read_node_ids(prepared))}
+    else:
+        files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes(t),
+                     lambda t: hio.read_hetero_node_ids(prepared, t))
+                 for t in graph.node_types}
+    ids = {}
+    for t, (path, num_nodes, read) in files.items():
+        ids[t] = default_ids(num_nodes) if not path.exists() else read(t).column(
+            "original_id").combine_chunks()
+        if len(ids[t]) != num_nodes:
+            raise ValueError(f"{path}: {len(ids[t])} ids for {num_nodes} nodes; re-run the "
+                             "prepare stage")
+    return ids
+
+
+def write_embeddings(out: Path, node_type: str | None, hidden: torch.Tensor, ids: pa.Array,
+                     pcfg) -> None:
+    """embeddings.parquet (or embeddings_<type>.parquet) of ``hidden`` (N, H) under ``ids``
+    (``pcfg``: PredictParams: dtype, block rows)."""
+    name = "embeddings.parquet" if node_type is None else f"embeddings_{node_type}.parquet"
+    io.write_blocks(out / name, io.embeddings_schema(
+        ids.type, io.EMBEDDING_TYPES[pcfg.embedding_dtype], int(hidden.shape[1])),
+        io.EMBEDDINGS, embedding_blocks(hidden, ids, pcfg.embedding_dtype, pcfg.block_rows))
+
+
+def candidate_pairs(name: str, pairs_dir: Path, src_ids: pa.Array, dst_ids: pa.Array):
+    """The candidate pairs of ``predict.pairs`` ``name`` (user ids, node ids), or None
+    without; the file must lie under ``pairs_dir`` (what dvc.yaml tracks)."""
+    if not name:
+        return None
+    where = f"predict.pairs {name}"
+    if not Path(name).resolve().is_relative_to(Path(pairs_dir).resolve()):
+        raise ValueError(f"{where}: put the file under {pairs_dir}/ (dvc.yaml tracks that "
+                         "folder, so editing the pairs re-runs predict; a file elsewhere would "
+                         "go stale unnoticed)")
+    src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
+    s, d = map_pairs(src, dst, src_ids, dst_ids, where)
+    return src, dst, s, d

@@ -16,26 +16,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
 from gnnpipe import distributed, io
 from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params
 from gnnpipe.distributed import SINGLE
 from gnnpipe.io import hetero as hio
 from gnnpipe.model_inputs import read_model_inputs, read_roles
-from gnnpipe.predict import (
-    default_ids,
-    embedding_blocks,
-    label_counts,
-    load_model,
-    map_pairs,
-    model_outputs,
-    node_prediction_blocks,
-    pair_score_blocks,
-    read_pairs,
-)
+from gnnpipe.predict import (candidate_pairs, label_counts, load_model, model_outputs,
+                             node_prediction_blocks, pair_score_blocks, read_classes_of,
+                             read_node_ids_of, write_embeddings)
 from gnnpipe.typed_graph import edge_type_name, parse_edge_type
 
 HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
@@ -56,7 +45,7 @@ def predict_nodes(args, params, kind, ctx):
     pcfg = params.predict
     inputs = read_model_inputs(args, params.train, kind, "node", phases=("test",))
     graph, target = inputs.graph, inputs.target
-    classes, class_source = _classes(args.prepared, graph.num_classes)
+    classes, class_source = read_classes_of(args.prepared, graph.num_classes)
     roles = read_roles(args, inputs)
     if roles.size != graph.y.numel():
         raise ValueError(f"{args.split / 'nodes.parquet'}: {roles.size} roles for "
@@ -65,7 +54,7 @@ def predict_nodes(args, params, kind, ctx):
                                    {"num_classes": graph.num_classes}, pcfg.block_rows)
     if logits is None:  # another rank: rank 0 writes
         return None
-    ids = _node_ids(args, graph, target)
+    ids = read_node_ids_of(args.prepared, graph, target)
     hidden = {target: hidden} if target is None else hidden
     k = min(pcfg.top_k, graph.num_classes)
     with io.atomic_dir(args.out) as out:
@@ -74,7 +63,7 @@ def predict_nodes(args, params, kind, ctx):
                         node_prediction_blocks(logits.float(), graph.y, roles, ids[target],
                                                classes, k, pcfg.block_rows))
         for t, h in hidden.items():  # typed sage: a type without in-edges has none (to_hetero)
-            _embedding_file(out, t, h.float(), ids[t], pcfg)
+            write_embeddings(out, t, h.float(), ids[t], pcfg)
     counts = label_counts(graph.y)
     _write_metrics(args, ctx, target, hidden, {
         "task": "node", "rows": int(graph.y.numel()), **counts, "classes": graph.num_classes,
@@ -92,10 +81,10 @@ def predict_links(args, params, kind, ctx):
     graph, target = inputs.graph, inputs.target
     edge_type = None if target is None else parse_edge_type(
         hio.read_hetero_split_meta(args.split)["edge_type"])
-    ids = _node_ids(args, graph, target)
+    ids = read_node_ids_of(args.prepared, graph, target)
     offsets = {None: 0} if target is None else graph.offsets()  # rows of the decoder's z
     src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
-    pairs = _pairs(args, params, ids[src], ids[dst])  # refused before anything is computed
+    pairs = candidate_pairs(params.predict.pairs, args.pairs_dir, ids[src], ids[dst])
     z, _, how = _outputs(args, inputs, ctx, cfg.hidden, "all", {"embedding_dim": cfg.hidden},
                          pcfg.block_rows)
     if z is None:  # another rank: rank 0 writes
@@ -104,7 +93,7 @@ def predict_links(args, params, kind, ctx):
     rows = {t: z[offsets[t]:offsets[t] + len(ids[t])] for t in ids}
     with io.atomic_dir(args.out) as out:
         for t, zt in rows.items():
-            _embedding_file(out, t, zt, ids[t], pcfg)
+            write_embeddings(out, t, zt, ids[t], pcfg)
         scored = 0 if pairs is None else io.write_blocks(
             out / "pair_scores.parquet", io.pair_scores_schema(pairs[0].type, pairs[1].type),
             io.PAIR_SCORES, pair_score_blocks(z, pairs[2] + offsets[src],
@@ -129,59 +118,6 @@ def _outputs(args, inputs, ctx, out_dim: int, out: str, expect: dict, block_rows
         return None, None, "full"
     return model_outputs(model, inputs.phases["test"], ctx if inputs.target is None else SINGLE,
                          block_rows)
-
-
-def _classes(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
-    """The user's label value of each code, and where it came from."""
-    if not (Path(prepared) / "classes.parquet").exists():  # a graph prepared before classes
-        return pa.array(np.arange(num_classes, dtype=np.int64)), "codes"
-    classes = io.read_classes(prepared)
-    if len(classes) != num_classes:
-        raise ValueError(f"{Path(prepared) / 'classes.parquet'}: {len(classes)} classes, the "
-                         f"graph has {num_classes}; re-run the prepare stage")
-    return classes, "classes.parquet"
-
-
-def _node_ids(args, graph, target) -> dict:
-    """Node type (None: homogeneous) -> ``original_id`` of its every node: the user's ids when
-    the source had them, else 0..N-1."""
-    if target is None:
-        files = {None: (args.prepared / "node_ids.parquet", graph.num_nodes,
-                        lambda t: io.read_node_ids(args.prepared))}
-    else:
-        files = {t: (args.prepared / f"node_ids_{t}.parquet", graph.num_nodes(t),
-                     lambda t: hio.read_hetero_node_ids(args.prepared, t))
-                 for t in graph.node_types}
-    ids = {}
-    for t, (path, num_nodes, read) in files.items():
-        ids[t] = default_ids(num_nodes) if not path.exists() else read(t).column(
-            "original_id").combine_chunks()
-        if len(ids[t]) != num_nodes:
-            raise ValueError(f"{path}: {len(ids[t])} ids for {num_nodes} nodes; re-run the "
-                             "prepare stage")
-    return ids
-
-
-def _embedding_file(out: Path, node_type: str | None, hidden, ids: pa.Array, pcfg) -> None:
-    name = "embeddings.parquet" if node_type is None else f"embeddings_{node_type}.parquet"
-    io.write_blocks(out / name, io.embeddings_schema(
-        ids.type, io.EMBEDDING_TYPES[pcfg.embedding_dtype], int(hidden.shape[1])),
-        io.EMBEDDINGS, embedding_blocks(hidden, ids, pcfg.embedding_dtype, pcfg.block_rows))
-
-
-def _pairs(args, params, src_ids: pa.Array, dst_ids: pa.Array):
-    """The candidate pairs of ``predict.pairs`` (user ids, node ids), or None without."""
-    name = params.predict.pairs
-    if not name:
-        return None
-    where = f"predict.pairs {name}"
-    if not Path(name).resolve().is_relative_to(Path(args.pairs_dir).resolve()):
-        raise ValueError(f"{where}: put the file under {args.pairs_dir}/ (dvc.yaml tracks that "
-                         "folder, so editing the pairs re-runs predict; a file elsewhere would "
-                         "go stale unnoticed)")
-    src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
-    s, d = map_pairs(src, dst, src_ids, dst_ids, where)
-    return src, dst, s, d
 
 
 def _write_metrics(args, ctx, target, hidden: dict, payload: dict) -> None:

@@ -20,12 +20,8 @@ import torch
 from gnnpipe import device as devices
 from gnnpipe import distributed, io
 from gnnpipe.commands.loaders import link_source, node_source, shard_setup
-from gnnpipe.commands.training import (
-    checkpointing_for,
-    finish_run,
-    write_link_outputs,
-    write_node_outputs,
-)
+from gnnpipe.commands.training import (checkpointing_for, finish_run, write_link_outputs,
+                                       write_node_outputs)
 from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params, samplers, to_dict
 from gnnpipe.link_train import fit_link
@@ -84,9 +80,8 @@ def train_nodes(args, params, kind, ctx, device):
     checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
     seed = torch_seed(params.seed, "train")
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
-        from gnnpipe.lightning import (
-            fit_lightning,  # imports Lightning (slow): only when asked
-        )
+        # imports Lightning (slow, optional): only when asked
+        from gnnpipe.lightning import fit_lightning
 
         result = fit_lightning(
             build, phases, y, roles, cfg, seed, node_sampler=getattr(loader, "node_sampler", None),
