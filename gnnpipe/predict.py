@@ -18,14 +18,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import torch
 from torch import nn
 
 from gnnpipe import io
 from gnnpipe.distributed import DistContext
 from gnnpipe.graph import UNLABELLED
+from gnnpipe.ids import blanks_as_nulls, to_id_type
 from gnnpipe.inference import layerwise_logits
 from gnnpipe.io import hetero as hio
+from gnnpipe.link_train import pair_scores
 from gnnpipe.models import forward_with_hidden
 from gnnpipe.train import PhaseInput
 
@@ -109,11 +113,6 @@ def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
     """``src`` and ``dst`` of a Parquet or CSV file, as the id types of the graph. CSV cells are
     read as text and meet integer ids only when written canonically (``gnnpipe.ids``: ``00042``
     is not node 42, and is refused in one line naming it)."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    from gnnpipe.ids import blanks_as_nulls, to_id_type
-
     if path.is_dir():
         raise ValueError(f"{where}: is a directory; expected a .parquet or .csv file")
     if not path.is_file():
@@ -177,8 +176,6 @@ def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Arr
                       dst: pa.Array, block_rows: int) -> Iterator[dict[str, pa.Array]]:
     """``score`` = the link decoder's logit ``z_s . z_d`` (``gnnpipe.link_train.pair_scores``)
     and ``prob`` = its sigmoid, for node ids ``s``/``d`` with the user's ``src``/``dst``."""
-    from gnnpipe.link_train import pair_scores
-
     for a, b in row_blocks(s.size, block_rows):
         score = pair_scores(z, torch.from_numpy(s[a:b]), torch.from_numpy(d[a:b])).float()
         yield {"src": src.slice(a, b - a), "dst": dst.slice(a, b - a),
