@@ -24,6 +24,7 @@ from gnnpipe import device as devices
 from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
+from gnnpipe.inference import csr_view, plan
 from gnnpipe.loop import LoopOptions, epoch_seed
 from gnnpipe.models import choose_aggregation, trim_kwargs
 from gnnpipe.sharding import gather_rows
@@ -347,8 +348,6 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         return out
     if message_graphs is None:
         return {phase: PhaseInput(x) for phase in phases}
-    from gnnpipe.inference import csr_view, plan  # imports PyG: only for graph models
-
     edges: dict[int, torch.Tensor] = {}
     engines: dict[int, Callable | None] = {}
     for phase in phases:
