@@ -8,7 +8,6 @@ from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 
-HELP = "graph diagnostics: homophily, degrees, components, labels; warns on low homophily"
 PHASES = ("train", "val", "test")
 
 

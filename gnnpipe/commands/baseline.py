@@ -10,7 +10,6 @@ from gnnpipe.config import load_params
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 
-HELP = "train the structure-free MLP baseline (baseline section) on the same split"
 
 
 def run(args):

@@ -9,7 +9,6 @@ from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 
-HELP = "score the GNN and the MLP baseline on val/test; writes metrics/eval.json"
 
 
 def run(args):

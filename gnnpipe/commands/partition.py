@@ -16,7 +16,6 @@ from gnnpipe.partition import (assign_parts, build_shards, halo_report, partitio
 from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng
 
-HELP = "partition the train-phase message graph (METIS, random or bfs) into per-part shards"
 
 
 def run(args):

@@ -27,7 +27,6 @@ from gnnpipe.predict import (candidate_pairs, label_counts, load_model, model_ou
                              read_node_ids_of, write_embeddings)
 from gnnpipe.typed_graph import edge_type_name, parse_edge_type
 
-HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
 
 def run(args):

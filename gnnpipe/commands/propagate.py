@@ -13,7 +13,6 @@ from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.progress import progress
 
-HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph"
 
 
 NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from gnnpipe import io
 
-HELP = "render reports/report.html (dataset, split audit, partition, metrics vs MLP, plots)"
 
 
 def add_arguments(parser):

@@ -34,7 +34,6 @@ from gnnpipe.sampling import builders
 from gnnpipe.train import fit
 from gnnpipe.typed_graph import edge_type_name
 
-HELP = "train train.model with train.sampler; writes weights, predictions, curves"
 
 
 def run(args):
