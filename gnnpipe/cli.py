@@ -21,7 +21,7 @@ from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
 from gnnpipe.io.temps import remove_stale_temps, run_scratch
-from gnnpipe.pipeline import STAGES
+from gnnpipe.pipeline import HELP, STAGES
 from gnnpipe.progress import heartbeat
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
@@ -45,13 +45,17 @@ GNNPIPE_PROGRESS=0 to hide progress bars.
 def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentParser:
     """The ``gnnpipe`` parser with a subcommand for each of ``stages`` (importing only their
     command modules): its paths as ``gnnpipe/pipeline.py`` lists them, then the command's own
-    options (its ``add_arguments``, where it has one)."""
+    options (its ``add_arguments``, where it has one). The other stages are listed with their
+    one-line help only, so ``gnnpipe --help`` imports no command (nor torch)."""
     parser = argparse.ArgumentParser(prog="gnnpipe", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
-    for stage in stages:
+    for stage in STAGES:
+        if stage not in stages:
+            subparsers.add_parser(stage, help=HELP[stage])
+            continue
         module = importlib.import_module(f"gnnpipe.commands.{stage}")
-        sub = subparsers.add_parser(stage, help=module.HELP, description=module.__doc__,
+        sub = subparsers.add_parser(stage, help=HELP[stage], description=module.__doc__,
                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         sub.add_argument("--params", type=Path, default=Path("params.yaml"),
                          help="params file (validated in full before anything runs)")
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # a known stage name builds only its own subcommand, so a stage imports its command alone
     named = tuple(a for a in argv[:1] if a in STAGES)
-    args = build_parser(named or tuple(STAGES)).parse_args(argv)
+    args = build_parser(named).parse_args(argv)
     args.argv = argv  # the train stage re-launches itself under torchrun with these
     started = time.perf_counter()
     try:

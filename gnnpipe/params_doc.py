@@ -1,5 +1,5 @@
 """The params tables of README.md and docs/params.md, generated from the dataclasses of
-``gnnpipe/config/schema.py`` (and the samplers' table from ``gnnpipe/sampling/table.py``).
+``gnnpipe/config/schema.py`` (and the samplers' table from ``gnnpipe/config/samplers.py``).
 
 Each row is one leaf key of ``params.yaml``: its dotted name, its default (the dataclass default,
 which ``params.yaml`` spells out), and what it does: the field's comment in ``schema.py`` (the
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from gnnpipe import config
-from gnnpipe.sampling import table as samplers
+from gnnpipe.config import samplers
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "gnnpipe/config/schema.py"  # the dataclasses and their field comments
@@ -224,7 +224,7 @@ def full_tables(all_rows: list[Row]) -> str:
 
 
 def sampler_table() -> str:
-    """Every ``train.sampler`` as gnnpipe/sampling/table.py lists it: where it runs, DDP,
+    """Every ``train.sampler`` as gnnpipe/config/samplers.py lists it: where it runs, DDP,
     engines, what it reads or takes, its params section, the models it trains."""
     lines = ["### train.sampler", "",
              "| sampler | runs (task/graph) | DDP | engines | needs, options | section | models "

@@ -196,6 +196,21 @@ PLOTS = {"training_curves": {"template": "linear", "x": "epoch",
 """dvc.yaml's top-level plots: curves drawn across stages' plot files."""
 
 
+# what each stage does, in one line: `gnnpipe --help` lists it without importing any command
+HELP: dict[str, str] = {
+    "prepare": "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)",
+    "split": "split nodes (or edges, dataset.task link) into train/val/test with leak-free "
+             "message graphs; fails on a failed audit",
+    "analyze": "graph diagnostics: homophily, degrees, components, labels; warns on low homophily",
+    "partition": "partition the train-phase message graph (METIS, random or bfs) into per-part shards",
+    "propagate": "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph",
+    "baseline": "train the structure-free MLP baseline (baseline section) on the same split",
+    "train": "train train.model with train.sampler; writes weights, predictions, curves",
+    "predict": "predict every node (unlabelled too) and export embeddings into data/predict",
+    "evaluate": "score the GNN and the MLP baseline on val/test; writes metrics/eval.json",
+    "report": "render reports/report.html (dataset, split audit, partition, metrics vs MLP, plots)",
+}
+
 def resources_path(stage: str) -> str:
     """Where dvc.yaml has ``stage`` record its run (``gnnpipe <stage> --resources``)."""
     return f"metrics/perf/stages/{stage}.json"

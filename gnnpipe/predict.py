@@ -11,15 +11,27 @@ ids with one vectorized lookup, refused in one line when any id is unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import torch
+from torch import nn
 
+from gnnpipe import io
+from gnnpipe.distributed import DistContext
 from gnnpipe.graph import UNLABELLED
+from gnnpipe.ids import blanks_as_nulls, to_id_type
+from gnnpipe.inference import layerwise_logits
+from gnnpipe.io import hetero as hio
+from gnnpipe.link_train import pair_scores
+from gnnpipe.models import forward_with_hidden
+from gnnpipe.train import PhaseInput
 
 
 def row_blocks(num_rows: int, block_rows: int) -> Iterator[tuple[int, int]]:
@@ -101,11 +113,6 @@ def read_pairs(path: Path, id_types: tuple[pa.DataType, pa.DataType], where: str
     """``src`` and ``dst`` of a Parquet or CSV file, as the id types of the graph. CSV cells are
     read as text and meet integer ids only when written canonically (``gnnpipe.ids``: ``00042``
     is not node 42, and is refused in one line naming it)."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    from gnnpipe.ids import blanks_as_nulls, to_id_type
-
     if path.is_dir():
         raise ValueError(f"{where}: is a directory; expected a .parquet or .csv file")
     if not path.is_file():
@@ -169,8 +176,6 @@ def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Arr
                       dst: pa.Array, block_rows: int) -> Iterator[dict[str, pa.Array]]:
     """``score`` = the link decoder's logit ``z_s . z_d`` (``gnnpipe.link_train.pair_scores``)
     and ``prob`` = its sigmoid, for node ids ``s``/``d`` with the user's ``src``/``dst``."""
-    from gnnpipe.link_train import pair_scores
-
     for a, b in row_blocks(s.size, block_rows):
         score = pair_scores(z, torch.from_numpy(s[a:b]), torch.from_numpy(d[a:b])).float()
         yield {"src": src.slice(a, b - a), "dst": dst.slice(a, b - a),
@@ -181,3 +186,96 @@ def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Arr
 def label_counts(y: torch.Tensor) -> dict[str, int]:
     labelled = int((y != UNLABELLED).sum())
     return {"labelled": labelled, "unlabelled": int(y.numel()) - labelled}
+
+
+def load_model(model: nn.Module, saved: tuple[dict, dict], expect: dict, where: Path
+               ) -> nn.Module:
+    """``model`` in eval mode with the ``saved`` (weights, meta) of ``where`` (model.pt), after
+    checking their meta against ``expect`` (what params build): a stale model.pt names the
+    mismatch in one line."""
+    state, meta = saved
+    for key, want in expect.items():
+        if key in meta and meta[key] != want:
+            raise ValueError(f"{where}: trained with {key}={meta[key]!r}, params give {want!r}; "
+                             "re-run the train stage")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0][:200]
+        raise ValueError(f"{where}: the weights do not fit the model the train section builds "
+                         f"({first}); re-run the train stage") from None
+    return model.eval()
+
+
+def model_outputs(model: nn.Module, phase: PhaseInput, ctx: DistContext, block_rows: int):
+    """(output, hidden, how) of ``model`` on one phase's inputs: layer by layer over target
+    blocks when the phase plans it (every rank computes its blocks: the rows of one process),
+    else on rank 0 alone in blocks of ``block_rows`` rows (row models: mlp, sign) or one
+    whole-graph forward. ``hidden``: the input of the last layer ((N, H), or type -> (N_t, H)).
+    Output and hidden are None on the other ranks."""
+    hidden_of = getattr(model, "forward_with_hidden", None) or partial(forward_with_hidden, model)
+    if phase.layerwise is not None:
+        out, hidden = layerwise_logits(model, phase.x, phase.layerwise, ctx, with_hidden=True)
+        return (out, hidden, "layerwise") if ctx.is_main else (None, None, "layerwise")
+    if not ctx.is_main:
+        return None, None, "full"
+    if phase.edge_index is None:
+        return (*rows_forward(hidden_of, phase.x, block_rows), "rows")
+    with torch.no_grad():
+        return (*hidden_of(phase.x, phase.edge_index), "full")
+
+
+def read_classes_of(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
+    """The user's label value of each code, and where it came from."""
+    if not (Path(prepared) / "classes.parquet").exists():  # a graph prepared before classes
+        return pa.array(np.arange(num_classes, dtype=np.int64)), "codes"
+    classes = io.read_classes(prepared)
+    if len(classes) != num_classes:
+        raise ValueError(f"{Path(prepared) / 'classes.parquet'}: {len(classes)} classes, the "
+                         f"graph has {num_classes}; re-run the prepare stage")
+    return classes, "classes.parquet"
+
+
+def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
+    """Node type (None: homogeneous ``graph``) -> ``original_id`` (N_t,) of its every node in
+    ``prepared``: the user's ids when the source had them, else 0..N-1."""
+    if target is None:
+        files = {None: (prepared / "node_ids.parquet", graph.num_nodes,
+                        lambda t: io.read_node_ids(prepared))}
+    else:
+        files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes(t),
+                     lambda t: hio.read_hetero_node_ids(prepared, t))
+                 for t in graph.node_types}
+    ids = {}
+    for t, (path, num_nodes, read) in files.items():
+        ids[t] = default_ids(num_nodes) if not path.exists() else read(t).column(
+            "original_id").combine_chunks()
+        if len(ids[t]) != num_nodes:
+            raise ValueError(f"{path}: {len(ids[t])} ids for {num_nodes} nodes; re-run the "
+                             "prepare stage")
+    return ids
+
+
+def write_embeddings(out: Path, node_type: str | None, hidden: torch.Tensor, ids: pa.Array,
+                     pcfg) -> None:
+    """embeddings.parquet (or embeddings_<type>.parquet) of ``hidden`` (N, H) under ``ids``
+    (``pcfg``: PredictParams: dtype, block rows)."""
+    name = "embeddings.parquet" if node_type is None else f"embeddings_{node_type}.parquet"
+    io.write_blocks(out / name, io.embeddings_schema(
+        ids.type, io.EMBEDDING_TYPES[pcfg.embedding_dtype], int(hidden.shape[1])),
+        io.EMBEDDINGS, embedding_blocks(hidden, ids, pcfg.embedding_dtype, pcfg.block_rows))
+
+
+def candidate_pairs(name: str, pairs_dir: Path, src_ids: pa.Array, dst_ids: pa.Array):
+    """The candidate pairs of ``predict.pairs`` ``name`` (user ids, node ids), or None
+    without; the file must lie under ``pairs_dir`` (what dvc.yaml tracks)."""
+    if not name:
+        return None
+    where = f"predict.pairs {name}"
+    if not Path(name).resolve().is_relative_to(Path(pairs_dir).resolve()):
+        raise ValueError(f"{where}: put the file under {pairs_dir}/ (dvc.yaml tracks that "
+                         "folder, so editing the pairs re-runs predict; a file elsewhere would "
+                         "go stale unnoticed)")
+    src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
+    s, d = map_pairs(src, dst, src_ids, dst_ids, where)
+    return src, dst, s, d

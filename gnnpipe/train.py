@@ -24,6 +24,7 @@ from gnnpipe import device as devices
 from gnnpipe import loop
 from gnnpipe.config import BaselineParams
 from gnnpipe.distributed import SINGLE, DistContext, all_reduce_sum, shard
+from gnnpipe.inference import csr_view, plan
 from gnnpipe.loop import LoopOptions, epoch_seed
 from gnnpipe.models import choose_aggregation, trim_kwargs
 from gnnpipe.sharding import gather_rows
@@ -328,8 +329,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
                  hops: dict[str, list[torch.Tensor]] | None = None,
-                 cfg=None) -> dict[str, PhaseInput]:
-    """Per-phase model inputs, sharing tensors between phases that share a graph.
+                 cfg=None, phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
+    """Per-phase model inputs of ``phases``, sharing tensors between phases that share a graph.
 
     ``message_graphs`` (phase -> Csr) for graph models; ``hops`` (phase -> [X_0..X_K]) for sign;
     neither for the MLP. Exactly the phase's own message graph is used: no phase sees more.
@@ -339,22 +340,20 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
     if hops is not None:
         cache: dict[int, torch.Tensor] = {}
         out = {}
-        for phase in PHASES:
+        for phase in phases:
             key = id(hops[phase][0])
             if key not in cache:
                 cache[key] = torch.cat([h.float() for h in hops[phase]], dim=1)  # (N, (K+1)F)
             out[phase] = PhaseInput(cache[key])
         return out
     if message_graphs is None:
-        return {phase: PhaseInput(x) for phase in PHASES}
-    from gnnpipe.inference import csr_view, plan  # imports PyG: only for graph models
-
+        return {phase: PhaseInput(x) for phase in phases}
     edges: dict[int, torch.Tensor] = {}
     engines: dict[int, Callable | None] = {}
-    for phase in PHASES:
+    for phase in phases:
         csr = message_graphs[phase]
         if id(csr) not in edges:
             edges[id(csr)] = csr.edge_index()
             engines[id(csr)] = plan(*csr_view(csr), x.shape[1], cfg) if cfg is not None else None
     return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
-                              engines[id(message_graphs[phase])]) for phase in PHASES}
+                              engines[id(message_graphs[phase])]) for phase in phases}

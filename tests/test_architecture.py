@@ -102,7 +102,7 @@ def test_io_imports_no_domain_module():
 def test_variant_is_decided_only_where_a_stage_starts():
     """The layout of graph.json is read in commands/variant.py alone (and, for now,
     sampling/store.py's ``open_prepared``); ``dataset.task`` is read only by
-    gnnpipe/config/rules.py, sampling/table.py's sampler rules and the commands' ``run``."""
+    gnnpipe/config/rules.py, config/samplers.py's sampler rules and the commands' ``run``."""
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
@@ -110,7 +110,7 @@ def test_variant_is_decided_only_where_a_stage_starts():
                     and getattr(node, "attr", getattr(node, "id", None)) == "read_description"):
                 assert name in ("gnnpipe.commands.variant", "gnnpipe.sampling.store") or \
                     name.startswith("gnnpipe.io"), f"{path}:{node.lineno} asks the graph's layout"
-        if name in ("gnnpipe.config.rules", "gnnpipe.sampling.table", "gnnpipe.commands.variant"):
+        if name in ("gnnpipe.config.rules", "gnnpipe.config.samplers", "gnnpipe.commands.variant"):
             continue
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             for node in ast.walk(func):

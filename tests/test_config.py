@@ -9,7 +9,7 @@ import pytest
 
 from gnnpipe.config import (BaselineParams, DatasetParams, Params, ParamsError, TrainParams,
                             load_params, params_from_dict, replace, to_dict)
-from gnnpipe.config import rules
+from gnnpipe.config import rules, samplers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -305,85 +305,85 @@ def test_layout_alone_says_whether_the_graph_is_typed_for_every_source():
 
 # ------------------------------------------------------------------------- cross-field rules
 HETERO = {"layout": "typed"}
-RULE_CASES = [  # (params, message, the rule that raises it)
+RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
-     r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "_check_weighted"),
+     r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "samplers._check_options"),
     ({"dataset": {"storage": {"features": "external"}, "layout": "typed"}},
-     "dataset.storage.features='external' is for homogeneous graphs", "_check_feature_file"),
-    ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "_check_sign"),
+     "dataset.storage.features='external' is for homogeneous graphs", "rules._check_feature_file"),
+    ({"train": {"model": "sign"}}, "the sign model trains on precomputed", "samplers._check_kind"),
     ({"dataset": {"source": "pyg", "layout": "typed"}},
      r"dataset.layout='typed' needs dataset.source synthetic \| parquet \| csv \| ogb .*, not 'pyg'",
-     "_check_typed_source"),
+     "rules._check_typed_source"),
     ({"dataset": {"source": "parquet", "layout": "typed"}, "train": {"model": "gat"}},
-     "train.model='gat' is not available for heterogeneous graphs", "_check_typed_train"),
+     "train.model='gat' is not available for heterogeneous graphs", "samplers._check_kind"),
     ({"train": {"model": "rgcn"}}, "train.model='rgcn' needs a heterogeneous graph",
-     "_check_typed_needs_hetero"),
+     "samplers._check_kind"),
     ({"train": {"sampler": "hgt"}}, "train.sampler='hgt' samples typed node budgets",
-     "_check_typed_needs_hetero"),
+     "samplers._check_kind"),
     ({"dataset": HETERO, "train": {"sampler": "hgt", "hgt": {"num_samples": [4]}}},
-     r"train.hgt.num_samples=\[4\] has 1 hops but train.num_layers=2", "_check_hgt_budgets"),
+     r"train.hgt.num_samples=\[4\] has 1 hops but train.num_layers=2", "samplers._check_per_layer"),
     ({"dataset": HETERO, "train": {"model": "gat"}},
-     "train.model='gat' is not available for heterogeneous graphs", "_check_typed_train"),
+     "train.model='gat' is not available for heterogeneous graphs", "samplers._check_kind"),
     ({"dataset": HETERO, "train": {"sampler": "cluster"}},
      "train.sampler='cluster' is not available for heterogeneous graphs with dataset.task=node",
-     "_check_typed_train"),
+     "samplers._check_runs"),
     ({"dataset": {"task": "link", **HETERO}, "train": {"sampler": "hgt"}},
-     "with dataset.task=link yet; use one of: full, link_neighbor", "_check_typed_train"),
+     "with dataset.task=link yet; use one of: full, link_neighbor", "samplers._check_runs"),
     ({"dataset": HETERO, "train": {"dist": {"nproc": 2}}},
      "train.dist.nproc/train.dist.nnodes > 1 on heterogeneous graphs with dataset.task=node "
-     r"needs train.sampler=neighbor \(found 'full'\)", "_check_typed_train"),
+     r"needs train.sampler=neighbor \(found 'full'\)", "samplers._check_ddp"),
     ({"dataset": {"task": "link", **HETERO}, "train": {"dist": {"nproc": 2}}},
      "train.dist.nproc/train.dist.nnodes > 1 on heterogeneous graphs with dataset.task=link "
-     "needs train.sampler=link_neighbor", "_check_typed_train"),
+     "needs train.sampler=link_neighbor", "samplers._check_ddp"),
     ({"dataset": HETERO, "train": {"compile": True}}, "train.compile / train.residual are not "
-     "supported for heterogeneous", "_check_typed_train"),
+     "supported for heterogeneous", "rules._check_typed_training"),
     ({"dataset": HETERO, "train": {"residual": True, "num_layers": 3}},
-     "train.compile / train.residual", "_check_typed_train"),
+     "train.compile / train.residual", "rules._check_typed_training"),
     ({"train": {"model": "gat", "hidden": 30}}, "train.hidden=30 must be divisible by "
-     "train.heads=4 for gat", "_check_heads"),
-    ({"train": {"sampler": "link_neighbor"}}, "needs dataset.task=link", "_check_task_sampler"),
+     "train.heads=4 for gat", "rules._check_heads"),
+    ({"train": {"sampler": "link_neighbor"}}, "needs dataset.task=link", "samplers._check_runs"),
     ({"dataset": {"task": "link"}, "train": {"sampler": "shadow"}},
-     "for dataset.task=link use train.sampler=link_neighbor", "_check_task_sampler"),
+     "for dataset.task=link use train.sampler=link_neighbor", "samplers._check_runs"),
     ({"dataset": {"task": "link"}, "train": {"sampler": "saint"}},
      "train.sampler='saint' is not available for dataset.task=link; use one of: full, sign, "
-     "link_neighbor", "_check_task_sampler"),
+     "link_neighbor", "samplers._check_runs"),
     ({"train": {"sampler": "neighbor", "neighbor": {"num_neighbors": [5]}}},
-     r"train.neighbor.num_neighbors=\[5\] has 1 hops", "_check_fanouts"),
+     r"train.neighbor.num_neighbors=\[5\] has 1 hops", "samplers._check_per_layer"),
     ({"train": {"temporal": {"by": "edge"}}}, "train.temporal.by='edge' with train.sampler='full'",
-     "_check_temporal"),
+     "samplers._check_options"),
     ({"train": {"dist": {"shard": "partition"}}}, "train.dist.shard='partition' with "
-     "train.sampler='full'", "_check_shard"),
+     "train.sampler='full'", "samplers._check_options"),
     ({"dataset": {"task": "link"}, "train": {"dist": {"nproc": 2}}},
      "train.dist.nproc/train.dist.nnodes > 1 with dataset.task=link needs "
-     "train.sampler=link_neighbor \\(found 'full'\\)", "_check_link_processes"),
+     "train.sampler=link_neighbor \\(found 'full'\\)", "samplers._check_ddp"),
     ({"train": {"dist": {"nnodes": 2}}}, "train.dist.nnodes=2 needs train.dist.rdzv_endpoint",
-     "_check_rendezvous"),
+     "rules._check_rendezvous"),
     ({"train": {"model": "mlp", "residual": True}}, "train.residual=true applies to gcn",
-     "_check_residual"),
+     "rules._check_residual"),
     ({"train": {"model": "sign", "sampler": "sign", "inference": {"mode": "layerwise"}}},
-     "train.inference.mode='layerwise' evaluates mlp", "_check_layerwise"),
+     "train.inference.mode='layerwise' evaluates mlp", "rules._check_layerwise"),
     ({"dataset": HETERO, "train": {"model": "hgt", "inference": {"mode": "layerwise"}}},
      "train.inference.mode='layerwise' evaluates typed sage and rgcn models, not "
-     "train.model='hgt'", "_check_layerwise"),
+     "train.model='hgt'", "rules._check_layerwise"),
     ({"train": {"engine": "lightning", "sampler": "cluster"}},
-     "train.engine='lightning' supports homogeneous", "_check_lightning"),
+     "train.engine='lightning' supports homogeneous", "samplers._check_lightning"),
     ({"train": {"dist": {"nnodes": 2, "node_rank": 5, "rdzv_endpoint": "h:1"}}},
      r"train.dist.node_rank=5 is out of range for train.dist.nnodes=2; expected 0 .. 1",
-     "_check_rendezvous"),
+     "rules._check_rendezvous"),
     ({"predict": {"pairs": "pairs.csv"}}, "predict.pairs='pairs.csv' scores candidate links",
-     "_check_pairs"),
+     "rules._check_pairs"),
     ({"split": {"node": {"mode": "time"}}}, r"split.node.mode='time' cuts message graphs .* "
-     r"needs split.node.strategy=time \(found 'stratified'\)", "_check_split_mode"),
+     r"needs split.node.strategy=time \(found 'stratified'\)", "rules._check_split_mode"),
     ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},
       "partition": {"num_parts": 8}}, "train.cluster.parts_per_batch=9 exceeds "
-     "partition.num_parts=8", "_check_cluster_batch"),
+     "partition.num_parts=8", "samplers._check_cluster_batch"),
     ({"train": {"sampler": "cluster", "cluster": {"keep_inter_cluster_edges": True},
                 "dist": {"shard": "partition"}}},
      "train.cluster.keep_inter_cluster_edges=true needs the whole train graph",
-     "_check_cluster_batch"),
+     "samplers._check_cluster_batch"),
     ({"train": {"model": "gat", "aggregation": "csr"}},
      "train.aggregation='csr' applies to gcn and sage on homogeneous graphs, not "
-     "train.model='gat'", "_check_aggregation"),
+     "train.model='gat'", "rules._check_aggregation"),
 ]
 
 
@@ -406,22 +406,30 @@ def test_replacing_inside_params_runs_the_rules_again():
         replace(Params(), train={"model": "sign"})
 
 
+RULE_MODULES = {"rules": rules, "samplers": samplers}  # in the order loading runs them
+
+
 @pytest.mark.parametrize("raw, message, rule", RULE_CASES)
 def test_each_cross_field_rule_fires_once_at_load_time(raw, message, rule, monkeypatch):
     with pytest.raises(ParamsError, match=message) as err:
         params_from_dict(raw)
     assert "\n" not in str(err.value)
     calls = []
-    wrapped = tuple((lambda p, r=r: (calls.append(r.__name__), r(p))) for r in rules.RULES)
-    monkeypatch.setattr(rules, "RULES", wrapped)
+    for prefix, module in RULE_MODULES.items():
+        monkeypatch.setattr(module, "RULES", tuple(
+            (lambda p, r=r, name=f"{prefix}.{r.__name__}": (calls.append(name), r(p)))
+            for r in module.RULES))
     with pytest.raises(ParamsError, match=message):
         params_from_dict(raw)
     assert calls[-1] == rule and calls.count(rule) == 1  # the last rule run raised, once
 
 
-def test_every_rule_is_in_the_one_list_and_covered():
-    defined = {name for name in dir(rules) if name.startswith("_check_")}
-    assert defined == {r.__name__ for r in rules.RULES}
+def test_every_rule_is_in_its_modules_one_list_and_covered():
+    defined = set()
+    for prefix, module in RULE_MODULES.items():
+        names = {name for name in dir(module) if name.startswith("_check_")}
+        assert names == {r.__name__ for r in module.RULES}, prefix
+        defined |= {f"{prefix}.{name}" for name in names}
     assert {case[2] for case in RULE_CASES} == defined
 
 

@@ -3,6 +3,7 @@ a launch whose memory floor does not fit the machine is refused (gnnpipe/capacit
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -33,7 +34,10 @@ def _stage_folder(tmp_path: Path, dist: dict, graph_bytes: int = 0) -> Path:
     """A folder where ``gnnpipe train`` gets as far as launching: params, a split meta.json and,
     with ``graph_bytes``, a graph.pt of that size (only its size is read before the launch)."""
     (tmp_path / "data/split").mkdir(parents=True)
-    (tmp_path / "data/split/meta.json").write_text('{"task": "node"}')
+    (tmp_path / "data/split/meta.json").write_text(json.dumps({  # a one-type node split's meta
+        "task": "node", "target": "node", "node_types": [["node", 10]],
+        "edge_types": ["node__to__node"],
+        "message_graph": {phase: "message_train.pt" for phase in ("train", "val", "test")}}))
     if graph_bytes:
         (tmp_path / "data/prepared").mkdir(parents=True)
         (tmp_path / "data/prepared/graph.pt").write_bytes(b"\0" * graph_bytes)

@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from gnnpipe import config, params_doc, profiles
+from gnnpipe.config import samplers
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -203,7 +204,7 @@ def test_the_override_check_fails_on_a_renamed_key_or_a_bad_value():
         apply_overrides(overrides("dvc exp run --temp -S train.lrr=0.1"))
     with pytest.raises(ValueError, match="train.model='gatt' is not valid"):
         apply_overrides(overrides("dvc exp run -S train.model=gatt"))
-    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule (config/rules.py)
+    with pytest.raises(ValueError, match="train.sampler"):  # a cross-field rule (config/samplers.py)
         apply_overrides(overrides("dvc exp run -S train.model=sign"))
     params = apply_overrides(overrides(
         "dvc exp run --temp -S 'train.neighbor.num_neighbors=[25,10]' -S train.amp=true"))
@@ -311,13 +312,11 @@ def test_params_table_lists_every_key_with_its_default():
         [k for k, r in rows.items() if r.help.startswith("*")]
 
 
-def test_sampler_table_has_one_row_per_sampler_from_the_sampling_table():
-    from gnnpipe.sampling.table import SAMPLERS
-
+def test_sampler_table_has_one_row_per_sampler_from_the_config_samplers_table():
     text = params_doc.full_tables(params_doc.rows())
     section = text.split("### train.sampler", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert [r.split("`")[1] for r in rows] == list(SAMPLERS)
+    assert [r.split("`")[1] for r in rows] == list(samplers.SAMPLERS)
     cluster = next(r for r in rows if r.startswith("| `cluster`"))
     assert "partition, shards" in cluster and "train.cluster" in cluster
 

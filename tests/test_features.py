@@ -232,12 +232,14 @@ def _record(monkeypatch, module, name, seen: list, stop=False):
 
 
 def test_gnn_baseline_and_propagate_read_the_same_normalized_features(tmp_path, monkeypatch):
+    import gnnpipe.model_inputs
     import gnnpipe.train
 
     root = _repo(tmp_path, monkeypatch, "standardize")
     expected = _expected_standardized(root)
     seen: list = []
-    _record(monkeypatch, gnnpipe.train, "build_inputs", seen)
+    _record(monkeypatch, gnnpipe.train, "build_inputs", seen)  # the baseline's
+    _record(monkeypatch, gnnpipe.model_inputs, "build_inputs", seen)  # train's
     assert main(["baseline"]) == 0
     assert main(["train"]) == 0
     assert len(seen) == 2
@@ -251,14 +253,12 @@ def test_gnn_baseline_and_propagate_read_the_same_normalized_features(tmp_path, 
 
 @pytest.mark.parametrize("sampler", ["neighbor", "shadow"])
 def test_node_samplers_read_normalized_features(tmp_path, monkeypatch, sampler):
-    import gnnpipe.sampling
-    import gnnpipe.sampling.shadow
+    from gnnpipe.sampling import builders
 
     root = _repo(tmp_path, monkeypatch, "row",
                  {"train": {**SMALL["train"], "sampler": sampler, "num_workers": 0}})
     seen: list = []
-    module = gnnpipe.sampling if sampler == "neighbor" else gnnpipe.sampling.shadow
-    _record(monkeypatch, module, f"{sampler}_loader", seen, stop=True)
+    _record(monkeypatch, builders, f"{sampler}_loader", seen, stop=True)
     assert main(["train"]) == 1  # stopped by the spy once it saw the features
     raw = io.read_graph(root / "data/prepared").x
     x = seen[0]
@@ -350,13 +350,13 @@ def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
         expected = ((x - mean.float().double()) / std.float().double()).float()
         torch.testing.assert_close(model.graph.x[t], expected, atol=1e-5, rtol=1e-5)
     assert set(audit["node_types"]) == set(raw.graph.node_types)
-    import gnnpipe.hetero.inputs
+    import gnnpipe.model_inputs
     import gnnpipe.train
 
     seen: list = []
     _record(monkeypatch, gnnpipe.train, "build_inputs", seen, stop=True)  # the typed MLP
     assert main(["baseline"]) == 1
-    _record(monkeypatch, gnnpipe.hetero.inputs, "phase_inputs", seen, stop=True)  # typed GNN
+    _record(monkeypatch, gnnpipe.model_inputs, "phase_inputs", seen, stop=True)  # typed GNN
     assert main(["train"]) == 1
     assert torch.equal(seen[0], model.graph.x[target])
     assert all(torch.equal(seen[1].x[t], model.graph.x[t]) for t in raw.graph.node_types)
@@ -369,7 +369,7 @@ def test_feature_transform_rejects_unknown_kind():
 
 
 def test_link_task_fits_on_every_node_and_trains_on_them(tmp_path, monkeypatch):
-    import gnnpipe.train
+    import gnnpipe.model_inputs
 
     root = _repo(tmp_path, monkeypatch, "standardize", {"dataset": {
         **SMALL["dataset"], "task": "link"}})
@@ -377,7 +377,7 @@ def test_link_task_fits_on_every_node_and_trains_on_them(tmp_path, monkeypatch):
     assert audit == {"normalize": "standardize", "fitted_on": "all", "nodes": 600}
     x = io.read_graph(root / "data/prepared").x
     seen: list = []
-    _record(monkeypatch, gnnpipe.train, "build_inputs", seen, stop=True)
+    _record(monkeypatch, gnnpipe.model_inputs, "build_inputs", seen, stop=True)
     assert main(["train"]) == 1
     expected = (x - x.double().mean(0).float()) / x.double().std(0, correction=0).float()
     torch.testing.assert_close(seen[0], expected, atol=1e-5, rtol=1e-5)

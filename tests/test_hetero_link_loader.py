@@ -1,7 +1,7 @@
 """Typed link batches: PyG LinkNeighborLoader semantics on an edge type through
 ``hetero_link_neighbor_loader`` (ports of PyG's test/loader/test_link_neighbor_loader.py hetero
-cases), and ``TypedSupervisionLoader``: leak-free negatives, nothing held out in any batch,
-(seed, epoch) determinism, equal DDP shares."""
+cases), and ``SupervisionLoader`` on an edge type: leak-free negatives, nothing held out in any
+batch, (seed, epoch) determinism, equal DDP shares."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from gnnpipe.distributed import DistContext
 from gnnpipe.synthetic import REV_WRITES, WRITES
 from gnnpipe.link_split import negative_weights, split_links, typed_negative_sampler
 from gnnpipe.rng import make_rng
-from gnnpipe.sampling.hetero_link import typed_link_loader
-from gnnpipe.sampling.hetero_neighbor import hetero_link_neighbor_loader
+from gnnpipe.sampling.link import typed_link_loader
+from gnnpipe.sampling.loader import hetero_link_neighbor_loader
 
 from test_hetero_data import small_hetero
 from test_hetero_neighbor import AP, PP, _hetero
@@ -125,7 +125,7 @@ def test_temporal_hetero_link_neighbor_loader():
     assert seen > 0
 
 
-# ------------------------------------------------------------------ TypedSupervisionLoader
+# ------------------------------------------------------------------ SupervisionLoader (typed)
 CFG = NeighborParams(num_neighbors=(4, 3))
 
 

@@ -1,4 +1,4 @@
-"""Typed neighbor sampling (gnnpipe/sampling/hetero_neighbor.py) against PyG's NeighborLoader
+"""Typed neighbor sampling (gnnpipe/sampling/neighbor.py) against PyG's NeighborLoader
 semantics on HeteroData.
 
 The references are PyG's own tests (test/loader/test_neighbor_loader.py; each test names the
@@ -19,7 +19,8 @@ from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.utils import trim_to_layer
 
-from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler, hetero_neighbor_loader
+from gnnpipe.sampling.loader import hetero_neighbor_loader
+from gnnpipe.sampling.neighbor import HeteroNeighborSampler
 
 SIZES = {"paper": 60, "author": 40, "venue": 4}
 PP, AP, PA = ("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper",
@@ -458,7 +459,7 @@ def test_bad_arguments_are_value_errors():
     with pytest.raises(ValueError, match="temporal_strategy"):
         _sampler(data, [1], temporal_strategy="nope")
     sampler = _sampler(data, [1], seed=0)
-    with pytest.raises(ValueError, match="seed ids"):
+    with pytest.raises(ValueError, match="seed node ids"):
         _sample(sampler, [60])
     with pytest.raises(ValueError, match="node type"):
         _sample(sampler, [0], node_type="nope")

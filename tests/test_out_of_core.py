@@ -135,7 +135,7 @@ def test_prepare_streams_external_features_and_writes_the_same_graph(tmp_path, m
 def test_neighbor_training_reads_rows_of_the_mapped_file(tmp_path, monkeypatch):
     """train.sampler: neighbor on external features: batches carry the rows of the file
     (features equal to the whole-matrix path), and the stage trains end to end."""
-    import gnnpipe.sampling
+    from gnnpipe.sampling import builders
 
     monkeypatch.chdir(tmp_path)
     params = {**SMALL, "dataset": {**SMALL["dataset"], "storage": {"features": "external"}},
@@ -146,14 +146,14 @@ def test_neighbor_training_reads_rows_of_the_mapped_file(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     assert main(["prepare"]) == 0 and main(["split"]) == 0
     batches: list = []
-    real = gnnpipe.sampling.neighbor_loader
+    real = builders.neighbor_loader
 
     def spy(*args, **kwargs):
         loader = real(*args, **kwargs)
         batches.append(next(iter(loader)))
         return loader
 
-    monkeypatch.setattr(gnnpipe.sampling, "neighbor_loader", spy)
+    monkeypatch.setattr(builders, "neighbor_loader", spy)
     assert main(["train"]) == 0
     from gnnpipe.features import read_transform
 

@@ -507,12 +507,12 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
         "train": {"sampler": "neighbor", "batch_size": n,
                   "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
     roles = np.array(["train"] * n)
-    source = node_source(
-        SimpleNamespace(prepared=tmp_path), params.train, SINGLE,
-        SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
-                        timestamps=None, num_nodes=n),
-        {"train": train}, {"train": SimpleNamespace(edge_index=train.edge_index())}, roles,
-        torch.ones(n, dtype=torch.bool))
+    inputs = SimpleNamespace(  # gnnpipe.model_inputs.ModelInputs of a homogeneous graph
+        graph=SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
+                              timestamps=None, num_nodes=n),
+        message_graphs={"train": train},
+        phases={"train": SimpleNamespace(edge_index=train.edge_index())}, target=None)
+    source = node_source(SimpleNamespace(prepared=tmp_path), params.train, SINGLE, inputs, roles)
     loader = build("homogeneous", source, params.train, params.seed, SINGLE).loader.loader
     by_key = dict(zip((src * n + dst).tolist(), weight.tolist()))
     t_src, t_dst = train.edge_index().numpy()

@@ -90,6 +90,21 @@ def test_edges_point_from_sampled_neighbour_into_target_on_a_directed_graph():
         assert (batch.edge_index[1, :first] < batch.batch_size).all()  # hop 1 feeds the seeds
 
 
+def test_new_nodes_get_local_ids_in_order_of_first_appearance():
+    """pyg-lib's order: a node drawn twice in one hop keeps the slot of its first draw, and a
+    repeated seed is its first copy."""
+    # in-edges: of 0 from 2 and 3, of 1 from 0 and 2, of 3 from 4
+    csr = csr_from_edges(np.array([2, 3, 0, 2, 4]), np.array([0, 0, 1, 1, 3]), 5)
+    for subgraph_type in ("directional", "induced"):
+        sampler = CsrNeighborSampler(csr, [-1, -1], subgraph_type=subgraph_type, seed=0)
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0, 1])))
+        assert out.node.tolist() == [0, 1, 2, 3, 4]  # slots 2, 3, 2: not [0, 1, 3, 2, 4]
+        assert out.num_sampled_nodes == [2, 2, 1]
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0, 1, 0])))
+        into_1 = out.row[out.col == 1]
+        assert out.node[into_1].tolist() == [0, 2] and into_1.tolist() == [0, 3]
+
+
 def test_sampler_built_from_pyg_data_reports_its_edge_permutation():
     csr = _random_directed_graph()
     edge_index = csr.edge_index()
@@ -322,7 +337,7 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
     sampler = CsrNeighborSampler(csr, [3, 2], seed=0)
     inputs = NodeSamplerInput(None, torch.arange(30))
     expected = sampler.sample_from_nodes(inputs)
-    assert (sampler._map == -1).all()
+    assert (sampler.typed._maps["node"] == -1).all()
     real, calls = sampling.neighbor.pick_edges, []
 
     def failing(*args):
@@ -334,9 +349,9 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
     monkeypatch.setattr(sampling.neighbor, "pick_edges", failing)
     with pytest.raises(KeyboardInterrupt):
         sampler.sample_from_nodes(inputs)
-    assert (sampler._map == -1).all()
+    assert (sampler.typed._maps["node"] == -1).all()
     monkeypatch.setattr(sampling.neighbor, "pick_edges", real)
-    sampler._rng = np.random.default_rng(sampler.seed)
+    sampler.typed._rng = np.random.default_rng(sampler.seed)
     again = sampler.sample_from_nodes(inputs)
     assert torch.equal(again.node, expected.node) and torch.equal(again.row, expected.row)
 

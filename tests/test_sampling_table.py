@@ -1,4 +1,4 @@
-"""The sampler table (gnnpipe/sampling/table.py): it names every train.sampler value, and its
+"""The sampler table (gnnpipe/config/samplers.py): it names every train.sampler value, and its
 ``check`` raises the one-line params errors of the sampler rules."""
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from gnnpipe.config import (ClusterParams, DatasetParams, DistParams, NeighborParams, ParamsError,
-                            PartitionParams, TemporalParams, TrainParams)
-from gnnpipe.sampling import table
+                            PartitionParams, TemporalParams, TrainParams, samplers)
 
 
 def _params(task="node", typed=False, weight="", partition=PartitionParams(), **train):
-    """A duck-typed Params (no load-time rules run) with what ``table.check`` reads."""
+    """A duck-typed Params (no load-time rules run) with what ``samplers.check`` reads."""
     base = DatasetParams()
     dataset = DatasetParams(task=task, layout="typed" if typed else "homogeneous",
                             edges=dataclasses.replace(base.edges, weight=weight))
@@ -24,39 +23,42 @@ def _params(task="node", typed=False, weight="", partition=PartitionParams(), **
 
 def test_table_has_one_entry_per_sampler_value_and_sections_exist():
     values = typing.get_args(typing.get_type_hints(TrainParams)["sampler"])
-    assert set(table.SAMPLERS) == set(values)
+    assert set(samplers.SAMPLERS) == set(values)
     fields = {f.name for f in dataclasses.fields(TrainParams)}
-    for entry in table.SAMPLERS.values():
+    for entry in samplers.SAMPLERS.values():
         assert not entry.section or entry.section in fields, entry.name
         assert set(entry.ddp) <= set(entry.runs), entry.name
         assert entry.engines[0] == "plain"
+        # a batch drawn around seed nodes trains node tasks, around supervision edges link tasks
+        tasks = {task for task, _ in entry.runs}
+        assert {"seeds": {"node"}, "edges": {"link"}}.get(entry.around, tasks) == tasks, entry.name
 
 
 def test_every_sampler_with_a_loader_has_a_builder_for_each_graph_kind_it_runs_on():
     from gnnpipe.sampling.builders import BUILDERS
 
-    expected = {(s.name, kind) for s in table.SAMPLERS.values() if s.loader for _, kind in s.runs}
+    expected = {(s.name, kind) for s in samplers.SAMPLERS.values() if s.loader for _, kind in s.runs}
     assert set(BUILDERS) == expected
 
 
 def test_lookups_read_the_table():
-    assert table.names("node", "typed") == ("full", "hgt", "neighbor")
-    assert table.names("link", "homogeneous") == ("full", "sign", "link_neighbor")
-    assert table.names("node", "homogeneous", "lightning") == ("full", "neighbor")
-    assert table.with_option("time") == ("neighbor", "shadow")
-    assert table.needs("cluster", "partition") and table.needs("sign", "propagate")
-    assert not table.needs("neighbor", "partition")
-    assert table.runs("link_neighbor", "link", "typed")
-    assert not table.runs("shadow", "link", "homogeneous")
-    rows = table.doc_rows()
-    assert [r[0] for r in rows] == list(table.SAMPLERS)
+    assert samplers.names("node", "typed") == ("full", "hgt", "neighbor")
+    assert samplers.names("link", "homogeneous") == ("full", "sign", "link_neighbor")
+    assert samplers.names("node", "homogeneous", "lightning") == ("full", "neighbor")
+    assert samplers.with_option("time") == ("neighbor", "shadow")
+    assert samplers.needs("cluster", "partition") and samplers.needs("sign", "propagate")
+    assert not samplers.needs("neighbor", "partition")
+    assert samplers.runs("link_neighbor", "link", "typed")
+    assert not samplers.runs("shadow", "link", "homogeneous")
+    rows = samplers.doc_rows()
+    assert [r[0] for r in rows] == list(samplers.SAMPLERS)
 
 
 def test_out_of_core_is_the_mapped_rows_sampler_on_one_graph_with_the_plain_loop():
-    assert table.out_of_core(TrainParams(sampler="neighbor"))
-    assert not table.out_of_core(TrainParams(sampler="full"))
-    assert not table.out_of_core(TrainParams(sampler="neighbor", engine="lightning"))
-    assert not table.out_of_core(TrainParams(sampler="neighbor",
+    assert samplers.out_of_core(TrainParams(sampler="neighbor"))
+    assert not samplers.out_of_core(TrainParams(sampler="full"))
+    assert not samplers.out_of_core(TrainParams(sampler="neighbor", engine="lightning"))
+    assert not samplers.out_of_core(TrainParams(sampler="neighbor",
                                              dist=DistParams(shard="partition")))
 
 
@@ -71,7 +73,7 @@ def test_out_of_core_is_the_mapped_rows_sampler_on_one_graph_with_the_plain_loop
     _params(sampler="neighbor", engine="lightning"),
 ])
 def test_valid_combinations_pass(params):
-    table.check(params)
+    samplers.check(params)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -118,5 +120,5 @@ def test_valid_combinations_pass(params):
 ])
 def test_check_raises_one_line_naming_the_keys(params, message):
     with pytest.raises(ParamsError, match=message) as err:
-        table.check(params)
+        samplers.check(params)
     assert "\n" not in str(err.value)

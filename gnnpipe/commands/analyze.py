@@ -16,7 +16,6 @@ from gnnpipe.graph import Csr, Graph
 from gnnpipe.io.hetero import read_hetero_roles
 from gnnpipe.typed_graph import edge_type_name, homogeneous_csr, type_summary
 
-HELP = "graph diagnostics: homophily, degrees, components, labels; warns on low homophily"
 PHASES = ("train", "val", "test")
 
 

@@ -16,7 +16,6 @@ from gnnpipe.rng import torch_seed
 
 # gnnpipe.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the run
 # functions, so that `gnnpipe --help` does not pay for them
-HELP = "train the structure-free MLP baseline (baseline section) on the same split"
 
 
 def run(args):

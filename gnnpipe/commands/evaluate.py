@@ -13,7 +13,6 @@ from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
 from gnnpipe.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
 from gnnpipe.typed_graph import edge_type_name
 
-HELP = "score the GNN and the MLP baseline on val/test; writes metrics/eval.json"
 
 
 def run(args):

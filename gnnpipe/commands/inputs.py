@@ -9,14 +9,17 @@ from dataclasses import dataclass, replace
 import torch
 
 from gnnpipe import io
+from gnnpipe.features import ModelFeatures, read_transform
 from gnnpipe.graph import Csr
 from gnnpipe.io import hetero as hio
+from gnnpipe.io.rows import FeatureSource
+from gnnpipe.link_split import negative_weights, typed_negative_sampler
+from gnnpipe.negatives import degree_weights, training_sampler
 
 
 @dataclass(frozen=True)
 class TypedSplit:
     """A typed graph, its split's meta.json and phase -> edge type -> message-graph CSR."""
-
     graph: object  # gnnpipe.typed_graph.HeteroGraph
     meta: dict
     graphs: dict
@@ -37,7 +40,6 @@ def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch
     nodes, or rows of some) through the transform the split stage fitted into ``args.features``
     (``features.normalize``, gnnpipe/features.py). ``none`` returns ``x`` itself (a memory-mapped
     tensor stays zero-copy); row / standardize return a normalized float32 copy."""
-    from gnnpipe.features import read_transform
 
     return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
 
@@ -52,8 +54,6 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
     ``gnnpipe.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
     with bfloat16 storage: rows in bfloat16 (half of float32's bytes; autocast's CPU dtype)."""
-    from gnnpipe.features import ModelFeatures, read_transform
-    from gnnpipe.io.rows import FeatureSource
 
     dtype = torch.bfloat16 if amp and stored.dtype == torch.bfloat16 else torch.float32
     transform = read_transform(args.features, None, int(stored.shape[1]))
@@ -61,7 +61,8 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
 
 
 def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``, when ``gnnpipe.sampling.table.out_of_core``):
+    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``,
+    when ``gnnpipe.config.samplers.out_of_core``):
     the stored features stay memory-mapped (sampled training on features larger than memory)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
     return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
@@ -71,7 +72,6 @@ def whole_features(inputs: dict) -> dict:
     """Phase inputs (``gnnpipe.train.build_inputs``) whose evaluation runs a whole-graph forward
     get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
     layer-wise phases keep reading rows per block."""
-    from gnnpipe.features import ModelFeatures
 
     whole = {}
     for phase, given in inputs.items():
@@ -102,7 +102,6 @@ def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkS
     """Homogeneous link split: negatives avoid only what training may see
     (gnnpipe/negatives.py), drawn with the strategy of the fixed ones, so training and
     evaluation ask one question."""
-    from gnnpipe.negatives import degree_weights, training_sampler
 
     edges = io.read_link_edges(args.split, num_nodes)
     negatives = io.read_link_negatives(args.split, edges, num_nodes)
@@ -117,7 +116,6 @@ def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkS
 def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSupervision]:
     """The held-out edge type and its supervision shifted to ``to_homogeneous`` ids (the
     typed models' output rows), with typed training negatives."""
-    from gnnpipe.link_split import negative_weights, typed_negative_sampler
 
     graph = typed.graph
     edge_type, edges, negatives = hio.read_hetero_link_split(args.split, graph)

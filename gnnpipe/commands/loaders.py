@@ -9,10 +9,17 @@ import numpy as np
 import torch
 
 from gnnpipe import distributed, io
-from gnnpipe.sampling import table
+from gnnpipe.commands.inputs import model_features
+from gnnpipe.config import samplers
+from gnnpipe.hetero.loader import typed_temporal
+from gnnpipe.partition import rank_parts
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import Source
-from gnnpipe.sharding import NodeRows
+from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
+from gnnpipe.sampling.store import read_node_rows
+from gnnpipe.sampling.temporal import align_edge_times, temporal_options
+from gnnpipe.sharding import NodeRows, ShardEvaluator, shard_node_ids
+from gnnpipe.sources.base import time_key
 
 
 def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -30,11 +37,6 @@ def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.nd
 def shard_setup(args, params, ctx, roles, train_mask):
     """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
     evaluator."""
-    from gnnpipe.commands.inputs import model_features
-    from gnnpipe.partition import rank_parts
-    from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
-    from gnnpipe.sampling.store import read_node_rows
-    from gnnpipe.sharding import ShardEvaluator, shard_node_ids
 
     cfg = params.train
     if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
@@ -62,41 +64,40 @@ def shard_setup(args, params, ctx, roles, train_mask):
             {"shard_eval_exact": exact}, rank_info)
 
 
-def node_source(args, cfg, ctx, graph, graphs: dict, inputs: dict, roles: np.ndarray,
-                train_mask: torch.Tensor) -> Source:
-    """What the node loader of ``cfg.sampler`` (TrainParams) draws from on a homogeneous
-    graph: the train phase's message graph, the train seeds (all, and this rank's share), and
-    what the sampler's options read (temporal columns, edge weights, the partition)."""
+def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
+    """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
+    gnnpipe.model_inputs.ModelInputs): the train phase's message graph, the train seeds of the
+    (target) type (all, and this rank's share), and what the sampler's options read (temporal
+    columns, edge weights, the partition: homogeneous graphs)."""
+    graph, train_graph = inputs.graph, inputs.message_graphs["train"]
     train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
     mine = distributed.shard(train_nodes, ctx)
-    weight = _edge_weight(args, cfg, graph, graphs["train"])
+    if inputs.target is not None:  # typed: seed times of train.temporal for this rank's share
+        temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph, train_graph,
+                                  mine.numpy())
+        return Source(graph, train_graph, train_nodes, mine, temporal=temporal)
+    weight = _edge_weight(args, cfg, graph, train_graph)
     partition = (read_partition(args, graph.num_nodes, roles)
-                 if table.needs(cfg.sampler, "partition") else None)
-    return Source(graph, graphs["train"], train_nodes, mine, inputs["train"].edge_index,
-                  _temporal(args, cfg, graph, graphs["train"], mine), weight, partition,
-                  train_mask)
+                 if samplers.needs(cfg.sampler, "partition") else None)
+    return Source(graph, train_graph, train_nodes, mine, inputs.phases["train"].edge_index,
+                  _temporal(args, cfg, graph, train_graph, mine), weight, partition,
+                  torch.from_numpy(roles == "train"))
 
 
-def typed_node_source(cfg, ctx, typed, roles: np.ndarray) -> Source:
-    """``node_source`` of a typed graph (``typed``: gnnpipe.commands.inputs.TypedSplit): seeds
-    of the target type, seed times of ``train.temporal`` for this rank's share."""
-    from gnnpipe.hetero.loader import typed_temporal
-
-    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
-    mine = distributed.shard(train_nodes, ctx)
-    temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, typed.graph,
-                              typed.graphs["train"], mine.numpy())
-    return Source(typed.graph, typed.graphs["train"], train_nodes, mine, temporal=temporal)
+def link_source(inputs, supervision, edge_type) -> Source:
+    """What the link loader draws from: subgraphs of the train phase's message graph around
+    ``supervision`` (gnnpipe.commands.inputs.LinkSupervision) edges of ``edge_type`` (typed)."""
+    edge_index = None if inputs.target is not None else inputs.phases["train"].edge_index
+    return Source(inputs.graph, inputs.message_graphs["train"], edge_index=edge_index,
+                  supervision=supervision, edge_type=edge_type)
 
 
 def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
     """``train.temporal.by``: seed times from the node timestamps, edge times (``edge``) from
     ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
-    from gnnpipe.sampling.temporal import temporal_options
 
     edge_time = None
     if cfg.temporal.by == "edge" and (args.prepared / "edge_attrs.parquet").exists():
-        from gnnpipe.sources.base import time_key
 
         table = io.read_edge_attrs(args.prepared)
         if "timestamp" in table.column_names:
@@ -111,7 +112,6 @@ def _edge_weight(args, cfg, graph, train_csr) -> np.ndarray | None:
     re-aligned to the train message graph; None when not weighted."""
     if not cfg.neighbor.weighted:
         return None
-    from gnnpipe.sampling.temporal import align_edge_times
 
     path = args.prepared / "edge_attrs.parquet"
     table = io.read_edge_attrs(args.prepared) if path.exists() else None

@@ -18,7 +18,6 @@ from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng
 from gnnpipe.typed_graph import homogeneous_csr
 
-HELP = "partition the train-phase message graph (METIS, random or bfs) into per-part shards"
 
 
 def run(args):

@@ -16,329 +16,117 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import torch
-
 from gnnpipe import distributed, io
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params
-from gnnpipe.sampling import table
+from gnnpipe.distributed import SINGLE
+from gnnpipe.io import hetero as hio
+from gnnpipe.model_inputs import read_model_inputs, read_roles
+from gnnpipe.predict import (candidate_pairs, label_counts, load_model, model_outputs,
+                             node_prediction_blocks, pair_score_blocks, read_classes_of,
+                             read_node_ids_of, write_embeddings)
+from gnnpipe.typed_graph import edge_type_name, parse_edge_type
 
-HELP = "predict every node (unlabelled too) and export embeddings into data/predict"
 
 
 def run(args):
-    """Picks the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1 and
-    runs the variant on every rank; rank 0 writes."""
+    """Reads the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1 and
+    runs the task on every rank; rank 0 writes."""
     params = load_params(args.params)
     kind, task = split_variant(args.split)
-    predict = pick(RUNS, kind, task, "predict")
-    dist = params.train.dist
     with distributed.stage_ranks(args, params, "prediction") as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
-            return f"predicted on {dist.world_size} processes -> {args.out}"
-        return predict(args, params, ctx)
+            return f"predicted on {params.train.dist.world_size} processes -> {args.out}"
+        return RUNS[task](args, params, kind, ctx)
 
 
-# ----------------------------------------------------------------------------------- shared
-def _classes(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
-    """The user's label value of each code, and where it came from."""
-    if not (Path(prepared) / "classes.parquet").exists():  # a graph prepared before classes
-        return pa.array(np.arange(num_classes, dtype=np.int64)), "codes"
-    classes = io.read_classes(prepared)
-    if len(classes) != num_classes:
-        raise ValueError(f"{Path(prepared) / 'classes.parquet'}: {len(classes)} classes, the "
-                         f"graph has {num_classes}; re-run the prepare stage")
-    return classes, "classes.parquet"
-
-
-def _ids(path: Path, read, num_nodes: int) -> pa.Array:
-    """``original_id`` of every node: the user's ids when the source had them, else 0..N-1."""
-    from gnnpipe.predict import default_ids
-
-    if not path.exists():
-        return default_ids(num_nodes)
-    ids = read().column("original_id").combine_chunks()
-    if len(ids) != num_nodes:
-        raise ValueError(f"{path}: {len(ids)} ids for {num_nodes} nodes; re-run the prepare "
-                         "stage")
-    return ids
-
-
-def _load(model: torch.nn.Module, args, saved: tuple[dict, dict], expect: dict
-          ) -> torch.nn.Module:
-    """``model`` with the ``saved`` weights of ``args.model``/model.pt (``io.read_model``),
-    after checking their meta against what params build (a stale model.pt names the mismatch
-    in one line)."""
-    state, meta = saved
-    where = Path(args.model) / "model.pt"
-    for key, want in expect.items():
-        if key in meta and meta[key] != want:
-            raise ValueError(f"{where}: trained with {key}={meta[key]!r}, params give {want!r}; "
-                             "re-run the train stage")
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0][:200]
-        raise ValueError(f"{where}: the weights do not fit the model the train section builds "
-                         f"({first}); re-run the train stage") from None
-    return model.eval()
-
-
-def _write_metrics(args, payload: dict) -> None:
-    io.write_json(args.metrics, payload)
-
-
-def _embedding_file(out: Path, name: str, hidden: torch.Tensor, ids: pa.Array, pcfg) -> None:
-    from gnnpipe.predict import embedding_blocks
-
-    io.write_blocks(out / name, io.embeddings_schema(ids.type,
-                                                     io.EMBEDDING_TYPES[pcfg.embedding_dtype],
-                                                     int(hidden.shape[1])),
-                    io.EMBEDDINGS, embedding_blocks(hidden, ids, pcfg.embedding_dtype,
-                                                    pcfg.block_rows))
-
-
-def _pairs(args, params, src_ids: pa.Array, dst_ids: pa.Array):
-    """The candidate pairs of ``predict.pairs`` (user ids, node ids), or None without."""
-    from gnnpipe.predict import map_pairs, read_pairs
-
-    name = params.predict.pairs
-    if not name:
-        return None
-    where = f"predict.pairs {name}"
-    if not Path(name).resolve().is_relative_to(Path(args.pairs_dir).resolve()):
-        raise ValueError(f"{where}: put the file under {args.pairs_dir}/ (dvc.yaml tracks that "
-                         "folder, so editing the pairs re-runs predict; a file elsewhere would "
-                         "go stale unnoticed)")
-    src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
-    s, d = map_pairs(src, dst, src_ids, dst_ids, where)
-    return src, dst, s, d
-
-
-def _pair_file(out: Path, z: torch.Tensor, pairs, block_rows: int) -> int:
-    from gnnpipe.predict import pair_score_blocks
-
-    src, dst, s, d = pairs
-    return io.write_blocks(out / "pair_scores.parquet",
-                           io.pair_scores_schema(src.type, dst.type), io.PAIR_SCORES,
-                           pair_score_blocks(z, s, d, src, dst, block_rows))
-
-
-def _homogeneous_outputs(args, params, ctx, graph, num_out: int, meta_expect: dict):
-    """(output (N, num_out), hidden (N, H), how) of the train section's model on the test
-    phase's inputs; (None, None, how) on ranks other than 0."""
-    from gnnpipe.commands.inputs import lazy_model_features, model_features
-    from gnnpipe.inference import csr_view, layerwise_logits, plan
-    from gnnpipe.models import build_model, forward_with_hidden
-    from gnnpipe.predict import rows_forward
-
-    cfg, pcfg = params.train, params.predict
-    saved = io.read_model(args.model)
-    num_hops = 0
-    engine, edge_index = None, None
-    precomputed = table.needs(cfg.sampler, "propagate")  # sign: hops of each phase's graph
-    if precomputed:
-        hops = io.read_propagated(args.propagate)["test"]
-        num_hops = len(hops) - 1
-        x = torch.cat([h.float() for h in hops], dim=1)
-        in_dim = graph.x.shape[1]
-    else:  # as train read them: rows per block of the mapped file, or the whole matrix
-        x = (lazy_model_features(args, graph.x) if table.out_of_core(cfg) else
-             model_features(args, graph.x.float()))
-        in_dim = x.shape[1]
-        if cfg.model != "mlp":
-            csr = io.read_message_graphs(args.split, graph.num_nodes)["test"]
-            engine = plan(*csr_view(csr), in_dim, cfg)
-            if engine is None:
-                edge_index = csr.edge_index()
-            else:
-                engine.aligned = True  # ranks take whole blocks: the output of one process
-    model = _load(build_model(cfg.model, in_dim, num_out, cfg, num_hops), args, saved,
-                  {**meta_expect, "model": cfg.model, "in_dim": in_dim, "num_hops": num_hops})
-    if engine is not None:  # every rank computes its blocks; all end with every row
-        out, hidden = layerwise_logits(model, x, engine, ctx, with_hidden=True)
-        how = "layerwise"
-    elif not ctx.is_main:  # a full forward or row blocks: rank 0 alone
-        return None, None, "full"
-    elif edge_index is None:  # row models: blocks of rows
-        fwd = model.forward_with_hidden if precomputed else (
-            lambda rows: forward_with_hidden(model, rows))
-        out, hidden = rows_forward(fwd, x, pcfg.block_rows)
-        how = "rows"
-    else:
-        with torch.no_grad():
-            out, hidden = forward_with_hidden(model, x.float(), edge_index)
-        how = "full"
-    if not ctx.is_main:
-        return None, None, how
-    return out.float(), hidden.float(), how
-
-
-# ---------------------------------------------------------------------------------- variants
-def predict_nodes(args, params, ctx):
-    from gnnpipe.predict import label_counts, node_prediction_blocks
-
+def predict_nodes(args, params, kind, ctx):
     pcfg = params.predict
-    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)  # x: _homogeneous_outputs
-    classes, class_source = _classes(args.prepared, graph.num_classes)
-    ids = _ids(args.prepared / "node_ids.parquet", lambda: io.read_node_ids(args.prepared),
-               graph.num_nodes)
-    roles = io.read_split_roles(args.split)
-    if roles.size != graph.num_nodes:
+    inputs = read_model_inputs(args, params.train, kind, "node", phases=("test",))
+    graph, target = inputs.graph, inputs.target
+    classes, class_source = read_classes_of(args.prepared, graph.num_classes)
+    roles = read_roles(args, inputs)
+    if roles.size != graph.y.numel():
         raise ValueError(f"{args.split / 'nodes.parquet'}: {roles.size} roles for "
-                         f"{graph.num_nodes} nodes; re-run the split stage")
-    logits, hidden, how = _homogeneous_outputs(args, params, ctx, graph, graph.num_classes,
-                                               {"num_classes": graph.num_classes})
-    if not ctx.is_main:
+                         f"{graph.y.numel()} nodes; re-run the split stage")
+    logits, hidden, how = _outputs(args, inputs, ctx, graph.num_classes, "target",
+                                   {"num_classes": graph.num_classes}, pcfg.block_rows)
+    if logits is None:  # another rank: rank 0 writes
         return None
+    ids = read_node_ids_of(args.prepared, graph, target)
+    hidden = {target: hidden} if target is None else hidden
     k = min(pcfg.top_k, graph.num_classes)
     with io.atomic_dir(args.out) as out:
         io.write_blocks(out / "predictions.parquet",
-                        io.predictions_schema(ids.type, classes.type), io.PREDICTIONS,
-                        node_prediction_blocks(logits, graph.y, roles, ids, classes, k,
-                                               pcfg.block_rows))
-        _embedding_file(out, "embeddings.parquet", hidden, ids, pcfg)
-    counts = label_counts(graph.y)
-    _write_metrics(args, {
-        "task": "node", "rows": graph.num_nodes, **counts, "classes": graph.num_classes,
-        "top_k": k, "embedding_dim": int(hidden.shape[1]),
-        "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
-        "label_values": class_source, "world_size": ctx.world_size,
-        "roles": {r: int((roles == r).sum()) for r in ("train", "val", "test", "unused")}})
-    return (f"{graph.num_nodes} nodes predicted ({counts['unlabelled']} unlabelled), "
-            f"embeddings of width {hidden.shape[1]} -> {args.out}")
-
-
-def predict_links(args, params, ctx):
-    pcfg, cfg = params.predict, params.train
-    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)  # x: _homogeneous_outputs
-    ids = _ids(args.prepared / "node_ids.parquet", lambda: io.read_node_ids(args.prepared),
-               graph.num_nodes)
-    pairs = _pairs(args, params, ids, ids)  # refused before anything is computed or written
-    z, _, how = _homogeneous_outputs(args, params, ctx, graph, cfg.hidden,
-                                     {"embedding_dim": cfg.hidden})
-    if not ctx.is_main:
-        return None
-    with io.atomic_dir(args.out) as out:
-        _embedding_file(out, "embeddings.parquet", z, ids, pcfg)
-        scored = 0 if pairs is None else _pair_file(out, z, pairs, pcfg.block_rows)
-    _write_metrics(args, {"task": "link", "rows": graph.num_nodes,
-                          "embedding_dim": int(z.shape[1]),
-                          "embedding_dtype": pcfg.embedding_dtype, "inference": how,
-                          "message_graph": "test", "pairs": scored,
-                          "world_size": ctx.world_size})
-    return (f"{graph.num_nodes} node embeddings"
-            + (f", {scored} pairs scored" if pairs is not None else "") + f" -> {args.out}")
-
-
-def _typed_outputs(args, params, typed, out_dim: int, out_kind: str):
-    """(output, hidden type -> (N_t, H), how) of the typed model on the test phase's graph."""
-    from gnnpipe.commands.inputs import model_features
-    from gnnpipe.inference import layerwise_logits
-    from gnnpipe.hetero.inputs import phase_inputs
-    from gnnpipe.hetero.models import build_hetero_model
-
-    cfg, graph = params.train, typed.graph
-    x = {t: model_features(args, v, t) for t, v in graph.x.items()}
-    inputs = phase_inputs(graph, typed.graphs, cfg)["test"]
-    from gnnpipe.typed_graph import edge_type_name
-
-    expect = {"model": cfg.model, "target": graph.target,
-              "node_types": ",".join(graph.node_types),
-              "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
-    dims = {t: int(v.shape[1]) for t, v in x.items()}
-    model = _load(build_hetero_model(cfg.model, graph.metadata(), dims, out_dim, graph.target,
-                                     cfg, out=out_kind), args, io.read_model(args.model), expect)
-    if inputs.layerwise is not None:
-        out, hidden = layerwise_logits(model, x, inputs.layerwise, with_hidden=True)
-        return out, hidden, "layerwise"
-    with torch.no_grad():
-        out, hidden = model.forward_with_hidden(x, inputs.edge_index)
-    return out, hidden, "full"
-
-
-def _typed_ids(args, graph, node_type: str) -> pa.Array:
-    from gnnpipe.io import hetero as hio
-
-    return _ids(args.prepared / f"node_ids_{node_type}.parquet",
-                lambda: hio.read_hetero_node_ids(args.prepared, node_type),
-                graph.num_nodes(node_type))
-
-
-def predict_typed_nodes(args, params, ctx):
-    """Typed graphs run on rank 0 alone (the other ranks of a DDP launch have nothing to do)."""
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io.hetero import read_hetero_roles
-    from gnnpipe.predict import label_counts, node_prediction_blocks
-
-    if not ctx.is_main:
-        return None
-    pcfg = params.predict
-    typed = read_typed(args)
-    graph = typed.graph
-    classes, class_source = _classes(args.prepared, graph.num_classes)
-    roles = read_hetero_roles(args.split, graph)
-    ids = {t: _typed_ids(args, graph, t) for t in graph.node_types}
-    logits, hidden, how = _typed_outputs(args, params, typed, graph.num_classes, "target")
-    k = min(pcfg.top_k, graph.num_classes)
-    with io.atomic_dir(args.out) as out:
-        io.write_blocks(out / "predictions.parquet",
-                        io.predictions_schema(ids[graph.target].type, classes.type),
-                        io.PREDICTIONS,
-                        node_prediction_blocks(logits.float(), graph.y, roles, ids[graph.target],
+                        io.predictions_schema(ids[target].type, classes.type), io.PREDICTIONS,
+                        node_prediction_blocks(logits.float(), graph.y, roles, ids[target],
                                                classes, k, pcfg.block_rows))
-        for t in graph.node_types:
-            if t in hidden:  # sage: a type without in-edges drops out (as to_hetero)
-                _embedding_file(out, f"embeddings_{t}.parquet", hidden[t].float(), ids[t], pcfg)
+        for t, h in hidden.items():  # typed sage: a type without in-edges has none (to_hetero)
+            write_embeddings(out, t, h.float(), ids[t], pcfg)
     counts = label_counts(graph.y)
-    _write_metrics(args, {
-        "task": "node", "hetero": True, "node_type": graph.target,
-        "rows": graph.num_nodes(graph.target), **counts, "classes": graph.num_classes,
+    _write_metrics(args, ctx, target, hidden, {
+        "task": "node", "rows": int(graph.y.numel()), **counts, "classes": graph.num_classes,
         "top_k": k, "embedding_dim": int(next(iter(hidden.values())).shape[1]),
         "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
         "label_values": class_source,
-        "embedding_rows": {t: int(h.shape[0]) for t, h in hidden.items()},
         "roles": {r: int((roles == r).sum()) for r in ("train", "val", "test", "unused")}})
-    return (f"{graph.num_nodes(graph.target)} {graph.target} nodes predicted, embeddings of "
-            f"{len(hidden)} node types -> {args.out}")
+    return (f"{graph.y.numel()} nodes predicted ({counts['unlabelled']} unlabelled), "
+            f"embeddings of {len(hidden)} node type(s) -> {args.out}")
 
 
-def predict_typed_links(args, params, ctx):
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io import hetero as hio
-    from gnnpipe.typed_graph import parse_edge_type
-
-    if not ctx.is_main:
-        return None
+def predict_links(args, params, kind, ctx):
     pcfg, cfg = params.predict, params.train
-    typed = read_typed(args)
-    graph = typed.graph
-    edge_type = parse_edge_type(hio.read_hetero_split_meta(args.split)["edge_type"])
-    ids = {t: _typed_ids(args, graph, t) for t in graph.node_types}
-    pairs = _pairs(args, params, ids[edge_type[0]], ids[edge_type[2]])
-    z, _, how = _typed_outputs(args, params, typed, cfg.hidden, "all")
-    offsets = graph.offsets()
-    if pairs is not None:  # the decoder dots rows of the homogeneous view (offsets)
-        src, dst, s, d = pairs
-        pairs = src, dst, s + offsets[edge_type[0]], d + offsets[edge_type[2]]
+    inputs = read_model_inputs(args, cfg, kind, "link", phases=("test",))
+    graph, target = inputs.graph, inputs.target
+    edge_type = None if target is None else parse_edge_type(
+        hio.read_hetero_split_meta(args.split)["edge_type"])
+    ids = read_node_ids_of(args.prepared, graph, target)
+    offsets = {None: 0} if target is None else graph.offsets()  # rows of the decoder's z
+    src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
+    pairs = candidate_pairs(params.predict.pairs, args.pairs_dir, ids[src], ids[dst])
+    z, _, how = _outputs(args, inputs, ctx, cfg.hidden, "all", {"embedding_dim": cfg.hidden},
+                         pcfg.block_rows)
+    if z is None:  # another rank: rank 0 writes
+        return None
+    z = z.float()
+    rows = {t: z[offsets[t]:offsets[t] + len(ids[t])] for t in ids}
     with io.atomic_dir(args.out) as out:
-        for t in graph.node_types:
-            n = graph.num_nodes(t)
-            _embedding_file(out, f"embeddings_{t}.parquet",
-                            z[offsets[t]:offsets[t] + n].float(), ids[t], pcfg)
-        scored = 0 if pairs is None else _pair_file(out, z.float(), pairs, pcfg.block_rows)
-    from gnnpipe.typed_graph import edge_type_name
-
-    _write_metrics(args, {"task": "link", "hetero": True, "edge_type": edge_type_name(edge_type),
-                          "rows": graph.total_nodes, "embedding_dim": int(z.shape[1]),
-                          "embedding_dtype": pcfg.embedding_dtype, "inference": how,
-                          "message_graph": "test", "pairs": scored,
-                          "embedding_rows": {t: graph.num_nodes(t) for t in graph.node_types}})
-    return (f"embeddings of {len(graph.node_types)} node types"
+        for t, zt in rows.items():
+            write_embeddings(out, t, zt, ids[t], pcfg)
+        scored = 0 if pairs is None else io.write_blocks(
+            out / "pair_scores.parquet", io.pair_scores_schema(pairs[0].type, pairs[1].type),
+            io.PAIR_SCORES, pair_score_blocks(z, pairs[2] + offsets[src],
+                                              pairs[3] + offsets[dst], pairs[0], pairs[1],
+                                              pcfg.block_rows))
+    held_out = {} if edge_type is None else {"edge_type": edge_type_name(edge_type)}
+    _write_metrics(args, ctx, target, rows, {
+        "task": "link", **held_out, "rows": int(z.shape[0]), "embedding_dim": int(z.shape[1]),
+        "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
+        "pairs": scored})
+    return (f"embeddings of {len(rows)} node type(s)"
             + (f", {scored} pairs scored" if pairs is not None else "") + f" -> {args.out}")
 
 
-RUNS = {(HOMOGENEOUS, "node"): predict_nodes, (HOMOGENEOUS, "link"): predict_links,
-        (TYPED, "node"): predict_typed_nodes, (TYPED, "link"): predict_typed_links}
+def _outputs(args, inputs, ctx, out_dim: int, out: str, expect: dict, block_rows: int):
+    """(output, hidden, how) of the trained model on the test phase's inputs; typed graphs run
+    on rank 0 alone. (None, None, how) on the other ranks."""
+    model = load_model(inputs.model(out_dim, out), io.read_model(args.model),
+                       {k: v for k, v in inputs.meta(expect).items() if k != "hetero"},
+                       Path(args.model) / "model.pt")
+    if inputs.target is not None and not ctx.is_main:
+        return None, None, "full"
+    return model_outputs(model, inputs.phases["test"], ctx if inputs.target is None else SINGLE,
+                         block_rows)
+
+
+def _write_metrics(args, ctx, target, hidden: dict, payload: dict) -> None:
+    """predict.json; a typed graph's also gives each type's node type and embedding rows."""
+    if target is None:
+        io.write_json(args.metrics, {**payload, "world_size": ctx.world_size})
+        return
+    node_type = {"node_type": target} if payload["task"] == "node" else {}
+    io.write_json(args.metrics, {**payload, **node_type, "embedding_rows": {
+        t: int(h.shape[0]) for t, h in hidden.items()}})
+
+
+RUNS = {"node": predict_nodes, "link": predict_links}

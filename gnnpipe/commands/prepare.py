@@ -16,7 +16,6 @@ from gnnpipe.config import load_params
 from gnnpipe.prepare import prepare_dataset
 from gnnpipe.typed_graph import HOMOGENEOUS
 
-HELP = "load dataset.source, validate it and write data/prepared (Parquet + torch CSR)"
 
 
 def run(args) -> str:

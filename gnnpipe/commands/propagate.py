@@ -15,7 +15,6 @@ from gnnpipe.config import load_params
 from gnnpipe.progress import progress
 from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 
-HELP = "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph"
 
 
 NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "

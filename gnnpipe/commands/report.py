@@ -12,7 +12,6 @@ from gnnpipe import io
 from gnnpipe.report import (SWEEP_PARAM, ReportInputs, parse_csv, render, render_sweep,
                             sweep_rows)
 
-HELP = "render reports/report.html (dataset, split audit, partition, metrics vs MLP, plots)"
 
 
 def add_arguments(parser):

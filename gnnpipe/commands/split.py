@@ -14,8 +14,6 @@ from gnnpipe.rng import make_rng
 from gnnpipe.split import split_nodes
 from gnnpipe.typed_graph import HeteroGraph, edge_type_name, one_type
 
-HELP = ("split nodes (or edges, dataset.task link) into train/val/test with leak-free message "
-        "graphs; fails on a failed audit")
 
 
 def run(args):

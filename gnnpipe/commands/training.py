@@ -4,10 +4,12 @@ outputs of a node or link model, and the rank's memory high-water mark."""
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from pathlib import Path
 
 from gnnpipe import io
-from gnnpipe.loop import Checkpointing
+from gnnpipe.loop import PERF_COLUMNS, Checkpointing
+from gnnpipe.sharding import gather_objects
 
 
 def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
@@ -50,3 +52,19 @@ def write_run_files(args, result, metrics: dict, perf: dict) -> None:
 def peak_rss_mb() -> float:
     """This process's high-water mark (ru_maxrss is KiB on Linux), its inputs included."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def finish_run(args, result, ctx, rank_info: dict, write_outputs: Callable[[], None],
+               metrics: dict, perf: dict) -> bool:
+    """Gathers every rank's memory high-water mark; rank 0 then writes the outputs, metrics,
+    perf, histories and drops the checkpoint (the outputs now hold everything it had).
+    False on the other ranks."""
+    ranks = gather_objects({"rank": ctx.rank, **rank_info, "peak_rss_mb": peak_rss_mb()}, ctx)
+    if not ctx.is_main:
+        return False
+    write_outputs()
+    write_run_files(args, result, metrics, {**result.perf, **perf, "ranks": ranks})
+    # a run resumed from the checkpoint of its last epoch trains no epoch here: header only
+    io.write_csv(args.perf_history, result.perf_history, header=PERF_COLUMNS)
+    io.remove_on_publish(args.checkpoint)  # once the outputs that supersede it are published
+    return True

@@ -1,10 +1,11 @@
 """Typed, validated view of ``params.yaml``.
 
-Every top-level section maps 1:1 to a dataclass of ``schema`` (with its bounds); ``rules`` holds
-every cross-field rule and runs whenever a ``Params`` is built; ``loading`` reads YAML into
+Every top-level section maps 1:1 to a dataclass of ``schema`` (with its bounds); ``samplers``
+is the table of every ``train.sampler`` (what it runs, needs and allows) and checks the rules
+that depend on it; ``rules`` holds the other cross-field rules; ``loading`` reads YAML into
 ``Params``, rejecting unknown keys and values of the wrong type or outside the allowed set with a
 one-line ``ParamsError`` (a ``ValueError``) that names the dotted key, what was given and what is
-allowed.
+allowed, and runs both sets of rules whenever a ``Params`` is built.
 """
 
 from gnnpipe.config.errors import ParamsError

@@ -1,6 +1,6 @@
 """``params.yaml`` read into ``Params``: YAML with unique keys, each value coerced to its field's
-type and checked against its bounds, then the cross-field rules (rules.py); and back to plain
-dicts.
+type and checked against its bounds, then the cross-field rules (rules.py, then the sampler
+table's, samplers.py); and back to plain dicts.
 
 A bad file raises a one-line ``ParamsError`` (a ``ValueError``) naming the file, the dotted key,
 what was given and what is allowed: an unknown key lists the keys allowed where it stands.
@@ -18,7 +18,8 @@ from typing import Any, Literal, Union
 import yaml
 
 from gnnpipe.config.errors import ParamsError
-from gnnpipe.config.rules import check
+from gnnpipe.config.rules import check as check_rules
+from gnnpipe.config.samplers import check as check_samplers
 from gnnpipe.config.schema import Params
 
 DEFAULT_PARAMS = "params.yaml"
@@ -128,6 +129,13 @@ def _build(cls: type, raw: dict, prefix: str) -> Any:
                                empty_ok=fields[name].metadata.get("empty_ok", False))
         _check_range(kwargs[name], fields[name].metadata, key)
     return cls(**kwargs)
+
+
+def check(params: Params) -> None:
+    """Every cross-field rule on ``params``: rules.py's (the dataset's first), then the sampler
+    table's; the first that fails raises its one-line ParamsError."""
+    check_rules(params)
+    check_samplers(params)
 
 
 def params_from_dict(raw: dict) -> Params:

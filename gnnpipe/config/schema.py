@@ -3,8 +3,8 @@ default, its allowed values (a ``Literal``) and its numeric bounds (``num``).
 
 The comment above a field and the one at the end of its line are its documentation:
 ``gnnpipe/params_doc.py`` reads them into the params tables. Plain data: the cross-field rules
-are gnnpipe/config/rules.py, and gnnpipe/config/loading.py reads YAML into these types and runs
-the rules on every ``Params`` it builds.
+are gnnpipe/config/rules.py and the sampler table's (gnnpipe/config/samplers.py), and
+gnnpipe/config/loading.py reads YAML into these types and runs both on every ``Params`` it builds.
 """
 
 from __future__ import annotations

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 from gnnpipe.graph import Csr
-from gnnpipe.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.inference import plan
 from gnnpipe.train import PhaseInput
+from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
 PHASES = ("train", "val", "test")
 
 
-def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None
-                 ) -> dict[str, PhaseInput]:
-    """Phase -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole graph's features
-    and the phase's own typed edges (phases sharing a message graph share the tensors).
-    ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
+def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
+                 phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
+    """Phase of ``phases`` -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole
+    graph's features and the phase's own typed edges (phases sharing a message graph share the
+    tensors). ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
     ``gnnpipe.inference.plan``); None: full forwards."""
     built: dict[int, tuple] = {}
     out = {}
-    for phase in PHASES:
+    for phase in phases:
         key = id(graphs[phase])
         if key not in built:
             engine = None
             if cfg is not None:
-                from gnnpipe.inference import plan  # imports PyG: only when asked
-
                 in_dim = max(int(x.shape[1]) for x in graph.x.values())
                 engine = plan(graphs[phase], {t: graph.num_nodes(t) for t in graph.node_types},
                               in_dim, cfg)

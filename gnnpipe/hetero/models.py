@@ -50,7 +50,7 @@ class HeteroModel(TypedModel):
             self.convs = nn.ModuleList(RGCNConv(dims[i], dims[i + 1], len(self.edge_types))
                                        for i in range(layers))
         else:
-            raise AssertionError(f"no heterogeneous model {name!r}")  # config._check_typed_train
+            raise AssertionError(f"no heterogeneous model {name!r}")  # config/samplers.py TYPED_MODELS
 
     def forward(self, x_dict: dict[str, torch.Tensor],
                 edge_index_dict: dict[EdgeType, torch.Tensor]) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """The training loader of every ``train.sampler``, keyed by (sampler, graph kind): each one
-builds its sampler from its params section (gnnpipe/sampling/table.py) over the train phase's
+builds its sampler from its params section (gnnpipe/config/samplers.py) over the train phase's
 message graph only, and yields ``LossBatch`` es (gnnpipe/sampling/batch.py).
 
 ``build`` is what the train stage calls; the ``*_batches`` functions are the same loaders for
@@ -15,13 +15,24 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torch_geometric.loader import NodeLoader
 
+from gnnpipe.config.samplers import HOMOGENEOUS, SAMPLERS, TYPED
 from gnnpipe.distributed import SINGLE, DistContext
 from gnnpipe.graph import Csr
+from gnnpipe.hetero.loader import hetero_data
+from gnnpipe.partition import rank_parts
 from gnnpipe.rng import torch_seed
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.batch import Batches
-from gnnpipe.sampling.table import HOMOGENEOUS, SAMPLERS, TYPED
+from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
+from gnnpipe.sampling.hetero import HeteroBudgetSampler
+from gnnpipe.sampling.link import link_neighbor_loader, typed_link_loader
+from gnnpipe.sampling.loader import neighbor_loader
+from gnnpipe.sampling.neighbor import HeteroNeighborSampler
+from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
+from gnnpipe.sampling.shadow import shadow_loader
+from gnnpipe.sharding import NodeRows
 
 
 @dataclass(frozen=True)
@@ -72,8 +83,6 @@ def neighbor_batches(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor, cfg, see
                      **kwargs) -> Batches:
     """``gnnpipe.sampling.neighbor_loader`` (``cfg``: train.neighbor) as ``LossBatch`` es: loss
     on each batch's seeds."""
-    from gnnpipe.sampling import neighbor_loader
-
     return Batches(neighbor_loader(x, y, csr, seeds, cfg, seed, **kwargs), adapt.seeds_first)
 
 
@@ -81,8 +90,6 @@ def shadow_batches(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor, cfg, seed:
                    **kwargs) -> Batches:
     """``gnnpipe.sampling.shadow.shadow_loader`` (``cfg``: train.shadow) as ``LossBatch`` es:
     loss at each subgraph's root, in either layout."""
-    from gnnpipe.sampling.shadow import shadow_loader
-
     convert = adapt.pyg_roots if cfg.layout == "pyg" else adapt.roots
     return Batches(shadow_loader(x, y, csr, seeds, cfg, seed, **kwargs), convert)
 
@@ -91,8 +98,6 @@ def link_neighbor_batches(x, csr: Csr, supervision: torch.Tensor, negatives, cfg
                           **kwargs) -> Batches:
     """``gnnpipe.sampling.link.link_neighbor_loader`` (``cfg``: train.neighbor) as
     ``LossBatch`` es: loss on each batch's supervision pairs and their negatives."""
-    from gnnpipe.sampling.link import link_neighbor_loader
-
     return Batches(link_neighbor_loader(x, csr, supervision, negatives, cfg, seed, **kwargs),
                    adapt.pairs)
 
@@ -115,10 +120,6 @@ def _shadow(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
 
 
 def _cluster(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
-    from gnnpipe.partition import rank_parts
-    from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
-    from gnnpipe.sharding import NodeRows
-
     meta, parts, train_per_part = src.partition
     rows = NodeRows(src.graph.x, src.graph.y)  # the memory-mapped graph: row i is node i
     parts_source = GraphParts(src.train_graph, parts, meta["num_parts"],
@@ -130,9 +131,6 @@ def _cluster(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
 
 
 def _saint(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
-    from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
-    from gnnpipe.sharding import NodeRows
-
     saint = cfg.saint
     sampler = make_sampler(saint.sampler, src.train_graph, src.seeds, cfg.batch_size,
                            saint.walk_length)
@@ -159,11 +157,6 @@ def hgt_batches(graph, train_graph: dict, train_nodes: np.ndarray, num_samples: 
     """HGT per-type node budgets (``HeteroBudgetSampler``, PyG's ``HGTLoader`` semantics):
     shuffled batches of the target type's ``train_nodes`` (int (T,)) over ``train_graph``, loss
     on the seeds."""
-    from torch_geometric.loader import NodeLoader
-
-    from gnnpipe.hetero.loader import hetero_data
-    from gnnpipe.sampling.hetero import HeteroBudgetSampler
-
     sampler = HeteroBudgetSampler({t: graph.num_nodes(t) for t in graph.node_types}, train_graph,
                                   list(num_samples), seed=seed)
     loader = NodeLoader(hetero_data(graph, train_graph), node_sampler=sampler,
@@ -180,11 +173,6 @@ def typed_neighbor_batches(graph, train_graph: dict, seeds: np.ndarray, cfg, bat
     ``NeighborLoader``-on-``HeteroData`` semantics); ``cfg`` is ``train.neighbor`` (the same
     fan-outs for every edge type), ``temporal`` what ``gnnpipe.hetero.loader.typed_temporal``
     returned. Loss on the seeds; every edge type is in each batch."""
-    from torch_geometric.loader import NodeLoader
-
-    from gnnpipe.hetero.loader import hetero_data
-    from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
-
     temporal = dict(temporal or {})
     input_time = temporal.pop("input_time", None)
     sampler = HeteroNeighborSampler({t: graph.num_nodes(t) for t in graph.node_types},
@@ -208,8 +196,6 @@ def typed_link_batches(graph, train_graph: dict, edge_type: tuple, supervision: 
     (``supervision`` int64 (2, P) in ``to_homogeneous`` ids, as the typed link split reads
     them), one fresh leak-free negative each from ``negatives`` (homogeneous ids), their
     neighbourhoods sampled with ``cfg`` (``train.neighbor``) in ``train_graph`` only."""
-    from gnnpipe.sampling.hetero_link import typed_link_loader
-
     offsets = graph.offsets()
     shift = (offsets[edge_type[0]], offsets[edge_type[2]])
     local = supervision - torch.tensor([[shift[0]], [shift[1]]])  # type-local ids

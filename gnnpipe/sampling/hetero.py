@@ -55,7 +55,7 @@ from torch_geometric.sampler import (
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from gnnpipe.graph import Csr
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
+from gnnpipe.sampling.neighbor import HeteroNeighborSampler, sampler_seed
 from gnnpipe.sampling.pick import pick_edges
 from gnnpipe.sampling.typed_csr import typed_csr_arrays
 
@@ -105,9 +105,9 @@ class HeteroBudgetSampler(BaseSampler):
         num_nodes = {t: data[t].num_nodes for t in data.node_types}
         return cls(num_nodes, csr, num_samples, edge_permutation=perm, **kwargs)
 
-    # same reproducible streams as the homogeneous sampler: (seed), (seed, epoch), per worker
-    set_epoch = CsrNeighborSampler.set_epoch
-    _generator = CsrNeighborSampler._generator
+    # same reproducible streams as the neighbor sampler: (seed), (seed, epoch), per worker
+    set_epoch = HeteroNeighborSampler.set_epoch
+    _generator = HeteroNeighborSampler._generator
 
     @property
     def edge_permutation(self) -> Optional[dict[EdgeType, Optional[Tensor]]]:

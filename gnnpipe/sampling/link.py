@@ -1,19 +1,30 @@
 """Link-prediction mini-batches: supervision edges plus fresh negatives, neighbourhoods sampled
-by gnnpipe's CSR sampler behind PyG's ``LinkLoader`` (``train.sampler: link_neighbor``).
+by gnnpipe's neighbor sampler behind PyG's ``LinkLoader`` (``train.sampler: link_neighbor``),
+on a homogeneous graph (``link_neighbor_loader``) or on one edge type ``E = (s, r, d)`` of a
+typed graph (``typed_link_loader``).
 
 A batch holds ``B = train.batch_size`` supervision edges ``(h, t)`` of this rank and one negative
 ``(h, t')`` per positive (the head is kept, the target corrupted, as in full-graph link
-training). The negatives come from the training ``NegativeSampler`` (``gnnpipe.negatives``): they
-avoid only the edges training may see, never the held-out ones (see that module for why). PyG's
-own ``NegativeSampling`` is not used: it draws uniformly and does not filter. All ``2B`` pairs go
-to ``CsrNeighborSampler.sample_from_edges`` as seed links (PyG's ``edge_sample``): both endpoints
-of every pair are seeds, so a batch is what ``LinkNeighborLoader`` gives:
+training). The negatives come from the training ``NegativeSampler`` (``gnnpipe.negatives``;
+``gnnpipe.link_split.typed_negative_sampler`` on a typed graph): they avoid only the edges
+training may see, never the held-out ones (see that module for why). On a typed graph it works
+on ``to_homogeneous`` ids, so heads are shifted by ``offsets[0]`` and targets back by
+``offsets[1]`` (``graph.offsets()[s]``, ``graph.offsets()[d]``). PyG's own ``NegativeSampling``
+is not used: it draws uniformly and does not filter. All ``2B`` pairs go to the sampler's
+``sample_from_edges`` as seed links (PyG's ``edge_sample``): both endpoints of every pair are
+seeds, so a batch is what ``LinkNeighborLoader`` gives:
 
   batch.n_id              (M,) global ids, the seeds (pair endpoints) first
   batch.edge_index        (2, E) local ids, sampled from the message graph passed in only
   batch.edge_label_index  (2, 2B) local ids: B positives, then their B negatives
   batch.edge_label        (2B,) float 1 / 0
   batch.input_id          (2B,) supervision position of each pair (a negative: its positive's)
+
+and on a typed graph the same per type: ``batch[t].n_id`` (type-local ids; the pair endpoints
+are the seeds of types s and d, first), ``batch[e].edge_index`` and ``batch[e].e_id`` (CSR
+position in the message graph's ``csr[e]``) per edge type, ``batch[E].edge_label_index`` (row 0
+local ids into ``batch[s]``, row 1 into ``batch[d]``), ``batch[E].edge_label``,
+``batch[E].input_id``, and ``num_sampled_nodes`` / ``num_sampled_edges`` per hop.
 
 Which edges a rank trains on and with which negatives depends only on ``(seed, epoch)``
 (``set_epoch``): every rank draws the same permutation of all supervision edges and the same
@@ -28,9 +39,11 @@ that epoch's state.
 
 from __future__ import annotations
 
+from typing import Mapping, Optional
+
 import numpy as np
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkLoader
 from torch_geometric.sampler import EdgeSamplerInput
 
@@ -38,7 +51,7 @@ from gnnpipe.config import NeighborParams
 from gnnpipe.distributed import SINGLE, DistContext, shard
 from gnnpipe.graph import Csr
 from gnnpipe.negatives import NegativeSampler
-from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, EdgeType, HeteroNeighborSampler
 
 
 def check_supervision(supervision: torch.Tensor) -> None:
@@ -51,23 +64,31 @@ class SupervisionLoader(LinkLoader):
     """PyG ``LinkLoader`` over one rank's supervision edges, with per-epoch negatives.
 
     Args:
-        data: PyG ``Data`` with ``x`` (N, F) and the message graph's ``edge_index``.
-        link_sampler: the ``CsrNeighborSampler`` over that same message graph.
-        supervision: int64 (2, P) positives ``(head, target)``.
+        data: PyG ``Data`` with ``x`` (N, F) and the message graph's ``edge_index``, or a
+            ``HeteroData`` with ``x`` per node type and the message graph's edges.
+        link_sampler: the ``CsrNeighborSampler`` (``HeteroNeighborSampler``) over that same
+            message graph.
+        supervision: int64 (2, P) positives ``(head, target)`` (typed: of s, of d, type-local).
         negatives: draws the targets of the negatives (forbids only visible edges).
         batch_size: positives per batch (each batch has twice as many labelled pairs).
         seed: fixes the per-epoch permutation and negatives, with the epoch.
         ctx: this rank; ranks get equal shares, so every rank takes the same number of steps.
-        edge_type: None for a homogeneous graph; on a typed one the supervised edge type,
-            the ``input_type`` of every batch (``gnnpipe.sampling.hetero_link``).
+        edge_type: None for a homogeneous graph; on a typed one the supervised edge type
+            ``(s, r, d)``, the ``input_type`` of every batch.
+        offsets: typed: ``(first homogeneous id of s, of d)`` for ``negatives``: (0, 0) when
+            it already works on type-local ids.
     """
 
-    def __init__(self, data: Data, link_sampler: CsrNeighborSampler, supervision: torch.Tensor,
-                 negatives: NegativeSampler, batch_size: int, seed: int, *,
-                 ctx: DistContext = SINGLE, num_workers: int = 0, edge_type=None):
+    def __init__(self, data: Data | HeteroData,
+                 link_sampler: CsrNeighborSampler | HeteroNeighborSampler,
+                 supervision: torch.Tensor, negatives: NegativeSampler, batch_size: int,
+                 seed: int, *, ctx: DistContext = SINGLE, num_workers: int = 0,
+                 edge_type: Optional[EdgeType] = None, offsets: tuple[int, int] = (0, 0)):
         check_supervision(supervision)
+        self.edge_type = None if edge_type is None else tuple(edge_type)
+        self.num_targets = self._check_range(link_sampler, supervision)  # nodes of d
+        self.offsets = (int(offsets[0]), int(offsets[1]))
         self.supervision = supervision.long()
-        self.edge_type = edge_type  # None, or the supervised edge type of a typed graph
         self.negative_sampler = negatives
         self.seed, self.ctx = int(seed), ctx
         self.epoch = 0
@@ -80,9 +101,32 @@ class SupervisionLoader(LinkLoader):
                          persistent_workers=False)
         self.set_epoch(0)
 
+    def _check_range(self, link_sampler, supervision: torch.Tensor) -> int:
+        """The number of target nodes; typed: the edge type and the ids checked first."""
+        if self.edge_type is None:
+            return link_sampler.num_nodes
+        src, _, dst = self.edge_type
+        if self.edge_type not in link_sampler.edge_types:
+            raise ValueError(f"edge_type={self.edge_type!r} is not an edge type of the "
+                             "sampler's message graph")
+        n_src, n_dst = link_sampler.num_nodes[src], link_sampler.num_nodes[dst]
+        if bool((supervision < 0).any()) or int(supervision[0].max()) >= n_src or int(
+                supervision[1].max()) >= n_dst:
+            raise ValueError(f"supervision holds ids outside the {src!r} / {dst!r} node ranges "
+                             f"({n_src}, {n_dst})")
+        return n_dst
+
     def _draw_targets(self, rng: np.random.Generator) -> np.ndarray:
-        """The negative target of every supervision edge: int (P,)."""
-        return self.negative_sampler.sample(self.supervision[0].numpy(), 1, rng)[:, 0]
+        """The negative target of every supervision edge: int (P,), type-local ids (the
+        negative sampler works on ``to_homogeneous`` ids: ``offsets``)."""
+        heads = self.supervision[0].numpy() + self.offsets[0]
+        drawn = self.negative_sampler.sample(heads, 1, rng)[:, 0] - self.offsets[1]
+        if self.edge_type is not None and drawn.size and (
+                drawn.min() < 0 or drawn.max() >= self.num_targets):
+            raise ValueError(f"the negative sampler drew targets outside node type "
+                             f"{self.edge_type[2]!r}; check offsets={self.offsets} and its "
+                             "weights")
+        return drawn
 
     def set_epoch(self, epoch: int) -> None:
         """This epoch's order of the rank's positives, their negatives and the sampler stream."""
@@ -131,3 +175,32 @@ def link_neighbor_loader(x: torch.Tensor, csr: Csr, supervision: torch.Tensor,
                 num_nodes=csr.num_nodes)
     return SupervisionLoader(data, sampler, supervision, negatives, batch_size, seed, ctx=ctx,
                              num_workers=num_workers)
+
+
+def typed_link_loader(x: Mapping[str, torch.Tensor], csr: Mapping[EdgeType, Csr],
+                      edge_type: EdgeType, supervision: torch.Tensor,
+                      negatives: NegativeSampler, cfg: NeighborParams, seed: int, *,
+                      batch_size: int, offsets: tuple[int, int] = (0, 0), num_workers: int = 0,
+                      ctx: DistContext = SINGLE) -> SupervisionLoader:
+    """Batches of ``batch_size`` supervision edges of ``edge_type`` and their negatives,
+    neighbourhoods sampled in ``csr`` only (pass the train phase's typed message graph:
+    nothing held out is in it).
+
+    ``x`` node type -> (N_t, F_t) is gathered per batch (``batch[t].x``); every node type of
+    ``csr`` needs one. The fan-outs (one list for every edge type), ``replace``,
+    ``subgraph_type`` and ``disjoint`` come from ``cfg`` (``train.neighbor``).
+    """
+    missing = sorted({t for e in csr for t in (e[0], e[2])} - set(x))
+    if missing:
+        raise ValueError(f"x has no features for node type {missing[0]!r}")
+    num_nodes = {t: int(v.shape[0]) for t, v in x.items()}
+    sampler = HeteroNeighborSampler(num_nodes, csr, list(cfg.num_neighbors), replace=cfg.replace,
+                                    subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint,
+                                    seed=seed)
+    data = HeteroData()
+    for t, v in x.items():
+        data[t].x = v
+    for e, graph in csr.items():  # CSR order: the sampler's edge ids as they are
+        data[e].edge_index = graph.edge_index()
+    return SupervisionLoader(data, sampler, supervision, negatives, batch_size, seed, ctx=ctx,
+                             num_workers=num_workers, edge_type=edge_type, offsets=offsets)

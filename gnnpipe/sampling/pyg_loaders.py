@@ -39,9 +39,11 @@ from torch_geometric.io import fs
 from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler.utils import to_csc
 
+from gnnpipe.config import PartitionParams
 from gnnpipe.graph import Csr, csr_from_edges
-from gnnpipe.sampling.hetero_neighbor import HeteroNeighborSampler
-from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.partition import assign_parts
+from gnnpipe.rng import make_rng
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)
 from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
@@ -237,10 +239,6 @@ class ClusterData(pyg_loader.ClusterData):
                 raise ValueError(f"parts must give each of the {num_nodes} nodes a part in "
                                  f"[0, {self.num_parts})")
             return parts
-        from gnnpipe.config import PartitionParams
-        from gnnpipe.partition import assign_parts
-        from gnnpipe.rng import make_rng
-
         src, dst = edge_index.numpy()
         parts = assign_parts(csr_from_edges(src, dst, num_nodes),
                              PartitionParams(num_parts=self.num_parts, backend="pymetis"),

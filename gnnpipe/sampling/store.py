@@ -42,7 +42,9 @@ from torch_geometric.data import remote_backend_utils
 from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.index import index2ptr, ptr2index
 
+from gnnpipe import io
 from gnnpipe.graph import Csr, Graph
+from gnnpipe.io.hetero import read_hetero_graph
 from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
 from gnnpipe.typed_graph import EdgeType, HeteroGraph
 
@@ -356,9 +358,6 @@ def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     """The stores of a prepared graph folder, ``graph.pt`` memory-mapped (homogeneous or
     typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
     ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
-    from gnnpipe import io
-    from gnnpipe.io.hetero import read_hetero_graph
-
     if io.read_description(prepared)["layout"] == "typed":
         graph = read_hetero_graph(prepared, mmap=True)
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)

@@ -74,7 +74,8 @@ def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo
                      "-S", "train.neighbor.num_neighbors=[8,4]", *short], repo))
     assert {"train", "evaluate", "report"} <= ran and "split" not in ran
     train = _json(repo, "metrics/train.json")
-    assert train["sampler"] == "neighbor" and train["hetero"] and train["batches_per_epoch"] == 4
+    assert train["sampler"] == "neighbor" and train["node_type"] == "paper"
+    assert "hetero" not in train and train["batches_per_epoch"] == 4
     evaluation = _json(repo, "metrics/eval.json")
     assert evaluation["gnn"]["test"]["accuracy"] > 0.5  # 3 classes: chance is 1/3
     ran = _ran(_run(["dvc", "exp", "run", "-S", "dataset.task=link",

@@ -1,6 +1,7 @@
 """Every ``train.sampler`` in one table: where it runs, what it reads, which params section
-tunes it and which models it trains. The params checks (``check``), the params docs
-(gnnpipe/params_doc.py) and the loader builders (gnnpipe/sampling/builders.py) all read it;
+tunes it and which models it trains. The params checks (``check``, run by
+gnnpipe/config/loading.py on every ``Params``), the params docs (gnnpipe/params_doc.py) and the
+loader builders (gnnpipe/sampling/builders.py) all read it;
 adding a sampler is one entry here and one builder there.
 
 Data only, plus small pure functions over it; no torch, no PyG.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gnnpipe.config import ParamsError
+from gnnpipe.config.errors import ParamsError
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
 GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/models.py)
@@ -36,6 +37,9 @@ class Sampler:
     per_layer: str = ""  # key under train that holds one entry per layer (checked)
     per_layer_what: str = ""  # what one entry is, for the message
     loader: bool = True  # False: no loader, the task steps over the whole graph or row batches
+    # what each batch is drawn around: seeds (labelled seed nodes), edges (supervision edges);
+    # "" = the whole graph, rows or subgraphs
+    around: str = ""
     doc: str = ""  # one line for the params docs
 
 
@@ -46,7 +50,7 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"), loader=False,
             doc="whole train-phase graph, one step per epoch (row mini-batches for mlp with "
                 "train.batch_size)"),
-    Sampler("hgt", runs=(NODE_T,), ddp=(), models=TYPED_MODELS, section="hgt",
+    Sampler("hgt", runs=(NODE_T,), ddp=(), models=TYPED_MODELS, section="hgt", around="seeds",
             per_layer="hgt.num_samples", per_layer_what="node budget",
             doc="HGT per-type node budgets (typed graphs), loss on the seeds"),
     Sampler("sign", runs=(NODE_H, LINK_H), ddp=(NODE_H,), models=("sign",),
@@ -54,8 +58,8 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
             doc="rows of precomputed hop features (data/propagate), train.model=sign"),
     Sampler("neighbor", runs=(NODE_H, NODE_T), ddp=(NODE_H, NODE_T),
             models=GRAPH_MODELS + ("hgt", "rgcn"), engines=("plain", "lightning"),
-            options=("time", "weights", "mapped_rows"), section="neighbor", per_layer="neighbor.num_neighbors",
-            per_layer_what="fan-out",
+            options=("time", "weights", "mapped_rows"), section="neighbor", around="seeds",
+            per_layer="neighbor.num_neighbors", per_layer_what="fan-out",
             doc="seed nodes with sampled in-neighbours per layer, loss on the seeds"),
     Sampler("cluster", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS,
             needs=("partition",), options=("shards",), section="cluster",
@@ -63,9 +67,10 @@ SAMPLERS: dict[str, Sampler] = {s.name: s for s in (
     Sampler("saint", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS, section="saint",
             doc="GraphSAINT subgraphs, normalised loss on their train nodes"),
     Sampler("shadow", runs=(NODE_H,), ddp=(NODE_H,), models=GRAPH_MODELS, options=("time",),
-            section="shadow", doc="ShaDow k-hop subgraphs, one per seed, loss at the roots"),
+            section="shadow", around="seeds",
+            doc="ShaDow k-hop subgraphs, one per seed, loss at the roots"),
     Sampler("link_neighbor", runs=(LINK_H, LINK_T), ddp=(LINK_H, LINK_T),
-            models=GRAPH_MODELS + ("hgt", "rgcn"), section="neighbor",
+            models=GRAPH_MODELS + ("hgt", "rgcn"), section="neighbor", around="edges",
             per_layer="neighbor.num_neighbors", per_layer_what="fan-out",
             doc="supervision edges and one fresh negative each, on sampled neighbourhoods"),
 )}
@@ -114,15 +119,6 @@ def doc_rows() -> list[tuple[str, ...]]:
 
 
 # ---------------------------------------------------------------------------------- checks
-def check(params) -> None:
-    """The params rules that depend on ``train.sampler`` (a ``gnnpipe.config.Params``): where the
-    sampler runs, which models it trains, its per-layer list, options, DDP and engine. Raises
-    one-line ``ParamsError``."""
-    for rule in (_check_kind, _check_runs, _check_ddp, _check_per_layer,
-                 _check_options, _check_lightning, _check_cluster_batch):
-        rule(params)
-
-
 def _check_kind(params) -> None:
     """The model and the sampler fit the graph kind (sign only with sign)."""
     cfg, kind = params.train, params.dataset.layout
@@ -153,17 +149,19 @@ def _check_runs(params) -> None:
         raise ParamsError(f"train.sampler={name!r} is not available for heterogeneous "
                           f"graphs with dataset.task={task} yet; use one of: "
                           f"{', '.join(names(task, kind))}")
-    if task == "node":  # a link sampler
-        raise ParamsError(
-            f"train.sampler={name!r} samples around supervision edges and needs "
-            f"dataset.task=link (found {task!r}); for node classification use "
-            "train.sampler=neighbor")
-    if runs(name, "node", kind) and SAMPLERS[name].section in ("neighbor", "shadow"):
+    around = SAMPLERS[name].around
+    if around:  # drawn around the other task's seeds: name this task's sampler that has seeds
+        other = next(s for s in names(task, kind) if SAMPLERS[s].around)
+        if around == "edges":
+            raise ParamsError(
+                f"train.sampler={name!r} samples around supervision edges and needs "
+                f"dataset.task=link (found {task!r}); for node classification use "
+                f"train.sampler={other}")
         raise ParamsError(
             f"train.sampler={name!r} samples around labelled seed nodes "
-            "(dataset.task=node); for dataset.task=link use train.sampler=link_neighbor")
-    raise ParamsError(f"train.sampler={name!r} is not available for dataset.task=link; "
-                      f"use one of: {', '.join(names('link', kind))}")
+            f"(dataset.task=node); for dataset.task={task} use train.sampler={other}")
+    raise ParamsError(f"train.sampler={name!r} is not available for dataset.task={task}; "
+                      f"use one of: {', '.join(names(task, kind))}")
 
 
 def _check_per_layer(params) -> None:
@@ -254,3 +252,17 @@ def _check_cluster_batch(params) -> None:
     if cfg.cluster.keep_inter_cluster_edges and cfg.dist.shard == "partition":
         raise ParamsError("train.cluster.keep_inter_cluster_edges=true needs the whole train "
                           "graph; use train.dist.shard: none")
+
+
+# ----------------------------------------------------------------------------- the one list
+# The order decides which message a params file with several sampler faults gets.
+RULES = (_check_kind, _check_runs, _check_ddp, _check_per_layer, _check_options, _check_lightning,
+         _check_cluster_batch)
+
+
+def check(params) -> None:
+    """The params rules that depend on ``train.sampler`` (a ``gnnpipe.config.Params``): where the
+    sampler runs, which models it trains, its per-layer list, options, DDP and engine. Raises
+    one-line ``ParamsError``."""
+    for rule in RULES:
+        rule(params)
