@@ -54,7 +54,7 @@ def compare_links(gnn: dict[str, dict], mlp: dict[str, dict], model: str,
             "gnn_minus_mlp": gain, "graph_helps": delta >= cfg.min_gain, "verdict": verdict}
 
 
-def confusion_rows(pos: torch.Tensor, neg: torch.Tensor) -> list[dict]:
+def link_confusion_rows(pos: torch.Tensor, neg: torch.Tensor) -> list[dict]:
     """``{"actual", "predicted"}`` (1 = edge) for every positive and its first fixed negative,
     classified at logit 0 (probability 1/2, the threshold the BCE loss trains for): a balanced
     confusion matrix for DVC's ``confusion`` plot."""

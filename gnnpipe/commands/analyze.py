@@ -3,10 +3,18 @@ typed graph is analyzed on its target type's own relation (paper cites paper), w
 counts added; without one (users that only buy items) homophily is marked not applicable, with
 the reason, and degrees / components still reported."""
 
+import numpy as np
+import torch
 
 from gnnpipe import io
+from gnnpipe.analyze import (analyze_graph, component_stats, connected_components,
+                             degree_histogram, degree_stats)
+from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
+from gnnpipe.graph import Csr, Graph
+from gnnpipe.io.hetero import read_hetero_roles
+from gnnpipe.typed_graph import edge_type_name, homogeneous_csr, type_summary
 
 PHASES = ("train", "val", "test")
 
@@ -27,8 +35,6 @@ def _homogeneous_graph(args):
 
 
 def analyze_nodes(args, params) -> str:
-    from gnnpipe.analyze import analyze_graph
-
     graph, roles = _homogeneous_graph(args)
     message_graphs = io.read_message_graphs(args.split, graph.num_nodes)
     return _write(args, *analyze_graph(graph, params.analyze, message_graphs, roles))
@@ -36,17 +42,11 @@ def analyze_nodes(args, params) -> str:
 
 def analyze_links(args, params) -> str:
     """A link split has no node roles: the per-phase node figures mean nothing there."""
-    from gnnpipe.analyze import analyze_graph
-
     graph, _ = _homogeneous_graph(args)
     return _write(args, *analyze_graph(graph, params.analyze))
 
 
 def analyze_typed_nodes(args, params) -> str:
-    from gnnpipe.analyze import analyze_graph
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io.hetero import read_hetero_roles
-
     typed = read_typed(args)
     graph, own = typed.graph, typed.graph.own_relation()
     if own is None:
@@ -58,9 +58,6 @@ def analyze_typed_nodes(args, params) -> str:
 
 
 def analyze_typed_links(args, params) -> str:
-    from gnnpipe.analyze import analyze_graph
-    from gnnpipe.commands.inputs import read_typed
-
     typed = read_typed(args)
     if typed.graph.own_relation() is None:
         return _typed_write(args, typed, *_without_own_relation(typed.graph, params.analyze))
@@ -71,14 +68,6 @@ def _without_own_relation(graph, cfg) -> tuple[dict, list]:
     """A target type with no relation of its own (users that only buy items): homophily is not
     applicable and says why; degrees are the target's in-degrees summed over every edge type,
     components those of the whole typed graph (every node type, to_homogeneous ids)."""
-    import numpy as np
-    import torch
-
-    from gnnpipe.analyze import (analyze_graph, component_stats, connected_components,
-                                 degree_histogram, degree_stats)
-    from gnnpipe.graph import Csr, Graph
-    from gnnpipe.typed_graph import homogeneous_csr
-
     n = graph.num_nodes(graph.target)
     empty = Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
     report, _ = analyze_graph(Graph(csr=empty, x=graph.x[graph.target], y=graph.y,
@@ -105,8 +94,6 @@ def _without_own_relation(graph, cfg) -> tuple[dict, list]:
 
 
 def _typed_write(args, typed, report: dict, histogram: list) -> str:
-    from gnnpipe.typed_graph import edge_type_name, type_summary
-
     own = typed.graph.own_relation()
     relation = None if own is None else edge_type_name(own)
     report["analyzed_relation"] = relation

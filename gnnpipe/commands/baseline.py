@@ -4,12 +4,18 @@ task) or per-type MLP encoders (link task)."""
 
 
 from gnnpipe import io
+from gnnpipe.commands.inputs import (read_link_supervision, read_model_graph, read_model_typed,
+                                     read_typed_link_supervision)
 from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
+from gnnpipe.io.hetero import read_hetero_roles
+from gnnpipe.loop import LoopOptions
 from gnnpipe.progress import progress
 from gnnpipe.rng import torch_seed
 
+# gnnpipe.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the run
+# functions, so that `gnnpipe --help` does not pay for them
 
 
 def run(args):
@@ -19,9 +25,7 @@ def run(args):
 
 
 def baseline_nodes(args, params) -> str:
-    from gnnpipe.commands.inputs import read_model_graph
-    from gnnpipe.models import build_model  # imports PyG: only when training, not for --help
-    from gnnpipe.loop import LoopOptions
+    from gnnpipe.models import build_model
     from gnnpipe.train import build_inputs, fit
 
     graph = read_model_graph(args)
@@ -35,10 +39,8 @@ def baseline_nodes(args, params) -> str:
 
 
 def baseline_links(args, params) -> str:
-    from gnnpipe.commands.inputs import read_link_supervision, read_model_graph
     from gnnpipe.link_train import fit_link
     from gnnpipe.models import build_model
-    from gnnpipe.loop import LoopOptions
     from gnnpipe.train import build_inputs
 
     cfg = params.baseline
@@ -55,10 +57,7 @@ def baseline_links(args, params) -> str:
 
 def baseline_typed_nodes(args, params) -> str:
     """The MLP on the target type's own features: nothing from the graph."""
-    from gnnpipe.commands.inputs import read_model_typed
-    from gnnpipe.io.hetero import read_hetero_roles
     from gnnpipe.models import build_model
-    from gnnpipe.loop import LoopOptions
     from gnnpipe.train import build_inputs, fit
 
     cfg = params.baseline
@@ -69,18 +68,16 @@ def baseline_typed_nodes(args, params) -> str:
                  build_inputs(x), graph.y, roles, cfg, _seed(params),
                  options=LoopOptions(progress=progress))
     write_node_outputs(args, result, None)
-    return _finish(args, result, {"hetero": True, "node_type": graph.target},
+    return _finish(args, result, {"node_type": graph.target},
                    f"mlp on {graph.target} features, best val acc "
                    f"{result.summary['best_val_acc']:.4f}")
 
 
 def baseline_typed_links(args, params) -> str:
     """Per-type MLP encoders (gnnpipe.models.TypedMLP) with the dot-product decoder."""
-    from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
     from gnnpipe.link_train import fit_link
-    from gnnpipe.loop import LoopOptions
 
     cfg = params.baseline
     typed = read_model_typed(args)

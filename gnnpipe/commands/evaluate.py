@@ -4,10 +4,14 @@ Node task: accuracy / macro-F1 and over-smoothing on the test phase's graph (a t
 its target type, over its own relation). Link task: ROC-AUC, AP, Hits@K, MRR of both encoders
 on the fixed negatives."""
 
-
 from gnnpipe import io
+from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
+from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
+from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
+from gnnpipe.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
+from gnnpipe.typed_graph import edge_type_name
 
 
 
@@ -31,10 +35,6 @@ def evaluate_nodes(args, params) -> str:
 
 
 def evaluate_typed_nodes(args, params) -> str:
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.typed_graph import edge_type_name
-    from gnnpipe.io.hetero import read_hetero_roles
-
     typed = read_typed(args)
     graph, own = typed.graph, typed.graph.own_relation()
     roles = read_hetero_roles(args.split, graph)
@@ -58,9 +58,6 @@ def evaluate_links(args, params) -> str:
 
 
 def evaluate_typed_links(args, params) -> str:
-    from gnnpipe.commands.inputs import read_typed
-    from gnnpipe.io.hetero import read_hetero_link_split
-
     typed = read_typed(args)
     _, _, negatives = read_hetero_link_split(args.split, typed.graph)
     summary, details, confusion = _score_links(args, params, negatives)
@@ -71,8 +68,6 @@ def evaluate_typed_links(args, params) -> str:
 def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
     """eval.json summary, per-class details and the test confusion rows of both models
     (over-smoothing figures on ``test_graph``, left out when it is None)."""
-    from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
-
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, num_classes)
@@ -85,15 +80,13 @@ def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
 
 def _score_links(args, params, negatives: dict):
     """The same for link scores against the fixed negatives (gnnpipe/link_evaluate.py)."""
-    from gnnpipe.link_evaluate import compare_links, confusion_rows, score_link_predictions
-
     ks = params.evaluate.hits_k
     gnn_scores = io.read_link_predictions(args.model)
     gnn = score_link_predictions(gnn_scores, negatives, ks, str(args.model))
     mlp = score_link_predictions(io.read_link_predictions(args.baseline), negatives, ks,
                                  str(args.baseline))
     summary = compare_links(gnn, mlp, params.train.model, params.evaluate)
-    return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_scores["test"])
+    return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
 
 
 def _write(args, summary: dict, details: dict, confusion: list) -> str:

@@ -8,20 +8,22 @@ import time
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.graph import Csr
+from gnnpipe.io.hetero import read_hetero_message_graphs
 from gnnpipe.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.progress import progress
 from gnnpipe.rng import make_rng
+from gnnpipe.typed_graph import homogeneous_csr
 
 
 
 def run(args):
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
-    csr, graph_meta = pick(RUNS, kind, task, "partition")(args)
+    kind, _ = split_variant(args.split)  # either task partitions the train-phase graph
+    csr, graph_meta = TRAIN_GRAPH[kind](args)
     return _partition(args, params, csr, graph_meta)
 
 
@@ -34,12 +36,9 @@ def train_graph(args) -> tuple[Csr, dict]:
 def typed_train_graph(args) -> tuple[Csr, dict]:
     """The train phase's graph of every edge type as one homogeneous CSR (``to_homogeneous``
     ids), and the type offsets meta.json lists to say so."""
-    from gnnpipe.typed_graph import homogeneous_csr
-    from gnnpipe.io.hetero import read_hetero_message_graphs
-
     sizes, graphs = read_hetero_message_graphs(args.split)
     starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
-    meta = {"hetero": True, "projection": "to_homogeneous",
+    meta = {"projection": "to_homogeneous",
             "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
     return homogeneous_csr(sizes, graphs["train"]), meta
 
@@ -79,5 +78,4 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
 
-RUNS = {(HOMOGENEOUS, "node"): train_graph, (HOMOGENEOUS, "link"): train_graph,
-        (TYPED, "node"): typed_train_graph, (TYPED, "link"): typed_train_graph}
+TRAIN_GRAPH = {HOMOGENEOUS: train_graph, TYPED: typed_train_graph}

@@ -9,9 +9,11 @@ import resource
 import time
 
 from gnnpipe import io
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.inputs import read_model_graph
+from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.progress import progress
+from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 
 
 
@@ -22,8 +24,8 @@ NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a h
 
 def run(args):
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
-    return pick(RUNS, kind, task, "propagate")(args, params)
+    kind, _ = split_variant(args.split)  # the hops are of nodes, whatever the task
+    return RUNS[kind](args, params)
 
 
 def mark_not_applicable(args, params) -> str:
@@ -36,9 +38,6 @@ def mark_not_applicable(args, params) -> str:
 
 
 def propagate_hops(args, params) -> str:
-    from gnnpipe.commands.inputs import read_model_graph
-    from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
-
     cfg = params.propagate
     # X_0 is read from the page cache (features.normalize none) or normalized once in memory
     graph = read_model_graph(args, mmap=True)
@@ -85,5 +84,4 @@ def propagate_hops(args, params) -> str:
             f"-> {args.out}")
 
 
-RUNS = {(HOMOGENEOUS, "node"): propagate_hops, (HOMOGENEOUS, "link"): propagate_hops,
-        (TYPED, "node"): mark_not_applicable, (TYPED, "link"): mark_not_applicable}
+RUNS = {HOMOGENEOUS: propagate_hops, TYPED: mark_not_applicable}

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.report import (SWEEP_PARAM, ReportInputs, parse_csv, render, render_sweep,
+                            sweep_rows)
 
 
 
@@ -27,8 +29,6 @@ def _read_optional_json(path: Path):
 
 
 def _read_csv(path: Path) -> list[dict]:
-    from gnnpipe.report import parse_csv
-
     return parse_csv(path.read_text(), str(path)) if path.exists() else []
 
 
@@ -38,8 +38,6 @@ def _write_png(path: Path, png: bytes) -> None:
 
 
 def _sweep(args) -> str:
-    from gnnpipe.report import SWEEP_PARAM, render_sweep, sweep_rows
-
     exp_show = io.read_json(args.sweep)  # written by `dvc exp show --json > exps.json`
     if not args.experiments:  # dvc exp show lists every experiment, not only the sweep's
         raise ValueError(f"--sweep {args.sweep} needs --experiments NAME [NAME ...]: the sweep's "
@@ -61,8 +59,6 @@ def _read_classes(prepared: Path) -> list:
 
 
 def run(args):
-    from gnnpipe.report import ReportInputs, render  # imports matplotlib: not for --help
-
     if args.sweep is not None:
         return _sweep(args)
     if args.experiments:
