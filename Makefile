@@ -38,7 +38,7 @@ repro: setup
 
 # a profile applied with one -S per key (checked first); set -f: [10,5] is no glob
 define run_profile
-	set -f; args="$$($(BIN)/python -m gnnpipe.profiles $(1))" && \
+	set -f; args="$$($(BIN)/python -m gnnpipe.runtime.profiles $(1))" && \
 		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run $$args
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
 endef
@@ -66,10 +66,10 @@ $(DOCS_STAMP): pyproject.toml $(STAMP)
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
-# release check: every unmarked shell block of README.md and docs/ for real (tests/test_docs.py)
+# release check: every unmarked shell block of README.md and docs/ for real (tests/pipeline/test_docs.py)
 docs-check: setup
 	GNNPIPE_DOCS_CHECK=1 PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -s -q \
-		tests/test_docs.py -k docs_check_runs_every_unmarked_block --timeout 7200
+		tests/pipeline/test_docs.py -k docs_check_runs_every_unmarked_block --timeout 7200
 
 clean-data:
 	rm -rf data/prepared data/split data/partition data/propagate data/baseline data/model \

@@ -7,7 +7,7 @@ built with gnnpipe's own contextual SBM generator so benches and pipeline share 
 
     from bench.common import add_graph_args, load_graph
     args = add_graph_args(argparse.ArgumentParser()).parse_args()
-    graph = load_graph(args)          # gnnpipe.graph.Graph, same bytes for the same arguments
+    graph = load_graph(args)          # gnnpipe.data.graph.Graph, same bytes for the same arguments
 
 Run benches from the repository root as modules: ``python -m bench.propagate --scale 0.1``.
 """
@@ -26,10 +26,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from gnnpipe import synthetic
+from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
-from gnnpipe.graph import Csr, Graph, normalize_edges
-from gnnpipe.rng import make_rng
+from gnnpipe.data.graph import Csr, Graph, normalize_edges
+from gnnpipe.runtime.rng import make_rng
 
 BASE_NODES = 1_000_000
 

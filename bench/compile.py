@@ -5,7 +5,7 @@
     python -m bench.compile --json /tmp/c.json # also keep the rows
 
 Every variant trains the same model from the same seed on the same split with
-``gnnpipe.train.fit`` and its own switches (``train.compile``: ``torch.compile(model,
+``gnnpipe.training.train.fit`` and its own switches (``train.compile``: ``torch.compile(model,
 dynamic=True)``; ``train.amp``: bfloat16 autocast on CPU), for ``--epochs`` epochs without early
 stopping. ``first`` is epoch 1's train time, which holds the compilation (dynamo + inductor,
 cold: a fresh cache per compiled variant unless ``--warm-cache``; neighbor batches vary in
@@ -35,14 +35,14 @@ import torch
 
 from bench.common import describe, machine, print_machine
 from gnnpipe.config import load_params, replace
-from gnnpipe.loop import COMPILE_BACKEND, LoopOptions
-from gnnpipe.models import build_model
-from gnnpipe.prepare import prepare
-from gnnpipe.rng import make_rng, torch_seed
+from gnnpipe.training.loop import COMPILE_BACKEND, LoopOptions
+from gnnpipe.training.models import build_model
+from gnnpipe.data.prepare import prepare
+from gnnpipe.runtime.rng import make_rng, torch_seed
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.split import split_nodes
-from gnnpipe.train import _loss, _step, build_inputs, fit
-from gnnpipe.typed_graph import one_type, phase_csrs
+from gnnpipe.splitting.split import split_nodes
+from gnnpipe.training.train import _loss, _step, build_inputs, fit
+from gnnpipe.data.typed_graph import one_type, phase_csrs
 
 VARIANTS = {  # name: (compile, amp)
     "eager fp32": (False, False),

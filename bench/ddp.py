@@ -39,10 +39,10 @@ import yaml
 from bench.common import add_graph_args, describe, load_graph, print_machine
 from gnnpipe import io
 from gnnpipe.config import NodeSplitParams, PartitionParams
-from gnnpipe.partition import assign_parts, build_shards, partition_report
-from gnnpipe.rng import make_rng
-from gnnpipe.split import split_nodes
-from gnnpipe.typed_graph import EDGE, one_type
+from gnnpipe.graphops.partition import assign_parts, build_shards, partition_report
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.split import split_nodes
+from gnnpipe.data.typed_graph import EDGE, one_type
 
 REPO = Path(__file__).resolve().parents[1]
 

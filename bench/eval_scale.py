@@ -10,7 +10,7 @@ is memory-mapped from ``--cache``, the model freshly initialised from ``--seed``
 (phase inputs, pairs, data module, shards) is built before the measured call, and the call is
 timed once. ``added`` is the rise of VmHWM over the RSS just before the call.
 
-* ``link``: ``gnnpipe.link_train.score_phase`` of ``--pairs`` positives with 20 fixed negatives
+* ``link``: ``gnnpipe.training.link_train.score_phase`` of ``--pairs`` positives with 20 fixed negatives
   each on the whole graph (the encoder's embeddings, then dot products).
 * ``lightning``: ``NodeClassifier.predict_step`` on the data module's test batch (every node).
 * ``shard``: ``ShardEvaluator.logits`` of one rank of two (part 0 of a 2-part BFS partition,
@@ -62,8 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def _setup(args: argparse.Namespace, path: str, mode: str):
     """Everything the measured call needs, built outside the measurement; the call."""
     from gnnpipe.config import InferenceParams, TrainParams
-    from gnnpipe.models import build_model
-    from gnnpipe.train import PHASES, build_inputs
+    from gnnpipe.training.models import build_model
+    from gnnpipe.training.train import PHASES, build_inputs
 
     graph = load_graph(args)
     cfg = TrainParams(model=args.model, hidden=args.hidden, num_layers=args.layers,
@@ -72,7 +72,7 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
     out_dim = args.hidden if path == "link" else graph.num_classes
     model = build_model(args.model, graph.x.shape[1], out_dim, cfg).eval()
     if path == "link":
-        from gnnpipe.link_train import score_phase
+        from gnnpipe.training.link_train import score_phase
 
         inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in PHASES}, cfg=cfg)
         rng = torch.Generator().manual_seed(args.seed)
@@ -81,7 +81,7 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
         return lambda: torch.cat([s.reshape(-1) for s in score_phase(
             model, inputs["test"], heads, negatives)])
     if path == "lightning":
-        from gnnpipe.lightning import NodeClassifier, NodeDataModule
+        from gnnpipe.training.lightning import NodeClassifier, NodeDataModule
 
         inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in PHASES}, cfg=cfg)
         roles = np.full(graph.num_nodes, "test", dtype=object).astype(str)
@@ -90,9 +90,9 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
         batch = NodeDataModule(inputs, graph.y, roles, cfg).phase_batches["test"]
         return torch.no_grad()(lambda: module.predict_step(batch, 0))  # as Trainer.predict
     from gnnpipe.config import PartitionParams
-    from gnnpipe.partition import assign_parts, build_shard
-    from gnnpipe.rng import make_rng
-    from gnnpipe.sharding import NodeRows, ShardEvaluator
+    from gnnpipe.graphops.partition import assign_parts, build_shard
+    from gnnpipe.runtime.rng import make_rng
+    from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 
     parts = assign_parts(graph.csr, PartitionParams(num_parts=2, method="bfs"),
                          make_rng(args.seed, "partition"))

@@ -5,7 +5,7 @@ same run, on the same graph, seeds and fan-outs.
     python -m bench.hetero_sampler --cache /tmp/gnnpipe-bench    # 1M papers, [15, 10]
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
 
-The graph is ``gnnpipe.synthetic.generate_typed``'s (papers cite papers, authors write
+The graph is ``gnnpipe.data.synthetic.generate_typed``'s (papers cite papers, authors write
 papers, papers sit in venues, reverse types stored): ``--scale`` * 1M papers with
 ``--avg-degree`` cites per paper, ``--authors`` and ``--venues`` scaled alike. Run it with the
 python of a venv that has torch-sparse (``bash bench/build_peers.sh VENV``) for the peer rows;
@@ -34,9 +34,9 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from bench.common import machine, print_machine
 from gnnpipe.config import params_from_dict
-from gnnpipe.graph import Csr
-from gnnpipe.synthetic import generate_typed
-from gnnpipe.rng import make_rng
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.synthetic import generate_typed
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import HeteroNeighborSampler
 
 BASE_PAPERS, BASE_AUTHORS, BASE_VENUES = 1_000_000, 200_000, 1_000

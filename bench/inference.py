@@ -1,4 +1,4 @@
-"""Evaluation forward at scale: full-graph vs layer-wise (gnnpipe/inference.py), same graph.
+"""Evaluation forward at scale: full-graph vs layer-wise (gnnpipe/training/inference.py), same graph.
 
     python -m bench.inference --cache /tmp/benchgraphs                     # 1M nodes, layerwise
     python -m bench.inference --scale 0.3 --modes full layerwise           # both, same graph
@@ -48,8 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _worker(args: argparse.Namespace) -> None:
     from gnnpipe.config import TrainParams
-    from gnnpipe.inference import LayerwiseInference, csr_view
-    from gnnpipe.models import build_model
+    from gnnpipe.training.inference import LayerwiseInference, csr_view
+    from gnnpipe.training.models import build_model
 
     mode, block_edges, out = args.worker[0], int(args.worker[1]), Path(args.worker[2])
     graph = load_graph(args)

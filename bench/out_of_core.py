@@ -63,9 +63,9 @@ def child_train(args) -> dict:
 
     from gnnpipe import io
     from gnnpipe.config import params_from_dict
-    from gnnpipe.features import FeatureTransform, ModelFeatures
+    from gnnpipe.data.features import FeatureTransform, ModelFeatures
     from gnnpipe.io.rows import FeatureSource
-    from gnnpipe.models import build_model
+    from gnnpipe.training.models import build_model
     from gnnpipe.sampling import neighbor_loader
 
     torch.manual_seed(0)

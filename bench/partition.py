@@ -24,9 +24,9 @@ import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
-from gnnpipe.partition import (_symmetric_simple, assign_parts, build_shards, halo_report,
+from gnnpipe.graphops.partition import (_symmetric_simple, assign_parts, build_shards, halo_report,
                                partition_report, resolve_backend, shard_summary)
-from gnnpipe.rng import make_rng
+from gnnpipe.runtime.rng import make_rng
 
 METHODS = ("metis/pymetis", "metis/torch_sparse", "metis/pyg_lib", "bfs", "random")
 

@@ -61,9 +61,9 @@ def check_folder(path: Path) -> None:
 
 
 def merged_params(path: Path, seed: int, normalize: str) -> dict:
-    """params.yaml with the profile's overrides (gnnpipe.profiles' own merge) and this run's."""
+    """params.yaml with the profile's overrides (gnnpipe.runtime.profiles' own merge) and this run's."""
     sys.path.insert(0, str(ROOT))
-    from gnnpipe.profiles import _merge, _read_yaml
+    from gnnpipe.runtime.profiles import _merge, _read_yaml
 
     params = _merge(_read_yaml(ROOT / "params.yaml"), _read_yaml(PROFILE))
     params = copy.deepcopy(params)

@@ -13,9 +13,9 @@ Every method computes the same K hops of the same A_hat (gnnpipe's ``normalized_
 Bandwidth, per hop, divided by the best wall seconds of that hop:
   eff GB/s       least traffic a hop needs: A_hat (offsets, int32 indices, float32 values) read
                  once, X_{k-1} read once, X_k written once (+ X_0 read once for ppr);
-                 ``gnnpipe.propagate.hop_traffic_bytes``
+                 ``gnnpipe.graphops.propagate.hop_traffic_bytes``
   gathered GB/s  the same with X_{k-1} read as one F-wide row per stored non-zero, what a CSR
-                 kernel touches (``gnnpipe.propagate.hop_gathered_bytes``)
+                 kernel touches (``gnnpipe.graphops.propagate.hop_gathered_bytes``)
   of copy        eff GB/s / the STREAM-like copy bandwidth (bytes read + bytes written per
                  second, ``bench.common.copy_bandwidth``) measured at the start of the same run
 CPU seconds (all threads) are printed beside wall seconds: the box is shared, and CPU time is
@@ -58,7 +58,7 @@ from bench.common import (PeakMemory, add_graph_args, copy_bandwidth, describe, 
                           print_machine, timed)
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
-from gnnpipe.propagate import (hop_gathered_bytes, hop_traffic_bytes, hugepage_empty,
+from gnnpipe.graphops.propagate import (hop_gathered_bytes, hop_traffic_bytes, hugepage_empty,
                                jit_missing, normalized_adjacency, propagate_adjacency)
 
 
@@ -333,7 +333,7 @@ def _jit_rows(rows: _Rows, crow, col, banded, values, operand, reference) -> dic
     prefetch, and on banded columns; its fixed cost (import, then compile or cache load, on a
     one-row product) timed first: meaningful only where numba was not yet used in the process."""
     started = time.perf_counter()
-    from gnnpipe import propagate_kernel
+    from gnnpipe.graphops import propagate_kernel
 
     n = operand.shape[0]
     result = {}

@@ -37,8 +37,8 @@ from torch_geometric.loader import NeighborLoader, NodeLoader
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
 from gnnpipe.config import NeighborParams, PartitionParams, ShadowParams
-from gnnpipe.partition import assign_parts
-from gnnpipe.rng import make_rng
+from gnnpipe.graphops.partition import assign_parts
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe import io
 from gnnpipe.sampling import CsrNeighborSampler, HeteroNeighborSampler, neighbor_loader
 from gnnpipe.sampling import pyg_loaders as pyg
@@ -46,7 +46,7 @@ from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
 from gnnpipe.sampling.shadow import shadow_loader
 from gnnpipe.sampling.store import CsrGraphStore, GnnpipeFeatureStore, open_prepared
-from gnnpipe.sharding import NodeRows
+from gnnpipe.training.sharding import NodeRows
 
 
 def seeds_of(batch) -> int:

@@ -18,13 +18,13 @@ import numpy as np
 import torch
 
 from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams, params_from_dict
-from gnnpipe.models import build_model
-from gnnpipe.prepare import prepare
-from gnnpipe.rng import make_rng
+from gnnpipe.training.models import build_model
+from gnnpipe.data.prepare import prepare
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.split import split_nodes
-from gnnpipe.train import build_inputs, fit
-from gnnpipe.typed_graph import one_type
+from gnnpipe.splitting.split import split_nodes
+from gnnpipe.training.train import build_inputs, fit
+from gnnpipe.data.typed_graph import one_type
 
 
 def main() -> None:

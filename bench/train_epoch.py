@@ -3,16 +3,16 @@
     python -m bench.train_epoch --cache /tmp/gnnpipe-bench    # 1M nodes, 20,480 seeds per epoch
     python -m bench.train_epoch --scale 0.2 --seeds 10240     # quick
 
-Every row trains the same model (PyG's ``GraphSAGE`` as ``gnnpipe.models.build_model("sage")``
+Every row trains the same model (PyG's ``GraphSAGE`` as ``gnnpipe.training.models.build_model("sage")``
 builds it from the ``train:`` defaults: hidden 64, 2 layers, dropout 0.5, Adam lr 0.01, weight
 decay 5e-4) on the same graph (bench/common.py), the same fan-out and batch size, and the same
 ``--seeds`` train seeds per epoch (a fixed random subset: a full epoch over 1M seeds would take an
 hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoch has):
 
-- ``gnnpipe fit``: what ``train.sampler: neighbor`` runs: ``gnnpipe.train.fit`` over
+- ``gnnpipe fit``: what ``train.sampler: neighbor`` runs: ``gnnpipe.training.train.fit`` over
   ``gnnpipe.sampling.neighbor_loader`` (gnnpipe's CSR sampler in PyG's ``NodeLoader``), which
   passes the sampler's per-hop counts to the model (each layer computes only the rows later
-  layers read: ``gnnpipe.models.sampled_forward``), with ``train.aggregation`` scatter (the
+  layers read: ``gnnpipe.training.models.sampled_forward``), with ``train.aggregation`` scatter (the
   default) and csr (a sparse CSR product over target rows). Its epoch time is fit's own
   ``train_seconds`` (``perf_history``), which excludes evaluation. fit's per-epoch evaluation is
   stubbed out here (``NoEvaluation``: constant logits, fixed epoch count): the stage's
@@ -72,12 +72,12 @@ from torch_geometric.nn import GraphSAGE
 from bench.common import (add_graph_args, build_graph, describe, load_graph, machine,
                           print_machine)
 from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, TrainParams
-from gnnpipe.loop import LoopOptions
-from gnnpipe.models import build_model, trim_kwargs
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.training.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.device import resolve
-from gnnpipe.train import build_inputs, fit
+from gnnpipe.training.device import resolve
+from gnnpipe.training.train import build_inputs, fit
 
 
 def parse_args(argv=None) -> argparse.Namespace:

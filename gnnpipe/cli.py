@@ -16,13 +16,13 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from gnnpipe import resources, threads
+from gnnpipe.runtime import resources, threads
 from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive
 from gnnpipe.io.temps import remove_stale_temps, run_scratch
 from gnnpipe.pipeline import HELP, STAGES
-from gnnpipe.progress import heartbeat
+from gnnpipe.runtime.progress import heartbeat
 
 # what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
 ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,

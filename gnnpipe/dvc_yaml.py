@@ -8,7 +8,7 @@ import statements at any level, ``importlib.import_module`` of a name or of an f
 ``WHOLE``'s (the filesystem layer, the samplers) whenever any of their modules is.
 
 ``python -m gnnpipe.dvc_yaml --write`` rewrites dvc.yaml; ``--check`` exits 1 with a one-line
-summary of what differs (``tests/test_architecture.py`` runs it).
+summary of what differs (``tests/pipeline/test_architecture.py`` runs it).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from gnnpipe.config import Params, SyntheticParams, params_from_dict
-from gnnpipe.graph import Graph, normalize_edges
-from gnnpipe.prepare import prepare
+from gnnpipe.data.graph import Graph, normalize_edges
+from gnnpipe.data.prepare import prepare
 
 
 @pytest.fixture(autouse=True)

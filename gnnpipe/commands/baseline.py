@@ -10,11 +10,11 @@ from gnnpipe.commands.training import write_link_outputs, write_node_outputs, wr
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.io.hetero import read_hetero_roles
-from gnnpipe.loop import LoopOptions
-from gnnpipe.progress import progress
-from gnnpipe.rng import torch_seed
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.rng import torch_seed
 
-# gnnpipe.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the run
+# gnnpipe.training.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the run
 # functions, so that `gnnpipe --help` does not pay for them
 
 
@@ -25,8 +25,8 @@ def run(args):
 
 
 def baseline_nodes(args, params) -> str:
-    from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.training.models import build_model
+    from gnnpipe.training.train import build_inputs, fit
 
     graph = read_model_graph(args)
     roles = io.read_split_roles(args.split)
@@ -39,9 +39,9 @@ def baseline_nodes(args, params) -> str:
 
 
 def baseline_links(args, params) -> str:
-    from gnnpipe.link_train import fit_link
-    from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs
+    from gnnpipe.training.link_train import fit_link
+    from gnnpipe.training.models import build_model
+    from gnnpipe.training.train import build_inputs
 
     cfg = params.baseline
     graph = read_model_graph(args)
@@ -57,8 +57,8 @@ def baseline_links(args, params) -> str:
 
 def baseline_typed_nodes(args, params) -> str:
     """The MLP on the target type's own features: nothing from the graph."""
-    from gnnpipe.models import build_model
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.training.models import build_model
+    from gnnpipe.training.train import build_inputs, fit
 
     cfg = params.baseline
     graph = read_model_typed(args).graph
@@ -74,10 +74,10 @@ def baseline_typed_nodes(args, params) -> str:
 
 
 def baseline_typed_links(args, params) -> str:
-    """Per-type MLP encoders (gnnpipe.models.TypedMLP) with the dot-product decoder."""
+    """Per-type MLP encoders (gnnpipe.training.models.TypedMLP) with the dot-product decoder."""
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
-    from gnnpipe.link_train import fit_link
+    from gnnpipe.training.link_train import fit_link
 
     cfg = params.baseline
     typed = read_model_typed(args)

@@ -8,10 +8,10 @@ from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.evaluate import compare, confusion_rows, score_predictions, smoothing
+from gnnpipe.reporting.evaluate import compare, confusion_rows, score_predictions, smoothing
 from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
-from gnnpipe.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
-from gnnpipe.typed_graph import edge_type_name
+from gnnpipe.reporting.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
+from gnnpipe.data.typed_graph import edge_type_name
 
 
 
@@ -79,7 +79,7 @@ def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
 
 
 def _score_links(args, params, negatives: dict):
-    """The same for link scores against the fixed negatives (gnnpipe/link_evaluate.py)."""
+    """The same for link scores against the fixed negatives (gnnpipe/reporting/link_evaluate.py)."""
     ks = params.evaluate.hits_k
     gnn_scores = io.read_link_predictions(args.model)
     gnn = score_link_predictions(gnn_scores, negatives, ks, str(args.model))

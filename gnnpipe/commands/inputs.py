@@ -9,18 +9,18 @@ from dataclasses import dataclass, replace
 import torch
 
 from gnnpipe import io
-from gnnpipe.features import ModelFeatures, read_transform
-from gnnpipe.graph import Csr
+from gnnpipe.data.features import ModelFeatures, read_transform
+from gnnpipe.data.graph import Csr
 from gnnpipe.io import hetero as hio
 from gnnpipe.io.rows import FeatureSource
-from gnnpipe.link_split import negative_weights, typed_negative_sampler
-from gnnpipe.negatives import degree_weights, training_sampler
+from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
+from gnnpipe.splitting.negatives import degree_weights, training_sampler
 
 
 @dataclass(frozen=True)
 class TypedSplit:
     """A typed graph, its split's meta.json and phase -> edge type -> message-graph CSR."""
-    graph: object  # gnnpipe.typed_graph.HeteroGraph
+    graph: object  # gnnpipe.data.typed_graph.HeteroGraph
     meta: dict
     graphs: dict
 
@@ -38,7 +38,7 @@ class LinkSupervision:
 def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch.Tensor:
     """THE way node features reach a model (GNN, MLP baseline, SIGN hops, predict): ``x`` (all
     nodes, or rows of some) through the transform the split stage fitted into ``args.features``
-    (``features.normalize``, gnnpipe/features.py). ``none`` returns ``x`` itself (a memory-mapped
+    (``features.normalize``, gnnpipe/data/features.py). ``none`` returns ``x`` itself (a memory-mapped
     tensor stays zero-copy); row / standardize return a normalized float32 copy."""
 
     return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
@@ -52,7 +52,7 @@ def read_model_graph(args, *, mmap: bool = False):
 
 def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
-    ``gnnpipe.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
+    ``gnnpipe.data.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
     with bfloat16 storage: rows in bfloat16 (half of float32's bytes; autocast's CPU dtype)."""
 
     dtype = torch.bfloat16 if amp and stored.dtype == torch.bfloat16 else torch.float32
@@ -61,7 +61,7 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
 
 
 def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.features.ModelFeatures`` (``lazy_model_features``,
+    """``graph.pt`` with ``x`` a ``gnnpipe.data.features.ModelFeatures`` (``lazy_model_features``,
     when ``gnnpipe.config.samplers.out_of_core``):
     the stored features stay memory-mapped (sampled training on features larger than memory)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
@@ -69,7 +69,7 @@ def read_lazy_model_graph(args, *, amp: bool = False):
 
 
 def whole_features(inputs: dict) -> dict:
-    """Phase inputs (``gnnpipe.train.build_inputs``) whose evaluation runs a whole-graph forward
+    """Phase inputs (``gnnpipe.training.train.build_inputs``) whose evaluation runs a whole-graph forward
     get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
     layer-wise phases keep reading rows per block."""
 
@@ -100,7 +100,7 @@ def read_typed(args) -> TypedSplit:
 
 def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkSupervision:
     """Homogeneous link split: negatives avoid only what training may see
-    (gnnpipe/negatives.py), drawn with the strategy of the fixed ones, so training and
+    (gnnpipe/splitting/negatives.py), drawn with the strategy of the fixed ones, so training and
     evaluation ask one question."""
 
     edges = io.read_link_edges(args.split, num_nodes)

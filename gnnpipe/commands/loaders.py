@@ -8,17 +8,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe import distributed, io
+from gnnpipe import io
+from gnnpipe.training import distributed
 from gnnpipe.commands.inputs import model_features
 from gnnpipe.config import samplers
 from gnnpipe.hetero.loader import typed_temporal
-from gnnpipe.partition import rank_parts
+from gnnpipe.graphops.partition import rank_parts
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import Source
 from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
 from gnnpipe.sampling.store import read_node_rows
 from gnnpipe.sampling.temporal import align_edge_times, temporal_options
-from gnnpipe.sharding import NodeRows, ShardEvaluator, shard_node_ids
+from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids
 from gnnpipe.sources.base import time_key
 
 
@@ -66,7 +67,7 @@ def shard_setup(args, params, ctx, roles, train_mask):
 
 def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
-    gnnpipe.model_inputs.ModelInputs): the train phase's message graph, the train seeds of the
+    gnnpipe.training.model_inputs.ModelInputs): the train phase's message graph, the train seeds of the
     (target) type (all, and this rank's share), and what the sampler's options read (temporal
     columns, edge weights, the partition: homogeneous graphs)."""
     graph, train_graph = inputs.graph, inputs.message_graphs["train"]

@@ -10,13 +10,13 @@ import numpy as np
 from gnnpipe import io
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.io.hetero import read_hetero_message_graphs
-from gnnpipe.partition import (assign_parts, build_shards, halo_report, partition_report,
+from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
-from gnnpipe.progress import progress
-from gnnpipe.rng import make_rng
-from gnnpipe.typed_graph import homogeneous_csr
+from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.data.typed_graph import homogeneous_csr
 
 
 

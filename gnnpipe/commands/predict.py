@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gnnpipe import distributed, io
+from gnnpipe import io
+from gnnpipe.training import distributed
 from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params
-from gnnpipe.distributed import SINGLE
+from gnnpipe.training.distributed import SINGLE
 from gnnpipe.io import hetero as hio
-from gnnpipe.model_inputs import read_model_inputs, read_roles
-from gnnpipe.predict import (candidate_pairs, label_counts, load_model, model_outputs,
+from gnnpipe.training.model_inputs import read_model_inputs, read_roles
+from gnnpipe.training.predict import (candidate_pairs, label_counts, load_model, model_outputs,
                              node_prediction_blocks, pair_score_blocks, read_classes_of,
                              read_node_ids_of, write_embeddings)
-from gnnpipe.typed_graph import edge_type_name, parse_edge_type
+from gnnpipe.data.typed_graph import edge_type_name, parse_edge_type
 
 
 

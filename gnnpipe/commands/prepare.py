@@ -13,8 +13,8 @@ import pyarrow as pa
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.prepare import prepare_dataset
-from gnnpipe.typed_graph import HOMOGENEOUS
+from gnnpipe.data.prepare import prepare_dataset
+from gnnpipe.data.typed_graph import HOMOGENEOUS
 
 
 

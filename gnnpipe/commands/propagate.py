@@ -12,8 +12,8 @@ from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_graph
 from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
 from gnnpipe.config import load_params
-from gnnpipe.progress import progress
-from gnnpipe.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
+from gnnpipe.runtime.progress import progress
+from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 
 
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from gnnpipe import io
-from gnnpipe.report import (SWEEP_PARAM, ReportInputs, parse_csv, render, render_sweep,
+from gnnpipe.reporting.report import (SWEEP_PARAM, ReportInputs, parse_csv, render, render_sweep,
                             sweep_rows)
 
 

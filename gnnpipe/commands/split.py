@@ -5,14 +5,16 @@ the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
 
 from pathlib import Path
 
-from gnnpipe import audit, features, io
+from gnnpipe import io
+from gnnpipe.data import features
+from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import TYPED, prepared_kind
 from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
-from gnnpipe.link_split import split_links
-from gnnpipe.rng import make_rng
-from gnnpipe.split import split_nodes
-from gnnpipe.typed_graph import HeteroGraph, edge_type_name, one_type
+from gnnpipe.splitting.link_split import split_links
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.split import split_nodes
+from gnnpipe.data.typed_graph import HeteroGraph, edge_type_name, one_type
 
 
 
@@ -37,7 +39,7 @@ def _audited(args, report: dict) -> None:
 
 
 def _fit_features(params, report: dict, graph: HeteroGraph, roles=None) -> dict:
-    """Fits features.normalize (gnnpipe/features.py): on the train nodes of ``roles`` (None:
+    """Fits features.normalize (gnnpipe/data/features.py): on the train nodes of ``roles`` (None:
     all nodes), per node type for typed files; notes the fit in the audit report."""
     kind = params.features.normalize
     fitted = (features.fit_typed(kind, graph.x, graph.target, roles) if graph.layout == TYPED
@@ -59,7 +61,7 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 
 
 def run_nodes(args, params) -> str:
-    """The target type's nodes; message graphs per edge type (gnnpipe/split.py)."""
+    """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py)."""
     graph = _read(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.node
@@ -83,7 +85,7 @@ def run_nodes(args, params) -> str:
 
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
-    (gnnpipe/link_split.py)."""
+    (gnnpipe/splitting/link_split.py)."""
     graph = _read(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link

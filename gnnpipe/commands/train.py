@@ -17,22 +17,23 @@ import sys
 
 import torch
 
-from gnnpipe import device as devices
-from gnnpipe import distributed, io
+from gnnpipe.training import device as devices
+from gnnpipe import io
+from gnnpipe.training import distributed
 from gnnpipe.commands.loaders import link_source, node_source, shard_setup
 from gnnpipe.commands.training import (checkpointing_for, finish_run, write_link_outputs,
                                        write_node_outputs)
 from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params, samplers, to_dict
-from gnnpipe.link_train import fit_link
-from gnnpipe.loop import LoopOptions
-from gnnpipe.model_inputs import read_model_inputs, read_roles, read_supervision
-from gnnpipe.models import build_model
-from gnnpipe.progress import progress
-from gnnpipe.rng import torch_seed
+from gnnpipe.training.link_train import fit_link
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
+from gnnpipe.training.models import build_model
+from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import builders
-from gnnpipe.train import fit
-from gnnpipe.typed_graph import edge_type_name
+from gnnpipe.training.train import fit
+from gnnpipe.data.typed_graph import edge_type_name
 
 
 
@@ -80,7 +81,7 @@ def train_nodes(args, params, kind, ctx, device):
     seed = torch_seed(params.seed, "train")
     if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
         # imports Lightning (slow, optional): only when asked
-        from gnnpipe.lightning import fit_lightning
+        from gnnpipe.training.lightning import fit_lightning
 
         result = fit_lightning(
             build, phases, y, roles, cfg, seed, node_sampler=getattr(loader, "node_sampler", None),

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gnnpipe import io
-from gnnpipe.loop import PERF_COLUMNS, Checkpointing
-from gnnpipe.sharding import gather_objects
+from gnnpipe.training.loop import PERF_COLUMNS, Checkpointing
+from gnnpipe.training.sharding import gather_objects
 
 
 def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],

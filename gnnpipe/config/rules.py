@@ -56,7 +56,7 @@ def _check_pairs(params: Params) -> None:
 
 
 # ---------------------------------------------------------- models, inference and processes
-TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/inference.py blocks
+TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/training/inference.py blocks
 
 
 def _check_heads(params: Params) -> None:

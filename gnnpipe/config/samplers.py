@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from gnnpipe.config.errors import ParamsError
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
-GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/models.py)
+GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/training/models.py)
 TYPED_MODELS = ("sage", "hgt", "rgcn", "mlp")  # typed graphs (gnnpipe/hetero; sage = to_hetero)
-# what train.engine: lightning runs besides its samplers (gnnpipe/lightning.py)
+# what train.engine: lightning runs besides its samplers (gnnpipe/training/lightning.py)
 LIGHTNING_MODELS = GRAPH_MODELS
 
 
@@ -214,7 +214,7 @@ def _check_ddp(params) -> None:
 
 
 def _check_lightning(params) -> None:
-    """What ``train.engine: lightning`` runs (gnnpipe/lightning.py), named when it is not."""
+    """What ``train.engine: lightning`` runs (gnnpipe/training/lightning.py), named when it is not."""
     cfg, task = params.train, params.dataset.task
     if cfg.engine != "lightning":
         return

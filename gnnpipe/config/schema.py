@@ -123,7 +123,7 @@ class DatasetParams:
 class NodeSplitParams:
     # public: the dataset's official split (planetoid, ogb, pyg masks); sizes are then ignored
     strategy: Literal["random", "stratified", "cluster", "time", "public"] = "stratified"
-    # Per-phase message graphs (gnnpipe/split.py). auto: time for strategy time, else
+    # Per-phase message graphs (gnnpipe/splitting/split.py). auto: time for strategy time, else
     # transductive. time: each phase sees its own and earlier splits plus unlabelled nodes no
     # later than its cut (train: the latest train timestamp). transductive with strategy time is
     # an explicit opt-in to training on edges into the future (the audit then only warns).
@@ -152,7 +152,7 @@ class NodeSplitParams:
 
 @dataclass(frozen=True)
 class LinkSplitParams:
-    """Edge hold-out for ``dataset.task: link`` (see gnnpipe/link_split.py)."""
+    """Edge hold-out for ``dataset.task: link`` (see gnnpipe/splitting/link_split.py)."""
 
     # A float in (0, 1) is a fraction of the graph's edges (undirected pairs); an int a count.
     val: Union[int, float] = num(0.1, low=0.0, low_open=True)
@@ -217,7 +217,7 @@ class BaselineParams:
 
 @dataclass(frozen=True)
 class InferenceParams:
-    """Evaluation forward (gnnpipe/inference.py): the whole graph at once, or layer by layer over
+    """Evaluation forward (gnnpipe/training/inference.py): the whole graph at once, or layer by layer over
     blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width)."""
 
     # auto: layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
@@ -292,7 +292,7 @@ class SaintParams:
 
 @dataclass(frozen=True)
 class DistParams:
-    """DDP through torchrun (gnnpipe/distributed.py): processes per machine and machines, and
+    """DDP through torchrun (gnnpipe/training/distributed.py): processes per machine and machines, and
     the bounds on every wait (docs/scaling.md)."""
 
     nproc: int = num(1, low=1)
@@ -303,7 +303,7 @@ class DistParams:
     # bound on the rendezvous: every machine joins and the endpoint answers within it, else the
     # stage fails with one line (hard stop after this + distributed.START_GRACE_S)
     rdzv_timeout_s: float = num(300.0, low=1.0)
-    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/capacity.py) passes what the
+    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/training/capacity.py) passes what the
     # machine has available; false = launch anyway
     check_resources: bool = True
     # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
@@ -340,11 +340,11 @@ class TrainParams(BaselineParams):
     batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
     amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
-    # where the train stage runs (gnnpipe/device.py): auto = cuda when torch sees a CUDA device,
+    # where the train stage runs (gnnpipe/training/device.py): auto = cuda when torch sees a CUDA device,
     # else cpu; cuda without one is refused at the start of the stage
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
-    # who runs the loop: gnnpipe.train.fit, or a Lightning Trainer (gnnpipe/lightning.py)
+    # who runs the loop: gnnpipe.training.train.fit, or a Lightning Trainer (gnnpipe/training/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"
     # message passing of gcn / sage: scatter (per-edge messages), csr (sparse CSR product over
     # target rows), auto (the faster of the two, timed on the first training batch)
@@ -359,7 +359,7 @@ class TrainParams(BaselineParams):
     dist: DistParams = field(default_factory=DistParams)
     checkpoint: CheckpointParams = field(default_factory=CheckpointParams)
     # intra-op threads of the train stage (each DDP rank): inherit the top-level threads, or
-    # auto | a count (gnnpipe/threads.py)
+    # auto | a count (gnnpipe/runtime/threads.py)
     threads: Union[Literal["auto", "inherit"], int] = num("inherit", low=1)
 
 
@@ -379,7 +379,7 @@ class EvaluateParams:
 
 @dataclass(frozen=True)
 class FeaturesParams:
-    """How node features are normalized before every model reads them (gnnpipe/features.py)."""
+    """How node features are normalized before every model reads them (gnnpipe/data/features.py)."""
 
     # row: PyG NormalizeFeatures (each row divided by its sum); standardize: per column, mean
     # and std of the train nodes only (the split stage fits them: data/features)
@@ -411,5 +411,5 @@ class Params:
     features: FeaturesParams = field(default_factory=FeaturesParams)
     predict: PredictParams = field(default_factory=PredictParams)
     # intra-op threads of every stage process: auto (cores available / DDP ranks on the
-    # machine, gnnpipe/threads.py) or a count; outputs are byte-identical per thread count
+    # machine, gnnpipe/runtime/threads.py) or a count; outputs are byte-identical per thread count
     threads: Union[Literal["auto"], int] = num("auto", low=1)

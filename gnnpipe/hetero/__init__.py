@@ -5,7 +5,7 @@ function once (``gnnpipe/commands/variant.py``) when the artifacts say the graph
 (the node and edge types of ``data/prepared/graph.json`` and ``data/split/meta.json``). Node ids are
 local to their type everywhere (paper 0 and author 0 are different nodes); an edge type is a
 ``(src_type, relation, dst_type)`` triple as in PyG, named ``src__relation__dst`` in file
-names. ``HeteroGraph`` itself is a base type in ``gnnpipe/typed_graph.py``. Modules:
+names. ``HeteroGraph`` itself is a base type in ``gnnpipe/data/typed_graph.py``. Modules:
 
   split      typed node split of the target type; link split of one edge type with its reverse
   audit      the split audit, per node type and per edge type
@@ -13,5 +13,5 @@ names. ``HeteroGraph`` itself is a base type in ``gnnpipe/typed_graph.py``. Modu
   loader     HGT per-type budget mini-batches (``train.sampler: hgt``)
   models     the multi-type models: ``to_hetero(GraphSAGE)``, HGT (``HGTConv``), R-GCN
              (``RGCNConv``); the typed ``mlp`` and layer-wise inference serve every graph
-             (``gnnpipe/models.py``, ``gnnpipe/inference.py``)
+             (``gnnpipe/training/models.py``, ``gnnpipe/training/inference.py``)
 """

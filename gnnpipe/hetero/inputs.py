@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gnnpipe.graph import Csr
-from gnnpipe.inference import plan
-from gnnpipe.train import PhaseInput
-from gnnpipe.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.data.graph import Csr
+from gnnpipe.training.inference import plan
+from gnnpipe.training.train import PhaseInput
+from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
 PHASES = ("train", "val", "test")
 
@@ -15,7 +15,7 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg
     """Phase of ``phases`` -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole
     graph's features and the phase's own typed edges (phases sharing a message graph share the
     tensors). ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
-    ``gnnpipe.inference.plan``); None: full forwards."""
+    ``gnnpipe.training.inference.plan``); None: full forwards."""
     built: dict[int, tuple] = {}
     out = {}
     for phase in phases:

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch_geometric.data import HeteroData
 
-from gnnpipe.graph import Csr
-from gnnpipe.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
 
 def hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> HeteroData:

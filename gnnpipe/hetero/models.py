@@ -1,6 +1,6 @@
 """Models that pass messages between several node types: ``model(x_dict, edge_index_dict)``.
 
-Every model first maps each node type's features to ``hidden`` (``gnnpipe.models.TypedModel``),
+Every model first maps each node type's features to ``hidden`` (``gnnpipe.training.models.TypedModel``),
 then:
 
 * ``sage``: PyG's ``GraphSAGE`` turned heterogeneous by ``to_hetero`` (one SAGEConv per edge
@@ -10,9 +10,9 @@ then:
   homogeneous view (``to_homogeneous`` ids: types concatenated in order, ``edge_type`` the
   index of each edge's type).
 
-``build_hetero_model`` builds these and the typed graph's ``mlp`` (``gnnpipe.models.TypedMLP``).
+``build_hetero_model`` builds these and the typed graph's ``mlp`` (``gnnpipe.training.models.TypedMLP``).
 Typed sampled steps are not trimmed (``train.aggregation`` stays scatter): the typed batches
-(gnnpipe/hetero/loader.py) drop the per-type hop counts, so ``gnnpipe.models.trim_kwargs`` finds
+(gnnpipe/hetero/loader.py) drop the per-type hop counts, so ``gnnpipe.training.models.trim_kwargs`` finds
 no ``trims`` here and every layer runs on the whole sampled subgraph.
 """
 
@@ -24,8 +24,8 @@ from torch_geometric.nn import HGTConv, RGCNConv, to_hetero
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnpipe.config import BaselineParams, TrainParams
-from gnnpipe.models import Metadata, TypedMLP, TypedModel
-from gnnpipe.typed_graph import EdgeType, edge_type_name
+from gnnpipe.training.models import Metadata, TypedMLP, TypedModel
+from gnnpipe.data.typed_graph import EdgeType, edge_type_name
 
 
 class HeteroModel(TypedModel):

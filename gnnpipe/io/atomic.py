@@ -24,7 +24,7 @@ from gnnpipe.io.temps import remove_path, remove_stale_beside, temp_prefix
 
 # Set to a file name (or "name@N" for its N-th write) to SIGKILL the writer after that file's
 # temp copy is complete but before it is renamed into place: the worst moment for a crash,
-# reproduced on demand by tests/test_faults.py.
+# reproduced on demand by tests/pipeline/test_faults.py.
 FAULT_ENV = "GNNPIPE_FAULT_KILL_BEFORE_RENAME"
 # Tests: the same spec makes that write fail with ENOSPC (a full disk), or stall (a long stage).
 ENOSPC_ENV = "GNNPIPE_FAULT_ENOSPC"

@@ -11,7 +11,7 @@ from typing import Iterator
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 
 PHASES = ("train", "val", "test")
 SPLIT_ROLES = ("train", "val", "test", "unused")

@@ -24,14 +24,14 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.description import DESCRIPTION, read_description, write_description
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
                                TYPED_CSR_SCHEMA, read_split_meta)
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.typed_graph import TYPED, EdgeType, HeteroGraph, edge_type_name, parse_edge_type
+from gnnpipe.data.typed_graph import TYPED, EdgeType, HeteroGraph, edge_type_name, parse_edge_type
 
 GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
 

@@ -8,12 +8,12 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import CSR_SPEC, PARTS_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.part_shard import PartShard
+from gnnpipe.graphops.part_shard import PartShard
 
 
 # partition/ node_to_part.parquet, part_<k>.pt (one PartShard each), meta.json

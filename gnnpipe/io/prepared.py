@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import UNLABELLED, Csr, Graph
-from gnnpipe.typed_graph import HOMOGENEOUS, HeteroGraph, one_type
+from gnnpipe.data.graph import UNLABELLED, Csr, Graph
+from gnnpipe.data.typed_graph import HOMOGENEOUS, HeteroGraph, one_type
 from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
                                check_csr, nodes_schema, nodes_schema_like)
 from gnnpipe.io.description import DESCRIPTION, read_description, write_description

@@ -125,7 +125,7 @@ class HopWriter:
 
 
 def hop_writers(out: Path, graph_name: str):
-    """A ``sink`` for ``gnnpipe.propagate.propagate``: hop k streams to ``<graph>_hop_<k>.pt``."""
+    """A ``sink`` for ``gnnpipe.graphops.propagate.propagate``: hop k streams to ``<graph>_hop_<k>.pt``."""
     return lambda hop, shape, dtype: HopWriter(out, graph_name, hop, shape, dtype)
 
 

@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.typed_graph import (TYPED, EdgeType, HeteroGraph, check_name, edge_type_name,
+from gnnpipe.data.typed_graph import (TYPED, EdgeType, HeteroGraph, check_name, edge_type_name,
                                  layout_of, parse_edge_type)
 
 TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"

@@ -28,14 +28,14 @@ from torch_geometric.sampler import BidirectionalNeighborSampler as PyGBidirecti
 from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.sampler.utils import to_csc
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
 
 
 class BidirectionalNeighborSampler(PyGBidirectional):
     """``torch_geometric.sampler.BidirectionalNeighborSampler`` on gnnpipe's sampler.
 
-    Args as PyG's (``data`` a ``Data`` or a ``gnnpipe.graph.Csr``; ``weight_attr`` names a
+    Args as PyG's (``data`` a ``Data`` or a ``gnnpipe.data.graph.Csr``; ``weight_attr`` names a
     ``Data`` edge attribute), plus ``edge_weight`` (E,) for a ``Csr`` (CSR order) and ``seed``
     (int or ``torch.Generator``; ``None`` draws from torch's RNG) for reproducible streams.
     """

@@ -18,11 +18,11 @@ import torch
 from torch_geometric.loader import NodeLoader
 
 from gnnpipe.config.samplers import HOMOGENEOUS, SAMPLERS, TYPED
-from gnnpipe.distributed import SINGLE, DistContext
-from gnnpipe.graph import Csr
+from gnnpipe.training.distributed import SINGLE, DistContext
+from gnnpipe.data.graph import Csr
 from gnnpipe.hetero.loader import hetero_data
-from gnnpipe.partition import rank_parts
-from gnnpipe.rng import torch_seed
+from gnnpipe.graphops.partition import rank_parts
+from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.batch import Batches
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
@@ -32,7 +32,7 @@ from gnnpipe.sampling.loader import neighbor_loader
 from gnnpipe.sampling.neighbor import HeteroNeighborSampler
 from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
 from gnnpipe.sampling.shadow import shadow_loader
-from gnnpipe.sharding import NodeRows
+from gnnpipe.training.sharding import NodeRows
 
 
 @dataclass(frozen=True)

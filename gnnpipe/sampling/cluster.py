@@ -32,10 +32,10 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnpipe.graph import Csr
-from gnnpipe.partition import PartShard, rank_parts
+from gnnpipe.data.graph import Csr
+from gnnpipe.graphops.partition import PartShard, rank_parts
 from gnnpipe.sampling.subgraph import induced_edges, sort_edges, with_inter_edges
-from gnnpipe.sharding import NodeRows
+from gnnpipe.training.sharding import NodeRows
 
 
 class GraphParts:

@@ -6,9 +6,9 @@ the same algorithm in vectorized NumPy behind PyG's ``BaseSampler``, so
 ``torch_geometric.loader.NodeLoader(data, node_sampler=sampler, input_nodes=(type, ids))``
 yields the ``HeteroData`` batches ``HGTLoader`` would (``hgt_loader`` below builds one).
 
-Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one ``gnnpipe.graph.Csr``
+Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one ``gnnpipe.data.graph.Csr``
 per edge type ``(src, rel, dst)`` whose row ``v`` (a ``dst`` node) lists its ``src`` sources
-(``gnnpipe.typed_graph.HeteroGraph.csr``). Edge ids are CSR positions, i.e. columns of
+(``gnnpipe.data.typed_graph.HeteroGraph.csr``). Edge ids are CSR positions, i.e. columns of
 ``csr[e].edge_index()``; pass ``edge_permutation`` when the ``HeteroData`` edges come in
 another order (``from_hetero_data`` does).
 
@@ -54,7 +54,7 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.sampler.utils import to_hetero_csc
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.neighbor import HeteroNeighborSampler, sampler_seed
 from gnnpipe.sampling.pick import pick_edges
 from gnnpipe.sampling.typed_csr import typed_csr_arrays

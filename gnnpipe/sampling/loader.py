@@ -13,7 +13,7 @@ from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling
 
 from gnnpipe.config import NeighborParams
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 
 
@@ -24,7 +24,7 @@ def neighbor_loader(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
     """Batches of ``batch_size`` seeds with their sampled neighbourhoods in ``csr``.
 
     ``x`` (N, F) and ``y`` (N,) are gathered per batch by PyG (``batch.x``, ``batch.y``); ``x``
-    may instead be a ``gnnpipe.features.ModelFeatures`` (features larger than memory): then only
+    may instead be a ``gnnpipe.data.features.ModelFeatures`` (features larger than memory): then only
     the batch's rows ``x[batch.n_id]`` are read from its memory-mapped file, per batch. Only
     edges of ``csr`` are ever sampled, so passing a phase's message graph keeps the batch inside
     what that phase may see. ``edge_index`` may pass ``csr.edge_index()`` when the caller already

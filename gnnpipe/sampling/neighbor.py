@@ -9,8 +9,8 @@ one class per input kind: ``HeteroNeighborSampler`` (node types, edge types ``(s
 homogeneous stores, ``SamplerOutput``) runs it on one node type and one edge type.
 
 Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one
-``gnnpipe.graph.Csr`` per edge type whose row ``v`` (a ``dst`` node) lists its ``src`` sources
-(see ``gnnpipe.graph``). Edge ids are CSR positions (columns of ``csr[e].edge_index()``);
+``gnnpipe.data.graph.Csr`` per edge type whose row ``v`` (a ``dst`` node) lists its ``src`` sources
+(see ``gnnpipe.data.graph``). Edge ids are CSR positions (columns of ``csr[e].edge_index()``);
 ``edge_permutation`` maps them to the caller's edge order.
 
 Semantics (pyg-lib's ``neighbor_sample`` / ``hetero_neighbor_sample``, ``csc=True``):
@@ -76,7 +76,7 @@ from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.sampler.utils import to_csc, to_hetero_csc
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
 from gnnpipe.sampling.pick import pick_edges, pick_weighted
 from gnnpipe.sampling.store import csc_of_stores, typed_csc_of_stores
@@ -613,7 +613,7 @@ class CsrNeighborSampler(BaseSampler):
     ``batch.batch_size`` seeds, ``batch.edge_index`` local).
 
     Args:
-        graph: a ``gnnpipe.graph.Csr`` (row ``v`` = sources of edges into ``v``) or a PyG
+        graph: a ``gnnpipe.data.graph.Csr`` (row ``v`` = sources of edges into ``v``) or a PyG
             ``Data`` with ``edge_index`` (converted to CSC once, as PyG's sampler does); or
             PyG's remote backend ``(FeatureStore, GraphStore)`` (``graph_store.csc()``, or
             ``csr()`` for backward, as PyG; edge ids = the stored ones;

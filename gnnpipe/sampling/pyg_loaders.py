@@ -40,9 +40,9 @@ from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.graph import Csr, csr_from_edges
-from gnnpipe.partition import assign_parts
-from gnnpipe.rng import make_rng
+from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.graphops.partition import assign_parts
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)

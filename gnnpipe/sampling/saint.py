@@ -34,7 +34,7 @@ nodes in total (PyG's ``GraphSAINTSampler`` rule), with ``S`` the number of subg
   Note: PyG's ``_compute_norm`` takes ``C`` of ``edge_index[0]``, the edge's *source*; the
   authors' code and Prop. 3.1 take the aggregating node (the target), as here.
 
-How the train loop uses them (``gnnpipe.train``): node_norm weights the unreduced loss;
+How the train loop uses them (``gnnpipe.training.train``): node_norm weights the unreduced loss;
 edge_norm is passed as ``edge_weight`` to models that take one (``gcn``: GCNConv then applies
 its symmetric normalisation to the weighted subgraph, whose weighted in-degree
 ``sum_u edge_norm[u -> v]`` is an unbiased estimate of ``v``'s train-graph degree). Models
@@ -52,9 +52,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnpipe.graph import Csr, sorted_unique
+from gnnpipe.data.graph import Csr, sorted_unique
 from gnnpipe.sampling.subgraph import induced_edges
-from gnnpipe.sharding import NodeRows
+from gnnpipe.training.sharding import NodeRows
 
 MAX_EDGE_NORM = 1e4  # clip of edge_norm, as in PyG and the authors' code
 ZERO_COUNT = 0.1  # a count of 0 stands for 0.1 (PyG, authors' code)

@@ -40,7 +40,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.loader import NodeLoader
 
 from gnnpipe.config import ShadowParams
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
 
 

@@ -43,10 +43,10 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.index import index2ptr, ptr2index
 
 from gnnpipe import io
-from gnnpipe.graph import Csr, Graph
+from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.io.hetero import read_hetero_graph
 from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
-from gnnpipe.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
 Key = tuple[Optional[str], Optional[str]]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.graph import sorted_unique
+from gnnpipe.data.graph import sorted_unique
 from gnnpipe.sampling.pick import pick_edges
 
 

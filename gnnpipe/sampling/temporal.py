@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.pick import pick_edges
 
 TEMPORAL_STRATEGIES = ("uniform", "last")

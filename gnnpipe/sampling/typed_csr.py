@@ -7,7 +7,7 @@ from typing import Mapping
 
 import numpy as np
 
-from gnnpipe.graph import Csr
+from gnnpipe.data.graph import Csr
 
 EdgeType = tuple[str, str, str]
 

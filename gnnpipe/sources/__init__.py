@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from gnnpipe import synthetic
+from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
-from gnnpipe.rng import make_rng
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import RawGraph, RawTypedGraph
 
 READERS = {"parquet": "tables", "csv": "tables", "planetoid": "planetoid", "ogb": "ogb",

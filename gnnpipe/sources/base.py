@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnnpipe.graph import ROLES
-from gnnpipe.typed_graph import check_name
+from gnnpipe.data.graph import ROLES
+from gnnpipe.data.typed_graph import check_name
 
 # Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
 # enough that a chunk of int64 ids is a few tens of MB.
@@ -335,7 +335,7 @@ class RawRelation:
 
 @dataclass(frozen=True)
 class RawTypedGraph:
-    """A typed source's graph before the edge policies (``gnnpipe.prepare.build_typed`` applies
+    """A typed source's graph before the edge policies (``gnnpipe.data.prepare.build_typed`` applies
     them). Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros
     and one class when a link-task graph has no labels); ``public_roles`` int8 (N_target,)."""
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from gnnpipe.ids import from_text
+from gnnpipe.data.ids import from_text
 from gnnpipe.io.common import reading
 from gnnpipe.sources.base import EDGE_BATCH_ROWS, combine, reason, require_file
 
@@ -86,7 +86,7 @@ class CsvTables:
 
     def read(self, path: Path, columns: list[str], ids: tuple[str, ...] = ()) -> pa.Table:
         """``columns`` of the file; the ``ids`` columns are read as text and become int64 only
-        when every id is a canonical integer (``gnnpipe.ids``: ``00042`` stays text)."""
+        when every id is a canonical integer (``gnnpipe.data.ids``: ``00042`` stays text)."""
         self._exists(path)
         try:
             options = pacsv.ConvertOptions(include_columns=columns,
@@ -105,7 +105,7 @@ class CsvTables:
         _check_columns(schema, columns, path, key_of)
         header = schema.names
         # Fixed types, not inferred from the first block: ids as text (read_edges matches them
-        # to the node ids by gnnpipe.ids' rule, so "007" is never node 7), weights as floats.
+        # to the node ids by gnnpipe.data.ids' rule, so "007" is never node 7), weights as floats.
         types = {name: pa.string() if key in ("src", "dst") else pa.float64()
                  for name, key in key_of.items() if key != "timestamp"}
         options = pacsv.ConvertOptions(include_columns=columns, column_types=types)

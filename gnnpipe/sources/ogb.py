@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.progress import progress
+from gnnpipe.runtime.progress import progress
 from gnnpipe.sources.base import (RawGraph, check_finite, check_no_nulls, label_codes,
                                   reason, require_file, roles_from_indices)
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES

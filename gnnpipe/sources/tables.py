@@ -31,14 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnnpipe.config import DatasetParams, EdgeTableParams
-from gnnpipe.ids import blanks_as_nulls, to_id_type
-from gnnpipe.progress import progress
+from gnnpipe.data.ids import blanks_as_nulls, to_id_type
+from gnnpipe.runtime.progress import progress
 from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, RawTypedGraph,
                                   check_finite, check_no_nulls, check_timestamps, combine,
                                   feature_columns, features, is_numeric, label_codes,
                                   require_file, split_edge_type)
 from gnnpipe.sources.formats import CsvTables, ParquetTables
-from gnnpipe.typed_graph import check_name
+from gnnpipe.data.typed_graph import check_name
 
 SUFFIXES = {"parquet": (".parquet",), "csv": (".csv", ".csv.gz", ".csv.bz2")}
 
@@ -110,7 +110,7 @@ class IdLookup:
 def _as_id_type(column: pa.Array, id_type: pa.DataType, path: Path, name: str
                 ) -> tuple[pa.Array, np.ndarray | None]:
     """The column as the node ids' type and its rows that name no node (text that is not a
-    canonical integer, against integer ids); ``gnnpipe.ids.to_id_type``."""
+    canonical integer, against integer ids); ``gnnpipe.data.ids.to_id_type``."""
     try:
         return to_id_type(column, id_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

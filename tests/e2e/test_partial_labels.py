@@ -18,7 +18,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.pipeline import STAGES
 from gnnpipe.config import params_from_dict
-from gnnpipe.profiles import _merge, set_args
+from gnnpipe.runtime.profiles import _merge, set_args
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ["fraud", "ok", "unknown-ish"]  # sorted: classes.parquet keeps name order

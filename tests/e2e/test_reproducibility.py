@@ -78,15 +78,15 @@ def test_two_thread_training_is_byte_identical_under_load():
     import torch
 
     from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams
-    from gnnpipe.models import build_model
-    from gnnpipe.rng import make_rng
+    from gnnpipe.training.models import build_model
+    from gnnpipe.runtime.rng import make_rng
     from gnnpipe.sampling.builders import neighbor_batches
-    from gnnpipe.split import split_nodes
-    from gnnpipe.typed_graph import one_type
-    from gnnpipe.train import build_inputs, fit
+    from gnnpipe.splitting.split import split_nodes
+    from gnnpipe.data.typed_graph import one_type
+    from gnnpipe.training.train import build_inputs, fit
 
     from conftest import small_params
-    from gnnpipe.prepare import prepare
+    from gnnpipe.data.prepare import prepare
 
     params = small_params(num_nodes=1500, num_features=16)
     graph = prepare(params.dataset, params.seed)[0]
@@ -119,12 +119,12 @@ import sys, numpy as np, torch
 sys.path.insert(0, {tests!r})
 from conftest import small_params
 from gnnpipe.config import NodeSplitParams, TrainParams
-from gnnpipe.models import build_model
-from gnnpipe.prepare import prepare
-from gnnpipe.rng import make_rng
-from gnnpipe.split import split_nodes
-from gnnpipe.train import build_inputs, fit
-from gnnpipe.typed_graph import one_type
+from gnnpipe.training.models import build_model
+from gnnpipe.data.prepare import prepare
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.split import split_nodes
+from gnnpipe.training.train import build_inputs, fit
+from gnnpipe.data.typed_graph import one_type
 torch.set_num_threads(1)
 params = small_params(num_nodes=2000, num_features=32)
 graph = prepare(params.dataset, params.seed)[0]
@@ -174,7 +174,7 @@ def test_pair_score_gradients_are_byte_identical_across_threads_runs():
     order each run, seen as run-to-run link MRR drift at 2 threads)."""
     import torch
 
-    from gnnpipe.link_train import pair_scores
+    from gnnpipe.training.link_train import pair_scores
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gnnpipe.io.atomic import FAULT_ENV
-from gnnpipe.distributed import FAULT_RANK_ENV
+from gnnpipe.training.distributed import FAULT_RANK_ENV
 
 from conftest import run_stages
 

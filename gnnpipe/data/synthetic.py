@@ -1,0 +1,193 @@
+"""The built-in datasets: a contextual, degree-corrected stochastic block model, alone
+(``generate``) or as the papers of a papers / authors / venues graph (``generate_typed``).
+
+Node ``v`` gets class ``y[v]``, a degree propensity ``theta[v]`` (log-normal, ``degree_skew`` is
+its sigma) and features ``x[v] = mu[y[v]] + noise``. Each edge picks a source with probability
+proportional to ``theta``; with probability ``homophily`` its target is drawn from the source's
+class, otherwise from another class, again proportionally to ``theta`` within that class.
+
+The typed graph (``dataset.layout: typed``):
+
+* **paper** (``num_nodes``): class, features and the ``cites`` relation exactly as ``generate``
+  draws them.
+* **author** (``num_authors``): each has a field (a class); features are its field's own mean
+  (norm ``feature_signal``) plus unit noise, ``max(num_features // 2, 1)`` wide. ``writes``:
+  about ``authors_per_paper`` authorships per paper, each from an author of the paper's class
+  with probability ``homophily``, otherwise from any author.
+* **venue** (``num_venues``): venue ``v`` has class ``v mod C``; features are pure noise
+  (``max(num_features // 4, 1)`` wide), so a venue carries information only through its papers.
+  ``published_in``: one venue per paper, of the paper's class with probability ``homophily``.
+
+Edge types: ``paper cites paper`` (undirected, both directions stored, its own reverse),
+``author writes paper``, ``paper published_in venue`` and their reverses ``paper rev_writes
+author`` / ``venue rev_published_in paper``, so every node type both sends and receives
+messages. ``dataset.dedup`` / ``self_loops`` apply to ``cites``; repeated authorships are merged.
+Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from gnnpipe.config import DatasetParams, SyntheticParams
+from gnnpipe.data.graph import normalize_edges
+from gnnpipe.data.typed_graph import HeteroGraph, typed_csr
+
+
+# values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
+BLOCK_VALUES = 1 << 24
+
+
+def generate(cfg: SyntheticParams, rng: np.random.Generator,
+             feature_sink: Callable[[np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
+    """Raw graph arrays: ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (M,),
+    plus ``timestamps`` float64 (N,) when ``cfg.timestamps``.
+
+    ``feature_sink``: x is instead handed over in consecutive row blocks (float32 (B, F), about
+    ``BLOCK_VALUES`` values each) and never held whole; the output then has no ``x``. The
+    values are the same either way (the generator draws the same stream in the same order).
+
+    ``M = round(N * avg_degree / 2)`` undirected edge draws; duplicates and self-loops may occur
+    and are left to the dataset's edge policies, as with any real input.
+    """
+    n, c, f = cfg.num_nodes, cfg.num_classes, cfg.num_features
+    weights = (np.arange(c) + 1.0) ** -cfg.class_imbalance
+    y = rng.choice(c, size=n, p=weights / weights.sum()).astype(np.int64)
+    theta = np.exp(cfg.degree_skew * rng.standard_normal(n))
+
+    # Nodes grouped by class with cumulative propensity, so "a node of class k drawn
+    # proportionally to theta" is one searchsorted into that class's slice.
+    by_class = np.argsort(y, kind="stable")
+    cum = np.cumsum(theta[by_class])
+    class_end = np.searchsorted(y[by_class], np.arange(c), side="right")
+    class_start = np.concatenate([[0], class_end[:-1]])
+    low = np.where(class_start > 0, cum[np.maximum(class_start - 1, 0)], 0.0)
+    high = cum[np.maximum(class_end - 1, 0)]
+    populated = class_end > class_start
+
+    m = int(round(n * cfg.avg_degree / 2))
+    src = rng.choice(n, size=m, p=theta / theta.sum())
+    same = rng.random(m) < cfg.homophily
+    shift = rng.integers(1, c, size=m)  # another class, uniformly
+    target_class = np.where(same, y[src], (y[src] + shift) % c)
+    target_class = np.where(populated[target_class], target_class, y[src])
+    u = low[target_class] + rng.random(m) * (high[target_class] - low[target_class])
+    pos = np.searchsorted(cum, u, side="right")
+    pos = np.clip(pos, class_start[target_class], class_end[target_class] - 1)
+    dst = by_class[pos]
+
+    means = class_means(rng, c, f, cfg.feature_signal)
+    x = None
+    if feature_sink is None:  # before the edge copies below: prepare's peak memory stays put
+        x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise
+    else:
+        step = max(1, BLOCK_VALUES // max(f, 1))
+        for lo in range(0, n, step):
+            rows = y[lo:lo + step]
+            feature_sink((means[rows] + rng.standard_normal((rows.size, f))).astype(np.float32))
+    out = {"y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    if x is not None:
+        out["x"] = x
+    if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
+        out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
+    return out
+
+
+def class_means(rng: np.random.Generator, num_classes: int, width: int, signal: float
+                ) -> np.ndarray:
+    """One random mean per class, float64 (C, width), each of norm ``signal``."""
+    means = rng.standard_normal((num_classes, width))
+    return means * (signal / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12))
+
+
+def keep_labels(y: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """``y`` (N,) with all but ``rate`` of each class set to -1 (unlabelled): per class
+    ``max(1, round(rate * n_c))`` labels kept, drawn by ``rng``. ``rate`` 1.0 returns ``y``."""
+    if rate >= 1.0:
+        return y
+    out = np.full_like(y, -1)
+    for c in np.unique(y):
+        members = np.flatnonzero(y == c)
+        keep = rng.choice(members, size=max(1, int(round(rate * members.size))), replace=False)
+        out[keep] = c
+    return out
+
+
+# ------------------------------------------------------------------------------ typed graph
+CITES = ("paper", "cites", "paper")
+WRITES = ("author", "writes", "paper")
+REV_WRITES = ("paper", "rev_writes", "author")
+PUBLISHED_IN = ("paper", "published_in", "venue")
+REV_PUBLISHED_IN = ("venue", "rev_published_in", "paper")
+REVERSE = {CITES: CITES, WRITES: REV_WRITES, REV_WRITES: WRITES,
+           PUBLISHED_IN: REV_PUBLISHED_IN, REV_PUBLISHED_IN: PUBLISHED_IN}
+
+
+def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """For each entry of ``wanted`` (M,), a uniformly drawn index ``i`` with ``classes[i]`` equal
+    to it (a random index where that class is empty): int64 (M,)."""
+    by_class = np.argsort(classes, kind="stable")
+    end = np.searchsorted(classes[by_class], np.arange(num_classes), side="right")
+    start = np.concatenate([[0], end[:-1]])
+    size = end - start
+    pick = start[wanted] + np.floor(rng.random(wanted.size) * np.maximum(size[wanted], 1))
+    out = by_class[np.minimum(pick.astype(np.int64), classes.size - 1)]
+    empty = size[wanted] == 0
+    out[empty] = rng.integers(0, classes.size, size=int(empty.sum()))
+    return out.astype(np.int64)
+
+
+def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[HeteroGraph, dict]:
+    """The graph and the counts for ``metrics/prepare.json``."""
+    syn = cfg.synthetic
+    c = syn.num_classes
+    papers = generate(syn, rng)  # x (P, F), y (P,), cites src/dst (draws, before edge policies)
+    num_papers = papers["y"].size
+    cites, cites_report = normalize_edges(papers["src"], papers["dst"], num_papers,
+                                          undirected=True, dedup=cfg.dedup,
+                                          remove_self_loops=cfg.self_loops == "remove")
+    y = papers["y"]
+
+    def class_features(classes: np.ndarray, width: int) -> np.ndarray:
+        means = class_means(rng, c, width, syn.feature_signal)
+        return (means[classes] + rng.standard_normal((classes.size, width))).astype(np.float32)
+
+    num_authors, num_venues = syn.num_authors, syn.num_venues
+    field = rng.integers(0, c, size=num_authors)
+    x_author = class_features(field, max(syn.num_features // 2, 1))
+    draws = int(round(num_papers * syn.authors_per_paper))
+    paper = rng.integers(0, num_papers, size=draws)
+    same = rng.random(draws) < syn.homophily
+    author = np.where(same, _pick_in_class(field, y[paper], c, rng),
+                      rng.integers(0, num_authors, size=draws))
+    keys = np.unique(author * num_papers + paper)  # repeated authorships merged
+    w_src, w_dst = keys // num_papers, keys % num_papers
+
+    venue_class = np.arange(num_venues) % c
+    x_venue = rng.standard_normal((num_venues, max(syn.num_features // 4, 1))).astype(np.float32)
+    same = rng.random(num_papers) < syn.homophily
+    venue = np.where(same, _pick_in_class(venue_class, y, c, rng),
+                     rng.integers(0, num_venues, size=num_papers))
+    p_ids = np.arange(num_papers, dtype=np.int64)
+
+    sizes = {"paper": num_papers, "author": num_authors, "venue": num_venues}
+    pairs = {CITES: (cites.indices.numpy(), cites.targets().numpy()),
+             WRITES: (w_src, w_dst), REV_WRITES: (w_dst, w_src),
+             PUBLISHED_IN: (p_ids, venue), REV_PUBLISHED_IN: (venue, p_ids)}
+    csr = {et: typed_csr(s, d, sizes[et[0]], sizes[et[2]]) for et, (s, d) in pairs.items()}
+    num_classes = int(y.max()) + 1
+    if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
+        y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
+    graph = HeteroGraph(
+        x={"paper": torch.from_numpy(papers["x"]), "author": torch.from_numpy(x_author),
+           "venue": torch.from_numpy(x_venue)},
+        csr=csr, target="paper", y=torch.from_numpy(y), num_classes=num_classes,
+        reverse=dict(REVERSE), link_edge_type=WRITES)
+    report = {"cites_duplicates_removed": cites_report.duplicates_removed,
+              "cites_self_loops_removed": cites_report.self_loops_removed,
+              "writes_duplicates_removed": int(draws - keys.size)}
+    return graph, report

@@ -1,0 +1,1 @@
+"""Whole-graph operations: diagnostics, partitioning and shards, SIGN propagation."""

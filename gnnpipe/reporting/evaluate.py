@@ -1,0 +1,102 @@
+"""The evaluate stage: score GNN and MLP baseline on the same split and say whether the graph helps.
+
+Only the split's own (seed) nodes are scored, each from the logits its phase produced; a node
+missing from the predictions is an error, not a silent skip. So is an unlabelled split node
+(``y == UNLABELLED``): the split puts none in train/val/test, and no metric may count one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gnnpipe.graphops.analyze import smoothing_report
+from gnnpipe.config import EvaluateParams
+from gnnpipe.data.graph import UNLABELLED, Csr
+from gnnpipe.reporting.metrics import classification_metrics
+
+SCORED = ("train", "val", "test")
+
+
+def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int) -> np.ndarray:
+    """Argmax class of every node: int64 (N,), -1 where ``node_id`` (M,) has no row of ``logits`` (M, C)."""
+    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes):
+        raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
+                         "for another graph: re-run train/baseline")
+    predicted = np.full(num_nodes, -1, dtype=np.int64)
+    predicted[node_id.numpy()] = logits.argmax(dim=1).numpy()
+    return predicted
+
+
+def score_predictions(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
+                      roles: np.ndarray, num_classes: int) -> dict[str, dict]:
+    """Metrics per split, over the split's nodes only; every split node must have a prediction."""
+    predicted = predicted_labels(node_id, logits, roles.size)
+    out = {}
+    for role in SCORED:
+        nodes = np.flatnonzero(roles == role)
+        missing = nodes[predicted[nodes] < 0]
+        if missing.size:
+            raise ValueError(f"predictions lack {missing.size} {role} nodes (first: {missing[0]}); "
+                             "re-run the stage that wrote them")
+        _check_labelled(nodes, y, role)
+        out[role] = classification_metrics(y[nodes], predicted[nodes], num_classes)
+    return out
+
+
+def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
+    unlabelled = nodes[y[nodes] == UNLABELLED]
+    if unlabelled.size:
+        raise ValueError(f"{unlabelled.size} {role} nodes of the split are unlabelled (first: "
+                         f"node {unlabelled[0]}); re-run the split stage on this graph")
+
+
+def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: np.ndarray,
+                   role: str = "test") -> list[dict]:
+    """One ``{"actual", "predicted"}`` row per ``role`` node, for DVC's ``confusion`` plot template."""
+    predicted = predicted_labels(node_id, logits, roles.size)
+    nodes = np.flatnonzero(roles == role)
+    _check_labelled(nodes, y, role)
+    return [{"actual": int(a), "predicted": int(p)}
+            for a, p in zip(y[nodes].tolist(), predicted[nodes].tolist())]
+
+
+def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -> dict:
+    """Over-smoothing figures of the final-layer outputs (the logits) on ``message_graph``.
+
+    The logits are the last hidden representation the model computes, so they are what the
+    train stage already writes; a deep GNN that over-smooths gives them high mean cosine
+    similarity and low Dirichlet energy / Rayleigh quotient (see ``gnnpipe.graphops.analyze``).
+    """
+    return smoothing_report(node_id, logits, message_graph)
+
+
+def outcome(gain: float, cfg: EvaluateParams) -> str:
+    """``helps`` (gain >= min_gain), ``hurts`` (gain <= -min_gain) or ``nothing`` in between."""
+    return "helps" if gain >= cfg.min_gain else "hurts" if gain <= -cfg.min_gain else "nothing"
+
+
+def _verdict(model: str, gain: float, cfg: EvaluateParams) -> str:
+    if outcome(gain, cfg) == "helps":
+        return f"{model} beats the structure-free MLP by {gain:+.4f} test accuracy: the graph helps"
+    if outcome(gain, cfg) == "hurts":
+        return (f"the structure-free MLP beats {model} by {-gain:.4f} test accuracy: the graph "
+                "hurts here; prefer the MLP or a heterophily-aware model, and check homophily "
+                "in metrics/graph.json")
+    return (f"the graph adds nothing measurable: {model} vs MLP is {gain:+.4f} test accuracy "
+            f"(|gain| below evaluate.min_gain={cfg.min_gain}); prefer the MLP or check homophily "
+            "in metrics/graph.json")
+
+
+def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams) -> dict:
+    """Scalar metrics for ``dvc metrics`` plus the plain-language verdict on the graph's value."""
+    def scalars(scores: dict[str, dict]) -> dict:
+        return {role: {"accuracy": scores[role]["accuracy"], "macro_f1": scores[role]["macro_f1"]}
+                for role in ("val", "test")}
+
+    gain = {f"{role}_{metric}": round(gnn[role][metric] - mlp[role][metric], 6)
+            for role in ("val", "test") for metric in ("accuracy", "macro_f1")}
+    result = outcome(gain["test_accuracy"], cfg)
+    return {"model": model, "gnn": scalars(gnn), "mlp": scalars(mlp), "gnn_minus_mlp": gain,
+            "graph_helps": result == "helps", "outcome": result,
+            "verdict": _verdict(model, gain["test_accuracy"], cfg)}

@@ -1,0 +1,1 @@
+"""A stage process's environment: randomness, threads, resources, progress, profiles."""

@@ -1,0 +1,117 @@
+"""Negative sampling for link prediction: corrupted targets that are never a forbidden edge.
+
+Every negative keeps the head (source) of a positive and draws a new target, uniformly or in
+proportion to the train graph's degree (``degree``: "hard", degree-matched negatives, so a model
+cannot win by scoring popular targets high). Candidates are drawn for all slots at once and only
+the rejected ones are redrawn: a candidate is rejected when it is the head itself (a self-loop) or
+when ``(head, target)`` or ``(target, head)`` is in the forbidden edge set, tested by binary
+search in its sorted ``src * N + dst`` keys.
+
+Which edges are forbidden is the leakage question:
+
+* **Fixed val/test negatives** (drawn once by the split stage, written to disk) are checked
+  against *every* true edge of the graph, in every split and both directions. They are only ever
+  read by evaluation, so this uses no information training could exploit, and it guarantees that
+  no true edge is scored as a negative.
+* **Training negatives** (drawn afresh every epoch inside training) are checked only against the
+  edges training may see: its message and supervision edges. They must *not* be filtered against
+  the held-out val/test edges: a pair that is never drawn as a training negative would then be,
+  more often than chance, a held-out positive, so the set of negatives itself would carry the
+  held-out edges into training (and a real deployment does not know its future edges either). The
+  price is that a held-out edge is drawn as a training negative with probability about
+  ``|E_heldout| / N**2`` per draw, which is what an honest evaluation must accept.
+
+Repeats are possible among the negatives of one positive (sampling with replacement), as in OGB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnpipe.data.graph import sorted_unique
+
+MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
+
+
+def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Sorted unique int64 keys ``u * N + v`` of every edge in both directions: (K,)."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
+
+
+def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """bool (len(keys),): which ``keys`` occur in ``sorted_keys`` (ascending int64)."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
+
+
+class NegativeSampler:
+    """Draws targets ``t`` for heads ``h`` with ``t != h`` and ``(h, t)`` not a forbidden edge.
+
+    ``forbidden_src``/``forbidden_dst`` (E,): the forbidden edges, either direction counts.
+    ``weights`` (N,) non-negative: draw targets in proportion to them (``None``: uniformly).
+    """
+
+    def __init__(self, forbidden_src: np.ndarray, forbidden_dst: np.ndarray, num_nodes: int,
+                 weights: np.ndarray | None = None):
+        if num_nodes < 2:
+            raise ValueError("negative sampling needs a graph of at least 2 nodes")
+        self.num_nodes = num_nodes
+        self.forbidden = edge_keys_both_directions(forbidden_src, forbidden_dst, num_nodes)
+        self.cumulative = None
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64)
+            if weights.shape != (num_nodes,) or (weights < 0).any() or weights.sum() <= 0:
+                raise ValueError("negative sampling weights must be (N,), >= 0, not all zero "
+                                 "(degree negatives need a train graph with edges)")
+            self.cumulative = np.cumsum(weights)
+        # A head adjacent to every other node has no valid negative at all.
+        partners = np.bincount(self.forbidden // num_nodes, minlength=num_nodes)
+        self.saturated = partners - contains(self.forbidden,
+                                             np.arange(num_nodes) * (num_nodes + 1)) >= num_nodes - 1
+
+    def _draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        if self.cumulative is None:
+            return rng.integers(0, self.num_nodes, size=count)
+        u = rng.random(count) * self.cumulative[-1]
+        return np.minimum(np.searchsorted(self.cumulative, u, side="right"), self.num_nodes - 1)
+
+    def sample(self, heads: np.ndarray, per_head: int, rng: np.random.Generator) -> np.ndarray:
+        """Targets int64 (len(heads), per_head); row i holds the negatives of ``heads[i]``."""
+        heads = np.asarray(heads, dtype=np.int64)
+        stuck = heads[self.saturated[heads]] if heads.size else heads
+        if stuck.size:
+            raise ValueError(f"node {int(stuck[0])} is linked to every other node, so no negative "
+                             f"edge exists for it ({np.unique(stuck).size} such heads)")
+        flat_heads = np.repeat(heads, per_head)
+        targets = self._draw(flat_heads.size, rng)
+        todo = np.arange(flat_heads.size)
+        for _ in range(MAX_ROUNDS):
+            h, t = flat_heads[todo], targets[todo]
+            bad = (h == t) | contains(self.forbidden, h * self.num_nodes + t)
+            todo = todo[bad]
+            if todo.size == 0:
+                return targets.reshape(heads.size, per_head)
+            targets[todo] = self._draw(todo.size, rng)
+        raise ValueError(
+            f"could not draw a valid negative for {todo.size} slots after {MAX_ROUNDS} rounds "
+            f"(first head: node {int(flat_heads[todo[0]])}): the targets the sampler can draw "
+            "are (almost) all its neighbours; use split.link.negative_strategy=uniform")
+
+
+def degree_weights(degrees: np.ndarray) -> np.ndarray:
+    """Target weights of ``negative_strategy: degree``: the train graph's degree, float64 (N,)."""
+    return np.asarray(degrees, dtype=np.float64)
+
+
+def training_sampler(visible_src: np.ndarray, visible_dst: np.ndarray, num_nodes: int,
+                     weights: np.ndarray | None = None) -> NegativeSampler:
+    """The per-epoch sampler of training: forbids only the edges training may see.
+
+    ``visible_*`` must be the train phase's message and supervision edges and nothing else; see
+    the module docstring for why held-out edges must not be forbidden here.
+    """
+    return NegativeSampler(visible_src, visible_dst, num_nodes, weights)

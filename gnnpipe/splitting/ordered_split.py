@@ -1,0 +1,123 @@
+"""Graph-aware node splits that cut an ordering of whole units (``split.node.strategy``).
+
+``cluster``: nodes are grouped (METIS parts, or connected components), the groups are shuffled
+and laid end to end, and each group goes *whole* to the split its midpoint falls in. Edges between
+nodes of different splits then exist only between groups: none with components, only METIS's
+edge cut with parts. Sizes are met to within half a group at each split boundary.
+``time``: nodes sorted by timestamp (ties by node id); the earliest are train, then val, then
+test, so nothing is validated or tested on a node older than one it trained on.
+
+Both ignore labels (no stratification): the audit's class balance shows what the split did.
+Only labelled nodes get a split: sizes count labelled nodes (a cluster weighs as many as it has
+labelled members, a time cut runs over the labelled nodes' times), and unlabelled nodes stay
+"unused" whichever cluster or time they have.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnpipe.config import NodeSplitParams, PartitionParams
+from gnnpipe.data.graph import Csr, Graph
+
+PHASES = ("train", "val", "test")
+
+
+def connected_components(csr: Csr) -> np.ndarray:
+    """Weakly connected component of every node: int64 (N,), labelled by its smallest node id.
+
+    Vectorised hook-and-compress (Shiloach-Vishkin style): each round hooks every tree root that
+    has an edge to a smaller root under the smallest such root, then pointer-jumps until every
+    node points at its root. Parents only ever decrease, so no cycle can form.
+    """
+    n = csr.num_nodes
+    parent = np.arange(n, dtype=np.int64)
+    src, dst = csr.indices.numpy(), csr.targets().numpy()
+    while True:
+        root_src, root_dst = parent[src], parent[dst]
+        across = root_src != root_dst
+        if not across.any():
+            return parent
+        src, dst = src[across], dst[across]  # an edge inside one tree never matters again
+        low = np.minimum(root_src[across], root_dst[across])
+        high = np.maximum(root_src[across], root_dst[across])
+        np.minimum.at(parent, high, low)
+        while True:  # compress: parent[v] becomes v's root
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
+
+
+def _cut(weights: np.ndarray, sizes: dict[str, int]) -> np.ndarray:
+    """Split index (0 train, 1 val, 2 test, 3 unused) of units laid end to end: int64 (U,).
+
+    ``weights`` (U,) are unit sizes in their final order; a unit belongs to the split its
+    midpoint falls in.
+    """
+    end = np.cumsum(weights)
+    middle = end - weights / 2.0
+    bounds = np.cumsum([sizes[phase] for phase in PHASES])
+    return np.searchsorted(bounds, middle, side="right")
+
+
+def cluster_labels(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) -> np.ndarray:
+    """Cluster id of every node: int64 (N,) (METIS part or connected component)."""
+    if cfg.cluster == "component":
+        return connected_components(graph.csr)
+    if cfg.num_clusters > graph.num_nodes:
+        raise ValueError(f"split.node.num_clusters={cfg.num_clusters} exceeds the graph's "
+                         f"{graph.num_nodes} nodes")
+    from gnnpipe.graphops.partition import assign_parts  # imports pymetis: only this strategy needs it
+
+    # pymetis (a dependency) always: the split must not change with the optional backends.
+    parts = PartitionParams(method="metis", backend="pymetis", num_parts=cfg.num_clusters)
+    return assign_parts(graph.csr, parts, rng).astype(np.int64)
+
+
+def ordered_roles(graph: Graph, cfg: NodeSplitParams, sizes: dict[str, int],
+                  rng: np.random.Generator, roles: np.ndarray,
+                  labelled: np.ndarray | None = None) -> None:
+    """Fill ``roles`` (object (N,), preset to "unused") for strategy ``cluster`` or ``time``.
+
+    ``labelled`` bool (N,) (None: every node): only these nodes get a split.
+    """
+    n = graph.num_nodes
+    if labelled is None:
+        labelled = np.ones(n, dtype=bool)
+    m = int(labelled.sum())
+    of = "" if m == n else f" labelled nodes (of {n})"
+    need = sum(sizes.values())
+    fractions = [getattr(cfg, phase) for phase in PHASES]
+    if need > m and all(isinstance(f, float) for f in fractions) and sum(fractions) <= 1 + 1e-9:
+        sizes = dict(sizes, test=m - sizes["train"] - sizes["val"])  # rounding overshoot only
+        need = m
+    if need > m:
+        raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {m}{of}")
+    names = np.array([*PHASES, "unused"], dtype=object)
+    if cfg.strategy == "time":
+        if graph.timestamps is None:
+            raise ValueError("split.node.strategy=time needs node timestamps, but the prepared "
+                             "graph has none; give the dataset a timestamp column (or "
+                             "dataset.synthetic.timestamps: true), or use another strategy")
+        ids = np.flatnonzero(labelled)
+        order = ids[np.lexsort((ids, graph.timestamps.numpy()[ids]))]  # by time, then node id
+        roles[order] = names[_cut(np.ones(m), sizes)]
+        return
+    labels = cluster_labels(graph, cfg, rng)
+    clusters, member_of, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if m < n:  # a cluster weighs its labelled members
+        counts = np.bincount(member_of[labelled], minlength=clusters.size)
+    order = rng.permutation(clusters.size)
+    cluster_role = np.empty(clusters.size, dtype=np.int64)
+    cluster_role[order] = _cut(counts[order].astype(np.float64), sizes)
+    empty = [phase for i, phase in enumerate(PHASES)
+             if sizes[phase] and not ((cluster_role == i) & (counts > 0)).any()]
+    if empty:
+        raise ValueError(
+            f"split.node.strategy=cluster leaves split.node.{empty[0]} without nodes: the "
+            f"largest of {clusters.size} clusters ({cfg.cluster}) holds {int(counts.max())} of "
+            f"{m}{of or ' nodes'} and clusters are never cut; use more or smaller clusters "
+            f"(split.node.cluster=metis with a larger split.node.num_clusters)")
+    roles[:] = names[cluster_role[member_of]]
+    roles[~labelled] = "unused"

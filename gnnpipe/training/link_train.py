@@ -1,0 +1,223 @@
+"""Link prediction training: a node encoder, a dot-product decoder, BCE on supervision edges.
+
+The encoder is any node model of gnnpipe/training/models.py built with ``out_channels = hidden``: its
+output rows are node embeddings ``z`` (N, H) and a pair (u, v) scores ``z_u . z_v`` (a logit).
+Each step scores supervision positives and one fresh negative per positive (drawn by
+``negatives.training_sampler`` against the edges training may see, never against held-out ones)
+and takes one Adam step on binary cross-entropy:
+
+* ``train.sampler: full`` (and ``sign``): one step per epoch, encoding the **train** phase's
+  message graph once, over every supervision edge.
+* ``train.sampler: link_neighbor``: mini-batches of ``batch_size`` supervision edges with their
+  negatives, each encoded on a subgraph sampled around the pairs' endpoints from the train
+  phase's message graph (``gnnpipe.sampling.link``), split across DDP ranks.
+
+Validation encodes the **val** phase's graph and ranks each val positive against its fixed
+negatives; early stopping keeps the weights of the best val MRR. Final scores: val pairs on the
+val graph, test pairs on the test graph, so each phase sees only its own graph (whole graph, for
+every sampler): one forward, or layer by layer over target blocks when the phase input carries a
+``layerwise`` engine (``train.inference``, gnnpipe/training/inference.py; the same embeddings to 1e-5 in
+bounded memory, split across DDP ranks). Randomness (initialisation, and per ``(seed, epoch)``
+dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a checkpoint
+repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnnpipe.training import device as devices
+from gnnpipe.training import loop
+from gnnpipe.config import BaselineParams
+from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
+from gnnpipe.reporting.metrics import mrr
+from gnnpipe.splitting.negatives import NegativeSampler
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.training.train import (PhaseInput, _placed, batch_output, layerwise_output,
+                           resolve_aggregation)
+
+EVAL_PHASES = ("val", "test")
+_CHUNK = 1 << 18  # gathered embedding entries per scoring block (~1 MB: stays in cache)
+
+
+@dataclass
+class LinkTrainResult:
+    scores: dict[str, tuple[torch.Tensor, torch.Tensor]]  # phase -> (pos (P,), neg (P, K)) float32
+    state_dict: dict
+    history: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
+    perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
+    perf_history: list[dict] = field(default_factory=list)  # per epoch: seeds/s, batches/s
+
+
+def encode(model: nn.Module, inputs: PhaseInput) -> torch.Tensor:
+    """Node embeddings (N, H) of one phase: graph models run on that phase's message graph."""
+    if inputs.edge_index is None:
+        return model(inputs.x)
+    return model(inputs.x, inputs.edge_index)
+
+
+def pair_scores(z: torch.Tensor, heads: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Dot-product logits: ``heads`` (P,) with ``targets`` (P,) -> (P,) or (P, K) -> (P, K)."""
+    if targets.dim() == 1:
+        # index_select: its backward (index_add) sums repeated heads in order; z[heads]'s
+        # (index_put accumulate) adds them atomically across threads, in no fixed order
+        return (z.index_select(0, heads) * z.index_select(0, targets)).sum(-1)
+    k, dim = targets.shape[1], z.shape[1]
+    rows = max(1, _CHUNK // max(k * dim, 1))
+    blocks = []
+    for h, t in zip(heads.split(rows), targets.split(rows)):
+        z_t = z.index_select(0, t.reshape(-1)).view(t.shape[0], k, dim)  # (p, K, H)
+        blocks.append(torch.bmm(z_t, z.index_select(0, h).unsqueeze(2)).squeeze(2))  # (p, K)
+    return torch.cat(blocks) if blocks else torch.empty(0, k)
+
+
+@torch.no_grad()
+def embed(model: nn.Module, inputs: PhaseInput, ctx: DistContext = SINGLE) -> torch.Tensor:
+    """Eval-mode node embeddings (N, H) of one phase: ``encode``, or layer by layer when
+    ``inputs.layerwise`` is set (then every rank of ``ctx`` must call: the ranks share the
+    blocks and all end with every row)."""
+    if inputs.layerwise is not None:
+        return layerwise_output(model, inputs, ctx)
+    model.eval()
+    return encode(model, inputs)
+
+
+@torch.no_grad()
+def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
+                negatives: torch.Tensor, ctx: DistContext = SINGLE
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of ``positives`` (2, P) and their fixed ``negatives`` (P, K) on the phase graph
+    (``embed``: a collective under DDP when the phase evaluates layer by layer)."""
+    model.eval()
+    z = embed(model, inputs, ctx)
+    pos = pair_scores(z, positives[0], positives[1])
+    neg = pair_scores(z, positives[0], negatives)
+    return pos.float().cpu(), neg.float().cpu()
+
+
+def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
+               fresh: torch.Tensor | None, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and 1/0 labels of one step: every supervision positive and its fresh negative on
+    the full train graph (``batch`` None), or one loader ``LossBatch`` on its subgraph."""
+    if batch is None:
+        z = encode(model, inputs)  # (N, H)
+        logits = torch.cat([pair_scores(z, supervision[0], supervision[1]),
+                            pair_scores(z, supervision[0], fresh)])
+        p = supervision.shape[1]
+        return logits, torch.cat([torch.ones(p), torch.zeros(p)]).to(logits.device)
+    z = batch_output(model, batch)  # (M, H): the sampled nodes, pair endpoints first
+    pairs = batch.pairs  # (2, 2B) local ids: B positives, then their negatives
+    return pair_scores(z, pairs[0], pairs[1]), batch.target
+
+
+class LinkTask:
+    """Link prediction hooks for ``loop.run`` (see ``fit_link``): BCE on supervision positives
+    and fresh negatives, early stopping on val MRR."""
+
+    best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
+    examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed
+
+    def __init__(self, inputs: dict[str, PhaseInput], edges: dict[str, torch.Tensor],
+                 negatives: dict[str, torch.Tensor], sampler: NegativeSampler,
+                 loader: Iterable | None = None, ctx: DistContext = SINGLE):
+        self.inputs, self.edges, self.negatives, self.sampler = inputs, edges, negatives, sampler
+        self.loader, self.ctx = loader, ctx
+        self.supervision = edges["train_supervision"]
+        self.heads = self.supervision[0].numpy()
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+
+    def place(self, device: torch.device) -> None:
+        """Phase inputs, supervision and the fixed val / test pairs go to ``device`` (``heads``
+        stays a CPU array for the negative sampler)."""
+        memo: dict = {}  # phases share x and often edge_index: each tensor moves once
+        self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
+        self.edges = devices.to_device(self.edges, device, memo, pin=False)
+        self.negatives = devices.to_device(self.negatives, device, memo, pin=False)
+        self.supervision = self.edges["train_supervision"]
+
+    def batches(self, epoch: int, seed: int) -> Iterable:
+        """The loader's batches, or one full-graph step: its (P,) fresh negative targets."""
+        if self.loader is not None:
+            self.loader.set_epoch(epoch)
+            return self.loader
+        rng = np.random.default_rng([seed, epoch])
+        return [torch.from_numpy(self.sampler.sample(self.heads, 1, rng)[:, 0])]
+
+    def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
+        full = isinstance(batch, torch.Tensor)  # fresh negatives of the full-graph step
+
+        def loss(m: nn.Module) -> torch.Tensor:
+            logits, labels = _pair_step(m, self.inputs["train"], self.supervision,
+                                        batch if full else None, None if full else batch)
+            return F.binary_cross_entropy_with_logits(logits, labels)
+
+        self.aggregation_seconds = resolve_aggregation(model, loss) or self.aggregation_seconds
+        logits, labels = _pair_step(model, self.inputs["train"], self.supervision,
+                                    batch if full else None, None if full else batch)
+        return F.binary_cross_entropy_with_logits(logits, labels), labels.numel()
+
+    def counts(self) -> list[float]:
+        return []
+
+    def score(self, model: nn.Module) -> dict[str, float]:
+        pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"],
+                               self.ctx)
+        val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
+        # the ranks hold the same weights and score the same pairs; averaging makes their
+        # early-stopping decisions identical by construction, not by floating-point luck
+        return {"val_mrr": float(all_reduce_sum(torch.tensor([val_mrr]), self.ctx)[0])
+                / self.ctx.world_size}
+
+
+def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
+             edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
+             sampler: NegativeSampler, cfg: BaselineParams, seed: int, *,
+             loader: Iterable | None = None,
+             options: LoopOptions = LoopOptions()) -> LinkTrainResult:
+    """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs
+    (``loop.run`` with a ``LinkTask``).
+
+    ``inputs`` phase -> PhaseInput (``gnnpipe.training.train.build_inputs``); ``edges`` role -> int64
+    (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
+    ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
+    step. ``loader`` (``gnnpipe.sampling.builders.link_neighbor_batches``, which draws its own
+    negatives with the same rule) replaces that step by mini-batches of supervision edges on sampled
+    subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP
+    (``options.ctx``, with a loader only) gradients are averaged, losses summed across ranks
+    and every rank takes the same early-stopping decision. ``options.checkpointing`` saves
+    every N epochs and resumes from a saved state: every epoch reseeds from ``(seed, epoch)``,
+    so a resumed run ends with the same weights and scores as an uninterrupted one.
+    """
+    ctx = options.ctx
+    if edges["train_supervision"].shape[1] == 0:
+        raise ValueError("no train supervision edges to learn from; re-run the split stage")
+    assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
+    task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
+    outcome = loop.run(task, build_encoder, cfg, seed, options)
+    model, state, history = outcome.model, outcome.state, outcome.history
+    scores = {phase: score_phase(model, task.inputs[phase], task.edges[phase],
+                                 task.negatives[phase], ctx) for phase in EVAL_PHASES}
+    summary = {
+        "task": "link",
+        "best_epoch": state["best_epoch"],
+        "best_val_mrr": round(state["best_val_mrr"], 6),
+        "epochs_run": len(history),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    seconds = outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
+            "train_edges_per_s": round(
+        outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
+    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
+    if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
+        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
+    return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
+                           summary=summary, perf=perf, perf_history=outcome.perf_history)

@@ -1,0 +1,129 @@
+"""THE model inputs of the train and predict stages, for either graph kind: the graph with the
+features the models read, each phase's own message graph as the model takes it, and the
+model those inputs fit. Built once from data/prepared, data/split (and data/propagate for
+sign); the kind is read from the split by the caller, here it only picks the reader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from gnnpipe import io
+from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, read_lazy_model_graph,
+                                     read_link_supervision, read_model_graph, read_model_typed,
+                                     read_typed_link_supervision, whole_features)
+from gnnpipe.config import samplers
+from gnnpipe.hetero.inputs import phase_inputs
+from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.io import hetero as hio
+from gnnpipe.io.hetero import read_hetero_roles
+from gnnpipe.training.models import build_model
+from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
+from gnnpipe.data.typed_graph import edge_type_name
+
+
+@dataclass(frozen=True)
+class ModelInputs:
+    """What a model reads, whatever the kind.
+
+    ``graph``: a ``Graph`` (``x`` (N, F) as models read it) or a ``HeteroGraph`` (``x`` per
+    node type); ``message_graphs``: phase -> Csr, or phase -> edge type -> Csr; ``phases``:
+    phase -> ``PhaseInput`` of the phases asked for (x, the phase's own edges, the layer-wise
+    engine of ``train.inference``); ``num_hops``: sign's K (0 otherwise); ``target``: the node
+    type the outputs are of (None: homogeneous); ``reads``: the stage arguments naming the
+    input folders they came from (a checkpoint is keyed by them).
+    """
+
+    graph: object
+    message_graphs: dict
+    phases: dict[str, PhaseInput]
+    num_hops: int
+    target: str | None
+    reads: tuple[str, ...]
+    _build: Callable[[int, str], nn.Module]
+    _meta: Callable[[dict], dict]
+
+    def model(self, out_dim: int, out: str = "target") -> nn.Module:
+        """A fresh model of ``out_dim`` outputs (``out``: typed models' ``target`` rows or
+        ``all`` node types' rows)."""
+        return self._build(out_dim, out)
+
+    def meta(self, task_meta: dict) -> dict:
+        """model.pt's meta: what rebuilds the model, with the task's ``task_meta``."""
+        return self._meta(task_meta)
+
+
+def read_model_inputs(args, cfg, kind: str, task: str, *, phases: tuple[str, ...] = PHASES,
+                      amp: bool = False) -> ModelInputs:
+    """The model inputs of a ``kind`` graph for ``task`` under the train section ``cfg``
+    (TrainParams), for ``phases`` only (predict asks for ``test``); ``amp``: feature rows read
+    per batch in bfloat16 when stored so (training under autocast)."""
+    return READERS[kind](args, cfg, task, phases, amp)
+
+
+def _homogeneous(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
+    lazy = task == "node" and samplers.out_of_core(cfg)  # rows per batch of the mapped file
+    graph = read_lazy_model_graph(args, amp=amp) if lazy else read_model_graph(args, mmap=True)
+    graphs = io.read_message_graphs(args.split, graph.num_nodes)
+    num_hops = 0
+    # a node loader reads the train edges even for the MLP
+    edges = cfg.model != "mlp" or (task == "node" and samplers.SAMPLERS[cfg.sampler].loader
+                                   and "train" in phases)
+    if samplers.needs(cfg.sampler, "propagate"):  # sign: hops over each phase's own graph
+        hops = io.read_propagated(args.propagate)
+        num_hops = len(hops["train"]) - 1
+        given = build_inputs(graph.x, hops={p: hops[p] for p in phases}, phases=phases)
+    elif not edges:
+        given = build_inputs(graph.x, phases=phases)
+    else:
+        given = whole_features(build_inputs(graph.x, message_graphs=graphs, cfg=cfg,
+                                            phases=phases))
+    in_dim = int(graph.x.shape[1])
+
+    def meta(task_meta: dict) -> dict:  # key order as model.pt has always had it
+        head = {k: v for k, v in task_meta.items() if k == "task"}
+        rest = {k: v for k, v in task_meta.items() if k != "task"}
+        return {"model": cfg.model, **head, "in_dim": in_dim, **rest, "num_hops": num_hops}
+
+    return ModelInputs(graph, graphs, given, num_hops, None,
+                       ("prepared", "split", "features", "propagate"),
+                       lambda out_dim, out: build_model(cfg.model, in_dim, out_dim, cfg,
+                                                        num_hops), meta)
+
+
+def _typed(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
+    typed = read_model_typed(args)
+    graph = typed.graph
+    given = phase_inputs(graph, typed.graphs, cfg, phases=phases)
+    dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
+    described = {"model": cfg.model, "hetero": 1, "target": graph.target,
+                 "node_types": ",".join(graph.node_types),
+                 "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
+    return ModelInputs(graph, typed.graphs, given, 0, graph.target,
+                       ("prepared", "split", "features"),
+                       lambda out_dim, out: build_hetero_model(
+                           cfg.model, graph.metadata(), dims, out_dim, graph.target, cfg,
+                           out=out),
+                       lambda task_meta: {**described, **task_meta})
+
+
+def read_roles(args, inputs: ModelInputs):
+    """Split role of every node of the (target) type (N,): train / val / test / unused."""
+    if inputs.target is None:
+        return io.read_split_roles(args.split)
+    return read_hetero_roles(args.split, inputs.graph)
+
+
+def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSupervision]:
+    """The held-out edge type (None: homogeneous) and the link supervision in the model's
+    output rows (typed: ``to_homogeneous`` ids)."""
+    if inputs.target is None:
+        return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs)
+    typed = TypedSplit(inputs.graph, hio.read_hetero_split_meta(args.split),
+                       inputs.message_graphs)
+    return read_typed_link_supervision(args, typed)
+
+
+READERS = {"homogeneous": _homogeneous, "typed": _typed}

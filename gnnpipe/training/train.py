@@ -1,0 +1,359 @@
+"""Node classification for the GNN (train stage) and the MLP baseline (baseline stage): the
+``NodeTask`` hooks of the one loop (gnnpipe/training/loop.py) and ``fit``, which runs it.
+
+Full-graph models run one forward over the phase's message graph per step; row models (mlp,
+sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead, each a
+``LossBatch`` that names the rows its loss covers (gnnpipe/sampling/batch.py). Early stopping keeps
+the weights of the epoch with the best validation accuracy. Randomness comes only from the
+given seed (``fork_rng`` keeps the caller's global RNG untouched).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from gnnpipe.training import device as devices
+from gnnpipe.training import loop
+from gnnpipe.config import BaselineParams
+from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
+from gnnpipe.training.inference import csr_view, plan
+from gnnpipe.training.loop import LoopOptions, epoch_seed
+from gnnpipe.training.models import choose_aggregation, trim_kwargs
+from gnnpipe.training.sharding import gather_rows
+
+PHASES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class PhaseInput:
+    """What a model sees in one phase: ``x`` (N, D) and the phase's ``edge_index`` (2, E) or None."""
+
+    x: torch.Tensor
+    edge_index: torch.Tensor | None = None
+    # gnnpipe.training.inference.LayerwiseInference: evaluation goes layer by layer over target blocks
+    # (bounded memory; a collective under DDP) instead of one whole-graph forward
+    layerwise: Callable | None = None
+    # x as it was on the CPU, kept when ``x`` moved to an accelerator: the layer-wise engine
+    # reads it (one object every epoch, as its memo expects), None = ``x`` is on the CPU
+    host_x: object = None
+
+
+@dataclass
+class TrainResult:
+    node_id: torch.Tensor  # int64 (M,): train, val then test nodes
+    logits: torch.Tensor  # float32 (M, C), each node scored on its own phase's graph
+    state_dict: dict
+    history: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
+    perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
+    perf_history: list[dict] = field(default_factory=list)  # per epoch: seeds/s, batches/s
+
+
+def _forward(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor) -> torch.Tensor:
+    """Logits (len(rows), C) for ``rows``: graph models run on the whole phase graph."""
+    if inputs.edge_index is None:
+        return model(inputs.x[rows])
+    return model(inputs.x, inputs.edge_index)[rows]
+
+
+def _evaluate(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor,
+              ctx: DistContext) -> torch.Tensor:
+    """``_forward`` without gradients, or layer by layer when ``inputs.layerwise`` is set (then
+    every rank of ``ctx`` must call: the ranks share the blocks; the engine computes on the CPU,
+    from a CPU copy of the model and features when they are on an accelerator)."""
+    if inputs.layerwise is not None:
+        return layerwise_output(model, inputs, ctx, rows)
+    return _forward(model, inputs, rows)
+
+
+def layerwise_output(model: nn.Module, inputs: PhaseInput, ctx: DistContext,
+                     rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``inputs.layerwise`` (rows ``rows``, or all) on the CPU: the model's CPU twin and the
+    phase's CPU features (``host_x``, the same objects each call: the engine's memo keys on
+    them), the output moved to where the model is, as a forward's would be."""
+    user = _unwrap(model)
+    x = devices.to_cpu(inputs.x) if inputs.host_x is None else inputs.host_x
+    out = inputs.layerwise(devices.on_cpu(user), x, ctx)
+    return devices.to_device(out if rows is None else out[rows], devices.model_device(user),
+                             pin=False)
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The user's module inside ``torch.compile`` and ``DistributedDataParallel`` wrappers."""
+    while isinstance(getattr(model, "_orig_mod", None), nn.Module) or isinstance(
+            model, DistributedDataParallel):
+        model = model.module if isinstance(model, DistributedDataParallel) else model._orig_mod
+    return model
+
+
+def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
+    """Logits (M, C), labels (M,) and loss weights (M,) or None (plain mean) of one step.
+
+    ``batch`` is a tensor of train rows (the task's own batches: row models, or a full-graph
+    forward over ``inputs``) or a loader's ``LossBatch``, which names its loss rows, their
+    labels and weights (gnnpipe/sampling/batch.py)."""
+    if isinstance(batch, torch.Tensor):
+        return _forward(model, inputs, batch), y[batch], None
+    return batch_output(model, batch)[batch.rows], batch.target, batch.weight
+
+
+def batch_output(model: nn.Module, batch) -> torch.Tensor:
+    """``model`` over a ``gnnpipe.sampling.batch.LossBatch``'s subgraph: every output row (n, C). Per-hop counts trim
+    each layer to what the loss rows need (gnnpipe.training.models); ``edge_weight`` goes to models that
+    take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise."""
+    user = _unwrap(model)
+    kwargs = trim_kwargs(user, batch)
+    if batch.edge_weight is not None and getattr(user, "supports_edge_weight", False):
+        kwargs["edge_weight"] = batch.edge_weight
+    return model(batch.x, batch.edge_index, **kwargs)
+
+
+def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """Mean cross-entropy, or the ``weight``-ed sum (saint's node_norm: an unbiased estimate of
+    the mean over all train nodes)."""
+    if weight is None:
+        return F.cross_entropy(logits, target)
+    return (F.cross_entropy(logits.float(), target, reduction="none") * weight).sum()
+
+
+@torch.no_grad()
+def _accuracy(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor, y: torch.Tensor,
+              ctx: DistContext) -> float:
+    """Accuracy over ``rows``; under DDP each rank scores its stride of rows and counts are summed."""
+    model.eval()
+    mine = rows[ctx.rank::ctx.world_size]
+    collective = inputs.layerwise is not None  # every rank joins, even with no rows of its own
+    # y stays on the CPU: predictions come back (layer-wise ones are there already)
+    correct = (_evaluate(model, inputs, mine, ctx).argmax(dim=1).cpu() == y[mine]).sum() if (
+        mine.numel() or collective) else 0
+    totals = all_reduce_sum(torch.tensor([float(correct), float(mine.numel())]), ctx)
+    return float(totals[0] / totals[1])
+
+
+class Evaluator(Protocol):
+    """Scores the nodes one rank holds (``gnnpipe.training.sharding.ShardEvaluator``), for ``fit``."""
+
+    def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """``node_id`` (M,) and ``logits`` (M, C) of this rank's nodes, every phase at once."""
+
+
+@torch.no_grad()
+def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarray,
+                        y: torch.Tensor, ctx: DistContext) -> tuple[float, float]:
+    """Train and val accuracy over the nodes of every rank's evaluator, counts summed."""
+    model.eval()
+    node_id, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
+    role = roles[node_id.numpy()]
+    hit = (logits.argmax(dim=1) == y[node_id]).numpy()
+    counts = [float(hit[role == phase].sum()) for phase in ("train", "val")]
+    counts += [float((role == phase).sum()) for phase in ("train", "val")]
+    totals = all_reduce_sum(torch.tensor(counts), ctx)
+    return float(totals[0] / totals[2]), float(totals[1] / totals[3])
+
+
+def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tensor]
+                        ) -> dict[str, float] | None:
+    """``train.aggregation: auto``: on the first step, time ``loss(model)`` (forward and
+    backward, the user's module: no DDP collective) with scatter and csr and keep the faster
+    (``gnnpipe.training.models.choose_aggregation``); the seconds of each, or None when nothing was
+    left to choose."""
+    user = _unwrap(model)
+    if getattr(user, "aggregation", None) != "auto":
+        return None
+    return choose_aggregation(user, lambda: loss(user))
+
+
+class NodeTask:
+    """Node classification hooks for ``loop.run`` (see ``fit``): cross-entropy on the train
+    nodes, early stopping on val accuracy."""
+
+    best_key, monitor, counters = "best_val", "val_acc", ("skipped",)
+    examples_per_seed, saves_scaler = 1, True
+
+    def __init__(self, inputs: dict[str, PhaseInput] | None, y: torch.Tensor, roles: np.ndarray,
+                 batch_size: int | None = None, loader: Iterable | None = None,
+                 ctx: DistContext = SINGLE, evaluator: Evaluator | None = None):
+        self.inputs, self.y, self.roles, self.ctx = inputs, y, roles, ctx
+        self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
+        self.idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+        self.step_y = y  # labels the steps of row batches index (on the device after place)
+
+    def place(self, device: torch.device) -> None:
+        """Whole-graph inputs and the labels steps read go to ``device``; ``y`` and ``idx``
+        stay on the CPU for scoring and for the node ids of the outputs."""
+        if self.inputs is not None:
+            memo: dict = {}  # phases share x and often edge_index: each tensor moves once
+            self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
+        self.step_y = devices.to_device(self.y, device, pin=False)
+
+    def batches(self, epoch: int, seed: int) -> Iterable:
+        if self.loader is not None:
+            _set_loader_epoch(self.loader, epoch)
+            return self.loader
+        order = (torch.Generator().manual_seed(epoch_seed(seed, epoch)) if self.batch_size
+                 else None)
+        rows = shard(self.idx["train"], self.ctx, order)  # the same permutation on every rank
+        return [rows] if self.batch_size is None else rows.split(self.batch_size)
+
+    def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
+        inputs = None if self.inputs is None else self.inputs["train"]
+        y = self.step_y
+        self.aggregation_seconds = resolve_aggregation(
+            model, lambda m: node_step(m, batch, inputs, y)[0]) or self.aggregation_seconds
+        return node_step(model, batch, inputs, y)
+
+    def counts(self) -> list[float]:
+        return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
+
+    def score(self, model: nn.Module) -> dict[str, float]:
+        if self.evaluator is not None:
+            train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.roles, self.y,
+                                                     self.ctx)
+        else:
+            train_acc = _accuracy(model, self.inputs["train"], self.idx["train"], self.y, self.ctx)
+            val_acc = _accuracy(model, self.inputs["val"], self.idx["val"], self.y, self.ctx)
+        return {"train_acc": train_acc, "val_acc": val_acc}
+
+
+def _placed(inputs: PhaseInput, device: torch.device, memo: dict) -> PhaseInput:
+    """``inputs`` on ``device``; a layer-wise phase keeps its CPU ``x`` as ``host_x``."""
+    moved = devices.to_device(inputs, device, memo, pin=False)
+    if moved is inputs or inputs.layerwise is None:
+        return moved
+    return dataclasses.replace(moved, host_x=inputs.x)
+
+
+def node_step(model: nn.Module, batch, inputs: PhaseInput | None = None,
+              y: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Loss of one node batch (``_step``, ``_loss``) and its labelled nodes; ``inputs`` and
+    ``y`` only for a tensor of train rows (the Lightning module passes subgraphs alone)."""
+    logits, target, weight = _step(model, inputs, batch, y)
+    return _loss(logits, target, weight), target.numel()
+
+
+def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
+    sampler = getattr(loader, "node_sampler", None)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+
+
+def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
+        y: torch.Tensor, roles: np.ndarray, cfg: BaselineParams, seed: int, *,
+        batch_size: int | None = None, loader: Iterable | None = None,
+        evaluator: Evaluator | None = None,
+        options: LoopOptions = LoopOptions()) -> TrainResult:
+    """Build a model with ``build_model()``, train it on the train nodes of ``roles`` and
+    early-stop on the val nodes (``loop.run`` with a ``NodeTask``).
+
+    ``batch_size`` None trains on all train rows per step; otherwise row mini-batches (row
+    models only). ``loader`` (gnnpipe/sampling/builders.py) replaces both: each epoch iterates
+    it for ``LossBatch`` es, the loss on the rows each names. Evaluation stays a full-graph forward on each phase's
+    message graph (layer by layer over blocks, split across ranks, for inputs built with a
+    ``layerwise`` engine: gnnpipe/training/inference.py). ``seed`` drives initialisation, and with the
+    epoch number dropout, shuffling and sampling. Under DDP (``options.ctx``) every rank trains
+    on an equal share of the seeds (the caller shards a ``loader``'s seeds), gradients are
+    averaged and metrics summed across ranks; only rank 0's result carries logits. Returns
+    logits for every train/val/test node, computed with the best weights on that node's phase
+    inputs.
+
+    ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
+    evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
+    (``train.dist.shard: partition``). A loader with a ``skipped`` attribute reports the empty
+    batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
+    ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
+    with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
+    evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU); the
+    logits and weights returned are CPU tensors. ``options.compile_model`` trains
+    through ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
+    ValueError. ``perf_history`` gets one row of wall-clock throughput per epoch.
+    """
+    ctx = options.ctx
+    if batch_size is not None and inputs["train"].edge_index is not None:
+        raise ValueError("row mini-batches need a row model (mlp or sign), not a graph model")
+    if evaluator is not None and loader is None:
+        raise ValueError("an evaluator needs a loader: the rank holds no whole graph to train on")
+    task = NodeTask(inputs, y, roles, batch_size, loader, ctx, evaluator)
+    idx = task.idx
+    outcome = loop.run(task, build_model, cfg, seed, options)
+    model, state = outcome.model, outcome.state
+    node_id = torch.cat([idx[p] for p in PHASES])
+    if evaluator is not None:  # every rank scores its nodes; rank 0 puts them in node_id order
+        with torch.no_grad():
+            held, held_logits = gather_rows(*evaluator.logits(devices.on_cpu(model)), ctx)
+        logits = torch.empty(0)
+        if ctx.is_main:
+            full = torch.full((y.numel(), held_logits.shape[1]), float("nan"))
+            full[held] = held_logits
+            logits = full[node_id]
+            if bool(torch.isnan(logits).any()):
+                raise ValueError("the partition shards do not cover every split node; re-run "
+                                 "the partition stage on this split")
+    elif ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
+        with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
+            logits = torch.cat([_evaluate(model, task.inputs[p], idx[p], ctx).cpu()
+                                for p in PHASES]).float()
+        logits = logits if ctx.is_main else torch.empty(0)
+    else:  # only rank 0 writes artifacts
+        logits = torch.empty(0)
+    history = outcome.history
+    summary = {
+        "best_epoch": state["best_epoch"],
+        "best_val_acc": round(state["best_val"], 6),
+        "epochs_run": len(history),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    if hasattr(loader, "skipped"):
+        summary["empty_batches_skipped"] = int(state["skipped"])
+    seconds = outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
+            "threads": torch.get_num_threads(), "device": outcome.device,
+            "train_seeds_per_s": round(outcome.epochs_here * idx["train"].numel()
+                                       / max(seconds, 1e-9), 1)}
+    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
+    if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
+        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
+    return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],
+                       history=history, summary=summary, perf=perf,
+                       perf_history=outcome.perf_history)
+
+
+def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
+                 hops: dict[str, list[torch.Tensor]] | None = None,
+                 cfg=None, phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
+    """Per-phase model inputs of ``phases``, sharing tensors between phases that share a graph.
+
+    ``message_graphs`` (phase -> Csr) for graph models; ``hops`` (phase -> [X_0..X_K]) for sign;
+    neither for the MLP. Exactly the phase's own message graph is used: no phase sees more.
+    ``cfg`` (TrainParams) picks the evaluation forward per graph (``train.inference``, see
+    ``gnnpipe.training.inference.plan``); None: full-graph forwards.
+    """
+    if hops is not None:
+        cache: dict[int, torch.Tensor] = {}
+        out = {}
+        for phase in phases:
+            key = id(hops[phase][0])
+            if key not in cache:
+                cache[key] = torch.cat([h.float() for h in hops[phase]], dim=1)  # (N, (K+1)F)
+            out[phase] = PhaseInput(cache[key])
+        return out
+    if message_graphs is None:
+        return {phase: PhaseInput(x) for phase in phases}
+    edges: dict[int, torch.Tensor] = {}
+    engines: dict[int, Callable | None] = {}
+    for phase in phases:
+        csr = message_graphs[phase]
+        if id(csr) not in edges:
+            edges[id(csr)] = csr.edge_index()
+            engines[id(csr)] = plan(*csr_view(csr), x.shape[1], cfg) if cfg is not None else None
+    return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
+                              engines[id(message_graphs[phase])]) for phase in phases}

@@ -1,0 +1,161 @@
+"""The heterogeneous generator and its artifacts: determinism, reverse types, round-trip, schema."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gnnpipe import io
+from gnnpipe.commands.variant import prepared_kind
+from gnnpipe.config import params_from_dict
+from gnnpipe.data.typed_graph import EDGE, edge_pairs, homogeneous_csr, one_type
+from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
+from gnnpipe.io import hetero as hio
+from gnnpipe.runtime.rng import make_rng
+
+SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
+         "avg_degree": 6.0, "num_authors": 200, "num_venues": 6}
+
+
+def small_hetero(seed: int = 0, **synthetic):
+    params = params_from_dict({"seed": seed, "dataset": {"layout": "typed",
+                                                         "synthetic": {**SMALL, **synthetic}}})
+    return generate_typed(params.dataset, make_rng(seed, "prepare"))[0]
+
+
+def test_generator_is_deterministic_and_seed_dependent():
+    a, b, other = small_hetero(0), small_hetero(0), small_hetero(1)
+    for t in a.node_types:
+        assert torch.equal(a.x[t], b.x[t])
+    for e in a.edge_types:
+        assert torch.equal(a.csr[e].indptr, b.csr[e].indptr)
+        assert torch.equal(a.csr[e].indices, b.csr[e].indices)
+    assert torch.equal(a.y, b.y)
+    assert not torch.equal(a.x["author"], other.x["author"])
+    assert not torch.equal(a.csr[WRITES].indices, other.csr[WRITES].indices)
+
+
+def test_generator_types_sizes_and_reverse_edges():
+    g = small_hetero()
+    assert g.node_types == ("paper", "author", "venue") and g.target == "paper"
+    assert [g.num_nodes(t) for t in g.node_types] == [600, 200, 6]
+    assert [g.x[t].shape[1] for t in g.node_types] == [16, 8, 4]  # typed widths differ
+    assert g.y.shape == (600,) and g.num_classes == 3
+    for edge_type, reverse in g.reverse.items():  # every reverse type holds the flipped edges
+        src, dst = edge_pairs(g.csr[edge_type])
+        r_src, r_dst = edge_pairs(g.csr[reverse])
+        forward = np.sort(src * 10_000 + dst)
+        assert np.array_equal(forward, np.sort(r_dst * 10_000 + r_src))
+    assert g.reverse[CITES] == CITES and g.reverse[WRITES] == REV_WRITES
+    assert g.csr[PUBLISHED_IN].degrees().numpy().sum() == 600  # one venue per paper
+    assert (np.bincount(edge_pairs(g.csr[PUBLISHED_IN])[0], minlength=600) == 1).all()
+    # homophilous authorships: most author-paper pairs share the class of the author's papers
+    a, p = edge_pairs(g.csr[WRITES])
+    counts = np.zeros((200, 3))
+    np.add.at(counts, (a, g.y.numpy()[p]), 1)
+    author_class = counts.argmax(1)
+    assert (author_class[a] == g.y.numpy()[p]).mean() > 0.7
+
+
+def test_homogeneous_projection_offsets_every_type():
+    g = small_hetero()
+    csr = homogeneous_csr(g.sizes(), g.csr)
+    assert csr.num_nodes == 806 and csr.num_edges == sum(c.num_edges for c in g.csr.values())
+    off = g.offsets()
+    src, dst = edge_pairs(csr)
+    w_src, w_dst = edge_pairs(g.csr[WRITES])
+    keys = set((src * 806 + dst).tolist())
+    assert set(((w_src + off["author"]) * 806 + w_dst + off["paper"]).tolist()) <= keys
+
+
+def test_artifacts_round_trip_with_tables(tmp_path):
+    g = small_hetero()
+    hio.write_hetero_prepared(tmp_path, g)
+    assert prepared_kind(tmp_path) == "typed"
+    assert not (tmp_path / "hetero.json").exists()
+    back = hio.read_hetero_graph(tmp_path)
+    assert back.node_types == g.node_types and back.edge_types == g.edge_types
+    assert back.reverse == g.reverse and back.link_edge_type == g.link_edge_type
+    assert torch.equal(back.y, g.y) and back.num_classes == g.num_classes
+    for t in g.node_types:
+        assert torch.equal(back.x[t], g.x[t])
+        table = hio.read_hetero_node_table(tmp_path, t)
+        assert ("label" in table.column_names) == (t == "paper")
+        x = np.stack(table.column("x").to_numpy(zero_copy_only=False))
+        assert np.array_equal(x, g.x[t].numpy())
+    for e in g.edge_types:
+        assert torch.equal(back.csr[e].indptr, g.csr[e].indptr)
+        table = hio.read_hetero_edge_table(tmp_path, e)
+        src, dst = edge_pairs(g.csr[e])
+        assert np.array_equal(table.column("src").to_numpy(), src)
+        assert np.array_equal(table.column("dst").to_numpy(), dst)
+    meta = json.loads((tmp_path / "graph.json").read_text())
+    assert meta["edge_types"][1] == "author__writes__paper"
+
+
+def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
+    hio.write_hetero_prepared(tmp_path, small_hetero())
+    with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found "
+                                         "'gnnpipe.hetero_graph/1'"):
+        io.read_graph(tmp_path)
+
+
+def test_typed_readers_refuse_a_homogeneous_graph_and_split(tmp_path, tiny_graph):
+    io.write_prepared(tmp_path, tiny_graph)
+    with pytest.raises(ValueError, match=r"graph\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the prepare stage with "
+                                         "dataset.layout: typed"):
+        hio.read_hetero_graph(tmp_path)
+    graph = one_type(tiny_graph)
+    io.write_split(tmp_path / "split", graph, {p: {EDGE: tiny_graph.csr} for p in
+                                               ("train", "val", "test")},
+                   {"mode": "transductive"}, roles=np.full(12, "unused", dtype=object))
+    with pytest.raises(ValueError, match=r"meta\.json: describes a homogeneous graph, not a "
+                                         "typed one; re-run the split stage"):
+        hio.read_hetero_message_graphs(tmp_path / "split")
+
+
+def test_schema_checks_name_file_and_problem(tmp_path):
+    g = small_hetero()
+    hio.write_hetero_prepared(tmp_path, g)
+    meta_path = tmp_path / "graph.json"
+    meta = json.loads(meta_path.read_text())
+    bad = dict(meta, node_types=[["paper", 601, 16]] + meta["node_types"][1:])
+    meta_path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"graph.pt: 'x.paper' has shape \(600, 16\), "
+                                         r"graph.json says \(601, 16\)"):
+        hio.read_hetero_graph(tmp_path)
+    meta_path.write_text(json.dumps(dict(meta, edge_types=meta["edge_types"] + ["a__b__paper"])))
+    with pytest.raises(ValueError, match="edge type a__b__paper joins unknown node types"):
+        hio.read_hetero_graph(tmp_path)
+    meta_path.write_text(json.dumps(meta))
+    (tmp_path / "edges_author__writes__paper.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match="edges_author__writes__paper.parquet: not a readable"):
+        hio.read_hetero_edge_table(tmp_path, WRITES)
+    with pytest.raises(ValueError, match="no node type 'user'"):
+        hio.read_hetero_node_table(tmp_path, "user")
+
+
+def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
+    g = small_hetero()
+    csr = dict(g.csr)
+    bad = csr[WRITES]
+    indices = bad.indices.clone()
+    indices[0] = 200  # one past the last author
+    csr[WRITES] = type(bad)(bad.indptr, indices)
+    hio.write_hetero_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
+    with pytest.raises(ValueError, match=r"author__writes__paper\): indices hold author ids "
+                                         r"outside \[0, 200\)"):
+        hio.read_hetero_graph(tmp_path)
+
+
+def test_artifacts_are_byte_identical_for_the_same_seed(tmp_path):
+    for name in ("a", "b"):
+        hio.write_hetero_prepared(tmp_path / name, small_hetero())
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert "nodes_venue.parquet" in files and "edges_paper__cites__paper.parquet" in files
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name

@@ -1,0 +1,249 @@
+"""Graph diagnostics against brute-force definitions and scipy, and the low-homophily warning."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.csgraph import connected_components as scipy_components
+
+from conftest import small_params
+from gnnpipe.graphops.analyze import (analyze_graph, connected_components, degree_histogram, dirichlet_energy,
+                             homophily, mean_cosine_similarity, smoothing_report)
+from gnnpipe.config import AnalyzeParams
+from gnnpipe.data.graph import Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.prepare import prepare
+
+
+def _undirected(src, dst, n):
+    csr, _ = normalize_edges(np.asarray(src), np.asarray(dst), n, undirected=True, dedup=True,
+                             remove_self_loops=True)
+    return csr
+
+
+def _random_graph(seed: int, n: int = 60, m: int = 150, c: int = 4):
+    rng = np.random.default_rng(seed)
+    csr = _undirected(rng.integers(0, n, m), rng.integers(0, n, m), n)
+    y = rng.integers(0, c, n)
+    return csr, y, c
+
+
+def _brute_homophily(csr, y, c):
+    """The textbook definitions with Python loops over edges/nodes/classes."""
+    src, dst = csr.indices.tolist(), csr.targets().tolist()
+    edges = list(zip(src, dst))
+    edge_h = sum(y[a] == y[b] for a, b in edges) / len(edges)
+    nbrs = {v: [] for v in range(y.size)}
+    for a, b in edges:
+        nbrs[b].append(a)
+    node_h = np.mean([np.mean([y[u] == y[v] for u in nbrs[v]]) for v in nbrs if nbrs[v]])
+    ci = 0.0
+    for k in range(c):
+        members = [v for v in nbrs if y[v] == k]
+        total = sum(len(nbrs[v]) for v in members)
+        same = sum(sum(y[u] == k for u in nbrs[v]) for v in members)
+        h_k = same / total if total else 0.0
+        ci += max(0.0, h_k - len(members) / y.size)
+    ci /= c - 1
+    # Platonov et al.: degree-weighted class shares of an undirected graph
+    degree = np.bincount(np.asarray(dst), minlength=y.size)
+    share = np.array([degree[y == k].sum() for k in range(c)]) / len(edges)  # D_k / 2|E|
+    chance = (share ** 2).sum()
+    adjusted = (edge_h - chance) / (1 - chance)
+    return edge_h, node_h, ci, adjusted
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_homophily_matches_brute_force_definitions(seed):
+    csr, y, c = _random_graph(seed)
+    got = homophily(csr, y, c)
+    edge_h, node_h, ci, adjusted = _brute_homophily(csr, y, c)
+    assert got["edge"] == pytest.approx(edge_h, abs=1e-6)
+    assert got["node"] == pytest.approx(node_h, abs=1e-6)
+    assert got["class_insensitive"] == pytest.approx(ci, abs=1e-6)
+    assert got["adjusted"] == pytest.approx(adjusted, abs=1e-6)
+    assert len(got["per_class"]) == c
+
+
+def test_homophily_hand_computed():
+    # path 0-1-2-3 with labels 0,0,1,1: edges (0,1) same, (1,2) differ, (2,3) same
+    csr = _undirected([0, 1, 2], [1, 2, 3], 4)
+    got = homophily(csr, np.array([0, 0, 1, 1]), 2)
+    assert got["edge"] == pytest.approx(2 / 3)
+    # node 0: 1/1, node 1: 1/2, node 2: 1/2, node 3: 1/1
+    assert got["node"] == pytest.approx(0.75)
+    # degree shares 1/2 each: chance 1/2 -> (2/3 - 1/2) / (1/2) = 1/3
+    assert got["adjusted"] == pytest.approx(1 / 3, abs=1e-6)
+    # h_k = 2/3 for both classes, class shares 1/2: (1/6 + 1/6) / 1
+    assert got["class_insensitive"] == pytest.approx(1 / 3, abs=1e-6)
+    # bipartite labelling: perfectly heterophilous
+    het = homophily(csr, np.array([0, 1, 0, 1]), 2)
+    assert het["edge"] == 0.0 and het["class_insensitive"] == 0.0 and het["adjusted"] < 0
+
+
+def test_homophily_of_edgeless_graph_is_undefined_not_a_crash():
+    csr = csr_from_edges(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 5)
+    got = homophily(csr, np.arange(5) % 2, 2)
+    assert got["edge"] is None and got["node"] is None and got["adjusted"] is None
+
+
+def test_directed_adjusted_homophily_uses_source_and_target_class_shares():
+    # 0 -> 1, 0 -> 2, 1 -> 2 (stored as rows = targets); labels 0, 0, 1
+    csr = csr_from_edges(np.array([0, 0, 1]), np.array([1, 2, 2]), 3)
+    y = np.array([0, 0, 1])
+    got = homophily(csr, y, 2)
+    p = np.array([3, 0]) / 3  # every source in class 0
+    q = np.array([1, 2]) / 3  # targets: 1 (class 0), 2 and 2 (class 1)
+    chance = p @ q
+    assert got["edge"] == pytest.approx(1 / 3)
+    assert got["adjusted"] == pytest.approx((1 / 3 - chance) / (1 - chance), abs=1e-6)
+
+
+# ------------------------------------------------------------------------------- components
+@pytest.mark.parametrize("seed", range(4))
+def test_components_match_scipy(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    m = int(rng.integers(50, 400))  # sparse enough to leave many components and isolated nodes
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    csr = csr_from_edges(src, dst, n)  # directed: components are weak
+    got = connected_components(csr)
+    adj = sp.coo_matrix((np.ones(m), (src, dst)), shape=(n, n))
+    count, want = scipy_components(adj, directed=True, connection="weak")
+    assert got.max() + 1 == count
+    # the same partition: labels correspond one to one
+    assert np.unique(np.stack([got, want]), axis=1).shape[1] == count
+    # numbered by smallest member: first appearances in node order are 0, 1, 2, ...
+    _, first = np.unique(got, return_index=True)
+    assert np.array_equal(got[np.sort(first)], np.arange(count))
+
+
+def test_components_of_a_long_chain_with_shuffled_ids():
+    n = 5000
+    order = np.random.default_rng(0).permutation(n)
+    csr = _undirected(order[:-1], order[1:], n)
+    labels = connected_components(csr)
+    assert labels.max() == 0
+    two = _undirected(np.r_[order[:2000 - 1], order[2000:-1]], np.r_[order[1:2000], order[2001:]], n)
+    labels = connected_components(two)
+    assert labels.max() == 1
+    assert np.bincount(labels).tolist() in ([2000, 3000], [3000, 2000])
+
+
+# ---------------------------------------------------------------------------------- degrees
+def test_degree_histogram_log2_bins():
+    rows = degree_histogram(np.array([0, 0, 1, 2, 3, 4, 7, 8, 8, 15, 16]))
+    assert [r["bin"] for r in rows] == ["0", "1", "2-3", "4-7", "8-15", "16-31"]
+    assert [r["nodes"] for r in rows] == [2, 1, 2, 2, 3, 1]
+    assert [r["log2_bin"] for r in rows] == list(range(6))
+    assert sum(r["nodes"] for r in rows) == 11
+    # empty bins between are kept so the plot's axis has no gaps
+    gap = degree_histogram(np.array([1, 40]))
+    assert [r["nodes"] for r in gap] == [0, 1, 0, 0, 0, 0, 1]
+
+
+# ------------------------------------------------------------------------- the full report
+def _synthetic(homophily_value: float) -> Graph:
+    params = small_params(homophily=homophily_value, num_nodes=2000, num_classes=5)
+    return prepare(params.dataset, params.seed)[0]
+
+
+def test_low_homophily_warns_and_high_does_not():
+    high, _ = analyze_graph(_synthetic(0.8), AnalyzeParams())
+    low, _ = analyze_graph(_synthetic(0.2), AnalyzeParams())
+    assert high["homophily"]["edge"] == pytest.approx(0.8, abs=0.03)
+    assert high["homophily"]["adjusted"] > 0.6 and not high["low_homophily"]
+    assert not any("homophily" in w for w in high["warnings"])
+    # 5 balanced classes with 20% of edges inside a class: chance level, adjusted ~ 0
+    assert low["homophily"]["adjusted"] == pytest.approx(0.0, abs=0.05)
+    assert low["low_homophily"]
+    assert any("low homophily" in w and "MLP" in w and "analyze.low_homophily" in w
+               for w in low["warnings"])
+    json.dumps(high), json.dumps(low)  # JSON-ready
+
+
+def test_report_counts_are_consistent(tiny_graph):
+    report, hist = analyze_graph(tiny_graph, AnalyzeParams())
+    assert report["nodes"] == tiny_graph.num_nodes
+    assert report["edges"] == tiny_graph.csr.num_edges
+    assert sum(row["nodes"] for row in hist) == tiny_graph.num_nodes
+    assert report["components"]["count"] == 1  # a ring plus chords
+    assert report["degree"]["isolated_nodes"] == 0
+    assert report["labels"]["count"] == [4, 4, 4]
+
+
+def test_isolated_nodes_warning():
+    csr = _undirected([0, 1], [1, 2], 10)  # 7 of 10 nodes isolated
+    graph = Graph(csr=csr, x=torch.zeros(10, 1), y=torch.arange(10) % 2, num_classes=2)
+    report, _ = analyze_graph(graph, AnalyzeParams())
+    assert report["degree"]["isolated_nodes"] == 7
+    assert report["components"]["count"] == 8 and report["components"]["singletons"] == 7
+    assert any("no neighbours" in w for w in report["warnings"])
+
+
+def test_phase_stats_of_an_inductive_split():
+    graph = _synthetic(0.8)
+    from gnnpipe.config import NodeSplitParams
+    from gnnpipe.runtime.rng import make_rng
+    from gnnpipe.splitting.split import split_nodes
+    from gnnpipe.data.typed_graph import one_type, phase_csrs
+
+    split = split_nodes(one_type(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs), split.roles)
+    phases = report["phases"]
+    assert phases["train"]["edges"] < phases["val"]["edges"] < phases["test"]["edges"]
+    assert phases["test"]["edges"] == graph.csr.num_edges
+    # a train node loses its val/test neighbours in the train graph: more isolated than in full
+    assert phases["train"]["isolated_fraction"] > report["degree"]["isolated_fraction"]
+    assert phases["train_label_homophily"] == pytest.approx(0.8, abs=0.05)
+
+
+# --------------------------------------------------------------------------- over-smoothing
+def test_cosine_similarity_matches_pairwise_mean():
+    h = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
+    h[3] = 0  # an all-zero row has similarity 0 with everything
+    unit = torch.nn.functional.normalize(h.double(), dim=1)
+    sims = unit @ unit.T
+    off = ~torch.eye(40, dtype=torch.bool)
+    assert mean_cosine_similarity(h) == pytest.approx(float(sims[off].mean()), abs=1e-9)
+    assert mean_cosine_similarity(torch.ones(10, 3) * 7) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 2"):
+        mean_cosine_similarity(torch.ones(1, 3))
+
+
+def test_dirichlet_energy_matches_definition_and_vanishes_when_smoothed():
+    csr, _, _ = _random_graph(3, n=30, m=80)
+    h = torch.randn(30, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    src, dst = csr.indices, csr.targets()
+    want = float(((h[dst] - h[src]) ** 2).sum()) / 30
+    deg = csr.degrees().double()
+    adj = torch.zeros(30, 30, dtype=torch.float64)
+    adj[dst, src] = 1.0
+    has = deg > 0
+    inv = torch.where(has, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
+    lap = torch.diag(has.double()) - inv[:, None] * adj * inv[None, :]
+    rayleigh = float(torch.trace(h.T @ lap @ h) / h[has].square().sum())
+    got = dirichlet_energy(h, csr)
+    assert got["dirichlet_energy"] == pytest.approx(want, rel=1e-9)
+    assert got["rayleigh_quotient"] == pytest.approx(rayleigh, rel=1e-9)
+    constant = dirichlet_energy(torch.ones(30, 4), csr)
+    assert constant["dirichlet_energy"] == 0.0
+    # GCN's over-smoothed limit, h_i ~ sqrt(d_i), has zero normalised energy but not zero raw energy
+    limit = dirichlet_energy(deg.sqrt()[:, None].repeat(1, 3), csr)
+    assert limit["rayleigh_quotient"] == pytest.approx(0.0, abs=1e-12)
+    assert limit["dirichlet_energy"] > 0
+
+
+def test_smoothing_report_uses_only_the_given_nodes(tiny_graph):
+    node_id = torch.tensor([0, 1, 2, 3])  # a path 0-1-2-3 of the ring
+    h = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    got = smoothing_report(node_id, h, tiny_graph.csr)
+    keep = torch.zeros(tiny_graph.num_nodes, dtype=torch.bool)
+    keep[node_id] = True
+    sub = tiny_graph.csr.restrict(keep)
+    edges = sub.num_edges  # each stored edge joins two orthogonal unit rows: |h_i - h_j|^2 = 2
+    assert got["dirichlet_energy"] == pytest.approx(2 * edges / 4, abs=1e-6)
+    assert got["cosine_similarity"] == pytest.approx((2 * 2 * 1) / (4 * 3), abs=1e-6)

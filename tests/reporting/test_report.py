@@ -1,0 +1,334 @@
+"""The run report renders (valid PNGs, embedded and linked), the sweep parser, and the acceptance
+check: on a homophilous graph the GNN beats the MLP; on a heterophilous one the gap closes and the
+report carries the low-homophily warning."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+
+import pytest
+import yaml
+
+from gnnpipe.cli import main
+from gnnpipe.reporting.report import ReportInputs, parse_csv, render, render_sweep, sweep_rows
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from the IHDR chunk, after checking the signature and chunk type."""
+    assert data[:8] == PNG_SIGNATURE, "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def _assert_valid_png(data: bytes) -> None:
+    width, height = _png_size(data)
+    assert width >= 200 and height >= 150
+    assert len(data) > 2000  # a blank canvas compresses to far less than real plots
+    assert data.endswith(b"IEND\xaeB`\x82")  # complete file, not truncated
+
+
+def _inputs(**over) -> ReportInputs:
+    confusion = [[8, 2], [1, 9]]
+    scores = {"test": {"accuracy": 0.85, "macro_f1": 0.849, "per_class_f1": [0.84, 0.86],
+                       "confusion": confusion, "count": 20}}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "train_acc": 0.5, "val_acc": 0.5 + e / 100}
+               for e in range(1, 11)]
+    base = dict(
+        prepare={"source": "synthetic", "nodes": 100, "edges": 400, "features": 4, "classes": 2,
+                 "undirected": True, "duplicates_removed": 3, "self_loops_removed": 1},
+        graph={"homophily": {"edge": 0.8, "node": 0.79, "class_insensitive": 0.6,
+                             "adjusted": 0.6, "per_class": [0.8, 0.8]},
+               "degree": {"min": 0, "median": 4.0, "mean": 4.0, "max": 12, "isolated_nodes": 2,
+                          "isolated_fraction": 0.02},
+               "components": {"count": 3, "largest": 97, "largest_fraction": 0.97},
+               "labels": {"count": [50, 50], "fraction": [0.5, 0.5]},
+               "warnings": []},
+        split_audit={"mode": "transductive", "passed": True,
+                     "checks": [{"check": "splits_non_empty", "passed": True, "detail": "ok"}],
+                     "sizes": {"train": 60, "val": 20, "test": 20},
+                     "class_balance": {r: {"fraction": [0.5, 0.5]} for r in ("train", "val", "test")}},
+        evaluation={"model": "sage", "graph_helps": True,
+                    "verdict": "sage beats the structure-free MLP by +0.3500 test accuracy",
+                    "gnn": {r: {"accuracy": 0.85, "macro_f1": 0.85} for r in ("val", "test")},
+                    "mlp": {r: {"accuracy": 0.5, "macro_f1": 0.5} for r in ("val", "test")},
+                    "gnn_minus_mlp": {f"{r}_{m}": 0.35 for r in ("val", "test")
+                                      for m in ("accuracy", "macro_f1")},
+                    "smoothing": {k: {"cosine_similarity": 0.1, "dirichlet_energy": 3.0,
+                                      "rayleigh_quotient": 0.4} for k in ("gnn", "mlp")}},
+        details={"gnn": scores, "mlp": scores},
+        partition={"method": "metis", "num_parts": 2, "edge_cut": 40, "edge_cut_fraction": 0.1,
+                   "balance": 1.0, "part_sizes": [50, 50]},
+        train_history=history, baseline_history=history,
+        degree_hist=[{"log2_bin": b, "bin": str(b), "nodes": 10 * b + 1} for b in range(5)],
+    )
+    base.update(over)
+    return ReportInputs(**base)
+
+
+def _embedded(page: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
+
+
+def test_report_renders_valid_pngs_embedded_and_linked():
+    report = render(_inputs())
+    assert set(report.figures) == {"training_curves.png", "confusion_test.png",
+                                   "per_class_f1.png", "degree_histogram.png"}
+    for png in report.figures.values():
+        _assert_valid_png(png)
+    page = report.html
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    # every figure is embedded byte for byte (self-contained) and linked by its file name
+    assert sorted(_embedded(page)) == sorted(report.figures.values())
+    for name in report.figures:
+        assert f'href="figures/{name}"' in page
+    assert "The graph helps" in page and "beats the structure-free MLP" in page
+    for section in ("Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
+                    "Over-smoothing", "Depth sweep"):
+        assert section in page
+
+
+def test_report_says_plainly_when_the_graph_adds_nothing_and_shows_warnings():
+    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "nothing",
+                                 "verdict": "the graph adds nothing <b>",
+                                 "gnn_minus_mlp": {f"{r}_{m}": 0.004 for r in ("val", "test")
+                                                   for m in ("accuracy", "macro_f1")}}
+    graph = _inputs().graph | {"warnings": ["low homophily: adjusted homophily 0.010 < 0.2"]}
+    page = render(_inputs(evaluation=ev, graph=graph, partition=None, train_history=[],
+                          baseline_history=[]), figures_href="../figs").html
+    assert "The graph adds nothing here" in page and "the MLP is the better model" in page
+    assert "low homophily: adjusted homophily 0.010" in page
+    assert "&lt;b&gt;" in page and "nothing <b>" not in page  # text from files is escaped
+    assert "No partition stats" in page and "No training histories" in page
+    assert 'href="../figs/confusion_test.png"' in page
+
+
+def test_report_headline_when_the_mlp_wins():
+    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "hurts", "gnn_minus_mlp": {
+        f"{r}_{m}": -0.08 for r in ("val", "test") for m in ("accuracy", "macro_f1")}}
+    page = render(_inputs(evaluation=ev)).html
+    assert "The MLP wins: sage is 0.0800 test accuracy behind" in page
+
+
+def _link_inputs() -> ReportInputs:
+    """The metrics files of a link run as the stages write them (gnnpipe/reporting/link_evaluate.py,
+    audit_link_split, train_links)."""
+    names = ("roc_auc", "average_precision", "mrr", "hits@10")
+    scores = {p: {n: 0.6 for n in names} for p in ("val", "test")}
+    ev = {"task": "link", "model": "sage", "graph_helps": True, "gnn": scores, "mlp": scores,
+          "gnn_minus_mlp": {f"{p}_{n}": 0.1 for p in ("val", "test") for n in names},
+          "verdict": "sage beats the structure-free MLP by +0.1000 test MRR: the graph helps"}
+    details = {m: {p: {**scores[p], "count": 208} for p in scores} for m in ("gnn", "mlp")}
+    audit = {"task": "link", "passed": True, "negative_strategy": "degree",
+             "disjoint_supervision": False, "undirected": True,
+             "sizes": {"message": 1663, "train_supervision": 1663, "val": 208, "test": 208},
+             "message_edges": {"train": 3326, "val": 3326, "test": 3742},
+             "negatives": {p: {"count": 20800, "per_positive": 100} for p in ("val", "test")},
+             "checks": [{"check": "positives_disjoint", "passed": True, "detail": "ok"}]}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_mrr": e / 100} for e in range(1, 6)]
+    return _inputs(evaluation=ev, details=details, split_audit=audit, train_history=history,
+                   baseline_history=history,
+                   train={"model": "sage", "sampler": "link_neighbor", "task": "link",
+                          "best_epoch": 3, "epochs_run": 5, "parameters": 800},
+                   train_perf={"world_size": 2, "seconds": 1.5})
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+def test_link_report_shows_link_sections_only():
+    report = render(_link_inputs())
+    page, text = report.html, _text(report.html)
+    assert set(report.figures) == {"training_curves.png", "degree_histogram.png"}
+    assert "Confusion and per-class F1" not in page and "per-class" not in page
+    assert not re.search(r"\bmode\b|\bNone\b", text)  # the node split's fields are absent
+    assert "Depth sweep" not in page  # the sweep plots accuracy and smoothing: node task only
+    assert "sage, link prediction on synthetic" in text
+    assert "negatives drawn degree" in text and "edges in the message role 1663" in text
+    assert " train 1663 3326 n/a " in text and " val 208 3326 100 " in text
+    assert " test mrr 0.6000 0.6000 +0.1000 " in text
+    assert "sampler link_neighbor" in text and "engine plain" in text
+    assert "processes 2" in text and "evaluation forward full (one forward)" in text
+
+
+def test_node_report_names_sampler_engine_and_evaluation_forward():
+    train = {"model": "sage", "sampler": "neighbor", "best_epoch": 4, "epochs_run": 9,
+             "parameters": 100}
+    text = _text(render(_inputs(train=train, train_perf={
+        "engine": "lightning", "eval_inference": "layerwise", "world_size": 1, "shard": "none",
+        "amp": True, "compile": False})).html)
+    assert "task node classification model sage sampler neighbor engine lightning" in text
+    assert "evaluation forward layer-wise (blocks of target nodes)" in text
+    assert "amp on" in text and "compile" not in text and "shards" not in text
+    assert "mode transductive" in text and "Confusion and per-class F1" in text
+    text = _text(render(_inputs(train=train)).html)
+    assert "engine / evaluation forward not recorded (metrics/perf/train.json missing)" in text
+    assert "No train metrics" in _text(render(_inputs()).html)
+
+
+def test_report_shows_the_warnings_of_prepare():
+    prepare = _inputs().prepare | {"warnings": ["raw/edges.csv: no edge rows (a header only?)"]}
+    assert "&#9888; raw/edges.csv: no edge rows (a header only?)" in render(
+        _inputs(prepare=prepare)).html
+
+
+def test_figures_are_deterministic():
+    from gnnpipe.reporting import figures
+
+    rows = _inputs().degree_hist
+    assert figures.degree_histogram(rows) == figures.degree_histogram(rows)  # no timestamps
+
+
+def test_parse_csv_types_and_errors():
+    rows = parse_csv("epoch,loss,name\n1,0.5,a\n2,0.25,b\n", "h.csv")
+    assert rows == [{"epoch": 1, "loss": 0.5, "name": "a"}, {"epoch": 2, "loss": 0.25, "name": "b"}]
+    with pytest.raises(ValueError, match="h.csv: line 3 has 2 cells, header has 3"):
+        parse_csv("a,b,c\n1,2,3\n1,2\n", "h.csv")
+    with pytest.raises(ValueError, match="empty CSV"):
+        parse_csv("", "h.csv")
+
+
+def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **train):
+    """One rev entry in the shape `dvc exp show --json` (DVC 3) writes."""
+    return {"rev": rev, "name": name, "error": None,
+            "data": {"rev": rev, "timestamp": timestamp,
+                     "params": {"params.yaml": {"data": {"train": {
+                         "num_layers": depth, "model": "gcn",
+                         "neighbor": {"num_neighbors": [10] * depth}, **train}}}},
+                     "metrics": {"metrics/eval.json": {"data": {
+                         "model": "gcn", "gnn": {"test": {"accuracy": acc}},
+                         "mlp": {"test": {"accuracy": 0.5}},
+                         "smoothing": {"gnn": {"cosine_similarity": cos, "dirichlet_energy": 1.0,
+                                               "rayleigh_quotient": 0.3}}}}}}}
+
+
+def _exp_show(*extra) -> list:
+    """A workspace, a commit and its experiments: the depth sweep depth-1..3 and others."""
+    experiments = [{"name": f"depth-{d}", "executor": None,
+                    "revs": [_exp_entry(f"sha{d}", f"depth-{d}", d, 0.9 - d / 20, d / 10)]}
+                   for d in (3, 1, 2)]
+    # unrelated experiments of the same repository, newer than the sweep
+    experiments.append({"name": "try-sage", "revs": [_exp_entry(
+        "shas", "try-sage", 2, 0.77, 0.25, "2025-02-01T00:00:00", model="sage")]})
+    experiments += [{"name": e["name"], "revs": [e]} for e in extra]
+    workspace = _exp_entry("workspace", None, 2, 0.11, 0.9)
+    commit = _exp_entry("abc123", "main", 2, 0.22, 0.9) | {"experiments": experiments}
+    failed = {"rev": "bad", "name": "broken", "data": {"params": {}, "metrics": {}}}
+    return [workspace, commit, failed]
+
+
+def test_sweep_rows_are_the_selected_experiments_only():
+    rows = sweep_rows(_exp_show(), ["depth-*"])
+    assert [r["num_layers"] for r in rows] == [1, 2, 3]
+    assert [r["name"] for r in rows] == ["depth-1", "depth-2", "depth-3"]  # not try-sage, main
+    assert rows[1]["gnn_test_accuracy"] == 0.8 and rows[1]["cosine_similarity"] == 0.2
+    assert sweep_rows(_exp_show(), ["depth-1", "depth-3"]) == [rows[0], rows[2]]
+    _assert_valid_png(render_sweep(rows))
+
+
+@pytest.mark.parametrize("patterns, extra, message", [
+    (["depth-*", "nope-*"], (), r"^--experiments 'nope-\*' matches no experiment of the sweep "
+                                r"file; it holds: workspace, main, depth-3, depth-1, depth-2, "
+                                r"try-sage, broken$"),
+    (["depth-*", "try-sage"], (), r"^experiments 'depth-2' and 'try-sage' both have "
+                                  r"train.num_layers=2; select one of them$"),
+    (["depth-*"], [_exp_entry("sha4", "depth-4", 4, 0.5, 0.5, lr=0.1)],
+     r"^experiments 'depth-3' and 'depth-4' differ in train.lr \(None vs 0.1\), not only in "
+     r"train.num_layers: select the experiments of one sweep$"),
+    (["depth-*", "broken"], (), r"^experiment 'broken' has no num_layers .*did it fail, or is "
+                                r"it a link-task run\?"),
+], ids=["unmatched", "same depth", "other params", "no metrics"])
+def test_sweep_selection_is_refused_in_one_line_when_it_mixes_experiments(patterns, extra,
+                                                                          message):
+    with pytest.raises(ValueError, match=message):
+        sweep_rows(_exp_show(*extra), patterns)
+
+
+# ------------------------------------------------------------------------------ acceptance
+SMALL = {"num_nodes": 800, "num_features": 16, "num_classes": 5}
+STAGES = ("prepare", "split", "analyze", "partition", "baseline", "train", "evaluate", "report")
+
+
+def _run_pipeline(folder, homophily: float) -> dict:
+    """Every node-task stage through the CLI with its default paths, in ``folder``."""
+    params = {"dataset": {"synthetic": {**SMALL, "homophily": homophily}},
+              "partition": {"num_parts": 2},
+              "train": {"epochs": 40, "patience": 15, "hidden": 16},
+              "baseline": {"epochs": 40, "patience": 15, "hidden": 16}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    for stage in STAGES:
+        assert main([stage]) == 0, stage
+    return json.loads((folder / "metrics" / "eval.json").read_text())
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny graphs train ~25x faster on one intra-op thread when the cores are shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_acceptance_gnn_wins_when_homophilous_gap_closes_and_warns_when_not(tmp_path, monkeypatch,
+                                                                            one_thread):
+    results = {}
+    for homophily in (0.8, 0.2):
+        folder = tmp_path / f"h{homophily}"
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        ev = _run_pipeline(folder, homophily)
+        graph = json.loads((folder / "metrics" / "graph.json").read_text())
+        page = (folder / "reports" / "report.html").read_text()
+        figures = sorted((folder / "reports" / "figures").glob("*.png"))
+        assert {p.name for p in figures} == {"training_curves.png", "confusion_test.png",
+                                             "per_class_f1.png", "degree_histogram.png"}
+        for png in figures:
+            _assert_valid_png(png.read_bytes())
+            assert f'href="figures/{png.name}"' in page
+        assert sorted(_embedded(page)) == sorted(p.read_bytes() for p in figures)
+        csv = (folder / "reports" / "confusion_test.csv").read_text().splitlines()
+        assert csv[0] == "actual,predicted" and len(csv) - 1 == 160  # one row per test node
+        results[homophily] = (ev, graph, page)
+
+    high, low = results[0.8], results[0.2]
+    gain_high = high[0]["gnn_minus_mlp"]["test_accuracy"]
+    gain_low = low[0]["gnn_minus_mlp"]["test_accuracy"]
+    assert high[0]["graph_helps"] and gain_high > 0.2
+    assert "The graph helps" in high[2] and "low homophily" not in high[2]
+    assert not high[1]["low_homophily"]
+    # heterophilous: the MLP wins or the gap closes, and the report says why
+    assert gain_low < 0.1 and gain_low < gain_high / 3
+    assert low[1]["low_homophily"]
+    assert "low homophily: adjusted homophily" in low[2]
+    assert "GCN-style models" in low[2]
+
+
+def test_report_cli_names_the_missing_file(tmp_path, capsys):
+    assert main(["report", "--metrics-dir", str(tmp_path)]) == 1
+    assert f"{tmp_path / 'prepare.json'}: file not found; run the stage" in capsys.readouterr().err
+    assert main(["report", "--sweep", str(tmp_path / "exps.json"), "--experiments", "d*"]) == 1
+    assert "exps.json: file not found" in capsys.readouterr().err
+    exps = tmp_path / "exps.json"
+    exps.write_text(json.dumps(_exp_show()))
+    sweep = ["report", "--sweep", str(exps), "--sweep-out", str(tmp_path / "sweep")]
+    assert main(sweep) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"gnnpipe report: error: --sweep {exps} needs --experiments NAME [NAME ...]: the sweep's "
+        "experiment names or globs, e.g. --experiments 'depth-*'")
+    assert main(sweep + ["--experiments", "x*"]) == 1
+    assert "--experiments 'x*' matches no experiment" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+    assert main(["report", "--experiments", "d*"]) == 1
+    assert "--experiments selects the experiments of --sweep" in capsys.readouterr().err
+    assert main(sweep + ["--experiments", "depth-*"]) == 0
+    csv = (tmp_path / "sweep/depth_sweep.csv").read_text().splitlines()
+    assert [line.split(",")[:2] for line in csv[1:]] == [["1", "depth-1"], ["2", "depth-2"],
+                                                         ["3", "depth-3"]]

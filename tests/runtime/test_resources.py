@@ -1,0 +1,58 @@
+"""The per-stage cost record: wall time, peak RSS and bytes on disk of each output file."""
+
+import json
+
+import yaml
+
+from gnnpipe.runtime import resources
+from gnnpipe.cli import main
+
+
+def _params(tmp_path, **synthetic):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"dataset": {"synthetic": {
+        "num_nodes": 300, "num_features": 8, "avg_degree": 4.0, **synthetic}}}))
+    return path
+
+
+def test_prepare_records_its_time_memory_and_every_output_file(tmp_path):
+    out, record = tmp_path / "prepared", tmp_path / "perf" / "prepare.json"
+    code = main(["prepare", "--params", str(_params(tmp_path)), "--out", str(out),
+                 "--metrics", str(tmp_path / "prepare.json"), "--resources", str(record)])
+    assert code == 0
+    got = json.loads(record.read_text())
+    files = {str(f): f.stat().st_size for f in out.rglob("*") if f.is_file()}
+    assert got["stage"] == "prepare" and got["bytes"] == files and len(files) >= 3
+    assert got["total_bytes"] == sum(files.values())
+    assert 0 < got["seconds"] < 600
+    # a Python process that imported torch holds tens of MiB at least
+    assert got["peak_rss_mb"] >= got["peak_rss_mb_self"] > 50
+
+
+def test_no_record_without_the_flag_or_when_the_stage_fails(tmp_path):
+    record = tmp_path / "perf.json"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"dataset": {"synthetic": {"num_nodes": 1}}}))
+    assert main(["prepare", "--params", str(bad), "--out", str(tmp_path / "p"),
+                 "--resources", str(record)]) == 1
+    assert not record.exists()
+    assert main(["prepare", "--params", str(_params(tmp_path)), "--out", str(tmp_path / "q"),
+                 "--metrics", str(tmp_path / "m.json")]) == 0
+    assert not list(tmp_path.rglob("perf*.json"))
+
+
+def test_bytes_on_disk_of_a_file_a_folder_and_a_missing_path(tmp_path):
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.bin").write_bytes(b"x" * 10)
+    (tmp_path / "d" / "sub" / "b.bin").write_bytes(b"y" * 3)
+    assert resources.bytes_on_disk(tmp_path / "d") == {"a.bin": 10, "sub/b.bin": 3}
+    assert resources.bytes_on_disk(tmp_path / "d" / "a.bin") == {"a.bin": 10}
+    assert resources.bytes_on_disk(tmp_path / "nope") == {}
+
+
+def test_torchrun_ranks_do_not_write_the_record(monkeypatch):
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert not resources.is_worker_process()
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert resources.is_worker_process()

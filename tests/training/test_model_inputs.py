@@ -1,0 +1,150 @@
+"""gnnpipe/training/model_inputs.py: the one model-input builder of train and predict, for both graph
+kinds and both tasks: each phase sees exactly its own message graph and the features the split
+stage normalized, and the model it builds reads them."""
+
+import argparse
+import contextlib
+
+import pytest
+import torch
+import yaml
+
+from gnnpipe import io
+from gnnpipe.cli import main
+from gnnpipe.commands.inputs import model_features
+from gnnpipe.commands.variant import split_variant
+from gnnpipe.config import load_params
+from gnnpipe.io import hetero as hio
+from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
+from gnnpipe.training.train import PHASES
+
+SMALL = {"train": {"epochs": 1, "hidden": 8}, "features": {"normalize": "standardize"}}
+HOMOGENEOUS = {"synthetic": {"num_nodes": 300, "num_features": 6, "num_classes": 3}}
+TYPED = {"layout": "typed", "synthetic": {"num_nodes": 200, "num_authors": 80, "num_venues": 5,
+                                          "num_features": 6}}
+VARIANTS = {("homogeneous", "node"): {"dataset": HOMOGENEOUS},
+            ("homogeneous", "link"): {"dataset": {**HOMOGENEOUS, "task": "link"}},
+            ("typed", "node"): {"dataset": TYPED},
+            ("typed", "link"): {"dataset": {**TYPED, "task": "link"}}}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS), ids="-".join)
+def split_repo(request, tmp_path_factory):
+    """(args, params, kind, task) of a prepared and split graph of each variant."""
+    root = tmp_path_factory.mktemp("_".join(request.param))
+    (root / "params.yaml").write_text(yaml.safe_dump({**SMALL, **VARIANTS[request.param]}))
+    with contextlib.chdir(root):
+        assert main(["prepare"]) == 0 and main(["split"]) == 0
+    args = argparse.Namespace(prepared=root / "data/prepared", split=root / "data/split",
+                              features=root / "data/features", propagate=root / "data/propagate",
+                              partition=root / "data/partition")
+    kind, task = split_variant(args.split)
+    assert (kind, task) == request.param  # the variant comes from the artifacts
+    return args, load_params(root / "params.yaml"), kind, task
+
+
+def _message_edges(args, inputs, kind):
+    """phase -> the message graph's edge_index (homogeneous) or edge type -> edge_index."""
+    if kind == "homogeneous":
+        graphs = io.read_message_graphs(args.split, inputs.graph.num_nodes)
+        return {p: graphs[p].edge_index() for p in PHASES}
+    graphs = hio.read_hetero_message_graphs(args.split, inputs.graph)[1]
+    return {p: {e: csr.edge_index() for e, csr in graphs[p].items()} for p in PHASES}
+
+
+def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split_repo):
+    args, params, kind, task = split_repo
+    inputs = read_model_inputs(args, params.train, kind, task)
+    assert set(inputs.phases) == set(PHASES)
+    expected = _message_edges(args, inputs, kind)
+    if kind == "homogeneous":
+        raw = io.read_graph(args.prepared).x
+        assert inputs.target is None
+        assert torch.equal(inputs.graph.x, model_features(args, raw))
+        assert not torch.equal(inputs.graph.x, raw)  # standardize: not the stored features
+        for phase in PHASES:
+            assert torch.equal(inputs.phases[phase].x, inputs.graph.x)
+            assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
+    else:
+        raw = hio.read_hetero_graph(args.prepared)
+        assert inputs.target == raw.target
+        for t, x in raw.x.items():
+            assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
+        for phase in PHASES:
+            given = inputs.phases[phase].edge_index
+            assert set(given) == set(expected[phase])
+            assert all(torch.equal(given[e], expected[phase][e]) for e in given), phase
+    if task == "link":  # the held-out test edges are in no phase's message graph
+        edge_type, sup = read_supervision(args, inputs)
+        held_out = sup.edges["test"].clone()
+        seen = inputs.phases["test"].edge_index
+        if edge_type is not None:  # back from the typed models' output rows to type-local ids
+            offsets = inputs.graph.offsets()
+            held_out -= torch.tensor([[offsets[edge_type[0]]], [offsets[edge_type[2]]]])
+            seen = seen[edge_type]
+        pairs = set(map(tuple, seen.t().tolist()))
+        assert held_out.shape[1] > 0
+        assert not any(tuple(e) in pairs for e in held_out.t().tolist())
+
+
+def test_predict_asks_for_the_test_phase_alone(split_repo):
+    args, params, kind, task = split_repo
+    inputs = read_model_inputs(args, params.train, kind, task, phases=("test",))
+    assert list(inputs.phases) == ["test"]
+    whole = read_model_inputs(args, params.train, kind, task)
+    test, expected = inputs.phases["test"].edge_index, whole.phases["test"].edge_index
+    if kind == "homogeneous":
+        assert torch.equal(test, expected)
+    else:
+        assert all(torch.equal(test[e], expected[e]) for e in expected)
+
+
+def test_the_model_it_builds_reads_its_inputs(split_repo):
+    args, params, kind, task = split_repo
+    inputs = read_model_inputs(args, params.train, kind, task)
+    out_dim, out = (inputs.graph.num_classes, "target") if task == "node" else (
+        params.train.hidden, "all")
+    torch.manual_seed(0)
+    model = inputs.model(out_dim, out).eval()
+    test = inputs.phases["test"]
+    with torch.no_grad():
+        y = model(test.x, test.edge_index)
+    rows = (inputs.graph.num_nodes if kind == "homogeneous" else
+            inputs.graph.num_nodes(inputs.target) if task == "node" else inputs.graph.total_nodes)
+    assert y.shape == (rows, out_dim)
+    task_meta = {"num_classes": out_dim} if task == "node" else {"task": "link",
+                                                                  "embedding_dim": out_dim}
+    meta = inputs.meta(task_meta)
+    assert meta["model"] == params.train.model and task_meta.items() <= meta.items()
+    if kind == "homogeneous":  # what predict checks model.pt against
+        assert meta["in_dim"] == inputs.graph.x.shape[1] and meta["num_hops"] == 0
+    else:
+        assert meta["target"] == inputs.target
+        assert meta["node_types"] == ",".join(inputs.graph.node_types)
+
+
+def test_roles_and_supervision_are_of_the_target(split_repo):
+    args, params, kind, task = split_repo
+    inputs = read_model_inputs(args, params.train, kind, task)
+    if task == "node":
+        roles = read_roles(args, inputs)
+        assert roles.shape == inputs.graph.y.shape and (roles == "train").any()
+        return
+    edge_type, sup = read_supervision(args, inputs)
+    assert (edge_type is None) == (kind == "homogeneous")
+    if edge_type is not None:  # typed: ids of the typed models' output rows (offsets)
+        offsets = inputs.graph.offsets()
+        src = sup.edges["train_supervision"][0]
+        assert src.min() >= offsets[edge_type[0]]
+        assert src.max() < offsets[edge_type[0]] + inputs.graph.num_nodes(edge_type[0])
+
+
+def test_the_mlp_reads_no_edges(split_repo):
+    args, params, kind, task = split_repo
+    cfg = params.train.__class__(**{**vars(params.train), "model": "mlp"})
+    inputs = read_model_inputs(args, cfg, kind, task)
+    if kind == "homogeneous":
+        assert all(p.edge_index is None for p in inputs.phases.values())
+    else:  # the typed MLP takes the typed edges like every typed model and ignores them
+        assert all(isinstance(p.edge_index, dict) for p in inputs.phases.values())
+    assert inputs.meta({})["model"] == "mlp"
