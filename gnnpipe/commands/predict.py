@@ -72,7 +72,7 @@ def predict_nodes(args, params, kind, ctx):
         "label_values": class_source,
         "roles": {r: int((roles == r).sum()) for r in ("train", "val", "test", "unused")}})
     return (f"{graph.y.numel()} nodes predicted ({counts['unlabelled']} unlabelled), "
-            f"embeddings of {len(hidden)} node type(s) -> {args.out}")
+            f"{_embeddings(hidden)} -> {args.out}")
 
 
 def predict_links(args, params, kind, ctx):
@@ -104,8 +104,16 @@ def predict_links(args, params, kind, ctx):
         "task": "link", **held_out, "rows": int(z.shape[0]), "embedding_dim": int(z.shape[1]),
         "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
         "pairs": scored})
-    return (f"embeddings of {len(rows)} node type(s)"
-            + (f", {scored} pairs scored" if pairs is not None else "") + f" -> {args.out}")
+    return (_embeddings(rows) + (f", {scored} pairs scored" if pairs is not None else "")
+            + f" -> {args.out}")
+
+
+def _embeddings(per_type: dict) -> str:
+    """What the result line says of the embeddings (type -> (N_t, D)): their width, and the
+    types when there are several."""
+    width = int(next(iter(per_type.values())).shape[1])
+    types = f" for {len(per_type)} node types" if len(per_type) > 1 else ""
+    return f"embeddings of width {width}{types}"
 
 
 def _outputs(args, inputs, ctx, out_dim: int, out: str, expect: dict, block_rows: int):
