@@ -10,11 +10,12 @@ from gnnpipe import io
 from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_components,
                              degree_histogram, degree_stats)
 from gnnpipe.commands.inputs import read_typed
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.io.hetero import read_hetero_roles
-from gnnpipe.data.typed_graph import edge_type_name, homogeneous_csr, type_summary
+from gnnpipe.data.typed_graph import (HOMOGENEOUS, TYPED, edge_type_name, homogeneous_csr,
+                                      type_summary)
 
 PHASES = ("train", "val", "test")
 

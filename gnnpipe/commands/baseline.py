@@ -7,7 +7,8 @@ from gnnpipe import io
 from gnnpipe.commands.inputs import (read_link_supervision, read_model_graph, read_model_typed,
                                      read_typed_link_supervision)
 from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import pick, split_variant
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
 from gnnpipe.config import load_params
 from gnnpipe.io.hetero import read_hetero_roles
 from gnnpipe.training.loop import LoopOptions

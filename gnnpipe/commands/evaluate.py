@@ -6,12 +6,12 @@ on the fixed negatives."""
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, pick, split_variant
+from gnnpipe.commands.variant import pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.reporting.evaluate import compare, confusion_rows, score_predictions, smoothing
 from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
 from gnnpipe.reporting.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
-from gnnpipe.data.typed_graph import edge_type_name
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
 
 
 

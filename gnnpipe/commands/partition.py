@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
+from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.hetero import read_hetero_message_graphs
@@ -16,7 +16,7 @@ from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report,
                                resolve_backend, shard_summary)
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.typed_graph import homogeneous_csr
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, homogeneous_csr
 
 
 

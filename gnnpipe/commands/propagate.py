@@ -10,7 +10,8 @@ import time
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_graph
-from gnnpipe.commands.variant import HOMOGENEOUS, TYPED, split_variant
+from gnnpipe.commands.variant import split_variant
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate

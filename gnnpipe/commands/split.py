@@ -8,13 +8,13 @@ from pathlib import Path
 from gnnpipe import io
 from gnnpipe.data import features
 from gnnpipe.splitting import audit
-from gnnpipe.commands.variant import TYPED, prepared_kind
+from gnnpipe.commands.variant import prepared_kind
 from gnnpipe.config import load_params
 from gnnpipe.io import hetero as hio
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import HeteroGraph, edge_type_name, one_type
+from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
 
 
 

@@ -12,8 +12,6 @@ from typing import Callable, Mapping
 
 from gnnpipe.io import read_description, read_split_meta
 
-HOMOGENEOUS, TYPED = "homogeneous", "typed"
-KINDS = (HOMOGENEOUS, TYPED)
 TASKS = ("node", "link")
 
 

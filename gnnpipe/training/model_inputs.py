@@ -1,4 +1,4 @@
-"""THE model inputs of the train and predict stages, for either graph kind: the graph with the
+"""The model inputs of the train and predict stages, for either graph kind: the graph with the
 features the models read, each phase's own message graph as the model takes it, and the
 model those inputs fit. Built once from data/prepared, data/split (and data/propagate for
 sign); the kind is read from the split by the caller, here it only picks the reader."""
@@ -18,10 +18,9 @@ from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.io import hetero as hio
-from gnnpipe.io.hetero import read_hetero_roles
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.typed_graph import edge_type_name
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def read_roles(args, inputs: ModelInputs):
     """Split role of every node of the (target) type (N,): train / val / test / unused."""
     if inputs.target is None:
         return io.read_split_roles(args.split)
-    return read_hetero_roles(args.split, inputs.graph)
+    return hio.read_hetero_roles(args.split, inputs.graph)
 
 
 def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSupervision]:
@@ -126,4 +125,4 @@ def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSuper
     return read_typed_link_supervision(args, typed)
 
 
-READERS = {"homogeneous": _homogeneous, "typed": _typed}
+READERS = {HOMOGENEOUS: _homogeneous, TYPED: _typed}
