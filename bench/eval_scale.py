@@ -10,8 +10,8 @@ is memory-mapped from ``--cache``, the model freshly initialised from ``--seed``
 (phase inputs, pairs, data module, shards) is built before the measured call, and the call is
 timed once. ``added`` is the rise of VmHWM over the RSS just before the call.
 
-* ``link``: ``gnnpipe.training.link_train.score_phase`` of ``--pairs`` positives with 20 fixed negatives
-  each on the whole graph (the encoder's embeddings, then dot products).
+* ``link``: ``gnnpipe.training.link_train.score_phase`` of ``--pairs`` positives with 20 fixed
+  negatives each on the whole graph (the encoder's embeddings, then dot products).
 * ``lightning``: ``NodeClassifier.predict_step`` on the data module's test batch (every node).
 * ``shard``: ``ShardEvaluator.logits`` of one rank of two (part 0 of a 2-part BFS partition,
   2-hop halo) over its shard.

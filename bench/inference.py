@@ -1,4 +1,5 @@
-"""Evaluation forward at scale: full-graph vs layer-wise (gnnpipe/training/inference.py), same graph.
+"""Evaluation forward at scale: full-graph vs layer-wise (gnnpipe/training/inference.py), same
+graph.
 
     python -m bench.inference --cache /tmp/benchgraphs                     # 1M nodes, layerwise
     python -m bench.inference --scale 0.3 --modes full layerwise           # both, same graph

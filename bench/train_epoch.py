@@ -3,9 +3,10 @@
     python -m bench.train_epoch --cache /tmp/gnnpipe-bench    # 1M nodes, 20,480 seeds per epoch
     python -m bench.train_epoch --scale 0.2 --seeds 10240     # quick
 
-Every row trains the same model (PyG's ``GraphSAGE`` as ``gnnpipe.training.models.build_model("sage")``
-builds it from the ``train:`` defaults: hidden 64, 2 layers, dropout 0.5, Adam lr 0.01, weight
-decay 5e-4) on the same graph (bench/common.py), the same fan-out and batch size, and the same
+Every row trains the same model (PyG's ``GraphSAGE`` as
+``gnnpipe.training.models.build_model("sage")`` builds it from the ``train:`` defaults: hidden 64, 2
+layers, dropout 0.5, Adam lr 0.01, weight decay 5e-4) on the same graph (bench/common.py), the same
+fan-out and batch size, and the same
 ``--seeds`` train seeds per epoch (a fixed random subset: a full epoch over 1M seeds would take an
 hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoch has):
 

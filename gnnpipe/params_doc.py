@@ -8,7 +8,8 @@ comment lines just above the field and the one at the end of its line, read with
 schema.py falls back to its comment in ``params.yaml``.
 
 ``python -m gnnpipe.params_doc --write`` rewrites the tables between their markers;
-``--check`` exits 1 naming the file whose table is stale (``tests/pipeline/test_docs.py`` runs the check).
+``--check`` exits 1 naming the file whose table is stale (``tests/pipeline/test_docs.py`` runs the
+check).
 """
 
 from __future__ import annotations

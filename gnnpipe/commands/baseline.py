@@ -15,8 +15,8 @@ from gnnpipe.training.loop import LoopOptions
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
 
-# gnnpipe.training.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the run
-# functions, so that `gnnpipe --help` does not pay for them
+# gnnpipe.training.models, train, link_train and hetero.* import PyG (about 1.4 s): imported in the
+# run functions, so that `gnnpipe --help` does not pay for them
 
 
 def run(args):

@@ -10,7 +10,8 @@ from gnnpipe.commands.variant import pick, split_variant
 from gnnpipe.config import load_params
 from gnnpipe.reporting.evaluate import compare, confusion_rows, score_predictions, smoothing
 from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
-from gnnpipe.reporting.link_evaluate import compare_links, link_confusion_rows, score_link_predictions
+from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
+                                             score_link_predictions)
 from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
 
 

@@ -38,8 +38,8 @@ class LinkSupervision:
 def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch.Tensor:
     """THE way node features reach a model (GNN, MLP baseline, SIGN hops, predict): ``x`` (all
     nodes, or rows of some) through the transform the split stage fitted into ``args.features``
-    (``features.normalize``, gnnpipe/data/features.py). ``none`` returns ``x`` itself (a memory-mapped
-    tensor stays zero-copy); row / standardize return a normalized float32 copy."""
+    (``features.normalize``, gnnpipe/data/features.py). ``none`` returns ``x`` itself (a
+    memory-mapped tensor stays zero-copy); row / standardize return a normalized float32 copy."""
 
     return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
 
@@ -69,8 +69,8 @@ def read_lazy_model_graph(args, *, amp: bool = False):
 
 
 def whole_features(inputs: dict) -> dict:
-    """Phase inputs (``gnnpipe.training.train.build_inputs``) whose evaluation runs a whole-graph forward
-    get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
+    """Phase inputs (``gnnpipe.training.train.build_inputs``) whose evaluation runs a whole-graph
+    forward get the whole float32 matrix of a ``ModelFeatures`` (built once, shared by the phases);
     layer-wise phases keep reading rows per block."""
 
     whole = {}

@@ -67,8 +67,8 @@ def shard_setup(args, params, ctx, roles, train_mask):
 
 def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
-    gnnpipe.training.model_inputs.ModelInputs): the train phase's message graph, the train seeds of the
-    (target) type (all, and this rank's share), and what the sampler's options read (temporal
+    gnnpipe.training.model_inputs.ModelInputs): the train phase's message graph, the train seeds of
+    the (target) type (all, and this rank's share), and what the sampler's options read (temporal
     columns, edge weights, the partition: homogeneous graphs)."""
     graph, train_graph = inputs.graph, inputs.message_graphs["train"]
     train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from gnnpipe.config.errors import ParamsError
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
-GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")  # homogeneous node encoders (gnnpipe/training/models.py)
+# homogeneous node encoders (gnnpipe/training/models.py)
+GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")
 TYPED_MODELS = ("sage", "hgt", "rgcn", "mlp")  # typed graphs (gnnpipe/hetero; sage = to_hetero)
 # what train.engine: lightning runs besides its samplers (gnnpipe/training/lightning.py)
 LIGHTNING_MODELS = GRAPH_MODELS

@@ -217,8 +217,8 @@ class BaselineParams:
 
 @dataclass(frozen=True)
 class InferenceParams:
-    """Evaluation forward (gnnpipe/training/inference.py): the whole graph at once, or layer by layer over
-    blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width)."""
+    """Evaluation forward (gnnpipe/training/inference.py): the whole graph at once, or layer by
+    layer over blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width)."""
 
     # auto: layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
     mode: Literal["full", "layerwise", "auto"] = "auto"
@@ -292,8 +292,8 @@ class SaintParams:
 
 @dataclass(frozen=True)
 class DistParams:
-    """DDP through torchrun (gnnpipe/training/distributed.py): processes per machine and machines, and
-    the bounds on every wait (docs/scaling.md)."""
+    """DDP through torchrun (gnnpipe/training/distributed.py): processes per machine and machines,
+    and the bounds on every wait (docs/scaling.md)."""
 
     nproc: int = num(1, low=1)
     nnodes: int = num(1, low=1)
@@ -303,8 +303,8 @@ class DistParams:
     # bound on the rendezvous: every machine joins and the endpoint answers within it, else the
     # stage fails with one line (hard stop after this + distributed.START_GRACE_S)
     rdzv_timeout_s: float = num(300.0, low=1.0)
-    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/training/capacity.py) passes what the
-    # machine has available; false = launch anyway
+    # refuse ranks x DataLoader workers whose memory floor (gnnpipe/training/capacity.py) passes
+    # what the machine has available; false = launch anyway
     check_resources: bool = True
     # partition: each DDP rank loads only its data/partition shards (+halo); needs sampler cluster
     shard: Literal["none", "partition"] = "none"
@@ -340,11 +340,12 @@ class TrainParams(BaselineParams):
     batch_size: int = num(1024, low=1)  # rows (sign), seeds (neighbor), walk roots (saint) per step
     num_workers: int = num(0, low=0)  # DataLoader worker processes sampling batches
     amp: bool = False  # autocast: bfloat16 on CPU, float16 with a GradScaler on CUDA
-    # where the train stage runs (gnnpipe/training/device.py): auto = cuda when torch sees a CUDA device,
-    # else cpu; cuda without one is refused at the start of the stage
+    # where the train stage runs (gnnpipe/training/device.py): auto = cuda when torch sees a CUDA
+    # device, else cpu; cuda without one is refused at the start of the stage
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: bool = False  # torch.compile(model, dynamic=True); fails loudly if it cannot
-    # who runs the loop: gnnpipe.training.train.fit, or a Lightning Trainer (gnnpipe/training/lightning.py)
+    # who runs the loop: gnnpipe.training.train.fit, or a Lightning Trainer
+    # (gnnpipe/training/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"
     # message passing of gcn / sage: scatter (per-edge messages), csr (sparse CSR product over
     # target rows), auto (the faster of the two, timed on the first training batch)

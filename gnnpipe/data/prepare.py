@@ -3,7 +3,8 @@
 ``prepare_dataset`` is the one entry: the source's raw graph (``gnnpipe.sources.load``) goes
 through ``build`` (one node and one edge type: a ``Graph``) or ``build_typed`` (node and edge
 types: a ``HeteroGraph``); the built-in typed graph (``dataset.layout: typed`` with the
-synthetic source) comes whole from ``gnnpipe.data.synthetic.generate_typed``. Label, public-split and warning checks are shared.
+synthetic source) comes whole from ``gnnpipe.data.synthetic.generate_typed``. Label, public-split
+and warning checks are shared.
 
 Edge policies of typed graphs, per relation (``dataset.undirected`` / ``dedup`` / ``self_loops``):
 

@@ -89,7 +89,8 @@ class HeteroGraph:
     link_edge_type: EdgeType  # the edge type link prediction holds out by default
     # Optional extras of typed user tables (empty for the built-in graph): int64 (N_t,) node
     # times of the types with a timestamp column, int64 (E,) edge times in CSR order (the order
-    # of ``csr[e].indices``), int8 (N_target,) codes into ``gnnpipe.data.graph.ROLES`` (official split)
+    # of ``csr[e].indices``), int8 (N_target,) codes into ``gnnpipe.data.graph.ROLES`` (official
+    # split)
     node_time: dict[str, torch.Tensor] = field(default_factory=dict)
     edge_time: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
     public_roles: torch.Tensor | None = None

@@ -5,8 +5,8 @@ iteration ``X_k = (1 - alpha) A_sym X_{k-1} + alpha X_0`` (so X_K is personalize
 diffusion truncated after K steps). Arithmetic is float32; hops are stored in ``cfg.dtype`` and
 each hop is computed from the previous hop *as stored* (bfloat16 hops chain from the rounded
 values), so only one hop has to be held at a time. The product is ATen's CSR kernel or, with
-``cfg.kernel`` jit (or auto on large graphs), ``gnnpipe.graphops.propagate_kernel``'s prefetching numba
-kernel, which gives the same bits faster.
+``cfg.kernel`` jit (or auto on large graphs), ``gnnpipe.graphops.propagate_kernel``'s prefetching
+numba kernel, which gives the same bits faster.
 
 Memory: the normalised graph, X_0, the previous hop (one float32 buffer, reused) and one row
 block of the current hop. Where the current hop goes is the caller's ``sink``

@@ -5,7 +5,8 @@ sum in the same order as ATen's ``torch.sparse.mm(A, x, reduce="sum")`` (each ou
 starts at 0 and takes one fused multiply-add per non-zero: ``fastmath={"contract"}`` lets LLVM
 fuse as GCC fuses ATen's vector code), so the product is bit-identical to ATen's where ATen
 runs its AVX2 / AVX512 build; its generic build (``ATEN_CPU_CAPABILITY=default``) rounds each
-product first and differs in the last bits, within 1e-6 (``tests/graphops/test_propagate_kernel.py``).
+product first and differs in the last bits, within 1e-6
+(``tests/graphops/test_propagate_kernel.py``).
 
 The gain over ATen comes from ``llvm.prefetch`` (numba has no prefetch of its own, so
 ``_prefetch`` is a numba ``@intrinsic`` emitting it): the F-wide operand row ``PREFETCH_AHEAD``

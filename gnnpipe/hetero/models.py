@@ -1,7 +1,7 @@
 """Models that pass messages between several node types: ``model(x_dict, edge_index_dict)``.
 
-Every model first maps each node type's features to ``hidden`` (``gnnpipe.training.models.TypedModel``),
-then:
+Every model first maps each node type's features to ``hidden``
+(``gnnpipe.training.models.TypedModel``), then:
 
 * ``sage``: PyG's ``GraphSAGE`` turned heterogeneous by ``to_hetero`` (one SAGEConv per edge
   type per layer, summed over the edge types into each node type);
@@ -10,10 +10,11 @@ then:
   homogeneous view (``to_homogeneous`` ids: types concatenated in order, ``edge_type`` the
   index of each edge's type).
 
-``build_hetero_model`` builds these and the typed graph's ``mlp`` (``gnnpipe.training.models.TypedMLP``).
-Typed sampled steps are not trimmed (``train.aggregation`` stays scatter): the typed batches
-(gnnpipe/hetero/loader.py) drop the per-type hop counts, so ``gnnpipe.training.models.trim_kwargs`` finds
-no ``trims`` here and every layer runs on the whole sampled subgraph.
+``build_hetero_model`` builds these and the typed graph's ``mlp``
+(``gnnpipe.training.models.TypedMLP``). Typed sampled steps are not trimmed (``train.aggregation``
+stays scatter): the typed batches (gnnpipe/hetero/loader.py) drop the per-type hop counts, so
+``gnnpipe.training.models.trim_kwargs`` finds no ``trims`` here and every layer runs on the whole
+sampled subgraph.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnnpipe.io.atomic import read_json, write_json
-from gnnpipe.data.typed_graph import (HOMOGENEOUS, HeteroGraph, check_name, edge_type_name, layout_of,
-                                 parse_edge_type)
+from gnnpipe.data.typed_graph import (HOMOGENEOUS, HeteroGraph, check_name, edge_type_name,
+                                      layout_of, parse_edge_type)
 
 __all__ = ["DESCRIPTION", "DESCRIPTION_SCHEMA", "write_description", "read_description"]
 

@@ -3,8 +3,9 @@
 Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
   prepared/  graph.json (gnnpipe/io/description.py: node types with sizes and widths, edge
              types in order, target type, classes, reverse edge types, default link edge type;
-             written for every graph), nodes_<T>.parquet (node_id, x; the target type also label), edges_<E>.parquet
-             (src, dst; type-local ids), graph.pt (schema ``gnnpipe.hetero_graph/1``: ``x.<T>``,
+             written for every graph), nodes_<T>.parquet (node_id, x; the target type also label),
+             edges_<E>.parquet (src, dst; type-local ids), graph.pt (schema
+             ``gnnpipe.hetero_graph/1``: ``x.<T>``,
              ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag;
              typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
              listed in graph.json as node_time / edge_time / public_roles), and

@@ -92,9 +92,9 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
     float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
     ``features`` (``dataset.storage.features``): ``inline`` keeps x in graph.pt and
     nodes.parquet; ``external`` (or ``auto`` at >= 1 GiB of stored features) writes it once, to
-    ``features.npy`` in row blocks of ``block_rows``, and graph.pt's meta points to it (nodes.parquet
-    then holds node_id and label only). ``features_written``: a ``FeatureFileWriter`` already
-    wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
+    ``features.npy`` in row blocks of ``block_rows``, and graph.pt's meta points to it
+    (nodes.parquet then holds node_id and label only). ``features_written``: a ``FeatureFileWriter``
+    already wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
     """
     if isinstance(graph, HeteroGraph):
         return write_hetero_prepared(out, graph)

@@ -30,7 +30,8 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
                 edges: dict[str, torch.Tensor] | None = None,
                 negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
-    a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
+    a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
+    (N_target,) in SPLIT_ROLES. Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one
@@ -52,7 +53,8 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
         _write_roles(out / "nodes.parquet", roles)
     # node types and edge types in order: partition reads this folder alone
     write_json(out / "meta.json", {
-        "task": "node" if edges is None else "link", **meta, "target": graph.target, "node_types": [list(entry) for entry in graph.sizes()],
+        "task": "node" if edges is None else "link", **meta, "target": graph.target,
+        "node_types": [list(entry) for entry in graph.sizes()],
         "edge_types": [edge_type_name(e) for e in graph.edge_types], **link,
         "message_graph": files})
 

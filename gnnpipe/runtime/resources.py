@@ -102,7 +102,8 @@ def _comm(pid: int) -> str:
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Linux: this process gets ``sig`` when its parent exits, so no stage outlives a killed
     ``dvc repro`` (torchrun's agent and ranks are bound to the stage by
-    ``gnnpipe.training.distributed.die_with_parent``). When the parent is a shell (DVC runs a stage through
+    ``gnnpipe.training.distributed.die_with_parent``). When the parent is a shell (DVC runs a stage
+    through
     ``$SHELL -c``, and dash does not exec), a watcher thread also ends this process once the
     shell's own parent is gone. No-op elsewhere, or with GNNPIPE_SURVIVE_PARENT=1."""
     global _watching

@@ -5,7 +5,8 @@ typed graph (``typed_link_loader``).
 
 A batch holds ``B = train.batch_size`` supervision edges ``(h, t)`` of this rank and one negative
 ``(h, t')`` per positive (the head is kept, the target corrupted, as in full-graph link
-training). The negatives come from the training ``NegativeSampler`` (``gnnpipe.splitting.negatives``;
+training). The negatives come from the training ``NegativeSampler``
+(``gnnpipe.splitting.negatives``;
 ``gnnpipe.splitting.link_split.typed_negative_sampler`` on a typed graph): they avoid only the edges
 training may see, never the held-out ones (see that module for why). On a typed graph it works
 on ``to_homogeneous`` ids, so heads are shifted by ``offsets[0]`` and targets back by
@@ -29,8 +30,9 @@ local ids into ``batch[s]``, row 1 into ``batch[d]``), ``batch[E].edge_label``,
 Which edges a rank trains on and with which negatives depends only on ``(seed, epoch)``
 (``set_epoch``): every rank draws the same permutation of all supervision edges and the same
 negative for each, then takes its stride of the permutation, padded to equal shares
-(``gnnpipe.training.distributed.shard``, as DDP splits seeds elsewhere), so every rank takes the same
-number of steps. Step ``g`` of ``W`` ranks with ``batch_size`` B covers exactly the pairs of step
+(``gnnpipe.training.distributed.shard``, as DDP splits seeds elsewhere), so every rank takes the
+same number of steps. Step ``g`` of ``W`` ranks with ``batch_size`` B covers exactly the pairs of
+step
 ``g`` of one process with ``batch_size`` W * B (and DDP's gradient average is that batch's mean).
 The neighbour sampler restarts its stream at ``(seed, epoch)`` too, so a resumed run draws
 exactly what an uninterrupted one would. Workers are not persistent: each epoch's workers get

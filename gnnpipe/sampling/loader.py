@@ -24,8 +24,8 @@ def neighbor_loader(x, y: torch.Tensor, csr: Csr, seeds: torch.Tensor,
     """Batches of ``batch_size`` seeds with their sampled neighbourhoods in ``csr``.
 
     ``x`` (N, F) and ``y`` (N,) are gathered per batch by PyG (``batch.x``, ``batch.y``); ``x``
-    may instead be a ``gnnpipe.data.features.ModelFeatures`` (features larger than memory): then only
-    the batch's rows ``x[batch.n_id]`` are read from its memory-mapped file, per batch. Only
+    may instead be a ``gnnpipe.data.features.ModelFeatures`` (features larger than memory): then
+    only the batch's rows ``x[batch.n_id]`` are read from its memory-mapped file, per batch. Only
     edges of ``csr`` are ever sampled, so passing a phase's message graph keeps the batch inside
     what that phase may see. ``edge_index`` may pass ``csr.edge_index()`` when the caller already
     holds it (it is only read for its device). ``seed`` fixes the sampler's stream; the order of

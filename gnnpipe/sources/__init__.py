@@ -1,8 +1,8 @@
 """Dataset sources of the prepare stage: local files in, one ``RawGraph`` (or, with
 ``dataset.layout: typed``, one ``RawTypedGraph``) out (no network).
 
-``load`` dispatches on ``dataset.layout`` and ``dataset.source``; each reader lives in its own module and raises a
-one-line ``ValueError`` naming the file and column of any bad input.
+``load`` dispatches on ``dataset.layout`` and ``dataset.source``; each reader lives in its own
+module and raises a one-line ``ValueError`` naming the file and column of any bad input.
 """
 
 from __future__ import annotations

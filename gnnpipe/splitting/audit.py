@@ -20,8 +20,8 @@ names the edge type (``message_train[author__writes__paper]_sees_only_train``).
 
 Unlabelled nodes (``y == UNLABELLED``) must be "unused" (check ``splits_labelled_only``); an
 unused unlabelled node is a message carrier that every phase may see, inductive train and val
-graphs included (``gnnpipe.splitting.split``). ``label_coverage`` counts labelled and unlabelled nodes
-overall and per role.
+graphs included (``gnnpipe.splitting.split``). ``label_coverage`` counts labelled and unlabelled
+nodes overall and per role.
 
 Strategy ``time``: check ``time_respecting`` fails if a train-phase message edge touches a node
 (labelled or not) later than the train cut (the latest train timestamp), or a val-phase edge one
@@ -36,7 +36,8 @@ import torch
 
 from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, sorted_unique
 from gnnpipe.splitting.split import MessageGraphs
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name, homogeneous_csr
+from gnnpipe.data.typed_graph import (EdgeType, HeteroGraph, edge_pairs, edge_type_name,
+                                      homogeneous_csr)
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")

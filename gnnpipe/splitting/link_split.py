@@ -1,5 +1,6 @@
 """Edge hold-out for link prediction, with per-phase message graphs that cannot leak, for typed
-graphs (``gnnpipe.data.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through ``one_type``).
+graphs (``gnnpipe.data.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through
+``one_type``).
 
 One edge type ``E`` (``graph.link_edge_type``: ``author writes paper``; the one edge type of a
 homogeneous graph) is held out together with its reverse ``R`` (``paper rev_writes author``).
@@ -26,10 +27,10 @@ Message graph of each phase (the same choice as PyG's ``RandomLinkSplit``):
   test   training + val pairs: at test time the val edges are known, the test edges are not
 
 So no phase's graph holds an edge of the split it is evaluated on or of a later one; the audit
-(gnnpipe/splitting/audit.py ``audit_link_split``) recomputes this from the written artifacts. A symmetric
-relation (its own reverse with a symmetric CSR, detected from the data: an undirected graph)
-stores each positive pair once, in a random orientation; a directed one every directed edge of
-the pair. Fixed val/test negatives keep the head (an ``E[0]`` node) and draw a target of type
+(gnnpipe/splitting/audit.py ``audit_link_split``) recomputes this from the written artifacts. A
+symmetric relation (its own reverse with a symmetric CSR, detected from the data: an undirected
+graph) stores each positive pair once, in a random orientation; a directed one every directed edge
+of the pair. Fixed val/test negatives keep the head (an ``E[0]`` node) and draw a target of type
 ``E[2]`` that is in no pair of any split, either direction.
 """
 

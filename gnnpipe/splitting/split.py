@@ -19,9 +19,10 @@ message edge touches a node later than the train cut (the audit's ``time_respect
 Unlabelled nodes (``y == UNLABELLED``) are never in train/val/test: their role is "unused", and
 sizes (fractions or counts) are of the *labelled* nodes. They stay in the graph as ordinary
 message carriers and, having no phase of their own, belong to **every** phase's message graph
-(time mode: every phase at or after their timestamp): inductive mode adds them to the nodes the train and val phases see (no label or feature of a
-val/test node reaches training through them, since every edge touching a val/test node is still
-dropped). A labelled node that no split took ("unused" by size) stays hidden as before.
+(time mode: every phase at or after their timestamp): inductive mode adds them to the nodes the
+train and val phases see (no label or feature of a val/test node reaches training through them,
+since every edge touching a val/test node is still dropped). A labelled node that no split took
+("unused" by size) stays hidden as before.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from gnnpipe.training.distributed import SINGLE, DistContext
 
 CPU = torch.device("cpu")
 # model on an accelerator -> its CPU twin (``on_cpu``): one object per model, so memos keyed on
-# the model's id (gnnpipe.training.inference.WeightMemo) behave as on the CPU, alike on every DDP rank
+# the model's id (gnnpipe.training.inference.WeightMemo) behave as on the CPU, alike on every DDP
+# rank
 _TWINS: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
 
 

@@ -1,13 +1,13 @@
 """DDP plumbing: rank context from torchrun's environment, equal seed shards, reductions.
 
-The train and predict stages re-launch themselves under torchrun's agent (``gnnpipe/training/torchrun.py``)
-when ``train.dist.nproc * train.dist.nnodes > 1`` (``run_under_torchrun``); each worker then
-finds its rank here. Every wait is bounded: the rendezvous by ``train.dist.rdzv_timeout_s``
-(torch's own join / store timeouts, and a hard deadline here that stops the agent), forming the
-process group and every collective by ``train.dist.timeout_s``; the agent and its workers die
-with the process that started them (``die_with_parent``). Seeds are padded so every rank runs
-the same number of steps (unequal step counts are the classic DDP hang), and metrics are summed
-across ranks.
+The train and predict stages re-launch themselves under torchrun's agent
+(``gnnpipe/training/torchrun.py``) when ``train.dist.nproc * train.dist.nnodes > 1``
+(``run_under_torchrun``); each worker then finds its rank here. Every wait is bounded: the
+rendezvous by ``train.dist.rdzv_timeout_s`` (torch's own join / store timeouts, and a hard deadline
+here that stops the agent), forming the process group and every collective by
+``train.dist.timeout_s``; the agent and its workers die with the process that started them
+(``die_with_parent``). Seeds are padded so every rank runs the same number of steps (unequal step
+counts are the classic DDP hang), and metrics are summed across ranks.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def context_from_env() -> DistContext:
 
 
 def injected_faults() -> list[Callable[[int], None]]:
-    """Per-epoch callbacks for ``gnnpipe.training.loop.LoopOptions``: under torchrun, the rank named by
+    """Per-epoch callbacks for ``gnnpipe.training.loop.LoopOptions``: under torchrun, the rank named
+    by
     ``FAULT_RANK_ENV`` raises after its first epoch's training steps (tests of a failing rank);
     otherwise none."""
     ctx = context_from_env()
@@ -205,8 +206,8 @@ def all_reduce_sum(values: torch.Tensor, ctx: DistContext) -> torch.Tensor:
 
 def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,
                   stage_argv: list[str], rdzv_timeout_s: float = 300.0) -> list[str]:
-    """The command that runs ``gnnpipe <stage_argv>`` under torchrun's agent (gnnpipe/training/torchrun.py
-    takes torchrun's arguments).
+    """The command that runs ``gnnpipe <stage_argv>`` under torchrun's agent
+    (gnnpipe/training/torchrun.py takes torchrun's arguments).
 
     One machine: ``--standalone`` (a local rendezvous on a free port). Several: c10d
     rendezvous at ``rdzv_endpoint`` (host:port of node 0, which hosts the store), run once per

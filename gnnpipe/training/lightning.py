@@ -6,9 +6,10 @@ phase's message graph with ``loader='full'`` (``train.sampler: full``) or gnnpip
 ``NeighborSampler`` needs pyg-lib or torch-sparse). Its val / test / predict loaders yield one
 full-graph batch per phase on that phase's own message graph (``batch.rows`` = the nodes to
 score), exactly what the plain engine evaluates on. ``NodeClassifier`` is a ``LightningModule``
-around the same ``gnnpipe.training.models`` network with the same Adam settings and per-epoch reseeding
-as ``gnnpipe.training.train.fit``, and the hooks of the one loop (gnnpipe/training/loop.py): the node task's step,
-its accuracy counts, the loop's history / perf rows and its early-stopping step (which sets
+around the same ``gnnpipe.training.models`` network with the same Adam settings and per-epoch
+reseeding as ``gnnpipe.training.train.fit``, and the hooks of the one loop
+(gnnpipe/training/loop.py): the node task's step, its accuracy counts, the loop's history / perf
+rows and its early-stopping step (which sets
 ``trainer.should_stop``). ``fit_lightning`` returns the same ``TrainResult`` as ``fit``, so the
 stage writes the same artifacts and ``evaluate`` runs unchanged; for a fixed seed it gives the
 plain engine's numbers (tests/training/test_lightning.py pins both samplers).
@@ -58,8 +59,8 @@ def _first(items: list) -> Data:
 
 
 def _ratio(numerator: float, denominator: float) -> float:
-    """``numerator / denominator`` rounded as ``gnnpipe.training.train.fit`` rounds its metrics (through
-    a float32 tensor, divided in float64), so both engines write the same digits."""
+    """``numerator / denominator`` rounded as ``gnnpipe.training.train.fit`` rounds its metrics
+    (through a float32 tensor, divided in float64), so both engines write the same digits."""
     totals = all_reduce_sum(torch.tensor([numerator, denominator]), SINGLE)
     return float(totals[0] / totals[1])
 
@@ -274,7 +275,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
                   node_sampler: BaseSampler | None = None, progress_bar: bool = False,
                   amp: bool = False, compile_model: bool = False,
                   device: torch.device = devices.CPU) -> TrainResult:
-    """``gnnpipe.training.train.fit`` through a Lightning ``Trainer``: same inputs, same ``TrainResult``.
+    """``gnnpipe.training.train.fit`` through a Lightning ``Trainer``: same inputs, same
+    ``TrainResult``.
 
     ``inputs`` are the per-phase model inputs (``build_inputs``); ``node_sampler`` (a
     ``CsrNeighborSampler`` over the train-phase graph) gives sampled batches, None full-graph
@@ -291,7 +293,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
     started = time.perf_counter()
     with _isolated():
         # Lightning seeds Python, NumPy and torch (and DataLoader workers) from a 32-bit seed;
-        # torch then gets the full one, as gnnpipe.training.train.fit seeds it, before the model is built
+        # torch then gets the full one, as gnnpipe.training.train.fit seeds it, before the model is
+        # built
         pl.seed_everything(seed % 2**32, workers=True, verbose=False)
         torch.manual_seed(seed)
         model = build_model()

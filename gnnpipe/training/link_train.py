@@ -1,7 +1,7 @@
 """Link prediction training: a node encoder, a dot-product decoder, BCE on supervision edges.
 
-The encoder is any node model of gnnpipe/training/models.py built with ``out_channels = hidden``: its
-output rows are node embeddings ``z`` (N, H) and a pair (u, v) scores ``z_u . z_v`` (a logit).
+The encoder is any node model of gnnpipe/training/models.py built with ``out_channels = hidden``:
+its output rows are node embeddings ``z`` (N, H) and a pair (u, v) scores ``z_u . z_v`` (a logit).
 Each step scores supervision positives and one fresh negative per positive (drawn by
 ``negatives.training_sampler`` against the edges training may see, never against held-out ones)
 and takes one Adam step on binary cross-entropy:
@@ -16,10 +16,10 @@ Validation encodes the **val** phase's graph and ranks each val positive against
 negatives; early stopping keeps the weights of the best val MRR. Final scores: val pairs on the
 val graph, test pairs on the test graph, so each phase sees only its own graph (whole graph, for
 every sampler): one forward, or layer by layer over target blocks when the phase input carries a
-``layerwise`` engine (``train.inference``, gnnpipe/training/inference.py; the same embeddings to 1e-5 in
-bounded memory, split across DDP ranks). Randomness (initialisation, and per ``(seed, epoch)``
-dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a checkpoint
-repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
+``layerwise`` engine (``train.inference``, gnnpipe/training/inference.py; the same embeddings to
+1e-5 in bounded memory, split across DDP ranks). Randomness (initialisation, and per
+``(seed, epoch)`` dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a
+checkpoint repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs
     (``loop.run`` with a ``LinkTask``).
 
-    ``inputs`` phase -> PhaseInput (``gnnpipe.training.train.build_inputs``); ``edges`` role -> int64
-    (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
+    ``inputs`` phase -> PhaseInput (``gnnpipe.training.train.build_inputs``); ``edges`` role ->
+    int64 (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
     ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
     step. ``loader`` (``gnnpipe.sampling.builders.link_neighbor_batches``, which draws its own
     negatives with the same rule) replaces that step by mini-batches of supervision edges on sampled

@@ -4,8 +4,9 @@
 model's initial seed, Adam, resume from a checkpoint, the DDP wrapper, AMP / ``torch.compile``,
 per-epoch reseeding from ``(seed, epoch)``, the loss / example sums reduced across ranks, one perf
 row and one history row per epoch, early stopping with the best weights, checkpoints, and the
-device (``train.device``, gnnpipe/training/device.py): the model, what the task holds (``Task.place``) and
-each batch go there here and nowhere else; best weights and checkpoints come back to the CPU. A
+device (``train.device``, gnnpipe/training/device.py): the model, what the task holds
+(``Task.place``) and each batch go there here and nowhere else; best weights and checkpoints come
+back to the CPU. A
 ``Task`` supplies what differs: the epoch's batches, the loss of one batch and the validation score.
 """
 
@@ -64,7 +65,8 @@ class Task(Protocol):
 
     def place(self, device: torch.device) -> None:
         """Move what every step or score reads besides the batch (whole-graph inputs, labels)
-        to ``device`` once (``gnnpipe.training.device.to_device``); called before the first epoch."""
+        to ``device`` once (``gnnpipe.training.device.to_device``); called before the first
+        epoch."""
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         """This rank's batches of ``epoch`` (1-based); torch is already reseeded for it."""

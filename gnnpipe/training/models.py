@@ -49,8 +49,8 @@ def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tenso
     Hidden layers (and every layer under jk) get activation, norm and dropout as in PyG's
     ``BasicGNN.forward``; a residual model then adds ``prev`` from the second layer on (the
     first layer's input is the raw features, the last layer without jk writes the classes).
-    Shared by the models' forward and the layer-wise inference (gnnpipe/training/inference.py), so both
-    compute the same thing. ``fast_dropout`` (training only) draws the mask by ``dropout``
+    Shared by the models' forward and the layer-wise inference (gnnpipe/training/inference.py), so
+    both compute the same thing. ``fast_dropout`` (training only) draws the mask by ``dropout``
     instead of ``nn.Dropout``: the same distribution, another random stream.
     """
     last = layer == model.num_layers - 1

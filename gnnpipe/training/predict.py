@@ -174,8 +174,9 @@ def map_pairs(src: pa.Array, dst: pa.Array, src_ids: pa.Array, dst_ids: pa.Array
 
 def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Array,
                       dst: pa.Array, block_rows: int) -> Iterator[dict[str, pa.Array]]:
-    """``score`` = the link decoder's logit ``z_s . z_d`` (``gnnpipe.training.link_train.pair_scores``)
-    and ``prob`` = its sigmoid, for node ids ``s``/``d`` with the user's ``src``/``dst``."""
+    """``score`` = the link decoder's logit ``z_s . z_d``
+    (``gnnpipe.training.link_train.pair_scores``) and ``prob`` = its sigmoid, for node ids
+    ``s``/``d`` with the user's ``src``/``dst``."""
     for a, b in row_blocks(s.size, block_rows):
         score = pair_scores(z, torch.from_numpy(s[a:b]), torch.from_numpy(d[a:b])).float()
         yield {"src": src.slice(a, b - a), "dst": dst.slice(a, b - a),

@@ -55,8 +55,8 @@ def shard_node_ids(shards: Sequence[PartShard]) -> torch.Tensor:
 class ShardEvaluator:
     """Logits of the owned nodes of a rank's shards, one forward per shard over its own CSR,
     or layer by layer over target blocks of that CSR where ``cfg`` (TrainParams,
-    ``train.inference``) asks for it: ``gnnpipe.training.inference.plan`` per shard, so ``auto`` goes
-    layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5)."""
+    ``train.inference``) asks for it: ``gnnpipe.training.inference.plan`` per shard, so ``auto``
+    goes layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5)."""
 
     def __init__(self, shards: Sequence[PartShard], rows: NodeRows, cfg=None):
         from gnnpipe.training.inference import csr_view, plan  # PyG: only where a rank evaluates shards

@@ -1,8 +1,8 @@
-"""``python -m gnnpipe.training.torchrun <torchrun arguments>``: torchrun's agent, quiet, with a one-line
-outcome.
+"""``python -m gnnpipe.training.torchrun <torchrun arguments>``: torchrun's agent, quiet, with a
+one-line outcome.
 
-``gnnpipe.training.distributed.run_under_torchrun`` starts it (``torchrun_argv`` builds the command) and
-reads the outcome. The agent dies with that process (``PR_SET_PDEATHSIG``; torch's agent then
+``gnnpipe.training.distributed.run_under_torchrun`` starts it (``torchrun_argv`` builds the command)
+and reads the outcome. The agent dies with that process (``PR_SET_PDEATHSIG``; torch's agent then
 stops its workers), and its workers die with it. The elastic agent's logging and the c10d
 store's connect retries (C++ log) are silenced unless ``GNNPIPE_DEBUG`` is set; a rendezvous
 that timed out, an endpoint that cannot be reached or a failed worker is written as one JSON
@@ -19,7 +19,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from gnnpipe.training.distributed import CPP_LOG_ENV, PARENT_ENV, STATUS_ENV, die_with_parent, first_line
+from gnnpipe.training.distributed import (CPP_LOG_ENV, PARENT_ENV, STATUS_ENV, die_with_parent,
+                                          first_line)
 
 
 def main(argv: list[str]) -> int:

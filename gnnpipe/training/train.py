@@ -38,8 +38,8 @@ class PhaseInput:
 
     x: torch.Tensor
     edge_index: torch.Tensor | None = None
-    # gnnpipe.training.inference.LayerwiseInference: evaluation goes layer by layer over target blocks
-    # (bounded memory; a collective under DDP) instead of one whole-graph forward
+    # gnnpipe.training.inference.LayerwiseInference: evaluation goes layer by layer over target
+    # blocks (bounded memory; a collective under DDP) instead of one whole-graph forward
     layerwise: Callable | None = None
     # x as it was on the CPU, kept when ``x`` moved to an accelerator: the layer-wise engine
     # reads it (one object every epoch, as its memo expects), None = ``x`` is on the CPU
@@ -106,9 +106,10 @@ def _step(model: nn.Module, inputs: PhaseInput | None, batch, y: torch.Tensor):
 
 
 def batch_output(model: nn.Module, batch) -> torch.Tensor:
-    """``model`` over a ``gnnpipe.sampling.batch.LossBatch``'s subgraph: every output row (n, C). Per-hop counts trim
-    each layer to what the loss rows need (gnnpipe.training.models); ``edge_weight`` goes to models that
-    take one (PyG's ``supports_edge_weight``: gcn) and is left out otherwise."""
+    """``model`` over a ``gnnpipe.sampling.batch.LossBatch``'s subgraph: every output row (n, C).
+    Per-hop counts trim each layer to what the loss rows need (gnnpipe.training.models);
+    ``edge_weight`` goes to models that take one (PyG's ``supports_edge_weight``: gcn) and is left
+    out otherwise."""
     user = _unwrap(model)
     kwargs = trim_kwargs(user, batch)
     if batch.edge_weight is not None and getattr(user, "supports_edge_weight", False):
@@ -256,10 +257,11 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
 
     ``batch_size`` None trains on all train rows per step; otherwise row mini-batches (row
     models only). ``loader`` (gnnpipe/sampling/builders.py) replaces both: each epoch iterates
-    it for ``LossBatch`` es, the loss on the rows each names. Evaluation stays a full-graph forward on each phase's
-    message graph (layer by layer over blocks, split across ranks, for inputs built with a
-    ``layerwise`` engine: gnnpipe/training/inference.py). ``seed`` drives initialisation, and with the
-    epoch number dropout, shuffling and sampling. Under DDP (``options.ctx``) every rank trains
+    it for ``LossBatch`` es, the loss on the rows each names. Evaluation stays a full-graph forward
+    on each phase's message graph (layer by layer over blocks, split across ranks, for inputs built
+    with a
+    ``layerwise`` engine: gnnpipe/training/inference.py). ``seed`` drives initialisation, and with
+    the epoch number dropout, shuffling and sampling. Under DDP (``options.ctx``) every rank trains
     on an equal share of the seeds (the caller shards a ``loader``'s seeds), gradients are
     averaged and metrics summed across ranks; only rank 0's result carries logits. Returns
     logits for every train/val/test node, computed with the best weights on that node's phase
@@ -271,8 +273,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
     with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
-    evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU); the
-    logits and weights returned are CPU tensors. ``options.compile_model`` trains
+    evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU);
+    the logits and weights returned are CPU tensors. ``options.compile_model`` trains
     through ``torch.compile(..., dynamic=True)`` and turns a compiler failure into a one-line
     ValueError. ``perf_history`` gets one row of wall-clock throughput per epoch.
     """

@@ -1,5 +1,5 @@
-"""gnnpipe/data/ids.py: a text id is an integer only when written canonically, on both paths (all cells
-parse as integers: Arrow's parser plus the leading-zero test; some do not: the regex)."""
+"""gnnpipe/data/ids.py: a text id is an integer only when written canonically, on both paths (all
+cells parse as integers: Arrow's parser plus the leading-zero test; some do not: the regex)."""
 
 from __future__ import annotations
 

@@ -73,7 +73,8 @@ def test_import_graph_sees_modules_reached_without_an_import_statement():
     # importlib.import_module(f"gnnpipe.sources.{...}"): every reader dataset.source may pick
     assert {"gnnpipe.sources.ogb", "gnnpipe.sources.tables"} <= GRAPH["gnnpipe.sources"]
     assert "gnnpipe.graphops.propagate_kernel" in GRAPH["gnnpipe.graphops.propagate"]  # import_module("...")
-    # torchrun's agent and the ranks it starts: [..., "-m", "gnnpipe.training.torchrun"], "-m", "gnnpipe"
+    # torchrun's agent and the ranks it starts: [..., "-m", "gnnpipe.training.torchrun"], "-m",
+    # "gnnpipe"
     assert {"gnnpipe.training.torchrun", "gnnpipe.__main__"} <= GRAPH["gnnpipe.training.distributed"]
     assert not {"gnnpipe.training.torchrun", "gnnpipe.__main__"} & STATIC["gnnpipe.training.distributed"]
 

@@ -146,7 +146,8 @@ def test_message_graphs_restrict_by_role(tiny_graph):
     assert graphs["val"][EDGE].num_edges > graphs["train"][EDGE].num_edges
 
 
-# ------------------------------------------------------------ graph-aware strategies (cluster, time)
+# ------------------------------------------------------------ graph-aware strategies (cluster,
+# time)
 def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
     """Cliques of ``size`` nodes joined in a ring by one edge each, plus 3 isolated nodes."""
     from gnnpipe.data.graph import normalize_edges

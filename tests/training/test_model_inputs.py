@@ -1,5 +1,5 @@
-"""gnnpipe/training/model_inputs.py: the one model-input builder of train and predict, for both graph
-kinds and both tasks: each phase sees exactly its own message graph and the features the split
+"""gnnpipe/training/model_inputs.py: the one model-input builder of train and predict, for both
+graph kinds and both tasks: each phase sees exactly its own message graph and the features the split
 stage normalized, and the model it builds reads them."""
 
 import argparse

@@ -1,5 +1,5 @@
-"""Trimmed sampled steps (gnnpipe.training.models.sampled_forward, trim_kwargs): with the sampler's per-hop
-counts every layer computes only what later layers read, and the seeds' logits and gradients
+"""Trimmed sampled steps (gnnpipe.training.models.sampled_forward, trim_kwargs): with the sampler's
+per-hop counts every layer computes only what later layers read, and the seeds' logits and gradients
 equal the untrimmed forward's, for gcn / sage / gat, with jk and residual, node and link batches."""
 
 from __future__ import annotations
@@ -165,8 +165,8 @@ def test_typed_models_are_not_trimmed(graph):
 
 @pytest.mark.parametrize("p", [0.0, 0.25, 0.5])
 def test_sampled_dropout_keeps_one_minus_p_and_scales(p):
-    """The sampled step's dropout (gnnpipe.training.models.dropout): entries kept with 1 - p, scaled by
-    1 / (1 - p), zeros elsewhere; the gradient is the same mask; seeded by torch's RNG."""
+    """The sampled step's dropout (gnnpipe.training.models.dropout): entries kept with 1 - p, scaled
+    by 1 / (1 - p), zeros elsewhere; the gradient is the same mask; seeded by torch's RNG."""
     from gnnpipe.training.models import dropout
 
     h = torch.ones(200, 500, requires_grad=True)
