@@ -38,6 +38,16 @@ def make_tiny_graph(num_nodes: int = 12, num_classes: int = 3) -> Graph:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test: on a shared 2-core machine two threads contend and run
+    ~10x slower (files opt in with ``pytestmark = pytest.mark.usefixtures(...)``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def tiny_graph() -> Graph:
     return make_tiny_graph()
 

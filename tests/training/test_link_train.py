@@ -37,13 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 FAST = TrainParams(epochs=60, patience=60, hidden=32)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: on a shared 2-core machine two threads contend and run ~10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
