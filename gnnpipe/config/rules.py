@@ -9,6 +9,8 @@ that need the data (graph sizes, split meta) stay where the data is read.
 
 from __future__ import annotations
 
+import re
+
 from gnnpipe.config.errors import ParamsError
 from gnnpipe.config.schema import Params
 
@@ -129,12 +131,37 @@ def _check_rendezvous(params: Params) -> None:
                           f"train.dist.nnodes={dist.nnodes}; expected 0 .. {dist.nnodes - 1}")
 
 
+# ----------------------------------------------------------------------------------- engine
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+MIN_WORKER_BYTES = 64 * 2**20  # below this a Dask worker cannot even start its own process
+
+
+def memory_bytes(text: str) -> int | None:
+    """Bytes of a Dask memory size (``512MiB``, ``1GiB``, ``2GB``, plain ``1000000``), or None."""
+    match = _SIZE.match(text)
+    if match is None or match.group(2).lower() not in _BYTE_UNITS:
+        return None
+    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])
+
+
+def _check_engine(params: Params) -> None:
+    """cluster.memory_limit is a size Dask reads, large enough for a worker process."""
+    limit = params.cluster.memory_limit
+    size = memory_bytes(limit)
+    if size is None or size < MIN_WORKER_BYTES:
+        raise ParamsError(f"cluster.memory_limit={limit!r} must be a memory size of at least "
+                          "64MiB, with a unit B | kB | MB | GB | TB | KiB | MiB | GiB | TiB "
+                          "(e.g. 1GiB)")
+
+
 # ----------------------------------------------------------------------------- the one list
 # The order decides which message a params file with several faults gets.
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_split_mode,
-    _check_aggregation)
+    _check_aggregation, _check_engine)
 
 
 def check(params: Params) -> None:

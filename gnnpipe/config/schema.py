@@ -398,6 +398,23 @@ class PredictParams:
 
 
 @dataclass(frozen=True)
+class EngineParams:
+    """Where prepare, split, partition, propagate, analyze and baseline run their block work
+    (gnnpipe/runtime/engine.py): ``local`` in the stage process, ``dask`` on a Dask cluster."""
+
+    engine: Literal["local", "dask"] = "local"
+    # dask: a scheduler address (tcp://host:8786) to use a running cluster whose workers see the
+    # stage's paths; "" starts an embedded LocalCluster inside the stage and stops it at exit
+    address: str = field(default="", metadata={"empty_ok": True})
+    workers: int = num(2, low=1)  # embedded LocalCluster: worker processes
+    threads_per_worker: int = num(1, low=1)  # embedded LocalCluster: threads in each worker
+    # embedded LocalCluster: memory per worker, Dask's spelling (512MiB, 1GiB, 2GB); Dask spills
+    # to the run's scratch folder near it and restarts a worker that passes it
+    memory_limit: str = "1GiB"
+    start_timeout_s: float = num(60.0, low=0.0, low_open=True)  # bounded wait for the cluster
+
+
+@dataclass(frozen=True)
 class Params:
     # the global seed; each stage draws its own stream from (seed, stage name)
     seed: int = num(0, low=0, high=2**63 - 1)  # torch.manual_seed takes [0, 2^63)
@@ -411,6 +428,7 @@ class Params:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     features: FeaturesParams = field(default_factory=FeaturesParams)
     predict: PredictParams = field(default_factory=PredictParams)
+    cluster: EngineParams = field(default_factory=EngineParams)
     # intra-op threads of every stage process: auto (cores available / DDP ranks on the
     # machine, gnnpipe/runtime/threads.py) or a count; outputs are byte-identical per thread count
     threads: Union[Literal["auto"], int] = num("auto", low=1)

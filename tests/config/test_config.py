@@ -306,6 +306,8 @@ def test_layout_alone_says_whether_the_graph_is_typed_for_every_source():
 # ------------------------------------------------------------------------- cross-field rules
 HETERO = {"layout": "typed"}
 RULE_CASES = [  # (params, message, the rule that raises it: module.function)
+    ({"cluster": {"memory_limit": "1MiB"}}, r"cluster.memory_limit='1MiB' must be a memory size",
+     "rules._check_engine"),
     ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
      r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "samplers._check_options"),
     ({"dataset": {"storage": {"features": "external"}, "layout": "typed"}},

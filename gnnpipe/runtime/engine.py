@@ -1,0 +1,78 @@
+"""Where a data-path stage runs its block work (params ``cluster``): in this process, or on Dask.
+
+``cluster.engine: local`` (the default) runs everything in the stage process, as always.
+``cluster.engine: dask`` hands blocks to a Dask cluster: the scheduler at ``cluster.address``
+(a real cluster; every worker must see the stage's paths), or, with no address, an embedded
+``LocalCluster`` of ``cluster.workers`` worker processes with ``cluster.memory_limit`` each,
+started inside the stage and torn down when it ends (also on an error; a killed stage's workers
+exit with it, Dask's nanny pipe sees the parent go).
+
+``session(cfg)`` is the one entry point: a context manager that yields ``None`` (local) or a
+connected ``distributed.Client``. Waits are bounded by ``cluster.start_timeout_s``; a scheduler
+that does not answer, or a cluster that does not start, is a one-line ``EngineError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+from typing import Iterator
+
+from gnnpipe.config.schema import EngineParams
+
+
+class EngineError(ValueError):
+    """The Dask cluster could not be reached or started (one line, naming the params key)."""
+
+
+@contextlib.contextmanager
+def session(cfg: EngineParams) -> Iterator[object | None]:
+    """``None`` for ``engine: local``; for ``engine: dask`` a ``distributed.Client``, connected
+    to ``cfg.address`` or to an embedded ``LocalCluster`` closed (with its worker processes and
+    scratch folder) when the block exits."""
+    if cfg.engine == "local":
+        yield None
+        return
+    import dask  # heavy (about 1 s to import): only the dask engine needs it
+    from distributed import Client, LocalCluster
+
+    if cfg.address:
+        try:
+            client = Client(cfg.address, timeout=cfg.start_timeout_s, set_as_default=False)
+        except (OSError, TimeoutError) as err:
+            raise EngineError(f"cluster.address {cfg.address}: no Dask scheduler answered within "
+                              f"{cfg.start_timeout_s:g} s ({type(err).__name__})") from None
+        with client:
+            yield client
+        return
+    # worker spill files and logs go to a per-run folder, removed at exit (nothing left in /tmp)
+    scratch = tempfile.mkdtemp(prefix="gnnpipe-dask-")
+    try:
+        with dask.config.set({"temporary-directory": scratch}), \
+                _cluster(cfg, scratch, LocalCluster) as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            yield client
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _cluster(cfg: EngineParams, scratch: str, local_cluster) -> Iterator[object]:
+    """The embedded ``LocalCluster`` (``cfg``'s workers and limits), closed at exit."""
+    try:
+        cluster = local_cluster(
+            n_workers=cfg.workers, threads_per_worker=cfg.threads_per_worker,
+            memory_limit=cfg.memory_limit, processes=True, dashboard_address=None,
+            local_directory=scratch, silence_logs=logging.ERROR, timeout=cfg.start_timeout_s)
+    except (OSError, TimeoutError, RuntimeError) as err:  # Dask: "Nanny failed to start."
+        raise EngineError(f"cluster: the embedded LocalCluster ({cfg.workers} workers) did not "
+                          f"start within {cfg.start_timeout_s:g} s: {_first_line(err)}") from None
+    with cluster:
+        yield cluster
+
+
+def _first_line(err: BaseException) -> str:
+    return next((line.strip() for line in str(err).splitlines() if line.strip()),
+                type(err).__name__)[:200]

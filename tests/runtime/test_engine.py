@@ -1,0 +1,139 @@
+"""params cluster / gnnpipe.runtime.engine: the local engine, an embedded Dask LocalCluster's lifecycle
+(workers with their memory limit, nothing left behind after the stage, an error or a kill), a
+scheduler address that does not answer, and the memory_limit check."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gnnpipe.runtime import engine
+from gnnpipe.config import ParamsError, params_from_dict
+from gnnpipe.config.rules import memory_bytes
+from gnnpipe.config.schema import EngineParams
+
+
+def _children(pid: int) -> set[int]:
+    """Live descendants of ``pid`` (Linux /proc)."""
+    found, frontier = set(), [pid]
+    while frontier:
+        parent = frontier.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for kid in map(int, kids):
+                if kid not in found:
+                    found.add(kid)
+                    frontier.append(kid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_local_engine_runs_in_process():
+    with engine.session(EngineParams()) as client:
+        assert client is None
+
+
+def test_embedded_cluster_runs_work_with_its_limits_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the per-run scratch folder goes
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    cfg = EngineParams(engine="dask", workers=2, memory_limit="256MiB", start_timeout_s=60)
+    before = _children(os.getpid())
+    with engine.session(cfg) as client:
+        assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6
+        workers = client.scheduler_info()["workers"].values()
+        assert len(workers) == 2
+        assert {w["memory_limit"] for w in workers} == {256 * 2**20}
+        assert {w["nthreads"] for w in workers} == {1}
+        assert len(list(tmp_path.iterdir())) == 1  # the run's scratch folder
+        workers = set(client.run(os.getpid).values())
+        assert len(workers) == 2 and workers <= _children(os.getpid()) - before
+    time.sleep(0.5)
+    assert not [pid for pid in workers if _alive(pid)], "worker processes outlived the session"
+    assert list(tmp_path.iterdir()) == []  # scratch folder removed
+
+
+def test_an_error_inside_the_session_still_stops_the_cluster():
+    cfg = EngineParams(engine="dask", workers=1, memory_limit="256MiB")
+    with pytest.raises(RuntimeError, match="stage failed"):
+        with engine.session(cfg) as client:
+            workers = set(client.run(os.getpid).values())
+            raise RuntimeError("stage failed")
+    time.sleep(0.5)
+    assert workers and not [pid for pid in workers if _alive(pid)]
+
+
+def test_a_killed_stage_takes_its_workers_with_it(tmp_path):
+    script = textwrap.dedent("""
+        import os, sys, time
+        from gnnpipe.runtime import engine
+        from gnnpipe.config.schema import EngineParams
+        with engine.session(EngineParams(engine="dask", workers=1, memory_limit="256MiB")) as c:
+            pids = c.run(os.getpid)
+            print(*pids.values(), flush=True)
+            time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        worker_pids = [int(p) for p in proc.stdout.readline().split()]
+        assert worker_pids and all(_alive(p) for p in worker_pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in worker_pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in worker_pids if _alive(p)], "a worker outlived its killed stage"
+
+
+def test_an_address_that_does_not_answer_is_one_line_within_the_wait():
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = EngineParams(engine="dask", address=f"tcp://127.0.0.1:{port}", start_timeout_s=2)
+    started = time.monotonic()
+    with pytest.raises(engine.EngineError) as err:
+        with engine.session(cfg):
+            pass
+    assert time.monotonic() - started < 20
+    message = str(err.value)
+    assert message.startswith(f"cluster.address tcp://127.0.0.1:{port}: no Dask scheduler")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text, size", [("1GiB", 2**30), ("512MiB", 512 * 2**20),
+                                        ("2GB", 2 * 10**9), ("1.5 GiB", int(1.5 * 2**30)),
+                                        ("100000000", 10**8), ("1 gib", 2**30)])
+def test_memory_sizes_read_as_dask_reads_them(text, size):
+    from dask.utils import parse_bytes
+    assert memory_bytes(text) == size == parse_bytes(text)
+
+
+@pytest.mark.parametrize("limit", ["lots", "1GiBs", "-1GiB", "1MiB", ""])
+def test_a_bad_memory_limit_names_the_key(limit):
+    with pytest.raises(ParamsError, match=r"cluster.memory_limit=.* at least 64MiB"):
+        params_from_dict({"cluster": {"memory_limit": limit}})
+
+
+def test_the_engine_is_one_of_the_two():
+    with pytest.raises(ParamsError, match="cluster.engine"):
+        params_from_dict({"cluster": {"engine": "spark"}})
