@@ -12,7 +12,8 @@ from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.data.typed_graph import edge_pairs, one_type, typed_csr
+from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.typed_graph import edge_pairs, one_type
 from gnnpipe.io import hetero as hio
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
@@ -40,8 +41,8 @@ def link_split(graph, **link):
 def _with_edge(graph, csr, edge_type, src, dst):
     """``csr`` of ``edge_type`` with the edge src -> dst added."""
     s, d = edge_pairs(csr)
-    return typed_csr(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[0]),
-                     graph.num_nodes(edge_type[2]))
+    return csr_from_edges(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[2]),
+                          graph.num_nodes(edge_type[0]))
 
 
 def failed(report):
