@@ -6,14 +6,19 @@ types: a ``HeteroGraph``); the built-in typed graph (``dataset.layout: typed`` w
 synthetic source) comes whole from ``gnnpipe.data.synthetic.generate_typed``. Label, public-split
 and warning checks are shared.
 
-Edge policies of typed graphs, per relation (``dataset.undirected`` / ``dedup`` / ``self_loops``):
+Edge policies (``dataset.undirected`` / ``dedup`` / ``self_loops``) are applied by one
+function, ``gnnpipe.data.graph.normalize_edges``, to a homogeneous graph's edges and to each
+relation of a typed graph:
 
 * a relation between two types (``user buys item``) is stored as given and, when undirected,
   also flipped as its reverse ``item rev_buys user`` (the pair of ``HeteroGraph.reverse``);
-* a relation inside one type (``paper cites paper``) is stored in both directions when
-  undirected and is its own reverse, as the built-in ``cites``; self-loops apply to it only;
+* a relation inside one type (``paper cites paper``, a homogeneous graph's edges) is stored in
+  both directions when undirected and is its own reverse, as the built-in ``cites``; self-loops
+  apply to it only;
 * ``dedup`` merges repeated pairs (unordered pairs for an undirected same-type relation); a
-  merged edge keeps its earliest timestamp, then its first row.
+  merged edge keeps its earliest timestamp, then its first row (its weight and time follow).
+  Without dedup, copies of one stored edge take their rows by (timestamp, row) in a
+  homogeneous graph and as read (then the flipped rows) in a typed one.
 
 A node type without feature columns gets ``dataset.typed.featureless``: ``degree`` = log1p of
 its in-degree in each edge type that points into it (one column per such type, in edge-type
