@@ -217,7 +217,7 @@ def render_stage(name: str, stage: Stage, graph: dict[str, set[str]],
     for artifact in (a for a in stage.paths if a.kind == "out"):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
     lines += _output(record, {}, RECORD)
-    for artifact in (a for a in stage.paths if a.kind == "perf"):
+    for artifact in (a for a in stage.paths if a.kind in ("record", "perf")):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
     for kind, section in (("metric", "metrics"), ("plot", "plots")):
         chosen = [a for a in stage.paths if a.kind == kind]

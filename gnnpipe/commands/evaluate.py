@@ -8,6 +8,7 @@ from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import pick, split_variant
 from gnnpipe.config import load_params
+from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.evaluate import compare, confusion_rows, score_predictions, smoothing
 from gnnpipe.io.hetero import read_hetero_link_split, read_hetero_roles
 from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
@@ -32,7 +33,7 @@ def evaluate_nodes(args, params) -> str:
     test_graph = io.read_message_graphs(args.split, graph.num_nodes)["test"]
     summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
                                                graph.num_classes, test_graph)
-    return _write(args, summary, details, confusion)
+    return _write(args, params, summary, details, confusion)
 
 
 def evaluate_typed_nodes(args, params) -> str:
@@ -48,14 +49,14 @@ def evaluate_typed_nodes(args, params) -> str:
     else:
         summary["smoothing"]["relation"] = edge_type_name(own)
     summary["node_type"] = graph.target
-    return _write(args, summary, details, confusion)
+    return _write(args, params, summary, details, confusion)
 
 
 def evaluate_links(args, params) -> str:
     num_nodes = io.read_graph(args.prepared, mmap=True).num_nodes
     negatives = io.read_link_negatives(args.split, io.read_link_edges(args.split, num_nodes),
                                        num_nodes)
-    return _write(args, *_score_links(args, params, negatives))
+    return _write(args, params, *_score_links(args, params, negatives))
 
 
 def evaluate_typed_links(args, params) -> str:
@@ -63,7 +64,7 @@ def evaluate_typed_links(args, params) -> str:
     _, _, negatives = read_hetero_link_split(args.split, typed.graph)
     summary, details, confusion = _score_links(args, params, negatives)
     summary["edge_type"] = typed.meta["edge_type"]
-    return _write(args, summary, details, confusion)
+    return _write(args, params, summary, details, confusion)
 
 
 def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
@@ -90,7 +91,8 @@ def _score_links(args, params, negatives: dict):
     return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
 
 
-def _write(args, summary: dict, details: dict, confusion: list) -> str:
+def _write(args, params, summary: dict, details: dict, confusion: list) -> str:
+    io.write_json(args.summary, headline(summary, params.dataset.task, params.evaluate))
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
     io.write_csv(args.confusion, confusion)
