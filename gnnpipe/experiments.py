@@ -14,9 +14,9 @@ import os
 import subprocess
 import sys
 
-# params.yaml keys shown, in this order after the headline (each a full key path)
-PARAMS = ("dataset.task", "train.model", "train.sampler", "train.hidden", "train.num_layers",
-          "train.lr", "train.epochs", "seed")
+# params.yaml keys shown after the headline (full key paths): with an experiment's name
+# (about 26 characters) the table is about 110 columns wide
+PARAMS = ("train.model", "train.sampler", "train.lr")
 # metrics/summary.json keys (gnnpipe/reporting/summary.py headline)
 METRICS = ("gnn", "baseline", "gain", "verdict")
 SUMMARY = "metrics/summary.json"
@@ -26,7 +26,7 @@ def keep_pattern() -> str:
     """The regex of the columns kept: exact names, so ``gain`` keeps no ``train.gain_x``. A
     metric's column is ``<file>:<key>`` where an older commit's metrics file has the same key."""
     params = "|".join(name.replace(".", r"\.") for name in PARAMS)
-    return (f"^(Experiment|Created|({SUMMARY}:)?({'|'.join(METRICS)})|{params})$")
+    return (f"^(Experiment|({SUMMARY}:)?({'|'.join(METRICS)})|{params})$")
 
 
 def command(extra: list[str]) -> list[str]:

@@ -31,16 +31,16 @@ def evaluate_nodes(args, params) -> str:
                          "re-run the split stage")
     # the test phase's message graph: the structure the final predictions were made on
     test_graph = io.read_message_graphs(args.split, graph.num_nodes)["test"]
-    summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
+    summary, head, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
                                                graph.num_classes, test_graph)
-    return _write(args, params, summary, details, confusion)
+    return _write(args, summary, head, details, confusion)
 
 
 def evaluate_typed_nodes(args, params) -> str:
     typed = read_typed(args)
     graph, own = typed.graph, typed.graph.own_relation()
     roles = read_hetero_roles(args.split, graph)
-    summary, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
+    summary, head, details, confusion = _score_nodes(args, params, graph.y.numpy(), roles,
                                                graph.num_classes,
                                                None if own is None else typed.graphs["test"][own])
     if own is None:  # a user-item graph: no edges between two target nodes to smooth over
@@ -49,27 +49,27 @@ def evaluate_typed_nodes(args, params) -> str:
     else:
         summary["smoothing"]["relation"] = edge_type_name(own)
     summary["node_type"] = graph.target
-    return _write(args, params, summary, details, confusion)
+    return _write(args, summary, head, details, confusion)
 
 
 def evaluate_links(args, params) -> str:
     num_nodes = io.read_graph(args.prepared, mmap=True).num_nodes
     negatives = io.read_link_negatives(args.split, io.read_link_edges(args.split, num_nodes),
                                        num_nodes)
-    return _write(args, params, *_score_links(args, params, negatives))
+    return _write(args, *_score_links(args, params, negatives))
 
 
 def evaluate_typed_links(args, params) -> str:
     typed = read_typed(args)
     _, _, negatives = read_hetero_link_split(args.split, typed.graph)
-    summary, details, confusion = _score_links(args, params, negatives)
+    summary, head, details, confusion = _score_links(args, params, negatives)
     summary["edge_type"] = typed.meta["edge_type"]
-    return _write(args, params, summary, details, confusion)
+    return _write(args, summary, head, details, confusion)
 
 
 def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
-    """eval.json summary, per-class details and the test confusion rows of both models
-    (over-smoothing figures on ``test_graph``, left out when it is None)."""
+    """eval.json summary, its headline (summary.json), per-class details and the test confusion
+    rows of both models (over-smoothing figures on ``test_graph``, left out when it is None)."""
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, num_classes)
@@ -77,7 +77,8 @@ def _score_nodes(args, params, y, roles, num_classes: int, test_graph):
     if test_graph is not None:
         summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
                                 "mlp": smoothing(*mlp_pred, test_graph)}
-    return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
+    return (summary, headline(summary, "node", params.evaluate), {"gnn": gnn, "mlp": mlp},
+            confusion_rows(*gnn_pred, y, roles, "test"))
 
 
 def _score_links(args, params, negatives: dict):
@@ -88,11 +89,12 @@ def _score_links(args, params, negatives: dict):
     mlp = score_link_predictions(io.read_link_predictions(args.baseline), negatives, ks,
                                  str(args.baseline))
     summary = compare_links(gnn, mlp, params.train.model, params.evaluate)
-    return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
+    return (summary, headline(summary, "link", params.evaluate), {"gnn": gnn, "mlp": mlp},
+            link_confusion_rows(*gnn_scores["test"]))
 
 
-def _write(args, params, summary: dict, details: dict, confusion: list) -> str:
-    io.write_json(args.summary, headline(summary, params.dataset.task, params.evaluate))
+def _write(args, summary: dict, head: dict, details: dict, confusion: list) -> str:
+    io.write_json(args.summary, head)
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
     io.write_csv(args.confusion, confusion)
