@@ -70,3 +70,15 @@ def test_experiments_view_of_this_repository_fits_120_columns():
     assert "…" not in out.stdout
     # a named experiment row (" ├── 1a2b3c4 [name-of-exp]") is about 14 characters wider
     assert max(len(line) for line in lines) <= 120 - 14
+
+
+def test_metrics_show_is_one_line_within_120_columns():
+    """The headline is the one DVC metrics file: `dvc metrics show` (the last lines of
+    `make repro`) is its header and one row."""
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    out = subprocess.run(["dvc", "metrics", "show"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[1].split()[0] == "metrics/summary.json"
+    assert max(len(line) for line in lines) <= 120
