@@ -33,7 +33,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# preflight: params checked (and dataset.path present) before DVC removes any output
 repro: setup
+	$(BIN)/python -m gnnpipe.preflight
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
 
