@@ -20,8 +20,8 @@ A PyG training script switches by changing its import line only::
 - ``ShaDowKHopSampler(data, depth, num_neighbors, node_idx, replace, **kwargs)``: PyG's ``Batch``
   layout (``gnnpipe.sampling.shadow.pyg_layout``) over gnnpipe's sampler.
 - ``HGTLoader(data, num_samples, input_nodes, ...)``: PyG's ``NodeLoader`` on
-  ``gnnpipe.sampling.hetero.HeteroBudgetSampler``, with PyG's batch layout (``x``... , ``n_id``,
-  ``input_id``, ``batch_size`` on the input type; no ``num_sampled_nodes``, as PyG's).
+  ``gnnpipe.sampling.hetero.HeteroBudgetSampler`` with PyG's batch layout: the node attributes,
+  ``n_id``, and ``input_id`` / ``batch_size`` on the input type; no ``num_sampled_nodes``.
 - ``NeighborLoader`` / ``LinkNeighborLoader``: PyG's classes (same arguments) whose sampler, unless
   ``neighbor_sampler`` is given, is gnnpipe's (``neighbor_sampler_for``, PyG's
   ``NeighborSampler`` arguments): ``CsrNeighborSampler`` for a ``Data`` or homogeneous

@@ -334,7 +334,7 @@ def csc_of_stores(data, to_transpose: bool = False
     """
     feature_store, graph_store = check_stores(data)
     attrs = graph_store.get_all_edge_attrs()
-    if any(a.edge_type is not None for a in attrs):
+    if stores_are_typed(data):
         raise ValueError("the GraphStore holds typed edges (edge_type is set): use "
                          "HeteroNeighborSampler.from_stores")
     if to_transpose:  # the pointer runs over sources, the indices are targets
