@@ -30,8 +30,8 @@ A PyG training script switches by changing its import line only::
   ``SubgraphType`` or its name.
 
 Refused (NotImplementedError, listed in docs/samplers.md): a ``Data`` holding ``adj_t`` instead of
-``edge_index`` (PyG's ShaDow and NeighborLoader read a torch-sparse ``SparseTensor`` there; the
-drop-ins read ``edge_index``), stores in ``HGTLoader`` (as PyG's).
+``edge_index``, except a torch-sparse ``SparseTensor`` in the neighbor loaders (PyG's code reads
+it; PyG's ShaDow reads it too, this one does not); stores in ``HGTLoader`` (as PyG's).
 
 gnnpipe extras in every batch: ``n_id`` (global node ids) and ``e_id`` (columns of the user's
 ``data.edge_index``), unless ``data`` already has attributes of those names.
@@ -50,6 +50,7 @@ from torch_geometric.loader import ClusterLoader, NodeLoader
 from torch_geometric.sampler import HeteroSamplerOutput, NodeSamplerInput
 from torch_geometric.sampler.base import SubgraphType
 from torch_geometric.sampler.utils import to_csc
+from torch_geometric.typing import SparseTensor
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr, csr_from_edges
@@ -68,13 +69,18 @@ __all__ = ["ClusterData", "ClusterLoader", "GraphSAINTEdgeSampler", "GraphSAINTN
            "NeighborLoader", "PygSaintEdgeSampler", "ShaDowKHopSampler", "neighbor_sampler_for"]
 
 
-def refuse_adj_t(data, loader: str) -> None:
-    """NotImplementedError for a graph given as ``adj_t`` (PyG: a torch-sparse ``SparseTensor``)
-    without ``edge_index``: the drop-ins read ``edge_index`` only."""
-    if getattr(data, "edge_index", None) is None and "adj_t" in data:
-        raise NotImplementedError(f"{loader} on a Data with adj_t (SparseTensor) instead of "
-                                  "edge_index is not supported by gnnpipe's drop-ins; give "
-                                  "data.edge_index (and edge attributes), see docs/samplers.md")
+def refuse_adj_t(data, loader: str, sparse_tensor_ok: bool = False) -> None:
+    """NotImplementedError for a graph given as ``adj_t`` instead of ``edge_index``, unless
+    ``sparse_tensor_ok`` and ``adj_t`` is a torch-sparse ``SparseTensor`` (which PyG's
+    ``to_csc`` reads; only possible with torch-sparse installed)."""
+    if getattr(data, "edge_index", None) is not None or "adj_t" not in data:
+        return
+    if sparse_tensor_ok and isinstance(data.adj_t, SparseTensor):
+        return
+    unless = " unless adj_t is a torch-sparse SparseTensor" if sparse_tensor_ok else ""
+    raise NotImplementedError(f"{loader} on a graph with adj_t ({type(data.adj_t).__name__}) "
+                              f"instead of edge_index is not supported by gnnpipe's drop-in"
+                              f"{unless}; give data.edge_index, see docs/samplers.md")
 
 
 def _csr_of(data: Data, loader: str = "this loader") -> tuple[Csr, np.ndarray]:
@@ -337,10 +343,12 @@ def neighbor_sampler_for(data, num_neighbors, *, replace: bool = False,
                    subgraph_type="induced" if not directed else subgraph_type_name(subgraph_type),
                    sample_direction=sample_direction)
     if isinstance(data, HeteroData):
+        for edge_type in data.edge_types:
+            refuse_adj_t(data[edge_type], f"NeighborSampler {edge_type}", sparse_tensor_ok=True)
         return HeteroNeighborSampler.from_hetero_data(data, num_neighbors, time_attr=time_attr,
                                                       weight_attr=weight_attr, **options)
     if isinstance(data, Data):
-        refuse_adj_t(data, "NeighborSampler")
+        refuse_adj_t(data, "NeighborSampler", sparse_tensor_ok=True)
         if time_attr is not None:  # as PyG: a node-level or an edge-level attribute
             if data.is_node_attr(time_attr):
                 options["node_time"] = data[time_attr]

@@ -220,15 +220,22 @@ def test_neighbor_sampler_for_samples_backward_on_data_and_stores():
     assert out.row.numel() == int((data.edge_index[0] == 4).sum())
 
 
-@pytest.mark.parametrize("make", [
-    lambda d: ShaDowKHopSampler(d, depth=1, num_neighbors=2),
-    lambda d: GraphSAINTNodeSampler(d, batch_size=2),
-    lambda d: ClusterData(d, num_parts=2),
-    lambda d: NeighborLoader(d, [2]),
+@pytest.mark.parametrize("make, unless", [
+    (lambda d: ShaDowKHopSampler(d, depth=1, num_neighbors=2), ""),
+    (lambda d: GraphSAINTNodeSampler(d, batch_size=2), ""),
+    (lambda d: ClusterData(d, num_parts=2), ""),
+    (lambda d: NeighborLoader(d, [2]), " unless adj_t is a torch-sparse SparseTensor"),
 ], ids=["shadow", "saint", "cluster", "neighbor"])
-def test_adj_t_instead_of_edge_index_is_refused(make):
+def test_adj_t_instead_of_edge_index_is_refused(make, unless):
     edge_index = random_edges(6, 6, 10, seed=0)
     adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(10), (6, 6),
                                     check_invariants=True)  # the torch-sparse-free kind
-    with pytest.raises(NotImplementedError, match="adj_t .*docs/samplers.md"):
+    with pytest.raises(NotImplementedError, match=f"adj_t \\(Tensor\\) .*drop-in{unless}; "):
         make(Data(x=torch.zeros(6, 1), adj_t=adj_t, num_nodes=6))
+
+    if unless:  # a typed graph: per edge type
+        data = HeteroData()
+        data["v"].num_nodes = 6
+        data["v", "to", "v"].adj_t = adj_t
+        with pytest.raises(NotImplementedError, match=r"\('v', 'to', 'v'\) on a graph with adj_t"):
+            make(data)
