@@ -2,8 +2,9 @@
 
 Shared by the ClusterGCN and GraphSAINT samplers, whose batches are induced subgraphs (of a
 union of parts, of the nodes a set of random walks visited); ``with_inter_edges`` keeps the
-edges from outside the node set too (ClusterGCN's ``keep_inter_cluster_edges``). ``subgraph_type_name`` reads PyG's ``SubgraphType``
-(member or name), which the neighbor samplers take.
+edges from outside the node set too (ClusterGCN's ``keep_inter_cluster_edges``).
+``subgraph_type_name`` reads the kind of subgraph the neighbor samplers build from PyG's
+``SubgraphType`` (member or name).
 """
 
 from __future__ import annotations
