@@ -312,7 +312,8 @@ class HGTLoader(NodeLoader):
     type ``x``..., ``n_id`` and, on the input type, ``input_id`` and ``batch_size`` (seeds
     first); per edge type ``edge_index`` local and ``e_id``. ``num_samples``: one list for
     every node type or a dict node type -> list (the same number of hops each). Draws from
-    torch's global RNG, as PyG's; a ``(FeatureStore, GraphStore)`` is refused, as PyG's."""
+    torch's global RNG, as PyG's; a ``(FeatureStore, GraphStore)`` is refused, as PyG's.
+    ``is_sorted`` changes nothing here (the CSC is built sorted)."""
 
     def __init__(self, data: HeteroData, num_samples, input_nodes, is_sorted: bool = False,
                  transform=None, transform_sampler_output=None,
