@@ -453,7 +453,7 @@ def test_pyg_named_neighbor_loaders_build_gnnpipes_sampler_for_data_and_stores()
 def test_pyg_named_neighbor_loader_reads_time_attr_as_pyg():
     from gnnpipe.sampling import pyg_loaders
 
-    data, stores = _homogeneous("pyg-coo")
+    data, _ = _homogeneous("pyg-coo")
     data.time = torch.arange(60) % 7  # node-level: a neighbour no later than its seed
     loader = pyg_loaders.NeighborLoader(data, [-1, -1], input_nodes=torch.arange(60),
                                         time_attr="time", batch_size=20)
@@ -461,5 +461,3 @@ def test_pyg_named_neighbor_loader_reads_time_attr_as_pyg():
     for batch in loader:
         assert (batch.time <= batch.time[batch.batch]).all()
         assert (batch.time < batch.time[batch.batch]).any() and batch.num_edges > 0
-    with pytest.raises(ValueError, match="time_attr='time' with"):
-        pyg_loaders.NeighborLoader(stores, [2], input_nodes=torch.arange(4), time_attr="time")
