@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr, normalize_edges, sorted_unique
+from gnnpipe.data.graph import Csr, sorted_unique
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1
@@ -136,15 +136,7 @@ class CurvatureParams:
 
     sample_edges: int = 10_000
     most_negative: int = 10
-    chunk_pairs: int = 1 << 22  # 2-hop pairs expanded at once: bounds the working memory
-
-
-def simple_undirected(csr: Csr) -> Csr:
-    """``csr`` as a simple undirected graph (both directions, no self-loops, no duplicates),
-    what ``edge_curvature`` needs; the identity on the default pipeline's graphs."""
-    csr, _ = normalize_edges(csr.indices.numpy(), csr.targets().numpy(), csr.num_nodes,
-                             undirected=True, dedup=True, remove_self_loops=True)
-    return csr
+    chunk_pairs: int = 1 << 20  # 2-hop pairs expanded at once: bounds the working memory
 
 
 def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
@@ -174,11 +166,11 @@ def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
 def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """Neighbour lists of ``nodes`` (Q,) concatenated: (owner index into nodes, neighbour)."""
-    counts = indptr[nodes + 1] - indptr[nodes]
+    starts = indptr[nodes]
+    counts = indptr[nodes + 1] - starts
     owner = np.repeat(np.arange(nodes.size), counts)
-    first = np.cumsum(counts) - counts  # where each owner's run starts in the output
-    pos = indptr[nodes][owner] + np.arange(owner.size) - first[owner]
-    return owner, indices[pos]
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)  # row start - output start
+    return owner, indices[shift + np.arange(owner.size)]
 
 
 def _member(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -189,19 +181,22 @@ def _member(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return sorted_keys[pos] == queries
 
 
-def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b):
+def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b, near_b):
     """For edges ``a[e] ~ b[e]`` (S,): ``|#sq^a|`` (neighbours ``k`` of ``a``, ``k`` not in
     ``B1(b)``, with some ``w`` in ``S1(k) & S1(b)`` outside ``B1(a)``: a 4-cycle ``a-k-w-b``
     without diagonal) and the largest such ``w`` count of one ``k`` (its part of
     ``gamma_max``), both int64 (S,).
 
     ``edge``, ``k`` (P,): every pair (e, k in S1(a[e])); ``key_a`` / ``key_b``: sorted
-    ``e * N + neighbour`` of ``a`` / ``b``, for membership tests.
+    ``e * N + neighbour`` of ``a`` / ``b``, for membership tests; ``near_b`` bool (N,): in some
+    ``S1(b[e])``, a cheap filter before them.
     """
     num_nodes = indptr.size - 1
     cand = (k != b[edge]) & ~_member(key_b, key_a)  # k outside B1(b)
     edge, k = edge[cand], k[cand]
     owner, w = _expand(indptr, indices, k)  # (pairs,): w in S1(k), owner indexes the candidates
+    maybe = np.flatnonzero(near_b[w])  # most w of a sparse graph touch no b: skip the searches
+    owner, w = owner[maybe], w[maybe]
     e_w = edge[owner]
     key_w = e_w * num_nodes + w
     closes = (w != a[e_w]) & _member(key_b, key_w) & ~_member(key_a, key_w)
@@ -215,7 +210,8 @@ def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b):
 def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Balanced Forman curvature of the edges ``u[e] ~ v[e]``: float64 (S,).
 
-    ``csr`` must be simple and undirected (``simple_undirected``). With ``d`` the degrees,
+    ``csr`` must be simple and undirected (both directions stored, no self-loops or repeats;
+    ``gnnpipe.graphops.partition._symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
     ``t`` the triangles on the edge, ``s_u`` / ``s_v`` the 4-cycle counts and ``gamma`` the
     largest number of 4-cycles through one node (``_four_cycles``), Definition 1 of Topping et
     al. (2022) reads ``0`` if ``min(d_u, d_v) == 1`` and otherwise
@@ -228,8 +224,11 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     e_v, nbr_v = _expand(indptr, indices, v)
     key_u, key_v = e_u * n + nbr_u, e_v * n + nbr_v  # sorted: e ascending, rows sorted
     triangles = np.bincount(e_u, weights=_member(key_v, key_u), minlength=u.size)
-    sharp_u, gamma_u = _four_cycles(indptr, indices, u, v, e_u, nbr_u, key_u, key_v)
-    sharp_v, gamma_v = _four_cycles(indptr, indices, v, u, e_v, nbr_v, key_v, key_u)
+    near_u, near_v = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    near_u[nbr_u] = True
+    near_v[nbr_v] = True
+    sharp_u, gamma_u = _four_cycles(indptr, indices, u, v, e_u, nbr_u, key_u, key_v, near_v)
+    sharp_v, gamma_v = _four_cycles(indptr, indices, v, u, e_v, nbr_v, key_v, key_u, near_u)
     d_u = (indptr[u + 1] - indptr[u]).astype(np.float64)
     d_v = (indptr[v + 1] - indptr[v]).astype(np.float64)
     d_max, d_min = np.maximum(d_u, d_v), np.minimum(d_u, d_v)
@@ -254,7 +253,7 @@ def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
 
 def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator) -> dict:
     """Balanced Forman curvature on a seeded sample of undirected edges of ``csr`` (simple,
-    undirected: see ``simple_undirected``).
+    undirected: see ``balanced_forman``).
 
     Returns ``{"measure", "sample": {"edges", "undirected_edges", "exact"}, "mean",
     "fraction_negative", "quantiles": {q: value}, "most_negative": [{"u", "v", "curvature"}]}``
