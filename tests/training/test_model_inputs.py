@@ -12,9 +12,8 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.commands.inputs import model_features
-from gnnpipe.commands.variant import split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
 from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
 from gnnpipe.training.train import PHASES
 
@@ -38,7 +37,7 @@ def split_repo(request, tmp_path_factory):
     args = argparse.Namespace(prepared=root / "data/prepared", split=root / "data/split",
                               features=root / "data/features", propagate=root / "data/propagate",
                               partition=root / "data/partition")
-    kind, task = split_variant(args.split)
+    kind, task = io.read_split_meta(args.split)["layout"], split_task(args.split)
     assert (kind, task) == request.param  # the variant comes from the artifacts
     return args, load_params(root / "params.yaml"), kind, task
 
@@ -48,7 +47,7 @@ def _message_edges(args, inputs, kind):
     if kind == "homogeneous":
         graphs = io.read_message_graphs(args.split, inputs.graph.num_nodes)
         return {p: graphs[p].edge_index() for p in PHASES}
-    graphs = hio.read_hetero_message_graphs(args.split, inputs.graph)[1]
+    graphs = io.read_typed_message_graphs(args.split, inputs.graph)[1]
     return {p: {e: csr.edge_index() for e, csr in graphs[p].items()} for p in PHASES}
 
 
@@ -66,7 +65,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
             assert torch.equal(inputs.phases[phase].x, inputs.graph.x)
             assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
     else:
-        raw = hio.read_hetero_graph(args.prepared)
+        raw = io.read_typed_graph(args.prepared)
         assert inputs.target == raw.target
         for t, x in raw.x.items():
             assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
