@@ -19,7 +19,7 @@ from gnnpipe.runtime.rng import torch_seed
 
 def run(args) -> str:
     params = load_params(args.params)
-    return (baseline_nodes if split_task(args.split) == "node" else baseline_links)(args, params)
+    return RUNS[split_task(args.split)](args, params)
 
 
 def baseline_nodes(args, params) -> str:
@@ -78,3 +78,6 @@ def _seed(params) -> int:
 def _finish(args, result, tags: dict, message: str) -> str:
     write_run_files(args, result, {"model": "mlp", **tags, **result.summary}, result.perf)
     return f"{message} -> {args.out}"
+
+
+RUNS = {"node": baseline_nodes, "link": baseline_links}

@@ -17,10 +17,8 @@ from gnnpipe.data.typed_graph import TYPED, edge_type_name
 
 def run(args) -> str:
     params = load_params(args.params)
-    task = split_task(args.split)
-    typed = read_typed(args, mmap=True)
-    score = _score_nodes if task == "node" else _score_links
-    summary, details, confusion = score(args, params, typed)
+    score = SCORES[split_task(args.split)]
+    summary, details, confusion = score(args, params, read_typed(args, mmap=True))
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
     io.write_csv(args.confusion, confusion)
@@ -64,3 +62,6 @@ def _score_links(args, params, typed):
     if typed.graph.layout == TYPED:
         summary["edge_type"] = typed.meta["edge_type"]
     return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
+
+
+SCORES = {"node": _score_nodes, "link": _score_links}
