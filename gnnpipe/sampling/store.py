@@ -45,7 +45,7 @@ from torch_geometric.index import index2ptr, ptr2index
 
 from gnnpipe import io
 from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.io.hetero import read_hetero_graph
+from gnnpipe.io.typed import read_typed_graph
 from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
 from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
@@ -391,7 +391,7 @@ def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
     ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
     if io.read_description(prepared)["layout"] == "typed":
-        graph = read_hetero_graph(prepared, mmap=True)
+        graph = read_typed_graph(prepared, mmap=True)
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
     graph = io.read_graph(prepared, mmap=True, stored_x=True)
     source = FeatureSource(graph.x, mapped=True)
