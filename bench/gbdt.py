@@ -12,7 +12,8 @@ rest unused), drawn at random. The MLP runs the scale profile's baseline (hidden
 rounds (early stopping after 10 rounds without a lower val loss) so the run stays within minutes.
 
 Each model fits in its own subprocess, so each VmHWM is that fit's alone; ``added`` is the rise
-of VmHWM over the RSS just before the fit (features and labels already resident). Both run on
+of VmHWM over the RSS just before the fit (features and labels already resident); CPU seconds
+(user + system of the process) beside the wall seconds tell a loaded machine apart. Both run on
 ``--threads`` threads (torch intra-op for the MLP, LightGBM's OpenMP for the booster).
 """
 
@@ -106,13 +107,14 @@ def _worker(args: argparse.Namespace) -> None:
     call = _fit_call(args, model, x, y, roles, num_classes)
     before = rss_mb()
     with PeakMemory() as mem:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         result = call()
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     s = result.summary
     iterations = s["rounds_run"] if model == "gbdt" else s["epochs_run"]
     out.write_text(json.dumps({
-        "model": model, "seconds": round(seconds, 1), "iterations": iterations,
+        "model": model, "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
+        "iterations": iterations,
         "seconds_per_iteration": round(seconds / iterations, 3),
         "best": s["best_round"] if model == "gbdt" else s["best_epoch"],
         "val_acc": _accuracy(result, y, roles, "val"),
@@ -144,14 +146,17 @@ def main(argv=None) -> None:
                 print(f"{model}: failed, exit code {code} (killed for memory: -9)")
                 continue
             row = rows[model] = json.loads(out.read_text())
-            print(f"{model:4s} {row['seconds']:8.1f} s  {row['iterations']:4d} iterations "
+            print(f"{model:4s} {row['seconds']:8.1f} s (CPU {row['cpu_seconds']:.1f} s)  "
+                  f"{row['iterations']:4d} iterations "
                   f"({row['seconds_per_iteration']:.3f} s each, best {row['best']})  val "
                   f"{row['val_acc']:.4f} test {row['test_acc']:.4f}  peak RSS "
                   f"{row['peak_rss_mb']} MiB (+{row['added_mb']} over {row['rss_before_mb']})  "
                   f"load {row['load_after']:.2f}", flush=True)
     if len(rows) == 2:
-        print(f"gbdt / mlp: {rows['gbdt']['seconds'] / rows['mlp']['seconds']:.2f}x the time, "
-              f"+{rows['gbdt']['added_mb']} vs +{rows['mlp']['added_mb']} MiB over the inputs")
+        gbdt, mlp = rows["gbdt"], rows["mlp"]
+        print(f"gbdt / mlp: {gbdt['seconds'] / max(mlp['seconds'], 0.01):.2f}x the time "
+              f"({gbdt['cpu_seconds'] / max(mlp['cpu_seconds'], 0.01):.2f}x the CPU time), "
+              f"+{gbdt['added_mb']} vs +{mlp['added_mb']} MiB over the inputs")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
