@@ -1,0 +1,462 @@
+"""The user's node and edge tables (``dataset.source: parquet | csv``) read and checked by blocks.
+
+A block is one Parquet row group (a CSV table is first converted, streaming, to scratch Parquet
+parts of one row group each) with its first global row, so every check names the row of the
+user's file that ``gnnpipe.sources.tables`` names. A check that fails in a block comes back as a
+``Finding`` rather than an exception: the caller adds up the findings of all blocks (null and
+NaN counts are per column, not per block) and raises the one the local reader would have met
+first, with the local reader's message (``message`` formats it with ``gnnpipe.sources.base``'s
+own validators).
+
+Node ``i`` is row ``i`` of the node table (the local rule), so a node's dense id is its global
+row: mapping the edges' user ids to dense ids is a join of (id, row) pairs (``gnnpipe.data.
+block_graph``), which this module feeds with ``scatter_nodes`` / ``scatter_edges``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import torch
+
+from gnnpipe.data.ids import blanks_as_nulls, canonical_ints, to_id_type
+from gnnpipe.io.blocks import create_memmap, open_memmap, write_part
+from gnnpipe.io.common import FEATURE_DTYPES, reading
+from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
+                                  combine, first_null, is_numeric, reason)
+from gnnpipe.sources.formats import ParquetTables
+from gnnpipe.sources.tables import node_ids
+
+# numpy has no bfloat16: its bits are kept as uint16 (as features.npy holds them)
+STORED_NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+ID_SCHEMA = {"row": pa.int64()}
+SRC, DST = 0, 1
+
+
+@dataclass(frozen=True)
+class Block:
+    """Rows ``[start, start + rows)`` of a table: row group ``group`` of the Parquet ``file``;
+    ``where`` names the user's table in messages."""
+
+    file: str
+    group: int
+    start: int
+    rows: int
+    where: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A failed check. ``key`` orders checks as the local reader meets them; findings of one key
+    add their ``count`` and keep the smallest ``first`` (a global row). ``kind`` and ``args``
+    say how ``message`` words it."""
+
+    key: tuple
+    first: int
+    kind: str  # nulls | finite | repeats | unknown | text
+    args: tuple
+    count: int = 0
+
+
+def message(finding: Finding) -> str:
+    """The local reader's one-line message for ``finding`` (all blocks added up)."""
+    kind, args, first, count = finding.kind, finding.args, finding.first, finding.count
+    try:
+        if kind == "nulls":  # file, name, what
+            check_no_nulls(pa.nulls(count), *args, offset=first)
+        elif kind == "finite":  # file, [name], what
+            check_finite(np.full(count, np.nan), *args, offset=first)
+        elif kind == "repeats":  # file, name, value: count extra rows
+            node_ids(pa.array([args[2]] * (count + 1)), args[0], args[1])
+        else:
+            return args[0]
+    except ValueError as err:
+        return str(err)
+    raise AssertionError(f"finding {finding} formats no error")
+
+
+def first_finding(findings: list[Finding]) -> Finding | None:
+    """The finding the local reader raises: smallest key; counts added per key."""
+    if not findings:
+        return None
+    key = min(f.key for f in findings)
+    same = [f for f in findings if f.key == key]
+    first = min(same, key=lambda f: f.first)
+    return Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
+
+
+# ----------------------------------------------------------------------------------- blocks
+def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None = None
+                   ) -> list[Block]:
+    """The row groups of a Parquet file (or folder of parts, name order), checked for
+    ``columns`` (``key_of``: column -> params key, for the message)."""
+    blocks, start = [], 0
+    for part in ParquetTables.files(path):
+        try:
+            handle = pq.ParquetFile(part)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{part}: not a Parquet file ({reason(err)})") from None
+        names = handle.schema_arrow.names
+        for name in columns:
+            if name not in names:
+                key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
+                raise ValueError(f"{part}: missing column {name!r}{key}; columns: "
+                                 f"{', '.join(names)}")
+        for group in range(handle.num_row_groups):
+            rows = handle.metadata.row_group(group).num_rows
+            blocks.append(Block(str(part), group, start, rows, str(path)))
+            start += rows
+    return blocks
+
+
+def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], folder: Path,
+               block_bytes: int, edges: bool = False) -> list[Block]:
+    """Convert the CSV ``path`` (``columns``; ``types`` fixed, the rest inferred from its first
+    block) to scratch Parquet parts in ``folder``, one block of about ``block_bytes`` each,
+    streaming (one block in memory)."""
+    header = [] if not edges else pacsv.open_csv(
+        path, read_options=pacsv.ReadOptions(block_size=1 << 20)).schema.names
+    blocks, start = [], 0
+    try:
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_bytes),
+                                convert_options=pacsv.ConvertOptions(include_columns=columns,
+                                                                     column_types=types))
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            part = folder / f"{len(blocks):06d}.parquet"
+            write_part(part, pa.Table.from_batches([batch]))
+            blocks.append(Block(str(part), 0, start, batch.num_rows, str(path)))
+            start += batch.num_rows
+    except (pa.ArrowInvalid, OSError) as err:
+        text = reason(err, 200)
+        if edges:  # as the local edge reader words it: the column by name too
+            import re
+            text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} ({header[int(m[1])]!r})"
+                          if int(m[1]) < len(header) else m[0], text)
+            raise ValueError(f"{path}: {text}") from None
+        raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+    return blocks
+
+
+def read_block(block: Block, columns: list[str]) -> pa.Table:
+    with reading(block.file, "Parquet file"):
+        return pq.ParquetFile(block.file).read_row_group(block.group, columns=columns)
+
+
+# ------------------------------------------------------------------------------ node blocks
+@dataclass(frozen=True)
+class NodeSpec:
+    """What a node block holds: ``id``, ``label``, feature ``features`` (one list column of
+    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values."""
+
+    id: str
+    label: str
+    features: tuple[str, ...]
+    is_list: bool
+    width: int
+    text_ids: bool
+    unlabeled: tuple = ()
+    feature_dtype: str = "float32"
+
+
+@dataclass
+class NodeScan:
+    """A node block's checks and what the whole table needs from it: whether its text ids are
+    all canonical integers, its distinct labels (int64 or string) and labelled rows."""
+
+    findings: list[Finding] = field(default_factory=list)
+    canonical: bool = True
+    classes: pa.Array | None = None
+    labelled: int = 0
+    label_type: pa.DataType | None = None
+
+
+def node_columns(spec: NodeSpec) -> list[str]:
+    return list(dict.fromkeys([spec.id, spec.label, *spec.features]))
+
+
+def scan_nodes(block: Block, spec: NodeSpec, x_file: str) -> NodeScan:
+    """Check a node block's ids, features and labels (the local order) and write its features,
+    rounded to the stored dtype, to rows ``[start, start + rows)`` of the ``.npy`` ``x_file``."""
+    scan = NodeScan()
+    try:
+        table = read_block(block, node_columns(spec))
+    except ValueError as err:
+        scan.findings.append(Finding((0,), block.start, "text", (str(err),)))
+        return scan
+    where, start = block.where, block.start
+    ids = _ids(table.column(spec.id), spec)
+    if ids.null_count:
+        scan.findings.append(Finding((1, 0), start + first_null(ids), "nulls",
+                                     (where, spec.id, "id"), ids.null_count))
+        return scan
+    if spec.text_ids:
+        scan.canonical = bool(canonical_ints(ids)[1].all())
+    elif not (pa.types.is_integer(ids.type) or pa.types.is_string(ids.type)
+              or pa.types.is_large_string(ids.type)):
+        scan.findings.append(Finding((1, 1), start, "text", (
+            f"{where}: id column {spec.id!r} is {ids.type}; expected integer or string ids",)))
+        return scan
+    x = _features(table, spec, block, scan.findings)
+    if x is not None:
+        stored = torch.from_numpy(x).to(FEATURE_DTYPES[spec.feature_dtype])
+        if spec.feature_dtype == "bfloat16":
+            stored = stored.view(torch.int16)
+        open_memmap(Path(x_file), writable=True)[start:start + block.rows] = \
+            stored.numpy().view(STORED_NUMPY[spec.feature_dtype])
+    missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
+    if values is not None:
+        scan.classes = pc.unique(values)
+        scan.labelled = int((~missing).sum())
+        scan.label_type = values.type
+    return scan
+
+
+def _ids(column: pa.ChunkedArray, spec: NodeSpec) -> pa.Array:
+    column = combine(column)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return blanks_as_nulls(column) if spec.text_ids else column
+
+
+def node_id_column(block: Block, spec: NodeSpec, id_type: pa.DataType) -> pa.Array:
+    """The block's ids as the table's id type (checked by ``scan_nodes``)."""
+    ids = _ids(read_block(block, [spec.id]).column(spec.id), spec)
+    return canonical_ints(ids)[0] if spec.text_ids and pa.types.is_integer(id_type) else ids
+
+
+def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Finding]
+              ) -> np.ndarray | None:
+    """float32 (B, F) rows of the block, or None after a finding (``sources.base.features``'s
+    checks, rows and counts global)."""
+    where, start, names = block.where, block.start, list(spec.features)
+    if spec.is_list:
+        name = names[0]
+        column = combine(table.column(name))
+        if column.null_count:
+            findings.append(Finding((3, 0, 0), start + first_null(column), "nulls",
+                                    (where, name, "feature"), column.null_count))
+            return None
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        if lengths.size and (lengths != spec.width).any():
+            bad = int(np.argmax(lengths != spec.width))
+            findings.append(Finding((3, 0, 1), start + bad, "text", (
+                f"{where}: feature column {name!r} has lists of different lengths ({spec.width} "
+                f"in row 0, {lengths[bad]} in row {start + bad})",)))
+            return None
+        flat = column.flatten()
+        if not is_numeric(flat.type):
+            findings.append(Finding((3, 0, 2), start, "text", (
+                f"{where}: feature column {name!r} holds {flat.type}; expected numbers",)))
+            return None
+        if flat.null_count:
+            row = start + first_null(flat) // max(spec.width, 1)
+            findings.append(Finding((3, 0, 3), row, "text", (
+                f"{where}: feature column {name!r} has null entries (first: row {row})",)))
+            return None
+        x = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column),
+                                                                           spec.width)
+    else:
+        x = np.empty((table.num_rows, len(names)), dtype=np.float32)
+        for j, name in enumerate(names):
+            column = combine(table.column(name))
+            if column.null_count:
+                findings.append(Finding((3, j, 0), start + first_null(column), "nulls",
+                                        (where, name, "feature"), column.null_count))
+                return None
+            x[:, j] = column.to_numpy(zero_copy_only=False)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        if spec.is_list:
+            rows, j = bad.any(axis=1), 0
+        else:
+            j = int(np.argmax(bad.any(axis=0)))
+            rows = bad[:, j]
+        findings.append(Finding((3, 99, j), start + int(np.argmax(rows)), "finite",
+                                (where, [names[j]], "feature"), int(rows.sum())))
+        return None
+    return x
+
+
+# ------------------------------------------------------------------------------------ labels
+def label_values(column: pa.ChunkedArray, spec: NodeSpec, block: Block,
+                 findings: list[Finding]) -> tuple[np.ndarray, pa.Array | None]:
+    """Missing rows bool (B,) and the labels of the others, int64 or string (L,), or None after
+    a finding (``sources.base.label_codes``'s per-row checks, rows global)."""
+    where, name, start = block.where, spec.label, block.start
+    column = combine(column)
+    dtype = column.type
+    if pa.types.is_dictionary(dtype):
+        column, dtype = column.cast(dtype.value_type), dtype.value_type
+    if pa.types.is_large_string(dtype):
+        column, dtype = column.cast(pa.string()), pa.string()
+    if pa.types.is_null(dtype):
+        column, dtype = column.cast(pa.int64()), pa.int64()
+    is_string = pa.types.is_string(dtype)
+    if not (is_string or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
+        findings.append(Finding((4, 0), start, "text", (
+            f"{where}: label column {name!r} is {dtype}; expected integer or string classes",)))
+        return np.zeros(0, bool), None
+    for value in spec.unlabeled:
+        if is_string != isinstance(value, str):
+            findings.append(Finding((4, 1), start, "text", (
+                f"dataset.nodes.unlabeled_values holds {value!r}, but label column {name!r} of "
+                f"{where} holds {'strings' if is_string else 'numbers'}",)))
+            return np.zeros(0, bool), None
+    missing = column.is_null().to_numpy(zero_copy_only=False)
+    if is_string:
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(column.fill_null("")))
+        missing |= pc.is_in(text, value_set=pa.array(MISSING_LABELS)).to_numpy(
+            zero_copy_only=False)
+        if spec.unlabeled:
+            missing |= pc.is_in(column.fill_null(""), value_set=pa.array(
+                [str(v) for v in spec.unlabeled])).to_numpy(zero_copy_only=False)
+        return missing, column.filter(pa.array(~missing))
+    floating = pa.types.is_floating(dtype)
+    raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
+        np.float64 if floating else np.int64)
+    if floating:
+        missing |= np.isnan(raw)
+        bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
+        if bad.any():
+            row = int(np.argmax(bad))
+            findings.append(Finding((4, 2), start + row, "text", (
+                f"{where}: label column {name!r} holds a non-integer class {raw[row]} (row "
+                f"{start + row}); expected integer or string classes",)))
+            return missing, None
+    raw = np.where(missing, 0, raw).astype(np.int64)
+    if spec.unlabeled:
+        missing |= np.isin(raw, np.asarray(spec.unlabeled, dtype=np.int64)) & ~missing
+    negative = ~missing & (raw < 0)
+    if negative.any():
+        row = int(np.argmax(negative))
+        findings.append(Finding((4, 3), start + row, "text", (
+            f"{where}: label column {name!r} has negative class {int(raw[row])} (row "
+            f"{start + row}); if it means 'unlabelled', list it in "
+            f"dataset.nodes.unlabeled_values (e.g. [{int(raw[row])}])",)))
+        return missing, None
+    return missing, pa.array(raw[~missing], pa.int64())
+
+
+def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: str) -> None:
+    """Write the block's class codes (int64, -1 unlabelled; ``classes`` sorted) to rows
+    ``[start, start + rows)`` of the ``.npy`` ``y_file``."""
+    findings: list[Finding] = []
+    table = read_block(block, [spec.label])
+    missing, values = label_values(table.column(spec.label), spec, block, findings)
+    assert values is not None, findings  # scan_nodes checked this block
+    codes = np.full(block.rows, -1, dtype=np.int64)
+    if pa.types.is_string(classes.type):
+        codes[~missing] = pc.index_in(values, value_set=classes).to_numpy().astype(np.int64)
+    else:
+        codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
+    open_memmap(Path(y_file), writable=True)[block.start:block.start + block.rows] = codes
+
+
+# ------------------------------------------------------------------------------ id buckets
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_FNV = np.uint64(1099511628211)
+
+
+def id_buckets(ids: pa.Array, buckets: int) -> np.ndarray:
+    """A bucket in ``[0, buckets)`` per id (int64 (R,)): equal ids (as the id type) share one,
+    in every process."""
+    if pa.types.is_integer(ids.type):
+        hashed = ids.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
+    else:
+        hashed = _string_hash(ids.cast(pa.string())) * _MIX
+    return ((hashed >> np.uint64(33)) % np.uint64(buckets)).astype(np.int64)
+
+
+def _string_hash(ids: pa.Array) -> np.ndarray:
+    """A polynomial hash of each string's UTF-8 bytes, uint64 (R,), vectorised over the buffer."""
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset:ids.offset + len(ids) + 1]
+    data = ids.buffers()[2]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data, dtype=np.uint8)[lo:hi] if data is not None and hi > lo \
+        else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1] - lo, np.diff(offsets)
+    hashed = lengths.astype(np.uint64)
+    if data.size:
+        powers = np.cumprod(np.full(int(lengths.max()), _FNV, dtype=np.uint64))
+        position = np.arange(data.size) - np.repeat(starts, lengths)
+        terms = data.astype(np.uint64) * powers[position]
+        filled = lengths > 0
+        hashed[filled] += np.add.reduceat(terms, starts[filled])
+    return hashed
+
+
+def scatter_nodes(block: Block, spec: NodeSpec, id_type: pa.DataType, buckets: int,
+                  folder: str) -> None:
+    """The block's (id, row) pairs into ``folder/b<bucket>/n<block start>.parquet``."""
+    ids = node_id_column(block, spec, id_type)
+    rows = np.arange(block.start, block.start + block.rows, dtype=np.int64)
+    _scatter(pa.table({"id": ids, "row": rows}), id_buckets(ids, buckets), Path(folder),
+             f"n{block.start:015d}")
+
+
+def _scatter(table: pa.Table, bucket: np.ndarray, folder: Path, name: str) -> None:
+    order = np.argsort(bucket, kind="stable")
+    table, bucket = table.take(pa.array(order)), bucket[order]
+    bounds = np.flatnonzero(np.diff(bucket)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, bucket.size]):
+        if hi > lo:
+            write_part(folder / f"b{int(bucket[lo]):06d}" / f"{name}.parquet",
+                       table.slice(int(lo), int(hi - lo)))
+
+
+def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, buckets: int,
+                  folder: str) -> list[Finding]:
+    """The block's (id, row, end) triples into ``folder/b<bucket>/e<block start>.parquet``; its
+    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks)."""
+    try:
+        table = read_block(block, list(dict.fromkeys(names)))
+    except ValueError as err:
+        return [Finding((6, block.start // EDGE_BATCH_ROWS, -1), block.start, "text",
+                        (str(err),))]
+    findings: list[Finding] = []
+    parts = []
+    batch = block.start // EDGE_BATCH_ROWS  # the local reader's checks are per batch
+    for end, name in enumerate(names):
+        given = combine(table.column(name))
+        try:
+            column, foreign = to_id_type(given, id_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            findings.append(Finding((6, batch, end, 0), block.start, "text", (
+                f"{block.where}: edge column {name!r} is {given.type} but the node ids are "
+                f"{id_type}",)))
+            continue
+        if column.null_count:
+            findings.append(Finding((6, batch, end, 1), block.start + first_null(column),
+                                    "nulls", (block.where, name, "edge"), column.null_count))
+            continue
+        blank = blanks_as_nulls(given)
+        if blank.null_count:  # a blank cell names no node: the local reader calls it missing
+            findings.append(Finding((6, batch, end, 2, 0), block.start + first_null(blank),
+                                    "nulls", (block.where, name, "edge"), blank.null_count))
+        if foreign is not None:
+            findings.append(Finding((6, batch, end, 2, 1), block.start + int(np.argmax(foreign)),
+                                    "unknown", (end,)))
+            keep = pa.array(~foreign)
+            rows = pa.array(np.arange(block.start, block.start + block.rows))
+            column, rows = column.filter(keep), rows.filter(keep)
+        else:
+            rows = pa.array(np.arange(block.start, block.start + block.rows))
+        parts.append(pa.table({"id": column, "row": rows,
+                               "end": pa.array(np.full(len(column), end, np.int8))}))
+    if not findings:
+        table = pa.concat_tables(parts)
+        _scatter(table, id_buckets(table.column("id").combine_chunks(), buckets), Path(folder),
+                 f"e{block.start:015d}")
+    return findings
+
+
+def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:
+    create_memmap(path, (rows, width), STORED_NUMPY[feature_dtype])
