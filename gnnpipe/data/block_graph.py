@@ -28,7 +28,6 @@ import pyarrow.compute as pc
 from gnnpipe.data.graph import sorted_unique
 from gnnpipe.data.table_blocks import DST, SRC, Finding
 from gnnpipe.io.blocks import load_arrays, open_memmap, read_parts, save_array, write_part
-from gnnpipe.sources.base import EDGE_BATCH_ROWS
 
 
 @dataclass(frozen=True)
@@ -41,16 +40,16 @@ class Policy:
 
 
 def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.ndarray,
-                where: tuple[str, str, str]) -> list[Finding]:
-    """Join bucket ``bucket`` of ``folder``/ids; write (row, end, dense) per edge block to
-    ``folder/mapped/e<block>/b<bucket>.parquet``. ``where``: the node table, its id column and
-    the edge table's (src, dst) names' table, for findings."""
+                edge_batches: list[tuple], where: tuple[str, str]) -> list[Finding]:
+    """Join bucket ``bucket`` of ``folder``; write (row, end, dense) per edge block to
+    ``folder/mapped/e<block>/b<bucket>.parquet``. ``edge_starts`` / ``edge_batches``: each edge
+    block's first row and local batch; ``where``: the node table and its id column."""
     folder = Path(folder)
     nodes = read_parts(folder / "nodes" / f"b{bucket:06d}",
                        pa.schema([("id", id_type), ("row", pa.int64())]))
     edges = read_parts(folder / "edges" / f"b{bucket:06d}",
                        pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
-    node_file, id_name, _ = where
+    node_file, id_name = where
     node_id, node_row = nodes.column("id").combine_chunks(), nodes.column("row").to_numpy()
     findings = []
     distinct = pc.count_distinct(node_id).as_py() if len(node_id) else 0
@@ -71,8 +70,8 @@ def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.
         missing = unknown & (end == side)
         if missing.any():
             row = int(edge_row[missing].min())
-            findings.append(Finding((6, row // EDGE_BATCH_ROWS, side, 2, 1), row, "unknown",
-                                    (side,)))
+            batch = edge_batches[int(np.searchsorted(edge_starts, row, side="right")) - 1]
+            findings.append(Finding((6, batch, side, 2, 1), row, "unknown", (side,)))
     if findings:
         return findings
     dense = node_row[index.to_numpy(zero_copy_only=False).astype(np.int64)]

@@ -237,7 +237,8 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     starts = np.array([b.start for b in edge_blocks], dtype=np.int64)
     for found in _run(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
                       id_type=id_type, edge_starts=starts,
-                      where=(str(nodes_path), spec.id, str(edges_path))):
+                      edge_batches=[b.batch for b in edge_blocks],
+                      where=(str(nodes_path), spec.id)):
         findings += found
     _fail([f for f in findings if f.key < (5,)], edge_blocks, names, spec.id, nodes_path)
     classes = _classes(scans, str(nodes_path), spec, n, cfg.max_classes)

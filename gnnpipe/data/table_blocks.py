@@ -42,13 +42,15 @@ SRC, DST = 0, 1
 @dataclass(frozen=True)
 class Block:
     """Rows ``[start, start + rows)`` of a table: row group ``group`` of the Parquet ``file``;
-    ``where`` names the user's table in messages."""
+    ``where`` names the user's table in messages; ``batch`` orders the local reader's edge
+    batches (part, then batch within it), whose checks run one batch at a time."""
 
     file: str
     group: int
     start: int
     rows: int
     where: str
+    batch: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None
     """The row groups of a Parquet file (or folder of parts, name order), checked for
     ``columns`` (``key_of``: column -> params key, for the message)."""
     blocks, start = [], 0
-    for part in ParquetTables.files(path):
+    for index, part in enumerate(ParquetTables.files(path)):
+        part_start = start
         try:
             handle = pq.ParquetFile(part)
         except (pa.ArrowInvalid, OSError) as err:
@@ -110,7 +113,8 @@ def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None
                                  f"{', '.join(names)}")
         for group in range(handle.num_row_groups):
             rows = handle.metadata.row_group(group).num_rows
-            blocks.append(Block(str(part), group, start, rows, str(path)))
+            blocks.append(Block(str(part), group, start, rows, str(path),
+                                (index, (start - part_start) // EDGE_BATCH_ROWS)))
             start += rows
     return blocks
 
@@ -132,7 +136,7 @@ def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], fo
                 continue
             part = folder / f"{len(blocks):06d}.parquet"
             write_part(part, pa.Table.from_batches([batch]))
-            blocks.append(Block(str(part), 0, start, batch.num_rows, str(path)))
+            blocks.append(Block(str(part), 0, start, batch.num_rows, str(path), (len(blocks),)))
             start += batch.num_rows
     except (pa.ArrowInvalid, OSError) as err:
         text = reason(err, 200)
@@ -419,11 +423,10 @@ def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, bu
     try:
         table = read_block(block, list(dict.fromkeys(names)))
     except ValueError as err:
-        return [Finding((6, block.start // EDGE_BATCH_ROWS, -1), block.start, "text",
-                        (str(err),))]
+        return [Finding((6, block.batch, -1), block.start, "text", (str(err),))]
     findings: list[Finding] = []
     parts = []
-    batch = block.start // EDGE_BATCH_ROWS  # the local reader's checks are per batch
+    batch = block.batch  # the local reader's checks are per batch
     for end, name in enumerate(names):
         given = combine(table.column(name))
         try:

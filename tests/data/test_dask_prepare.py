@@ -18,8 +18,10 @@ import yaml
 
 from gnnpipe.cli import main
 from gnnpipe.commands import prepare as command
+from gnnpipe.config import params_from_dict
 from gnnpipe.data import dask_prepare
 from gnnpipe.data.dask_prepare import BlockSizes
+from gnnpipe.data.prepare import prepare_dataset
 
 N, F = 60, 3
 TINY = BlockSizes(bucket_rows=37, row_block_edges=23, csv_block_bytes=300)
@@ -118,3 +120,147 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     folder = write(tmp_path / "in", tables(ids=names), fmt="csv")
     assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
                                     "nodes": {"features": "f_*"}})
+
+
+def test_edges_without_rows_match_local_and_warn(tmp_path, inline):
+    data = tables()
+    data["edges"] = data["edges"].slice(0, 0)
+    folder = write(tmp_path / "in", data)
+    out = assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)})
+    assert "no edge rows" in (tmp_path / "dask.json").read_text()
+    assert (out / "graph.pt").exists()
+
+
+# ------------------------------------------------------------------------------- bad inputs
+def _set(table: pa.Table, name: str, column) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, column)
+
+
+def _nodes(change):
+    return lambda d: {**d, "nodes": change(d["nodes"])}
+
+
+def _edges(change):
+    return lambda d: {**d, "edges": change(d["edges"])}
+
+
+def _with_nan(column: str, rows: list[int]):
+    def change(t):
+        values = t.column(column).to_numpy().copy()
+        values[rows] = np.nan
+        return _set(t, column, pa.array(values))
+    return change
+
+
+def _corrupt(folder: Path) -> None:
+    path = folder / "nodes.parquet"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 3
+    data[middle:middle + 200] = b"\xff" * 200
+    path.write_bytes(bytes(data))
+
+
+IDS = np.arange(N) * 7 + 3
+BAD = {
+    "missing id column": (_nodes(lambda t: t.drop_columns(["id"])), {}),
+    "missing label column": (_nodes(lambda t: t.drop_columns(["label"])), {}),
+    "missing feature column": (None, {"nodes": {"features": "g_*"}}),
+    "missing edge column": (_edges(lambda t: t.rename_columns(["from", "dst"])), {}),
+    "unknown edge id": (_edges(lambda t: _set(t, "dst", pa.array(
+        np.where(np.arange(t.num_rows) == 77, 5, t.column("dst").to_numpy())))), {}),
+    "unknown in both ends": (_edges(lambda t: pa.table({
+        "src": np.where(np.arange(t.num_rows) == 90, 4, t.column("src").to_numpy()),
+        "dst": np.where(np.arange(t.num_rows) == 30, 6, t.column("dst").to_numpy())})), {}),
+    "NaN features in two blocks": (_nodes(_with_nan("f_1", [12, 40])), {}),
+    "null features": (_nodes(lambda t: _set(t, "f_2", pa.array(
+        [None if i in (9, 33) else 1.0 for i in range(N)]))), {}),
+    "all labels missing": (_nodes(lambda t: _set(t, "label", pa.nulls(N, pa.int64()))), {}),
+    "fractional label": (_nodes(lambda t: _set(t, "label", pa.array(
+        [0.5 if i == 30 else 1.0 for i in range(N)]))), {}),
+    "negative label": (_nodes(lambda t: _set(t, "label", pa.array(
+        [-3 if i == 44 else i % 2 for i in range(N)]))), {}),
+    "one class": (_nodes(lambda t: _set(t, "label", pa.array(
+        [None if i % 4 == 0 else 2 for i in range(N)], pa.int64()))), {}),
+    "too many classes": (_nodes(lambda t: _set(t, "label", pa.array(np.arange(N)))),
+                         {"max_classes": 10}),
+    "repeated ids across blocks": (_nodes(lambda t: _set(t, "id", pa.array(
+        np.where(np.arange(N) == 50, IDS[8], IDS)))), {}),
+    "null edge id": (_edges(lambda t: _set(t, "src", pa.array(
+        [None if i in (20, 21) else v for i, v in enumerate(t.column("src").to_pylist())]))),
+        {}),
+    "float ids": (_nodes(lambda t: _set(t, "id", pa.array(IDS + 0.5))), {}),
+    "string feature": (_nodes(lambda t: _set(t, "f_0", pa.array(["a"] * N))), {}),
+    "fractional edge ids for integer nodes": (_edges(lambda t: pa.table(
+        {"src": t.column("src"), "dst": pa.array(t.column("dst").to_numpy() + 0.5)})), {}),
+    "uneven feature lists": (_nodes(lambda t: _set(t, "x", pa.array(
+        [[1.0, 2.0, 3.0]] * 20 + [[1.0]] + [[1.0, 2.0, 3.0]] * (N - 21)))),
+        {"nodes": {"features": "x"}}),
+    "NaN in a feature list": (_nodes(lambda t: _set(t, "x", pa.array(
+        [[1.0, 2.0, float("nan")] if i in (3, 50) else [1.0, 2.0, 3.0] for i in range(N)]))),
+        {"nodes": {"features": "x"}}),
+    "corrupted parquet": ("corrupt", {}),
+    "not parquet": ("not parquet", {}),
+}
+
+
+def _error(fn) -> str:
+    with pytest.raises(ValueError) as err:
+        fn()
+    return str(err.value)
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_tables_give_the_local_message(tmp_path, case):
+    spoil, extra = BAD[case]
+    data = tables(ids=IDS)
+    data = spoil(data) if callable(spoil) else data
+    folder = write(tmp_path / "in", data)
+    if spoil == "corrupt":
+        _corrupt(folder)
+    elif spoil == "not parquet":
+        (folder / "edges.parquet" / "a.parquet").write_text("src,dst\n1,2\n")
+    cfg = params_dataset(folder, **({"nodes": {"features": "f_*"}} | extra))
+    local = _error(lambda: prepare_dataset(cfg, 0))
+    blocks = _error(lambda: in_blocks(tmp_path, cfg))
+    assert blocks == local
+    assert "\n" not in blocks
+
+
+CSV_BAD = {
+    "blank edge id": "",
+    "non-canonical edge id": "0010",
+    "unknown edge id": "99999",
+}
+
+
+@pytest.mark.parametrize("case", list(CSV_BAD))
+def test_bad_csv_edge_ids_give_the_local_message(tmp_path, case):
+    folder = write(tmp_path / "in", tables(ids=IDS), fmt="csv")
+    lines = (folder / "edges.csv").read_text().splitlines()
+    lines[40] = f"{lines[40].split(',')[0]},{CSV_BAD[case]}"
+    (folder / "edges.csv").write_text("\n".join(lines) + "\n")
+    cfg = params_dataset(folder, source="csv", nodes={"features": "f_*"})
+    local = _error(lambda: prepare_dataset(cfg, 0))
+    blocks = _error(lambda: in_blocks(tmp_path, cfg))
+    assert blocks == local
+
+
+def in_blocks(tmp_path: Path, cfg):
+    for name in ("out", "scratch"):
+        (tmp_path / name).mkdir(exist_ok=True)
+    return dask_prepare.prepare_blocks(None, cfg, tmp_path / "out", tmp_path / "scratch", TINY)
+
+
+def params_dataset(folder: Path, **dataset):
+    return params_from_dict({"dataset": {"source": "parquet", "path": str(folder),
+                                         **dataset}}).dataset
+
+
+@pytest.mark.parametrize("key, value", [
+    ("source", "synthetic"), ("layout", "typed"), ("nodes", {"timestamp": "t"}),
+    ("edges", {"weight": "w"}), ("edges", {"timestamp": "t"})])
+def test_options_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, key, value):
+    cfg = params_dataset(tmp_path, **{key: value})
+    with pytest.raises(ValueError, match=r"^dataset\.\S+ is not prepared on cluster\.engine: "
+                                         r"dask yet .*; use cluster\.engine: local$"):
+        dask_prepare.refuse_unsupported(cfg)
