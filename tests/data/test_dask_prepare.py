@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -81,9 +83,9 @@ def inline(monkeypatch):
     monkeypatch.setattr(dask_prepare, "SIZES", TINY)
 
 
-def assert_same_as_local(tmp_path: Path, dataset: dict) -> Path:
+def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None) -> Path:
     assert run_prepare(tmp_path, "local", dataset)[0] == 0
-    code, out = run_prepare(tmp_path, "dask", dataset, {"engine": "dask"})
+    code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"})
     assert code == 0
     assert digests(out) == digests(tmp_path / "local")
     assert (tmp_path / "dask.json").read_text() == (tmp_path / "local.json").read_text()
@@ -120,6 +122,39 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     folder = write(tmp_path / "in", tables(ids=names), fmt="csv")
     assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
                                     "nodes": {"features": "f_*"}})
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One LocalCluster of 4 workers for the module (a start costs seconds), scaled down."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
+                      dashboard_address=None, silence_logs=logging.ERROR) as local:
+        yield local
+
+
+def _scale(cluster, workers: int) -> None:
+    from distributed import Client
+
+    cluster.scale(workers)
+    with Client(cluster, set_as_default=False) as client:
+        deadline = time.monotonic() + 60
+        while len(client.scheduler_info()["workers"]) != workers:
+            assert time.monotonic() < deadline, "the cluster did not scale"
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers", [4, 2, 1])
+def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypatch, cluster,
+                                                             workers):
+    monkeypatch.setattr(dask_prepare, "SIZES", TINY)
+    _scale(cluster, workers)
+    ids = np.array([f"user-{i}" for i in range(N)])
+    folder = write(tmp_path / "in", tables(ids=ids, seed=workers))
+    assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)},
+                         {"engine": "dask", "address": cluster.scheduler_address})
+    assert not list(tmp_path.glob(".dask-blocks*"))  # the scratch folder is gone
 
 
 def test_edges_without_rows_match_local_and_warn(tmp_path, inline):
