@@ -223,7 +223,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     try:
         edge_blocks = _edge_blocks(cfg, edges_path, scratch, sizes)
     except ValueError as err:  # the local reader opens the edges after every node check
-        edge_blocks, findings = [], findings + [Finding((6, -1), 0, "text", (str(err),))]
+        edge_blocks, findings = [], findings + [Finding((6, (-1,)), 0, "text", (str(err),))]
 
     # 2. ids to dense ids: a join per hash bucket
     rows_in = sum(b.rows for b in edge_blocks)

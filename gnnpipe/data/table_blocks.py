@@ -15,6 +15,7 @@ block_graph``), which this module feeds with ``scatter_nodes`` / ``scatter_edges
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +142,6 @@ def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], fo
     except (pa.ArrowInvalid, OSError) as err:
         text = reason(err, 200)
         if edges:  # as the local edge reader words it: the column by name too
-            import re
             text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} ({header[int(m[1])]!r})"
                           if int(m[1]) < len(header) else m[0], text)
             raise ValueError(f"{path}: {text}") from None
