@@ -1,13 +1,10 @@
-"""The graph of user tables built by blocks: ids joined to dense ids per hash bucket, the edge
-policies per block of target rows, and the CSR assembled row block by row block into ``.npy``
+"""The CSR of user tables built by blocks, after the id join (``gnnpipe.data.block_ids``): the
+edge policies per block of target rows and the CSR assembled row block by row block into ``.npy``
 memory maps (``gnnpipe.data.dask_prepare`` runs these on Dask workers).
 
 Every function reads and writes its own scratch files and returns small summaries, so no process
-holds more than a bucket of ids or a row block of edges:
+holds more than an edge block or a row block of edges:
 
-* ``join_bucket``: the (id, row) pairs of the nodes and the (id, row, end) triples of the edges
-  that hash to one bucket; repeated node ids and unknown edge ids are found here (all copies of an
-  id meet in its bucket); each edge end's dense id goes out per edge block;
 * ``route_edges``: an edge block's rows with both dense ends; self-loops dropped (policy); each
   stored direction sent to the row block of its target;
 * ``build_rows``: a row block's incoming edges sorted by (target, source) and deduplicated,
@@ -23,11 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gnnpipe.data.graph import sorted_unique
-from gnnpipe.data.table_blocks import DST, SRC, Finding
-from gnnpipe.io.blocks import load_arrays, open_memmap, read_parts, save_array, write_part
+from gnnpipe.io.blocks import load_arrays, open_memmap, read_parts, save_array
 
 
 @dataclass(frozen=True)
@@ -37,54 +32,6 @@ class Policy:
     undirected: bool
     dedup: bool
     remove_loops: bool
-
-
-def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.ndarray,
-                edge_batches: list[tuple], where: tuple[str, str]) -> list[Finding]:
-    """Join bucket ``bucket`` of ``folder``; write (row, end, dense) per edge block to
-    ``folder/mapped/e<block>/b<bucket>.parquet``. ``edge_starts`` / ``edge_batches``: each edge
-    block's first row and local batch; ``where``: the node table and its id column."""
-    folder = Path(folder)
-    nodes = read_parts(folder / "nodes" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64())]))
-    edges = read_parts(folder / "edges" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
-    node_file, id_name = where
-    node_id, node_row = nodes.column("id").combine_chunks(), nodes.column("row").to_numpy()
-    findings = []
-    distinct = pc.count_distinct(node_id).as_py() if len(node_id) else 0
-    if distinct != len(node_id):  # the repeated id seen first in the file, and the extra rows
-        counts = pc.value_counts(node_id)
-        repeated = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
-        first_rows = node_row[pc.index_in(repeated, value_set=node_id).to_numpy()]
-        pick = int(np.argmin(first_rows))
-        findings.append(Finding((2,), int(first_rows[pick]), "repeats",
-                                (node_file, id_name, repeated[pick].as_py()),
-                                len(node_id) - distinct))
-        return findings
-    edge_id, edge_row = edges.column("id").combine_chunks(), edges.column("row").to_numpy()
-    end = edges.column("end").to_numpy()
-    index = pc.index_in(edge_id, value_set=node_id)
-    unknown = index.is_null().to_numpy(zero_copy_only=False)
-    for side in (SRC, DST):
-        missing = unknown & (end == side)
-        if missing.any():
-            row = int(edge_row[missing].min())
-            batch = edge_batches[int(np.searchsorted(edge_starts, row, side="right")) - 1]
-            findings.append(Finding((6, batch, side, 2, 1), row, "unknown", (side,)))
-    if findings:
-        return findings
-    dense = node_row[index.to_numpy(zero_copy_only=False).astype(np.int64)]
-    block = np.searchsorted(edge_starts, edge_row, side="right") - 1
-    order = np.argsort(block, kind="stable")
-    block, edge_row, end, dense = block[order], edge_row[order], end[order], dense[order]
-    bounds = np.flatnonzero(np.diff(block)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, block.size]):
-        if hi > lo:
-            write_part(folder / "mapped" / f"e{int(block[lo]):06d}" / f"b{bucket:06d}.parquet",
-                       pa.table({"row": edge_row[lo:hi], "end": end[lo:hi],
-                                 "dense": dense[lo:hi]}))
-    return findings
 
 
 @dataclass(frozen=True)

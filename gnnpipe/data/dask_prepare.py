@@ -10,10 +10,11 @@ process, as the tests call them), in waves whose results are small summaries:
    returned (``gnnpipe.data.table_blocks``);
 2. node (id, row) pairs and edge (id, row, end) triples scattered to hash buckets of scratch
    Parquet; each bucket joined (repeated and unknown ids found there) to dense ids
-   (``gnnpipe.data.block_graph``);
+   (``gnnpipe.data.block_ids``);
 3. label codes from the union of the blocks' label sets (sorted: the local rule) to ``y.npy``;
 4. edge blocks routed to row blocks of targets, each sorted and deduplicated, placed into
-   ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks' edge counts;
+   ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks' edge counts
+   (``gnnpipe.data.block_graph``);
 5. this process streams nodes.parquet, edges.parquet and node_ids.parquet a row group at a time
    and saves graph.pt from tensors over those memory maps (torch writes file-backed pages).
 
@@ -35,12 +36,13 @@ import pyarrow.compute as pc
 import torch
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.block_graph import Policy, build_rows, join_bucket, place_rows, route_edges
+from gnnpipe.data.block_graph import Policy, build_rows, place_rows, route_edges
+from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        first_finding, label_codes_block, make_features_file,
                                        message, node_columns, node_id_column, parquet_blocks,
-                                       read_block, scan_nodes, scatter_edges, scatter_nodes)
+                                       read_block, scan_nodes)
 from gnnpipe.data.typed_graph import HOMOGENEOUS, one_type
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, NODES_NO_X_SCHEMA, nodes_schema

@@ -8,9 +8,7 @@ NaN counts are per column, not per block) and raises the one the local reader wo
 first, with the local reader's message (``message`` formats it with ``gnnpipe.sources.base``'s
 own validators).
 
-Node ``i`` is row ``i`` of the node table (the local rule), so a node's dense id is its global
-row: mapping the edges' user ids to dense ids is a join of (id, row) pairs (``gnnpipe.data.
-block_graph``), which this module feeds with ``scatter_nodes`` / ``scatter_edges``.
+The edges' ids are checked as they are joined to the nodes' (``gnnpipe.data.block_ids``).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import torch
 
-from gnnpipe.data.ids import blanks_as_nulls, canonical_ints, to_id_type
+from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
 from gnnpipe.io.blocks import create_memmap, open_memmap, write_part
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
@@ -362,103 +360,6 @@ def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: s
     else:
         codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
     open_memmap(Path(y_file), writable=True)[block.start:block.start + block.rows] = codes
-
-
-# ------------------------------------------------------------------------------ id buckets
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-_FNV = np.uint64(1099511628211)
-
-
-def id_buckets(ids: pa.Array, buckets: int) -> np.ndarray:
-    """A bucket in ``[0, buckets)`` per id (int64 (R,)): equal ids (as the id type) share one,
-    in every process."""
-    if pa.types.is_integer(ids.type):
-        hashed = ids.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
-    else:
-        hashed = _string_hash(ids.cast(pa.string())) * _MIX
-    return ((hashed >> np.uint64(33)) % np.uint64(buckets)).astype(np.int64)
-
-
-def _string_hash(ids: pa.Array) -> np.ndarray:
-    """A polynomial hash of each string's UTF-8 bytes, uint64 (R,), vectorised over the buffer."""
-    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset:ids.offset + len(ids) + 1]
-    data = ids.buffers()[2]
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data, dtype=np.uint8)[lo:hi] if data is not None and hi > lo \
-        else np.zeros(0, np.uint8)
-    starts, lengths = offsets[:-1] - lo, np.diff(offsets)
-    hashed = lengths.astype(np.uint64)
-    if data.size:
-        powers = np.cumprod(np.full(int(lengths.max()), _FNV, dtype=np.uint64))
-        position = np.arange(data.size) - np.repeat(starts, lengths)
-        terms = data.astype(np.uint64) * powers[position]
-        filled = lengths > 0
-        hashed[filled] += np.add.reduceat(terms, starts[filled])
-    return hashed
-
-
-def scatter_nodes(block: Block, spec: NodeSpec, id_type: pa.DataType, buckets: int,
-                  folder: str) -> None:
-    """The block's (id, row) pairs into ``folder/b<bucket>/n<block start>.parquet``."""
-    ids = node_id_column(block, spec, id_type)
-    rows = np.arange(block.start, block.start + block.rows, dtype=np.int64)
-    _scatter(pa.table({"id": ids, "row": rows}), id_buckets(ids, buckets), Path(folder),
-             f"n{block.start:015d}")
-
-
-def _scatter(table: pa.Table, bucket: np.ndarray, folder: Path, name: str) -> None:
-    order = np.argsort(bucket, kind="stable")
-    table, bucket = table.take(pa.array(order)), bucket[order]
-    bounds = np.flatnonzero(np.diff(bucket)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, bucket.size]):
-        if hi > lo:
-            write_part(folder / f"b{int(bucket[lo]):06d}" / f"{name}.parquet",
-                       table.slice(int(lo), int(hi - lo)))
-
-
-def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, buckets: int,
-                  folder: str) -> list[Finding]:
-    """The block's (id, row, end) triples into ``folder/b<bucket>/e<block start>.parquet``; its
-    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks)."""
-    try:
-        table = read_block(block, list(dict.fromkeys(names)))
-    except ValueError as err:
-        return [Finding((6, block.batch, -1), block.start, "text", (str(err),))]
-    findings: list[Finding] = []
-    parts = []
-    batch = block.batch  # the local reader's checks are per batch
-    for end, name in enumerate(names):
-        given = combine(table.column(name))
-        try:
-            column, foreign = to_id_type(given, id_type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            findings.append(Finding((6, batch, end, 0), block.start, "text", (
-                f"{block.where}: edge column {name!r} is {given.type} but the node ids are "
-                f"{id_type}",)))
-            continue
-        if column.null_count:
-            findings.append(Finding((6, batch, end, 1), block.start + first_null(column),
-                                    "nulls", (block.where, name, "edge"), column.null_count))
-            continue
-        blank = blanks_as_nulls(given)
-        if blank.null_count:  # a blank cell names no node: the local reader calls it missing
-            findings.append(Finding((6, batch, end, 2, 0), block.start + first_null(blank),
-                                    "nulls", (block.where, name, "edge"), blank.null_count))
-        if foreign is not None:
-            findings.append(Finding((6, batch, end, 2, 1), block.start + int(np.argmax(foreign)),
-                                    "unknown", (end,)))
-            keep = pa.array(~foreign)
-            rows = pa.array(np.arange(block.start, block.start + block.rows))
-            column, rows = column.filter(keep), rows.filter(keep)
-        else:
-            rows = pa.array(np.arange(block.start, block.start + block.rows))
-        parts.append(pa.table({"id": column, "row": rows,
-                               "end": pa.array(np.full(len(column), end, np.int8))}))
-    if not findings:
-        table = pa.concat_tables(parts)
-        _scatter(table, id_buckets(table.column("id").combine_chunks(), buckets), Path(folder),
-                 f"e{block.start:015d}")
-    return findings
 
 
 def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:

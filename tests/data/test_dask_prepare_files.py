@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gnnpipe.data.table_blocks import id_buckets
+from gnnpipe.data.block_ids import id_buckets
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, scratch_beside, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA
 from gnnpipe.io.parquet import write_table
