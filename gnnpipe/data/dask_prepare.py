@@ -190,6 +190,21 @@ def _classes(scans, where: str, spec: NodeSpec, total: int, max_classes: int) ->
     return classes
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """The two tables as blocks: the node table's spec and path, the edge column names."""
+
+    nodes_path: Path
+    edges_path: Path
+    spec: NodeSpec
+    blocks: list[Block]
+    edge_blocks: list[Block]
+    names: tuple[str, str]
+
+    def fail(self, findings: list[Finding]) -> None:
+        _fail(findings, self.edge_blocks, self.names, self.spec.id, self.nodes_path)
+
+
 def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                    sizes: BlockSizes | None = None) -> BlockPrepared:
     """Read, check and build the user's tables by blocks on ``client``; write nodes.parquet,
@@ -204,7 +219,6 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                          f"the node and edge tables (dataset.nodes.file, dataset.edges.file) "
                          f"from a folder")
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
-    edges_path = root / (cfg.edges.file or f"edges.{fmt}")
     _table_path(nodes_path, "nodes", cfg)
     spec = _node_spec(cfg, nodes_path, ParquetTables() if fmt == "parquet" else CsvTables())
     blocks = (parquet_blocks(nodes_path, node_columns(spec)) if fmt == "parquet" else
@@ -216,35 +230,25 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     if n:
         make_features_file(x_file, n, f, spec.feature_dtype)
 
-    # 1. node blocks: ids, features (to x.npy), label sets
+    # 1. node blocks: ids, features (to x.npy), label sets; the first id error stops here
     scans = _run(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file))
     findings = [finding for scan in scans for finding in scan.findings]
-    names = (cfg.edges.src, cfg.edges.dst)
-    _fail([f for f in findings if f.key < (2,)], [], names, spec.id, nodes_path)
+    tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
+                     (cfg.edges.src, cfg.edges.dst))
+    tables.fail([f for f in findings if f.key < (2,)])
     id_type = _id_type(cfg, blocks, spec, all(s.canonical for s in scans))
     try:
-        edge_blocks = _edge_blocks(cfg, edges_path, scratch, sizes)
+        edge_blocks = _edge_blocks(cfg, tables.edges_path, scratch, sizes)
     except ValueError as err:  # the local reader opens the edges after every node check
         edge_blocks, findings = [], findings + [Finding((6, (-1,)), 0, "text", (str(err),))]
+    tables = _Tables(**{**tables.__dict__, "edge_blocks": edge_blocks})
 
-    # 2. ids to dense ids: a join per hash bucket
-    rows_in = sum(b.rows for b in edge_blocks)
-    buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
+    # 2. ids to dense ids, then every remaining check in the local reader's order
     ids = scratch / "ids"
-    _run(client, scatter_nodes, [(b,) for b in blocks], spec=spec, id_type=id_type,
-         buckets=buckets, folder=str(ids / "nodes"))
-    for found in _run(client, scatter_edges, [(b,) for b in edge_blocks], names=names,
-                      id_type=id_type, buckets=buckets, folder=str(ids / "edges")):
-        findings += found
-    starts = np.array([b.start for b in edge_blocks], dtype=np.int64)
-    for found in _run(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
-                      id_type=id_type, edge_starts=starts,
-                      edge_batches=[b.batch for b in edge_blocks],
-                      where=(str(nodes_path), spec.id)):
-        findings += found
-    _fail([f for f in findings if f.key < (5,)], edge_blocks, names, spec.id, nodes_path)
+    findings += _join(client, tables, id_type, n, ids, sizes)
+    tables.fail([f for f in findings if f.key < (5,)])
     classes = _classes(scans, str(nodes_path), spec, n, cfg.max_classes)
-    _fail(findings, edge_blocks, names, spec.id, nodes_path)
+    tables.fail(findings)
     if n == 0:
         raise ValueError(f"{root}: the graph has no nodes")
 
@@ -254,8 +258,50 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     _run(client, label_codes_block, [(b,) for b in blocks], spec=spec, classes=classes,
          y_file=str(y_file))
 
-    # 4. the CSR, row block by row block
+    # 4. the CSR, row block by row block; 5. the files
+    report = _build_csr(client, cfg, edge_blocks, n, ids, scratch, sizes)
+    num_edges = report["edges"]
+    indptr = open_memmap(scratch / "indptr.npy")
+    indices = (open_memmap(scratch / "indices.npy") if num_edges
+               else np.zeros(0, dtype=np.int64))
+    external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
+    _write_files(out, cfg, x_file, open_memmap(y_file), indptr, indices, len(classes), external)
+    _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
+    report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
+              "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
+    if pa.types.is_string(classes.type):
+        report["class_names"] = [str(v) for v in classes.to_pylist()]
+    if report["input_edges"] == 0:
+        report["warnings"] = [no_edges_warning(str(tables.edges_path))]
+    return BlockPrepared(report, classes, int((open_memmap(y_file) >= 0).sum()), n)
+
+
+def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
+          sizes: BlockSizes) -> list[Finding]:
+    """Scatter the node (id, row) pairs and edge (id, row, end) triples to hash buckets under
+    ``ids`` and join each bucket (dense ends per edge block under ``ids/mapped``); findings."""
+    rows_in = sum(b.rows for b in tables.edge_blocks)
+    buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
+    _run(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec, id_type=id_type,
+         buckets=buckets, folder=str(ids / "nodes"))
+    findings = [found for block in _run(
+        client, scatter_edges, [(b,) for b in tables.edge_blocks], names=tables.names,
+        id_type=id_type, buckets=buckets, folder=str(ids / "edges")) for found in block]
+    starts = np.array([b.start for b in tables.edge_blocks], dtype=np.int64)
+    for found in _run(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
+                      id_type=id_type, edge_starts=starts,
+                      edge_batches=[b.batch for b in tables.edge_blocks],
+                      where=(str(tables.nodes_path), tables.spec.id)):
+        findings += found
+    return findings
+
+
+def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids: Path,
+               scratch: Path, sizes: BlockSizes) -> dict:
+    """The edge policies and the CSR into ``scratch``'s indptr.npy / indices.npy (no
+    indices.npy without edges); the edge counts and degree summaries of ``prepare.json``."""
     policy = Policy(cfg.undirected, cfg.dedup, cfg.self_loops == "remove")
+    rows_in = sum(b.rows for b in edge_blocks)
     row_blocks = max(1, math.ceil(rows_in * (2 if cfg.undirected else 1)
                                   / sizes.row_block_edges))
     per_block = max(1, math.ceil(n / row_blocks))
@@ -273,35 +319,18 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     _run(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
          folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
 
-    # 5. the files
-    indptr = open_memmap(indptr_file)
-    indices = open_memmap(indices_file) if num_edges else np.zeros(0, dtype=np.int64)
-    external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
-    _write_files(out, cfg, x_file, open_memmap(y_file), indptr, indices, len(classes), external)
-    _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
-
     input_edges = sum(r.input_edges for r in routed)
     loops = sum(r.loops_removed for r in routed)
-    if cfg.dedup:
+    duplicates = 0
+    if cfg.dedup:  # input rows less the distinct (unordered, when undirected) pairs kept
+        distinct = sum(r.distinct for r in built)
         distinct_loops = sum(r.distinct_loops for r in built)
-        pairs = (sum(r.distinct for r in built) - distinct_loops) // 2 + distinct_loops \
-            if cfg.undirected else sum(r.distinct for r in built)
+        pairs = (distinct - distinct_loops) // 2 + distinct_loops if cfg.undirected else distinct
         duplicates = input_edges - loops - pairs
-    else:
-        duplicates = 0
-    report = {
-        "source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
-        "undirected": cfg.undirected, "input_edges": input_edges, "self_loops_removed": loops,
-        "duplicates_removed": duplicates, "edges": num_edges,
-        "isolated_nodes": sum(r.isolated for r in built),
-        "max_degree": max(r.max_degree for r in built),
-        "mean_degree": round(num_edges / n, 4)}
-    if pa.types.is_string(classes.type):
-        report["class_names"] = [str(v) for v in classes.to_pylist()]
-    if input_edges == 0:
-        report["warnings"] = [no_edges_warning(str(edges_path))]
-    y = open_memmap(y_file)
-    return BlockPrepared(report, classes, int((y >= 0).sum()), n)
+    return {"input_edges": input_edges, "self_loops_removed": loops,
+            "duplicates_removed": duplicates, "edges": num_edges,
+            "isolated_nodes": sum(r.isolated for r in built),
+            "max_degree": max(r.max_degree for r in built)}
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
