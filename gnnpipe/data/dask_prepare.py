@@ -42,7 +42,7 @@ from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        first_finding, label_codes_block, make_features_file,
                                        message, node_columns, node_id_column, parquet_blocks,
-                                       read_block, scan_nodes)
+                                       read_block, scan_nodes, time_dtype)
 from gnnpipe.data.typed_graph import HOMOGENEOUS, one_type
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, NODES_NO_X_SCHEMA, nodes_schema
@@ -83,14 +83,13 @@ def refuse_unsupported(cfg: DatasetParams) -> None:
     refused = {
         f"dataset.source={cfg.source}": cfg.source not in ("parquet", "csv"),
         f"dataset.layout={cfg.layout}": cfg.layout != HOMOGENEOUS,
-        "dataset.nodes.timestamp": bool(cfg.nodes.timestamp),
         "dataset.edges.weight": bool(cfg.edges.weight),
         "dataset.edges.timestamp": bool(cfg.edges.timestamp),
     }
     for key, refuse in refused.items():
         if refuse:
             raise ValueError(f"{key} is not prepared on cluster.engine: dask yet (parquet / csv "
-                             f"homogeneous tables without timestamps or edge weights are); {LOCAL}")
+                             f"homogeneous tables without edge weights or timestamps are); {LOCAL}")
 
 
 def _run(client, fn, calls: list[tuple], **common) -> list:
@@ -128,15 +127,16 @@ def _table_path(path: Path, table: str, cfg: DatasetParams) -> None:
 def _node_spec(cfg: DatasetParams, path: Path, tables) -> NodeSpec:
     spec = cfg.nodes
     schema = tables.schema(path)
-    for key, name in {"id": spec.id, "label": spec.label}.items():
-        if name not in schema.names:
+    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
+    for key, name in named.items():
+        if name and name not in schema.names:
             raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
                              f"columns: {', '.join(schema.names)}")
-    names, is_list = feature_columns(schema, spec.features, {spec.id, spec.label, ""}, path,
+    names, is_list = feature_columns(schema, spec.features, set(named.values()), path,
                                      "dataset.nodes.features")
     return NodeSpec(id=spec.id, label=spec.label, features=tuple(names), is_list=is_list,
                     width=0, text_ids=cfg.source == "csv", unlabeled=spec.unlabeled_values,
-                    feature_dtype=cfg.storage.feature_dtype)
+                    feature_dtype=cfg.storage.feature_dtype, timestamp=spec.timestamp)
 
 
 def _list_width(blocks: list[Block], spec: NodeSpec) -> int:
@@ -226,12 +226,16 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                          scratch / "csv-nodes", 1 << 20))
     spec = NodeSpec(**{**spec.__dict__, "width": _list_width(blocks, spec)})
     n, f = sum(b.rows for b in blocks), (spec.width if spec.is_list else len(spec.features))
-    x_file = scratch / "x.npy"
+    x_file, time_file = scratch / "x.npy", scratch / "time.npy"
     if n:
         make_features_file(x_file, n, f, spec.feature_dtype)
+        if spec.timestamp:
+            create_memmap(time_file, (n,), time_dtype(
+                read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
 
-    # 1. node blocks: ids, features (to x.npy), label sets; the first id error stops here
-    scans = _run(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file))
+    # 1. node blocks: ids, features (to x.npy), times, label sets; an id error stops here
+    scans = _run(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file),
+                 time_file=str(time_file))
     findings = [finding for scan in scans for finding in scan.findings]
     tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
                      (cfg.edges.src, cfg.edges.dst))
@@ -265,7 +269,9 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     indices = (open_memmap(scratch / "indices.npy") if num_edges
                else np.zeros(0, dtype=np.int64))
     external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
-    _write_files(out, cfg, x_file, open_memmap(y_file), indptr, indices, len(classes), external)
+    times = open_memmap(time_file) if spec.timestamp else None
+    _write_files(out, cfg, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
+                 external)
     _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
     report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
               "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
@@ -339,10 +345,12 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def _write_files(out: Path, cfg: DatasetParams, x_file: Path, y: np.ndarray, indptr: np.ndarray,
-                 indices: np.ndarray, num_classes: int, external: bool) -> None:
+def _write_files(out: Path, cfg: DatasetParams, x_file: Path, y: np.ndarray,
+                 times: np.ndarray | None, indptr: np.ndarray, indices: np.ndarray,
+                 num_classes: int, external: bool) -> None:
     """nodes.parquet, edges.parquet, graph.pt and graph.json as ``gnnpipe.io.write_prepared``
-    writes them, from the memory maps, a row group at a time."""
+    writes them, from the memory maps (``times``: the node times (N,), optional), a row group
+    at a time."""
     dtype, compression = cfg.storage.feature_dtype, cfg.storage.compression
     stored = open_memmap(x_file)
     n, f = stored.shape
@@ -377,19 +385,26 @@ def _write_files(out: Path, cfg: DatasetParams, x_file: Path, y: np.ndarray, ind
             targets = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
             add(pa.table({"src": indices[lo:hi], "dst": targets}))
     tensors["y"] = _tensor(y)
+    if times is not None:
+        tensors["timestamps"] = _tensor(times)
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
     graph = Graph(csr=Csr(tensors["indptr"], tensors["indices"]), x=x, y=tensors["y"],
-                  num_classes=num_classes)
+                  num_classes=num_classes, timestamps=tensors.get("timestamps"))
     write_description(out, one_type(graph), features_file=FEATURES_FILE if external else None)
 
 
 def _write_node_ids(out: Path, blocks: list[Block], spec: NodeSpec,
                     id_type: pa.DataType, compression: str) -> None:
-    """node_ids.parquet: node ``i`` and its id in the user's table, a block at a time."""
-    schema = pa.schema([("node_id", pa.int64()), ("original_id", id_type)])
-    with table_stream(out / "node_ids.parquet", schema, "gnnpipe.node_ids/1",
+    """node_ids.parquet: node ``i``, its id in the user's table and its timestamp cell as read
+    (with ``dataset.nodes.timestamp``), a block at a time."""
+    fields = [("node_id", pa.int64()), ("original_id", id_type)]
+    if spec.timestamp:
+        fields.append(("timestamp", read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
+    with table_stream(out / "node_ids.parquet", pa.schema(fields), "gnnpipe.node_ids/1",
                       compression) as add:
         for block in blocks:
-            ids = node_id_column(block, spec, id_type)
-            add(pa.table({"node_id": np.arange(block.start, block.start + block.rows),
-                          "original_id": ids}))
+            columns = {"node_id": np.arange(block.start, block.start + block.rows),
+                       "original_id": node_id_column(block, spec, id_type)}
+            if spec.timestamp:
+                columns["timestamp"] = read_block(block, [spec.timestamp]).column(0)
+            add(pa.table(columns))

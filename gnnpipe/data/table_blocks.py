@@ -28,7 +28,8 @@ from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
 from gnnpipe.io.blocks import create_memmap, open_memmap, write_part
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
-                                  combine, first_null, is_numeric, reason)
+                                  check_timestamps, combine, first_null, is_numeric, reason,
+                                  time_key)
 from gnnpipe.sources.formats import ParquetTables
 from gnnpipe.sources.tables import node_ids
 
@@ -156,7 +157,8 @@ def read_block(block: Block, columns: list[str]) -> pa.Table:
 @dataclass(frozen=True)
 class NodeSpec:
     """What a node block holds: ``id``, ``label``, feature ``features`` (one list column of
-    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values."""
+    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values,
+    an optional ``timestamp`` column."""
 
     id: str
     label: str
@@ -166,6 +168,7 @@ class NodeSpec:
     text_ids: bool
     unlabeled: tuple = ()
     feature_dtype: str = "float32"
+    timestamp: str = ""
 
 
 @dataclass
@@ -181,12 +184,14 @@ class NodeScan:
 
 
 def node_columns(spec: NodeSpec) -> list[str]:
-    return list(dict.fromkeys([spec.id, spec.label, *spec.features]))
+    return list(dict.fromkeys([spec.id, spec.label, *spec.features]
+                              + ([spec.timestamp] if spec.timestamp else [])))
 
 
-def scan_nodes(block: Block, spec: NodeSpec, x_file: str) -> NodeScan:
-    """Check a node block's ids, features and labels (the local order) and write its features,
-    rounded to the stored dtype, to rows ``[start, start + rows)`` of the ``.npy`` ``x_file``."""
+def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -> NodeScan:
+    """Check a node block's ids, features, timestamps and labels (the local order) and write its
+    features, rounded to the stored dtype, and its times (``time_key``) to rows ``[start, start
+    + rows)`` of the ``.npy`` files ``x_file`` and ``time_file``."""
     scan = NodeScan()
     try:
         table = read_block(block, node_columns(spec))
@@ -213,6 +218,9 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str) -> NodeScan:
             stored = stored.view(torch.int16)
         open_memmap(Path(x_file), writable=True)[start:start + block.rows] = \
             stored.numpy().view(STORED_NUMPY[spec.feature_dtype])
+    if spec.timestamp:
+        _times(combine(table.column(spec.timestamp)), spec.timestamp, block, scan.findings,
+               time_file)
     missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
     if values is not None:
         scan.classes = pc.unique(values)
@@ -285,6 +293,34 @@ def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Find
                                 (where, [names[j]], "feature"), int(rows.sum())))
         return None
     return x
+
+
+def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str
+           ) -> None:
+    """``sources.base.check_timestamps``' checks (counts global); the block's ``time_key``
+    values into ``time_file``."""
+    try:
+        check_timestamps(column, block.where, name, block.start)
+    except ValueError as err:
+        dtype = column.type
+        if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+                or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
+            findings.append(Finding((3, 200, 0), block.start, "text", (str(err),)))
+        elif column.null_count:
+            findings.append(Finding((3, 200, 1), block.start + first_null(column), "nulls",
+                                    (block.where, name, "timestamp"), column.null_count))
+        else:
+            bad = ~np.isfinite(column.to_numpy())
+            findings.append(Finding((3, 200, 2), block.start + int(np.argmax(bad)), "finite",
+                                    (block.where, [name], "timestamp"), int(bad.sum())))
+        return
+    open_memmap(Path(time_file), writable=True)[block.start:block.start + block.rows] = \
+        time_key(column)
+
+
+def time_dtype(column_type: pa.DataType) -> np.dtype:
+    """The dtype ``time_key`` gives a timestamp column of this type: int64 or float64."""
+    return time_key(pa.array([], column_type)).dtype
 
 
 # ------------------------------------------------------------------------------------ labels

@@ -29,9 +29,10 @@ N, F = 60, 3
 TINY = BlockSizes(bucket_rows=37, row_block_edges=23, csv_block_bytes=300)
 
 
-def tables(ids=None, seed: int = 0, labels=None, loops_and_repeats: bool = True) -> dict:
-    """A node table (x[:, 0] = row) and an edge table of random pairs, with self-loops, repeated
-    pairs and reverse pairs."""
+def tables(ids=None, seed: int = 0, labels=None, loops_and_repeats: bool = True,
+           times=None) -> dict:
+    """A node table (x[:, 0] = row, a timestamp column t) and an edge table of random pairs,
+    with self-loops, repeated pairs and reverse pairs."""
     rng = np.random.default_rng(seed)
     ids = np.arange(N) * 7 + 3 if ids is None else np.asarray(ids)
     x = np.stack([np.arange(N), rng.random(N), rng.normal(size=N)], axis=1).astype(np.float32)
@@ -41,7 +42,8 @@ def tables(ids=None, seed: int = 0, labels=None, loops_and_repeats: bool = True)
         src = np.concatenate([src, [1, 2, 5, src[0], dst[3]]])
         dst = np.concatenate([dst, [1, 9, 5, dst[0], src[3]]])
     nodes = pa.table({"id": ids, "x": pa.array(x.tolist(), pa.list_(pa.float32())),
-                      **{f"f_{j}": x[:, j] for j in range(F)}, "label": label})
+                      **{f"f_{j}": x[:, j] for j in range(F)}, "label": label,
+                      "t": rng.integers(0, 1000, N) if times is None else times})
     return {"nodes": nodes, "edges": pa.table({"src": ids[src], "dst": ids[dst]})}
 
 
@@ -106,6 +108,10 @@ CASES = {
         {"undirected": False, "storage": {"features": "external"}}),
     "unlabelled values": ({"labels": np.arange(N) % 3 - 1},
                           {"nodes": {"unlabeled_values": [-1]}}),
+    "node times": ({}, {"nodes": {"timestamp": "t"}}),
+    "float node times": ({"times": np.linspace(0, 1, N)}, {"nodes": {"timestamp": "t"}}),
+    "date node times": ({"times": pa.array(np.arange(N) * 3, pa.int32()).cast(pa.date32())},
+                        {"nodes": {"timestamp": "t"}, "storage": {"features": "external"}}),
 }
 
 
@@ -121,7 +127,7 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     names = np.arange(N) * 7 + 3 if ids == "ints" else np.array([f"{i:04d}" for i in range(N)])
     folder = write(tmp_path / "in", tables(ids=names), fmt="csv")
     assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
-                                    "nodes": {"features": "f_*"}})
+                                    "nodes": {"features": "f_*", "timestamp": "t"}})
 
 
 @pytest.fixture(scope="module")
@@ -233,6 +239,13 @@ BAD = {
     "NaN in a feature list": (_nodes(lambda t: _set(t, "x", pa.array(
         [[1.0, 2.0, float("nan")] if i in (3, 50) else [1.0, 2.0, 3.0] for i in range(N)]))),
         {"nodes": {"features": "x"}}),
+    "null node times": (_nodes(lambda t: _set(t, "t", pa.array(
+        [None if i in (8, 41) else 1 for i in range(N)], pa.int64()))),
+        {"nodes": {"timestamp": "t"}}),
+    "NaN node times": (_nodes(_with_nan("t", [30, 31, 59])), {"nodes": {"timestamp": "t"}}),
+    "text node times": (_nodes(lambda t: _set(t, "t", pa.array(["x"] * N))),
+                        {"nodes": {"timestamp": "t"}}),
+    "missing time column": (None, {"nodes": {"timestamp": "when"}}),
     "corrupted parquet": ("corrupt", {}),
     "not parquet": ("not parquet", {}),
 }
@@ -247,7 +260,7 @@ def _error(fn) -> str:
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_tables_give_the_local_message(tmp_path, case):
     spoil, extra = BAD[case]
-    data = tables(ids=IDS)
+    data = tables(ids=IDS, times=np.arange(N, dtype=np.float64))
     data = spoil(data) if callable(spoil) else data
     folder = write(tmp_path / "in", data)
     if spoil == "corrupt":
@@ -259,6 +272,17 @@ def test_bad_tables_give_the_local_message(tmp_path, case):
     blocks = _error(lambda: in_blocks(tmp_path, cfg))
     assert blocks == local
     assert "\n" not in blocks
+
+
+def test_a_bad_table_through_the_cli_gives_one_line_and_leaves_nothing(tmp_path, inline,
+                                                                       capsys):
+    folder = write(tmp_path / "in", _nodes(_with_nan("f_1", [12, 40]))(tables()))
+    code, out = run_prepare(tmp_path, "dask", {"source": "parquet", "path": str(folder),
+                                               "nodes": {"features": "f_*"}}, {"engine": "dask"})
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "\n" not in err
+    assert "feature column 'f_1' has NaN or inf in 2 rows (first: row 12)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dask.yaml", "in"]  # no scratch left
 
 
 CSV_BAD = {
@@ -292,8 +316,8 @@ def params_dataset(folder: Path, **dataset):
 
 
 @pytest.mark.parametrize("key, value", [
-    ("source", "synthetic"), ("layout", "typed"), ("nodes", {"timestamp": "t"}),
-    ("edges", {"weight": "w"}), ("edges", {"timestamp": "t"})])
+    ("source", "synthetic"), ("layout", "typed"), ("edges", {"weight": "w"}),
+    ("edges", {"timestamp": "t"})])
 def test_options_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, key, value):
     cfg = params_dataset(tmp_path, **{key: value})
     with pytest.raises(ValueError, match=r"^dataset\.\S+ is not prepared on cluster\.engine: "
