@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from gnnpipe.data.graph import sorted_unique
-from gnnpipe.io.blocks import load_arrays, open_memmap, read_parts, save_array
+from gnnpipe.io.blocks import load_arrays, read_parts, save_array, write_rows
 
 
 @dataclass(frozen=True)
@@ -114,5 +114,5 @@ def place_rows(block: int, lo: int, hi: int, offset: int, folder: str, indptr_fi
     sources = np.load(folder / "sources.npy")
     ends = np.load(folder / "ends.npy")
     if sources.size:
-        open_memmap(Path(indices_file), writable=True)[offset:offset + sources.size] = sources
-    open_memmap(Path(indptr_file), writable=True)[lo + 1:hi + 1] = ends + offset
+        write_rows(Path(indices_file), offset, sources)
+    write_rows(Path(indptr_file), lo + 1, ends + offset)

@@ -279,7 +279,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         report["class_names"] = [str(v) for v in classes.to_pylist()]
     if report["input_edges"] == 0:
         report["warnings"] = [no_edges_warning(str(tables.edges_path))]
-    return BlockPrepared(report, classes, int((open_memmap(y_file) >= 0).sum()), n)
+    return BlockPrepared(report, classes, sum(s.labelled for s in scans), n)
 
 
 def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import torch
 
 from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
-from gnnpipe.io.blocks import create_memmap, open_memmap, write_part
+from gnnpipe.io.blocks import create_memmap, write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
                                   check_timestamps, combine, first_null, is_numeric, reason,
@@ -97,8 +97,10 @@ def first_finding(findings: list[Finding]) -> Finding | None:
 def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None = None
                    ) -> list[Block]:
     """The row groups of a Parquet file (or folder of parts, name order), checked for
-    ``columns`` (``key_of``: column -> params key, for the message)."""
-    blocks, start = [], 0
+    ``columns`` (``key_of``: column -> params key, for the message, given for an edge table;
+    the parts of a node table must agree in column types, as the local reader concatenates
+    them)."""
+    blocks, start, first = [], 0, None
     for index, part in enumerate(ParquetTables.files(path)):
         part_start = start
         try:
@@ -111,6 +113,13 @@ def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None
                 key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
                 raise ValueError(f"{part}: missing column {name!r}{key}; columns: "
                                  f"{', '.join(names)}")
+        types = [handle.schema_arrow.field(name).type for name in columns]
+        first = first or (part, types)
+        if types != first[1] and key_of is None:  # the local reader's concat of the parts fails alike
+            name, found, want = next((c, t, w) for c, t, w in zip(columns, types, first[1])
+                                     if t != w)
+            raise ValueError(f"{path}: parts disagree in column types (column {name!r} is "
+                             f"{found} in {part.name}, {want} in {first[0].name})")
         for group in range(handle.num_row_groups):
             rows = handle.metadata.row_group(group).num_rows
             blocks.append(Block(str(part), group, start, rows, str(path),
@@ -216,8 +225,7 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
         stored = torch.from_numpy(x).to(FEATURE_DTYPES[spec.feature_dtype])
         if spec.feature_dtype == "bfloat16":
             stored = stored.view(torch.int16)
-        open_memmap(Path(x_file), writable=True)[start:start + block.rows] = \
-            stored.numpy().view(STORED_NUMPY[spec.feature_dtype])
+        write_rows(Path(x_file), start, stored.numpy().view(STORED_NUMPY[spec.feature_dtype]))
     if spec.timestamp:
         _times(combine(table.column(spec.timestamp)), spec.timestamp, block, scan.findings,
                time_file)
@@ -314,8 +322,7 @@ def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], t
             findings.append(Finding((3, 200, 2), block.start + int(np.argmax(bad)), "finite",
                                     (block.where, [name], "timestamp"), int(bad.sum())))
         return
-    open_memmap(Path(time_file), writable=True)[block.start:block.start + block.rows] = \
-        time_key(column)
+    write_rows(Path(time_file), block.start, time_key(column))
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
@@ -395,7 +402,7 @@ def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: s
         codes[~missing] = pc.index_in(values, value_set=classes).to_numpy().astype(np.int64)
     else:
         codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
-    open_memmap(Path(y_file), writable=True)[block.start:block.start + block.rows] = codes
+    write_rows(Path(y_file), block.start, codes)
 
 
 def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:

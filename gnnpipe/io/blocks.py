@@ -73,8 +73,18 @@ def create_memmap(path: Path, shape: tuple[int, ...], dtype) -> None:
     np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape).flush()
 
 
-def open_memmap(path: Path, writable: bool = False) -> np.ndarray:
-    return np.load(path, mmap_mode="r+" if writable else "r", allow_pickle=False)
+def open_memmap(path: Path) -> np.ndarray:
+    """The ``.npy`` file mapped read-only."""
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def write_rows(path: Path, start: int, rows: np.ndarray) -> None:
+    """``rows`` into rows ``[start, start + len(rows))`` of the ``.npy`` file, flushed (a reader
+    in another process, or on another machine of a shared filesystem, sees them at once)."""
+    array = np.load(path, mmap_mode="r+", allow_pickle=False)
+    array[start:start + len(rows)] = rows
+    array.flush()
+    del array
 
 
 @contextlib.contextmanager

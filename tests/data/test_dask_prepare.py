@@ -292,6 +292,27 @@ CSV_BAD = {
 }
 
 
+def test_node_parts_of_different_column_types_are_refused_edge_parts_not(tmp_path, inline):
+    data = tables()
+    folder = write(tmp_path / "in", data)
+    part = folder / "edges.parquet" / "b.parquet"  # edge parts are read one by one: fine
+    pq.write_table(pq.read_table(part).cast(pa.schema([("src", pa.int32()),
+                                                       ("dst", pa.int64())])), part)
+    assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)})
+    (folder / "nodes.parquet").unlink()
+    (folder / "nodes.parquet").mkdir()
+    pq.write_table(data["nodes"].slice(0, 30), folder / "nodes.parquet" / "a.parquet")
+    pq.write_table(data["nodes"].slice(30).cast(data["nodes"].schema.set(
+        data["nodes"].schema.get_field_index("label"), pa.field("label", pa.int32()))),
+        folder / "nodes.parquet" / "b.parquet")
+    cfg = params_dataset(folder)
+    assert "nodes.parquet: parts disagree in column types" in _error(
+        lambda: prepare_dataset(cfg, 0))
+    assert _error(lambda: in_blocks(tmp_path, cfg)).endswith(
+        "nodes.parquet: parts disagree in column types (column 'label' is int32 in b.parquet, "
+        "int64 in a.parquet)")
+
+
 @pytest.mark.parametrize("case", list(CSV_BAD))
 def test_bad_csv_edge_ids_give_the_local_message(tmp_path, case):
     folder = write(tmp_path / "in", tables(ids=IDS), fmt="csv")
