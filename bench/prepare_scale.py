@@ -149,7 +149,7 @@ def main(argv=None) -> None:
             done = subprocess.run([sys.executable, "-m", "bench.prepare_scale", "--dir",
                                    str(args.dir), "--block-rows", str(args.block_rows),
                                    "--memory-limit", args.memory_limit, "--one", scale, engine],
-                                  check=True, capture_output=True, text=True)
+                                  check=True, stdout=subprocess.PIPE, text=True)
             print(done.stdout.strip().splitlines()[-1], flush=True)
 
 

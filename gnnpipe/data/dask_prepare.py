@@ -24,6 +24,7 @@ with its message. Options the block path does not read yet are refused (``refuse
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import warnings
@@ -99,7 +100,8 @@ def _run(client, fn, calls: list[tuple], **common) -> list:
         return [fn(*call, **common) for call in calls]
     if not calls:
         return []
-    futures = client.map(fn, *map(list, zip(*calls)), pure=False, **common)
+    # bound, not passed as map's kwargs: Dask would read tuples and lists in them as tasks
+    futures = client.map(functools.partial(fn, **common), *map(list, zip(*calls)), pure=False)
     return client.gather(futures)
 
 

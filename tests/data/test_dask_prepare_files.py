@@ -49,3 +49,23 @@ def test_equal_ids_share_a_bucket_in_any_array():
                           id_buckets(pa.array([3, -5], pa.int32()), 5))
     spread = np.bincount(id_buckets(pa.array([f"user-{i}" for i in range(7000)]), 7))
     assert spread.min() > 800  # about 1000 each
+
+
+def test_block_calls_bind_their_common_arguments_out_of_dasks_graph():
+    """Dask reads tuples and lists among map's kwargs as tasks (and moves large ones into a
+    task of their own): ``_run`` binds them to the function instead, map sees only the calls."""
+    from gnnpipe.data.dask_prepare import _run
+
+    class Client:
+        def map(self, fn, *iterables, **kwargs):
+            self.kwargs = kwargs
+            return [fn(*args) for args in zip(*iterables)]
+
+        def gather(self, futures):
+            return futures
+
+    client = Client()
+    got = _run(client, lambda a, b, names, batches: (a, b, names, batches[a]),
+               [(0, "x"), (1, "y")], names=("src", "dst"), batches=[(0, 0), (0, 1)])
+    assert got == [(0, "x", ("src", "dst"), (0, 0)), (1, "y", ("src", "dst"), (0, 1))]
+    assert client.kwargs == {"pure": False}
