@@ -16,7 +16,7 @@ process, as the tests call them), in waves whose results are small summaries:
    ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks' edge counts
    (``gnnpipe.data.block_graph``);
 5. this process streams nodes.parquet, edges.parquet and node_ids.parquet a row group at a time
-   and saves graph.pt from tensors over those memory maps (torch writes file-backed pages).
+   and saves graph.pt from tensors over those memory maps (``gnnpipe.io.prepared_maps``).
 
 A failed check anywhere comes back as a finding; the one the local reader meets first is raised
 with its message. Options the block path does not read yet are refused (``refuse_unsupported``).
@@ -26,30 +26,24 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import torch
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import Policy, build_rows, place_rows, route_edges
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
-from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        first_finding, label_codes_block, make_features_file,
                                        message, node_columns, node_id_column, parquet_blocks,
                                        read_block, scan_nodes, time_dtype)
-from gnnpipe.data.typed_graph import HOMOGENEOUS, one_type
-from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, table_stream
-from gnnpipe.io.common import EDGES_SCHEMA, NODES_NO_X_SCHEMA, nodes_schema
-from gnnpipe.io.description import write_description
-from gnnpipe.io.prepared import FEATURES_FILE, external_features
-from gnnpipe.io.tensors import save_tensors
+from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
+from gnnpipe.io.prepared import external_features
+from gnnpipe.io.prepared_maps import write_prepared_maps
 from gnnpipe.sources.base import feature_columns, label_codes, no_edges_warning, require_file
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
 
@@ -272,8 +266,9 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                else np.zeros(0, dtype=np.int64))
     external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
     times = open_memmap(time_file) if spec.timestamp else None
-    _write_files(out, cfg, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
-                 external)
+    write_prepared_maps(out, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
+                        feature_dtype=spec.feature_dtype, compression=cfg.storage.compression,
+                        external=external)
     _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
     report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
               "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
@@ -339,60 +334,6 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
             "duplicates_removed": duplicates, "edges": num_edges,
             "isolated_nodes": sum(r.isolated for r in built),
             "max_degree": max(r.max_degree for r in built)}
-
-
-def _tensor(array: np.ndarray) -> torch.Tensor:
-    with warnings.catch_warnings():  # a read-only map: torch warns that it is not writable
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(array)
-
-
-def _write_files(out: Path, cfg: DatasetParams, x_file: Path, y: np.ndarray,
-                 times: np.ndarray | None, indptr: np.ndarray, indices: np.ndarray,
-                 num_classes: int, external: bool) -> None:
-    """nodes.parquet, edges.parquet, graph.pt and graph.json as ``gnnpipe.io.write_prepared``
-    writes them, from the memory maps (``times``: the node times (N,), optional), a row group
-    at a time."""
-    dtype, compression = cfg.storage.feature_dtype, cfg.storage.compression
-    stored = open_memmap(x_file)
-    n, f = stored.shape
-    x = _tensor(stored)
-    x = x.view(torch.bfloat16) if dtype == "bfloat16" else x
-    meta = {"num_classes": num_classes}
-    tensors = {"indptr": _tensor(indptr), "indices": _tensor(indices)}
-    half = dtype == "float16"
-    value_type = pa.float16() if half else pa.float32()
-    schema = NODES_NO_X_SCHEMA if external else nodes_schema(f, value_type)
-    with table_stream(out / "nodes.parquet", schema, "gnnpipe.nodes/1", compression) as add:
-        for lo in range(0, n, ROW_GROUP_ROWS):
-            hi = min(n, lo + ROW_GROUP_ROWS)
-            columns = {"node_id": np.arange(lo, hi, dtype=np.int64), "label": y[lo:hi]}
-            if not external:
-                values = x[lo:hi].numpy() if half or dtype == "float32" else \
-                    x[lo:hi].float().numpy()
-                columns["x"] = pa.FixedSizeListArray.from_arrays(
-                    pa.array(values.reshape(-1), value_type), f)
-            add(pa.table(columns))
-    if external:
-        meta["features"] = {"file": FEATURES_FILE, "dtype": dtype, "shape": [n, f]}
-        del x, stored
-        os.replace(x_file, out / FEATURES_FILE)  # the scratch file, in place: no copy
-        x = torch.zeros(1, 1).expand(n, f)  # graph.json reads only its shape
-    else:
-        tensors["x"] = x
-    with table_stream(out / "edges.parquet", EDGES_SCHEMA, "gnnpipe.edges/1",
-                      compression) as add:
-        for lo in range(0, indices.size, ROW_GROUP_ROWS):
-            hi = min(indices.size, lo + ROW_GROUP_ROWS)
-            targets = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
-            add(pa.table({"src": indices[lo:hi], "dst": targets}))
-    tensors["y"] = _tensor(y)
-    if times is not None:
-        tensors["timestamps"] = _tensor(times)
-    save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
-    graph = Graph(csr=Csr(tensors["indptr"], tensors["indices"]), x=x, y=tensors["y"],
-                  num_classes=num_classes, timestamps=tensors.get("timestamps"))
-    write_description(out, one_type(graph), features_file=FEATURES_FILE if external else None)
 
 
 def _write_node_ids(out: Path, blocks: list[Block], spec: NodeSpec,
