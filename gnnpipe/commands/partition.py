@@ -14,6 +14,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.io.hetero import read_hetero_message_graphs
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
+from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, homogeneous_csr
@@ -47,7 +48,7 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
     cfg = params.partition
     started = time.perf_counter()
     backend = resolve_backend(cfg)
-    parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
+    parts = _assign(args, params, csr)
     assigned = time.perf_counter()
     report = {**partition_report(csr, parts, cfg.num_parts), "method": cfg.method,
               "backend": backend, "halo_hops": cfg.halo_hops}
@@ -76,6 +77,18 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{'/' + backend if backend != 'none' else ''}), edge cut "
             f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
+
+
+def _assign(args, params, csr: Csr) -> np.ndarray:
+    """lp runs its blocks on cluster.engine, its block files in the run's scratch, or beside the
+    output when cluster.address names a cluster (whose workers must see them); the other
+    methods run here."""
+    rng = make_rng(params.seed, "partition")
+    if params.partition.method != "lp":
+        return assign_parts(csr, params.partition, rng)
+    scratch = args.out.resolve().parent if params.cluster.address else None
+    with session(params.cluster) as client:
+        return assign_parts(csr, params.partition, rng, client, scratch)
 
 
 TRAIN_GRAPH = {HOMOGENEOUS: train_graph, TYPED: typed_train_graph}

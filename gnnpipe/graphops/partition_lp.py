@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.io.csr_blocks import (num_block_nodes, read_block_rows, read_labels, remove_labels,
-                                   write_labels)
+from gnnpipe.data.graph import Csr
+from gnnpipe.io.csr_blocks import (block_graph, num_block_nodes, read_block_rows, read_labels,
+                                   remove_labels, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
@@ -300,3 +301,11 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.n
     step = _sweeps(folder, labels, step, cfg, seed, blocks, rows, np.full(k, caps[1]), None)
     remove_labels(folder, step)
     return labels
+
+
+def lp_partition(csr: Csr, cfg: PartitionParams, seed: int, client=None,
+                 scratch: Path | None = None) -> np.ndarray:
+    """``lp_parts`` of ``csr``: its block files in a temp folder under ``scratch`` (default: the
+    run's scratch), the block tasks on ``client`` (a ``distributed.Client``) or in this process."""
+    with block_graph(csr, scratch) as folder:
+        return lp_parts(folder, cfg, seed, DaskBlocks(client) if client else LocalBlocks())

@@ -10,12 +10,17 @@ block's edges).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.temps import temp_prefix
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
 
@@ -68,6 +73,19 @@ def write_block_graph(folder: Path, csr: Csr) -> None:
     out_indices.flush()
     del out_indices
     os.replace(tmp, folder / "out_indices.npy")
+
+
+@contextlib.contextmanager
+def block_graph(csr: Csr, where: Path | None = None) -> Iterator[Path]:
+    """A temp folder holding ``csr`` as block files, in ``where`` (default: the run's scratch,
+    the system temp), removed at exit; a killed run's folder is swept like any temp."""
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path("partition-lp")), suffix=".tmp",
+                                   dir=where))
+    try:
+        write_block_graph(folder, csr)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def num_block_nodes(folder: Path) -> int:
