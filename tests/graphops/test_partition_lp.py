@@ -118,3 +118,31 @@ def test_lp_on_dask_with_one_and_two_workers_matches_local(community_csr):
         with session(EngineParams(engine="dask", workers=workers,
                                   memory_limit="512MiB")) as client:
             assert np.array_equal(lp_partition(community_csr, cfg, 11, client), local)
+
+
+@pytest.mark.parametrize("raw", [{"node_weight": "degree"}, {"edge_weight": "multiplicity"}])
+def test_lp_refuses_metis_weights(raw):
+    from gnnpipe.config import ParamsError, params_from_dict
+
+    with pytest.raises(ParamsError, match=r"partition\.method='lp' balances node counts"):
+        params_from_dict({"partition": {"method": "lp", **raw}})
+
+
+def test_partition_stage_runs_lp_on_the_local_engine(tmp_path, monkeypatch):
+    import json
+
+    import yaml
+
+    from gnnpipe import io
+    from gnnpipe.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    params = {"dataset": {"synthetic": {"num_nodes": 1200, "num_features": 4, "num_classes": 3}},
+              "partition": {"method": "lp", "num_parts": 4, "halo_hops": 1, "block_rows": 500}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0 and main(["partition"]) == 0
+    parts = io.read_partition(tmp_path / "data/partition")
+    metrics = json.loads((tmp_path / "metrics/partition.json").read_text())
+    assert metrics["method"] == "lp" and metrics["backend"] == "none"
+    assert np.bincount(parts, minlength=4).max() <= np.ceil(1.03 * 1200 / 4)
+    assert metrics["edge_cut_fraction"] < 0.6  # random: 0.75
