@@ -64,10 +64,25 @@ def permute(seed: int, step: int, nodes: np.ndarray, bits: int) -> np.ndarray:
         return ((z + salt[1]) & mask).astype(np.int64)
 
 
+GAIN_ZERO = 64  # the bucket of gain 0; buckets of gains of either sign lie in [1, 128)
+
+
 def _gain_bucket(gain: np.ndarray) -> np.ndarray:
-    """Monotone bucket of a positive gain, < 64: exact below 16, then four per octave."""
-    octaves = np.log2(np.maximum(gain, 16) / 16.0)
-    return np.where(gain < 16, gain, 16 + np.minimum(47, (4 * octaves).astype(np.int64)))
+    """Monotone bucket of a gain, in [1, 128): exact for |gain| < 16, then four per octave."""
+    size = np.abs(gain)
+    octaves = np.log2(np.maximum(size, 16) / 16.0)
+    bucket = np.where(size < 16, size, 16 + np.minimum(47, (4 * octaves).astype(np.int64)))
+    return GAIN_ZERO + np.sign(gain) * bucket
+
+
+def bucket_gain(bucket: np.ndarray) -> np.ndarray:
+    """The gain a bucket stands for, on the cautious side: the least a positive bucket's gains
+    are, the most a negative bucket's lose (float64)."""
+    signed = bucket - GAIN_ZERO
+    size = np.abs(signed)
+    low = np.where(size < 16, size, 16 * 2.0 ** ((size - 16) / 4))
+    high = np.where(size < 16, size, 16 * 2.0 ** ((size - 15) / 4))
+    return np.where(signed > 0, low, -high)
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,8 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
         else:
             best = np.where(sibling[current] >= 0, sibling[current], current)
         gain = counts[rows, best] - counts[rows, current]
-        move = gain > 0
+        # bisection: every node of a split range proposes (a loss can pay for a swap's gain)
+        move = gain > 0 if sibling is None else sibling[current] >= 0
         key = (_gain_bucket(gain[move]) << bits) | permute(seed, step, nodes[move], bits)
         found.append((nodes[move], current[move], best[move], key))
     node, source, target, key = (np.concatenate(parts) for parts in zip(*found))
@@ -139,10 +155,12 @@ class Inflow:
     rank: np.ndarray
 
 
-def plan_inflow(hist: np.ndarray, sizes: np.ndarray, cap: np.ndarray) -> Inflow:
+def plan_inflow(hist: np.ndarray, sizes: np.ndarray, cap: np.ndarray,
+                limit: np.ndarray | None = None) -> Inflow:
     """How many of its best proposals every part ``p`` takes in, so that it ends at most at
     ``cap[p]``: at most ``cap - size`` plus a lower bound of what it sends out. Starts from
-    every proposal and lowers the counts to the fixpoint (a swap between two full parts stays)."""
+    every proposal (at most ``limit``, int64 (k,)) and lowers the counts to the fixpoint (a swap
+    between two full parts stays)."""
     k = sizes.size
     target, cell, source, count = hist
     order = np.lexsort((source, -cell, target))  # by target, best cells first
@@ -156,7 +174,7 @@ def plan_inflow(hist: np.ndarray, sizes: np.ndarray, cap: np.ndarray) -> Inflow:
     target_start = np.concatenate([[0], cum])[np.searchsorted(target, target)]
     before = np.concatenate([[0], cum])[np.flatnonzero(first)][group] - target_start
     offered = np.bincount(target, weights=count, minlength=k).astype(np.int64)
-    taken = offered.copy()
+    taken = offered if limit is None else np.minimum(offered, limit)
     for _ in range(FIXPOINT_ROUNDS):
         partial = np.clip(taken[target] - before, 0, cell_total)  # taken inside the entry's cell
         surely = np.maximum(0, partial - (cell_total - count))  # from this source, at least
@@ -173,6 +191,32 @@ def plan_inflow(hist: np.ndarray, sizes: np.ndarray, cap: np.ndarray) -> Inflow:
     boundary_cell[target[edge]] = cell[edge]
     rank[target[edge]] = taken[target[edge]] - before[edge]
     return Inflow(taken, boundary_cell, rank)
+
+
+def swap_limits(hist: np.ndarray, sibling: np.ndarray, shift_bits: int) -> np.ndarray:
+    """Bisection: how many proposals every part may take in from its sibling, int64 (k,): the
+    ``m`` best of each direction swap while the m-th pair still gains (Kernighan-Lin's pairing,
+    on bucketed gains), and beyond them only proposals that gain on their own."""
+    k = sibling.size
+    target, cell, _, count = hist
+    gain = bucket_gain(cell >> shift_bits)
+    limit = np.bincount(target, weights=count * (gain > 0), minlength=k).astype(np.int64)
+    for a in np.flatnonzero(sibling > np.arange(k)):
+        b = sibling[a]
+        ranked = []
+        for t in (a, b):  # gain of the r-th best proposal into t: a step function of r
+            mine = np.flatnonzero(target == t)
+            order = mine[np.argsort(-cell[mine], kind="stable")]
+            ranked.append((np.cumsum(count[order]), gain[order]))
+        if min(r[0].size for r in ranked) == 0:
+            continue
+        starts = np.unique(np.concatenate([np.concatenate([[1], c[:-1] + 1]) for c, _ in ranked]))
+        starts = starts[starts <= min(c[-1] for c, _ in ranked)]
+        pair_gain = sum(g[np.searchsorted(c, starts)] for c, g in ranked)
+        losing = np.flatnonzero(pair_gain <= 0)
+        pairs = (starts[losing[0]] - 1 if losing.size else min(c[-1] for c, _ in ranked))
+        limit[a], limit[b] = max(limit[a], pairs), max(limit[b], pairs)
+    return limit
 
 
 def cell_keys(proposals: Proposals, boundary_cell: np.ndarray) -> np.ndarray:
@@ -267,10 +311,11 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
         hist = merge_histograms(blocks.gather(blocks.map(histogram, proposals)))
         if hist.shape[1] == 0:
             break
-        inflow = plan_inflow(hist, np.bincount(labels, minlength=k), cap)
+        limit = None if sibling is None else swap_limits(hist, sibling, CELL_BITS)
+        inflow = plan_inflow(hist, np.bincount(labels, minlength=k), cap, limit)
         found = blocks.gather(blocks.map(cell_keys, proposals, boundary_cell=inflow.cell))
-        limit = thresholds(inflow, found)
-        moves = blocks.gather(blocks.map(accepted_moves, proposals, limit=limit))
+        lowest = thresholds(inflow, found)
+        moves = blocks.gather(blocks.map(accepted_moves, proposals, limit=lowest))
         del proposals
         for node, part in moves:
             labels[node] = part
@@ -292,8 +337,11 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.n
     caps = part_caps(n, k, cfg.imbalance)
     rows = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
     labels, ranges, step = np.zeros(n, dtype=np.int32), [(0, k)], 0
-    while len(ranges) < k:
-        ranges, sibling, cap = split_ranges(labels, ranges, caps)
+    levels = max(1, (k - 1).bit_length())
+    for depth in range(1, levels + 1):
+        # the cap loosens with depth: a split starts with room for net flows, not only swaps
+        level_caps = part_caps(n, k, cfg.imbalance * depth / levels)
+        ranges, sibling, cap = split_ranges(labels, ranges, level_caps)
         write_labels(folder, step, labels)
         step = _sweeps(folder, labels, step, cfg, seed, blocks, rows, cap, sibling)
         remove_labels(folder, step)
