@@ -1,25 +1,28 @@
 """``partition.method: lp``: balanced label propagation by blocks of rows, under a hard size cap.
 
 The graph lies in a folder of memory-mapped arrays (gnnpipe/io/csr_blocks.py); a task reads one
-block of rows (its in- and out-edges) and the previous iteration's labels, so no process holds
-the whole graph. Parts come from recursive bisection (each level splits every range of parts in
-two and moves nodes only between the halves), then k-way sweeps. One synchronous sweep:
+block of rows (its in- and out-edges) and the previous sweep's labels, so no process holds the
+whole graph. Parts come from recursive bisection: each level splits every range of parts in two
+(first ids left, in proportion) and sweeps move nodes only between the two halves; then k-way
+sweeps polish. One synchronous sweep:
 
 1. ``propose`` (per block): every node counts its neighbours' labels (stored edges, either
-   direction) and proposes the best allowed label; the gain is the edges it would stop cutting.
+   direction) and proposes the best allowed label; the gain is the cut edges it would save.
    Its key is (gain bucket, a seeded permutation of its id): unique, so "the m best" is exact.
 2. ``histogram`` (per block): proposals per (target, key cell, source), summed over blocks.
-3. ``plan_inflow`` (once): how many proposals each part takes in without passing its cap: at
+3. ``swap_limits`` (bisection only): the m best of the two directions swap while the m-th pair
+   still gains (Kernighan-Lin's pairing: a node that loses a little may leave for one that gains
+   more); beyond them only nodes that gain on their own move.
+4. ``plan_inflow`` (once): how many proposals each part takes in without passing its cap: at
    most its room plus what it surely sends out (a decreasing fixpoint, so swaps between two
    full parts go through).
-4. ``cell_keys`` (per block), then the exact key threshold of every target; ``accepted_moves``
+5. ``cell_keys`` (per block), then the exact key threshold of every target; ``accepted_moves``
    (per block): the proposals at or above their target's threshold move.
 
 Every decision depends only on (seed, sweep, node), the previous labels and block sums, so the
-parts are the same for any number of blocks or workers (in the style of Spinner, Martella et al.
-2017, and Ugander & Backstrom's balanced label propagation, 2013).
+parts are the same for any number of blocks or workers (after Spinner, Martella et al. 2017, and
+Ugander & Backstrom's balanced label propagation, 2013, with exact caps).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -131,18 +134,29 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
     return Proposals(node, source, target, key, bits - CELL_BITS)
 
 
-def histogram(proposals: Proposals) -> np.ndarray:
+CELL_SPAN = 1 << (7 + CELL_BITS)  # distinct cells: 7 bits of gain bucket, CELL_BITS of id
+
+
+def _cell_counts(target: np.ndarray, cell: np.ndarray, source: np.ndarray, weight, k: int
+                 ) -> np.ndarray:
+    """Summed ``weight`` per distinct (target, cell, source): int64 (4, b), rows target, cell,
+    source, count (one int64 key per triple: a 1-d sort, far faster than unique rows)."""
+    key = (target * CELL_SPAN + cell) * k + source
+    distinct, where = np.unique(key, return_inverse=True)
+    counts = np.bincount(where.ravel(), weights=weight, minlength=distinct.size)
+    return np.vstack([distinct // k // CELL_SPAN, distinct // k % CELL_SPAN, distinct % k,
+                      counts.astype(np.int64)])
+
+
+def histogram(proposals: Proposals, num_parts: int) -> np.ndarray:
     """Proposals per (target, cell, source): int64 (4, b) rows target, cell, source, count."""
-    cells = np.stack([proposals.target, proposals.key >> proposals.shift, proposals.source])
-    distinct, counts = np.unique(cells, axis=1, return_counts=True)
-    return np.vstack([distinct, counts])
+    return _cell_counts(proposals.target, proposals.key >> proposals.shift, proposals.source,
+                        None, num_parts)
 
 
-def merge_histograms(histograms: list[np.ndarray]) -> np.ndarray:
+def merge_histograms(histograms: list[np.ndarray], num_parts: int) -> np.ndarray:
     joined = np.concatenate(histograms, axis=1)
-    distinct, where = np.unique(joined[:3], axis=1, return_inverse=True)
-    counts = np.bincount(where.ravel(), weights=joined[3], minlength=distinct.shape[1])
-    return np.vstack([distinct, counts.astype(np.int64)])
+    return _cell_counts(joined[0], joined[1], joined[2], joined[3], num_parts)
 
 
 @dataclass(frozen=True)
@@ -308,7 +322,7 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
     for _ in range(cfg.iterations):
         proposals = blocks.map(propose, ranges, folder=folder, step=step, num_parts=k, seed=seed,
                                sibling=sibling)
-        hist = merge_histograms(blocks.gather(blocks.map(histogram, proposals)))
+        hist = merge_histograms(blocks.gather(blocks.map(histogram, proposals, num_parts=k)), k)
         if hist.shape[1] == 0:
             break
         limit = None if sibling is None else swap_limits(hist, sibling, CELL_BITS)

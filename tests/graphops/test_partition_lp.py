@@ -13,8 +13,8 @@ from gnnpipe.data import synthetic
 from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
 from gnnpipe.graphops import partition_lp
 from gnnpipe.graphops.partition import assign_parts, partition_report
-from gnnpipe.graphops.partition_lp import (lp_partition, part_caps, permute, plan_inflow,
-                                           split_ranges)
+from gnnpipe.graphops.partition_lp import (GAIN_ZERO, lp_partition, part_caps, permute,
+                                           plan_inflow, split_ranges, swap_limits)
 from gnnpipe.io import csr_blocks
 
 
@@ -71,6 +71,29 @@ def test_plan_lets_two_full_parts_swap_and_never_passes_a_cap():
     out_lower = {0: 20, 1: 20}
     for p in (0, 1):
         assert sizes[p] + inflow.taken[p] - out_lower[p] <= cap[p]
+
+
+def test_plan_under_a_limit_still_cuts_inside_a_cell():
+    # 30 proposals into part 1 in one cell, at most 12 of them: the threshold falls inside it
+    hist = np.array([[1], [4], [0], [30]])
+    inflow = plan_inflow(hist, np.array([50, 50]), np.array([100, 100]), np.array([0, 12]))
+    assert inflow.taken.tolist() == [0, 12] and inflow.cell[1] == 4 and inflow.rank[1] == 12
+
+
+def _cell(gain: int) -> int:
+    return (GAIN_ZERO + gain) << 8  # CELL_BITS: the gain bucket above the permuted id's bits
+
+
+def test_swap_limits_pair_the_best_of_both_directions_while_the_pair_gains():
+    sibling = np.array([1, 0])
+    # into 1 (from 0): gains 5 x3, then -1 x4; into 0 (from 1): gains 2 x2, -3 x10
+    hist = np.array([[1, 1, 0, 0], [_cell(5), _cell(-1), _cell(2), _cell(-3)], [0, 0, 1, 1],
+                     [3, 4, 2, 10]])
+    limit = swap_limits(hist, sibling, 8)
+    # pairs by rank: 5+2, 5+2, 5-3 (> 0), -1-3: three swaps; part 1 also takes its 3 gainers
+    assert limit.tolist() == [3, 3]
+    no_pairs = np.array([[1, 0], [_cell(-1), _cell(-2)], [0, 1], [4, 4]])
+    assert swap_limits(no_pairs, sibling, 8).tolist() == [0, 0]
 
 
 def test_split_ranges_halves_parts_in_proportion_within_their_caps():
