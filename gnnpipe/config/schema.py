@@ -187,8 +187,8 @@ class PartitionParams:
     edge_weight: Literal["none", "multiplicity"] = "none"
     # metis: tolerance (pymetis ufactor/1000); lp: hard cap, every part <= (1 + imbalance) * mean
     imbalance: float = num(0.03, low=0.001, high=1.0)
-    iterations: int = num(30, low=1)  # lp: at most this many synchronous label sweeps
-    min_moved: float = num(0.001, low=0.0, high=1.0)  # lp: stop when fewer nodes move (fraction)
+    iterations: int = num(30, low=1)  # lp: most sweeps per bisection level, then k-way sweeps
+    min_moved: float = num(0.001, low=0.0, high=1.0)  # lp: a level ends when fewer nodes move
     block_rows: int = num(131_072, low=1)  # lp: rows per block task (results do not depend on it)
     halo_hops: int = num(1, low=0)  # k-hop in-neighbourhood stored with each part shard
 
