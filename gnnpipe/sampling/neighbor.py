@@ -80,6 +80,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
 from gnnpipe.sampling.pick import pick_edges, pick_weighted
 from gnnpipe.sampling.store import csc_of_stores, typed_csc_of_stores
+from gnnpipe.sampling.subgraph import subgraph_type_name
 from gnnpipe.sampling.temporal import TemporalIndex, check_strategy
 from gnnpipe.sampling.typed_csr import typed_csr_arrays
 
@@ -135,6 +136,7 @@ class HeteroNeighborSampler(BaseSampler):
                  edge_permutation: Optional[Mapping[EdgeType, Optional[Tensor]]] = None,
                  edge_weight: Optional[Mapping[EdgeType, object]] = None,
                  sample_direction: str = "forward", transposed: bool = False):
+        subgraph_type = subgraph_type_name(subgraph_type)  # PyG's SubgraphType or its name
         if transposed and sample_direction != "backward":
             raise ValueError("transposed=True holds out-edges: it needs sample_direction="
                              "'backward'")
@@ -643,6 +645,7 @@ class CsrNeighborSampler(BaseSampler):
                  temporal_strategy: str = "uniform", weight_attr: str | None = None,
                  edge_weight: Tensor | np.ndarray | None = None,
                  sample_direction: str = "forward"):
+        subgraph_type = subgraph_type_name(subgraph_type)  # PyG's SubgraphType or its name
         backward, perm, transposed = sample_direction == "backward", None, False
         if isinstance(graph, (tuple, list)):  # PyG's remote backend: (FeatureStore, GraphStore)
             if weight_attr is not None:  # as PyG's NeighborSampler, same exception
