@@ -555,7 +555,7 @@ def test_partition_stage_with_a_missing_backend_fails_in_one_line(split_folder, 
 
 @pytest.mark.parametrize("raw, message", [
     ({"method": "metiss"}, r"partition\.method='metiss' is not valid; expected one of: metis, "
-                           r"random, bfs"),
+                           r"lp, random, bfs"),
     ({"backend": "kahip"}, r"partition\.backend='kahip' is not valid; expected one of: auto, "
                            r"pymetis, torch_sparse, pyg_lib"),
     ({"node_weight": "edges"}, r"partition\.node_weight='edges' .* none, degree"),
