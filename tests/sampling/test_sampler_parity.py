@@ -305,6 +305,15 @@ def test_zero_hops_is_the_seeds_alone(disjoint):
         assert batch.batch.tolist() == [0, 1, 2, 3, 4]
 
 
+def test_zero_hops_output_is_a_copy_of_the_seeds():
+    sampler = CsrNeighborSampler(random_graph(), [], seed=0)
+    seeds = torch.tensor([8, 9, 9, 12])
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds))
+    seeds += 1  # the caller's tensor: the batch must not change with it
+    assert out.node.tolist() == [8, 9, 9, 12] and out.row.numel() == 0
+    assert out.num_sampled_nodes == [4] and out.num_sampled_edges == []
+
+
 def test_zero_hops_link_loaders():
     """PyG's test_homo_link_neighbor_loader_no_edges / test_hetero_..._no_edges."""
     g = torch.Generator().manual_seed(0)
