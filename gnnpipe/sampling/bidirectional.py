@@ -29,7 +29,8 @@ from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.data.graph import Csr
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.sampling.streams import sampler_seed
 
 
 class BidirectionalNeighborSampler(PyGBidirectional):

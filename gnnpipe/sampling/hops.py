@@ -30,6 +30,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import numpy as np
+import torch
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnpipe.sampling.edge_plan import EdgePlan
 from gnnpipe.sampling.pick import pick_edges, pick_weighted
@@ -50,6 +52,29 @@ class Sampled(NamedTuple):
     edge: list[np.ndarray]
     num_nodes: list[list[int]]
     num_edges: Optional[list[list[int]]]
+
+    def output(self) -> SamplerOutput:
+        """PyG's homogeneous output of a one-type batch."""
+        t = torch.from_numpy
+        return SamplerOutput(node=t(self.node[0]), row=t(self.row[0]), col=t(self.col[0]),
+                             edge=t(self.edge[0]),
+                             batch=None if self.batch is None else t(self.batch[0]),
+                             num_sampled_nodes=self.num_nodes[0],
+                             num_sampled_edges=None if self.num_edges is None
+                             else self.num_edges[0])
+
+    def hetero_output(self, node_types: list[str], edge_types: list) -> HeteroSamplerOutput:
+        """PyG's typed output, keyed by the names of the positions."""
+        def by(keys, values):
+            return dict(zip(keys, map(torch.from_numpy, values)))
+
+        return HeteroSamplerOutput(
+            node=by(node_types, self.node), row=by(edge_types, self.row),
+            col=by(edge_types, self.col), edge=by(edge_types, self.edge),
+            batch=None if self.batch is None else by(node_types, self.batch),
+            num_sampled_nodes=dict(zip(node_types, self.num_nodes)),
+            num_sampled_edges=None if self.num_edges is None
+            else dict(zip(edge_types, self.num_edges)))
 
 
 class Hops:

@@ -4,48 +4,40 @@ PyG's ``BaseSampler``: one core for typed graphs, the homogeneous graph its one-
 PyG's ``NeighborSampler`` needs pyg-lib or torch-sparse (compiled extensions); this one is plain
 NumPy over CSR arrays, so ``torch_geometric.loader.NodeLoader`` / ``LinkLoader`` give the same
 batches as ``NeighborLoader`` / ``LinkNeighborLoader`` would. As PyG's sampler (``is_hetero``),
-one class per input kind: ``HeteroNeighborSampler`` (node types, edge types ``(src, rel, dst)``,
-``HeteroSamplerOutput``) holds the sampling; ``CsrNeighborSampler`` (a ``Csr``, a ``Data`` or
-homogeneous stores, ``SamplerOutput``) runs it on one node type and one edge type. Both check
-their arguments into fixed per-edge-type plans (``gnnpipe.sampling.edge_plan``) that the hop
-loops read (``gnnpipe.sampling.hops``, which also gives the order of nodes and edges).
-
-Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one
-``gnnpipe.data.graph.Csr`` per edge type whose row ``v`` (a ``dst`` node) lists its ``src`` sources
-(see ``gnnpipe.data.graph``). Edge ids are CSR positions (columns of ``csr[e].edge_index()``);
+one class per input kind: ``HeteroNeighborSampler`` (``num_nodes[t]`` per node type, one
+``gnnpipe.data.graph.Csr`` per edge type ``(src, rel, dst)`` whose row ``v`` lists the ``src``
+sources of ``v``; ``HeteroSamplerOutput``) holds the sampling; ``CsrNeighborSampler`` (a
+``Csr``, a ``Data`` or homogeneous stores, ``gnnpipe.sampling.graph_inputs``; ``SamplerOutput``)
+runs it on one node type and one edge type. The arguments become fixed per-edge-type plans
+(``gnnpipe.sampling.edge_plan``) that the hop loops read (``gnnpipe.sampling.hops``: the order
+of nodes and edges, disjoint trees, induced edges). Edge ids are CSR positions;
 ``edge_permutation`` maps them to the caller's edge order.
 
 Semantics (pyg-lib's ``neighbor_sample`` / ``hetero_neighbor_sample``, ``csc=True``):
 
 - Hop ``h``: every node first reached at hop ``h - 1`` (the seeds at hop 0) draws up to ``k``
-  of its in-edges of every edge type ``(s, r, d)`` it is the ``d`` of; messages flow from the
-  sampled neighbours into the seeds (``row`` = source, ``col`` = target).
-- ``k = -1`` takes all in-edges, ``0`` none; ``deg <= k`` without replacement takes all; with
+  of its in-edges of every edge type it is the ``dst`` of (``row`` = source, ``col`` = target).
+  ``k = -1`` takes all, ``0`` none; ``deg <= k`` without replacement takes all; with
   replacement exactly ``k`` draws (duplicates kept as edges, nodes deduplicated).
+  ``num_neighbors=[]``: zero hops, the batch is the seeds alone.
 - ``num_neighbors``: a list (the same fan-outs for every edge type), a dict edge type -> list
   or a PyG ``NumNeighbors`` (``default`` for edge types a dict leaves out; without one a
-  missing edge type is an error, as in PyG). Every edge type has the same number of hops.
-  ``num_sampled_nodes`` / ``num_sampled_edges`` count per hop, so
-  ``torch_geometric.utils.trim_to_layer`` works. Every node and edge type is in the output.
-- ``disjoint``: every seed grows its own tree; ``batch[i]`` is the tree of local node ``i``.
-- ``induced``: the hops choose the nodes, the edges are every edge among them (per tree when
-  disjoint); ``num_sampled_edges`` is None. ``bidirectional``: PyG's ``to_bidirectional``.
+  missing edge type is an error, as in PyG); the same number of hops for all. Counts per hop
+  make ``torch_geometric.utils.trim_to_layer`` work; every node and edge type is in the output.
+- ``bidirectional``: PyG's ``to_bidirectional`` of the directional batch.
 - Temporal (``node_time`` per node type or ``edge_time`` per edge type): sampling is disjoint
   and tree ``i`` draws only edges whose time is ``<=`` its seed's time (``input_time``, else the
   seed's own ``node_time``); node-level: the time of the neighbour (the ``src`` node), as PyG.
-  Edge types without a time are sampled without a time bound, as pyg-lib. ``temporal_strategy``
-  uniform | last as in ``gnnpipe.sampling.temporal``. Induced edges later than the tree's seed
-  are dropped too.
+  Edge types without a time are sampled without a bound, as pyg-lib. ``temporal_strategy`` as
+  in ``gnnpipe.sampling.temporal``. Induced edges later than the tree's seed are dropped too.
 - Weighted (``edge_weight`` per edge type, ``weight_attr``): in-edges drawn proportionally to
   their weight (``gnnpipe.sampling.pick.pick_weighted``); edge types without weights are sampled
   uniformly, as pyg-lib. Not with temporal sampling.
 - ``sample_direction="backward"`` (PyG 2.7+): every edge type ``(s, r, d)`` is sampled as
-  ``(d, r, s)`` (an ``s`` frontier node draws its out-edges to ``d``), and the output is keyed
-  and oriented as the original types (``row`` indexes ``node[s]``), as PyG. Not with temporal
-  sampling (PyG raises NotImplementedError too).
-- ``num_neighbors=[]``: zero hops, the batch is the seeds alone.
-- Not PyG 2.7's ``BidirectionalNeighborSampler`` (forward and backward hops merged,
-  homogeneous-only): see ``gnnpipe.sampling.bidirectional``.
+  ``(d, r, s)`` (an ``s`` frontier node draws its out-edges), and the output is keyed and
+  oriented as the original types (``row`` indexes ``node[s]``), as PyG. Not temporal (PyG
+  raises NotImplementedError too). PyG 2.7's ``BidirectionalNeighborSampler`` (forward and
+  backward hops merged): ``gnnpipe.sampling.bidirectional``.
 """
 
 from __future__ import annotations
@@ -66,14 +58,14 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
-from torch_geometric.sampler.utils import to_csc, to_hetero_csc
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.backend import resolve_backend
-from gnnpipe.sampling.edge_plan import (check_modes, check_weights, edge_plans, node_times,
-                                        read_fanouts)
+from gnnpipe.sampling.edge_plan import check_modes, edge_plans, node_times, read_fanouts
+from gnnpipe.sampling.graph_inputs import hetero_data_input, homogeneous_input
 from gnnpipe.sampling.hops import Hops, Sampled
-from gnnpipe.sampling.store import csc_of_stores, typed_csc_of_stores
+from gnnpipe.sampling.store import typed_csc_of_stores
+from gnnpipe.sampling.streams import SeededStream
 from gnnpipe.sampling.temporal import check_strategy
 from gnnpipe.sampling.typed_csr import EdgeType, TypedCsr, typed_csr_arrays
 
@@ -81,15 +73,8 @@ SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 NODE, EDGE = "node", ("node", "to", "node")  # the one node / edge type of a homogeneous graph
 
 
-def sampler_seed(seed: int | torch.Generator | None) -> int:
-    """A sampler's stream seed: ``seed`` itself, one draw of a generator, or of torch's RNG."""
-    if isinstance(seed, torch.Generator):
-        return int(torch.randint(2**62, (), generator=seed))
-    return int(torch.randint(2**62, ())) if seed is None else int(seed)
-
-
 # ------------------------------------------------------------------------- the typed sampler
-class HeteroNeighborSampler(BaseSampler):
+class HeteroNeighborSampler(SeededStream, BaseSampler):
     """Neighbor sampler over a typed CSR graph (semantics in the module docstring).
 
     Args:
@@ -166,44 +151,16 @@ class HeteroNeighborSampler(BaseSampler):
         self._timed = self.node_time is not None or any(p.temporal for p in self.plans)
         # PyG's NeighborSampler is disjoint whenever it is temporal: each tree has its seed's time
         self.disjoint = bool(disjoint) or self._timed
-        self.seed = sampler_seed(seed)
-        self._rng = np.random.default_rng(self.seed)
-        self._rng_worker: Optional[int] = None
+        self._start_stream(seed)
 
     @classmethod
     def from_hetero_data(cls, data: HeteroData, num_neighbors, *, time_attr: str | None = None,
                          weight_attr: str | None = None, **kwargs) -> "HeteroNeighborSampler":
-        """The sampler over a PyG ``HeteroData`` (CSC per edge type, permutation kept).
-
-        ``time_attr`` names a node-level or edge-level attribute, as ``NeighborLoader``'s;
-        edge-level times are re-ordered to CSR order here. ``weight_attr`` names an edge-level
-        attribute of weights (edge types without it are sampled uniformly, as PyG).
-        """
-        colptr, row, perm = to_hetero_csc(data, device="cpu")
-        csr = {e: Csr(colptr[e], row[e]) for e in data.edge_types if e in colptr}
-        num_nodes = {t: data[t].num_nodes for t in data.node_types}
-        if weight_attr is not None:
-            weight = {e: data[e][weight_attr] for e in data.edge_types if weight_attr in data[e]}
-            if not weight:
-                raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of any edge "
-                                 "type")
-            kwargs["edge_weight"] = {e: w if perm.get(e) is None else w[perm[e]]
-                                     for e, w in weight.items()}
-        if time_attr is not None:
-            node_time = {t: data[t][time_attr] for t in data.node_types if time_attr in data[t]}
-            edge_time = {e: data[e][time_attr] for e in data.edge_types if time_attr in data[e]}
-            if node_time and edge_time:
-                raise ValueError(f"time_attr={time_attr!r} is both a node-level and an "
-                                 "edge-level attribute")
-            if not node_time and not edge_time:
-                raise ValueError(f"time_attr={time_attr!r} is neither a node-level nor an "
-                                 "edge-level attribute")
-            if node_time:
-                kwargs["node_time"] = node_time
-            else:
-                kwargs["edge_time"] = {e: t if perm.get(e) is None else t[perm[e]]
-                                       for e, t in edge_time.items()}
-        return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **kwargs)
+        """The sampler over a PyG ``HeteroData`` (CSC per edge type, permutation kept;
+        ``gnnpipe.sampling.graph_inputs.hetero_data_input`` reads ``time_attr`` and
+        ``weight_attr``)."""
+        num_nodes, csr, perm, options = hetero_data_input(data, time_attr, weight_attr)
+        return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **{**kwargs, **options})
 
     @classmethod
     def from_stores(cls, data, num_neighbors, **kwargs) -> "HeteroNeighborSampler":
@@ -214,21 +171,6 @@ class HeteroNeighborSampler(BaseSampler):
         num_nodes, csr, perm = typed_csc_of_stores(data)
         return cls(num_nodes, csr, num_neighbors, edge_permutation=perm, **kwargs)
 
-
-    def set_epoch(self, epoch: int) -> None:
-        """Restart the stream at ``(seed, epoch)``: epoch e's batches no longer depend on what
-        was drawn before, so a run resumed at epoch e samples exactly what it would have."""
-        self._rng = np.random.default_rng([self.seed, epoch])
-        self._rng_worker = None
-
-    def _generator(self) -> np.random.Generator:
-        info = torch.utils.data.get_worker_info()
-        if info is not None and self._rng_worker != info.id:
-            # A worker holds a copy of the parent's generator: re-derive, or all workers
-            # would draw the same stream.
-            self._rng = np.random.default_rng([self.seed, info.seed % 2**63])
-            self._rng_worker = info.id
-        return self._rng
 
     @property
     def num_neighbors(self) -> dict[EdgeType, list[int]]:
@@ -273,15 +215,7 @@ class HeteroNeighborSampler(BaseSampler):
     def _sample(self, seed: dict[str, Tensor], seed_time: Optional[dict[str, Tensor]] = None,
                 **kwargs) -> HeteroSamplerOutput:
         out = self.sample_arrays(list(seed.items()), seed_time)
-        t, types, edge_types = torch.from_numpy, self.node_types, self.edge_types
-        return HeteroSamplerOutput(
-            node=dict(zip(types, map(t, out.node))), row=dict(zip(edge_types, map(t, out.row))),
-            col=dict(zip(edge_types, map(t, out.col))),
-            edge=dict(zip(edge_types, map(t, out.edge))),
-            batch=None if out.batch is None else dict(zip(types, map(t, out.batch))),
-            num_sampled_nodes=dict(zip(types, out.num_nodes)),
-            num_sampled_edges=None if out.num_edges is None else dict(zip(edge_types,
-                                                                          out.num_edges)))
+        return out.hetero_output(self.node_types, self.edge_types)
 
     def sample_arrays(self, seed: list[tuple[str, Tensor]],
                       seed_time: Optional[Mapping[str, Tensor]] = None) -> Sampled:
@@ -375,38 +309,10 @@ class CsrNeighborSampler(BaseSampler):
                  temporal_strategy: str = "uniform", weight_attr: str | None = None,
                  edge_weight: Tensor | np.ndarray | None = None,
                  sample_direction: str = "forward"):
-        backward, perm, transposed = sample_direction == "backward", None, False
-        if isinstance(graph, (tuple, list)):  # PyG's remote backend: (FeatureStore, GraphStore)
-            if weight_attr is not None:  # as PyG's NeighborSampler, same exception
-                raise NotImplementedError("'weight_attr' argument not yet supported within "
-                                          f"'{type(self).__name__}' for '(FeatureStore, "
-                                          "GraphStore)' inputs; pass edge_weight")
-            # (backward: graph_store.csr(), as PyG); perm: position -> stored edge id
-            indptr, indices, perm = csc_of_stores(graph, to_transpose=backward)
-            transposed = backward
-        elif isinstance(graph, Csr):
-            if weight_attr is not None:
-                raise ValueError(f"weight_attr={weight_attr!r} names a Data edge attribute; "
-                                 "for a Csr pass edge_weight (E,) in CSR order")
-            indptr, indices = graph.indptr, graph.indices
-        else:  # PyG Data: colptr over targets, row = sources, perm back to data.edge_index order
-            # (backward: rowptr over sources, col = targets, as PyG's to_transpose)
-            indptr, indices, perm = to_csc(graph, device="cpu", to_transpose=backward)
-            transposed = backward
-            if weight_attr is not None:
-                if edge_weight is not None:
-                    raise ValueError("give weight_attr or edge_weight, not both")
-                if weight_attr not in graph:
-                    raise ValueError(f"weight_attr={weight_attr!r} is not an attribute of the "
-                                     "graph")
-                edge_weight = graph[weight_attr]
-        csr = Csr(torch.as_tensor(indptr), torch.as_tensor(indices))
-        if perm is not None:  # edge_index order -> CSR order
-            order = perm.numpy()
-            if edge_weight is not None:
-                edge_weight = check_weights(edge_weight, order.size)[order]
-            if edge_time is not None and np.shape(edge_time) == order.shape:
-                edge_time = np.asarray(edge_time)[order]
+        backward = sample_direction == "backward"
+        csr, perm, transposed, edge_weight, edge_time = homogeneous_input(
+            graph, backward=backward, sampler=type(self).__name__, weight_attr=weight_attr,
+            edge_weight=edge_weight, edge_time=edge_time)
         timed = edge_time is not None or node_time is not None
         if timed or edge_weight is not None or backward:  # our pyg-lib bridge passes none
             if backend == "pyg-lib":
@@ -486,12 +392,7 @@ class CsrNeighborSampler(BaseSampler):
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None, **kwargs) -> SamplerOutput:
         out = self.typed.sample_arrays([(NODE, seed)],
                                        None if seed_time is None else {NODE: seed_time})
-        t = torch.from_numpy
-        return SamplerOutput(node=t(out.node[0]), row=t(out.row[0]), col=t(out.col[0]),
-                             edge=t(out.edge[0]),
-                             batch=None if out.batch is None else t(out.batch[0]),
-                             num_sampled_nodes=out.num_nodes[0],
-                             num_sampled_edges=None if out.num_edges is None else out.num_edges[0])
+        return out.output()
 
 
 def _flip(e: EdgeType) -> EdgeType:
