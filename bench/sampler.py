@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
+from bench.trees import add_tree_args, compare_trees
 from gnnpipe.sampling import CsrNeighborSampler
 from gnnpipe.sampling.bidirectional import BidirectionalNeighborSampler
 
@@ -133,7 +135,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--bidir-batches", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args(argv)
+    args = add_tree_args(parser).parse_args(argv)
+    if args.trees:  # this bench once per tree and round, in their own processes
+        return compare_trees("bench.sampler", sys.argv[1:] if argv is None else list(argv), args.trees,
+                             args.rounds, args.json)
     torch.set_num_threads(args.threads)
     fanout = [int(k) for k in args.fanout.split(",")]
     print_machine()
