@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch_geometric.typing
 from torch_geometric.data import HeteroData
