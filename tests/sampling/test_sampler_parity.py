@@ -233,6 +233,9 @@ def test_hetero_backward_is_forward_on_the_reversed_graph():
     seeds = NodeSamplerInput(None, torch.tensor([0, 4, 7]), input_type="paper")
     back = HeteroNeighborSampler.from_hetero_data(data, [-1, -1], sample_direction="backward")
     fwd = HeteroNeighborSampler.from_hetero_data(flip(data), [-1, -1])
+    # the caller's edge types (what a link loader checks its edge type against), not the
+    # reversed ones it samples
+    assert back.edge_types == data.edge_types and list(back.num_neighbors) == data.edge_types
     out_b, out_f = back.sample_from_nodes(seeds), fwd.sample_from_nodes(seeds)
     for t in data.node_types:
         assert hop_sets(out_b.node[t], out_b.num_sampled_nodes[t]) == hop_sets(
