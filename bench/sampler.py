@@ -138,7 +138,7 @@ def main(argv=None) -> dict:
     args = add_tree_args(parser).parse_args(argv)
     if args.trees:  # this bench once per tree and round, in their own processes
         return compare_trees("bench.sampler", sys.argv[1:] if argv is None else list(argv), args.trees,
-                             args.rounds, args.json)
+                             args.rounds, args.clock, args.json)
     torch.set_num_threads(args.threads)
     fanout = [int(k) for k in args.fanout.split(",")]
     print_machine()
