@@ -81,7 +81,8 @@ def compare_trees(module: str, argv: list[str], trees: list[Path], rounds: int,
           f"{clock} clock", flush=True)
     run = ["-c", _CPU_CLOCK, module] if clock == "cpu" else ["-m", module]
     seen: dict[str, dict[str, list[float]]] = {}
-    loads = []
+    work: dict[str, dict[str, tuple]] = {}  # row -> tree -> (nodes, edges) per batch
+    loads, graph = [], None
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for tree in trees if r % 2 == 0 else trees[::-1]:
@@ -94,9 +95,13 @@ def compare_trees(module: str, argv: list[str], trees: list[Path], rounds: int,
                     raise RuntimeError(f"{module} in {tree} failed:\n{done.stdout[-3000:]}"
                                        f"\n{done.stderr[-3000:]}")
                 loads.append(load)
-                for row, values in json.loads(out.read_text())["results"].items():
+                result = json.loads(out.read_text())
+                graph = result["graph"]
+                for row, values in result["results"].items():
                     seen.setdefault(row, {}).setdefault(tree.name, []).append(
                         values["seeds_per_s"])
+                    work.setdefault(row, {})[tree.name] = (round(values["nodes_per_batch"]),
+                                                           round(values["edges_per_batch"]))
                 print(f"# round {r + 1} {tree.name}: {time.perf_counter() - started:.0f} s, "
                       f"load {load:.1f}", flush=True)
     best = {row: {name: max(v) for name, v in by_tree.items()} for row, by_tree in seen.items()}
@@ -107,13 +112,15 @@ def compare_trees(module: str, argv: list[str], trees: list[Path], rounds: int,
         if len(by_tree) < len(names):
             continue  # a row one tree does not have
         ratios[row] = {n: by_tree[n] / by_tree[names[0]] for n in names[1:]}
+        same = len(set(work[row].values())) == 1  # the trees sampled as many nodes and edges
         print(f"{row:50s} " + " ".join(f"{by_tree[n]:14,.0f}" for n in names)
-              + "".join(f" {ratios[row][n]:15.3f}x" for n in names[1:]))
+              + "".join(f" {ratios[row][n]:15.3f}x" for n in names[1:])
+              + ("" if same else f"  (work differs: {work[row]})"))
     print(f"# seeds/s ({clock} clock), best of {rounds} per tree; load average at the runs' "
           f"starts {min(loads):.1f}-{max(loads):.1f}")
     summary = {"module": module, "argv": child, "trees": [str(t) for t in trees],
-               "rounds": rounds, "clock": clock, "load": [min(loads), max(loads)], "runs": seen, "best": best,
-               "ratios": ratios}
+               "rounds": rounds, "clock": clock, "graph": graph, "load": [min(loads), max(loads)],
+               "runs": seen, "best": best, "ratios": ratios, "work": work}
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=2))
     return summary
