@@ -4,6 +4,7 @@ same run, on the same graph, seeds and fan-outs.
 
     python -m bench.hetero_sampler --cache /tmp/gnnpipe-bench    # 1M papers, [15, 10]
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
+    python -m bench.hetero_sampler --scale 0.25 --trees OLD .    # against another tree
 
 The graph is ``gnnpipe.data.synthetic.generate_typed``'s (papers cite papers, authors write
 papers, papers sit in venues, reverse types stored): ``--scale`` * 1M papers with

@@ -2,6 +2,7 @@
 
     python -m bench.sampler --cache /tmp/gnnpipe-bench     # 1M nodes / ~20M edges, [15, 10, 5]
     python -m bench.sampler --scale 0.1 --seeds 20480      # quick
+    python -m bench.sampler --scale 0.25 --trees OLD .     # against another tree (bench/trees.py)
 
 The peer is PyG's ``NeighborLoader`` when torch-sparse or pyg-lib is installed (``bash
 bench/build_peers.sh VENV`` builds torch-sparse into a separate venv; run this with that venv's
