@@ -11,11 +11,12 @@ STAMP := $(VENV)/.gnnpipe-installed
 # test files run on this many pytest-xdist workers (each test pins one thread: tests/conftest.py)
 TEST_JOBS ?= 2
 
-.PHONY: setup repro repro-scale repro-typed-scale test clean-data help docs docs-check generate
+.PHONY: exp setup repro repro-scale repro-typed-scale test clean-data help docs docs-check generate
 
 help:
 	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
 	@echo "make test    set up $(VENV) and run the test suite"
+	@echo "make exp     dvc exp show narrowed to 120 columns (headline metrics, model params)"
 	@echo "make repro-scale  the 1M-node profile (profiles/scale.yaml) as a dvc experiment"
 	@echo "make repro-typed-scale  the typed 2M-node profile (profiles/typed_scale.yaml)"
 	@echo "make setup   only create $(VENV) and install gnnpipe with its test extras"
@@ -32,9 +33,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# preflight: params checked (and dataset.path present) before DVC removes any output
 repro: setup
+	$(BIN)/python -m gnnpipe.preflight
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show metrics/eval.json
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
+
+# experiments side by side in 120 columns (the headline and the model's params; more: ARGS=...)
+exp: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m gnnpipe.experiments $(ARGS)
 
 # a profile applied with one -S per key (checked first); set -f: [10,5] is no glob
 define run_profile

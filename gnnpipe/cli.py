@@ -42,6 +42,15 @@ GNNPIPE_PROGRESS=0 to hide progress bars.
 """
 
 
+# an option's help where the stage table gives none (argparse shows a default only with a help)
+KIND_HELP = {"in": "an upstream stage's output this stage reads",
+             "out": "where this stage writes its output",
+             "perf": "wall-clock figures (cached by DVC, kept out of git)",
+             "record": "this stage's figures, JSON (kept in git; not a DVC metric)",
+             "metric": "a DVC metrics file", "plot": "a CSV for `dvc plots`",
+             "local": "a file DVC does not track"}
+
+
 def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentParser:
     """The ``gnnpipe`` parser with a subcommand for each of ``stages`` (importing only their
     command modules): its paths as ``gnnpipe/pipeline.py`` lists them, then the command's own
@@ -65,7 +74,7 @@ def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentPa
         for artifact in STAGES[stage].paths:
             if artifact.option is not None:
                 sub.add_argument(artifact.option, type=Path, default=Path(artifact.path),
-                                 help=artifact.help)
+                                 help=artifact.help or KIND_HELP[artifact.kind])
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
         sub.set_defaults(run=module.run)

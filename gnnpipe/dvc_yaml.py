@@ -99,7 +99,7 @@ def imports_of(path: Path, modules: dict[str, Path], root: Path = ROOT,
             if node.level:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            # `from gnnpipe.io import hetero` imports the submodule, `... import read_json` the
+            # `from gnnpipe.training import distributed` imports the submodule, `... import read_json` the
             # package: both resolve to the longest module the dotted name reaches
             names = [f"{base}.{alias.name}" for alias in node.names] + [base]
         elif dynamic:
@@ -217,7 +217,7 @@ def render_stage(name: str, stage: Stage, graph: dict[str, set[str]],
     for artifact in (a for a in stage.paths if a.kind == "out"):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
     lines += _output(record, {}, RECORD)
-    for artifact in (a for a in stage.paths if a.kind == "perf"):
+    for artifact in (a for a in stage.paths if a.kind in ("record", "perf")):
         lines += _output(artifact.path, artifact.dvc, artifact.help)
     for kind, section in (("metric", "metrics"), ("plot", "plots")):
         chosen = [a for a in stage.paths if a.kind == kind]

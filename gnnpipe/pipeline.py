@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-Kind = Literal["in", "out", "perf", "metric", "plot", "local"]
+Kind = Literal["in", "out", "perf", "record", "metric", "plot", "local"]
 """What dvc.yaml does with a path: ``in`` a dep; ``out`` a cached out; ``perf`` a cached out that
 is no metric (timings differ run to run: cached, so DVC keeps it out of git and `dvc exp show`);
-``metric`` / ``plot`` a metrics / plots file; ``local`` nothing (the CLI's default for a file DVC
-does not track)."""
+``record`` an uncached out kept in git (a stage's deterministic figures, read in the file: as a
+DVC metric each key would be a `dvc exp show` column); ``metric`` / ``plot`` a metrics / plots
+file (the one metrics file is the headline, ``metrics/summary.json``); ``local`` nothing (the
+CLI's default for a file DVC does not track)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,10 @@ def _perf(option, path, help):
     return Artifact(option, path, "perf", help)
 
 
+def _record(option, path, help=""):
+    return Artifact(option, path, "record", help, dvc={"cache": False})
+
+
 def _metric(option, path, help=""):
     return Artifact(option, path, "metric", help, dvc={"cache": False})
 
@@ -67,6 +73,7 @@ PREPARED, SPLIT, FEATURES = "data/prepared", "data/split", "data/features"
 PARTITION, PROPAGATE = "data/partition", "data/propagate"
 BASELINE, MODEL, PREDICT = "data/baseline", "data/model", "data/predict"
 DETAILS = "reports/eval_details.json"
+SUMMARY = "metrics/summary.json"
 
 STAGES: dict[str, Stage] = {
     "prepare": Stage(("threads", "seed", "dataset"), (
@@ -74,20 +81,20 @@ STAGES: dict[str, Stage] = {
             "the input files (params.yaml dataset.path, default: the data/raw folder), so that "
             "editing them re-runs prepare; a path outside the repository works too"),
         _out("--out", PREPARED, "output folder"),
-        _metric("--metrics", "metrics/prepare.json",
+        _record("--metrics", "metrics/prepare.json",
                 "counts: nodes, edges, duplicates and self-loops removed"),
     )),
     "split": Stage(("threads", "seed", "dataset.task", "split", "features"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _out("--out", SPLIT),
         _out("--features", FEATURES, "features.normalize fitted on the train nodes (transform.pt)"),
-        _metric("--audit", "metrics/split_audit.json",
+        _record("--audit", "metrics/split_audit.json",
                 "audit report; written even when the audit fails"),
     )),
     "analyze": Stage(("threads", "analyze"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT, "adds per-phase message-graph figures"),
-        _metric("--metrics", "metrics/graph.json"),
+        _record("--metrics", "metrics/graph.json"),
         _plot("--degree-hist", "metrics/degree_hist.csv", "log2 degree histogram for `dvc plots`",
               template="simple", x="log2_bin", y="nodes",
               x_label="log2 degree bin (b >= 1: degrees 2^(b-1) .. 2^b - 1; 0: isolated)",
@@ -98,7 +105,7 @@ STAGES: dict[str, Stage] = {
         _out("--out", PARTITION, "node_to_part.parquet, part_<k>.pt shards, meta.json"),
         _perf("--perf", "metrics/perf/partition.json",
               "wall time and peak memory (kept apart: they differ run to run)"),
-        _metric("--metrics", "metrics/partition.json",
+        _record("--metrics", "metrics/partition.json",
                 "edge cut, balance, part and halo sizes (deterministic)"),
     )),
     "propagate": Stage(("threads", "propagate"), (
@@ -118,7 +125,7 @@ STAGES: dict[str, Stage] = {
         _out("--out", BASELINE),
         _perf("--perf", "metrics/perf/baseline.json",
               "wall time and throughput (kept apart: they differ run to run)"),
-        _metric("--metrics", "metrics/baseline.json"),
+        _record("--metrics", "metrics/baseline.json"),
         _plot("--history", "metrics/baseline_history.csv"),
     )),
     "train": Stage(("threads", "seed", "dataset.task", "train"), (
@@ -132,7 +139,7 @@ STAGES: dict[str, Stage] = {
         _out("--out", MODEL),
         _perf("--perf", "metrics/perf/train.json",
               "wall time and throughput (kept apart: they differ run to run)"),
-        _metric("--metrics", "metrics/train.json"),
+        _record("--metrics", "metrics/train.json"),
         _plot("--history", "metrics/train_history.csv"),
         _plot("--perf-history", "metrics/perf/train_history.csv",
               "per-epoch seeds/s and batches/s (wall clock: cached, kept out of git)",
@@ -156,7 +163,7 @@ STAGES: dict[str, Stage] = {
                 "the committed folder predict.pairs must name a file in, so that DVC sees "
                 "edits to it"),
             _out("--out", PREDICT),
-            _metric("--metrics", "metrics/predict.json"),
+            _record("--metrics", "metrics/predict.json"),
         ), params_help="predict, and the train keys the model is rebuilt and run with"),
     "evaluate": Stage(("threads", "dataset.task", "train.model", "evaluate"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
@@ -164,7 +171,10 @@ STAGES: dict[str, Stage] = {
         _in("--model", MODEL, read=["predictions.pt"]),
         _in("--baseline", BASELINE, read=["predictions.pt"]),
         _out("--details", DETAILS, "per-class F1 and confusion matrices"),
-        _metric("--metrics", "metrics/eval.json"),
+        _record("--metrics", "metrics/eval.json"),
+        _metric("--summary", SUMMARY,
+                "the headline for `dvc metrics show` and `make exp`: test score of the GNN and "
+                "of the baseline, the gain, the verdict"),
         # one row per test node: cached, kept out of git
         Artifact("--confusion", "reports/confusion_test.csv", "plot",
                  "(actual, predicted) of the GNN on every test node, for `dvc plots`",

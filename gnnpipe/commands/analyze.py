@@ -1,68 +1,48 @@
-"""analyze: graph diagnostics (homophily, degrees, components, labels) and their warnings. A
-typed graph is analyzed on its target type's own relation (paper cites paper), with per-type
-counts added; without one (users that only buy items) homophily is marked not applicable, with
-the reason, and degrees / components still reported."""
+"""analyze: graph diagnostics (homophily, degrees, components, labels) and their warnings, on
+the graph read as typed (either layout). The diagnostics are of the target type over its own
+relation (a homogeneous graph: the graph itself; paper cites paper); typed files add per-type
+counts and the relation analyzed. Without an own relation (users that only buy items)
+homophily is marked not applicable, with the reason, and degrees / components still
+reported."""
 
 import numpy as np
 import torch
 
 from gnnpipe import io
 from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_components,
-                             degree_histogram, degree_stats)
+                                      degree_histogram, degree_stats)
 from gnnpipe.commands.inputs import read_typed
-from gnnpipe.commands.variant import pick, split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.io.hetero import read_hetero_roles
-from gnnpipe.data.typed_graph import (HOMOGENEOUS, TYPED, edge_type_name, homogeneous_csr,
-                                      type_summary)
+from gnnpipe.data.typed_graph import TYPED, edge_type_name, homogeneous_csr, type_summary
 
 PHASES = ("train", "val", "test")
 
 
-def run(args):
+def run(args) -> str:
+    """Node task: the per-phase figures over each phase's message graph and the node roles; a
+    link split has no node roles, so the per-phase node figures mean nothing there."""
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
-    return pick(RUNS, kind, task, "analyze")(args, params)
-
-
-def _homogeneous_graph(args):
-    graph = io.read_graph(args.prepared, mmap=True)
-    roles = io.read_split_roles(args.split)
-    if roles.size != graph.num_nodes:
-        raise ValueError(f"{args.split}: {roles.size} split roles for {graph.num_nodes} nodes; "
-                         "re-run the split stage")
-    return graph, roles
-
-
-def analyze_nodes(args, params) -> str:
-    graph, roles = _homogeneous_graph(args)
-    message_graphs = io.read_message_graphs(args.split, graph.num_nodes)
-    return _write(args, *analyze_graph(graph, params.analyze, message_graphs, roles))
-
-
-def analyze_links(args, params) -> str:
-    """A link split has no node roles: the per-phase node figures mean nothing there."""
-    graph, _ = _homogeneous_graph(args)
-    return _write(args, *analyze_graph(graph, params.analyze))
-
-
-def analyze_typed_nodes(args, params) -> str:
-    typed = read_typed(args)
+    typed = read_typed(args, mmap=True)
     graph, own = typed.graph, typed.graph.own_relation()
     if own is None:
-        return _typed_write(args, typed, *_without_own_relation(graph, params.analyze))
-    roles = read_hetero_roles(args.split, graph)
-    report, histogram = analyze_graph(graph.target_graph(), params.analyze,
-                                      {p: typed.graphs[p][own] for p in PHASES}, roles)
-    return _typed_write(args, typed, report, histogram)
-
-
-def analyze_typed_links(args, params) -> str:
-    typed = read_typed(args)
-    if typed.graph.own_relation() is None:
-        return _typed_write(args, typed, *_without_own_relation(typed.graph, params.analyze))
-    return _typed_write(args, typed, *analyze_graph(typed.graph.target_graph(), params.analyze))
+        report, histogram = _without_own_relation(graph, params.analyze)
+    elif split_task(args.split) == "node":
+        roles = io.read_typed_roles(args.split, graph)
+        report, histogram = analyze_graph(graph.target_graph(), params.analyze,
+                                          {p: typed.graphs[p][own] for p in PHASES}, roles)
+    else:
+        report, histogram = analyze_graph(graph.target_graph(), params.analyze)
+    if graph.layout != TYPED:
+        return _write(args, report, histogram)
+    relation = None if own is None else edge_type_name(own)
+    report["analyzed_relation"] = relation
+    report["types"] = type_summary(graph)
+    prefix = (f"{relation}: " if relation else
+              f"{graph.target} (homophily not applicable: no "
+              f"{graph.target}__*__{graph.target} relation): ")
+    return _write(args, report, histogram, prefix=prefix)
 
 
 def _without_own_relation(graph, cfg) -> tuple[dict, list]:
@@ -94,17 +74,6 @@ def _without_own_relation(graph, cfg) -> tuple[dict, list]:
     return report, degree_histogram(received)
 
 
-def _typed_write(args, typed, report: dict, histogram: list) -> str:
-    own = typed.graph.own_relation()
-    relation = None if own is None else edge_type_name(own)
-    report["analyzed_relation"] = relation
-    report["hetero"] = type_summary(typed.graph)
-    prefix = (f"{relation}: " if relation else
-              f"{typed.graph.target} (homophily not applicable: no "
-              f"{typed.graph.target}__*__{typed.graph.target} relation): ")
-    return _write(args, report, histogram, prefix=prefix)
-
-
 def _write(args, report: dict, histogram: list, prefix: str = "") -> str:
     io.write_json(args.metrics, report)
     io.write_csv(args.degree_hist, histogram)
@@ -114,7 +83,3 @@ def _write(args, report: dict, histogram: list, prefix: str = "") -> str:
     summary = (f"{prefix}{measured}"
                f"{report['components']['count']} components -> {args.metrics}")
     return "; ".join([summary, *(f"WARNING: {w}" for w in report["warnings"])])
-
-
-RUNS = {(HOMOGENEOUS, "node"): analyze_nodes, (HOMOGENEOUS, "link"): analyze_links,
-        (TYPED, "node"): analyze_typed_nodes, (TYPED, "link"): analyze_typed_links}

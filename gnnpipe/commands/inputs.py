@@ -1,6 +1,6 @@
 """Reads that several stage commands share: the features every model reads (normalized by
-data/features), the typed graph with its split, and the link supervision (positives, fixed
-negatives, the training negative sampler) of either kind."""
+data/features), the graph with its split as a typed graph (either layout, gnnpipe/io/typed.py),
+and the link supervision (positives, fixed negatives, the training negative sampler)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.data.features import ModelFeatures, read_transform
 from gnnpipe.data.graph import Csr
-from gnnpipe.io import hetero as hio
+from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
 from gnnpipe.io.rows import FeatureSource
 from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
 from gnnpipe.splitting.negatives import degree_weights, training_sampler
@@ -19,7 +19,8 @@ from gnnpipe.splitting.negatives import degree_weights, training_sampler
 
 @dataclass(frozen=True)
 class TypedSplit:
-    """A typed graph, its split's meta.json and phase -> edge type -> message-graph CSR."""
+    """A graph as typed (either layout), its split's meta.json and phase -> edge type ->
+    message-graph CSR."""
     graph: object  # gnnpipe.data.typed_graph.HeteroGraph
     meta: dict
     graphs: dict
@@ -82,20 +83,23 @@ def whole_features(inputs: dict) -> dict:
     return inputs
 
 
-def read_model_typed(args) -> TypedSplit:
-    """``read_typed`` with every node type's ``x`` as the models read it (per type)."""
-    typed = read_typed(args)
+def read_model_typed(args, *, mmap: bool = False) -> TypedSplit:
+    """``read_typed`` with every node type's ``x`` as the models read it (per type; a
+    homogeneous layout's one type through its one transform)."""
+    typed = read_typed(args, mmap=mmap)
     graph = typed.graph
-    x = {t: model_features(args, xt, t) for t, xt in graph.x.items()}
+    per_type = graph.layout == TYPED  # data/features keeps a transform per type of typed files
+    x = {t: model_features(args, xt, t if per_type else None) for t, xt in graph.x.items()}
     return replace(typed, graph=replace(graph, x=x))
 
 
-def read_typed(args) -> TypedSplit:
-    """The typed graph as prepared (raw features: analyze, evaluate), its split's meta and
-    message graphs; models read ``read_model_typed``."""
-    graph = hio.read_hetero_graph(args.prepared)
-    meta = hio.read_hetero_split_meta(args.split)
-    return TypedSplit(graph, meta, hio.read_hetero_message_graphs(args.split, graph)[1])
+def read_typed(args, *, mmap: bool = False) -> TypedSplit:
+    """The graph as prepared, as a typed graph (raw features: analyze, evaluate), its split's
+    meta and message graphs; models read ``read_model_typed``. ``mmap``: tensors are views of
+    the memory-mapped files."""
+    graph = io.read_typed_graph(args.prepared, mmap=mmap)
+    meta = io.read_split_meta(args.split)
+    return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph)[1])
 
 
 def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkSupervision:
@@ -115,10 +119,12 @@ def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkS
 
 def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSupervision]:
     """The held-out edge type and its supervision shifted to ``to_homogeneous`` ids (the
-    typed models' output rows), with typed training negatives."""
+    typed models' output rows), with typed training negatives. A homogeneous layout: the ids
+    are the graph's own (offset 0), and uniform negatives are drawn unweighted, as
+    ``read_link_supervision`` draws them (the same draws)."""
 
     graph = typed.graph
-    edge_type, edges, negatives = hio.read_hetero_link_split(args.split, graph)
+    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
     shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
@@ -126,6 +132,7 @@ def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSup
     shifted_negatives = {phase: targets + d_off for phase, targets in negatives.items()}
     visible = torch.cat([edges["message"], edges["train_supervision"]], dim=1).numpy()
     strategy = typed.meta.get("negative_strategy", "uniform")
-    weights = negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type])
+    weights = (None if strategy == "uniform" and graph.layout == HOMOGENEOUS else
+               negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
     sampler = typed_negative_sampler(graph, edge_type, visible[0], visible[1], weights)
     return edge_type, LinkSupervision(shifted, shifted_negatives, sampler)

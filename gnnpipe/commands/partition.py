@@ -8,39 +8,33 @@ import time
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.commands.variant import split_variant
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import Csr
-from gnnpipe.io.hetero import read_hetero_message_graphs
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, homogeneous_csr
-
+from gnnpipe.data.typed_graph import TYPED, homogeneous_csr
 
 
 def run(args):
     params = load_params(args.params)
-    kind, _ = split_variant(args.split)  # either task partitions the train-phase graph
-    csr, graph_meta = TRAIN_GRAPH[kind](args)
+    csr, graph_meta = train_graph(args)  # either task partitions the train-phase graph
     return _partition(args, params, csr, graph_meta)
 
 
 def train_graph(args) -> tuple[Csr, dict]:
-    """The train phase's message graph and what meta.json adds about it (nothing)."""
-    roles = io.read_split_roles(args.split)
-    return io.read_message_graphs(args.split, roles.size)["train"], {}
-
-
-def typed_train_graph(args) -> tuple[Csr, dict]:
-    """The train phase's graph of every edge type as one homogeneous CSR (``to_homogeneous``
-    ids), and the type offsets meta.json lists to say so."""
-    sizes, graphs = read_hetero_message_graphs(args.split)
+    """The train phase's message graph of every edge type as one CSR over every node
+    (``to_homogeneous`` ids), and what meta.json adds about it: typed files list the type
+    offsets; a homogeneous layout's one CSR is that graph as it is."""
+    sizes, graphs = io.read_typed_message_graphs(args.split)
+    if io.read_split_meta(args.split)["layout"] != TYPED:
+        (csr,) = graphs["train"].values()
+        return csr, {}
     starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
-    meta = {"projection": "to_homogeneous",
-            "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
-    return homogeneous_csr(sizes, graphs["train"]), meta
+    return homogeneous_csr(sizes, graphs["train"]), {
+        "projection": "to_homogeneous",
+        "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
 
 
 def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
@@ -77,5 +71,3 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
-
-TRAIN_GRAPH = {HOMOGENEOUS: train_graph, TYPED: typed_train_graph}

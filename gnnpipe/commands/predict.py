@@ -18,10 +18,9 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.training import distributed
-from gnnpipe.commands.variant import split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.training.distributed import SINGLE
-from gnnpipe.io import hetero as hio
 from gnnpipe.training.model_inputs import read_model_inputs, read_roles
 from gnnpipe.training.predict import (candidate_pairs, label_counts, load_model, model_outputs,
                              node_prediction_blocks, pair_score_blocks, read_classes_of,
@@ -34,7 +33,8 @@ def run(args):
     """Reads the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1 and
     runs the task on every rank; rank 0 writes."""
     params = load_params(args.params)
-    kind, task = split_variant(args.split)
+    task = split_task(args.split)
+    kind = io.read_split_meta(args.split)["layout"]  # the model inputs take it
     with distributed.stage_ranks(args, params, "prediction") as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"predicted on {params.train.dist.world_size} processes -> {args.out}"
@@ -80,7 +80,7 @@ def predict_links(args, params, kind, ctx):
     inputs = read_model_inputs(args, cfg, kind, "link", phases=("test",))
     graph, target = inputs.graph, inputs.target
     edge_type = None if target is None else parse_edge_type(
-        hio.read_hetero_split_meta(args.split)["edge_type"])
+        io.read_split_meta(args.split)["edge_type"])
     ids = read_node_ids_of(args.prepared, graph, target)
     offsets = {None: 0} if target is None else graph.offsets()  # rows of the decoder's z
     src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
@@ -119,8 +119,7 @@ def _embeddings(per_type: dict) -> str:
 def _outputs(args, inputs, ctx, out_dim: int, out: str, expect: dict, block_rows: int):
     """(output, hidden, how) of the trained model on the test phase's inputs; typed graphs run
     on rank 0 alone. (None, None, how) on the other ranks."""
-    model = load_model(inputs.model(out_dim, out), io.read_model(args.model),
-                       {k: v for k, v in inputs.meta(expect).items() if k != "hetero"},
+    model = load_model(inputs.model(out_dim, out), io.read_model(args.model), inputs.meta(expect),
                        Path(args.model) / "model.pt")
     if inputs.target is not None and not ctx.is_main:
         return None, None, "full"

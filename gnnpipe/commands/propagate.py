@@ -9,42 +9,33 @@ import resource
 import time
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_model_graph
-from gnnpipe.commands.variant import split_variant
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
+from gnnpipe.commands.inputs import read_model_typed
+from gnnpipe.data.typed_graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
-
-
 
 NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "
                   "graph has one per node type and edge type, so the propagate stage does not "
                   "apply (train.sampler=sign is refused)")
 
 
-def run(args):
+def run(args) -> str:
+    """The hops of every distinct phase message graph, whatever the task (they are of nodes);
+    typed files: a meta.json marked ``applicable: false`` and no hop files."""
     params = load_params(args.params)
-    kind, _ = split_variant(args.split)  # the hops are of nodes, whatever the task
-    return RUNS[kind](args, params)
-
-
-def mark_not_applicable(args, params) -> str:
-    """Typed graphs: a meta.json marked ``applicable: false`` and no hop files."""
-    with io.atomic_dir(args.out) as out:
-        io.write_propagate_meta(out, {"applicable": False, "hetero": True,
-                                      "reason": NOT_APPLICABLE})
-    io.write_json(args.perf, {"applicable": False, "seconds": 0.0, "hop_seconds": []})
-    return f"not applicable to a heterogeneous graph; marked {args.out / 'meta.json'}"
-
-
-def propagate_hops(args, params) -> str:
     cfg = params.propagate
+    if io.read_split_meta(args.split)["layout"] == TYPED:  # decided before reading the graph
+        with io.atomic_dir(args.out) as out:
+            io.write_propagate_meta(out, {"applicable": False, "reason": NOT_APPLICABLE})
+        io.write_json(args.perf, {"applicable": False, "seconds": 0.0, "hop_seconds": []})
+        return f"not applicable to a heterogeneous graph; marked {args.out / 'meta.json'}"
     # X_0 is read from the page cache (features.normalize none) or normalized once in memory
-    graph = read_model_graph(args, mmap=True)
-    files = io.read_split_meta(args.split)["message_graph"]
-    graphs = io.read_message_graphs(args.split, graph.num_nodes)
-    phase_graph = {phase: name.removesuffix(".pt") for phase, name in files.items()}
+    typed = read_model_typed(args, mmap=True)
+    (x,) = typed.graph.x.values()
+    graphs = phase_csrs(typed.graphs)
+    phase_graph = {phase: name.removesuffix(".pt")
+                   for phase, name in typed.meta["message_graph"].items()}
     dtype = DTYPES[cfg.dtype]
     started = time.perf_counter()
     hop_seconds, traffic, kernels = [], 0, {}
@@ -54,18 +45,18 @@ def propagate_hops(args, params) -> str:
             if name in done:
                 continue
             done.add(name)
-            io.write_hop(out, name, 0, graph.x.to(dtype))
+            io.write_hop(out, name, 0, x.to(dtype))
             csr = graphs[phase]
             nnz = csr.num_edges + (csr.num_nodes if cfg.self_loops else 0)  # of A_hat
-            kernels[name] = choose_kernel(cfg, nnz, graph.x.shape[1])  # same bits either way
-            hops = propagate(csr, graph.x, dataclasses.replace(cfg, kernel=kernels[name]),
+            kernels[name] = choose_kernel(cfg, nnz, x.shape[1])  # same bits either way
+            hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
                              sink=io.hop_writers(out, name),
                              progress=lambda it: progress(it, desc=f"propagate {name}", unit="hop"))
             tick = time.perf_counter()
             for _ in hops:  # each hop is already on disk when yielded
                 hop_seconds.append(time.perf_counter() - tick)
                 traffic += hop_traffic_bytes(
-                    csr.num_nodes, nnz, graph.x.shape[1],
+                    csr.num_nodes, nnz, x.shape[1],
                     out_itemsize=dtype.itemsize,  # products read float32
                     ppr=cfg.norm == "ppr")
                 tick = time.perf_counter()
@@ -84,5 +75,3 @@ def propagate_hops(args, params) -> str:
     return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
             f"-> {args.out}")
 
-
-RUNS = {HOMOGENEOUS: propagate_hops, TYPED: mark_not_applicable}

@@ -3,32 +3,20 @@ graphs, audit them, write data/split. One run per task: a homogeneous graph is s
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
 the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
 
-from pathlib import Path
-
 from gnnpipe import io
 from gnnpipe.data import features
 from gnnpipe.splitting import audit
-from gnnpipe.commands.variant import prepared_kind
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
+from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name
 
 
 
 def run(args):
     params = load_params(args.params)
     return RUNS[params.dataset.task](args, params)
-
-
-def _read(prepared: Path) -> HeteroGraph:
-    """The prepared graph as a typed graph (its ``layout`` is that of the prepared files, which
-    the split files and the fitted features keep)."""
-    if prepared_kind(prepared) == TYPED:
-        return hio.read_hetero_graph(prepared)
-    return one_type(io.read_graph(prepared))
 
 
 def _audited(args, report: dict) -> None:
@@ -62,7 +50,7 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 
 def run_nodes(args, params) -> str:
     """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py)."""
-    graph = _read(args.prepared)
+    graph = io.read_typed_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.node
     node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
@@ -86,7 +74,7 @@ def run_nodes(args, params) -> str:
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
     (gnnpipe/splitting/link_split.py)."""
-    graph = _read(args.prepared)
+    graph = io.read_typed_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"))

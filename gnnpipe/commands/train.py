@@ -23,7 +23,7 @@ from gnnpipe.training import distributed
 from gnnpipe.commands.loaders import link_source, node_source, shard_setup
 from gnnpipe.commands.training import (checkpointing_for, finish_run, write_link_outputs,
                                        write_node_outputs)
-from gnnpipe.commands.variant import split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params, samplers, to_dict
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.loop import LoopOptions
@@ -45,7 +45,8 @@ def run(args):
     params = load_params(args.params)
     cfg, dist = params.train, params.train.dist
     device = devices.resolve(cfg.device, distributed.context_from_env())
-    kind, task = split_variant(args.split)
+    task = split_task(args.split)
+    kind = io.read_split_meta(args.split)["layout"]  # the model inputs and loaders take it
     with distributed.stage_ranks(args, params, "training", cfg.num_workers, device) as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"

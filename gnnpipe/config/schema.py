@@ -374,7 +374,9 @@ class AnalyzeParams:
 
 @dataclass(frozen=True)
 class EvaluateParams:
-    min_gain: float = num(0.01, low=0.0)  # gnn_minus_mlp accuracy below this: "graph adds nothing"
+    min_gain: float = num(0.01, low=0.0)  # GNN gain over the baseline below this: "inconclusive"
+    # paired bootstrap draws over the test nodes (edges): the 95% interval of the gap
+    bootstrap: int = num(1000, low=100)
     hits_k: tuple[int, ...] = num((10, 50), low=1)  # link task: Hits@K for each K
 
 

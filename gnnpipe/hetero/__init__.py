@@ -1,8 +1,8 @@
 """Heterogeneous graphs: typed splits, audits, samplers and HeteroData models (library only).
 
-The same stages run as for homogeneous graphs; each stage's command picks its typed run
-function once (``gnnpipe/commands/variant.py``) when the artifacts say the graph is typed
-(the node and edge types of ``data/prepared/graph.json`` and ``data/split/meta.json``). Node ids are
+The same stages run as for homogeneous graphs, which the stage commands read as typed graphs of
+one type (``gnnpipe/io/typed.py``); a graph is typed when the node and edge types of
+``data/prepared/graph.json`` and ``data/split/meta.json`` say so. Node ids are
 local to their type everywhere (paper 0 and author 0 are different nodes); an edge type is a
 ``(src_type, relation, dst_type)`` triple as in PyG, named ``src__relation__dst`` in file
 names. ``HeteroGraph`` itself is a base type in ``gnnpipe/data/typed_graph.py``. Modules:

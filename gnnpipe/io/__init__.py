@@ -10,3 +10,4 @@ from gnnpipe.io.predictions import *  # noqa: F401,F403
 from gnnpipe.io.prepared import *  # noqa: F401,F403
 from gnnpipe.io.propagated import *  # noqa: F401,F403
 from gnnpipe.io.splits import *  # noqa: F401,F403
+from gnnpipe.io.typed import *  # noqa: F401,F403

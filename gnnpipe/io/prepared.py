@@ -1,6 +1,7 @@
 """Prepared-graph files: nodes/edges Parquet, graph.pt (CSR, x, y), graph.json (its
 description, gnnpipe/io/description.py) and the optional node_ids.parquet / edge_attrs.parquet
-of user tables. A typed graph's files are ``gnnpipe.io.hetero``'s; ``write_prepared`` and
+of user tables; a typed graph's per-type files (``write_typed_prepared``; layout in
+gnnpipe/io/typed.py, which reads either layout as a typed graph). ``write_prepared`` and
 ``write_node_ids`` take either kind."""
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.data.graph import UNLABELLED, Csr, Graph
-from gnnpipe.data.typed_graph import HOMOGENEOUS, HeteroGraph, one_type
+from gnnpipe.data.typed_graph import HOMOGENEOUS, HeteroGraph, edge_type_name, one_type
 from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
                                check_csr, nodes_schema, nodes_schema_like)
 from gnnpipe.io.description import DESCRIPTION, read_description, write_description
-from gnnpipe.io.hetero import write_hetero_prepared
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
@@ -85,8 +85,7 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
                    compression: str = "zstd", features: str = "inline",
                    features_written: bool = False, block_rows: int = 65_536) -> None:
     """``nodes.parquet``, ``edges.parquet``, ``graph.pt`` and ``graph.json`` of ``graph`` (a
-    ``HeteroGraph``:
-    ``gnnpipe.io.hetero.write_hetero_prepared``'s per-type files, float32, inline).
+    ``HeteroGraph``: ``write_typed_prepared``'s per-type files, float32, inline).
 
     ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
     float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
@@ -97,7 +96,7 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
     already wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
     """
     if isinstance(graph, HeteroGraph):
-        return write_hetero_prepared(out, graph)
+        return write_typed_prepared(out, graph)
     n, f = graph.x.shape
     meta = {"num_classes": graph.num_classes}
     tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices}
@@ -130,6 +129,46 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
         tensors["public_roles"] = graph.public_roles
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
     write_description(out, one_type(graph), features_file=meta.get("features", {}).get("file"))
+
+
+TYPED_GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
+
+
+def typed_nodes_schema(width: int, labelled: bool) -> pa.Schema:
+    """``nodes_<type>.parquet``: node_id, label (the target type only), x float32 (F,)."""
+    fields = [("node_id", pa.int64())] + ([("label", pa.int64())] if labelled else [])
+    return pa.schema(fields + [("x", pa.list_(pa.float32(), width))])
+
+
+def write_typed_prepared(out: Path, graph: HeteroGraph) -> None:
+    """The typed layout (gnnpipe/io/typed.py): graph.json, one Parquet table per node type and
+    per edge type, and graph.pt."""
+    out = Path(out)
+    tensors: dict[str, torch.Tensor] = {"y": graph.y}
+    for node_type, x in graph.x.items():
+        n, f = x.shape
+        labelled = node_type == graph.target
+        columns = {"node_id": np.arange(n, dtype=np.int64)}
+        if labelled:
+            columns["label"] = graph.y.numpy()
+        columns["x"] = pa.FixedSizeListArray.from_arrays(pa.array(x.numpy().reshape(-1)), f)
+        write_table(out / f"nodes_{node_type}.parquet", pa.table(columns),
+                    typed_nodes_schema(f, labelled), "gnnpipe.hetero_nodes/1")
+        tensors[f"x.{node_type}"] = x
+    for edge_type, csr in graph.csr.items():
+        name = edge_type_name(edge_type)
+        src, dst = csr.edge_index().numpy()
+        write_table(out / f"edges_{name}.parquet", pa.table({"src": src, "dst": dst}),
+                    EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
+        tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
+    # typed user tables only: the built-in graph's files stay byte-identical
+    tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
+    tensors.update({f"{edge_type_name(e)}.time": v for e, v in graph.edge_time.items()})
+    if graph.public_roles is not None:
+        tensors["public_roles"] = graph.public_roles
+    save_tensors(out / "graph.pt", TYPED_GRAPH_SCHEMA, tensors,
+                 meta={"num_classes": graph.num_classes, "target": graph.target})
+    write_description(out, graph)
 
 
 def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:

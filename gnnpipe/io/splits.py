@@ -2,9 +2,9 @@
 held-out positives per role and the fixed negatives per phase. One writer for both layouts,
 chosen by the graph's types (``HeteroGraph.layout``): a homogeneous graph's files
 (``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed graph's
-(``gnnpipe/io/hetero.py`` documents them; read there). meta.json lists, for both, the target,
-node types ``[name, num_nodes]`` and edge types in order (the layout is derived from them, as
-from prepared/graph.json) and the message graph file of each phase."""
+(``gnnpipe/io/typed.py`` documents them and reads either layout as typed). meta.json lists,
+for both, the target, node types ``[name, num_nodes]`` and edge types in order (the layout is
+derived from them, as from prepared/graph.json) and the message graph file of each phase."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from gnnpipe.reporting.summary import outcome
 from gnnpipe.graphops.analyze import smoothing_report
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import UNLABELLED, Csr
@@ -69,11 +70,6 @@ def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -
     similarity and low Dirichlet energy / Rayleigh quotient (see ``gnnpipe.graphops.analyze``).
     """
     return smoothing_report(node_id, logits, message_graph)
-
-
-def outcome(gain: float, cfg: EvaluateParams) -> str:
-    """``helps`` (gain >= min_gain), ``hurts`` (gain <= -min_gain) or ``nothing`` in between."""
-    return "helps" if gain >= cfg.min_gain else "hurts" if gain <= -cfg.min_gain else "nothing"
 
 
 def _verdict(model: str, gain: float, cfg: EvaluateParams) -> str:

@@ -15,7 +15,9 @@ import html
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gnnpipe.pipeline import SUMMARY
 from gnnpipe.reporting import figures
+from gnnpipe.reporting.summary import SMOOTHING
 
 PHASES = ("train", "val", "test")
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
@@ -131,28 +133,27 @@ def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PA
     ``param``.
 
     Only the named experiments count (``dvc exp show`` lists every experiment of the repository,
-    most of them not part of the sweep). Each must have ``param`` and the GNN/MLP test
-    accuracies and smoothing figures in ``metrics/eval.json``, no two may share a value of
-    ``param``, and their params may differ only in ``param`` and per-layer lists (one entry per
-    layer, such as ``train.neighbor.num_neighbors``); otherwise one line names the experiment
-    and the key.
+    most of them not part of the sweep). Each must have ``param`` and, in its headline
+    ``metrics/summary.json``, the GNN/MLP test accuracies and the GNN's smoothing figures; no two
+    may share a value of ``param``, and their params may differ only in ``param`` and per-layer
+    lists (one entry per layer, such as ``train.neighbor.num_neighbors``); otherwise one line
+    names the experiment and the key.
     """
     rows, seen, first = [], {}, None
     for name, data in _select(exp_show, patterns):
         params = _flat(_lookup(data, "params", "params.yaml", "data") or {})
-        evaluation = _lookup(data, "metrics", "metrics/eval.json", "data") or {}
-        gnn_smooth = _lookup(evaluation, "smoothing", "gnn")
+        headline = _lookup(data, "metrics", SUMMARY, "data") or {}
+        accuracy = headline.get("metric") == "test_accuracy"
         value = params.get(param)
         row = {param.rsplit(".", 1)[-1]: value, "name": name,
-               "model": evaluation.get("model"),
-               "gnn_test_accuracy": _lookup(evaluation, "gnn", "test", "accuracy"),
-               "mlp_test_accuracy": _lookup(evaluation, "mlp", "test", "accuracy"),
-               **{key: (gnn_smooth or {}).get(key) for key in
-                  ("cosine_similarity", "dirichlet_energy", "rayleigh_quotient")}}
+               "model": params.get("train.model"),
+               "gnn_test_accuracy": headline.get("gnn") if accuracy else None,
+               "mlp_test_accuracy": headline.get("baseline") if accuracy else None,
+               **{full: headline.get(short) for short, full in SMOOTHING.items()}}
         missing = [key for key, v in row.items() if v is None]
         if missing:
             raise ValueError(f"experiment {name!r} has no {missing[0]} (params.yaml {param}, "
-                             "metrics/eval.json test accuracies and smoothing figures): did it "
+                             f"{SUMMARY} test accuracies and smoothing figures): did it "
                              "fail, or is it a link-task run? Select the experiments of the "
                              "depth sweep")
         if value in seen:

@@ -10,6 +10,8 @@ need pyg-lib or torch-sparse, for two ``CsrNeighborSampler`` (``sample_direction
 backward) over one CSC, so both directions report edge ids in the same order and
 ``edge_permutation`` maps them to ``data.edge_index`` order.
 
+``data`` may be PyG's remote backend ``(FeatureStore, GraphStore)`` (its CSC through
+``gnnpipe.sampling.store.csc_of_stores``; edge ids the stored ones; no ``weight_attr``, as PyG).
 As in PyG: homogeneous graphs only, no temporal sampling, no negative sampling in
 ``sample_from_edges``, no per-edge-type fan-outs. PyG's merge is Python per node and builds
 (nodes x edges) match tables, so batches cost O(n * e) memory: meant for small subgraphs
@@ -25,23 +27,27 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import BidirectionalNeighborSampler as PyGBidirectional
-from torch_geometric.sampler.base import NumNeighbors
+from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.sampling.neighbor import CsrNeighborSampler
+from gnnpipe.sampling.store import csc_of_stores, stores_are_typed
 from gnnpipe.sampling.streams import sampler_seed
+from gnnpipe.sampling.subgraph import subgraph_type_name
 
 
 class BidirectionalNeighborSampler(PyGBidirectional):
     """``torch_geometric.sampler.BidirectionalNeighborSampler`` on gnnpipe's sampler.
 
-    Args as PyG's (``data`` a ``Data`` or a ``gnnpipe.data.graph.Csr``; ``weight_attr`` names a
-    ``Data`` edge attribute), plus ``edge_weight`` (E,) for a ``Csr`` (CSR order) and ``seed``
+    Args as PyG's (``data`` a ``Data``, homogeneous stores or a ``gnnpipe.data.graph.Csr``;
+    ``subgraph_type`` PyG's ``SubgraphType`` or its name; ``weight_attr`` names a ``Data`` edge
+    attribute), plus ``edge_weight`` (E,) for a ``Csr`` (CSR order) and ``seed``
     (int or ``torch.Generator``; ``None`` draws from torch's RNG) for reproducible streams.
     """
 
-    def __init__(self, data: Data | Csr, num_neighbors, subgraph_type: str = "directional",
+    def __init__(self, data: Data | Csr | tuple, num_neighbors,
+                 subgraph_type: SubgraphType | str = "directional",
                  replace: bool = False, disjoint: bool = False,
                  temporal_strategy: str = "uniform", time_attr: Optional[str] = None,
                  weight_attr: Optional[str] = None, is_sorted: bool = False,
@@ -51,7 +57,8 @@ class BidirectionalNeighborSampler(PyGBidirectional):
                                                and isinstance(num_neighbors.values, dict)):
             raise RuntimeError("BidirectionalNeighborSampler does not yet support edge "
                                "delimited sampling.")  # PyG's message
-        if isinstance(data, HeteroData):
+        if isinstance(data, HeteroData) or (isinstance(data, (tuple, list))
+                                            and stores_are_typed(data)):
             raise NotImplementedError("BidirectionalNeighborSampler does not yet support "
                                       "heterogeneous sampling.")
         if time_attr is not None:
@@ -60,13 +67,19 @@ class BidirectionalNeighborSampler(PyGBidirectional):
         if replace:
             raise ValueError("BidirectionalNeighborSampler with replace=True is not supported: "
                              "PyG's merge miscounts repeated draws")
-        if not directed:
-            subgraph_type = "induced"
+        subgraph_type = "induced" if not directed else subgraph_type_name(subgraph_type)
         if isinstance(num_neighbors, NumNeighbors):
             num_neighbors = num_neighbors.values
         self.perm: Optional[Tensor] = None
         if isinstance(data, Csr):
             csr = data
+        elif isinstance(data, (tuple, list)):  # (FeatureStore, GraphStore)
+            if weight_attr is not None:  # as PyG's NeighborSampler, same exception
+                raise NotImplementedError("'weight_attr' argument not yet supported within "
+                                          "'BidirectionalNeighborSampler' for '(FeatureStore, "
+                                          "GraphStore)' inputs; pass edge_weight")
+            colptr, row, self.perm = csc_of_stores(data)
+            csr = Csr(colptr, row)
         else:  # one CSC for both directions: their edge ids then agree
             colptr, row, self.perm = to_csc(data, device="cpu", is_sorted=is_sorted)
             csr = Csr(colptr, row)

@@ -66,6 +66,7 @@ from gnnpipe.sampling.graph_inputs import hetero_data_input, homogeneous_input
 from gnnpipe.sampling.hops import Hops, Sampled
 from gnnpipe.sampling.store import typed_csc_of_stores
 from gnnpipe.sampling.streams import SeededStream
+from gnnpipe.sampling.subgraph import subgraph_type_name
 from gnnpipe.sampling.temporal import check_strategy
 from gnnpipe.sampling.typed_csr import EdgeType, TypedCsr, typed_csr_arrays
 
@@ -115,6 +116,7 @@ class HeteroNeighborSampler(SeededStream, BaseSampler):
                  edge_permutation: Optional[Mapping[EdgeType, Optional[Tensor]]] = None,
                  edge_weight: Optional[Mapping[EdgeType, object]] = None,
                  sample_direction: str = "forward", transposed: bool = False):
+        subgraph_type = subgraph_type_name(subgraph_type)  # PyG's SubgraphType or its name
         if transposed and sample_direction != "backward":
             raise ValueError("transposed=True holds out-edges: it needs sample_direction="
                              "'backward'")
@@ -309,6 +311,7 @@ class CsrNeighborSampler(BaseSampler):
                  temporal_strategy: str = "uniform", weight_attr: str | None = None,
                  edge_weight: Tensor | np.ndarray | None = None,
                  sample_direction: str = "forward"):
+        subgraph_type = subgraph_type_name(subgraph_type)  # PyG's SubgraphType or its name
         backward = sample_direction == "backward"
         csr, perm, transposed, edge_weight, edge_time = homogeneous_input(
             graph, backward=backward, sampler=type(self).__name__, weight_attr=weight_attr,

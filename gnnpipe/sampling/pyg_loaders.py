@@ -3,7 +3,8 @@
 A PyG training script switches by changing its import line only::
 
     from gnnpipe.sampling.pyg_loaders import (ClusterData, ClusterLoader, GraphSAINTNodeSampler,
-        GraphSAINTEdgeSampler, GraphSAINTRandomWalkSampler, ShaDowKHopSampler)
+        GraphSAINTEdgeSampler, GraphSAINTRandomWalkSampler, HGTLoader, LinkNeighborLoader,
+        NeighborLoader, ShaDowKHopSampler)
 
 - ``GraphSAINT{Node,Edge,RandomWalk}Sampler(data, batch_size, ...)``: DataLoaders of
   ``num_steps`` subgraphs, as PyG's: nodes ascending by id, edges sorted by (source, target),
@@ -18,10 +19,19 @@ A PyG training script switches by changing its import line only::
   here, unchanged, with ``shuffle`` and ``batch_size``) behave exactly as PyG's.
 - ``ShaDowKHopSampler(data, depth, num_neighbors, node_idx, replace, **kwargs)``: PyG's ``Batch``
   layout (``gnnpipe.sampling.shadow.pyg_layout``) over gnnpipe's sampler.
+- ``HGTLoader(data, num_samples, input_nodes, ...)``: PyG's ``NodeLoader`` on
+  ``gnnpipe.sampling.hetero.HeteroBudgetSampler`` with PyG's batch layout: the node attributes,
+  ``n_id``, and ``input_id`` / ``batch_size`` on the input type; no ``num_sampled_nodes``.
 - ``NeighborLoader`` / ``LinkNeighborLoader``: PyG's classes (same arguments) whose sampler, unless
-  ``neighbor_sampler`` is given, is gnnpipe's (``neighbor_sampler_for``): ``CsrNeighborSampler``
-  for a ``Data`` or homogeneous ``(FeatureStore, GraphStore)``, ``HeteroNeighborSampler`` for a
-  ``HeteroData`` or typed stores (``gnnpipe.sampling.store``); seeded from torch's global RNG.
+  ``neighbor_sampler`` is given, is gnnpipe's (``neighbor_sampler_for``, PyG's
+  ``NeighborSampler`` arguments): ``CsrNeighborSampler`` for a ``Data`` or homogeneous
+  ``(FeatureStore, GraphStore)``, ``HeteroNeighborSampler`` for a ``HeteroData`` or typed stores
+  (``gnnpipe.sampling.store``); seeded from torch's global RNG. ``subgraph_type`` is PyG's
+  ``SubgraphType`` or its name.
+
+Refused (NotImplementedError, listed in docs/samplers.md): a ``Data`` holding ``adj_t`` instead of
+``edge_index``, except a torch-sparse ``SparseTensor`` in the neighbor loaders (PyG's code reads
+it; PyG's ShaDow reads it too, this one does not); stores in ``HGTLoader`` (as PyG's).
 
 gnnpipe extras in every batch: ``n_id`` (global node ids) and ``e_id`` (columns of the user's
 ``data.edge_index``), unless ``data`` already has attributes of those names.
@@ -37,27 +47,47 @@ import torch_geometric.loader as pyg_loader
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.io import fs
 from torch_geometric.loader import ClusterLoader, NodeLoader
+from torch_geometric.sampler import HeteroSamplerOutput, NodeSamplerInput
+from torch_geometric.sampler.base import SubgraphType
 from torch_geometric.sampler.utils import to_csc
+from torch_geometric.typing import SparseTensor
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr, csr_from_edges
 from gnnpipe.graphops.partition import assign_parts
 from gnnpipe.runtime.rng import make_rng
+from gnnpipe.sampling.hetero import HeteroBudgetSampler
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.saint import (MAX_EDGE_NORM, ZERO_COUNT, SaintEdgeSampler, SaintNodeSampler,
                                     SaintSampler)
 from gnnpipe.sampling.shadow import ShadowKHopSampler, pyg_layout
-from gnnpipe.sampling.store import check_stores
+from gnnpipe.sampling.store import stores_are_typed, times_of_stores, typed_csc_of_stores
+from gnnpipe.sampling.subgraph import subgraph_type_name
 
 __all__ = ["ClusterData", "ClusterLoader", "GraphSAINTEdgeSampler", "GraphSAINTNodeSampler",
-           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "LinkNeighborLoader",
+           "GraphSAINTRandomWalkSampler", "GraphSAINTSampler", "HGTLoader", "LinkNeighborLoader",
            "NeighborLoader", "PygSaintEdgeSampler", "ShaDowKHopSampler", "neighbor_sampler_for"]
 
 
-def _csr_of(data: Data) -> tuple[Csr, np.ndarray]:
+def refuse_adj_t(data, loader: str, sparse_tensor_ok: bool = False) -> None:
+    """NotImplementedError for a graph given as ``adj_t`` instead of ``edge_index``, unless
+    ``sparse_tensor_ok`` and ``adj_t`` is a torch-sparse ``SparseTensor`` (which PyG's
+    ``to_csc`` reads; only possible with torch-sparse installed)."""
+    if getattr(data, "edge_index", None) is not None or "adj_t" not in data:
+        return
+    if sparse_tensor_ok and isinstance(data.adj_t, SparseTensor):
+        return
+    unless = " unless adj_t is a torch-sparse SparseTensor" if sparse_tensor_ok else ""
+    raise NotImplementedError(f"{loader} on a graph with adj_t ({type(data.adj_t).__name__}) "
+                              f"instead of edge_index is not supported by gnnpipe's drop-in"
+                              f"{unless}; give data.edge_index, see docs/samplers.md")
+
+
+def _csr_of(data: Data, loader: str = "this loader") -> tuple[Csr, np.ndarray]:
     """In-edge CSR of ``data`` and, per CSR position, its column in ``data.edge_index`` (E,)."""
+    refuse_adj_t(data, loader)
     if getattr(data, "edge_index", None) is None:
-        raise ValueError("this loader needs data.edge_index (SparseTensor adj_t is not supported)")
+        raise ValueError(f"{loader} needs data.edge_index")
     indptr, indices, perm = to_csc(data, device="cpu")
     perm = np.arange(indices.numel()) if perm is None else perm.numpy()
     return Csr(indptr.long(), indices.long()), perm
@@ -77,7 +107,7 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
         self.sample_coverage, self.save_dir, self.log = sample_coverage, save_dir, log
         self.N, self.E = data.num_nodes, data.num_edges
         self.data = data
-        self.csr, self.perm = _csr_of(data)
+        self.csr, self.perm = _csr_of(data, type(self).__name__)
         self.subgraphs = self._make_sampler()  # not "sampler": the DataLoader owns that name
         super().__init__(self, batch_size=1, collate_fn=self._collate, **kwargs)
         if sample_coverage > 0:
@@ -224,6 +254,7 @@ class ClusterData(pyg_loader.ClusterData):
         if recursive:
             raise ValueError("ClusterData(recursive=True): gnnpipe partitions with k-way METIS "
                              "(pymetis); use recursive=False or pass parts=")
+        refuse_adj_t(data, "ClusterData")
         self._parts, self._seed = parts, seed
         data = data.clone()
         for key, size in (("n_id", data.num_nodes), ("e_id", data.num_edges)):
@@ -257,29 +288,68 @@ class ShaDowKHopSampler(NodeLoader):
     def __init__(self, data: Data, depth: int, num_neighbors: int,
                  node_idx: torch.Tensor | None = None, replace: bool = False,
                  seed: int | None = None, **kwargs):
-        _csr_of(data)  # the same one-line error for a Data without edge_index
+        _csr_of(data, "ShaDowKHopSampler")  # the one-line errors for a Data without edge_index
         sampler = ShadowKHopSampler(data, depth, num_neighbors, replace=replace, seed=seed)
         kwargs.pop("transform", None)
         super().__init__(data, node_sampler=sampler, input_nodes=node_idx,
                          transform=pyg_layout, **kwargs)
 
 
+# --------------------------------------------------------------------------------------- HGT
+class PygHgtSampler(HeteroBudgetSampler):
+    """``HeteroBudgetSampler`` with the output of PyG's ``HGTSampler``: no
+    ``num_sampled_nodes``, so the batches carry no per-type attribute PyG's lack."""
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> HeteroSamplerOutput:
+        out = super().sample_from_nodes(inputs, **kwargs)
+        out.num_sampled_nodes = None
+        return out
+
+
+class HGTLoader(NodeLoader):
+    """PyG's ``HGTLoader(data, num_samples, input_nodes, is_sorted, transform,
+    transform_sampler_output, filter_per_worker, **kwargs)`` on ``PygHgtSampler``: per node
+    type ``x``..., ``n_id`` and, on the input type, ``input_id`` and ``batch_size`` (seeds
+    first); per edge type ``edge_index`` local and ``e_id``. ``num_samples``: one list for
+    every node type or a dict node type -> list (the same number of hops each). Draws from
+    torch's global RNG, as PyG's; a ``(FeatureStore, GraphStore)`` is refused, as PyG's.
+    ``is_sorted`` changes nothing here (the CSC is built sorted)."""
+
+    def __init__(self, data: HeteroData, num_samples, input_nodes, is_sorted: bool = False,
+                 transform=None, transform_sampler_output=None,
+                 filter_per_worker: bool | None = None, **kwargs):
+        if not isinstance(data, HeteroData):  # PyG's HGTSampler refuses Data and stores alike
+            raise NotImplementedError(f"HGTLoader does not support a data object of type "
+                                      f"{type(data)}.")
+        sampler = PygHgtSampler.from_hetero_data(data, num_samples)
+        super().__init__(data, node_sampler=sampler, input_nodes=input_nodes,
+                         transform=transform, transform_sampler_output=transform_sampler_output,
+                         filter_per_worker=filter_per_worker, **kwargs)
+
+
 # ------------------------------------------------------------------------------- neighbors
 def neighbor_sampler_for(data, num_neighbors, *, replace: bool = False,
-                         subgraph_type: str = "directional", disjoint: bool = False,
-                         temporal_strategy: str = "uniform", time_attr: str | None = None,
-                         weight_attr: str | None = None, directed: bool = True):
+                         subgraph_type: SubgraphType | str = "directional",
+                         disjoint: bool = False, temporal_strategy: str = "uniform",
+                         time_attr: str | None = None, weight_attr: str | None = None,
+                         is_sorted: bool = False, share_memory: bool = False,
+                         directed: bool = True, sample_direction: str = "forward"):
     """gnnpipe's sampler where PyG builds ``NeighborSampler(data, ...)`` (same arguments):
     ``CsrNeighborSampler`` for a ``Data`` or homogeneous stores, ``HeteroNeighborSampler``
-    for a ``HeteroData`` or typed stores. ``time_attr`` on stores is refused (give the sampler
-    ``node_time`` / ``edge_time``); ``weight_attr`` on stores raises NotImplementedError, as
-    PyG's."""
-    options = dict(replace=replace, subgraph_type="induced" if not directed else subgraph_type,
-                   disjoint=disjoint, temporal_strategy=temporal_strategy)
+    for a ``HeteroData`` or typed stores. ``time_attr`` on stores is read as PyG reads it
+    (``store.times_of_stores``); ``weight_attr`` on stores raises NotImplementedError, as PyG's.
+    ``is_sorted`` and ``share_memory`` change nothing here (the CSC is built sorted, in this
+    process's memory)."""
+    options = dict(replace=replace, disjoint=disjoint, temporal_strategy=temporal_strategy,
+                   subgraph_type="induced" if not directed else subgraph_type_name(subgraph_type),
+                   sample_direction=sample_direction)
     if isinstance(data, HeteroData):
+        for edge_type in data.edge_types:
+            refuse_adj_t(data[edge_type], f"NeighborSampler {edge_type}", sparse_tensor_ok=True)
         return HeteroNeighborSampler.from_hetero_data(data, num_neighbors, time_attr=time_attr,
                                                       weight_attr=weight_attr, **options)
     if isinstance(data, Data):
+        refuse_adj_t(data, "NeighborSampler", sparse_tensor_ok=True)
         if time_attr is not None:  # as PyG: a node-level or an edge-level attribute
             if data.is_node_attr(time_attr):
                 options["node_time"] = data[time_attr]
@@ -289,24 +359,27 @@ def neighbor_sampler_for(data, num_neighbors, *, replace: bool = False,
                 raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or "
                                  "edge-level attribute")
         return CsrNeighborSampler(data, num_neighbors, weight_attr=weight_attr, **options)
-    _, graph_store = check_stores(data)
-    if time_attr is not None:
-        raise ValueError(f"time_attr={time_attr!r} with (FeatureStore, GraphStore): pass "
-                         "neighbor_sampler= a gnnpipe sampler built with node_time / edge_time")
-    if all(attr.edge_type is None for attr in graph_store.get_all_edge_attrs()):
+    if time_attr is not None:  # stored edge order: CsrNeighborSampler re-orders, typed below
+        options.update(times_of_stores(data, time_attr))
+    if not stores_are_typed(data):
         return CsrNeighborSampler(data, num_neighbors, weight_attr=weight_attr, **options)
     if weight_attr is not None:
         raise NotImplementedError("'weight_attr' argument not yet supported within "
                                   "'HeteroNeighborSampler' for '(FeatureStore, GraphStore)' "
                                   "inputs")
-    return HeteroNeighborSampler.from_stores(data, num_neighbors, **options)
+    num_nodes, csr, perm = typed_csc_of_stores(data)
+    if "edge_time" in options:  # stored edge order -> CSC positions
+        options["edge_time"] = {e: t if perm.get(e) is None else t[perm[e]]
+                                for e, t in options["edge_time"].items()}
+    return HeteroNeighborSampler(num_nodes, csr, num_neighbors, edge_permutation=perm,
+                                 **options)
 
 
 class NeighborLoader(pyg_loader.NeighborLoader):
     """PyG's ``NeighborLoader`` (same arguments) on ``neighbor_sampler_for``'s sampler."""
 
     def __init__(self, data, num_neighbors, input_nodes=None, input_time=None,
-                 replace: bool = False, subgraph_type: str = "directional",
+                 replace: bool = False, subgraph_type: SubgraphType | str = "directional",
                  disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: str | None = None, weight_attr: str | None = None, transform=None,
                  transform_sampler_output=None, is_sorted: bool = False,
@@ -328,7 +401,7 @@ class LinkNeighborLoader(pyg_loader.LinkNeighborLoader):
 
     def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None,
                  edge_label_time=None, replace: bool = False,
-                 subgraph_type: str = "directional", disjoint: bool = False,
+                 subgraph_type: SubgraphType | str = "directional", disjoint: bool = False,
                  temporal_strategy: str = "uniform", neg_sampling=None,
                  neg_sampling_ratio=None, time_attr: str | None = None,
                  weight_attr: str | None = None, transform=None, transform_sampler_output=None,

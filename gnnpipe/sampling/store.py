@@ -31,6 +31,7 @@ read any pair of stores (PyG's ``MyFeatureStore`` / ``MyGraphStore`` too) throug
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -44,7 +45,7 @@ from torch_geometric.index import index2ptr, ptr2index
 
 from gnnpipe import io
 from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.io.hetero import read_hetero_graph
+from gnnpipe.io.typed import read_typed_graph
 from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
 from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
@@ -290,6 +291,37 @@ def check_stores(data) -> tuple[FeatureStore, GraphStore]:
     return data[0], data[1]
 
 
+def stores_are_typed(data) -> bool:
+    """Whether the graph store of ``data`` (checked as ``check_stores``) holds typed edges."""
+    return any(attr.edge_type is not None for attr in check_stores(data)[1].get_all_edge_attrs())
+
+
+def times_of_stores(data, time_attr: str) -> dict[str, object]:
+    """The sampler's ``node_time`` or ``edge_time`` from the feature store's tensors named
+    ``time_attr``, read as PyG's ``NeighborSampler`` reads them: on a homogeneous graph the one
+    such tensor, node-level when ``time_attr`` is ``"time"``, else edge-level; on a typed graph
+    per group, node types (str) -> ``node_time``, edge types (tuples) -> ``edge_time``. Edge
+    times come (E,) in the stored edge order. None found, or both kinds: a ValueError."""
+    feature_store, _ = check_stores(data)
+    attrs = [copy.copy(a) for a in feature_store.get_all_tensor_attrs()
+             if a.attr_name == time_attr]
+    for attr in attrs:
+        attr.index = None  # every row
+    if not stores_are_typed(data):
+        if len(attrs) != 1:
+            raise ValueError(f"time_attr={time_attr!r}: the FeatureStore holds {len(attrs)} "
+                             "tensors of that name; temporal sampling needs exactly one")
+        key = "node_time" if time_attr == "time" else "edge_time"  # PyG decides by the name
+        return {key: feature_store.get_tensor(attrs[0])}
+    times = {a.group_name if isinstance(a.group_name, str) else tuple(a.group_name):
+             feature_store.get_tensor(a) for a in attrs}
+    kinds = {isinstance(group, str) for group in times}
+    if len(kinds) != 1:
+        raise ValueError(f"time_attr={time_attr!r} names " + (
+            "no tensor of the FeatureStore" if not kinds else "node and edge tensors both"))
+    return {"node_time" if kinds.pop() else "edge_time": times}
+
+
 def csc_of_stores(data, to_transpose: bool = False
                   ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """A homogeneous graph as PyG's ``to_csc`` gives it: ``colptr`` int64 (N + 1,), ``row``
@@ -302,7 +334,7 @@ def csc_of_stores(data, to_transpose: bool = False
     """
     feature_store, graph_store = check_stores(data)
     attrs = graph_store.get_all_edge_attrs()
-    if any(a.edge_type is not None for a in attrs):
+    if stores_are_typed(data):
         raise ValueError("the GraphStore holds typed edges (edge_type is set): use "
                          "HeteroNeighborSampler.from_stores")
     if to_transpose:  # the pointer runs over sources, the indices are targets
@@ -359,7 +391,7 @@ def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
     ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
     if io.read_description(prepared)["layout"] == "typed":
-        graph = read_hetero_graph(prepared, mmap=True)
+        graph = read_typed_graph(prepared, mmap=True)
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
     graph = io.read_graph(prepared, mmap=True, stored_x=True)
     source = FeatureSource(graph.x, mapped=True)

@@ -3,14 +3,28 @@
 Shared by the ClusterGCN and GraphSAINT samplers, whose batches are induced subgraphs (of a
 union of parts, of the nodes a set of random walks visited); ``with_inter_edges`` keeps the
 edges from outside the node set too (ClusterGCN's ``keep_inter_cluster_edges``).
+``subgraph_type_name`` reads the kind of subgraph the neighbor samplers build from PyG's
+``SubgraphType`` (member or name).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from torch_geometric.sampler.base import SubgraphType
 
 from gnnpipe.data.graph import sorted_unique
 from gnnpipe.sampling.pick import pick_edges
+
+
+def subgraph_type_name(subgraph_type: SubgraphType | str) -> str:
+    """``directional`` | ``bidirectional`` | ``induced`` from a PyG ``SubgraphType`` member or its
+    name (PyG's samplers take either); anything else is a ValueError."""
+    name = subgraph_type.value if isinstance(subgraph_type, SubgraphType) else subgraph_type
+    names = [member.value for member in SubgraphType]
+    if name not in names:
+        raise ValueError(f"subgraph_type={subgraph_type!r} is not valid; expected one of: "
+                         f"{', '.join(names)}")
+    return name
 
 
 def sort_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -17,7 +17,6 @@ from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, read_lazy_mode
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.io import hetero as hio
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
 from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
@@ -97,7 +96,7 @@ def _typed(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
     graph = typed.graph
     given = phase_inputs(graph, typed.graphs, cfg, phases=phases)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
-    described = {"model": cfg.model, "hetero": 1, "target": graph.target,
+    described = {"model": cfg.model, "target": graph.target,
                  "node_types": ",".join(graph.node_types),
                  "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
     return ModelInputs(graph, typed.graphs, given, 0, graph.target,
@@ -112,7 +111,7 @@ def read_roles(args, inputs: ModelInputs):
     """Split role of every node of the (target) type (N,): train / val / test / unused."""
     if inputs.target is None:
         return io.read_split_roles(args.split)
-    return hio.read_hetero_roles(args.split, inputs.graph)
+    return io.read_typed_roles(args.split, inputs.graph)
 
 
 def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSupervision]:
@@ -120,7 +119,7 @@ def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSuper
     output rows (typed: ``to_homogeneous`` ids)."""
     if inputs.target is None:
         return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs)
-    typed = TypedSplit(inputs.graph, hio.read_hetero_split_meta(args.split),
+    typed = TypedSplit(inputs.graph, io.read_split_meta(args.split),
                        inputs.message_graphs)
     return read_typed_link_supervision(args, typed)
 

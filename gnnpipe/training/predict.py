@@ -28,7 +28,6 @@ from gnnpipe.training.distributed import DistContext
 from gnnpipe.data.graph import UNLABELLED
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.training.inference import layerwise_logits
-from gnnpipe.io import hetero as hio
 from gnnpipe.training.link_train import pair_scores
 from gnnpipe.training.models import forward_with_hidden
 from gnnpipe.training.train import PhaseInput
@@ -245,7 +244,7 @@ def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
                         lambda t: io.read_node_ids(prepared))}
     else:
         files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes(t),
-                     lambda t: hio.read_hetero_node_ids(prepared, t))
+                     lambda t: io.read_typed_node_ids(prepared, t))
                  for t in graph.node_types}
     ids = {}
     for t, (path, num_nodes, read) in files.items():

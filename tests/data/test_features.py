@@ -334,9 +334,8 @@ def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
     raw = read_typed(args)
     model = read_model_typed(args)
     target = raw.graph.target
-    from gnnpipe.io.hetero import read_hetero_roles
 
-    train = np.flatnonzero(read_hetero_roles(args.split, raw.graph) == "train")
+    train = np.flatnonzero(io.read_typed_roles(args.split, raw.graph) == "train")
     assert audit["node_types"][target] == {"fitted_on": "train", "nodes": int(train.size)}
     others = [t for t in raw.graph.node_types if t != target]
     assert others

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.variant import prepared_kind
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.typed_graph import EDGE, edge_pairs, homogeneous_csr, one_type
+from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, homogeneous_csr
 from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
-from gnnpipe.io import hetero as hio
 from gnnpipe.runtime.rng import make_rng
 
 SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
@@ -73,22 +72,22 @@ def test_homogeneous_projection_offsets_every_type():
 
 def test_artifacts_round_trip_with_tables(tmp_path):
     g = small_hetero()
-    hio.write_hetero_prepared(tmp_path, g)
-    assert prepared_kind(tmp_path) == "typed"
+    io.write_typed_prepared(tmp_path, g)
+    assert io.read_description(tmp_path)["layout"] == "typed"
     assert not (tmp_path / "hetero.json").exists()
-    back = hio.read_hetero_graph(tmp_path)
+    back = io.read_typed_graph(tmp_path)
     assert back.node_types == g.node_types and back.edge_types == g.edge_types
     assert back.reverse == g.reverse and back.link_edge_type == g.link_edge_type
     assert torch.equal(back.y, g.y) and back.num_classes == g.num_classes
     for t in g.node_types:
         assert torch.equal(back.x[t], g.x[t])
-        table = hio.read_hetero_node_table(tmp_path, t)
+        table = io.read_typed_node_table(tmp_path, t)
         assert ("label" in table.column_names) == (t == "paper")
         x = np.stack(table.column("x").to_numpy(zero_copy_only=False))
         assert np.array_equal(x, g.x[t].numpy())
     for e in g.edge_types:
         assert torch.equal(back.csr[e].indptr, g.csr[e].indptr)
-        table = hio.read_hetero_edge_table(tmp_path, e)
+        table = io.read_typed_edge_table(tmp_path, e)
         src, dst = edge_pairs(g.csr[e])
         assert np.array_equal(table.column("src").to_numpy(), src)
         assert np.array_equal(table.column("dst").to_numpy(), dst)
@@ -97,46 +96,51 @@ def test_artifacts_round_trip_with_tables(tmp_path):
 
 
 def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
-    hio.write_hetero_prepared(tmp_path, small_hetero())
+    io.write_typed_prepared(tmp_path, small_hetero())
     with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found "
                                          "'gnnpipe.hetero_graph/1'"):
         io.read_graph(tmp_path)
 
 
-def test_typed_readers_refuse_a_homogeneous_graph_and_split(tmp_path, tiny_graph):
+def test_typed_readers_read_a_homogeneous_graph_as_its_one_type_graph(tmp_path, tiny_graph):
+    """The homogeneous files, unchanged, read as the typed graph of node type NODE and edge
+    type EDGE: the same tensors, and the tables of that type."""
     io.write_prepared(tmp_path, tiny_graph)
-    with pytest.raises(ValueError, match=r"graph\.json: describes a homogeneous graph, not a "
-                                         "typed one; re-run the prepare stage with "
-                                         "dataset.layout: typed"):
-        hio.read_hetero_graph(tmp_path)
-    graph = one_type(tiny_graph)
-    io.write_split(tmp_path / "split", graph, {p: {EDGE: tiny_graph.csr} for p in
-                                               ("train", "val", "test")},
-                   {"mode": "transductive"}, roles=np.full(12, "unused", dtype=object))
-    with pytest.raises(ValueError, match=r"meta\.json: describes a homogeneous graph, not a "
-                                         "typed one; re-run the split stage"):
-        hio.read_hetero_message_graphs(tmp_path / "split")
+    io.write_node_ids(tmp_path, pa.array([f"n{i}" for i in range(12)]))
+    back = io.read_typed_graph(tmp_path)
+    assert back.layout == "homogeneous" and back.metadata() == ([NODE], [EDGE])
+    assert back.target == NODE and back.reverse == {EDGE: EDGE} and back.link_edge_type == EDGE
+    assert torch.equal(back.x[NODE], tiny_graph.x) and torch.equal(back.y, tiny_graph.y)
+    assert torch.equal(back.csr[EDGE].indptr, tiny_graph.csr.indptr)
+    assert torch.equal(back.csr[EDGE].indices, tiny_graph.csr.indices)
+    assert io.read_typed_node_table(tmp_path, NODE).equals(io.read_node_table(tmp_path))
+    assert io.read_typed_edge_table(tmp_path, EDGE).equals(io.read_edge_table(tmp_path))
+    assert io.read_typed_node_ids(tmp_path, NODE).equals(io.read_node_ids(tmp_path))
+    with pytest.raises(ValueError, match="no node type 'paper'"):
+        io.read_typed_node_table(tmp_path, "paper")
+    with pytest.raises(ValueError, match="no edge type 'paper__cites__paper'"):
+        io.read_typed_edge_table(tmp_path, CITES)
 
 
 def test_schema_checks_name_file_and_problem(tmp_path):
     g = small_hetero()
-    hio.write_hetero_prepared(tmp_path, g)
+    io.write_typed_prepared(tmp_path, g)
     meta_path = tmp_path / "graph.json"
     meta = json.loads(meta_path.read_text())
     bad = dict(meta, node_types=[["paper", 601, 16]] + meta["node_types"][1:])
     meta_path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match=r"graph.pt: 'x.paper' has shape \(600, 16\), "
                                          r"graph.json says \(601, 16\)"):
-        hio.read_hetero_graph(tmp_path)
+        io.read_typed_graph(tmp_path)
     meta_path.write_text(json.dumps(dict(meta, edge_types=meta["edge_types"] + ["a__b__paper"])))
     with pytest.raises(ValueError, match="edge type a__b__paper joins unknown node types"):
-        hio.read_hetero_graph(tmp_path)
+        io.read_typed_graph(tmp_path)
     meta_path.write_text(json.dumps(meta))
     (tmp_path / "edges_author__writes__paper.parquet").write_bytes(b"not parquet")
     with pytest.raises(ValueError, match="edges_author__writes__paper.parquet: not a readable"):
-        hio.read_hetero_edge_table(tmp_path, WRITES)
+        io.read_typed_edge_table(tmp_path, WRITES)
     with pytest.raises(ValueError, match="no node type 'user'"):
-        hio.read_hetero_node_table(tmp_path, "user")
+        io.read_typed_node_table(tmp_path, "user")
 
 
 def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
@@ -146,15 +150,15 @@ def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
     indices = bad.indices.clone()
     indices[0] = 200  # one past the last author
     csr[WRITES] = type(bad)(bad.indptr, indices)
-    hio.write_hetero_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
+    io.write_typed_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
     with pytest.raises(ValueError, match=r"author__writes__paper\): indices hold author ids "
                                          r"outside \[0, 200\)"):
-        hio.read_hetero_graph(tmp_path)
+        io.read_typed_graph(tmp_path)
 
 
 def test_artifacts_are_byte_identical_for_the_same_seed(tmp_path):
     for name in ("a", "b"):
-        hio.write_hetero_prepared(tmp_path / name, small_hetero())
+        io.write_typed_prepared(tmp_path / name, small_hetero())
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert "nodes_venue.parquet" in files and "edges_paper__cites__paper.parquet" in files
     for name in files:

@@ -18,7 +18,7 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, params_from_dict
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.io import hetero as hio
+from gnnpipe import io
 from gnnpipe.data.typed_graph import edge_pairs
 
 # user ids out of order: node i of the graph is row i of the table, whatever its id
@@ -177,12 +177,12 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
         "gnnpipe prepare: typed graph: 4 item, 6 user; 20 edges in 3 types, target user (2 "
         "duplicates, 1 self-loops removed); featureless: item (degree features) -> data/prepared")
     out = tmp_path / "data/prepared"
-    graph = hio.read_hetero_graph(out)
+    graph = io.read_typed_graph(out)
     expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
     assert graph.node_time.keys() == expected.node_time.keys()
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
-    assert hio.read_hetero_node_ids(out, "user").column("original_id").to_pylist() == USERS
-    assert hio.read_hetero_node_ids(out, "item").column("original_id").to_pylist() == ITEMS
+    assert io.read_typed_node_ids(out, "user").column("original_id").to_pylist() == USERS
+    assert io.read_typed_node_ids(out, "item").column("original_id").to_pylist() == ITEMS
     meta = json.loads((out / "graph.json").read_text())
     assert meta["node_time"] == ["user"] and "public_roles" not in meta
 
@@ -199,7 +199,7 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
     payload["time.user"] = payload["time.user"][:2]
     torch.save(payload, path)
     with pytest.raises(ValueError, match=r"'time.user' has 2 entries for 6 user nodes"):
-        hio.read_hetero_graph(tmp_path / "data/prepared")
+        io.read_typed_graph(tmp_path / "data/prepared")
 
 
 def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
@@ -322,7 +322,7 @@ def test_typed_tables_may_not_look_homogeneous(tmp_path, monkeypatch, capsys):
     meta = json.loads((tmp_path / "data/prepared/graph.json").read_text())
     assert meta["node_types"] == [["user", 6, 2]] and meta["edge_types"] == ["user__follows__user"]
     assert (tmp_path / "data/prepared/nodes_user.parquet").exists()
-    assert hio.read_typed_description(tmp_path / "data/prepared")["layout"] == "typed"
+    assert io.read_description(tmp_path / "data/prepared")["layout"] == "typed"
 
 
 def test_two_labelled_tables_need_a_target(raw, tmp_path, capsys):
@@ -427,7 +427,7 @@ def test_analyze_without_a_target_relation_says_homophily_is_not_applicable(tmp_
     assert report["analyzed_relation"] is None
     assert report["degree"]["max"] == 2  # u0 buys two distinct items
     assert report["components"]["over"] == "every node type"
-    assert set(report["hetero"]["node_types"]) == {"user", "item"}
+    assert set(report["types"]["node_types"]) == {"user", "item"}
 
 
 def test_phase_graphs_find_their_edge_times(tmp_path):

@@ -55,7 +55,7 @@ def _check_repro(repo):
     assert _json(repo, "data/partition/meta.json")["node_types"][1][:2] == ["author", 800]
     graph = _json(repo, "metrics/graph.json")
     assert graph["analyzed_relation"] == "paper__cites__paper"
-    assert set(graph["hetero"]["node_types"]) == {"paper", "author", "venue"}
+    assert set(graph["types"]["node_types"]) == {"paper", "author", "venue"}
     evaluation = _json(repo, "metrics/eval.json")
     assert evaluation["model"] == "hgt" and evaluation["node_type"] == "paper"
     assert evaluation["gnn"]["test"]["accuracy"] > evaluation["mlp"]["test"]["accuracy"] + 0.1

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from gnnpipe.commands.variant import prepared_kind, split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.data.graph import Graph
 from gnnpipe.io.atomic import atomic_dir, atomic_path
 from gnnpipe.io.common import EDGES_SCHEMA
@@ -138,7 +138,6 @@ def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, 
                     "reverse": {"node__to__node": "node__to__node"},
                     "link_edge_type": "node__to__node", "node_time": ["node"]}
     assert read_description(tmp_path)["layout"] == "homogeneous"  # derived, not stored
-    assert prepared_kind(tmp_path) == "homogeneous"
     (tmp_path / "ext").mkdir()
     write_prepared(tmp_path / "ext", tiny_graph, features="external")
     assert read_description(tmp_path / "ext")["features"] == "features.npy"
@@ -176,7 +175,7 @@ def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_g
     assert (meta["target"], meta["node_types"], meta["edge_types"]) == (
         "node", [["node", 12]], ["node__to__node"])
     assert read_split_meta(tmp_path)["layout"] == "homogeneous"
-    assert split_variant(tmp_path) == ("homogeneous", "node")
+    assert split_task(tmp_path) == "node"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["message_train.pt", "meta.json",
                                                           "nodes.parquet"]
     (tmp_path / "meta.json").write_text(json.dumps({**meta, "edge_types": ["node__to"]}))

@@ -42,6 +42,10 @@ def test_stage_help_shows_params_and_paths(stage, capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--params" in out and "(default:" in out
+    # every path option says what it is and its default (argparse drops a default without help)
+    flat = " ".join(out.split())
+    for artifact in (a for a in STAGES[stage].paths if a.option is not None):
+        assert f"(default: {artifact.path})" in flat, (stage, artifact.option)
 
 
 def test_path_options_default_to_the_stage_table():

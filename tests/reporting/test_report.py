@@ -200,11 +200,9 @@ def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **tr
                      "params": {"params.yaml": {"data": {"train": {
                          "num_layers": depth, "model": "gcn",
                          "neighbor": {"num_neighbors": [10] * depth}, **train}}}},
-                     "metrics": {"metrics/eval.json": {"data": {
-                         "model": "gcn", "gnn": {"test": {"accuracy": acc}},
-                         "mlp": {"test": {"accuracy": 0.5}},
-                         "smoothing": {"gnn": {"cosine_similarity": cos, "dirichlet_energy": 1.0,
-                                               "rayleigh_quotient": 0.3}}}}}}}
+                     "metrics": {"metrics/summary.json": {"data": {
+                         "metric": "test_accuracy", "gnn": acc, "baseline": 0.5,
+                         "cosine": cos, "dirichlet": 1.0, "rayleigh": 0.3}}}}}
 
 
 def _exp_show(*extra) -> list:

@@ -9,11 +9,11 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.splitting import audit
-from gnnpipe.commands.variant import split_variant
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.data.typed_graph import edge_pairs, one_type, typed_csr
-from gnnpipe.io import hetero as hio
+from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, one_type
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
@@ -40,8 +40,8 @@ def link_split(graph, **link):
 def _with_edge(graph, csr, edge_type, src, dst):
     """``csr`` of ``edge_type`` with the edge src -> dst added."""
     s, d = edge_pairs(csr)
-    return typed_csr(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[0]),
-                     graph.num_nodes(edge_type[2]))
+    return csr_from_edges(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[2]),
+                          graph.num_nodes(edge_type[0]))
 
 
 def failed(report):
@@ -178,8 +178,8 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     meta = io.read_split_meta(tmp_path / "node")
     assert meta["layout"] == "typed" and "hetero" not in meta and meta["task"] == "node"
     assert meta["node_types"] == [list(s) for s in graph.sizes()] and meta["target"] == "paper"
-    assert np.array_equal(hio.read_hetero_roles(tmp_path / "node", graph), node.roles)
-    sizes, graphs = hio.read_hetero_message_graphs(tmp_path / "node", graph)
+    assert np.array_equal(io.read_typed_roles(tmp_path / "node", graph), node.roles)
+    sizes, graphs = io.read_typed_message_graphs(tmp_path / "node", graph)
     assert sizes == graph.sizes()
     for phase in ("train", "val", "test"):
         for e in graph.edge_types:
@@ -188,17 +188,49 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     io.write_split(tmp_path / "link", graph, link.message_graphs,
                    {"task": "link", "edge_type": "author__writes__paper"},
                    edges=link.edges, negatives=link.negatives)
-    edge_type, edges, negatives = hio.read_hetero_link_split(tmp_path / "link", graph)
-    assert split_variant(tmp_path / "link") == ("typed", "link")
-    assert split_variant(tmp_path / "node") == ("typed", "node")
+    edge_type, edges, negatives = io.read_typed_link_split(tmp_path / "link", graph)
+    assert split_task(tmp_path / "link") == "link" and split_task(tmp_path / "node") == "node"
     assert edge_type == WRITES
     assert all(torch.equal(edges[r], link.edges[r]) for r in link.edges)
     assert all(torch.equal(negatives[p], link.negatives[p]) for p in link.negatives)
-    _, graphs = hio.read_hetero_message_graphs(tmp_path / "link")
+    _, graphs = io.read_typed_message_graphs(tmp_path / "link")
     assert graphs["val"] is graphs["train"]  # stored once, shared when read back
     other = small_hetero(num_authors=150)
     with pytest.raises(ValueError, match="the split is of another graph"):
-        hio.read_hetero_message_graphs(tmp_path / "link", other)
+        io.read_typed_message_graphs(tmp_path / "link", other)
+
+
+def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_graph, tmp_path):
+    """A homogeneous split's files, unchanged, read by the typed readers: message graphs as
+    ``{EDGE: csr}`` (shared per file), the homogeneous roles and link split with edge type
+    ``EDGE``: the values the homogeneous readers give."""
+    g = one_type(small_graph)
+    n = small_graph.num_nodes
+    node = node_split(g)
+    io.write_split(tmp_path / "node", g, node.message_graphs, {"mode": node.mode},
+                   roles=node.roles)
+    sizes, graphs = io.read_typed_message_graphs(tmp_path / "node", g)
+    plain = io.read_message_graphs(tmp_path / "node", n)
+    assert sizes == [(NODE, n)] and all(set(graphs[p]) == {EDGE} for p in plain)
+    assert all(torch.equal(graphs[p][EDGE].indices, plain[p].indices) for p in plain)
+    assert all((graphs[p] is graphs[q]) == (plain[p] is plain[q]) for p in plain for q in plain)
+    assert np.array_equal(io.read_typed_roles(tmp_path / "node", g),
+                          io.read_split_roles(tmp_path / "node"))
+    with pytest.raises(ValueError, match=f"{n} split roles for 1499 nodes"):
+        io.read_typed_roles(tmp_path / "node", one_type(
+            type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
+                              y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
+    link = link_split(g)
+    io.write_split(tmp_path / "link", g, link.message_graphs,
+                   {"edge_type": "node__to__node"}, edges=link.edges, negatives=link.negatives)
+    edge_type, edges, negatives = io.read_typed_link_split(tmp_path / "link", g)
+    plain_edges = io.read_link_edges(tmp_path / "link", n)
+    plain_negatives = io.read_link_negatives(tmp_path / "link", plain_edges, n)
+    assert edge_type == EDGE
+    assert all(torch.equal(edges[r], plain_edges[r]) for r in plain_edges)
+    assert all(torch.equal(negatives[p], plain_negatives[p]) for p in plain_negatives)
+    _, graphs = io.read_typed_message_graphs(tmp_path / "link")
+    assert graphs["val"] is graphs["train"]  # stored once, shared when read back
 
 
 def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):

@@ -5,16 +5,17 @@ stage normalized, and the model it builds reads them."""
 import argparse
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.commands.inputs import model_features
-from gnnpipe.commands.variant import split_variant
+from gnnpipe.commands.inputs import (model_features, read_model_typed,
+                                     read_typed_link_supervision)
+from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.io import hetero as hio
 from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
 from gnnpipe.training.train import PHASES
 
@@ -38,7 +39,7 @@ def split_repo(request, tmp_path_factory):
     args = argparse.Namespace(prepared=root / "data/prepared", split=root / "data/split",
                               features=root / "data/features", propagate=root / "data/propagate",
                               partition=root / "data/partition")
-    kind, task = split_variant(args.split)
+    kind, task = io.read_split_meta(args.split)["layout"], split_task(args.split)
     assert (kind, task) == request.param  # the variant comes from the artifacts
     return args, load_params(root / "params.yaml"), kind, task
 
@@ -48,7 +49,7 @@ def _message_edges(args, inputs, kind):
     if kind == "homogeneous":
         graphs = io.read_message_graphs(args.split, inputs.graph.num_nodes)
         return {p: graphs[p].edge_index() for p in PHASES}
-    graphs = hio.read_hetero_message_graphs(args.split, inputs.graph)[1]
+    graphs = io.read_typed_message_graphs(args.split, inputs.graph)[1]
     return {p: {e: csr.edge_index() for e, csr in graphs[p].items()} for p in PHASES}
 
 
@@ -66,7 +67,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
             assert torch.equal(inputs.phases[phase].x, inputs.graph.x)
             assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
     else:
-        raw = hio.read_hetero_graph(args.prepared)
+        raw = io.read_typed_graph(args.prepared)
         assert inputs.target == raw.target
         for t, x in raw.x.items():
             assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
@@ -148,3 +149,26 @@ def test_the_mlp_reads_no_edges(split_repo):
     else:  # the typed MLP takes the typed edges like every typed model and ignores them
         assert all(isinstance(p.edge_index, dict) for p in inputs.phases.values())
     assert inputs.meta({})["model"] == "mlp"
+
+
+def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
+    """commands/inputs.py's typed view of either kind (a homogeneous graph as its one type):
+    the same model features, roles and link supervision, down to the training negatives drawn."""
+    args, params, kind, task = split_repo
+    typed = read_model_typed(args)
+    inputs = read_model_inputs(args, params.train, kind, task)
+    assert typed.graph.layout == kind
+    given = inputs.graph.x if kind == "typed" else {typed.graph.target: inputs.graph.x}
+    assert all(torch.equal(typed.graph.x[t], x) for t, x in given.items())
+    if task == "node":
+        assert np.array_equal(io.read_typed_roles(args.split, typed.graph),
+                              read_roles(args, inputs))
+        return
+    edge_type, sup = read_typed_link_supervision(args, typed)
+    _, expected = read_supervision(args, inputs)
+    assert edge_type == io.read_typed_link_split(args.split, typed.graph)[0]
+    assert all(torch.equal(sup.edges[r], expected.edges[r]) for r in expected.edges)
+    assert all(torch.equal(sup.negatives[p], expected.negatives[p]) for p in expected.negatives)
+    heads = expected.edges["train_supervision"][0].numpy()
+    assert np.array_equal(sup.sampler.sample(heads, 3, np.random.default_rng(0)),
+                          expected.sampler.sample(heads, 3, np.random.default_rng(0)))

@@ -409,10 +409,9 @@ def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_pa
     try:
         for stage in ("prepare", "split", "train"):
             assert main([stage]) == 0, stage
-        from gnnpipe.io import hetero as hio
 
-        graph = hio.read_hetero_graph(Path("data/prepared"))
-        edge_type, edges, _ = hio.read_hetero_link_split(Path("data/split"), graph)
+        graph = io.read_typed_graph(Path("data/prepared"))
+        edge_type, edges, _ = io.read_typed_link_split(Path("data/split"), graph)
         src, dst = edges["test"].numpy()
         Path("data/pairs").mkdir()
         pq.write_table(pa.table({"src": src, "dst": dst}), "data/pairs/p.parquet")

@@ -1,7 +1,13 @@
-"""Artifacts of typed graphs (``gnnpipe.hetero``), beside the homogeneous ones.
+"""Every prepared graph and split read as a typed graph (``HeteroGraph``).
 
-Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
-  prepared/  graph.json (gnnpipe/io/description.py: node types with sizes and widths, edge
+The readers take either layout and return the typed view: a homogeneous graph's files
+(gnnpipe/io/prepared.py, gnnpipe/io/splits.py) come back as its ``one_type`` graph (node type
+``NODE``, edge type ``EDGE``), message graphs as ``{phase: {EDGE: csr}}``. The files keep the
+layout of the graph's types (``typed_graph.layout_of``); only the readers are one.
+
+Typed layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
+  prepared/  (written by gnnpipe/io/prepared.py ``write_typed_prepared``)
+             graph.json (gnnpipe/io/description.py: node types with sizes and widths, edge
              types in order, target type, classes, reverse edge types, default link edge type;
              written for every graph), nodes_<T>.parquet (node_id, x; the target type also label),
              edges_<E>.parquet (src, dst; type-local ids), graph.pt (schema
@@ -14,7 +20,8 @@ Layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
              meta.json (node and edge types, task, message_graph: phase -> file), message_<phase>.pt
              (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
              (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
-             the held-out edge type (src of its source type, dst of its target type)
+             the held-out edge type (src of its source type, dst of its target type; the same
+             files for both layouts)
 """
 
 from __future__ import annotations
@@ -26,58 +33,39 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.data.graph import Csr
+from gnnpipe.data.typed_graph import (HOMOGENEOUS, EdgeType, HeteroGraph, edge_type_name, one_type,
+                                      parse_edge_type)
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
-from gnnpipe.io.description import DESCRIPTION, read_description, write_description
-from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.description import DESCRIPTION, read_description
+from gnnpipe.io.parquet import read_table
+from gnnpipe.io.prepared import (TYPED_GRAPH_SCHEMA, read_edge_table, read_graph, read_node_ids,
+                                 read_node_table, typed_nodes_schema)
 from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
-                               TYPED_CSR_SCHEMA, read_split_meta)
-from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.data.typed_graph import TYPED, EdgeType, HeteroGraph, edge_type_name, parse_edge_type
+                               TYPED_CSR_SCHEMA, read_message_graphs, read_split_meta,
+                               read_split_roles)
+from gnnpipe.io.tensors import load_tensors
 
-GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
-
-
-def _node_schema(width: int, labelled: bool) -> pa.Schema:
-    fields = [("node_id", pa.int64())] + ([("label", pa.int64())] if labelled else [])
-    return pa.schema(fields + [("x", pa.list_(pa.float32(), width))])
+__all__ = ["read_typed_graph", "read_typed_node_ids", "read_typed_node_table",
+           "read_typed_edge_table", "read_typed_message_graphs", "read_typed_roles",
+           "read_typed_link_split"]
 
 
 # ----------------------------------------------------------------------------------- prepared
-def write_hetero_prepared(out: Path, graph: HeteroGraph) -> None:
-    """graph.json, one Parquet table per node type and per edge type, and graph.pt."""
-    out = Path(out)
-    tensors: dict[str, torch.Tensor] = {"y": graph.y}
-    for node_type, x in graph.x.items():
-        n, f = x.shape
-        labelled = node_type == graph.target
-        columns = {"node_id": np.arange(n, dtype=np.int64)}
-        if labelled:
-            columns["label"] = graph.y.numpy()
-        columns["x"] = pa.FixedSizeListArray.from_arrays(pa.array(x.numpy().reshape(-1)), f)
-        write_table(out / f"nodes_{node_type}.parquet", pa.table(columns),
-                    _node_schema(f, labelled), "gnnpipe.hetero_nodes/1")
-        tensors[f"x.{node_type}"] = x
-    for edge_type, csr in graph.csr.items():
-        name = edge_type_name(edge_type)
-        src, dst = csr.edge_index().numpy()
-        write_table(out / f"edges_{name}.parquet", pa.table({"src": src, "dst": dst}),
-                    EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
-        tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
-    # typed user tables only: the built-in graph's files stay byte-identical
-    tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
-    tensors.update({f"{edge_type_name(e)}.time": v for e, v in graph.edge_time.items()})
-    if graph.public_roles is not None:
-        tensors["public_roles"] = graph.public_roles
-    save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors,
-                 meta={"num_classes": graph.num_classes, "target": graph.target})
-    write_description(out, graph)
-
-
-def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
-    """``node_ids_<type>.parquet``: node_id (0..N_t-1 in order), original_id, [timestamp]."""
-    sizes = read_typed_description(prepared)["sizes"]
-    if node_type not in sizes:
+def _described(prepared: Path, node_type: str) -> dict:
+    """graph.json (``read_description``), with ``node_type`` one of its node types."""
+    meta = read_description(prepared)
+    if node_type not in meta["sizes"]:
         raise ValueError(f"{prepared}: no node type {node_type!r}")
+    return meta
+
+
+def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
+    """``node_ids_<type>.parquet`` (homogeneous layout: ``node_ids.parquet``): node_id (0..N_t-1
+    in order), original_id, [timestamp]."""
+    meta = _described(prepared, node_type)
+    if meta["layout"] == HOMOGENEOUS:
+        return read_node_ids(prepared)
+    sizes = meta["sizes"]
     path = Path(prepared) / f"node_ids_{node_type}.parquet"
 
     def expected(schema: pa.Schema) -> pa.Schema:  # original_id keeps the user's id type
@@ -91,23 +79,13 @@ def read_hetero_node_ids(prepared: Path, node_type: str) -> pa.Table:
     return table
 
 
-def _typed_only(meta: dict, path: Path, fix: str) -> dict:
-    """``meta`` (with its derived ``layout``) when it is a typed graph's; else a one-line error."""
-    if meta["layout"] != TYPED:
-        raise ValueError(f"{path}: describes a homogeneous graph, not a typed one; {fix}")
-    return meta
-
-
-def read_typed_description(prepared: Path) -> dict:
-    """``graph.json`` (``read_description``) of a typed graph."""
-    return _typed_only(read_description(prepared), Path(prepared) / DESCRIPTION,
-                       "re-run the prepare stage with dataset.layout: typed")
-
-
-def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
-    """The typed graph of ``graph.pt``, shapes and ids checked against graph.json
-    (``mmap``: tensors are views of the memory-mapped file)."""
-    meta = read_typed_description(prepared)
+def read_typed_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
+    """The prepared graph as a typed graph: a homogeneous layout's ``read_graph`` as its
+    ``one_type`` graph (x float32), else the typed ``graph.pt``, shapes and ids checked against
+    graph.json (``mmap``: tensors are views of the memory-mapped file)."""
+    meta = read_description(prepared)
+    if meta["layout"] == HOMOGENEOUS:
+        return one_type(read_graph(prepared, mmap=mmap))
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
     spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
@@ -118,7 +96,7 @@ def read_hetero_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
     spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
     if meta.get("public_roles"):
         spec["public_roles"] = (torch.int8, 1)
-    payload = load_tensors(path, GRAPH_SCHEMA, spec, mmap=mmap)
+    payload = load_tensors(path, TYPED_GRAPH_SCHEMA, spec, mmap=mmap)
     x = {}
     for entry in meta["node_types"]:
         t, n, f = entry
@@ -174,23 +152,30 @@ def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where
     return csr
 
 
-def read_hetero_node_table(prepared: Path, node_type: str) -> pa.Table:
-    """``nodes_<type>.parquet``: node_id (0..N-1 in order), label (target type only), x."""
-    meta = read_typed_description(prepared)
-    if node_type not in meta["sizes"]:
-        raise ValueError(f"{prepared}: no node type {node_type!r}")
+def read_typed_node_table(prepared: Path, node_type: str) -> pa.Table:
+    """``nodes_<type>.parquet``: node_id (0..N-1 in order), label (target type only), x
+    (homogeneous layout: ``read_node_table``'s ``nodes.parquet``)."""
+    meta = _described(prepared, node_type)
+    if meta["layout"] == HOMOGENEOUS:
+        return read_node_table(prepared)
     width = {entry[0]: entry[2] for entry in meta["node_types"]}[node_type]
     path = Path(prepared) / f"nodes_{node_type}.parquet"
-    table = read_table(path, _node_schema(width, node_type == meta["target"]),
+    table = read_table(path, typed_nodes_schema(width, node_type == meta["target"]),
                        "gnnpipe.hetero_nodes/1")
     if not np.array_equal(table.column("node_id").to_numpy(), np.arange(meta["sizes"][node_type])):
         raise ValueError(f"{path}: node_id must be 0..{meta['sizes'][node_type] - 1} in order")
     return table
 
 
-def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
-    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes)."""
-    sizes = read_typed_description(prepared)["sizes"]
+def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
+    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes;
+    homogeneous layout: ``read_edge_table``'s ``edges.parquet``)."""
+    meta = read_description(prepared)
+    if edge_type not in meta["edge_type_list"]:
+        raise ValueError(f"{prepared}: no edge type {edge_type_name(edge_type)!r}")
+    if meta["layout"] == HOMOGENEOUS:
+        return read_edge_table(prepared)
+    sizes = meta["sizes"]
     path = Path(prepared) / f"edges_{edge_type_name(edge_type)}.parquet"
     table = read_table(path, EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
     for column, node_type in (("src", edge_type[0]), ("dst", edge_type[2])):
@@ -202,22 +187,22 @@ def read_hetero_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 
 # -------------------------------------------------------------------------------------- split
-def read_hetero_split_meta(split: Path) -> dict:
-    """``meta.json`` (``read_split_meta``) of a typed graph's split."""
-    return _typed_only(read_split_meta(split), Path(split) / "meta.json",
-                       "re-run the split stage on the typed prepared graph")
-
-
-def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
-                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
+def read_typed_message_graphs(split: Path, graph: HeteroGraph | None = None
+                              ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
     """Node types ``(type, num_nodes)`` in order, and phase -> edge type -> CSR (phases sharing
-    a file share one dict). ``graph``, when given, must have the same types and sizes."""
-    meta = read_hetero_split_meta(split)
+    a file share one dict; homogeneous layout: ``{EDGE: csr}``). ``graph``, when given, must
+    have the same types and sizes."""
+    meta = read_split_meta(split)
     where = Path(split) / "meta.json"
     sizes, edge_types = meta["sizes"], meta["edge_type_list"]
     if graph is not None and (sizes != graph.sizes() or edge_types != list(graph.edge_types)):
         raise ValueError(f"{where}: the split is of another graph (node or edge types differ "
                          "from data/prepared); re-run the split stage")
+    if meta["layout"] == HOMOGENEOUS:
+        (edge_type,) = edge_types
+        csrs = read_message_graphs(split, sizes[0][1])
+        shared = {id(csr): {edge_type: csr} for csr in csrs.values()}  # one dict per file
+        return sizes, {phase: shared[id(csr)] for phase, csr in csrs.items()}
     files, counts = meta["message_graph"], dict(sizes)
     loaded = {}
     for name in sorted(set(files.values())):
@@ -234,8 +219,15 @@ def read_hetero_message_graphs(split: Path, graph: HeteroGraph | None = None
     return sizes, {phase: loaded[files[phase]] for phase in PHASES}
 
 
-def read_hetero_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
-    """Role of every node of the target type: str (N_target,)."""
+def read_typed_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
+    """Role of every node of the target type: str (N_target,) (homogeneous layout:
+    ``read_split_roles``)."""
+    if graph.layout == HOMOGENEOUS:
+        roles = read_split_roles(split)
+        if roles.size != graph.num_nodes(graph.target):
+            raise ValueError(f"{split}: {roles.size} split roles for "
+                             f"{graph.num_nodes(graph.target)} nodes; re-run the split stage")
+        return roles
     path = Path(split) / f"nodes_{graph.target}.parquet"
     table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
     roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
@@ -249,11 +241,12 @@ def read_hetero_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
     return roles.astype(str)
 
 
-def read_hetero_link_split(split: Path, graph: HeteroGraph
-                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
-    negatives per val/test phase (int64 (P, K) ids of its dst type)."""
-    meta = read_hetero_split_meta(split)
+def read_typed_link_split(split: Path, graph: HeteroGraph
+                          ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The held-out edge type (homogeneous layout: ``EDGE``), its positives per role
+    (type-local int64 (2, E)) and the fixed negatives per val/test phase (int64 (P, K) ids of
+    its dst type); both layouts keep these in the same files."""
+    meta = read_split_meta(split)
     if meta.get("task") != "link":
         raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "
                          "'link'; re-run the split stage with dataset.task: link")
@@ -274,7 +267,9 @@ def read_hetero_link_split(split: Path, graph: HeteroGraph
         table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
         k, heads = meta.get("num_negatives", {}).get(phase), edges[phase][0].numpy()
         src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+        positive = table.column("positive").to_numpy()
         if (not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k
+                or not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
                 or not np.array_equal(src, np.repeat(heads, k))):
             raise ValueError(f"{path}: rows must be {k!r} negatives per {phase} positive, "
                              "grouped by positive with its source as src")

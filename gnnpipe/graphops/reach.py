@@ -1,0 +1,281 @@
+"""Reach and over-squashing diagnostics: how far labels are, and where the graph is a bottleneck.
+
+* ``hops_to_train``: for every node, the number of message-passing layers after which some train
+  node's features can first reach it (multi-source BFS along edge direction).
+* ``accuracy_by_distance``: GNN and baseline test accuracy binned by that distance, plus a one-line
+  warning when the GNN's accuracy falls with distance while the baseline's does not (the GNN
+  loses the graph's benefit far from labels: under-reaching or over-squashing).
+* ``edge_curvature``: Balanced Forman curvature (Topping et al. 2022, "Understanding
+  over-squashing and bottlenecks on graphs via curvature", Definition 1) on a seeded sample of
+  undirected edges; strongly negative edges are the bottlenecks that squash messages.
+
+CSR convention (``gnnpipe.data.graph``): row ``v`` lists the sources of the edges into ``v``,
+so an edge ``s -> v`` carries a message from ``s`` to ``v``. Every function is vectorised over
+nodes or edges: memory O(N + E), no Python loop per node or edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnnpipe.data.graph import Csr, sorted_unique
+
+# Distance of a node that no train node reaches within ``max_hops`` layers.
+BEYOND = -1
+
+
+# ------------------------------------------------------------------------------ hops to train
+def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray:
+    """Hop distance from the nearest train node to every node: int32 (N,), ``BEYOND`` past
+    ``max_hops``.
+
+    Direction: distance ``d`` means a directed path ``t -> ... -> v`` of ``d`` edges from a train
+    node ``t``, i.e. after ``d`` layers of message passing on ``csr`` some train node's input has
+    reached ``v``; train nodes are at 0. Level-synchronous pull BFS: each level marks every
+    unreached node with a source in the frontier, one O(E) gather per level.
+    """
+    if max_hops < 0:
+        raise ValueError(f"max_hops={max_hops} must be >= 0")
+    train_mask = np.asarray(train_mask, dtype=bool)
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    num_nodes = indptr.size - 1
+    if train_mask.shape != (num_nodes,):
+        raise ValueError(f"train_mask has shape {train_mask.shape}, the graph {num_nodes} nodes")
+    distance = np.full(num_nodes, BEYOND, dtype=np.int32)
+    distance[train_mask] = 0
+    frontier = train_mask.copy()
+    has_rows = indptr[1:] > indptr[:-1]
+    in_frontier = np.zeros(indices.size + 1, dtype=bool)  # (E + 1,): a False past the end
+    for hop in range(1, max_hops + 1):
+        if not frontier.any():
+            break
+        np.take(frontier, indices, out=in_frontier[:-1])  # is each edge's source in the frontier
+        # (N,): some source of v is; an empty row reads its successor's first edge, masked
+        pulled = np.logical_or.reduceat(in_frontier, indptr[:-1]) & has_rows
+        frontier = pulled & (distance == BEYOND)
+        distance[frontier] = hop
+    return distance
+
+
+# --------------------------------------------------------------------- accuracy by distance
+@dataclass(frozen=True)
+class ReachWarningParams:
+    """When ``accuracy_by_distance`` warns.
+
+    Among the bins holding at least ``min_count`` test nodes, take the nearest and the farthest
+    (``beyond`` counts as farthest); warn when the GNN's accuracy there is at least ``gnn_drop``
+    below the nearest bin's while the baseline's is at most ``baseline_drop`` below. Fewer than
+    two such bins: no warning (too few nodes to say).
+    """
+
+    min_count: int = 30
+    gnn_drop: float = 0.10
+    baseline_drop: float = 0.05
+
+
+def _accuracy(correct: np.ndarray) -> float | None:
+    return round(float(correct.mean()), 6) if correct.size else None
+
+
+def accuracy_by_distance(distance: np.ndarray, correct_gnn: np.ndarray,
+                         correct_baseline: np.ndarray, num_layers: int,
+                         cfg: ReachWarningParams = ReachWarningParams()) -> dict:
+    """GNN and baseline accuracy of test nodes binned by hops to the nearest train node.
+
+    ``distance`` int (T,) from ``hops_to_train`` (``BEYOND`` or > ``num_layers``: out of the
+    GNN's reach), ``correct_gnn`` / ``correct_baseline`` bool (T,), one entry per test node.
+    Returns ``{"bins": [...], "warning": str | None, "rule": {...}}``; bins ``0 .. num_layers``
+    then ``beyond``, each ``{"bin", "hops" (None for beyond), "count", "gnn_accuracy",
+    "baseline_accuracy"}`` (accuracies None for an empty bin).
+    """
+    distance = np.asarray(distance, dtype=np.int64)
+    correct_gnn = np.asarray(correct_gnn, dtype=bool)
+    correct_baseline = np.asarray(correct_baseline, dtype=bool)
+    if not distance.shape == correct_gnn.shape == correct_baseline.shape:
+        raise ValueError(f"distance {distance.shape}, correct_gnn {correct_gnn.shape} and "
+                         f"correct_baseline {correct_baseline.shape} must have one entry per test node")
+    beyond = (distance == BEYOND) | (distance > num_layers)
+    codes = np.where(beyond, num_layers + 1, distance)  # bin index: hops, or num_layers + 1
+    bins = []
+    for code in range(num_layers + 2):  # a handful of bins, not one per node
+        members = codes == code
+        bins.append({"bin": str(code) if code <= num_layers else f">{num_layers}",
+                     "hops": code if code <= num_layers else None,
+                     "count": int(members.sum()),
+                     "gnn_accuracy": _accuracy(correct_gnn[members]),
+                     "baseline_accuracy": _accuracy(correct_baseline[members])})
+    return {"bins": bins, "warning": _reach_warning(bins, cfg),
+            "rule": {"min_count": cfg.min_count, "gnn_drop": cfg.gnn_drop,
+                     "baseline_drop": cfg.baseline_drop}}
+
+
+def _reach_warning(bins: list[dict], cfg: ReachWarningParams) -> str | None:
+    populated = [b for b in bins if b["count"] >= max(cfg.min_count, 1)]
+    if len(populated) < 2:
+        return None
+    near, far = populated[0], populated[-1]
+    gnn_drop = near["gnn_accuracy"] - far["gnn_accuracy"]
+    base_drop = near["baseline_accuracy"] - far["baseline_accuracy"]
+    if gnn_drop < cfg.gnn_drop or base_drop > cfg.baseline_drop:
+        return None
+    where = "beyond the GNN's reach" if far["hops"] is None else f"at {far['hops']} hops"
+    return (f"GNN test accuracy falls from {near['gnn_accuracy']:.3f} at {near['hops']} hops from "
+            f"the nearest train node to {far['gnn_accuracy']:.3f} {where} ({far['count']} nodes) "
+            f"while the baseline's goes {near['baseline_accuracy']:.3f} -> "
+            f"{far['baseline_accuracy']:.3f}: far from labels the graph stops helping "
+            "(under-reaching or over-squashing)")
+
+
+# -------------------------------------------------------------------------- edge curvature
+@dataclass(frozen=True)
+class CurvatureParams:
+    """``sample_edges`` undirected edges drawn uniformly (all of them when the graph has no
+    more: exact), ``most_negative`` of them listed, expansion work bounded per chunk."""
+
+    sample_edges: int = 10_000
+    most_negative: int = 10
+    chunk_pairs: int = 1 << 20  # 2-hop pairs expanded at once: bounds the working memory
+
+
+def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
+                            ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``size`` distinct undirected edges ``(u, v)``, ``u < v``, int64 (S,) each, sorted, drawn
+    uniformly; all of them (and ``exact`` True) when ``2 * size`` reaches the stored edges.
+
+    Stored positions are drawn without replacement in random order and mapped to their pair:
+    each pair owns two positions, so the first ``size`` distinct pairs are a uniform sample.
+    """
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    num_nodes, stored = indptr.size - 1, indices.size
+    exact = 2 * size >= stored
+    pos = np.arange(stored) if exact else rng.choice(stored, size=2 * size, replace=False)
+    rows = np.searchsorted(indptr, pos, side="right") - 1  # target of each drawn position
+    cols = indices[pos]
+    keys = np.minimum(rows, cols) * num_nodes + np.maximum(rows, cols)
+    keys = keys[rows != cols]
+    if exact:
+        keys = sorted_unique(keys)
+    else:
+        _, first = np.unique(keys, return_index=True)  # first draw of each pair
+        keys = np.sort(keys[np.sort(first)[:size]])
+    return keys // num_nodes, keys % num_nodes, exact
+
+
+def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbour lists of ``nodes`` (Q,) concatenated: (owner index into nodes, neighbour)."""
+    starts = indptr[nodes]
+    counts = indptr[nodes + 1] - starts
+    owner = np.repeat(np.arange(nodes.size), counts)
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)  # row start - output start
+    return owner, indices[shift + np.arange(owner.size)]
+
+
+def _member(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """bool (Q,): which ``queries`` occur in ``sorted_keys`` (ascending)."""
+    if sorted_keys.size == 0:
+        return np.zeros(queries.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, queries), sorted_keys.size - 1)
+    return sorted_keys[pos] == queries
+
+
+def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b, near_b):
+    """For edges ``a[e] ~ b[e]`` (S,): ``|#sq^a|`` (neighbours ``k`` of ``a``, ``k`` not in
+    ``B1(b)``, with some ``w`` in ``S1(k) & S1(b)`` outside ``B1(a)``: a 4-cycle ``a-k-w-b``
+    without diagonal) and the largest such ``w`` count of one ``k`` (its part of
+    ``gamma_max``), both int64 (S,).
+
+    ``edge``, ``k`` (P,): every pair (e, k in S1(a[e])); ``key_a`` / ``key_b``: sorted
+    ``e * N + neighbour`` of ``a`` / ``b``, for membership tests; ``near_b`` bool (N,): in some
+    ``S1(b[e])``, a cheap filter before them.
+    """
+    num_nodes = indptr.size - 1
+    cand = (k != b[edge]) & ~_member(key_b, key_a)  # k outside B1(b)
+    edge, k = edge[cand], k[cand]
+    owner, w = _expand(indptr, indices, k)  # (pairs,): w in S1(k), owner indexes the candidates
+    maybe = np.flatnonzero(near_b[w])  # most w of a sparse graph touch no b: skip the searches
+    owner, w = owner[maybe], w[maybe]
+    e_w = edge[owner]
+    key_w = e_w * num_nodes + w
+    closes = (w != a[e_w]) & _member(key_b, key_w) & ~_member(key_a, key_w)
+    per_k = np.bincount(owner[closes], minlength=k.size)  # 4-cycles a-k-w-b through each k
+    sharp = np.bincount(edge, weights=per_k > 0, minlength=a.size).astype(np.int64)
+    gamma = np.zeros(a.size, dtype=np.int64)
+    np.maximum.at(gamma, edge, per_k)
+    return sharp, gamma
+
+
+def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Balanced Forman curvature of the edges ``u[e] ~ v[e]``: float64 (S,).
+
+    ``csr`` must be simple and undirected (both directions stored, no self-loops or repeats;
+    ``gnnpipe.graphops.partition._symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
+    ``t`` the triangles on the edge, ``s_u`` / ``s_v`` the 4-cycle counts and ``gamma`` the
+    largest number of 4-cycles through one node (``_four_cycles``), Definition 1 of Topping et
+    al. (2022) reads ``0`` if ``min(d_u, d_v) == 1`` and otherwise
+    ``2/d_u + 2/d_v - 2 + 2t/max(d) + t/min(d) + (s_u + s_v) / (gamma * max(d))``,
+    the last term 0 without 4-cycles. Work per edge: the degrees of its ends' neighbours.
+    """
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    n = indptr.size - 1
+    e_u, nbr_u = _expand(indptr, indices, u)
+    e_v, nbr_v = _expand(indptr, indices, v)
+    key_u, key_v = e_u * n + nbr_u, e_v * n + nbr_v  # sorted: e ascending, rows sorted
+    triangles = np.bincount(e_u, weights=_member(key_v, key_u), minlength=u.size)
+    near_u, near_v = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    near_u[nbr_u] = True
+    near_v[nbr_v] = True
+    sharp_u, gamma_u = _four_cycles(indptr, indices, u, v, e_u, nbr_u, key_u, key_v, near_v)
+    sharp_v, gamma_v = _four_cycles(indptr, indices, v, u, e_v, nbr_v, key_v, key_u, near_u)
+    d_u = (indptr[u + 1] - indptr[u]).astype(np.float64)
+    d_v = (indptr[v + 1] - indptr[v]).astype(np.float64)
+    d_max, d_min = np.maximum(d_u, d_v), np.minimum(d_u, d_v)
+    gamma = np.maximum(gamma_u, gamma_v)
+    squares = np.divide(sharp_u + sharp_v, gamma * d_max, out=np.zeros(u.size), where=gamma > 0)
+    ric = 2 / d_u + 2 / d_v - 2 + 2 * triangles / d_max + triangles / d_min + squares
+    return np.where(d_min > 1, ric, 0.0)
+
+
+def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
+    """Consecutive slices of the sample whose 2-hop expansion stays near ``budget`` pairs."""
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    degree = indptr[1:] - indptr[:-1]
+    work = np.zeros(u.size, dtype=np.int64)
+    for ends in (u, v):  # sum of neighbour degrees per edge end, one batch each
+        owner, nbr = _expand(indptr, indices, ends)
+        work += np.bincount(owner, weights=degree[nbr], minlength=u.size).astype(np.int64)
+    chunk = (np.cumsum(work) - work) // max(budget, 1)  # by the work before each edge
+    cuts = np.concatenate([[0], np.flatnonzero(np.diff(chunk)) + 1, [u.size]])
+    return [slice(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:])]
+
+
+def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator) -> dict:
+    """Balanced Forman curvature on a seeded sample of undirected edges of ``csr`` (simple,
+    undirected: see ``balanced_forman``).
+
+    Returns ``{"measure", "sample": {"edges", "undirected_edges", "exact"}, "mean",
+    "fraction_negative", "quantiles": {q: value}, "most_negative": [{"u", "v", "curvature"}]}``
+    (node ids of ``csr``, most negative first, ties by ``(u, v)``).
+    """
+    if cfg.sample_edges < 1:
+        raise ValueError(f"sample_edges={cfg.sample_edges} must be >= 1")
+    u, v, exact = sample_undirected_edges(csr, cfg.sample_edges, rng)
+    ric = np.zeros(u.size)
+    for part in _chunks(csr, u, v, cfg.chunk_pairs):
+        ric[part] = balanced_forman(csr, u[part], v[part])
+    order = np.lexsort((v, u, ric))[:cfg.most_negative]
+    probs = (0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)
+    values = np.quantile(ric, probs) if ric.size else [None] * len(probs)
+    return {
+        "measure": "balanced_forman",
+        "sample": {"edges": int(u.size), "undirected_edges": int(csr.num_edges // 2),
+                   "exact": bool(exact)},
+        "mean": round(float(ric.mean()), 6) if ric.size else None,
+        "fraction_negative": round(float((ric < 0).mean()), 6) if ric.size else None,
+        "quantiles": {f"q{round(p * 100):02d}": None if q is None else round(float(q), 6)
+                      for p, q in zip(probs, values)},
+        "most_negative": [{"u": int(u[i]), "v": int(v[i]), "curvature": round(float(ric[i]), 6)}
+                          for i in order],
+    }

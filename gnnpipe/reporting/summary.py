@@ -1,0 +1,38 @@
+"""The headline of a run: the few figures a user compares across experiments.
+
+``metrics/summary.json`` is the pipeline's one DVC metrics file, so `dvc metrics show` is one
+short line and `dvc exp show` (through ``gnnpipe.experiments``) fits a terminal; every other
+figure stays in the stages' own files under metrics/.
+"""
+
+from __future__ import annotations
+
+from gnnpipe.config.schema import EvaluateParams
+
+# the test metric each task's verdict is judged on (evaluate's compare / compare_links)
+JUDGED_ON = {"node": "accuracy", "link": "mrr"}
+
+
+# short names of the GNN's over-smoothing figures (eval.json smoothing.gnn) in the headline
+SMOOTHING = {"cosine": "cosine_similarity", "dirichlet": "dirichlet_energy",
+             "rayleigh": "rayleigh_quotient"}
+
+
+def outcome(gain: float, cfg: EvaluateParams) -> str:
+    """``helps`` (gain >= min_gain), ``hurts`` (gain <= -min_gain) or ``nothing`` in between."""
+    return "helps" if gain >= cfg.min_gain else "hurts" if gain <= -cfg.min_gain else "nothing"
+
+
+def headline(summary: dict, task: str, cfg: EvaluateParams) -> dict:
+    """``summary`` (evaluate's eval.json dict of one task) -> ``{"metric", "gnn", "baseline",
+    "gain", "verdict"}``: the test scores of the GNN and the MLP baseline on the metric the
+    verdict is judged on, their difference, and ``helps`` / ``hurts`` / ``nothing``; plus the
+    GNN's over-smoothing figures where evaluate measured them (``cosine``, ``dirichlet``,
+    ``rayleigh``: a depth sweep reads them from `dvc exp show --json`)."""
+    metric = JUDGED_ON[task]
+    gain = summary["gnn_minus_mlp"][f"test_{metric}"]
+    smoothing = summary.get("smoothing", {}).get("gnn", {})
+    return {"metric": f"test_{metric}", "gnn": summary["gnn"]["test"][metric],
+            "baseline": summary["mlp"]["test"][metric], "gain": gain,
+            "verdict": outcome(gain, cfg),
+            **{short: smoothing[name] for short, name in SMOOTHING.items() if name in smoothing}}

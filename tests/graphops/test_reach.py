@@ -1,0 +1,275 @@
+"""Reach diagnostics on generated graphs whose answers are known: BFS distances against a plain
+BFS, Balanced Forman curvature against hand values and a set-based brute force, bridges of a
+ring of cliques as the most negative edges, and the reach warning."""
+
+from __future__ import annotations
+
+from collections import deque
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from gnnpipe.data.graph import csr_from_edges, normalize_edges
+from gnnpipe.graphops.reach import (BEYOND, CurvatureParams, ReachWarningParams,
+                                    accuracy_by_distance, balanced_forman, edge_curvature,
+                                    hops_to_train, sample_undirected_edges)
+from gnnpipe.graphops.partition import _symmetric_simple
+
+
+def _undirected(edges, n):
+    src, dst = np.asarray(edges, dtype=np.int64).reshape(-1, 2).T
+    csr, _ = normalize_edges(src, dst, n, undirected=True, dedup=True, remove_self_loops=True)
+    return csr
+
+
+def _all_edges(csr):
+    """Every undirected edge (u < v) of ``csr``, sorted."""
+    u, v, exact = sample_undirected_edges(csr, csr.num_edges, np.random.default_rng(0))
+    assert exact
+    return u, v
+
+
+# ------------------------------------------------------------------------------ hops to train
+def _plain_bfs(csr, train, max_hops):
+    """Multi-source BFS with a queue, following messages ``s -> v`` (row v lists s)."""
+    n = csr.num_nodes
+    out = [[] for _ in range(n)]
+    for v, s in zip(csr.targets().tolist(), csr.indices.tolist()):
+        out[s].append(v)
+    dist = [BEYOND] * n
+    queue = deque()
+    for t in np.flatnonzero(train).tolist():
+        dist[t] = 0
+        queue.append(t)
+    while queue:
+        s = queue.popleft()
+        if dist[s] == max_hops:
+            continue
+        for v in out[s]:
+            if dist[v] == BEYOND:
+                dist[v] = dist[s] + 1
+                queue.append(v)
+    return np.array(dist)
+
+
+def _grid(rows, cols):
+    ids = np.arange(rows * cols).reshape(rows, cols)
+    right = np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], 1)
+    down = np.stack([ids[:-1].ravel(), ids[1:].ravel()], 1)
+    return _undirected(np.concatenate([right, down]), rows * cols)
+
+
+def test_hops_on_a_path_count_from_the_nearest_train_node():
+    n = 12
+    csr = _undirected([(i, i + 1) for i in range(n - 1)], n)
+    train = np.zeros(n, dtype=bool)
+    train[[2, 9]] = True
+    dist = hops_to_train(csr, train, max_hops=3)
+    assert dist.tolist() == [2, 1, 0, 1, 2, 3, 3, 2, 1, 0, 1, 2]
+    capped = hops_to_train(csr, train, max_hops=1)
+    assert capped.tolist() == [-1, 1, 0, 1, -1, -1, -1, -1, 1, 0, 1, -1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hops_on_a_grid_and_random_digraphs_match_a_plain_bfs(seed):
+    rng = np.random.default_rng(seed)
+    grid = _grid(9, 7)
+    train = rng.random(grid.num_nodes) < 0.05
+    for max_hops in (0, 2, 20):
+        assert np.array_equal(hops_to_train(grid, train, max_hops), _plain_bfs(grid, train, max_hops))
+    n = 80  # directed, isolated nodes and empty trailing rows included
+    src, dst = rng.integers(0, n - 5, 150), rng.integers(0, n - 5, 150)
+    digraph = csr_from_edges(src, dst, n)
+    train = rng.random(n) < 0.1
+    assert np.array_equal(hops_to_train(digraph, train, 6), _plain_bfs(digraph, train, 6))
+
+
+def test_hops_follow_message_direction():
+    csr = csr_from_edges(np.array([0, 1]), np.array([1, 2]), 3)  # 0 -> 1 -> 2
+    assert hops_to_train(csr, np.array([True, False, False]), 5).tolist() == [0, 1, 2]
+    assert hops_to_train(csr, np.array([False, False, True]), 5).tolist() == [-1, -1, 0]
+
+
+def test_hops_refuse_a_mask_of_the_wrong_size():
+    csr = _undirected([(0, 1)], 2)
+    with pytest.raises(ValueError, match="train_mask has shape"):
+        hops_to_train(csr, np.ones(3, dtype=bool), 2)
+
+
+# ------------------------------------------------------------------------ curvature by hand
+def _ric(csr, u, v):
+    return balanced_forman(csr, np.array([u]), np.array([v]))[0]
+
+
+def _complete(n):
+    return _undirected([(a, b) for a in range(n) for b in range(a + 1, n)], n)
+
+
+def _cycle(n):
+    return _undirected([(i, (i + 1) % n) for i in range(n)], n)
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+def test_complete_graph_has_curvature_n_over_n_minus_1(n):
+    u, v = _all_edges(_complete(n))
+    assert np.allclose(balanced_forman(_complete(n), u, v), n / (n - 1))
+
+
+@pytest.mark.parametrize("n, value", [(3, 1.5), (4, 1.0), (5, 0.0), (6, 0.0), (9, 0.0)])
+def test_cycles(n, value):
+    csr = _cycle(n)
+    u, v = _all_edges(csr)
+    assert np.allclose(balanced_forman(csr, u, v), value)
+
+
+def test_trees_stars_grids_and_diagonals():
+    star = _undirected([(0, i) for i in range(1, 6)], 6)
+    assert np.allclose(balanced_forman(star, *_all_edges(star)), 0.0)  # a leaf end: 0
+    tree = _undirected([(0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (2, 6), (2, 7)], 8)
+    assert _ric(tree, 0, 1) == pytest.approx(2 / 3 + 2 / 3 - 2)  # degrees 3, 3, nothing else
+    grid = _grid(5, 5)
+    assert _ric(grid, 12, 13) == pytest.approx(0.0)  # interior: 1/2 + 1/2 - 2 + 4 squares / 4
+    assert _ric(grid, 7, 12) == pytest.approx(0.0)
+    diamond = _undirected([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)], 4)  # K4 minus 2-3
+    assert _ric(diamond, 0, 1) == pytest.approx(4 / 3 - 2 + 4 / 3 + 2 / 3)  # 2 triangles
+    # 0-3-1-2 is a 4-cycle at 0~2 but with the diagonal 0-1: only the triangle 0-1-2 counts
+    assert _ric(diamond, 0, 2) == pytest.approx(2 / 3 + 1 - 2 + 2 / 3 + 1 / 2)
+    k23 = _undirected([(a, b) for a in (0, 1) for b in (2, 3, 4)], 5)  # K_{2,3}
+    # edge 0~2: #sq^0 = {3, 4}, #sq^2 = {1}, gamma_max = 2 (1 closes both 4-cycles via 3 and 4)
+    assert _ric(k23, 0, 2) == pytest.approx(2 / 3 + 2 / 2 - 2 + 3 / (2 * 3))
+
+
+def _brute_ric(adj, i, j):
+    """Definition 1 of Topping et al. (2022), with Python sets."""
+    s1 = lambda a: adj[a]  # noqa: E731
+    b1 = lambda a: adj[a] | {a}  # noqa: E731
+    di, dj = len(s1(i)), len(s1(j))
+    if min(di, dj) == 1:
+        return Fraction(0)
+    tri = len(s1(i) & s1(j))
+    sq_i = {k: len((s1(k) & s1(j)) - b1(i)) for k in s1(i) - b1(j)}
+    sq_j = {w: len((s1(w) & s1(i)) - b1(j)) for w in s1(j) - b1(i)}
+    sq_i = {k: c for k, c in sq_i.items() if c}
+    sq_j = {w: c for w, c in sq_j.items() if c}
+    ric = (Fraction(2, di) + Fraction(2, dj) - 2 + Fraction(2 * tri, max(di, dj))
+           + Fraction(tri, min(di, dj)))
+    if sq_i or sq_j:
+        gamma = max(list(sq_i.values()) + list(sq_j.values()))
+        ric += Fraction(len(sq_i) + len(sq_j), gamma * max(di, dj))
+    return ric
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_curvature_matches_the_definition_on_random_graphs(seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    csr = _undirected(rng.integers(0, n, (160, 2)), n)
+    adj = {a: set() for a in range(n)}
+    for a, b in zip(csr.indices.tolist(), csr.targets().tolist()):
+        adj[b].add(a)
+    u, v = _all_edges(csr)
+    want = [float(_brute_ric(adj, a, b)) for a, b in zip(u.tolist(), v.tolist())]
+    assert np.allclose(balanced_forman(csr, u, v), want)
+    assert np.allclose(balanced_forman(csr, v, u), want)  # symmetric in its ends
+    chunked = edge_curvature(csr, CurvatureParams(sample_edges=10**6, most_negative=len(want),
+                                                  chunk_pairs=7), rng)
+    assert [m["curvature"] for m in chunked["most_negative"]] == pytest.approx(sorted(want), abs=1e-6)
+
+
+# ------------------------------------------------------------------------- ring of cliques
+def _ring_of_cliques(cliques, size):
+    edges = [(c * size + a, c * size + b) for c in range(cliques)
+             for a in range(size) for b in range(a + 1, size)]
+    bridges = [(c * size + size - 1, ((c + 1) % cliques) * size) for c in range(cliques)]
+    return _undirected(edges + bridges, cliques * size), {tuple(sorted(e)) for e in bridges}
+
+
+def test_the_bridges_of_a_ring_of_cliques_are_the_most_negative_edges():
+    csr, bridges = _ring_of_cliques(6, 5)
+    out = edge_curvature(csr, CurvatureParams(sample_edges=1000, most_negative=6),
+                         np.random.default_rng(0))
+    assert out["sample"] == {"edges": 66, "undirected_edges": 66, "exact": True}
+    assert {(m["u"], m["v"]) for m in out["most_negative"]} == bridges
+    assert all(m["curvature"] == pytest.approx(4 / 5 - 2) for m in out["most_negative"])
+    assert out["fraction_negative"] == pytest.approx(6 / 66, abs=1e-6)
+    assert out["quantiles"]["q00"] == pytest.approx(-1.2) and out["quantiles"]["q50"] > 0
+
+
+def test_a_sample_is_seeded_uniform_and_says_so():
+    csr, bridges = _ring_of_cliques(40, 6)  # 600 clique edges + 40 bridges
+    cfg = CurvatureParams(sample_edges=200, most_negative=5)
+    first = edge_curvature(csr, cfg, np.random.default_rng(7))
+    assert first == edge_curvature(csr, cfg, np.random.default_rng(7))
+    assert first["sample"] == {"edges": 200, "undirected_edges": 640, "exact": False}
+    assert {(m["u"], m["v"]) for m in first["most_negative"]} <= bridges
+    u, v, _ = sample_undirected_edges(csr, 200, np.random.default_rng(3))
+    keys = u * csr.num_nodes + v
+    assert np.all(u < v) and np.unique(keys).size == 200 and np.all(np.diff(keys) > 0)
+    assert sample_undirected_edges(csr, 639, np.random.default_rng(3))[0].size == 639  # 1278 of 1280
+    included = np.zeros(csr.num_nodes * csr.num_nodes)  # uniform: every edge in about half
+    for seed in range(40):
+        u, v, _ = sample_undirected_edges(csr, 320, np.random.default_rng(seed))
+        included[u * csr.num_nodes + v] += 1
+    every_edge = included[np.flatnonzero(included)] / 40
+    assert every_edge.size == 640 and every_edge.min() > 0.2 and every_edge.max() < 0.8
+
+
+def test_a_directed_graph_is_made_simple_first():
+    csr = csr_from_edges(np.array([0, 1, 2, 2]), np.array([1, 2, 2, 0]), 3)  # 0->1->2->0, 2->2
+    simple = _symmetric_simple(csr)
+    assert np.allclose(balanced_forman(simple, *_all_edges(simple)), 1.5)  # a triangle
+
+
+# --------------------------------------------------------------------- accuracy by distance
+def _case(rng, n_per_bin, gnn_acc, base_acc, num_layers=2):
+    """Test nodes at hops 0..num_layers and beyond, with the given accuracy per bin."""
+    dist = np.repeat(np.r_[np.arange(num_layers + 1), BEYOND], n_per_bin)
+    gnn = np.concatenate([rng.random(n_per_bin) < p for p in gnn_acc])
+    base = np.concatenate([rng.random(n_per_bin) < p for p in base_acc])
+    return dist, gnn, base
+
+
+def test_bins_count_and_score_each_distance():
+    dist = np.array([0, 0, 1, 2, 3, BEYOND, 1])
+    gnn = np.array([1, 0, 1, 1, 0, 0, 1], dtype=bool)
+    base = np.array([1, 1, 0, 1, 1, 0, 0], dtype=bool)
+    out = accuracy_by_distance(dist, gnn, base, num_layers=2)
+    assert [(b["bin"], b["hops"], b["count"]) for b in out["bins"]] == [
+        ("0", 0, 2), ("1", 1, 2), ("2", 2, 1), (">2", None, 2)]
+    assert [b["gnn_accuracy"] for b in out["bins"]] == [0.5, 1.0, 1.0, 0.0]
+    assert [b["baseline_accuracy"] for b in out["bins"]] == [1.0, 0.0, 1.0, 0.5]
+    empty = accuracy_by_distance(np.array([0]), np.array([True]), np.array([True]), num_layers=1)
+    assert empty["bins"][1]["count"] == 0 and empty["bins"][1]["gnn_accuracy"] is None
+    assert empty["warning"] is None
+
+
+def test_warning_when_only_the_gnn_decays_with_distance():
+    rng = np.random.default_rng(0)
+    dist, gnn, base = _case(rng, 200, [0.95, 0.85, 0.7, 0.45], [0.6, 0.6, 0.6, 0.6])
+    out = accuracy_by_distance(dist, gnn, base, num_layers=2)
+    assert out["warning"] is not None and "beyond the GNN's reach" in out["warning"]
+    assert out["rule"] == {"min_count": 30, "gnn_drop": 0.1, "baseline_drop": 0.05}
+
+
+def test_no_warning_when_both_decay_none_decays_or_bins_are_tiny():
+    rng = np.random.default_rng(1)
+    both = _case(rng, 200, [0.95, 0.85, 0.7, 0.45], [0.9, 0.8, 0.65, 0.4])
+    assert accuracy_by_distance(*both, num_layers=2)["warning"] is None
+    flat = _case(rng, 200, [0.9, 0.9, 0.9, 0.9], [0.6, 0.6, 0.6, 0.6])
+    assert accuracy_by_distance(*flat, num_layers=2)["warning"] is None
+    tiny = _case(rng, 200, [0.95, 0.85, 0.7, 0.45], [0.6, 0.6, 0.6, 0.6])
+    keep = np.r_[np.arange(200), 200 + np.arange(10), 400 + np.arange(10), 600 + np.arange(10)]
+    tiny = tuple(a[keep] for a in tiny)  # only the 0-hop bin reaches min_count
+    assert accuracy_by_distance(*tiny, num_layers=2)["warning"] is None
+    # the same nodes warn once the threshold admits the small bins: the count rule decided
+    loose = ReachWarningParams(min_count=10)
+    assert accuracy_by_distance(*tiny, num_layers=2, cfg=loose)["warning"] is not None
+
+
+def test_warning_uses_the_farthest_populated_bin():
+    dist = np.repeat([0, 1, 2], 100)
+    gnn = np.r_[np.ones(100), np.ones(100), np.zeros(100)].astype(bool)
+    base = np.ones(300, dtype=bool)
+    out = accuracy_by_distance(dist, gnn, base, num_layers=3)  # 3 and beyond are empty
+    assert out["warning"] is not None and "at 2 hops" in out["warning"]
