@@ -4,6 +4,7 @@ same run, on the same graph, seeds and fan-outs.
 
     python -m bench.hetero_sampler --cache /tmp/gnnpipe-bench    # 1M papers, [15, 10]
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
+    python -m bench.hetero_sampler --scale 0.25 --trees OLD .    # against another tree
 
 The graph is ``gnnpipe.data.synthetic.generate_typed``'s (papers cite papers, authors write
 papers, papers sit in venues, reverse types stored): ``--scale`` * 1M papers with
@@ -22,10 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch_geometric.typing
 from torch_geometric.data import HeteroData
@@ -33,6 +34,7 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from bench.common import machine, print_machine
+from bench.trees import add_tree_args, compare_trees
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.synthetic import generate_typed
@@ -162,7 +164,10 @@ def main(argv=None) -> dict:
                         help="also compare both samplers at fan-out -1 (needs the peer)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args(argv)
+    args = add_tree_args(parser).parse_args(argv)
+    if args.trees:  # this bench once per tree and round, in their own processes
+        return compare_trees("bench.hetero_sampler", sys.argv[1:] if argv is None else list(argv), args.trees,
+                             args.rounds, args.clock, args.json)
     torch.set_num_threads(args.threads)
     fanout = [int(k) for k in args.fanout.split(",")]
     print_machine()

@@ -2,6 +2,7 @@
 
     python -m bench.sampler --cache /tmp/gnnpipe-bench     # 1M nodes / ~20M edges, [15, 10, 5]
     python -m bench.sampler --scale 0.1 --seeds 20480      # quick
+    python -m bench.sampler --scale 0.25 --trees OLD .     # against another tree (bench/trees.py)
 
 The peer is PyG's ``NeighborLoader`` when torch-sparse or pyg-lib is installed (``bash
 bench/build_peers.sh VENV`` builds torch-sparse into a separate venv; run this with that venv's
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from bench.common import add_graph_args, describe, load_graph, machine, print_machine
+from bench.trees import add_tree_args, compare_trees
 from gnnpipe.sampling import CsrNeighborSampler
 from gnnpipe.sampling.bidirectional import BidirectionalNeighborSampler
 
@@ -133,7 +136,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--bidir-batches", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args(argv)
+    args = add_tree_args(parser).parse_args(argv)
+    if args.trees:  # this bench once per tree and round, in their own processes
+        return compare_trees("bench.sampler", sys.argv[1:] if argv is None else list(argv), args.trees,
+                             args.rounds, args.clock, args.json)
     torch.set_num_threads(args.threads)
     fanout = [int(k) for k in args.fanout.split(",")]
     print_machine()

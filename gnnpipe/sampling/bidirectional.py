@@ -31,8 +31,9 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 from torch_geometric.sampler.utils import to_csc
 
 from gnnpipe.data.graph import Csr
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, sampler_seed
+from gnnpipe.sampling.neighbor import CsrNeighborSampler
 from gnnpipe.sampling.store import csc_of_stores, stores_are_typed
+from gnnpipe.sampling.streams import sampler_seed
 from gnnpipe.sampling.subgraph import subgraph_type_name
 
 

@@ -56,15 +56,15 @@ from torch_geometric.sampler import (
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from gnnpipe.data.graph import Csr
-from gnnpipe.sampling.neighbor import HeteroNeighborSampler, sampler_seed
 from gnnpipe.sampling.pick import pick_edges
+from gnnpipe.sampling.streams import SeededStream
 from gnnpipe.sampling.typed_csr import typed_csr_arrays
 
 EdgeType = tuple[str, str, str]
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the in-edges a node adds to the budget
 
 
-class HeteroBudgetSampler(BaseSampler):
+class HeteroBudgetSampler(SeededStream, BaseSampler):
     """HGT's per-type node budget sampler (see the module docstring for the algorithm).
 
     Args:
@@ -94,9 +94,7 @@ class HeteroBudgetSampler(BaseSampler):
             raise ValueError(f"max_neighbors={max_neighbors} must be >= 1 or -1 (all)")
         self.max_neighbors = int(max_neighbors)
         self.perm = edge_permutation
-        self.seed = sampler_seed(seed)
-        self._rng = np.random.default_rng(self.seed)
-        self._rng_worker: Optional[int] = None
+        self._start_stream(seed)
 
     @classmethod
     def from_hetero_data(cls, data: HeteroData, num_samples, **kwargs) -> "HeteroBudgetSampler":
@@ -105,10 +103,6 @@ class HeteroBudgetSampler(BaseSampler):
         csr = {edge_type: Csr(colptr[edge_type], row[edge_type]) for edge_type in colptr}
         num_nodes = {t: data[t].num_nodes for t in data.node_types}
         return cls(num_nodes, csr, num_samples, edge_permutation=perm, **kwargs)
-
-    # same reproducible streams as the neighbor sampler: (seed), (seed, epoch), per worker
-    set_epoch = HeteroNeighborSampler.set_epoch
-    _generator = HeteroNeighborSampler._generator
 
     @property
     def edge_permutation(self) -> Optional[dict[EdgeType, Optional[Tensor]]]:

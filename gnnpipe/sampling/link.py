@@ -53,7 +53,8 @@ from gnnpipe.config import NeighborParams
 from gnnpipe.training.distributed import SINGLE, DistContext, shard
 from gnnpipe.data.graph import Csr
 from gnnpipe.splitting.negatives import NegativeSampler
-from gnnpipe.sampling.neighbor import CsrNeighborSampler, EdgeType, HeteroNeighborSampler
+from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
+from gnnpipe.sampling.typed_csr import EdgeType
 
 
 def check_supervision(supervision: torch.Tensor) -> None:

@@ -233,6 +233,9 @@ def test_hetero_backward_is_forward_on_the_reversed_graph():
     seeds = NodeSamplerInput(None, torch.tensor([0, 4, 7]), input_type="paper")
     back = HeteroNeighborSampler.from_hetero_data(data, [-1, -1], sample_direction="backward")
     fwd = HeteroNeighborSampler.from_hetero_data(flip(data), [-1, -1])
+    # the caller's edge types (what a link loader checks its edge type against), not the
+    # reversed ones it samples
+    assert back.edge_types == data.edge_types and list(back.num_neighbors) == data.edge_types
     out_b, out_f = back.sample_from_nodes(seeds), fwd.sample_from_nodes(seeds)
     for t in data.node_types:
         assert hop_sets(out_b.node[t], out_b.num_sampled_nodes[t]) == hop_sets(
@@ -303,6 +306,15 @@ def test_zero_hops_is_the_seeds_alone(disjoint):
     assert list(batch.num_sampled_nodes) == [5] and list(batch.num_sampled_edges) == []
     if disjoint:
         assert batch.batch.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_zero_hops_output_is_a_copy_of_the_seeds():
+    sampler = CsrNeighborSampler(random_graph(), [], seed=0)
+    seeds = torch.tensor([8, 9, 9, 12])
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds))
+    seeds += 1  # the caller's tensor: the batch must not change with it
+    assert out.node.tolist() == [8, 9, 9, 12] and out.row.numel() == 0
+    assert out.num_sampled_nodes == [4] and out.num_sampled_edges == []
 
 
 def test_zero_hops_link_loaders():

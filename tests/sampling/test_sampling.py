@@ -15,6 +15,7 @@ from torch_geometric.nn.models import GCN, GraphSAGE
 from torch_geometric.sampler import NegativeSampling, NodeSamplerInput
 
 import gnnpipe.sampling as sampling
+from gnnpipe.sampling import hops
 from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict)
 from gnnpipe.data.graph import Csr, csr_from_edges
@@ -337,8 +338,8 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
     sampler = CsrNeighborSampler(csr, [3, 2], seed=0)
     inputs = NodeSamplerInput(None, torch.arange(30))
     expected = sampler.sample_from_nodes(inputs)
-    assert (sampler.typed._maps["node"] == -1).all()
-    real, calls = sampling.neighbor.pick_edges, []
+    assert (sampler.typed.hops._maps[0] == -1).all()
+    real, calls = hops.pick_edges, []
 
     def failing(*args):
         calls.append(1)
@@ -346,11 +347,11 @@ def test_scratch_map_is_clean_after_each_batch_even_an_interrupted_one(monkeypat
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(sampling.neighbor, "pick_edges", failing)
+    monkeypatch.setattr(hops, "pick_edges", failing)
     with pytest.raises(KeyboardInterrupt):
         sampler.sample_from_nodes(inputs)
-    assert (sampler.typed._maps["node"] == -1).all()
-    monkeypatch.setattr(sampling.neighbor, "pick_edges", real)
+    assert (sampler.typed.hops._maps[0] == -1).all()
+    monkeypatch.setattr(hops, "pick_edges", real)
     sampler.typed._rng = np.random.default_rng(sampler.seed)
     again = sampler.sample_from_nodes(inputs)
     assert torch.equal(again.node, expected.node) and torch.equal(again.row, expected.row)
@@ -365,6 +366,8 @@ def test_bad_sampler_arguments_are_value_errors(tiny_graph):
     sampler = CsrNeighborSampler(tiny_graph.csr, [2])
     with pytest.raises(ValueError, match=r"seed node ids must lie in \[0, 12\)"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([3, 12])))
+    with pytest.raises(ValueError, match=r"seed node ids must lie in \[0, 12\)"):
+        sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([3, -1])))
 
 
 def test_backend_is_gnnpipe_without_pyg_lib_and_pyg_lib_when_importable(monkeypatch, tiny_graph):
