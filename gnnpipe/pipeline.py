@@ -165,8 +165,10 @@ STAGES: dict[str, Stage] = {
             _out("--out", PREDICT),
             _record("--metrics", "metrics/predict.json"),
         ), params_help="predict, and the train keys the model is rebuilt and run with"),
-    "evaluate": Stage(("threads", "dataset.task", "train.model", "evaluate"), (
+    "evaluate": Stage(("threads", "seed", "dataset.task", "train.model", "evaluate"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
+        _in("--analysis", "metrics/graph.json",
+            "analyze's homophily: the verdict names heterophily only when it is low"),
         _in("--split", SPLIT),
         _in("--model", MODEL, read=["predictions.pt"]),
         _in("--baseline", BASELINE, read=["predictions.pt"]),

@@ -10,10 +10,12 @@ from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.reporting.evaluate import compare, confusion_rows, score_predictions, smoothing
+from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test,
+                                        score_predictions, smoothing)
+from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
-                                             score_link_predictions)
+                                             reciprocal_ranks, score_link_predictions)
 from gnnpipe.data.typed_graph import TYPED, edge_type_name
 
 
@@ -21,7 +23,7 @@ def run(args) -> str:
     params = load_params(args.params)
     task = split_task(args.split)
     summary, details, confusion = SCORES[task](args, params, read_typed(args, mmap=True))
-    io.write_json(args.summary, headline(summary, task, params.evaluate))
+    io.write_json(args.summary, headline(summary, task))
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
     io.write_csv(args.confusion, confusion)
@@ -37,7 +39,9 @@ def _score_nodes(args, params, typed):
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)
-    summary = compare(gnn, mlp, params.train.model, params.evaluate)
+    gap = paired_gap(correct_on_test(*gnn_pred, y, roles), correct_on_test(*mlp_pred, y, roles),
+                     params.evaluate.bootstrap, params.seed)
+    summary = compare(gnn, mlp, params.train.model, params.evaluate, gap, _low_homophily(args))
     if own is None:
         summary["smoothing_not_applicable"] = (f"the graph has no {graph.target} -> "
                                                f"{graph.target} edge type")
@@ -57,14 +61,30 @@ def _score_links(args, params, typed):
     (gnnpipe/reporting/link_evaluate.py)."""
     _, _, negatives = io.read_typed_link_split(args.split, typed.graph)
     ks = params.evaluate.hits_k
-    gnn_scores = io.read_link_predictions(args.model)
+    gnn_scores, mlp_scores = (io.read_link_predictions(args.model),
+                              io.read_link_predictions(args.baseline))
     gnn = score_link_predictions(gnn_scores, negatives, ks, str(args.model))
-    mlp = score_link_predictions(io.read_link_predictions(args.baseline), negatives, ks,
-                                 str(args.baseline))
-    summary = compare_links(gnn, mlp, params.train.model, params.evaluate)
+    mlp = score_link_predictions(mlp_scores, negatives, ks, str(args.baseline))
+    gap = paired_gap(reciprocal_ranks(*gnn_scores["test"]),
+                     reciprocal_ranks(*mlp_scores["test"]), params.evaluate.bootstrap,
+                     params.seed)
+    summary = compare_links(gnn, mlp, params.train.model, params.evaluate, gap,
+                            _low_homophily(args))
     if typed.graph.layout == TYPED:
         summary["edge_type"] = typed.meta["edge_type"]
     return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
+
+
+def _low_homophily(args) -> bool | None:
+    """analyze's low-homophily flag (metrics/graph.json); None where homophily is not
+    applicable (a target type with no relation of its own) or analyze has not run (stages
+    run by hand; dvc.yaml always runs it first)."""
+    if not args.analysis.exists():
+        return None
+    report = io.read_json(args.analysis)
+    if not report.get("homophily", {}).get("applicable", True):
+        return None
+    return bool(report["low_homophily"])
 
 
 SCORES = {"node": _score_nodes, "link": _score_links}

@@ -236,28 +236,24 @@ def _warnings(inputs: ReportInputs) -> list[str]:
     return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in found]
 
 
-def _link_headline(inputs: ReportInputs) -> str:
-    """Link verdicts are judged on test MRR by gnnpipe/reporting/link_evaluate.py."""
+def _headline(inputs: ReportInputs) -> str:
+    """The verdict in plain words with its interval (evaluate's ``outcome`` and ``gap``: the
+    gain in test accuracy, or test MRR for links, judged by gnnpipe/reporting/verdict.py)."""
     ev = inputs.evaluation
-    kind = "helps" if ev["graph_helps"] else "nothing"
-    parts = [f'<div class="verdict {kind}"><strong>{_e(ev["verdict"])}</strong></div>']
-    return "\n".join(parts + _warnings(inputs))
-
-
-def _node_headline(inputs: ReportInputs) -> str:
-    ev = inputs.evaluation
-    gain = ev["gnn_minus_mlp"]["test_accuracy"]
-    # evaluate's three-way outcome (evaluate.min_gain); older eval.json files only had the flag
-    result = ev.get("outcome") or ("helps" if ev["graph_helps"] else "nothing")
-    kind = "helps" if result == "helps" else "nothing"
-    if result == "helps":
-        plain = f"The graph helps: {ev['model']} is {gain:+.4f} test accuracy over the MLP."
-    elif result == "hurts":
-        plain = (f"The MLP wins: {ev['model']} is {-gain:.4f} test accuracy behind the "
-                 "structure-free MLP, so the graph does not help on this data; use the MLP.")
+    metric = "MRR" if ev.get("task") == "link" else "accuracy"
+    gap, model = ev["gap"], ev["model"]
+    low, high = gap["interval"]
+    spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
+              f"{'edges' if metric == 'MRR' else 'nodes'}")
+    if ev["outcome"] == "helps":
+        plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the MLP ({spread})."
+    elif ev["outcome"] == "hurts":
+        plain = (f"The MLP wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
+                 f"structure-free MLP ({spread}), so the graph does not help on this data.")
     else:
-        plain = (f"The graph adds nothing here: {ev['model']} is {gain:+.4f} test accuracy "
-                 "against the structure-free MLP, so the MLP is the better model for this data.")
+        plain = (f"Inconclusive: {model} vs the structure-free MLP is {gap['gain']:+.4f} test "
+                 f"{metric} ({spread}); this test set cannot tell them apart.")
+    kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
              f"evaluate: {_e(ev['verdict'])}</div>"]
     return "\n".join(parts + _warnings(inputs))
@@ -413,9 +409,9 @@ def _link_split(audit: dict) -> str:
 
 
 TASK_VIEWS = {
-    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
+    "node": _TaskView(_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
                       _node_split, True),
-    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
+    "link": _TaskView(_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
                       _link_split, False),
 }
 
