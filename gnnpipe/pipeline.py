@@ -165,7 +165,8 @@ STAGES: dict[str, Stage] = {
             _out("--out", PREDICT),
             _record("--metrics", "metrics/predict.json"),
         ), params_help="predict, and the train keys the model is rebuilt and run with"),
-    "evaluate": Stage(("threads", "seed", "dataset.task", "train.model", "evaluate"), (
+    "evaluate": Stage(("threads", "seed", "dataset.task", "train.model", "train.num_layers",
+                       "propagate.hops", "evaluate"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--analysis", "metrics/graph.json",
             "analyze's homophily: the verdict names heterophily only when it is low"),

@@ -12,6 +12,7 @@ from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test,
                                         score_predictions, smoothing)
+from gnnpipe.graphops.reach import accuracy_by_distance, hops_to_train
 from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
@@ -27,7 +28,8 @@ def run(args) -> str:
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
     io.write_csv(args.confusion, confusion)
-    return summary["verdict"]
+    warning = summary.get("reach", {}).get("warning")
+    return summary["verdict"] + (f"; WARNING: {warning}" if warning else "")
 
 
 def _score_nodes(args, params, typed):
@@ -39,8 +41,9 @@ def _score_nodes(args, params, typed):
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)
-    gap = paired_gap(correct_on_test(*gnn_pred, y, roles), correct_on_test(*mlp_pred, y, roles),
-                     params.evaluate.bootstrap, params.seed)
+    gnn_correct = correct_on_test(*gnn_pred, y, roles)
+    mlp_correct = correct_on_test(*mlp_pred, y, roles)
+    gap = paired_gap(gnn_correct, mlp_correct, params.evaluate.bootstrap, params.seed)
     summary = compare(gnn, mlp, params.train.model, params.evaluate, gap, _low_homophily(args))
     if own is None:
         summary["smoothing_not_applicable"] = (f"the graph has no {graph.target} -> "
@@ -49,6 +52,7 @@ def _score_nodes(args, params, typed):
         test_graph = typed.graphs["test"][own]
         summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
                                 "mlp": smoothing(*mlp_pred, test_graph)}
+        summary["reach"] = _reach(params, test_graph, roles, gnn_correct, mlp_correct)
     if graph.layout == TYPED:  # typed files name the relation and the node type scored
         if own is not None:
             summary["smoothing"]["relation"] = edge_type_name(own)
@@ -73,6 +77,16 @@ def _score_links(args, params, typed):
     if typed.graph.layout == TYPED:
         summary["edge_type"] = typed.meta["edge_type"]
     return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
+
+
+def _reach(params, test_graph, roles, gnn_correct, mlp_correct) -> dict:
+    """Test accuracy of both models by hops from the nearest train node in the test phase's
+    graph (``accuracy_by_distance``); the GNN sees ``train.num_layers`` hops (SIGN:
+    ``propagate.hops``), so farther nodes are out of its reach."""
+    layers = params.propagate.hops if params.train.model == "sign" else params.train.num_layers
+    distance = hops_to_train(test_graph, roles == "train", layers)
+    return accuracy_by_distance(distance[roles == "test"], gnn_correct > 0, mlp_correct > 0,
+                                layers, params.evaluate.reach)
 
 
 def _low_homophily(args) -> bool | None:

@@ -82,6 +82,13 @@ def test_all_stages_run_in_order_without_dvc(tmp_path, monkeypatch):
     evaluation = json.loads((tmp_path / "metrics/eval.json").read_text())
     assert evaluation["gnn"]["test"]["accuracy"] > evaluation["mlp"]["test"]["accuracy"]
     assert evaluation["graph_helps"] is True
+    # the verdict's interval over every test node, the reach bins partition them too
+    tests = json.loads((tmp_path / "metrics/split_audit.json").read_text())["sizes"]["test"]
+    low, high = evaluation["gap"]["interval"]
+    assert evaluation["gap"]["test_items"] == tests and 0 < low <= evaluation["gap"]["gain"] <= high
+    bins = evaluation["reach"]["bins"]
+    assert sum(b["count"] for b in bins) == tests and [b["bin"] for b in bins][-1] == ">2"
+    assert json.loads((tmp_path / "metrics/summary.json").read_text())["verdict"] == "helps"
     audit = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert audit["passed"] is True
     history = (tmp_path / "metrics/train_history.csv").read_text().splitlines()
