@@ -467,7 +467,38 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
                 "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
                 "near 0 mean the GNN's outputs are nearly constant across neighbours: "
                 "over-smoothing. See the depth sweep in docs/evaluation.md.</p>"]
-    return "\n".join(out)
+    return "\n".join(out + _reach(ev, inputs.graph))
+
+
+def _reach(ev: dict, graph: dict) -> list[str]:
+    """Accuracy by hops to the nearest train node (evaluate) and the sampled edge curvature
+    (analyze): under-reaching and over-squashing, when the stages measured them."""
+    out = []
+    reach, curvature = ev.get("reach"), (graph or {}).get("curvature")
+    if reach:
+        out += ["<h3>Reach: test accuracy by hops to the nearest train node</h3>",
+                _table(["hops", "test nodes", ev["model"], "mlp"],
+                       [[b["bin"], b["count"], b["gnn_accuracy"], b["baseline_accuracy"]]
+                        for b in reach["bins"]]),
+                "<p>Nodes beyond the last layer's reach get no message from a labelled node. "
+                + (f'<span class="warning">&#9888; {_e(reach["warning"])}</span>'
+                   if reach.get("warning") else "No warning: accuracy does not fall with "
+                   "distance for the GNN alone.") + "</p>"]
+    if curvature:
+        sample = curvature["sample"]
+        worst = ", ".join(f"{m['u']}–{m['v']} ({m['curvature']:.2f})"
+                          for m in curvature["most_negative"][:5])
+        out += ["<h3>Bottlenecks: Balanced Forman curvature</h3>",
+                _pairs([("edges sampled", f"{sample['edges']} of {sample['undirected_edges']}"
+                         + (" (all)" if sample["exact"] else "")),
+                        ("mean", _fmt(curvature["mean"])),
+                        ("fraction negative", _fmt(curvature["fraction_negative"])),
+                        ("median", _fmt(curvature["quantiles"]["q50"])),
+                        ("most negative (node ids)", worst or "n/a")]),
+                "<p>Very negative edges are bottlenecks that squash messages between the "
+                "regions they join (Topping et al. 2022); compare graphs by the tail, not the "
+                "sign alone.</p>"]
+    return out
 
 
 # -------------------------------------------------------------------------------- rendering

@@ -339,3 +339,18 @@ def test_report_cli_names_the_missing_file(tmp_path, capsys):
     csv = (tmp_path / "sweep/depth_sweep.csv").read_text().splitlines()
     assert [line.split(",")[:2] for line in csv[1:]] == [["1", "depth-1"], ["2", "depth-2"],
                                                          ["3", "depth-3"]]
+
+
+def test_report_shows_reach_and_curvature_when_measured():
+    bins = [{"bin": "0", "hops": 0, "count": 3, "gnn_accuracy": 1.0, "baseline_accuracy": 0.5},
+            {"bin": ">2", "hops": None, "count": 2, "gnn_accuracy": 0.0, "baseline_accuracy": 0.5}]
+    ev = _inputs().evaluation | {"reach": {"bins": bins, "warning": "falls <far>"}}
+    curvature = {"sample": {"edges": 40, "undirected_edges": 40, "exact": True}, "mean": -0.5,
+                 "fraction_negative": 0.75, "quantiles": {"q50": -0.4},
+                 "most_negative": [{"u": 3, "v": 7, "curvature": -1.25}]}
+    page = render(_inputs(evaluation=ev, graph=_inputs().graph | {"curvature": curvature})).html
+    assert "Reach: test accuracy by hops" in page and "falls &lt;far&gt;" in page
+    assert "<td>&gt;2</td>" in page or "&gt;2" in page
+    assert "40 of 40 (all)" in page and "3–7 (-1.25)" in page
+    plain = render(_inputs()).html
+    assert "Reach:" not in plain and "Balanced Forman" not in plain
