@@ -146,7 +146,9 @@ def _allowed(tp: Any, meta: typing.Mapping) -> str:
                 parts.append(getattr(option, "__name__", str(option)))
         text = " or ".join(parts)
     elif origin is tuple:
-        text = "list of " + typing.get_args(tp)[0].__name__
+        item = typing.get_args(tp)[0]
+        text = "list of " + (_allowed(item, {}) if typing.get_origin(item) is Literal
+                             else item.__name__)
     else:
         text = getattr(tp, "__name__", str(tp))
     low, high = meta.get("low"), meta.get("high")
@@ -160,7 +162,7 @@ def _allowed(tp: Any, meta: typing.Mapping) -> str:
 
 
 def _comment_for(cls: type, name: str, comments: dict) -> str:
-    for klass in cls.__mro__:  # TrainParams inherits BaselineParams' fields and comments
+    for klass in cls.__mro__:  # TrainParams and BaselineParams inherit FitParams' fields and comments
         if (klass.__name__, name) in comments:
             return comments[klass.__name__, name]
     return ""

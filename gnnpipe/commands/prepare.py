@@ -3,7 +3,8 @@ nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parq
 of every node) and, with edge weight/timestamp columns, edge_attrs.parquet; graph.json
 describes every prepared graph. With dataset.layout typed: the built-in papers / authors /
 venues graph (source synthetic), or the user's typed tables or OGB-MAG folder (plus
-node_ids_<type>.parquet)."""
+node_ids_<type>.parquet). With cluster.engine dask: the user's homogeneous parquet / csv tables
+by blocks on a Dask cluster (gnnpipe/data/dask_prepare.py), the same files byte for byte."""
 
 import sys
 from pathlib import Path
@@ -13,14 +14,26 @@ import pyarrow as pa
 
 from gnnpipe import io
 from gnnpipe.config import load_params
+from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
 from gnnpipe.data.prepare import prepare_dataset
 from gnnpipe.data.typed_graph import HOMOGENEOUS
-
+from gnnpipe.io.blocks import scratch_beside
+from gnnpipe.runtime.engine import session
 
 
 def run(args) -> str:
-    """One path for every graph kind and task (both tasks prepare the same graph)."""
+    """One path for every graph kind and task (both tasks prepare the same graph), in this
+    process or, with ``cluster.engine: dask``, by blocks on a Dask cluster."""
     params = load_params(args.params)
+    if params.cluster.engine == "dask":
+        refuse_unsupported(params.dataset)  # before a cluster starts
+        with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
+                scratch_beside(args.out) as scratch:
+            prepared = prepare_blocks(client, params.dataset, out, scratch)
+            report = prepared.report
+            _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
+                    params.dataset.storage.compression)
+        return _finish(args, report)
     dataset = params.dataset
     storage, synthetic = dataset.storage, dataset.synthetic
     # features.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
@@ -41,8 +54,15 @@ def run(args) -> str:
         if prepared.edge_attrs:
             src, dst = graph.csr.edge_index().numpy()
             io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
-        _labels(out, graph.y, graph.num_classes, prepared.class_values, report,
+        classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
+                   if prepared.class_values is None else prepared.class_values)
+        _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
                 storage.compression)
+    return _finish(args, report)
+
+
+def _finish(args, report: dict) -> str:
+    """prepare.json, its warnings on stderr, the summary line."""
     io.write_json(args.metrics, report)
     _warn(report)
     return f"{_summary(report)} -> {args.out}"
@@ -54,13 +74,11 @@ def _warn(report: dict) -> None:
         print(f"gnnpipe prepare: warning: {warning}", file=sys.stderr)
 
 
-def _labels(out: Path, y, num_classes: int, class_values, report: dict, compression: str):
-    """classes.parquet (the user's label of each code; 0..C-1 when the source had codes) and
-    the label coverage of ``y`` (N,) in ``report``."""
-    values = (pa.array(np.arange(num_classes, dtype=np.int64)) if class_values is None
-              else class_values)
-    io.write_classes(out, values, compression)
-    labelled, total = int((y >= 0).sum()), int(y.numel())
+def _labels(out: Path, labelled: int, total: int, class_values: pa.Array, report: dict,
+            compression: str):
+    """classes.parquet (``class_values``: the user's label of each code (C,)) and the label
+    coverage (``labelled`` of ``total`` nodes) in ``report``."""
+    io.write_classes(out, class_values, compression)
     report["labelled_nodes"] = labelled
     # the split audit's overall shape, so report and users read one layout
     report["label_coverage"] = {"labelled": labelled, "unlabelled": total - labelled,

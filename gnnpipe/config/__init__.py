@@ -21,6 +21,8 @@ from gnnpipe.config.schema import (
     EdgeTableParams,
     EvaluateParams,
     FeaturesParams,
+    FitParams,
+    GbdtParams,
     HgtParams,
     InferenceParams,
     LinkSplitParams,
@@ -44,7 +46,7 @@ from gnnpipe.config.schema import (
 __all__ = [
     "TYPED_LAYERWISE_MODELS", "AnalyzeParams", "BaselineParams",
     "CheckpointParams", "ClusterParams", "DatasetParams", "DistParams", "EdgeTableParams",
-    "EvaluateParams", "FeaturesParams", "HgtParams", "InferenceParams", "LinkSplitParams",
+    "EvaluateParams", "FeaturesParams", "FitParams", "GbdtParams", "HgtParams", "InferenceParams", "LinkSplitParams",
     "NeighborParams", "NodeSplitParams", "NodeTableParams", "Params", "ParamsError",
     "PartitionParams", "PredictParams", "PropagateParams", "SaintParams", "ShadowParams",
     "SplitParams", "StorageParams", "SyntheticParams", "TemporalParams", "TrainParams",

@@ -57,6 +57,20 @@ def _check_pairs(params: Params) -> None:
                           f"needs dataset.task=link (found {params.dataset.task!r}); set it to \"\"")
 
 
+def _check_baseline_models(params: Params) -> None:
+    """baseline.models names each structure-free model once; gbdt classifies nodes (no link
+    decoder yet)."""
+    models = params.baseline.models
+    repeated = next((m for i, m in enumerate(models) if m in models[:i]), None)
+    if repeated is not None:
+        raise ParamsError(f"baseline.models={list(models)} lists {repeated!r} twice; name each "
+                          "model once")
+    if "gbdt" in models and params.dataset.task == "link":
+        raise ParamsError(f"baseline.models={list(models)}: gbdt classifies nodes and has no "
+                          "link decoder yet, so it needs dataset.task=node; with dataset.task="
+                          "link use baseline.models: [mlp]")
+
+
 # ---------------------------------------------------------- models, inference and processes
 TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/training/inference.py blocks
 
@@ -160,8 +174,8 @@ def _check_engine(params: Params) -> None:
 # The order decides which message a params file with several faults gets.
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
-    _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_split_mode,
-    _check_aggregation, _check_engine)
+    _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
+    _check_split_mode, _check_aggregation, _check_engine)
 
 
 def check(params: Params) -> None:

@@ -203,8 +203,9 @@ class PropagateParams:
 
 
 @dataclass(frozen=True)
-class BaselineParams:
-    """The structure-free MLP trained on the same split as the GNN."""
+class FitParams:
+    """A neural model's size and its optimisation loop: the GNN's (train) and the MLP
+    baseline's (baseline)."""
 
     hidden: int = num(64, low=1)  # hidden channels
     num_layers: int = num(2, low=1)  # layers (message-passing layers for a GNN)
@@ -213,6 +214,31 @@ class BaselineParams:
     weight_decay: float = num(0.0005, low=0.0)  # Adam weight decay
     epochs: int = num(200, low=1)  # at most; early stopping may end sooner
     patience: int = num(50, low=1)  # epochs without val improvement before stopping
+
+
+@dataclass(frozen=True)
+class GbdtParams:
+    """Gradient-boosted trees on node features alone (LightGBM; gnnpipe/training/gbdt.py)."""
+
+    num_leaves: int = num(31, low=2)  # leaves per tree
+    learning_rate: float = num(0.1, low=0.0, low_open=True)  # shrinkage of each round's trees
+    max_rounds: int = num(1000, low=1)  # boosting rounds (one tree per class each) at most
+    # rounds without a lower val multi_logloss before stopping (the best round is kept)
+    early_stopping_rounds: int = num(50, low=1)
+    min_data_in_leaf: int = num(20, low=1)  # train rows a leaf must hold
+    # share of the feature columns each tree may split on (drawn per tree, seeded)
+    feature_fraction: float = num(1.0, low=0.0, high=1.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class BaselineParams(FitParams):
+    """The structure-free models trained on the same split as the GNN; the FitParams keys
+    (hidden .. patience) are the MLP's."""
+
+    # which structure-free models the baseline stage fits: mlp (the neural keys above), gbdt
+    # (baseline.gbdt; node task only); each at most once
+    models: tuple[Literal["mlp", "gbdt"], ...] = ("mlp",)
+    gbdt: GbdtParams = field(default_factory=GbdtParams)
 
 
 @dataclass(frozen=True)
@@ -324,7 +350,7 @@ class CheckpointParams:
 
 
 @dataclass(frozen=True)
-class TrainParams(BaselineParams):
+class TrainParams(FitParams):
     # hgt / rgcn: heterogeneous graphs only (sage is then to_hetero(GraphSAGE); gnnpipe/hetero)
     model: Literal["mlp", "gcn", "sage", "gat", "sign", "hgt", "rgcn"] = "sage"
     # link_neighbor (dataset.task link, gnnpipe/sampling/link.py): batch_size supervision edges

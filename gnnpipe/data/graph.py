@@ -84,12 +84,17 @@ class Graph:
 
 @dataclass(frozen=True)
 class EdgeReport:
-    """What the edge policies did. Counts are input rows, except ``output_edges`` (stored, directed)."""
+    """What the edge policies did. Counts are input rows, except ``output_edges`` (stored, directed).
+
+    ``rows`` (``normalize_edges(..., with_rows=True)``): int64 (output_edges,), the input row
+    behind each stored edge in CSR order (``csr.edge_index()``), for edge weights and times.
+    """
 
     input_edges: int
     self_loops_removed: int
     duplicates_removed: int  # for undirected graphs (u, v) and (v, u) count as the same edge
     output_edges: int
+    rows: np.ndarray | None = None
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -103,45 +108,91 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
-def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> Csr:
-    """CSR (rows = ``dst``) from edge arrays (E,), keeping every edge; columns sorted per row."""
+def _csr_order(src: np.ndarray, dst: np.ndarray, num_dst: int, num_src: int
+               ) -> tuple[Csr, np.ndarray]:
+    """CSR (rows = ``dst``) of every edge and the stable order int64 (E,) that sorts the
+    input edges into it (by dst, then src; copies of one edge keep their input order)."""
+    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")  # 3x faster than lexsort
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
+    return Csr(torch.from_numpy(indptr), torch.from_numpy(src[order])), order
+
+
+def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int,
+                   num_src: int | None = None) -> Csr:
+    """CSR (rows = ``dst``, (num_nodes + 1,) indptr) from edge arrays (E,), keeping every edge;
+    columns sorted per row. ``dst`` in ``[0, num_nodes)``, ``src`` in ``[0, num_src)`` (default
+    ``num_nodes``; another count for an edge type between two node types)."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    order = np.argsort(dst * num_nodes + src, kind="stable")  # by dst, then src; 3x lexsort
-    counts = np.bincount(dst, minlength=num_nodes)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return Csr(torch.from_numpy(indptr), torch.from_numpy(src[order].copy()))
+    return _csr_order(src, dst, num_nodes, num_nodes if num_src is None else num_src)[0]
 
 
 def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirected: bool,
-                    dedup: bool, remove_self_loops: bool) -> tuple[Csr, EdgeReport]:
-    """Apply the dataset's edge policies and build the CSR.
+                    dedup: bool, remove_self_loops: bool, num_src: int | None = None,
+                    order: np.ndarray | None = None, with_rows: bool = False,
+                    copies: str = "by_order") -> tuple[Csr, EdgeReport]:
+    """Apply a graph's edge policies to its input rows and build the CSR: the one place both
+    graph kinds (a homogeneous graph, each relation of a typed one) do it.
 
-    ``src``/``dst`` are int arrays (E,) of node ids already checked to lie in ``[0, num_nodes)``.
-    Undirected graphs store both directions of every edge (a kept self-loop once).
+    ``src`` int (E,) in ``[0, num_src)`` (default ``num_nodes``), ``dst`` int (E,) in
+    ``[0, num_nodes)``, already checked. ``remove_self_loops`` drops rows with ``src == dst``;
+    ``dedup`` keeps one row per pair (unordered when ``undirected``): the one with the
+    smallest ``order`` (E,) (e.g. a timestamp), then the first; ``undirected`` stores both
+    directions of every kept row (a self-loop once; needs ``num_src == num_nodes``).
+
+    ``with_rows``: ``report.rows`` is the input row behind each stored edge. Copies of one
+    stored edge (no dedup) take their rows ``by_order`` (smallest ``order``, then first row;
+    both directions of an undirected row alike) or ``as_given`` (the rows as read, in row
+    order, then the flipped rows).
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
+    num_src = num_nodes if num_src is None else num_src
+    assert not undirected or num_src == num_nodes, "undirected pairs need one node set"
     input_edges = int(src.size)
-    loops = src == dst
-    loops_removed = int(loops.sum()) if remove_self_loops else 0
+    rows = np.arange(input_edges, dtype=np.int64) if with_rows else None
+    loops_removed = 0
     if remove_self_loops:
-        src, dst = src[~loops], dst[~loops]
+        keep = src != dst
+        loops_removed = input_edges - int(np.count_nonzero(keep))
+        if loops_removed:
+            src, dst = src[keep], dst[keep]
+            rows = None if rows is None else rows[keep]
     if undirected:  # key of the unordered pair
         keys = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
     else:
         keys = src * num_nodes + dst
-    unique_keys = sorted_unique(keys) if dedup else keys
-    dups_removed = int(keys.size - unique_keys.size)
-    first, second = unique_keys // num_nodes, unique_keys % num_nodes
-    if undirected:
-        proper = first != second
-        src = np.concatenate([first, second[proper]])
-        dst = np.concatenate([second, first[proper]])
+    if rows is None:  # the stored edges alone: sorted pair keys are enough
+        unique_keys = sorted_unique(keys) if dedup else keys
+        dups_removed = int(keys.size - unique_keys.size)
+        src, dst = unique_keys // num_nodes, unique_keys % num_nodes
     else:
-        src, dst = first, second
-    csr = csr_from_edges(src, dst, num_nodes)
+        if dedup and keys.size:  # the earliest row of each pair (lexsort is stable: then first)
+            by_key = (np.argsort(keys, kind="stable") if order is None
+                      else np.lexsort((order[rows], keys)))
+            first = np.ones(by_key.size, dtype=bool)
+            np.not_equal(keys[by_key[1:]], keys[by_key[:-1]], out=first[1:])
+            kept = np.sort(by_key[first])
+            dups_removed = int(keys.size - kept.size)
+        else:
+            kept = np.arange(keys.size)
+            dups_removed = 0
+            if order is not None and copies == "by_order":
+                kept = kept[np.argsort(order[rows], kind="stable")]
+        src, dst, rows = src[kept], dst[kept], rows[kept]
+    if undirected:
+        proper = src != dst
+        if rows is not None and copies == "by_order":  # both directions of a row side by side
+            both = np.stack([np.ones_like(proper), proper], axis=1).ravel()
+            src, dst = (np.stack([src, dst], axis=1).ravel()[both],
+                        np.stack([dst, src], axis=1).ravel()[both])
+            rows = np.repeat(rows, 2)[both]
+        else:
+            src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
+            rows = None if rows is None else np.concatenate([rows, rows[proper]])
+    csr, stored = _csr_order(src, dst, num_nodes, num_src)
     report = EdgeReport(input_edges=input_edges, self_loops_removed=loops_removed,
-                        duplicates_removed=dups_removed, output_edges=csr.num_edges)
+                        duplicates_removed=dups_removed, output_edges=csr.num_edges,
+                        rows=None if rows is None else rows[stored])
     return csr, report

@@ -6,14 +6,19 @@ types: a ``HeteroGraph``); the built-in typed graph (``dataset.layout: typed`` w
 synthetic source) comes whole from ``gnnpipe.data.synthetic.generate_typed``. Label, public-split
 and warning checks are shared.
 
-Edge policies of typed graphs, per relation (``dataset.undirected`` / ``dedup`` / ``self_loops``):
+Edge policies (``dataset.undirected`` / ``dedup`` / ``self_loops``) are applied by one
+function, ``gnnpipe.data.graph.normalize_edges``, to a homogeneous graph's edges and to each
+relation of a typed graph:
 
 * a relation between two types (``user buys item``) is stored as given and, when undirected,
   also flipped as its reverse ``item rev_buys user`` (the pair of ``HeteroGraph.reverse``);
-* a relation inside one type (``paper cites paper``) is stored in both directions when
-  undirected and is its own reverse, as the built-in ``cites``; self-loops apply to it only;
+* a relation inside one type (``paper cites paper``, a homogeneous graph's edges) is stored in
+  both directions when undirected and is its own reverse, as the built-in ``cites``; self-loops
+  apply to it only;
 * ``dedup`` merges repeated pairs (unordered pairs for an undirected same-type relation); a
-  merged edge keeps its earliest timestamp, then its first row.
+  merged edge keeps its earliest timestamp, then its first row (its weight and time follow).
+  Without dedup, copies of one stored edge take their rows by (timestamp, row) in a
+  homogeneous graph and as read (then the flipped rows) in a typed one.
 
 A node type without feature columns gets ``dataset.typed.featureless``: ``degree`` = log1p of
 its in-degree in each edge type that points into it (one column per such type, in edge-type
@@ -34,12 +39,11 @@ import torch
 from gnnpipe import sources
 from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, normalize_edges
+from gnnpipe.data.graph import ROLES, UNLABELLED, Graph, normalize_edges
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sources.base import (RawGraph, RawRelation, RawTypedGraph, no_edges_warning,
-                                  time_key)
+from gnnpipe.sources.base import RawGraph, RawTypedGraph, no_edges_warning, time_key
 from gnnpipe.data.typed_graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, HeteroGraph,
-                                 edge_type_name, layout_of, parse_edge_type, typed_csr)
+                                      edge_pairs, edge_type_name, layout_of, parse_edge_type)
 
 
 def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -143,9 +147,11 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     if raw.class_values is not None:  # classes are the user's values, present or not
         num_classes = len(raw.class_values)
     n = raw.x.shape[0]
-    csr, edge_report = normalize_edges(raw.src, raw.dst, n, undirected=cfg.undirected,
-                                       dedup=cfg.dedup,
-                                       remove_self_loops=cfg.self_loops == "remove")
+    attrs = raw.edge_weight is not None or raw.edge_time is not None
+    csr, edge_report = normalize_edges(
+        raw.src, raw.dst, n, undirected=cfg.undirected, dedup=cfg.dedup,
+        remove_self_loops=cfg.self_loops == "remove", with_rows=attrs,
+        order=None if raw.edge_time is None else time_key(raw.edge_time))
     timestamps = raw.timestamps
     if timestamps is None and raw.node_time is not None:
         timestamps = time_key(raw.node_time)  # int64 for ints/dates/times, else float64
@@ -175,11 +181,8 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     _finish_report(report, raw.public_roles, raw.class_names,
                    [raw.edges_where or raw.where] if raw.src.size == 0 else [])
     edge_attrs: dict[str, pa.Array] = {}
-    if raw.edge_weight is not None or raw.edge_time is not None:
-        rows = pa.array(stored_edge_rows(
-            raw.src, raw.dst, csr, undirected=cfg.undirected,
-            remove_self_loops=cfg.self_loops == "remove",
-            order=None if raw.edge_time is None else time_key(raw.edge_time)))
+    if attrs:  # each stored edge's weight / timestamp from the input row behind it
+        rows = pa.array(edge_report.rows)
         if raw.edge_weight is not None:
             edge_attrs["weight"] = raw.edge_weight.take(rows)
         if raw.edge_time is not None:
@@ -188,43 +191,6 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
                     node_ids={} if raw.node_ids is None else {None: raw.node_ids},
                     node_time={} if raw.node_time is None else {None: raw.node_time},
                     edge_attrs=edge_attrs, class_values=raw.class_values)
-
-
-def _pair_keys(src: np.ndarray, dst: np.ndarray, n: int, undirected: bool) -> np.ndarray:
-    if undirected:
-        return np.minimum(src, dst) * n + np.maximum(src, dst)
-    return src * n + dst
-
-
-def stored_edge_rows(src: np.ndarray, dst: np.ndarray, csr: Csr, *, undirected: bool,
-                     remove_self_loops: bool, order: np.ndarray | None = None) -> np.ndarray:
-    """The input row behind every stored edge: int64 (E_stored,), in ``csr.edge_index()`` order.
-
-    ``src``/``dst`` (E_in,) are the input rows given to ``normalize_edges``. Rows that dedup
-    merged are represented by the earliest one (smallest ``order``, e.g. a timestamp, then file
-    order); without dedup the k-th copy of an edge takes the k-th row of that edge. Both
-    directions of an undirected edge come from the same row.
-    """
-    n = csr.num_nodes
-    rows = np.arange(src.size, dtype=np.int64)
-    if remove_self_loops:
-        keep = src != dst
-        rows, src, dst = rows[keep], src[keep], dst[keep]
-        order = None if order is None else order[keep]
-    keys = _pair_keys(src, dst, n, undirected)
-    by_key = np.lexsort((rows, keys) if order is None else (rows, order, keys))
-    sorted_keys = keys[by_key]
-    # rank of each stored edge among identical (src, dst) copies: 0 unless dedup is off
-    e_src, e_dst = csr.edge_index().numpy()
-    directed = e_src * n + e_dst
-    d_order = np.argsort(directed, kind="stable")
-    d_sorted = directed[d_order]
-    rank = np.empty(directed.size, dtype=np.int64)
-    rank[d_order] = np.arange(directed.size) - np.searchsorted(d_sorted, d_sorted, side="left")
-    wanted = _pair_keys(e_src, e_dst, n, undirected)
-    pos = np.searchsorted(sorted_keys, wanted, side="left") + rank
-    assert pos.size == 0 or (pos.max() < sorted_keys.size and (sorted_keys[pos] == wanted).all())
-    return rows[by_key[pos]]
 
 
 # ------------------------------------------------------------------------------------ typed graphs
@@ -240,55 +206,6 @@ def int_times(column: pa.Array, where: str) -> np.ndarray:
                              "timestamps)")
         values = values.astype(np.int64)
     return values
-
-
-@dataclass(frozen=True)
-class _Edges:
-    src: np.ndarray  # int64 (E,)
-    dst: np.ndarray
-    time: np.ndarray | None  # int64 (E,)
-    duplicates: int
-    loops: int
-
-
-def normalize_relation(rel: RawRelation, same_type: bool, num_dst: int, cfg: DatasetParams
-                       ) -> _Edges:
-    """One relation's rows after the self-loop and dedup policies; an undirected same-type
-    relation comes back with both directions (a kept self-loop once)."""
-    src, dst = rel.src, rel.dst
-    time = None if rel.time is None else int_times(rel.time, rel.where)
-    rows = np.arange(src.size, dtype=np.int64)
-    loops = 0
-    if same_type and cfg.self_loops == "remove":
-        keep = src != dst
-        loops = int(src.size - keep.sum())
-        rows = rows[keep]
-    undirected_pairs = same_type and cfg.undirected
-    s, d = src[rows], dst[rows]
-    keys = (np.minimum(s, d) * num_dst + np.maximum(s, d)) if undirected_pairs else s * num_dst + d
-    duplicates = 0
-    if cfg.dedup and keys.size:
-        # earliest time, then first row, of each pair
-        order = np.lexsort((rows, keys) if time is None else (rows, time[rows], keys))
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = keys[order[1:]] != keys[order[:-1]]
-        duplicates = int(order.size - first.sum())
-        rows = np.sort(rows[order[first]])
-    s, d = src[rows], dst[rows]
-    t = None if time is None else time[rows]
-    if undirected_pairs:
-        proper = s != d
-        s, d = np.concatenate([s, d[proper]]), np.concatenate([d, s[proper]])
-        t = None if t is None else np.concatenate([t, t[proper]])
-    return _Edges(s, d, t, duplicates, loops)
-
-
-def csr_in_order(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int,
-                 time: np.ndarray | None):
-    """``typed_csr`` of the edges and their times int64 (E,) in the CSR's order (or None)."""
-    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")  # typed_csr's own order
-    csr = typed_csr(src[order], dst[order], num_src, num_dst)
-    return csr, None if time is None else torch.from_numpy(time[order].copy())
 
 
 def _featureless(graph_csr: dict, node_type: str, n: int, mode: str) -> np.ndarray:
@@ -331,14 +248,17 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
     input_edges = duplicates = loops = 0
     for edge_type, rel in raw.relations.items():
         s, r, d = edge_type
-        same = s == d
-        edges = normalize_relation(rel, same, sizes[d], cfg)
-        input_edges += rel.src.size
-        duplicates += edges.duplicates
-        loops += edges.loops
-        csr[edge_type], t = csr_in_order(edges.src, edges.dst, sizes[s], sizes[d], edges.time)
-        if t is not None:
-            edge_time[edge_type] = t
+        same = s == d  # undirected pairs and self-loops exist inside one type only
+        time = None if rel.time is None else int_times(rel.time, rel.where)
+        csr[edge_type], edges = normalize_edges(
+            rel.src, rel.dst, sizes[d], num_src=sizes[s], undirected=same and cfg.undirected,
+            dedup=cfg.dedup, remove_self_loops=same and cfg.self_loops == "remove",
+            order=time, with_rows=time is not None, copies="as_given")
+        input_edges += edges.input_edges
+        duplicates += edges.duplicates_removed
+        loops += edges.self_loops_removed
+        if time is not None:
+            edge_time[edge_type] = torch.from_numpy(time[edges.rows])
         if not cfg.undirected:
             continue
         if same:
@@ -349,9 +269,12 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
             raise ValueError(f"{rel.where}: dataset.undirected=true adds its reverse "
                              f"{edge_type_name(rev)}, but {raw.relations[rev].where} already "
                              "has that name; rename one table or set dataset.undirected: false")
-        csr[rev], t = csr_in_order(edges.dst, edges.src, sizes[d], sizes[s], edges.time)
-        if t is not None:
-            edge_time[rev] = t
+        flip_dst, flip_src = edge_pairs(csr[edge_type])
+        csr[rev], flipped = normalize_edges(flip_src, flip_dst, sizes[s], num_src=sizes[d],
+                                            undirected=False, dedup=False,
+                                            remove_self_loops=False, with_rows=True)
+        if time is not None:
+            edge_time[rev] = edge_time[edge_type][torch.from_numpy(flipped.rows)]
         reverse[edge_type], reverse[rev] = rev, edge_type
 
     x, featureless = {}, {}

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from gnnpipe.config import DatasetParams, SyntheticParams
-from gnnpipe.data.graph import normalize_edges
-from gnnpipe.data.typed_graph import HeteroGraph, typed_csr
+from gnnpipe.data.graph import csr_from_edges, normalize_edges
+from gnnpipe.data.typed_graph import HeteroGraph, edge_pairs
 
 
 # values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
@@ -164,8 +164,10 @@ def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Hetero
     same = rng.random(draws) < syn.homophily
     author = np.where(same, _pick_in_class(field, y[paper], c, rng),
                       rng.integers(0, num_authors, size=draws))
-    keys = np.unique(author * num_papers + paper)  # repeated authorships merged
-    w_src, w_dst = keys // num_papers, keys % num_papers
+    writes, writes_report = normalize_edges(author, paper, num_papers, num_src=num_authors,
+                                            undirected=False, dedup=True,
+                                            remove_self_loops=False)  # repeats merged
+    w_src, w_dst = edge_pairs(writes)
 
     venue_class = np.arange(num_venues) % c
     x_venue = rng.standard_normal((num_venues, max(syn.num_features // 4, 1))).astype(np.float32)
@@ -174,11 +176,10 @@ def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Hetero
                      rng.integers(0, num_venues, size=num_papers))
     p_ids = np.arange(num_papers, dtype=np.int64)
 
-    sizes = {"paper": num_papers, "author": num_authors, "venue": num_venues}
-    pairs = {CITES: (cites.indices.numpy(), cites.targets().numpy()),
-             WRITES: (w_src, w_dst), REV_WRITES: (w_dst, w_src),
-             PUBLISHED_IN: (p_ids, venue), REV_PUBLISHED_IN: (venue, p_ids)}
-    csr = {et: typed_csr(s, d, sizes[et[0]], sizes[et[2]]) for et, (s, d) in pairs.items()}
+    csr = {CITES: cites, WRITES: writes,
+           REV_WRITES: csr_from_edges(w_dst, w_src, num_authors, num_papers),
+           PUBLISHED_IN: csr_from_edges(p_ids, venue, num_venues, num_papers),
+           REV_PUBLISHED_IN: csr_from_edges(venue, p_ids, num_papers, num_venues)}
     num_classes = int(y.max()) + 1
     if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
         y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
@@ -189,5 +190,5 @@ def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Hetero
         reverse=dict(REVERSE), link_edge_type=WRITES)
     report = {"cites_duplicates_removed": cites_report.duplicates_removed,
               "cites_self_loops_removed": cites_report.self_loops_removed,
-              "writes_duplicates_removed": int(draws - keys.size)}
+              "writes_duplicates_removed": writes_report.duplicates_removed}
     return graph, report

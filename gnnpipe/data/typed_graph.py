@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.graph import Csr, Graph, csr_from_edges
 
 EdgeType = tuple[str, str, str]
 # The node type and edge type of a homogeneous graph seen as a typed one (``one_type``).
@@ -55,19 +55,6 @@ def layout_of(node_types: list[str], edge_types: list[EdgeType]) -> str:
     ``EDGE``), else ``typed``, even for one type of other names (a typed table of one node type
     keeps its typed files)."""
     return HOMOGENEOUS if list(node_types) == [NODE] and list(edge_types) == [EDGE] else TYPED
-
-
-def typed_csr(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -> Csr:
-    """CSR of one edge type (rows = ``dst`` nodes, (num_dst + 1,) indptr), columns sorted per row.
-
-    ``src`` int (E,) in ``[0, num_src)``, ``dst`` int (E,) in ``[0, num_dst)``; every edge kept.
-    """
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")
-    indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
-    return Csr(torch.from_numpy(indptr), torch.from_numpy(src[order].copy()))
 
 
 def edge_pairs(csr: Csr) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +180,7 @@ def homogeneous_csr(sizes: list[tuple[str, int]], csrs: dict[EdgeType, Csr]) -> 
         src.append(a + offsets[s])
         dst.append(b + offsets[d])
     total = int(starts[-1])
-    return typed_csr(np.concatenate(src), np.concatenate(dst), total, total)
+    return csr_from_edges(np.concatenate(src), np.concatenate(dst), total)
 
 
 def type_summary(graph: HeteroGraph) -> dict:

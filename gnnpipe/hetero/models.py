@@ -24,7 +24,7 @@ from torch import nn
 from torch_geometric.nn import HGTConv, RGCNConv, to_hetero
 from torch_geometric.nn.models import GraphSAGE
 
-from gnnpipe.config import BaselineParams, TrainParams
+from gnnpipe.config import FitParams, TrainParams
 from gnnpipe.training.models import Metadata, TypedMLP, TypedModel
 from gnnpipe.data.typed_graph import EdgeType, edge_type_name
 
@@ -33,7 +33,7 @@ class HeteroModel(TypedModel):
     """The input maps, a multi-type message-passing body and the output of ``out``."""
 
     def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
-                 target: str, cfg: BaselineParams, out: str = "target"):
+                 target: str, cfg: FitParams, out: str = "target"):
         super().__init__(name, metadata, in_dims, target, cfg, out)
         hidden, layers, dropout = cfg.hidden, cfg.num_layers, cfg.dropout
         if name == "sage":
@@ -130,7 +130,7 @@ class HeteroModel(TypedModel):
 
 
 def build_hetero_model(name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
-                       target: str, cfg: BaselineParams, out: str = "target") -> TypedModel:
+                       target: str, cfg: FitParams, out: str = "target") -> TypedModel:
     """A freshly initialised model of a typed graph: ``mlp`` (``TypedMLP``) or a
     ``HeteroModel`` (uses torch's global RNG: call under ``fork_rng``)."""
     if name == "mlp":

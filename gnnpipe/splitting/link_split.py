@@ -42,10 +42,10 @@ import numpy as np
 import torch
 
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, csr_from_edges
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.splitting.split import MessageGraphs
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name, typed_csr
+from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name
 
 PHASES = ("train", "val", "test")
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
@@ -175,8 +175,8 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
         pos = np.searchsorted(pairs, edge_keys)
         edge_code = np.where(edge_loop, -1, code[np.minimum(pos, num_pairs - 1)])
         keep = edge_loop | np.isin(edge_code, _VISIBLE_CODES[phase])
-        return typed_csr(edge_src[keep], edge_dst[keep], graph.num_nodes(edge_type[0]),
-                         graph.num_nodes(edge_type[2]))
+        return csr_from_edges(edge_src[keep], edge_dst[keep], graph.num_nodes(edge_type[2]),
+                              graph.num_nodes(edge_type[0]))
 
     message_graphs: MessageGraphs = {}
     for phase in PHASES:

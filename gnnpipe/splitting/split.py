@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gnnpipe.config import NodeSplitParams
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph  # ROLES: code order of public_roles
+# ROLES: code order of public_roles
+from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges
 from gnnpipe.splitting.ordered_split import ordered_roles
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, typed_csr
+from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs
 
 PHASES = ("train", "val", "test")
 MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
@@ -223,7 +224,8 @@ def restrict_to(graph: HeteroGraph, csrs: dict[EdgeType, Csr], visible: np.ndarr
             keep &= visible[src]
         if d == graph.target:
             keep &= visible[dst]
-        out[edge_type] = typed_csr(src[keep], dst[keep], graph.num_nodes(s), graph.num_nodes(d))
+        out[edge_type] = csr_from_edges(src[keep], dst[keep], graph.num_nodes(d),
+                                        graph.num_nodes(s))
     return out
 
 

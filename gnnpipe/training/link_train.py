@@ -34,7 +34,7 @@ from torch import nn
 
 from gnnpipe.training import device as devices
 from gnnpipe.training import loop
-from gnnpipe.config import BaselineParams
+from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.reporting.metrics import mrr
 from gnnpipe.splitting.negatives import NegativeSampler
@@ -178,7 +178,7 @@ class LinkTask:
 
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
              edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
-             sampler: NegativeSampler, cfg: BaselineParams, seed: int, *,
+             sampler: NegativeSampler, cfg: FitParams, seed: int, *,
              loader: Iterable | None = None,
              options: LoopOptions = LoopOptions()) -> LinkTrainResult:
     """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from gnnpipe.training import device as devices
-from gnnpipe.config import BaselineParams
+from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
 
 COMPILE_BACKEND = "inductor"  # torch.compile backend (tests swap in one that fails)
@@ -105,7 +105,7 @@ def epoch_seed(seed: int, epoch: int) -> int:
 
 
 def close_epoch(state: dict, best_key: str, score: float, epoch: int, model: nn.Module,
-                optimizer: torch.optim.Optimizer | None, cfg: BaselineParams,
+                optimizer: torch.optim.Optimizer | None, cfg: FitParams,
                 checkpointing: Checkpointing | None, ctx: DistContext,
                 extra: dict | None = None) -> bool:
     """Early-stopping bookkeeping of one finished epoch.
@@ -182,7 +182,7 @@ def guarded_step(step: Callable, model: nn.Module, batch, autocast,
         raise _compile_failed(err) from None
 
 
-def run(task: Task, build_model: Callable[[], nn.Module], cfg: BaselineParams, seed: int,
+def run(task: Task, build_model: Callable[[], nn.Module], cfg: FitParams, seed: int,
         options: LoopOptions = LoopOptions()) -> LoopOutcome:
     """Build a model with ``build_model()`` (torch seeded with ``seed``) and train it with Adam
     until ``cfg.epochs`` or ``cfg.patience`` epochs without a better ``task.monitor``.

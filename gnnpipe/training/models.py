@@ -34,7 +34,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from gnnpipe.config import BaselineParams, TrainParams
+from gnnpipe.config import FitParams, TrainParams
 from gnnpipe.data.typed_graph import EdgeType
 
 Metadata = tuple[list[str], list[EdgeType]]
@@ -356,7 +356,7 @@ class TypedModel(nn.Module):
     ddp_find_unused_parameters = True
 
     def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], target: str,
-                 cfg: BaselineParams, out: str = "target"):
+                 cfg: FitParams, out: str = "target"):
         super().__init__()
         self.name, self.target, self.out = name, target, out
         self.node_types, self.edge_types = list(metadata[0]), list(metadata[1])
@@ -374,7 +374,7 @@ class TypedMLP(TypedModel):
     """``mlp`` on a typed graph: the input maps, ReLU, then one MLP on every type's rows."""
 
     def __init__(self, metadata: Metadata, in_dims: dict[str, int], out_dim: int, target: str,
-                 cfg: BaselineParams, out: str = "target"):
+                 cfg: FitParams, out: str = "target"):
         super().__init__("mlp", metadata, in_dims, target, cfg, out)
         self.body = MLP(in_channels=cfg.hidden, hidden_channels=cfg.hidden, out_channels=out_dim,
                         num_layers=cfg.num_layers, dropout=cfg.dropout, norm=None)
@@ -426,7 +426,7 @@ def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Ten
     return (model.lin(hidden) if hasattr(model, "lin") else hidden), hidden
 
 
-def build_model(name: str, in_dim: int, num_classes: int, cfg: BaselineParams,
+def build_model(name: str, in_dim: int, num_classes: int, cfg: FitParams,
                 num_hops: int = 0) -> nn.Module:
     """A freshly initialised model (uses torch's global RNG: call under ``fork_rng``)."""
     if name == "mlp":

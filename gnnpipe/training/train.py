@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from gnnpipe.training import device as devices
 from gnnpipe.training import loop
-from gnnpipe.config import BaselineParams
+from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
 from gnnpipe.training.inference import csr_view, plan
 from gnnpipe.training.loop import LoopOptions, epoch_seed
@@ -248,7 +248,7 @@ def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
 
 
 def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
-        y: torch.Tensor, roles: np.ndarray, cfg: BaselineParams, seed: int, *,
+        y: torch.Tensor, roles: np.ndarray, cfg: FitParams, seed: int, *,
         batch_size: int | None = None, loader: Iterable | None = None,
         evaluator: Evaluator | None = None,
         options: LoopOptions = LoopOptions()) -> TrainResult:

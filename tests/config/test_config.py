@@ -374,6 +374,11 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
      "rules._check_rendezvous"),
     ({"predict": {"pairs": "pairs.csv"}}, "predict.pairs='pairs.csv' scores candidate links",
      "rules._check_pairs"),
+    ({"baseline": {"models": ["mlp", "gbdt", "mlp"]}},
+     r"baseline.models=\['mlp', 'gbdt', 'mlp'\] lists 'mlp' twice", "rules._check_baseline_models"),
+    ({"dataset": {"task": "link"}, "baseline": {"models": ["mlp", "gbdt"]}},
+     "gbdt classifies nodes .* needs dataset.task=node; with dataset.task=link use "
+     r"baseline.models: \[mlp\]", "rules._check_baseline_models"),
     ({"split": {"node": {"mode": "time"}}}, r"split.node.mode='time' cuts message graphs .* "
      r"needs split.node.strategy=time \(found 'stratified'\)", "rules._check_split_mode"),
     ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},
@@ -400,6 +405,31 @@ def test_list_params_that_may_be_empty_take_an_empty_list_and_mixed_values():
         params_from_dict({"dataset": {"nodes": {"unlabeled_values": [True]}}})
     with pytest.raises(ParamsError, match="train.neighbor.num_neighbors"):  # others stay non-empty
         params_from_dict({"train": {"neighbor": {"num_neighbors": []}}})
+
+
+@pytest.mark.parametrize("models, message", [
+    ([], r"baseline.models=\[\] is not valid; expected a non-empty list of one of: mlp, gbdt"),
+    (["mlp", "xgboost"], r"baseline.models\[1\]='xgboost' is not valid; expected one of: mlp, "
+                         "gbdt"),
+    ("gbdt", "baseline.models='gbdt' is not valid; expected a non-empty list"),
+])
+def test_baseline_models_is_a_non_empty_list_of_known_models(models, message):
+    with pytest.raises(ParamsError, match=message) as err:
+        params_from_dict({"baseline": {"models": models}})
+    assert "\n" not in str(err.value)
+
+
+def test_baseline_models_take_either_model_or_both_and_gbdt_keys_are_checked():
+    assert Params().baseline.models == ("mlp",)  # today's baseline stage, unchanged
+    both = params_from_dict({"baseline": {"models": ["gbdt", "mlp"], "gbdt": {"num_leaves": 7}}})
+    assert both.baseline.models == ("gbdt", "mlp") and both.baseline.gbdt.num_leaves == 7
+    with pytest.raises(ParamsError, match=r"baseline.gbdt.feature_fraction=0.0 is out of range"):
+        params_from_dict({"baseline": {"gbdt": {"feature_fraction": 0.0}}})
+    with pytest.raises(ParamsError, match="unknown key baseline.gbdt.max_depth; allowed keys in "
+                                          "baseline.gbdt: num_leaves"):
+        params_from_dict({"baseline": {"gbdt": {"max_depth": 3}}})
+    with pytest.raises(ParamsError, match="unknown key train.models"):  # the GNN has no list
+        params_from_dict({"train": {"models": ["mlp"]}})
 
 
 def test_replacing_inside_params_runs_the_rules_again():

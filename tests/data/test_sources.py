@@ -25,7 +25,7 @@ from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
 from gnnpipe.data.graph import ROLES, Graph, normalize_edges
-from gnnpipe.data.prepare import build, prepare_dataset, stored_edge_rows
+from gnnpipe.data.prepare import build, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
@@ -316,15 +316,14 @@ def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
 @pytest.mark.parametrize("undirected", [True, False])
 @pytest.mark.parametrize("dedup", [True, False])
 @pytest.mark.parametrize("remove_loops", [True, False])
-def test_stored_edge_rows_point_at_a_row_of_the_same_edge(undirected, dedup, remove_loops):
+def test_edge_rows_point_at_a_row_of_the_same_edge(undirected, dedup, remove_loops):
     rng = np.random.default_rng(0)
     n = 30
     src, dst = rng.integers(0, n, 400), rng.integers(0, n, 400)  # many repeats and loops
     order = rng.permutation(400)
-    csr, _ = normalize_edges(src, dst, n, undirected=undirected, dedup=dedup,
-                             remove_self_loops=remove_loops)
-    rows = stored_edge_rows(src, dst, csr, undirected=undirected, remove_self_loops=remove_loops,
-                            order=order)
+    csr, report = normalize_edges(src, dst, n, undirected=undirected, dedup=dedup,
+                                  remove_self_loops=remove_loops, order=order, with_rows=True)
+    rows = report.rows
     s, d = csr.edge_index().numpy()
     if undirected:
         assert np.array_equal(np.minimum(src[rows], dst[rows]), np.minimum(s, d))

@@ -12,7 +12,8 @@ from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, one_type, typed_csr
+from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, one_type
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
@@ -39,8 +40,8 @@ def link_split(graph, **link):
 def _with_edge(graph, csr, edge_type, src, dst):
     """``csr`` of ``edge_type`` with the edge src -> dst added."""
     s, d = edge_pairs(csr)
-    return typed_csr(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[0]),
-                     graph.num_nodes(edge_type[2]))
+    return csr_from_edges(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[2]),
+                          graph.num_nodes(edge_type[0]))
 
 
 def failed(report):
@@ -217,7 +218,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
                           io.read_split_roles(tmp_path / "node"))
     with pytest.raises(ValueError, match=f"{n} split roles for 1499 nodes"):
         io.read_typed_roles(tmp_path / "node", one_type(
-            type(small_graph)(csr=typed_csr([], [], 1499, 1499), x=small_graph.x[:1499],
+            type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
     link = link_split(g)
     io.write_split(tmp_path / "link", g, link.message_graphs,

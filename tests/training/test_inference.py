@@ -225,8 +225,7 @@ def typed_graph() -> dict:
         src, dst = rng.integers(0, TYPED_SIZES[s], n), rng.integers(0, TYPED_SIZES[d], n)
         if hub is not None:
             dst[: n // 3] = hub
-        from gnnpipe.data.typed_graph import typed_csr
-        return typed_csr(src, dst, TYPED_SIZES[s], TYPED_SIZES[d])
+        return csr_from_edges(src, dst, TYPED_SIZES[d], TYPED_SIZES[s])
 
     return {("a", "cites", "a"): edges("a", "a", 80, hub=4), ("a", "to", "b"): edges("a", "b", 40),
             ("b", "to", "a"): edges("b", "a", 40), ("c", "to", "a"): edges("c", "a", 20),

@@ -1,0 +1,157 @@
+"""prepare on ``cluster.engine: dask`` as the graph grows (issue 32 item 2): peak memory of each
+Dask worker and of the stage process, for user Parquet tables of several sizes (x4 each), on an
+embedded LocalCluster of 2 workers; optionally ``cluster.engine: local`` on the same tables.
+
+    python -m bench.prepare_scale --dir /tmp/prep --sizes 1,4,16 --local
+
+Size ``s``: ``s * 62,500`` nodes with ``--features`` float32 features and 4 labels, ``s * 1M``
+directed edge rows of random integer ids (string-free, shuffled node table), written as Parquet
+row groups of 65,536 rows. Each run is its own child process (``--one``), which prepares the
+tables and reports, from /proc: the peak resident set (VmHWM: anonymous and file-backed pages,
+such as the memory maps the stage writes and torch.save reads) and the peak of anonymous memory
+alone (RssAnon sampled every 20 ms), for itself and for each worker (sampled in the worker, read
+through ``client.run``). Block targets are ``--block-rows`` (ids per join bucket and stored edges
+per row block), so every size has several blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+BASE_NODES, BASE_EDGES, GROUP = 62_500, 1_000_000, 65_536
+
+
+def write_tables(folder: Path, scale: float, features: int) -> None:
+    """nodes.parquet / edges.parquet of size ``scale``, written a row group at a time."""
+    if (folder / "edges.parquet").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    n, e = int(BASE_NODES * scale), int(BASE_EDGES * scale)
+    ids = rng.permutation(n).astype(np.int64) * 3 + 1000
+    schema = pa.schema([("id", pa.int64()), ("x", pa.list_(pa.float32(), features)),
+                        ("label", pa.int64())])
+    with pq.ParquetWriter(folder / "nodes.parquet", schema) as writer:
+        for lo in range(0, n, GROUP):
+            rows = min(GROUP, n - lo)
+            x = rng.random((rows, features), dtype=np.float32)
+            writer.write_table(pa.table({
+                "id": ids[lo:lo + rows],
+                "x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), features),
+                "label": rng.integers(0, 4, rows)}, schema=schema))
+    with pq.ParquetWriter(folder / "edges.parquet",
+                          pa.schema([("src", pa.int64()), ("dst", pa.int64())])) as writer:
+        for lo in range(0, e, GROUP):
+            rows = min(GROUP, e - lo)
+            writer.write_table(pa.table({"src": ids[rng.integers(0, n, rows)],
+                                         "dst": ids[rng.integers(0, n, rows)]}))
+
+
+# ------------------------------------------------------------------------- memory sampling
+def _status() -> dict[str, int]:
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "RssAnon"):
+            fields[key] = int(value.split()[0]) // 1024
+    return fields
+
+
+class AnonPeak:
+    """Peak RssAnon (MiB) of this process, sampled every 20 ms in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _status()["RssAnon"])
+            time.sleep(0.02)
+
+    def read(self) -> dict[str, int]:
+        return {"peak_rss_mb": _status()["VmHWM"], "peak_anon_mb": max(self.peak,
+                                                                        _status()["RssAnon"])}
+
+
+def _start_sampler(dask_worker) -> None:
+    dask_worker._bench_peak = AnonPeak()
+
+
+def _read_sampler(dask_worker) -> dict[str, int]:
+    return dask_worker._bench_peak.read()
+
+
+# ------------------------------------------------------------------------------- one run
+def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit: str) -> dict:
+    """Prepare ``folder``'s tables into ``out`` in this process; wall time and memory peaks."""
+    from gnnpipe import io
+    from gnnpipe.config import params_from_dict
+    from gnnpipe.data import dask_prepare
+    from gnnpipe.io.blocks import scratch_beside
+    from gnnpipe.runtime.engine import session
+
+    peak = AnonPeak()
+    params = params_from_dict({"dataset": {"source": "parquet", "path": str(folder)},
+                               "cluster": {"engine": engine, "workers": 2,
+                                           "memory_limit": memory_limit}})
+    sizes = dask_prepare.BlockSizes(bucket_rows=block_rows, row_block_edges=block_rows)
+    start = time.perf_counter()
+    workers = {}
+    if engine == "local":
+        from gnnpipe.data.prepare import prepare_dataset
+        prepared = prepare_dataset(params.dataset, 0)
+        with io.atomic_dir(out) as target:
+            io.write_prepared(target, prepared.graph)
+        report = prepared.report
+    else:
+        with session(params.cluster) as client, io.atomic_dir(out) as target, \
+                scratch_beside(out) as scratch:
+            client.run(_start_sampler)
+            report = dask_prepare.prepare_blocks(client, params.dataset, target, scratch,
+                                                 sizes).report
+            workers = client.run(_read_sampler)
+    return {"engine": engine, "nodes": report["nodes"], "input_edges": report["input_edges"],
+            "edges": report["edges"], "wall_s": round(time.perf_counter() - start, 1),
+            "stage": peak.read(), "workers": list(workers.values())}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True, help="tables and outputs")
+    parser.add_argument("--sizes", default="1,4,16", help="comma-separated scales")
+    parser.add_argument("--features", type=int, default=32)
+    parser.add_argument("--block-rows", type=int, default=1 << 20)
+    parser.add_argument("--memory-limit", default="1GiB")
+    parser.add_argument("--local", action="store_true", help="also cluster.engine: local")
+    parser.add_argument("--one", nargs=2, metavar=("SCALE", "ENGINE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        scale, engine = args.one
+        folder = args.dir / f"tables-{scale}"
+        print(json.dumps(run_one(folder, args.dir / f"out-{scale}-{engine}", engine,
+                                 args.block_rows, args.memory_limit)))
+        return
+    for scale in args.sizes.split(","):
+        write_tables(args.dir / f"tables-{scale}", float(scale), args.features)
+        for engine in ("dask", "local") if args.local else ("dask",):
+            done = subprocess.run([sys.executable, "-m", "bench.prepare_scale", "--dir",
+                                   str(args.dir), "--block-rows", str(args.block_rows),
+                                   "--memory-limit", args.memory_limit, "--one", scale, engine],
+                                  check=True, stdout=subprocess.PIPE, text=True)
+            print(done.stdout.strip().splitlines()[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()

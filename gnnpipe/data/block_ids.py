@@ -1,0 +1,169 @@
+"""User ids to dense ids by a hash-bucketed join (the block-wise prepare,
+``gnnpipe.data.dask_prepare``).
+
+Node ``i`` is row ``i`` of the node table, so a node's dense id is its global row. Every node
+block scatters its (id, row) pairs and every edge block its (id, row, end) triples to hash
+buckets of scratch Parquet (``id_buckets``: the same bucket for an id in every process, whatever
+its integer width or array); ``join_bucket`` then meets all copies of an id in one bucket, so it
+finds repeated node ids and unknown edge ids there, and sends each edge end's dense id to its
+edge block. No process holds more than one block or one bucket.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gnnpipe.data.ids import blanks_as_nulls, to_id_type
+from gnnpipe.data.table_blocks import (DST, SRC, Block, Finding, NodeSpec, node_id_column,
+                                       read_block)
+from gnnpipe.io.blocks import read_parts, write_part
+from gnnpipe.sources.base import combine, first_null
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_FNV = np.uint64(1099511628211)
+
+
+def id_buckets(ids: pa.Array, buckets: int) -> np.ndarray:
+    """A bucket in ``[0, buckets)`` per id (int64 (R,)): equal ids (as the id type) share one,
+    in every process."""
+    if pa.types.is_integer(ids.type):
+        hashed = ids.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
+    else:
+        hashed = _string_hash(ids.cast(pa.string())) * _MIX
+    return ((hashed >> np.uint64(33)) % np.uint64(buckets)).astype(np.int64)
+
+
+def _string_hash(ids: pa.Array) -> np.ndarray:
+    """A polynomial hash of each string's UTF-8 bytes, uint64 (R,), vectorised over the buffer."""
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset:ids.offset + len(ids) + 1]
+    data = ids.buffers()[2]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data, dtype=np.uint8)[lo:hi] if data is not None and hi > lo \
+        else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1] - lo, np.diff(offsets)
+    hashed = lengths.astype(np.uint64)
+    if data.size:
+        powers = np.cumprod(np.full(int(lengths.max()), _FNV, dtype=np.uint64))
+        position = np.arange(data.size) - np.repeat(starts, lengths)
+        terms = data.astype(np.uint64) * powers[position]
+        filled = lengths > 0
+        hashed[filled] += np.add.reduceat(terms, starts[filled])
+    return hashed
+
+
+def scatter_nodes(block: Block, spec: NodeSpec, id_type: pa.DataType, buckets: int,
+                  folder: str) -> None:
+    """The block's (id, row) pairs into ``folder/b<bucket>/n<block start>.parquet``."""
+    ids = node_id_column(block, spec, id_type)
+    rows = np.arange(block.start, block.start + block.rows, dtype=np.int64)
+    _scatter(pa.table({"id": ids, "row": rows}), id_buckets(ids, buckets), Path(folder),
+             f"n{block.start:015d}")
+
+
+def _scatter(table: pa.Table, bucket: np.ndarray, folder: Path, name: str) -> None:
+    order = np.argsort(bucket, kind="stable")
+    table, bucket = table.take(pa.array(order)), bucket[order]
+    bounds = np.flatnonzero(np.diff(bucket)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, bucket.size]):
+        if hi > lo:
+            write_part(folder / f"b{int(bucket[lo]):06d}" / f"{name}.parquet",
+                       table.slice(int(lo), int(hi - lo)))
+
+
+def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, buckets: int,
+                  folder: str) -> list[Finding]:
+    """The block's (id, row, end) triples into ``folder/b<bucket>/e<block start>.parquet``; its
+    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks)."""
+    try:
+        table = read_block(block, list(dict.fromkeys(names)))
+    except ValueError as err:
+        return [Finding((6, block.batch, -1), block.start, "text", (str(err),))]
+    findings: list[Finding] = []
+    parts = []
+    batch = block.batch  # the local reader's checks are per batch
+    for end, name in enumerate(names):
+        given = combine(table.column(name))
+        try:
+            column, foreign = to_id_type(given, id_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            findings.append(Finding((6, batch, end, 0), block.start, "text", (
+                f"{block.where}: edge column {name!r} is {given.type} but the node ids are "
+                f"{id_type}",)))
+            continue
+        if column.null_count:
+            findings.append(Finding((6, batch, end, 1), block.start + first_null(column),
+                                    "nulls", (block.where, name, "edge"), column.null_count))
+            continue
+        blank = blanks_as_nulls(given)
+        if blank.null_count:  # a blank cell names no node: the local reader calls it missing
+            findings.append(Finding((6, batch, end, 2, 0), block.start + first_null(blank),
+                                    "nulls", (block.where, name, "edge"), blank.null_count))
+        if foreign is not None:
+            findings.append(Finding((6, batch, end, 2, 1), block.start + int(np.argmax(foreign)),
+                                    "unknown", (end,)))
+            keep = pa.array(~foreign)
+            rows = pa.array(np.arange(block.start, block.start + block.rows))
+            column, rows = column.filter(keep), rows.filter(keep)
+        else:
+            rows = pa.array(np.arange(block.start, block.start + block.rows))
+        parts.append(pa.table({"id": column, "row": rows,
+                               "end": pa.array(np.full(len(column), end, np.int8))}))
+    if not findings:
+        table = pa.concat_tables(parts)
+        _scatter(table, id_buckets(table.column("id").combine_chunks(), buckets), Path(folder),
+                 f"e{block.start:015d}")
+    return findings
+
+
+
+def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.ndarray,
+                edge_batches: list[tuple], where: tuple[str, str]) -> list[Finding]:
+    """Join bucket ``bucket`` of ``folder``; write (row, end, dense) per edge block to
+    ``folder/mapped/e<block>/b<bucket>.parquet``. ``edge_starts`` / ``edge_batches``: each edge
+    block's first row and local batch; ``where``: the node table and its id column."""
+    folder = Path(folder)
+    nodes = read_parts(folder / "nodes" / f"b{bucket:06d}",
+                       pa.schema([("id", id_type), ("row", pa.int64())]))
+    edges = read_parts(folder / "edges" / f"b{bucket:06d}",
+                       pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
+    node_file, id_name = where
+    node_id, node_row = nodes.column("id").combine_chunks(), nodes.column("row").to_numpy()
+    findings = []
+    distinct = pc.count_distinct(node_id).as_py() if len(node_id) else 0
+    if distinct != len(node_id):  # the repeated id seen first in the file, and the extra rows
+        counts = pc.value_counts(node_id)
+        repeated = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
+        first_rows = node_row[pc.index_in(repeated, value_set=node_id).to_numpy()]
+        pick = int(np.argmin(first_rows))
+        findings.append(Finding((2,), int(first_rows[pick]), "repeats",
+                                (node_file, id_name, repeated[pick].as_py()),
+                                len(node_id) - distinct))
+        return findings
+    edge_id, edge_row = edges.column("id").combine_chunks(), edges.column("row").to_numpy()
+    end = edges.column("end").to_numpy()
+    index = pc.index_in(edge_id, value_set=node_id)
+    unknown = index.is_null().to_numpy(zero_copy_only=False)
+    for side in (SRC, DST):
+        missing = unknown & (end == side)
+        if missing.any():
+            row = int(edge_row[missing].min())
+            batch = edge_batches[int(np.searchsorted(edge_starts, row, side="right")) - 1]
+            findings.append(Finding((6, batch, side, 2, 1), row, "unknown", (side,)))
+    if findings:
+        return findings
+    dense = node_row[index.to_numpy(zero_copy_only=False).astype(np.int64)]
+    block = np.searchsorted(edge_starts, edge_row, side="right") - 1
+    order = np.argsort(block, kind="stable")
+    block, edge_row, end, dense = block[order], edge_row[order], end[order], dense[order]
+    bounds = np.flatnonzero(np.diff(block)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, block.size]):
+        if hi > lo:
+            write_part(folder / "mapped" / f"e{int(block[lo]):06d}" / f"b{bucket:06d}.parquet",
+                       pa.table({"row": edge_row[lo:hi], "end": end[lo:hi],
+                                 "dense": dense[lo:hi]}))
+    return findings

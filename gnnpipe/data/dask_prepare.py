@@ -1,0 +1,353 @@
+"""prepare on ``cluster.engine: dask``: the user's node and edge tables (``dataset.source: parquet |
+csv``, homogeneous layout) to the same prepared files as the local path, byte for byte, with no
+process holding all edges or all features.
+
+The work runs on a ``distributed.Client`` (``client=None``: the same block functions in this
+process, as the tests call them), in waves whose results are small summaries:
+
+1. node blocks (Parquet row groups; CSV converted to scratch Parquet parts, streaming): ids,
+   features and labels checked with global rows, features written to ``x.npy``, label sets
+   returned (``gnnpipe.data.table_blocks``);
+2. node (id, row) pairs and edge (id, row, end) triples scattered to hash buckets of scratch
+   Parquet; each bucket joined (repeated and unknown ids found there) to dense ids
+   (``gnnpipe.data.block_ids``);
+3. label codes from the union of the blocks' label sets (sorted: the local rule) to ``y.npy``;
+4. edge blocks routed to row blocks of targets, each sorted and deduplicated, placed into
+   ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks' edge counts
+   (``gnnpipe.data.block_graph``);
+5. this process streams nodes.parquet, edges.parquet and node_ids.parquet a row group at a time
+   and saves graph.pt from tensors over those memory maps (``gnnpipe.io.prepared_maps``).
+
+A failed check anywhere comes back as a finding; the one the local reader meets first is raised
+with its message. Options the block path does not read yet are refused (``refuse_unsupported``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gnnpipe.config import DatasetParams
+from gnnpipe.data.block_graph import Policy, build_rows, place_rows, route_edges
+from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
+from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
+                                       first_finding, label_codes_block, make_features_file,
+                                       message, node_columns, node_id_column, parquet_blocks,
+                                       read_block, scan_nodes, time_dtype)
+from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
+from gnnpipe.io.prepared import external_features
+from gnnpipe.io.prepared_maps import write_prepared_maps
+from gnnpipe.sources.base import feature_columns, label_codes, no_edges_warning, require_file
+from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
+
+LOCAL = "use cluster.engine: local"
+
+
+@dataclass(frozen=True)
+class BlockSizes:
+    """Targets of the block sizes (tests make them tiny to get many blocks)."""
+
+    bucket_rows: int = 1 << 22  # node ids + edge ends per join bucket
+    row_block_edges: int = 1 << 22  # stored edges per CSR row block
+    csv_block_bytes: int = CSV_BLOCK_BYTES  # edge CSV blocks (node CSV: pyarrow's 1 MiB default)
+
+
+SIZES = BlockSizes()
+
+
+@dataclass(frozen=True)
+class BlockPrepared:
+    """What ``prepare_blocks`` wrote besides its files: ``prepare.json`` so far, the user's
+    label of each class code (C,), and the labelled / total node counts."""
+
+    report: dict
+    class_values: pa.Array
+    labelled: int
+    total: int
+
+
+def refuse_unsupported(cfg: DatasetParams) -> None:
+    """One line naming the first option the block path does not read yet."""
+    refused = {
+        f"dataset.source={cfg.source}": cfg.source not in ("parquet", "csv"),
+        f"dataset.layout={cfg.layout}": cfg.layout != HOMOGENEOUS,
+        "dataset.edges.weight": bool(cfg.edges.weight),
+        "dataset.edges.timestamp": bool(cfg.edges.timestamp),
+    }
+    for key, refuse in refused.items():
+        if refuse:
+            raise ValueError(f"{key} is not prepared on cluster.engine: dask yet (parquet / csv "
+                             f"homogeneous tables without edge weights or timestamps are); {LOCAL}")
+
+
+def _run(client, fn, calls: list[tuple], **common) -> list:
+    """``fn(*call, **common)`` for every call, on the workers (in this process without a
+    client); results in call order."""
+    if client is None:
+        return [fn(*call, **common) for call in calls]
+    if not calls:
+        return []
+    # bound, not passed as map's kwargs: Dask would read tuples and lists in them as tasks
+    futures = client.map(functools.partial(fn, **common), *map(list, zip(*calls)), pure=False)
+    return client.gather(futures)
+
+
+def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, str],
+          id_name: str, nodes_path: Path) -> None:
+    """Raise the finding the local reader meets first, if any."""
+    finding = first_finding(findings)
+    if finding is None:
+        return
+    if finding.kind != "unknown":
+        raise ValueError(message(finding))
+    side, row = finding.args[0], finding.first
+    block = next(b for b in edge_blocks if b.start <= row < b.start + b.rows)
+    value = read_block(block, [names[side]]).column(names[side])[row - block.start].as_py()
+    raise ValueError(f"{block.where}: edge column {names[side]!r} has node id {value!r} (row "
+                     f"{row}) that is not in the id column {id_name!r} of {nodes_path}")
+
+
+def _table_path(path: Path, table: str, cfg: DatasetParams) -> None:
+    if not path.exists() or (path.is_dir() and cfg.source != "parquet"):
+        require_file(path, f"dataset.{table}.file; dataset.source={cfg.source} reads the node "
+                           f"and edge tables from dataset.path={cfg.path!r}")
+
+
+def _node_spec(cfg: DatasetParams, path: Path, tables) -> NodeSpec:
+    spec = cfg.nodes
+    schema = tables.schema(path)
+    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
+    for key, name in named.items():
+        if name and name not in schema.names:
+            raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
+                             f"columns: {', '.join(schema.names)}")
+    names, is_list = feature_columns(schema, spec.features, set(named.values()), path,
+                                     "dataset.nodes.features")
+    return NodeSpec(id=spec.id, label=spec.label, features=tuple(names), is_list=is_list,
+                    width=0, text_ids=cfg.source == "csv", unlabeled=spec.unlabeled_values,
+                    feature_dtype=cfg.storage.feature_dtype, timestamp=spec.timestamp)
+
+
+def _list_width(blocks: list[Block], spec: NodeSpec) -> int:
+    """The length of row 0's feature list (the local reader's reference; 0 when null)."""
+    first = next((b for b in blocks if b.rows), None)
+    if first is None or not spec.is_list:
+        return len(spec.features)
+    cell = read_block(first, [spec.features[0]]).column(0)[0]
+    return len(cell) if cell.is_valid else 0
+
+
+def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSizes
+                 ) -> list[Block]:
+    spec = cfg.edges
+    _table_path(path, "edges", cfg)
+    key_of = {spec.src: "src", spec.dst: "dst"}
+    if cfg.source == "parquet":
+        return parquet_blocks(path, list(key_of), key_of)
+    names = CsvTables().schema(path).names
+    for name, key in key_of.items():
+        if name not in names:
+            raise ValueError(f"{path}: missing column {name!r} (dataset.edges.{key}); "
+                             f"columns: {', '.join(names)}")
+    return csv_blocks(path, list(key_of), {name: pa.string() for name in key_of},
+                      scratch / "csv-edges", sizes.csv_block_bytes, edges=True)
+
+
+def _id_type(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical: bool
+             ) -> pa.DataType:
+    if cfg.source == "csv":
+        return pa.int64() if canonical else pa.string()
+    if not blocks:
+        return pa.string()
+    id_type = read_block(blocks[0], [spec.id]).schema.field(spec.id).type
+    return id_type.value_type if pa.types.is_dictionary(id_type) else id_type
+
+
+def _classes(scans, where: str, spec: NodeSpec, total: int, max_classes: int) -> pa.Array:
+    """The sorted union of the blocks' labels, checked as ``label_codes`` checks a whole column
+    (its own messages, from a column of the same counts)."""
+    labelled = sum(s.labelled for s in scans)
+    found = [s.classes for s in scans if s.classes is not None and len(s.classes)]
+    label_type = next((s.label_type for s in scans if s.label_type is not None), pa.int64())
+    classes = (pc.unique(pa.concat_arrays(found)).sort() if found
+               else pa.array([], label_type))
+    if total and (labelled == 0 or len(classes) > max_classes or len(classes) < 2):
+        column = pa.concat_arrays([classes, pa.array([classes[0].as_py()] * (labelled - 1)
+                                                     if len(classes) == 1 else [], label_type),
+                                   pa.nulls(total - max(labelled, len(classes)), label_type)])
+        label_codes(column, where, spec.label, (), max_classes)
+    return classes
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The two tables as blocks: the node table's spec and path, the edge column names."""
+
+    nodes_path: Path
+    edges_path: Path
+    spec: NodeSpec
+    blocks: list[Block]
+    edge_blocks: list[Block]
+    names: tuple[str, str]
+
+    def fail(self, findings: list[Finding]) -> None:
+        _fail(findings, self.edge_blocks, self.names, self.spec.id, self.nodes_path)
+
+
+def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
+                   sizes: BlockSizes | None = None) -> BlockPrepared:
+    """Read, check and build the user's tables by blocks on ``client``; write nodes.parquet,
+    edges.parquet, graph.pt, graph.json, node_ids.parquet (and features.npy) into ``out``.
+    ``scratch``: a folder every worker sees, on ``out``'s filesystem."""
+    refuse_unsupported(cfg)
+    sizes = sizes or SIZES
+    root = Path(cfg.path)
+    fmt = cfg.source
+    if not root.is_dir():
+        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.source={fmt} reads "
+                         f"the node and edge tables (dataset.nodes.file, dataset.edges.file) "
+                         f"from a folder")
+    nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
+    _table_path(nodes_path, "nodes", cfg)
+    spec = _node_spec(cfg, nodes_path, ParquetTables() if fmt == "parquet" else CsvTables())
+    blocks = (parquet_blocks(nodes_path, node_columns(spec)) if fmt == "parquet" else
+              csv_blocks(nodes_path, node_columns(spec), {spec.id: pa.string()},
+                         scratch / "csv-nodes", 1 << 20))
+    spec = NodeSpec(**{**spec.__dict__, "width": _list_width(blocks, spec)})
+    n, f = sum(b.rows for b in blocks), (spec.width if spec.is_list else len(spec.features))
+    x_file, time_file = scratch / "x.npy", scratch / "time.npy"
+    if n:
+        make_features_file(x_file, n, f, spec.feature_dtype)
+        if spec.timestamp:
+            create_memmap(time_file, (n,), time_dtype(
+                read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
+
+    # 1. node blocks: ids, features (to x.npy), times, label sets; an id error stops here
+    scans = _run(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file),
+                 time_file=str(time_file))
+    findings = [finding for scan in scans for finding in scan.findings]
+    tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
+                     (cfg.edges.src, cfg.edges.dst))
+    tables.fail([f for f in findings if f.key < (2,)])
+    id_type = _id_type(cfg, blocks, spec, all(s.canonical for s in scans))
+    try:
+        edge_blocks = _edge_blocks(cfg, tables.edges_path, scratch, sizes)
+    except ValueError as err:  # the local reader opens the edges after every node check
+        edge_blocks, findings = [], findings + [Finding((6, (-1,)), 0, "text", (str(err),))]
+    tables = _Tables(**{**tables.__dict__, "edge_blocks": edge_blocks})
+
+    # 2. ids to dense ids, then every remaining check in the local reader's order
+    ids = scratch / "ids"
+    findings += _join(client, tables, id_type, n, ids, sizes)
+    tables.fail([f for f in findings if f.key < (5,)])
+    classes = _classes(scans, str(nodes_path), spec, n, cfg.max_classes)
+    tables.fail(findings)
+    if n == 0:
+        raise ValueError(f"{root}: the graph has no nodes")
+
+    # 3. label codes
+    y_file = scratch / "y.npy"
+    create_memmap(y_file, (n,), np.int64)
+    _run(client, label_codes_block, [(b,) for b in blocks], spec=spec, classes=classes,
+         y_file=str(y_file))
+
+    # 4. the CSR, row block by row block; 5. the files
+    report = _build_csr(client, cfg, edge_blocks, n, ids, scratch, sizes)
+    num_edges = report["edges"]
+    indptr = open_memmap(scratch / "indptr.npy")
+    indices = (open_memmap(scratch / "indices.npy") if num_edges
+               else np.zeros(0, dtype=np.int64))
+    external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
+    times = open_memmap(time_file) if spec.timestamp else None
+    write_prepared_maps(out, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
+                        feature_dtype=spec.feature_dtype, compression=cfg.storage.compression,
+                        external=external)
+    _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
+    report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
+              "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
+    if pa.types.is_string(classes.type):
+        report["class_names"] = [str(v) for v in classes.to_pylist()]
+    if report["input_edges"] == 0:
+        report["warnings"] = [no_edges_warning(str(tables.edges_path))]
+    return BlockPrepared(report, classes, sum(s.labelled for s in scans), n)
+
+
+def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
+          sizes: BlockSizes) -> list[Finding]:
+    """Scatter the node (id, row) pairs and edge (id, row, end) triples to hash buckets under
+    ``ids`` and join each bucket (dense ends per edge block under ``ids/mapped``); findings."""
+    rows_in = sum(b.rows for b in tables.edge_blocks)
+    buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
+    _run(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec, id_type=id_type,
+         buckets=buckets, folder=str(ids / "nodes"))
+    findings = [found for block in _run(
+        client, scatter_edges, [(b,) for b in tables.edge_blocks], names=tables.names,
+        id_type=id_type, buckets=buckets, folder=str(ids / "edges")) for found in block]
+    starts = np.array([b.start for b in tables.edge_blocks], dtype=np.int64)
+    for found in _run(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
+                      id_type=id_type, edge_starts=starts,
+                      edge_batches=[b.batch for b in tables.edge_blocks],
+                      where=(str(tables.nodes_path), tables.spec.id)):
+        findings += found
+    return findings
+
+
+def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids: Path,
+               scratch: Path, sizes: BlockSizes) -> dict:
+    """The edge policies and the CSR into ``scratch``'s indptr.npy / indices.npy (no
+    indices.npy without edges); the edge counts and degree summaries of ``prepare.json``."""
+    policy = Policy(cfg.undirected, cfg.dedup, cfg.self_loops == "remove")
+    rows_in = sum(b.rows for b in edge_blocks)
+    row_blocks = max(1, math.ceil(rows_in * (2 if cfg.undirected else 1)
+                                  / sizes.row_block_edges))
+    per_block = max(1, math.ceil(n / row_blocks))
+    bounds = [(r, r * per_block, min(n, (r + 1) * per_block)) for r in range(row_blocks)
+              if r * per_block < n]
+    routed = _run(client, route_edges, [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
+                  folder=str(ids), policy=policy, row_block=per_block)
+    built = _run(client, build_rows, bounds, num_nodes=n, folder=str(ids), dedup=cfg.dedup)
+    offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
+    num_edges = int(offsets[-1])
+    indptr_file, indices_file = scratch / "indptr.npy", scratch / "indices.npy"
+    create_memmap(indptr_file, (n + 1,), np.int64)
+    if num_edges:
+        create_memmap(indices_file, (num_edges,), np.int64)
+    _run(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
+         folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
+
+    input_edges = sum(r.input_edges for r in routed)
+    loops = sum(r.loops_removed for r in routed)
+    duplicates = 0
+    if cfg.dedup:  # input rows less the distinct (unordered, when undirected) pairs kept
+        distinct = sum(r.distinct for r in built)
+        distinct_loops = sum(r.distinct_loops for r in built)
+        pairs = (distinct - distinct_loops) // 2 + distinct_loops if cfg.undirected else distinct
+        duplicates = input_edges - loops - pairs
+    return {"input_edges": input_edges, "self_loops_removed": loops,
+            "duplicates_removed": duplicates, "edges": num_edges,
+            "isolated_nodes": sum(r.isolated for r in built),
+            "max_degree": max(r.max_degree for r in built)}
+
+
+def _write_node_ids(out: Path, blocks: list[Block], spec: NodeSpec,
+                    id_type: pa.DataType, compression: str) -> None:
+    """node_ids.parquet: node ``i``, its id in the user's table and its timestamp cell as read
+    (with ``dataset.nodes.timestamp``), a block at a time."""
+    fields = [("node_id", pa.int64()), ("original_id", id_type)]
+    if spec.timestamp:
+        fields.append(("timestamp", read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
+    with table_stream(out / "node_ids.parquet", pa.schema(fields), "gnnpipe.node_ids/1",
+                      compression) as add:
+        for block in blocks:
+            columns = {"node_id": np.arange(block.start, block.start + block.rows),
+                       "original_id": node_id_column(block, spec, id_type)}
+            if spec.timestamp:
+                columns["timestamp"] = read_block(block, [spec.timestamp]).column(0)
+            add(pa.table(columns))

@@ -1,0 +1,409 @@
+"""The user's node and edge tables (``dataset.source: parquet | csv``) read and checked by blocks.
+
+A block is one Parquet row group (a CSV table is first converted, streaming, to scratch Parquet
+parts of one row group each) with its first global row, so every check names the row of the
+user's file that ``gnnpipe.sources.tables`` names. A check that fails in a block comes back as a
+``Finding`` rather than an exception: the caller adds up the findings of all blocks (null and
+NaN counts are per column, not per block) and raises the one the local reader would have met
+first, with the local reader's message (``message`` formats it with ``gnnpipe.sources.base``'s
+own validators).
+
+The edges' ids are checked as they are joined to the nodes' (``gnnpipe.data.block_ids``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import torch
+
+from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
+from gnnpipe.io.blocks import create_memmap, write_part, write_rows
+from gnnpipe.io.common import FEATURE_DTYPES, reading
+from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
+                                  check_timestamps, combine, first_null, is_numeric, reason,
+                                  time_key)
+from gnnpipe.sources.formats import ParquetTables
+from gnnpipe.sources.tables import node_ids
+
+# numpy has no bfloat16: its bits are kept as uint16 (as features.npy holds them)
+STORED_NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+ID_SCHEMA = {"row": pa.int64()}
+SRC, DST = 0, 1
+
+
+@dataclass(frozen=True)
+class Block:
+    """Rows ``[start, start + rows)`` of a table: row group ``group`` of the Parquet ``file``;
+    ``where`` names the user's table in messages; ``batch`` orders the local reader's edge
+    batches (part, then batch within it), whose checks run one batch at a time."""
+
+    file: str
+    group: int
+    start: int
+    rows: int
+    where: str
+    batch: tuple = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A failed check. ``key`` orders checks as the local reader meets them; findings of one key
+    add their ``count`` and keep the smallest ``first`` (a global row). ``kind`` and ``args``
+    say how ``message`` words it."""
+
+    key: tuple
+    first: int
+    kind: str  # nulls | finite | repeats | unknown | text
+    args: tuple
+    count: int = 0
+
+
+def message(finding: Finding) -> str:
+    """The local reader's one-line message for ``finding`` (all blocks added up)."""
+    kind, args, first, count = finding.kind, finding.args, finding.first, finding.count
+    try:
+        if kind == "nulls":  # file, name, what
+            check_no_nulls(pa.nulls(count), *args, offset=first)
+        elif kind == "finite":  # file, [name], what
+            check_finite(np.full(count, np.nan), *args, offset=first)
+        elif kind == "repeats":  # file, name, value: count extra rows
+            node_ids(pa.array([args[2]] * (count + 1)), args[0], args[1])
+        else:
+            return args[0]
+    except ValueError as err:
+        return str(err)
+    raise AssertionError(f"finding {finding} formats no error")
+
+
+def first_finding(findings: list[Finding]) -> Finding | None:
+    """The finding the local reader raises: smallest key; counts added per key."""
+    if not findings:
+        return None
+    key = min(f.key for f in findings)
+    same = [f for f in findings if f.key == key]
+    first = min(same, key=lambda f: f.first)
+    return Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
+
+
+# ----------------------------------------------------------------------------------- blocks
+def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None = None
+                   ) -> list[Block]:
+    """The row groups of a Parquet file (or folder of parts, name order), checked for
+    ``columns`` (``key_of``: column -> params key, for the message, given for an edge table;
+    the parts of a node table must agree in column types, as the local reader concatenates
+    them)."""
+    blocks, start, first = [], 0, None
+    for index, part in enumerate(ParquetTables.files(path)):
+        part_start = start
+        try:
+            handle = pq.ParquetFile(part)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{part}: not a Parquet file ({reason(err)})") from None
+        names = handle.schema_arrow.names
+        for name in columns:
+            if name not in names:
+                key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
+                raise ValueError(f"{part}: missing column {name!r}{key}; columns: "
+                                 f"{', '.join(names)}")
+        types = [handle.schema_arrow.field(name).type for name in columns]
+        first = first or (part, types)
+        if types != first[1] and key_of is None:  # the local reader's concat of the parts fails alike
+            name, found, want = next((c, t, w) for c, t, w in zip(columns, types, first[1])
+                                     if t != w)
+            raise ValueError(f"{path}: parts disagree in column types (column {name!r} is "
+                             f"{found} in {part.name}, {want} in {first[0].name})")
+        for group in range(handle.num_row_groups):
+            rows = handle.metadata.row_group(group).num_rows
+            blocks.append(Block(str(part), group, start, rows, str(path),
+                                (index, (start - part_start) // EDGE_BATCH_ROWS)))
+            start += rows
+    return blocks
+
+
+def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], folder: Path,
+               block_bytes: int, edges: bool = False) -> list[Block]:
+    """Convert the CSV ``path`` (``columns``; ``types`` fixed, the rest inferred from its first
+    block) to scratch Parquet parts in ``folder``, one block of about ``block_bytes`` each,
+    streaming (one block in memory)."""
+    header = [] if not edges else pacsv.open_csv(
+        path, read_options=pacsv.ReadOptions(block_size=1 << 20)).schema.names
+    blocks, start = [], 0
+    try:
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_bytes),
+                                convert_options=pacsv.ConvertOptions(include_columns=columns,
+                                                                     column_types=types))
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            part = folder / f"{len(blocks):06d}.parquet"
+            write_part(part, pa.Table.from_batches([batch]))
+            blocks.append(Block(str(part), 0, start, batch.num_rows, str(path), (len(blocks),)))
+            start += batch.num_rows
+    except (pa.ArrowInvalid, OSError) as err:
+        text = reason(err, 200)
+        if edges:  # as the local edge reader words it: the column by name too
+            text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} ({header[int(m[1])]!r})"
+                          if int(m[1]) < len(header) else m[0], text)
+            raise ValueError(f"{path}: {text}") from None
+        raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+    return blocks
+
+
+def read_block(block: Block, columns: list[str]) -> pa.Table:
+    with reading(block.file, "Parquet file"):
+        return pq.ParquetFile(block.file).read_row_group(block.group, columns=columns)
+
+
+# ------------------------------------------------------------------------------ node blocks
+@dataclass(frozen=True)
+class NodeSpec:
+    """What a node block holds: ``id``, ``label``, feature ``features`` (one list column of
+    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values,
+    an optional ``timestamp`` column."""
+
+    id: str
+    label: str
+    features: tuple[str, ...]
+    is_list: bool
+    width: int
+    text_ids: bool
+    unlabeled: tuple = ()
+    feature_dtype: str = "float32"
+    timestamp: str = ""
+
+
+@dataclass
+class NodeScan:
+    """A node block's checks and what the whole table needs from it: whether its text ids are
+    all canonical integers, its distinct labels (int64 or string) and labelled rows."""
+
+    findings: list[Finding] = field(default_factory=list)
+    canonical: bool = True
+    classes: pa.Array | None = None
+    labelled: int = 0
+    label_type: pa.DataType | None = None
+
+
+def node_columns(spec: NodeSpec) -> list[str]:
+    return list(dict.fromkeys([spec.id, spec.label, *spec.features]
+                              + ([spec.timestamp] if spec.timestamp else [])))
+
+
+def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -> NodeScan:
+    """Check a node block's ids, features, timestamps and labels (the local order) and write its
+    features, rounded to the stored dtype, and its times (``time_key``) to rows ``[start, start
+    + rows)`` of the ``.npy`` files ``x_file`` and ``time_file``."""
+    scan = NodeScan()
+    try:
+        table = read_block(block, node_columns(spec))
+    except ValueError as err:
+        scan.findings.append(Finding((0,), block.start, "text", (str(err),)))
+        return scan
+    where, start = block.where, block.start
+    ids = _ids(table.column(spec.id), spec)
+    if ids.null_count:
+        scan.findings.append(Finding((1, 0), start + first_null(ids), "nulls",
+                                     (where, spec.id, "id"), ids.null_count))
+        return scan
+    if spec.text_ids:
+        scan.canonical = bool(canonical_ints(ids)[1].all())
+    elif not (pa.types.is_integer(ids.type) or pa.types.is_string(ids.type)
+              or pa.types.is_large_string(ids.type)):
+        scan.findings.append(Finding((1, 1), start, "text", (
+            f"{where}: id column {spec.id!r} is {ids.type}; expected integer or string ids",)))
+        return scan
+    x = _features(table, spec, block, scan.findings)
+    if x is not None:
+        stored = torch.from_numpy(x).to(FEATURE_DTYPES[spec.feature_dtype])
+        if spec.feature_dtype == "bfloat16":
+            stored = stored.view(torch.int16)
+        write_rows(Path(x_file), start, stored.numpy().view(STORED_NUMPY[spec.feature_dtype]))
+    if spec.timestamp:
+        _times(combine(table.column(spec.timestamp)), spec.timestamp, block, scan.findings,
+               time_file)
+    missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
+    if values is not None:
+        scan.classes = pc.unique(values)
+        scan.labelled = int((~missing).sum())
+        scan.label_type = values.type
+    return scan
+
+
+def _ids(column: pa.ChunkedArray, spec: NodeSpec) -> pa.Array:
+    column = combine(column)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return blanks_as_nulls(column) if spec.text_ids else column
+
+
+def node_id_column(block: Block, spec: NodeSpec, id_type: pa.DataType) -> pa.Array:
+    """The block's ids as the table's id type (checked by ``scan_nodes``)."""
+    ids = _ids(read_block(block, [spec.id]).column(spec.id), spec)
+    return canonical_ints(ids)[0] if spec.text_ids and pa.types.is_integer(id_type) else ids
+
+
+def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Finding]
+              ) -> np.ndarray | None:
+    """float32 (B, F) rows of the block, or None after a finding (``sources.base.features``'s
+    checks, rows and counts global)."""
+    where, start, names = block.where, block.start, list(spec.features)
+    if spec.is_list:
+        name = names[0]
+        column = combine(table.column(name))
+        if column.null_count:
+            findings.append(Finding((3, 0, 0), start + first_null(column), "nulls",
+                                    (where, name, "feature"), column.null_count))
+            return None
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        if lengths.size and (lengths != spec.width).any():
+            bad = int(np.argmax(lengths != spec.width))
+            findings.append(Finding((3, 0, 1), start + bad, "text", (
+                f"{where}: feature column {name!r} has lists of different lengths ({spec.width} "
+                f"in row 0, {lengths[bad]} in row {start + bad})",)))
+            return None
+        flat = column.flatten()
+        if not is_numeric(flat.type):
+            findings.append(Finding((3, 0, 2), start, "text", (
+                f"{where}: feature column {name!r} holds {flat.type}; expected numbers",)))
+            return None
+        if flat.null_count:
+            row = start + first_null(flat) // max(spec.width, 1)
+            findings.append(Finding((3, 0, 3), row, "text", (
+                f"{where}: feature column {name!r} has null entries (first: row {row})",)))
+            return None
+        x = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column),
+                                                                           spec.width)
+    else:
+        x = np.empty((table.num_rows, len(names)), dtype=np.float32)
+        for j, name in enumerate(names):
+            column = combine(table.column(name))
+            if column.null_count:
+                findings.append(Finding((3, j, 0), start + first_null(column), "nulls",
+                                        (where, name, "feature"), column.null_count))
+                return None
+            x[:, j] = column.to_numpy(zero_copy_only=False)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        if spec.is_list:
+            rows, j = bad.any(axis=1), 0
+        else:
+            j = int(np.argmax(bad.any(axis=0)))
+            rows = bad[:, j]
+        findings.append(Finding((3, 99, j), start + int(np.argmax(rows)), "finite",
+                                (where, [names[j]], "feature"), int(rows.sum())))
+        return None
+    return x
+
+
+def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str
+           ) -> None:
+    """``sources.base.check_timestamps``' checks (counts global); the block's ``time_key``
+    values into ``time_file``."""
+    try:
+        check_timestamps(column, block.where, name, block.start)
+    except ValueError as err:
+        dtype = column.type
+        if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+                or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
+            findings.append(Finding((3, 200, 0), block.start, "text", (str(err),)))
+        elif column.null_count:
+            findings.append(Finding((3, 200, 1), block.start + first_null(column), "nulls",
+                                    (block.where, name, "timestamp"), column.null_count))
+        else:
+            bad = ~np.isfinite(column.to_numpy())
+            findings.append(Finding((3, 200, 2), block.start + int(np.argmax(bad)), "finite",
+                                    (block.where, [name], "timestamp"), int(bad.sum())))
+        return
+    write_rows(Path(time_file), block.start, time_key(column))
+
+
+def time_dtype(column_type: pa.DataType) -> np.dtype:
+    """The dtype ``time_key`` gives a timestamp column of this type: int64 or float64."""
+    return time_key(pa.array([], column_type)).dtype
+
+
+# ------------------------------------------------------------------------------------ labels
+def label_values(column: pa.ChunkedArray, spec: NodeSpec, block: Block,
+                 findings: list[Finding]) -> tuple[np.ndarray, pa.Array | None]:
+    """Missing rows bool (B,) and the labels of the others, int64 or string (L,), or None after
+    a finding (``sources.base.label_codes``'s per-row checks, rows global)."""
+    where, name, start = block.where, spec.label, block.start
+    column = combine(column)
+    dtype = column.type
+    if pa.types.is_dictionary(dtype):
+        column, dtype = column.cast(dtype.value_type), dtype.value_type
+    if pa.types.is_large_string(dtype):
+        column, dtype = column.cast(pa.string()), pa.string()
+    if pa.types.is_null(dtype):
+        column, dtype = column.cast(pa.int64()), pa.int64()
+    is_string = pa.types.is_string(dtype)
+    if not (is_string or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
+        findings.append(Finding((4, 0), start, "text", (
+            f"{where}: label column {name!r} is {dtype}; expected integer or string classes",)))
+        return np.zeros(0, bool), None
+    for value in spec.unlabeled:
+        if is_string != isinstance(value, str):
+            findings.append(Finding((4, 1), start, "text", (
+                f"dataset.nodes.unlabeled_values holds {value!r}, but label column {name!r} of "
+                f"{where} holds {'strings' if is_string else 'numbers'}",)))
+            return np.zeros(0, bool), None
+    missing = column.is_null().to_numpy(zero_copy_only=False)
+    if is_string:
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(column.fill_null("")))
+        missing |= pc.is_in(text, value_set=pa.array(MISSING_LABELS)).to_numpy(
+            zero_copy_only=False)
+        if spec.unlabeled:
+            missing |= pc.is_in(column.fill_null(""), value_set=pa.array(
+                [str(v) for v in spec.unlabeled])).to_numpy(zero_copy_only=False)
+        return missing, column.filter(pa.array(~missing))
+    floating = pa.types.is_floating(dtype)
+    raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
+        np.float64 if floating else np.int64)
+    if floating:
+        missing |= np.isnan(raw)
+        bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
+        if bad.any():
+            row = int(np.argmax(bad))
+            findings.append(Finding((4, 2), start + row, "text", (
+                f"{where}: label column {name!r} holds a non-integer class {raw[row]} (row "
+                f"{start + row}); expected integer or string classes",)))
+            return missing, None
+    raw = np.where(missing, 0, raw).astype(np.int64)
+    if spec.unlabeled:
+        missing |= np.isin(raw, np.asarray(spec.unlabeled, dtype=np.int64)) & ~missing
+    negative = ~missing & (raw < 0)
+    if negative.any():
+        row = int(np.argmax(negative))
+        findings.append(Finding((4, 3), start + row, "text", (
+            f"{where}: label column {name!r} has negative class {int(raw[row])} (row "
+            f"{start + row}); if it means 'unlabelled', list it in "
+            f"dataset.nodes.unlabeled_values (e.g. [{int(raw[row])}])",)))
+        return missing, None
+    return missing, pa.array(raw[~missing], pa.int64())
+
+
+def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: str) -> None:
+    """Write the block's class codes (int64, -1 unlabelled; ``classes`` sorted) to rows
+    ``[start, start + rows)`` of the ``.npy`` ``y_file``."""
+    findings: list[Finding] = []
+    table = read_block(block, [spec.label])
+    missing, values = label_values(table.column(spec.label), spec, block, findings)
+    assert values is not None, findings  # scan_nodes checked this block
+    codes = np.full(block.rows, -1, dtype=np.int64)
+    if pa.types.is_string(classes.type):
+        codes[~missing] = pc.index_in(values, value_set=classes).to_numpy().astype(np.int64)
+    else:
+        codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
+    write_rows(Path(y_file), block.start, codes)
+
+
+def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:
+    create_memmap(path, (rows, width), STORED_NUMPY[feature_dtype])

@@ -1,0 +1,124 @@
+"""Files of the block-wise (``cluster.engine: dask``) prepare: a scratch folder beside the output,
+scratch part files, ``.npy`` memory maps, and a Parquet writer that takes rows in slices but writes
+the same bytes as ``write_table`` of the whole table.
+
+The scratch folder lies beside the stage's output (the workers of a real cluster see that path;
+features.npy moves from it into the output by a rename), named as a temp of this process
+(``gnnpipe.io.temps``), so a killed run's folder is swept by the next stage run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.parquet import SCHEMA_KEY
+from gnnpipe.io.temps import temp_prefix
+
+# pyarrow's default (and largest unasked) row group: the row groups write_table makes
+ROW_GROUP_ROWS = 1024 * 1024
+
+
+@contextlib.contextmanager
+def scratch_beside(path: Path) -> Iterator[Path]:
+    """A fresh folder ``.<name>-blocks.p<pid>-<host>.<8 chars>.tmp`` beside ``path``, removed at
+    exit (also after an error)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(path.with_name(f"{path.name}-blocks")),
+                                   suffix=".tmp", dir=path.parent))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_part(path: Path, table: pa.Table) -> None:
+    """One scratch part (uncompressed Parquet; read back by ``read_parts``)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="none")
+
+
+def read_parts(folder: Path, schema: pa.Schema) -> pa.Table:
+    """Every part in ``folder`` (name order) as one table; no parts: an empty ``schema`` table."""
+    parts = sorted(Path(folder).glob("*.parquet")) if Path(folder).is_dir() else []
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables(pq.read_table(part) for part in parts).combine_chunks()
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, array, allow_pickle=False)
+
+
+def load_arrays(folder: Path, dtype, width: int | None = None) -> np.ndarray:
+    """Every ``*.npy`` in ``folder`` (name order) concatenated; none: empty (0,) or (0, width)."""
+    parts = sorted(Path(folder).glob("*.npy")) if Path(folder).is_dir() else []
+    if not parts:
+        return np.zeros((0,) if width is None else (0, width), dtype=dtype)
+    return np.concatenate([np.load(part, allow_pickle=False) for part in parts])
+
+
+def create_memmap(path: Path, shape: tuple[int, ...], dtype) -> None:
+    """An ``.npy`` file of ``shape`` (zero-filled pages, written later by ``open_memmap``)."""
+    np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape).flush()
+
+
+def open_memmap(path: Path) -> np.ndarray:
+    """The ``.npy`` file mapped read-only."""
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def write_rows(path: Path, start: int, rows: np.ndarray) -> None:
+    """``rows`` into rows ``[start, start + len(rows))`` of the ``.npy`` file, flushed (a reader
+    in another process, or on another machine of a shared filesystem, sees them at once)."""
+    array = np.load(path, mmap_mode="r+", allow_pickle=False)
+    array[start:start + len(rows)] = rows
+    array.flush()
+    del array
+
+
+@contextlib.contextmanager
+def table_stream(path: Path, schema: pa.Schema, name: str, compression: str = "zstd"
+                 ) -> Iterator[Callable[[pa.Table], None]]:
+    """Yield ``add(rows)``: rows of ``schema`` in order, in slices of any size. They are written
+    atomically to ``path`` in row groups of ``ROW_GROUP_ROWS``, tagged ``name``: the bytes
+    ``gnnpipe.io.parquet.write_table`` writes for the whole table, holding one row group."""
+    schema = schema.with_metadata({SCHEMA_KEY: name.encode()})
+    pending: list[pa.Table] = []
+    held = 0
+    written = False
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema,
+                                                    compression=compression) as writer:
+        def emit(final: bool) -> None:
+            nonlocal pending, held, written
+            table = pa.concat_tables(pending).combine_chunks() if pending else None
+            while table is not None and (table.num_rows >= ROW_GROUP_ROWS
+                                         or (final and table.num_rows)):
+                group = table.slice(0, ROW_GROUP_ROWS).combine_chunks()
+                writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
+                written = True
+                table = table.slice(group.num_rows)
+            pending = [table] if table is not None and table.num_rows else []
+            held = sum(t.num_rows for t in pending)
+
+        def add(rows: pa.Table) -> None:
+            nonlocal held
+            pending.append(rows.cast(schema))
+            held += rows.num_rows
+            if held >= ROW_GROUP_ROWS:
+                emit(False)
+
+        yield add
+        emit(True)
+        if not written:  # an empty table still has its one empty row group
+            writer.write_table(schema.empty_table())
