@@ -170,6 +170,8 @@ STAGES: dict[str, Stage] = {
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--analysis", "metrics/graph.json",
             "analyze's homophily: the verdict names heterophily only when it is low"),
+        _in("--baseline-metrics", "metrics/baseline.json",
+            "which structure-free model the baseline stage chose on val (baseline.models)"),
         _in("--split", SPLIT),
         _in("--model", MODEL, read=["predictions.pt"]),
         _in("--baseline", BASELINE, read=["predictions.pt"]),

@@ -44,7 +44,8 @@ def _score_nodes(args, params, typed):
     gnn_correct = correct_on_test(*gnn_pred, y, roles)
     mlp_correct = correct_on_test(*mlp_pred, y, roles)
     gap = paired_gap(gnn_correct, mlp_correct, params.evaluate.bootstrap, params.seed)
-    summary = compare(gnn, mlp, params.train.model, params.evaluate, gap, _low_homophily(args))
+    summary = compare(gnn, mlp, params.train.model, params.evaluate, gap, _low_homophily(args),
+                      _baseline_model(args))
     if own is None:
         summary["smoothing_not_applicable"] = (f"the graph has no {graph.target} -> "
                                                f"{graph.target} edge type")
@@ -87,6 +88,14 @@ def _reach(params, test_graph, roles, gnn_correct, mlp_correct) -> dict:
     distance = hops_to_train(test_graph, roles == "train", layers)
     return accuracy_by_distance(distance[roles == "test"], gnn_correct > 0, mlp_correct > 0,
                                 layers, params.evaluate.reach)
+
+
+def _baseline_model(args) -> str:
+    """The structure-free model the baseline stage wrote (metrics/baseline.json ``model``; mlp
+    where that file is absent: stages run by hand)."""
+    if not args.baseline_metrics.exists():
+        return "mlp"
+    return io.read_json(args.baseline_metrics)["model"]
 
 
 def _low_homophily(args) -> bool | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.reporting.verdict import Gap, judge, sentence
+from gnnpipe.reporting.verdict import BASELINE_NAMES, Gap, judge, sentence
 from gnnpipe.graphops.analyze import smoothing_report
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import UNLABELLED, Csr
@@ -82,10 +82,12 @@ def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
 
 
 def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams,
-            gap: Gap, low_homophily: bool | None) -> dict:
+            gap: Gap, low_homophily: bool | None, baseline: str = "mlp") -> dict:
     """Scalar metrics of both models, the test-accuracy ``gap`` with its interval (from
     ``correct_on_test`` of each model) and the verdict: ``outcome`` helps / hurts / inconclusive
-    and the sentence, its advice by ``low_homophily`` (analyze's flag; None: not measured)."""
+    and the sentence, its advice by ``low_homophily`` (analyze's flag; None: not measured).
+    ``mlp`` holds the scores of ``baseline``, the structure-free model the baseline stage chose
+    (``eval.json`` keeps its key ``mlp`` and names the model in ``baseline_model``)."""
     def scalars(scores: dict[str, dict]) -> dict:
         return {role: {"accuracy": scores[role]["accuracy"], "macro_f1": scores[role]["macro_f1"]}
                 for role in ("val", "test")}
@@ -93,7 +95,8 @@ def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: Evaluat
     gain = {f"{role}_{metric}": round(gnn[role][metric] - mlp[role][metric], 6)
             for role in ("val", "test") for metric in ("accuracy", "macro_f1")}
     result = judge(gap, cfg.min_gain)
-    return {"model": model, "gnn": scalars(gnn), "mlp": scalars(mlp), "gnn_minus_mlp": gain,
-            "gap": gap.as_dict(), "graph_helps": result == "helps", "outcome": result,
-            "verdict": sentence(model, "MLP", "accuracy", gap, result, cfg.min_gain,
-                                low_homophily, "nodes")}
+    return {"model": model, "baseline_model": baseline, "gnn": scalars(gnn), "mlp": scalars(mlp),
+            "gnn_minus_mlp": gain, "gap": gap.as_dict(), "graph_helps": result == "helps",
+            "outcome": result,
+            "verdict": sentence(model, BASELINE_NAMES[baseline], "accuracy", gap, result,
+                                cfg.min_gain, low_homophily, "nodes")}

@@ -18,6 +18,7 @@ from typing import Callable
 from gnnpipe.pipeline import SUMMARY
 from gnnpipe.reporting import figures
 from gnnpipe.reporting.summary import SMOOTHING
+from gnnpipe.reporting.verdict import BASELINE_NAMES
 
 PHASES = ("train", "val", "test")
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
@@ -242,16 +243,17 @@ def _headline(inputs: ReportInputs) -> str:
     ev = inputs.evaluation
     metric = "MRR" if ev.get("task") == "link" else "accuracy"
     gap, model = ev["gap"], ev["model"]
+    base = BASELINE_NAMES[ev.get("baseline_model", "mlp")]
     low, high = gap["interval"]
     spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
               f"{'edges' if metric == 'MRR' else 'nodes'}")
     if ev["outcome"] == "helps":
-        plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the MLP ({spread})."
+        plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the {base} ({spread})."
     elif ev["outcome"] == "hurts":
-        plain = (f"The MLP wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
-                 f"structure-free MLP ({spread}), so the graph does not help on this data.")
+        plain = (f"The {base} wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
+                 f"structure-free {base} ({spread}), so the graph does not help on this data.")
     else:
-        plain = (f"Inconclusive: {model} vs the structure-free MLP is {gap['gain']:+.4f} test "
+        plain = (f"Inconclusive: {model} vs the structure-free {base} is {gap['gain']:+.4f} test "
                  f"{metric} ({spread}); this test set cannot tell them apart.")
     kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'

@@ -17,6 +17,8 @@ import numpy as np
 # bootstrap indices drawn per chunk (samples x items): bounds memory at ~32 MB for any test set
 _CHUNK_ITEMS = 1 << 22
 LEVEL = 0.95
+# how a verdict names each structure-free model of baseline.models
+BASELINE_NAMES = {"mlp": "MLP", "gbdt": "gradient-boosted trees (gbdt)"}
 
 
 @dataclass(frozen=True)
