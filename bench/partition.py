@@ -1,11 +1,15 @@
-"""Partition quality and cost: METIS (pymetis; torch-sparse / pyg-lib when installed) vs random
-and BFS on the shared bench graph, then the per-part shards (owned nodes + halo) the stage writes.
+"""Partition quality and cost: METIS (pymetis; torch-sparse / pyg-lib when installed), label
+propagation by blocks (``lp`` in this process, ``lp/dask`` on an embedded LocalCluster of
+``--workers`` processes), BFS and random on the shared bench graph, then the per-part shards
+(owned nodes + halo) the stage writes.
 
     python -m bench.partition                  # 1M nodes, ~20M edges, 8 parts
     python -m bench.partition --scale 0.1 --parts 16
+    python -m bench.partition --methods metis/pymetis,lp/dask,random --workers 2
 
 Edge cut = fraction of stored directed edges whose endpoints are in different parts; balance =
-largest part / mean part. Peak memory is the rise of VmHWM above the RSS before each step.
+largest part / mean part. Peak memory is the rise of VmHWM above the RSS before each step; for
+``lp/dask`` also each worker's VmHWM (the workers start before the clock, their peaks are reset).
 """
 
 from __future__ import annotations
@@ -24,11 +28,26 @@ import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
-from gnnpipe.graphops.partition import (_symmetric_simple, assign_parts, build_shards, halo_report,
+from gnnpipe.config.schema import EngineParams
+from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, build_shards, halo_report,
                                partition_report, resolve_backend, shard_summary)
+from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 
-METHODS = ("metis/pymetis", "metis/torch_sparse", "metis/pyg_lib", "bfs", "random")
+METHODS = ("metis/pymetis", "metis/torch_sparse", "metis/pyg_lib", "lp", "lp/dask", "bfs",
+           "random")
+
+
+def _worker_peak_mb() -> float:
+    from bench.common import peak_rss_mb
+
+    return peak_rss_mb()
+
+
+def _worker_reset() -> bool:
+    from bench.common import reset_peak_rss
+
+    return reset_peak_rss()
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,6 +59,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="comma-separated subset of: " + ", ".join(METHODS))
     parser.add_argument("--halo-hops", type=int, default=1,
                         help="shards are built for the pymetis parts (-1: skip)")
+    parser.add_argument("--workers", type=int, default=2, help="lp/dask: worker processes")
+    parser.add_argument("--memory-limit", default="4GiB", help="lp/dask: memory per worker")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
     return parser.parse_args(argv)
 
@@ -54,7 +75,7 @@ def main(argv=None) -> dict:
           f"{args.parts} parts")
     with PeakMemory() as mem:
         tick = time.perf_counter()
-        _symmetric_simple(csr)
+        symmetric_simple(csr)
         prep_seconds = time.perf_counter() - tick
     print(f"# symmetric simple graph for METIS: {prep_seconds:.1f} s, +{mem.added_mb:.0f} MiB "
           "(included in the METIS rows below)")
@@ -63,20 +84,32 @@ def main(argv=None) -> dict:
     print(f"\n{'method':<20} {'seconds':>8} {'edge cut':>9} {'balance':>8} {'peak +MiB':>10}")
     for name in args.methods.split(","):
         method, _, backend = name.partition("/")
-        cfg = PartitionParams(method=method, backend=backend or "auto", num_parts=args.parts)
+        on_dask = name == "lp/dask"
+        cfg = PartitionParams(method=method, backend="auto" if on_dask else backend or "auto",
+                              num_parts=args.parts)
         try:
             resolve_backend(cfg)
         except ValueError as err:
             results[name] = {"skipped": str(err)}
             print(f"{name:<20} not run: {err}")
             continue
-        with PeakMemory() as mem:
-            tick = time.perf_counter()
-            parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"))
-            seconds = time.perf_counter() - tick
+        engine = EngineParams(engine="dask" if on_dask else "local", workers=args.workers,
+                              memory_limit=args.memory_limit)
+        with session(engine) as client:
+            if client is not None:
+                client.run(_worker_reset)
+            with PeakMemory() as mem:
+                tick = time.perf_counter()
+                parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"), client)
+                seconds = time.perf_counter() - tick
+            workers = sorted(client.run(_worker_peak_mb).values()) if client else []
         report = partition_report(csr, parts, args.parts)
         results[name] = {"seconds": seconds, "edge_cut_fraction": report["edge_cut_fraction"],
-                         "balance": report["balance"], "peak_added_mb": mem.added_mb}
+                         "balance": report["balance"], "peak_added_mb": mem.added_mb,
+                         "worker_peak_mb": workers}
+        if workers:
+            print(f"# {name}: worker peak RSS " + ", ".join(f"{w:.0f}" for w in workers)
+                  + " MiB")
         kept[name] = parts
         print(f"{name:<20} {seconds:8.1f} {report['edge_cut_fraction']:9.3f} "
               f"{report['balance']:8.3f} {mem.added_mb:10.0f}")

@@ -217,7 +217,8 @@ HELP: dict[str, str] = {
     "split": "split nodes (or edges, dataset.task link) into train/val/test with leak-free "
              "message graphs; fails on a failed audit",
     "analyze": "graph diagnostics: homophily, degrees, components, labels; warns on low homophily",
-    "partition": "partition the train-phase message graph (METIS, random or bfs) into per-part shards",
+    "partition": "partition the train-phase message graph (METIS, lp, random or bfs) into "
+                 "per-part shards",
     "propagate": "precompute SIGN/SGC features A_hat^k X (k = 0..propagate.hops) per phase graph",
     "baseline": "train the structure-free MLP baseline (baseline section) on the same split",
     "train": "train train.model with train.sampler; writes weights, predictions, curves",

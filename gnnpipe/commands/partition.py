@@ -1,6 +1,6 @@
-"""partition: METIS (or random / BFS) parts of the train-phase message graph, plus one shard per
-part (its nodes and their partition.halo_hops in-neighbourhood, as a local CSR with global ids),
-so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt."""
+"""partition: METIS (or lp / random / BFS) parts of the train-phase message graph, plus one
+shard per part (its nodes and their partition.halo_hops in-neighbourhood, as a local CSR with
+global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt."""
 
 import resource
 import time
@@ -12,6 +12,7 @@ from gnnpipe.config import load_params
 from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
+from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.typed_graph import TYPED, homogeneous_csr
@@ -41,7 +42,7 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
     cfg = params.partition
     started = time.perf_counter()
     backend = resolve_backend(cfg)
-    parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
+    parts = _assign(args, params, csr)
     assigned = time.perf_counter()
     report = {**partition_report(csr, parts, cfg.num_parts), "method": cfg.method,
               "backend": backend, "halo_hops": cfg.halo_hops}
@@ -71,3 +72,14 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
+
+def _assign(args, params, csr: Csr) -> np.ndarray:
+    """lp runs its blocks on cluster.engine, its block files in the run's scratch, or beside the
+    output when cluster.address names a cluster (whose workers must see them); the other
+    methods run here."""
+    rng = make_rng(params.seed, "partition")
+    if params.partition.method != "lp":
+        return assign_parts(csr, params.partition, rng)
+    scratch = args.out.resolve().parent if params.cluster.address else None
+    with session(params.cluster) as client:
+        return assign_parts(csr, params.partition, rng, client, scratch)

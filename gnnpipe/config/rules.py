@@ -172,10 +172,19 @@ def _check_engine(params: Params) -> None:
 
 # ----------------------------------------------------------------------------- the one list
 # The order decides which message a params file with several faults gets.
+def _check_partition_weights(params: Params) -> None:
+    """lp balances node counts and counts stored edges: METIS's weights do not apply."""
+    cfg = params.partition
+    if cfg.method == "lp" and (cfg.node_weight != "none" or cfg.edge_weight != "none"):
+        raise ParamsError(f"partition.method='lp' balances node counts and weighs each stored "
+                          f"edge once; set partition.node_weight and partition.edge_weight to "
+                          f"none (found {cfg.node_weight!r}, {cfg.edge_weight!r})")
+
+
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_split_mode, _check_aggregation, _check_engine)
+    _check_split_mode, _check_aggregation, _check_engine, _check_partition_weights)
 
 
 def check(params: Params) -> None:

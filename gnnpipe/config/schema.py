@@ -173,8 +173,10 @@ class SplitParams:
 
 @dataclass(frozen=True)
 class PartitionParams:
-    # metis: min-cut k-way; random / bfs (contiguous chunks of a BFS order): cheap baselines
-    method: Literal["metis", "random", "bfs"] = "metis"
+    # metis: min-cut k-way (the whole graph in one process); lp: balanced label propagation by
+    # blocks of rows, on cluster.engine (graphops/partition_lp.py); random / bfs (contiguous
+    # chunks of a BFS order): cheap baselines
+    method: Literal["metis", "lp", "random", "bfs"] = "metis"
     # metis only. auto: pyg_lib or torch_sparse METIS when importable (and built with METIS),
     # else pymetis (a dependency, bundles METIS)
     backend: Literal["auto", "pymetis", "torch_sparse", "pyg_lib"] = "auto"
@@ -183,7 +185,11 @@ class PartitionParams:
     node_weight: Literal["none", "degree"] = "none"
     # multiplicity: an edge weighs the number of stored directed edges it stands for [metis]
     edge_weight: Literal["none", "multiplicity"] = "none"
-    imbalance: float = num(0.03, low=0.001, high=1.0)  # METIS tolerance (pymetis ufactor/1000)
+    # metis: tolerance (pymetis ufactor/1000); lp: hard cap, every part <= (1 + imbalance) * mean
+    imbalance: float = num(0.03, low=0.001, high=1.0)
+    iterations: int = num(30, low=1)  # lp: most sweeps per bisection level, then k-way sweeps
+    min_moved: float = num(0.001, low=0.0, high=1.0)  # lp: a level ends when fewer nodes move
+    block_rows: int = num(131_072, low=1)  # lp: rows per block task (results do not depend on it)
     halo_hops: int = num(1, low=0)  # k-hop in-neighbourhood stored with each part shard
 
 

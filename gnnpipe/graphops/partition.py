@@ -1,6 +1,7 @@
 """Node partitioning of a phase's message graph, and per-part shards with their halo.
 
-Methods: ``metis`` (min-cut k-way through pymetis, torch-sparse or pyg-lib), ``random`` and
+Methods: ``metis`` (min-cut k-way through pymetis, torch-sparse or pyg-lib), ``lp`` (balanced
+label propagation by blocks of rows, partition_lp.py: no process holds the graph), ``random`` and
 ``bfs`` (contiguous chunks of a breadth-first order) as cheap baselines. A ``PartShard`` holds one
 part's nodes plus their k-hop in-neighbourhood (the halo) as a local CSR, so a ClusterGCN batch
 or a distributed rank loads one file and never the whole graph.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -18,6 +20,7 @@ import torch
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.part_shard import PartShard
+from gnnpipe.graphops.partition_lp import lp_partition
 
 INSTALL_HINT = {  # what an explicit partition.backend needs
     "pyg_lib": ("pyg-lib (not on PyPI: pip install pyg-lib -f "
@@ -50,7 +53,7 @@ def _unique(values: np.ndarray, return_counts: bool = False):
     return distinct, np.diff(np.append(starts, ordered.size))
 
 
-def _symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np.ndarray]:
+def symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np.ndarray]:
     """The undirected simple graph METIS needs: both directions, no self-loops, no repeats.
 
     With ``with_counts`` also the int64 (E',) number of stored directed edges (either direction,
@@ -126,9 +129,9 @@ def resolve_backend(cfg: PartitionParams) -> str:
 
 def _metis(csr: Csr, cfg: PartitionParams, backend: str, seed: int) -> np.ndarray:
     if cfg.edge_weight == "multiplicity":
-        simple, edge_w = _symmetric_simple(csr, with_counts=True)
+        simple, edge_w = symmetric_simple(csr, with_counts=True)
     else:
-        simple, edge_w = _symmetric_simple(csr), None
+        simple, edge_w = symmetric_simple(csr), None
     node_w = _node_weights(csr, cfg)
     if backend == "pymetis":
         import pymetis  # a dependency; imported here so random/bfs runs never load it
@@ -170,7 +173,7 @@ def bfs_order(csr: Csr, rng: np.random.Generator) -> np.ndarray:
     Starts from a random node and restarts at the next unvisited node of a random permutation
     when a component is exhausted; isolated nodes come last. Vectorized per BFS level.
     """
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     indptr, indices = simple.indptr.numpy(), simple.indices.numpy()
     n = simple.num_nodes
     visited = np.diff(indptr) == 0  # isolated nodes are appended at the end
@@ -210,8 +213,11 @@ def _chunk_order(order: np.ndarray, weights: np.ndarray | None, num_parts: int) 
 
 
 # --------------------------------------------------------------------------------- assign
-def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator) -> np.ndarray:
-    """Part id for every node: int32, shape (N,), values in ``[0, num_parts)``."""
+def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator, client=None,
+                 scratch: Path | None = None) -> np.ndarray:
+    """Part id for every node: int32, shape (N,), values in ``[0, num_parts)``. ``lp`` runs its
+    block tasks on ``client`` (a ``distributed.Client``; None: this process), its block files in
+    ``scratch`` (None: the run's scratch)."""
     n = csr.num_nodes
     if cfg.num_parts > n:
         raise ValueError(f"partition.num_parts={cfg.num_parts} exceeds the graph's {n} nodes")
@@ -222,6 +228,8 @@ def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator) -> np
         return rng.integers(0, cfg.num_parts, size=n).astype(np.int32)
     if cfg.method == "bfs":
         return _chunk_order(bfs_order(csr, rng), _node_weights(csr, cfg), cfg.num_parts)
+    if cfg.method == "lp":
+        return lp_partition(csr, cfg, int(rng.integers(0, 2**31 - 1)), client, scratch)
     return _metis(csr, cfg, backend, int(rng.integers(0, 2**31 - 1)))
 
 

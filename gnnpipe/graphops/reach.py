@@ -189,7 +189,7 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Balanced Forman curvature of the edges ``u[e] ~ v[e]``: float64 (S,).
 
     ``csr`` must be simple and undirected (both directions stored, no self-loops or repeats;
-    ``gnnpipe.graphops.partition._symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
+    ``gnnpipe.graphops.partition.symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
     ``t`` the triangles on the edge, ``s_u`` / ``s_v`` the 4-cycle counts and ``gamma`` the
     largest number of 4-cycles through one node (``_four_cycles``), Definition 1 of Topping et
     al. (2022) reads ``0`` if ``min(d_u, d_v) == 1`` and otherwise

@@ -308,6 +308,9 @@ HETERO = {"layout": "typed"}
 RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"cluster": {"memory_limit": "1MiB"}}, r"cluster.memory_limit='1MiB' must be a memory size",
      "rules._check_engine"),
+    ({"partition": {"method": "lp", "node_weight": "degree"}},
+     r"partition.method='lp' balances node counts .* \(found 'degree', 'none'\)",
+     "rules._check_partition_weights"),
     ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
      r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "samplers._check_options"),
     ({"dataset": {"storage": {"features": "external"}, "layout": "typed"}},

@@ -14,7 +14,7 @@ from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import csr_from_edges, normalize_edges
 from gnnpipe.graphops.reach import (BEYOND, accuracy_by_distance, balanced_forman,
                                     edge_curvature, hops_to_train, sample_undirected_edges)
-from gnnpipe.graphops.partition import _symmetric_simple
+from gnnpipe.graphops.partition import symmetric_simple
 
 
 def _undirected(edges, n):
@@ -217,7 +217,7 @@ def test_a_sample_is_seeded_uniform_and_says_so():
 
 def test_a_directed_graph_is_made_simple_first():
     csr = csr_from_edges(np.array([0, 1, 2, 2]), np.array([1, 2, 2, 0]), 3)  # 0->1->2->0, 2->2
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     assert np.allclose(balanced_forman(simple, *_all_edges(simple)), 1.5)  # a triangle
 
 
