@@ -91,7 +91,7 @@ STAGES: dict[str, Stage] = {
         _record("--audit", "metrics/split_audit.json",
                 "audit report; written even when the audit fails"),
     )),
-    "analyze": Stage(("threads", "analyze"), (
+    "analyze": Stage(("threads", "seed", "analyze"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT, "adds per-phase message-graph figures"),
         _record("--metrics", "metrics/graph.json"),

@@ -89,6 +89,9 @@ def test_all_stages_run_in_order_without_dvc(tmp_path, monkeypatch):
     bins = evaluation["reach"]["bins"]
     assert sum(b["count"] for b in bins) == tests and [b["bin"] for b in bins][-1] == ">2"
     assert json.loads((tmp_path / "metrics/summary.json").read_text())["verdict"] == "helps"
+    curvature = json.loads((tmp_path / "metrics/graph.json").read_text())["curvature"]
+    assert curvature["measure"] == "balanced_forman" and curvature["sample"]["edges"] > 0
+    assert len(curvature["most_negative"]) == 10
     audit = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert audit["passed"] is True
     history = (tmp_path / "metrics/train_history.csv").read_text().splitlines()
