@@ -29,7 +29,7 @@ import numpy as np
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
-from gnnpipe.graphops.partition import (_symmetric_simple, assign_parts, build_shards, halo_report,
+from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, build_shards, halo_report,
                                partition_report, resolve_backend, shard_summary)
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
@@ -75,7 +75,7 @@ def main(argv=None) -> dict:
           f"{args.parts} parts")
     with PeakMemory() as mem:
         tick = time.perf_counter()
-        _symmetric_simple(csr)
+        symmetric_simple(csr)
         prep_seconds = time.perf_counter() - tick
     print(f"# symmetric simple graph for METIS: {prep_seconds:.1f} s, +{mem.added_mb:.0f} MiB "
           "(included in the METIS rows below)")

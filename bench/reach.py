@@ -23,7 +23,8 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` imp
 import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine, timed
-from gnnpipe.graphops.reach import BEYOND, CurvatureParams, edge_curvature, hops_to_train
+from gnnpipe.config.schema import CurvatureParams
+from gnnpipe.graphops.reach import BEYOND, edge_curvature, hops_to_train
 from gnnpipe.runtime.rng import make_rng
 
 

@@ -91,7 +91,7 @@ STAGES: dict[str, Stage] = {
         _record("--audit", "metrics/split_audit.json",
                 "audit report; written even when the audit fails"),
     )),
-    "analyze": Stage(("threads", "analyze"), (
+    "analyze": Stage(("threads", "seed", "analyze"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT, "adds per-phase message-graph figures"),
         _record("--metrics", "metrics/graph.json"),
@@ -165,8 +165,13 @@ STAGES: dict[str, Stage] = {
             _out("--out", PREDICT),
             _record("--metrics", "metrics/predict.json"),
         ), params_help="predict, and the train keys the model is rebuilt and run with"),
-    "evaluate": Stage(("threads", "dataset.task", "train.model", "evaluate"), (
+    "evaluate": Stage(("threads", "seed", "dataset.task", "train.model", "train.num_layers",
+                       "propagate.hops", "evaluate"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
+        _in("--analysis", "metrics/graph.json",
+            "analyze's homophily: the verdict names heterophily only when it is low"),
+        _in("--baseline-metrics", "metrics/baseline.json",
+            "which structure-free model the baseline stage chose on val (baseline.models)"),
         _in("--split", SPLIT),
         _in("--model", MODEL, read=["predictions.pt"]),
         _in("--baseline", BASELINE, read=["predictions.pt"]),

@@ -3,7 +3,8 @@ the graph read as typed (either layout). The diagnostics are of the target type 
 relation (a homogeneous graph: the graph itself; paper cites paper); typed files add per-type
 counts and the relation analyzed. Without an own relation (users that only buy items)
 homophily is marked not applicable, with the reason, and degrees / components still
-reported."""
+reported. The bottleneck measure: Balanced Forman curvature of a seeded sample of the
+relation's edges (analyze.curvature), over its undirected simple graph."""
 
 import numpy as np
 import torch
@@ -14,6 +15,9 @@ from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
+from gnnpipe.graphops.partition import symmetric_simple
+from gnnpipe.graphops.reach import edge_curvature
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.typed_graph import TYPED, edge_type_name, homogeneous_csr, type_summary
 
@@ -34,6 +38,10 @@ def run(args) -> str:
                                           {p: typed.graphs[p][own] for p in PHASES}, roles)
     else:
         report, histogram = analyze_graph(graph.target_graph(), params.analyze)
+    if own is not None and params.analyze.curvature.sample_edges > 0:
+        report["curvature"] = edge_curvature(symmetric_simple(graph.csr[own]),
+                                             params.analyze.curvature,
+                                             make_rng(params.seed, "analyze-curvature"))
     if graph.layout != TYPED:
         return _write(args, report, histogram)
     relation = None if own is None else edge_type_name(own)

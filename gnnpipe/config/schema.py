@@ -397,11 +397,34 @@ class TrainParams(FitParams):
 
 
 @dataclass(frozen=True)
+class CurvatureParams:
+    """The bottleneck measure (gnnpipe/graphops/reach.py edge_curvature): Balanced Forman
+    curvature of a seeded uniform sample of undirected edges (every edge when there are fewer:
+    exact), the ``most_negative`` of them listed."""
+
+    sample_edges: int = num(10_000, low=0)  # undirected edges sampled; 0 = no curvature
+    most_negative: int = num(10, low=0)  # the most negative sampled edges listed
+
+
+@dataclass(frozen=True)
 class AnalyzeParams:
     """Thresholds of the graph diagnostics' warnings (metrics/graph.json)."""
 
     low_homophily: float = num(0.2, low=-1.0, high=1.0)  # adjusted homophily below this: warn
     max_isolated_fraction: float = num(0.1, low=0.0, high=1.0)  # more isolated nodes: warn
+    curvature: CurvatureParams = field(default_factory=CurvatureParams)
+
+
+@dataclass(frozen=True)
+class ReachParams:
+    """When evaluate warns that accuracy falls with the distance to labels (gnnpipe/graphops/
+    reach.py accuracy_by_distance): among the distance bins holding at least ``min_count`` test
+    nodes, the GNN's accuracy in the farthest is at least ``gnn_drop`` below the nearest's while
+    the baseline's is at most ``baseline_drop`` below."""
+
+    min_count: int = num(30, low=1)  # test nodes a distance bin needs to count
+    gnn_drop: float = num(0.10, low=0.0, high=1.0)  # GNN accuracy drop, nearest to farthest bin
+    baseline_drop: float = num(0.05, low=0.0, high=1.0)  # the baseline's may drop at most this
 
 
 @dataclass(frozen=True)
@@ -410,6 +433,7 @@ class EvaluateParams:
     # paired bootstrap draws over the test nodes (edges): the 95% interval of the gap
     bootstrap: int = num(1000, low=100)
     hits_k: tuple[int, ...] = num((10, 50), low=1)  # link task: Hits@K for each K
+    reach: ReachParams = field(default_factory=ReachParams)
 
 
 @dataclass(frozen=True)

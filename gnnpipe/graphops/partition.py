@@ -53,7 +53,7 @@ def _unique(values: np.ndarray, return_counts: bool = False):
     return distinct, np.diff(np.append(starts, ordered.size))
 
 
-def _symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np.ndarray]:
+def symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np.ndarray]:
     """The undirected simple graph METIS needs: both directions, no self-loops, no repeats.
 
     With ``with_counts`` also the int64 (E',) number of stored directed edges (either direction,
@@ -129,9 +129,9 @@ def resolve_backend(cfg: PartitionParams) -> str:
 
 def _metis(csr: Csr, cfg: PartitionParams, backend: str, seed: int) -> np.ndarray:
     if cfg.edge_weight == "multiplicity":
-        simple, edge_w = _symmetric_simple(csr, with_counts=True)
+        simple, edge_w = symmetric_simple(csr, with_counts=True)
     else:
-        simple, edge_w = _symmetric_simple(csr), None
+        simple, edge_w = symmetric_simple(csr), None
     node_w = _node_weights(csr, cfg)
     if backend == "pymetis":
         import pymetis  # a dependency; imported here so random/bfs runs never load it
@@ -173,7 +173,7 @@ def bfs_order(csr: Csr, rng: np.random.Generator) -> np.ndarray:
     Starts from a random node and restarts at the next unvisited node of a random permutation
     when a component is exhausted; isolated nodes come last. Vectorized per BFS level.
     """
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     indptr, indices = simple.indptr.numpy(), simple.indices.numpy()
     n = simple.num_nodes
     visited = np.diff(indptr) == 0  # isolated nodes are appended at the end

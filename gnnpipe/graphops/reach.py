@@ -16,10 +16,9 @@ nodes or edges: memory O(N + E), no Python loop per node or edge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import Csr, sorted_unique
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
@@ -60,28 +59,13 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
 
 
 # --------------------------------------------------------------------- accuracy by distance
-@dataclass(frozen=True)
-class ReachWarningParams:
-    """When ``accuracy_by_distance`` warns.
-
-    Among the bins holding at least ``min_count`` test nodes, take the nearest and the farthest
-    (``beyond`` counts as farthest); warn when the GNN's accuracy there is at least ``gnn_drop``
-    below the nearest bin's while the baseline's is at most ``baseline_drop`` below. Fewer than
-    two such bins: no warning (too few nodes to say).
-    """
-
-    min_count: int = 30
-    gnn_drop: float = 0.10
-    baseline_drop: float = 0.05
-
-
 def _accuracy(correct: np.ndarray) -> float | None:
     return round(float(correct.mean()), 6) if correct.size else None
 
 
 def accuracy_by_distance(distance: np.ndarray, correct_gnn: np.ndarray,
                          correct_baseline: np.ndarray, num_layers: int,
-                         cfg: ReachWarningParams = ReachWarningParams()) -> dict:
+                         cfg: ReachParams = ReachParams()) -> dict:
     """GNN and baseline accuracy of test nodes binned by hops to the nearest train node.
 
     ``distance`` int (T,) from ``hops_to_train`` (``BEYOND`` or > ``num_layers``: out of the
@@ -111,7 +95,7 @@ def accuracy_by_distance(distance: np.ndarray, correct_gnn: np.ndarray,
                      "baseline_drop": cfg.baseline_drop}}
 
 
-def _reach_warning(bins: list[dict], cfg: ReachWarningParams) -> str | None:
+def _reach_warning(bins: list[dict], cfg: ReachParams) -> str | None:
     populated = [b for b in bins if b["count"] >= max(cfg.min_count, 1)]
     if len(populated) < 2:
         return None
@@ -129,14 +113,8 @@ def _reach_warning(bins: list[dict], cfg: ReachWarningParams) -> str | None:
 
 
 # -------------------------------------------------------------------------- edge curvature
-@dataclass(frozen=True)
-class CurvatureParams:
-    """``sample_edges`` undirected edges drawn uniformly (all of them when the graph has no
-    more: exact), ``most_negative`` of them listed, expansion work bounded per chunk."""
-
-    sample_edges: int = 10_000
-    most_negative: int = 10
-    chunk_pairs: int = 1 << 20  # 2-hop pairs expanded at once: bounds the working memory
+# 2-hop pairs expanded at once by ``edge_curvature``: bounds its working memory
+CHUNK_PAIRS = 1 << 20
 
 
 def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
@@ -211,7 +189,7 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Balanced Forman curvature of the edges ``u[e] ~ v[e]``: float64 (S,).
 
     ``csr`` must be simple and undirected (both directions stored, no self-loops or repeats;
-    ``gnnpipe.graphops.partition._symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
+    ``gnnpipe.graphops.partition.symmetric_simple`` makes one of any CSR). With ``d`` the degrees,
     ``t`` the triangles on the edge, ``s_u`` / ``s_v`` the 4-cycle counts and ``gamma`` the
     largest number of 4-cycles through one node (``_four_cycles``), Definition 1 of Topping et
     al. (2022) reads ``0`` if ``min(d_u, d_v) == 1`` and otherwise
@@ -251,7 +229,8 @@ def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
     return [slice(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:])]
 
 
-def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator) -> dict:
+def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator,
+                   chunk_pairs: int = CHUNK_PAIRS) -> dict:
     """Balanced Forman curvature on a seeded sample of undirected edges of ``csr`` (simple,
     undirected: see ``balanced_forman``).
 
@@ -263,7 +242,7 @@ def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator) -> 
         raise ValueError(f"sample_edges={cfg.sample_edges} must be >= 1")
     u, v, exact = sample_undirected_edges(csr, cfg.sample_edges, rng)
     ric = np.zeros(u.size)
-    for part in _chunks(csr, u, v, cfg.chunk_pairs):
+    for part in _chunks(csr, u, v, chunk_pairs):
         ric[part] = balanced_forman(csr, u[part], v[part])
     order = np.lexsort((v, u, ric))[:cfg.most_negative]
     probs = (0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.reporting.summary import outcome
+from gnnpipe.reporting.verdict import BASELINE_NAMES, Gap, judge, sentence
 from gnnpipe.graphops.analyze import smoothing_report
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import UNLABELLED, Csr
@@ -72,27 +72,31 @@ def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -
     return smoothing_report(node_id, logits, message_graph)
 
 
-def _verdict(model: str, gain: float, cfg: EvaluateParams) -> str:
-    if outcome(gain, cfg) == "helps":
-        return f"{model} beats the structure-free MLP by {gain:+.4f} test accuracy: the graph helps"
-    if outcome(gain, cfg) == "hurts":
-        return (f"the structure-free MLP beats {model} by {-gain:.4f} test accuracy: the graph "
-                "hurts here; prefer the MLP or a heterophily-aware model, and check homophily "
-                "in metrics/graph.json")
-    return (f"the graph adds nothing measurable: {model} vs MLP is {gain:+.4f} test accuracy "
-            f"(|gain| below evaluate.min_gain={cfg.min_gain}); prefer the MLP or check homophily "
-            "in metrics/graph.json")
+def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
+                 roles: np.ndarray) -> np.ndarray:
+    """1.0 where the prediction of a test node is right, else 0.0: float (T,) over the test
+    nodes in id order (the per-item scores of the verdict's paired bootstrap)."""
+    predicted = predicted_labels(node_id, logits, roles.size)
+    nodes = np.flatnonzero(roles == "test")
+    return (predicted[nodes] == y[nodes]).astype(np.float64)
 
 
-def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams) -> dict:
-    """Scalar metrics for ``dvc metrics`` plus the plain-language verdict on the graph's value."""
+def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams,
+            gap: Gap, low_homophily: bool | None, baseline: str = "mlp") -> dict:
+    """Scalar metrics of both models, the test-accuracy ``gap`` with its interval (from
+    ``correct_on_test`` of each model) and the verdict: ``outcome`` helps / hurts / inconclusive
+    and the sentence, its advice by ``low_homophily`` (analyze's flag; None: not measured).
+    ``mlp`` holds the scores of ``baseline``, the structure-free model the baseline stage chose
+    (``eval.json`` keeps its key ``mlp`` and names the model in ``baseline_model``)."""
     def scalars(scores: dict[str, dict]) -> dict:
         return {role: {"accuracy": scores[role]["accuracy"], "macro_f1": scores[role]["macro_f1"]}
                 for role in ("val", "test")}
 
     gain = {f"{role}_{metric}": round(gnn[role][metric] - mlp[role][metric], 6)
             for role in ("val", "test") for metric in ("accuracy", "macro_f1")}
-    result = outcome(gain["test_accuracy"], cfg)
-    return {"model": model, "gnn": scalars(gnn), "mlp": scalars(mlp), "gnn_minus_mlp": gain,
-            "graph_helps": result == "helps", "outcome": result,
-            "verdict": _verdict(model, gain["test_accuracy"], cfg)}
+    result = judge(gap, cfg.min_gain)
+    return {"model": model, "baseline_model": baseline, "gnn": scalars(gnn), "mlp": scalars(mlp),
+            "gnn_minus_mlp": gain, "gap": gap.as_dict(), "graph_helps": result == "helps",
+            "outcome": result,
+            "verdict": sentence(model, BASELINE_NAMES[baseline], "accuracy", gap, result,
+                                cfg.min_gain, low_homophily, "nodes")}

@@ -8,10 +8,12 @@ against its own K negatives (gnnpipe/reporting/metrics.py ``link_metrics``).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from gnnpipe.config import EvaluateParams
-from gnnpipe.reporting.metrics import link_metrics
+from gnnpipe.reporting.metrics import link_metrics, link_ranks
+from gnnpipe.reporting.verdict import Gap, judge, sentence
 
 EVAL_PHASES = ("val", "test")
 
@@ -32,26 +34,28 @@ def score_link_predictions(scores: dict[str, tuple[torch.Tensor, torch.Tensor]],
     return out
 
 
+def reciprocal_ranks(pos: torch.Tensor, neg: torch.Tensor) -> np.ndarray:
+    """``1 / rank`` of each positive (P,) against its own negatives (P, K): float (P,), the
+    per-item scores whose mean is the MRR (the verdict's paired bootstrap)."""
+    return 1.0 / link_ranks(pos.numpy(), neg.numpy())
+
+
 def compare_links(gnn: dict[str, dict], mlp: dict[str, dict], model: str,
-                  cfg: EvaluateParams) -> dict:
-    """Scalar metrics for ``dvc metrics`` and the verdict, judged on test MRR."""
+                  cfg: EvaluateParams, gap: Gap, low_homophily: bool | None) -> dict:
+    """Scalar metrics of both encoders and the verdict, judged on the test-MRR ``gap`` (from
+    ``reciprocal_ranks`` of each model) with its interval."""
     metrics = [name for name in gnn["test"] if name != "count"]
     gain = {f"{phase}_{name}": round(gnn[phase][name] - mlp[phase][name], 6)
             for phase in EVAL_PHASES for name in metrics}
-    delta = gain["test_mrr"]
-    if delta >= cfg.min_gain:
-        verdict = f"{model} beats the structure-free MLP by {delta:+.4f} test MRR: the graph helps"
-    elif delta <= -cfg.min_gain:
-        verdict = (f"the structure-free MLP beats {model} by {-delta:.4f} test MRR: the graph "
-                   "hurts link prediction here; prefer the MLP")
-    else:
-        verdict = (f"the graph adds nothing measurable: {model} vs MLP is {delta:+.4f} test MRR "
-                   f"(|gain| below evaluate.min_gain={cfg.min_gain}); prefer the MLP")
+    result = judge(gap, cfg.min_gain)
+    verdict = sentence(model, "MLP", "MRR", gap, result, cfg.min_gain, low_homophily, "edges")
+
     def scalars(scores: dict[str, dict]) -> dict:
         return {phase: {name: scores[phase][name] for name in metrics} for phase in EVAL_PHASES}
 
     return {"task": "link", "model": model, "gnn": scalars(gnn), "mlp": scalars(mlp),
-            "gnn_minus_mlp": gain, "graph_helps": delta >= cfg.min_gain, "verdict": verdict}
+            "gnn_minus_mlp": gain, "gap": gap.as_dict(), "graph_helps": result == "helps",
+            "outcome": result, "verdict": verdict}
 
 
 def link_confusion_rows(pos: torch.Tensor, neg: torch.Tensor) -> list[dict]:

@@ -18,6 +18,7 @@ from typing import Callable
 from gnnpipe.pipeline import SUMMARY
 from gnnpipe.reporting import figures
 from gnnpipe.reporting.summary import SMOOTHING
+from gnnpipe.reporting.verdict import BASELINE_NAMES
 
 PHASES = ("train", "val", "test")
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
@@ -236,28 +237,25 @@ def _warnings(inputs: ReportInputs) -> list[str]:
     return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in found]
 
 
-def _link_headline(inputs: ReportInputs) -> str:
-    """Link verdicts are judged on test MRR by gnnpipe/reporting/link_evaluate.py."""
+def _headline(inputs: ReportInputs) -> str:
+    """The verdict in plain words with its interval (evaluate's ``outcome`` and ``gap``: the
+    gain in test accuracy, or test MRR for links, judged by gnnpipe/reporting/verdict.py)."""
     ev = inputs.evaluation
-    kind = "helps" if ev["graph_helps"] else "nothing"
-    parts = [f'<div class="verdict {kind}"><strong>{_e(ev["verdict"])}</strong></div>']
-    return "\n".join(parts + _warnings(inputs))
-
-
-def _node_headline(inputs: ReportInputs) -> str:
-    ev = inputs.evaluation
-    gain = ev["gnn_minus_mlp"]["test_accuracy"]
-    # evaluate's three-way outcome (evaluate.min_gain); older eval.json files only had the flag
-    result = ev.get("outcome") or ("helps" if ev["graph_helps"] else "nothing")
-    kind = "helps" if result == "helps" else "nothing"
-    if result == "helps":
-        plain = f"The graph helps: {ev['model']} is {gain:+.4f} test accuracy over the MLP."
-    elif result == "hurts":
-        plain = (f"The MLP wins: {ev['model']} is {-gain:.4f} test accuracy behind the "
-                 "structure-free MLP, so the graph does not help on this data; use the MLP.")
+    metric = "MRR" if ev.get("task") == "link" else "accuracy"
+    gap, model = ev["gap"], ev["model"]
+    base = BASELINE_NAMES[ev.get("baseline_model", "mlp")]
+    low, high = gap["interval"]
+    spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
+              f"{'edges' if metric == 'MRR' else 'nodes'}")
+    if ev["outcome"] == "helps":
+        plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the {base} ({spread})."
+    elif ev["outcome"] == "hurts":
+        plain = (f"The {base} wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
+                 f"structure-free {base} ({spread}), so the graph does not help on this data.")
     else:
-        plain = (f"The graph adds nothing here: {ev['model']} is {gain:+.4f} test accuracy "
-                 "against the structure-free MLP, so the MLP is the better model for this data.")
+        plain = (f"Inconclusive: {model} vs the structure-free {base} is {gap['gain']:+.4f} test "
+                 f"{metric} ({spread}); this test set cannot tell them apart.")
+    kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
              f"evaluate: {_e(ev['verdict'])}</div>"]
     return "\n".join(parts + _warnings(inputs))
@@ -413,9 +411,9 @@ def _link_split(audit: dict) -> str:
 
 
 TASK_VIEWS = {
-    "node": _TaskView(_node_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
+    "node": _TaskView(_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
                       _node_split, True),
-    "link": _TaskView(_link_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
+    "link": _TaskView(_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
                       _link_split, False),
 }
 
@@ -471,7 +469,38 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
                 "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
                 "near 0 mean the GNN's outputs are nearly constant across neighbours: "
                 "over-smoothing. See the depth sweep in docs/evaluation.md.</p>"]
-    return "\n".join(out)
+    return "\n".join(out + _reach(ev, inputs.graph))
+
+
+def _reach(ev: dict, graph: dict) -> list[str]:
+    """Accuracy by hops to the nearest train node (evaluate) and the sampled edge curvature
+    (analyze): under-reaching and over-squashing, when the stages measured them."""
+    out = []
+    reach, curvature = ev.get("reach"), (graph or {}).get("curvature")
+    if reach:
+        out += ["<h3>Reach: test accuracy by hops to the nearest train node</h3>",
+                _table(["hops", "test nodes", ev["model"], "mlp"],
+                       [[b["bin"], b["count"], b["gnn_accuracy"], b["baseline_accuracy"]]
+                        for b in reach["bins"]]),
+                "<p>Nodes beyond the last layer's reach get no message from a labelled node. "
+                + (f'<span class="warning">&#9888; {_e(reach["warning"])}</span>'
+                   if reach.get("warning") else "No warning: accuracy does not fall with "
+                   "distance for the GNN alone.") + "</p>"]
+    if curvature:
+        sample = curvature["sample"]
+        worst = ", ".join(f"{m['u']}–{m['v']} ({m['curvature']:.2f})"
+                          for m in curvature["most_negative"][:5])
+        out += ["<h3>Bottlenecks: Balanced Forman curvature</h3>",
+                _pairs([("edges sampled", f"{sample['edges']} of {sample['undirected_edges']}"
+                         + (" (all)" if sample["exact"] else "")),
+                        ("mean", _fmt(curvature["mean"])),
+                        ("fraction negative", _fmt(curvature["fraction_negative"])),
+                        ("median", _fmt(curvature["quantiles"]["q50"])),
+                        ("most negative (node ids)", worst or "n/a")]),
+                "<p>Very negative edges are bottlenecks that squash messages between the "
+                "regions they join (Topping et al. 2022); compare graphs by the tail, not the "
+                "sign alone.</p>"]
+    return out
 
 
 # -------------------------------------------------------------------------------- rendering

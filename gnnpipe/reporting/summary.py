@@ -7,26 +7,19 @@ figure stays in the stages' own files under metrics/.
 
 from __future__ import annotations
 
-from gnnpipe.config.schema import EvaluateParams
-
 # the test metric each task's verdict is judged on (evaluate's compare / compare_links)
 JUDGED_ON = {"node": "accuracy", "link": "mrr"}
-
 
 # short names of the GNN's over-smoothing figures (eval.json smoothing.gnn) in the headline
 SMOOTHING = {"cosine": "cosine_similarity", "dirichlet": "dirichlet_energy",
              "rayleigh": "rayleigh_quotient"}
 
 
-def outcome(gain: float, cfg: EvaluateParams) -> str:
-    """``helps`` (gain >= min_gain), ``hurts`` (gain <= -min_gain) or ``nothing`` in between."""
-    return "helps" if gain >= cfg.min_gain else "hurts" if gain <= -cfg.min_gain else "nothing"
-
-
-def headline(summary: dict, task: str, cfg: EvaluateParams) -> dict:
+def headline(summary: dict, task: str) -> dict:
     """``summary`` (evaluate's eval.json dict of one task) -> ``{"metric", "gnn", "baseline",
     "gain", "verdict"}``: the test scores of the GNN and the MLP baseline on the metric the
-    verdict is judged on, their difference, and ``helps`` / ``hurts`` / ``nothing``; plus the
+    verdict is judged on, their difference, and the outcome (``helps`` / ``hurts`` /
+    ``inconclusive``: the gap's interval and ``evaluate.min_gain`` decide it); plus the
     GNN's over-smoothing figures where evaluate measured them (``cosine``, ``dirichlet``,
     ``rayleigh``: a depth sweep reads them from `dvc exp show --json`)."""
     metric = JUDGED_ON[task]
@@ -34,5 +27,5 @@ def headline(summary: dict, task: str, cfg: EvaluateParams) -> dict:
     smoothing = summary.get("smoothing", {}).get("gnn", {})
     return {"metric": f"test_{metric}", "gnn": summary["gnn"]["test"][metric],
             "baseline": summary["mlp"]["test"][metric], "gain": gain,
-            "verdict": outcome(gain, cfg),
+            "verdict": summary["outcome"],
             **{short: smoothing[name] for short, name in SMOOTHING.items() if name in smoothing}}

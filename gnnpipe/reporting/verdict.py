@@ -17,6 +17,8 @@ import numpy as np
 # bootstrap indices drawn per chunk (samples x items): bounds memory at ~32 MB for any test set
 _CHUNK_ITEMS = 1 << 22
 LEVEL = 0.95
+# how a verdict names each structure-free model of baseline.models
+BASELINE_NAMES = {"mlp": "MLP", "gbdt": "gradient-boosted trees (gbdt)"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ def sentence(model: str, baseline: str, metric: str, gap: Gap, outcome: str, min
              low_homophily: bool | None, items: str) -> str:
     """The verdict in words, with the gap, its interval and the test-set size; the advice
     follows the measured cause: heterophily only when analyze measured low homophily
-    (``low_homophily``: None when not measured), a small test set when the interval is wide."""
+    (``low_homophily``: None when not measured or not applicable), a small test set when the
+    interval is wide."""
     figures = (f"{gap.gain:+.4f} test {metric} (95% interval {gap.low:+.4f} to {gap.high:+.4f}, "
                f"{gap.n} test {items})")
     if outcome == "helps":
@@ -78,6 +81,8 @@ def sentence(model: str, baseline: str, metric: str, gap: Gap, outcome: str, min
         cause = ("homophily is low (metrics/graph.json): try a heterophily-aware model"
                  if low_homophily else
                  "homophily is not low, so check depth and over-smoothing (reports/report.html) "
+                 "and whether the features alone carry the labels" if low_homophily is False else
+                 "homophily was not measured (the analyze stage); check depth and over-smoothing "
                  "and whether the features alone carry the labels")
         return (f"the structure-free {baseline} beats {model} by {figures}: the graph hurts "
                 f"here; prefer the {baseline}; {cause}")

@@ -15,7 +15,7 @@ import torch
 from gnnpipe.data import synthetic
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
-from gnnpipe.graphops.partition import (_symmetric_simple, assign_parts, bfs_order, build_shard,
+from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, build_shard,
                                build_shards, halo_report, partition_report, rank_parts,
                                resolve_backend, shard_summary)
 
@@ -109,7 +109,7 @@ def test_metis_tolerates_directed_loops_and_repeats():
     src = np.array([0, 1, 1, 2, 3, 3, 4, 5, 5, 0])
     dst = np.array([1, 2, 2, 2, 4, 4, 5, 3, 0, 0])
     csr = csr_from_edges(src, dst, 6)  # raw: self-loops, repeats, one direction only
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     pairs = set(zip(*simple.edge_index().tolist()))
     assert all(u != v for u, v in pairs)
     assert pairs == {(v, u) for u, v in pairs}
@@ -185,10 +185,10 @@ def test_degree_weights_balance_work_not_node_counts(skewed_csr, method):
 def test_edge_multiplicity_counts_directions_and_repeats():
     # 0->1 and 1->0 (2 stored edges), 1->2 twice (repeat), 2->3 once, loop 3->3 dropped
     csr = csr_from_edges(np.array([0, 1, 1, 1, 2, 3]), np.array([1, 0, 2, 2, 3, 3]), 4)
-    simple, counts = _symmetric_simple(csr, with_counts=True)
+    simple, counts = symmetric_simple(csr, with_counts=True)
     weight = {(int(u), int(v)): int(c) for (u, v), c in zip(simple.edge_index().T, counts)}
     assert weight == {(0, 1): 2, (1, 0): 2, (1, 2): 2, (2, 1): 2, (2, 3): 1, (3, 2): 1}
-    assert torch.equal(simple.indptr, _symmetric_simple(csr).indptr)
+    assert torch.equal(simple.indptr, symmetric_simple(csr).indptr)
 
 
 def test_metis_with_edge_weights_keeps_heavy_edges_inside():
@@ -244,7 +244,7 @@ def test_auto_prefers_pyg_lib_and_hands_it_the_symmetric_graph_and_weights(monke
     parts = assign_parts(csr, cfg, np.random.default_rng(0))
     assert parts.dtype == np.int32 and parts.tolist() == [0, 1, 0, 1]
     (rowptr, col, k, node_w, edge_w, recursive), = calls
-    simple, counts = _symmetric_simple(csr, with_counts=True)
+    simple, counts = symmetric_simple(csr, with_counts=True)
     assert torch.equal(rowptr, simple.indptr) and torch.equal(col, simple.indices)
     assert k == 2 and recursive is False
     assert node_w.tolist() == (csr.degrees() + 1).tolist()
@@ -286,7 +286,7 @@ def test_torch_sparse_backend_passes_weights_in_its_argument_order(monkeypatch):
 
 # -------------------------------------------------------------------------------------- bfs
 def _bfs_distances(csr: Csr, start: int) -> dict[int, int]:
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     dist, queue = {start: 0}, deque([start])
     while queue:
         u = queue.popleft()
@@ -570,14 +570,14 @@ def test_partition_params_are_validated(raw, message):
 
 
 def test_symmetric_simple_takes_an_undirected_simple_graph_as_it_is(community_csr):
-    simple, counts = _symmetric_simple(community_csr, with_counts=True)
+    simple, counts = symmetric_simple(community_csr, with_counts=True)
     assert simple is community_csr and counts.tolist() == [2] * community_csr.num_edges
     # one direction of one edge missing: the general path restores it
     src, dst = community_csr.edge_index().numpy()
     drop = np.flatnonzero((src == 0) | (dst == 0))[0]
     keep = np.arange(src.size) != drop
     lopsided = csr_from_edges(src[keep], dst[keep], community_csr.num_nodes)
-    rebuilt, counts = _symmetric_simple(lopsided, with_counts=True)
+    rebuilt, counts = symmetric_simple(lopsided, with_counts=True)
     assert torch.equal(rebuilt.indptr, community_csr.indptr)
     assert torch.equal(rebuilt.indices, community_csr.indices)
     assert sorted(counts.tolist()) == [1, 1] + [2] * (community_csr.num_edges - 2)

@@ -10,11 +10,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import csr_from_edges, normalize_edges
-from gnnpipe.graphops.reach import (BEYOND, CurvatureParams, ReachWarningParams,
-                                    accuracy_by_distance, balanced_forman, edge_curvature,
-                                    hops_to_train, sample_undirected_edges)
-from gnnpipe.graphops.partition import _symmetric_simple
+from gnnpipe.graphops.reach import (BEYOND, accuracy_by_distance, balanced_forman,
+                                    edge_curvature, hops_to_train, sample_undirected_edges)
+from gnnpipe.graphops.partition import symmetric_simple
 
 
 def _undirected(edges, n):
@@ -172,8 +172,8 @@ def test_curvature_matches_the_definition_on_random_graphs(seed):
     want = [float(_brute_ric(adj, a, b)) for a, b in zip(u.tolist(), v.tolist())]
     assert np.allclose(balanced_forman(csr, u, v), want)
     assert np.allclose(balanced_forman(csr, v, u), want)  # symmetric in its ends
-    chunked = edge_curvature(csr, CurvatureParams(sample_edges=10**6, most_negative=len(want),
-                                                  chunk_pairs=7), rng)
+    chunked = edge_curvature(csr, CurvatureParams(sample_edges=10**6, most_negative=len(want)),
+                             rng, chunk_pairs=7)
     assert [m["curvature"] for m in chunked["most_negative"]] == pytest.approx(sorted(want), abs=1e-6)
 
 
@@ -217,7 +217,7 @@ def test_a_sample_is_seeded_uniform_and_says_so():
 
 def test_a_directed_graph_is_made_simple_first():
     csr = csr_from_edges(np.array([0, 1, 2, 2]), np.array([1, 2, 2, 0]), 3)  # 0->1->2->0, 2->2
-    simple = _symmetric_simple(csr)
+    simple = symmetric_simple(csr)
     assert np.allclose(balanced_forman(simple, *_all_edges(simple)), 1.5)  # a triangle
 
 
@@ -263,7 +263,7 @@ def test_no_warning_when_both_decay_none_decays_or_bins_are_tiny():
     tiny = tuple(a[keep] for a in tiny)  # only the 0-hop bin reaches min_count
     assert accuracy_by_distance(*tiny, num_layers=2)["warning"] is None
     # the same nodes warn once the threshold admits the small bins: the count rule decided
-    loose = ReachWarningParams(min_count=10)
+    loose = ReachParams(min_count=10)
     assert accuracy_by_distance(*tiny, num_layers=2, cfg=loose)["warning"] is not None
 
 

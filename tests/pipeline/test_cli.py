@@ -82,6 +82,16 @@ def test_all_stages_run_in_order_without_dvc(tmp_path, monkeypatch):
     evaluation = json.loads((tmp_path / "metrics/eval.json").read_text())
     assert evaluation["gnn"]["test"]["accuracy"] > evaluation["mlp"]["test"]["accuracy"]
     assert evaluation["graph_helps"] is True
+    # the verdict's interval over every test node, the reach bins partition them too
+    tests = json.loads((tmp_path / "metrics/split_audit.json").read_text())["sizes"]["test"]
+    low, high = evaluation["gap"]["interval"]
+    assert evaluation["gap"]["test_items"] == tests and 0 < low <= evaluation["gap"]["gain"] <= high
+    bins = evaluation["reach"]["bins"]
+    assert sum(b["count"] for b in bins) == tests and [b["bin"] for b in bins][-1] == ">2"
+    assert json.loads((tmp_path / "metrics/summary.json").read_text())["verdict"] == "helps"
+    curvature = json.loads((tmp_path / "metrics/graph.json").read_text())["curvature"]
+    assert curvature["measure"] == "balanced_forman" and curvature["sample"]["edges"] > 0
+    assert len(curvature["most_negative"]) == 10
     audit = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert audit["passed"] is True
     history = (tmp_path / "metrics/train_history.csv").read_text().splitlines()
@@ -105,3 +115,21 @@ def test_split_stage_fails_on_an_injected_leak(tmp_path, monkeypatch, capsys):
     report = json.loads((tmp_path / "metrics/split_audit.json").read_text())
     assert report["passed"] is False
     assert not (tmp_path / "data/split").exists()  # nothing for the next stage to read
+
+
+def test_the_baseline_is_the_best_structure_free_model_on_val(tmp_path, monkeypatch):
+    """baseline.models [mlp, gbdt]: both fitted, the better on val written and named by
+    evaluate's verdict."""
+    monkeypatch.chdir(tmp_path)
+    write_params(tmp_path, {**SMALL, "baseline": {**SMALL["baseline"], "models": ["mlp", "gbdt"],
+                                                  "gbdt": {"max_rounds": 30}}})
+    for stage in ("prepare", "split", "analyze", "baseline", "train", "evaluate"):
+        assert main([stage]) == 0, stage
+    base = json.loads((tmp_path / "metrics/baseline.json").read_text())
+    scores = base["candidates"]
+    assert set(scores) == {"mlp", "gbdt"} and base["model"] == max(scores, key=scores.get)
+    assert base["best_val_acc"] == scores[base["model"]]
+    evaluation = json.loads((tmp_path / "metrics/eval.json").read_text())
+    assert evaluation["baseline_model"] == base["model"]
+    named = {"mlp": "MLP", "gbdt": "gradient-boosted trees (gbdt)"}[base["model"]]
+    assert named in evaluation["verdict"]

@@ -8,7 +8,9 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from gnnpipe.config import EvaluateParams
-from gnnpipe.reporting.evaluate import compare, confusion_rows, predicted_labels, score_predictions, smoothing
+from gnnpipe.reporting.evaluate import (compare, confusion_rows, predicted_labels,
+                                        correct_on_test, score_predictions, smoothing)
+from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.metrics import (average_precision, hits_at_k, link_metrics, link_ranks, mrr, roc_auc)
 
 
@@ -137,18 +139,36 @@ def _scores(test_acc: float) -> dict:
     return {role: {"accuracy": test_acc, "macro_f1": test_acc} for role in ("train", "val", "test")}
 
 
-@pytest.mark.parametrize("gnn_acc, outcome, phrase", [
-    (0.90, "helps", "beats the structure-free MLP by +0.2000"),
-    (0.705, "nothing", "the graph adds nothing measurable"),
-    (0.695, "nothing", "the graph adds nothing measurable: sage vs MLP is -0.0050"),
-    (0.60, "hurts", "the structure-free MLP beats sage by 0.1000"),
+def _correct(n: int, right: int) -> np.ndarray:
+    return np.r_[np.ones(right), np.zeros(n - right)]
+
+
+@pytest.mark.parametrize("n, gnn_right, outcome, phrase", [
+    (2000, 1800, "helps", "beats the structure-free MLP by +0.2000 test accuracy (95% interval"),
+    (2000, 1410, "inconclusive", "|gain| is below evaluate.min_gain=0.01"),
+    (2000, 1200, "hurts", "the structure-free MLP beats sage by -0.1000 test accuracy"),
+    (40, 36, "helps", "40 test nodes"),
+    (10, 8, "inconclusive", "10 test nodes are too few"),
 ])
-def test_verdict_says_plainly_whether_the_graph_helps(gnn_acc, outcome, phrase):
-    summary = compare(_scores(gnn_acc), _scores(0.70), "sage", EvaluateParams(min_gain=0.01))
+def test_verdict_says_plainly_whether_the_graph_helps(n, gnn_right, outcome, phrase):
+    """The MLP is right on the first 70% of the test nodes, the GNN on its first ``gnn_right``:
+    the same gap is a verdict on many test nodes and inconclusive on a handful."""
+    cfg = EvaluateParams(min_gain=0.01, bootstrap=500)
+    gnn_c, mlp_c = _correct(n, gnn_right), _correct(n, int(0.7 * n))
+    gap = paired_gap(gnn_c, mlp_c, cfg.bootstrap, 0)
+    summary = compare(_scores(gnn_c.mean()), _scores(mlp_c.mean()), "sage", cfg, gap, False)
     assert summary["outcome"] == outcome
     assert summary["graph_helps"] is (outcome == "helps")
     assert phrase in summary["verdict"]
-    assert summary["gnn_minus_mlp"]["test_accuracy"] == pytest.approx(gnn_acc - 0.70, abs=1e-6)
+    assert summary["gap"]["test_items"] == n and summary["gap"]["level"] == 0.95
+    assert summary["gap"]["gain"] == pytest.approx(summary["gnn_minus_mlp"]["test_accuracy"])
+
+
+def test_correct_on_test_is_one_score_per_test_node_in_id_order():
+    roles = np.array(["train", "test", "val", "test", "test"])
+    y = np.array([0, 1, 1, 2, 0])
+    logits = torch.eye(3)[[0, 1, 0, 2, 1]]
+    assert correct_on_test(torch.arange(5), logits, y, roles).tolist() == [1.0, 1.0, 0.0]
 
 
 def test_smoothing_of_identical_outputs_is_fully_smoothed(tiny_graph):

@@ -52,8 +52,10 @@ def _inputs(**over) -> ReportInputs:
                      "checks": [{"check": "splits_non_empty", "passed": True, "detail": "ok"}],
                      "sizes": {"train": 60, "val": 20, "test": 20},
                      "class_balance": {r: {"fraction": [0.5, 0.5]} for r in ("train", "val", "test")}},
-        evaluation={"model": "sage", "graph_helps": True,
+        evaluation={"model": "sage", "graph_helps": True, "outcome": "helps",
                     "verdict": "sage beats the structure-free MLP by +0.3500 test accuracy",
+                    "gap": {"test_items": 20, "gain": 0.35, "interval": [0.15, 0.55],
+                            "level": 0.95, "bootstrap_samples": 1000},
                     "gnn": {r: {"accuracy": 0.85, "macro_f1": 0.85} for r in ("val", "test")},
                     "mlp": {r: {"accuracy": 0.5, "macro_f1": 0.5} for r in ("val", "test")},
                     "gnn_minus_mlp": {f"{r}_{m}": 0.35 for r in ("val", "test")
@@ -92,26 +94,31 @@ def test_report_renders_valid_pngs_embedded_and_linked():
         assert section in page
 
 
-def test_report_says_plainly_when_the_graph_adds_nothing_and_shows_warnings():
-    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "nothing",
-                                 "verdict": "the graph adds nothing <b>",
+def test_report_says_plainly_when_the_verdict_is_inconclusive_and_shows_warnings():
+    ev = _inputs().evaluation | {"graph_helps": False, "outcome": "inconclusive",
+                                 "verdict": "inconclusive <b>",
+                                 "gap": {"test_items": 20, "gain": 0.004,
+                                         "interval": [-0.2, 0.25]},
                                  "gnn_minus_mlp": {f"{r}_{m}": 0.004 for r in ("val", "test")
                                                    for m in ("accuracy", "macro_f1")}}
     graph = _inputs().graph | {"warnings": ["low homophily: adjusted homophily 0.010 < 0.2"]}
     page = render(_inputs(evaluation=ev, graph=graph, partition=None, train_history=[],
                           baseline_history=[]), figures_href="../figs").html
-    assert "The graph adds nothing here" in page and "the MLP is the better model" in page
+    assert ("Inconclusive: sage vs the structure-free MLP is +0.0040 test accuracy (95% "
+            "interval -0.2000 to +0.2500 over 20 test nodes)") in page
     assert "low homophily: adjusted homophily 0.010" in page
-    assert "&lt;b&gt;" in page and "nothing <b>" not in page  # text from files is escaped
+    assert "&lt;b&gt;" in page and "inconclusive <b>" not in page  # text is escaped
     assert "No partition stats" in page and "No training histories" in page
     assert 'href="../figs/confusion_test.png"' in page
 
 
 def test_report_headline_when_the_mlp_wins():
     ev = _inputs().evaluation | {"graph_helps": False, "outcome": "hurts", "gnn_minus_mlp": {
-        f"{r}_{m}": -0.08 for r in ("val", "test") for m in ("accuracy", "macro_f1")}}
+        f"{r}_{m}": -0.08 for r in ("val", "test") for m in ("accuracy", "macro_f1")},
+        "gap": {"test_items": 400, "gain": -0.08, "interval": [-0.11, -0.05]}}
     page = render(_inputs(evaluation=ev)).html
-    assert "The MLP wins: sage is 0.0800 test accuracy behind" in page
+    assert ("The MLP wins: sage is 0.0800 test accuracy behind the structure-free MLP (95% "
+            "interval -0.1100 to -0.0500 over 400 test nodes)") in page
 
 
 def _link_inputs() -> ReportInputs:
@@ -119,7 +126,9 @@ def _link_inputs() -> ReportInputs:
     audit_link_split, train_links)."""
     names = ("roc_auc", "average_precision", "mrr", "hits@10")
     scores = {p: {n: 0.6 for n in names} for p in ("val", "test")}
-    ev = {"task": "link", "model": "sage", "graph_helps": True, "gnn": scores, "mlp": scores,
+    ev = {"task": "link", "model": "sage", "graph_helps": True, "outcome": "helps",
+          "gap": {"test_items": 208, "gain": 0.1, "interval": [0.05, 0.15]},
+          "gnn": scores, "mlp": scores,
           "gnn_minus_mlp": {f"{p}_{n}": 0.1 for p in ("val", "test") for n in names},
           "verdict": "sage beats the structure-free MLP by +0.1000 test MRR: the graph helps"}
     details = {m: {p: {**scores[p], "count": 208} for p in scores} for m in ("gnn", "mlp")}
@@ -330,3 +339,18 @@ def test_report_cli_names_the_missing_file(tmp_path, capsys):
     csv = (tmp_path / "sweep/depth_sweep.csv").read_text().splitlines()
     assert [line.split(",")[:2] for line in csv[1:]] == [["1", "depth-1"], ["2", "depth-2"],
                                                          ["3", "depth-3"]]
+
+
+def test_report_shows_reach_and_curvature_when_measured():
+    bins = [{"bin": "0", "hops": 0, "count": 3, "gnn_accuracy": 1.0, "baseline_accuracy": 0.5},
+            {"bin": ">2", "hops": None, "count": 2, "gnn_accuracy": 0.0, "baseline_accuracy": 0.5}]
+    ev = _inputs().evaluation | {"reach": {"bins": bins, "warning": "falls <far>"}}
+    curvature = {"sample": {"edges": 40, "undirected_edges": 40, "exact": True}, "mean": -0.5,
+                 "fraction_negative": 0.75, "quantiles": {"q50": -0.4},
+                 "most_negative": [{"u": 3, "v": 7, "curvature": -1.25}]}
+    page = render(_inputs(evaluation=ev, graph=_inputs().graph | {"curvature": curvature})).html
+    assert "Reach: test accuracy by hops" in page and "falls &lt;far&gt;" in page
+    assert "<td>&gt;2</td>" in page or "&gt;2" in page
+    assert "40 of 40 (all)" in page and "3–7 (-1.25)" in page
+    plain = render(_inputs()).html
+    assert "Reach:" not in plain and "Balanced Forman" not in plain

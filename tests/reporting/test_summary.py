@@ -11,6 +11,7 @@ from gnnpipe.config.schema import EvaluateParams
 from gnnpipe.reporting.evaluate import compare
 from gnnpipe.reporting.link_evaluate import compare_links
 from gnnpipe.reporting.summary import headline
+from gnnpipe.reporting.verdict import Gap
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,27 +20,35 @@ def _node_scores(acc: float) -> dict:
     return {role: {"accuracy": acc, "macro_f1": acc - 0.01} for role in ("val", "test")}
 
 
+def _gap(gain: float, low: float, high: float) -> Gap:
+    return Gap(n=1000, gain=gain, low=low, high=high, samples=100)
+
+
 def test_node_headline_is_the_test_accuracy_gap_and_the_three_way_verdict():
     cfg = EvaluateParams(min_gain=0.01)
-    summary = compare(_node_scores(0.8), _node_scores(0.75), "sage", cfg)
+    summary = compare(_node_scores(0.8), _node_scores(0.75), "sage", cfg,
+                      _gap(0.05, 0.03, 0.07), False)
     summary["smoothing"] = {"gnn": {"cosine_similarity": 0.1, "dirichlet_energy": 2.0,
                                     "rayleigh_quotient": 0.4},
                             "mlp": {"cosine_similarity": 9.0, "dirichlet_energy": 9.0,
                                     "rayleigh_quotient": 9.0}}
-    assert headline(summary, "node", cfg) == {
+    assert headline(summary, "node") == {
         "metric": "test_accuracy", "gnn": 0.8, "baseline": 0.75, "gain": 0.05,
         "verdict": "helps", "cosine": 0.1, "dirichlet": 2.0, "rayleigh": 0.4}
-    worse = compare(_node_scores(0.7), _node_scores(0.75), "sage", cfg)
-    assert headline(worse, "node", cfg)["verdict"] == "hurts"
-    same = compare(_node_scores(0.755), _node_scores(0.75), "sage", cfg)
-    assert headline(same, "node", cfg)["verdict"] == "nothing"
+    worse = compare(_node_scores(0.7), _node_scores(0.75), "sage", cfg,
+                    _gap(-0.05, -0.07, -0.03), False)
+    assert headline(worse, "node")["verdict"] == "hurts"
+    same = compare(_node_scores(0.76), _node_scores(0.75), "sage", cfg, _gap(0.01, -0.01, 0.03),
+                   False)
+    assert headline(same, "node")["verdict"] == "inconclusive"
 
 
 def test_link_headline_is_judged_on_test_mrr_like_the_verdict():
     cfg = EvaluateParams(min_gain=0.01)
     scores = lambda mrr, auc: {p: {"mrr": mrr, "auc": auc} for p in ("val", "test")}  # noqa: E731
-    summary = compare_links(scores(0.3, 0.9), scores(0.5, 0.8), "sage", cfg)
-    line = headline(summary, "link", cfg)
+    summary = compare_links(scores(0.3, 0.9), scores(0.5, 0.8), "sage", cfg,
+                            _gap(-0.2, -0.25, -0.15), None)
+    line = headline(summary, "link")
     assert line == {"metric": "test_mrr", "gnn": 0.3, "baseline": 0.5, "gain": -0.2,
                     "verdict": "hurts"}
     assert summary["graph_helps"] is False  # the same judgement as eval.json's

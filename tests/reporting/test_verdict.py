@@ -72,6 +72,8 @@ def test_advice_follows_the_measured_cause():
     homophilous = sentence("sage", "MLP", "accuracy", hurts, "hurts", 0.01, False, "nodes")
     assert "heterophily-aware" in heterophilous
     assert "heterophily" not in homophilous and "over-smoothing" in homophilous
+    unmeasured = sentence("sage", "MLP", "accuracy", hurts, "hurts", 0.01, None, "nodes")
+    assert "not measured" in unmeasured and "heterophily" not in unmeasured
     assert "4000 test nodes" in homophilous and "-0.0700 to -0.0300" in homophilous
     small = Gap(n=4000, gain=0.004, low=0.001, high=0.007, samples=100)
     assert "below evaluate.min_gain=0.01" in sentence("gcn", "MLP", "MRR", small,

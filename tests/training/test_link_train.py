@@ -21,7 +21,9 @@ from torch import nn
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import EvaluateParams, LinkSplitParams, TrainParams
-from gnnpipe.reporting.link_evaluate import compare_links, score_link_predictions
+from gnnpipe.reporting.verdict import paired_gap
+from gnnpipe.reporting.link_evaluate import (compare_links, reciprocal_ranks,
+                                             score_link_predictions)
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.training.link_train import fit_link, score_phase
 from gnnpipe.reporting.metrics import link_metrics
@@ -130,11 +132,18 @@ def test_compare_links_and_stale_predictions():
     gnn = score_link_predictions(good, negatives, (1, 3), "gnn")
     mlp = score_link_predictions(poor, negatives, (1, 3), "mlp")
     assert set(gnn["test"]) == {"roc_auc", "average_precision", "mrr", "hits@1", "hits@3", "count"}
-    summary = compare_links(gnn, mlp, "sage", EvaluateParams())
+    cfg = EvaluateParams(bootstrap=200)
+    rr_good, rr_poor = reciprocal_ranks(*good["test"]), reciprocal_ranks(*poor["test"])
+    assert rr_good.mean() == pytest.approx(gnn["test"]["mrr"], abs=1e-6)
+    better = paired_gap(rr_good, rr_poor, cfg.bootstrap, 0)
+    summary = compare_links(gnn, mlp, "sage", cfg, better, None)
     assert summary["graph_helps"] and summary["verdict"].startswith("sage beats")
+    assert summary["outcome"] == "helps" and summary["gap"]["test_items"] == 20
     assert summary["gnn_minus_mlp"]["test_mrr"] == round(gnn["test"]["mrr"] - mlp["test"]["mrr"], 6)
-    assert "MLP beats sage" in compare_links(mlp, gnn, "sage", EvaluateParams())["verdict"]
-    assert "adds nothing" in compare_links(gnn, gnn, "sage", EvaluateParams())["verdict"]
+    worse = paired_gap(rr_poor, rr_good, cfg.bootstrap, 0)
+    assert "MLP beats sage" in compare_links(mlp, gnn, "sage", cfg, worse, None)["verdict"]
+    same = paired_gap(rr_good, rr_good, cfg.bootstrap, 0)
+    assert compare_links(gnn, gnn, "sage", cfg, same, None)["outcome"] == "inconclusive"
     stale = dict(good, test=(good["test"][0][:10], good["test"][1][:10]))
     with pytest.raises(ValueError, match=r"data/model: test scores have shape \(10, 5\) but the "
                                          r"split has \(20, 5\)"):
@@ -197,10 +206,11 @@ def test_link_pipeline_runs_with_dvc(tmp_path):
     repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=20, patience=20,
                              num_nodes=600)
 
-    # Up to evaluate: the stages the link task adds to or changes.
+    # Up to evaluate: the stages the link task adds to or changes (analyze: the verdict's
+    # homophily)
     ran = _run(["dvc", "repro", "evaluate"], repo)
     assert set(re.findall(r"Running stage '([\w-]+)'", ran)) == {
-        "prepare", "split", "partition", "propagate", "baseline", "train", "evaluate"}
+        "prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "evaluate"}
     metrics = json.loads((repo / "metrics/eval.json").read_text())
     assert metrics["task"] == "link"
     for model in ("gnn", "mlp"):
