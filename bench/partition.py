@@ -24,7 +24,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams

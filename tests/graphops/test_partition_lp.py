@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.data import synthetic
 from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
-from gnnpipe.graphops import partition_lp
 from gnnpipe.graphops.partition import assign_parts, partition_report
 from gnnpipe.graphops.partition_lp import (GAIN_ZERO, lp_partition, part_caps, permute,
                                            plan_inflow, split_ranges, swap_limits)
