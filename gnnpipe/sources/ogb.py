@@ -330,6 +330,9 @@ def read(cfg: DatasetParams) -> RawGraph:
     if (raw / "data.npz").exists():
         return read_binary(cfg, root)
     feat_path, label_path = raw / "node-feat.csv.gz", raw / "node-label.csv.gz"
+    if not feat_path.exists() and (raw / "node-feat").is_dir():  # per-type folders: ogbn-mag
+        raise ValueError(f"{root}: a typed OGB dataset (raw/node-feat/<type>/, like ogbn-mag); "
+                         "set dataset.layout: typed")
     x = _features(feat_path)
     label_table = _read(label_path)
     if label_table.num_columns != 1:
