@@ -44,8 +44,9 @@ from gnnpipe.data.typed_graph import HOMOGENEOUS
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
 from gnnpipe.io.prepared_maps import write_prepared_maps
-from gnnpipe.sources.base import feature_columns, label_codes, no_edges_warning, require_file
+from gnnpipe.sources.base import feature_columns, label_codes, no_edges_warning
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
+from gnnpipe.sources.tables import check_table_path, table_folder
 
 LOCAL = "use cluster.engine: local"
 
@@ -114,12 +115,6 @@ def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, s
                      f"{row}) that is not in the id column {id_name!r} of {nodes_path}")
 
 
-def _table_path(path: Path, table: str, cfg: DatasetParams) -> None:
-    if not path.exists() or (path.is_dir() and cfg.source != "parquet"):
-        require_file(path, f"dataset.{table}.file; dataset.source={cfg.source} reads the node "
-                           f"and edge tables from dataset.path={cfg.path!r}")
-
-
 def _node_spec(cfg: DatasetParams, path: Path, tables) -> NodeSpec:
     spec = cfg.nodes
     schema = tables.schema(path)
@@ -147,7 +142,7 @@ def _list_width(blocks: list[Block], spec: NodeSpec) -> int:
 def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSizes
                  ) -> list[Block]:
     spec = cfg.edges
-    _table_path(path, "edges", cfg)
+    check_table_path(path, "edges", cfg)
     key_of = {spec.src: "src", spec.dst: "dst"}
     if cfg.source == "parquet":
         return parquet_blocks(path, list(key_of), key_of)
@@ -208,14 +203,10 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     ``scratch``: a folder every worker sees, on ``out``'s filesystem."""
     refuse_unsupported(cfg)
     sizes = sizes or SIZES
-    root = Path(cfg.path)
+    root = table_folder(cfg)
     fmt = cfg.source
-    if not root.is_dir():
-        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.source={fmt} reads "
-                         f"the node and edge tables (dataset.nodes.file, dataset.edges.file) "
-                         f"from a folder")
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
-    _table_path(nodes_path, "nodes", cfg)
+    check_table_path(nodes_path, "nodes", cfg)
     spec = _node_spec(cfg, nodes_path, ParquetTables() if fmt == "parquet" else CsvTables())
     blocks = (parquet_blocks(nodes_path, node_columns(spec)) if fmt == "parquet" else
               csv_blocks(nodes_path, node_columns(spec), {spec.id: pa.string()},

@@ -119,17 +119,22 @@ def _as_id_type(column: pa.Array, id_type: pa.DataType, path: Path, name: str
 
 
 # --------------------------------------------------------------------------------------- read
+def table_folder(cfg: DatasetParams) -> Path:
+    """``dataset.path``, the folder of the node and edge tables; else one line naming it."""
+    if not Path(cfg.path).is_dir():
+        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.source="
+                         f"{cfg.source} reads the node and edge tables (dataset.nodes.file, "
+                         f"dataset.edges.file) from a folder")
+    return Path(cfg.path)
+
+
 def read(cfg: DatasetParams) -> RawGraph:
-    root = Path(cfg.path)
+    root = table_folder(cfg)
     fmt = cfg.source
-    if not root.is_dir():
-        raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.source={fmt} reads "
-                         f"the node and edge tables (dataset.nodes.file, dataset.edges.file) "
-                         f"from a folder")
     tables = ParquetTables() if fmt == "parquet" else CsvTables()
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
     edges_path = root / (cfg.edges.file or f"edges.{fmt}")
-    _check_table_path(nodes_path, "nodes", cfg)
+    check_table_path(nodes_path, "nodes", cfg)
     nodes, label = read_nodes(tables, nodes_path, cfg, typed=False)
     y, class_values = label_codes(label, nodes_path, cfg.nodes.label, cfg.nodes.unlabeled_values,
                                   cfg.max_classes)
@@ -138,7 +143,7 @@ def read(cfg: DatasetParams) -> RawGraph:
     ids = nodes.ids
 
     lookup = (IdLookup(ids), nodes_path)
-    _check_table_path(edges_path, "edges", cfg)
+    check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
                                              {"src": lookup, "dst": lookup}, cfg.nodes.id)
     return RawGraph(x=nodes.x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
@@ -183,7 +188,7 @@ def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
                for part in spec.split(",") for c in schema.names)
 
 
-def _check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
+def check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
     """The node or edge table exists and is a file (a Parquet table may be a folder of parts),
     else one line naming its key."""
     if not path.exists() or (path.is_dir() and cfg.source != "parquet"):
