@@ -1,0 +1,113 @@
+"""HeaRT-style hard negatives: for each held-out positive, the non-edges its source would be
+most tempted by.
+
+Random negatives are mostly far from the source, so any model that scores nearby nodes high
+ranks the positive first and MRR / Hits@K look far better than the model is (Li et al. 2023,
+"Evaluating Graph Neural Networks for Link Prediction: Current Pitfalls and New Benchmarking",
+HeaRT). HeaRT instead corrupts one endpoint of each positive ``(s, d)`` and keeps the candidates
+that a heuristic ranks highest around ``s``. Here the heuristic is resource allocation on the
+train-phase message graph (``gnnpipe/reporting/link_heuristics.py``, undirected simple view):
+``RA(s, c) = sum over w in N(s) & N(c) of 1 / deg w``, nonzero exactly for the 2-hop
+neighbourhood of ``s``. Each positive gets the ``K`` candidates ``(s, c)`` of highest RA:
+
+* never a true edge: ``(s, c)`` and ``(c, s)`` both absent from ``forbidden`` (the sorted keys
+  ``u * N + v`` of every positive pair of every phase, built by the caller) and from the message
+  graph itself, and ``c != s``;
+* ties in RA are broken by one seeded random priority per node (no bias to low ids);
+* a source with fewer than ``K`` candidates (an isolated node, a small component) gets the rest
+  from a seeded uniform draw under the same rules (``negatives.NegativeSampler``); only these
+  filled slots may repeat a candidate, as in OGB.
+
+Positives of one source share its top candidates (the candidates do not depend on ``d``, which
+is itself forbidden). Deterministic given the generator's state, and independent of ``budget``.
+
+Cost, over the distinct sources ``S`` of the positives: time O(sum_s sum_{w in N(s)} deg w *
+log), the 2-hop paths out of ``S``; memory O(E + |forbidden| + N + budget), where a chunk holds
+the 2-hop paths of consecutive sources up to ``budget`` (one source past it is a chunk alone, at
+most 2E paths).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnpipe.data.graph import Csr, sorted_unique
+from gnnpipe.graphops.partition import symmetric_simple
+from gnnpipe.reporting.link_heuristics import (BUDGET, chunk_bounds, neighbour_weights,
+                                               ragged_positions, simple_keys)
+from gnnpipe.splitting.negatives import NegativeSampler, contains
+
+
+def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, forbidden: np.ndarray,
+                      priority: np.ndarray, budget: int = BUDGET) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` allowed candidates of highest RA from each of ``sources`` (sorted, distinct,
+    int64 (S,)) on the undirected ``simple`` graph: int64 (S, k) padded with -1, and how many
+    each has, int64 (S,). ``priority`` int64 (N,) orders equal RA (lower first)."""
+    n = simple.num_nodes
+    indptr, cols = simple.indptr.numpy(), simple.indices.numpy()
+    deg = np.diff(indptr)
+    ra_weight = neighbour_weights(deg)["resource_allocation"]
+    edges = simple_keys(simple)
+    reach = np.concatenate([[0], np.cumsum(deg[cols])])  # 2-hop paths through each CSR slot
+    paths = reach[indptr[sources + 1]] - reach[indptr[sources]]
+    top = np.full((sources.size, k), -1, dtype=np.int64)
+    found = np.zeros(sources.size, dtype=np.int64)
+    for start, stop in chunk_bounds(paths, budget):
+        chunk = sources[start:stop]
+        hop1 = deg[chunk]
+        owner = np.repeat(np.arange(chunk.size), hop1)  # chunk-local source of each 1-hop slot
+        w = cols[ragged_positions(indptr[chunk], hop1)]
+        owner = np.repeat(owner, deg[w])
+        c = cols[ragged_positions(indptr[w], deg[w])]
+        weight = np.repeat(ra_weight[w], deg[w])
+        s = chunk[owner]
+        keep = ((c != s) & ~contains(edges, s * n + c) & ~contains(forbidden, s * n + c)
+                & ~contains(forbidden, c * n + s))
+        key, weight = owner[keep] * n + c[keep], weight[keep]
+        # RA per (source, candidate): sum the path weights of each distinct key
+        order = np.argsort(key, kind="stable")
+        key, weight = key[order], weight[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        ra = np.add.reduceat(weight, first) if key.size else weight
+        key = key[first]
+        local, cand = key // n, key % n
+        # per source: highest RA first, then the seeded priority
+        rank = np.lexsort((priority[cand], -ra, local))
+        local, cand = local[rank], cand[rank]
+        group_start = np.searchsorted(local, np.arange(chunk.size))
+        slot = np.arange(local.size) - group_start[local]
+        take = slot < k
+        top[start + local[take], slot[take]] = cand[take]
+        found[start:stop] = np.minimum(np.bincount(local, minlength=chunk.size), k)
+    return top, found
+
+
+def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.ndarray,
+                   rng: np.random.Generator, budget: int = BUDGET) -> np.ndarray:
+    """``per_head`` hard negative targets for each positive's source: int64 (P, per_head), row
+    i for ``heads[i]`` (int64 (P,), the sources of the val or test positives).
+
+    ``csr``: the train-phase message graph. ``forbidden``: sorted int64 keys ``u * N + v`` of
+    every positive pair of every phase (one or both directions; both are checked). ``rng``
+    draws the tie-break priority, then the uniform fill. Raises ``ValueError`` when a source
+    has no allowed target at all (linked to every other node).
+    """
+    heads = np.asarray(heads, dtype=np.int64)
+    if per_head < 1:
+        raise ValueError(f"hard negatives: the number per positive must be >= 1, got {per_head}")
+    simple = symmetric_simple(csr)
+    n = simple.num_nodes
+    forbidden = np.asarray(forbidden, dtype=np.int64)
+    priority = rng.permutation(n)
+    sources = sorted_unique(heads)
+    top, found = top_ra_candidates(simple, sources, per_head, forbidden, priority, budget)
+    row = np.searchsorted(sources, heads)
+    out, count = top[row], found[row]
+    short = np.flatnonzero(count < per_head)
+    if short.size:  # too few 2-hop candidates: uniform non-edges for the empty slots
+        never = np.concatenate([forbidden, simple_keys(simple)])  # message edges are true too
+        sampler = NegativeSampler(never // n, never % n, n)
+        fill = sampler.sample(heads[short], per_head, rng)
+        empty = np.arange(per_head) >= count[short, None]
+        out[short] = np.where(empty, fill, out[short])
+    return out
