@@ -42,7 +42,7 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, forbidden: np.nd
                       priority: np.ndarray, budget: int = BUDGET) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` allowed candidates of highest RA from each of ``sources`` (sorted, distinct,
     int64 (S,)) on the undirected ``simple`` graph: int64 (S, k) padded with -1, and how many
-    each has, int64 (S,). ``priority`` int64 (N,) orders equal RA (lower first)."""
+    allowed candidates each has (may exceed ``k``), int64 (S,). ``priority`` int64 (N,) orders equal RA (lower first)."""
     n = simple.num_nodes
     indptr, cols = simple.indptr.numpy(), simple.indices.numpy()
     deg = np.diff(indptr)
@@ -78,7 +78,7 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, forbidden: np.nd
         slot = np.arange(local.size) - group_start[local]
         take = slot < k
         top[start + local[take], slot[take]] = cand[take]
-        found[start:stop] = np.minimum(np.bincount(local, minlength=chunk.size), k)
+        found[start:stop] = np.bincount(local, minlength=chunk.size)
     return top, found
 
 
