@@ -30,56 +30,54 @@ most 2E paths).
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from gnnpipe.data.graph import Csr, sorted_unique
 from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.reporting.link_heuristics import (BUDGET, chunk_bounds, neighbour_weights,
-                                               ragged_positions, simple_keys)
+from gnnpipe.reporting.link_heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.splitting.negatives import NegativeSampler, contains
 
 
-def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, forbidden: np.ndarray,
-                      priority: np.ndarray, budget: int = BUDGET) -> tuple[np.ndarray, np.ndarray]:
+def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarray,
+                      priority: np.ndarray, budget: int = BUDGET) -> np.ndarray:
     """The ``k`` allowed candidates of highest RA from each of ``sources`` (sorted, distinct,
-    int64 (S,)) on the undirected ``simple`` graph: int64 (S, k) padded with -1, and how many
-    allowed candidates each has (may exceed ``k``), int64 (S,). ``priority`` int64 (N,) orders equal RA (lower first)."""
+    int64 (S,)) on the undirected ``simple`` graph, best first: int64 (S, k), padded with -1
+    where a source has fewer. ``never``: sorted keys ``u * N + v`` of the pairs not allowed
+    (both directions); ``priority`` int64 (N,) orders equal RA (lower first)."""
     n = simple.num_nodes
     indptr, cols = simple.indptr.numpy(), simple.indices.numpy()
     deg = np.diff(indptr)
-    ra_weight = neighbour_weights(deg)["resource_allocation"]
-    edges = simple_keys(simple)
+    adjacency = sparse.csr_matrix((np.ones(cols.size), cols, indptr), shape=(n, n))
+    # row w of D^-1 A: what w passes on to each neighbour (resource allocation)
+    spread = sparse.csr_matrix((np.repeat(neighbour_weights(deg)["resource_allocation"], deg),
+                                cols, indptr), shape=(n, n))
+    # at most this many of a source's candidates can be refused: its pairs in never, itself
+    refusable = np.bincount(never // n, minlength=n) + 1
     reach = np.concatenate([[0], np.cumsum(deg[cols])])  # 2-hop paths through each CSR slot
     paths = reach[indptr[sources + 1]] - reach[indptr[sources]]
     top = np.full((sources.size, k), -1, dtype=np.int64)
-    found = np.zeros(sources.size, dtype=np.int64)
     for start, stop in chunk_bounds(paths, budget):
         chunk = sources[start:stop]
-        hop1 = deg[chunk]
-        owner = np.repeat(np.arange(chunk.size), hop1)  # chunk-local source of each 1-hop slot
-        w = cols[ragged_positions(indptr[chunk], hop1)]
-        owner = np.repeat(owner, deg[w])
-        c = cols[ragged_positions(indptr[w], deg[w])]
-        weight = np.repeat(ra_weight[w], deg[w])
-        s = chunk[owner]
-        keep = ((c != s) & ~contains(edges, s * n + c) & ~contains(forbidden, s * n + c)
-                & ~contains(forbidden, c * n + s))
-        key, weight = owner[keep] * n + c[keep], weight[keep]
-        # RA per (source, candidate): sum the path weights of each distinct key
-        order = np.argsort(key, kind="stable")
-        key, weight = key[order], weight[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
-        ra = np.add.reduceat(weight, first) if key.size else weight
-        key = key[first]
-        local, cand = key // n, key % n
+        ra = adjacency[chunk] @ spread  # (chunk, N): RA(s, c) of every 2-hop candidate
+        keep = np.ones(ra.nnz, dtype=bool)
+        bounds, wanted = ra.indptr, k + refusable[chunk]
+        for row in np.flatnonzero(np.diff(bounds) > wanted):
+            # only the best `wanted` can hold the top k allowed: drop what scores below them
+            values = ra.data[bounds[row]:bounds[row + 1]]
+            cut = np.partition(values, values.size - wanted[row])[values.size - wanted[row]]
+            keep[bounds[row]:bounds[row + 1]] = values >= cut
+        local = np.repeat(np.arange(chunk.size), np.diff(bounds))[keep]
+        cand, score = ra.indices[keep].astype(np.int64), ra.data[keep]
+        s = chunk[local]
+        allowed = (cand != s) & ~contains(never, s * n + cand)
+        local, cand, score = local[allowed], cand[allowed], score[allowed]
         # per source: highest RA first, then the seeded priority
-        rank = np.lexsort((priority[cand], -ra, local))
+        rank = np.lexsort((priority[cand], -score, local))
         local, cand = local[rank], cand[rank]
-        group_start = np.searchsorted(local, np.arange(chunk.size))
-        slot = np.arange(local.size) - group_start[local]
+        slot = np.arange(local.size) - np.searchsorted(local, np.arange(chunk.size))[local]
         take = slot < k
         top[start + local[take], slot[take]] = cand[take]
-        found[start:stop] = np.bincount(local, minlength=chunk.size)
-    return top, found
+    return top
 
 
 def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.ndarray,
@@ -98,14 +96,16 @@ def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.nda
     simple = symmetric_simple(csr)
     n = simple.num_nodes
     forbidden = np.asarray(forbidden, dtype=np.int64)
+    # message edges are true edges too; both directions of everything
+    never = np.concatenate([forbidden, simple_keys(simple)])
+    never = sorted_unique(np.concatenate([never, (never % n) * n + never // n]))
     priority = rng.permutation(n)
     sources = sorted_unique(heads)
-    top, found = top_ra_candidates(simple, sources, per_head, forbidden, priority, budget)
-    row = np.searchsorted(sources, heads)
-    out, count = top[row], found[row]
+    out = top_ra_candidates(simple, sources, per_head, never, priority, budget)[
+        np.searchsorted(sources, heads)]
+    count = (out >= 0).sum(axis=1)
     short = np.flatnonzero(count < per_head)
     if short.size:  # too few 2-hop candidates: uniform non-edges for the empty slots
-        never = np.concatenate([forbidden, simple_keys(simple)])  # message edges are true too
         sampler = NegativeSampler(never // n, never % n, n)
         fill = sampler.sample(heads[short], per_head, rng)
         empty = np.arange(per_head) >= count[short, None]
