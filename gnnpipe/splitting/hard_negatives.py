@@ -21,10 +21,14 @@ neighbourhood of ``s``. Each positive gets the ``K`` candidates ``(s, c)`` of hi
 Positives of one source share its top candidates (the candidates do not depend on ``d``, which
 is itself forbidden). Deterministic given the generator's state, and independent of ``budget``.
 
-Cost, over the distinct sources ``S`` of the positives: time O(sum_s sum_{w in N(s)} deg w *
-log), the 2-hop paths out of ``S``; memory O(E + |forbidden| + N + budget), where a chunk holds
-the 2-hop paths of consecutive sources up to ``budget`` (one source past it is a chunk alone, at
-most 2E paths).
+RA from a chunk of sources is one sparse product ``A[sources] @ D^-1 A`` (scipy's C++ SpGEMM);
+each source then keeps only its best ``k`` + (its refusable pairs) scores by a partial sort before
+the allowed ones are filtered and ranked. Cost, over the distinct sources ``S`` of the positives:
+time O(P2 + R log R) with P2 the 2-hop paths out of ``S`` (sum over s of sum_{w in N(s)} deg w)
+and R = sum_s (k + refusable(s)); memory O(E + |forbidden| + N + budget), a chunk holding the
+2-hop paths of consecutive sources up to ``budget`` (a source past it is a chunk alone, at most
+2E paths). Measured (one thread, this 2-core box): 10,000 sources x 100 negatives on a 200k-node,
+1M-edge power-law graph (max degree 29k) in 10.5 s and 0.66 GB peak.
 """
 
 from __future__ import annotations
