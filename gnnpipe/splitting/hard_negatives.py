@@ -27,8 +27,9 @@ the allowed ones are filtered and ranked. Cost, over the distinct sources ``S`` 
 time O(P2 + R log R) with P2 the 2-hop paths out of ``S`` (sum over s of sum_{w in N(s)} deg w)
 and R = sum_s (k + refusable(s)); memory O(E + |forbidden| + N + budget), a chunk holding the
 2-hop paths of consecutive sources up to ``budget`` (a source past it is a chunk alone, at most
-2E paths). Measured (one thread, this 2-core box): 10,000 sources x 100 negatives on a 200k-node,
-1M-edge power-law graph (max degree 29k) in 10.5 s and 0.66 GB peak.
+2E paths). Measured (one thread, this 2-core box), 10,000 sources x 100 negatives: 10.5 s and
+0.66 GB peak on a 200k-node, 1M-edge power-law graph (max degree 29k); 94 s and 1.6 GB on a
+1M-node, 5M-edge one (max degree 194k), mostly the SpGEMM through the hubs.
 """
 
 from __future__ import annotations
