@@ -1,0 +1,163 @@
+"""HeaRT-style hard negatives: top resource-allocation non-edges around the source, never a true
+edge, seeded, with a uniform fill where the 2-hop neighbourhood runs out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.reporting.link_heuristics import pair_scores
+from gnnpipe.splitting.hard_negatives import hard_negatives
+from gnnpipe.splitting.negatives import NegativeSampler, edge_keys_both_directions
+
+
+def _split_graph(n: int = 80, e: int = 240, held: int = 30, seed: int = 0):
+    """Random undirected graph; ``held`` distinct pairs held out as positives. Returns the
+    message CSR (both directions), the held-out (src, dst), the forbidden keys of every pair,
+    and the set of true pairs (both directions)."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    keep = src != dst
+    pairs = np.unique(np.minimum(src, dst)[keep] * n + np.maximum(src, dst)[keep])
+    rng.shuffle(pairs)
+    u, v = pairs // n, pairs % n
+    m_src, m_dst = u[held:], v[held:]
+    csr = csr_from_edges(np.concatenate([m_src, m_dst]), np.concatenate([m_dst, m_src]), n)
+    forbidden = edge_keys_both_directions(u, v, n)
+    true_pairs = set(zip(u.tolist(), v.tolist())) | set(zip(v.tolist(), u.tolist()))
+    return csr, (u[:held], v[:held]), forbidden, true_pairs
+
+
+def _reference_ra(csr, n: int, head: int, true_pairs: set) -> dict[int, float]:
+    """RA from ``head`` to every allowed candidate with RA > 0, by plain Python."""
+    neighbours = [set() for _ in range(n)]
+    for dst in range(n):
+        for src in csr.indices[csr.indptr[dst]:csr.indptr[dst + 1]].tolist():
+            if src != dst:
+                neighbours[src].add(dst)
+                neighbours[dst].add(src)
+    ra = {}
+    for c in range(n):
+        if c == head or (head, c) in true_pairs or c in neighbours[head]:
+            continue
+        score = sum(1 / len(neighbours[w]) for w in neighbours[head] & neighbours[c])
+        if score > 0:
+            ra[c] = score
+    return ra
+
+
+def test_hard_negatives_are_never_a_true_edge_nor_the_source():
+    csr, (heads, _), forbidden, true_pairs = _split_graph()
+    neg = hard_negatives(csr, heads, 12, forbidden, np.random.default_rng(0))
+    assert neg.shape == (heads.size, 12) and neg.dtype == np.int64
+    drawn = set(zip(np.repeat(heads, 12).tolist(), neg.reshape(-1).tolist()))
+    assert not drawn & true_pairs
+    assert all(h != t for h, t in drawn)
+    assert ((neg >= 0) & (neg < 80)).all()
+
+
+def test_a_held_out_pair_with_the_highest_ra_is_skipped_and_the_rest_come_in_ra_order():
+    # 0-1, 0-2, 1-3, 2-3, 1-4, 2-5, 2-8, 5-6, 5-7; (0, 3) is the held-out positive
+    # RA from 0 in the message graph: 3: 1/3 + 1/4 (forbidden), 4: 1/3, 5: 1/4, 8: 1/4
+    n = 9
+    u = np.array([0, 0, 1, 2, 1, 2, 2, 5, 5])
+    v = np.array([1, 2, 3, 3, 4, 5, 8, 6, 7])
+    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
+    forbidden = edge_keys_both_directions(np.append(u, 0), np.append(v, 3), n)
+    for seed in range(6):
+        neg = hard_negatives(csr, np.array([0, 0]), 2, forbidden, np.random.default_rng(seed))
+        assert neg[0, 0] == 4 and neg[0, 1] in (5, 8)
+        assert np.array_equal(neg[0], neg[1])  # positives of one source share the candidates
+    ties = {int(hard_negatives(csr, np.array([0]), 2, forbidden, np.random.default_rng(s))[0, 1])
+            for s in range(20)}
+    assert ties == {5, 8}  # equal RA is broken by the seed, not by node id
+    # only 3 candidates (4, 5, 8) exist: the 2 other slots come from the uniform fill
+    fills = set()
+    for seed in range(6):
+        neg = hard_negatives(csr, np.array([0]), 5, forbidden, np.random.default_rng(seed))[0]
+        assert neg[0] == 4 and set(neg[1:3]) == {5, 8}
+        fills |= set(neg[3:].tolist())
+    assert {6, 7} <= fills <= {4, 5, 6, 7, 8}  # all non-edges of 0, drawn by the seed
+
+
+def test_forbidden_keys_in_one_direction_exclude_both_and_message_edges_need_no_key():
+    # the graph above; (0, 3) held out and given only as the key 0 * N + 3, message edges not
+    # given at all: from 3, node 0 (RA 7/12) must still be skipped, and no neighbour returned
+    n = 9
+    u = np.array([0, 0, 1, 2, 1, 2, 2, 5, 5, 1])
+    v = np.array([1, 2, 3, 3, 4, 5, 8, 6, 7, 2])  # 1-2 closes triangles: neighbours at 2 hops
+    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
+    message = set(zip(u.tolist(), v.tolist())) | set(zip(v.tolist(), u.tolist()))
+    for forbidden, heads in ((np.array([0 * n + 3]), np.array([0, 3])),
+                             (np.array([3 * n + 0]), np.array([3, 0]))):
+        for seed in range(4):
+            neg = hard_negatives(csr, heads, 6, forbidden, np.random.default_rng(seed))
+            pairs = set(zip(np.repeat(heads, 6).tolist(), neg.reshape(-1).tolist()))
+            assert not pairs & (message | {(0, 3), (3, 0)})
+            assert all(h != t for h, t in pairs)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_they_are_the_top_ra_candidates_when_enough_exist(seed):
+    n = 80
+    csr, (heads, _), forbidden, true_pairs = _split_graph(n=n, seed=seed)
+    k = 4
+    neg = hard_negatives(csr, heads, k, forbidden, np.random.default_rng(seed))
+    checked = 0
+    for head, row in zip(heads.tolist(), neg):
+        ra = _reference_ra(csr, n, head, true_pairs)
+        if len(ra) < k:
+            continue
+        checked += 1
+        assert len(set(row.tolist())) == k and set(row.tolist()) <= set(ra)
+        best = sorted(ra.values(), reverse=True)[:k]
+        np.testing.assert_allclose(sorted((ra[c] for c in row.tolist()), reverse=True), best)
+        assert ra[int(row[0])] >= max(ra.values()) - 1e-12  # highest RA first
+    assert checked >= heads.size // 2
+
+
+def test_hard_negatives_have_a_higher_ra_than_uniform_ones():
+    csr, (heads, _), forbidden, _ = _split_graph(seed=3)
+    hard = hard_negatives(csr, heads, 10, forbidden, np.random.default_rng(0))
+    uniform = NegativeSampler(forbidden // 80, forbidden % 80, 80).sample(
+        heads, 10, np.random.default_rng(0))
+    ra_hard = pair_scores(csr, np.repeat(heads, 10), hard.reshape(-1))["resource_allocation"]
+    ra_uniform = pair_scores(csr, np.repeat(heads, 10), uniform.reshape(-1))["resource_allocation"]
+    assert ra_hard.mean() > 3 * ra_uniform.mean()
+
+
+def test_the_same_seed_gives_the_same_negatives_whatever_the_chunk_budget():
+    csr, (heads, _), forbidden, _ = _split_graph(seed=4)
+    first = hard_negatives(csr, heads, 15, forbidden, np.random.default_rng(7))
+    assert np.array_equal(first, hard_negatives(csr, heads, 15, forbidden,
+                                                np.random.default_rng(7)))
+    assert np.array_equal(first, hard_negatives(csr, heads, 15, forbidden,
+                                                np.random.default_rng(7), budget=5))
+    assert not np.array_equal(first, hard_negatives(csr, heads, 15, forbidden,
+                                                    np.random.default_rng(8)))
+
+
+def test_an_isolated_source_gets_uniform_non_edges_from_the_seed():
+    # node 0 has no message edge; its held-out positive is (0, 1)
+    n = 30
+    ring = np.arange(1, n)
+    u, v = ring, np.where(ring + 1 < n, ring + 1, 1)
+    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
+    forbidden = edge_keys_both_directions(np.append(u, 0), np.append(v, 1), n)
+    neg = hard_negatives(csr, np.array([0, 0]), 8, forbidden, np.random.default_rng(0))
+    assert ((neg >= 2) & (neg < n)).all()  # never 0 itself nor 1, its true partner
+    assert not np.array_equal(neg[0], neg[1])  # drawn per positive, not one fixed list
+    other = hard_negatives(csr, np.array([0, 0]), 8, forbidden, np.random.default_rng(1))
+    assert not np.array_equal(neg, other)
+
+
+def test_bad_inputs_raise_clearly():
+    n = 4
+    u, v = np.array([0, 0, 0]), np.array([1, 2, 3])  # node 0 is linked to every other node
+    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
+    forbidden = edge_keys_both_directions(u, v, n)
+    with pytest.raises(ValueError, match="must be >= 1, got 0"):
+        hard_negatives(csr, np.array([1]), 0, forbidden, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="node 0 is linked to every other node"):
+        hard_negatives(csr, np.array([0]), 2, forbidden, np.random.default_rng(0))
