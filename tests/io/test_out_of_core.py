@@ -4,6 +4,7 @@ FeatureSource, gnnpipe/data/features.py ModelFeatures), features.npy written in 
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -267,3 +268,18 @@ def test_a_feature_source_is_put_as_the_whole_matrix():
     with pytest.raises(ValueError, match="put it with index=None"):
         store.put_tensor(FeatureSource(_x(10, 3), mapped=False), group_name=None,
                          attr_name="x", index=torch.arange(10))
+
+
+def test_a_small_mapped_matrix_is_indexed_on_the_map(tmp_path, monkeypatch):
+    """At most direct_bytes of features: the map itself, no pread per row; the same rows."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(64 * 8, dtype=np.float32).reshape(64, 8))
+    x = torch.from_numpy(np.load(path, mmap_mode="r+"))
+    small = FeatureSource(x, mapped=True, direct_bytes=64 * 8 * 4)
+    large = FeatureSource(x, mapped=True, direct_bytes=64 * 8 * 4 - 1)
+    assert small.direct and small._fd is None and not large.direct and large._fd is not None
+    ids = torch.tensor([5, 0, 63, 5])
+    monkeypatch.setattr(os, "preadv", lambda *a: (_ for _ in ()).throw(AssertionError("pread")))
+    assert torch.equal(small.rows(ids), x[ids])
+    with pytest.raises(AssertionError, match="pread"):
+        large.rows(ids)
