@@ -118,6 +118,23 @@ def _csr_order(src: np.ndarray, dst: np.ndarray, num_dst: int, num_src: int
     return Csr(torch.from_numpy(indptr), torch.from_numpy(src[order])), order
 
 
+def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """bool (len(keys),): which ``keys`` occur in ``sorted_keys`` (ascending int64)."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
+
+
+def row_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions in a CSR's ``indices`` of every edge of ``rows``, row after row: int64 (sum of
+    their degrees,)."""
+    starts = indptr[rows]
+    counts = indptr[rows + 1] - starts
+    first = np.cumsum(counts) - counts  # where each row's run begins in the output
+    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - first, counts)
+
+
 def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int,
                    num_src: int | None = None) -> Csr:
     """CSR (rows = ``dst``, (num_nodes + 1,) indptr) from edge arrays (E,), keeping every edge;

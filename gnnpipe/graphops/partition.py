@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, row_positions
 from gnnpipe.graphops.part_shard import PartShard
 from gnnpipe.graphops.partition_lp import lp_partition
 
@@ -159,14 +159,6 @@ def _metis(csr: Csr, cfg: PartitionParams, backend: str, seed: int) -> np.ndarra
 
 
 # ------------------------------------------------------------------------------- fallbacks
-def _row_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions in ``indices`` of every edge of ``rows`` (int64 (sum of their degrees,))."""
-    starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
-    first = np.cumsum(counts) - counts  # where each row's run begins in the output
-    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - first, counts)
-
-
 def bfs_order(csr: Csr, rng: np.random.Generator) -> np.ndarray:
     """Every node once, int64 (N,), in breadth-first order over the symmetric graph.
 
@@ -194,7 +186,7 @@ def bfs_order(csr: Csr, rng: np.random.Generator) -> np.ndarray:
             visited[frontier] = True
         chunks.append(frontier)
         remaining -= frontier.size
-        reached = indices[_row_positions(indptr, frontier)]
+        reached = indices[row_positions(indptr, frontier)]
         frontier = _unique(reached[~visited[reached]])
         visited[frontier] = True
     chunks.append(isolated.astype(np.int64))
@@ -259,13 +251,13 @@ def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,
     rings = [frontier]
     local_of[frontier] = 0  # marks membership while rings grow; real ids are set below
     for _ in range(halo_hops):
-        reached = indices[_row_positions(indptr, frontier)]  # sources feeding the frontier
+        reached = indices[row_positions(indptr, frontier)]  # sources feeding the frontier
         frontier = _unique(reached[local_of[reached] < 0])
         local_of[frontier] = 0
         rings.append(frontier)
     node_id = np.concatenate(rings)
     local_of[node_id] = np.arange(node_id.size)
-    pos = _row_positions(indptr, node_id)
+    pos = row_positions(indptr, node_id)
     rows = np.repeat(np.arange(node_id.size), indptr[node_id + 1] - indptr[node_id])
     cols = local_of[indices[pos]]
     keep = cols >= 0

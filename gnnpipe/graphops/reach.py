@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
-from gnnpipe.data.graph import Csr, sorted_unique
+from gnnpipe.data.graph import Csr, contains, row_positions, sorted_unique
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1
@@ -144,19 +144,8 @@ def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
 def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """Neighbour lists of ``nodes`` (Q,) concatenated: (owner index into nodes, neighbour)."""
-    starts = indptr[nodes]
-    counts = indptr[nodes + 1] - starts
-    owner = np.repeat(np.arange(nodes.size), counts)
-    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)  # row start - output start
-    return owner, indices[shift + np.arange(owner.size)]
-
-
-def _member(sorted_keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """bool (Q,): which ``queries`` occur in ``sorted_keys`` (ascending)."""
-    if sorted_keys.size == 0:
-        return np.zeros(queries.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, queries), sorted_keys.size - 1)
-    return sorted_keys[pos] == queries
+    owner = np.repeat(np.arange(nodes.size), indptr[nodes + 1] - indptr[nodes])
+    return owner, indices[row_positions(indptr, nodes)]
 
 
 def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b, near_b):
@@ -170,14 +159,14 @@ def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b, near_b):
     ``S1(b[e])``, a cheap filter before them.
     """
     num_nodes = indptr.size - 1
-    cand = (k != b[edge]) & ~_member(key_b, key_a)  # k outside B1(b)
+    cand = (k != b[edge]) & ~contains(key_b, key_a)  # k outside B1(b)
     edge, k = edge[cand], k[cand]
     owner, w = _expand(indptr, indices, k)  # (pairs,): w in S1(k), owner indexes the candidates
     maybe = np.flatnonzero(near_b[w])  # most w of a sparse graph touch no b: skip the searches
     owner, w = owner[maybe], w[maybe]
     e_w = edge[owner]
     key_w = e_w * num_nodes + w
-    closes = (w != a[e_w]) & _member(key_b, key_w) & ~_member(key_a, key_w)
+    closes = (w != a[e_w]) & contains(key_b, key_w) & ~contains(key_a, key_w)
     per_k = np.bincount(owner[closes], minlength=k.size)  # 4-cycles a-k-w-b through each k
     sharp = np.bincount(edge, weights=per_k > 0, minlength=a.size).astype(np.int64)
     gamma = np.zeros(a.size, dtype=np.int64)
@@ -201,7 +190,7 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     e_u, nbr_u = _expand(indptr, indices, u)
     e_v, nbr_v = _expand(indptr, indices, v)
     key_u, key_v = e_u * n + nbr_u, e_v * n + nbr_v  # sorted: e ascending, rows sorted
-    triangles = np.bincount(e_u, weights=_member(key_v, key_u), minlength=u.size)
+    triangles = np.bincount(e_u, weights=contains(key_v, key_u), minlength=u.size)
     near_u, near_v = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     near_u[nbr_u] = True
     near_v[nbr_v] = True

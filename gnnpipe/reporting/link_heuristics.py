@@ -24,19 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, contains, row_positions
 from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.splitting.negatives import contains
 
 HEURISTICS = ("common_neighbours", "adamic_adar", "resource_allocation")
 BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
-
-
-def ragged_positions(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(starts[i], starts[i] + counts[i])``: int64 (counts.sum(),)."""
-    total = int(counts.sum())
-    offsets = np.cumsum(counts) - counts  # where each run begins in the output
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
 
 
 def chunk_bounds(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
@@ -93,7 +85,7 @@ def pair_scores(csr: Csr, src: np.ndarray, dst: np.ndarray,
     for start, stop in chunk_bounds(work, budget):
         counts = work[start:stop]
         pair = np.repeat(np.arange(stop - start), counts)  # chunk-local pair of each candidate
-        w = cols[ragged_positions(indptr[walk[start:stop]], counts)]
+        w = cols[row_positions(indptr, walk[start:stop])]
         hit = contains(keys, other[start:stop][pair] * n + w)  # w is also a neighbour of other
         pair, w = pair[hit], w[hit]
         for name in HEURISTICS:

@@ -37,10 +37,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from gnnpipe.data.graph import Csr, sorted_unique
+from gnnpipe.data.graph import Csr, contains, sorted_unique
 from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.reporting.link_heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
-from gnnpipe.splitting.negatives import NegativeSampler, contains
+from gnnpipe.splitting.negatives import NegativeSampler
 
 
 def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarray,

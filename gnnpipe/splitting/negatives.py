@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import sorted_unique
+from gnnpipe.data.graph import contains, sorted_unique
 
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
 
@@ -38,14 +38,6 @@ def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) 
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
-
-
-def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """bool (len(keys),): which ``keys`` occur in ``sorted_keys`` (ascending int64)."""
-    if sorted_keys.size == 0:
-        return np.zeros(keys.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
-    return sorted_keys[pos] == keys
 
 
 class NegativeSampler:

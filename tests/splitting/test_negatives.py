@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnnpipe.splitting.negatives import NegativeSampler, contains, degree_weights, training_sampler
+from gnnpipe.data.graph import contains
+from gnnpipe.splitting.negatives import NegativeSampler, degree_weights, training_sampler
 
 
 def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
