@@ -73,7 +73,7 @@ def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -
 
 
 def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
-                 roles: np.ndarray) -> np.ndarray:
+                    roles: np.ndarray) -> np.ndarray:
     """1.0 where the prediction of a test node is right, else 0.0: float (T,) over the test
     nodes in id order (the per-item scores of the verdict's paired bootstrap)."""
     predicted = predicted_labels(node_id, logits, roles.size)
