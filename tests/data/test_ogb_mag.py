@@ -167,14 +167,3 @@ def test_sparse_class_ids_are_remapped_and_kept_in_classes_parquet(mag, tmp_path
     from gnnpipe import io
     assert io.read_classes(tmp_path / "data/prepared").to_pylist() == [10, 20, 70]
     assert json.loads((tmp_path / "metrics/prepare.json").read_text())["classes"] == 3
-
-
-def test_a_typed_ogb_folder_read_as_homogeneous_says_to_set_the_layout(mag, tmp_path,
-                                                                        monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
-        "source": "ogb", "path": str(mag)}}))
-    assert main(["prepare"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.endswith(
-        "a typed OGB dataset (raw/node-feat/<type>/, like ogbn-mag); set dataset.layout: typed")

@@ -15,6 +15,9 @@ import torch
 import yaml
 
 from gnnpipe.cli import main
+from gnnpipe.preflight import main as preflight
+from test_ogb_mag import make_mag
+from test_preflight import params_with_path
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 8, "num_classes": 3}},
          "train": {"epochs": 5}, "baseline": {"epochs": 5}, "partition": {"num_parts": 2}}
@@ -292,3 +295,25 @@ def test_csv_source_in_the_default_folder_names_the_missing_table(tmp_path, monk
     assert err == ("gnnpipe prepare: error: data/raw/nodes.csv: file not found (dataset.nodes"
                    ".file; dataset.source=csv reads the node and edge tables from "
                    "dataset.path='data/raw')")
+
+
+def test_a_typed_ogb_folder_read_as_homogeneous_says_to_set_the_layout(tmp_path, monkeypatch,
+                                                                        capsys):
+    mag = make_mag(tmp_path / "ogbn_mag")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
+        "source": "ogb", "path": str(mag)}}))
+    assert main(["prepare"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith(
+        "a typed OGB dataset (raw/node-feat/<type>/, like ogbn-mag); set dataset.layout: typed")
+
+
+def test_a_missing_dataset_path_is_one_line_naming_the_key(tmp_path, capsys):
+    params = params_with_path(tmp_path, "nowhere")
+    assert preflight(["--params", str(params)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert err == (f"gnnpipe preflight: error: {params}: dataset.path 'nowhere' does not "
+                   "exist; set dataset.path to your input folder or file (a DVC dependency of "
+                   "the prepare stage)")
