@@ -402,7 +402,7 @@ def _link_ranking(ev: dict) -> str:
     if "random_negatives" in ev:
         sets = {"random": ev["random_negatives"], **sets}
     ranked = [name for name in ev["gnn"]["test"] if name == "mrr" or name.startswith("hits@")]
-    models = [(ev["model"], "gnn"), *((name, name) for name in ev["baselines"])]
+    models = [(ev["model"], "gnn"), *((BASELINE_NAMES[name], name) for name in ev["baselines"])]
     header = ["model"] + [f"{metric} ({name} negatives)" for name in sets for metric in ranked]
     rows = []
     for label, key in models:
@@ -410,7 +410,7 @@ def _link_ranking(ev: dict) -> str:
         for table in sets.values():
             scores = table["gnn"] if key == "gnn" else table["baselines"][key]
             cells += [scores["test"][metric] for metric in ranked]
-        mark = " (the verdict's baseline)" if key == ev["baseline_model"] else ""
+        mark = " (the verdict compares with it)" if key == ev["baseline_model"] else ""
         rows.append([label + mark, *cells])
     return ("<h3>Link ranking: test scores under each negative set</h3>" + _table(header, rows)
             + f"<p>Hard negatives are the targets of highest resource allocation from each "
