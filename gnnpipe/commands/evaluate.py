@@ -6,6 +6,8 @@ and over-smoothing on the test phase's graph of its own relation (a homogeneous 
 phase's message graph). Link task: ROC-AUC, AP, Hits@K, MRR of both encoders on the fixed
 negatives. Typed files add the node type, relation or edge type scored."""
 
+import torch
+
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import split_task
@@ -15,8 +17,9 @@ from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test
 from gnnpipe.graphops.reach import accuracy_by_distance, hops_to_train
 from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.summary import headline
-from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
-                                             reciprocal_ranks, score_link_predictions)
+from gnnpipe.reporting.link_evaluate import (EVAL_PHASES, NEGATIVE_SETS, evaluate_links,
+                                             heuristic_predictions, link_confusion_rows)
+from gnnpipe.graphops.heuristics import train_view
 from gnnpipe.data.typed_graph import TYPED, edge_type_name
 
 
@@ -62,22 +65,53 @@ def _score_nodes(args, params, typed):
 
 
 def _score_links(args, params, typed):
-    """The same for link scores against the fixed negatives
-    (gnnpipe/reporting/link_evaluate.py)."""
-    _, _, negatives = io.read_typed_link_split(args.split, typed.graph)
-    ks = params.evaluate.hits_k
-    gnn_scores, mlp_scores = (io.read_link_predictions(args.model),
-                              io.read_link_predictions(args.baseline))
-    gnn = score_link_predictions(gnn_scores, negatives, ks, str(args.model))
-    mlp = score_link_predictions(mlp_scores, negatives, ks, str(args.baseline))
-    gap = paired_gap(reciprocal_ranks(*gnn_scores["test"]),
-                     reciprocal_ranks(*mlp_scores["test"]), params.evaluate.bootstrap,
-                     params.seed)
-    summary = compare_links(gnn, mlp, params.train.model, params.evaluate, gap,
-                            _low_homophily(args))
-    if typed.graph.layout == TYPED:
+    """The same for link scores against the fixed negatives of each set of
+    ``evaluate.link.negatives`` (gnnpipe/reporting/link_evaluate.py): random alone is judged
+    GNN against MLP; with hard negatives the heuristics join and the verdict is on the hard
+    set, against the best baseline on val."""
+    graph = typed.graph
+    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph)
+    cfg, sets = params.evaluate, NEGATIVE_SETS[params.evaluate.link.negatives]
+    random = {"gnn": io.read_link_predictions(args.model),
+              "mlp": io.read_link_predictions(args.baseline)}
+    predictions = {"random": dict(random)} if "random" in sets else {}
+    targets = {"random": negatives}
+    if "hard" in sets:
+        targets["hard"] = _hard_negatives(args, edges, graph.num_nodes(edge_type[2]))
+        predictions["hard"] = {name: _with_hard(random[name], path) for name, path in
+                               (("gnn", args.model), ("mlp", args.baseline))}
+        offsets = graph.offsets()  # the heuristics read homogeneous ids (train_view)
+        s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
+        held = {p: torch.stack([edges[p][0] + s_off, edges[p][1] + d_off]) for p in EVAL_PHASES}
+        view = train_view(graph, typed.graphs["train"])
+        for name in sets:
+            predictions[name].update(heuristic_predictions(
+                view, held, {p: t + d_off for p, t in targets[name].items()}))
+    summary, details = evaluate_links(predictions, targets, cfg, params.train.model,
+                                      params.seed, _low_homophily(args),
+                                      {"gnn": str(args.model), "mlp": str(args.baseline)})
+    if graph.layout == TYPED:
         summary["edge_type"] = typed.meta["edge_type"]
-    return summary, {"gnn": gnn, "mlp": mlp}, link_confusion_rows(*gnn_scores["test"])
+    return summary, details, link_confusion_rows(*predictions[sets[0]]["gnn"]["test"])
+
+
+def _hard_negatives(args, edges, num_dst):
+    """The split's hard negatives; a split without them is a params mismatch."""
+    hard = io.read_hard_negatives(args.split, edges, num_dst)
+    if hard is None:
+        raise ValueError(f"{args.split}: the split wrote no hard negatives, which "
+                         "evaluate.link.negatives hard / both needs; set "
+                         "split.link.num_hard_negatives >= 1 and re-run the split stage")
+    return hard
+
+
+def _with_hard(random, model_dir):
+    """A model's scores with its hard-negative scores in place of the random ones."""
+    hard = io.read_hard_link_scores(model_dir)
+    if hard is None:
+        raise ValueError(f"{model_dir}: no hard_scores.pt (the model scored no hard negatives); "
+                         "re-run the stage that wrote it after the split")
+    return {phase: (random[phase][0], hard[phase]) for phase in EVAL_PHASES}
 
 
 def _reach(params, test_graph, roles, gnn_correct, mlp_correct) -> dict:

@@ -18,7 +18,7 @@ from typing import Callable
 from gnnpipe.pipeline import SUMMARY
 from gnnpipe.reporting import figures
 from gnnpipe.reporting.summary import SMOOTHING
-from gnnpipe.reporting.verdict import BASELINE_NAMES
+from gnnpipe.reporting.verdict import BASELINE_NAMES, described
 
 PHASES = ("train", "val", "test")
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
@@ -244,6 +244,7 @@ def _headline(inputs: ReportInputs) -> str:
     metric = "MRR" if ev.get("task") == "link" else "accuracy"
     gap, model = ev["gap"], ev["model"]
     base = BASELINE_NAMES[ev.get("baseline_model", "mlp")]
+    whole = described(ev.get("baseline_model", "mlp"))
     low, high = gap["interval"]
     spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
               f"{'edges' if metric == 'MRR' else 'nodes'}")
@@ -251,9 +252,9 @@ def _headline(inputs: ReportInputs) -> str:
         plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the {base} ({spread})."
     elif ev["outcome"] == "hurts":
         plain = (f"The {base} wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
-                 f"structure-free {base} ({spread}), so the graph does not help on this data.")
+                 f"{whole} ({spread}), so the graph does not help on this data.")
     else:
-        plain = (f"Inconclusive: {model} vs the structure-free {base} is {gap['gain']:+.4f} test "
+        plain = (f"Inconclusive: {model} vs the {whole} is {gap['gain']:+.4f} test "
                  f"{metric} ({spread}); this test set cannot tell them apart.")
     kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
@@ -393,6 +394,31 @@ def _node_split(audit: dict) -> str:
     return "\n".join(out)
 
 
+def _link_ranking(ev: dict) -> str:
+    """Test MRR and Hits@K of the GNN and every baseline (MLP, heuristics) under each negative
+    set evaluate scored (eval.json ``baselines``; ``random_negatives`` with
+    evaluate.link.negatives both), the judged set's chosen baseline marked."""
+    sets = {ev["negatives"]: {"gnn": ev["gnn"], "baselines": ev["baselines"]}}
+    if "random_negatives" in ev:
+        sets = {"random": ev["random_negatives"], **sets}
+    ranked = [name for name in ev["gnn"]["test"] if name == "mrr" or name.startswith("hits@")]
+    models = [(ev["model"], "gnn"), *((BASELINE_NAMES[name], name) for name in ev["baselines"])]
+    header = ["model"] + [f"{metric} ({name} negatives)" for name in sets for metric in ranked]
+    rows = []
+    for label, key in models:
+        cells = []
+        for table in sets.values():
+            scores = table["gnn"] if key == "gnn" else table["baselines"][key]
+            cells += [scores["test"][metric] for metric in ranked]
+        mark = " (the verdict compares with it)" if key == ev["baseline_model"] else ""
+        rows.append([label + mark, *cells])
+    return ("<h3>Link ranking: test scores under each negative set</h3>" + _table(header, rows)
+            + f"<p>Hard negatives are the targets of highest resource allocation from each "
+            "source in the train graph (HeaRT); the heuristics count shared neighbours in the "
+            f"train graph only. The verdict is on the {_e(ev['negatives'])} negatives, against "
+            "the baseline of best val MRR there.</p>")
+
+
 def _link_split(audit: dict) -> str:
     """Positive edges per phase, its message graph, fixed negatives and how they were drawn."""
     sizes, negatives = audit.get("sizes", {}), audit.get("negatives", {})
@@ -400,9 +426,12 @@ def _link_split(audit: dict) -> str:
     rows = [[phase, sizes.get("train_supervision" if phase == "train" else phase),
              message.get(phase), negatives.get(phase, {}).get("per_positive")]
             for phase in PHASES]
+    hard = audit.get("hard_negatives", {})
     facts = [("edge type", audit.get("edge_type")),
              ("edges in the message role", sizes.get("message")),
              ("negatives drawn", audit.get("negative_strategy")),
+             ("hard negatives per positive (HeaRT)",
+              hard.get("test", {}).get("per_positive") if hard else None),
              ("supervision edges disjoint from message edges", audit.get("disjoint_supervision")),
              ("undirected", audit.get("undirected"))]
     return (_pairs([(k, v) for k, v in facts if v is not None])
@@ -447,13 +476,16 @@ def _partition(inputs: ReportInputs) -> str:
 
 def _metrics(inputs: ReportInputs, names: list[str]) -> str:
     ev = inputs.evaluation
+    base = ev.get("baseline_model", "mlp")  # eval.json's "mlp" holds the chosen baseline
     rows = []
     for role in ("val", "test"):
         for metric in names:
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
                          f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
-    out = ["<h2>Metrics vs the MLP baseline</h2>",
-           _table(["metric", ev["model"], "mlp", "gnn − mlp"], rows)]
+    out = [f"<h2>Metrics vs the {_e(BASELINE_NAMES[base])} baseline</h2>",
+           _table(["metric", ev["model"], base, f"gnn − {base}"], rows)]
+    if "baselines" in ev:  # a link run with hard negatives: every model under each set
+        out.append(_link_ranking(ev))
     training = [[name, info.get("best_epoch"), info.get("epochs_run"), info.get("parameters")]
                 for name, info in ((ev["model"], inputs.train), ("mlp", inputs.baseline)) if info]
     if training:

@@ -4,6 +4,8 @@ report carries the low-homophily warning."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import base64
 import json
 import re
@@ -163,6 +165,38 @@ def test_link_report_shows_link_sections_only():
     assert " test mrr 0.6000 0.6000 +0.1000 " in text
     assert "sampler link_neighbor" in text and "engine plain" in text
     assert "processes 2" in text and "evaluation forward full (one forward)" in text
+
+
+def test_link_report_with_hard_negatives_ranks_every_model_under_each_set():
+    """evaluate.link.negatives both: the verdict's baseline (a heuristic) names the metrics
+    table, and a ranking table shows the GNN, the MLP and the heuristics under both sets."""
+    inputs = _link_inputs()
+    ev = dict(inputs.evaluation)
+    names = ("roc_auc", "average_precision", "mrr", "hits@10")
+
+    def scores(value):
+        return {p: {n: value for n in names} for p in ("val", "test")}
+
+    baselines = {"mlp": scores(0.2), "common_neighbours": scores(0.5),
+                 "adamic_adar": scores(0.7), "resource_allocation": scores(0.6)}
+    ev.update(outcome="hurts", graph_helps=False, negatives="hard",
+              baseline_model="adamic_adar", mlp=baselines["adamic_adar"], baselines=baselines,
+              gap={"test_items": 208, "gain": -0.4, "interval": [-0.5, -0.3]},
+              random_negatives={"gnn": scores(0.9), "baselines": {m: scores(0.95)
+                                                                  for m in baselines}})
+    audit = {**inputs.split_audit,
+             "hard_negatives": {p: {"count": 20800, "per_positive": 100} for p in ("val", "test")}}
+    text = _text(render(dataclasses.replace(inputs, evaluation=ev, split_audit=audit)).html)
+    assert ("The Adamic-Adar heuristic wins: sage is 0.4000 test MRR behind the Adamic-Adar "
+            "heuristic (train graph only)") in text
+    assert "Metrics vs the Adamic-Adar heuristic baseline" in text
+    assert ("model mrr (random negatives) hits@10 (random negatives) mrr (hard negatives) "
+            "hits@10 (hard negatives)") in text
+    assert " sage 0.9000 0.9000 0.6000 0.6000 " in text
+    assert (" Adamic-Adar heuristic (the verdict compares with it) 0.9500 0.9500 0.7000 0.7000 "
+            in text)
+    assert " MLP 0.9500 0.9500 0.2000 0.2000 " in text
+    assert "hard negatives per positive (HeaRT) 100" in text
 
 
 def test_node_report_names_sampler_engine_and_evaluation_forward():
