@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gnnpipe.pipeline import SUMMARY
-from gnnpipe.reporting import figures
+from gnnpipe.reporting import figures, svg
+from gnnpipe.reporting.glance import comparison_bars, scored_models
 from gnnpipe.reporting.summary import SMOOTHING
-from gnnpipe.reporting.verdict import BASELINE_NAMES
+from gnnpipe.reporting.verdict import BASELINE_NAMES, seeds_sentence
 
 PHASES = ("train", "val", "test")
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
@@ -255,10 +256,40 @@ def _headline(inputs: ReportInputs) -> str:
     else:
         plain = (f"Inconclusive: {model} vs the structure-free {base} is {gap['gain']:+.4f} test "
                  f"{metric} ({spread}); this test set cannot tell them apart.")
+    if ev.get("seeds"):  # evaluate.seeds > 1: how the outcome holds across training seeds
+        over = seeds_sentence(ev["seeds"], metric)
+        plain += f" {over[0].upper()}{over[1:]}."
     kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
              f"evaluate: {_e(ev['verdict'])}</div>"]
     return "\n".join(parts + _warnings(inputs))
+
+
+def _glance(inputs: ReportInputs) -> str:
+    """The verdict's figures in one look: every comparison's gap with its 95% interval (per
+    training seed too, with the seeds' spread), the reach plot (node task) and every scored
+    model's test metrics (link task: the GNN, the MLP and whatever rows evaluate added)."""
+    ev = inputs.evaluation
+    link = ev.get("task") == "link"
+    metric = "test MRR" if link else "test accuracy"
+    out = ["<h2>At a glance</h2>",
+           svg.interval_bars(comparison_bars(ev), metric, f"Gap in {metric}: GNN minus "
+                                                          "baseline, with its 95% interval")]
+    seeds = ev.get("seeds")
+    if seeds:
+        base = ev.get("baseline_model", "mlp")
+        out.append(_table([f"{metric} over {seeds['count']} training seeds", "mean", "std",
+                           "min", "max"],
+                          [[name, *(seeds[key][s] for s in ("mean", "std", "min", "max"))]
+                           for name, key in ((ev["model"], "gnn"), (base, "baseline"),
+                                             ("gain (GNN − baseline)", "gain"))]))
+    if ev.get("reach"):
+        out.append(svg.reach_plot(ev["reach"]["bins"], ev["model"],
+                                  ev.get("baseline_model", "mlp")))
+    if link:
+        header, rows = scored_models(ev)
+        out += ["<h3>Link metrics on the test edges</h3>", _table(header, rows)]
+    return "\n".join(out)
 
 
 def _run_setup(inputs: ReportInputs) -> str:
@@ -555,6 +586,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
         f"<h1>gnnpipe run: {_e(model)}, {task} on "
         f"{_e(inputs.prepare.get('source', 'the graph'))}</h1>",
         view.headline(inputs),
+        _glance(inputs),
         _run_setup(inputs),
         _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,

@@ -5,6 +5,7 @@ report carries the low-homophily warning."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import struct
@@ -89,7 +90,7 @@ def test_report_renders_valid_pngs_embedded_and_linked():
     for name in report.figures:
         assert f'href="figures/{name}"' in page
     assert "The graph helps" in page and "beats the structure-free MLP" in page
-    for section in ("Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
+    for section in ("At a glance", "Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
                     "Over-smoothing", "Depth sweep"):
         assert section in page
 
@@ -178,6 +179,83 @@ def test_node_report_names_sampler_engine_and_evaluation_forward():
     text = _text(render(_inputs(train=train)).html)
     assert "engine / evaluation forward not recorded (metrics/perf/train.json missing)" in text
     assert "No train metrics" in _text(render(_inputs()).html)
+
+
+# ------------------------------------------------------------------------------ at a glance
+def _svgs(page: str, kind: str) -> list[str]:
+    return re.findall(rf'<svg class="{kind}".*?</svg>', page, flags=re.S)
+
+
+def _bars(page: str) -> list[dict]:
+    """The interval bars' rows as their data attributes."""
+    (chart,) = _svgs(page, "interval-bars")
+    return [dict(re.findall(r'data-(\w+)="([^"]*)"', g))
+            for g in re.findall(r'<g class="interval"[^>]*>', chart)]
+
+
+REACH = {"bins": [{"bin": "0", "hops": 0, "count": 0, "gnn_accuracy": None,
+                   "baseline_accuracy": None},
+                  {"bin": "1", "hops": 1, "count": 40, "gnn_accuracy": 0.9,
+                   "baseline_accuracy": 0.6},
+                  {"bin": "2", "hops": 2, "count": 12, "gnn_accuracy": 0.75,
+                   "baseline_accuracy": 0.58},
+                  {"bin": ">2", "hops": None, "count": 5, "gnn_accuracy": 0.2,
+                   "baseline_accuracy": 0.6}],
+         "warning": None, "rule": {"min_count": 30, "gnn_drop": 0.1, "baseline_drop": 0.05}}
+
+
+def test_glance_draws_the_gap_with_its_interval_and_the_reach_plot_inline():
+    page = render(_inputs(evaluation=_inputs().evaluation | {"reach": REACH})).html
+    assert page.index("At a glance") < page.index("<h2>Run</h2>")
+    assert _bars(page) == [{"label": "sage − MLP", "gain": "0.350000", "low": "0.150000",
+                            "high": "0.550000", "outcome": "helps"}]
+    assert "+0.3500  [+0.1500, +0.5500]" in page  # the figures beside the bar, readable
+    (plot,) = _svgs(page, "reach-plot")
+    points = re.findall(r'<circle class="point"[^>]*data-model="(\w+)" data-bin="([^"]+)" '
+                        r'data-accuracy="([\d.]+)" data-count="(\d+)"', plot)
+    # one point per model and non-empty bin; the empty hop-0 bin has none
+    assert points == [("sage", "1", "0.900000", "40"), ("sage", "2", "0.750000", "12"),
+                      ("sage", "&gt;2", "0.200000", "5"), ("mlp", "1", "0.600000", "40"),
+                      ("mlp", "2", "0.580000", "12"), ("mlp", "&gt;2", "0.600000", "5")]
+    assert "n=0" in plot and "beyond the GNN's layers" in plot
+    # self-contained: inline markup, nothing fetched, no script
+    assert "<script" not in page and not re.search(r'(src|href)="https?:', page)
+
+
+def test_glance_shows_every_seed_and_the_spread():
+    runs = [{"seed": 0, "gnn": 0.85, "baseline": 0.5, "gain": 0.35, "interval": [0.15, 0.55],
+             "outcome": "helps"},
+            {"seed": 77, "gnn": 0.6, "baseline": 0.55, "gain": 0.05, "interval": [-0.1, 0.2],
+             "outcome": "inconclusive"}]
+    seeds = {"count": 2, "runs": runs, "outcomes": {"helps": 1, "hurts": 0, "inconclusive": 1},
+             "gnn": {"mean": 0.725, "std": 0.176777, "min": 0.6, "max": 0.85},
+             "baseline": {"mean": 0.525, "std": 0.035355, "min": 0.5, "max": 0.55},
+             "gain": {"mean": 0.2, "std": 0.212132, "min": 0.05, "max": 0.35}}
+    page = render(_inputs(evaluation=_inputs().evaluation | {"seeds": seeds})).html
+    assert [(b["label"], b["gain"], b["low"], b["high"], b["outcome"]) for b in _bars(page)] == [
+        ("sage − MLP (seed 0)", "0.350000", "0.150000", "0.550000", "helps"),
+        ("seed 77", "0.050000", "-0.100000", "0.200000", "inconclusive")]
+    text = _text(page)
+    assert "Over 2 training seeds: helps in 1 of 2, inconclusive in 1 of 2" in text
+    assert " sage 0.7250 0.1768 0.6000 0.8500 " in text
+    assert " gain (GNN − baseline) 0.2000 0.2121 0.0500 0.3500 " in text
+    assert not _svgs(page, "reach-plot")  # evaluate measured no reach here
+
+
+def test_glance_link_table_renders_whatever_rows_the_link_metrics_hold():
+    inputs = _link_inputs()
+    ev = inputs.evaluation | {
+        "heuristics": {"resource_allocation": {"test": {"mrr": 0.7, "hits@10": 0.8}}},
+        "hard": {"gnn": {"test": {"mrr": 0.2, "hits": {"10": 0.3}}},
+                 "gap": {"gain": -0.05, "interval": [-0.09, -0.01], "outcome": "hurts"}}}
+    page = render(dataclasses.replace(inputs, evaluation=ev)).html
+    text = _text(page)
+    assert "Link metrics on the test edges" in text
+    assert (" model mrr roc_auc average_precision hits@10 hits.10 sage 0.6000 0.6000 0.6000 "
+            "0.6000 n/a MLP 0.6000 0.6000 0.6000 0.6000 n/a heuristics / resource_allocation "
+            "0.7000 n/a n/a 0.8000 n/a hard / gnn 0.2000 n/a n/a n/a 0.3000 ") in text
+    assert [(b["label"], b["outcome"]) for b in _bars(page)] == [("sage − MLP", "helps"),
+                                                                 ("hard / gap", "hurts")]
 
 
 def test_report_shows_the_warnings_of_prepare():
