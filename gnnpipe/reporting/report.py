@@ -229,6 +229,7 @@ th { background: #f3f3f3; }
            border-radius: 6px; }
 figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; font-size: 0.9em; }
 .fail { color: #d93025; font-weight: bold; } .pass { color: #188038; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -288,7 +289,8 @@ def _glance(inputs: ReportInputs) -> str:
                                   ev.get("baseline_model", "mlp")))
     if link:
         header, rows = scored_models(ev)
-        out += ["<h3>Link metrics on the test edges</h3>", _table(header, rows)]
+        out += ["<h3>Link metrics on the test edges</h3>",
+                f'<div class="wide">{_table(header, rows)}</div>']
     return "\n".join(out)
 
 

@@ -13,7 +13,6 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.commands.seeds import derived_seeds
-from gnnpipe.config import ParamsError, params_from_dict
 from gnnpipe.reporting.evaluate import correct_on_test
 from gnnpipe.reporting.verdict import Gap, over_seeds, seed_run, seeds_sentence, spread
 
@@ -49,17 +48,6 @@ def test_over_seeds_counts_outcomes_and_spreads_with_sample_std():
         "over 3 training seeds: helps in 2 of 3, inconclusive in 1 of 3; test accuracy gain "
         "+0.2500 (std 0.2500, +0.0000 to +0.5000)")
     assert spread([0.3]) == {"mean": 0.3, "std": 0.0, "min": 0.3, "max": 0.3}
-
-
-@pytest.mark.parametrize("over, message", [
-    ({"dataset": {"task": "link"}}, r"evaluate.seeds=3 retrains node classifiers and needs "
-                                    r"dataset.task=node \(found 'link'\)"),
-    ({"train": {"dist": {"nproc": 2}}}, r"evaluate.seeds=3 retrains the GNN on one process, "
-                                        r"but train.dist runs 2"),
-])
-def test_seeds_refused_where_evaluate_cannot_retrain(over, message):
-    with pytest.raises(ParamsError, match=message):
-        params_from_dict({**over, "evaluate": {"seeds": 3}})
 
 
 def _test_accuracy(folder, model_dir) -> np.ndarray:
