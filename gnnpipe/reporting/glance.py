@@ -17,10 +17,16 @@ from gnnpipe.reporting.svg import Bar
 SEEDS = "seeds"  # eval.json's per-seed runs: drawn as their own rows, not found by shape
 
 
+def baseline_label(ev: dict) -> str:
+    """The structure-free model eval.json's ``mlp`` scores are of, as a column or row names
+    it: MLP, or the ``baseline.models`` name the baseline stage chose (gbdt)."""
+    chosen = ev.get("baseline_model", "mlp")
+    return "MLP" if chosen == "mlp" else chosen
+
+
 def _named(ev: dict, path: tuple[str, ...]) -> str:
     """A row's label: the GNN and the baseline by their names, anything else by its path."""
-    chosen = ev.get("baseline_model", "mlp")
-    model, baseline = ev.get("model", "gnn"), "MLP" if chosen == "mlp" else chosen
+    model, baseline = ev.get("model", "gnn"), baseline_label(ev)
     names = {("gnn",): model, ("mlp",): baseline, ("gap",): f"{model} − {baseline}"}
     return names.get(path, " / ".join(path))
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 from gnnpipe.pipeline import SUMMARY
 from gnnpipe.reporting import figures, svg
-from gnnpipe.reporting.glance import comparison_bars, scored_models
+from gnnpipe.reporting.glance import baseline_label, comparison_bars, scored_models
 from gnnpipe.reporting.summary import SMOOTHING
 from gnnpipe.reporting.verdict import BASELINE_NAMES, seeds_sentence
 
@@ -278,7 +278,7 @@ def _glance(inputs: ReportInputs) -> str:
                                                           "baseline, with its 95% interval")]
     seeds = ev.get("seeds")
     if seeds:
-        base = ev.get("baseline_model", "mlp")
+        base = baseline_label(ev)
         out.append(_table([f"{metric} over {seeds['count']} training seeds", "mean", "std",
                            "min", "max"],
                           [[name, *(seeds[key][s] for s in ("mean", "std", "min", "max"))]
@@ -286,7 +286,7 @@ def _glance(inputs: ReportInputs) -> str:
                                              ("gain (GNN − baseline)", "gain"))]))
     if ev.get("reach"):
         out.append(svg.reach_plot(ev["reach"]["bins"], ev["model"],
-                                  ev.get("baseline_model", "mlp")))
+                                  baseline_label(ev)))
     if link:
         header, rows = scored_models(ev)
         out += ["<h3>Link metrics on the test edges</h3>",
@@ -382,7 +382,8 @@ def _per_class(inputs: ReportInputs, model: str) -> str:
     support = [sum(row) for row in gnn["confusion"]]
     rows = [[*_class_cells(inputs, c), support[c], gnn["per_class_f1"][c], mlp["per_class_f1"][c]]
             for c in range(len(gnn["per_class_f1"]))]
-    return _table([*_class_header(inputs), "test nodes", f"{model} F1", "mlp F1"], rows)
+    return _table([*_class_header(inputs), "test nodes", f"{model} F1",
+                   f"{baseline_label(inputs.evaluation)} F1"], rows)
 
 
 def _dataset(inputs: ReportInputs) -> str:
@@ -485,10 +486,11 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
         for metric in names:
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
                          f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
-    out = ["<h2>Metrics vs the MLP baseline</h2>",
-           _table(["metric", ev["model"], "mlp", "gnn − mlp"], rows)]
+    base = baseline_label(ev)
+    out = [f"<h2>Metrics vs the {_e(base)} baseline</h2>",
+           _table(["metric", ev["model"], base, f"gnn − {base}"], rows)]
     training = [[name, info.get("best_epoch"), info.get("epochs_run"), info.get("parameters")]
-                for name, info in ((ev["model"], inputs.train), ("mlp", inputs.baseline)) if info]
+                for name, info in ((ev["model"], inputs.train), (base, inputs.baseline)) if info]
     if training:
         out.append(_table(["model", "best epoch", "epochs run", "parameters"], training))
     smooth = ev.get("smoothing")
@@ -498,7 +500,7 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
                         "normalised Dirichlet energy (Rayleigh quotient)"],
                        [[name, s["cosine_similarity"], s["dirichlet_energy"],
                          s["rayleigh_quotient"]] for name, s in
-                        ((ev["model"], smooth["gnn"]), ("mlp", smooth["mlp"]))]),
+                        ((ev["model"], smooth["gnn"]), (base, smooth["mlp"]))]),
                 "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
                 "near 0 mean the GNN's outputs are nearly constant across neighbours: "
                 "over-smoothing. See the depth sweep in docs/evaluation.md.</p>"]
@@ -512,7 +514,7 @@ def _reach(ev: dict, graph: dict) -> list[str]:
     reach, curvature = ev.get("reach"), (graph or {}).get("curvature")
     if reach:
         out += ["<h3>Reach: test accuracy by hops to the nearest train node</h3>",
-                _table(["hops", "test nodes", ev["model"], "mlp"],
+                _table(["hops", "test nodes", ev["model"], baseline_label(ev)],
                        [[b["bin"], b["count"], b["gnn_accuracy"], b["baseline_accuracy"]]
                         for b in reach["bins"]]),
                 "<p>Nodes beyond the last layer's reach get no message from a labelled node. "
@@ -552,19 +554,20 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
         pngs[name], captions[name] = png, caption
 
     view = TASK_VIEWS[ev.get("task", "node")]
+    chosen = ev.get("baseline_model", "mlp")  # the figures name it as baseline.models does
     if inputs.train_history or inputs.baseline_history:
         add("training_curves.png",
             figures.training_curves(inputs.train_history, inputs.baseline_history, model,
-                                    view.curve_key),
-            f"training curves of {model} and the MLP baseline")
+                                    view.curve_key, chosen),
+            f"training curves of {model} and the {baseline_label(ev)} baseline")
     if view.class_figures:
         add("confusion_test.png",
             figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
-                                        "mlp (test)": details["mlp"]["test"]["confusion"]}),
+                                        f"{chosen} (test)": details["mlp"]["test"]["confusion"]}),
             "test confusion matrices, rows normalised")
         add("per_class_f1.png",
             figures.per_class_f1(details["gnn"]["test"]["per_class_f1"],
-                                 details["mlp"]["test"]["per_class_f1"], model),
+                                 details["mlp"]["test"]["per_class_f1"], model, chosen),
             "per-class F1 on the test split")
     if inputs.degree_hist:
         add("degree_histogram.png", figures.degree_histogram(inputs.degree_hist),

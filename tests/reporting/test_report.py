@@ -215,11 +215,22 @@ def test_glance_draws_the_gap_with_its_interval_and_the_reach_plot_inline():
                         r'data-accuracy="([\d.]+)" data-count="(\d+)"', plot)
     # one point per model and non-empty bin; the empty hop-0 bin has none
     assert points == [("sage", "1", "0.900000", "40"), ("sage", "2", "0.750000", "12"),
-                      ("sage", "&gt;2", "0.200000", "5"), ("mlp", "1", "0.600000", "40"),
-                      ("mlp", "2", "0.580000", "12"), ("mlp", "&gt;2", "0.600000", "5")]
+                      ("sage", "&gt;2", "0.200000", "5"), ("MLP", "1", "0.600000", "40"),
+                      ("MLP", "2", "0.580000", "12"), ("MLP", "&gt;2", "0.600000", "5")]
     assert "n=0" in plot and "beyond the GNN's layers" in plot
     # self-contained: inline markup, nothing fetched, no script
     assert "<script" not in page and not re.search(r'(src|href)="https?:', page)
+
+
+def test_report_names_the_chosen_baseline_wherever_it_shows_its_scores():
+    ev = _inputs().evaluation | {"baseline_model": "gbdt", "reach": REACH,
+                                 "verdict": "sage beats the structure-free gbdt"}
+    page = render(_inputs(evaluation=ev)).html
+    text = _text(page)
+    assert "Metrics vs the gbdt baseline" in text and " metric sage gbdt gnn − gbdt " in text
+    assert _bars(page)[0]["label"] == "sage − gbdt"
+    assert 'data-model="gbdt"' in page and " sage F1 gbdt F1 " in text
+    assert "mlp" not in text and "MLP" not in text
 
 
 def test_glance_shows_every_seed_and_the_spread():
