@@ -4,7 +4,9 @@ is the pipeline's one DVC metrics file.
 The graph is read as typed (either layout). Node task: accuracy / macro-F1 of the target type
 and over-smoothing on the test phase's graph of its own relation (a homogeneous graph: the test
 phase's message graph). Link task: ROC-AUC, AP, Hits@K, MRR of both encoders on the fixed
-negatives. Typed files add the node type, relation or edge type scored."""
+negatives. Typed files add the node type, relation or edge type scored. Node task with
+evaluate.seeds > 1: both models retrained under more seeds (gnnpipe/commands/seeds.py), their
+spread in eval.json ``seeds`` and in the verdict."""
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_typed
