@@ -64,6 +64,7 @@ def interval_bars(bars: list[Bar], metric: str, title: str) -> str:
     height = top + row_h * len(bars) + 46
     ticks = nice_ticks(min([0.0, *(b.low for b in bars)]), max([0.0, *(b.high for b in bars)]))
     lo, hi = ticks[0], ticks[-1]
+    digits = max(0, -math.floor(math.log10(ticks[1] - ticks[0]) + 1e-9))  # 0.005 -> 3
     x = lambda v: left + (v - lo) / (hi - lo) * plot_w  # noqa: E731
     bottom = top + row_h * len(bars)
     out = [f'<svg class="interval-bars" xmlns="http://www.w3.org/2000/svg" '
@@ -73,7 +74,7 @@ def interval_bars(bars: list[Bar], metric: str, title: str) -> str:
     for t in ticks:
         out.append(f'<line x1="{x(t):.1f}" y1="{top - 6}" x2="{x(t):.1f}" y2="{bottom}" '
                    f'stroke="{GRID}"/>')
-        out.append(_text(x(t), bottom + 18, f"{t:+.2f}" if t else "0", 12, "middle", "#555"))
+        out.append(_text(x(t), bottom + 18, f"{t:+.{digits}f}" if t else "0", 12, "middle", "#555"))
     out.append(f'<line x1="{x(0):.1f}" y1="{top - 10}" x2="{x(0):.1f}" y2="{bottom + 4}" '
                'stroke="#222" stroke-dasharray="4 3"/>')
     out.append(_text(left + plot_w / 2, bottom + 38,
