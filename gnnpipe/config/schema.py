@@ -445,6 +445,9 @@ class EvaluateParams:
     min_gain: float = num(0.01, low=0.0)  # GNN gain over the baseline below this: "inconclusive"
     # paired bootstrap draws over the test nodes (edges): the 95% interval of the gap
     bootstrap: int = num(1000, low=100)
+    # training seeds of the GNN and the chosen baseline: 1 = the models train / baseline wrote;
+    # N > 1 retrains both N - 1 more times on the same split and reports mean and spread
+    seeds: int = num(1, low=1, high=100)
     hits_k: tuple[int, ...] = num((10, 50), low=1)  # link task: Hits@K for each K
     reach: ReachParams = field(default_factory=ReachParams)
     link: LinkEvaluateParams = field(default_factory=LinkEvaluateParams)

@@ -131,3 +131,42 @@ def heuristic_sentence(model: str, heuristic: str, gap: Gap, outcome: str,
                 "depth, train.lr)")
     return (f"inconclusive: {model} vs the {name}, the best baseline, is {figures}; "
             f"{_why_inconclusive(gap, min_gain, 'edges')}")
+
+
+# ---------------------------------------------------------------------- over training seeds
+OUTCOMES = ("helps", "hurts", "inconclusive")
+
+
+def seed_run(seed: int, gnn: np.ndarray, baseline: np.ndarray, gap: Gap, outcome: str) -> dict:
+    """One training seed's row of eval.json ``seeds.runs``: the test score of each model (the
+    mean of its per-item scores ``gnn``, ``baseline`` float (n,)), the paired ``gap`` with its
+    interval and the ``outcome`` ``judge`` gave it."""
+    return {"seed": seed, "gnn": round(float(np.mean(gnn)), 6),
+            "baseline": round(float(np.mean(baseline)), 6), "gain": round(gap.gain, 6),
+            "interval": [round(gap.low, 6), round(gap.high, 6)], "outcome": outcome}
+
+
+def spread(values: list[float]) -> dict:
+    """``mean``, ``std`` (sample standard deviation, ddof 1; 0 for one value), ``min``, ``max``."""
+    v = np.asarray(values, dtype=np.float64)
+    std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    return {"mean": round(float(v.mean()), 6), "std": round(std, 6),
+            "min": round(float(v.min()), 6), "max": round(float(v.max()), 6)}
+
+
+def over_seeds(runs: list[dict]) -> dict:
+    """eval.json's ``seeds``: the ``seed_run`` rows, the ``spread`` of each model's test score
+    and of the gain over them, and how many seeds gave each outcome."""
+    return {"count": len(runs), "runs": runs,
+            **{key: spread([run[key] for run in runs]) for key in ("gnn", "baseline", "gain")},
+            "outcomes": {o: sum(run["outcome"] == o for run in runs) for o in OUTCOMES}}
+
+
+def seeds_sentence(seeds: dict, metric: str) -> str:
+    """``over_seeds`` in words: the outcome counts and the gain's mean, std and range."""
+    n, gain = seeds["count"], seeds["gain"]
+    counts = ", ".join(f"{outcome} in {count} of {n}"
+                       for outcome, count in seeds["outcomes"].items() if count)
+    return (f"over {n} training seeds: {counts}; test {metric} gain "
+            f"{gain['mean']:+.4f} (std {gain['std']:.4f}, {gain['min']:+.4f} to "
+            f"{gain['max']:+.4f})")
