@@ -1,22 +1,35 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
-the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
+the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.engine: dask``
+the node task runs by blocks (gnnpipe/splitting/dask_split.py, dask_audit.py), the same files."""
+
+import numpy as np
 
 from gnnpipe import io
 from gnnpipe.data import features
+from gnnpipe.data.graph import Csr
+from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
+from gnnpipe.runtime.engine import session
 from gnnpipe.splitting import audit
+from gnnpipe.splitting.dask_audit import audit_node_blocks
+from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
 from gnnpipe.config import load_params
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name
+from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
 
 
 
 def run(args):
     params = load_params(args.params)
-    return RUNS[params.dataset.task](args, params)
+    return RUNS[params.cluster.engine, params.dataset.task](args, params)
+
+
+def _hash_seed(params) -> int | None:
+    """split.assign: hash ranks nodes by the key of (seed, id); permutation by rng."""
+    return params.seed if params.split.assign == "hash" else None
 
 
 def _audited(args, report: dict) -> None:
@@ -53,7 +66,7 @@ def run_nodes(args, params) -> str:
     graph = io.read_typed_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.node
-    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
+    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     report = audit.audit_node_split(
         graph, node_split.roles, node_split.message_graphs, node_split.mode,
         timed=cfg.strategy == "time", separated=cfg.strategy == "cluster" and
@@ -65,10 +78,43 @@ def run_nodes(args, params) -> str:
         io.write_split(out, graph, node_split.message_graphs,
                        {"mode": node_split.mode}, roles=node_split.roles)
     _write_features(args, params, fitted)
+    return _node_summary(args, graph, report, node_split.mode)
+
+
+def _node_summary(args, graph: HeteroGraph, report: dict, mode: str) -> str:
+    typed = graph.layout == TYPED
     nodes = f"{graph.target} nodes " if typed else ""
     per_type = " per edge type" if typed else ""
-    return "; ".join([f"{nodes}{report['sizes']} ({node_split.mode}), audit passed{per_type} -> "
+    return "; ".join([f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
                       f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])
+
+
+def run_nodes_on_blocks(args, params) -> str:
+    """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
+    by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
+    cfg = params.split.node
+    refuse_unsupported(cfg, params.split.assign, io.read_description(args.prepared)["layout"])
+    # checked here once, then memory-mapped: x in its stored dtype, read in row blocks
+    graph = one_type(io.read_graph(args.prepared, mmap=True, stored_x=True))
+    graph_file = args.prepared / "graph.pt"
+    with scratch_beside(args.out) as scratch:
+        with session(params.cluster) as client:
+            split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
+                                      graph.num_classes, cfg, params.seed, scratch)
+            report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
+        roles = open_memmap(split.roles)
+        kind = params.features.normalize
+        fitted = {"": features.fit(kind, graph.x[graph.target], np.flatnonzero(roles == 0))}
+        report["features"] = features.audit_entry(kind, fitted)
+        _audited(args, report)
+        (edge_type,) = graph.edge_types
+        csrs = {phase: {edge_type: graph.csr[edge_type] if files is None
+                        else Csr(*map(open_tensor, files))}
+                for phase, files in split.message.items()}
+        with io.atomic_dir(args.out) as out:
+            io.write_split(out, graph, csrs, {"mode": cfg.mode}, roles=roles)
+    _write_features(args, params, fitted)
+    return _node_summary(args, graph, report, cfg.mode)
 
 
 def run_links(args, params) -> str:
@@ -100,4 +146,10 @@ def run_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-RUNS = {"node": run_nodes, "link": run_links}
+def refuse_links_on_blocks(args, params) -> str:
+    raise ValueError("dataset.task=link is not split on cluster.engine: dask yet (allowed: "
+                     "node); use cluster.engine: local")
+
+
+RUNS = {("local", "node"): run_nodes, ("local", "link"): run_links,
+        ("dask", "node"): run_nodes_on_blocks, ("dask", "link"): refuse_links_on_blocks}

@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 
 from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.parquet import SCHEMA_KEY
@@ -76,6 +77,11 @@ def create_memmap(path: Path, shape: tuple[int, ...], dtype) -> None:
 def open_memmap(path: Path) -> np.ndarray:
     """The ``.npy`` file mapped read-only."""
     return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def open_tensor(path: Path) -> torch.Tensor:
+    """The ``.npy`` file as a tensor over its copy-on-write map (nothing read until used)."""
+    return torch.from_numpy(np.load(path, mmap_mode="c", allow_pickle=False))
 
 
 def write_rows(path: Path, start: int, rows: np.ndarray) -> None:

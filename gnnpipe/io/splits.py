@@ -16,6 +16,7 @@ import torch
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -31,7 +32,7 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
                 negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
     a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
-    (N_target,) in SPLIT_ROLES. Link task:
+    (N_target,) in SPLIT_ROLES (homogeneous: or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one
@@ -60,8 +61,18 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
 
 
 def _write_roles(path: Path, roles: np.ndarray) -> None:
-    table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
-    write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    """``roles`` str (N,), or int8 codes (N,) of SPLIT_ROLES (a memory map of the block split:
+    streamed a row group at a time, the same bytes)."""
+    if roles.dtype != np.int8:
+        table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
+        write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+        return
+    names = np.asarray(SPLIT_ROLES)
+    with table_stream(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1") as add:
+        for lo in range(0, roles.size, ROW_GROUP_ROWS):
+            hi = min(roles.size, lo + ROW_GROUP_ROWS)
+            add(pa.table({"node_id": np.arange(lo, hi, dtype=np.int64),
+                          "split": names[np.asarray(roles[lo:hi])]}))
 
 
 def _write_message_graphs(out: Path, message_graphs: dict[str, Csr]) -> dict[str, str]:

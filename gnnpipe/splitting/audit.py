@@ -73,23 +73,37 @@ def visible_nodes(roles: np.ndarray, labelled: np.ndarray, allowed: tuple[str, .
 def label_coverage(roles: np.ndarray, y: np.ndarray) -> dict:
     """Labelled / unlabelled nodes overall and per role (JSON-ready)."""
     labelled = y != UNLABELLED
-    total = int(labelled.sum())
-    per_role = {role: {"labelled": int((labelled & (roles == role)).sum()),
-                       "unlabelled": int((~labelled & (roles == role)).sum())} for role in ROLES}
-    return {"labelled": total, "unlabelled": int(y.size - total),
-            "labelled_fraction": round(total / max(int(y.size), 1), 6), "per_role": per_role}
+    return coverage_entry({role: (int((labelled & (roles == role)).sum()),
+                                  int((~labelled & (roles == role)).sum())) for role in ROLES},
+                          int(labelled.sum()), int(y.size))
+
+
+def coverage_entry(per_role: dict[str, tuple[int, int]], labelled: int, nodes: int) -> dict:
+    """``label_coverage`` from (labelled, unlabelled) nodes per role, the labelled nodes and
+    the nodes in all."""
+    return {"labelled": labelled, "unlabelled": nodes - labelled,
+            "labelled_fraction": round(labelled / max(nodes, 1), 6),
+            "per_role": {role: {"labelled": a, "unlabelled": b} for role, (a, b) in
+                         per_role.items()}}
 
 
 def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
     """The ``splits_labelled_only`` check: no unlabelled node is in train, val or test."""
     unlabelled = y == UNLABELLED
-    bad = {role: int((unlabelled & (roles == role)).sum()) for role in PHASES}
     first = np.flatnonzero(unlabelled & np.isin(roles, PHASES))
-    detail = (f"unlabelled nodes in splits: {bad} (first: node {int(first[0])}, "
-              f"{roles[int(first[0])]})" if first.size else
-              f"every train/val/test node is labelled; {int(unlabelled.sum())} unlabelled "
-              "nodes are unused")
-    return {"check": "splits_labelled_only", "passed": not first.size, "detail": detail}
+    return labelled_only_entry({role: int((unlabelled & (roles == role)).sum()) for role in PHASES},
+                               (int(first[0]), roles[int(first[0])]) if first.size else None,
+                               int(unlabelled.sum()))
+
+
+def labelled_only_entry(bad: dict[str, int], first: tuple[int, str] | None,
+                        unlabelled: int) -> dict:
+    """``labelled_only_check`` from the unlabelled nodes per phase, the first of them (node,
+    role) and the unlabelled nodes in all."""
+    detail = (f"unlabelled nodes in splits: {bad} (first: node {first[0]}, {first[1]})" if first
+              else f"every train/val/test node is labelled; {unlabelled} unlabelled nodes are "
+                   "unused")
+    return {"check": "splits_labelled_only", "passed": first is None, "detail": detail}
 
 
 def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray,
@@ -160,11 +174,7 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
     y = graph.y.numpy()
     full = graph.target_csr()  # no edge at all when the target type has no own relation
     counts = {role: int((roles == role).sum()) for role in PHASES}
-    empty = [role for role in PHASES if counts[role] == 0]
-    check("splits_non_empty", not empty, f"empty: {empty}" if empty else f"sizes {counts}")
-    # One role column makes overlap impossible; the check guards that the column is the truth.
-    check("splits_disjoint", sum(counts.values()) + int((roles == "unused").sum()) == roles.size,
-          "every node has exactly one role")
+    checks += role_checks(counts, int((roles == "unused").sum()), roles.size)
     checks.append(labelled_only_check(roles, y))
     if graph.is_homogeneous:
         checks += _message_checks(roles, y != UNLABELLED, message_graphs, graph.edge_types[0],
@@ -185,15 +195,41 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
                                             future_visible=future_visible))
 
     labelled = y != UNLABELLED
+    report = node_report(
+        graph, mode, checks, counts,
+        {role: np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
+         for role in PHASES}, label_coverage(roles, y), cross,
+        {p: {e: message_graphs[p][e].num_edges for e in graph.edge_types} for p in PHASES})
+    if times is not None:  # time splits only, so the other splits' reports stay as they were
+        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
+    return report
+
+
+def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dict]:
+    """``splits_non_empty`` and ``splits_disjoint`` from the nodes per phase, the unused nodes
+    and the nodes in all."""
+    empty = [role for role in PHASES if counts[role] == 0]
+    # One role column makes overlap impossible; the check guards that the column is the truth.
+    return [{"check": "splits_non_empty", "passed": not empty,
+             "detail": f"empty: {empty}" if empty else f"sizes {counts}"},
+            {"check": "splits_disjoint", "passed": sum(counts.values()) + unused == num_nodes,
+             "detail": "every node has exactly one role"}]
+
+
+def node_report(graph: HeteroGraph, mode: str, checks: list[dict], counts: dict[str, int],
+                per_class: dict[str, np.ndarray], coverage: dict, cross: dict[str, int],
+                message_edges: dict[str, dict[EdgeType, int]]) -> dict:
+    """The node audit report from its checks and sums: nodes per phase, labelled nodes per phase
+    and class (C,), ``coverage_entry``, ``cross_split_edges``, message edges per phase and
+    edge type."""
     balance = {}
     for role in PHASES:
-        per_class = np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
-        total = max(int(per_class.sum()), 1)
-        balance[role] = {"count": per_class.tolist(),
-                         "fraction": [round(c / total, 4) for c in per_class.tolist()]}
+        total = max(int(per_class[role].sum()), 1)
+        balance[role] = {"count": per_class[role].tolist(),
+                         "fraction": [round(c / total, 4) for c in per_class[role].tolist()]}
     missing = {role: [c for c, k in enumerate(balance[role]["count"]) if k == 0] for role in PHASES}
     own = graph.own_relation()
-    report = {
+    return {
         "task": "node",
         "mode": mode,
         "passed": all(c["passed"] or c.get("waived", False) for c in checks),
@@ -201,17 +237,14 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
         "sizes": counts,
         "class_balance": balance,
         "classes_missing": {role: cls for role, cls in missing.items() if cls},
-        "label_coverage": label_coverage(roles, y),
+        "label_coverage": coverage,
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
         "target": graph.target,
         "cross_split_edges_relation": None if own is None else edge_type_name(own),
-        "message_edges": {p: {edge_type_name(e): message_graphs[p][e].num_edges
-                              for e in graph.edge_types} for p in PHASES},
+        "message_edges": {p: {edge_type_name(e): count for e, count in edges.items()}
+                          for p, edges in message_edges.items()},
     }
-    if times is not None:  # time splits only, so the other splits' reports stay as they were
-        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
-    return report
 
 
 def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: MessageGraphs,
@@ -221,8 +254,7 @@ def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: Mes
     checks = []
     for phase in PHASES:
         graph = message_graphs[phase][edge_type]
-        checks.append({"check": f"message_{phase}_within_graph", "passed": _is_subset(graph, full),
-                       "detail": "every message edge is an edge of the prepared graph"})
+        checks.append(within_graph_entry(phase, _is_subset(graph, full)))
         allowed = VISIBLE_ROLES[mode][phase]
         if allowed is None:
             continue
@@ -231,13 +263,24 @@ def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: Mes
         leaking = ~(visible[src] & visible[dst])
         bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
         bad_nodes = bad_nodes[~visible[bad_nodes]]
-        checks.append({"check": f"message_{phase}_sees_only_{'_'.join(allowed)}",
-                       "passed": not bool(leaking.any()),
-                       "detail": f"{int(leaking.sum())} edges touch {bad_nodes.numel()} nodes of "
-                                 "other splits" + (f" (first: node {int(bad_nodes[0])}, "
-                                                   f"{roles[int(bad_nodes[0])]})"
-                                                   if bad_nodes.numel() else "")})
+        first = int(bad_nodes[0]) if bad_nodes.numel() else None
+        checks.append(sees_only_entry(phase, allowed, int(leaking.sum()), bad_nodes.numel(),
+                                      None if first is None else (first, roles[first])))
     return checks
+
+
+def within_graph_entry(phase: str, passed: bool) -> dict:
+    return {"check": f"message_{phase}_within_graph", "passed": bool(passed),
+            "detail": "every message edge is an edge of the prepared graph"}
+
+
+def sees_only_entry(phase: str, allowed: tuple[str, ...], leaking: int, bad_nodes: int,
+                    first: tuple[int, str] | None) -> dict:
+    """``message_<phase>_sees_only_<allowed>`` of a homogeneous graph: ``leaking`` edges touch
+    ``bad_nodes`` nodes the phase may not see, the smallest ``first`` (node, role)."""
+    return {"check": f"message_{phase}_sees_only_{'_'.join(allowed)}", "passed": leaking == 0,
+            "detail": f"{leaking} edges touch {bad_nodes} nodes of other splits"
+                      + (f" (first: node {first[0]}, {first[1]})" if first else "")}
 
 
 def _within(sub: Csr, full: Csr, num_src: int) -> bool:
@@ -297,7 +340,13 @@ def _cross_split_edges(roles: np.ndarray, full: Csr) -> dict[str, int]:
         code[roles == role] = i
     code = torch.from_numpy(code)
     a, b = code[full.indices], code[full.targets()]
-    counts = torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b), minlength=16)
+    return cross_entry(torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b),
+                                      minlength=16).numpy())
+
+
+def cross_entry(counts: np.ndarray) -> dict[str, int]:
+    """``cross_split_edges`` from the edge counts int64 (16,) per ``min * 4 + max`` of the two
+    ends' phase codes (unused: 3)."""
     return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
             for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
 

@@ -53,11 +53,12 @@ SIZES = BlockSizes()
 @dataclass(frozen=True)
 class NodeBlocks:
     """What ``split_node_blocks`` wrote into its scratch folder: ``roles`` int8 (N,) phase codes
-    (0 train, 1 val, 2 test, 3 unused), and per phase the (indptr, indices) ``.npy`` files of
-    its message graph, None where the phase passes messages over the prepared graph."""
+    (0 train, 1 val, 2 test, 3 unused), per phase the (indptr, indices) ``.npy`` files of its
+    message graph (None: the phase passes messages over the prepared graph)."""
 
     roles: Path
     message: dict[str, tuple[Path, Path] | None]
+    blocks: list[tuple[int, int]]  # the row blocks of the tasks
 
 
 def refuse_unsupported(cfg: NodeSplitParams, assign: str, layout: str) -> None:
@@ -155,12 +156,12 @@ def restrict_rows(block: int, lo: int, hi: int, graph_file: str, roles_file: str
 
 def split_node_blocks(client, graph_file: Path, num_nodes: int, num_classes: int,
                       cfg: NodeSplitParams, seed: int, scratch: Path,
-                      sizes: BlockSizes = SIZES) -> NodeBlocks:
+                      sizes: BlockSizes | None = None) -> NodeBlocks:
     """Roles and message graphs of the node split (strategies random / stratified, modes
     transductive / inductive) into ``scratch``, on ``client`` (None: in this process)."""
     graph = str(graph_file)
     indptr = graph_arrays(graph)[0]
-    blocks = row_blocks(indptr, sizes)
+    blocks = row_blocks(indptr, sizes or SIZES)
     stratified = cfg.strategy == "stratified"
     per_class = sum(run_blocks(client, class_counts, blocks, graph_file=graph,
                                num_classes=num_classes))
@@ -188,7 +189,7 @@ def split_node_blocks(client, graph_file: Path, num_nodes: int, num_classes: int
         for phase in ("train", "val"):
             message[phase] = _place(client, scratch / phase, blocks,
                                     [k[phase] for k in kept], num_nodes)
-    return NodeBlocks(roles=roles, message=message)
+    return NodeBlocks(roles=roles, message=message, blocks=blocks)
 
 
 def _place(client, folder: Path, blocks: list[tuple[int, int]], kept: list[int],

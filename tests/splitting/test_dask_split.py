@@ -1,0 +1,232 @@
+"""The node split on cluster.engine: dask (gnnpipe/splitting/dask_split.py, dask_audit.py):
+split.assign: hash gives the same files by blocks as on the local engine, byte for byte, on
+1, 2 and 4 workers; the block audit gives the local report and fails a leaking split with the
+local LeakageError; refusals name the key. Block functions run in this process (a client of
+None) with tiny blocks, except where a test says a cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from conftest import small_params
+from gnnpipe import io
+from gnnpipe.cli import main
+from gnnpipe.config import NodeSplitParams
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.prepare import prepare
+from gnnpipe.data.typed_graph import EDGE, one_type
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting import audit, dask_split
+from gnnpipe.splitting.dask_audit import audit_node_blocks
+from gnnpipe.splitting.dask_split import BlockSizes, split_node_blocks
+from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys
+from gnnpipe.splitting.split import split_nodes
+
+TINY = BlockSizes(rows=97, edges=500)
+SEED = 5
+CONFIGS = [dict(strategy="random"), dict(strategy="stratified"),
+           dict(strategy="stratified", train=20, val=0.3, test=0.3, per_class=True,
+                mode="inductive"),
+           dict(strategy="random", train=30, val=40, test=50, mode="inductive")]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """A 600-node graph, every 7th node unlabelled, as prepared files."""
+    graph = prepare(small_params(num_nodes=600, num_features=4).dataset, 0)[0]
+    graph.y[::7] = -1
+    folder = tmp_path_factory.mktemp("dsplit") / "prepared"
+    io.write_prepared(folder, graph)
+    return folder
+
+
+def _local(prepared: Path, cfg: NodeSplitParams):
+    graph = one_type(io.read_graph(prepared))
+    return graph, split_nodes(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
+
+
+def test_radix_selection_finds_the_key_of_each_rank_in_its_group():
+    rng = np.random.default_rng(0)
+    keys = node_keys(3, np.arange(5000))
+    keys[:40] = np.arange(40, dtype=np.uint64)  # a run sharing every high bit
+    groups = rng.integers(-1, 4, keys.size)
+    wanted = np.array([0, 0, 1, 3, 2, 0])
+    ranks = np.array([1, 17, 300, 5, (groups == 2).sum(), 40])
+    blocks = np.array_split(np.arange(keys.size), 7)
+
+    def count(wanted, prefixes, shift):
+        return sum(radix_counts(keys[b], groups[b], wanted, prefixes, shift) for b in blocks)
+
+    expected = [np.sort(keys[groups == g])[r - 1] for g, r in zip(wanted, ranks)]
+    assert select_keys(count, wanted, ranks).tolist() == [int(k) for k in expected]
+
+
+@pytest.mark.parametrize("kw", CONFIGS)
+def test_blocks_give_the_local_hash_split_and_its_audit(prepared, tmp_path, kw):
+    cfg = NodeSplitParams(**kw)
+    graph, local = _local(prepared, cfg)
+    split = split_node_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target),
+                              graph.num_classes, cfg, SEED, tmp_path, TINY)
+    assert len(split.blocks) > 5
+    roles = np.asarray(["train", "val", "test", "unused"])[np.load(split.roles)]
+    assert np.array_equal(roles, local.roles)
+    for phase, files in split.message.items():
+        csr = local.message_graphs[phase][EDGE]
+        if files is None:
+            assert csr is graph.csr[EDGE]
+            continue
+        assert np.array_equal(np.load(files[0]), csr.indptr.numpy())
+        assert np.array_equal(np.load(files[1]), csr.indices.numpy())
+    report = audit_node_blocks(None, graph, prepared / "graph.pt", split, cfg.mode)
+    assert report == audit.audit_node_split(graph, local.roles, local.message_graphs, cfg.mode)
+    assert report["passed"]
+
+
+def test_hash_sizes_are_exact_and_roles_follow_the_seed(prepared):
+    cfg = NodeSplitParams(strategy="random", train=0.5, val=0.25, test=0.25)
+    graph, first = _local(prepared, cfg)
+    labelled = int((graph.y >= 0).sum())
+    assert (first.roles == "train").sum() == round(0.5 * labelled)
+    assert (first.roles[graph.y.numpy() < 0] == "unused").all()
+    other = split_nodes(graph, cfg, make_rng(0, "split"), hash_seed=SEED + 1)
+    assert not np.array_equal(first.roles, other.roles)
+
+
+# ------------------------------------------------------------------------- the split stage
+def _run(tmp_path: Path, prepared: Path, name: str, cluster: dict | None = None,
+         **split) -> tuple[int, Path]:
+    params = tmp_path / f"{name}.yaml"
+    params.write_text(yaml.safe_dump({
+        "split": {"assign": "hash", **split}, "features": {"normalize": "standardize"},
+        **({"cluster": cluster} if cluster else {})}))
+    out = tmp_path / name
+    code = main(["split", "--params", str(params), "--prepared", str(prepared),
+                 "--out", str(out / "split"), "--features", str(out / "features"),
+                 "--audit", str(out / "audit.json")])
+    return code, out
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One LocalCluster of 4 workers for the module (a start costs seconds), scaled down."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
+                      dashboard_address=None, silence_logs=logging.ERROR) as local:
+        yield local
+
+
+def _scale(cluster, workers: int) -> None:
+    from distributed import Client
+
+    cluster.scale(workers)
+    with Client(cluster, set_as_default=False) as client:
+        deadline = time.monotonic() + 60
+        while len(client.scheduler_info()["workers"]) != workers:
+            assert time.monotonic() < deadline, "the cluster did not scale"
+            time.sleep(0.1)
+
+
+def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path, cluster,
+                                                                  monkeypatch):
+    monkeypatch.setattr(dask_split, "SIZES", TINY)
+    node = {"strategy": "stratified", "mode": "inductive"}
+    assert _run(tmp_path, prepared, "local", node=node)[0] == 0
+    expected = _digests(tmp_path / "local")
+    assert set(expected) >= {"split/nodes.parquet", "split/message_train.pt",
+                             "split/message_val.pt", "split/message_test.pt",
+                             "split/meta.json", "features/transform.pt", "audit.json"}
+    for workers in (4, 2, 1):
+        _scale(cluster, workers)
+        code, out = _run(tmp_path, prepared, f"dask{workers}", node=node,
+                         cluster={"engine": "dask", "address": cluster.scheduler_address})
+        assert code == 0 and _digests(out) == expected, workers
+    assert not list(tmp_path.glob(f"dask*/.split-blocks*"))  # the scratch folder is gone
+
+
+def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, cluster):
+    """The train phase's message graph replaced by the whole graph: the audit on the cluster
+    raises the LeakageError the local audit raises for the same files."""
+    from distributed import Client
+
+    _scale(cluster, 2)
+    cfg = NodeSplitParams(strategy="random", mode="inductive")
+    graph, local = _local(prepared, cfg)
+    with Client(cluster, set_as_default=False) as client:
+        split = split_node_blocks(client, prepared / "graph.pt", graph.num_nodes(graph.target),
+                                  graph.num_classes, cfg, SEED, tmp_path, TINY)
+        indptr, indices = split.message["train"]
+        np.save(indptr, graph.csr[EDGE].indptr.numpy())
+        np.save(indices, graph.csr[EDGE].indices.numpy())
+        report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg.mode)
+    leaking = {**local.message_graphs, "train": {EDGE: graph.csr[EDGE]}}
+    expected = audit.audit_node_split(graph, local.roles, leaking, cfg.mode)
+    assert report == expected and not report["passed"]
+    with pytest.raises(audit.LeakageError) as caught:
+        audit.raise_if_failed(report)
+    with pytest.raises(audit.LeakageError, match="message_train_sees_only_train") as local_err:
+        audit.raise_if_failed(expected)
+    assert str(caught.value) == str(local_err.value)
+
+
+def test_a_failed_audit_writes_no_split_and_leaves_no_worker(prepared, tmp_path, monkeypatch):
+    """The embedded LocalCluster (1 worker) is gone after the stage, the scratch folder too;
+    only the audit report is written."""
+    import psutil
+
+    from gnnpipe.commands import split as command
+
+    def failing(*args, **kwargs):
+        report = real(*args, **kwargs)
+        report["checks"][0].update(passed=False)
+        return {**report, "passed": False}
+
+    real = command.audit_node_blocks
+    monkeypatch.setattr(command, "audit_node_blocks", failing)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    code, out = _run(tmp_path, prepared, "failed", node={"strategy": "random"},
+                     cluster={"engine": "dask", "workers": 1, "memory_limit": "512MiB"})
+    assert code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["audit.json"]
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+@pytest.mark.parametrize("split, layout, message", [
+    ({"assign": "permutation"}, None, r"split\.assign=permutation is not split on "
+                                      r"cluster\.engine: dask \(allowed: hash\)"),
+    ({"node": {"strategy": "time"}}, None, r"split\.node\.strategy=time .*allowed: random \| "
+                                           r"stratified"),
+    ({"node": {"strategy": "public"}}, None, r"split\.node\.strategy=public"),
+    ({"node": {"strategy": "cluster"}}, None, r"split\.node\.strategy=cluster"),
+])
+def test_modes_the_blocks_do_not_run_are_refused_in_one_line(prepared, tmp_path, capsys, split,
+                                                             layout, message):
+    import re
+
+    code, out = _run(tmp_path, prepared, "refused", cluster={"engine": "dask"}, **split)
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and re.search(message, err) and "\n" not in err and not out.exists()
+
+
+def test_the_link_task_is_refused_on_dask(prepared, tmp_path, capsys):
+    params = tmp_path / "link.yaml"
+    params.write_text(yaml.safe_dump({"dataset": {"task": "link"}, "split": {"assign": "hash"},
+                                      "cluster": {"engine": "dask"}}))
+    code = main(["split", "--params", str(params), "--prepared", str(prepared),
+                 "--out", str(tmp_path / "s"), "--features", str(tmp_path / "f"),
+                 "--audit", str(tmp_path / "a.json")])
+    assert code == 1 and "dataset.task=link is not split on cluster.engine: dask" in \
+        capsys.readouterr().err
