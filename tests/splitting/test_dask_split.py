@@ -223,10 +223,18 @@ def test_modes_the_blocks_do_not_run_are_refused_in_one_line(prepared, tmp_path,
 
 def test_the_link_task_is_refused_on_dask(prepared, tmp_path, capsys):
     params = tmp_path / "link.yaml"
-    params.write_text(yaml.safe_dump({"dataset": {"task": "link"}, "split": {"assign": "hash"},
+    params.write_text(yaml.safe_dump({"dataset": {"task": "link"},
                                       "cluster": {"engine": "dask"}}))
     code = main(["split", "--params", str(params), "--prepared", str(prepared),
                  "--out", str(tmp_path / "s"), "--features", str(tmp_path / "f"),
                  "--audit", str(tmp_path / "a.json")])
     assert code == 1 and "dataset.task=link is not split on cluster.engine: dask" in \
         capsys.readouterr().err
+
+
+def test_hash_assignment_is_refused_for_the_link_task():
+    from gnnpipe.config import ParamsError, params_from_dict
+
+    with pytest.raises(ParamsError, match=r"split\.assign='hash' ranks the nodes of "
+                                          r"dataset\.task: node"):
+        params_from_dict({"dataset": {"task": "link"}, "split": {"assign": "hash"}})
