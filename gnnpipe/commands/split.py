@@ -28,7 +28,7 @@ def run(args):
 
 
 def _hash_seed(params) -> int | None:
-    """split.assign: hash ranks nodes by the key of (seed, id); permutation by rng."""
+    """split.assign: hash draws from keys of (seed, id); permutation from the stage's rng."""
     return params.seed if params.split.assign == "hash" else None
 
 
@@ -123,7 +123,7 @@ def run_links(args, params) -> str:
     graph = io.read_typed_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link
-    link = split_links(graph, cfg, make_rng(params.seed, "split"))
+    link = split_links(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     report = audit.audit_link_split(graph, link.edge_type, link.edges, link.negatives,
                                     link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0)
     if not typed:

@@ -181,19 +181,10 @@ def _check_partition_weights(params: Params) -> None:
                           f"none (found {cfg.node_weight!r}, {cfg.edge_weight!r})")
 
 
-def _check_split_assign(params: Params) -> None:
-    """split.assign: hash ranks the nodes of a node split; the link split draws its pairs by
-    permutation only (for now)."""
-    if params.split.assign == "hash" and params.dataset.task == "link":
-        raise ParamsError("split.assign='hash' ranks the nodes of dataset.task: node; the link "
-                          "split draws its pairs by permutation: set split.assign: permutation")
-
-
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_split_mode, _check_aggregation, _check_engine, _check_partition_weights,
-    _check_split_assign)
+    _check_split_mode, _check_aggregation, _check_engine, _check_partition_weights)
 
 
 def check(params: Params) -> None:

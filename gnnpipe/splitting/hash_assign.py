@@ -1,5 +1,6 @@
-"""``split.assign: hash``: roles from a seeded hash of each node (or pair), so a split can be
-computed block by block and comes out the same for any number of blocks or workers.
+"""``split.assign: hash``: roles from a seeded hash of each node (or node pair of a link
+split), so a split can be computed block by block and comes out the same for any number of
+blocks or workers.
 
 Every id gets a key ``mix(seed, step, id)`` (gnnpipe/runtime/rng.py): a seeded bijection of
 uint64, so keys never tie. Ranking the ids of a group (the labelled nodes; one class of a
@@ -23,12 +24,30 @@ from gnnpipe.runtime.rng import mix
 RADIX_BITS = 8
 RADIX_BINS = 1 << RADIX_BITS
 NODE_STEP = zlib.crc32(b"split.node")  # the stream of node keys
+PAIR_STEP = zlib.crc32(b"split.link.pair")  # node pairs of the link split
+FLIP_STEP = zlib.crc32(b"split.link.flip")  # orientation of an undirected positive
+ORDER_STEP = zlib.crc32(b"split.link.order")  # row order of the positives within a role
 UNUSED = 3  # phase code of a node no phase took (train 0, val 1, test 2)
 
 
 def node_keys(seed: int, ids: np.ndarray) -> np.ndarray:
     """Key of every node id: uint64 (n,), distinct for distinct ids."""
     return mix(seed, NODE_STEP, np.asarray(ids, dtype=np.int64))
+
+
+def pair_keys(seed: int, pairs: np.ndarray) -> np.ndarray:
+    """Key of every pair id (gnnpipe/splitting/link_split.py ``pair_keys``): uint64 (n,)."""
+    return mix(seed, PAIR_STEP, np.asarray(pairs, dtype=np.int64))
+
+
+def flipped(seed: int, pairs: np.ndarray) -> np.ndarray:
+    """bool (n,): whether an undirected positive of each pair id is stored high -> low."""
+    return (mix(seed, FLIP_STEP, np.asarray(pairs, dtype=np.int64)) & np.uint64(1)).astype(bool)
+
+
+def row_keys(seed: int, edges: np.ndarray) -> np.ndarray:
+    """Key ordering positives ``src * N_dst + dst`` within their role: uint64 (n,)."""
+    return mix(seed, ORDER_STEP, np.asarray(edges, dtype=np.int64))
 
 
 def key_order(keys: np.ndarray) -> np.ndarray:

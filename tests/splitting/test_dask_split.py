@@ -230,11 +230,3 @@ def test_the_link_task_is_refused_on_dask(prepared, tmp_path, capsys):
                  "--audit", str(tmp_path / "a.json")])
     assert code == 1 and "dataset.task=link is not split on cluster.engine: dask" in \
         capsys.readouterr().err
-
-
-def test_hash_assignment_is_refused_for_the_link_task():
-    from gnnpipe.config import ParamsError, params_from_dict
-
-    with pytest.raises(ParamsError, match=r"split\.assign='hash' ranks the nodes of "
-                                          r"dataset\.task: node"):
-        params_from_dict({"dataset": {"task": "link"}, "split": {"assign": "hash"}})
