@@ -31,6 +31,8 @@ check is then recorded as failed but ``waived`` and the report carries a warning
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -372,8 +374,51 @@ def _pairs(edges: torch.Tensor, n: int) -> np.ndarray:
     return np.minimum(src, dst) * n + np.maximum(src, dst)
 
 
-def _describe(keys: np.ndarray, n: int) -> str:
-    return f"{keys.size} pairs (first: {int(keys[0] // n)}-{int(keys[0] % n)})" if keys.size else "none"
+Found = tuple[int, int]  # (how many pairs, the smallest pair key; -1 when none)
+
+
+def found(keys: np.ndarray) -> Found:
+    return (int(keys.size), int(keys.min()) if keys.size else -1)
+
+
+def _describe(pairs: Found, n: int) -> str:
+    count, first = pairs
+    return f"{count} pairs (first: {first // n}-{first % n})" if count else "none"
+
+
+@dataclass
+class LinkSums:
+    """What the link audit's checks read, summed over whatever computed them (one process, or
+    the blocks of gnnpipe/splitting/dask_link_audit.py). Per role (LINK_ROLES): ``sizes``
+    positives, ``loops`` self-loops among them, ``outside`` not edges of the graph; ``overlap``
+    "first&second" -> shared pairs (non-empty only); ``mismatch`` pairs in exactly one of
+    message and train_supervision; ``lost`` graph pairs in no role; per phase ``message_edges``,
+    ``within`` (its edges are graph edges), ``leaked`` hidden role -> pairs (non-empty only);
+    per val/test phase ``negatives``: (their shape, positives, in range, self-loops, true
+    edges)."""
+
+    sizes: dict[str, int]
+    loops: dict[str, int]
+    outside: dict[str, int]
+    overlap: dict[str, Found]
+    mismatch: int
+    lost: Found
+    message_edges: dict[str, int]
+    within: dict[str, bool]
+    leaked: dict[str, dict[str, Found]]
+    negatives: dict[str, tuple[tuple[int, ...], int, bool, int, int]]
+
+
+def link_hidden(phase: str, disjoint: bool) -> tuple[str, ...]:
+    """The roles whose pairs the ``phase`` message graph must not hold, either direction."""
+    return LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
+
+
+def link_compared(disjoint: bool) -> list[tuple[str, str]]:
+    """The role pairs ``positives_disjoint`` compares, in report order."""
+    roles = (("train_supervision", "message") if disjoint else ("train_supervision",)) \
+        + HELD_OUT_ROLES
+    return [(first, second) for i, first in enumerate(roles) for second in roles[i + 1:]]
 
 
 def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
@@ -428,83 +473,95 @@ def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict
     graphs, positives and negatives. Pairs are compared unordered, so an edge counts as present
     whichever direction is stored."""
     n = full.num_nodes
-    checks: list[dict] = []
-
-    def check(name: str, passed: bool, detail: str) -> None:
-        checks.append({"check": name, "passed": bool(passed), "detail": detail})
-
     full_src, full_dst = full.indices.numpy(), full.targets().numpy()
     full_directed = sorted_unique(full_src * n + full_dst)
     not_loop = full_src != full_dst
     full_pairs = sorted_unique(np.minimum(full_src, full_dst)[not_loop] * n
                            + np.maximum(full_src, full_dst)[not_loop])
     pairs = {role: sorted_unique(_pairs(edges[role], n)) for role in LINK_ROLES}
+    overlap = {f"{a}&{b}": found(np.intersect1d(pairs[a], pairs[b]))
+               for a, b in link_compared(disjoint)}
+    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
+    leaked, within = {}, {}
+    for phase in PHASES:
+        seen = sorted_unique(_pairs(message_graphs[phase].edge_index(), n))
+        within[phase] = _is_subset(message_graphs[phase], full)
+        leaked[phase] = {role: found(np.intersect1d(seen, pairs[role]))
+                         for role in link_hidden(phase, disjoint)}
+    negative_sums = {}
+    for phase in HELD_OUT_ROLES:
+        targets, heads = negatives[phase], edges[phase][0]
+        shape = tuple(targets.shape)
+        if not (targets.dim() == 2 and targets.shape[0] == heads.numel()):
+            negative_sums[phase] = (shape, heads.numel(), False, 0, 0)
+            continue
+        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
+        t = targets.reshape(-1).numpy()
+        negative_sums[phase] = (
+            shape, heads.numel(), bool(((t >= 0) & (t < n)).all()), int((h == t).sum()),
+            int(np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs).sum()))
+    sums = LinkSums(
+        sizes={role: int(edges[role].shape[1]) for role in LINK_ROLES},
+        loops={role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES},
+        outside={role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
+                                     full_directed)).sum()) for role in LINK_ROLES},
+        overlap={name: pair for name, pair in overlap.items() if pair[0]},
+        mismatch=int(np.setxor1d(pairs["message"], pairs["train_supervision"]).size),
+        lost=found(np.setdiff1d(full_pairs, assigned)),
+        message_edges={phase: message_graphs[phase].num_edges for phase in PHASES},
+        within=within,
+        leaked={phase: {r: pair for r, pair in roles.items() if pair[0]}
+                for phase, roles in leaked.items()},
+        negatives=negative_sums)
+    return link_report(sums, n, disjoint=disjoint)
 
-    loops = {role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES}
-    check("positives_not_self_loops", not any(loops.values()), f"self-loops per role: {loops}")
-    outside = {role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
-                                   full_directed)).sum()) for role in LINK_ROLES}
-    check("positives_are_graph_edges", not any(outside.values()),
-          f"positives that are not edges of the prepared graph: {outside}")
-    training = ("train_supervision", "message") if disjoint else ("train_supervision",)
-    overlap = {}
-    for i, first in enumerate(training + HELD_OUT_ROLES):
-        for second in (training + HELD_OUT_ROLES)[i + 1:]:
-            shared = np.intersect1d(pairs[first], pairs[second])
-            if shared.size:
-                overlap[f"{first}&{second}"] = _describe(shared, n)
+
+def link_report(sums: LinkSums, n: int, *, disjoint: bool) -> dict:
+    """The link audit report (JSON-ready) from its sums over a graph of ``n`` nodes."""
+    checks: list[dict] = []
+
+    def check(name: str, passed: bool, detail: str) -> None:
+        checks.append({"check": name, "passed": bool(passed), "detail": detail})
+
+    check("positives_not_self_loops", not any(sums.loops.values()),
+          f"self-loops per role: {sums.loops}")
+    check("positives_are_graph_edges", not any(sums.outside.values()),
+          f"positives that are not edges of the prepared graph: {sums.outside}")
+    overlap = {name: _describe(pair, n) for name, pair in sums.overlap.items()}
     check("positives_disjoint", not overlap,
           f"shared pairs: {overlap}" if overlap else "supervision, val and test share no pair"
           + (" (nor message and supervision)" if disjoint else ""))
     if not disjoint:
-        same = np.array_equal(pairs["message"], pairs["train_supervision"])
-        check("supervision_is_message", same, "without disjoint_train_ratio every training "
-              "edge both passes messages and supervises")
-    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
-    lost = np.setdiff1d(full_pairs, assigned)
-    check("every_edge_assigned", lost.size == 0, f"edges in no role: {_describe(lost, n)}")
-
-    message_edges = {}
+        check("supervision_is_message", sums.mismatch == 0, "without disjoint_train_ratio every "
+              "training edge both passes messages and supervises")
+    check("every_edge_assigned", sums.lost[0] == 0, f"edges in no role: {_describe(sums.lost, n)}")
     for phase in PHASES:
-        graph = message_graphs[phase]
-        message_edges[phase] = graph.num_edges
-        check(f"message_{phase}_within_graph", _is_subset(graph, full),
+        check(f"message_{phase}_within_graph", sums.within[phase],
               "every message edge is an edge of the prepared graph")
-        hidden = LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
-        seen = sorted_unique(_pairs(graph.edge_index(), n))
-        leaked = {role: _describe(np.intersect1d(seen, pairs[role]), n) for role in hidden
-                  if np.intersect1d(seen, pairs[role]).size}
+        hidden = link_hidden(phase, disjoint)
+        leaked = {role: _describe(pair, n) for role, pair in sums.leaked[phase].items()}
         check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,
               f"leaked (either direction): {leaked}" if leaked else
               f"no {'/'.join(hidden)} pair in either direction")
-
     negative_counts = {}
     for phase in HELD_OUT_ROLES:
-        targets = negatives[phase]
-        heads = edges[phase][0]
-        shape_ok = targets.dim() == 2 and targets.shape[0] == heads.numel()
+        shape, positives, in_range, loops, hits = sums.negatives[phase]
+        shape_ok = len(shape) == 2 and shape[0] == positives
         check(f"negatives_{phase}_one_row_per_positive", shape_ok,
-              f"{tuple(targets.shape)} for {heads.numel()} positives")
+              f"{shape} for {positives} positives")
         if not shape_ok:
             continue
-        per = targets.shape[1]
-        negative_counts[phase] = {"per_positive": per, "count": targets.numel()}
-        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
-        t = targets.reshape(-1).numpy()
-        in_range = bool(((t >= 0) & (t < n)).all())
+        negative_counts[phase] = {"per_positive": shape[1], "count": shape[0] * shape[1]}
         check(f"negatives_{phase}_in_range", in_range, f"targets in [0, {n})")
-        check(f"negatives_{phase}_no_self_loops", not (h == t).any(),
-              f"{int((h == t).sum())} negatives are self-loops")
-        hits = np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs)
-        check(f"negatives_{phase}_not_edges", not hits.any(),
-              f"{int(hits.sum())} negatives are true edges of the graph (any split, either "
-              "direction)")
+        check(f"negatives_{phase}_no_self_loops", not loops, f"{loops} negatives are self-loops")
+        check(f"negatives_{phase}_not_edges", not hits,
+              f"{hits} negatives are true edges of the graph (any split, either direction)")
     return {
         "task": "link",
         "passed": all(c["passed"] for c in checks),
         "checks": checks,
-        "sizes": {role: int(edges[role].shape[1]) for role in LINK_ROLES},
-        "message_edges": message_edges,
+        "sizes": sums.sizes,
+        "message_edges": sums.message_edges,
         "negatives": negative_counts,
         "disjoint_supervision": disjoint,
     }
