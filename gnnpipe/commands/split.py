@@ -4,15 +4,20 @@ audited as the one-type case of a typed graph (``typed_graph.one_type``); only t
 the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.engine: dask``
 the node task runs by blocks (gnnpipe/splitting/dask_split.py, dask_audit.py), the same files."""
 
+from pathlib import Path
+
 import numpy as np
 
 from gnnpipe import io
 from gnnpipe.data import features
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.common import SPLIT_ROLES
 from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
 from gnnpipe.runtime.engine import session
 from gnnpipe.splitting import audit
 from gnnpipe.splitting.dask_audit import audit_node_blocks
+from gnnpipe.splitting.dask_link import split_link_blocks
+from gnnpipe.splitting.dask_link_audit import audit_link_blocks
 from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
 from gnnpipe.config import load_params
 from gnnpipe.splitting.link_split import split_links
@@ -93,10 +98,7 @@ def run_nodes_on_blocks(args, params) -> str:
     """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
     by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
     cfg = params.split.node
-    refuse_unsupported(cfg, params.split.assign, io.read_description(args.prepared)["layout"])
-    # checked here once, then memory-mapped: x in its stored dtype, read in row blocks
-    graph = one_type(io.read_graph(args.prepared, mmap=True, stored_x=True))
-    graph_file = args.prepared / "graph.pt"
+    graph, graph_file = _mapped_graph(args, params)
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
             split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
@@ -117,6 +119,14 @@ def run_nodes_on_blocks(args, params) -> str:
     return _node_summary(args, graph, report, cfg.mode)
 
 
+def _link_meta(report: dict, cfg, typed: bool) -> dict:
+    """What meta.json says of a link split (after its task)."""
+    return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
+            **({} if typed else {"undirected": report["undirected"]}),
+            "disjoint_train_ratio": cfg.disjoint_train_ratio,
+            "negative_strategy": cfg.negative_strategy}
+
+
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
     (gnnpipe/splitting/link_split.py)."""
@@ -131,14 +141,9 @@ def run_links(args, params) -> str:
     report["negative_strategy"] = cfg.negative_strategy
     fitted = _fit_features(params, report, graph)  # link task: every node's features
     _audited(args, report)
-    meta = {"edge_type": edge_type_name(link.edge_type),
-            "reverse_edge_type": report["reverse_edge_type"],
-            **({} if typed else {"undirected": link.undirected})}
     with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, link.message_graphs, {
-            **meta, "disjoint_train_ratio": cfg.disjoint_train_ratio,
-            "negative_strategy": cfg.negative_strategy},
-            edges=link.edges, negatives=link.negatives)
+        io.write_split(out, graph, link.message_graphs, _link_meta(report, cfg, typed),
+                       edges=link.edges, negatives=link.negatives)
     _write_features(args, params, fitted)
     if typed:
         return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
@@ -146,10 +151,51 @@ def run_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-def refuse_links_on_blocks(args, params) -> str:
-    raise ValueError("dataset.task=link is not split on cluster.engine: dask yet (allowed: "
-                     "node); use cluster.engine: local")
+def _mapped_graph(args, params) -> tuple[HeteroGraph, Path]:
+    """The prepared graph for the block split, after its refusals: checked here once, then
+    memory-mapped (x in its stored dtype, read in row blocks), and graph.pt's path."""
+    refuse_unsupported(params, io.read_description(args.prepared)["layout"])
+    return (one_type(io.read_graph(args.prepared, mmap=True, stored_x=True)),
+            args.prepared / "graph.pt")
+
+
+def run_links_on_blocks(args, params) -> str:
+    """The link split of ``run_links`` on cluster.engine dask (homogeneous graphs): held-out
+    pairs, message graphs, negatives and audit by blocks, the tables streamed."""
+    cfg = params.split.link
+    graph, graph_file = _mapped_graph(args, params)
+    n = graph.num_nodes(graph.target)
+    with scratch_beside(args.out) as scratch:
+        with session(params.cluster) as client:
+            split = split_link_blocks(client, graph_file, n, cfg, params.seed, scratch)
+            report = audit_link_blocks(client, graph_file, n, split)
+        e = graph.link_edge_type
+        report.update(edge_type=edge_type_name(e), reverse_edge_type=edge_type_name(e),
+                      undirected=split.undirected, negative_strategy=cfg.negative_strategy)
+        fitted = _fit_features(params, report, graph)  # link task: every node's features
+        _audited(args, report)
+        opened: dict[tuple, Csr] = {}  # phases sharing files share one Csr: one file
+        csrs = {phase: {e: opened.setdefault(files, Csr(*map(open_tensor, files)))}
+                for phase, files in split.message.items()}
+
+        def edge_parts(role: str):
+            folder, buckets = split.positives[role]
+            return (np.load(folder / f"b{k:06d}.npy") for k in range(buckets))
+
+        def negative_parts(phase: str):
+            folder, buckets = split.positives[phase]
+            return ((np.load(folder / f"b{k:06d}.npy")[:, 0], np.load(folder / f"n{k:06d}.npy"))
+                    for k in range(buckets))
+
+        with io.atomic_dir(args.out) as out:
+            io.stream_link_tables(out, edge_parts, negative_parts)
+            io.write_split_files(out, graph, csrs, _link_meta(report, cfg, False),
+                                 roles=np.full(n, SPLIT_ROLES.index("unused"), dtype=np.int8),
+                                 num_negatives={"val": cfg.num_val_negatives,
+                                                "test": cfg.num_test_negatives})
+    _write_features(args, params, fitted)
+    return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
 RUNS = {("local", "node"): run_nodes, ("local", "link"): run_links,
-        ("dask", "node"): run_nodes_on_blocks, ("dask", "link"): refuse_links_on_blocks}
+        ("dask", "node"): run_nodes_on_blocks, ("dask", "link"): run_links_on_blocks}

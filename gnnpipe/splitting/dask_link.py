@@ -29,7 +29,8 @@ from gnnpipe.data.graph import sorted_unique
 from gnnpipe.io.blocks import load_arrays, open_memmap, save_array
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
-from gnnpipe.splitting.dask_split import SIZES, BlockSizes, graph_arrays, place_csr, row_blocks
+from gnnpipe.splitting import dask_split
+from gnnpipe.splitting.dask_split import BlockSizes, graph_arrays, place_csr, row_blocks
 from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, thresholds
 from gnnpipe.splitting.link_split import (_MESSAGE, _SUPERVISION_ONLY, _TEST, _VAL,
                                           _VISIBLE_CODES, TAKEN_CODES, pair_counts)
@@ -100,6 +101,11 @@ def pair_codes(pairs: np.ndarray, seed: int, limits: np.ndarray, has: np.ndarray
     return TAKEN_CODES[phase_codes(keys, np.zeros(keys.size, dtype=np.int64), limits, has)]
 
 
+def bucket_bits(items: int, target: int) -> int:
+    """Bits of a key that cut ``items`` into buckets of about ``target`` (a power of two)."""
+    return max(0, int(np.ceil(np.log2(max(1.0, items / target)))))
+
+
 def _bucket(keys: np.ndarray, bits: int) -> np.ndarray:
     return (np.zeros(keys.size, dtype=np.int64) if bits == 0
             else (keys >> np.uint64(64 - bits)).astype(np.int64))
@@ -165,7 +171,7 @@ def sort_bucket(role: str, bucket: int, graph_file: str, seed: int, negatives: d
 def split_link_blocks(client, graph_file: Path, num_nodes: int, cfg: LinkSplitParams, seed: int,
                       scratch: Path, sizes: BlockSizes | None = None) -> LinkBlocks:
     """The link split of a homogeneous graph into ``scratch``, on ``client`` (None: here)."""
-    sizes = sizes or SIZES
+    sizes = sizes or dask_split.SIZES  # read here: tests set smaller blocks
     graph = str(graph_file)
     blocks = row_blocks(graph_arrays(graph)[0], sizes)
     numbered = [(i, *b) for i, b in enumerate(blocks)]
@@ -186,10 +192,12 @@ def split_link_blocks(client, graph_file: Path, num_nodes: int, cfg: LinkSplitPa
     limits, has = thresholds(count, np.array([[n_val], [n_test], [n_disjoint]]))
     disjoint = n_disjoint > 0
     phases = ("train", "val", "test") if disjoint else ("train", "test")
-    # per role: sort buckets of about sizes.rows positives (a pair: at most two directed ones)
+    # per role: sort buckets of about sizes.edges numbers (a pair: at most two directed
+    # positives; a val / test positive also holds its negatives)
+    negatives = {"val": cfg.num_val_negatives, "test": cfg.num_test_negatives}
     per_role = {"val": n_val, "test": n_test, "message": num_pairs - n_val - n_test - n_disjoint,
                 **({"train_supervision": n_disjoint} if disjoint else {})}
-    bits = {role: max(0, int(np.ceil(np.log2(max(1, 2 * count / sizes.rows)))))
+    bits = {role: bucket_bits(2 * count * (2 + negatives.get(role, 0)), sizes.edges)
             for role, count in per_role.items()}
     kept = run_blocks(client, link_rows, numbered, graph_file=graph, seed=seed, limits=limits,
                       has=has, undirected=undirected, phases=phases, bits=bits,
@@ -198,7 +206,6 @@ def split_link_blocks(client, graph_file: Path, num_nodes: int, cfg: LinkSplitPa
                              num_nodes) for phase in phases}
     message.setdefault("val", message["train"])
     cumulative = None if cfg.negative_strategy == "uniform" else str(message["train"][0])
-    negatives = {"val": cfg.num_val_negatives, "test": cfg.num_test_negatives}
     calls = [(role, k) for role, width in bits.items() for k in range(1 << width)]
     run_blocks(client, sort_bucket, calls, graph_file=graph, seed=seed, negatives=negatives,
                cumulative=cumulative, folder=str(scratch))

@@ -61,13 +61,16 @@ class NodeBlocks:
     blocks: list[tuple[int, int]]  # the row blocks of the tasks
 
 
-def refuse_unsupported(cfg: NodeSplitParams, assign: str, layout: str) -> None:
-    """One line naming the first option the block split does not run."""
+def refuse_unsupported(params, layout: str) -> None:
+    """One line naming the first option the block split does not run (``params``: Params)."""
+    node = params.split.node
+    task_node = params.dataset.task == "node"
     refused = {
-        "split.assign": (assign != "hash", assign, "hash"),
+        "split.assign": (params.split.assign != "hash", params.split.assign, "hash"),
         "the prepared graph's layout": (layout != "homogeneous", layout, "homogeneous"),
-        "split.node.strategy": (cfg.strategy not in STRATEGIES, cfg.strategy, " | ".join(STRATEGIES)),
-        "split.node.mode": (cfg.mode not in MODES, cfg.mode, " | ".join(MODES)),
+        "split.node.strategy": (task_node and node.strategy not in STRATEGIES, node.strategy,
+                                " | ".join(STRATEGIES)),
+        "split.node.mode": (task_node and node.mode not in MODES, node.mode, " | ".join(MODES)),
     }
     for key, (refuse, found, allowed) in refused.items():
         if refuse:

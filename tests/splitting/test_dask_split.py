@@ -1,8 +1,9 @@
-"""The node split on cluster.engine: dask (gnnpipe/splitting/dask_split.py, dask_audit.py):
-split.assign: hash gives the same files by blocks as on the local engine, byte for byte, on
-1, 2 and 4 workers; the block audit gives the local report and fails a leaking split with the
-local LeakageError; refusals name the key. Block functions run in this process (a client of
-None) with tiny blocks, except where a test says a cluster."""
+"""split on cluster.engine: dask (gnnpipe/splitting/dask_split.py, dask_audit.py, dask_link.py,
+dask_link_audit.py): split.assign: hash gives the same files by blocks as on the local engine,
+byte for byte, on 1, 2 and 4 workers, for the node and the link task; the block audits give the
+local reports and fail a leaking split with the local LeakageError; refusals name the key.
+Block functions run in this process (a client of None) with tiny blocks, except where a test
+says a cluster."""
 
 from __future__ import annotations
 
@@ -19,18 +20,22 @@ import yaml
 from conftest import small_params
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.config import NodeSplitParams
-from gnnpipe.data.graph import Csr
+from gnnpipe.config import LinkSplitParams, NodeSplitParams
+from gnnpipe.data.graph import Graph, csr_from_edges
 from gnnpipe.data.prepare import prepare
 from gnnpipe.data.typed_graph import EDGE, one_type
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit, dask_split
 from gnnpipe.splitting.dask_audit import audit_node_blocks
+from gnnpipe.splitting.dask_link import split_link_blocks
+from gnnpipe.splitting.dask_link_audit import audit_link_blocks
 from gnnpipe.splitting.dask_split import BlockSizes, split_node_blocks
 from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys
+from gnnpipe.splitting.link_split import EDGE_ROLES, split_links
 from gnnpipe.splitting.split import split_nodes
 
 TINY = BlockSizes(rows=97, edges=500)
+LINK_BLOCKS = BlockSizes(rows=97, edges=20_000)  # sort and audit buckets: a few each
 SEED = 5
 CONFIGS = [dict(strategy="random"), dict(strategy="stratified"),
            dict(strategy="stratified", train=20, val=0.3, test=0.3, per_class=True,
@@ -44,6 +49,18 @@ def prepared(tmp_path_factory) -> Path:
     graph = prepare(small_params(num_nodes=600, num_features=4).dataset, 0)[0]
     graph.y[::7] = -1
     folder = tmp_path_factory.mktemp("dsplit") / "prepared"
+    io.write_prepared(folder, graph)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def directed(tmp_path_factory) -> Path:
+    """A directed 300-node graph with self-loops, repeated and reciprocal edges, prepared."""
+    rng = np.random.default_rng(1)
+    graph = Graph(csr=csr_from_edges(rng.integers(0, 300, 2000), rng.integers(0, 300, 2000), 300),
+                  x=torch.zeros(300, 2), y=torch.from_numpy(rng.integers(0, 3, 300)),
+                  num_classes=3)
+    folder = tmp_path_factory.mktemp("dsplit") / "directed"
     io.write_prepared(folder, graph)
     return folder
 
@@ -90,6 +107,37 @@ def test_blocks_give_the_local_hash_split_and_its_audit(prepared, tmp_path, kw):
     assert report["passed"]
 
 
+@pytest.mark.parametrize("which, kw", [
+    ("prepared", {}),
+    ("directed", {"disjoint_train_ratio": 0.3, "negative_strategy": "degree",
+                  "num_val_negatives": 7}),
+])
+def test_link_blocks_give_the_local_hash_split_and_its_audit(request, tmp_path, which, kw):
+    folder = request.getfixturevalue(which)
+    cfg = LinkSplitParams(**kw)
+    graph = one_type(io.read_graph(folder))
+    local = split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
+    n = graph.num_nodes(graph.target)
+    split = split_link_blocks(None, folder / "graph.pt", n, cfg, SEED, tmp_path, LINK_BLOCKS)
+    assert split.undirected == local.undirected == (which == "prepared")
+    for role in EDGE_ROLES:
+        buckets, count = split.positives[role]
+        assert np.array_equal(np.concatenate([np.load(buckets / f"b{k:06d}.npy")
+                                              for k in range(count)]).T, local.edges[role])
+        if role in ("val", "test"):
+            assert np.array_equal(np.concatenate([np.load(buckets / f"n{k:06d}.npy")
+                                                  for k in range(count)]), local.negatives[role])
+    for phase, (indptr, indices) in split.message.items():
+        assert np.array_equal(np.load(indptr), local.message_graphs[phase][EDGE].indptr)
+        assert np.array_equal(np.load(indices), local.message_graphs[phase][EDGE].indices)
+    report = audit_link_blocks(None, folder / "graph.pt", n, split, LINK_BLOCKS)
+    expected = audit.audit_link_split(graph, EDGE, local.edges, local.negatives,
+                                      local.message_graphs, disjoint=bool(kw))
+    assert {**report, "edge_type": expected["edge_type"],
+            "reverse_edge_type": expected["reverse_edge_type"]} == expected
+    assert report["passed"]
+
+
 def test_hash_sizes_are_exact_and_roles_follow_the_seed(prepared):
     cfg = NodeSplitParams(strategy="random", train=0.5, val=0.25, test=0.25)
     graph, first = _local(prepared, cfg)
@@ -102,11 +150,11 @@ def test_hash_sizes_are_exact_and_roles_follow_the_seed(prepared):
 
 # ------------------------------------------------------------------------- the split stage
 def _run(tmp_path: Path, prepared: Path, name: str, cluster: dict | None = None,
-         **split) -> tuple[int, Path]:
+         task: str = "node", **split) -> tuple[int, Path]:
     params = tmp_path / f"{name}.yaml"
     params.write_text(yaml.safe_dump({
-        "split": {"assign": "hash", **split}, "features": {"normalize": "standardize"},
-        **({"cluster": cluster} if cluster else {})}))
+        "dataset": {"task": task}, "split": {"assign": "hash", **split},
+        "features": {"normalize": "standardize"}, **({"cluster": cluster} if cluster else {})}))
     out = tmp_path / name
     code = main(["split", "--params", str(params), "--prepared", str(prepared),
                  "--out", str(out / "split"), "--features", str(out / "features"),
@@ -155,6 +203,21 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_
                          cluster={"engine": "dask", "address": cluster.scheduler_address})
         assert code == 0 and _digests(out) == expected, workers
     assert not list(tmp_path.glob(f"dask*/.split-blocks*"))  # the scratch folder is gone
+
+
+def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path,
+                                                                    cluster, monkeypatch):
+    monkeypatch.setattr(dask_split, "SIZES", LINK_BLOCKS)
+    link = {"disjoint_train_ratio": 0.2, "num_val_negatives": 5, "num_test_negatives": 5}
+    assert _run(tmp_path, prepared, "local", task="link", link=link)[0] == 0
+    expected = _digests(tmp_path / "local")
+    assert set(expected) >= {"split/edges_val.parquet", "split/negatives_test.parquet",
+                             "split/message_val.pt", "split/nodes.parquet", "audit.json"}
+    for workers in (4, 2, 1):
+        _scale(cluster, workers)
+        code, out = _run(tmp_path, prepared, f"dask{workers}", task="link", link=link,
+                         cluster={"engine": "dask", "address": cluster.scheduler_address})
+        assert code == 0 and _digests(out) == expected, workers
 
 
 def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, cluster):
@@ -219,14 +282,3 @@ def test_modes_the_blocks_do_not_run_are_refused_in_one_line(prepared, tmp_path,
     code, out = _run(tmp_path, prepared, "refused", cluster={"engine": "dask"}, **split)
     err = capsys.readouterr().err.strip()
     assert code == 1 and re.search(message, err) and "\n" not in err and not out.exists()
-
-
-def test_the_link_task_is_refused_on_dask(prepared, tmp_path, capsys):
-    params = tmp_path / "link.yaml"
-    params.write_text(yaml.safe_dump({"dataset": {"task": "link"},
-                                      "cluster": {"engine": "dask"}}))
-    code = main(["split", "--params", str(params), "--prepared", str(prepared),
-                 "--out", str(tmp_path / "s"), "--features", str(tmp_path / "f"),
-                 "--audit", str(tmp_path / "a.json")])
-    assert code == 1 and "dataset.task=link is not split on cluster.engine: dask" in \
-        capsys.readouterr().err
