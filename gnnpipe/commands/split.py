@@ -13,6 +13,7 @@ from gnnpipe.data import features
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.common import SPLIT_ROLES
 from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
+from gnnpipe.commands.variant import prepared_layout
 from gnnpipe.runtime.engine import session
 from gnnpipe.splitting import audit
 from gnnpipe.splitting.dask_audit import audit_node_blocks
@@ -98,7 +99,7 @@ def run_nodes_on_blocks(args, params) -> str:
     """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
     by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
     cfg = params.split.node
-    graph, graph_file = _mapped_graph(args, params)
+    graph, graph_file = _mapped_graph(args, params, cfg)
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
             split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
@@ -151,10 +152,11 @@ def run_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-def _mapped_graph(args, params) -> tuple[HeteroGraph, Path]:
-    """The prepared graph for the block split, after its refusals: checked here once, then
-    memory-mapped (x in its stored dtype, read in row blocks), and graph.pt's path."""
-    refuse_unsupported(params, io.read_description(args.prepared)["layout"])
+def _mapped_graph(args, params, node=None) -> tuple[HeteroGraph, Path]:
+    """The prepared graph for the block split, after its refusals (``node``: the node task's
+    params): checked here once, then memory-mapped (x in its stored dtype, read in row
+    blocks), and graph.pt's path."""
+    refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
     return (one_type(io.read_graph(args.prepared, mmap=True, stored_x=True)),
             args.prepared / "graph.pt")
 

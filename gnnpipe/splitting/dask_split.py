@@ -61,17 +61,18 @@ class NodeBlocks:
     blocks: list[tuple[int, int]]  # the row blocks of the tasks
 
 
-def refuse_unsupported(params, layout: str) -> None:
-    """One line naming the first option the block split does not run (``params``: Params)."""
-    node = params.split.node
-    task_node = params.dataset.task == "node"
+def refuse_unsupported(assign: str, layout: str, node: NodeSplitParams | None) -> None:
+    """One line naming the first option the block split does not run: ``split.assign``, the
+    prepared graph's ``layout``, and for the node task its ``node`` params (None: link task)."""
     refused = {
-        "split.assign": (params.split.assign != "hash", params.split.assign, "hash"),
+        "split.assign": (assign != "hash", assign, "hash"),
         "the prepared graph's layout": (layout != "homogeneous", layout, "homogeneous"),
-        "split.node.strategy": (task_node and node.strategy not in STRATEGIES, node.strategy,
-                                " | ".join(STRATEGIES)),
-        "split.node.mode": (task_node and node.mode not in MODES, node.mode, " | ".join(MODES)),
     }
+    if node is not None:
+        refused.update({
+            "split.node.strategy": (node.strategy not in STRATEGIES, node.strategy,
+                                    " | ".join(STRATEGIES)),
+            "split.node.mode": (node.mode not in MODES, node.mode, " | ".join(MODES))})
     for key, (refuse, found, allowed) in refused.items():
         if refuse:
             raise ValueError(f"{key}={found} is not split on cluster.engine: dask (allowed: "

@@ -282,3 +282,13 @@ def test_modes_the_blocks_do_not_run_are_refused_in_one_line(prepared, tmp_path,
     code, out = _run(tmp_path, prepared, "refused", cluster={"engine": "dask"}, **split)
     err = capsys.readouterr().err.strip()
     assert code == 1 and re.search(message, err) and "\n" not in err and not out.exists()
+
+
+def test_typed_graphs_and_permutation_links_are_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^the prepared graph's layout=typed is not split on "
+                                         r"cluster\.engine: dask \(allowed: homogeneous\); use "
+                                         r"cluster\.engine: local$"):
+        dask_split.refuse_unsupported("hash", "typed", None)
+    with pytest.raises(ValueError, match=r"^split\.assign=permutation is not split"):
+        dask_split.refuse_unsupported("permutation", "homogeneous", None)
+    dask_split.refuse_unsupported("hash", "homogeneous", None)  # a link split: nothing else
