@@ -31,7 +31,8 @@ from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import dask_split
 from gnnpipe.splitting.dask_split import BlockSizes, graph_arrays, place_csr, row_blocks
-from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, thresholds
+from gnnpipe.splitting.hash_assign import (key_order, phase_codes, radix_counts, summed,
+                                           thresholds)
 from gnnpipe.splitting.link_split import (_MESSAGE, _SUPERVISION_ONLY, _TEST, _VAL,
                                           _VISIBLE_CODES, TAKEN_CODES, pair_counts)
 from gnnpipe.splitting.negatives import hashed_negatives
@@ -90,9 +91,11 @@ def scan_pairs(block: int, lo: int, hi: int, graph_file: str, seed: int,
 
 
 def pair_histogram(block: int, lo: int, hi: int, folder: str, wanted: np.ndarray,
-                   prefixes: np.ndarray, shift: int) -> np.ndarray:
+                   prefixes: np.ndarray, shift: int, gather: bool):
+    """``radix_counts`` of the pair keys ``scan_pairs`` saved for ``block``."""
     keys = np.load(Path(folder) / "pairs" / f"e{block:06d}.npy")
-    return radix_counts(keys, np.zeros(keys.size, dtype=np.int64), wanted, prefixes, shift)
+    return radix_counts(keys, np.zeros(keys.size, dtype=np.int64), wanted, prefixes, shift,
+                        gather)
 
 
 def pair_codes(pairs: np.ndarray, seed: int, limits: np.ndarray, has: np.ndarray) -> np.ndarray:
@@ -185,9 +188,10 @@ def split_link_blocks(client, graph_file: Path, num_nodes: int, cfg: LinkSplitPa
     n_val, n_test, n_disjoint = pair_counts(num_pairs, cfg,
                                             "the graph's {n} edges (undirected pairs)")
 
-    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int) -> np.ndarray:
-        return sum(run_blocks(client, pair_histogram, numbered, folder=str(scratch),
-                              wanted=wanted, prefixes=prefixes, shift=shift))
+    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
+        return summed(run_blocks(client, pair_histogram, numbered, folder=str(scratch),
+                                 wanted=wanted, prefixes=prefixes, shift=shift, gather=gather),
+                      gather)
 
     limits, has = thresholds(count, np.array([[n_val], [n_test], [n_disjoint]]))
     disjoint = n_disjoint > 0

@@ -31,7 +31,7 @@ from gnnpipe.io.common import CSR_SPEC
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting.hash_assign import (UNUSED, node_keys, phase_codes, radix_counts,
-                                           thresholds)
+                                           summed, thresholds)
 from gnnpipe.splitting.split import PHASES, checked_sizes, empty_role, phase_counts
 
 LOCAL = "use cluster.engine: local"
@@ -112,11 +112,11 @@ def class_counts(lo: int, hi: int, graph_file: str, num_classes: int) -> np.ndar
 
 
 def key_histogram(lo: int, hi: int, graph_file: str, seed: int, stratified: bool,
-                  wanted: np.ndarray, prefixes: np.ndarray, shift: int) -> np.ndarray:
-    """``radix_counts`` of rows ``[lo, hi)``: int64 (T, RADIX_BINS)."""
+                  wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool):
+    """``radix_counts`` of rows ``[lo, hi)``."""
     y = np.asarray(graph_arrays(graph_file)[2][lo:hi])
     keys = node_keys(seed, np.arange(lo, hi))
-    return radix_counts(keys, _groups(y, stratified), wanted, prefixes, shift)
+    return radix_counts(keys, _groups(y, stratified), wanted, prefixes, shift, gather)
 
 
 def write_roles(lo: int, hi: int, graph_file: str, seed: int, stratified: bool,
@@ -173,10 +173,10 @@ def split_node_blocks(client, graph_file: Path, num_nodes: int, num_classes: int
     counts = phase_counts(cfg, checked_sizes(cfg, int(per_class.sum()), num_nodes), class_sizes,
                           num_nodes)
 
-    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int) -> np.ndarray:
-        return sum(run_blocks(client, key_histogram, blocks, graph_file=graph, seed=seed,
-                              stratified=stratified, wanted=wanted, prefixes=prefixes,
-                              shift=shift))
+    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
+        return summed(run_blocks(client, key_histogram, blocks, graph_file=graph, seed=seed,
+                                 stratified=stratified, wanted=wanted, prefixes=prefixes,
+                                 shift=shift, gather=gather), gather)
 
     limits, has = thresholds(count, counts)
     roles = scratch / "roles.npy"

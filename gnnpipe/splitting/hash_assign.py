@@ -55,47 +55,75 @@ def key_order(keys: np.ndarray) -> np.ndarray:
     return np.argsort(keys, kind="stable")
 
 
-def radix_counts(keys: np.ndarray, groups: np.ndarray, wanted: np.ndarray, prefixes: np.ndarray,
-                 shift: int) -> np.ndarray:
-    """One block's radix histogram: int64 (T, RADIX_BINS), row t counting the keys of group
-    ``wanted[t]`` whose bits above ``shift + RADIX_BITS`` equal ``prefixes[t]``'s, by their
-    next ``RADIX_BITS`` bits. ``keys`` uint64 (n,), ``groups`` int (n,) (-1: in no group)."""
-    out = np.zeros((wanted.size, RADIX_BINS), dtype=np.int64)
-    order = np.lexsort((keys, groups))  # by group, then key
+def _runs(keys: np.ndarray, groups: np.ndarray, wanted: np.ndarray, prefixes: np.ndarray,
+          span: int):
+    """For each threshold t: the sorted keys of group ``wanted[t]`` whose bits from ``span`` up
+    equal ``prefixes[t]``'s (one run of the block's keys sorted by group, then key)."""
+    order = np.lexsort((keys, groups))
     keys, groups = keys[order], groups[order]
-    span = shift + RADIX_BITS
-    for t, (group, prefix) in enumerate(zip(wanted.tolist(), prefixes.tolist())):
+    for group, prefix in zip(wanted.tolist(), prefixes.tolist()):
         lo, hi = np.searchsorted(groups, [group, group + 1])
-        if span < 64:  # the keys sharing the prefix are one run of the sorted group
-            base = (prefix >> span) << span
+        if span < 64:
             run = keys[lo:hi]
-            start = lo + int(np.searchsorted(run, np.uint64(base)))
+            base = (prefix >> span) << span
             top = base + (1 << span)
+            start = lo + int(np.searchsorted(run, np.uint64(base)))
             hi = hi if top >= 1 << 64 else lo + int(np.searchsorted(run, np.uint64(top)))
             lo = start
-        digits = (keys[lo:hi] >> np.uint64(shift)) & np.uint64(RADIX_BINS - 1)
+        yield keys[lo:hi]
+
+
+def radix_counts(keys: np.ndarray, groups: np.ndarray, wanted: np.ndarray, prefixes: np.ndarray,
+                 shift: int, gather: bool = False) -> np.ndarray | list[np.ndarray]:
+    """One block's radix histogram: int64 (T, RADIX_BINS), row t counting the keys of group
+    ``wanted[t]`` whose bits above ``shift + RADIX_BITS`` equal ``prefixes[t]``'s, by their
+    next ``RADIX_BITS`` bits. ``keys`` uint64 (n,), ``groups`` int (n,) (-1: in no group).
+    ``gather``: instead, per threshold the keys whose bits from ``shift`` up equal the
+    prefix's (uint64, sorted)."""
+    if gather:
+        return [run.copy() for run in _runs(keys, groups, wanted, prefixes, shift)]
+    out = np.zeros((wanted.size, RADIX_BINS), dtype=np.int64)
+    for t, run in enumerate(_runs(keys, groups, wanted, prefixes, shift + RADIX_BITS)):
+        digits = (run >> np.uint64(shift)) & np.uint64(RADIX_BINS - 1)
         out[t] = np.bincount(digits.astype(np.int64), minlength=RADIX_BINS)
     return out
 
 
-Count = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+Count = Callable[..., np.ndarray]
+GATHER_KEYS = 1 << 16  # a bin this small per threshold is gathered and finished in one step
 
 
 def select_keys(count: Count, wanted: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """The key of rank ``ranks[t]`` (1 = smallest) within group ``wanted[t]``: uint64 (T,).
 
-    ``count(wanted, prefixes, shift)`` is ``radix_counts`` summed over every block (a rank past
-    its group's size is an internal error)."""
+    ``count(wanted, prefixes, shift, gather=False)`` is ``radix_counts`` over every block,
+    summed (``gather``: the keys per threshold, concatenated). A round narrows every threshold
+    to one bin of ``RADIX_BITS`` more bits; once each bin holds at most ``GATHER_KEYS`` keys
+    (keys are hashes: after a round or two) they are gathered and ranked here. A rank past its
+    group's size is an internal error."""
     prefixes = np.zeros(wanted.size, dtype=np.uint64)
     remaining = np.asarray(ranks, dtype=np.int64).copy()
+    rows = np.arange(wanted.size)
     for shift in range(64 - RADIX_BITS, -1, -RADIX_BITS):
         cumulative = np.cumsum(count(wanted, prefixes, shift), axis=1)  # (T, RADIX_BINS)
         digit = np.array([np.searchsorted(row, r) for row, r in zip(cumulative, remaining)],
                          dtype=np.int64)
         assert (digit < RADIX_BINS).all(), "a rank past its group's size"
-        remaining -= np.where(digit > 0, cumulative[np.arange(wanted.size), digit - 1], 0)
+        below = np.where(digit > 0, cumulative[rows, digit - 1], 0)
+        remaining -= below
         prefixes |= digit.astype(np.uint64) << np.uint64(shift)
+        if shift and (cumulative[rows, digit] - below).max() <= GATHER_KEYS:
+            found = count(wanted, prefixes, shift, gather=True)
+            return np.array([np.sort(keys)[r - 1] for keys, r in zip(found, remaining)],
+                            dtype=np.uint64)
     return prefixes
+
+
+def summed(results: list, gather: bool):
+    """Block results of ``radix_counts`` combined: histograms added, gathered keys joined."""
+    if gather:
+        return [np.concatenate(parts) for parts in zip(*results)]
+    return sum(results)
 
 
 def thresholds(count: Count, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

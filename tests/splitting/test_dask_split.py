@@ -30,7 +30,8 @@ from gnnpipe.splitting.dask_audit import audit_node_blocks
 from gnnpipe.splitting.dask_link import split_link_blocks
 from gnnpipe.splitting.dask_link_audit import audit_link_blocks
 from gnnpipe.splitting.dask_split import BlockSizes, split_node_blocks
-from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys
+from gnnpipe.splitting import hash_assign
+from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys, summed
 from gnnpipe.splitting.link_split import EDGE_ROLES, split_links
 from gnnpipe.splitting.split import split_nodes
 
@@ -70,7 +71,7 @@ def _local(prepared: Path, cfg: NodeSplitParams):
     return graph, split_nodes(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
 
 
-def test_radix_selection_finds_the_key_of_each_rank_in_its_group():
+def test_radix_selection_finds_the_key_of_each_rank_in_its_group(monkeypatch):
     rng = np.random.default_rng(0)
     keys = node_keys(3, np.arange(5000))
     keys[:40] = np.arange(40, dtype=np.uint64)  # a run sharing every high bit
@@ -79,11 +80,19 @@ def test_radix_selection_finds_the_key_of_each_rank_in_its_group():
     ranks = np.array([1, 17, 300, 5, (groups == 2).sum(), 40])
     blocks = np.array_split(np.arange(keys.size), 7)
 
-    def count(wanted, prefixes, shift):
-        return sum(radix_counts(keys[b], groups[b], wanted, prefixes, shift) for b in blocks)
+    def count(wanted, prefixes, shift, gather=False):
+        calls.append(gather)
+        return summed([radix_counts(keys[b], groups[b], wanted, prefixes, shift, gather)
+                       for b in blocks], gather)
 
-    expected = [np.sort(keys[groups == g])[r - 1] for g, r in zip(wanted, ranks)]
-    assert select_keys(count, wanted, ranks).tolist() == [int(k) for k in expected]
+    expected = [int(k) for k in (np.sort(keys[groups == g])[r - 1] for g, r in zip(wanted, ranks))]
+    calls = []
+    assert select_keys(count, wanted, ranks).tolist() == expected
+    assert calls == [False, True]  # one histogram round, then the bins' keys gathered
+    monkeypatch.setattr(hash_assign, "GATHER_KEYS", 0)  # radix rounds all the way down
+    calls = []
+    assert select_keys(count, wanted, ranks).tolist() == expected
+    assert calls == [False] * 8
 
 
 @pytest.mark.parametrize("kw", CONFIGS)
