@@ -209,8 +209,8 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                 read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
 
     # 1. node blocks: ids, features (to x.npy), times, label sets; an id error stops here
-    scans = run_blocks(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file),
-                 time_file=str(time_file))
+    scans = run_blocks(client, scan_nodes, [(b,) for b in blocks], spec=spec,
+                       x_file=str(x_file), time_file=str(time_file))
     findings = [finding for scan in scans for finding in scan.findings]
     tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
                      (cfg.edges.src, cfg.edges.dst))
@@ -235,7 +235,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     y_file = scratch / "y.npy"
     create_memmap(y_file, (n,), np.int64)
     run_blocks(client, label_codes_block, [(b,) for b in blocks], spec=spec, classes=classes,
-         y_file=str(y_file))
+               y_file=str(y_file))
 
     # 4. the CSR, row block by row block; 5. the files
     report = _build_csr(client, cfg, edge_blocks, n, ids, scratch, sizes)
@@ -264,16 +264,16 @@ def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
     ``ids`` and join each bucket (dense ends per edge block under ``ids/mapped``); findings."""
     rows_in = sum(b.rows for b in tables.edge_blocks)
     buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
-    run_blocks(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec, id_type=id_type,
-         buckets=buckets, folder=str(ids / "nodes"))
+    run_blocks(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec,
+               id_type=id_type, buckets=buckets, folder=str(ids / "nodes"))
     findings = [found for block in run_blocks(
         client, scatter_edges, [(b,) for b in tables.edge_blocks], names=tables.names,
         id_type=id_type, buckets=buckets, folder=str(ids / "edges")) for found in block]
     starts = np.array([b.start for b in tables.edge_blocks], dtype=np.int64)
-    for found in run_blocks(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
-                      id_type=id_type, edge_starts=starts,
-                      edge_batches=[b.batch for b in tables.edge_blocks],
-                      where=(str(tables.nodes_path), tables.spec.id)):
+    for found in run_blocks(client, join_bucket, [(k,) for k in range(buckets)],
+                            folder=str(ids), id_type=id_type, edge_starts=starts,
+                            edge_batches=[b.batch for b in tables.edge_blocks],
+                            where=(str(tables.nodes_path), tables.spec.id)):
         findings += found
     return findings
 
@@ -289,8 +289,9 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
     per_block = max(1, math.ceil(n / row_blocks))
     bounds = [(r, r * per_block, min(n, (r + 1) * per_block)) for r in range(row_blocks)
               if r * per_block < n]
-    routed = run_blocks(client, route_edges, [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
-                  folder=str(ids), policy=policy, row_block=per_block)
+    routed = run_blocks(client, route_edges,
+                        [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
+                        folder=str(ids), policy=policy, row_block=per_block)
     built = run_blocks(client, build_rows, bounds, num_nodes=n, folder=str(ids), dedup=cfg.dedup)
     offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
     num_edges = int(offsets[-1])
@@ -299,7 +300,7 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
     if num_edges:
         create_memmap(indices_file, (num_edges,), np.int64)
     run_blocks(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
-         folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
+               folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
 
     input_edges = sum(r.input_edges for r in routed)
     loops = sum(r.loops_removed for r in routed)

@@ -8,8 +8,6 @@ says a cluster."""
 from __future__ import annotations
 
 import hashlib
-import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import small_params
+from conftest import scale_cluster, small_params
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
@@ -176,28 +174,7 @@ def _digests(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One LocalCluster of 4 workers for the module (a start costs seconds), scaled down."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
-                      dashboard_address=None, silence_logs=logging.ERROR) as local:
-        yield local
-
-
-def _scale(cluster, workers: int) -> None:
-    from distributed import Client
-
-    cluster.scale(workers)
-    with Client(cluster, set_as_default=False) as client:
-        deadline = time.monotonic() + 60
-        while len(client.scheduler_info()["workers"]) != workers:
-            assert time.monotonic() < deadline, "the cluster did not scale"
-            time.sleep(0.1)
-
-
-def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path, cluster,
+def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path, dask_cluster,
                                                                   monkeypatch):
     monkeypatch.setattr(dask_split, "SIZES", TINY)
     node = {"strategy": "stratified", "mode": "inductive"}
@@ -207,15 +184,15 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_
                              "split/message_val.pt", "split/message_test.pt",
                              "split/meta.json", "features/transform.pt", "audit.json"}
     for workers in (4, 2, 1):
-        _scale(cluster, workers)
+        scale_cluster(dask_cluster, workers)
         code, out = _run(tmp_path, prepared, f"dask{workers}", node=node,
-                         cluster={"engine": "dask", "address": cluster.scheduler_address})
+                         cluster={"engine": "dask", "address": dask_cluster.scheduler_address})
         assert code == 0 and _digests(out) == expected, workers
     assert not list(tmp_path.glob(f"dask*/.split-blocks*"))  # the scratch folder is gone
 
 
 def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path,
-                                                                    cluster, monkeypatch):
+                                                                    dask_cluster, monkeypatch):
     monkeypatch.setattr(dask_split, "SIZES", LINK_BLOCKS)
     link = {"disjoint_train_ratio": 0.2, "num_val_negatives": 5, "num_test_negatives": 5}
     assert _run(tmp_path, prepared, "local", task="link", link=link)[0] == 0
@@ -223,21 +200,21 @@ def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, t
     assert set(expected) >= {"split/edges_val.parquet", "split/negatives_test.parquet",
                              "split/message_val.pt", "split/nodes.parquet", "audit.json"}
     for workers in (4, 2, 1):
-        _scale(cluster, workers)
+        scale_cluster(dask_cluster, workers)
         code, out = _run(tmp_path, prepared, f"dask{workers}", task="link", link=link,
-                         cluster={"engine": "dask", "address": cluster.scheduler_address})
+                         cluster={"engine": "dask", "address": dask_cluster.scheduler_address})
         assert code == 0 and _digests(out) == expected, workers
 
 
-def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, cluster):
+def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, dask_cluster):
     """The train phase's message graph replaced by the whole graph: the audit on the cluster
     raises the LeakageError the local audit raises for the same files."""
     from distributed import Client
 
-    _scale(cluster, 2)
+    scale_cluster(dask_cluster, 2)
     cfg = NodeSplitParams(strategy="random", mode="inductive")
     graph, local = _local(prepared, cfg)
-    with Client(cluster, set_as_default=False) as client:
+    with Client(dask_cluster, set_as_default=False) as client:
         split = split_node_blocks(client, prepared / "graph.pt", graph.num_nodes(graph.target),
                                   graph.num_classes, cfg, SEED, tmp_path, TINY)
         indptr, indices = split.message["train"]
