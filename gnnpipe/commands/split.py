@@ -2,7 +2,8 @@
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
 the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.engine: dask``
-the node task runs by blocks (gnnpipe/splitting/dask_split.py, dask_audit.py), the same files."""
+both tasks run by blocks (gnnpipe/splitting/dask_split.py, dask_link.py and their audits), the
+files of ``split.assign: hash`` on the local engine, byte for byte."""
 
 from pathlib import Path
 
@@ -25,7 +26,6 @@ from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
-
 
 
 def run(args):
@@ -95,31 +95,6 @@ def _node_summary(args, graph: HeteroGraph, report: dict, mode: str) -> str:
                       f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])
 
 
-def run_nodes_on_blocks(args, params) -> str:
-    """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
-    by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
-    cfg = params.split.node
-    graph, graph_file = _mapped_graph(args, params, cfg)
-    with scratch_beside(args.out) as scratch:
-        with session(params.cluster) as client:
-            split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
-                                      graph.num_classes, cfg, params.seed, scratch)
-            report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
-        roles = open_memmap(split.roles)
-        kind = params.features.normalize
-        fitted = {"": features.fit(kind, graph.x[graph.target], np.flatnonzero(roles == 0))}
-        report["features"] = features.audit_entry(kind, fitted)
-        _audited(args, report)
-        (edge_type,) = graph.edge_types
-        csrs = {phase: {edge_type: graph.csr[edge_type] if files is None
-                        else Csr(*map(open_tensor, files))}
-                for phase, files in split.message.items()}
-        with io.atomic_dir(args.out) as out:
-            io.write_split(out, graph, csrs, {"mode": cfg.mode}, roles=roles)
-    _write_features(args, params, fitted)
-    return _node_summary(args, graph, report, cfg.mode)
-
-
 def _link_meta(report: dict, cfg, typed: bool) -> dict:
     """What meta.json says of a link split (after its task)."""
     return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
@@ -152,6 +127,7 @@ def run_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
+# ------------------------------------------------------------- cluster.engine: dask
 def _mapped_graph(args, params, node=None) -> tuple[HeteroGraph, Path]:
     """The prepared graph for the block split, after its refusals (``node``: the node task's
     params): checked here once, then memory-mapped (x in its stored dtype, read in row
@@ -159,6 +135,31 @@ def _mapped_graph(args, params, node=None) -> tuple[HeteroGraph, Path]:
     refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
     return (one_type(io.read_graph(args.prepared, mmap=True, stored_x=True)),
             args.prepared / "graph.pt")
+
+
+def run_nodes_on_blocks(args, params) -> str:
+    """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
+    by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
+    cfg = params.split.node
+    graph, graph_file = _mapped_graph(args, params, cfg)
+    with scratch_beside(args.out) as scratch:
+        with session(params.cluster) as client:
+            split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
+                                      graph.num_classes, cfg, params.seed, scratch)
+            report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
+        roles = open_memmap(split.roles)
+        kind = params.features.normalize
+        fitted = {"": features.fit(kind, graph.x[graph.target], np.flatnonzero(roles == 0))}
+        report["features"] = features.audit_entry(kind, fitted)
+        _audited(args, report)
+        (edge_type,) = graph.edge_types
+        csrs = {phase: {edge_type: graph.csr[edge_type] if files is None
+                        else Csr(*map(open_tensor, files))}
+                for phase, files in split.message.items()}
+        with io.atomic_dir(args.out) as out:
+            io.write_split(out, graph, csrs, {"mode": cfg.mode}, roles=roles)
+    _write_features(args, params, fitted)
+    return _node_summary(args, graph, report, cfg.mode)
 
 
 def run_links_on_blocks(args, params) -> str:

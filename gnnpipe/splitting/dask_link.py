@@ -207,7 +207,7 @@ def split_link_blocks(client, graph_file: Path, num_nodes: int, cfg: LinkSplitPa
                       has=has, undirected=undirected, phases=phases, bits=bits,
                       folder=str(scratch))
     message = {phase: place_csr(client, scratch / phase, blocks, [k[phase] for k in kept],
-                             num_nodes) for phase in phases}
+                                num_nodes) for phase in phases}
     message.setdefault("val", message["train"])
     cumulative = None if cfg.negative_strategy == "uniform" else str(message["train"][0])
     calls = [(role, k) for role, width in bits.items() for k in range(1 << width)]

@@ -192,12 +192,12 @@ def split_node_blocks(client, graph_file: Path, num_nodes: int, num_classes: int
                           graph_file=graph, roles_file=str(roles), folder=str(scratch))
         for phase in ("train", "val"):
             message[phase] = place_csr(client, scratch / phase, blocks,
-                                    [k[phase] for k in kept], num_nodes)
+                                       [k[phase] for k in kept], num_nodes)
     return NodeBlocks(roles=roles, message=message, blocks=blocks)
 
 
 def place_csr(client, folder: Path, blocks: list[tuple[int, int]], kept: list[int],
-           num_nodes: int) -> tuple[Path, Path]:
+              num_nodes: int) -> tuple[Path, Path]:
     """The CSR of ``folder``'s row blocks as ``indptr.npy`` / ``indices.npy`` in ``folder``."""
     indptr, indices = folder / "indptr.npy", folder / "indices.npy"
     create_memmap(indptr, (num_nodes + 1,), np.int64)
