@@ -145,6 +145,33 @@ def test_link_blocks_give_the_local_hash_split_and_its_audit(request, tmp_path, 
     assert report["passed"]
 
 
+@pytest.mark.parametrize("kw", [
+    dict(strategy="random", train=400, val=100, test=100),  # more than the labelled nodes
+    dict(strategy="stratified", train=500, val=10, test=10, per_class=True),  # a short class
+    dict(strategy="stratified", train=0.9, val=0.09, test=0.001),  # test resolves to 0 nodes
+])
+def test_sizes_that_do_not_fit_get_the_local_message(prepared, tmp_path, kw):
+    cfg = NodeSplitParams(**kw)
+    with pytest.raises(ValueError) as local:
+        _local(prepared, cfg)
+    graph = one_type(io.read_graph(prepared))
+    with pytest.raises(ValueError) as blocks:
+        split_node_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target),
+                          graph.num_classes, cfg, SEED, tmp_path, TINY)
+    assert str(blocks.value) == str(local.value)
+
+
+def test_link_sizes_that_do_not_fit_get_the_local_message(prepared, tmp_path):
+    cfg = LinkSplitParams(val=0.6, test=0.5)
+    graph = one_type(io.read_graph(prepared))
+    with pytest.raises(ValueError, match="leaves none of the graph's") as local:
+        split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
+    with pytest.raises(ValueError) as blocks:
+        split_link_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target), cfg, SEED,
+                          tmp_path, LINK_BLOCKS)
+    assert str(blocks.value) == str(local.value)
+
+
 def test_hash_sizes_are_exact_and_roles_follow_the_seed(prepared):
     cfg = NodeSplitParams(strategy="random", train=0.5, val=0.25, test=0.25)
     graph, first = _local(prepared, cfg)
