@@ -26,7 +26,7 @@ import numpy as np
 
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.graph import sorted_unique
-from gnnpipe.io.blocks import load_arrays, open_memmap, save_array
+from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import dask_split
@@ -118,7 +118,7 @@ def link_rows(block: int, lo: int, hi: int, graph_file: str, seed: int, limits: 
               has: np.ndarray, undirected: bool, phases: tuple[str, ...],
               bits: dict[str, int], folder: str) -> dict[str, int]:
     """Rows ``[lo, hi)``: each of ``phases``' message rows into ``<folder>/<phase>/``, the
-    positives of each role of ``bits`` into ``<folder>/pos/<role>/b<bucket>/e<block>.npy``;
+    positives of each role of ``bits`` routed to its buckets in ``<folder>/pos/<role>/``;
     returns the kept edges per phase."""
     indptr, indices, y = graph_arrays(graph_file)
     n = y.size
@@ -145,9 +145,7 @@ def link_rows(block: int, lo: int, hi: int, graph_file: str, seed: int, limits: 
         chosen = pos_code == role_codes[role]
         pairs = np.stack([pos_src[chosen], pos_dst[chosen]], axis=1)
         bucket = _bucket(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]), width)
-        for k in np.unique(bucket):
-            save_array(Path(folder) / "pos" / role / f"b{k:06d}" / f"e{block:06d}.npy",
-                       pairs[bucket == k])
+        save_routed(Path(folder) / "pos" / role, f"e{block:06d}", pairs, bucket, 1 << width)
     return kept
 
 
@@ -158,7 +156,7 @@ def sort_bucket(role: str, bucket: int, graph_file: str, seed: int, negatives: d
     ``cumulative``: the file of the train graph's indptr (negatives by degree)."""
     indptr, indices, y = graph_arrays(graph_file)
     n = y.size
-    pairs = load_arrays(Path(folder) / "pos" / role / f"b{bucket:06d}", np.int64, width=2)
+    pairs = load_routed(Path(folder) / "pos" / role, bucket, np.int64, 2)
     pairs = pairs[key_order(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]))]
     out = Path(folder) / "sorted" / role
     save_array(out / f"b{bucket:06d}.npy", pairs)

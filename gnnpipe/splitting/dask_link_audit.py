@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpipe.io.blocks import load_arrays, open_memmap, save_array
+from gnnpipe.io.blocks import load_routed, open_memmap, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import audit
@@ -35,7 +35,7 @@ ROUTE_STEP = 0x5EED  # the hash that spreads pairs over the audit's buckets
 
 
 def _route(keys: np.ndarray, tags: np.ndarray, bits: int, folder: str, name: str) -> None:
-    """Records (key, tag) into ``<folder>/audit/a<bucket>/<name>.npy``, one tag per key."""
+    """Records (key, tag) routed to the audit buckets in ``<folder>/audit/``, one per key."""
     order = np.argsort(keys, kind="stable")
     keys, tags = keys[order], tags[order]
     first = np.r_[True, keys[1:] != keys[:-1]] if keys.size else np.zeros(0, dtype=bool)
@@ -43,10 +43,8 @@ def _route(keys: np.ndarray, tags: np.ndarray, bits: int, folder: str, name: str
     keys, tags = keys[starts], np.bitwise_or.reduceat(tags, starts) if starts.size else tags
     bucket = (np.zeros(keys.size, dtype=np.int64) if bits == 0 else
               (mix(0, ROUTE_STEP, keys) >> np.uint64(64 - bits)).astype(np.int64))
-    for k in np.unique(bucket):
-        chosen = bucket == k
-        save_array(Path(folder) / "audit" / f"a{k:06d}" / f"{name}.npy",
-                   np.stack([keys[chosen], tags[chosen].astype(np.int64)], axis=1))
+    save_routed(Path(folder) / "audit", name, np.stack([keys, tags.astype(np.int64)], axis=1),
+                bucket, 1 << bits)
 
 
 def _rows(indptr, indices, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +117,7 @@ def positive_bucket(role: str, bucket: int, source: str, graph_file: str, bits: 
 def reduce_bucket(bucket: int, folder: str, disjoint: bool) -> dict:
     """One audit bucket's pairs: (count, smallest key) per overlap of two roles, per lost
     pair, per (phase, hidden role) leak; pairs in exactly one of message / supervision."""
-    records = load_arrays(Path(folder) / "audit" / f"a{bucket:06d}", np.int64, width=2)
+    records = load_routed(Path(folder) / "audit", bucket, np.int64, 2)
     order = np.argsort(records[:, 0], kind="stable")
     keys, tags = records[order, 0], records[order, 1]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys[:0]
