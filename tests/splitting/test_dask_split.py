@@ -93,6 +93,20 @@ def test_radix_selection_finds_the_key_of_each_rank_in_its_group(monkeypatch):
     assert calls == [False] * 8
 
 
+def test_routed_rows_come_back_per_bucket_in_producer_order(tmp_path):
+    """Two files per producer, whatever the buckets; a bucket reads its slice of each."""
+    from gnnpipe.io.blocks import load_routed, save_routed
+
+    rows = np.arange(12).reshape(6, 2)
+    save_routed(tmp_path, "b", rows, np.array([2, 0, 2, 1, 0, 2]), 3)
+    save_routed(tmp_path, "a", rows[:2] + 100, np.array([2, 2]), 3)
+    assert len(list(tmp_path.rglob("*.npy"))) == 4
+    assert load_routed(tmp_path, 2, np.int64, 2).tolist() == [
+        [100, 101], [102, 103], [0, 1], [4, 5], [10, 11]]
+    assert load_routed(tmp_path, 1, np.int64, 2).tolist() == [[6, 7]]
+    assert load_routed(tmp_path / "none", 0, np.int64, 2).shape == (0, 2)
+
+
 @pytest.mark.parametrize("kw", CONFIGS)
 def test_blocks_give_the_local_hash_split_and_its_audit(prepared, tmp_path, kw):
     cfg = NodeSplitParams(**kw)
