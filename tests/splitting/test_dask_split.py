@@ -272,6 +272,37 @@ def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, da
     assert str(caught.value) == str(local_err.value)
 
 
+def test_a_leaking_link_split_fails_the_block_audit_as_locally(prepared, tmp_path,
+                                                                dask_cluster):
+    """The train phase's message graph replaced by the whole graph: held-out pairs leak, in
+    the cluster's audit as in the local one, with the same message."""
+    from distributed import Client
+
+    scale_cluster(dask_cluster, 2)
+    cfg = LinkSplitParams(num_val_negatives=5, num_test_negatives=5)
+    graph = one_type(io.read_graph(prepared))
+    local = split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
+    n = graph.num_nodes(graph.target)
+    with Client(dask_cluster, set_as_default=False) as client:
+        split = split_link_blocks(client, prepared / "graph.pt", n, cfg, SEED, tmp_path,
+                                  LINK_BLOCKS)
+        indptr, indices = split.message["train"]  # val shares the file: it leaks too
+        np.save(indptr, graph.csr[EDGE].indptr.numpy())
+        np.save(indices, graph.csr[EDGE].indices.numpy())
+        report = audit_link_blocks(client, prepared / "graph.pt", n, split, LINK_BLOCKS)
+    whole = {EDGE: graph.csr[EDGE]}
+    expected = audit.audit_link_split(graph, EDGE, local.edges, local.negatives,
+                                      {**local.message_graphs, "train": whole, "val": whole},
+                                      disjoint=False)
+    assert {**report, "edge_type": expected["edge_type"],
+            "reverse_edge_type": expected["reverse_edge_type"]} == expected
+    with pytest.raises(audit.LeakageError, match="message_train_hides_val_test") as caught:
+        audit.raise_if_failed(report)
+    with pytest.raises(audit.LeakageError) as local_err:
+        audit.raise_if_failed(expected)
+    assert str(caught.value) == str(local_err.value)
+
+
 def test_a_failed_audit_writes_no_split_and_leaves_no_worker(prepared, tmp_path, monkeypatch):
     """The embedded LocalCluster (1 worker) is gone after the stage, the scratch folder too;
     only the audit report is written."""
