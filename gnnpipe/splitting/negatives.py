@@ -22,6 +22,8 @@ Which edges are forbidden is the leakage question:
   ``|E_heldout| / N**2`` per draw, which is what an honest evaluation must accept.
 
 Repeats are possible among the negatives of one positive (sampling with replacement), as in OGB.
+With ``split.assign: hash`` the fixed negatives come from ``hashed_negatives`` instead: each
+slot's draws are hashes of (seed, positive, slot, round), so a block split draws the same ones.
 """
 
 from __future__ import annotations
@@ -76,14 +78,6 @@ class NegativeSampler:
         u = rng.random(count) * self.cumulative[-1]
         return np.minimum(np.searchsorted(self.cumulative, u, side="right"), self.num_nodes - 1)
 
-    def _check_heads(self, heads: np.ndarray) -> np.ndarray:
-        heads = np.asarray(heads, dtype=np.int64)
-        stuck = heads[self.saturated[heads]] if heads.size else heads
-        if stuck.size:
-            raise ValueError(f"node {int(stuck[0])} is linked to every other node, so no negative "
-                             f"edge exists for it ({np.unique(stuck).size} such heads)")
-        return heads
-
     def sample_hashed(self, heads: np.ndarray, edges: np.ndarray, per_head: int,
                       seed: int) -> np.ndarray:
         """``hashed_negatives`` of ``heads`` (P,) for the positives ``edges`` (P,) (their
@@ -94,7 +88,11 @@ class NegativeSampler:
 
     def sample(self, heads: np.ndarray, per_head: int, rng: np.random.Generator) -> np.ndarray:
         """Targets int64 (len(heads), per_head); row i holds the negatives of ``heads[i]``."""
-        heads = self._check_heads(heads)
+        heads = np.asarray(heads, dtype=np.int64)
+        stuck = heads[self.saturated[heads]] if heads.size else heads
+        if stuck.size:
+            raise ValueError(f"node {int(stuck[0])} is linked to every other node, so no negative "
+                             f"edge exists for it ({np.unique(stuck).size} such heads)")
         flat_heads = np.repeat(heads, per_head)
         targets = self._draw(flat_heads.size, rng)
         todo = np.arange(flat_heads.size)
