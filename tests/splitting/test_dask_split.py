@@ -350,3 +350,23 @@ def test_typed_graphs_and_permutation_links_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^split\.assign=permutation is not split"):
         dask_split.refuse_unsupported("permutation", "homogeneous", None)
     dask_split.refuse_unsupported("hash", "homogeneous", None)  # a link split: nothing else
+
+
+def test_hash_assignment_splits_typed_graphs_on_the_local_engine():
+    """split.assign: hash on a typed graph (local engine only): the node and the link split
+    pass their audits and come out the same on a second run."""
+    from test_hetero_data import small_hetero
+
+    graph = small_hetero()
+    cfg = NodeSplitParams(mode="inductive")
+    nodes = [split_nodes(graph, cfg, make_rng(0, "split"), hash_seed=SEED) for _ in range(2)]
+    assert np.array_equal(nodes[0].roles, nodes[1].roles)
+    assert audit.audit_node_split(graph, nodes[0].roles, nodes[0].message_graphs,
+                                  cfg.mode)["passed"]
+    link_cfg = LinkSplitParams(num_val_negatives=20, num_test_negatives=20)
+    links = [split_links(graph, link_cfg, make_rng(0, "split"), hash_seed=SEED) for _ in range(2)]
+    for role in EDGE_ROLES:
+        assert torch.equal(links[0].edges[role], links[1].edges[role])
+    assert torch.equal(links[0].negatives["test"], links[1].negatives["test"])
+    assert audit.audit_link_split(graph, links[0].edge_type, links[0].edges, links[0].negatives,
+                                  links[0].message_graphs, disjoint=False)["passed"]
