@@ -65,6 +65,33 @@ def small_graph() -> Graph:
     return prepare(params.dataset, params.seed)[0]
 
 
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """One LocalCluster of 4 workers per test module (a start costs seconds), scaled down with
+    ``scale_cluster``."""
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
+                      dashboard_address=None, silence_logs=logging.ERROR) as local:
+        yield local
+
+
+def scale_cluster(cluster, workers: int) -> None:
+    """``cluster`` with exactly ``workers`` workers (waits at most a minute)."""
+    import time
+
+    from distributed import Client
+
+    cluster.scale(workers)
+    with Client(cluster, set_as_default=False) as client:
+        deadline = time.monotonic() + 60
+        while len(client.scheduler_info()["workers"]) != workers:
+            assert time.monotonic() < deadline, "the cluster did not scale"
+            time.sleep(0.1)
+
+
 def run_stages(folder, stages) -> None:
     """``gnnpipe <stage>`` for each of ``stages`` in ``folder``, in this process: fixtures that
     only need upstream artifacts skip a torch-importing interpreter start per stage."""

@@ -1,22 +1,41 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
 audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
-the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
+the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.engine: dask``
+both tasks run by blocks (gnnpipe/splitting/dask_split.py, dask_link.py and their audits), the
+files of ``split.assign: hash`` on the local engine, byte for byte."""
+
+from pathlib import Path
+
+import numpy as np
 
 from gnnpipe import io
 from gnnpipe.data import features
+from gnnpipe.data.graph import Csr
+from gnnpipe.io.common import SPLIT_ROLES
+from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
+from gnnpipe.commands.variant import prepared_layout
+from gnnpipe.runtime.engine import session
 from gnnpipe.splitting import audit
+from gnnpipe.splitting.dask_audit import audit_node_blocks
+from gnnpipe.splitting.dask_link import split_link_blocks
+from gnnpipe.splitting.dask_link_audit import audit_link_blocks
+from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
 from gnnpipe.config import load_params
 from gnnpipe.splitting.link_split import hard_link_negatives, split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name
-
+from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
 
 
 def run(args):
     params = load_params(args.params)
-    return RUNS[params.dataset.task](args, params)
+    return RUNS[params.cluster.engine, params.dataset.task](args, params)
+
+
+def _hash_seed(params) -> int | None:
+    """split.assign: hash draws from keys of (seed, id); permutation from the stage's rng."""
+    return params.seed if params.split.assign == "hash" else None
 
 
 def _audited(args, report: dict) -> None:
@@ -51,9 +70,8 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 def run_nodes(args, params) -> str:
     """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py)."""
     graph = io.read_typed_graph(args.prepared)
-    typed = graph.layout == TYPED
     cfg = params.split.node
-    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
+    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     report = audit.audit_node_split(
         graph, node_split.roles, node_split.message_graphs, node_split.mode,
         timed=cfg.strategy == "time", separated=cfg.strategy == "cluster" and
@@ -65,10 +83,23 @@ def run_nodes(args, params) -> str:
         io.write_split(out, graph, node_split.message_graphs,
                        {"mode": node_split.mode}, roles=node_split.roles)
     _write_features(args, params, fitted)
+    return _node_summary(args, graph, report, node_split.mode)
+
+
+def _node_summary(args, graph: HeteroGraph, report: dict, mode: str) -> str:
+    typed = graph.layout == TYPED
     nodes = f"{graph.target} nodes " if typed else ""
     per_type = " per edge type" if typed else ""
-    return "; ".join([f"{nodes}{report['sizes']} ({node_split.mode}), audit passed{per_type} -> "
+    return "; ".join([f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
                       f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])
+
+
+def _link_meta(report: dict, cfg, typed: bool) -> dict:
+    """What meta.json says of a link split (after its task)."""
+    return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
+            **({} if typed else {"undirected": report["undirected"]}),
+            "disjoint_train_ratio": cfg.disjoint_train_ratio,
+            "negative_strategy": cfg.negative_strategy}
 
 
 def run_links(args, params) -> str:
@@ -77,7 +108,7 @@ def run_links(args, params) -> str:
     graph = io.read_typed_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link
-    link = split_links(graph, cfg, make_rng(params.seed, "split"))
+    link = split_links(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     # a stream of their own: the random negatives stay as they were without hard ones
     hard = (hard_link_negatives(graph, link, cfg.num_hard_negatives,
                                 make_rng(params.seed, "split.hard"))
@@ -90,14 +121,9 @@ def run_links(args, params) -> str:
     report["negative_strategy"] = cfg.negative_strategy
     fitted = _fit_features(params, report, graph)  # link task: every node's features
     _audited(args, report)
-    meta = {"edge_type": edge_type_name(link.edge_type),
-            "reverse_edge_type": report["reverse_edge_type"],
-            **({} if typed else {"undirected": link.undirected})}
     with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, link.message_graphs, {
-            **meta, "disjoint_train_ratio": cfg.disjoint_train_ratio,
-            "negative_strategy": cfg.negative_strategy},
-            edges=link.edges, negatives=link.negatives, hard_negatives=hard)
+        io.write_split(out, graph, link.message_graphs, _link_meta(report, cfg, typed),
+                       edges=link.edges, negatives=link.negatives, hard_negatives=hard)
     _write_features(args, params, fitted)
     if typed:
         return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
@@ -105,4 +131,78 @@ def run_links(args, params) -> str:
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-RUNS = {"node": run_nodes, "link": run_links}
+# ------------------------------------------------------------- cluster.engine: dask
+def _mapped_graph(args, params, node=None) -> tuple[HeteroGraph, Path]:
+    """The prepared graph for the block split, after its refusals (``node``: the node task's
+    params): checked here once, then memory-mapped (x in its stored dtype, read in row
+    blocks), and graph.pt's path."""
+    refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
+    return (one_type(io.read_graph(args.prepared, mmap=True, stored_x=True)),
+            args.prepared / "graph.pt")
+
+
+def run_nodes_on_blocks(args, params) -> str:
+    """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
+    by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
+    cfg = params.split.node
+    graph, graph_file = _mapped_graph(args, params, cfg)
+    with scratch_beside(args.out) as scratch:
+        with session(params.cluster) as client:
+            split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
+                                      graph.num_classes, cfg, params.seed, scratch)
+            report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
+        roles = open_memmap(split.roles)
+        kind = params.features.normalize
+        fitted = {"": features.fit(kind, graph.x[graph.target], np.flatnonzero(roles == 0))}
+        report["features"] = features.audit_entry(kind, fitted)
+        _audited(args, report)
+        (edge_type,) = graph.edge_types
+        csrs = {phase: {edge_type: graph.csr[edge_type] if files is None
+                        else Csr(*map(open_tensor, files))}
+                for phase, files in split.message.items()}
+        with io.atomic_dir(args.out) as out:
+            io.write_split(out, graph, csrs, {"mode": cfg.mode}, roles=roles)
+    _write_features(args, params, fitted)
+    return _node_summary(args, graph, report, cfg.mode)
+
+
+def run_links_on_blocks(args, params) -> str:
+    """The link split of ``run_links`` on cluster.engine dask (homogeneous graphs): held-out
+    pairs, message graphs, negatives and audit by blocks, the tables streamed."""
+    cfg = params.split.link
+    graph, graph_file = _mapped_graph(args, params)
+    n = graph.num_nodes(graph.target)
+    with scratch_beside(args.out) as scratch:
+        with session(params.cluster) as client:
+            split = split_link_blocks(client, graph_file, n, cfg, params.seed, scratch)
+            report = audit_link_blocks(client, graph_file, n, split)
+        e = graph.link_edge_type
+        report.update(edge_type=edge_type_name(e), reverse_edge_type=edge_type_name(e),
+                      undirected=split.undirected, negative_strategy=cfg.negative_strategy)
+        fitted = _fit_features(params, report, graph)  # link task: every node's features
+        _audited(args, report)
+        opened: dict[tuple, Csr] = {}  # phases sharing files share one Csr: one file
+        csrs = {phase: {e: opened.setdefault(files, Csr(*map(open_tensor, files)))}
+                for phase, files in split.message.items()}
+
+        def edge_parts(role: str):
+            folder, buckets = split.positives[role]
+            return (np.load(folder / f"b{k:06d}.npy") for k in range(buckets))
+
+        def negative_parts(phase: str):
+            folder, buckets = split.positives[phase]
+            return ((np.load(folder / f"b{k:06d}.npy")[:, 0], np.load(folder / f"n{k:06d}.npy"))
+                    for k in range(buckets))
+
+        with io.atomic_dir(args.out) as out:
+            io.stream_link_tables(out, edge_parts, negative_parts)
+            io.write_split_files(out, graph, csrs, _link_meta(report, cfg, False),
+                                 roles=np.full(n, SPLIT_ROLES.index("unused"), dtype=np.int8),
+                                 num_negatives={"val": cfg.num_val_negatives,
+                                                "test": cfg.num_test_negatives})
+    _write_features(args, params, fitted)
+    return f"link edges {report['sizes']}, audit passed -> {args.out}"
+
+
+RUNS = {("local", "node"): run_nodes, ("local", "link"): run_links,
+        ("dask", "node"): run_nodes_on_blocks, ("dask", "link"): run_links_on_blocks}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gnnpipe.io import read_split_meta
+from gnnpipe.io import read_description, read_split_meta
 
 TASKS = ("node", "link")
 
@@ -21,3 +21,8 @@ def split_task(split: Path) -> str:
         raise ValueError(f"{Path(split) / 'meta.json'}: unknown task {task!r}; re-run the split "
                          "stage")
     return task
+
+
+def prepared_layout(prepared: Path) -> str:
+    """The layout of the graph in ``data/prepared`` (homogeneous | typed), from graph.json."""
+    return read_description(prepared)["layout"]

@@ -81,6 +81,16 @@ def _check_hard_negatives(params: Params) -> None:
                           "evaluate.link.negatives: random")
 
 
+def _check_hard_on_blocks(params: Params) -> None:
+    """The block link split draws no hard negatives (they rank 2-hop paths over the whole graph)."""
+    if (params.cluster.engine == "dask" and params.dataset.task == "link"
+            and params.split.link.num_hard_negatives > 0):
+        raise ParamsError(f"split.link.num_hard_negatives={params.split.link.num_hard_negatives} "
+                          "is not drawn on cluster.engine: dask (the split by blocks draws "
+                          "random negatives only); set split.link.num_hard_negatives: 0 and "
+                          "evaluate.link.negatives: random")
+
+
 def _check_seeds(params: Params) -> None:
     """evaluate.seeds > 1 retrains the node classifiers inside evaluate, on one process."""
     seeds = params.evaluate.seeds
@@ -206,8 +216,8 @@ def _check_partition_weights(params: Params) -> None:
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_hard_negatives, _check_seeds, _check_split_mode, _check_aggregation,
-    _check_engine, _check_partition_weights)
+    _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
+    _check_aggregation, _check_engine, _check_partition_weights)
 
 
 def check(params: Params) -> None:

@@ -172,6 +172,11 @@ class LinkSplitParams:
 class SplitParams:
     node: NodeSplitParams = field(default_factory=NodeSplitParams)
     link: LinkSplitParams = field(default_factory=LinkSplitParams)
+    # How nodes (strategies random / stratified) or link pairs, their row order and fixed
+    # negatives are drawn: permutation (a seeded shuffle in one process) or hash (seeded hashes
+    # of ids: the same split computed by blocks, on any number of workers; cluster.engine: dask
+    # requires it; gnnpipe/splitting/hash_assign.py)
+    assign: Literal["permutation", "hash"] = "permutation"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ with its message. Options the block path does not read yet are refused (``refuse
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        message, node_columns, node_id_column, parquet_blocks,
                                        read_block, scan_nodes, time_dtype)
 from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
 from gnnpipe.io.prepared_maps import write_prepared_maps
@@ -86,18 +86,6 @@ def refuse_unsupported(cfg: DatasetParams) -> None:
         if refuse:
             raise ValueError(f"{key} is not prepared on cluster.engine: dask yet (parquet / csv "
                              f"homogeneous tables without edge weights or timestamps are); {LOCAL}")
-
-
-def _run(client, fn, calls: list[tuple], **common) -> list:
-    """``fn(*call, **common)`` for every call, on the workers (in this process without a
-    client); results in call order."""
-    if client is None:
-        return [fn(*call, **common) for call in calls]
-    if not calls:
-        return []
-    # bound, not passed as map's kwargs: Dask would read tuples and lists in them as tasks
-    futures = client.map(functools.partial(fn, **common), *map(list, zip(*calls)), pure=False)
-    return client.gather(futures)
 
 
 def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, str],
@@ -221,8 +209,8 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                 read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
 
     # 1. node blocks: ids, features (to x.npy), times, label sets; an id error stops here
-    scans = _run(client, scan_nodes, [(b,) for b in blocks], spec=spec, x_file=str(x_file),
-                 time_file=str(time_file))
+    scans = run_blocks(client, scan_nodes, [(b,) for b in blocks], spec=spec,
+                       x_file=str(x_file), time_file=str(time_file))
     findings = [finding for scan in scans for finding in scan.findings]
     tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
                      (cfg.edges.src, cfg.edges.dst))
@@ -246,8 +234,8 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     # 3. label codes
     y_file = scratch / "y.npy"
     create_memmap(y_file, (n,), np.int64)
-    _run(client, label_codes_block, [(b,) for b in blocks], spec=spec, classes=classes,
-         y_file=str(y_file))
+    run_blocks(client, label_codes_block, [(b,) for b in blocks], spec=spec, classes=classes,
+               y_file=str(y_file))
 
     # 4. the CSR, row block by row block; 5. the files
     report = _build_csr(client, cfg, edge_blocks, n, ids, scratch, sizes)
@@ -276,16 +264,16 @@ def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
     ``ids`` and join each bucket (dense ends per edge block under ``ids/mapped``); findings."""
     rows_in = sum(b.rows for b in tables.edge_blocks)
     buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
-    _run(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec, id_type=id_type,
-         buckets=buckets, folder=str(ids / "nodes"))
-    findings = [found for block in _run(
+    run_blocks(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec,
+               id_type=id_type, buckets=buckets, folder=str(ids / "nodes"))
+    findings = [found for block in run_blocks(
         client, scatter_edges, [(b,) for b in tables.edge_blocks], names=tables.names,
         id_type=id_type, buckets=buckets, folder=str(ids / "edges")) for found in block]
     starts = np.array([b.start for b in tables.edge_blocks], dtype=np.int64)
-    for found in _run(client, join_bucket, [(k,) for k in range(buckets)], folder=str(ids),
-                      id_type=id_type, edge_starts=starts,
-                      edge_batches=[b.batch for b in tables.edge_blocks],
-                      where=(str(tables.nodes_path), tables.spec.id)):
+    for found in run_blocks(client, join_bucket, [(k,) for k in range(buckets)],
+                            folder=str(ids), id_type=id_type, edge_starts=starts,
+                            edge_batches=[b.batch for b in tables.edge_blocks],
+                            where=(str(tables.nodes_path), tables.spec.id)):
         findings += found
     return findings
 
@@ -301,17 +289,18 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
     per_block = max(1, math.ceil(n / row_blocks))
     bounds = [(r, r * per_block, min(n, (r + 1) * per_block)) for r in range(row_blocks)
               if r * per_block < n]
-    routed = _run(client, route_edges, [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
-                  folder=str(ids), policy=policy, row_block=per_block)
-    built = _run(client, build_rows, bounds, num_nodes=n, folder=str(ids), dedup=cfg.dedup)
+    routed = run_blocks(client, route_edges,
+                        [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
+                        folder=str(ids), policy=policy, row_block=per_block)
+    built = run_blocks(client, build_rows, bounds, num_nodes=n, folder=str(ids), dedup=cfg.dedup)
     offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
     num_edges = int(offsets[-1])
     indptr_file, indices_file = scratch / "indptr.npy", scratch / "indices.npy"
     create_memmap(indptr_file, (n + 1,), np.int64)
     if num_edges:
         create_memmap(indices_file, (num_edges,), np.int64)
-    _run(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
-         folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
+    run_blocks(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
+               folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
 
     input_edges = sum(r.input_edges for r in routed)
     loops = sum(r.loops_removed for r in routed)

@@ -32,23 +32,14 @@ import numpy as np
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
+from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
 from gnnpipe.io.csr_blocks import (block_graph, num_block_nodes, read_block_rows, read_labels,
                                    remove_labels, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
 FIXPOINT_ROUNDS = 100
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def mix(seed: int, step: int, nodes: np.ndarray) -> np.ndarray:
-    """splitmix64 of (seed, step, node): uint64 (n,), the same in every process."""
-    with np.errstate(over="ignore"):
-        z = (nodes.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15
-                                                  + step * 0xD1B54A32D192ED03) % 2**64))
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
+_M1, _M2 = MIX_MULTIPLIERS
 
 
 def id_bits(num_nodes: int) -> int:

@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 
 from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.parquet import SCHEMA_KEY
@@ -68,6 +69,29 @@ def load_arrays(folder: Path, dtype, width: int | None = None) -> np.ndarray:
     return np.concatenate([np.load(part, allow_pickle=False) for part in parts])
 
 
+def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
+                buckets: int) -> None:
+    """A producer's ``rows`` (n, ...) for ``buckets`` consumers, grouped by ``bucket`` (n,) in
+    one file ``<folder>/rows/<name>.npy`` with the bucket offsets int64 (buckets + 1,) in
+    ``<folder>/offsets/<name>.npy``: two files per producer, however many buckets."""
+    order = np.argsort(bucket, kind="stable")
+    offsets = np.zeros(buckets + 1, dtype=np.int64)
+    np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
+    save_array(Path(folder) / "rows" / f"{name}.npy", rows[order])
+    save_array(Path(folder) / "offsets" / f"{name}.npy", offsets)
+
+
+def load_routed(folder: Path, bucket: int, dtype, width: int) -> np.ndarray:
+    """Bucket ``bucket`` of every producer's rows in ``folder`` (``save_routed``; producers in
+    name order), each read through a memory map: (m, width); none: empty."""
+    parts = []
+    for path in sorted((Path(folder) / "rows").glob("*.npy")):
+        offsets = np.load(Path(folder) / "offsets" / path.name)
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+        parts.append(np.asarray(rows[offsets[bucket]:offsets[bucket + 1]]))
+    return np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)
+
+
 def create_memmap(path: Path, shape: tuple[int, ...], dtype) -> None:
     """An ``.npy`` file of ``shape`` (zero-filled pages, written later by ``open_memmap``)."""
     np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape).flush()
@@ -76,6 +100,11 @@ def create_memmap(path: Path, shape: tuple[int, ...], dtype) -> None:
 def open_memmap(path: Path) -> np.ndarray:
     """The ``.npy`` file mapped read-only."""
     return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def open_tensor(path: Path) -> torch.Tensor:
+    """The ``.npy`` file as a tensor over its copy-on-write map (nothing read until used)."""
+    return torch.from_numpy(np.load(path, mmap_mode="c", allow_pickle=False))
 
 
 def write_rows(path: Path, start: int, rows: np.ndarray) -> None:

@@ -9,6 +9,7 @@ derived from them, as from prepared/graph.json) and the message graph file of ea
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,7 @@ import torch
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -32,43 +34,68 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
                 hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
     a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
-    (N_target,) in SPLIT_ROLES. Link task:
+    (N_target,) in SPLIT_ROLES (homogeneous: or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``, and ``hard_negatives`` alike (None: the split drew none).
     ``message_graphs`` phase -> edge type -> CSR; phases sharing one dict (typed) or one CSR
     (homogeneous) share one file."""
     out = Path(out)
-    link = ({} if edges is None else
-            {"num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
     if edges is not None:
         write_link_tables(out, edges, negatives)
     if hard_negatives is not None:
-        link["num_hard_negatives"] = {p: int(hard_negatives[p].shape[1]) for p in LINK_EVAL_PHASES}
         for phase in LINK_EVAL_PHASES:
             _write_negatives(out / f"negatives_hard_{phase}.parquet", edges[phase][0],
                              hard_negatives[phase])
+    write_split_files(out, graph, message_graphs, meta, roles=roles, num_negatives=(
+        None if edges is None else {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}),
+        num_hard_negatives=(None if hard_negatives is None else
+                            {p: int(hard_negatives[p].shape[1]) for p in LINK_EVAL_PHASES}))
+
+
+def write_split_files(out: Path, graph: HeteroGraph,
+                      message_graphs: dict[str, dict[EdgeType, Csr]], meta: dict, *,
+                      roles: np.ndarray | None = None,
+                      num_negatives: dict[str, int] | None = None,
+                      num_hard_negatives: dict[str, int] | None = None) -> None:
+    """``write_split`` but the link task's tables (``num_negatives`` per val/test positive: a
+    link split whose tables ``stream_link_tables`` wrote; ``num_hard_negatives`` where hard
+    negatives were written); a link split's ``roles`` (every node "unused") may come as int8
+    codes."""
+    link = {} if num_negatives is None else {"num_negatives": num_negatives}
+    if num_hard_negatives is not None:
+        link["num_hard_negatives"] = num_hard_negatives
     if graph.layout == TYPED:
         files = _write_typed_message_graphs(out, message_graphs)
-        if roles is not None:
+        if roles is not None and num_negatives is None:
             _write_roles(out / f"nodes_{graph.target}.parquet", roles)
     else:
         (edge_type,) = graph.edge_types
         files = _write_message_graphs(out, {p: message_graphs[p][edge_type] for p in PHASES})
-        if edges is not None:  # every node "unused": no node carries a label role
+        if num_negatives is not None and roles is None:  # no node carries a label role
             roles = np.full(graph.num_nodes(graph.target), "unused", dtype=object)
         _write_roles(out / "nodes.parquet", roles)
     # node types and edge types in order: partition reads this folder alone
     write_json(out / "meta.json", {
-        "task": "node" if edges is None else "link", **meta, "target": graph.target,
+        "task": "node" if num_negatives is None else "link", **meta, "target": graph.target,
         "node_types": [list(entry) for entry in graph.sizes()],
         "edge_types": [edge_type_name(e) for e in graph.edge_types], **link,
         "message_graph": files})
 
 
 def _write_roles(path: Path, roles: np.ndarray) -> None:
-    table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
-    write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+    """``roles`` str (N,), or int8 codes (N,) of SPLIT_ROLES (a memory map of the block split:
+    streamed a row group at a time, the same bytes)."""
+    if roles.dtype != np.int8:
+        table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
+        write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
+        return
+    names = np.asarray(SPLIT_ROLES)
+    with table_stream(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1") as add:
+        for lo in range(0, roles.size, ROW_GROUP_ROWS):
+            hi = min(roles.size, lo + ROW_GROUP_ROWS)
+            add(pa.table({"node_id": np.arange(lo, hi, dtype=np.int64),
+                          "split": names[np.asarray(roles[lo:hi])]}))
 
 
 def _write_message_graphs(out: Path, message_graphs: dict[str, Csr]) -> dict[str, str]:
@@ -180,6 +207,29 @@ def _write_negatives(path: Path, heads: torch.Tensor, targets: torch.Tensor) -> 
                       "src": np.repeat(heads.numpy(), per),
                       "dst": targets.reshape(-1).numpy()})
     write_table(path, table, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
+
+
+def stream_link_tables(out: Path, edge_parts: Callable[[str], Iterable[np.ndarray]],
+                       negative_parts: Callable[[str], Iterable[tuple[np.ndarray, np.ndarray]]]
+                       ) -> None:
+    """The files of ``write_link_tables``, byte for byte, from parts in row order:
+    ``edge_parts(role)`` int64 (m, 2) (src, dst), ``negative_parts(phase)`` the heads (m,) and
+    targets (m, K) of consecutive positives; one part in memory at a time."""
+    for role in LINK_EDGE_ROLES:
+        with table_stream(out / f"edges_{role}.parquet", EDGES_SCHEMA,
+                          "gnnpipe.split_edges/1") as add:
+            for pairs in edge_parts(role):
+                add(pa.table({"src": pairs[:, 0], "dst": pairs[:, 1]}))
+    for phase in LINK_EVAL_PHASES:
+        offset = 0
+        with table_stream(out / f"negatives_{phase}.parquet", NEGATIVES_SCHEMA,
+                          "gnnpipe.negatives/1") as add:
+            for heads, targets in negative_parts(phase):
+                rows, per = targets.shape
+                add(pa.table({"positive": np.repeat(np.arange(offset, offset + rows,
+                                                              dtype=np.int64), per),
+                              "src": np.repeat(heads, per), "dst": targets.reshape(-1)}))
+                offset += rows
 
 
 def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ that does not answer, or a cluster that does not start, is a one-line ``EngineEr
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import shutil
 import tempfile
@@ -56,6 +57,18 @@ def session(cfg: EngineParams) -> Iterator[object | None]:
             yield client
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_blocks(client, fn, calls: list[tuple], **common) -> list:
+    """``fn(*call, **common)`` for every call, on the workers (in this process without a
+    client); results in call order."""
+    if client is None:
+        return [fn(*call, **common) for call in calls]
+    if not calls:
+        return []
+    # bound, not passed as map's kwargs: Dask would read tuples and lists in them as tasks
+    futures = client.map(functools.partial(fn, **common), *map(list, zip(*calls)), pure=False)
+    return client.gather(futures)
 
 
 @contextlib.contextmanager

@@ -31,6 +31,8 @@ check is then recorded as failed but ``waived`` and the report carries a warning
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -73,23 +75,37 @@ def visible_nodes(roles: np.ndarray, labelled: np.ndarray, allowed: tuple[str, .
 def label_coverage(roles: np.ndarray, y: np.ndarray) -> dict:
     """Labelled / unlabelled nodes overall and per role (JSON-ready)."""
     labelled = y != UNLABELLED
-    total = int(labelled.sum())
-    per_role = {role: {"labelled": int((labelled & (roles == role)).sum()),
-                       "unlabelled": int((~labelled & (roles == role)).sum())} for role in ROLES}
-    return {"labelled": total, "unlabelled": int(y.size - total),
-            "labelled_fraction": round(total / max(int(y.size), 1), 6), "per_role": per_role}
+    return coverage_entry({role: (int((labelled & (roles == role)).sum()),
+                                  int((~labelled & (roles == role)).sum())) for role in ROLES},
+                          int(labelled.sum()), int(y.size))
+
+
+def coverage_entry(per_role: dict[str, tuple[int, int]], labelled: int, nodes: int) -> dict:
+    """``label_coverage`` from (labelled, unlabelled) nodes per role, the labelled nodes and
+    the nodes in all."""
+    return {"labelled": labelled, "unlabelled": nodes - labelled,
+            "labelled_fraction": round(labelled / max(nodes, 1), 6),
+            "per_role": {role: {"labelled": a, "unlabelled": b} for role, (a, b) in
+                         per_role.items()}}
 
 
 def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
     """The ``splits_labelled_only`` check: no unlabelled node is in train, val or test."""
     unlabelled = y == UNLABELLED
-    bad = {role: int((unlabelled & (roles == role)).sum()) for role in PHASES}
     first = np.flatnonzero(unlabelled & np.isin(roles, PHASES))
-    detail = (f"unlabelled nodes in splits: {bad} (first: node {int(first[0])}, "
-              f"{roles[int(first[0])]})" if first.size else
-              f"every train/val/test node is labelled; {int(unlabelled.sum())} unlabelled "
-              "nodes are unused")
-    return {"check": "splits_labelled_only", "passed": not first.size, "detail": detail}
+    return labelled_only_entry({role: int((unlabelled & (roles == role)).sum()) for role in PHASES},
+                               (int(first[0]), roles[int(first[0])]) if first.size else None,
+                               int(unlabelled.sum()))
+
+
+def labelled_only_entry(bad: dict[str, int], first: tuple[int, str] | None,
+                        unlabelled: int) -> dict:
+    """``labelled_only_check`` from the unlabelled nodes per phase, the first of them (node,
+    role) and the unlabelled nodes in all."""
+    detail = (f"unlabelled nodes in splits: {bad} (first: node {first[0]}, {first[1]})" if first
+              else f"every train/val/test node is labelled; {unlabelled} unlabelled nodes are "
+                   "unused")
+    return {"check": "splits_labelled_only", "passed": first is None, "detail": detail}
 
 
 def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray,
@@ -160,11 +176,7 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
     y = graph.y.numpy()
     full = graph.target_csr()  # no edge at all when the target type has no own relation
     counts = {role: int((roles == role).sum()) for role in PHASES}
-    empty = [role for role in PHASES if counts[role] == 0]
-    check("splits_non_empty", not empty, f"empty: {empty}" if empty else f"sizes {counts}")
-    # One role column makes overlap impossible; the check guards that the column is the truth.
-    check("splits_disjoint", sum(counts.values()) + int((roles == "unused").sum()) == roles.size,
-          "every node has exactly one role")
+    checks += role_checks(counts, int((roles == "unused").sum()), roles.size)
     checks.append(labelled_only_check(roles, y))
     if graph.is_homogeneous:
         checks += _message_checks(roles, y != UNLABELLED, message_graphs, graph.edge_types[0],
@@ -185,15 +197,41 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
                                             future_visible=future_visible))
 
     labelled = y != UNLABELLED
+    report = node_report(
+        graph, mode, checks, counts,
+        {role: np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
+         for role in PHASES}, label_coverage(roles, y), cross,
+        {p: {e: message_graphs[p][e].num_edges for e in graph.edge_types} for p in PHASES})
+    if times is not None:  # time splits only, so the other splits' reports stay as they were
+        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
+    return report
+
+
+def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dict]:
+    """``splits_non_empty`` and ``splits_disjoint`` from the nodes per phase, the unused nodes
+    and the nodes in all."""
+    empty = [role for role in PHASES if counts[role] == 0]
+    # One role column makes overlap impossible; the check guards that the column is the truth.
+    return [{"check": "splits_non_empty", "passed": not empty,
+             "detail": f"empty: {empty}" if empty else f"sizes {counts}"},
+            {"check": "splits_disjoint", "passed": sum(counts.values()) + unused == num_nodes,
+             "detail": "every node has exactly one role"}]
+
+
+def node_report(graph: HeteroGraph, mode: str, checks: list[dict], counts: dict[str, int],
+                per_class: dict[str, np.ndarray], coverage: dict, cross: dict[str, int],
+                message_edges: dict[str, dict[EdgeType, int]]) -> dict:
+    """The node audit report from its checks and sums: nodes per phase, labelled nodes per phase
+    and class (C,), ``coverage_entry``, ``cross_split_edges``, message edges per phase and
+    edge type."""
     balance = {}
     for role in PHASES:
-        per_class = np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
-        total = max(int(per_class.sum()), 1)
-        balance[role] = {"count": per_class.tolist(),
-                         "fraction": [round(c / total, 4) for c in per_class.tolist()]}
+        total = max(int(per_class[role].sum()), 1)
+        balance[role] = {"count": per_class[role].tolist(),
+                         "fraction": [round(c / total, 4) for c in per_class[role].tolist()]}
     missing = {role: [c for c, k in enumerate(balance[role]["count"]) if k == 0] for role in PHASES}
     own = graph.own_relation()
-    report = {
+    return {
         "task": "node",
         "mode": mode,
         "passed": all(c["passed"] or c.get("waived", False) for c in checks),
@@ -201,17 +239,14 @@ def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: Mess
         "sizes": counts,
         "class_balance": balance,
         "classes_missing": {role: cls for role, cls in missing.items() if cls},
-        "label_coverage": label_coverage(roles, y),
+        "label_coverage": coverage,
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
         "target": graph.target,
         "cross_split_edges_relation": None if own is None else edge_type_name(own),
-        "message_edges": {p: {edge_type_name(e): message_graphs[p][e].num_edges
-                              for e in graph.edge_types} for p in PHASES},
+        "message_edges": {p: {edge_type_name(e): count for e, count in edges.items()}
+                          for p, edges in message_edges.items()},
     }
-    if times is not None:  # time splits only, so the other splits' reports stay as they were
-        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
-    return report
 
 
 def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: MessageGraphs,
@@ -221,8 +256,7 @@ def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: Mes
     checks = []
     for phase in PHASES:
         graph = message_graphs[phase][edge_type]
-        checks.append({"check": f"message_{phase}_within_graph", "passed": _is_subset(graph, full),
-                       "detail": "every message edge is an edge of the prepared graph"})
+        checks.append(within_graph_entry(phase, _is_subset(graph, full)))
         allowed = VISIBLE_ROLES[mode][phase]
         if allowed is None:
             continue
@@ -231,13 +265,24 @@ def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: Mes
         leaking = ~(visible[src] & visible[dst])
         bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
         bad_nodes = bad_nodes[~visible[bad_nodes]]
-        checks.append({"check": f"message_{phase}_sees_only_{'_'.join(allowed)}",
-                       "passed": not bool(leaking.any()),
-                       "detail": f"{int(leaking.sum())} edges touch {bad_nodes.numel()} nodes of "
-                                 "other splits" + (f" (first: node {int(bad_nodes[0])}, "
-                                                   f"{roles[int(bad_nodes[0])]})"
-                                                   if bad_nodes.numel() else "")})
+        first = int(bad_nodes[0]) if bad_nodes.numel() else None
+        checks.append(sees_only_entry(phase, allowed, int(leaking.sum()), bad_nodes.numel(),
+                                      None if first is None else (first, roles[first])))
     return checks
+
+
+def within_graph_entry(phase: str, passed: bool) -> dict:
+    return {"check": f"message_{phase}_within_graph", "passed": bool(passed),
+            "detail": "every message edge is an edge of the prepared graph"}
+
+
+def sees_only_entry(phase: str, allowed: tuple[str, ...], leaking: int, bad_nodes: int,
+                    first: tuple[int, str] | None) -> dict:
+    """``message_<phase>_sees_only_<allowed>`` of a homogeneous graph: ``leaking`` edges touch
+    ``bad_nodes`` nodes the phase may not see, the smallest ``first`` (node, role)."""
+    return {"check": f"message_{phase}_sees_only_{'_'.join(allowed)}", "passed": leaking == 0,
+            "detail": f"{leaking} edges touch {bad_nodes} nodes of other splits"
+                      + (f" (first: node {first[0]}, {first[1]})" if first else "")}
 
 
 def _within(sub: Csr, full: Csr, num_src: int) -> bool:
@@ -297,7 +342,13 @@ def _cross_split_edges(roles: np.ndarray, full: Csr) -> dict[str, int]:
         code[roles == role] = i
     code = torch.from_numpy(code)
     a, b = code[full.indices], code[full.targets()]
-    counts = torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b), minlength=16)
+    return cross_entry(torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b),
+                                      minlength=16).numpy())
+
+
+def cross_entry(counts: np.ndarray) -> dict[str, int]:
+    """``cross_split_edges`` from the edge counts int64 (16,) per ``min * 4 + max`` of the two
+    ends' phase codes (unused: 3)."""
     return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
             for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
 
@@ -323,8 +374,56 @@ def _pairs(edges: torch.Tensor, n: int) -> np.ndarray:
     return np.minimum(src, dst) * n + np.maximum(src, dst)
 
 
-def _describe(keys: np.ndarray, n: int) -> str:
-    return f"{keys.size} pairs (first: {int(keys[0] // n)}-{int(keys[0] % n)})" if keys.size else "none"
+Found = tuple[int, int]  # (how many pairs, the smallest pair key; -1 when none)
+
+
+def found(keys: np.ndarray) -> Found:
+    return (int(keys.size), int(keys.min()) if keys.size else -1)
+
+
+def _describe(pairs: Found, n: int) -> str:
+    count, first = pairs
+    return f"{count} pairs (first: {first // n}-{first % n})" if count else "none"
+
+
+# per phase: (the targets' shape, positives, all in range, self-loops, true edges)
+NegativeSums = tuple[tuple[int, ...], int, bool, int, int]
+
+
+@dataclass
+class LinkSums:
+    """What the link audit's checks read, summed over whatever computed them (one process, or
+    the blocks of gnnpipe/splitting/dask_link_audit.py). Per role (LINK_ROLES): ``sizes``
+    positives, ``loops`` self-loops among them, ``outside`` not edges of the graph; ``overlap``
+    "first&second" -> shared pairs (non-empty only); ``mismatch`` pairs in exactly one of
+    message and train_supervision; ``lost`` graph pairs in no role; per phase ``message_edges``,
+    ``within`` (its edges are graph edges), ``leaked`` hidden role -> pairs (non-empty only);
+    per val/test phase ``negatives``: (their shape, positives, in range, self-loops, true
+    edges), and ``hard`` alike for the hard negatives (None: the split drew none)."""
+
+    sizes: dict[str, int]
+    loops: dict[str, int]
+    outside: dict[str, int]
+    overlap: dict[str, Found]
+    mismatch: int
+    lost: Found
+    message_edges: dict[str, int]
+    within: dict[str, bool]
+    leaked: dict[str, dict[str, Found]]
+    negatives: dict[str, NegativeSums]
+    hard: dict[str, NegativeSums] | None = None
+
+
+def link_hidden(phase: str, disjoint: bool) -> tuple[str, ...]:
+    """The roles whose pairs the ``phase`` message graph must not hold, either direction."""
+    return LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
+
+
+def link_compared(disjoint: bool) -> list[tuple[str, str]]:
+    """The role pairs ``positives_disjoint`` compares, in report order."""
+    roles = (("train_supervision", "message") if disjoint else ("train_supervision",)) \
+        + HELD_OUT_ROLES
+    return [(first, second) for i, first in enumerate(roles) for second in roles[i + 1:]]
 
 
 def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
@@ -383,100 +482,116 @@ def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict
     graphs, positives and negatives (random, and ``hard`` where given). Pairs are compared
     unordered, so an edge counts as present whichever direction is stored."""
     n = full.num_nodes
-    checks: list[dict] = []
-
-    def check(name: str, passed: bool, detail: str) -> None:
-        checks.append({"check": name, "passed": bool(passed), "detail": detail})
-
     full_src, full_dst = full.indices.numpy(), full.targets().numpy()
     full_directed = sorted_unique(full_src * n + full_dst)
     not_loop = full_src != full_dst
     full_pairs = sorted_unique(np.minimum(full_src, full_dst)[not_loop] * n
                            + np.maximum(full_src, full_dst)[not_loop])
     pairs = {role: sorted_unique(_pairs(edges[role], n)) for role in LINK_ROLES}
+    overlap = {f"{a}&{b}": found(np.intersect1d(pairs[a], pairs[b]))
+               for a, b in link_compared(disjoint)}
+    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
+    leaked, within = {}, {}
+    for phase in PHASES:
+        seen = sorted_unique(_pairs(message_graphs[phase].edge_index(), n))
+        within[phase] = _is_subset(message_graphs[phase], full)
+        leaked[phase] = {role: found(np.intersect1d(seen, pairs[role]))
+                         for role in link_hidden(phase, disjoint)}
+    sums = LinkSums(
+        sizes={role: int(edges[role].shape[1]) for role in LINK_ROLES},
+        loops={role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES},
+        outside={role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
+                                     full_directed)).sum()) for role in LINK_ROLES},
+        overlap={name: pair for name, pair in overlap.items() if pair[0]},
+        mismatch=int(np.setxor1d(pairs["message"], pairs["train_supervision"]).size),
+        lost=found(np.setdiff1d(full_pairs, assigned)),
+        message_edges={phase: message_graphs[phase].num_edges for phase in PHASES},
+        within=within,
+        leaked={phase: {r: pair for r, pair in roles.items() if pair[0]}
+                for phase, roles in leaked.items()},
+        negatives=_negative_sums(negatives, edges, full_pairs, n),
+        hard=None if hard is None else _negative_sums(hard, edges, full_pairs, n))
+    return link_report(sums, n, disjoint=disjoint)
 
-    loops = {role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES}
-    check("positives_not_self_loops", not any(loops.values()), f"self-loops per role: {loops}")
-    outside = {role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
-                                   full_directed)).sum()) for role in LINK_ROLES}
-    check("positives_are_graph_edges", not any(outside.values()),
-          f"positives that are not edges of the prepared graph: {outside}")
-    training = ("train_supervision", "message") if disjoint else ("train_supervision",)
-    overlap = {}
-    for i, first in enumerate(training + HELD_OUT_ROLES):
-        for second in (training + HELD_OUT_ROLES)[i + 1:]:
-            shared = np.intersect1d(pairs[first], pairs[second])
-            if shared.size:
-                overlap[f"{first}&{second}"] = _describe(shared, n)
+
+def _negative_sums(negatives: dict[str, torch.Tensor], edges: dict[str, torch.Tensor],
+                   full_pairs: np.ndarray, n: int) -> dict[str, NegativeSums]:
+    """``LinkSums.negatives`` of the fixed negatives of each held-out phase (int64 (P, K)
+    targets of the heads ``edges[phase][0]``; ``full_pairs``: the graph's unordered pair keys)."""
+    sums = {}
+    for phase in HELD_OUT_ROLES:
+        targets, heads = negatives[phase], edges[phase][0]
+        shape = tuple(targets.shape)
+        if not (targets.dim() == 2 and targets.shape[0] == heads.numel()):
+            sums[phase] = (shape, heads.numel(), False, 0, 0)
+            continue
+        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
+        t = targets.reshape(-1).numpy()
+        sums[phase] = (
+            shape, heads.numel(), bool(((t >= 0) & (t < n)).all()), int((h == t).sum()),
+            int(np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs).sum()))
+    return sums
+
+
+def link_report(sums: LinkSums, n: int, *, disjoint: bool) -> dict:
+    """The link audit report (JSON-ready) from its sums over a graph of ``n`` nodes."""
+    checks: list[dict] = []
+
+    def check(name: str, passed: bool, detail: str) -> None:
+        checks.append({"check": name, "passed": bool(passed), "detail": detail})
+
+    check("positives_not_self_loops", not any(sums.loops.values()),
+          f"self-loops per role: {sums.loops}")
+    check("positives_are_graph_edges", not any(sums.outside.values()),
+          f"positives that are not edges of the prepared graph: {sums.outside}")
+    overlap = {name: _describe(pair, n) for name, pair in sums.overlap.items()}
     check("positives_disjoint", not overlap,
           f"shared pairs: {overlap}" if overlap else "supervision, val and test share no pair"
           + (" (nor message and supervision)" if disjoint else ""))
     if not disjoint:
-        same = np.array_equal(pairs["message"], pairs["train_supervision"])
-        check("supervision_is_message", same, "without disjoint_train_ratio every training "
-              "edge both passes messages and supervises")
-    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
-    lost = np.setdiff1d(full_pairs, assigned)
-    check("every_edge_assigned", lost.size == 0, f"edges in no role: {_describe(lost, n)}")
-
-    message_edges = {}
+        check("supervision_is_message", sums.mismatch == 0, "without disjoint_train_ratio every "
+              "training edge both passes messages and supervises")
+    check("every_edge_assigned", sums.lost[0] == 0, f"edges in no role: {_describe(sums.lost, n)}")
     for phase in PHASES:
-        graph = message_graphs[phase]
-        message_edges[phase] = graph.num_edges
-        check(f"message_{phase}_within_graph", _is_subset(graph, full),
+        check(f"message_{phase}_within_graph", sums.within[phase],
               "every message edge is an edge of the prepared graph")
-        hidden = LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
-        seen = sorted_unique(_pairs(graph.edge_index(), n))
-        leaked = {role: _describe(np.intersect1d(seen, pairs[role]), n) for role in hidden
-                  if np.intersect1d(seen, pairs[role]).size}
+        hidden = link_hidden(phase, disjoint)
+        leaked = {role: _describe(pair, n) for role, pair in sums.leaked[phase].items()}
         check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,
               f"leaked (either direction): {leaked}" if leaked else
               f"no {'/'.join(hidden)} pair in either direction")
-
-    negative_counts = _negative_checks("negatives", negatives, edges, full_pairs, n, check)
     report = {
         "task": "link",
         "passed": False,
         "checks": checks,
-        "sizes": {role: int(edges[role].shape[1]) for role in LINK_ROLES},
-        "message_edges": message_edges,
-        "negatives": negative_counts,
+        "sizes": sums.sizes,
+        "message_edges": sums.message_edges,
+        "negatives": _negative_checks("negatives", sums.negatives, n, check),
         "disjoint_supervision": disjoint,
     }
-    if hard is not None:  # only where the split drew them: the other reports stay as they were
-        report["hard_negatives"] = _negative_checks("hard_negatives", hard, edges, full_pairs, n,
-                                                    check)
+    if sums.hard is not None:  # only where the split drew them: other reports stay as they were
+        report["hard_negatives"] = _negative_checks("hard_negatives", sums.hard, n, check)
     report["passed"] = all(c["passed"] for c in checks)
     return report
 
 
-def _negative_checks(name: str, negatives: dict[str, torch.Tensor], edges: dict[str, torch.Tensor],
-                     full_pairs: np.ndarray, n: int, check) -> dict:
-    """Checks ``<name>_<phase>_...`` of the fixed negatives of each held-out phase (int64
-    (P, K) targets of the heads ``edges[phase][0]``): one row per positive, in range, no
-    self-loop, no true edge of the graph (``full_pairs``: its unordered pair keys). Returns
-    ``{phase: {"per_positive", "count"}}``."""
+def _negative_checks(name: str, sums: dict[str, NegativeSums], n: int, check) -> dict:
+    """Checks ``<name>_<phase>_...`` from each held-out phase's ``NegativeSums``: one row per
+    positive, in range, no self-loop, no true edge. Returns ``{phase: {"per_positive",
+    "count"}}``."""
     counts = {}
     for phase in HELD_OUT_ROLES:
-        targets = negatives[phase]
-        heads = edges[phase][0]
-        shape_ok = targets.dim() == 2 and targets.shape[0] == heads.numel()
+        shape, positives, in_range, loops, hits = sums[phase]
+        shape_ok = len(shape) == 2 and shape[0] == positives
         check(f"{name}_{phase}_one_row_per_positive", shape_ok,
-              f"{tuple(targets.shape)} for {heads.numel()} positives")
+              f"{shape} for {positives} positives")
         if not shape_ok:
             continue
-        per = targets.shape[1]
-        counts[phase] = {"per_positive": per, "count": targets.numel()}
-        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
-        t = targets.reshape(-1).numpy()
-        in_range = bool(((t >= 0) & (t < n)).all())
+        counts[phase] = {"per_positive": shape[1], "count": shape[0] * shape[1]}
         check(f"{name}_{phase}_in_range", in_range, f"targets in [0, {n})")
-        check(f"{name}_{phase}_no_self_loops", not (h == t).any(),
-              f"{int((h == t).sum())} negatives are self-loops")
-        hits = np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs)
-        check(f"{name}_{phase}_not_edges", not hits.any(),
-              f"{int(hits.sum())} negatives are true edges of the graph (any split, either "
-              "direction)")
+        check(f"{name}_{phase}_no_self_loops", not loops, f"{loops} negatives are self-loops")
+        check(f"{name}_{phase}_not_edges", not hits,
+              f"{hits} negatives are true edges of the graph (any split, either direction)")
     return counts
 
 

@@ -47,7 +47,9 @@ import torch
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.graph import Csr, csr_from_edges, sorted_unique
 from gnnpipe.graphops.heuristics import train_view
+from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting.hard_negatives import hard_negatives
+from gnnpipe.splitting.hash_assign import key_order
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.splitting.split import MessageGraphs
 from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name
@@ -90,11 +92,9 @@ def _resolve(value: int | float, total: int, key: str) -> int:
     return count
 
 
-def assign_pair_roles(num_pairs: int, cfg: LinkSplitParams, rng: np.random.Generator,
-                      what: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Role code int8 (P,) per pair (``_VAL`` / ``_TEST`` / ``_SUPERVISION_ONLY`` /
-    ``_MESSAGE``), a random orientation bool (P,) and the supervision-only count, from the
-    sizes in ``cfg``; ``what`` ("... {n} ...") names the pairs in the error for empty roles."""
+def pair_counts(num_pairs: int, cfg: LinkSplitParams, what: str) -> tuple[int, int, int]:
+    """Pairs held out for val and test, and supervision-only pairs, from the sizes in ``cfg``;
+    ``what`` ("... {n} ...") names the pairs in the error for empty roles."""
     n_val = _resolve(cfg.val, num_pairs, "val")
     n_test = _resolve(cfg.test, num_pairs, "test")
     n_train = num_pairs - n_val - n_test
@@ -105,13 +105,28 @@ def assign_pair_roles(num_pairs: int, cfg: LinkSplitParams, rng: np.random.Gener
     if cfg.disjoint_train_ratio > 0 and not 0 < n_disjoint < n_train:
         raise ValueError(f"split.link.disjoint_train_ratio={cfg.disjoint_train_ratio} of "
                          f"{n_train} training edges leaves no supervision or no message edge")
-    # Shuffled pairs laid out as [val | test | supervision-only | message].
+    return n_val, n_test, n_disjoint
+
+
+# Pair codes in the order pairs are taken: [val | test | supervision-only | message].
+TAKEN_CODES = np.array([_VAL, _TEST, _SUPERVISION_ONLY, _MESSAGE], dtype=np.int8)
+
+
+def assign_pair_roles(pairs: np.ndarray, cfg: LinkSplitParams, rng: np.random.Generator,
+                      what: str, hash_seed: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Role code int8 (P,) per pair id (``_VAL`` / ``_TEST`` / ``_SUPERVISION_ONLY`` /
+    ``_MESSAGE``), an orientation bool (P,) and the supervision-only count: pairs taken in
+    shuffled order (``rng``), or by their keys of ``hash_seed`` (split.assign: hash)."""
+    num_pairs = pairs.size
+    n_val, n_test, n_disjoint = pair_counts(num_pairs, cfg, what)
     code = np.empty(num_pairs, dtype=np.int8)
-    order = rng.permutation(num_pairs)
+    order = (rng.permutation(num_pairs) if hash_seed is None
+             else key_order(hash_assign.pair_keys(hash_seed, pairs)))
     bounds = np.cumsum([n_val, n_test, n_disjoint])
-    code[order] = np.select([np.arange(num_pairs) < b for b in bounds],
-                            [_VAL, _TEST, _SUPERVISION_ONLY], _MESSAGE)
-    flip = rng.random(num_pairs) < 0.5  # orientation of an undirected positive
+    code[order] = TAKEN_CODES[np.searchsorted(bounds, np.arange(num_pairs), side="right")]
+    flip = (rng.random(num_pairs) < 0.5 if hash_seed is None  # orientation, if undirected
+            else hash_assign.flipped(hash_seed, pairs))
     return code, flip, n_disjoint
 
 
@@ -147,9 +162,11 @@ def typed_negative_sampler(graph: HeteroGraph, edge_type: EdgeType, src: np.ndar
                            graph.total_nodes, weights)
 
 
-def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generator) -> LinkSplit:
+def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generator,
+                hash_seed: int | None = None) -> LinkSplit:
     """Hold out val/test pairs of ``graph.link_edge_type`` and its reverse together, build the
-    per-phase, per-edge-type message graphs and the fixed negatives.
+    per-phase, per-edge-type message graphs and the fixed negatives: shuffled by ``rng``, or
+    (``hash_seed``, split.assign: hash) pairs, row order and negatives from hashes of ids.
 
     Repeated edges and self-loops are allowed. Raises ``ValueError`` when the sizes leave a role
     empty or no negative can be drawn.
@@ -173,8 +190,8 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
                          + ("the graph" if graph.is_homogeneous else
                             f"edge type {edge_type_name(e)}") + " has none")
     code, flip, n_disjoint = assign_pair_roles(
-        num_pairs, cfg, rng, "the graph's {n} edges (undirected pairs)" if graph.is_homogeneous
-        else "the {n} " + edge_type_name(e) + " pairs")
+        pairs, cfg, rng, "the graph's {n} edges (undirected pairs)" if graph.is_homogeneous
+        else "the {n} " + edge_type_name(e) + " pairs", hash_seed)
 
     def phase_csr(edge_src, edge_dst, edge_keys, edge_loop, edge_type, phase) -> Csr:
         pos = np.searchsorted(pairs, edge_keys)
@@ -212,7 +229,8 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
     edges = {}
     for role in EDGE_ROLES:  # shuffled within a role: row order carries no trace of ids
         rows = np.flatnonzero(np.isin(pos_code, role_codes[role]))
-        rows = rows[rng.permutation(rows.size)]
+        rows = rows[rng.permutation(rows.size) if hash_seed is None else key_order(
+            hash_assign.row_keys(hash_seed, pos_src[rows] * n_dst + pos_dst[rows]))]
         edges[role] = torch.from_numpy(np.stack([pos_src[rows], pos_dst[rows]]).astype(np.int64))
 
     # uniform over every node needs no weights (draws integers, not floats: kept so)
@@ -223,7 +241,10 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
     counts = {"val": cfg.num_val_negatives, "test": cfg.num_test_negatives}
     negatives = {}
     for phase in HELD_OUT:
-        drawn = sampler.sample(edges[phase][0].numpy() + head_offset, counts[phase], rng)
+        heads = edges[phase][0].numpy() + head_offset
+        drawn = (sampler.sample(heads, counts[phase], rng) if hash_seed is None else
+                 sampler.sample_hashed(heads, edges[phase][0].numpy() * n_dst
+                                       + edges[phase][1].numpy(), counts[phase], hash_seed))
         negatives[phase] = torch.from_numpy(drawn - target_offset)
     return LinkSplit(edge_type=e, reverse=r, edges=edges, negatives=negatives,
                      message_graphs=message_graphs, undirected=undirected)

@@ -22,15 +22,22 @@ Which edges are forbidden is the leakage question:
   ``|E_heldout| / N**2`` per draw, which is what an honest evaluation must accept.
 
 Repeats are possible among the negatives of one positive (sampling with replacement), as in OGB.
+With ``split.assign: hash`` the fixed negatives come from ``hashed_negatives`` instead: each
+slot's draws are hashes of (seed, positive, slot, round), so a block split draws the same ones.
 """
 
 from __future__ import annotations
 
+import zlib
+from typing import Callable
+
 import numpy as np
 
 from gnnpipe.data.graph import contains, sorted_unique
+from gnnpipe.runtime.rng import mix
 
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
+NEGATIVE_STEP = zlib.crc32(b"split.link.negatives")  # hashed negatives: round r uses step + 1 + r
 
 
 def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -71,6 +78,14 @@ class NegativeSampler:
         u = rng.random(count) * self.cumulative[-1]
         return np.minimum(np.searchsorted(self.cumulative, u, side="right"), self.num_nodes - 1)
 
+    def sample_hashed(self, heads: np.ndarray, edges: np.ndarray, per_head: int,
+                      seed: int) -> np.ndarray:
+        """``hashed_negatives`` of ``heads`` (P,) for the positives ``edges`` (P,) (their
+        ``src * N_dst + dst``), forbidding this sampler's edges: int64 (P, per_head)."""
+        n = self.num_nodes  # no saturation check: a block split could not make it
+        return hashed_negatives(heads, edges, per_head, seed, n, self.cumulative,
+                                lambda h, t: contains(self.forbidden, h * n + t))
+
     def sample(self, heads: np.ndarray, per_head: int, rng: np.random.Generator) -> np.ndarray:
         """Targets int64 (len(heads), per_head); row i holds the negatives of ``heads[i]``."""
         heads = np.asarray(heads, dtype=np.int64)
@@ -88,10 +103,47 @@ class NegativeSampler:
             if todo.size == 0:
                 return targets.reshape(heads.size, per_head)
             targets[todo] = self._draw(todo.size, rng)
-        raise ValueError(
-            f"could not draw a valid negative for {todo.size} slots after {MAX_ROUNDS} rounds "
-            f"(first head: node {int(flat_heads[todo[0]])}): the targets the sampler can draw "
-            "are (almost) all its neighbours; use split.link.negative_strategy=uniform")
+        _exhausted(flat_heads[todo])
+
+
+def _exhausted(heads: np.ndarray) -> None:
+    raise ValueError(
+        f"could not draw a valid negative for {heads.size} slots after {MAX_ROUNDS} rounds "
+        f"(first head: node {int(heads[0])}): the targets the sampler can draw "
+        "are (almost) all its neighbours; use split.link.negative_strategy=uniform")
+
+
+def hashed_negatives(heads: np.ndarray, edges: np.ndarray, per_head: int, seed: int,
+                     num_nodes: int, cumulative: np.ndarray | None,
+                     forbidden: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Targets int64 (P, per_head) for ``heads`` (P,) drawn from a hash of (seed, positive,
+    slot, round) instead of a generator (split.assign: hash), so each positive's negatives do
+    not depend on which block draws them. ``edges`` (P,) int64 ids of the positives;
+    ``cumulative`` (N,) the running sum of integer weights (float or int; None: uniform);
+    ``forbidden(h, t)`` bool: the pair is an edge. A slot is redrawn, next round, while its
+    target is the head or forbidden."""
+    slots = np.arange(per_head, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # a slot's stream id: the positive's hash plus the slot
+        ids = (mix(seed, NEGATIVE_STEP, np.asarray(edges, dtype=np.int64))[:, None]
+               + slots[None, :]).reshape(-1)
+
+    def draw(chosen: np.ndarray, round_: int) -> np.ndarray:
+        unit = (mix(seed, NEGATIVE_STEP + 1 + round_, chosen) >> np.uint64(11)) * 2.0 ** -53
+        if cumulative is None:
+            return np.floor(unit * num_nodes).astype(np.int64)
+        x = np.floor(unit * float(cumulative[-1])).astype(cumulative.dtype)
+        return np.minimum(np.searchsorted(cumulative, x, side="right"), num_nodes - 1)
+
+    flat_heads = np.repeat(np.asarray(heads, dtype=np.int64), per_head)
+    targets = draw(ids, 0)
+    todo = np.arange(flat_heads.size)
+    for round_ in range(1, MAX_ROUNDS + 1):
+        h, t = flat_heads[todo], targets[todo]
+        todo = todo[(h == t) | forbidden(h, t)]
+        if todo.size == 0:
+            return targets.reshape(-1, per_head)
+        targets[todo] = draw(ids[todo], round_)
+    _exhausted(flat_heads[todo])
 
 
 def degree_weights(degrees: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ import numpy as np
 from gnnpipe.config import NodeSplitParams
 # ROLES: code order of public_roles
 from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges
+from gnnpipe.splitting.hash_assign import key_order, node_keys
 from gnnpipe.splitting.ordered_split import ordered_roles
 from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs
 
@@ -83,19 +84,22 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
     return np.minimum(counts, sizes)
 
 
-def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generator) -> NodeSplit:
+def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generator,
+                hash_seed: int | None = None) -> NodeSplit:
     """Assign every target node a role and build the message graph of each phase and edge type.
 
     Sizes are fractions of the labelled nodes or counts (``per_class``: the train count is per
-    class); unlabelled nodes are always "unused". Raises ``ValueError`` when the sizes do not fit
-    or a split would be empty.
+    class); unlabelled nodes are always "unused". Strategies random and stratified rank their
+    nodes by ``rng.permutation``, or (``hash_seed``, split.assign: hash) by the key of
+    (hash_seed, node id) (gnnpipe/splitting/hash_assign.py). Raises ``ValueError`` when the
+    sizes do not fit or a split would be empty.
     """
     if cfg.strategy == "cluster" and graph.own_relation() is None:
         raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
                          f"type's own relation together, and this graph has no {graph.target} "
                          f"-> {graph.target} edge type; use random, stratified, time or public")
     target = graph.target_graph()
-    roles, dropped = _roles(target, cfg, rng)
+    roles, dropped = _roles(target, cfg, rng, hash_seed)
     if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
         raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
                          f"{cfg.strategy!r})")
@@ -105,48 +109,93 @@ def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generat
                      mode=cfg.mode, unlabelled_dropped=dropped)
 
 
-def _roles(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator
-           ) -> tuple[np.ndarray, dict[str, int]]:
+def _roles(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator,
+           hash_seed: int | None) -> tuple[np.ndarray, dict[str, int]]:
     """Role of every node of the target type alone: str (N,), and (strategy public) the
     official split's unlabelled nodes per role."""
-    n = graph.num_nodes
     y = graph.y.numpy()
     labelled = y != UNLABELLED
-    m = int(labelled.sum())
-    if m == 0:
+    sizes = checked_sizes(cfg, int(labelled.sum()), graph.num_nodes)
+    roles = np.full(graph.num_nodes, "unused", dtype=object)
+    dropped: dict[str, int] = {}
+
+    def ranked(ids: np.ndarray) -> np.ndarray:  # ids in the order that takes them
+        if hash_seed is None:
+            return ids[rng.permutation(ids.size)]
+        return ids[key_order(node_keys(hash_seed, ids))]
+
+    if cfg.strategy in ("random", "stratified"):
+        stratified = cfg.strategy == "stratified"
+        class_sizes = (np.bincount(y[labelled], minlength=graph.num_classes) if stratified
+                       else np.array([int(labelled.sum())]))
+        counts = phase_counts(cfg, sizes, class_sizes, graph.num_nodes)
+        # stratified: class members (y == c) never include an unlabelled node
+        pools = ([np.flatnonzero(y == c) for c in range(graph.num_classes)] if stratified
+                 else [np.flatnonzero(labelled)])  # every node when all are labelled: arange(n)
+        for group, pool in enumerate(pools):
+            order, bounds = ranked(pool), np.cumsum(counts[:, group])
+            for key, lo, hi in zip(PHASES, np.r_[0, bounds[:-1]], bounds):
+                roles[order[lo:hi]] = key
+    elif cfg.strategy in ("cluster", "time"):  # graph-aware: see gnnpipe/splitting/ordered_split.py
+        ordered_roles(graph, cfg, sizes, rng, roles, labelled)
+    else:  # public: the dataset's official split; sizes do not apply
+        dropped = _public_roles(graph, roles, labelled)
+    for key in PHASES:
+        if not (roles == key).any():
+            raise ValueError(empty_role(key))
+    return roles.astype(str), dropped
+
+
+def empty_role(key: str) -> str:
+    return (f"split.node.{key} resolves to 0 nodes; give a larger split.node.{key} (fraction "
+            "or count)")
+
+
+def checked_sizes(cfg: NodeSplitParams, labelled: int, num_nodes: int) -> dict[str, int]:
+    """``resolve_sizes`` of the ``labelled`` nodes (of ``num_nodes``), after the checks every
+    strategy shares."""
+    if labelled == 0:
         raise ValueError("the prepared graph has no labelled node (every label is missing): "
                          "nothing to split; give the dataset a label column with values")
-    sizes = resolve_sizes(cfg, m)
+    sizes = resolve_sizes(cfg, labelled)
     if cfg.per_class:
         if not isinstance(cfg.train, int):
             raise ValueError(f"split.node.per_class=true needs split.node.train as a count per "
                              f"class (e.g. 20), got {cfg.train}")
         if cfg.strategy != "stratified":
             raise ValueError("split.node.per_class=true needs split.node.strategy=stratified")
-    roles = np.full(n, "unused", dtype=object)
-    dropped: dict[str, int] = {}
+    return sizes
+
+
+def phase_counts(cfg: NodeSplitParams, sizes: dict[str, int], class_sizes: np.ndarray,
+                 num_nodes: int) -> np.ndarray:
+    """Nodes each phase takes from each group, int64 (3, G): strategy random one group (the
+    labelled nodes, ``class_sizes`` (1,)), stratified one per class (``class_sizes`` (C,),
+    labelled nodes per class) so every split keeps the label distribution."""
+    m = int(class_sizes.sum())
     if cfg.strategy == "random":
         need = sum(sizes.values())
         if need > m:
             raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {m}"
-                             + ("" if m == n else f" labelled nodes (of {n})"))
-        pool = np.flatnonzero(labelled)  # every node when all are labelled: arange(n)
-        perm = pool[rng.permutation(m)]
-        start = 0
-        for key in PHASES:
-            roles[perm[start:start + sizes[key]]] = key
-            start += sizes[key]
-    elif cfg.strategy in ("cluster", "time"):  # graph-aware: see gnnpipe/splitting/ordered_split.py
-        ordered_roles(graph, cfg, sizes, rng, roles, labelled)
-    elif cfg.strategy == "public":  # the dataset's official split; sizes do not apply
-        dropped = _public_roles(graph, roles, labelled)
-    else:  # stratified: class members (y == c) never include an unlabelled node
-        _stratify(y, graph.num_classes, sizes, cfg.per_class, rng, roles)
-    for key in PHASES:
-        if not (roles == key).any():
-            raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
-                             f"split.node.{key} (fraction or count)")
-    return roles.astype(str), dropped
+                             + ("" if m == num_nodes else f" labelled nodes (of {num_nodes})"))
+        return np.array([[sizes[key]] for key in PHASES], dtype=np.int64)
+    remaining = np.asarray(class_sizes, dtype=np.int64).copy()
+    if cfg.per_class:
+        short = [c for c in range(remaining.size) if 0 < remaining[c] < sizes["train"]]
+        if short:
+            raise ValueError(f"split.node.train={sizes['train']} per class, but class {short[0]} "
+                             f"has only {remaining[short[0]]} nodes")
+    counts = np.zeros((len(PHASES), remaining.size), dtype=np.int64)
+    for i, key in enumerate(PHASES):
+        if key == "train" and cfg.per_class:
+            counts[i] = np.minimum(sizes["train"], remaining)
+        else:
+            if sizes[key] > remaining.sum():
+                raise ValueError(f"split.node.{key}={sizes[key]} nodes, but only "
+                                 f"{int(remaining.sum())} remain after the earlier splits")
+            counts[i] = _apportion(sizes[key], remaining)
+        remaining -= counts[i]
+    return counts
 
 
 def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
@@ -167,31 +216,6 @@ def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict
                          f"labelled {empty[0]} nodes" + (f" ({dropped[empty[0]]} are unlabelled)"
                                                          if dropped[empty[0]] else ""))
     return dropped
-
-
-def _stratify(y: np.ndarray, num_classes: int, sizes: dict[str, int], per_class: bool,
-              rng: np.random.Generator, roles: np.ndarray) -> None:
-    """Fill ``roles`` class by class so every split keeps the label distribution."""
-    members = [rng.permutation(np.flatnonzero(y == c)) for c in range(num_classes)]
-    remaining = np.array([m.size for m in members], dtype=np.int64)
-    if per_class:
-        short = [c for c in range(num_classes) if 0 < remaining[c] < sizes["train"]]
-        if short:
-            raise ValueError(f"split.node.train={sizes['train']} per class, but class {short[0]} "
-                             f"has only {remaining[short[0]]} nodes")
-    taken = np.zeros(num_classes, dtype=np.int64)
-    for key in PHASES:
-        if key == "train" and per_class:
-            counts = np.minimum(sizes["train"], remaining)
-        else:
-            if sizes[key] > remaining.sum():
-                raise ValueError(f"split.node.{key}={sizes[key]} nodes, but only "
-                                 f"{int(remaining.sum())} remain after the earlier splits")
-            counts = _apportion(sizes[key], remaining)
-        for c in np.flatnonzero(counts):
-            roles[members[c][taken[c]:taken[c] + counts[c]]] = key
-        taken += counts
-        remaining -= counts
 
 
 def message_graphs(graph: HeteroGraph, roles: np.ndarray, mode: str,

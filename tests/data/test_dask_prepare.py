@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from conftest import scale_cluster
 from gnnpipe.cli import main
 from gnnpipe.commands import prepare as command
 from gnnpipe.config import params_from_dict
@@ -130,36 +129,15 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
                                     "nodes": {"features": "f_*", "timestamp": "t"}})
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One LocalCluster of 4 workers for the module (a start costs seconds), scaled down."""
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
-                      dashboard_address=None, silence_logs=logging.ERROR) as local:
-        yield local
-
-
-def _scale(cluster, workers: int) -> None:
-    from distributed import Client
-
-    cluster.scale(workers)
-    with Client(cluster, set_as_default=False) as client:
-        deadline = time.monotonic() + 60
-        while len(client.scheduler_info()["workers"]) != workers:
-            assert time.monotonic() < deadline, "the cluster did not scale"
-            time.sleep(0.1)
-
-
 @pytest.mark.parametrize("workers", [4, 2, 1])
-def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypatch, cluster,
+def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypatch, dask_cluster,
                                                              workers):
     monkeypatch.setattr(dask_prepare, "SIZES", TINY)
-    _scale(cluster, workers)
+    scale_cluster(dask_cluster, workers)
     ids = np.array([f"user-{i}" for i in range(N)])
     folder = write(tmp_path / "in", tables(ids=ids, seed=workers))
     assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)},
-                         {"engine": "dask", "address": cluster.scheduler_address})
+                         {"engine": "dask", "address": dask_cluster.scheduler_address})
     assert not list(tmp_path.glob(".dask-blocks*"))  # the scratch folder is gone
 
 

@@ -53,8 +53,8 @@ def test_equal_ids_share_a_bucket_in_any_array():
 
 def test_block_calls_bind_their_common_arguments_out_of_dasks_graph():
     """Dask reads tuples and lists among map's kwargs as tasks (and moves large ones into a
-    task of their own): ``_run`` binds them to the function instead, map sees only the calls."""
-    from gnnpipe.data.dask_prepare import _run
+    task of their own): ``run_blocks`` binds them to the function instead, map sees only the calls."""
+    from gnnpipe.runtime.engine import run_blocks
 
     class Client:
         def map(self, fn, *iterables, **kwargs):
@@ -65,7 +65,7 @@ def test_block_calls_bind_their_common_arguments_out_of_dasks_graph():
             return futures
 
     client = Client()
-    got = _run(client, lambda a, b, names, batches: (a, b, names, batches[a]),
-               [(0, "x"), (1, "y")], names=("src", "dst"), batches=[(0, 0), (0, 1)])
+    got = run_blocks(client, lambda a, b, names, batches: (a, b, names, batches[a]),
+                     [(0, "x"), (1, "y")], names=("src", "dst"), batches=[(0, 0), (0, 1)])
     assert got == [(0, "x", ("src", "dst"), (0, 0)), (1, "y", ("src", "dst"), (0, 1))]
     assert client.kwargs == {"pure": False}

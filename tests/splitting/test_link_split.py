@@ -280,8 +280,8 @@ def test_split_stage_writes_a_link_split_with_a_passing_audit(tmp_path, monkeypa
 def test_split_stage_fails_on_an_injected_link_leak(tmp_path, monkeypatch, capsys):
     import gnnpipe.commands.split as split_command
 
-    def leaky_split(graph, cfg, rng):
-        link = split_links(graph, cfg, rng)
+    def leaky_split(graph, cfg, rng, hash_seed):
+        link = split_links(graph, cfg, rng, hash_seed)
         return dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=graph.csr))
 
     monkeypatch.chdir(tmp_path)
