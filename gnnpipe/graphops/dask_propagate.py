@@ -1,0 +1,158 @@
+"""propagate on ``cluster.engine: dask``: every hop a block SpMM, one task per row block.
+
+The client writes the message graph's in-edge CSR and the per-node factor of ``A_hat``
+(``node_scale``) as ``.npy`` files in a scratch folder beside the output, and lays out each hop
+file (``HopWriter``, data left empty). A task takes rows ``start:stop``: it maps its slice of the
+CSR, builds those rows of ``A_hat`` (``adjacency_rows``, as the local engine does), reads only the
+rows of the previous hop its non-zeros name (in chunks of at most ``GATHER_BYTES``), sums each row
+with the local engine's kernel (``ROW_KERNELS``: the same products in the same stored order, so the
+same bits) and writes its rows into the hop file with ``pwrite``. No process holds the graph or a
+whole hop; the client holds O(N) (degrees, then the factor) while it writes the scratch files.
+
+The result is byte-identical to ``propagate`` for any number of workers or blocks: every output
+row is one row kernel call on the same operands, whatever block it falls in.
+"""
+
+from __future__ import annotations
+
+import functools
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from gnnpipe.config import PropagateParams
+from gnnpipe.data.graph import Csr
+from gnnpipe.graphops.propagate import (DTYPES, INT32_MAX, ROW_KERNELS, adjacency_rows,
+                                        node_scale)
+from gnnpipe.io.blocks import create_memmap, save_array, write_rows
+from gnnpipe.io.propagated import HopWriter, RowFile, hop_rows, npy_rows
+
+GATHER_BYTES = 64 << 20  # previous-hop rows gathered at once inside a task (bounds its memory)
+
+
+@dataclass(frozen=True)
+class HopTask:
+    """What every block task of one hop reads and writes (small and picklable)."""
+
+    graph: str  # folder: indptr.npy int64 (N + 1,), indices.npy (E,), scale.npy float32 (N,)
+    previous: RowFile  # X_{k-1} as stored (X_0 float32 for hop 1)
+    x0: RowFile  # X_0 float32 (the ppr teleport term)
+    out: RowFile  # X_k, in the hop file being written
+    cfg: PropagateParams
+    kernel: str  # aten | jit, resolved once by the client
+
+
+def hop_block(block: tuple[int, int], task: HopTask) -> float:
+    """Rows ``block = (start, stop)`` of ``X_k = A_hat X_{k-1}`` (ppr: ``(1 - alpha) A_hat
+    X_{k-1} + alpha X_0``) written into ``task.out``; returns this process's peak RSS in MiB."""
+    start, stop = block
+    folder, cfg = Path(task.graph), task.cfg
+    indptr_map = np.load(folder / "indptr.npy", mmap_mode="r")
+    width = task.out.shape[1]
+    # row chunks whose non-zeros (self-loops included) gather at most GATHER_BYTES of X_{k-1}
+    nnz = np.asarray(indptr_map[start:stop + 1], dtype=np.int64)
+    nnz = nnz - nnz[0] + np.arange(stop - start + 1) * (1 if cfg.self_loops else 0)
+    per_chunk = max(1, GATHER_BYTES // (4 * max(width, 1)))
+    cuts = np.searchsorted(nnz, np.arange(per_chunk, int(nnz[-1]), per_chunk), side="right") - 1
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, stop - start), [stop - start]]))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        _rows(folder, task, start + lo, start + hi)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rows(folder: Path, task: HopTask, start: int, stop: int) -> None:
+    """One chunk of ``hop_block``: rows ``start:stop``."""
+    cfg = task.cfg
+    indptr = torch.from_numpy(np.array(np.load(folder / "indptr.npy", mmap_mode="r")
+                                       [start:stop + 1], dtype=np.int64))
+    indices = np.load(folder / "indices.npy", mmap_mode="r")
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    cols = torch.from_numpy(np.array(indices[lo:hi], dtype=np.int64))
+    # the factors of the rows and of their neighbours only, at their ids in a sparse view
+    scale_map = np.load(folder / "scale.npy", mmap_mode="r")
+    ids = np.union1d(np.arange(start, stop), cols.numpy())
+    scale = _Gathered(ids, torch.from_numpy(np.array(scale_map[ids])))
+    crow, col, values = adjacency_rows(indptr - lo, cols, start, scale, cfg)
+    # (U, F) float32: the rows of X_{k-1} this chunk's non-zeros name, and their local ids
+    needed = np.unique(col.numpy())
+    operand = task.previous.read(needed)
+    local = torch.from_numpy(np.searchsorted(needed, col.numpy()))
+    if local.numel() <= INT32_MAX:  # as normalized_adjacency stores them
+        crow, local = crow.to(torch.int32), local.to(torch.int32)
+    # (B, F) = A_hat[start:stop] (B, U) @ X_{k-1}[needed] (U, F)
+    block = ROW_KERNELS[task.kernel](crow, local, values, operand, 0, stop - start)
+    if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0, as the local engine
+        block.mul_(1.0 - cfg.alpha).add_(task.x0.read(slice(start, stop)), alpha=cfg.alpha)
+    task.out.write(start, block)
+
+
+class _Gathered:
+    """``scale[ids]`` for any ids among ``known`` (sorted int64): a (N,) vector's few entries."""
+
+    def __init__(self, known: np.ndarray, values: torch.Tensor):
+        self.known, self.values = known, values
+
+    def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.values[torch.from_numpy(np.searchsorted(self.known, ids.numpy()))]
+
+
+def write_block_inputs(folder: Path, csr: Csr, cfg: PropagateParams) -> None:
+    """The scratch files every block task of ``csr`` reads (module doc)."""
+    save_array(folder / "indptr.npy", csr.indptr.numpy())
+    save_array(folder / "indices.npy", csr.indices.numpy())
+    save_array(folder / "scale.npy", node_scale(csr.degrees(), cfg).numpy())
+
+
+def propagate_blocks(client, csr: Csr, x0: RowFile, out: Path, graph_name: str,
+                     scratch: Path, cfg: PropagateParams, kernel: str, *,
+                     progress: Callable[[Iterator], Iterator] = iter,
+                     peaks: list[float] | None = None) -> Iterator[torch.Tensor]:
+    """Yield ``X_1 .. X_K`` as ``propagate`` does (each already in
+    ``out/<graph_name>_hop_<k>.pt``, memory-mapped), computed by block tasks on ``client``.
+
+    ``x0``: X_0 float32 (N, F) as a ``RowFile`` every worker can read; ``scratch``: a folder
+    every worker sees, for the block inputs. Tasks cover ``cfg.block_rows`` rows each; a failed
+    task discards the hop file being written. Each task's worker peak RSS (MiB) is appended to
+    ``peaks`` when given.
+    """
+    from distributed import wait
+
+    n, width = x0.shape
+    if n != csr.num_nodes:
+        raise ValueError(f"features have {n} rows for a graph of {csr.num_nodes} nodes")
+    folder = Path(scratch) / graph_name
+    write_block_inputs(folder, csr, cfg)
+    dtype = DTYPES[cfg.dtype]
+    blocks = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
+    previous = x0
+    for hop in progress(range(1, cfg.hops + 1)):
+        writer = HopWriter(out, graph_name, hop, (n, width), dtype)
+        try:
+            task = HopTask(str(folder), previous, x0, writer.rows(), cfg, kernel)
+            # the task bound by partial: client.map would treat a large keyword as data to ship
+            futures = client.map(functools.partial(hop_block, task=task), blocks, pure=False)
+            wait(futures)
+            rss = client.gather(futures)  # raises the first failed task's error
+            current = writer.finish()
+        except BaseException:
+            writer.discard()
+            raise
+        if peaks is not None:
+            peaks.extend(rss)
+        yield current
+        previous = hop_rows(out, graph_name, hop, (n, width), dtype)
+
+
+def x0_rows(scratch: Path, x: torch.Tensor, block_rows: int) -> RowFile:
+    """X_0 float32 (N, F) written to ``scratch/x0.npy`` row block by row block, as a
+    ``RowFile`` (for bfloat16 hops, whose hop-0 file holds the rounded X_0)."""
+    path = Path(scratch) / "x0.npy"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    create_memmap(path, tuple(x.shape), np.float32)
+    for lo in range(0, x.shape[0], block_rows):
+        write_rows(path, lo, x[lo:lo + block_rows].to(torch.float32).numpy())
+    return npy_rows(path)
