@@ -119,12 +119,10 @@ def propagate_blocks(client, csr: Csr, x0: RowFile, out: Path, graph_name: str,
     task discards the hop file being written. Each task's worker peak RSS (MiB) is appended to
     ``peaks`` when given.
     """
-    from distributed import wait
-
     n, width = x0.shape
     if n != csr.num_nodes:
         raise ValueError(f"features have {n} rows for a graph of {csr.num_nodes} nodes")
-    folder = Path(scratch) / graph_name
+    folder = Path(scratch).resolve() / graph_name  # absolute: workers run in other folders
     write_block_inputs(folder, csr, cfg)
     dtype = DTYPES[cfg.dtype]
     blocks = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
@@ -135,8 +133,7 @@ def propagate_blocks(client, csr: Csr, x0: RowFile, out: Path, graph_name: str,
             task = HopTask(str(folder), previous, x0, writer.rows(), cfg, kernel)
             # the task bound by partial: client.map would treat a large keyword as data to ship
             futures = client.map(functools.partial(hop_block, task=task), blocks, pure=False)
-            wait(futures)
-            rss = client.gather(futures)  # raises the first failed task's error
+            rss = client.gather(futures)  # waits; raises the first failed task's error
             current = writer.finish()
         except BaseException:
             writer.discard()

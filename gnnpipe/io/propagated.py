@@ -81,7 +81,7 @@ class HopWriter:
         """The hop's rows in the temp file, for writers in other processes (``RowFile.write``):
         a worker of a Dask cluster fills its row block, ``finish`` publishes the file."""
         assert self._fd is not None, "row access needs torch.serialization.skip_data"
-        return RowFile(str(self._tmp), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
+        return RowFile(str(self._tmp.resolve()), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
 
     def finish(self) -> torch.Tensor:
         """Close, rename into place and return the hop, memory-mapped (N, F)."""
@@ -142,8 +142,8 @@ _STORED = {"float32": (np.float32, torch.float32), "bfloat16": (np.uint16, torch
 
 @dataclass(frozen=True)
 class RowFile:
-    """A row-major (N, F) matrix stored raw at byte ``offset`` of ``path`` (a hop file's storage,
-    an ``.npy`` array's data): picklable, so block tasks on other processes read and write its
+    """A row-major (N, F) matrix stored raw at byte ``offset`` of ``path`` (absolute; a hop file's
+    storage, an ``.npy`` array's data): picklable, so block tasks on other processes read and write its
     rows through their own maps and descriptors. ``dtype``: ``float32`` or ``bfloat16``."""
 
     path: str
@@ -158,7 +158,7 @@ class RowFile:
     def read(self, rows: np.ndarray | slice) -> torch.Tensor:
         """Rows ``rows`` (ids int64 (R,), or a slice) widened to float32 (R, F); only their
         pages are read, and the map is dropped before returning."""
-        stored = np.ascontiguousarray(self._map()[rows])
+        stored = np.array(self._map()[rows])  # a copy: the map goes with this call
         _, dtype = _STORED[self.dtype]
         return torch.from_numpy(stored).view(dtype).to(torch.float32)
 
@@ -178,14 +178,14 @@ def hop_rows(out: Path, graph_name: str, hop: int, shape: tuple[int, int],
     """The rows of the finished hop file ``<graph>_hop_<k>.pt`` (either writer's)."""
     path = Path(out) / f"{graph_name}_hop_{hop}.pt"
     nbytes = shape[0] * shape[1] * torch.empty(0, dtype=dtype).element_size()
-    return RowFile(str(path), _storage_offset(path, nbytes), shape, _DTYPE_NAMES[dtype])
+    return RowFile(str(path.resolve()), _storage_offset(path, nbytes), shape, _DTYPE_NAMES[dtype])
 
 
 def npy_rows(path: Path) -> RowFile:
     """The rows of a float32 (N, F) ``.npy`` file."""
     array = np.load(path, mmap_mode="r", allow_pickle=False)
     assert array.dtype == np.float32 and array.ndim == 2 and array.flags.c_contiguous
-    return RowFile(str(path), int(array.offset), tuple(array.shape), "float32")
+    return RowFile(str(Path(path).resolve()), int(array.offset), tuple(array.shape), "float32")
 
 
 def hop_writers(out: Path, graph_name: str):
