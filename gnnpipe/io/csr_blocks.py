@@ -41,11 +41,14 @@ def _row_blocks(indptr: np.ndarray, edges: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-def write_block_graph(folder: Path, csr: Csr) -> None:
-    """``csr`` and its transpose as .npy files in ``folder`` (created)."""
+def write_block_graph(folder: Path, csr: Csr, transpose: bool = True) -> None:
+    """``csr`` and (unless ``transpose`` is False) its transpose as .npy files in ``folder``
+    (created)."""
     folder.mkdir(parents=True, exist_ok=True)
     _save(folder / "indptr.npy", csr.indptr.numpy())
     _save(folder / "indices.npy", csr.indices.numpy())
+    if not transpose:
+        return
     indptr = np.load(folder / "indptr.npy", mmap_mode="r")
     indices = np.load(folder / "indices.npy", mmap_mode="r")
     n, blocks = indptr.size - 1, _row_blocks(np.asarray(indptr), EDGE_BLOCK)
@@ -76,13 +79,15 @@ def write_block_graph(folder: Path, csr: Csr) -> None:
 
 
 @contextlib.contextmanager
-def block_graph(csr: Csr, where: Path | None = None) -> Iterator[Path]:
-    """A temp folder holding ``csr`` as block files, in ``where`` (default: the run's scratch,
-    the system temp), removed at exit; a killed run's folder is swept like any temp."""
-    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path("partition-lp")), suffix=".tmp",
-                                   dir=where))
+def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
+                name: str = "partition-lp") -> Iterator[Path]:
+    """A temp folder holding ``csr`` as block files (``write_block_graph``), in ``where``
+    (default: the run's scratch, the system temp), removed at exit; a killed run's folder is
+    swept like any temp."""
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path(name)), suffix=".tmp",
+                                   dir=where)).resolve()  # absolute: workers run elsewhere
     try:
-        write_block_graph(folder, csr)
+        write_block_graph(folder, csr, transpose)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -103,6 +108,23 @@ def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np
         neighbours.append(np.asarray(indices[indptr[0]:indptr[-1]]))
         rows.append(np.repeat(np.arange(stop - start, dtype=np.int64), np.diff(indptr)))
     return np.concatenate(rows), np.concatenate(neighbours)
+
+
+def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start..stop`` of the stored CSR: offsets int64 (B + 1,) (base ``indptr[start]``)
+    and the sources of their in-edges (E_b,)."""
+    indptr = np.array(np.load(Path(folder) / "indptr.npy", mmap_mode="r")[start:stop + 1])
+    indices = np.load(Path(folder) / "indices.npy", mmap_mode="r")
+    return indptr, np.array(indices[indptr[0]:indptr[-1]])
+
+
+def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
+    """A per-node array (N,) beside the graph, ``<name>.npy``, read back memory-mapped."""
+    _save(Path(folder) / f"{name}.npy", values)
+
+
+def read_node_array(folder: Path, name: str) -> np.ndarray:
+    return np.load(Path(folder) / f"{name}.npy", mmap_mode="r")
 
 
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
