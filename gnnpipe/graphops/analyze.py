@@ -90,17 +90,16 @@ def _keyed_sums(keys: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...
                                          .astype(np.int64) for c in columns))
 
 
-def row_counts(indptr: np.ndarray, indices: np.ndarray, start: int, y: np.ndarray,
-               num_classes: int) -> RowCounts:
-    """``RowCounts`` of rows ``start : start + B``: ``indptr`` int64 (B + 1,) of those rows (any
-    base), ``indices`` their in-edges' sources (every row's, in order), ``y`` int (N,) labels of
-    every node (``UNLABELLED`` for none; a memory map: only the rows' and sources' are read)."""
+def row_counts(indptr: np.ndarray, y_row: np.ndarray, y_src: np.ndarray, num_classes: int
+               ) -> RowCounts:
+    """``RowCounts`` of B rows of a CSR: ``indptr`` int64 (B + 1,) (any base) of those rows,
+    ``y_row`` int (B,) their labels and ``y_src`` int (E_b,) the labels of their in-edges'
+    sources, in stored order (``UNLABELLED`` for none)."""
     b = indptr.size - 1
     degree = np.diff(np.asarray(indptr, dtype=np.int64))
     local = np.repeat(np.arange(b), degree)  # (E_b,) row of every edge
-    src = np.asarray(indices, dtype=np.int64)
-    y_row = np.asarray(y[start:start + b], dtype=np.int64)
-    y_src = np.asarray(y[src], dtype=np.int64)
+    y_row = np.asarray(y_row, dtype=np.int64)
+    y_src = np.asarray(y_src, dtype=np.int64)
     both = (y_src != UNLABELLED) & (y_row[local] != UNLABELLED)
     local, y_src = local[both], y_src[both]
     same = y_src == y_row[local]
@@ -169,8 +168,12 @@ def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
     ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
     nodes count. Measures that are undefined (no such edges) are None.
     """
-    return homophily_of(row_counts(csr.indptr.numpy(), csr.indices.numpy(), 0, np.asarray(y),
-                                   num_classes), num_classes)
+    return homophily_of(_graph_counts(csr, np.asarray(y), num_classes), num_classes)
+
+
+def _graph_counts(csr: Csr, y: np.ndarray, num_classes: int) -> RowCounts:
+    """``RowCounts`` of every row of ``csr`` with labels ``y`` (N,)."""
+    return row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], num_classes)
 
 
 # ---------------------------------------------------------------------------------- degrees
@@ -311,8 +314,7 @@ def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray
     edges between two train nodes, the homophily the model can exploit with the labels it is
     allowed to see."""
     train = message_graphs["train"]
-    counts = row_counts(train.indptr.numpy(), train.indices.numpy(), 0, train_label_y(roles, y),
-                        num_classes)
+    counts = _graph_counts(train, train_label_y(roles, y), num_classes)
     return {**phase_sizes(message_graphs, roles),
             "train_label_homophily": homophily_of(counts, num_classes)["edge"]}
 
@@ -367,8 +369,7 @@ def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Cs
     ``warnings`` list says in words what a user should worry about (low homophily above all).
     """
     y = graph.y.numpy()
-    counts = row_counts(graph.csr.indptr.numpy(), graph.csr.indices.numpy(), 0, y,
-                        graph.num_classes)
+    counts = _graph_counts(graph.csr, y, graph.num_classes)
     phases = None
     if message_graphs is not None and roles is not None:
         phases = phase_stats(message_graphs, roles, y, graph.num_classes)

@@ -30,9 +30,9 @@ from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.graphops.analyze import (RowCounts, add_counts, component_stats, graph_report,
                                       homophily_of, phase_sizes, row_counts, train_label_y)
-from gnnpipe.io.csr_blocks import (block_graph, read_block_rows, read_in_rows,
-                                   read_labels, read_node_array, remove_labels,
-                                   save_node_array, write_labels)
+from gnnpipe.io.csr_blocks import (block_graph, read_block_rows, read_in_rows, read_labels,
+                                   remove_labels, save_node_array, write_labels)
+from gnnpipe.io.mapped_rows import gather_npy
 
 BLOCK_ROWS = 1 << 16  # rows per task
 INT32_NODES = 2**31 - 1  # labels are stored int32 (gnnpipe/io/csr_blocks.py)
@@ -44,7 +44,9 @@ def count_block(block: tuple[int, int], folder: str, labels: str, num_classes: i
     node array ``labels`` as the labels."""
     start, stop = block
     indptr, indices = read_in_rows(Path(folder), start, stop)
-    return row_counts(indptr, indices, start, read_node_array(Path(folder), labels), num_classes)
+    y = Path(folder) / f"{labels}.npy"
+    return row_counts(indptr, gather_npy(y, slice(start, stop)), gather_npy(y, indices),
+                      num_classes)
 
 
 def min_label_sweep(block: tuple[int, int], folder: str, step: int) -> np.ndarray:
@@ -66,9 +68,9 @@ def _counts(client, folder: Path, n: int, labels: str, num_classes: int) -> RowC
     task = functools.partial(count_block, folder=str(folder), labels=labels,
                              num_classes=num_classes)
     parts = client.gather(client.map(task, _blocks(n), pure=False))
-    return add_counts(parts) if parts else row_counts(np.zeros(1, dtype=np.int64),
-                                                      np.zeros(0, dtype=np.int64), 0,
-                                                      np.zeros(0, dtype=np.int64), num_classes)
+    empty = np.zeros(0, dtype=np.int64)
+    return add_counts(parts) if parts else row_counts(np.zeros(1, dtype=np.int64), empty, empty,
+                                                      num_classes)
 
 
 def min_label_components(client, folder: Path, n: int) -> np.ndarray:

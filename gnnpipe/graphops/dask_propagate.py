@@ -29,6 +29,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.propagate import (DTYPES, INT32_MAX, ROW_KERNELS, adjacency_rows,
                                         node_scale)
 from gnnpipe.io.blocks import create_memmap, save_array, write_rows
+from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.propagated import HopWriter, RowFile, hop_rows, npy_rows
 
 GATHER_BYTES = 64 << 20  # previous-hop rows gathered at once inside a task (bounds its memory)
@@ -51,31 +52,28 @@ def hop_block(block: tuple[int, int], task: HopTask) -> float:
     X_{k-1} + alpha X_0``) written into ``task.out``; returns this process's peak RSS in MiB."""
     start, stop = block
     folder, cfg = Path(task.graph), task.cfg
-    indptr_map = np.load(folder / "indptr.npy", mmap_mode="r")
     width = task.out.shape[1]
     # row chunks whose non-zeros (self-loops included) gather at most GATHER_BYTES of X_{k-1}
-    nnz = np.asarray(indptr_map[start:stop + 1], dtype=np.int64)
-    nnz = nnz - nnz[0] + np.arange(stop - start + 1) * (1 if cfg.self_loops else 0)
+    indptr = gather_npy(folder / "indptr.npy", slice(start, stop + 1)).astype(np.int64)
+    nnz = indptr - indptr[0] + np.arange(stop - start + 1) * (1 if cfg.self_loops else 0)
     per_chunk = max(1, GATHER_BYTES // (4 * max(width, 1)))
     cuts = np.searchsorted(nnz, np.arange(per_chunk, int(nnz[-1]), per_chunk), side="right") - 1
     bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, stop - start), [stop - start]]))
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        _rows(folder, task, start + lo, start + hi)
+        _rows(folder, task, start + lo, indptr[lo:hi + 1])
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _rows(folder: Path, task: HopTask, start: int, stop: int) -> None:
-    """One chunk of ``hop_block``: rows ``start:stop``."""
+def _rows(folder: Path, task: HopTask, start: int, offsets: np.ndarray) -> None:
+    """One chunk of ``hop_block``: rows ``start : start + B`` with CSR ``offsets`` (B + 1,)."""
     cfg = task.cfg
-    indptr = torch.from_numpy(np.array(np.load(folder / "indptr.npy", mmap_mode="r")
-                                       [start:stop + 1], dtype=np.int64))
-    indices = np.load(folder / "indices.npy", mmap_mode="r")
+    stop = start + offsets.size - 1
+    indptr = torch.from_numpy(offsets)
     lo, hi = int(indptr[0]), int(indptr[-1])
-    cols = torch.from_numpy(np.array(indices[lo:hi], dtype=np.int64))
+    cols = torch.from_numpy(gather_npy(folder / "indices.npy", slice(lo, hi)).astype(np.int64))
     # the factors of the rows and of their neighbours only, at their ids in a sparse view
-    scale_map = np.load(folder / "scale.npy", mmap_mode="r")
     ids = np.union1d(np.arange(start, stop), cols.numpy())
-    scale = _Gathered(ids, torch.from_numpy(np.array(scale_map[ids])))
+    scale = _Gathered(ids, torch.from_numpy(gather_npy(folder / "scale.npy", ids)))
     crow, col, values = adjacency_rows(indptr - lo, cols, start, scale, cfg)
     # (U, F) float32: the rows of X_{k-1} this chunk's non-zeros name, and their local ids
     needed = np.unique(col.numpy())

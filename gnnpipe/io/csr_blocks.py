@@ -119,12 +119,9 @@ def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.nd
 
 
 def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
-    """A per-node array (N,) beside the graph, ``<name>.npy``, read back memory-mapped."""
+    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by
+    ``gnnpipe.io.mapped_rows.gather_npy``)."""
     _save(Path(folder) / f"{name}.npy", values)
-
-
-def read_node_array(folder: Path, name: str) -> np.ndarray:
-    return np.load(Path(folder) / f"{name}.npy", mmap_mode="r")
 
 
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:

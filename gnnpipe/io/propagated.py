@@ -14,6 +14,7 @@ import torch
 
 from gnnpipe.io.atomic import atomic_path, read_json, write_json
 from gnnpipe.io.common import PHASES
+from gnnpipe.io.mapped_rows import gather
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 
@@ -151,16 +152,12 @@ class RowFile:
     shape: tuple[int, int]
     dtype: str
 
-    def _map(self) -> np.ndarray:
-        stored, _ = _STORED[self.dtype]
-        return np.memmap(self.path, dtype=stored, mode="r", offset=self.offset, shape=self.shape)
-
     def read(self, rows: np.ndarray | slice) -> torch.Tensor:
-        """Rows ``rows`` (ids int64 (R,), or a slice) widened to float32 (R, F); only their
-        pages are read, and the map is dropped before returning."""
-        stored = np.array(self._map()[rows])  # a copy: the map goes with this call
-        _, dtype = _STORED[self.dtype]
-        return torch.from_numpy(stored).view(dtype).to(torch.float32)
+        """Rows ``rows`` (ids int64 (R,), or a slice) widened to float32 (R, F), gathered
+        without keeping the file's pages resident (``gnnpipe.io.mapped_rows``)."""
+        stored, dtype = _STORED[self.dtype]
+        rows = gather(self.path, self.offset, stored, self.shape, rows)
+        return torch.from_numpy(rows).view(dtype).to(torch.float32)
 
     def write(self, start: int, block: torch.Tensor) -> None:
         """Rows ``start : start + len(block)`` (cast to the file's dtype), by ``pwrite``."""
