@@ -32,6 +32,8 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
         step = max(step, RELEASE_BYTES // max(1, out[:1].nbytes))
     if ids.size == 0:
         return out
+    if ids.min() < 0 or ids.max() >= n:  # checked first: a failing take would pin the map
+        raise IndexError(f"{path}: rows outside [0, {n})")
     with open(path, "rb") as handle, \
             mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as region:
         array = np.frombuffer(region, dtype=dtype, count=int(np.prod(shape)),
