@@ -61,6 +61,20 @@ def hop_block(block: tuple[int, int], task: HopTask) -> float:
     bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, stop - start), [stop - start]]))
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         _rows(folder, task, start + lo, indptr[lo:hi + 1])
+    return peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    """This process image's resident high-water mark, MiB: ``VmHWM`` where /proc has it. (A
+    spawned worker's ``ru_maxrss`` also holds the RSS of the process it was forked from, the
+    stage process, before ``exec``.)"""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
