@@ -6,8 +6,10 @@ random graphs of growing size: the figure that must stay flat as the graph grows
 Each size: a random directed graph (``degree`` in-edges a node, sorted columns) and features
 written to a temp folder, hop 0 written as the stage writes it, then ``--hops`` hops on an
 embedded LocalCluster (``--workers`` of ``--memory-limit``), ``propagate.block_rows`` rows a
-task. Prints one JSON row per size: seconds per hop, the largest worker peak RSS (ru_maxrss of
-the worker processes, imports included) and this client's.
+task. Prints one JSON row per size: seconds per hop, the largest worker peak RSS (VmHWM of the
+worker processes, imports included) and this client's (ru_maxrss: the high-water mark of the
+whole run, the bench's own graph building included); with ``--compare-local`` also the local
+engine's seconds per hop in this process and whether the hop files are identical.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from gnnpipe.config import PropagateParams  # noqa: E402
 from gnnpipe.config.schema import EngineParams  # noqa: E402
 from gnnpipe.data.graph import Csr  # noqa: E402
 from gnnpipe.graphops.dask_propagate import propagate_blocks  # noqa: E402
+from gnnpipe.graphops.propagate import propagate  # noqa: E402
 from gnnpipe.runtime.engine import session  # noqa: E402
 
 
@@ -51,16 +54,27 @@ def run_size(n: int, args, client) -> dict:
         out.mkdir()
         io.write_hop(out, "g", 0, x)
         x0 = io.hop_rows(out, "g", 0, tuple(x.shape), torch.float32)
-        del x
         peaks, seconds = [], []
         tick = time.perf_counter()
         for _ in propagate_blocks(client, csr, x0, out, "g", scratch, cfg, "aten", peaks=peaks):
             seconds.append(round(time.perf_counter() - tick, 2))
             tick = time.perf_counter()
-    return {"nodes": n, "edges": n * args.degree, "features": args.features,
-            "hop_seconds": seconds, "worker_peak_rss_mb": round(max(peaks), 1),
-            "client_peak_rss_mb": round(
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+        row = {"nodes": n, "edges": n * args.degree, "features": args.features,
+               "hop_seconds": seconds, "worker_peak_rss_mb": round(max(peaks), 1),
+               "client_peak_rss_mb": round(
+                   resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+        if args.compare_local:  # the local engine in this process, same hops, same files?
+            local = Path(tmp) / "local"
+            local.mkdir()
+            io.write_hop(local, "g", 0, x)
+            tick, row["local_hop_seconds"] = time.perf_counter(), []
+            for _ in propagate(csr, x, cfg, sink=io.hop_writers(local, "g")):
+                row["local_hop_seconds"].append(round(time.perf_counter() - tick, 2))
+                tick = time.perf_counter()
+            row["identical"] = all(
+                (out / name).read_bytes() == (local / name).read_bytes()
+                for name in (f"g_hop_{k}.pt" for k in range(args.hops + 1)))
+    return row
 
 
 def main(argv=None) -> list[dict]:
@@ -73,6 +87,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--where", default=None, help="folder for the graph and hops")
+    parser.add_argument("--compare-local", action="store_true",
+                        help="also run the local engine here: its seconds, identical files")
     args = parser.parse_args(argv)
     rows = []
     engine = EngineParams(engine="dask", workers=args.workers, memory_limit=args.memory_limit)
