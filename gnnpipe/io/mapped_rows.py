@@ -32,17 +32,17 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
         step = max(step, RELEASE_BYTES // max(1, out[:1].nbytes))
     if ids.size == 0:
         return out
-    if ids.min() < 0 or ids.max() >= n:  # checked first: a failing take would pin the map
+    if ids.min() < 0 or ids.max() >= n:
         raise IndexError(f"{path}: rows outside [0, {n})")
-    with open(path, "rb") as handle, \
-            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as region:
-        array = np.frombuffer(region, dtype=dtype, count=int(np.prod(shape)),
-                              offset=offset).reshape(shape)
-        for lo in range(0, ids.size, step):
-            np.take(array, ids[lo:lo + step], axis=0, out=out[lo:lo + step])
-            if hasattr(mmap, "MADV_DONTNEED"):
-                region.madvise(mmap.MADV_DONTNEED)
-        del array  # the map cannot close while a view of it exists
+    with open(path, "rb") as handle:  # the map outlives the descriptor
+        region = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    # unmapped when the last view goes (no close: an error's traceback may still hold a view)
+    array = np.frombuffer(region, dtype=dtype, count=int(np.prod(shape)),
+                          offset=offset).reshape(shape)
+    for lo in range(0, ids.size, step):
+        np.take(array, ids[lo:lo + step], axis=0, out=out[lo:lo + step])
+        if hasattr(mmap, "MADV_DONTNEED"):
+            region.madvise(mmap.MADV_DONTNEED)
     return out
 
 

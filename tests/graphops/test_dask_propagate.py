@@ -191,3 +191,46 @@ def test_the_stage_on_dask_writes_the_local_files(tmp_path, cluster, client_of, 
     assert not [p for p in Path("data").iterdir() if p.name.startswith(".")]
     perf = json.loads(Path("metrics/perf/propagate.json").read_text())
     assert perf["worker_peak_rss_mb"] > 50 and len(perf["hop_seconds"]) == 6
+    _killed_stage_leaves_the_output_and_no_worker(tmp_path, params, local)
+
+
+def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, want: dict):
+    """The stage (embedded LocalCluster) killed as it renames its last hop file: the previous
+    output intact, no process of its session left (its workers died with it), and the next run
+    recovers and sweeps its temp folders."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    params["cluster"] = {"engine": "dask", "workers": 1, "memory_limit": "512MiB"}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    run = subprocess.Popen([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
+                           start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL,
+                           env={**os.environ, "GNNPIPE_PROGRESS": "0",
+                                FAULT_ENV: "message_test_hop_2.pt"})
+    assert run.wait(timeout=300) == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while [p for p in psutil.process_iter() if _session(p) == run.pid]:
+        assert time.monotonic() < deadline, "a worker outlived the killed stage"
+        time.sleep(0.2)
+    out = folder / "data/propagate"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.iterdir())} == want
+    assert subprocess.run([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
+                          env={**os.environ, "GNNPIPE_PROGRESS": "0"}).returncode == 0
+    assert not [p for p in (folder / "data").iterdir() if p.name.startswith(".")]
+
+
+def _session(process) -> int | None:
+    import os
+
+    try:
+        return os.getsid(process.pid)
+    except OSError:
+        return None
