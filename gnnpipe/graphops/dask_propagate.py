@@ -27,7 +27,7 @@ import torch
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.propagate import (DTYPES, INT32_MAX, ROW_KERNELS, adjacency_rows,
-                                        node_scale)
+                                        adjacency_values, node_scale)
 from gnnpipe.io.blocks import create_memmap, save_array, write_rows
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.propagated import HopWriter, RowFile, hop_rows, npy_rows
@@ -85,14 +85,13 @@ def _rows(folder: Path, task: HopTask, start: int, offsets: np.ndarray) -> None:
     indptr = torch.from_numpy(offsets)
     lo, hi = int(indptr[0]), int(indptr[-1])
     cols = torch.from_numpy(gather_npy(folder / "indices.npy", slice(lo, hi)).astype(np.int64))
-    # the factors of the rows and of their neighbours only, at their ids in a sparse view
-    ids = np.union1d(np.arange(start, stop), cols.numpy())
-    scale = _Gathered(ids, torch.from_numpy(gather_npy(folder / "scale.npy", ids)))
-    crow, col, values = adjacency_rows(indptr - lo, cols, start, scale, cfg)
-    # (U, F) float32: the rows of X_{k-1} this chunk's non-zeros name, and their local ids
-    needed = np.unique(col.numpy())
-    operand = task.previous.read(needed)
-    local = torch.from_numpy(np.searchsorted(needed, col.numpy()))
+    crow, col, rows = adjacency_rows(indptr - lo, cols, start, cfg)
+    # the U distinct columns (sorted) and every non-zero's position among them
+    needed, local = (torch.from_numpy(a) for a in np.unique(col.numpy(), return_inverse=True))
+    row_scale = torch.from_numpy(gather_npy(folder / "scale.npy", slice(start, stop)))
+    column_scale = torch.from_numpy(gather_npy(folder / "scale.npy", needed.numpy()))
+    values = adjacency_values(row_scale[rows - start], column_scale[local], cfg)
+    operand = task.previous.read(needed.numpy())  # (U, F) float32: the rows of X_{k-1} named
     if local.numel() <= INT32_MAX:  # as normalized_adjacency stores them
         crow, local = crow.to(torch.int32), local.to(torch.int32)
     # (B, F) = A_hat[start:stop] (B, U) @ X_{k-1}[needed] (U, F)
@@ -100,16 +99,6 @@ def _rows(folder: Path, task: HopTask, start: int, offsets: np.ndarray) -> None:
     if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0, as the local engine
         block.mul_(1.0 - cfg.alpha).add_(task.x0.read(slice(start, stop)), alpha=cfg.alpha)
     task.out.write(start, block)
-
-
-class _Gathered:
-    """``scale[ids]`` for any ids among ``known`` (sorted int64): a (N,) vector's few entries."""
-
-    def __init__(self, known: np.ndarray, values: torch.Tensor):
-        self.known, self.values = known, values
-
-    def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.values[torch.from_numpy(np.searchsorted(self.known, ids.numpy()))]
 
 
 def write_block_inputs(folder: Path, csr: Csr, cfg: PropagateParams) -> None:

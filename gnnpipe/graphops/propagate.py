@@ -84,13 +84,13 @@ def node_scale(degrees: torch.Tensor, cfg: PropagateParams) -> torch.Tensor:
     return torch.where(deg > 0, 1.0 / deg, torch.zeros_like(deg))
 
 
-def adjacency_rows(indptr: torch.Tensor, indices: torch.Tensor, start: int, scale: torch.Tensor,
+def adjacency_rows(indptr: torch.Tensor, indices: torch.Tensor, start: int,
                    cfg: PropagateParams) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Rows ``start : start + B`` of ``A_hat`` from the same rows of ``A``: ``indptr`` int64
-    (B + 1,) from 0 and ``indices`` int64 of ``A``'s rows in, CSR offsets int64 (B + 1,),
-    indices int64 and values float32 of ``A_hat``'s rows out (self-loop first in every row).
-    ``scale``: ``node_scale`` of every node (indexed by the rows' and their neighbours' ids).
-    The whole matrix (``normalized_adjacency``) and a Dask block task both build rows here."""
+    """The pattern of rows ``start : start + B`` of ``A_hat`` from the same rows of ``A``:
+    ``indptr`` int64 (B + 1,) from 0 and ``indices`` of ``A``'s rows in; CSR offsets int64
+    (B + 1,), column ids and the row id of every non-zero, int64 (nnz,), out (with
+    ``cfg.self_loops`` a self-loop first in every row). The whole matrix
+    (``normalized_adjacency``) and a Dask block task both build rows here."""
     b = indptr.numel() - 1
     counts = indptr[1:] - indptr[:-1]
     ids = torch.arange(start, start + b)
@@ -105,12 +105,14 @@ def adjacency_rows(indptr: torch.Tensor, indices: torch.Tensor, start: int, scal
         new_indices[loop_pos] = ids
         new_indices[~is_loop] = indices
         indptr, indices = new_indptr, new_indices
-    rows = torch.repeat_interleave(ids, counts)
-    if cfg.norm in ("sym", "ppr"):
-        values = scale[rows] * scale[indices]
-    else:
-        values = scale[rows]
-    return indptr, indices, values
+    return indptr, indices, torch.repeat_interleave(ids, counts)
+
+
+def adjacency_values(row_scale: torch.Tensor, column_scale: torch.Tensor,
+                     cfg: PropagateParams) -> torch.Tensor:
+    """The non-zeros of ``A_hat``, float32 (nnz,), from ``node_scale`` of each one's row and
+    column (nnz,): their product (sym, ppr) or the row's (rw)."""
+    return row_scale * column_scale if cfg.norm in ("sym", "ppr") else row_scale
 
 
 def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
@@ -125,8 +127,9 @@ def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
     its MKL uses the 32-bit (LP64) interface.
     """
     n = csr.num_nodes
-    indptr, indices, values = adjacency_rows(csr.indptr, csr.indices, 0,
-                                             node_scale(csr.degrees(), cfg), cfg)
+    indptr, indices, rows = adjacency_rows(csr.indptr, csr.indices, 0, cfg)
+    scale = node_scale(csr.degrees(), cfg)
+    values = adjacency_values(scale[rows], scale[indices], cfg)
     if indices.numel() <= INT32_MAX and n <= INT32_MAX:
         indptr, indices = indptr.to(torch.int32), indices.to(torch.int32)
     return _sparse_csr(indptr, indices, values, (n, n))
