@@ -3,9 +3,10 @@
 The client writes the message graph's in-edge CSR and the per-node factor of ``A_hat``
 (``node_scale``) as ``.npy`` files in a scratch folder beside the output, and lays out each hop
 file (``HopWriter``, data left empty). A task takes rows ``start:stop``: it maps its slice of the
-CSR, builds those rows of ``A_hat`` (``adjacency_rows``, as the local engine does), reads only the
-rows of the previous hop its non-zeros name (in chunks of at most ``GATHER_BYTES``), sums each row
-with the local engine's kernel (``ROW_KERNELS``: the same products in the same stored order, so the
+CSR, builds those rows of ``A_hat`` (``adjacency_rows``, ``adjacency_values``: the local engine's
+code), reads only the rows of the previous hop its non-zeros name (in chunks of at most
+``GATHER_BYTES``, through ``gnnpipe.io.mapped_rows``, which keeps few file pages resident), sums
+each row with the local engine's kernel (``ROW_KERNELS``: the same products in the same stored order, so the
 same bits) and writes its rows into the hop file with ``pwrite``. No process holds the graph or a
 whole hop; the client holds O(N) (degrees, then the factor) while it writes the scratch files.
 
@@ -64,20 +65,6 @@ def hop_block(block: tuple[int, int], task: HopTask) -> float:
     return peak_rss_mb()
 
 
-def peak_rss_mb() -> float:
-    """This process image's resident high-water mark, MiB: ``VmHWM`` where /proc has it. (A
-    spawned worker's ``ru_maxrss`` also holds the RSS of the process it was forked from, the
-    stage process, before ``exec``.)"""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _rows(folder: Path, task: HopTask, start: int, offsets: np.ndarray) -> None:
     """One chunk of ``hop_block``: rows ``start : start + B`` with CSR ``offsets`` (B + 1,)."""
     cfg = task.cfg
@@ -99,6 +86,20 @@ def _rows(folder: Path, task: HopTask, start: int, offsets: np.ndarray) -> None:
     if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0, as the local engine
         block.mul_(1.0 - cfg.alpha).add_(task.x0.read(slice(start, stop)), alpha=cfg.alpha)
     task.out.write(start, block)
+
+
+def peak_rss_mb() -> float:
+    """This process image's resident high-water mark, MiB: ``VmHWM`` where /proc has it. (A
+    spawned worker's ``ru_maxrss`` also holds the RSS of the process it was forked from, the
+    stage process, before ``exec``.)"""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def write_block_inputs(folder: Path, csr: Csr, cfg: PropagateParams) -> None:

@@ -4,9 +4,10 @@ A block task of the Dask engine reads scattered rows of a previous hop or of a p
 Pages a process has mapped and touched count in its resident set until unmapped, and a fault
 maps neighbouring pages too (the kernel's fault-around), so one gather of scattered rows leaves
 most of the file resident: a worker's peak memory would grow with the graph. Here the rows are
-copied ``RELEASE_ROWS`` at a time (a slice: ``RELEASE_BYTES``) and the map's pages dropped after each batch
-(``madvise(MADV_DONTNEED)``; they stay in the OS page cache), so the resident set holds the
-copied rows and one batch's pages.
+copied ``RELEASE_ROWS`` at a time (a slice: ``RELEASE_BYTES``) and the map's pages dropped after
+each batch (``madvise(MADV_DONTNEED)``; they stay in the OS page cache), so the resident set
+holds the copied rows and one batch's pages (measured: 85 MiB over a worker's base for a 65k-row
+block of a 1M-node hop, 383 MiB without the drops).
 """
 
 from __future__ import annotations

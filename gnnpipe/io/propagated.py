@@ -143,9 +143,9 @@ _STORED = {"float32": (np.float32, torch.float32), "bfloat16": (np.uint16, torch
 
 @dataclass(frozen=True)
 class RowFile:
-    """A row-major (N, F) matrix stored raw at byte ``offset`` of ``path`` (absolute; a hop file's
-    storage, an ``.npy`` array's data): picklable, so block tasks on other processes read and write its
-    rows through their own maps and descriptors. ``dtype``: ``float32`` or ``bfloat16``."""
+    """A row-major (N, F) matrix stored raw at byte ``offset`` of ``path`` (absolute; a hop
+    file's storage, an ``.npy`` array's data): picklable, so block tasks on other processes read
+    and write its rows through their own maps and descriptors. ``dtype``: float32 or bfloat16."""
 
     path: str
     offset: int
