@@ -30,7 +30,7 @@ from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.graphops.analyze import (RowCounts, add_counts, component_stats, graph_report,
                                       homophily_of, phase_sizes, row_counts, train_label_y)
-from gnnpipe.io.csr_blocks import (block_graph, read_block_rows, read_in_rows, read_labels,
+from gnnpipe.io.csr_blocks import (block_graph, gather_labels, read_block_rows, read_in_rows,
                                    remove_labels, save_node_array, write_labels)
 from gnnpipe.io.mapped_rows import gather_npy
 
@@ -53,10 +53,9 @@ def min_label_sweep(block: tuple[int, int], folder: str, step: int) -> np.ndarra
     """The least label among every row of ``block`` and its in- and out-neighbours, from
     ``labels_<step>``: int32 (stop - start,)."""
     start, stop = block
-    labels = read_labels(Path(folder), step)
     row, neighbour = read_block_rows(Path(folder), start, stop)
-    new = np.array(labels[start:stop])
-    np.minimum.at(new, row, labels[neighbour])
+    new = gather_labels(Path(folder), step, slice(start, stop))
+    np.minimum.at(new, row, gather_labels(Path(folder), step, neighbour))
     return new
 
 

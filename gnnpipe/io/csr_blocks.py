@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.temps import temp_prefix
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
@@ -131,6 +132,11 @@ def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
 def read_labels(folder: Path, step: int) -> np.ndarray:
     """The int32 (N,) labels of iteration ``step``, memory-mapped (read-only)."""
     return np.load(Path(folder) / f"labels_{step}.npy", mmap_mode="r")
+
+
+def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarray:
+    """``labels_<step>[rows]`` (a copy), without keeping the file's pages resident."""
+    return gather_npy(Path(folder) / f"labels_{step}.npy", rows)
 
 
 def remove_labels(folder: Path, step: int) -> None:
