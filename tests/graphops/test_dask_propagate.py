@@ -191,13 +191,15 @@ def test_the_stage_on_dask_writes_the_local_files(tmp_path, cluster, client_of, 
     assert not [p for p in Path("data").iterdir() if p.name.startswith(".")]
     perf = json.loads(Path("metrics/perf/propagate.json").read_text())
     assert perf["worker_peak_rss_mb"] > 50 and len(perf["hop_seconds"]) == 6
-    _killed_stage_leaves_the_output_and_no_worker(tmp_path, params, local)
+    _killed_stage_leaves_the_output_and_no_worker(tmp_path, params, local,
+                                                  cluster.scheduler_address)
 
 
-def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, want: dict):
+def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, want: dict,
+                                                  address: str):
     """The stage (embedded LocalCluster) killed as it renames its last hop file: the previous
     output intact, no process of its session left (its workers died with it), and the next run
-    recovers and sweeps its temp folders."""
+    (on the module's cluster: no second start) recovers and sweeps its temp folders."""
     import os
     import signal
     import subprocess
@@ -222,6 +224,8 @@ def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, wa
     out = folder / "data/propagate"
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(out.iterdir())} == want
+    params["cluster"] = {"engine": "dask", "address": address}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
     assert subprocess.run([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
                           env={**os.environ, "GNNPIPE_PROGRESS": "0"}).returncode == 0
     assert not [p for p in (folder / "data").iterdir() if p.name.startswith(".")]
