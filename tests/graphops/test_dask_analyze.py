@@ -159,3 +159,29 @@ def test_the_stage_on_dask_writes_the_local_metrics(cluster, tmp_path, monkeypat
     assert main(["analyze"]) == 0
     assert [p.read_bytes() for p in outputs] == local
     assert not [p for p in Path("metrics").iterdir() if p.name.startswith(".")]
+
+
+def _bad_input_line(capsys, engine: dict) -> str:
+    from gnnpipe.cli import main
+
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    Path("params.yaml").write_text(yaml.safe_dump({**params, "cluster": engine}))
+    assert main(["analyze"]) == 1 and main(["propagate"]) == 1
+    return capsys.readouterr().err
+
+
+def test_bad_input_gets_the_local_one_line_errors(cluster, tmp_path, monkeypatch, capsys):
+    """A torn message graph: analyze and propagate on dask fail with the local engine's lines."""
+    from gnnpipe.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    params = {"dataset": {"synthetic": {"num_nodes": 120, "num_features": 4, "num_classes": 3}}}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0
+    torn = Path("data/split/message_train.pt")
+    torn.write_bytes(torn.read_bytes()[:100])
+    capsys.readouterr()
+    local = _bad_input_line(capsys, {"engine": "local"})
+    assert local.count("\n") == 2 and "message_train.pt" in local, local
+    assert _bad_input_line(capsys, {"engine": "dask", "address": cluster.scheduler_address}) \
+        == local
