@@ -7,6 +7,7 @@ block SpMM on the cluster (gnnpipe/graphops/dask_propagate.py), byte-identical t
 
 import contextlib
 import dataclasses
+import functools
 import resource
 import time
 
@@ -56,7 +57,7 @@ def run(args) -> str:
             csr = graphs[phase]
             nnz = csr.num_edges + (csr.num_nodes if cfg.self_loops else 0)  # of A_hat
             kernels[name] = choose_kernel(cfg, nnz, x.shape[1])  # same bits either way
-            shown = lambda it: progress(it, desc=f"propagate {name}", unit="hop")  # noqa: E731
+            shown = functools.partial(progress, desc=f"propagate {name}", unit="hop")
             if client is None:
                 hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
                                  sink=io.hop_writers(out, name), progress=shown)
@@ -88,7 +89,6 @@ def run(args) -> str:
     })
     return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
             f"-> {args.out}")
-
 
 
 @contextlib.contextmanager
