@@ -4,7 +4,10 @@ relation (a homogeneous graph: the graph itself; paper cites paper); typed files
 counts and the relation analyzed. Without an own relation (users that only buy items)
 homophily is marked not applicable, with the reason, and degrees / components still
 reported. The bottleneck measure: Balanced Forman curvature of a seeded sample of the
-relation's edges (analyze.curvature), over its undirected simple graph."""
+relation's edges (analyze.curvature), over its undirected simple graph. On
+``cluster.engine: dask`` the report of the analyzed relation comes from block tasks
+(gnnpipe/graphops/dask_analyze.py), equal to the local one; the curvature sample and a target
+without an own relation are computed here."""
 
 import numpy as np
 import torch
@@ -15,8 +18,10 @@ from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_
 from gnnpipe.commands.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
+from gnnpipe.graphops.dask_analyze import analyze_blocks
 from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.graphops.reach import edge_curvature
+from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.typed_graph import TYPED, edge_type_name, homogeneous_csr, type_summary
@@ -30,14 +35,16 @@ def run(args) -> str:
     params = load_params(args.params)
     typed = read_typed(args, mmap=True)
     graph, own = typed.graph, typed.graph.own_relation()
-    if own is None:
-        report, histogram = _without_own_relation(graph, params.analyze)
-    elif split_task(args.split) == "node":
-        roles = io.read_typed_roles(args.split, graph)
-        report, histogram = analyze_graph(graph.target_graph(), params.analyze,
-                                          {p: typed.graphs[p][own] for p in PHASES}, roles)
-    else:
-        report, histogram = analyze_graph(graph.target_graph(), params.analyze)
+    with session(params.cluster) as client:
+        if own is None:
+            report, histogram = _without_own_relation(graph, params.analyze)
+        elif client is None:
+            report, histogram = analyze_graph(graph.target_graph(), params.analyze,
+                                              *_phases(args, typed, own))
+        else:  # block files beside the metrics when a real cluster's workers must see them
+            scratch = args.metrics.resolve().parent if params.cluster.address else None
+            report, histogram = analyze_blocks(client, graph.target_graph(), params.analyze,
+                                               *_phases(args, typed, own), scratch=scratch)
     if own is not None and params.analyze.curvature.sample_edges > 0:
         report["curvature"] = edge_curvature(symmetric_simple(graph.csr[own]),
                                              params.analyze.curvature,
@@ -51,6 +58,13 @@ def run(args) -> str:
               f"{graph.target} (homophily not applicable: no "
               f"{graph.target}__*__{graph.target} relation): ")
     return _write(args, report, histogram, prefix=prefix)
+
+
+def _phases(args, typed, own) -> tuple:
+    """``(message_graphs, roles)`` of the own relation for a node split; () for a link split."""
+    if split_task(args.split) != "node":
+        return ()
+    return ({p: typed.graphs[p][own] for p in PHASES}, io.read_typed_roles(args.split, typed.graph))
 
 
 def _without_own_relation(graph, cfg) -> tuple[dict, list]:

@@ -2,18 +2,26 @@
 
 Each phase uses only its own message graph (data/split/meta.json), so inductive splits never
 propagate over val/test edges in training. Hops stream to disk row block by row block; peak
-memory is about the graph plus one hop, not K hops."""
+memory is about the graph plus one hop, not K hops. On ``cluster.engine: dask`` every hop is a
+block SpMM on the cluster (gnnpipe/graphops/dask_propagate.py), byte-identical to the local one."""
 
+import contextlib
 import dataclasses
+import functools
 import resource
 import time
+
+import torch
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_typed
 from gnnpipe.data.typed_graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
+from gnnpipe.graphops.dask_propagate import propagate_blocks, x0_rows
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
+from gnnpipe.io.blocks import scratch_beside
+from gnnpipe.runtime.engine import session
 
 NOT_APPLICABLE = ("SIGN hops A^k X need one feature space and one adjacency; a heterogeneous "
                   "graph has one per node type and edge type, so the propagate stage does not "
@@ -38,8 +46,8 @@ def run(args) -> str:
                    for phase, name in typed.meta["message_graph"].items()}
     dtype = DTYPES[cfg.dtype]
     started = time.perf_counter()
-    hop_seconds, traffic, kernels = [], 0, {}
-    with io.atomic_dir(args.out) as out:
+    hop_seconds, traffic, kernels, worker_peaks = [], 0, {}, []
+    with io.atomic_dir(args.out) as out, _engine(params.cluster, args.out) as (client, scratch):
         done = set()
         for phase, name in phase_graph.items():  # phases sharing a message graph share hops
             if name in done:
@@ -49,9 +57,15 @@ def run(args) -> str:
             csr = graphs[phase]
             nnz = csr.num_edges + (csr.num_nodes if cfg.self_loops else 0)  # of A_hat
             kernels[name] = choose_kernel(cfg, nnz, x.shape[1])  # same bits either way
-            hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
-                             sink=io.hop_writers(out, name),
-                             progress=lambda it: progress(it, desc=f"propagate {name}", unit="hop"))
+            shown = functools.partial(progress, desc=f"propagate {name}", unit="hop")
+            if client is None:
+                hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
+                                 sink=io.hop_writers(out, name), progress=shown)
+            else:  # X_0 float32 for the workers: hop 0 itself, or a scratch copy under bfloat16
+                x0 = (io.hop_rows(out, name, 0, tuple(x.shape), dtype) if dtype == torch.float32
+                      else x0_rows(scratch / name, x, cfg.block_rows))
+                hops = propagate_blocks(client, csr, x0, out, name, scratch, cfg, kernels[name],
+                                        progress=shown, peaks=worker_peaks)
             tick = time.perf_counter()
             for _ in hops:  # each hop is already on disk when yielded
                 hop_seconds.append(time.perf_counter() - tick)
@@ -71,7 +85,19 @@ def run(args) -> str:
         "kernel": kernels,  # message graph -> aten | jit (propagate.kernel resolved)
         # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        **({"worker_peak_rss_mb": round(max(worker_peaks), 1)} if worker_peaks else {}),
     })
     return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
             f"-> {args.out}")
 
+
+@contextlib.contextmanager
+def _engine(cluster, out):
+    """``(None, None)`` on the local engine; on dask a client and a scratch folder beside
+    ``out`` (which the workers of a real cluster see), removed at exit."""
+    with session(cluster) as client:
+        if client is None:
+            yield None, None
+            return
+        with scratch_beside(out) as scratch:
+            yield client, scratch

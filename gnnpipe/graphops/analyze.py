@@ -22,16 +22,15 @@ Unlabelled nodes (``y == UNLABELLED``) have no class: every measure above runs o
 whose two endpoints are labelled, ``N`` and the class counts are of the labelled nodes, and node
 homophily averages over labelled nodes with at least one labelled neighbour.
 
-Over-smoothing measures of node embeddings ``h`` (N, D) on a message graph: mean pairwise cosine
-similarity, Dirichlet energy and its degree-normalised Rayleigh quotient (see the functions).
+Over-smoothing measures of embeddings are in ``gnnpipe.graphops.smoothing``.
 """
 
 from __future__ import annotations
 
-import warnings
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 
 from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import UNLABELLED, Csr, Graph
@@ -53,37 +52,102 @@ def _round(value: float | None, digits: int = 6) -> float | None:
 
 
 # -------------------------------------------------------------------------------- homophily
-def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
-    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc).
+@dataclass(frozen=True)
+class RowCounts:
+    """Integer sums over some rows (target nodes) of a CSR and their in-edges, additive over
+    disjoint row sets (``add``), from which every homophily and degree figure follows exactly:
+    the local engine counts all rows at once, a Dask block task one block of rows.
 
-    ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
-    nodes count. Measures that are undefined (no such edges) are None.
-    """
-    y = np.asarray(y, dtype=np.int64)
-    src, dst = _edges(csr)
-    labelled = y != UNLABELLED
-    if not labelled.all():  # keep the edges between two labelled nodes, the labelled nodes
-        both = labelled[src] & labelled[dst]
-        src, dst = src[both], dst[both]
-    n, num_edges = int(labelled.sum()), src.size
-    same = y[src] == y[dst]  # (E,)
-    degree = np.bincount(dst, minlength=y.size)
-    same_in = np.bincount(dst, weights=same, minlength=y.size)  # same-class neighbours per node
-    has_nbr = degree > 0  # only labelled nodes have a kept edge
-    node_h = _ratio((same_in[has_nbr] / degree[has_nbr]).sum(), int(has_nbr.sum()))
+    Over the edges between two labelled nodes: ``edges``, ``same`` (same label), per class
+    ``class_deg`` / ``class_same`` (edges / same-label edges into class k), ``source_class`` /
+    ``target_class`` (edges from / into class k), all int64 (C,); ``homophily_degree`` the
+    distinct in-degrees d > 0 of labelled rows, with ``homophily_nodes`` (rows of that degree)
+    and ``homophily_same`` (their same-label in-edges), int64 (m,). Over every row:
+    ``class_nodes`` labelled rows per class (C,), ``degree`` the distinct in-degrees (all
+    edges) with ``degree_nodes`` how many rows have each, int64 (m',)."""
 
-    y_lab = y[labelled]
-    class_deg = np.bincount(y_lab, weights=degree[labelled], minlength=num_classes)  # into k
-    class_same = np.bincount(y_lab, weights=same_in[labelled], minlength=num_classes)
+    edges: int
+    same: int
+    class_deg: np.ndarray
+    class_same: np.ndarray
+    source_class: np.ndarray
+    target_class: np.ndarray
+    homophily_degree: np.ndarray
+    homophily_nodes: np.ndarray
+    homophily_same: np.ndarray
+    class_nodes: np.ndarray
+    degree: np.ndarray
+    degree_nodes: np.ndarray
+
+
+def _keyed_sums(keys: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Distinct ``keys`` (sorted) and each column summed per key, int64."""
+    distinct, where = np.unique(keys, return_inverse=True)
+    return (distinct.astype(np.int64), *(np.bincount(where, weights=c, minlength=distinct.size)
+                                         .astype(np.int64) for c in columns))
+
+
+def row_counts(indptr: np.ndarray, y_row: np.ndarray, y_src: np.ndarray, num_classes: int
+               ) -> RowCounts:
+    """``RowCounts`` of B rows of a CSR: ``indptr`` int64 (B + 1,) (any base) of those rows,
+    ``y_row`` int (B,) their labels and ``y_src`` int (E_b,) the labels of their in-edges'
+    sources, in stored order (``UNLABELLED`` for none)."""
+    b = indptr.size - 1
+    degree = np.diff(np.asarray(indptr, dtype=np.int64))
+    local = np.repeat(np.arange(b), degree)  # (E_b,) row of every edge
+    y_row = np.asarray(y_row, dtype=np.int64)
+    y_src = np.asarray(y_src, dtype=np.int64)
+    both = (y_src != UNLABELLED) & (y_row[local] != UNLABELLED)
+    local, y_src = local[both], y_src[both]
+    same = y_src == y_row[local]
+    kept = np.bincount(local, minlength=b)  # (B,) labelled in-edges of a row
+    same_in = np.bincount(local, weights=same, minlength=b).astype(np.int64)
+    labelled = y_row != UNLABELLED
+    y_lab, c = y_row[labelled], num_classes
+    has = kept > 0  # only labelled rows keep an edge
+    h_degree, h_nodes, h_same = _keyed_sums(kept[has], np.ones(int(has.sum())), same_in[has])
+    d_values, d_nodes = _keyed_sums(degree, np.ones(b))
+    return RowCounts(
+        edges=int(local.size), same=int(same.sum()),
+        class_deg=np.bincount(y_lab, weights=kept[labelled], minlength=c).astype(np.int64),
+        class_same=np.bincount(y_lab, weights=same_in[labelled], minlength=c).astype(np.int64),
+        source_class=np.bincount(y_src, minlength=c), target_class=np.bincount(
+            y_row[local], minlength=c), homophily_degree=h_degree, homophily_nodes=h_nodes,
+        homophily_same=h_same, class_nodes=np.bincount(y_lab, minlength=c), degree=d_values,
+        degree_nodes=d_nodes)
+
+
+def add_counts(parts: list[RowCounts]) -> RowCounts:
+    """The ``RowCounts`` of the union of disjoint row sets (integer sums: order-free)."""
+    first = parts[0]
+    total = {f: sum(getattr(p, f) for p in parts) for f in (
+        "edges", "same", "class_deg", "class_same", "source_class", "target_class",
+        "class_nodes")}
+    h = _keyed_sums(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
+        "homophily_degree", "homophily_nodes", "homophily_same")))
+    d = _keyed_sums(*(np.concatenate([getattr(p, f) for p in parts])
+                      for f in ("degree", "degree_nodes")))
+    return replace(first, **total, homophily_degree=h[0], homophily_nodes=h[1],
+                   homophily_same=h[2], degree=d[0], degree_nodes=d[1])
+
+
+def homophily_of(counts: RowCounts, num_classes: int) -> dict:
+    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc)
+    from integer counts. Node homophily sums ``same / d`` per distinct degree ``d`` exactly
+    (``math.fsum``), so it does not depend on how the rows were cut into blocks."""
+    n, num_edges = int(counts.class_nodes.sum()), counts.edges
+    node_h = _ratio(math.fsum((counts.homophily_same / counts.homophily_degree).tolist()),
+                    int(counts.homophily_nodes.sum()))
+    class_deg, class_same = counts.class_deg, counts.class_same
     h_k = np.divide(class_same, class_deg, out=np.zeros(num_classes), where=class_deg > 0)
-    share = np.bincount(y_lab, minlength=num_classes) / max(n, 1)
+    share = counts.class_nodes / max(n, 1)
     class_insensitive = float(np.clip(h_k - share, 0.0, None).sum() / (num_classes - 1))
 
-    edge_h = _ratio(int(same.sum()), num_edges)
+    edge_h = _ratio(counts.same, num_edges)
     adjusted = None
     if num_edges:
-        p = np.bincount(y[src], minlength=num_classes) / num_edges
-        q = np.bincount(y[dst], minlength=num_classes) / num_edges
+        p = counts.source_class / num_edges
+        q = counts.target_class / num_edges
         chance = float(p @ q)
         adjusted = _ratio(edge_h - chance, 1.0 - chance)  # None if all edges sit in one class
     return {
@@ -95,15 +159,30 @@ def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
     }
 
 
+def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
+    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc).
+
+    ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
+    nodes count. Measures that are undefined (no such edges) are None.
+    """
+    return homophily_of(_graph_counts(csr, np.asarray(y), num_classes), num_classes)
+
+
+def _graph_counts(csr: Csr, y: np.ndarray, num_classes: int) -> RowCounts:
+    """``RowCounts`` of every row of ``csr`` with labels ``y`` (N,)."""
+    return row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], num_classes)
+
+
 # ---------------------------------------------------------------------------------- degrees
-def degree_histogram(degrees: np.ndarray) -> list[dict]:
+def degree_histogram(degrees: np.ndarray, nodes: np.ndarray | None = None) -> list[dict]:
     """Log2 bins for ``dvc plots``: bin 0 holds degree 0, bin b >= 1 degrees [2^(b-1), 2^b - 1].
 
     One row per bin up to the largest degree (empty bins kept so the x axis has no gaps).
+    ``nodes``: how many nodes have each of ``degrees`` (default: one each).
     """
     degrees = np.asarray(degrees, dtype=np.int64)
     bins = np.frexp(degrees.astype(np.float64))[1]  # exponent e with d = m * 2^e, m in [0.5, 1)
-    counts = np.bincount(bins, minlength=1)
+    counts = np.bincount(bins, weights=nodes, minlength=1).astype(np.int64)
     rows = []
     for b, count in enumerate(counts.tolist()):  # one row per bin (~log2 max degree), not per node
         low, high = (0, 0) if b == 0 else (1 << (b - 1), (1 << b) - 1)
@@ -112,16 +191,39 @@ def degree_histogram(degrees: np.ndarray) -> list[dict]:
     return rows
 
 
-def degree_stats(degrees: np.ndarray) -> dict:
-    degrees = np.asarray(degrees, dtype=np.int64)
-    p50, p90, p99 = np.percentile(degrees, [50, 90, 99]) if degrees.size else (0, 0, 0)
-    isolated = int((degrees == 0).sum())
+def _percentiles(values: np.ndarray, nodes: np.ndarray, q: list[float]) -> np.ndarray:
+    """``np.percentile`` (method linear) of the degrees that ``values`` (sorted, distinct)
+    repeated ``nodes`` times make, without making them: numpy's own index and interpolation
+    arithmetic (``tests/graphops/test_analyze.py`` checks it against numpy)."""
+    n = int(nodes.sum())
+    virtual = (n - 1) * (np.asarray(q, dtype=np.float64) / 100)
+    previous = np.floor(virtual)
+    following = previous + 1
+    previous[virtual >= n - 1] = following[virtual >= n - 1] = n - 1
+    gamma = virtual - previous
+    ends = np.cumsum(nodes)  # the sorted degree at rank r: the value whose run covers r
+    a = values[np.searchsorted(ends, previous.astype(np.int64), side="right")]
+    b = values[np.searchsorted(ends, following.astype(np.int64), side="right")]
+    diff = b - a
+    return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+
+
+def degree_stats(degrees: np.ndarray, nodes: np.ndarray | None = None) -> dict:
+    """Degree figures of ``degrees`` (int (N,)), or of distinct sorted ``degrees`` held by
+    ``nodes`` nodes each (the two give the same figures)."""
+    values = np.asarray(degrees, dtype=np.int64)
+    if nodes is None:
+        values, nodes = np.unique(values, return_counts=True)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    n = int(nodes.sum())
+    p50, p90, p99 = _percentiles(values, nodes, [50, 90, 99]) if n else (0, 0, 0)
+    isolated = int(nodes[values == 0].sum())
     return {
-        "min": int(degrees.min(initial=0)), "max": int(degrees.max(initial=0)),
-        "mean": round(float(degrees.mean()), 6) if degrees.size else 0.0,
+        "min": int(values[nodes > 0].min(initial=0)), "max": int(values[nodes > 0].max(initial=0)),
+        "mean": round(int(values @ nodes) / n, 6) if n else 0.0,
         "median": round(float(p50), 6), "p90": round(float(p90), 6), "p99": round(float(p99), 6),
         "isolated_nodes": isolated,
-        "isolated_fraction": round(isolated / max(degrees.size, 1), 6),
+        "isolated_fraction": round(isolated / max(n, 1), 6),
     }
 
 
@@ -164,15 +266,14 @@ def component_stats(labels: np.ndarray) -> dict:
 
 
 # ------------------------------------------------------------------------------ the report
-def label_coverage(csr: Csr, y: np.ndarray) -> dict:
+def label_coverage(y: np.ndarray, edges_between_labelled: int) -> dict:
     """Labelled / unlabelled nodes, and the stored edges between two labelled nodes (those the
-    homophily measures run over)."""
+    homophily measures run over: ``RowCounts.edges``)."""
     labelled = np.asarray(y) != UNLABELLED
-    src, dst = _edges(csr)
     total = int(labelled.sum())
     return {"labelled": total, "unlabelled": int(labelled.size - total),
             "labelled_fraction": round(total / max(labelled.size, 1), 6),
-            "edges_between_labelled": int((labelled[src] & labelled[dst]).sum())}
+            "edges_between_labelled": int(edges_between_labelled)}
 
 
 def label_distribution(y: np.ndarray, num_classes: int) -> dict:
@@ -184,13 +285,9 @@ def label_distribution(y: np.ndarray, num_classes: int) -> dict:
             "majority_fraction": round(int(counts.max(initial=0)) / total, 6)}
 
 
-def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray,
-                num_classes: int) -> dict:
-    """Per phase: its message graph's size and how many of the phase's own nodes are isolated in it.
-
-    ``train_label_homophily`` is the edge homophily over train-graph edges between two train
-    nodes: the homophily the model can exploit with the labels it is allowed to see.
-    """
+def phase_sizes(message_graphs: dict[str, Csr], roles: np.ndarray) -> dict:
+    """Per phase: its message graph's size and how many of the phase's own nodes are isolated
+    in it (from the graphs' offsets alone)."""
     out = {}
     for phase in PHASES:
         csr = message_graphs[phase]
@@ -199,10 +296,66 @@ def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray
         out[phase] = {"edges": csr.num_edges, "nodes": int(nodes.sum()),
                       "isolated_nodes": isolated,
                       "isolated_fraction": round(isolated / max(int(nodes.sum()), 1), 6)}
-    train = torch.from_numpy(roles == "train")
-    among_train = message_graphs["train"].restrict(train)
-    out["train_label_homophily"] = homophily(among_train, y, num_classes)["edge"]
     return out
+
+
+def train_label_y(roles: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Labels with every node outside train marked ``UNLABELLED``: the edge homophily of these
+    over the train graph is ``train_label_homophily``."""
+    return np.where(roles == "train", np.asarray(y, dtype=np.int64), UNLABELLED)
+
+
+def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray,
+                num_classes: int) -> dict:
+    """``phase_sizes``, and ``train_label_homophily``: the edge homophily over train-graph
+    edges between two train nodes, the homophily the model can exploit with the labels it is
+    allowed to see."""
+    train = message_graphs["train"]
+    counts = _graph_counts(train, train_label_y(roles, y), num_classes)
+    return {**phase_sizes(message_graphs, roles),
+            "train_label_homophily": homophily_of(counts, num_classes)["edge"]}
+
+
+def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCounts,
+                 components: dict, phases: dict | None, cfg: AnalyzeParams
+                 ) -> tuple[dict, list[dict]]:
+    """``(report, degree_histogram_rows)`` from the counts over every row of the graph, its
+    ``component_stats`` and the per-phase figures (None: none); either engine ends here."""
+    h = homophily_of(counts, num_classes)
+    num_edges = int(counts.degree @ counts.degree_nodes)
+    report = {
+        "nodes": num_nodes,
+        "edges": num_edges,  # stored, directed (both directions when undirected)
+        "classes": num_classes,
+        "homophily": h,
+        "degree": degree_stats(counts.degree, counts.degree_nodes),
+        "components": components,
+        "labels": label_distribution(y, num_classes),
+        "label_coverage": label_coverage(y, counts.edges),
+    }
+    if phases is not None:
+        report["phases"] = phases
+    warnings = []
+    low = h["adjusted"] is not None and h["adjusted"] < cfg.low_homophily
+    if h["edge"] is None and num_edges:
+        warnings.append(
+            f"no edge joins two labelled nodes ({report['label_coverage']['labelled']} of "
+            f"{num_nodes} nodes are labelled): homophily cannot be measured")
+    elif h["edge"] is None:
+        warnings.append("the graph has no edges: a GNN can only match the MLP")
+    elif low:
+        warnings.append(
+            f"low homophily: adjusted homophily {h['adjusted']:.3f} is below "
+            f"analyze.low_homophily={cfg.low_homophily} (edge homophily {h['edge']:.3f} over "
+            f"{num_classes} classes); neighbours mostly carry other labels, so GCN-style "
+            "models that average over neighbours may lose to the structure-free MLP")
+    if report["degree"]["isolated_fraction"] > cfg.max_isolated_fraction:
+        warnings.append(
+            f"{report['degree']['isolated_fraction']:.1%} of nodes have no neighbours (above "
+            f"analyze.max_isolated_fraction={cfg.max_isolated_fraction}); for them a GNN is an MLP")
+    report["low_homophily"] = bool(low)
+    report["warnings"] = warnings
+    return report, degree_histogram(counts.degree, counts.degree_nodes)
 
 
 def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Csr] | None = None,
@@ -213,113 +366,9 @@ def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Cs
     ``warnings`` list says in words what a user should worry about (low homophily above all).
     """
     y = graph.y.numpy()
-    degrees = graph.csr.degrees().numpy()
-    h = homophily(graph.csr, y, graph.num_classes)
-    components = component_stats(connected_components(graph.csr))
-    report = {
-        "nodes": graph.num_nodes,
-        "edges": graph.csr.num_edges,  # stored, directed (both directions when undirected)
-        "classes": graph.num_classes,
-        "homophily": h,
-        "degree": degree_stats(degrees),
-        "components": components,
-        "labels": label_distribution(y, graph.num_classes),
-        "label_coverage": label_coverage(graph.csr, y),
-    }
+    counts = _graph_counts(graph.csr, y, graph.num_classes)
+    phases = None
     if message_graphs is not None and roles is not None:
-        report["phases"] = phase_stats(message_graphs, roles, y, graph.num_classes)
-    warnings = []
-    low = h["adjusted"] is not None and h["adjusted"] < cfg.low_homophily
-    if h["edge"] is None and graph.csr.num_edges:
-        warnings.append(
-            f"no edge joins two labelled nodes ({report['label_coverage']['labelled']} of "
-            f"{graph.num_nodes} nodes are labelled): homophily cannot be measured")
-    elif h["edge"] is None:
-        warnings.append("the graph has no edges: a GNN can only match the MLP")
-    elif low:
-        warnings.append(
-            f"low homophily: adjusted homophily {h['adjusted']:.3f} is below "
-            f"analyze.low_homophily={cfg.low_homophily} (edge homophily {h['edge']:.3f} over "
-            f"{graph.num_classes} classes); neighbours mostly carry other labels, so GCN-style "
-            "models that average over neighbours may lose to the structure-free MLP")
-    if report["degree"]["isolated_fraction"] > cfg.max_isolated_fraction:
-        warnings.append(
-            f"{report['degree']['isolated_fraction']:.1%} of nodes have no neighbours (above "
-            f"analyze.max_isolated_fraction={cfg.max_isolated_fraction}); for them a GNN is an MLP")
-    report["low_homophily"] = bool(low)
-    report["warnings"] = warnings
-    return report, degree_histogram(degrees)
-
-
-# ---------------------------------------------------------------------------- over-smoothing
-def mean_cosine_similarity(h: torch.Tensor) -> float:
-    """Mean cosine similarity over all pairs ``i != j`` of rows of ``h`` (N, D), exactly, in O(ND).
-
-    With unit rows ``u_i``: ``sum_{i != j} u_i . u_j = |sum_i u_i|^2 - N``. All-zero rows count as
-    unit vectors of similarity 0. Near 1 = every node has the same embedding direction
-    (over-smoothed); a trained classifier of C balanced classes sits far lower.
-    """
-    h = h.double()
-    n = h.shape[0]
-    if n < 2:
-        raise ValueError(f"cosine similarity needs at least 2 embeddings, got {n}")
-    norms = h.norm(dim=1, keepdim=True)
-    unit = h / norms.clamp_min(1e-300)
-    nonzero = int((norms.squeeze(1) > 0).sum())
-    total = float(unit.sum(dim=0).square().sum()) - nonzero
-    return total / (n * (n - 1))
-
-
-def dirichlet_energy(h: torch.Tensor, csr: Csr) -> dict:
-    """Dirichlet energy of embeddings ``h`` (N, D) on the message graph ``csr`` (N nodes).
-
-    * ``dirichlet_energy`` = ``1/N * sum_{j -> i} |h_i - h_j|^2`` (Rusch, Bronstein & Mishra 2023),
-      summing over stored edges (each undirected edge twice). Tends to 0 as a deep GNN
-      over-smooths, but it also scales with ``|h|``.
-    * ``rayleigh_quotient`` = ``tr(h^T L h) / tr(h^T h)`` with ``L = I - D^-1/2 A D^-1/2`` over the
-      non-isolated nodes, i.e.
-      ``1/2 * sum_{j -> i} |h_i/sqrt(d_i) - h_j/sqrt(d_j)|^2 / sum |h_i|^2``: scale-free, in [0, 2],
-      and 0 also in GCN's limit ``h_i ~ sqrt(d_i)``.
-    Both use ``sum_{j -> i} |g_i - g_j|^2 = sum_i din_i |g_i|^2 + sum_j dout_j |g_j|^2
-    - 2 sum_i g_i . (A g)_i``: one sparse product instead of gathering two rows per edge (measured
-    44 s -> 2 s on 20M edges), in float64 so the difference of large sums stays exact enough.
-    """
-    h = h.double()
-    n = csr.num_nodes
-    if h.shape[0] != n:
-        raise ValueError(f"{h.shape[0]} embeddings for a graph of {n} nodes")
-    din = csr.degrees().double()  # (N,) edges into i
-    dout = torch.bincount(csr.indices, minlength=n).double()  # (N,) edges out of j
-    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
-        warnings.simplefilter("ignore", UserWarning)
-        # the CSR was validated when read: no need for torch's invariant check
-        adj = torch.sparse_csr_tensor(csr.indptr, csr.indices,
-                                      torch.ones(csr.num_edges, dtype=torch.float64),
-                                      size=(n, n), check_invariants=False)
-
-    def edge_sum(g: torch.Tensor) -> float:  # sum over stored edges j -> i of |g_i - g_j|^2
-        norms = g.square().sum(dim=1)  # (N,)
-        cross = float((g * (adj @ g)).sum())  # sum_i g_i . sum_{j -> i} g_j
-        return max(float((din + dout) @ norms) - 2.0 * cross, 0.0)  # >= 0 up to rounding
-
-    scaled = h / din.clamp_min(1.0).sqrt()[:, None]  # h_i / sqrt(d_i), (N, D)
-    mass = float(h[din > 0].square().sum())
-    return {"dirichlet_energy": edge_sum(h) / max(n, 1),
-            "rayleigh_quotient": 0.5 * edge_sum(scaled) / mass if mass > 0 else 0.0}
-
-
-def smoothing_report(node_id: torch.Tensor, h: torch.Tensor, csr: Csr) -> dict:
-    """Over-smoothing figures of embeddings ``h`` (M, D) for nodes ``node_id`` (M,) on ``csr``.
-
-    The energy is taken over the edges of ``csr`` between two of the given nodes.
-    """
-    n = csr.num_nodes
-    full = torch.zeros(n, h.shape[1], dtype=torch.float64)
-    full[node_id] = h.double()
-    keep = torch.zeros(n, dtype=torch.bool)
-    keep[node_id] = True
-    energy = dirichlet_energy(full, csr if bool(keep.all()) else csr.restrict(keep))
-    energy["dirichlet_energy"] *= n / node_id.numel()  # the mean over the given nodes only
-    return {"cosine_similarity": round(mean_cosine_similarity(h), 6),
-            "dirichlet_energy": round(energy["dirichlet_energy"], 6),
-            "rayleigh_quotient": round(energy["rayleigh_quotient"], 6)}
+        phases = phase_stats(message_graphs, roles, y, graph.num_classes)
+    return graph_report(graph.num_nodes, y, graph.num_classes, counts,
+                        component_stats(connected_components(graph.csr)), phases, cfg)

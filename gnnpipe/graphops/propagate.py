@@ -75,6 +75,46 @@ def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
         return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
 
 
+def node_scale(degrees: torch.Tensor, cfg: PropagateParams) -> torch.Tensor:
+    """The per-node factor of ``A_hat``, float32 (N,), from the in-degrees (N,) of ``A``: with
+    ``d`` the row degrees of ``A [+ I]``, ``d^-1/2`` (sym, ppr) or ``d^-1`` (rw), 0 where d = 0."""
+    deg = (degrees + (1 if cfg.self_loops else 0)).to(torch.float32)
+    if cfg.norm in ("sym", "ppr"):
+        return torch.where(deg > 0, deg.rsqrt(), torch.zeros_like(deg))
+    return torch.where(deg > 0, 1.0 / deg, torch.zeros_like(deg))
+
+
+def adjacency_rows(indptr: torch.Tensor, indices: torch.Tensor, start: int,
+                   cfg: PropagateParams) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The pattern of rows ``start : start + B`` of ``A_hat`` from the same rows of ``A``:
+    ``indptr`` int64 (B + 1,) from 0 and ``indices`` of ``A``'s rows in; CSR offsets int64
+    (B + 1,), column ids and the row id of every non-zero, int64 (nnz,), out (with
+    ``cfg.self_loops`` a self-loop first in every row). The whole matrix
+    (``normalized_adjacency``) and a Dask block task both build rows here."""
+    b = indptr.numel() - 1
+    counts = indptr[1:] - indptr[:-1]
+    ids = torch.arange(start, start + b)
+    if cfg.self_loops:  # insert (v, v) first in every row
+        counts = counts + 1
+        new_indptr = torch.zeros(b + 1, dtype=torch.int64)
+        new_indptr[1:] = torch.cumsum(counts, 0)
+        new_indices = torch.empty(int(new_indptr[-1]), dtype=torch.int64)
+        loop_pos = new_indptr[:-1]  # first slot of each row
+        is_loop = torch.zeros(new_indices.numel(), dtype=torch.bool)
+        is_loop[loop_pos] = True
+        new_indices[loop_pos] = ids
+        new_indices[~is_loop] = indices
+        indptr, indices = new_indptr, new_indices
+    return indptr, indices, torch.repeat_interleave(ids, counts)
+
+
+def adjacency_values(row_scale: torch.Tensor, column_scale: torch.Tensor,
+                     cfg: PropagateParams) -> torch.Tensor:
+    """The non-zeros of ``A_hat``, float32 (nnz,), from ``node_scale`` of each one's row and
+    column (nnz,): their product (sym, ppr) or the row's (rw)."""
+    return row_scale * column_scale if cfg.norm in ("sym", "ppr") else row_scale
+
+
 def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
     """``A_hat`` as a torch sparse CSR (N, N) float32, int32 indices when they fit.
 
@@ -87,28 +127,9 @@ def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
     its MKL uses the 32-bit (LP64) interface.
     """
     n = csr.num_nodes
-    indptr, indices = csr.indptr, csr.indices
-    if cfg.self_loops:  # insert (v, v) first in every row
-        counts = csr.degrees() + 1
-        rows = torch.repeat_interleave(torch.arange(n), counts)
-        new_indptr = torch.zeros(n + 1, dtype=torch.int64)
-        new_indptr[1:] = torch.cumsum(counts, 0)
-        new_indices = torch.empty(int(new_indptr[-1]), dtype=torch.int64)
-        loop_pos = new_indptr[:-1]  # first slot of each row
-        is_loop = torch.zeros(new_indices.numel(), dtype=torch.bool)
-        is_loop[loop_pos] = True
-        new_indices[loop_pos] = torch.arange(n)
-        new_indices[~is_loop] = indices
-        indptr, indices = new_indptr, new_indices
-    else:
-        rows = csr.targets()
-    deg = (indptr[1:] - indptr[:-1]).to(torch.float32)
-    if cfg.norm in ("sym", "ppr"):
-        inv_sqrt = torch.where(deg > 0, deg.rsqrt(), torch.zeros_like(deg))
-        values = inv_sqrt[rows] * inv_sqrt[indices]
-    else:
-        inv = torch.where(deg > 0, 1.0 / deg, torch.zeros_like(deg))
-        values = inv[rows]
+    indptr, indices, rows = adjacency_rows(csr.indptr, csr.indices, 0, cfg)
+    scale = node_scale(csr.degrees(), cfg)
+    values = adjacency_values(scale[rows], scale[indices], cfg)
     if indices.numel() <= INT32_MAX and n <= INT32_MAX:
         indptr, indices = indptr.to(torch.int32), indices.to(torch.int32)
     return _sparse_csr(indptr, indices, values, (n, n))
@@ -231,7 +252,7 @@ def propagate_adjacency(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams
     n = adj.shape[0]
     dtype = DTYPES[cfg.dtype]
     crow, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
-    product = _PRODUCTS[choose_kernel(cfg, values.numel(), x.shape[1])]
+    product = ROW_KERNELS[choose_kernel(cfg, values.numel(), x.shape[1])]
     x0 = x if x.dtype == torch.float32 else x.to(torch.float32)
     shape = (n, x.shape[1])
     previous = hugepage_empty(shape)  # (N, F) float32: X_{k-1} for the current hop
@@ -278,4 +299,5 @@ def _jit_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: to
     return spmm_rows(crow, col, values, x, start, stop)
 
 
-_PRODUCTS = {"aten": _aten_rows, "jit": _jit_rows}
+# rows start:stop of A @ x by kernel name (the local engine and the Dask block tasks share them)
+ROW_KERNELS = {"aten": _aten_rows, "jit": _jit_rows}

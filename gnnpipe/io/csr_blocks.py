@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.temps import temp_prefix
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
@@ -41,11 +42,14 @@ def _row_blocks(indptr: np.ndarray, edges: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-def write_block_graph(folder: Path, csr: Csr) -> None:
-    """``csr`` and its transpose as .npy files in ``folder`` (created)."""
+def write_block_graph(folder: Path, csr: Csr, transpose: bool = True) -> None:
+    """``csr`` and (unless ``transpose`` is False) its transpose as .npy files in ``folder``
+    (created)."""
     folder.mkdir(parents=True, exist_ok=True)
     _save(folder / "indptr.npy", csr.indptr.numpy())
     _save(folder / "indices.npy", csr.indices.numpy())
+    if not transpose:
+        return
     indptr = np.load(folder / "indptr.npy", mmap_mode="r")
     indices = np.load(folder / "indices.npy", mmap_mode="r")
     n, blocks = indptr.size - 1, _row_blocks(np.asarray(indptr), EDGE_BLOCK)
@@ -76,13 +80,15 @@ def write_block_graph(folder: Path, csr: Csr) -> None:
 
 
 @contextlib.contextmanager
-def block_graph(csr: Csr, where: Path | None = None) -> Iterator[Path]:
-    """A temp folder holding ``csr`` as block files, in ``where`` (default: the run's scratch,
-    the system temp), removed at exit; a killed run's folder is swept like any temp."""
-    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path("partition-lp")), suffix=".tmp",
-                                   dir=where))
+def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
+                name: str = "partition-lp") -> Iterator[Path]:
+    """A temp folder holding ``csr`` as block files (``write_block_graph``), in ``where``
+    (default: the run's scratch, the system temp), removed at exit; a killed run's folder is
+    swept like any temp."""
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path(name)), suffix=".tmp",
+                                   dir=where)).resolve()  # absolute: workers run elsewhere
     try:
-        write_block_graph(folder, csr)
+        write_block_graph(folder, csr, transpose)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -105,6 +111,20 @@ def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np
     return np.concatenate(rows), np.concatenate(neighbours)
 
 
+def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start..stop`` of the stored CSR: offsets int64 (B + 1,) (base ``indptr[start]``)
+    and the sources of their in-edges (E_b,)."""
+    indptr = np.array(np.load(Path(folder) / "indptr.npy", mmap_mode="r")[start:stop + 1])
+    indices = np.load(Path(folder) / "indices.npy", mmap_mode="r")
+    return indptr, np.array(indices[indptr[0]:indptr[-1]])
+
+
+def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
+    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by
+    ``gnnpipe.io.mapped_rows.gather_npy``)."""
+    _save(Path(folder) / f"{name}.npy", values)
+
+
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
     _save(Path(folder) / f"labels_{step}.npy", labels.astype(np.int32, copy=False))
 
@@ -112,6 +132,11 @@ def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
 def read_labels(folder: Path, step: int) -> np.ndarray:
     """The int32 (N,) labels of iteration ``step``, memory-mapped (read-only)."""
     return np.load(Path(folder) / f"labels_{step}.npy", mmap_mode="r")
+
+
+def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarray:
+    """``labels_<step>[rows]`` (a copy), without keeping the file's pages resident."""
+    return gather_npy(Path(folder) / f"labels_{step}.npy", rows)
 
 
 def remove_labels(folder: Path, step: int) -> None:

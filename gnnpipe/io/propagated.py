@@ -6,12 +6,15 @@ import contextlib
 import os
 import struct
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gnnpipe.io.atomic import atomic_path, read_json, write_json
 from gnnpipe.io.common import PHASES
+from gnnpipe.io.mapped_rows import gather
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 
@@ -73,11 +76,13 @@ class HopWriter:
         if self._buffer is not None:
             self._buffer[start:start + block.shape[0]] = block
             return
-        data = memoryview(block.view(torch.uint8).numpy()).cast("B")
-        offset = self._offset + start * self._row_bytes
-        while data:  # pwrite may write less than asked
-            written = os.pwrite(self._fd, data, offset)
-            data, offset = data[written:], offset + written
+        _pwrite(self._fd, block, self._offset + start * self._row_bytes)
+
+    def rows(self) -> RowFile:
+        """The hop's rows in the temp file, for writers in other processes (``RowFile.write``):
+        a worker of a Dask cluster fills its row block, ``finish`` publishes the file."""
+        assert self._fd is not None, "row access needs torch.serialization.skip_data"
+        return RowFile(str(self._tmp.resolve()), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
 
     def finish(self) -> torch.Tensor:
         """Close, rename into place and return the hop, memory-mapped (N, F)."""
@@ -122,6 +127,62 @@ class HopWriter:
             os.close(self._fd)
             self._fd = None
         self._stack.__exit__(RuntimeError, RuntimeError("discarded"), None)
+
+
+def _pwrite(fd: int, block: torch.Tensor, offset: int) -> None:
+    """``block`` (contiguous) written at byte ``offset`` of the open file ``fd``."""
+    data = memoryview(block.view(torch.uint8).numpy()).cast("B")
+    while data:  # pwrite may write less than asked
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+_STORED = {"float32": (np.float32, torch.float32), "bfloat16": (np.uint16, torch.bfloat16)}
+
+
+@dataclass(frozen=True)
+class RowFile:
+    """A row-major (N, F) matrix stored raw at byte ``offset`` of ``path`` (absolute; a hop
+    file's storage, an ``.npy`` array's data): picklable, so block tasks on other processes read
+    and write its rows through their own maps and descriptors. ``dtype``: float32 or bfloat16."""
+
+    path: str
+    offset: int
+    shape: tuple[int, int]
+    dtype: str
+
+    def read(self, rows: np.ndarray | slice) -> torch.Tensor:
+        """Rows ``rows`` (ids int64 (R,), or a slice) widened to float32 (R, F), gathered
+        without keeping the file's pages resident (``gnnpipe.io.mapped_rows``)."""
+        stored, dtype = _STORED[self.dtype]
+        rows = gather(self.path, self.offset, stored, self.shape, rows)
+        return torch.from_numpy(rows).view(dtype).to(torch.float32)
+
+    def write(self, start: int, block: torch.Tensor) -> None:
+        """Rows ``start : start + len(block)`` (cast to the file's dtype), by ``pwrite``."""
+        _, dtype = _STORED[self.dtype]
+        row_bytes = self.shape[1] * torch.empty(0, dtype=dtype).element_size()
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            _pwrite(fd, block.to(dtype).contiguous(), self.offset + start * row_bytes)
+        finally:
+            os.close(fd)
+
+
+def hop_rows(out: Path, graph_name: str, hop: int, shape: tuple[int, int],
+             dtype: torch.dtype) -> RowFile:
+    """The rows of the finished hop file ``<graph>_hop_<k>.pt`` (either writer's)."""
+    path = Path(out) / f"{graph_name}_hop_{hop}.pt"
+    nbytes = shape[0] * shape[1] * torch.empty(0, dtype=dtype).element_size()
+    return RowFile(str(path.resolve()), _storage_offset(path, nbytes), shape, _DTYPE_NAMES[dtype])
+
+
+def npy_rows(path: Path) -> RowFile:
+    """The rows of a float32 (N, F) ``.npy`` file."""
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    assert array.dtype == np.float32 and array.ndim == 2 and array.flags.c_contiguous
+    return RowFile(str(Path(path).resolve()), int(array.offset), tuple(array.shape), "float32")
 
 
 def hop_writers(out: Path, graph_name: str):

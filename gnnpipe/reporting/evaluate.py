@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from gnnpipe.reporting.verdict import BASELINE_NAMES, Gap, judge, sentence
-from gnnpipe.graphops.analyze import smoothing_report
+from gnnpipe.graphops.smoothing import smoothing_report
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import UNLABELLED, Csr
 from gnnpipe.reporting.metrics import classification_metrics
@@ -67,7 +67,7 @@ def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -
 
     The logits are the last hidden representation the model computes, so they are what the
     train stage already writes; a deep GNN that over-smooths gives them high mean cosine
-    similarity and low Dirichlet energy / Rayleigh quotient (see ``gnnpipe.graphops.analyze``).
+    similarity and low Dirichlet energy / Rayleigh quotient (see ``gnnpipe.graphops.smoothing``).
     """
     return smoothing_report(node_id, logits, message_graph)
 

@@ -15,7 +15,7 @@ import yaml
 from conftest import small_params
 from gnnpipe import io
 from gnnpipe.splitting import audit
-from gnnpipe.graphops.analyze import analyze_graph, homophily, label_coverage, label_distribution
+from gnnpipe.graphops.analyze import analyze_graph, homophily, label_distribution
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
 from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
@@ -316,7 +316,7 @@ def test_homophily_runs_over_edges_between_labelled_nodes():
     assert h["adjusted"] == pytest.approx((4 / 6 - 0.5) / 0.5, abs=1e-6)
     assert label_distribution(graph.y.numpy(), 2) == {"count": [2, 2], "fraction": [0.5, 0.5],
                                                       "majority_fraction": 0.5}
-    assert label_coverage(graph.csr, graph.y.numpy()) == {
+    assert analyze_graph(graph, AnalyzeParams())[0]["label_coverage"] == {
         "labelled": 4, "unlabelled": 2, "labelled_fraction": 0.666667,
         "edges_between_labelled": 6}
 

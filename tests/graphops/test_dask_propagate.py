@@ -1,0 +1,240 @@
+"""propagate on cluster.engine: dask (gnnpipe/graphops/dask_propagate.py): hop files byte for byte
+as the local engine writes them, on LocalClusters of 1, 2 and 4 workers and any block size; a
+failed task leaves no hop file; the stage end to end; the block inputs and row files."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from gnnpipe import io
+from gnnpipe.config import PropagateParams
+from gnnpipe.data.graph import normalize_edges
+from gnnpipe.graphops import dask_propagate
+from gnnpipe.graphops.dask_propagate import hop_block, propagate_blocks, x0_rows
+from gnnpipe.graphops.propagate import propagate
+
+N, F = 300, 5
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One LocalCluster of 4 workers for the module (a start costs seconds), scaled down."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, memory_limit="512MiB",
+                      dashboard_address=None, silence_logs=logging.ERROR) as local:
+        yield local
+
+
+@pytest.fixture()
+def client_of(cluster):
+    from distributed import Client
+
+    clients = []
+
+    def make(workers: int):
+        cluster.scale(workers)
+        client = Client(cluster, set_as_default=False)
+        clients.append(client)
+        deadline = time.monotonic() + 60
+        while len(client.scheduler_info()["workers"]) != workers:
+            assert time.monotonic() < deadline, "the cluster did not scale"
+            time.sleep(0.1)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def _graph(seed: int = 0, directed_loops: bool = False):
+    """A random graph with isolated nodes (none of their edges kept) and, optionally, directed
+    edges with self-loops."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, N, 1500), rng.integers(0, N, 1500)
+    keep = ~(np.isin(src, [3, 4, 5]) | np.isin(dst, [3, 4, 5]))
+    csr, _ = normalize_edges(src[keep], dst[keep], N, undirected=not directed_loops, dedup=True,
+                             remove_self_loops=not directed_loops)
+    x = torch.from_numpy(rng.standard_normal((N, F)).astype(np.float32))
+    x[:, 0] = torch.arange(N, dtype=torch.float32)  # features equal node ids
+    return csr, x
+
+
+def _local_files(tmp: Path, csr, x, cfg) -> dict[str, bytes]:
+    out = tmp / "local"
+    out.mkdir()
+    io.write_hop(out, "g", 0, x.to(getattr(torch, cfg.dtype)))
+    for _ in propagate(csr, x, cfg, sink=io.hop_writers(out, "g")):
+        pass
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def _dask_files(tmp: Path, client, csr, x, cfg, name: str) -> dict[str, bytes]:
+    out, scratch = tmp / name, tmp / f"{name}-scratch"
+    out.mkdir()
+    dtype = getattr(torch, cfg.dtype)
+    io.write_hop(out, "g", 0, x.to(dtype))
+    x0 = (io.hop_rows(out, "g", 0, tuple(x.shape), dtype) if cfg.dtype == "float32"
+          else x0_rows(scratch / "g", x, cfg.block_rows))
+    peaks = []
+    for _ in propagate_blocks(client, csr, x0, out, "g", scratch, cfg, "aten", peaks=peaks):
+        pass
+    assert peaks and all(p > 0 for p in peaks)
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+@pytest.mark.parametrize("workers", [4, 2, 1])
+def test_hop_files_match_the_local_engine_on_4_2_and_1_workers(tmp_path, client_of, workers):
+    client = client_of(workers)
+    csr, x = _graph(workers)
+    cfg = PropagateParams(hops=3, norm="sym", block_rows=64, kernel="aten")
+    want = _local_files(tmp_path, csr, x, cfg)
+    assert _dask_files(tmp_path, client, csr, x, cfg, "dask") == want
+    assert len(want) == 4
+
+
+@pytest.mark.parametrize("norm, self_loops, dtype, directed", [
+    ("rw", True, "float32", True), ("ppr", True, "bfloat16", False),
+    ("sym", False, "bfloat16", True), ("ppr", False, "float32", False)])
+def test_any_block_size_gives_the_local_bytes(tmp_path, client_of, monkeypatch, norm,
+                                              self_loops, dtype, directed):
+    """Task blocks of 7, 300 and 1000 rows, and gather chunks of a few rows inside a task."""
+    client = client_of(2)
+    csr, x = _graph(1, directed_loops=directed)
+    want = _local_files(tmp_path, csr, x, PropagateParams(hops=2, norm=norm, alpha=0.2,
+                                                          self_loops=self_loops, dtype=dtype))
+    for block_rows in (7, 300, 1000):
+        cfg = PropagateParams(hops=2, norm=norm, alpha=0.2, self_loops=self_loops, dtype=dtype,
+                              block_rows=block_rows)
+        assert _dask_files(tmp_path, client, csr, x, cfg, f"b{block_rows}") == want, block_rows
+
+
+def test_gather_chunks_inside_a_task_give_the_same_rows(tmp_path, monkeypatch):
+    """hop_block in this process, with a gather budget of one or two rows' non-zeros."""
+    csr, x = _graph(2)
+    cfg = PropagateParams(hops=1, norm="sym", block_rows=N)
+    want = _local_files(tmp_path, csr, x, cfg)
+    out = tmp_path / "chunks"
+    out.mkdir()
+    io.write_hop(out, "g", 0, x)
+    dask_propagate.write_block_inputs(tmp_path / "in", csr, cfg)
+    writer = io.HopWriter(out, "g", 1, (N, F), torch.float32)
+    x0 = io.hop_rows(out, "g", 0, (N, F), torch.float32)
+    task = dask_propagate.HopTask(str(tmp_path / "in"), x0, x0, writer.rows(), cfg, "aten")
+    monkeypatch.setattr(dask_propagate, "GATHER_BYTES", 4 * F * 3)  # 3 non-zeros a chunk
+    hop_block((0, 100), task)
+    hop_block((100, N), task)
+    writer.finish()
+    assert {p.name: p.read_bytes() for p in sorted(out.iterdir())} == want
+
+
+def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of, monkeypatch):
+    client = client_of(1)
+    csr, x = _graph(3)
+    out = tmp_path / "out"
+    out.mkdir()
+    io.write_hop(out, "g", 0, x)
+    x0 = io.hop_rows(out, "g", 0, (N, F), torch.float32)
+    cfg = PropagateParams(hops=2, block_rows=50)
+    bad = dataclasses.replace(x0, path=str(out / "missing.pt"))  # every task fails to read it
+    with pytest.raises(FileNotFoundError):
+        for _ in propagate_blocks(client, csr, bad, out, "g", tmp_path / "scratch", cfg, "aten"):
+            pass
+    assert sorted(p.name for p in out.iterdir()) == ["g_hop_0.pt"]  # no half-written hop
+
+
+def test_row_files_read_and_write_rows_in_either_dtype(tmp_path):
+    x = torch.randn(9, 4)
+    for dtype in (torch.float32, torch.bfloat16):
+        writer = io.HopWriter(tmp_path, f"r{dtype}", 1, (9, 4), dtype)
+        rows = writer.rows()
+        rows.write(3, x[3:9])
+        rows.write(0, x[0:3])
+        hop = writer.finish()
+        assert torch.equal(hop, x.to(dtype))
+        back = io.hop_rows(tmp_path, f"r{dtype}", 1, (9, 4), dtype)
+        assert torch.equal(back.read(np.array([7, 2])), x.to(dtype)[[7, 2]].float())
+        assert torch.equal(back.read(slice(1, 4)), x.to(dtype)[1:4].float())
+
+
+def test_the_stage_on_dask_writes_the_local_files(tmp_path, cluster, client_of, monkeypatch):
+    """prepare, split, then propagate on either engine (ppr, bfloat16, inductive message graphs):
+    the same folder, byte for byte; no scratch folder left behind; worker peak RSS reported."""
+    import json
+
+    from gnnpipe.cli import main
+
+    client_of(2)
+    monkeypatch.chdir(tmp_path)
+    params = {"dataset": {"synthetic": {"num_nodes": 400, "num_features": 6, "num_classes": 3}},
+              "split": {"node": {"mode": "inductive"}},
+              "propagate": {"hops": 2, "norm": "ppr", "alpha": 0.15, "dtype": "bfloat16",
+                            "block_rows": 70}}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["prepare"]) == 0 and main(["split"]) == 0 and main(["propagate"]) == 0
+    out = Path("data/propagate")
+    local = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+    params["cluster"] = {"engine": "dask", "address": cluster.scheduler_address}
+    Path("params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["propagate"]) == 0
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.iterdir())} == local
+    assert not [p for p in Path("data").iterdir() if p.name.startswith(".")]
+    perf = json.loads(Path("metrics/perf/propagate.json").read_text())
+    assert perf["worker_peak_rss_mb"] > 50 and len(perf["hop_seconds"]) == 6
+    _killed_stage_leaves_the_output_and_no_worker(tmp_path, params, local,
+                                                  cluster.scheduler_address)
+
+
+def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, want: dict,
+                                                  address: str):
+    """The stage (embedded LocalCluster) killed as it renames its last hop file: the previous
+    output intact, no process of its session left (its workers died with it), and the next run
+    (on the module's cluster: no second start) recovers and sweeps its temp folders."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    params["cluster"] = {"engine": "dask", "workers": 1, "memory_limit": "512MiB"}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    run = subprocess.Popen([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
+                           start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL,
+                           env={**os.environ, "GNNPIPE_PROGRESS": "0",
+                                FAULT_ENV: "message_test_hop_2.pt"})
+    assert run.wait(timeout=300) == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while [p for p in psutil.process_iter() if _session(p) == run.pid]:
+        assert time.monotonic() < deadline, "a worker outlived the killed stage"
+        time.sleep(0.2)
+    out = folder / "data/propagate"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.iterdir())} == want
+    params["cluster"] = {"engine": "dask", "address": address}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    assert subprocess.run([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
+                          env={**os.environ, "GNNPIPE_PROGRESS": "0"}).returncode == 0
+    assert not [p for p in (folder / "data").iterdir() if p.name.startswith(".")]
+
+
+def _session(process) -> int | None:
+    import os
+
+    try:
+        return os.getsid(process.pid)
+    except OSError:
+        return None

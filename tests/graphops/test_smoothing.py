@@ -1,0 +1,59 @@
+"""Over-smoothing measures (gnnpipe/graphops/smoothing.py) against their definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnnpipe.data.graph import normalize_edges
+from gnnpipe.graphops.smoothing import dirichlet_energy, mean_cosine_similarity, smoothing_report
+
+
+def test_cosine_similarity_matches_pairwise_mean():
+    h = torch.randn(40, 5, generator=torch.Generator().manual_seed(0))
+    h[3] = 0  # an all-zero row has similarity 0 with everything
+    unit = torch.nn.functional.normalize(h.double(), dim=1)
+    sims = unit @ unit.T
+    off = ~torch.eye(40, dtype=torch.bool)
+    assert mean_cosine_similarity(h) == pytest.approx(float(sims[off].mean()), abs=1e-9)
+    assert mean_cosine_similarity(torch.ones(10, 3) * 7) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 2"):
+        mean_cosine_similarity(torch.ones(1, 3))
+
+
+def test_dirichlet_energy_matches_definition_and_vanishes_when_smoothed():
+    rng = np.random.default_rng(3)
+    csr, _ = normalize_edges(rng.integers(0, 30, 80), rng.integers(0, 30, 80), 30,
+                             undirected=True, dedup=True, remove_self_loops=True)
+    h = torch.randn(30, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    src, dst = csr.indices, csr.targets()
+    want = float(((h[dst] - h[src]) ** 2).sum()) / 30
+    deg = csr.degrees().double()
+    adj = torch.zeros(30, 30, dtype=torch.float64)
+    adj[dst, src] = 1.0
+    has = deg > 0
+    inv = torch.where(has, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
+    lap = torch.diag(has.double()) - inv[:, None] * adj * inv[None, :]
+    rayleigh = float(torch.trace(h.T @ lap @ h) / h[has].square().sum())
+    got = dirichlet_energy(h, csr)
+    assert got["dirichlet_energy"] == pytest.approx(want, rel=1e-9)
+    assert got["rayleigh_quotient"] == pytest.approx(rayleigh, rel=1e-9)
+    constant = dirichlet_energy(torch.ones(30, 4), csr)
+    assert constant["dirichlet_energy"] == 0.0
+    # GCN's over-smoothed limit, h_i ~ sqrt(d_i), has zero normalised energy but not zero raw energy
+    limit = dirichlet_energy(deg.sqrt()[:, None].repeat(1, 3), csr)
+    assert limit["rayleigh_quotient"] == pytest.approx(0.0, abs=1e-12)
+    assert limit["dirichlet_energy"] > 0
+
+
+def test_smoothing_report_uses_only_the_given_nodes(tiny_graph):
+    node_id = torch.tensor([0, 1, 2, 3])  # a path 0-1-2-3 of the ring
+    h = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    got = smoothing_report(node_id, h, tiny_graph.csr)
+    keep = torch.zeros(tiny_graph.num_nodes, dtype=torch.bool)
+    keep[node_id] = True
+    sub = tiny_graph.csr.restrict(keep)
+    edges = sub.num_edges  # each stored edge joins two orthogonal unit rows: |h_i - h_j|^2 = 2
+    assert got["dirichlet_energy"] == pytest.approx(2 * edges / 4, abs=1e-6)
+    assert got["cosine_similarity"] == pytest.approx((2 * 2 * 1) / (4 * 3), abs=1e-6)
