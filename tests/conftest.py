@@ -15,7 +15,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from gnnpipe.config import Params, SyntheticParams, params_from_dict
-from gnnpipe.data.graph import Graph, normalize_edges
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import prepare
 
 

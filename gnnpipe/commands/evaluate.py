@@ -17,7 +17,7 @@ from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.link_evaluate import (compare_links, link_confusion_rows,
                                              reciprocal_ranks, score_link_predictions)
-from gnnpipe.data.typed_graph import TYPED, edge_type_name
+from gnnpipe.data.graph import TYPED, edge_type_name
 
 
 def run(args) -> str:

@@ -10,8 +10,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, Csr, TargetView
 from gnnpipe.io.rows import FeatureSource
 from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
 from gnnpipe.splitting.negatives import degree_weights, training_sampler
@@ -21,7 +20,7 @@ from gnnpipe.splitting.negatives import degree_weights, training_sampler
 class TypedSplit:
     """A graph as typed (either layout), its split's meta.json and phase -> edge type ->
     message-graph CSR."""
-    graph: object  # gnnpipe.data.typed_graph.HeteroGraph
+    graph: object  # gnnpipe.data.graph.Graph
     meta: dict
     graphs: dict
 
@@ -45,10 +44,11 @@ def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch
     return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
 
 
-def read_model_graph(args, *, mmap: bool = False):
-    """``graph.pt`` with ``x`` as the models read it (``model_features``)."""
-    graph = io.read_graph(args.prepared, mmap=mmap)
-    return replace(graph, x=model_features(args, graph.x))
+def read_model_graph(args, *, mmap: bool = False) -> TargetView:
+    """A homogeneous graph's view (``Graph.target_view``) with ``x`` as the models read it
+    (``model_features``): what the homogeneous samplers and models take."""
+    view = io.read_graph(args.prepared, mmap=mmap).target_view()
+    return replace(view, x=model_features(args, view.x))
 
 
 def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
@@ -61,12 +61,12 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     return ModelFeatures(FeatureSource(stored, mapped=True), transform, dtype)
 
 
-def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.data.features.ModelFeatures`` (``lazy_model_features``,
-    when ``gnnpipe.config.samplers.out_of_core``):
-    the stored features stay memory-mapped (sampled training on features larger than memory)."""
-    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
-    return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
+def read_lazy_model_graph(args, *, amp: bool = False) -> TargetView:
+    """A homogeneous graph's view with ``x`` a ``gnnpipe.data.features.ModelFeatures``
+    (``lazy_model_features``, when ``gnnpipe.config.samplers.out_of_core``): the stored
+    features stay memory-mapped (sampled training on features larger than memory)."""
+    view = io.read_graph(args.prepared, mmap=True, stored_x=True).target_view()
+    return replace(view, x=lazy_model_features(args, view.x, amp=amp))
 
 
 def whole_features(inputs: dict) -> dict:
@@ -97,7 +97,7 @@ def read_typed(args, *, mmap: bool = False) -> TypedSplit:
     """The graph as prepared, as a typed graph (raw features: analyze, evaluate), its split's
     meta and message graphs; models read ``read_model_typed``. ``mmap``: tensors are views of
     the memory-mapped files."""
-    graph = io.read_typed_graph(args.prepared, mmap=mmap)
+    graph = io.read_graph(args.prepared, mmap=mmap)
     meta = io.read_split_meta(args.split)
     return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph)[1])
 

@@ -25,7 +25,7 @@ from gnnpipe.training.model_inputs import read_model_inputs, read_roles
 from gnnpipe.training.predict import (candidate_pairs, label_counts, load_model, model_outputs,
                              node_prediction_blocks, pair_score_blocks, read_classes_of,
                              read_node_ids_of, write_embeddings)
-from gnnpipe.data.typed_graph import edge_type_name, parse_edge_type
+from gnnpipe.data.graph import edge_type_name, parse_edge_type
 
 
 

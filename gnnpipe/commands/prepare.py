@@ -16,7 +16,7 @@ from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.data.graph import HOMOGENEOUS
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 

@@ -10,7 +10,7 @@ import time
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_typed
-from gnnpipe.data.typed_graph import TYPED, phase_csrs
+from gnnpipe.data.graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate

@@ -1,6 +1,6 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
-audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
+audited as the one-type case of a typed graph (``Graph.homogeneous``); only the files keep
 the layout of its types (gnnpipe/io/splits.py ``write_split``)."""
 
 from gnnpipe import io
@@ -10,7 +10,7 @@ from gnnpipe.config import load_params
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name
+from gnnpipe.data.graph import TYPED, Graph, edge_type_name
 
 
 
@@ -26,7 +26,7 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
-def _fit_features(params, report: dict, graph: HeteroGraph, roles=None) -> dict:
+def _fit_features(params, report: dict, graph: Graph, roles=None) -> dict:
     """Fits features.normalize (gnnpipe/data/features.py): on the train nodes of ``roles`` (None:
     all nodes), per node type for typed files; notes the fit in the audit report."""
     kind = params.features.normalize
@@ -50,7 +50,7 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 
 def run_nodes(args, params) -> str:
     """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py)."""
-    graph = io.read_typed_graph(args.prepared)
+    graph = io.read_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.node
     node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"))
@@ -74,7 +74,7 @@ def run_nodes(args, params) -> str:
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
     (gnnpipe/splitting/link_split.py)."""
-    graph = io.read_typed_graph(args.prepared)
+    graph = io.read_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"))

@@ -33,7 +33,7 @@ from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import builders
 from gnnpipe.training.train import fit
-from gnnpipe.data.typed_graph import edge_type_name
+from gnnpipe.data.graph import edge_type_name
 
 
 

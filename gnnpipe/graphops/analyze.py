@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import UNLABELLED, Csr, Graph
+from gnnpipe.data.graph import UNLABELLED, Csr, TargetView
 
 PHASES = ("train", "val", "test")
 
@@ -205,8 +205,8 @@ def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray
     return out
 
 
-def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Csr] | None = None,
-                  roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
+def analyze_graph(graph: TargetView, cfg: AnalyzeParams,
+                  message_graphs: dict[str, Csr] | None = None, roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot.
 
     ``message_graphs`` and ``roles`` (str (N,)) add per-phase figures when given. The report's

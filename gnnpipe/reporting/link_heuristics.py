@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr, contains, row_positions
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import contains, row_positions
 from gnnpipe.graphops.partition import symmetric_simple
 
 HEURISTICS = ("common_neighbours", "adamic_adar", "resource_allocation")

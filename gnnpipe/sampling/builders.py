@@ -38,7 +38,7 @@ from gnnpipe.training.sharding import NodeRows
 @dataclass(frozen=True)
 class Source:
     """What a loader draws from. ``graph``: a ``Graph`` (x (N, F), y (N,)) or a
-    ``HeteroGraph``; ``train_graph``: the train phase's message graph (``Csr``, or edge type ->
+    ``Graph``; ``train_graph``: the train phase's message graph (``Csr``, or edge type ->
     ``Csr``); ``seeds``: every train node (T,) of the (target) type, ``rank_seeds`` this DDP
     rank's share of them; ``edge_index``: ``train_graph.edge_index()`` when the caller holds it.
     Node options: ``temporal`` (sampler keyword arguments and the loader's ``input_time``),
@@ -157,7 +157,7 @@ def hgt_batches(graph, train_graph: dict, train_nodes: np.ndarray, num_samples: 
     """HGT per-type node budgets (``HeteroBudgetSampler``, PyG's ``HGTLoader`` semantics):
     shuffled batches of the target type's ``train_nodes`` (int (T,)) over ``train_graph``, loss
     on the seeds."""
-    sampler = HeteroBudgetSampler({t: graph.num_nodes(t) for t in graph.node_types}, train_graph,
+    sampler = HeteroBudgetSampler(graph.num_nodes_dict, train_graph,
                                   list(num_samples), seed=seed)
     loader = NodeLoader(hetero_data(graph, train_graph), node_sampler=sampler,
                         input_nodes=(graph.target, torch.from_numpy(train_nodes)),
@@ -175,7 +175,7 @@ def typed_neighbor_batches(graph, train_graph: dict, seeds: np.ndarray, cfg, bat
     returned. Loss on the seeds; every edge type is in each batch."""
     temporal = dict(temporal or {})
     input_time = temporal.pop("input_time", None)
-    sampler = HeteroNeighborSampler({t: graph.num_nodes(t) for t in graph.node_types},
+    sampler = HeteroNeighborSampler(graph.num_nodes_dict,
                                     train_graph, list(cfg.num_neighbors), replace=cfg.replace,
                                     subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint,
                                     seed=seed, **temporal)

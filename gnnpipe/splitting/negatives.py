@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import contains, sorted_unique
+from gnnpipe.data.edges import contains, sorted_unique
 
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
 

@@ -19,14 +19,14 @@ from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name
 
 
 @dataclass(frozen=True)
 class ModelInputs:
     """What a model reads, whatever the kind.
 
-    ``graph``: a ``Graph`` (``x`` (N, F) as models read it) or a ``HeteroGraph`` (``x`` per
+    ``graph``: a ``Graph`` (``x`` (N, F) as models read it) or a ``Graph`` (``x`` per
     node type); ``message_graphs``: phase -> Csr, or phase -> edge type -> Csr; ``phases``:
     phase -> ``PhaseInput`` of the phases asked for (x, the phase's own edges, the layer-wise
     engine of ``train.inference``); ``num_hops``: sign's K (0 otherwise); ``target``: the node

@@ -20,7 +20,7 @@ import pytest
 
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.prepare import build, build_typed
-from gnnpipe.data.typed_graph import edge_pairs
+from gnnpipe.data.edges import edge_pairs
 from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation, RawTypedGraph
 
 N = 5  # few nodes, many rows: every pair repeats, in both orientations, with loops

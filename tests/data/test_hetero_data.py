@@ -11,7 +11,8 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, homogeneous_csr
+from gnnpipe.data.graph import EDGE, NODE
+from gnnpipe.data.edges import edge_pairs, homogeneous_csr
 from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
 from gnnpipe.runtime.rng import make_rng
 
@@ -40,7 +41,7 @@ def test_generator_is_deterministic_and_seed_dependent():
 def test_generator_types_sizes_and_reverse_edges():
     g = small_hetero()
     assert g.node_types == ("paper", "author", "venue") and g.target == "paper"
-    assert [g.num_nodes(t) for t in g.node_types] == [600, 200, 6]
+    assert [g.num_nodes_dict[t] for t in g.node_types] == [600, 200, 6]
     assert [g.x[t].shape[1] for t in g.node_types] == [16, 8, 4]  # typed widths differ
     assert g.y.shape == (600,) and g.num_classes == 3
     for edge_type, reverse in g.reverse.items():  # every reverse type holds the flipped edges

@@ -24,13 +24,13 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
-from gnnpipe.data.graph import ROLES, Graph, normalize_edges
+from gnnpipe.data.graph import ROLES, Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import build, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import one_type
 
 N, F, C = 40, 3, 4
 # Sparse, shuffled integer ids and string ids: row i of the node table is node i.

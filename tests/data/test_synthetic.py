@@ -9,7 +9,7 @@ import pytest
 
 from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
-from gnnpipe.data.graph import normalize_edges
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import prepare, validate_arrays
 from gnnpipe.runtime.rng import make_rng
 

@@ -18,13 +18,13 @@ from gnnpipe.splitting import audit
 from gnnpipe.graphops.analyze import analyze_graph, homophily, label_coverage, label_distribution
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import EDGE, ROLES, UNLABELLED, Csr, Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.reporting.metrics import classification_metrics
 from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import EDGE, edge_pairs, one_type, phase_csrs
 
 from test_hetero_data import small_hetero
 from test_report import _inputs
@@ -163,7 +163,7 @@ def test_public_split_unlabelled_is_reported_by_the_split_stage(half, tmp_path, 
 
 def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
     graph = small_hetero()
-    n = graph.num_nodes("paper")
+    n = graph.num_nodes_dict["paper"]
     y = graph.y.clone()
     unlabelled = np.zeros(n, dtype=bool)
     unlabelled[np.random.default_rng(3).permutation(n)[: n // 2]] = True

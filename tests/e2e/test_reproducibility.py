@@ -82,7 +82,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.sampling.builders import neighbor_batches
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type
+    from gnnpipe.data.graph import Graph
     from gnnpipe.training.train import build_inputs, fit
 
     from conftest import small_params
@@ -124,7 +124,7 @@ from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
+from gnnpipe.data.graph import Graph
 torch.set_num_threads(1)
 params = small_params(num_nodes=2000, num_features=32)
 graph = prepare(params.dataset, params.seed)[0]

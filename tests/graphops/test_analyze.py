@@ -14,7 +14,8 @@ from conftest import small_params
 from gnnpipe.graphops.analyze import (analyze_graph, connected_components, degree_histogram, dirichlet_energy,
                              homophily, mean_cosine_similarity, smoothing_report)
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.data.prepare import prepare
 
 
@@ -189,7 +190,7 @@ def test_phase_stats_of_an_inductive_split():
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type, phase_csrs
+    from gnnpipe.data.graph import Graph, phase_csrs
 
     split = split_nodes(one_type(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
     report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs), split.roles)

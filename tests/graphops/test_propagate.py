@@ -11,7 +11,8 @@ import scipy.sparse as sp
 import torch
 
 from gnnpipe.config import PropagateParams
-from gnnpipe.data.graph import Csr, normalize_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.graphops.propagate import normalized_adjacency, propagate
 
 

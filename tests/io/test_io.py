@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gnnpipe.commands.variant import split_task
-from gnnpipe.data.graph import Graph
+from gnnpipe.data.graph import EDGE, Graph
 from gnnpipe.io.atomic import atomic_dir, atomic_path
 from gnnpipe.io.common import EDGES_SCHEMA
 from gnnpipe.io.description import DESCRIPTION_SCHEMA, read_description
@@ -22,7 +22,6 @@ from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
 from gnnpipe.io.prepared import read_edge_table, read_graph, read_node_table, write_prepared
 from gnnpipe.io.splits import read_split_meta, write_split
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.data.typed_graph import EDGE, one_type
 
 from conftest import make_tiny_graph
 

@@ -215,7 +215,7 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
     """Evaluation over ModelFeatures (rows per block of the map, never the whole matrix) gives
     the full forward's logits on the whole tensor."""
     from gnnpipe.config import TrainParams
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.training.inference import LayerwiseInference, layerwise_logits, csr_view
     from gnnpipe.training.models import build_model
 
@@ -239,7 +239,8 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
 def test_feature_store_over_a_source_reads_rows_without_making_the_file_resident(tmp_path):
     """open_prepared's FeatureStore (x behind a FeatureSource) and read_node_rows (a shard
     rank's rows, through that store): every row right, none of the 24 MiB file resident."""
-    from gnnpipe.data.graph import Graph, csr_from_edges
+    from gnnpipe.data.graph import Graph
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.sampling.store import open_prepared, read_node_rows
 
     n, f = 6144, 1024

@@ -14,7 +14,8 @@ from torch import nn
 from gnnpipe.training import loop
 from gnnpipe.training import train as train_module
 from gnnpipe.config import NodeSplitParams, PartitionParams, TrainParams
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.graphops.partition import assign_parts, build_shard
@@ -26,7 +27,6 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import _step, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
 

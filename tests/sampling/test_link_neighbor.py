@@ -28,7 +28,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.training.train import build_inputs
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import Graph, phase_csrs
 
 
 CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,

@@ -499,7 +499,8 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     from gnnpipe.commands.loaders import node_source
     from gnnpipe.config import params_from_dict
     from gnnpipe.training.distributed import SINGLE
-    from gnnpipe.data.graph import Graph, csr_from_edges
+    from gnnpipe.data.graph import Graph
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.sampling.builders import build
 
     rng = np.random.default_rng(3)

@@ -18,14 +18,14 @@ import gnnpipe.sampling as sampling
 from gnnpipe.sampling import hops
 from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict)
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr, Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type, phase_csrs
 
 MODES = [("directional", False), ("bidirectional", False), ("induced", False),
          ("directional", True), ("induced", True)]

@@ -14,7 +14,8 @@ from torch_geometric.nn.models import GCN, GAT, GraphSAGE
 from gnnpipe import cli
 from gnnpipe.config import (NodeSplitParams, ParamsError, ShadowParams, TrainParams,
                             params_from_dict)
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
@@ -22,7 +23,6 @@ from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import _step, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
 
 
 def _undirected(num_nodes=200, avg_degree=5, seed=0) -> Csr:

@@ -20,7 +20,8 @@ from torch_geometric.utils import to_dense_adj
 
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, ShadowParams, params_from_dict
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.training.models import build_model
@@ -442,7 +443,7 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type
+    from gnnpipe.data.graph import Graph
     from gnnpipe.training.train import build_inputs, fit
 
     roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles

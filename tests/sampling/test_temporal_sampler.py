@@ -16,7 +16,8 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.sampling import CsrNeighborSampler
 from gnnpipe.sampling.temporal import TemporalIndex, align_edge_times, temporal_options
 

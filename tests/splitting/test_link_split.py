@@ -13,10 +13,10 @@ from gnnpipe import io
 from gnnpipe.splitting import audit
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import EDGE, Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.splitting.link_split import is_symmetric, split_links
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.typed_graph import EDGE, one_type, phase_csrs
 
 
 def _graph(csr):

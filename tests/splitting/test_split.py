@@ -10,10 +10,9 @@ import torch
 
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams
-from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.graph import EDGE, Csr, Graph
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import message_graphs, split_nodes
-from gnnpipe.data.typed_graph import EDGE, one_type
 
 
 def _split(graph, seed=0, **kw):
@@ -26,7 +25,7 @@ def _audit(graph, node_split):
 
 
 def test_a_homogeneous_graph_is_the_one_type_case_of_a_typed_graph(small_graph):
-    from gnnpipe.data.typed_graph import NODE, phase_csrs
+    from gnnpipe.data.graph import NODE, phase_csrs
 
     typed = one_type(small_graph)
     assert typed.is_homogeneous and typed.target == NODE and typed.edge_types == (EDGE,)
@@ -150,7 +149,7 @@ def test_message_graphs_restrict_by_role(tiny_graph):
 # time)
 def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
     """Cliques of ``size`` nodes joined in a ring by one edge each, plus 3 isolated nodes."""
-    from gnnpipe.data.graph import normalize_edges
+    from gnnpipe.data.edges import normalize_edges
 
     u, v = np.triu_indices(size, k=1)
     starts = np.arange(num_caves) * size
@@ -170,7 +169,7 @@ def test_connected_components_match_scipy_with_isolated_nodes():
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components as scipy_components
 
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.splitting.ordered_split import connected_components
 
     rng = np.random.default_rng(0)
@@ -189,7 +188,7 @@ def test_connected_components_match_scipy_with_isolated_nodes():
 def test_component_clusters_leave_no_edge_between_splits():
     graph = _caveman()
     # ring cut open: remove the ring edges so every cave is its own component
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
 
     src, dst = graph.csr.edge_index().numpy()
     same_cave = src // 10 == dst // 10

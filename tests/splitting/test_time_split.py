@@ -13,10 +13,10 @@ import torch
 
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams, ParamsError, params_from_dict
-from gnnpipe.data.graph import UNLABELLED, Graph, normalize_edges
+from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import message_graphs, split_nodes
-from gnnpipe.data.typed_graph import EDGE, one_type
 
 
 def timed_graph(n: int = 300, unlabelled_every: int = 5) -> Graph:
@@ -182,7 +182,7 @@ def test_typed_time_split_cuts_every_edge_type_at_the_target_times():
     from test_hetero_data import small_hetero
 
     base = small_hetero()
-    n = base.num_nodes(base.target)
+    n = base.num_nodes_dict[base.target]
     y = base.y.clone()
     y[::4] = UNLABELLED
     t = torch.from_numpy(np.random.default_rng(3).integers(0, 20, n))

@@ -25,7 +25,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.typed_graph import EDGE, one_type, phase_csrs
+from gnnpipe.data.graph import EDGE, Graph, phase_csrs
 
 from conftest import small_params
 from test_predict import TRAIN, _features, _graph, _ids, _params, _prepare, _roles

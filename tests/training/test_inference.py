@@ -17,7 +17,8 @@ from gnnpipe.training import distributed
 from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict, replace)
 from gnnpipe.training.distributed import SINGLE, DistContext
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, LayerwiseInference, _gcn_rows,
                                cost_prefix, gcn_inv_sqrt_degree, layerwise_logits, csr_view,
                                plan, rank_rows, row_blocks)
@@ -26,7 +27,6 @@ from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 

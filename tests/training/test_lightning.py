@@ -27,7 +27,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import PHASES, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
+from gnnpipe.data.graph import Graph
 from conftest import small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs

@@ -31,7 +31,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.train import build_inputs
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import Graph, phase_csrs
 
 from test_pipeline import _ran, _run, make_scratch_repo
 

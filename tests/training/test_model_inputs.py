@@ -111,7 +111,7 @@ def test_the_model_it_builds_reads_its_inputs(split_repo):
     with torch.no_grad():
         y = model(test.x, test.edge_index)
     rows = (inputs.graph.num_nodes if kind == "homogeneous" else
-            inputs.graph.num_nodes(inputs.target) if task == "node" else inputs.graph.total_nodes)
+            inputs.graph.num_nodes_dict[inputs.target] if task == "node" else inputs.graph.num_nodes)
     assert y.shape == (rows, out_dim)
     task_meta = {"num_classes": out_dim} if task == "node" else {"task": "link",
                                                                   "embedding_dim": out_dim}
@@ -137,7 +137,7 @@ def test_roles_and_supervision_are_of_the_target(split_repo):
         offsets = inputs.graph.offsets()
         src = sup.edges["train_supervision"][0]
         assert src.min() >= offsets[edge_type[0]]
-        assert src.max() < offsets[edge_type[0]] + inputs.graph.num_nodes(edge_type[0])
+        assert src.max() < offsets[edge_type[0]] + inputs.graph.num_nodes_dict[edge_type[0]]
 
 
 def test_the_mlp_reads_no_edges(split_repo):

@@ -19,10 +19,10 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
-from gnnpipe.data.graph import UNLABELLED, Graph, normalize_edges
+from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
-from gnnpipe.data.typed_graph import EDGE, one_type
 
 N, C, F = 90, 3, 6
 CLASSES = ["cat", "dog", "eel"]

@@ -15,7 +15,7 @@ from gnnpipe.graphops.propagate import propagate
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import Graph, phase_csrs
 
 FAST = TrainParams(epochs=60, patience=20, hidden=32)
 
