@@ -31,6 +31,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.splitting.split import split_nodes
+from conftest import as_graph
 
 N, F, C = 40, 3, 4
 # Sparse, shuffled integer ids and string ids: row i of the node table is node i.
@@ -110,7 +111,7 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
 
 
 def test_gnnpipe_own_prepared_tables_read_back_as_a_parquet_source(tmp_path, small_graph):
-    io.write_prepared(tmp_path, small_graph)  # fixed-size list features, node_id 0..N-1
+    io.write_prepared(tmp_path, as_graph(small_graph))  # fixed-size list features, node_id 0..N-1
     cfg = dataset("parquet", tmp_path, nodes={"id": "node_id"})
     assert_same_graph(prepare_dataset(cfg, 0).graph, small_graph)
 
@@ -536,10 +537,10 @@ def test_planetoid_round_trips_with_its_public_split(tmp_path):
     assert prepared.report["public_split"] == {"train": PLANETOID_TRAIN, "val": 500,
                                                "test": PLANETOID_TEST, "unused": 0}
 
-    io.write_prepared(tmp_path / "prepared", graph)  # public_roles survive graph.pt
+    io.write_prepared(tmp_path / "prepared", as_graph(graph))  # public_roles survive graph.pt
     back = io.read_graph(tmp_path / "prepared")
     assert torch.equal(back.public_roles, graph.public_roles)
-    node_split = split_nodes(one_type(back), NodeSplitParams(strategy="public"),
+    node_split = split_nodes(as_graph(back), NodeSplitParams(strategy="public"),
                              make_rng(0, "split"))
     assert np.array_equal(node_split.roles, roles)
 
@@ -558,7 +559,7 @@ def test_planetoid_errors_name_what_is_missing(tmp_path):
 def test_public_strategy_without_a_public_split_is_refused(tiny_graph):
     with pytest.raises(ValueError, match=r"split\.node\.strategy=public needs a dataset with an "
                                          r"official split"):
-        split_nodes(one_type(tiny_graph), NodeSplitParams(strategy="public"), make_rng(0, "split"))
+        split_nodes(as_graph(tiny_graph), NodeSplitParams(strategy="public"), make_rng(0, "split"))
 
 
 # ---------------------------------------------------------------------------------------- ogb

@@ -177,7 +177,7 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
         "gnnpipe prepare: typed graph: 4 item, 6 user; 20 edges in 3 types, target user (2 "
         "duplicates, 1 self-loops removed); featureless: item (degree features) -> data/prepared")
     out = tmp_path / "data/prepared"
-    graph = io.read_typed_graph(out)
+    graph = io.read_graph(out)
     expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
     assert graph.node_time.keys() == expected.node_time.keys()
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
@@ -199,7 +199,7 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
     payload["time.user"] = payload["time.user"][:2]
     torch.save(payload, path)
     with pytest.raises(ValueError, match=r"'time.user' has 2 entries for 6 user nodes"):
-        io.read_typed_graph(tmp_path / "data/prepared")
+        io.read_graph(tmp_path / "data/prepared")
 
 
 def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):

@@ -168,7 +168,7 @@ def _mapped_file(tensor: torch.Tensor) -> str | None:
 def test_get_of_k_rows_reads_those_rows_from_the_memory_map(tmp_path):
     csr = random_csr(n=300, e=1500)
     x = torch.randn(300, 16)
-    io.write_prepared(tmp_path, Graph(csr, x, torch.randint(0, 3, (300,)), 3))
+    io.write_prepared(tmp_path, Graph.homogeneous(csr, x, torch.randint(0, 3, (300,)), 3))
     fs, gs = open_prepared(tmp_path)
     stored = fs.get_tensor(None, "x", None)
     assert _mapped_file(stored) == str(tmp_path / "graph.pt")  # the file, not a copy

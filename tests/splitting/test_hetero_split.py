@@ -12,11 +12,12 @@ from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.data.graph import EDGE, NODE, Graph
+from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
+from conftest import as_graph
 
 from test_hetero_data import small_hetero
 
@@ -204,7 +205,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
     """A homogeneous split's files, unchanged, read by the typed readers: message graphs as
     ``{EDGE: csr}`` (shared per file), the homogeneous roles and link split with edge type
     ``EDGE``: the values the homogeneous readers give."""
-    g = one_type(small_graph)
+    g = as_graph(small_graph)
     n = small_graph.num_nodes
     node = node_split(g)
     io.write_split(tmp_path / "node", g, node.message_graphs, {"mode": node.mode},
@@ -217,7 +218,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
     assert np.array_equal(io.read_typed_roles(tmp_path / "node", g),
                           io.read_split_roles(tmp_path / "node"))
     with pytest.raises(ValueError, match=f"{n} split roles for 1499 nodes"):
-        io.read_typed_roles(tmp_path / "node", one_type(
+        io.read_typed_roles(tmp_path / "node", as_graph(
             type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
     link = link_split(g)
@@ -246,7 +247,7 @@ def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
 def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
     """A homogeneous graph's report has the typed report's keys (target, message edges per
     edge type; link: the held-out and reverse edge types), and neither says "hetero"."""
-    homogeneous = one_type(small_graph)
+    homogeneous = as_graph(small_graph)
     reports = {}
     for name, g in (("typed", graph), ("homogeneous", homogeneous)):
         split = node_split(g)

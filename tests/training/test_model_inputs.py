@@ -59,7 +59,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
     assert set(inputs.phases) == set(PHASES)
     expected = _message_edges(args, inputs, kind)
     if kind == "homogeneous":
-        raw = io.read_graph(args.prepared).x
+        raw = io.read_graph(args.prepared).target_view().x
         assert inputs.target is None
         assert torch.equal(inputs.graph.x, model_features(args, raw))
         assert not torch.equal(inputs.graph.x, raw)  # standardize: not the stored features
@@ -67,7 +67,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
             assert torch.equal(inputs.phases[phase].x, inputs.graph.x)
             assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
     else:
-        raw = io.read_typed_graph(args.prepared)
+        raw = io.read_graph(args.prepared)
         assert inputs.target == raw.target
         for t, x in raw.x.items():
             assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
