@@ -52,7 +52,7 @@ def run(args) -> str:
             io.write_node_ids(out, ids, prepared.node_time.get(node_type), storage.compression,
                               node_type=node_type)
         if prepared.edge_attrs:
-            src, dst = graph.csr.edge_index().numpy()
+            src, dst = graph.target_csr().edge_index().numpy()  # homogeneous: its one relation
             io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
         classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                    if prepared.class_values is None else prepared.class_values)

@@ -377,7 +377,7 @@ def test_stage_propagates_each_phase_over_its_own_message_graph(inductive_folder
 
     from gnnpipe import io
 
-    graph = io.read_graph(inductive_folder / "data/prepared")
+    graph = io.read_graph(inductive_folder / "data/prepared").target_view()
     graphs = io.read_message_graphs(inductive_folder / "data/split", graph.num_nodes)
     hops = io.read_propagated(inductive_folder / "data/propagate")
     cfg = PropagateParams(hops=2, norm="ppr", alpha=0.15, dtype="bfloat16", block_rows=100)

@@ -64,7 +64,7 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
     io.write_prepared(external, as_graph(tiny_graph), feature_dtype=dtype, features="external", block_rows=3)
     assert not (inline / io.FEATURES_FILE).exists() and (external / io.FEATURES_FILE).exists()
     for mmap in (False, True):
-        a, b = io.read_graph(inline, mmap=mmap), io.read_graph(external, mmap=mmap)
+        a, b = (io.read_graph(p, mmap=mmap).target_view() for p in (inline, external))
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
         assert torch.equal(io.read_graph(external, mmap=mmap, stored_x=True).target_view().x,
                            io.read_graph(inline, mmap=mmap, stored_x=True).target_view().x)
@@ -127,7 +127,8 @@ def test_prepare_streams_external_features_and_writes_the_same_graph(tmp_path, m
         params = {**SMALL, "dataset": {**SMALL["dataset"], "storage": {"features": mode}}}
         (root / "params.yaml").write_text(yaml.safe_dump(params))
         assert main(["prepare"]) == 0
-    a, b = (io.read_graph(roots[m] / "data/prepared") for m in ("inline", "external"))
+    a, b = (io.read_graph(roots[m] / "data/prepared").target_view()
+            for m in ("inline", "external"))
     assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
     assert torch.equal(a.csr.indices, b.csr.indices)
     assert (roots["external"] / "data/prepared" / io.FEATURES_FILE).exists()

@@ -26,7 +26,7 @@ def _x_bytes(prepared):
 
 def test_float32_is_exact_and_the_default(graph, tmp_path):
     io.write_prepared(tmp_path, as_graph(graph))
-    back = io.read_graph(tmp_path)
+    back = io.read_graph(tmp_path).target_view()
     assert back.x.dtype == torch.float32 and torch.equal(back.x, graph.x)
     assert pq.ParquetFile(tmp_path / "nodes.parquet").metadata.row_group(0).column(0) \
         .compression == "ZSTD"
@@ -38,7 +38,7 @@ def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tm
     full.mkdir(), half.mkdir()
     io.write_prepared(full, as_graph(graph))
     io.write_prepared(half, as_graph(graph), feature_dtype=dtype)
-    back = io.read_graph(half, mmap=True)
+    back = io.read_graph(half, mmap=True).target_view()
     assert back.x.dtype == torch.float32
     assert torch.equal(back.x, graph.x.to(DTYPES[dtype]).float())
     assert not torch.equal(back.x, graph.x)  # really rounded

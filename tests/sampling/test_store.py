@@ -214,7 +214,7 @@ def _homogeneous(kind: str):
     x, y = features(60), torch.arange(60) % 3
     if kind == "gnnpipe":
         data = Data(x=x, y=y, edge_index=csr.edge_index(), num_nodes=60)
-        return data, (GnnpipeFeatureStore.from_graph(Graph(csr, x, y, 3)),
+        return data, (GnnpipeFeatureStore.from_graph(Graph.homogeneous(csr, x, y, 3).target_view()),
                       CsrGraphStore.from_csr(csr))
     edge_index = csr.edge_index()[:, torch.randperm(csr.num_edges,
                                                     generator=torch.Generator().manual_seed(1))]
