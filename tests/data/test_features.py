@@ -311,16 +311,19 @@ def test_shard_rows_are_normalized_rows_of_the_whole(tmp_path, monkeypatch):
 
 
 def test_none_keeps_the_memory_mapped_x(tmp_path, monkeypatch):
-    from gnnpipe.commands.inputs import read_model_graph
+    from gnnpipe.config import TrainParams
+    from gnnpipe.training.model_inputs import read_model_inputs
 
     root = _repo(tmp_path, monkeypatch, "none")
     read, real = [], io.read_graph
     monkeypatch.setattr(io, "read_graph", lambda *a, **k: read.append(real(*a, **k)) or read[-1])
-    graph = read_model_graph(_args(root), mmap=True)
-    assert graph.x is read[0].target_view().x  # the very tensor torch.load(mmap=True) gave: no copy
+    inputs = read_model_inputs(_args(root), TrainParams(model="mlp"), "node")
+    # the very tensor torch.load(mmap=True) gave: no copy
+    assert inputs.graph.target_view().x is read[0].target_view().x
     (root / "params.yaml").write_text(yaml.safe_dump({**SMALL, "features": {"normalize": "row"}}))
     assert main(["split"]) == 0
-    assert read_model_graph(_args(root), mmap=True).x is not read[-1].target_view().x
+    inputs = read_model_inputs(_args(root), TrainParams(model="mlp"), "node")
+    assert inputs.graph.target_view().x is not read[-1].target_view().x
 
 
 def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):

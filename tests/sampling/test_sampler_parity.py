@@ -521,12 +521,11 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
                   "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
     roles = np.array(["train"] * n)
     inputs = SimpleNamespace(  # gnnpipe.training.model_inputs.ModelInputs of a homogeneous graph
-        graph=SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
-                              timestamps=None, num_nodes=n),
+        graph=Graph.homogeneous(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2),
         message_graphs={"train": train},
         phases={"train": SimpleNamespace(edge_index=train.edge_index())}, target=None)
     source = node_source(SimpleNamespace(prepared=tmp_path), params.train, SINGLE, inputs, roles)
-    loader = build("homogeneous", source, params.train, params.seed, SINGLE).loader.loader
+    loader = build(source, params.train, params.seed, SINGLE).loader.loader
     by_key = dict(zip((src * n + dst).tolist(), weight.tolist()))
     t_src, t_dst = train.edge_index().numpy()
     return loader, train, np.array([by_key[k] for k in (t_src * n + t_dst).tolist()])
