@@ -7,7 +7,7 @@ built with gnnpipe's own contextual SBM generator so benches and pipeline share 
 
     from bench.common import add_graph_args, load_graph
     args = add_graph_args(argparse.ArgumentParser()).parse_args()
-    graph = load_graph(args)          # its TargetView (csr, x, y), same bytes for the same arguments
+    graph = load_graph(args)          # a TargetView (csr, x, y); same bytes for the same args
 
 Run benches from the repository root as modules: ``python -m bench.propagate --scale 0.1``.
 """

@@ -210,8 +210,10 @@ def main(argv=None) -> None:
 
 
 def _prepared(graph, folder: Path) -> Path:
-    """``graph`` (the bench graph's view) written as the prepare stage writes it (graph.pt is what the store maps)."""
-    io.write_prepared(folder, Graph.homogeneous(graph.csr, graph.x, graph.y, graph.num_classes))
+    """``graph`` (the bench graph's view) written as the prepare stage writes it (graph.pt is
+    what the store maps)."""
+    io.write_prepared(folder, Graph.homogeneous(graph.csr, graph.x, graph.y,
+                                                graph.num_classes))
     return folder
 
 

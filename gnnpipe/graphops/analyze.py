@@ -206,7 +206,8 @@ def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray
 
 
 def analyze_graph(graph: TargetView, cfg: AnalyzeParams,
-                  message_graphs: dict[str, Csr] | None = None, roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
+                  message_graphs: dict[str, Csr] | None = None,
+                  roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot.
 
     ``message_graphs`` and ``roles`` (str (N,)) add per-phase figures when given. The report's

@@ -46,7 +46,7 @@ def write_description(out: Path, graph: Graph, *, features_file: str | None = No
         extras["features"] = features_file
     write_json(Path(out) / DESCRIPTION, {
         "schema": DESCRIPTION_SCHEMA,
-        "node_types": [[t, graph.num_nodes_dict[t], int(graph.x[t].shape[1])] for t in graph.node_types],
+        "node_types": [[t, n, int(graph.x[t].shape[1])] for t, n in graph.num_nodes_dict.items()],
         "edge_types": [edge_type_name(e) for e in graph.edge_types],
         "target": graph.target, "num_classes": graph.num_classes,
         "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()},

@@ -29,8 +29,8 @@ def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType
                 edges: dict[str, torch.Tensor] | None = None,
                 negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
-    a ``Graph.homogeneous`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
-    (N_target,) in SPLIT_ROLES. Link task:
+    a ``Graph.homogeneous`` graph); ``meta`` goes into meta.json after its ``task``. Node task:
+    ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one

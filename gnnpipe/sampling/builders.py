@@ -39,8 +39,9 @@ from gnnpipe.training.sharding import NodeRows
 class Source:
     """What a loader draws from. ``graph``: the ``Graph`` with the features models read (a
     homogeneous one's builders read its ``target_view``: x (N, F), y (N,)); ``train_graph``: the
-    train phase's message graph (``Csr``, or edge type -> ``Csr``); ``seeds``: every train node (T,) of the (target) type, ``rank_seeds`` this DDP
-    rank's share of them; ``edge_index``: ``train_graph.edge_index()`` when the caller holds it.
+    train phase's message graph (``Csr``, or edge type -> ``Csr``); ``seeds``: every train node
+    (T,) of the (target) type, ``rank_seeds`` this DDP rank's share of them; ``edge_index``:
+    ``train_graph.edge_index()`` when the caller holds it.
     Node options: ``temporal`` (sampler keyword arguments and the loader's ``input_time``),
     ``edge_weight`` (E_train,), ``partition`` (meta, part of every node (N,), train nodes per
     part (P,)), ``train_mask`` (N,). Link task: ``supervision`` (a

@@ -156,7 +156,8 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
     assert prepared.node_ids[None].type == pa.string() and prepared.node_ids[None].to_pylist() == ids
     src, dst = prepared.graph.target_view().csr.edge_index().numpy()
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 2)]
-    assert prepared.graph.target_view().x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
+    x = prepared.graph.target_view().x
+    assert x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
 
     canonical = ["10", "-3", "0", "9223372036854775807"]
     folder = _csv_folder(tmp_path / "ints", canonical, [("10", "-3"), ("0", "9223372036854775807")])
@@ -281,7 +282,8 @@ def test_string_labels_become_sorted_class_codes(tmp_path):
     pq.write_table(nodes.set_column(2, "label", pa.array(names)), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder), 0)
     assert prepared.report["class_names"] == ["ant", "cat", "dog", "eel"]
-    assert prepared.graph.target_view().y.tolist() == [["ant", "cat", "dog", "eel"].index(v) for v in names]
+    y = prepared.graph.target_view().y
+    assert y.tolist() == [["ant", "cat", "dog", "eel"].index(v) for v in names]
 
 
 def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):

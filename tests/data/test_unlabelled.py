@@ -353,8 +353,8 @@ def test_no_edge_between_labelled_nodes_leaves_homophily_undefined_with_a_warnin
     # a star: the unlabelled centre 0 joins labelled leaves 1..4, which touch nothing else
     csr, _ = normalize_edges(np.zeros(4, dtype=np.int64), np.arange(1, 5), 5, undirected=True,
                              dedup=True, remove_self_loops=True)
-    graph = Graph.homogeneous(csr=csr, x=torch.zeros(5, 1), y=torch.tensor([UNLABELLED, 0, 1, 0, 1]),
-                  num_classes=2).target_view()
+    graph = Graph.homogeneous(csr, torch.zeros(5, 1), torch.tensor([UNLABELLED, 0, 1, 0, 1]),
+                              num_classes=2).target_view()
     report, _ = analyze_graph(graph, AnalyzeParams())
     h = report["homophily"]
     assert h["edge"] is None and h["node"] is None and h["adjusted"] is None

@@ -178,7 +178,7 @@ def test_report_counts_are_consistent(tiny_graph):
 
 def test_isolated_nodes_warning():
     csr = _undirected([0, 1], [1, 2], 10)  # 7 of 10 nodes isolated
-    graph = Graph.homogeneous(csr=csr, x=torch.zeros(10, 1), y=torch.arange(10) % 2, num_classes=2).target_view()
+    graph = Graph.homogeneous(csr, torch.zeros(10, 1), torch.arange(10) % 2, 2).target_view()
     report, _ = analyze_graph(graph, AnalyzeParams())
     assert report["degree"]["isolated_nodes"] == 7
     assert report["components"]["count"] == 8 and report["components"]["singletons"] == 7

@@ -61,7 +61,8 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
     inline, external = tmp_path / "inline", tmp_path / "external"
     inline.mkdir(), external.mkdir()
     io.write_prepared(inline, as_graph(tiny_graph), feature_dtype=dtype)
-    io.write_prepared(external, as_graph(tiny_graph), feature_dtype=dtype, features="external", block_rows=3)
+    io.write_prepared(external, as_graph(tiny_graph), feature_dtype=dtype, features="external",
+                      block_rows=3)
     assert not (inline / io.FEATURES_FILE).exists() and (external / io.FEATURES_FILE).exists()
     for mmap in (False, True):
         a, b = (io.read_graph(p, mmap=mmap).target_view() for p in (inline, external))

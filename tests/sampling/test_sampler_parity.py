@@ -510,7 +510,8 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     src, dst = csr.edge_index().numpy()
     weight = rng.random(csr.num_edges)
     weight[rng.random(csr.num_edges) < 0.5] = 0.0
-    io.write_prepared(tmp_path, Graph.homogeneous(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2))
+    io.write_prepared(tmp_path, Graph.homogeneous(csr, torch.zeros(n, 2),
+                                                  torch.zeros(n, dtype=torch.long), 2))
     if with_weights:
         io.write_edge_attrs(tmp_path, src, dst, {"weight": pa.array(weight)})
     keep = dst >= 10

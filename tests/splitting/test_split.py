@@ -279,7 +279,8 @@ def test_synthetic_timestamps_reach_the_split_stage_without_changing_the_graph(t
     assert plain.timestamps is None and timed.timestamps.shape == (1500,)
     assert torch.equal(plain.csr.indices, timed.csr.indices) and torch.equal(plain.x, timed.x)
     io.write_prepared(tmp_path / "prepared", as_graph(timed))
-    assert torch.equal(io.read_graph(tmp_path / "prepared").target_view().timestamps, timed.timestamps)
+    back = io.read_graph(tmp_path / "prepared").target_view()
+    assert torch.equal(back.timestamps, timed.timestamps)
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({

@@ -29,7 +29,8 @@ def timed_graph(n: int = 300, unlabelled_every: int = 5) -> Graph:
     y = torch.from_numpy(rng.integers(0, 3, n))
     y[::unlabelled_every] = UNLABELLED
     t = torch.from_numpy(rng.integers(0, 30, n).astype(np.float64))
-    return Graph.homogeneous(csr=csr, x=torch.randn(n, 4), y=y, num_classes=3, timestamps=t).target_view()
+    return Graph.homogeneous(csr, torch.randn(n, 4), y, num_classes=3,
+                             timestamps=t).target_view()
 
 
 def _edges(csr) -> set[tuple[int, int]]:

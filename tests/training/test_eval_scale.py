@@ -187,7 +187,7 @@ def _labelled_graph():
     from test_predict import Graph, C  # noqa: N811 - that module's constant names
 
     graph = _graph()
-    return Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C).target_view()
+    return Graph.homogeneous(graph.csr, graph.x, graph.y.clamp(min=0), C).target_view()
 
 
 def test_link_stages_train_and_predict_layer_by_layer(tmp_path):

@@ -288,7 +288,7 @@ def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
 def link_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("predict_link")
     graph = _graph()
-    _prepare(folder, Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C).target_view(),
+    _prepare(folder, Graph.homogeneous(graph.csr, graph.x, graph.y.clamp(min=0), C).target_view(),
              _ids(), None)
     _params(folder, dataset={"task": "link"},
             split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
