@@ -165,9 +165,9 @@ STAGES: dict[str, Stage] = {
             _out("--out", PREDICT),
             _record("--metrics", "metrics/predict.json"),
         ), params_help="predict, and the train keys the model is rebuilt and run with"),
-    "evaluate": Stage(("threads", "seed", "dataset.task", "train.model", "train.num_layers",
-                       "propagate.hops", "evaluate"), (
-        _in("--prepared", PREPARED, read=["graph.pt"]),
+    "evaluate": Stage(("threads", "seed", "dataset.task", "train", "baseline", "propagate.hops",
+                       "evaluate"), (
+        _in("--prepared", PREPARED, "graph.pt; evaluate.seeds > 1 retrains as train does"),
         _in("--analysis", "metrics/graph.json",
             "analyze's homophily: the verdict names heterophily only when it is low"),
         _in("--baseline-metrics", "metrics/baseline.json",
@@ -175,6 +175,10 @@ STAGES: dict[str, Stage] = {
         _in("--split", SPLIT),
         _in("--model", MODEL, read=["predictions.pt"]),
         _in("--baseline", BASELINE, read=["predictions.pt"]),
+        # what train and baseline read: evaluate.seeds > 1 retrains both on it
+        _in("--features", FEATURES, "features.normalize as the split stage fitted it"),
+        _in("--propagate", PROPAGATE, "precomputed hops (train.sampler sign)"),
+        _in("--partition", PARTITION, "parts and shards (train.sampler cluster)"),
         _out("--details", DETAILS, "per-class F1 and confusion matrices"),
         _record("--metrics", "metrics/eval.json"),
         _metric("--summary", SUMMARY,
@@ -185,7 +189,7 @@ STAGES: dict[str, Stage] = {
                  "(actual, predicted) of the GNN on every test node, for `dvc plots`",
                  dvc={"template": "confusion", "x": "predicted", "y": "actual",
                       "title": "GNN confusion matrix (test nodes)"}),
-    )),
+    ), params_help="evaluate, and the train and baseline sections evaluate.seeds retrains with"),
     # reads no params key that changes its output (threads only pins its thread count)
     "report": Stage((), (
         _in("--metrics-dir", "metrics",

@@ -91,7 +91,7 @@ def baseline_links(args, params) -> str:
         build = lambda: build_model("mlp", x.shape[1], cfg.hidden, cfg)
         inputs, tags, what = build_inputs(x), {}, "link encoder"
     result = fit_link(build, inputs, sup.edges, sup.negatives, sup.sampler, cfg, _seed(params),
-                      options=LoopOptions(progress=progress))
+                      hard_negatives=sup.hard, options=LoopOptions(progress=progress))
     write_link_outputs(args, result, None)
     return _finish(args, result, "mlp", tags,
                    f"mlp {what}, best val MRR {result.summary['best_val_mrr']:.4f}")

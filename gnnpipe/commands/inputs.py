@@ -28,11 +28,13 @@ class TypedSplit:
 @dataclass(frozen=True)
 class LinkSupervision:
     """Positives per role (2, E_role) and fixed negatives per phase (E_phase, K) in the
-    model's node ids, and the sampler of training negatives."""
+    model's node ids, the sampler of training negatives and the split's hard negatives per
+    phase (E_phase, K_hard), None where it drew none."""
 
     edges: dict
     negatives: dict
     sampler: object
+    hard: dict | None = None
 
 
 def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch.Tensor:
@@ -99,7 +101,8 @@ def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkS
     if io.read_split_meta(args.split).get("negative_strategy") == "degree":
         weights = degree_weights(graphs["train"].degrees().numpy())
     return LinkSupervision(edges, negatives,
-                           training_sampler(visible[0], visible[1], num_nodes, weights))
+                           training_sampler(visible[0], visible[1], num_nodes, weights),
+                           io.read_hard_negatives(args.split, edges, num_nodes))
 
 
 def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSupervision]:
@@ -120,4 +123,7 @@ def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSup
     weights = (None if strategy == "uniform" and graph.layout == HOMOGENEOUS else
                negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
     sampler = typed_negative_sampler(graph, edge_type, visible[0], visible[1], weights)
-    return edge_type, LinkSupervision(shifted, shifted_negatives, sampler)
+    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes_dict[edge_type[2]])
+    return edge_type, LinkSupervision(
+        shifted, shifted_negatives, sampler,
+        None if hard is None else {phase: targets + d_off for phase, targets in hard.items()})

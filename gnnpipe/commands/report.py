@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from gnnpipe import io
-from gnnpipe.reporting.report import (SWEEP_PARAM, ReportInputs, parse_csv, render, render_sweep,
-                            sweep_rows)
+from gnnpipe.reporting.report import ReportInputs, parse_csv, render
+from gnnpipe.reporting.sweep import SWEEP_PARAM, render_sweep, sweep_rows
 
 
 

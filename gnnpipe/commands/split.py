@@ -7,7 +7,7 @@ from gnnpipe import io
 from gnnpipe.data import features
 from gnnpipe.splitting import audit
 from gnnpipe.config import load_params
-from gnnpipe.splitting.link_split import split_links
+from gnnpipe.splitting.link_split import hard_link_negatives, split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.data.graph import TYPED, Graph, edge_type_name
@@ -78,8 +78,13 @@ def run_links(args, params) -> str:
     typed = graph.layout == TYPED
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"))
+    # a stream of their own: the random negatives stay as they were without hard ones
+    hard = (hard_link_negatives(graph, link, cfg.num_hard_negatives,
+                                make_rng(params.seed, "split.hard"))
+            if cfg.num_hard_negatives else None)
     report = audit.audit_link_split(graph, link.edge_type, link.edges, link.negatives,
-                                    link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0)
+                                    link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0,
+                                    hard=hard)
     if not typed:
         report["undirected"] = link.undirected
     report["negative_strategy"] = cfg.negative_strategy
@@ -92,7 +97,7 @@ def run_links(args, params) -> str:
         io.write_split(out, graph, link.message_graphs, {
             **meta, "disjoint_train_ratio": cfg.disjoint_train_ratio,
             "negative_strategy": cfg.negative_strategy},
-            edges=link.edges, negatives=link.negatives)
+            edges=link.edges, negatives=link.negatives, hard_negatives=hard)
     _write_features(args, params, fitted)
     if typed:
         return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "

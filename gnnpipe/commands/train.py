@@ -116,7 +116,7 @@ def train_links(args, params, ctx, device):
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: inputs.model(cfg.hidden, "all"), inputs.phases, sup.edges,
                       sup.negatives, sup.sampler, cfg, torch_seed(params.seed, "train"),
-                      loader=loader, options=LoopOptions(
+                      loader=loader, hard_negatives=sup.hard, options=LoopOptions(
                           ctx=ctx, checkpointing=checkpointing, progress=progress, amp=cfg.amp,
                           device=device, callbacks=distributed.injected_faults()))
     held_out = {} if edge_type is None else {"edge_type": edge_type_name(edge_type)}

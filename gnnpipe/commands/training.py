@@ -38,6 +38,8 @@ def write_link_outputs(args, result, model_meta: dict | None) -> None:
     """Scores of every supervision and negative pair (and the weights) into ``args.out``."""
     with io.atomic_dir(args.out) as out:
         io.write_link_predictions(out, result.scores)
+        if result.hard_scores:
+            io.write_hard_link_scores(out, result.hard_scores)
         if model_meta is not None:
             io.save_model(out, result.state_dict, model_meta)
 

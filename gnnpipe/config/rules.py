@@ -71,6 +71,28 @@ def _check_baseline_models(params: Params) -> None:
                           "link use baseline.models: [mlp]")
 
 
+def _check_hard_negatives(params: Params) -> None:
+    """evaluate.link.negatives hard / both ranks against the hard negatives the split writes."""
+    negatives = params.evaluate.link.negatives
+    if (params.dataset.task == "link" and negatives != "random"
+            and params.split.link.num_hard_negatives == 0):
+        raise ParamsError(f"evaluate.link.negatives={negatives!r} needs hard negatives from the "
+                          "split: set split.link.num_hard_negatives >= 1, or "
+                          "evaluate.link.negatives: random")
+
+
+def _check_seeds(params: Params) -> None:
+    """evaluate.seeds > 1 retrains the node classifiers inside evaluate, on one process."""
+    seeds = params.evaluate.seeds
+    if seeds > 1 and params.dataset.task != "node":
+        raise ParamsError(f"evaluate.seeds={seeds} retrains node classifiers and needs "
+                          f"dataset.task=node (found {params.dataset.task!r}); set it to 1")
+    if seeds > 1 and params.train.dist.world_size > 1:
+        raise ParamsError(f"evaluate.seeds={seeds} retrains the GNN on one process, but "
+                          f"train.dist runs {params.train.dist.world_size}: set "
+                          "evaluate.seeds: 1 or train.dist.nproc and nnodes to 1")
+
+
 # ---------------------------------------------------------- models, inference and processes
 TYPED_LAYERWISE_MODELS = ("sage", "rgcn")  # typed models gnnpipe/training/inference.py blocks
 
@@ -184,7 +206,8 @@ def _check_partition_weights(params: Params) -> None:
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_split_mode, _check_aggregation, _check_engine, _check_partition_weights)
+    _check_hard_negatives, _check_seeds, _check_split_mode, _check_aggregation,
+    _check_engine, _check_partition_weights)
 
 
 def check(params: Params) -> None:

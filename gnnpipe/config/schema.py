@@ -163,6 +163,9 @@ class LinkSplitParams:
     num_val_negatives: int = num(100, low=1)  # fixed negatives per val positive
     num_test_negatives: int = num(100, low=1)  # fixed negatives per test positive
     negative_strategy: Literal["uniform", "degree"] = "uniform"  # degree: hard, degree-matched
+    # HeaRT-style hard negatives per val/test positive, beside the random ones: the targets of
+    # highest resource allocation from its source in the train graph (0 = none)
+    num_hard_negatives: int = num(100, low=0)
 
 
 @dataclass(frozen=True)
@@ -428,12 +431,26 @@ class ReachParams:
 
 
 @dataclass(frozen=True)
+class LinkEvaluateParams:
+    """dataset.task link (gnnpipe/reporting/link_evaluate.py)."""
+
+    # the split's negatives each model is ranked against: random (the GNN vs the MLP only, as
+    # before), hard (split.link.num_hard_negatives, with the CN / AA / RA heuristics) or both;
+    # with hard or both the verdict is on the hard ones, against the best baseline on val
+    negatives: Literal["random", "hard", "both"] = "both"
+
+
+@dataclass(frozen=True)
 class EvaluateParams:
     min_gain: float = num(0.01, low=0.0)  # GNN gain over the baseline below this: "inconclusive"
     # paired bootstrap draws over the test nodes (edges): the 95% interval of the gap
     bootstrap: int = num(1000, low=100)
+    # training seeds of the GNN and the chosen baseline: 1 = the models train / baseline wrote;
+    # N > 1 retrains both N - 1 more times on the same split and reports mean and spread
+    seeds: int = num(1, low=1, high=100)
     hits_k: tuple[int, ...] = num((10, 50), low=1)  # link task: Hits@K for each K
     reach: ReachParams = field(default_factory=ReachParams)
+    link: LinkEvaluateParams = field(default_factory=LinkEvaluateParams)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,23 @@ def read_link_predictions(model_dir: Path) -> dict[str, tuple[torch.Tensor, torc
     return out
 
 
+def write_hard_link_scores(out: Path, scores: dict[str, torch.Tensor]) -> None:
+    """``scores`` phase ("val", "test") -> float (P, K_hard): the split's hard negatives, beside
+    predictions.pt (which keeps the positives and the random negatives)."""
+    save_tensors(out / "hard_scores.pt", "gnnpipe.hard_link_scores/1",
+                 {f"{phase}_neg": scores[phase] for phase in LINK_EVAL_PHASES})
+
+
+def read_hard_link_scores(model_dir: Path) -> dict[str, torch.Tensor] | None:
+    """Phase -> hard-negative scores float32 (P, K_hard); None when the model scored none."""
+    path = Path(model_dir) / "hard_scores.pt"
+    if not path.exists():
+        return None
+    payload = load_tensors(path, "gnnpipe.hard_link_scores/1",
+                           {f"{phase}_neg": (torch.float32, 2) for phase in LINK_EVAL_PHASES})
+    return {phase: payload[f"{phase}_neg"] for phase in LINK_EVAL_PHASES}
+
+
 def save_model(out: Path, state_dict: dict, meta: dict) -> None:
     """Weights plus what is needed to rebuild the model; loadable with ``weights_only=True``."""
     save_state_dict(out / "model.pt", "gnnpipe.model/1", state_dict, meta)

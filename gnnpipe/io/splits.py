@@ -27,19 +27,26 @@ TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"
 def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                 meta: dict, *, roles: np.ndarray | None = None,
                 edges: dict[str, torch.Tensor] | None = None,
-                negatives: dict[str, torch.Tensor] | None = None) -> None:
+                negatives: dict[str, torch.Tensor] | None = None,
+                hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
     a ``Graph.homogeneous`` graph); ``meta`` goes into meta.json after its ``task``. Node task:
     ``roles`` str (N_target,) in SPLIT_ROLES. Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
-    ``edges[phase][0]``. ``message_graphs`` phase -> edge type -> CSR; phases sharing one
-    dict (typed) or one CSR (homogeneous) share one file."""
+    ``edges[phase][0]``, and ``hard_negatives`` alike (None: the split drew none).
+    ``message_graphs`` phase -> edge type -> CSR; phases sharing one dict (typed) or one CSR
+    (homogeneous) share one file."""
     out = Path(out)
     link = ({} if edges is None else
             {"num_negatives": {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}})
     if edges is not None:
         write_link_tables(out, edges, negatives)
+    if hard_negatives is not None:
+        link["num_hard_negatives"] = {p: int(hard_negatives[p].shape[1]) for p in LINK_EVAL_PHASES}
+        for phase in LINK_EVAL_PHASES:
+            _write_negatives(out / f"negatives_hard_{phase}.parquet", edges[phase][0],
+                             hard_negatives[phase])
     if graph.layout == TYPED:
         files = _write_typed_message_graphs(out, message_graphs)
         if roles is not None:
@@ -147,7 +154,8 @@ def read_message_graphs(split: Path, num_nodes: int) -> dict[str, Csr]:
 # --------------------------------------------------------------------------------- link split
 # split/ for dataset.task link, beside the files above (nodes.parquet then has every node
 # "unused": no node carries a label role): edges_<role>.parquet (src, dst) positives per role,
-# negatives_<phase>.parquet (positive, src, dst) K fixed negatives per val/test positive.
+# negatives_<phase>.parquet (positive, src, dst) K fixed negatives per val/test positive, and
+# with split.link.num_hard_negatives negatives_hard_<phase>.parquet, the hard ones alike.
 LINK_EDGE_ROLES = ("message", "train_supervision", "val", "test")
 LINK_EVAL_PHASES = ("val", "test")
 NEGATIVES_SCHEMA = pa.schema([("positive", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())])
@@ -161,14 +169,16 @@ def write_link_tables(out: Path, edges: dict[str, torch.Tensor],
         write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),
                     EDGES_SCHEMA, "gnnpipe.split_edges/1")
     for phase in LINK_EVAL_PHASES:
-        targets = negatives[phase]
-        positives, per = targets.shape
-        heads = edges[phase][0]
-        table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
-                          "src": np.repeat(heads.numpy(), per),
-                          "dst": targets.reshape(-1).numpy()})
-        write_table(out / f"negatives_{phase}.parquet", table, NEGATIVES_SCHEMA,
-                    "gnnpipe.negatives/1")
+        _write_negatives(out / f"negatives_{phase}.parquet", edges[phase][0], negatives[phase])
+
+
+def _write_negatives(path: Path, heads: torch.Tensor, targets: torch.Tensor) -> None:
+    """One (positive, src, dst) row per negative: ``targets`` int64 (P, K) of ``heads`` (P,)."""
+    positives, per = targets.shape
+    table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
+                      "src": np.repeat(heads.numpy(), per),
+                      "dst": targets.reshape(-1).numpy()})
+    write_table(path, table, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
 
 
 def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:
@@ -210,3 +220,34 @@ def read_link_negatives(split: Path, edges: dict[str, torch.Tensor],
             raise ValueError(f"{path}: node ids outside [0, {num_nodes})")
         out[phase] = torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
     return out
+
+
+
+def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor],
+                        num_dst: int) -> dict[str, torch.Tensor] | None:
+    """The hard negatives per val/test positive (``negatives_hard_<phase>.parquet``): int64
+    (P, K) ids of the held-out edge type's dst type (< ``num_dst``), row i pairing with
+    ``edges[phase][:, i]`` (type-local); None when the split drew none."""
+    per = read_split_meta(split).get("num_hard_negatives")
+    if per is None:
+        return None
+    return {phase: read_negatives_table(Path(split) / f"negatives_hard_{phase}.parquet",
+                                        per.get(phase), edges[phase][0].numpy(), num_dst, phase)
+            for phase in LINK_EVAL_PHASES}
+
+
+def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int,
+                         phase: str) -> torch.Tensor:
+    """One negatives file of ``phase``: ``k`` (meta.json's count) rows per head of ``heads``
+    (P,), grouped by positive, dst ids in ``[0, num_dst)``: int64 (P, k)."""
+    table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
+    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    positive = table.column("positive").to_numpy()
+    if (not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k
+            or not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
+            or not np.array_equal(src, np.repeat(heads, k))):
+        raise ValueError(f"{path}: rows must be {k!r} negatives per {phase} positive, "
+                         "grouped by positive with its source as src")
+    if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
+        raise ValueError(f"{path}: dst ids outside [0, {num_dst})")
+    return torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))

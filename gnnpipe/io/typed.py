@@ -38,8 +38,8 @@ from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_table
 from gnnpipe.io.prepared import (TYPED_GRAPH_SCHEMA, read_edge_table, read_homogeneous,
                                  read_node_ids, read_node_table, typed_nodes_schema)
-from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, NEGATIVES_SCHEMA,
-                               TYPED_CSR_SCHEMA, read_message_graphs, read_split_meta,
+from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, TYPED_CSR_SCHEMA,
+                               read_message_graphs, read_negatives_table, read_split_meta,
                                read_split_roles)
 from gnnpipe.io.tensors import load_tensors
 
@@ -260,19 +260,8 @@ def read_typed_link_split(split: Path, graph: Graph
                           or pair[1].max() >= n_dst):
             raise ValueError(f"{path}: ids outside the sizes of {edge_type_name(edge_type)}")
         edges[role] = torch.from_numpy(pair.astype(np.int64))
-    negatives = {}
-    for phase in LINK_EVAL_PHASES:
-        path = Path(split) / f"negatives_{phase}.parquet"
-        table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
-        k, heads = meta.get("num_negatives", {}).get(phase), edges[phase][0].numpy()
-        src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
-        positive = table.column("positive").to_numpy()
-        if (not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k
-                or not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
-                or not np.array_equal(src, np.repeat(heads, k))):
-            raise ValueError(f"{path}: rows must be {k!r} negatives per {phase} positive, "
-                             "grouped by positive with its source as src")
-        if dst.size and (dst.min() < 0 or dst.max() >= n_dst):
-            raise ValueError(f"{path}: dst ids outside [0, {n_dst})")
-        negatives[phase] = torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
+    negatives = {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
+                                             meta.get("num_negatives", {}).get(phase),
+                                             edges[phase][0].numpy(), n_dst, phase)
+                 for phase in LINK_EVAL_PHASES}
     return edge_type, edges, negatives

@@ -35,12 +35,12 @@ def _column(rows: list[dict], key: str) -> np.ndarray:
 
 
 def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str,
-                    val_key: str = "val_acc") -> bytes:
+                    val_key: str = "val_acc", baseline: str = "mlp") -> bytes:
     """Train loss and the validation metric (``val_acc``, or ``val_mrr`` for links) per epoch
-    of the GNN and the MLP baseline."""
+    of the GNN and the structure-free ``baseline`` (its name in the legend)."""
     fig = _figure(9, 3.4)
     loss_ax, acc_ax = fig.subplots(1, 2)
-    for rows, name, color in ((gnn_rows, model, GNN_COLOR), (mlp_rows, "mlp", MLP_COLOR)):
+    for rows, name, color in ((gnn_rows, model, GNN_COLOR), (mlp_rows, baseline, MLP_COLOR)):
         if not rows:
             continue
         epoch = _column(rows, "epoch")
@@ -78,14 +78,15 @@ def confusion_matrices(matrices: dict[str, list[list[int]]]) -> bytes:
     return _png(fig)
 
 
-def per_class_f1(gnn_f1: list[float], mlp_f1: list[float], model: str) -> bytes:
-    """Per-class test F1 of the GNN and the MLP as grouped bars."""
+def per_class_f1(gnn_f1: list[float], mlp_f1: list[float], model: str,
+                 baseline: str = "mlp") -> bytes:
+    """Per-class test F1 of the GNN and the structure-free ``baseline`` as grouped bars."""
     c = len(gnn_f1)
     fig = _figure(max(5.0, 0.5 * c + 2), 3.2)
     ax = fig.subplots()
     x = np.arange(c)
     ax.bar(x - 0.2, gnn_f1, width=0.4, color=GNN_COLOR, label=model)
-    ax.bar(x + 0.2, mlp_f1, width=0.4, color=MLP_COLOR, label="mlp")
+    ax.bar(x + 0.2, mlp_f1, width=0.4, color=MLP_COLOR, label=baseline)
     ax.set(xlabel="class", ylabel="test F1", ylim=(0, 1.05), title="per-class F1 (test)")
     if c <= 30:
         ax.set_xticks(x)

@@ -26,39 +26,10 @@ import numpy as np
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import contains, row_positions
+from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.graphops.partition import symmetric_simple
 
 HEURISTICS = ("common_neighbours", "adamic_adar", "resource_allocation")
-BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
-
-
-def chunk_bounds(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
-    """Consecutive ``[start, stop)`` ranges of items whose ``work`` (int (M,)) sums to at most
-    ``budget``, except a single item above it, which is a range of its own."""
-    cumulative = np.cumsum(work)
-    bounds, start = [], 0
-    while start < work.size:
-        before = int(cumulative[start - 1]) if start else 0
-        stop = max(int(np.searchsorted(cumulative, before + budget, side="right")), start + 1)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
-def simple_keys(simple: Csr) -> np.ndarray:
-    """Sorted int64 keys ``row * N + column`` of every edge of a simple CSR: (E,)."""
-    n = simple.num_nodes
-    return simple.targets().numpy() * n + simple.indices.numpy()
-
-
-def neighbour_weights(degrees: np.ndarray) -> dict[str, np.ndarray]:
-    """What a common neighbour ``w`` adds to each heuristic: float64 (N,) per name. A node of
-    degree <= 1 cannot be common to two distinct nodes; it weighs 0 rather than dividing by 0."""
-    deg = degrees.astype(np.float64)
-    aa = np.divide(1.0, np.log(deg, where=deg > 1, out=np.ones_like(deg)),
-                   where=deg > 1, out=np.zeros_like(deg))
-    ra = np.divide(1.0, deg, where=deg > 0, out=np.zeros_like(deg))
-    return {"common_neighbours": np.ones_like(deg), "adamic_adar": aa, "resource_allocation": ra}
 
 
 def pair_scores(csr: Csr, src: np.ndarray, dst: np.ndarray,

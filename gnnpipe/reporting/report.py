@@ -10,18 +10,15 @@ turn into a line saying what to run, never into an error.
 from __future__ import annotations
 
 import base64
-import fnmatch
 import html
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gnnpipe.pipeline import SUMMARY
-from gnnpipe.reporting import figures
-from gnnpipe.reporting.summary import SMOOTHING
-from gnnpipe.reporting.verdict import BASELINE_NAMES
+from gnnpipe.reporting import figures, svg
+from gnnpipe.reporting.glance import baseline_label, comparison_bars, scored_models
+from gnnpipe.reporting.verdict import BASELINE_NAMES, STRUCTURE_FREE, described, seeds_sentence
 
 PHASES = ("train", "val", "test")
-SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
 
 
 @dataclass(frozen=True)
@@ -77,112 +74,6 @@ def parse_csv(text: str, where: str) -> list[dict]:
     return rows
 
 
-def _entries(node):
-    """Every rev entry of ``dvc exp show --json`` output: the workspace and commits at the top,
-    experiments in their ``experiments`` lists (DVC 3: ``[{rev, data, experiments: [{revs:
-    [...]}]}]``)."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _entries(item)
-    elif isinstance(node, dict):
-        if "data" in node:
-            yield node
-        for key, value in node.items():
-            if isinstance(value, (list, dict)) and key != "data":
-                yield from _entries(value)
-
-
-def _lookup(tree: dict, *keys: str):
-    """``tree[k0][k1]...`` or None; keys are separate since file names hold dots."""
-    for key in keys:
-        if not isinstance(tree, dict) or key not in tree:
-            return None
-        tree = tree[key]
-    return tree
-
-
-def _flat(tree, prefix: str = "") -> dict:
-    """Nested params as ``{"train.num_layers": 2, ...}``."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    out: dict = {}
-    for key, value in tree.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def _select(exp_show: list | dict, patterns: list[str]) -> list[tuple[str, dict]]:
-    """``(name, data)`` of the entries (experiments, workspace, commits) whose name matches one
-    of ``patterns`` (names or globs), in file order; every pattern must match one."""
-    found = [(entry.get("name") or str(entry.get("rev", "")), entry)
-             for entry in _entries(exp_show)]
-    names = ", ".join(name for name, _ in found) or "nothing"
-    chosen: dict[str, dict] = {}
-    for pattern in patterns:
-        hits = [(name, entry) for name, entry in found if fnmatch.fnmatchcase(name, pattern)]
-        if not hits:
-            raise ValueError(f"--experiments {pattern!r} matches no experiment of the sweep file; "
-                             f"it holds: {names}")
-        for name, entry in hits:
-            chosen.setdefault(name, entry.get("data") or {})
-    return list(chosen.items())
-
-
-def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PARAM
-               ) -> list[dict]:
-    """One row per experiment named by ``patterns`` in ``dvc exp show --json`` output, sorted by
-    ``param``.
-
-    Only the named experiments count (``dvc exp show`` lists every experiment of the repository,
-    most of them not part of the sweep). Each must have ``param`` and, in its headline
-    ``metrics/summary.json``, the GNN/MLP test accuracies and the GNN's smoothing figures; no two
-    may share a value of ``param``, and their params may differ only in ``param`` and per-layer
-    lists (one entry per layer, such as ``train.neighbor.num_neighbors``); otherwise one line
-    names the experiment and the key.
-    """
-    rows, seen, first = [], {}, None
-    for name, data in _select(exp_show, patterns):
-        params = _flat(_lookup(data, "params", "params.yaml", "data") or {})
-        headline = _lookup(data, "metrics", SUMMARY, "data") or {}
-        accuracy = headline.get("metric") == "test_accuracy"
-        value = params.get(param)
-        row = {param.rsplit(".", 1)[-1]: value, "name": name,
-               "model": params.get("train.model"),
-               "gnn_test_accuracy": headline.get("gnn") if accuracy else None,
-               "mlp_test_accuracy": headline.get("baseline") if accuracy else None,
-               **{full: headline.get(short) for short, full in SMOOTHING.items()}}
-        missing = [key for key, v in row.items() if v is None]
-        if missing:
-            raise ValueError(f"experiment {name!r} has no {missing[0]} (params.yaml {param}, "
-                             f"{SUMMARY} test accuracies and smoothing figures): did it "
-                             "fail, or is it a link-task run? Select the experiments of the "
-                             "depth sweep")
-        if value in seen:
-            raise ValueError(f"experiments {seen[value]!r} and {name!r} both have {param}="
-                             f"{value}; select one of them")
-        seen[value] = name
-        if first is None:
-            first = (name, params)
-        for key in sorted(set(params) | set(first[1])):
-            a, b = first[1].get(key), params.get(key)
-            per_layer = isinstance(a, list) and isinstance(b, list) \
-                and len(a) == first[1].get(param) and len(b) == value
-            if key != param and a != b and not per_layer:
-                raise ValueError(f"experiments {first[0]!r} and {name!r} differ in {key} ({a!r} "
-                                 f"vs {b!r}), not only in {param}: select the experiments of "
-                                 "one sweep")
-        rows.append(row)
-    return sorted(rows, key=lambda r: r[param.rsplit(".", 1)[-1]])
-
-
-def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
-    """The depth-sweep PNG of ``sweep_rows`` output (ValueError when no point was found)."""
-    if not rows:
-        raise ValueError("no experiment selected; run the sweep (docs/evaluation.md) and "
-                         "`dvc exp show --json > exps.json` first")
-    return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
-
-
 # ---------------------------------------------------------------------------------- helpers
 def _e(value) -> str:
     return html.escape(str(value))
@@ -228,6 +119,7 @@ th { background: #f3f3f3; }
            border-radius: 6px; }
 figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; font-size: 0.9em; }
 .fail { color: #d93025; font-weight: bold; } .pass { color: #188038; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -244,6 +136,7 @@ def _headline(inputs: ReportInputs) -> str:
     metric = "MRR" if ev.get("task") == "link" else "accuracy"
     gap, model = ev["gap"], ev["model"]
     base = BASELINE_NAMES[ev.get("baseline_model", "mlp")]
+    whole = described(ev.get("baseline_model", "mlp"))
     low, high = gap["interval"]
     spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
               f"{'edges' if metric == 'MRR' else 'nodes'}")
@@ -251,14 +144,45 @@ def _headline(inputs: ReportInputs) -> str:
         plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the {base} ({spread})."
     elif ev["outcome"] == "hurts":
         plain = (f"The {base} wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
-                 f"structure-free {base} ({spread}), so the graph does not help on this data.")
+                 f"{whole} ({spread}), so the graph does not help on this data.")
     else:
-        plain = (f"Inconclusive: {model} vs the structure-free {base} is {gap['gain']:+.4f} test "
+        plain = (f"Inconclusive: {model} vs the {whole} is {gap['gain']:+.4f} test "
                  f"{metric} ({spread}); this test set cannot tell them apart.")
+    if ev.get("seeds"):  # evaluate.seeds > 1: how the outcome holds across training seeds
+        over = seeds_sentence(ev["seeds"], metric)
+        plain += f" {over[0].upper()}{over[1:]}."
     kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
              f"evaluate: {_e(ev['verdict'])}</div>"]
     return "\n".join(parts + _warnings(inputs))
+
+
+def _glance(inputs: ReportInputs) -> str:
+    """The verdict's figures in one look: every comparison's gap with its 95% interval (per
+    training seed too, with the seeds' spread), the reach plot (node task) and every scored
+    model's test metrics (link task: the GNN, the MLP and whatever rows evaluate added)."""
+    ev = inputs.evaluation
+    link = ev.get("task") == "link"
+    metric = "test MRR" if link else "test accuracy"
+    out = ["<h2>At a glance</h2>",
+           svg.interval_bars(comparison_bars(ev), metric, f"Gap in {metric}: GNN minus "
+                                                          "baseline, with its 95% interval")]
+    seeds = ev.get("seeds")
+    if seeds:
+        base = baseline_label(ev)
+        out.append(_table([f"{metric} over {seeds['count']} training seeds", "mean", "std",
+                           "min", "max"],
+                          [[name, *(seeds[key][s] for s in ("mean", "std", "min", "max"))]
+                           for name, key in ((ev["model"], "gnn"), (base, "baseline"),
+                                             ("gain (GNN − baseline)", "gain"))]))
+    if ev.get("reach"):
+        out.append(svg.reach_plot(ev["reach"]["bins"], ev["model"],
+                                  baseline_label(ev)))
+    if link:
+        header, rows = scored_models(ev)
+        out += ["<h3>Link metrics on the test edges</h3>",
+                f'<div class="wide">{_table(header, rows)}</div>']
+    return "\n".join(out)
 
 
 def _run_setup(inputs: ReportInputs) -> str:
@@ -349,7 +273,8 @@ def _per_class(inputs: ReportInputs, model: str) -> str:
     support = [sum(row) for row in gnn["confusion"]]
     rows = [[*_class_cells(inputs, c), support[c], gnn["per_class_f1"][c], mlp["per_class_f1"][c]]
             for c in range(len(gnn["per_class_f1"]))]
-    return _table([*_class_header(inputs), "test nodes", f"{model} F1", "mlp F1"], rows)
+    return _table([*_class_header(inputs), "test nodes", f"{model} F1",
+                   f"{baseline_label(inputs.evaluation)} F1"], rows)
 
 
 def _dataset(inputs: ReportInputs) -> str:
@@ -393,6 +318,31 @@ def _node_split(audit: dict) -> str:
     return "\n".join(out)
 
 
+def _link_ranking(ev: dict) -> str:
+    """Test MRR and Hits@K of the GNN and every baseline (MLP, heuristics) under each negative
+    set evaluate scored (eval.json ``baselines``; ``random_negatives`` with
+    evaluate.link.negatives both), the judged set's chosen baseline marked."""
+    sets = {ev["negatives"]: {"gnn": ev["gnn"], "baselines": ev["baselines"]}}
+    if "random_negatives" in ev:
+        sets = {"random": ev["random_negatives"], **sets}
+    ranked = [name for name in ev["gnn"]["test"] if name == "mrr" or name.startswith("hits@")]
+    models = [(ev["model"], "gnn"), *((BASELINE_NAMES[name], name) for name in ev["baselines"])]
+    header = ["model"] + [f"{metric} ({name} negatives)" for name in sets for metric in ranked]
+    rows = []
+    for label, key in models:
+        cells = []
+        for table in sets.values():
+            scores = table["gnn"] if key == "gnn" else table["baselines"][key]
+            cells += [scores["test"][metric] for metric in ranked]
+        mark = " (the verdict compares with it)" if key == ev["baseline_model"] else ""
+        rows.append([label + mark, *cells])
+    return ("<h3>Link ranking: test scores under each negative set</h3>" + _table(header, rows)
+            + f"<p>Hard negatives are the targets of highest resource allocation from each "
+            "source in the train graph (HeaRT); the heuristics count shared neighbours in the "
+            f"train graph only. The verdict is on the {_e(ev['negatives'])} negatives, against "
+            "the baseline of best val MRR there.</p>")
+
+
 def _link_split(audit: dict) -> str:
     """Positive edges per phase, its message graph, fixed negatives and how they were drawn."""
     sizes, negatives = audit.get("sizes", {}), audit.get("negatives", {})
@@ -400,9 +350,12 @@ def _link_split(audit: dict) -> str:
     rows = [[phase, sizes.get("train_supervision" if phase == "train" else phase),
              message.get(phase), negatives.get(phase, {}).get("per_positive")]
             for phase in PHASES]
+    hard = audit.get("hard_negatives", {})
     facts = [("edge type", audit.get("edge_type")),
              ("edges in the message role", sizes.get("message")),
              ("negatives drawn", audit.get("negative_strategy")),
+             ("hard negatives per positive (HeaRT)",
+              hard.get("test", {}).get("per_positive") if hard else None),
              ("supervision edges disjoint from message edges", audit.get("disjoint_supervision")),
              ("undirected", audit.get("undirected"))]
     return (_pairs([(k, v) for k, v in facts if v is not None])
@@ -447,15 +400,20 @@ def _partition(inputs: ReportInputs) -> str:
 
 def _metrics(inputs: ReportInputs, names: list[str]) -> str:
     ev = inputs.evaluation
+    base = ev.get("baseline_model", "mlp")  # eval.json's "mlp" holds the chosen baseline
     rows = []
     for role in ("val", "test"):
         for metric in names:
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
                          f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
-    out = ["<h2>Metrics vs the MLP baseline</h2>",
-           _table(["metric", ev["model"], "mlp", "gnn − mlp"], rows)]
+    label = baseline_label(ev)
+    named = label if base in STRUCTURE_FREE else BASELINE_NAMES[base]
+    out = [f"<h2>Metrics vs the {_e(named)} baseline</h2>",
+           _table(["metric", ev["model"], label, f"gnn − {label}"], rows)]
+    if "baselines" in ev:  # a link run with hard negatives: every model under each set
+        out.append(_link_ranking(ev))
     training = [[name, info.get("best_epoch"), info.get("epochs_run"), info.get("parameters")]
-                for name, info in ((ev["model"], inputs.train), ("mlp", inputs.baseline)) if info]
+                for name, info in ((ev["model"], inputs.train), (label, inputs.baseline)) if info]
     if training:
         out.append(_table(["model", "best epoch", "epochs run", "parameters"], training))
     smooth = ev.get("smoothing")
@@ -465,7 +423,7 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
                         "normalised Dirichlet energy (Rayleigh quotient)"],
                        [[name, s["cosine_similarity"], s["dirichlet_energy"],
                          s["rayleigh_quotient"]] for name, s in
-                        ((ev["model"], smooth["gnn"]), ("mlp", smooth["mlp"]))]),
+                        ((ev["model"], smooth["gnn"]), (base, smooth["mlp"]))]),
                 "<p>Computed on the test-phase message graph. Similarity near 1 and energy "
                 "near 0 mean the GNN's outputs are nearly constant across neighbours: "
                 "over-smoothing. See the depth sweep in docs/evaluation.md.</p>"]
@@ -479,7 +437,7 @@ def _reach(ev: dict, graph: dict) -> list[str]:
     reach, curvature = ev.get("reach"), (graph or {}).get("curvature")
     if reach:
         out += ["<h3>Reach: test accuracy by hops to the nearest train node</h3>",
-                _table(["hops", "test nodes", ev["model"], "mlp"],
+                _table(["hops", "test nodes", ev["model"], baseline_label(ev)],
                        [[b["bin"], b["count"], b["gnn_accuracy"], b["baseline_accuracy"]]
                         for b in reach["bins"]]),
                 "<p>Nodes beyond the last layer's reach get no message from a labelled node. "
@@ -519,19 +477,20 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
         pngs[name], captions[name] = png, caption
 
     view = TASK_VIEWS[ev.get("task", "node")]
+    chosen = ev.get("baseline_model", "mlp")  # the figures name it as baseline.models does
     if inputs.train_history or inputs.baseline_history:
         add("training_curves.png",
             figures.training_curves(inputs.train_history, inputs.baseline_history, model,
-                                    view.curve_key),
-            f"training curves of {model} and the MLP baseline")
+                                    view.curve_key, chosen),
+            f"training curves of {model} and the {baseline_label(ev)} baseline")
     if view.class_figures:
         add("confusion_test.png",
             figures.confusion_matrices({f"{model} (test)": details["gnn"]["test"]["confusion"],
-                                        "mlp (test)": details["mlp"]["test"]["confusion"]}),
+                                        f"{chosen} (test)": details["mlp"]["test"]["confusion"]}),
             "test confusion matrices, rows normalised")
         add("per_class_f1.png",
             figures.per_class_f1(details["gnn"]["test"]["per_class_f1"],
-                                 details["mlp"]["test"]["per_class_f1"], model),
+                                 details["mlp"]["test"]["per_class_f1"], model, chosen),
             "per-class F1 on the test split")
     if inputs.degree_hist:
         add("degree_histogram.png", figures.degree_histogram(inputs.degree_hist),
@@ -555,6 +514,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
         f"<h1>gnnpipe run: {_e(model)}, {task} on "
         f"{_e(inputs.prepare.get('source', 'the graph'))}</h1>",
         view.headline(inputs),
+        _glance(inputs),
         _run_setup(inputs),
         _metrics(inputs, view.metric_names(ev)),
         "<h2>Training curves</h2>", fig("training_curves.png"), missing_curves,

@@ -328,12 +328,13 @@ def _describe(keys: np.ndarray, n: int) -> str:
 
 def audit_link_split(graph: Graph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
                      negatives: dict[str, torch.Tensor], message_graphs: MessageGraphs, *,
-                     disjoint: bool) -> dict:
+                     disjoint: bool, hard: dict[str, torch.Tensor] | None = None) -> dict:
     """Audit report of the link split of ``edge_type`` held out with its reverse (JSON-ready);
     ``report["passed"]`` False if any check failed.
 
     ``edges`` role -> int64 (2, E) type-local positives (LINK_ROLES); ``negatives`` "val"/"test"
     -> int64 (P, K) targets (ids of ``edge_type[2]``) whose heads are ``edges[phase][0]``;
+    ``hard``: the hard negatives in the same form (None: the split drew none), checked alike;
     ``disjoint``: supervision-only edges exist and must be absent from the train graph.
     """
     reverse = graph.reverse.get(edge_type)
@@ -342,7 +343,7 @@ def audit_link_split(graph: Graph, edge_type: EdgeType, edges: dict[str, torch.T
     if graph.is_homogeneous:
         report = _link_report(graph.csr[edge_type], edges,
                               {p: message_graphs[p][edge_type] for p in PHASES}, negatives,
-                              disjoint=disjoint)
+                              disjoint=disjoint, hard=hard)
         return {**report, **names}
     held = (edge_type,) if reverse in (None, edge_type) else (edge_type, reverse)
     offsets = graph.offsets()
@@ -352,16 +353,18 @@ def audit_link_split(graph: Graph, edge_type: EdgeType, edges: dict[str, torch.T
     report = _link_report(
         _project(graph, graph.csr, held), shifted,
         {p: _project(graph, message_graphs[p], held) for p in PHASES},
-        {p: negatives[p] + d_off for p in negatives}, disjoint=disjoint)
+        {p: negatives[p] + d_off for p in negatives}, disjoint=disjoint,
+        hard=None if hard is None else {p: hard[p] + d_off for p in hard})
     held_names = "+".join(edge_type_name(e) for e in held)
     for check in report["checks"]:  # the held-out edge types, together
         check["check"] = f"{check['check']}[{held_names}]"
     n_dst = graph.num_nodes_dict[edge_type[2]]
-    for phase, targets in negatives.items():
-        typed = bool(((targets >= 0) & (targets < n_dst)).all())
-        report["checks"].append({"check": f"negatives_{phase}_are_{edge_type[2]}_nodes",
-                                 "passed": typed, "detail": f"targets in [0, {n_dst}) of "
-                                                            f"{edge_type[2]}"})
+    for name, drawn in (("negatives", negatives), ("hard_negatives", hard or {})):
+        for phase, targets in drawn.items():
+            typed = bool(((targets >= 0) & (targets < n_dst)).all())
+            report["checks"].append({"check": f"{name}_{phase}_are_{edge_type[2]}_nodes",
+                                     "passed": typed, "detail": f"targets in [0, {n_dst}) of "
+                                                                f"{edge_type[2]}"})
     report["checks"] += _typed_checks(graph, message_graphs, None, None, skip=held)
     report.update(passed=all(c["passed"] for c in report["checks"]), **names)
     return report
@@ -373,10 +376,11 @@ def _project(graph: Graph, csrs: dict[EdgeType, Csr], types: tuple[EdgeType, ...
 
 
 def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict[str, Csr],
-                 negatives: dict[str, torch.Tensor], *, disjoint: bool) -> dict:
+                 negatives: dict[str, torch.Tensor], *, disjoint: bool,
+                 hard: dict[str, torch.Tensor] | None = None) -> dict:
     """The link audit over one square CSR ``full`` (homogeneous ids), its per-phase message
-    graphs, positives and negatives. Pairs are compared unordered, so an edge counts as present
-    whichever direction is stored."""
+    graphs, positives and negatives (random, and ``hard`` where given). Pairs are compared
+    unordered, so an edge counts as present whichever direction is stored."""
     n = full.num_nodes
     checks: list[dict] = []
 
@@ -428,36 +432,51 @@ def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict
               f"leaked (either direction): {leaked}" if leaked else
               f"no {'/'.join(hidden)} pair in either direction")
 
-    negative_counts = {}
-    for phase in HELD_OUT_ROLES:
-        targets = negatives[phase]
-        heads = edges[phase][0]
-        shape_ok = targets.dim() == 2 and targets.shape[0] == heads.numel()
-        check(f"negatives_{phase}_one_row_per_positive", shape_ok,
-              f"{tuple(targets.shape)} for {heads.numel()} positives")
-        if not shape_ok:
-            continue
-        per = targets.shape[1]
-        negative_counts[phase] = {"per_positive": per, "count": targets.numel()}
-        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
-        t = targets.reshape(-1).numpy()
-        in_range = bool(((t >= 0) & (t < n)).all())
-        check(f"negatives_{phase}_in_range", in_range, f"targets in [0, {n})")
-        check(f"negatives_{phase}_no_self_loops", not (h == t).any(),
-              f"{int((h == t).sum())} negatives are self-loops")
-        hits = np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs)
-        check(f"negatives_{phase}_not_edges", not hits.any(),
-              f"{int(hits.sum())} negatives are true edges of the graph (any split, either "
-              "direction)")
-    return {
+    negative_counts = _negative_checks("negatives", negatives, edges, full_pairs, n, check)
+    report = {
         "task": "link",
-        "passed": all(c["passed"] for c in checks),
+        "passed": False,
         "checks": checks,
         "sizes": {role: int(edges[role].shape[1]) for role in LINK_ROLES},
         "message_edges": message_edges,
         "negatives": negative_counts,
         "disjoint_supervision": disjoint,
     }
+    if hard is not None:  # only where the split drew them: the other reports stay as they were
+        report["hard_negatives"] = _negative_checks("hard_negatives", hard, edges, full_pairs, n,
+                                                    check)
+    report["passed"] = all(c["passed"] for c in checks)
+    return report
+
+
+def _negative_checks(name: str, negatives: dict[str, torch.Tensor], edges: dict[str, torch.Tensor],
+                     full_pairs: np.ndarray, n: int, check) -> dict:
+    """Checks ``<name>_<phase>_...`` of the fixed negatives of each held-out phase (int64
+    (P, K) targets of the heads ``edges[phase][0]``): one row per positive, in range, no
+    self-loop, no true edge of the graph (``full_pairs``: its unordered pair keys). Returns
+    ``{phase: {"per_positive", "count"}}``."""
+    counts = {}
+    for phase in HELD_OUT_ROLES:
+        targets = negatives[phase]
+        heads = edges[phase][0]
+        shape_ok = targets.dim() == 2 and targets.shape[0] == heads.numel()
+        check(f"{name}_{phase}_one_row_per_positive", shape_ok,
+              f"{tuple(targets.shape)} for {heads.numel()} positives")
+        if not shape_ok:
+            continue
+        per = targets.shape[1]
+        counts[phase] = {"per_positive": per, "count": targets.numel()}
+        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
+        t = targets.reshape(-1).numpy()
+        in_range = bool(((t >= 0) & (t < n)).all())
+        check(f"{name}_{phase}_in_range", in_range, f"targets in [0, {n})")
+        check(f"{name}_{phase}_no_self_loops", not (h == t).any(),
+              f"{int((h == t).sum())} negatives are self-loops")
+        hits = np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs)
+        check(f"{name}_{phase}_not_edges", not hits.any(),
+              f"{int(hits.sum())} negatives are true edges of the graph (any split, either "
+              "direction)")
+    return counts
 
 
 def raise_if_failed(report: dict) -> None:

@@ -6,7 +6,9 @@ ranks the positive first and MRR / Hits@K look far better than the model is (Li 
 "Evaluating Graph Neural Networks for Link Prediction: Current Pitfalls and New Benchmarking",
 HeaRT). HeaRT instead corrupts one endpoint of each positive ``(s, d)`` and keeps the candidates
 that a heuristic ranks highest around ``s``. Here the heuristic is resource allocation on the
-train-phase message graph (``gnnpipe/reporting/link_heuristics.py``, undirected simple view):
+train-phase message graph (``gnnpipe/graphops/heuristics.py``, undirected simple view; a typed
+graph's whole train phase, every edge type, with candidates kept to the held-out edge type's
+target type: from an author, 2-hop papers through ``writes`` then ``cites``, never authors):
 ``RA(s, c) = sum over w in N(s) & N(c) of 1 / deg w``, nonzero exactly for the 2-hop
 neighbourhood of ``s``. Each positive gets the ``K`` candidates ``(s, c)`` of highest RA:
 
@@ -39,17 +41,19 @@ from scipy import sparse
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import contains, sorted_unique
+from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.reporting.link_heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.splitting.negatives import NegativeSampler
 
 
 def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarray,
-                      priority: np.ndarray, budget: int = BUDGET) -> np.ndarray:
+                      priority: np.ndarray, targets: tuple[int, int] | None = None,
+                      budget: int = BUDGET) -> np.ndarray:
     """The ``k`` allowed candidates of highest RA from each of ``sources`` (sorted, distinct,
     int64 (S,)) on the undirected ``simple`` graph, best first: int64 (S, k), padded with -1
     where a source has fewer. ``never``: sorted keys ``u * N + v`` of the pairs not allowed
-    (both directions); ``priority`` int64 (N,) orders equal RA (lower first)."""
+    (both directions); ``priority`` int64 (N,) orders equal RA (lower first); ``targets``
+    ``[start, stop)``: the only ids a candidate may have (None: any)."""
     n = simple.num_nodes
     indptr, cols = simple.indptr.numpy(), simple.indices.numpy()
     deg = np.diff(indptr)
@@ -65,6 +69,9 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarra
     for start, stop in chunk_bounds(paths, budget):
         chunk = sources[start:stop]
         ra = adjacency[chunk] @ spread  # (chunk, N): RA(s, c) of every 2-hop candidate
+        if targets is not None:  # RA > 0 everywhere: a zero is a candidate of another type
+            ra.data[(ra.indices < targets[0]) | (ra.indices >= targets[1])] = 0.0
+            ra.eliminate_zeros()
         keep = np.ones(ra.nnz, dtype=bool)
         bounds, wanted = ra.indptr, k + refusable[chunk]
         for row in np.flatnonzero(np.diff(bounds) > wanted):
@@ -87,14 +94,17 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarra
 
 
 def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.ndarray,
-                   rng: np.random.Generator, budget: int = BUDGET) -> np.ndarray:
+                   rng: np.random.Generator, targets: tuple[int, int] | None = None,
+                   budget: int = BUDGET) -> np.ndarray:
     """``per_head`` hard negative targets for each positive's source: int64 (P, per_head), row
     i for ``heads[i]`` (int64 (P,), the sources of the val or test positives).
 
-    ``csr``: the train-phase message graph. ``forbidden``: sorted int64 keys ``u * N + v`` of
-    every positive pair of every phase (one or both directions; both are checked). ``rng``
-    draws the tie-break priority, then the uniform fill. Raises ``ValueError`` when a source
-    has no allowed target at all (linked to every other node).
+    ``csr``: the train-phase message graph (``graphops.heuristics.train_view``). ``forbidden``:
+    sorted int64 keys ``u * N + v`` of every positive pair of every phase (one or both
+    directions; both are checked). ``targets`` ``[start, stop)``: the ids a negative may have
+    (a typed graph: the held-out edge type's target type; None: any). ``rng`` draws the
+    tie-break priority, then the uniform fill. Raises ``ValueError`` when a source has no
+    allowed target at all (linked to every other node).
     """
     heads = np.asarray(heads, dtype=np.int64)
     if per_head < 1:
@@ -107,12 +117,16 @@ def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.nda
     never = sorted_unique(np.concatenate([never, (never % n) * n + never // n]))
     priority = rng.permutation(n)
     sources = sorted_unique(heads)
-    out = top_ra_candidates(simple, sources, per_head, never, priority, budget)[
+    out = top_ra_candidates(simple, sources, per_head, never, priority, targets, budget)[
         np.searchsorted(sources, heads)]
     count = (out >= 0).sum(axis=1)
     short = np.flatnonzero(count < per_head)
     if short.size:  # too few 2-hop candidates: uniform non-edges for the empty slots
-        sampler = NegativeSampler(never // n, never % n, n)
+        weights = None
+        if targets is not None:  # uniform over the target type only
+            weights = np.zeros(n)
+            weights[targets[0]:targets[1]] = 1.0
+        sampler = NegativeSampler(never // n, never % n, n, weights)
         fill = sampler.sample(heads[short], per_head, rng)
         empty = np.arange(per_head) >= count[short, None]
         out[short] = np.where(empty, fill, out[short])

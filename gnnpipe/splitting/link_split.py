@@ -30,7 +30,10 @@ So no phase's graph holds an edge of the split it is evaluated on or of a later 
 symmetric relation (its own reverse with a symmetric CSR, detected from the data: an undirected
 graph) stores each positive pair once, in a random orientation; a directed one every directed edge
 of the pair. Fixed val/test negatives keep the head (an ``E[0]`` node) and draw a target of type
-``E[2]`` that is in no pair of any split, either direction.
+``E[2]`` that is in no pair of any split, either direction. Hard negatives
+(``hard_link_negatives``, with ``split.link.num_hard_negatives``) keep the head too and take the
+targets of type ``E[2]`` it is closest to by resource allocation in the train phase's graph
+(gnnpipe/splitting/hard_negatives.py), under the same rule.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ import torch
 
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.graph import Csr, EdgeType, Graph, edge_type_name
-from gnnpipe.data.edges import csr_from_edges, edge_pairs
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, sorted_unique
+from gnnpipe.graphops.heuristics import train_view
+from gnnpipe.splitting.hard_negatives import hard_negatives
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.splitting.split import MessageGraphs
 
@@ -221,3 +226,25 @@ def split_links(graph: Graph, cfg: LinkSplitParams, rng: np.random.Generator) ->
         negatives[phase] = torch.from_numpy(drawn - target_offset)
     return LinkSplit(edge_type=e, reverse=r, edges=edges, negatives=negatives,
                      message_graphs=message_graphs, undirected=undirected)
+
+
+def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int,
+                        rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """HeaRT-style hard negatives of the val and test positives of ``link``: phase -> int64
+    (P, per_head) ids of ``E[2]`` (type-local), row i for the head ``link.edges[phase][0, i]``.
+
+    Ranked by resource allocation on the train phase's message graph, every edge type over
+    ``graph.offsets()`` ids (``train_view``), candidates of type ``E[2]`` only; never the head,
+    a message edge or a positive pair of any role, either direction. ``rng``: the split's
+    hard-negative stream (the random negatives keep theirs)."""
+    e = link.edge_type
+    offsets = graph.offsets()
+    s_off, d_off = offsets[e[0]], offsets[e[2]]
+    n = graph.num_nodes
+    positives = torch.cat([link.edges[role] for role in EDGE_ROLES], dim=1).numpy()
+    forbidden = sorted_unique((positives[0] + s_off) * n + positives[1] + d_off)
+    targets = None if graph.is_homogeneous else (d_off, d_off + graph.num_nodes_dict[e[2]])
+    view = train_view(graph, link.message_graphs["train"])
+    return {phase: torch.from_numpy(hard_negatives(view, link.edges[phase][0].numpy() + s_off,
+                                                   per_head, forbidden, rng, targets) - d_off)
+            for phase in HELD_OUT}

@@ -54,6 +54,7 @@ class LinkTrainResult:
     summary: dict = field(default_factory=dict)  # deterministic for a fixed seed
     perf: dict = field(default_factory=dict)  # wall-clock figures, differ run to run
     perf_history: list[dict] = field(default_factory=list)  # per epoch: seeds/s, batches/s
+    hard_scores: dict[str, torch.Tensor] = field(default_factory=dict)  # phase -> (P, K_hard)
 
 
 def encode(model: nn.Module, inputs: PhaseInput) -> torch.Tensor:
@@ -90,16 +91,25 @@ def embed(model: nn.Module, inputs: PhaseInput, ctx: DistContext = SINGLE) -> to
 
 
 @torch.no_grad()
+def score_sets(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
+               negative_sets: list[torch.Tensor], ctx: DistContext = SINGLE
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Scores of ``positives`` (2, P) (P,) and of each set of their fixed negatives (P, K_i)
+    from one encoding of the phase graph (``embed``: a collective under DDP when the phase
+    evaluates layer by layer)."""
+    model.eval()
+    z = embed(model, inputs, ctx)
+    pos = pair_scores(z, positives[0], positives[1]).float().cpu()
+    return pos, [pair_scores(z, positives[0], neg.to(positives.device)).float().cpu()
+                 for neg in negative_sets]
+
+
 def score_phase(model: nn.Module, inputs: PhaseInput, positives: torch.Tensor,
                 negatives: torch.Tensor, ctx: DistContext = SINGLE
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores of ``positives`` (2, P) and their fixed ``negatives`` (P, K) on the phase graph
-    (``embed``: a collective under DDP when the phase evaluates layer by layer)."""
-    model.eval()
-    z = embed(model, inputs, ctx)
-    pos = pair_scores(z, positives[0], positives[1])
-    neg = pair_scores(z, positives[0], negatives)
-    return pos.float().cpu(), neg.float().cpu()
+    """Scores of ``positives`` (2, P) and their fixed ``negatives`` (P, K) on the phase graph."""
+    pos, (neg,) = score_sets(model, inputs, positives, [negatives], ctx)
+    return pos, neg
 
 
 def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
@@ -179,14 +189,16 @@ class LinkTask:
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
              edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
              sampler: NegativeSampler, cfg: FitParams, seed: int, *,
-             loader: Iterable | None = None,
+             loader: Iterable | None = None, hard_negatives: dict[str, torch.Tensor] | None = None,
              options: LoopOptions = LoopOptions()) -> LinkTrainResult:
     """Train an encoder on ``edges["train_supervision"]`` and score the val/test pairs
     (``loop.run`` with a ``LinkTask``).
 
     ``inputs`` phase -> PhaseInput (``gnnpipe.training.train.build_inputs``); ``edges`` role ->
     int64 (2, E) positives; ``negatives`` "val"/"test" -> int64 (P, K) fixed targets of the heads
-    ``edges[phase][0]``; ``sampler`` draws the per-epoch training negatives of the full-graph
+    ``edges[phase][0]``; ``hard_negatives`` the split's hard ones alike (None: none), scored
+    once the weights are chosen (early stopping sees only ``negatives``); ``sampler`` draws
+    the per-epoch training negatives of the full-graph
     step. ``loader`` (``gnnpipe.sampling.builders.link_neighbor_batches``, which draws its own
     negatives with the same rule) replaces that step by mini-batches of supervision edges on sampled
     subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP
@@ -202,8 +214,14 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, state, history = outcome.model, outcome.state, outcome.history
-    scores = {phase: score_phase(model, task.inputs[phase], task.edges[phase],
-                                 task.negatives[phase], ctx) for phase in EVAL_PHASES}
+    scores, hard_scores = {}, {}
+    for phase in EVAL_PHASES:  # one encoding per phase scores both negative sets
+        sets = [task.negatives[phase]] + ([] if hard_negatives is None
+                                          else [hard_negatives[phase]])
+        pos, negs = score_sets(model, task.inputs[phase], task.edges[phase], sets, ctx)
+        scores[phase] = (pos, negs[0])
+        if hard_negatives is not None:
+            hard_scores[phase] = negs[1]
     summary = {
         "task": "link",
         "best_epoch": state["best_epoch"],
@@ -220,4 +238,5 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
-                           summary=summary, perf=perf, perf_history=outcome.perf_history)
+                           summary=summary, perf=perf, perf_history=outcome.perf_history,
+                           hard_scores=hard_scores)

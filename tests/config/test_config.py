@@ -382,6 +382,15 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"dataset": {"task": "link"}, "baseline": {"models": ["mlp", "gbdt"]}},
      "gbdt classifies nodes .* needs dataset.task=node; with dataset.task=link use "
      r"baseline.models: \[mlp\]", "rules._check_baseline_models"),
+    ({"dataset": {"task": "link"}, "split": {"link": {"num_hard_negatives": 0}}},
+     r"evaluate.link.negatives='both' needs hard negatives from the split: set "
+     r"split.link.num_hard_negatives >= 1", "rules._check_hard_negatives"),
+    ({"dataset": {"task": "link"}, "evaluate": {"seeds": 3}},
+     r"evaluate.seeds=3 retrains node classifiers and needs dataset.task=node \(found 'link'\)",
+     "rules._check_seeds"),
+    ({"train": {"dist": {"nproc": 2}}, "evaluate": {"seeds": 3}},
+     r"evaluate.seeds=3 retrains the GNN on one process, but train.dist runs 2",
+     "rules._check_seeds"),
     ({"split": {"node": {"mode": "time"}}}, r"split.node.mode='time' cuts message graphs .* "
      r"needs split.node.strategy=time \(found 'stratified'\)", "rules._check_split_mode"),
     ({"train": {"sampler": "cluster", "cluster": {"parts_per_batch": 9}},

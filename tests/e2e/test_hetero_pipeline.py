@@ -114,7 +114,11 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
                              "rev_writes__author]" and c["passed"] for c in audit["checks"])
     evaluation = _json(tmp_path, "metrics/eval.json")
     assert evaluation["task"] == "link" and evaluation["edge_type"] == "author__writes__paper"
-    assert evaluation["gnn"]["test"]["roc_auc"] > 0.6
+    # evaluate.link.negatives both: the encoder learned (random negatives), and the verdict is
+    # on the hard ones (papers 2 hops from the author), against the best baseline on val
+    assert evaluation["random_negatives"]["gnn"]["test"]["roc_auc"] > 0.6
+    assert evaluation["negatives"] == "hard" and evaluation["baseline_model"] in evaluation[
+        "baselines"]
     assert (tmp_path / "reports/report.html").exists()
     for node_type in ("paper", "author"):  # link task: node embeddings of both endpoint types
         assert (tmp_path / f"data/predict/embeddings_{node_type}.parquet").exists()

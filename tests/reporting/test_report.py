@@ -4,7 +4,10 @@ report carries the low-homophily warning."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import base64
+import dataclasses
 import json
 import re
 import struct
@@ -13,7 +16,7 @@ import pytest
 import yaml
 
 from gnnpipe.cli import main
-from gnnpipe.reporting.report import ReportInputs, parse_csv, render, render_sweep, sweep_rows
+from gnnpipe.reporting.report import ReportInputs, parse_csv, render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -89,7 +92,7 @@ def test_report_renders_valid_pngs_embedded_and_linked():
     for name in report.figures:
         assert f'href="figures/{name}"' in page
     assert "The graph helps" in page and "beats the structure-free MLP" in page
-    for section in ("Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
+    for section in ("At a glance", "Dataset", "Split audit", "Partition", "Metrics vs the MLP baseline",
                     "Over-smoothing", "Depth sweep"):
         assert section in page
 
@@ -165,6 +168,38 @@ def test_link_report_shows_link_sections_only():
     assert "processes 2" in text and "evaluation forward full (one forward)" in text
 
 
+def test_link_report_with_hard_negatives_ranks_every_model_under_each_set():
+    """evaluate.link.negatives both: the verdict's baseline (a heuristic) names the metrics
+    table, and a ranking table shows the GNN, the MLP and the heuristics under both sets."""
+    inputs = _link_inputs()
+    ev = dict(inputs.evaluation)
+    names = ("roc_auc", "average_precision", "mrr", "hits@10")
+
+    def scores(value):
+        return {p: {n: value for n in names} for p in ("val", "test")}
+
+    baselines = {"mlp": scores(0.2), "common_neighbours": scores(0.5),
+                 "adamic_adar": scores(0.7), "resource_allocation": scores(0.6)}
+    ev.update(outcome="hurts", graph_helps=False, negatives="hard",
+              baseline_model="adamic_adar", mlp=baselines["adamic_adar"], baselines=baselines,
+              gap={"test_items": 208, "gain": -0.4, "interval": [-0.5, -0.3]},
+              random_negatives={"gnn": scores(0.9), "baselines": {m: scores(0.95)
+                                                                  for m in baselines}})
+    audit = {**inputs.split_audit,
+             "hard_negatives": {p: {"count": 20800, "per_positive": 100} for p in ("val", "test")}}
+    text = _text(render(dataclasses.replace(inputs, evaluation=ev, split_audit=audit)).html)
+    assert ("The Adamic-Adar heuristic wins: sage is 0.4000 test MRR behind the Adamic-Adar "
+            "heuristic (train graph only)") in text
+    assert "Metrics vs the Adamic-Adar heuristic baseline" in text
+    assert ("model mrr (random negatives) hits@10 (random negatives) mrr (hard negatives) "
+            "hits@10 (hard negatives)") in text
+    assert " sage 0.9000 0.9000 0.6000 0.6000 " in text
+    assert (" Adamic-Adar heuristic (the verdict compares with it) 0.9500 0.9500 0.7000 0.7000 "
+            in text)
+    assert " MLP 0.9500 0.9500 0.2000 0.2000 " in text
+    assert "hard negatives per positive (HeaRT) 100" in text
+
+
 def test_node_report_names_sampler_engine_and_evaluation_forward():
     train = {"model": "sage", "sampler": "neighbor", "best_epoch": 4, "epochs_run": 9,
              "parameters": 100}
@@ -178,6 +213,94 @@ def test_node_report_names_sampler_engine_and_evaluation_forward():
     text = _text(render(_inputs(train=train)).html)
     assert "engine / evaluation forward not recorded (metrics/perf/train.json missing)" in text
     assert "No train metrics" in _text(render(_inputs()).html)
+
+
+# ------------------------------------------------------------------------------ at a glance
+def _svgs(page: str, kind: str) -> list[str]:
+    return re.findall(rf'<svg class="{kind}".*?</svg>', page, flags=re.S)
+
+
+def _bars(page: str) -> list[dict]:
+    """The interval bars' rows as their data attributes."""
+    (chart,) = _svgs(page, "interval-bars")
+    return [dict(re.findall(r'data-(\w+)="([^"]*)"', g))
+            for g in re.findall(r'<g class="interval"[^>]*>', chart)]
+
+
+REACH = {"bins": [{"bin": "0", "hops": 0, "count": 0, "gnn_accuracy": None,
+                   "baseline_accuracy": None},
+                  {"bin": "1", "hops": 1, "count": 40, "gnn_accuracy": 0.9,
+                   "baseline_accuracy": 0.6},
+                  {"bin": "2", "hops": 2, "count": 12, "gnn_accuracy": 0.75,
+                   "baseline_accuracy": 0.58},
+                  {"bin": ">2", "hops": None, "count": 5, "gnn_accuracy": 0.2,
+                   "baseline_accuracy": 0.6}],
+         "warning": None, "rule": {"min_count": 30, "gnn_drop": 0.1, "baseline_drop": 0.05}}
+
+
+def test_glance_draws_the_gap_with_its_interval_and_the_reach_plot_inline():
+    page = render(_inputs(evaluation=_inputs().evaluation | {"reach": REACH})).html
+    assert page.index("At a glance") < page.index("<h2>Run</h2>")
+    assert _bars(page) == [{"label": "sage − MLP", "gain": "0.350000", "low": "0.150000",
+                            "high": "0.550000", "outcome": "helps"}]
+    assert "+0.3500  [+0.1500, +0.5500]" in page  # the figures beside the bar, readable
+    (plot,) = _svgs(page, "reach-plot")
+    points = re.findall(r'<circle class="point"[^>]*data-model="(\w+)" data-bin="([^"]+)" '
+                        r'data-accuracy="([\d.]+)" data-count="(\d+)"', plot)
+    # one point per model and non-empty bin; the empty hop-0 bin has none
+    assert points == [("sage", "1", "0.900000", "40"), ("sage", "2", "0.750000", "12"),
+                      ("sage", "&gt;2", "0.200000", "5"), ("MLP", "1", "0.600000", "40"),
+                      ("MLP", "2", "0.580000", "12"), ("MLP", "&gt;2", "0.600000", "5")]
+    assert "n=0" in plot and "beyond the GNN's layers" in plot
+    # self-contained: inline markup, nothing fetched, no script
+    assert "<script" not in page and not re.search(r'(src|href)="https?:', page)
+
+
+def test_report_names_the_chosen_baseline_wherever_it_shows_its_scores():
+    ev = _inputs().evaluation | {"baseline_model": "gbdt", "reach": REACH,
+                                 "verdict": "sage beats the structure-free gbdt"}
+    page = render(_inputs(evaluation=ev)).html
+    text = _text(page)
+    assert "Metrics vs the gbdt baseline" in text and " metric sage gbdt gnn − gbdt " in text
+    assert _bars(page)[0]["label"] == "sage − gbdt"
+    assert 'data-model="gbdt"' in page and " sage F1 gbdt F1 " in text
+    assert "mlp" not in text and "MLP" not in text
+
+
+def test_glance_shows_every_seed_and_the_spread():
+    runs = [{"seed": 0, "gnn": 0.85, "baseline": 0.5, "gain": 0.35, "interval": [0.15, 0.55],
+             "outcome": "helps"},
+            {"seed": 77, "gnn": 0.6, "baseline": 0.55, "gain": 0.05, "interval": [-0.1, 0.2],
+             "outcome": "inconclusive"}]
+    seeds = {"count": 2, "runs": runs, "outcomes": {"helps": 1, "hurts": 0, "inconclusive": 1},
+             "gnn": {"mean": 0.725, "std": 0.176777, "min": 0.6, "max": 0.85},
+             "baseline": {"mean": 0.525, "std": 0.035355, "min": 0.5, "max": 0.55},
+             "gain": {"mean": 0.2, "std": 0.212132, "min": 0.05, "max": 0.35}}
+    page = render(_inputs(evaluation=_inputs().evaluation | {"seeds": seeds})).html
+    assert [(b["label"], b["gain"], b["low"], b["high"], b["outcome"]) for b in _bars(page)] == [
+        ("sage − MLP (seed 0)", "0.350000", "0.150000", "0.550000", "helps"),
+        ("seed 77", "0.050000", "-0.100000", "0.200000", "inconclusive")]
+    text = _text(page)
+    assert "Over 2 training seeds: helps in 1 of 2, inconclusive in 1 of 2" in text
+    assert " sage 0.7250 0.1768 0.6000 0.8500 " in text
+    assert " gain (GNN − baseline) 0.2000 0.2121 0.0500 0.3500 " in text
+    assert not _svgs(page, "reach-plot")  # evaluate measured no reach here
+
+
+def test_glance_link_table_renders_whatever_rows_the_link_metrics_hold():
+    inputs = _link_inputs()
+    ev = inputs.evaluation | {
+        "heuristics": {"resource_allocation": {"test": {"mrr": 0.7, "hits@10": 0.8}}},
+        "hard": {"gnn": {"test": {"mrr": 0.2, "hits": {"10": 0.3}}},
+                 "gap": {"gain": -0.05, "interval": [-0.09, -0.01], "outcome": "hurts"}}}
+    page = render(dataclasses.replace(inputs, evaluation=ev)).html
+    text = _text(page)
+    assert "Link metrics on the test edges" in text
+    assert (" model mrr roc_auc average_precision hits@10 hits.10 sage 0.6000 0.6000 0.6000 "
+            "0.6000 n/a MLP 0.6000 0.6000 0.6000 0.6000 n/a heuristics / resource_allocation "
+            "0.7000 n/a n/a 0.8000 n/a hard / gnn 0.2000 n/a n/a n/a 0.3000 ") in text
+    assert [(b["label"], b["outcome"]) for b in _bars(page)] == [("sage − MLP", "helps"),
+                                                                 ("hard / gap", "hurts")]
 
 
 def test_report_shows_the_warnings_of_prepare():
@@ -200,60 +323,6 @@ def test_parse_csv_types_and_errors():
         parse_csv("a,b,c\n1,2,3\n1,2\n", "h.csv")
     with pytest.raises(ValueError, match="empty CSV"):
         parse_csv("", "h.csv")
-
-
-def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **train):
-    """One rev entry in the shape `dvc exp show --json` (DVC 3) writes."""
-    return {"rev": rev, "name": name, "error": None,
-            "data": {"rev": rev, "timestamp": timestamp,
-                     "params": {"params.yaml": {"data": {"train": {
-                         "num_layers": depth, "model": "gcn",
-                         "neighbor": {"num_neighbors": [10] * depth}, **train}}}},
-                     "metrics": {"metrics/summary.json": {"data": {
-                         "metric": "test_accuracy", "gnn": acc, "baseline": 0.5,
-                         "cosine": cos, "dirichlet": 1.0, "rayleigh": 0.3}}}}}
-
-
-def _exp_show(*extra) -> list:
-    """A workspace, a commit and its experiments: the depth sweep depth-1..3 and others."""
-    experiments = [{"name": f"depth-{d}", "executor": None,
-                    "revs": [_exp_entry(f"sha{d}", f"depth-{d}", d, 0.9 - d / 20, d / 10)]}
-                   for d in (3, 1, 2)]
-    # unrelated experiments of the same repository, newer than the sweep
-    experiments.append({"name": "try-sage", "revs": [_exp_entry(
-        "shas", "try-sage", 2, 0.77, 0.25, "2025-02-01T00:00:00", model="sage")]})
-    experiments += [{"name": e["name"], "revs": [e]} for e in extra]
-    workspace = _exp_entry("workspace", None, 2, 0.11, 0.9)
-    commit = _exp_entry("abc123", "main", 2, 0.22, 0.9) | {"experiments": experiments}
-    failed = {"rev": "bad", "name": "broken", "data": {"params": {}, "metrics": {}}}
-    return [workspace, commit, failed]
-
-
-def test_sweep_rows_are_the_selected_experiments_only():
-    rows = sweep_rows(_exp_show(), ["depth-*"])
-    assert [r["num_layers"] for r in rows] == [1, 2, 3]
-    assert [r["name"] for r in rows] == ["depth-1", "depth-2", "depth-3"]  # not try-sage, main
-    assert rows[1]["gnn_test_accuracy"] == 0.8 and rows[1]["cosine_similarity"] == 0.2
-    assert sweep_rows(_exp_show(), ["depth-1", "depth-3"]) == [rows[0], rows[2]]
-    _assert_valid_png(render_sweep(rows))
-
-
-@pytest.mark.parametrize("patterns, extra, message", [
-    (["depth-*", "nope-*"], (), r"^--experiments 'nope-\*' matches no experiment of the sweep "
-                                r"file; it holds: workspace, main, depth-3, depth-1, depth-2, "
-                                r"try-sage, broken$"),
-    (["depth-*", "try-sage"], (), r"^experiments 'depth-2' and 'try-sage' both have "
-                                  r"train.num_layers=2; select one of them$"),
-    (["depth-*"], [_exp_entry("sha4", "depth-4", 4, 0.5, 0.5, lr=0.1)],
-     r"^experiments 'depth-3' and 'depth-4' differ in train.lr \(None vs 0.1\), not only in "
-     r"train.num_layers: select the experiments of one sweep$"),
-    (["depth-*", "broken"], (), r"^experiment 'broken' has no num_layers .*did it fail, or is "
-                                r"it a link-task run\?"),
-], ids=["unmatched", "same depth", "other params", "no metrics"])
-def test_sweep_selection_is_refused_in_one_line_when_it_mixes_experiments(patterns, extra,
-                                                                          message):
-    with pytest.raises(ValueError, match=message):
-        sweep_rows(_exp_show(*extra), patterns)
 
 
 # ------------------------------------------------------------------------------ acceptance
@@ -321,24 +390,6 @@ def test_acceptance_gnn_wins_when_homophilous_gap_closes_and_warns_when_not(tmp_
 def test_report_cli_names_the_missing_file(tmp_path, capsys):
     assert main(["report", "--metrics-dir", str(tmp_path)]) == 1
     assert f"{tmp_path / 'prepare.json'}: file not found; run the stage" in capsys.readouterr().err
-    assert main(["report", "--sweep", str(tmp_path / "exps.json"), "--experiments", "d*"]) == 1
-    assert "exps.json: file not found" in capsys.readouterr().err
-    exps = tmp_path / "exps.json"
-    exps.write_text(json.dumps(_exp_show()))
-    sweep = ["report", "--sweep", str(exps), "--sweep-out", str(tmp_path / "sweep")]
-    assert main(sweep) == 1
-    assert capsys.readouterr().err.strip() == (
-        f"gnnpipe report: error: --sweep {exps} needs --experiments NAME [NAME ...]: the sweep's "
-        "experiment names or globs, e.g. --experiments 'depth-*'")
-    assert main(sweep + ["--experiments", "x*"]) == 1
-    assert "--experiments 'x*' matches no experiment" in capsys.readouterr().err
-    assert not (tmp_path / "sweep").exists()
-    assert main(["report", "--experiments", "d*"]) == 1
-    assert "--experiments selects the experiments of --sweep" in capsys.readouterr().err
-    assert main(sweep + ["--experiments", "depth-*"]) == 0
-    csv = (tmp_path / "sweep/depth_sweep.csv").read_text().splitlines()
-    assert [line.split(",")[:2] for line in csv[1:]] == [["1", "depth-1"], ["2", "depth-2"],
-                                                         ["3", "depth-3"]]
 
 
 def test_report_shows_reach_and_curvature_when_measured():

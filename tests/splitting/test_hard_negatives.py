@@ -117,6 +117,35 @@ def test_they_are_the_top_ra_candidates_when_enough_exist(seed):
     assert checked >= heads.size // 2
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_target_range_keeps_the_top_ra_candidates_inside_it(seed):
+    """``targets``: a typed graph's target type. Candidates outside are dropped before the
+    ranking (not after a top-k of all), and the uniform fill stays inside too."""
+    n, lo, hi, k = 80, 30, 70, 4
+    csr, (heads, _), forbidden, true_pairs = _split_graph(n=n, seed=seed)
+    neg = hard_negatives(csr, heads, k, forbidden, np.random.default_rng(seed), targets=(lo, hi))
+    assert ((neg >= lo) & (neg < hi)).all()
+    checked = 0
+    for head, row in zip(heads.tolist(), neg):
+        assert not any((head, c) in true_pairs or c == head for c in row.tolist())
+        ra = {c: r for c, r in _reference_ra(csr, n, head, true_pairs).items() if lo <= c < hi}
+        if len(ra) < k:
+            continue
+        checked += 1
+        best = sorted(ra.values(), reverse=True)[:k]
+        np.testing.assert_allclose(sorted((ra[c] for c in row.tolist()), reverse=True), best)
+    assert checked >= heads.size // 3
+
+
+def test_the_uniform_fill_of_an_isolated_source_stays_in_the_target_range():
+    n = 30
+    u, v = np.arange(1, n - 1), np.arange(2, n)  # a path; node 0 has no edge
+    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
+    neg = hard_negatives(csr, np.array([0, 0, 5]), 6, np.array([0 * n + 20]),
+                         np.random.default_rng(0), targets=(10, 25))
+    assert ((neg >= 10) & (neg < 25)).all() and 20 not in neg[:2]
+
+
 def test_hard_negatives_have_a_higher_ra_than_uniform_ones():
     csr, (heads, _), forbidden, _ = _split_graph(seed=3)
     hard = hard_negatives(csr, heads, 10, forbidden, np.random.default_rng(0))

@@ -178,6 +178,14 @@ def test_link_stages_run_without_dvc_with_the_sign_encoder(tmp_path, monkeypatch
     summary = json.loads((tmp_path / "metrics/eval.json").read_text())
     assert summary["task"] == "link" and set(summary["gnn"]["test"]) == {
         "roc_auc", "average_precision", "mrr", "hits@1", "hits@5"}
+    # evaluate.link.negatives both (the default): judged on the split's hard negatives, which
+    # both encoders scored, against the best of the MLP and the heuristics
+    assert summary["negatives"] == "hard" and summary["baseline_model"] in summary["baselines"]
+    assert set(summary["baselines"]) == set(summary["random_negatives"]["baselines"]) == {
+        "mlp", "common_neighbours", "adamic_adar", "resource_allocation"}
+    for folder in ("data/model", "data/baseline"):
+        assert io.read_hard_link_scores(tmp_path / folder)["test"].shape == (
+            scores["test"][1].shape[0], 100)
     assert json.loads((tmp_path / "metrics/train.json").read_text())["model"] == "sign"
 
 

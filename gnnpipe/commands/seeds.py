@@ -1,0 +1,70 @@
+"""evaluate.seeds: the GNN and the structure-free baseline the baseline stage chose, retrained
+under derived seeds on the same split, features and params, each scored on the test nodes.
+
+Only the training randomness varies (initialisation, dropout, batch order, sampled neighbours):
+the split stays the pipeline's, so the spread is the models', not the test set's. The first
+seed is the pipeline seed, whose models train and baseline already wrote; each other run is the
+train command's own node variant (``gnnpipe.commands.train.train_nodes``: every sampler and
+engine, on one process) and the baseline's fit, with ``seed`` replaced by a seed drawn from the
+stream ``evaluate.seeds`` of the pipeline seed. The GNN's outputs go to a folder of the stage's
+run scratch (removed when the stage exits) and are read back from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from gnnpipe import io
+from gnnpipe.config import replace
+from gnnpipe.io.atomic import staged
+from gnnpipe.pipeline import STAGES
+from gnnpipe.runtime.rng import make_rng
+
+# gnnpipe.commands.train / baseline import PyG and the training loop (seconds): imported in
+# ``retrain_nodes``, so that evaluate.seeds: 1 does not pay for them
+
+
+def derived_seeds(seed: int, count: int) -> list[int]:
+    """``count`` training seeds: ``seed`` itself first (the pipeline's models), then draws of
+    the stream ``evaluate.seeds`` of ``seed`` (the first k are the same for any count >= k)."""
+    draws = make_rng(seed, "evaluate.seeds").integers(0, 2**31 - 1, size=count - 1)
+    return [seed, *(int(d) for d in draws)]
+
+
+def retrain_nodes(args, params, seed: int, baseline: str) -> tuple[tuple, tuple]:
+    """``(node_id, logits)`` of the GNN and of the ``baseline`` model (``baseline.models``'
+    name) trained as the train and baseline stages train them, with ``params.seed`` = ``seed``;
+    ``args`` are the evaluate stage's (its inputs are train's)."""
+    from gnnpipe.commands import baseline as baseline_command
+    from gnnpipe.commands import train as train_command
+    from gnnpipe.commands.inputs import read_model_typed
+    from gnnpipe.training import device as devices
+    from gnnpipe.training.distributed import SINGLE
+
+    reseeded = replace(params, seed=seed)
+    scratch = Path(tempfile.mkdtemp(prefix=f"seed-{seed}-"))  # inside the run scratch
+    train_args = _train_args(args, scratch)
+    kind = io.read_split_meta(args.split)["layout"]
+    device = devices.resolve(params.train.device, SINGLE)
+    train_command.train_nodes(train_args, reseeded, kind, SINGLE, device)
+    gnn = io.read_predictions(staged(train_args.out))  # staged: published at the stage's end
+
+    graph = read_model_typed(args).graph
+    roles = io.read_typed_roles(args.split, graph)
+    fitted = baseline_command.FIT_NODES[baseline](graph.x[graph.target], graph, roles, reseeded)
+    return gnn, (fitted.node_id, fitted.logits)
+
+
+def _train_args(args, scratch: Path) -> argparse.Namespace:
+    """The train command's arguments: its inputs are evaluate's own, its outputs go to
+    ``scratch`` (gnnpipe/pipeline.py lists both)."""
+    paths = {}
+    for artifact in STAGES["train"].paths:
+        if artifact.option is None:
+            continue
+        name = artifact.option.removeprefix("--").replace("-", "_")
+        paths[name] = getattr(args, name) if artifact.kind == "in" else scratch / artifact.path
+    return argparse.Namespace(stage="train", params=args.params, resources=None, **paths)
+

@@ -1,0 +1,54 @@
+"""What the structure-only link heuristics and the hard negatives share: the graph they read
+and the small array helpers over it.
+
+Both read the **train-phase message graph** as one undirected simple graph
+(``graphops.partition.symmetric_simple``); a typed graph is read whole, every edge type of its
+train phase projected onto ``Graph.offsets()`` ids (``train_view``), so a path
+``author -> paper -> paper`` counts as a 2-hop path like any other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnpipe.data.graph import Csr, EdgeType, Graph
+from gnnpipe.data.edges import homogeneous_csr
+
+BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
+
+
+def train_view(graph: Graph, train_graphs: dict[EdgeType, Csr]) -> Csr:
+    """The train phase's message graphs (edge type -> CSR) as one square CSR over the
+    homogeneous ids of ``graph`` (a homogeneous graph: its one CSR, as it is)."""
+    if graph.is_homogeneous:
+        return train_graphs[graph.edge_types[0]]
+    return homogeneous_csr(graph.sizes(), train_graphs)
+
+
+def chunk_bounds(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, stop)`` ranges of items whose ``work`` (int (M,)) sums to at most
+    ``budget``, except a single item above it, which is a range of its own."""
+    cumulative = np.cumsum(work)
+    bounds, start = [], 0
+    while start < work.size:
+        before = int(cumulative[start - 1]) if start else 0
+        stop = max(int(np.searchsorted(cumulative, before + budget, side="right")), start + 1)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def simple_keys(simple: Csr) -> np.ndarray:
+    """Sorted int64 keys ``row * N + column`` of every edge of a simple CSR: (E,)."""
+    n = simple.num_nodes
+    return simple.targets().numpy() * n + simple.indices.numpy()
+
+
+def neighbour_weights(degrees: np.ndarray) -> dict[str, np.ndarray]:
+    """What a common neighbour ``w`` adds to each heuristic: float64 (N,) per name. A node of
+    degree <= 1 cannot be common to two distinct nodes; it weighs 0 rather than dividing by 0."""
+    deg = degrees.astype(np.float64)
+    aa = np.divide(1.0, np.log(deg, where=deg > 1, out=np.ones_like(deg)),
+                   where=deg > 1, out=np.zeros_like(deg))
+    ra = np.divide(1.0, deg, where=deg > 0, out=np.zeros_like(deg))
+    return {"common_neighbours": np.ones_like(deg), "adamic_adar": aa, "resource_allocation": ra}
