@@ -135,7 +135,7 @@ def test_the_split_stage_writes_hard_negatives_and_leaves_the_random_ones_as_the
     meta = json.loads((with_hard / "meta.json").read_text())
     assert meta["num_hard_negatives"] == {"val": 100, "test": 100}
     assert "num_hard_negatives" not in json.loads((without / "meta.json").read_text())
-    graph = io.read_typed_graph(tmp_path / "with/data/prepared")
+    graph = io.read_graph(tmp_path / "with/data/prepared")
     _, edges, _ = io.read_typed_link_split(with_hard, graph)
     hard = io.read_hard_negatives(with_hard, edges, graph.num_nodes)
     assert hard["test"].shape == (edges["test"].shape[1], 100)
