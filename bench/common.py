@@ -7,7 +7,7 @@ built with gnnpipe's own contextual SBM generator so benches and pipeline share 
 
     from bench.common import add_graph_args, load_graph
     args = add_graph_args(argparse.ArgumentParser()).parse_args()
-    graph = load_graph(args)          # gnnpipe.data.graph.Graph, same bytes for the same arguments
+    graph = load_graph(args)          # a TargetView (csr, x, y); same bytes for the same args
 
 Run benches from the repository root as modules: ``python -m bench.propagate --scale 0.1``.
 """
@@ -28,7 +28,8 @@ import torch
 
 from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
-from gnnpipe.data.graph import Csr, Graph, normalize_edges
+from gnnpipe.data.graph import Csr, Graph, TargetView
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.runtime.rng import make_rng
 
 BASE_NODES = 1_000_000
@@ -58,16 +59,17 @@ def graph_params(args: argparse.Namespace) -> SyntheticParams:
                            degree_skew=args.degree_skew)
 
 
-def build_graph(cfg: SyntheticParams, seed: int = 0) -> Graph:
-    """The bench graph: undirected (both directions stored), deduplicated, no self-loops."""
+def build_graph(cfg: SyntheticParams, seed: int = 0) -> TargetView:
+    """The bench graph, undirected (both directions stored), deduplicated, no self-loops, as the
+    flat view (``Graph.target_view``) that the single-relation code under test reads."""
     raw = synthetic.generate(cfg, make_rng(seed, "bench"))
     csr, _ = normalize_edges(raw["src"], raw["dst"], cfg.num_nodes, undirected=True, dedup=True,
                              remove_self_loops=True)
-    return Graph(csr=csr, x=torch.from_numpy(raw["x"]), y=torch.from_numpy(raw["y"]),
-                 num_classes=cfg.num_classes)
+    return Graph.homogeneous(csr, torch.from_numpy(raw["x"]), torch.from_numpy(raw["y"]),
+                             cfg.num_classes).target_view()
 
 
-def load_graph(args: argparse.Namespace) -> Graph:
+def load_graph(args: argparse.Namespace) -> TargetView:
     """``build_graph`` for the parsed arguments, through ``--cache`` when given."""
     cfg = graph_params(args)
     if args.cache is None:
@@ -77,7 +79,8 @@ def load_graph(args: argparse.Namespace) -> Graph:
     path = Path(args.cache) / name
     if path.exists():
         p = torch.load(path, mmap=True, weights_only=True)
-        return Graph(Csr(p["indptr"], p["indices"]), p["x"], p["y"], int(p["num_classes"]))
+        return Graph.homogeneous(Csr(p["indptr"], p["indices"]), p["x"], p["y"],
+                                 int(p["num_classes"])).target_view()
     graph = build_graph(cfg, args.seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -176,7 +179,7 @@ def machine() -> dict:
             "numpy": np.__version__, "load_average": os.getloadavg()}
 
 
-def describe(graph: Graph) -> str:
+def describe(graph: TargetView) -> str:
     deg = graph.csr.degrees()
     return (f"{graph.num_nodes:,} nodes, {graph.csr.num_edges:,} directed edges "
             f"(mean degree {float(deg.double().mean()):.1f}, max {int(deg.max())}), "

@@ -42,7 +42,7 @@ from gnnpipe.runtime.rng import make_rng, torch_seed
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import _loss, _step, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import phase_csrs
 
 VARIANTS = {  # name: (compile, amp)
     "eager fp32": (False, False),
@@ -159,8 +159,9 @@ def main(argv=None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     params = load_params(args.params)
-    graph = prepare(params.dataset, params.seed)[0]
-    node_split = split_nodes(one_type(graph), params.split.node, make_rng(params.seed, "split"))
+    typed = prepare(params.dataset, params.seed)[0]
+    node_split = split_nodes(typed, params.split.node, make_rng(params.seed, "split"))
+    graph = typed.target_view()
     print_machine()
     print(f"# graph: {describe(graph)}; train nodes "
           f"{int((node_split.roles == 'train').sum()):,}; model {args.model}, "

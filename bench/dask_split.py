@@ -32,7 +32,8 @@ BASE_NODES, BASE_EDGES = 50_000, 1_000_000
 def write_graph(folder: Path, scale: float) -> None:
     """A prepared graph of size ``scale`` (skipped when it exists)."""
     from gnnpipe import io
-    from gnnpipe.data.graph import Graph, csr_from_edges
+    from gnnpipe.data.graph import Graph
+    from gnnpipe.data.edges import csr_from_edges
 
     if (folder / "graph.pt").exists():
         return
@@ -41,8 +42,8 @@ def write_graph(folder: Path, scale: float) -> None:
     csr = csr_from_edges(rng.integers(0, n, e), rng.integers(0, n, e), n)
     y = torch.from_numpy(rng.integers(0, 4, n))
     y[::10] = -1
-    graph = Graph(csr=csr, x=torch.from_numpy(rng.random((n, 8), dtype=np.float32)), y=y,
-                  num_classes=4)
+    graph = Graph.homogeneous(csr=csr, x=torch.from_numpy(rng.random((n, 8), dtype=np.float32)),
+                              y=y, num_classes=4)
     io.write_prepared(folder, graph)
 
 
@@ -51,7 +52,7 @@ def run_one(prepared: Path, out: Path, block_edges: int, memory_limit: str, task
     """Split ``prepared`` into ``out`` by blocks; wall time and memory peaks."""
     from gnnpipe import io
     from gnnpipe.config import params_from_dict
-    from gnnpipe.data.typed_graph import one_type
+
     from gnnpipe.data.graph import Csr
     from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
     from gnnpipe.runtime.engine import session
@@ -68,10 +69,10 @@ def run_one(prepared: Path, out: Path, block_edges: int, memory_limit: str, task
                                            "memory_limit": memory_limit}})
     cfg = params.split.node
     start = time.perf_counter()
-    graph = one_type(io.read_graph(prepared, mmap=True, stored_x=True))
+    graph = io.read_graph(prepared, mmap=True, stored_x=True)
     (edge_type,) = graph.edge_types
     sizes = BlockSizes(rows=1 << 20, edges=block_edges)
-    n = graph.num_nodes(graph.target)
+    n = graph.num_nodes_dict[graph.target]
     with scratch_beside(out) as scratch:
         with session(params.cluster) as client:
             client.run(_start_sampler)

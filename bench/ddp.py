@@ -42,7 +42,7 @@ from gnnpipe.config import NodeSplitParams, PartitionParams
 from gnnpipe.graphops.partition import assign_parts, build_shards, partition_report
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import EDGE, one_type
+from gnnpipe.data.graph import EDGE, Graph
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,8 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def write_artifacts(args: argparse.Namespace, work: Path) -> str:
     """prepared/, split/ and partition/ of the bench graph under ``work``; a summary line."""
     graph = load_graph(args)
-    io.write_prepared(work / "prepared", graph)
-    typed = one_type(graph)
+    typed = Graph.homogeneous(graph.csr, graph.x, graph.y, graph.num_classes)
+    io.write_prepared(work / "prepared", typed)
     node_split = split_nodes(typed, NodeSplitParams(), make_rng(args.seed, "split"))
     io.write_split(work / "split", typed, node_split.message_graphs,
                    {"task": "node", "mode": node_split.mode}, roles=node_split.roles)

@@ -70,7 +70,7 @@ def child_train(args) -> dict:
 
     torch.manual_seed(0)
     prepared = Path(args.dir) / "prepared"
-    graph = io.read_graph(prepared, mmap=True, stored_x=True)
+    graph = io.read_graph(prepared, mmap=True, stored_x=True).target_view()
     if args.child == "out_of_core":
         x = ModelFeatures(FeatureSource(graph.x, mapped=True), FeatureTransform())
     elif args.child == "mapped":

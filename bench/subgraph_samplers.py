@@ -46,6 +46,7 @@ from gnnpipe.sampling.cluster import ClusterLoader, GraphParts
 from gnnpipe.sampling.saint import SaintLoader, estimate_norm, make_sampler
 from gnnpipe.sampling.shadow import shadow_loader
 from gnnpipe.sampling.store import CsrGraphStore, GnnpipeFeatureStore, open_prepared
+from gnnpipe.data.graph import Graph
 from gnnpipe.training.sharding import NodeRows
 
 
@@ -209,8 +210,10 @@ def main(argv=None) -> None:
 
 
 def _prepared(graph, folder: Path) -> Path:
-    """``graph`` written as the prepare stage writes it (graph.pt is what the store maps)."""
-    io.write_prepared(folder, graph)
+    """``graph`` (the bench graph's view) written as the prepare stage writes it (graph.pt is
+    what the store maps)."""
+    io.write_prepared(folder, Graph.homogeneous(graph.csr, graph.x, graph.y,
+                                                graph.num_classes))
     return folder
 
 

@@ -24,7 +24,6 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
 
 
 def main() -> None:
@@ -34,8 +33,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args()
     params = params_from_dict({"dataset": {"synthetic": {"num_nodes": args.nodes}}})
-    graph = prepare(params.dataset, 0)[0]
-    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    typed = prepare(params.dataset, 0)[0]
+    roles = split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles
+    graph = typed.target_view()
     cfg = TrainParams(epochs=args.epochs, patience=args.epochs)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))

@@ -15,7 +15,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from gnnpipe.config import Params, SyntheticParams, params_from_dict
-from gnnpipe.data.graph import Graph, normalize_edges
+from gnnpipe.data.graph import Graph, TargetView
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import prepare
 
 
@@ -24,8 +25,9 @@ def _quiet_progress(monkeypatch):
     monkeypatch.setenv("GNNPIPE_PROGRESS", "0")
 
 
-def make_tiny_graph(num_nodes: int = 12, num_classes: int = 3) -> Graph:
-    """A ring plus chords; ``x[:, 0] == node id`` so a wrong gather is visible."""
+def make_tiny_graph(num_nodes: int = 12, num_classes: int = 3) -> TargetView:
+    """A ring plus chords, as the flat view the single-relation code reads; ``x[:, 0] == node
+    id`` so a wrong gather is visible."""
     ring = np.arange(num_nodes)
     src = np.concatenate([ring, ring[::3]])
     dst = np.concatenate([(ring + 1) % num_nodes, (ring[::3] + 5) % num_nodes])
@@ -34,7 +36,7 @@ def make_tiny_graph(num_nodes: int = 12, num_classes: int = 3) -> Graph:
     x = torch.stack([torch.arange(num_nodes, dtype=torch.float32),
                      torch.ones(num_nodes)], dim=1)
     y = torch.arange(num_nodes) % num_classes
-    return Graph(csr=csr, x=x, y=y, num_classes=num_classes)
+    return Graph.homogeneous(csr, x, y, num_classes).target_view()
 
 
 @pytest.fixture
@@ -47,8 +49,15 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+def as_graph(view: TargetView) -> Graph:
+    """The homogeneous ``Graph`` whose view is ``view`` (the fixtures give views): what the
+    split, audit and writers take."""
+    return Graph.homogeneous(view.csr, view.x, view.y, view.num_classes,
+                             timestamps=view.timestamps, public_roles=view.public_roles)
+
+
 @pytest.fixture
-def tiny_graph() -> Graph:
+def tiny_graph() -> TargetView:
     return make_tiny_graph()
 
 
@@ -60,9 +69,9 @@ def small_params(**synthetic) -> Params:
 
 
 @pytest.fixture
-def small_graph() -> Graph:
+def small_graph() -> TargetView:
     params = small_params()
-    return prepare(params.dataset, params.seed)[0]
+    return prepare(params.dataset, params.seed)[0].target_view()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ relation's edges (analyze.curvature), over its undirected simple graph. On
 without an own relation are computed here."""
 
 import numpy as np
-import torch
 
 from gnnpipe import io
 from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_components,
@@ -23,8 +22,8 @@ from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.graphops.reach import edge_curvature
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.data.typed_graph import TYPED, edge_type_name, homogeneous_csr, type_summary
+from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
+from gnnpipe.data.edges import homogeneous_csr
 
 PHASES = ("train", "val", "test")
 
@@ -39,11 +38,11 @@ def run(args) -> str:
         if own is None:
             report, histogram = _without_own_relation(graph, params.analyze)
         elif client is None:
-            report, histogram = analyze_graph(graph.target_graph(), params.analyze,
+            report, histogram = analyze_graph(graph.target_view(), params.analyze,
                                               *_phases(args, typed, own))
         else:  # block files beside the metrics when a real cluster's workers must see them
             scratch = args.metrics.resolve().parent if params.cluster.address else None
-            report, histogram = analyze_blocks(client, graph.target_graph(), params.analyze,
+            report, histogram = analyze_blocks(client, graph.target_view(), params.analyze,
                                                *_phases(args, typed, own), scratch=scratch)
     if own is not None and params.analyze.curvature.sample_edges > 0:
         report["curvature"] = edge_curvature(symmetric_simple(graph.csr[own]),
@@ -71,10 +70,8 @@ def _without_own_relation(graph, cfg) -> tuple[dict, list]:
     """A target type with no relation of its own (users that only buy items): homophily is not
     applicable and says why; degrees are the target's in-degrees summed over every edge type,
     components those of the whole typed graph (every node type, to_homogeneous ids)."""
-    n = graph.num_nodes(graph.target)
-    empty = Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
-    report, _ = analyze_graph(Graph(csr=empty, x=graph.x[graph.target], y=graph.y,
-                                    num_classes=graph.num_classes), cfg)  # labels, classes
+    n = graph.num_nodes_dict[graph.target]
+    report, _ = analyze_graph(graph.target_view(), cfg)  # labels, classes: no edges there
     received = np.zeros(n, dtype=np.int64)  # (N_target,) in-edges of any type
     for edge_type, csr in graph.csr.items():
         if edge_type[2] == graph.target:

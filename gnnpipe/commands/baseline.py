@@ -11,7 +11,7 @@ from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervisio
 from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.data.typed_graph import TYPED, edge_type_name
+from gnnpipe.data.graph import TYPED, edge_type_name
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed

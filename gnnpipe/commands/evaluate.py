@@ -23,7 +23,7 @@ from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.link_evaluate import (EVAL_PHASES, NEGATIVE_SETS, evaluate_links,
                                              heuristic_predictions, link_confusion_rows)
 from gnnpipe.graphops.heuristics import train_view
-from gnnpipe.data.typed_graph import TYPED, edge_type_name
+from gnnpipe.data.graph import TYPED, edge_type_name
 
 
 def run(args) -> str:
@@ -100,7 +100,7 @@ def _score_links(args, params, typed):
     predictions = {"random": dict(random)} if "random" in sets else {}
     targets = {"random": negatives}
     if "hard" in sets:
-        targets["hard"] = _hard_negatives(args, edges, graph.num_nodes(edge_type[2]))
+        targets["hard"] = _hard_negatives(args, edges, graph.num_nodes_dict[edge_type[2]])
         predictions["hard"] = {name: _with_hard(random[name], path) for name, path in
                                (("gnn", args.model), ("mlp", args.baseline))}
         offsets = graph.offsets()  # the heuristics read homogeneous ids (train_view)

@@ -1,6 +1,6 @@
 """Reads that several stage commands share: the features every model reads (normalized by
-data/features), the graph with its split as a typed graph (either layout, gnnpipe/io/typed.py),
-and the link supervision (positives, fixed negatives, the training negative sampler)."""
+data/features), the graph with its split (either layout, gnnpipe/io/typed.py), and the link
+supervision (positives, fixed negatives, the training negative sampler)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, Csr, Graph
 from gnnpipe.io.rows import FeatureSource
 from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
 from gnnpipe.splitting.negatives import degree_weights, training_sampler
@@ -19,9 +18,9 @@ from gnnpipe.splitting.negatives import degree_weights, training_sampler
 
 @dataclass(frozen=True)
 class TypedSplit:
-    """A graph as typed (either layout), its split's meta.json and phase -> edge type ->
-    message-graph CSR."""
-    graph: object  # gnnpipe.data.typed_graph.HeteroGraph
+    """A graph (either layout), its split's meta.json and phase -> edge type -> message-graph
+    CSR."""
+    graph: Graph
     meta: dict
     graphs: dict
 
@@ -47,12 +46,6 @@ def model_features(args, x: torch.Tensor, node_type: str | None = None) -> torch
     return read_transform(args.features, node_type, int(x.shape[1])).apply(x)
 
 
-def read_model_graph(args, *, mmap: bool = False):
-    """``graph.pt`` with ``x`` as the models read it (``model_features``)."""
-    graph = io.read_graph(args.prepared, mmap=mmap)
-    return replace(graph, x=model_features(args, graph.x))
-
-
 def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     """``model_features`` of the stored (memory-mapped) ``stored`` (N, F) as a
     ``gnnpipe.data.features.ModelFeatures``: rows read, cast and normalized per request. ``amp``
@@ -61,14 +54,6 @@ def lazy_model_features(args, stored: torch.Tensor, *, amp: bool = False):
     dtype = torch.bfloat16 if amp and stored.dtype == torch.bfloat16 else torch.float32
     transform = read_transform(args.features, None, int(stored.shape[1]))
     return ModelFeatures(FeatureSource(stored, mapped=True), transform, dtype)
-
-
-def read_lazy_model_graph(args, *, amp: bool = False):
-    """``graph.pt`` with ``x`` a ``gnnpipe.data.features.ModelFeatures`` (``lazy_model_features``,
-    when ``gnnpipe.config.samplers.out_of_core``):
-    the stored features stay memory-mapped (sampled training on features larger than memory)."""
-    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
-    return replace(graph, x=lazy_model_features(args, graph.x, amp=amp))
 
 
 def whole_features(inputs: dict) -> dict:
@@ -85,21 +70,21 @@ def whole_features(inputs: dict) -> dict:
     return inputs
 
 
-def read_model_typed(args, *, mmap: bool = False) -> TypedSplit:
+def read_model_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> TypedSplit:
     """``read_typed`` with every node type's ``x`` as the models read it (per type; a
     homogeneous layout's one type through its one transform)."""
-    typed = read_typed(args, mmap=mmap)
+    typed = read_typed(args, mmap=mmap, graph=graph)
     graph = typed.graph
     per_type = graph.layout == TYPED  # data/features keeps a transform per type of typed files
     x = {t: model_features(args, xt, t if per_type else None) for t, xt in graph.x.items()}
     return replace(typed, graph=replace(graph, x=x))
 
 
-def read_typed(args, *, mmap: bool = False) -> TypedSplit:
-    """The graph as prepared, as a typed graph (raw features: analyze, evaluate), its split's
-    meta and message graphs; models read ``read_model_typed``. ``mmap``: tensors are views of
-    the memory-mapped files."""
-    graph = io.read_typed_graph(args.prepared, mmap=mmap)
+def read_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> TypedSplit:
+    """The graph as prepared (raw features: analyze, evaluate; ``graph``: already read), its
+    split's meta and message graphs; models read ``read_model_typed``. ``mmap``: tensors are
+    views of the memory-mapped files."""
+    graph = io.read_graph(args.prepared, mmap=mmap) if graph is None else graph
     meta = io.read_split_meta(args.split)
     return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph)[1])
 
@@ -138,7 +123,7 @@ def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSup
     weights = (None if strategy == "uniform" and graph.layout == HOMOGENEOUS else
                negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
     sampler = typed_negative_sampler(graph, edge_type, visible[0], visible[1], weights)
-    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes(edge_type[2]))
+    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes_dict[edge_type[2]])
     return edge_type, LinkSupervision(
         shifted, shifted_negatives, sampler,
         None if hard is None else {phase: targets + d_off for phase, targets in hard.items()})

@@ -77,11 +77,12 @@ def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
         temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph, train_graph,
                                   mine.numpy())
         return Source(graph, train_graph, train_nodes, mine, temporal=temporal)
-    weight = _edge_weight(args, cfg, graph, train_graph)
-    partition = (read_partition(args, graph.num_nodes, roles)
+    view = graph.target_view()  # a homogeneous graph: its one relation
+    weight = _edge_weight(args, cfg, view, train_graph)
+    partition = (read_partition(args, view.num_nodes, roles)
                  if samplers.needs(cfg.sampler, "partition") else None)
     return Source(graph, train_graph, train_nodes, mine, inputs.phases["train"].edge_index,
-                  _temporal(args, cfg, graph, train_graph, mine), weight, partition,
+                  _temporal(args, cfg, view, train_graph, mine), weight, partition,
                   torch.from_numpy(roles == "train"))
 
 

@@ -9,13 +9,13 @@ import numpy as np
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import TYPED, Csr
+from gnnpipe.data.edges import homogeneous_csr
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
                                resolve_backend, shard_summary)
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.typed_graph import TYPED, homogeneous_csr
 
 
 def run(args):

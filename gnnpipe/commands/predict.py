@@ -25,7 +25,7 @@ from gnnpipe.training.model_inputs import read_model_inputs, read_roles
 from gnnpipe.training.predict import (candidate_pairs, label_counts, load_model, model_outputs,
                              node_prediction_blocks, pair_score_blocks, read_classes_of,
                              read_node_ids_of, write_embeddings)
-from gnnpipe.data.typed_graph import edge_type_name, parse_edge_type
+from gnnpipe.data.graph import edge_type_name, parse_edge_type
 
 
 
@@ -34,16 +34,15 @@ def run(args):
     runs the task on every rank; rank 0 writes."""
     params = load_params(args.params)
     task = split_task(args.split)
-    kind = io.read_split_meta(args.split)["layout"]  # the model inputs take it
     with distributed.stage_ranks(args, params, "prediction") as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"predicted on {params.train.dist.world_size} processes -> {args.out}"
-        return RUNS[task](args, params, kind, ctx)
+        return RUNS[task](args, params, ctx)
 
 
-def predict_nodes(args, params, kind, ctx):
+def predict_nodes(args, params, ctx):
     pcfg = params.predict
-    inputs = read_model_inputs(args, params.train, kind, "node", phases=("test",))
+    inputs = read_model_inputs(args, params.train, "node", phases=("test",))
     graph, target = inputs.graph, inputs.target
     classes, class_source = read_classes_of(args.prepared, graph.num_classes)
     roles = read_roles(args, inputs)
@@ -75,9 +74,9 @@ def predict_nodes(args, params, kind, ctx):
             f"{_embeddings(hidden)} -> {args.out}")
 
 
-def predict_links(args, params, kind, ctx):
+def predict_links(args, params, ctx):
     pcfg, cfg = params.predict, params.train
-    inputs = read_model_inputs(args, cfg, kind, "link", phases=("test",))
+    inputs = read_model_inputs(args, cfg, "link", phases=("test",))
     graph, target = inputs.graph, inputs.target
     edge_type = None if target is None else parse_edge_type(
         io.read_split_meta(args.split)["edge_type"])

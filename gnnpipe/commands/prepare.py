@@ -16,7 +16,7 @@ from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.data.graph import HOMOGENEOUS
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 
@@ -52,7 +52,7 @@ def run(args) -> str:
             io.write_node_ids(out, ids, prepared.node_time.get(node_type), storage.compression,
                               node_type=node_type)
         if prepared.edge_attrs:
-            src, dst = graph.csr.edge_index().numpy()
+            src, dst = graph.target_csr().edge_index().numpy()  # homogeneous: its one relation
             io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
         classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                    if prepared.class_values is None else prepared.class_values)

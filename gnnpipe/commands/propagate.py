@@ -15,7 +15,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_typed
-from gnnpipe.data.typed_graph import TYPED, phase_csrs
+from gnnpipe.data.graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
 from gnnpipe.graphops.dask_propagate import propagate_blocks, x0_rows

@@ -46,9 +46,8 @@ def retrain_nodes(args, params, seed: int, baseline: str) -> tuple[tuple, tuple]
     reseeded = replace(params, seed=seed)
     scratch = Path(tempfile.mkdtemp(prefix=f"seed-{seed}-"))  # inside the run scratch
     train_args = _train_args(args, scratch)
-    kind = io.read_split_meta(args.split)["layout"]
     device = devices.resolve(params.train.device, SINGLE)
-    train_command.train_nodes(train_args, reseeded, kind, SINGLE, device)
+    train_command.train_nodes(train_args, reseeded, SINGLE, device)
     gnn = io.read_predictions(staged(train_args.out))  # staged: published at the stage's end
 
     graph = read_model_typed(args).graph

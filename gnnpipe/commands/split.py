@@ -1,6 +1,6 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
 graphs, audit them, write data/split. One run per task: a homogeneous graph is split and
-audited as the one-type case of a typed graph (``typed_graph.one_type``); only the files keep
+audited as the one-type case of a typed graph (``Graph.homogeneous``); only the files keep
 the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.engine: dask``
 both tasks run by blocks (gnnpipe/splitting/dask_split.py, dask_link.py and their audits), the
 files of ``split.assign: hash`` on the local engine, byte for byte."""
@@ -25,7 +25,7 @@ from gnnpipe.config import load_params
 from gnnpipe.splitting.link_split import hard_link_negatives, split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import TYPED, HeteroGraph, edge_type_name, one_type
+from gnnpipe.data.graph import TYPED, Graph, edge_type_name
 
 
 def run(args):
@@ -45,7 +45,7 @@ def _audited(args, report: dict) -> None:
     audit.raise_if_failed(report)
 
 
-def _fit_features(params, report: dict, graph: HeteroGraph, roles=None) -> dict:
+def _fit_features(params, report: dict, graph: Graph, roles=None) -> dict:
     """Fits features.normalize (gnnpipe/data/features.py): on the train nodes of ``roles`` (None:
     all nodes), per node type for typed files; notes the fit in the audit report."""
     kind = params.features.normalize
@@ -69,7 +69,7 @@ def _public_dropped(report: dict, cfg, dropped: dict) -> None:
 
 def run_nodes(args, params) -> str:
     """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py)."""
-    graph = io.read_typed_graph(args.prepared)
+    graph = io.read_graph(args.prepared)
     cfg = params.split.node
     node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     report = audit.audit_node_split(
@@ -86,7 +86,7 @@ def run_nodes(args, params) -> str:
     return _node_summary(args, graph, report, node_split.mode)
 
 
-def _node_summary(args, graph: HeteroGraph, report: dict, mode: str) -> str:
+def _node_summary(args, graph: Graph, report: dict, mode: str) -> str:
     typed = graph.layout == TYPED
     nodes = f"{graph.target} nodes " if typed else ""
     per_type = " per edge type" if typed else ""
@@ -105,7 +105,7 @@ def _link_meta(report: dict, cfg, typed: bool) -> dict:
 def run_links(args, params) -> str:
     """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
     (gnnpipe/splitting/link_split.py)."""
-    graph = io.read_typed_graph(args.prepared)
+    graph = io.read_graph(args.prepared)
     typed = graph.layout == TYPED
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
@@ -132,12 +132,12 @@ def run_links(args, params) -> str:
 
 
 # ------------------------------------------------------------- cluster.engine: dask
-def _mapped_graph(args, params, node=None) -> tuple[HeteroGraph, Path]:
+def _mapped_graph(args, params, node=None) -> tuple[Graph, Path]:
     """The prepared graph for the block split, after its refusals (``node``: the node task's
     params): checked here once, then memory-mapped (x in its stored dtype, read in row
     blocks), and graph.pt's path."""
     refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
-    return (one_type(io.read_graph(args.prepared, mmap=True, stored_x=True)),
+    return (io.read_graph(args.prepared, mmap=True, stored_x=True),
             args.prepared / "graph.pt")
 
 
@@ -148,7 +148,7 @@ def run_nodes_on_blocks(args, params) -> str:
     graph, graph_file = _mapped_graph(args, params, cfg)
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
-            split = split_node_blocks(client, graph_file, graph.num_nodes(graph.target),
+            split = split_node_blocks(client, graph_file, graph.num_nodes_dict[graph.target],
                                       graph.num_classes, cfg, params.seed, scratch)
             report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
         roles = open_memmap(split.roles)
@@ -171,7 +171,7 @@ def run_links_on_blocks(args, params) -> str:
     pairs, message graphs, negatives and audit by blocks, the tables streamed."""
     cfg = params.split.link
     graph, graph_file = _mapped_graph(args, params)
-    n = graph.num_nodes(graph.target)
+    n = graph.num_nodes_dict[graph.target]
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
             split = split_link_blocks(client, graph_file, n, cfg, params.seed, scratch)

@@ -33,7 +33,7 @@ from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import builders
 from gnnpipe.training.train import fit
-from gnnpipe.data.typed_graph import edge_type_name
+from gnnpipe.data.graph import edge_type_name
 
 
 
@@ -46,14 +46,13 @@ def run(args):
     cfg, dist = params.train, params.train.dist
     device = devices.resolve(cfg.device, distributed.context_from_env())
     task = split_task(args.split)
-    kind = io.read_split_meta(args.split)["layout"]  # the model inputs and loaders take it
     with distributed.stage_ranks(args, params, "training", cfg.num_workers, device) as ctx:
         if ctx is None:  # this process launched the ranks under torchrun; they are done
             return f"{cfg.model} trained on {dist.world_size} processes -> {args.out}"
-        return RUNS[task](args, params, kind, ctx, device)
+        return RUNS[task](args, params, ctx, device)
 
 
-def train_nodes(args, params, kind, ctx, device):
+def train_nodes(args, params, ctx, device):
     """Node classification; with train.dist.shard: partition a rank holds only its shards."""
     cfg = params.train
     loader, evaluator, extra, rank_info, batch_size = None, None, {}, {}, None
@@ -65,7 +64,7 @@ def train_nodes(args, params, kind, ctx, device):
         reads, phases = ("prepared", "split", "features", "propagate"), None
         meta = {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes, "num_hops": 0}
     else:
-        inputs = read_model_inputs(args, cfg, kind, "node", amp=cfg.amp)
+        inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
         roles, y, num_classes = read_roles(args, inputs), inputs.graph.y, inputs.graph.num_classes
         build = lambda: inputs.model(num_classes)
         reads, phases = inputs.reads, inputs.phases
@@ -73,7 +72,7 @@ def train_nodes(args, params, kind, ctx, device):
         if samplers.needs(cfg.sampler, "propagate"):  # sign: batches of precomputed rows
             batch_size = cfg.batch_size
         if samplers.SAMPLERS[cfg.sampler].loader:
-            built = builders.build(kind, node_source(args, cfg, ctx, inputs, roles), cfg,
+            built = builders.build(node_source(args, cfg, ctx, inputs, roles), cfg,
                                    params.seed, ctx)
             loader, extra, rank_info = built.loader, built.metrics, built.rank
     fingerprinted = [getattr(args, name) for name in reads] + (
@@ -104,13 +103,13 @@ def train_nodes(args, params, kind, ctx, device):
         else None
 
 
-def train_links(args, params, kind, ctx, device):
+def train_links(args, params, ctx, device):
     """An encoder of every node (type) with a dot-product decoder on the held-out edges (of the
     held-out type); under DDP (link_neighbor) every rank trains."""
     cfg = params.train
-    inputs = read_model_inputs(args, cfg, kind, "link")
+    inputs = read_model_inputs(args, cfg, "link")
     edge_type, sup = read_supervision(args, inputs)
-    built = builders.build(kind, link_source(inputs, sup, edge_type), cfg, params.seed, ctx)
+    built = builders.build(link_source(inputs, sup, edge_type), cfg, params.seed, ctx)
     loader, extra = (None, {}) if built is None else (built.loader, built.metrics)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,
                                       [getattr(args, name) for name in inputs.reads], ctx)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gnnpipe.data.graph import sorted_unique
+from gnnpipe.data.edges import sorted_unique
 from gnnpipe.io.blocks import load_arrays, read_parts, save_array, write_rows
 
 

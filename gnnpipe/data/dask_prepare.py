@@ -39,7 +39,7 @@ from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        first_finding, label_codes_block, make_features_file,
                                        message, node_columns, node_id_column, parquet_blocks,
                                        read_block, scan_nodes, time_dtype)
-from gnnpipe.data.typed_graph import HOMOGENEOUS
+from gnnpipe.data.graph import HOMOGENEOUS
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features

@@ -1,13 +1,24 @@
-"""In-memory graph: CSR structure plus node features and labels.
+"""The in-memory graph: one ``Graph`` class for every graph, one ``Csr`` per edge type.
 
-Convention: row ``v`` of a ``Csr`` lists the *sources* of the edges that point into ``v``
-(``indices[indptr[v]:indptr[v + 1]]``), i.e. the neighbours ``v`` aggregates from. For an
-undirected graph both directions are stored, so this is also the out-neighbour list.
+A ``Graph`` has node types with features and edge types, PyG's ``(src_type, relation,
+dst_type)`` triples, each with a ``Csr``: row ``v`` of an edge type's CSR lists the
+``src_type`` sources of the edges that point into node ``v`` of ``dst_type``
+(``indices[indptr[v]:indptr[v + 1]]``), i.e. the neighbours ``v`` aggregates from, with node
+ids local to each type. An undirected relation inside one type stores both directions (so a row
+is also the out-neighbour list) and is its own reverse; a relation between two types has a
+separate reverse edge type holding the flipped edges (``author writes paper`` / ``paper
+rev_writes author``); ``Graph.reverse`` maps each edge type to its reverse.
+
+A homogeneous graph is the one-node-type, one-edge-type case (``Graph.homogeneous``: node type
+``NODE``, edge type ``EDGE``; PyG's ``is_hetero`` false). Algorithms over one relation (analyze,
+partition, propagate, ordered splits, the homogeneous samplers) read ``Graph.target_view()``: the
+target type over its own relation as one flat record.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -53,28 +64,62 @@ class Csr:
         indptr[1:] = torch.cumsum(torch.bincount(targets, minlength=self.num_nodes), 0)
         return Csr(indptr, self.indices[keep_edge].clone())
 
-
 # The label code of a node without a label: it carries messages but is in no split.
 UNLABELLED = -1
 
 # Node roles of a split; ``Graph.public_roles`` stores indices into this tuple.
 ROLES = ("train", "val", "test", "unused")
 
+EdgeType = tuple[str, str, str]
+# The node type and edge type of a homogeneous graph (``Graph.homogeneous``).
+NODE = "node"
+EDGE: EdgeType = (NODE, "to", NODE)
+# The two layouts of prepared files (``dataset.layout``): derived from a graph's types.
+HOMOGENEOUS, TYPED = "homogeneous", "typed"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def check_name(name: str, what: str) -> str:
+    """A node type or relation name usable in file names (no ``__``: it separates the parts)."""
+    if not _NAME.match(name) or "__" in name:
+        raise ValueError(f"{what} {name!r} must be lower-case letters, digits and single "
+                         "underscores, starting with a letter")
+    return name
+
+
+def edge_type_name(edge_type: EdgeType) -> str:
+    """``("author", "writes", "paper")`` -> ``"author__writes__paper"`` (file names, JSON keys)."""
+    return "__".join(edge_type)
+
+
+def parse_edge_type(name: str) -> EdgeType:
+    parts = tuple(name.split("__"))
+    if len(parts) != 3:
+        raise ValueError(f"edge type {name!r} must be 'src__relation__dst'")
+    return parts  # type: ignore[return-value]
+
+
+def layout_of(node_types: list[str], edge_types: list[EdgeType]) -> str:
+    """``homogeneous`` for exactly the types of ``Graph.homogeneous`` (node type ``NODE``, edge
+    type ``EDGE``), else ``typed``, even for one type of other names (a typed table of one node
+    type keeps its typed files)."""
+    return HOMOGENEOUS if list(node_types) == [NODE] and list(edge_types) == [EDGE] else TYPED
+
 
 @dataclass(frozen=True)
-class Graph:
-    """A node-attributed graph: ``x`` float32 (N, F), ``y`` int64 (N,) in ``[0, num_classes)``,
-    or ``UNLABELLED`` (-1) for a node without a label.
-
-    ``timestamps`` (N,) float64 or int64, optional: when each node appeared (time-based splits).
-    """
+class TargetView:
+    """The target node type over its own relation, flat: ``csr`` (N + 1,) / (E,), ``x`` (N, F)
+    (float32, or as stored), ``y`` int64 (N,) in ``[0, num_classes)`` or ``UNLABELLED``,
+    ``timestamps`` (N,) float64 or int64 (when the nodes carry a time), ``public_roles`` int8
+    (N,) codes into ``ROLES`` (an official split). What the algorithms over one relation read
+    (analyze, partition, propagate, ordered splits, the homogeneous samplers); built by
+    ``Graph.target_view`` only."""
 
     csr: Csr
     x: torch.Tensor
     y: torch.Tensor
     num_classes: int
     timestamps: torch.Tensor | None = None
-    # int8 (N,), optional: the dataset's official split as codes into ROLES (planetoid, ogb)
     public_roles: torch.Tensor | None = None
 
     @property
@@ -83,133 +128,135 @@ class Graph:
 
 
 @dataclass(frozen=True)
-class EdgeReport:
-    """What the edge policies did. Counts are input rows, except ``output_edges`` (stored, directed).
+class Graph:
+    """Node types with features ``x[t]`` float32 (N_t, F_t); labels ``y`` int64 (N_target,) on
+    ``target`` only (``UNLABELLED`` for a node without one); ``csr[e]`` per edge type ``e``
+    (rows = nodes of ``e[2]``)."""
 
-    ``rows`` (``normalize_edges(..., with_rows=True)``): int64 (output_edges,), the input row
-    behind each stored edge in CSR order (``csr.edge_index()``), for edge weights and times.
-    """
+    x: dict[str, torch.Tensor]
+    csr: dict[EdgeType, Csr]
+    target: str  # the labelled node type (node classification)
+    y: torch.Tensor
+    num_classes: int
+    reverse: dict[EdgeType, EdgeType]  # edge type -> its reverse edge type (itself if symmetric)
+    link_edge_type: EdgeType  # the edge type link prediction holds out by default
+    # Optional extras (empty for the built-in graphs): node times (N_t,) of the types with a
+    # timestamp (int64; a homogeneous graph's may be float64), int64 (E,) edge times in CSR
+    # order (the order of ``csr[e].indices``), int8 (N_target,) codes into ``ROLES`` (the
+    # dataset's official split: planetoid, ogb, user tables)
+    node_time: dict[str, torch.Tensor] = field(default_factory=dict)
+    edge_time: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
+    public_roles: torch.Tensor | None = None
 
-    input_edges: int
-    self_loops_removed: int
-    duplicates_removed: int  # for undirected graphs (u, v) and (v, u) count as the same edge
-    output_edges: int
-    rows: np.ndarray | None = None
+    @classmethod
+    def homogeneous(cls, csr: Csr, x: torch.Tensor, y: torch.Tensor, num_classes: int,
+                    timestamps: torch.Tensor | None = None,
+                    public_roles: torch.Tensor | None = None) -> "Graph":
+        """The graph of one node type ``NODE`` and one edge type ``EDGE`` over ``csr``, with
+        ``x`` (N, F), ``y`` (N,), optional node ``timestamps`` (N,) and ``public_roles`` (N,)
+        (the tensors as given, no copy). ``EDGE`` is its own reverse: a link split holds out
+        unordered node pairs, so an edge and its reverse (or a reciprocal edge) go to one split
+        together."""
+        return cls(x={NODE: x}, csr={EDGE: csr}, target=NODE, y=y, num_classes=num_classes,
+                   reverse={EDGE: EDGE}, link_edge_type=EDGE,
+                   node_time={} if timestamps is None else {NODE: timestamps},
+                   public_roles=public_roles)
+
+    @property
+    def node_types(self) -> tuple[str, ...]:
+        return tuple(self.x)
+
+    @property
+    def edge_types(self) -> tuple[EdgeType, ...]:
+        return tuple(self.csr)
+
+    @property
+    def layout(self) -> str:
+        """``homogeneous`` (a ``Graph.homogeneous`` graph) or ``typed``: the layout of its files."""
+        return layout_of(list(self.x), list(self.csr))
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """One node type and one edge type (PyG's ``not is_hetero``)."""
+        return len(self.x) == 1 and len(self.csr) == 1
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of every type together (PyG's ``HeteroData.num_nodes``)."""
+        return sum(int(x.shape[0]) for x in self.x.values())
+
+    @property
+    def num_nodes_dict(self) -> dict[str, int]:
+        """Node type -> its number of nodes, in type order (PyG's ``num_nodes_dict``)."""
+        return {t: int(x.shape[0]) for t, x in self.x.items()}
+
+    def metadata(self) -> tuple[list[str], list[EdgeType]]:
+        """PyG's ``HeteroData.metadata()``: node types and edge types, in this graph's order."""
+        return list(self.node_types), list(self.edge_types)
+
+    def sizes(self) -> list[tuple[str, int]]:
+        """``(node type, num_nodes)`` in order."""
+        return list(self.num_nodes_dict.items())
+
+    def offsets(self) -> dict[str, int]:
+        """First id of each node type in the homogeneous projection (types in order)."""
+        sizes = np.cumsum([0] + [n for _, n in self.sizes()])
+        return {t: int(sizes[i]) for i, t in enumerate(self.node_types)}
+
+    def own_relation(self) -> EdgeType | None:
+        """The target type's own relation, or None (a user-item graph has none)."""
+        for edge_type in self.edge_types:
+            if edge_type[0] == edge_type[2] == self.target:
+                return edge_type
+        return None
+
+    def self_relation(self) -> EdgeType:
+        """The target type's own relation (``paper cites paper``): what ``analyze`` measures."""
+        own = self.own_relation()
+        if own is None:
+            raise ValueError(f"the heterogeneous graph has no edge type from {self.target!r} to "
+                             f"{self.target!r}; graph diagnostics need one")
+        return own
+
+    def target_csr(self) -> Csr:
+        """The target type's own relation; without one (a user-item graph) a CSR over the
+        target nodes with no edges, since no edge joins two target nodes."""
+        own = self.own_relation()
+        if own is not None:
+            return self.csr[own]
+        n = self.num_nodes_dict[self.target]
+        return Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
+
+    def target_view(self, csr: Csr | None = None) -> TargetView:
+        """The target type alone over its own relation (``target_csr``, or ``csr`` over the
+        target nodes), with its labels, node times and official split, when the graph has
+        them. A homogeneous graph's view is the whole graph."""
+        return TargetView(csr=self.target_csr() if csr is None else csr,
+                          x=self.x[self.target], y=self.y, num_classes=self.num_classes,
+                          timestamps=self.node_time.get(self.target),
+                          public_roles=self.public_roles)
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` for 1-D ints via sort + neighbour mask (numpy 2.x's hash path is ~20x slower)."""
-    ordered = np.sort(values)
-    if ordered.size == 0:
-        return ordered
-    keep = np.empty(ordered.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
+def phase_csrs(message_graphs: dict[str, dict[EdgeType, Csr]]) -> dict[str, Csr]:
+    """Phase -> the ``EDGE`` CSR: a homogeneous graph's per-phase message graphs as the flat
+    ones that training reads (phases sharing a CSR still share it)."""
+    return {phase: graphs[EDGE] for phase, graphs in message_graphs.items()}
 
 
-def _csr_order(src: np.ndarray, dst: np.ndarray, num_dst: int, num_src: int
-               ) -> tuple[Csr, np.ndarray]:
-    """CSR (rows = ``dst``) of every edge and the stable order int64 (E,) that sorts the
-    input edges into it (by dst, then src; copies of one edge keep their input order)."""
-    order = np.argsort(dst * max(num_src, 1) + src, kind="stable")  # 3x faster than lexsort
-    indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
-    return Csr(torch.from_numpy(indptr), torch.from_numpy(src[order])), order
-
-
-def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """bool (len(keys),): which ``keys`` occur in ``sorted_keys`` (ascending int64)."""
-    if sorted_keys.size == 0:
-        return np.zeros(keys.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
-    return sorted_keys[pos] == keys
-
-
-def row_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions in a CSR's ``indices`` of every edge of ``rows``, row after row: int64 (sum of
-    their degrees,)."""
-    starts = indptr[rows]
-    counts = indptr[rows + 1] - starts
-    first = np.cumsum(counts) - counts  # where each row's run begins in the output
-    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - first, counts)
-
-
-def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int,
-                   num_src: int | None = None) -> Csr:
-    """CSR (rows = ``dst``, (num_nodes + 1,) indptr) from edge arrays (E,), keeping every edge;
-    columns sorted per row. ``dst`` in ``[0, num_nodes)``, ``src`` in ``[0, num_src)`` (default
-    ``num_nodes``; another count for an edge type between two node types)."""
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    return _csr_order(src, dst, num_nodes, num_nodes if num_src is None else num_src)[0]
-
-
-def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirected: bool,
-                    dedup: bool, remove_self_loops: bool, num_src: int | None = None,
-                    order: np.ndarray | None = None, with_rows: bool = False,
-                    copies: str = "by_order") -> tuple[Csr, EdgeReport]:
-    """Apply a graph's edge policies to its input rows and build the CSR: the one place both
-    graph kinds (a homogeneous graph, each relation of a typed one) do it.
-
-    ``src`` int (E,) in ``[0, num_src)`` (default ``num_nodes``), ``dst`` int (E,) in
-    ``[0, num_nodes)``, already checked. ``remove_self_loops`` drops rows with ``src == dst``;
-    ``dedup`` keeps one row per pair (unordered when ``undirected``): the one with the
-    smallest ``order`` (E,) (e.g. a timestamp), then the first; ``undirected`` stores both
-    directions of every kept row (a self-loop once; needs ``num_src == num_nodes``).
-
-    ``with_rows``: ``report.rows`` is the input row behind each stored edge. Copies of one
-    stored edge (no dedup) take their rows ``by_order`` (smallest ``order``, then first row;
-    both directions of an undirected row alike) or ``as_given`` (the rows as read, in row
-    order, then the flipped rows).
-    """
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    num_src = num_nodes if num_src is None else num_src
-    assert not undirected or num_src == num_nodes, "undirected pairs need one node set"
-    input_edges = int(src.size)
-    rows = np.arange(input_edges, dtype=np.int64) if with_rows else None
-    loops_removed = 0
-    if remove_self_loops:
-        keep = src != dst
-        loops_removed = input_edges - int(np.count_nonzero(keep))
-        if loops_removed:
-            src, dst = src[keep], dst[keep]
-            rows = None if rows is None else rows[keep]
-    if undirected:  # key of the unordered pair
-        keys = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
-    else:
-        keys = src * num_nodes + dst
-    if rows is None:  # the stored edges alone: sorted pair keys are enough
-        unique_keys = sorted_unique(keys) if dedup else keys
-        dups_removed = int(keys.size - unique_keys.size)
-        src, dst = unique_keys // num_nodes, unique_keys % num_nodes
-    else:
-        if dedup and keys.size:  # the earliest row of each pair (lexsort is stable: then first)
-            by_key = (np.argsort(keys, kind="stable") if order is None
-                      else np.lexsort((order[rows], keys)))
-            first = np.ones(by_key.size, dtype=bool)
-            np.not_equal(keys[by_key[1:]], keys[by_key[:-1]], out=first[1:])
-            kept = np.sort(by_key[first])
-            dups_removed = int(keys.size - kept.size)
-        else:
-            kept = np.arange(keys.size)
-            dups_removed = 0
-            if order is not None and copies == "by_order":
-                kept = kept[np.argsort(order[rows], kind="stable")]
-        src, dst, rows = src[kept], dst[kept], rows[kept]
-    if undirected:
-        proper = src != dst
-        if rows is not None and copies == "by_order":  # both directions of a row side by side
-            both = np.stack([np.ones_like(proper), proper], axis=1).ravel()
-            src, dst = (np.stack([src, dst], axis=1).ravel()[both],
-                        np.stack([dst, src], axis=1).ravel()[both])
-            rows = np.repeat(rows, 2)[both]
-        else:
-            src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
-            rows = None if rows is None else np.concatenate([rows, rows[proper]])
-    csr, stored = _csr_order(src, dst, num_nodes, num_src)
-    report = EdgeReport(input_edges=input_edges, self_loops_removed=loops_removed,
-                        duplicates_removed=dups_removed, output_edges=csr.num_edges,
-                        rows=None if rows is None else rows[stored])
-    return csr, report
+def type_summary(graph: Graph) -> dict:
+    """Per node type: nodes, features, nodes with no in-edge of any type; per edge type: stored
+    edges and the in-degree of its target nodes (mean, max). JSON-ready."""
+    received = {t: np.zeros(n, dtype=np.int64) for t, n in graph.num_nodes_dict.items()}
+    edges = {}
+    for edge_type, csr in graph.csr.items():
+        degrees = csr.degrees().numpy()
+        received[edge_type[2]] += degrees
+        edges[edge_type_name(edge_type)] = {
+            "edges": csr.num_edges,
+            "mean_in_degree": round(float(degrees.mean()), 4) if degrees.size else 0.0,
+            "max_in_degree": int(degrees.max(initial=0))}
+    nodes = {t: {"nodes": n, "features": int(graph.x[t].shape[1]),
+                 "no_in_edges": int((received[t] == 0).sum())}
+             for t, n in graph.num_nodes_dict.items()}
+    return {"target": graph.target, "node_types": nodes, "edge_types": edges,
+            "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()}}

@@ -1,8 +1,8 @@
 """The prepare stage: a dataset source in, one validated graph and its ``prepare.json`` out.
 
 ``prepare_dataset`` is the one entry: the source's raw graph (``gnnpipe.sources.load``) goes
-through ``build`` (one node and one edge type: a ``Graph``) or ``build_typed`` (node and edge
-types: a ``HeteroGraph``); the built-in typed graph (``dataset.layout: typed`` with the
+through ``build`` (a homogeneous ``Graph``: one node and one edge type) or ``build_typed``
+(typed tables: node and edge types); the built-in typed graph (``dataset.layout: typed`` with the
 synthetic source) comes whole from ``gnnpipe.data.synthetic.generate_typed``. Label, public-split
 and warning checks are shared.
 
@@ -11,7 +11,7 @@ function, ``gnnpipe.data.graph.normalize_edges``, to a homogeneous graph's edges
 relation of a typed graph:
 
 * a relation between two types (``user buys item``) is stored as given and, when undirected,
-  also flipped as its reverse ``item rev_buys user`` (the pair of ``HeteroGraph.reverse``);
+  also flipped as its reverse ``item rev_buys user`` (the pair of ``Graph.reverse``);
 * a relation inside one type (``paper cites paper``, a homogeneous graph's edges) is stored in
   both directions when undirected and is its own reverse, as the built-in ``cites``; self-loops
   apply to it only;
@@ -39,11 +39,11 @@ import torch
 from gnnpipe import sources
 from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.graph import ROLES, UNLABELLED, Graph, normalize_edges
+from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, EdgeType, Graph,
+                                edge_type_name, layout_of, parse_edge_type)
+from gnnpipe.data.edges import edge_pairs, normalize_edges
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import RawGraph, RawTypedGraph, no_edges_warning, time_key
-from gnnpipe.data.typed_graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, HeteroGraph,
-                                      edge_pairs, edge_type_name, layout_of, parse_edge_type)
 
 
 def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -99,11 +99,12 @@ class Prepared:
     """What prepare writes: the graph, ``prepare.json`` and, for user tables, what joins it back.
 
     ``node_ids`` / ``node_time``: per node type, the user's id (N_t,) and the node table's
-    timestamp column (N_t,) as read; a ``Graph``'s one node type is ``None`` (its files carry no
-    type suffix). ``edge_attrs``: weight / timestamp (E,) per stored edge of a ``Graph``.
+    timestamp column (N_t,) as read; a homogeneous graph's one node type is ``None`` (its files
+    carry no type suffix). ``edge_attrs``: weight / timestamp (E,) per stored edge of a
+    homogeneous graph.
     """
 
-    graph: Graph | HeteroGraph
+    graph: Graph
     report: dict
     node_ids: dict[str | None, pa.Array] = field(default_factory=dict)
     node_time: dict[str | None, pa.Array] = field(default_factory=dict)
@@ -111,7 +112,7 @@ class Prepared:
     edge_attrs: dict[str, pa.Array] = field(default_factory=dict)
 
 
-def prepare(cfg: DatasetParams, seed: int) -> tuple[Graph | HeteroGraph, dict]:
+def prepare(cfg: DatasetParams, seed: int) -> tuple[Graph, dict]:
     """Load ``cfg.source``, apply the edge policies and return the graph and ``prepare.json``."""
     prepared = prepare_dataset(cfg, seed)
     return prepared.graph, prepared.report
@@ -158,11 +159,10 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     with warnings.catch_warnings():  # a streamed file is mapped read-only: torch warns
         warnings.simplefilter("ignore", UserWarning)
         x = torch.from_numpy(raw.x)
-    graph = Graph(csr=csr, x=x, y=torch.from_numpy(raw.y),
-                  num_classes=num_classes,
-                  timestamps=None if timestamps is None else torch.from_numpy(timestamps),
-                  public_roles=None if raw.public_roles is None
-                  else torch.from_numpy(raw.public_roles))
+    graph = Graph.homogeneous(
+        csr, x, torch.from_numpy(raw.y), num_classes,
+        timestamps=None if timestamps is None else torch.from_numpy(timestamps),
+        public_roles=None if raw.public_roles is None else torch.from_numpy(raw.public_roles))
     degrees = csr.degrees()
     report = {
         "source": cfg.source,
@@ -292,7 +292,7 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
         check_classes(y[y >= 0], raw.nodes[raw.target].where)
     node_time = {t: torch.from_numpy(int_times(n.time, n.where)) for t, n in raw.nodes.items()
                  if n.time is not None}
-    graph = HeteroGraph(
+    graph = Graph(
         x=x, csr=csr, target=raw.target, y=torch.from_numpy(y), num_classes=num_classes,
         reverse=reverse, link_edge_type=_link_edge_type(cfg, raw, list(csr)),
         node_time=node_time, edge_time=edge_time,
@@ -301,7 +301,7 @@ def build_typed(raw: RawTypedGraph, cfg: DatasetParams) -> Prepared:
                    torch.zeros(sizes[raw.target], dtype=torch.int64))
     report = {
         "source": cfg.source, "layout": TYPED, "target": raw.target,
-        "nodes": graph.total_nodes, "edges": sum(c.num_edges for c in csr.values()),
+        "nodes": graph.num_nodes, "edges": sum(c.num_edges for c in csr.values()),
         "features": int(x[raw.target].shape[1]), "classes": num_classes,
         "undirected": cfg.undirected, "input_edges": int(input_edges),
         "duplicates_removed": duplicates, "self_loops_removed": loops,
@@ -325,14 +325,14 @@ def build_synthetic_typed(cfg: DatasetParams, seed: int) -> Prepared:
     degrees = graph.csr[graph.self_relation()].degrees()
     report = {
         "source": "synthetic", "layout": TYPED, "target": target,
-        "nodes": graph.total_nodes, "edges": sum(c.num_edges for c in graph.csr.values()),
+        "nodes": graph.num_nodes, "edges": sum(c.num_edges for c in graph.csr.values()),
         "features": int(graph.x[target].shape[1]), "classes": graph.num_classes,
         "undirected": True,  # cites is stored both ways, other relations with their reverse
         "duplicates_removed": counts["cites_duplicates_removed"]
         + counts["writes_duplicates_removed"],
         "self_loops_removed": counts["cites_self_loops_removed"],
         "isolated_nodes": int((degrees == 0).sum()),  # of the target type, over its relation
-        "node_types": {t: graph.num_nodes(t) for t in graph.node_types},
+        "node_types": graph.num_nodes_dict,
         "edge_types": {edge_type_name(e): c.num_edges for e, c in graph.csr.items()},
         **counts}
     return Prepared(graph=graph, report=report)

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from gnnpipe.config import DatasetParams, SyntheticParams
-from gnnpipe.data.graph import csr_from_edges, normalize_edges
-from gnnpipe.data.typed_graph import HeteroGraph, edge_pairs
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
 
 
 # values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
@@ -141,7 +141,7 @@ def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
     return out.astype(np.int64)
 
 
-def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[HeteroGraph, dict]:
+def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Graph, dict]:
     """The graph and the counts for ``metrics/prepare.json``."""
     syn = cfg.synthetic
     c = syn.num_classes
@@ -183,7 +183,7 @@ def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Hetero
     num_classes = int(y.max()) + 1
     if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
         y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
-    graph = HeteroGraph(
+    graph = Graph(
         x={"paper": torch.from_numpy(papers["x"]), "author": torch.from_numpy(x_author),
            "venue": torch.from_numpy(x_venue)},
         csr=csr, target="paper", y=torch.from_numpy(y), num_classes=num_classes,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import UNLABELLED, Csr, Graph
+from gnnpipe.data.graph import UNLABELLED, Csr, TargetView
 
 PHASES = ("train", "val", "test")
 
@@ -358,7 +358,8 @@ def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCou
     return report, degree_histogram(counts.degree, counts.degree_nodes)
 
 
-def analyze_graph(graph: Graph, cfg: AnalyzeParams, message_graphs: dict[str, Csr] | None = None,
+def analyze_graph(graph: TargetView, cfg: AnalyzeParams,
+                  message_graphs: dict[str, Csr] | None = None,
                   roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot.
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.graph import Csr, TargetView
 from gnnpipe.graphops.analyze import (RowCounts, add_counts, component_stats, graph_report,
                                       homophily_of, phase_sizes, row_counts, train_label_y)
 from gnnpipe.io.csr_blocks import (block_graph, gather_labels, read_block_rows, read_in_rows,
@@ -97,7 +97,7 @@ def min_label_components(client, folder: Path, n: int) -> np.ndarray:
     return labels
 
 
-def analyze_blocks(client, graph: Graph, cfg: AnalyzeParams,
+def analyze_blocks(client, graph: TargetView, cfg: AnalyzeParams,
                    message_graphs: dict[str, Csr] | None = None,
                    roles: np.ndarray | None = None, scratch: Path | None = None
                    ) -> tuple[dict, list[dict]]:

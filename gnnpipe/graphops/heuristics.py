@@ -3,7 +3,7 @@ and the small array helpers over it.
 
 Both read the **train-phase message graph** as one undirected simple graph
 (``graphops.partition.symmetric_simple``); a typed graph is read whole, every edge type of its
-train phase projected onto ``HeteroGraph.offsets()`` ids (``train_view``), so a path
+train phase projected onto ``Graph.offsets()`` ids (``train_view``), so a path
 ``author -> paper -> paper`` counts as a 2-hop path like any other.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, homogeneous_csr
+from gnnpipe.data.graph import Csr, EdgeType, Graph
+from gnnpipe.data.edges import homogeneous_csr
 
 BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
 
 
-def train_view(graph: HeteroGraph, train_graphs: dict[EdgeType, Csr]) -> Csr:
+def train_view(graph: Graph, train_graphs: dict[EdgeType, Csr]) -> Csr:
     """The train phase's message graphs (edge type -> CSR) as one square CSR over the
     homogeneous ids of ``graph`` (a homogeneous graph: its one CSR, as it is)."""
     if graph.is_homogeneous:

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.data.graph import Csr, row_positions
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import row_positions
 from gnnpipe.graphops.part_shard import PartShard
 from gnnpipe.graphops.partition_lp import lp_partition
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
-from gnnpipe.data.graph import Csr, contains, row_positions, sorted_unique
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import contains, row_positions, sorted_unique
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1

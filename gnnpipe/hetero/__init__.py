@@ -5,7 +5,7 @@ one type (``gnnpipe/io/typed.py``); a graph is typed when the node and edge type
 ``data/prepared/graph.json`` and ``data/split/meta.json`` say so. Node ids are
 local to their type everywhere (paper 0 and author 0 are different nodes); an edge type is a
 ``(src_type, relation, dst_type)`` triple as in PyG, named ``src__relation__dst`` in file
-names. ``HeteroGraph`` itself is a base type in ``gnnpipe/data/typed_graph.py``. Modules:
+names. The ``Graph`` itself is a base type in ``gnnpipe/data/graph.py``. Modules:
 
   split      typed node split of the target type; link split of one edge type with its reverse
   audit      the split audit, per node type and per edge type

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, EdgeType, Graph
 from gnnpipe.training.inference import plan
 from gnnpipe.training.train import PhaseInput
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
 PHASES = ("train", "val", "test")
 
 
-def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
+def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
                  phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
     """Phase of ``phases`` -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole
     graph's features and the phase's own typed edges (phases sharing a message graph share the
@@ -24,7 +23,7 @@ def phase_inputs(graph: HeteroGraph, graphs: dict[str, dict[EdgeType, Csr]], cfg
             engine = None
             if cfg is not None:
                 in_dim = max(int(x.shape[1]) for x in graph.x.values())
-                engine = plan(graphs[phase], {t: graph.num_nodes(t) for t in graph.node_types},
+                engine = plan(graphs[phase], graph.num_nodes_dict,
                               in_dim, cfg)
             built[key] = ({e: csr.edge_index() for e, csr in graphs[phase].items()}, engine)
         edges, engine = built[key]

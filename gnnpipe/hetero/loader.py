@@ -8,11 +8,10 @@ import numpy as np
 import torch
 from torch_geometric.data import HeteroData
 
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
+from gnnpipe.data.graph import Csr, EdgeType, Graph
 
 
-def hetero_data(graph: HeteroGraph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
+def hetero_data(graph: Graph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
     """Features of every type, target labels, and the train graph's edges in CSR order (the
     samplers' edge ids as they are)."""
     data = HeteroData()
@@ -52,7 +51,7 @@ def align_typed_edge_times(full: Csr, edge_time: np.ndarray, sub: Csr, num_src: 
     return out
 
 
-def typed_temporal(by: str, strategy: str, graph: HeteroGraph,
+def typed_temporal(by: str, strategy: str, graph: Graph,
                    train_graph: dict[EdgeType, Csr], seeds: np.ndarray) -> dict:
     """Keyword arguments of ``HeteroNeighborSampler`` and the loader's ``input_time`` for
     ``train.temporal.by`` none | node | edge: seed times are the target type's node times
@@ -76,6 +75,6 @@ def typed_temporal(by: str, strategy: str, graph: HeteroGraph,
         raise ValueError("train.temporal.by='edge' needs edge times, and the prepared typed "
                          "graph has none: give the edge tables a time column")
     out["edge_time"] = {e: align_typed_edge_times(graph.csr[e], np.asarray(t), train_graph[e],
-                                                  graph.num_nodes(e[0]))
+                                                  graph.num_nodes_dict[e[0]])
                         for e, t in edge_time.items() if e in train_graph}
     return out

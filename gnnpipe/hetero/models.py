@@ -26,7 +26,7 @@ from torch_geometric.nn.models import GraphSAGE
 
 from gnnpipe.config import FitParams, TrainParams
 from gnnpipe.training.models import Metadata, TypedMLP, TypedModel
-from gnnpipe.data.typed_graph import EdgeType, edge_type_name
+from gnnpipe.data.graph import EdgeType, edge_type_name
 
 
 class HeteroModel(TypedModel):

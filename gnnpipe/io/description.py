@@ -11,10 +11,10 @@ tensors. It lists (schema ``gnnpipe.graph_description/1``):
   ``edge_time`` (edge types with times), ``public_roles`` (true: the official split),
   ``features`` (the file that keeps x outside graph.pt: homogeneous graphs only).
 
-A homogeneous graph is described as ``typed_graph.one_type`` sees it: node type ``node``,
+A homogeneous graph is described as ``Graph.homogeneous`` builds it: node type ``node``,
 edge type ``node__to__node`` (its own reverse). The layout of the files (homogeneous
 ``nodes.parquet`` / ``graph.pt`` ``gnnpipe.graph/1``, or typed ``nodes_<type>.parquet`` /
-``gnnpipe.hetero_graph/1``) is derived from these types (``typed_graph.layout_of``), never
+``gnnpipe.hetero_graph/1``) is derived from these types (``gnnpipe.data.graph.layout_of``), never
 stored as a flag.
 """
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnnpipe.io.atomic import read_json, write_json
-from gnnpipe.data.typed_graph import (HOMOGENEOUS, HeteroGraph, check_name, edge_type_name,
-                                      layout_of, parse_edge_type)
+from gnnpipe.data.graph import (HOMOGENEOUS, Graph, check_name, edge_type_name, layout_of,
+                                parse_edge_type)
 
 __all__ = ["DESCRIPTION", "DESCRIPTION_SCHEMA", "write_description", "read_description"]
 
@@ -32,8 +32,8 @@ DESCRIPTION = "graph.json"
 DESCRIPTION_SCHEMA = "gnnpipe.graph_description/1"
 
 
-def write_description(out: Path, graph: HeteroGraph, *, features_file: str | None = None) -> None:
-    """``graph.json`` of ``graph`` (a homogeneous graph as its ``one_type`` graph);
+def write_description(out: Path, graph: Graph, *, features_file: str | None = None) -> None:
+    """``graph.json`` of ``graph`` (either layout);
     ``features_file``: the file keeping x outside graph.pt, when it does."""
     extras: dict = {}  # the optional tensors, listed only when present
     if graph.node_time:
@@ -46,7 +46,7 @@ def write_description(out: Path, graph: HeteroGraph, *, features_file: str | Non
         extras["features"] = features_file
     write_json(Path(out) / DESCRIPTION, {
         "schema": DESCRIPTION_SCHEMA,
-        "node_types": [[t, graph.num_nodes(t), int(graph.x[t].shape[1])] for t in graph.node_types],
+        "node_types": [[t, n, int(graph.x[t].shape[1])] for t, n in graph.num_nodes_dict.items()],
         "edge_types": [edge_type_name(e) for e in graph.edge_types],
         "target": graph.target, "num_classes": graph.num_classes,
         "reverse": {edge_type_name(e): edge_type_name(r) for e, r in graph.reverse.items()},

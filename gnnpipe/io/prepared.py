@@ -1,8 +1,8 @@
-"""Prepared-graph files: nodes/edges Parquet, graph.pt (CSR, x, y), graph.json (its
-description, gnnpipe/io/description.py) and the optional node_ids.parquet / edge_attrs.parquet
-of user tables; a typed graph's per-type files (``write_typed_prepared``; layout in
-gnnpipe/io/typed.py, which reads either layout as a typed graph). ``write_prepared`` and
-``write_node_ids`` take either kind."""
+"""Prepared-graph files: a homogeneous graph's nodes/edges Parquet, graph.pt (CSR, x, y),
+graph.json (its description, gnnpipe/io/description.py) and the optional node_ids.parquet /
+edge_attrs.parquet of user tables; a typed graph's per-type files (``write_typed_prepared``;
+layout in gnnpipe/io/typed.py, whose ``read_graph`` reads either layout). ``write_prepared``
+and ``write_node_ids`` take either layout."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import UNLABELLED, Csr, Graph
-from gnnpipe.data.typed_graph import HOMOGENEOUS, HeteroGraph, edge_type_name, one_type
+from gnnpipe.data.graph import HOMOGENEOUS, UNLABELLED, Csr, Graph, edge_type_name
 from gnnpipe.io.common import (CSR_SPEC, EDGES_SCHEMA, FEATURE_DTYPES, NODES_NO_X_SCHEMA, SPLIT_ROLES,
                                check_csr, nodes_schema, nodes_schema_like)
 from gnnpipe.io.description import DESCRIPTION, read_description, write_description
@@ -81,11 +80,11 @@ def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
     return stored.numpy().tobytes()
 
 
-def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str = "float32",
+def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
                    compression: str = "zstd", features: str = "inline",
                    features_written: bool = False, block_rows: int = 65_536) -> None:
-    """``nodes.parquet``, ``edges.parquet``, ``graph.pt`` and ``graph.json`` of ``graph`` (a
-    ``HeteroGraph``: ``write_typed_prepared``'s per-type files, float32, inline).
+    """``nodes.parquet``, ``edges.parquet``, ``graph.pt`` and ``graph.json`` of a homogeneous
+    ``graph`` (a typed one: ``write_typed_prepared``'s per-type files, float32, inline).
 
     ``feature_dtype`` rounds x for storage (graph.pt holds it in that dtype; nodes.parquet holds
     float16, or float32 for float32 / the bfloat16-rounded values, which Parquet lacks).
@@ -93,25 +92,26 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
     nodes.parquet; ``external`` (or ``auto`` at >= 1 GiB of stored features) writes it once, to
     ``features.npy`` in row blocks of ``block_rows``, and graph.pt's meta points to it
     (nodes.parquet then holds node_id and label only). ``features_written``: a ``FeatureFileWriter``
-    already wrote features.npy into ``out`` (streamed by prepare); ``graph.x`` is then not read.
+    already wrote features.npy into ``out`` (streamed by prepare); ``x`` is then not read.
     """
-    if isinstance(graph, HeteroGraph):
+    if graph.layout != HOMOGENEOUS:
         return write_typed_prepared(out, graph)
-    n, f = graph.x.shape
-    meta = {"num_classes": graph.num_classes}
-    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices}
-    columns = {"node_id": np.arange(n, dtype=np.int64), "label": graph.y.numpy()}
+    view = graph.target_view()  # the one type's tensors
+    n, f = view.x.shape
+    meta = {"num_classes": view.num_classes}
+    tensors = {"indptr": view.csr.indptr, "indices": view.csr.indices}
+    columns = {"node_id": np.arange(n, dtype=np.int64), "label": view.y.numpy()}
     if external_features(features, n, f, feature_dtype):
         if not features_written:
             writer = FeatureFileWriter(out, n, f, feature_dtype, str(Path(out) / FEATURES_FILE))
             for lo in range(0, n, block_rows):
-                writer.write(graph.x[lo:lo + block_rows].float().numpy())
+                writer.write(view.x[lo:lo + block_rows].float().numpy())
             writer.close()
         meta["features"] = {"file": FEATURES_FILE, "dtype": feature_dtype, "shape": [n, f]}
         write_table(out / "nodes.parquet", pa.table(columns), NODES_NO_X_SCHEMA,
                     "gnnpipe.nodes/1", compression)
     else:
-        x = graph.x.to(FEATURE_DTYPES[feature_dtype])
+        x = view.x.to(FEATURE_DTYPES[feature_dtype])
         half = feature_dtype == "float16"
         values = x.numpy() if half else x.float().numpy()
         value_type = pa.float16() if half else pa.float32()
@@ -119,16 +119,16 @@ def write_prepared(out: Path, graph: Graph | HeteroGraph, *, feature_dtype: str 
         write_table(out / "nodes.parquet", pa.table(columns), nodes_schema(f, value_type),
                     "gnnpipe.nodes/1", compression)
         tensors["x"] = x
-    src, dst = graph.csr.edge_index().numpy()
+    src, dst = view.csr.edge_index().numpy()
     write_table(out / "edges.parquet", pa.table({"src": src, "dst": dst}), EDGES_SCHEMA,
                 "gnnpipe.edges/1", compression)
-    tensors["y"] = graph.y
-    if graph.timestamps is not None:  # optional: only graphs whose nodes carry a time
-        tensors["timestamps"] = graph.timestamps
-    if graph.public_roles is not None:  # optional: the official split of planetoid / ogb
-        tensors["public_roles"] = graph.public_roles
+    tensors["y"] = view.y
+    if view.timestamps is not None:  # optional: only graphs whose nodes carry a time
+        tensors["timestamps"] = view.timestamps
+    if view.public_roles is not None:  # optional: the official split of planetoid / ogb
+        tensors["public_roles"] = view.public_roles
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
-    write_description(out, one_type(graph), features_file=meta.get("features", {}).get("file"))
+    write_description(out, graph, features_file=meta.get("features", {}).get("file"))
 
 
 TYPED_GRAPH_SCHEMA = "gnnpipe.hetero_graph/1"
@@ -140,7 +140,7 @@ def typed_nodes_schema(width: int, labelled: bool) -> pa.Schema:
     return pa.schema(fields + [("x", pa.list_(pa.float32(), width))])
 
 
-def write_typed_prepared(out: Path, graph: HeteroGraph) -> None:
+def write_typed_prepared(out: Path, graph: Graph) -> None:
     """The typed layout (gnnpipe/io/typed.py): graph.json, one Parquet table per node type and
     per edge type, and graph.pt."""
     out = Path(out)
@@ -210,9 +210,10 @@ def stored_features(path: Path, payload: dict, *, mmap: bool) -> torch.Tensor:
     return x
 
 
-def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
-    """The prepared graph from ``graph.pt`` (and features.npy where it keeps x there), with
-    shapes and ranges checked, against graph.json too.
+def read_homogeneous(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
+    """The homogeneous layout's graph from ``graph.pt`` (and features.npy where it keeps x
+    there), with shapes and ranges checked, against graph.json too (``gnnpipe.io.read_graph``
+    reads either layout).
 
     ``x`` comes back float32 (a copy when it is stored in half precision, else the mmap view);
     ``stored_x``: in its stored dtype, never copied (with ``mmap``, the memory-mapped file).
@@ -239,25 +240,24 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
                              f"({y.numel()},), found {getattr(timestamps, 'shape', timestamps)!r}")
         if timestamps.is_floating_point() and not bool(torch.isfinite(timestamps).all()):
             raise ValueError(f"{path}: 'timestamps' contain NaN or inf")
-    graph = Graph(csr=csr, x=x, y=y, num_classes=num_classes, timestamps=timestamps,
-                  public_roles=_check_public_roles(payload.get("public_roles"), y.numel(), path))
+    roles = _check_public_roles(payload.get("public_roles"), y.numel(), path)
+    graph = Graph.homogeneous(csr, x, y, num_classes, timestamps=timestamps, public_roles=roles)
     _check_description(prepared, graph, payload["meta"].get("features"))
     return graph
 
 
 def _check_description(prepared: Path, graph: Graph, features: dict | None) -> None:
-    """graph.json must describe ``graph`` as its ``one_type`` graph: types, shape, classes and
+    """graph.json must describe the homogeneous ``graph``: types, shape, classes and
     the optional tensors of graph.pt (``features``: graph.pt's meta entry for features.npy)."""
     meta = read_description(prepared)
     path = Path(prepared) / DESCRIPTION
     if meta["layout"] != HOMOGENEOUS:
         raise ValueError(f"{path}: describes a typed graph, but graph.pt holds a homogeneous "
                          "one; re-run the prepare stage")
-    typed = one_type(graph)
-    expected = {"node_types": [[t, typed.num_nodes(t), int(typed.x[t].shape[1])]
-                               for t in typed.node_types],
-                "num_classes": graph.num_classes, "node_time": list(typed.node_time),
-                "public_roles": typed.public_roles is not None,
+    expected = {"node_types": [[t, n, int(graph.x[t].shape[1])]
+                               for t, n in graph.num_nodes_dict.items()],
+                "num_classes": graph.num_classes, "node_time": list(graph.node_time),
+                "public_roles": graph.public_roles is not None,
                 "features": None if features is None else features["file"]}
     found = {"node_types": meta["node_types"], "num_classes": meta["num_classes"],
              "node_time": meta.get("node_time", []), "public_roles": bool(meta.get("public_roles")),

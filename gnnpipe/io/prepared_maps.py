@@ -16,7 +16,6 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.data.typed_graph import one_type
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, open_memmap, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, NODES_NO_X_SCHEMA, nodes_schema
 from gnnpipe.io.description import write_description
@@ -75,6 +74,6 @@ def write_prepared_maps(out: Path, x_file: Path, y: np.ndarray, times: np.ndarra
     if times is not None:
         tensors["timestamps"] = _tensor(times)
     save_tensors(out / "graph.pt", "gnnpipe.graph/1", tensors, meta=meta)
-    graph = Graph(csr=Csr(tensors["indptr"], tensors["indices"]), x=x, y=tensors["y"],
-                  num_classes=num_classes, timestamps=tensors.get("timestamps"))
-    write_description(out, one_type(graph), features_file=FEATURES_FILE if external else None)
+    graph = Graph.homogeneous(Csr(tensors["indptr"], tensors["indices"]), x, tensors["y"],
+                              num_classes, timestamps=tensors.get("timestamps"))
+    write_description(out, graph, features_file=FEATURES_FILE if external else None)

@@ -1,6 +1,6 @@
 """Split files: node roles, per-phase message graphs, meta.json; for the link task also the
 held-out positives per role and the fixed negatives per phase. One writer for both layouts,
-chosen by the graph's types (``HeteroGraph.layout``): a homogeneous graph's files
+chosen by the graph's types (``Graph.layout``): a homogeneous graph's files
 (``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed graph's
 (``gnnpipe/io/typed.py`` documents them and reads either layout as typed). meta.json lists,
 for both, the target, node types ``[name, num_nodes]`` and edge types in order (the layout is
@@ -15,25 +15,24 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import (TYPED, Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
+                                parse_edge_type)
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.data.typed_graph import (TYPED, EdgeType, HeteroGraph, check_name, edge_type_name,
-                                 layout_of, parse_edge_type)
 
 TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"
 
 
-def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, Csr]],
+def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                 meta: dict, *, roles: np.ndarray | None = None,
                 edges: dict[str, torch.Tensor] | None = None,
                 negatives: dict[str, torch.Tensor] | None = None,
                 hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
-    a ``one_type`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
+    a ``Graph.homogeneous`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
     (N_target,) in SPLIT_ROLES (homogeneous: or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
@@ -53,7 +52,7 @@ def write_split(out: Path, graph: HeteroGraph, message_graphs: dict[str, dict[Ed
                             {p: int(hard_negatives[p].shape[1]) for p in LINK_EVAL_PHASES}))
 
 
-def write_split_files(out: Path, graph: HeteroGraph,
+def write_split_files(out: Path, graph: Graph,
                       message_graphs: dict[str, dict[EdgeType, Csr]], meta: dict, *,
                       roles: np.ndarray | None = None,
                       num_negatives: dict[str, int] | None = None,
@@ -73,7 +72,7 @@ def write_split_files(out: Path, graph: HeteroGraph,
         (edge_type,) = graph.edge_types
         files = _write_message_graphs(out, {p: message_graphs[p][edge_type] for p in PHASES})
         if num_negatives is not None and roles is None:  # no node carries a label role
-            roles = np.full(graph.num_nodes(graph.target), "unused", dtype=object)
+            roles = np.full(graph.num_nodes_dict[graph.target], "unused", dtype=object)
         _write_roles(out / "nodes.parquet", roles)
     # node types and edge types in order: partition reads this folder alone
     write_json(out / "meta.json", {

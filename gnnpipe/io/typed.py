@@ -1,9 +1,9 @@
-"""Every prepared graph and split read as a typed graph (``HeteroGraph``).
+"""Every prepared graph and split read as a ``Graph``, whatever its layout.
 
-The readers take either layout and return the typed view: a homogeneous graph's files
-(gnnpipe/io/prepared.py, gnnpipe/io/splits.py) come back as its ``one_type`` graph (node type
-``NODE``, edge type ``EDGE``), message graphs as ``{phase: {EDGE: csr}}``. The files keep the
-layout of the graph's types (``typed_graph.layout_of``); only the readers are one.
+The readers take either layout: a homogeneous graph's files (gnnpipe/io/prepared.py,
+gnnpipe/io/splits.py) come back as its ``Graph.homogeneous`` graph (node type ``NODE``, edge
+type ``EDGE``), message graphs as ``{phase: {EDGE: csr}}``. The files keep the layout of the
+graph's types (``gnnpipe.data.graph.layout_of``); only the readers are one.
 
 Typed layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
   prepared/  (written by gnnpipe/io/prepared.py ``write_typed_prepared``)
@@ -32,20 +32,18 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.typed_graph import (HOMOGENEOUS, EdgeType, HeteroGraph, edge_type_name, one_type,
-                                      parse_edge_type)
+from gnnpipe.data.graph import HOMOGENEOUS, Csr, EdgeType, Graph, edge_type_name, parse_edge_type
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_table
-from gnnpipe.io.prepared import (TYPED_GRAPH_SCHEMA, read_edge_table, read_graph, read_node_ids,
-                                 read_node_table, typed_nodes_schema)
+from gnnpipe.io.prepared import (TYPED_GRAPH_SCHEMA, read_edge_table, read_homogeneous,
+                                 read_node_ids, read_node_table, typed_nodes_schema)
 from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, TYPED_CSR_SCHEMA,
                                read_message_graphs, read_negatives_table, read_split_meta,
                                read_split_roles)
 from gnnpipe.io.tensors import load_tensors
 
-__all__ = ["read_typed_graph", "read_typed_node_ids", "read_typed_node_table",
+__all__ = ["read_graph", "read_typed_node_ids", "read_typed_node_table",
            "read_typed_edge_table", "read_typed_message_graphs", "read_typed_roles",
            "read_typed_link_split"]
 
@@ -79,13 +77,14 @@ def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
     return table
 
 
-def read_typed_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
-    """The prepared graph as a typed graph: a homogeneous layout's ``read_graph`` as its
-    ``one_type`` graph (x float32), else the typed ``graph.pt``, shapes and ids checked against
-    graph.json (``mmap``: tensors are views of the memory-mapped file)."""
+def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
+    """The prepared graph, either layout: a homogeneous layout's ``read_homogeneous`` (``x``
+    float32, or as stored with ``stored_x``), else the typed ``graph.pt`` (``x`` float32),
+    shapes and ids checked against graph.json (``mmap``: tensors are views of the
+    memory-mapped file)."""
     meta = read_description(prepared)
     if meta["layout"] == HOMOGENEOUS:
-        return one_type(read_graph(prepared, mmap=mmap))
+        return read_homogeneous(prepared, mmap=mmap, stored_x=stored_x)
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
     spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
@@ -133,7 +132,7 @@ def read_typed_graph(prepared: Path, *, mmap: bool = False) -> HeteroGraph:
                                       or public_roles.max() >= len(SPLIT_ROLES)))):
         raise ValueError(f"{path}: 'public_roles' must hold {sizes[target]} codes in "
                          f"[0, {len(SPLIT_ROLES)})")
-    return HeteroGraph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
+    return Graph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
                        reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]),
                        node_time=node_time, edge_time=edge_time, public_roles=public_roles)
 
@@ -187,7 +186,7 @@ def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 
 # -------------------------------------------------------------------------------------- split
-def read_typed_message_graphs(split: Path, graph: HeteroGraph | None = None
+def read_typed_message_graphs(split: Path, graph: Graph | None = None
                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
     """Node types ``(type, num_nodes)`` in order, and phase -> edge type -> CSR (phases sharing
     a file share one dict; homogeneous layout: ``{EDGE: csr}``). ``graph``, when given, must
@@ -219,21 +218,21 @@ def read_typed_message_graphs(split: Path, graph: HeteroGraph | None = None
     return sizes, {phase: loaded[files[phase]] for phase in PHASES}
 
 
-def read_typed_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
+def read_typed_roles(split: Path, graph: Graph) -> np.ndarray:
     """Role of every node of the target type: str (N_target,) (homogeneous layout:
     ``read_split_roles``)."""
     if graph.layout == HOMOGENEOUS:
         roles = read_split_roles(split)
-        if roles.size != graph.num_nodes(graph.target):
+        if roles.size != graph.num_nodes_dict[graph.target]:
             raise ValueError(f"{split}: {roles.size} split roles for "
-                             f"{graph.num_nodes(graph.target)} nodes; re-run the split stage")
+                             f"{graph.num_nodes_dict[graph.target]} nodes; re-run the split stage")
         return roles
     path = Path(split) / f"nodes_{graph.target}.parquet"
     table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
     roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
     if not np.array_equal(table.column("node_id").to_numpy(),
-                          np.arange(graph.num_nodes(graph.target))):
-        raise ValueError(f"{path}: node_id must be 0..{graph.num_nodes(graph.target) - 1} in "
+                          np.arange(graph.num_nodes_dict[graph.target])):
+        raise ValueError(f"{path}: node_id must be 0..{graph.num_nodes_dict[graph.target] - 1} in "
                          "order; re-run the split stage")
     unknown = set(np.unique(roles)) - set(SPLIT_ROLES)
     if unknown:
@@ -241,7 +240,7 @@ def read_typed_roles(split: Path, graph: HeteroGraph) -> np.ndarray:
     return roles.astype(str)
 
 
-def read_typed_link_split(split: Path, graph: HeteroGraph
+def read_typed_link_split(split: Path, graph: Graph
                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The held-out edge type (homogeneous layout: ``EDGE``), its positives per role
     (type-local int64 (2, E)) and the fixed negatives per val/test phase (int64 (P, K) ids of
@@ -251,7 +250,7 @@ def read_typed_link_split(split: Path, graph: HeteroGraph
         raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "
                          "'link'; re-run the split stage with dataset.task: link")
     edge_type = parse_edge_type(meta["edge_type"])
-    n_src, n_dst = graph.num_nodes(edge_type[0]), graph.num_nodes(edge_type[2])
+    n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
     edges = {}
     for role in LINK_EDGE_ROLES:
         path = Path(split) / f"edges_{role}.parquet"

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr, contains, row_positions
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import contains, row_positions
 from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.graphops.partition import symmetric_simple
 

@@ -1,4 +1,4 @@
-"""The training loader of every ``train.sampler``, keyed by (sampler, graph kind): each one
+"""The training loader of every ``train.sampler``, keyed by (sampler, graph layout): each one
 builds its sampler from its params section (gnnpipe/config/samplers.py) over the train phase's
 message graph only, and yields ``LossBatch`` es (gnnpipe/sampling/batch.py).
 
@@ -19,7 +19,7 @@ from torch_geometric.loader import NodeLoader
 
 from gnnpipe.config.samplers import HOMOGENEOUS, SAMPLERS, TYPED
 from gnnpipe.training.distributed import SINGLE, DistContext
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.hetero.loader import hetero_data
 from gnnpipe.graphops.partition import rank_parts
 from gnnpipe.runtime.rng import torch_seed
@@ -37,16 +37,17 @@ from gnnpipe.training.sharding import NodeRows
 
 @dataclass(frozen=True)
 class Source:
-    """What a loader draws from. ``graph``: a ``Graph`` (x (N, F), y (N,)) or a
-    ``HeteroGraph``; ``train_graph``: the train phase's message graph (``Csr``, or edge type ->
-    ``Csr``); ``seeds``: every train node (T,) of the (target) type, ``rank_seeds`` this DDP
-    rank's share of them; ``edge_index``: ``train_graph.edge_index()`` when the caller holds it.
+    """What a loader draws from. ``graph``: the ``Graph`` with the features models read (a
+    homogeneous one's builders read its ``target_view``: x (N, F), y (N,)); ``train_graph``: the
+    train phase's message graph (``Csr``, or edge type -> ``Csr``); ``seeds``: every train node
+    (T,) of the (target) type, ``rank_seeds`` this DDP rank's share of them; ``edge_index``:
+    ``train_graph.edge_index()`` when the caller holds it.
     Node options: ``temporal`` (sampler keyword arguments and the loader's ``input_time``),
     ``edge_weight`` (E_train,), ``partition`` (meta, part of every node (N,), train nodes per
     part (P,)), ``train_mask`` (N,). Link task: ``supervision`` (a
     ``gnnpipe.commands.inputs.LinkSupervision``) and, typed, its ``edge_type``."""
 
-    graph: object
+    graph: Graph
     train_graph: object
     seeds: torch.Tensor | None = None
     rank_seeds: torch.Tensor | None = None
@@ -69,13 +70,13 @@ class Built:
     rank: dict = field(default_factory=dict)
 
 
-def build(kind: str, src: Source, cfg, seed: int, ctx: DistContext = SINGLE) -> Built | None:
-    """The loader of ``cfg.sampler`` (``cfg``: TrainParams) on a ``kind`` graph, sampling from
-    the stream of ``seed`` (the stage seed); None for the samplers without one (full, sign: the
-    task steps over the whole graph or row batches)."""
+def build(src: Source, cfg, seed: int, ctx: DistContext = SINGLE) -> Built | None:
+    """The loader of ``cfg.sampler`` (``cfg``: TrainParams) on ``src.graph`` (its layout picks
+    the builder), sampling from the stream of ``seed`` (the stage seed); None for the samplers
+    without one (full, sign: the task steps over the whole graph or row batches)."""
     if not SAMPLERS[cfg.sampler].loader:
         return None
-    return BUILDERS[cfg.sampler, kind](src, cfg, seed, ctx)
+    return BUILDERS[cfg.sampler, src.graph.layout](src, cfg, seed, ctx)
 
 
 # ------------------------------------------------------------------------- homogeneous graphs
@@ -103,7 +104,7 @@ def link_neighbor_batches(x, csr: Csr, supervision: torch.Tensor, negatives, cfg
 
 
 def _neighbor(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
-    graph = src.graph
+    graph = src.graph.target_view()
     kwargs = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                   edge_index=src.edge_index, **src.temporal,
                   **({} if src.edge_weight is None else {"edge_weight": src.edge_weight}))
@@ -112,7 +113,7 @@ def _neighbor(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
 
 
 def _shadow(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
-    graph = src.graph
+    graph = src.graph.target_view()
     return Built(shadow_batches(graph.x, graph.y, src.train_graph, src.rank_seeds, cfg.shadow,
                                 torch_seed(seed, "sample"), replace=cfg.neighbor.replace,
                                 batch_size=cfg.batch_size, num_workers=cfg.num_workers,
@@ -121,7 +122,8 @@ def _shadow(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
 
 def _cluster(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
     meta, parts, train_per_part = src.partition
-    rows = NodeRows(src.graph.x, src.graph.y)  # the memory-mapped graph: row i is node i
+    graph = src.graph.target_view()
+    rows = NodeRows(graph.x, graph.y)  # the memory-mapped graph: row i is node i
     parts_source = GraphParts(src.train_graph, parts, meta["num_parts"],
                               cfg.cluster.keep_inter_cluster_edges)
     loader = ClusterLoader(parts_source, rows, src.train_mask, train_per_part,
@@ -136,7 +138,8 @@ def _saint(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
                            saint.walk_length)
     norm = estimate_norm(sampler, saint.sample_coverage, torch_seed(seed, "saint"))
     steps = saint.num_steps or math.ceil(src.seeds.numel() / cfg.batch_size)
-    loader = SaintLoader(sampler, norm, NodeRows(src.graph.x, src.graph.y), src.train_mask,
+    graph = src.graph.target_view()
+    loader = SaintLoader(sampler, norm, NodeRows(graph.x, graph.y), src.train_mask,
                          steps, ctx.rank, ctx.world_size)
     return Built(Batches(loader, adapt.normalized_train_nodes),
                  metrics={"saint_presamples": norm.num_samples, "saint_steps": steps})
@@ -144,7 +147,8 @@ def _saint(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
 
 def _link_neighbor(src: Source, cfg, seed: int, ctx: DistContext) -> Built:
     sup = src.supervision
-    loader = link_neighbor_batches(src.graph.x, src.train_graph, sup.edges["train_supervision"],
+    loader = link_neighbor_batches(src.graph.target_view().x, src.train_graph,
+                                   sup.edges["train_supervision"],
                                    sup.sampler, cfg.neighbor, torch_seed(seed, "sample"),
                                    batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                                    ctx=ctx, edge_index=src.edge_index)
@@ -157,7 +161,7 @@ def hgt_batches(graph, train_graph: dict, train_nodes: np.ndarray, num_samples: 
     """HGT per-type node budgets (``HeteroBudgetSampler``, PyG's ``HGTLoader`` semantics):
     shuffled batches of the target type's ``train_nodes`` (int (T,)) over ``train_graph``, loss
     on the seeds."""
-    sampler = HeteroBudgetSampler({t: graph.num_nodes(t) for t in graph.node_types}, train_graph,
+    sampler = HeteroBudgetSampler(graph.num_nodes_dict, train_graph,
                                   list(num_samples), seed=seed)
     loader = NodeLoader(hetero_data(graph, train_graph), node_sampler=sampler,
                         input_nodes=(graph.target, torch.from_numpy(train_nodes)),
@@ -175,7 +179,7 @@ def typed_neighbor_batches(graph, train_graph: dict, seeds: np.ndarray, cfg, bat
     returned. Loss on the seeds; every edge type is in each batch."""
     temporal = dict(temporal or {})
     input_time = temporal.pop("input_time", None)
-    sampler = HeteroNeighborSampler({t: graph.num_nodes(t) for t in graph.node_types},
+    sampler = HeteroNeighborSampler(graph.num_nodes_dict,
                                     train_graph, list(cfg.num_neighbors), replace=cfg.replace,
                                     subgraph_type=cfg.subgraph_type, disjoint=cfg.disjoint,
                                     seed=seed, **temporal)

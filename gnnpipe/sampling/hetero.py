@@ -8,7 +8,7 @@ yields the ``HeteroData`` batches ``HGTLoader`` would (``hgt_loader`` below buil
 
 Graph: ``num_nodes[t]`` nodes per node type (ids local to the type) and one
 ``gnnpipe.data.graph.Csr`` per edge type ``(src, rel, dst)`` whose row ``v`` (a ``dst`` node) lists
-its ``src`` sources (``gnnpipe.data.typed_graph.HeteroGraph.csr``). Edge ids are CSR positions, i.e.
+its ``src`` sources (``gnnpipe.data.graph.Graph.csr``). Edge ids are CSR positions, i.e.
 columns of
 ``csr[e].edge_index()``; pass ``edge_permutation`` when the ``HeteroData`` edges come in
 another order (``from_hetero_data`` does).

@@ -53,7 +53,8 @@ from torch_geometric.sampler.utils import to_csc
 from torch_geometric.typing import SparseTensor
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.graphops.partition import assign_parts
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.hetero import HeteroBudgetSampler

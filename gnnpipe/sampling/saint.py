@@ -52,7 +52,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnpipe.data.graph import Csr, sorted_unique
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import sorted_unique
 from gnnpipe.sampling.subgraph import induced_edges
 from gnnpipe.training.sharding import NodeRows
 

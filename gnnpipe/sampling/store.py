@@ -44,10 +44,8 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.index import index2ptr, ptr2index
 
 from gnnpipe import io
-from gnnpipe.data.graph import Csr, Graph
-from gnnpipe.io.typed import read_typed_graph
+from gnnpipe.data.graph import HOMOGENEOUS, Csr, EdgeType, Graph, TargetView
 from gnnpipe.io.rows import FeatureSource, GraphRows, open_node_source
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph
 
 Key = tuple[Optional[str], Optional[str]]
 
@@ -63,8 +61,9 @@ class GnnpipeFeatureStore(FeatureStore):
         self._order: dict[Key, Optional[np.ndarray]] = {}  # row of each sorted id
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> "GnnpipeFeatureStore":
-        """``x`` (N, F) and ``y`` (N,) of a homogeneous graph, group ``None``, not copied."""
+    def from_graph(cls, graph: TargetView) -> "GnnpipeFeatureStore":
+        """``x`` (N, F) and ``y`` (N,) of a homogeneous graph's view, group ``None``, not
+        copied."""
         store = cls()
         store.put_tensor(graph.x, group_name=None, attr_name="x", index=None)
         store.put_tensor(graph.y, group_name=None, attr_name="y", index=None)
@@ -80,7 +79,7 @@ class GnnpipeFeatureStore(FeatureStore):
         return store
 
     @classmethod
-    def from_hetero(cls, graph: HeteroGraph) -> "GnnpipeFeatureStore":
+    def from_hetero(cls, graph: Graph) -> "GnnpipeFeatureStore":
         """``x`` of every node type (group = the type) and ``y`` of the target type."""
         store = cls()
         for node_type, x in graph.x.items():
@@ -217,8 +216,8 @@ class CsrGraphStore(GraphStore):
         return store
 
     @classmethod
-    def from_hetero(cls, graph: HeteroGraph) -> "CsrGraphStore":
-        return cls.from_typed({t: graph.num_nodes(t) for t in graph.node_types}, graph.csr)
+    def from_hetero(cls, graph: Graph) -> "CsrGraphStore":
+        return cls.from_typed(graph.num_nodes_dict, graph.csr)
 
     # ------------------------------------------------------------------------ PyG interface
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
@@ -390,12 +389,12 @@ def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     """The stores of a prepared graph folder, ``graph.pt`` memory-mapped (homogeneous or
     typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
     ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
-    if io.read_description(prepared)["layout"] == "typed":
-        graph = read_typed_graph(prepared, mmap=True)
-        return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
     graph = io.read_graph(prepared, mmap=True, stored_x=True)
-    source = FeatureSource(graph.x, mapped=True)
-    return GnnpipeFeatureStore.from_source(source, graph.y), CsrGraphStore.from_csr(graph.csr)
+    if graph.layout != HOMOGENEOUS:  # typed files: stores keyed by type
+        return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)
+    view = graph.target_view()
+    source = FeatureSource(view.x, mapped=True)
+    return GnnpipeFeatureStore.from_source(source, view.y), CsrGraphStore.from_csr(view.csr)
 
 
 def read_node_rows(prepared: Path, node_ids: Tensor, block_rows: int = 65_536) -> GraphRows:

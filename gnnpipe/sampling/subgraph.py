@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from torch_geometric.sampler.base import SubgraphType
 
-from gnnpipe.data.graph import sorted_unique
+from gnnpipe.data.edges import sorted_unique
 from gnnpipe.sampling.pick import pick_edges
 
 

@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnnpipe.data.graph import ROLES
-from gnnpipe.data.typed_graph import check_name
+from gnnpipe.data.graph import ROLES, check_name
 
 # Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
 # enough that a chunk of int64 ids is a few tens of MB.

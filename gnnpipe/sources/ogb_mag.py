@@ -27,7 +27,7 @@ from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check
                                   label_codes, reason, require_file,
                                   split_edge_type)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
-from gnnpipe.data.typed_graph import check_name
+from gnnpipe.data.graph import check_name
 
 COUNTS = "num-node-dict.csv.gz"
 

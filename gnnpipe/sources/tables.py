@@ -38,7 +38,7 @@ from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, RawTypedGr
                                   feature_columns, features, is_numeric, label_codes,
                                   require_file, split_edge_type)
 from gnnpipe.sources.formats import CsvTables, ParquetTables
-from gnnpipe.data.typed_graph import check_name
+from gnnpipe.data.graph import check_name
 
 SUFFIXES = {"parquet": (".parquet",), "csv": (".csv", ".csv.gz", ".csv.bz2")}
 

@@ -1,8 +1,8 @@
 """The split audit: proves from the artifacts themselves that no phase can see what it must not.
 
 Every check is recomputed from the roles and message graphs as written, so a bug in the split
-code (or a hand-edited artifact) is caught here rather than trusted. Written for typed graphs
-(``HeteroGraph``); a homogeneous graph is audited as its ``one_type`` graph. Both kinds give one
+code (or a hand-edited artifact) is caught here rather than trusted. Written once, for
+``Graph``; a homogeneous graph is its one-type case. Both kinds give one
 report layout (node task: ``target``, ``cross_split_edges_relation``, ``message_edges`` per
 phase and edge type; link task: ``edge_type``, ``reverse_edge_type``); a graph of one edge type
 keeps the plain check names (``message_train_sees_only_train``), where a graph of several types
@@ -36,10 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, sorted_unique
+from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name
+from gnnpipe.data.edges import edge_pairs, homogeneous_csr, sorted_unique
 from gnnpipe.splitting.split import MessageGraphs
-from gnnpipe.data.typed_graph import (EdgeType, HeteroGraph, edge_pairs, edge_type_name,
-                                      homogeneous_csr)
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
@@ -155,7 +154,7 @@ def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray
     return entry
 
 
-def audit_node_split(graph: HeteroGraph, roles: np.ndarray, message_graphs: MessageGraphs,
+def audit_node_split(graph: Graph, roles: np.ndarray, message_graphs: MessageGraphs,
                      mode: str, *, timed: bool = False, separated: bool = False,
                      future_visible: bool = False) -> dict:
     """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed (a
@@ -218,7 +217,7 @@ def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dic
              "detail": "every node has exactly one role"}]
 
 
-def node_report(graph: HeteroGraph, mode: str, checks: list[dict], counts: dict[str, int],
+def node_report(graph: Graph, mode: str, checks: list[dict], counts: dict[str, int],
                 per_class: dict[str, np.ndarray], coverage: dict, cross: dict[str, int],
                 message_edges: dict[str, dict[EdgeType, int]]) -> dict:
     """The node audit report from its checks and sums: nodes per phase, labelled nodes per phase
@@ -304,7 +303,7 @@ def _within(sub: Csr, full: Csr, num_src: int) -> bool:
     return bool((big[pos] == small).all())
 
 
-def _typed_checks(graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, Csr]],
+def _typed_checks(graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                   roles: np.ndarray | None, mode: str | None,
                   skip: tuple[EdgeType, ...] = ()) -> list[dict]:
     checks = []
@@ -316,7 +315,7 @@ def _typed_checks(graph: HeteroGraph, message_graphs: dict[str, dict[EdgeType, C
             csr = message_graphs[phase][edge_type]
             checks.append({"check": f"{name}_within_graph",
                            "passed": _within(csr, graph.csr[edge_type],
-                                             graph.num_nodes(edge_type[0])),
+                                             graph.num_nodes_dict[edge_type[0]]),
                            "detail": "every message edge is an edge of the prepared graph"})
             allowed = VISIBLE_ROLES[mode][phase] if mode else None
             if allowed is None or graph.target not in (edge_type[0], edge_type[2]):
@@ -426,7 +425,7 @@ def link_compared(disjoint: bool) -> list[tuple[str, str]]:
     return [(first, second) for i, first in enumerate(roles) for second in roles[i + 1:]]
 
 
-def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
+def audit_link_split(graph: Graph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
                      negatives: dict[str, torch.Tensor], message_graphs: MessageGraphs, *,
                      disjoint: bool, hard: dict[str, torch.Tensor] | None = None) -> dict:
     """Audit report of the link split of ``edge_type`` held out with its reverse (JSON-ready);
@@ -458,7 +457,7 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
     held_names = "+".join(edge_type_name(e) for e in held)
     for check in report["checks"]:  # the held-out edge types, together
         check["check"] = f"{check['check']}[{held_names}]"
-    n_dst = graph.num_nodes(edge_type[2])
+    n_dst = graph.num_nodes_dict[edge_type[2]]
     for name, drawn in (("negatives", negatives), ("hard_negatives", hard or {})):
         for phase, targets in drawn.items():
             typed = bool(((targets >= 0) & (targets < n_dst)).all())
@@ -470,7 +469,7 @@ def audit_link_split(graph: HeteroGraph, edge_type: EdgeType, edges: dict[str, t
     return report
 
 
-def _project(graph: HeteroGraph, csrs: dict[EdgeType, Csr], types: tuple[EdgeType, ...]) -> Csr:
+def _project(graph: Graph, csrs: dict[EdgeType, Csr], types: tuple[EdgeType, ...]) -> Csr:
     """``types`` edges of ``csrs`` as one square CSR over homogeneous ids."""
     return homogeneous_csr(graph.sizes(), {e: csrs[e] for e in types})
 

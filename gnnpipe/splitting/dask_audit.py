@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.data.graph import ROLES, UNLABELLED
-from gnnpipe.data.typed_graph import HeteroGraph
+from gnnpipe.data.graph import Graph
 from gnnpipe.io.blocks import open_memmap
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import audit
@@ -91,7 +91,7 @@ def audit_block(lo: int, hi: int, graph_file: str, roles_file: str,
                       edges, within, leaking, bad_nodes)
 
 
-def audit_node_blocks(client, graph: HeteroGraph, graph_file: Path, split: NodeBlocks,
+def audit_node_blocks(client, graph: Graph, graph_file: Path, split: NodeBlocks,
                       mode: str) -> dict:
     """``audit_node_split``'s report of a homogeneous ``graph`` (its sizes and types; the data
     are read from ``graph_file`` by the tasks) split into ``split``'s files, by its blocks."""
@@ -101,7 +101,7 @@ def audit_node_blocks(client, graph: HeteroGraph, graph_file: Path, split: NodeB
                        num_classes=graph.num_classes)
     per_role = sum(b.per_role for b in found)
     counts = {role: int(per_role[i].sum()) for i, role in enumerate(PHASES)}
-    num_nodes = graph.num_nodes(graph.target)
+    num_nodes = graph.num_nodes_dict[graph.target]
     checks = audit.role_checks(counts, int(per_role[UNUSED].sum()), num_nodes)
     firsts = [b.first_unlabelled for b in found if b.first_unlabelled >= 0]
     first = min(firsts) if firsts else None

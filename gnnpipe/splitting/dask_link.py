@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import sorted_unique
+from gnnpipe.data.edges import sorted_unique
 from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign

@@ -39,7 +39,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from gnnpipe.data.graph import Csr, contains, sorted_unique
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import contains, sorted_unique
 from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
 from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.splitting.negatives import NegativeSampler

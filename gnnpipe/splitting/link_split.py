@@ -1,6 +1,5 @@
-"""Edge hold-out for link prediction, with per-phase message graphs that cannot leak, for typed
-graphs (``gnnpipe.data.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through
-``one_type``).
+"""Edge hold-out for link prediction, with per-phase message graphs that cannot leak, for every
+graph (``gnnpipe.data.graph.Graph``; a homogeneous graph is its one-type case).
 
 One edge type ``E`` (``graph.link_edge_type``: ``author writes paper``; the one edge type of a
 homogeneous graph) is held out together with its reverse ``R`` (``paper rev_writes author``).
@@ -45,14 +44,14 @@ import numpy as np
 import torch
 
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import Csr, csr_from_edges, sorted_unique
+from gnnpipe.data.graph import Csr, EdgeType, Graph, edge_type_name
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, sorted_unique
 from gnnpipe.graphops.heuristics import train_view
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting.hard_negatives import hard_negatives
 from gnnpipe.splitting.hash_assign import key_order
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.splitting.split import MessageGraphs
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs, edge_type_name
 
 PHASES = ("train", "val", "test")
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
@@ -142,27 +141,27 @@ def pair_keys(edge_type: EdgeType, reverse: EdgeType | None, src: np.ndarray, ds
     return src * num_dst + dst
 
 
-def negative_weights(graph: HeteroGraph, edge_type: EdgeType, strategy: str,
+def negative_weights(graph: Graph, edge_type: EdgeType, strategy: str,
                      train_csr: Csr) -> np.ndarray:
     """Target weights over the homogeneous ids (``graph.offsets()``): only nodes of the edge
     type's target type can be drawn; uniformly, or by their in-degree in ``train_csr`` (the
     train phase's CSR of ``edge_type``) for ``negative_strategy: degree``. float64 (total,)."""
-    weights = np.zeros(graph.total_nodes)
+    weights = np.zeros(graph.num_nodes)
     start = graph.offsets()[edge_type[2]]
-    n = graph.num_nodes(edge_type[2])
+    n = graph.num_nodes_dict[edge_type[2]]
     weights[start:start + n] = 1.0 if strategy == "uniform" else train_csr.degrees().numpy()
     return weights
 
 
-def typed_negative_sampler(graph: HeteroGraph, edge_type: EdgeType, src: np.ndarray,
+def typed_negative_sampler(graph: Graph, edge_type: EdgeType, src: np.ndarray,
                            dst: np.ndarray, weights: np.ndarray | None) -> NegativeSampler:
     """A sampler over homogeneous ids forbidding the type-local pairs ``src`` -> ``dst``."""
     offsets = graph.offsets()
     return NegativeSampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
-                           graph.total_nodes, weights)
+                           graph.num_nodes, weights)
 
 
-def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generator,
+def split_links(graph: Graph, cfg: LinkSplitParams, rng: np.random.Generator,
                 hash_seed: int | None = None) -> LinkSplit:
     """Hold out val/test pairs of ``graph.link_edge_type`` and its reverse together, build the
     per-phase, per-edge-type message graphs and the fixed negatives: shuffled by ``rng``, or
@@ -173,7 +172,7 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
     """
     e = graph.link_edge_type
     r = graph.reverse.get(e)
-    n_dst = graph.num_nodes(e[2])
+    n_dst = graph.num_nodes_dict[e[2]]
     src, dst = edge_pairs(graph.csr[e])
     loop = (src == dst) if e[0] == e[2] else np.zeros(src.size, dtype=bool)
     keys = pair_keys(e, r, src, dst, n_dst)
@@ -197,8 +196,8 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
         pos = np.searchsorted(pairs, edge_keys)
         edge_code = np.where(edge_loop, -1, code[np.minimum(pos, num_pairs - 1)])
         keep = edge_loop | np.isin(edge_code, _VISIBLE_CODES[phase])
-        return csr_from_edges(edge_src[keep], edge_dst[keep], graph.num_nodes(edge_type[2]),
-                              graph.num_nodes(edge_type[0]))
+        return csr_from_edges(edge_src[keep], edge_dst[keep], graph.num_nodes_dict[edge_type[2]],
+                              graph.num_nodes_dict[edge_type[0]])
 
     message_graphs: MessageGraphs = {}
     for phase in PHASES:
@@ -234,7 +233,7 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
         edges[role] = torch.from_numpy(np.stack([pos_src[rows], pos_dst[rows]]).astype(np.int64))
 
     # uniform over every node needs no weights (draws integers, not floats: kept so)
-    weights = (None if cfg.negative_strategy == "uniform" and graph.total_nodes == n_dst
+    weights = (None if cfg.negative_strategy == "uniform" and graph.num_nodes == n_dst
                else negative_weights(graph, e, cfg.negative_strategy, message_graphs["train"][e]))
     sampler = typed_negative_sampler(graph, e, pairs // n_dst, pairs % n_dst, weights)
     head_offset, target_offset = graph.offsets()[e[0]], graph.offsets()[e[2]]
@@ -250,7 +249,7 @@ def split_links(graph: HeteroGraph, cfg: LinkSplitParams, rng: np.random.Generat
                      message_graphs=message_graphs, undirected=undirected)
 
 
-def hard_link_negatives(graph: HeteroGraph, link: LinkSplit, per_head: int,
+def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int,
                         rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """HeaRT-style hard negatives of the val and test positives of ``link``: phase -> int64
     (P, per_head) ids of ``E[2]`` (type-local), row i for the head ``link.edges[phase][0, i]``.
@@ -262,10 +261,10 @@ def hard_link_negatives(graph: HeteroGraph, link: LinkSplit, per_head: int,
     e = link.edge_type
     offsets = graph.offsets()
     s_off, d_off = offsets[e[0]], offsets[e[2]]
-    n = graph.total_nodes
+    n = graph.num_nodes
     positives = torch.cat([link.edges[role] for role in EDGE_ROLES], dim=1).numpy()
     forbidden = sorted_unique((positives[0] + s_off) * n + positives[1] + d_off)
-    targets = None if graph.is_homogeneous else (d_off, d_off + graph.num_nodes(e[2]))
+    targets = None if graph.is_homogeneous else (d_off, d_off + graph.num_nodes_dict[e[2]])
     view = train_view(graph, link.message_graphs["train"])
     return {phase: torch.from_numpy(hard_negatives(view, link.edges[phase][0].numpy() + s_off,
                                                    per_head, forbidden, rng, targets) - d_off)

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from gnnpipe.data.graph import contains, sorted_unique
+from gnnpipe.data.edges import contains, sorted_unique
 from gnnpipe.runtime.rng import mix
 
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt

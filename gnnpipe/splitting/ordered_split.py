@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from gnnpipe.config import NodeSplitParams, PartitionParams
-from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.graph import Csr, TargetView
 
 PHASES = ("train", "val", "test")
 
@@ -61,7 +61,7 @@ def _cut(weights: np.ndarray, sizes: dict[str, int]) -> np.ndarray:
     return np.searchsorted(bounds, middle, side="right")
 
 
-def cluster_labels(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator) -> np.ndarray:
+def cluster_labels(graph: TargetView, cfg: NodeSplitParams, rng: np.random.Generator) -> np.ndarray:
     """Cluster id of every node: int64 (N,) (METIS part or connected component)."""
     if cfg.cluster == "component":
         return connected_components(graph.csr)
@@ -75,7 +75,7 @@ def cluster_labels(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator)
     return assign_parts(graph.csr, parts, rng).astype(np.int64)
 
 
-def ordered_roles(graph: Graph, cfg: NodeSplitParams, sizes: dict[str, int],
+def ordered_roles(graph: TargetView, cfg: NodeSplitParams, sizes: dict[str, int],
                   rng: np.random.Generator, roles: np.ndarray,
                   labelled: np.ndarray | None = None) -> None:
     """Fill ``roles`` (object (N,), preset to "unused") for strategy ``cluster`` or ``time``.

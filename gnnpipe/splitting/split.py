@@ -1,9 +1,9 @@
-"""Node splits and the per-phase message graphs that make them leak-free, for typed graphs
-(``gnnpipe.data.typed_graph.HeteroGraph``; a homogeneous ``Graph`` goes through ``one_type``).
+"""Node splits and the per-phase message graphs that make them leak-free, for every graph
+(``gnnpipe.data.graph.Graph``; a homogeneous graph is its one-type case).
 
 Only the target type (``paper``; the one type of a homogeneous graph) carries labels, so only
 its nodes get roles, drawn on the target type alone over its own relation
-(``HeteroGraph.target_graph``: labels, node times, official split). Message graphs are per edge
+(``Graph.target_view``: labels, node times, official split). Message graphs are per edge
 type: a phase's graph drops, in **every** edge type, each edge with an endpoint of the target
 type the phase may not see, so no val/test paper reaches training through an author either.
 
@@ -33,10 +33,10 @@ import numpy as np
 
 from gnnpipe.config import NodeSplitParams
 # ROLES: code order of public_roles
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges
+from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, EdgeType, Graph, TargetView
+from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.splitting.hash_assign import key_order, node_keys
 from gnnpipe.splitting.ordered_split import ordered_roles
-from gnnpipe.data.typed_graph import EdgeType, HeteroGraph, edge_pairs
 
 PHASES = ("train", "val", "test")
 MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
@@ -84,7 +84,7 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
     return np.minimum(counts, sizes)
 
 
-def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generator,
+def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator,
                 hash_seed: int | None = None) -> NodeSplit:
     """Assign every target node a role and build the message graph of each phase and edge type.
 
@@ -98,7 +98,7 @@ def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generat
         raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
                          f"type's own relation together, and this graph has no {graph.target} "
                          f"-> {graph.target} edge type; use random, stratified, time or public")
-    target = graph.target_graph()
+    target = graph.target_view()
     roles, dropped = _roles(target, cfg, rng, hash_seed)
     if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
         raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
@@ -109,7 +109,7 @@ def split_nodes(graph: HeteroGraph, cfg: NodeSplitParams, rng: np.random.Generat
                      mode=cfg.mode, unlabelled_dropped=dropped)
 
 
-def _roles(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator,
+def _roles(graph: TargetView, cfg: NodeSplitParams, rng: np.random.Generator,
            hash_seed: int | None) -> tuple[np.ndarray, dict[str, int]]:
     """Role of every node of the target type alone: str (N,), and (strategy public) the
     official split's unlabelled nodes per role."""
@@ -198,7 +198,7 @@ def phase_counts(cfg: NodeSplitParams, sizes: dict[str, int], class_sizes: np.nd
     return counts
 
 
-def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
+def _public_roles(graph: TargetView, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
     """Fill ``roles`` from ``graph.public_roles`` (planetoid, ogb, pyg masks; see prepare).
 
     An official train/val/test node without a label becomes "unused"; returns how many per role.
@@ -218,7 +218,7 @@ def _public_roles(graph: Graph, roles: np.ndarray, labelled: np.ndarray) -> dict
     return dropped
 
 
-def message_graphs(graph: HeteroGraph, roles: np.ndarray, mode: str,
+def message_graphs(graph: Graph, roles: np.ndarray, mode: str,
                    timestamps: np.ndarray | None = None) -> MessageGraphs:
     """The graph each phase may pass messages over, per edge type (see the module docstring).
 
@@ -232,7 +232,7 @@ def message_graphs(graph: HeteroGraph, roles: np.ndarray, mode: str,
             "val": restrict_to(graph, graph.csr, seen["val"]), "test": graph.csr}
 
 
-def restrict_to(graph: HeteroGraph, csrs: dict[EdgeType, Csr], visible: np.ndarray
+def restrict_to(graph: Graph, csrs: dict[EdgeType, Csr], visible: np.ndarray
                 ) -> dict[EdgeType, Csr]:
     """Every edge type without the edges that touch a target node outside ``visible`` (bool
     (N_target,)); an edge type not touching the target type is kept as the same object."""
@@ -248,8 +248,8 @@ def restrict_to(graph: HeteroGraph, csrs: dict[EdgeType, Csr], visible: np.ndarr
             keep &= visible[src]
         if d == graph.target:
             keep &= visible[dst]
-        out[edge_type] = csr_from_edges(src[keep], dst[keep], graph.num_nodes(d),
-                                        graph.num_nodes(s))
+        out[edge_type] = csr_from_edges(src[keep], dst[keep], graph.num_nodes_dict[d],
+                                        graph.num_nodes_dict[s])
     return out
 
 

@@ -46,9 +46,8 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.training.distributed import SINGLE, DistContext
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
 from gnnpipe.training.models import FeatureMLP, finish_layer, forward_with_hidden
-from gnnpipe.data.typed_graph import EDGE, NODE, EdgeType, edge_type_name
 
 # A full forward whose per-layer messages (num_edges x max(in_dim, hidden) float32) pass 1 GiB
 # goes layer-wise under train.inference.mode=auto; the default 20k-node graph is ~50x below.

@@ -1,33 +1,34 @@
-"""The model inputs of the train and predict stages, for either graph kind: the graph with the
+"""The model inputs of the train and predict stages, for every graph: the graph with the
 features the models read, each phase's own message graph as the model takes it, and the
 model those inputs fit. Built once from data/prepared, data/split (and data/propagate for
-sign); the kind is read from the split by the caller, here it only picks the reader."""
+sign); the graph's layout (its types) picks the reader, once, here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import nn
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, read_lazy_model_graph,
-                                     read_link_supervision, read_model_graph, read_model_typed,
+from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, lazy_model_features,
+                                     model_features, read_link_supervision, read_model_typed,
                                      read_typed_link_supervision, whole_features)
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.typed_graph import HOMOGENEOUS, TYPED, edge_type_name
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name
 
 
 @dataclass(frozen=True)
 class ModelInputs:
-    """What a model reads, whatever the kind.
+    """What a model reads, whatever the graph.
 
-    ``graph``: a ``Graph`` (``x`` (N, F) as models read it) or a ``HeteroGraph`` (``x`` per
-    node type); ``message_graphs``: phase -> Csr, or phase -> edge type -> Csr; ``phases``:
+    ``graph``: the ``Graph`` with ``x`` per node type as models read it (a homogeneous graph's
+    one type: a ``ModelFeatures`` when its rows are read per batch); ``message_graphs``: phase
+    -> Csr (homogeneous layout), or phase -> edge type -> Csr; ``phases``:
     phase -> ``PhaseInput`` of the phases asked for (x, the phase's own edges, the layer-wise
     engine of ``train.inference``); ``num_hops``: sign's K (0 otherwise); ``target``: the node
     type the outputs are of (None: homogeneous); ``reads``: the stage arguments naming the
@@ -53,17 +54,23 @@ class ModelInputs:
         return self._meta(task_meta)
 
 
-def read_model_inputs(args, cfg, kind: str, task: str, *, phases: tuple[str, ...] = PHASES,
+def read_model_inputs(args, cfg, task: str, *, phases: tuple[str, ...] = PHASES,
                       amp: bool = False) -> ModelInputs:
-    """The model inputs of a ``kind`` graph for ``task`` under the train section ``cfg``
+    """The model inputs of the prepared graph for ``task`` under the train section ``cfg``
     (TrainParams), for ``phases`` only (predict asks for ``test``); ``amp``: feature rows read
-    per batch in bfloat16 when stored so (training under autocast)."""
-    return READERS[kind](args, cfg, task, phases, amp)
+    per batch in bfloat16 when stored so (training under autocast). The graph's layout picks
+    the models: the flat ones over a homogeneous graph's one relation, else the typed ones."""
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    return READERS[graph.layout](args, graph, cfg, task, phases, amp)
 
 
-def _homogeneous(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
-    lazy = task == "node" and samplers.out_of_core(cfg)  # rows per batch of the mapped file
-    graph = read_lazy_model_graph(args, amp=amp) if lazy else read_model_graph(args, mmap=True)
+def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
+    stored = graph.target_view().x
+    if task == "node" and samplers.out_of_core(cfg):  # rows per batch of the mapped file
+        x = lazy_model_features(args, stored, amp=amp)
+    else:
+        x = model_features(args, stored.float())  # float32 storage: the map itself
+    graph = replace(graph, x={graph.target: x})
     graphs = io.read_message_graphs(args.split, graph.num_nodes)
     num_hops = 0
     # a node loader reads the train edges even for the MLP
@@ -72,13 +79,13 @@ def _homogeneous(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
     if samplers.needs(cfg.sampler, "propagate"):  # sign: hops over each phase's own graph
         hops = io.read_propagated(args.propagate)
         num_hops = len(hops["train"]) - 1
-        given = build_inputs(graph.x, hops={p: hops[p] for p in phases}, phases=phases)
+        given = build_inputs(x, hops={p: hops[p] for p in phases}, phases=phases)
     elif not edges:
-        given = build_inputs(graph.x, phases=phases)
+        given = build_inputs(x, phases=phases)
     else:
-        given = whole_features(build_inputs(graph.x, message_graphs=graphs, cfg=cfg,
+        given = whole_features(build_inputs(x, message_graphs=graphs, cfg=cfg,
                                             phases=phases))
-    in_dim = int(graph.x.shape[1])
+    in_dim = int(x.shape[1])
 
     def meta(task_meta: dict) -> dict:  # key order as model.pt has always had it
         head = {k: v for k, v in task_meta.items() if k == "task"}
@@ -91,8 +98,8 @@ def _homogeneous(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
                                                         num_hops), meta)
 
 
-def _typed(args, cfg, task: str, phases, amp: bool) -> ModelInputs:
-    typed = read_model_typed(args)
+def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
+    typed = read_model_typed(args, graph=graph)
     graph = typed.graph
     given = phase_inputs(graph, typed.graphs, cfg, phases=phases)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}

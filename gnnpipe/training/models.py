@@ -35,7 +35,7 @@ from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import FitParams, TrainParams
-from gnnpipe.data.typed_graph import EdgeType
+from gnnpipe.data.graph import EdgeType
 
 Metadata = tuple[list[str], list[EdgeType]]
 
@@ -349,7 +349,7 @@ class TypedModel(nn.Module):
 
     ``out="target"``: the target type's rows (N_target, C) (node classification); ``out="all"``:
     every type's rows concatenated in node-type order into (N_total, C), the
-    ``HeteroGraph.offsets()`` ids (link prediction scores any two types' pair ``z_u . z_v``).
+    ``Graph.offsets()`` ids (link prediction scores any two types' pair ``z_u . z_v``).
     """
 
     # out="target" leaves the other types' last maps unused (DDP must not wait for them)

@@ -243,7 +243,7 @@ def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
         files = {None: (prepared / "node_ids.parquet", graph.num_nodes,
                         lambda t: io.read_node_ids(prepared))}
     else:
-        files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes(t),
+        files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes_dict[t],
                      lambda t: io.read_typed_node_ids(prepared, t))
                  for t in graph.node_types}
     ids = {}

@@ -20,7 +20,7 @@ import pytest
 
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.prepare import build, build_typed
-from gnnpipe.data.typed_graph import edge_pairs
+from gnnpipe.data.edges import edge_pairs
 from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation, RawTypedGraph
 
 N = 5  # few nodes, many rows: every pair repeats, in both orientations, with loops
@@ -79,7 +79,7 @@ def _homogeneous(src, dst, time, cfg, with_time=True):
 def test_homogeneous_rows_follow_the_rule(undirected, dedup, remove_loops, seed):
     src, dst, time = _rows(seed)
     prepared = _homogeneous(src, dst, time, _cfg(undirected, dedup, remove_loops))
-    s, d = prepared.graph.csr.edge_index().numpy()
+    s, d = prepared.graph.target_view().csr.edge_index().numpy()
     rows = np.asarray(prepared.edge_attrs["weight"].to_pylist(), dtype=np.int64)
     want = expected(src, dst, time, undirected=undirected, dedup=dedup,
                     remove_loops=remove_loops, typed_copies=False)
@@ -98,7 +98,7 @@ def test_homogeneous_weights_alone_follow_the_row_order(undirected, dedup, remov
     src, dst, _ = _rows(2)
     prepared = _homogeneous(src, dst, None, _cfg(undirected, dedup, remove_loops),
                             with_time=False)
-    s, d = prepared.graph.csr.edge_index().numpy()
+    s, d = prepared.graph.target_view().csr.edge_index().numpy()
     rows = prepared.edge_attrs["weight"].to_pylist()
     want = expected(src, dst, np.zeros(src.size, dtype=np.int64), undirected=undirected,
                     dedup=dedup, remove_loops=remove_loops, typed_copies=False)

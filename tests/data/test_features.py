@@ -198,7 +198,7 @@ def _args(root: Path):
 
 
 def _expected_standardized(root: Path) -> torch.Tensor:
-    x = io.read_graph(root / "data/prepared").x.double()
+    x = io.read_graph(root / "data/prepared").target_view().x.double()
     train = torch.from_numpy(np.flatnonzero(io.read_split_roles(root / "data/split") == "train"))
     mean, std = x[train].mean(0), x[train].std(0, correction=0)
     return ((x - mean.float().double()) / std.float().double()).float()
@@ -260,7 +260,7 @@ def test_node_samplers_read_normalized_features(tmp_path, monkeypatch, sampler):
     seen: list = []
     _record(monkeypatch, builders, f"{sampler}_loader", seen, stop=True)
     assert main(["train"]) == 1  # stopped by the spy once it saw the features
-    raw = io.read_graph(root / "data/prepared").x
+    raw = io.read_graph(root / "data/prepared").target_view().x
     x = seen[0]
     if sampler == "neighbor":  # rows read per batch from the mapped file: PyG's values exactly
         from gnnpipe.data.features import ModelFeatures
@@ -285,7 +285,7 @@ def test_cluster_and_saint_batches_read_normalized_rows(tmp_path, monkeypatch):
         raise ValueError("recorded")
 
     monkeypatch.setattr(gnnpipe.training.sharding.NodeRows, "__init__", spy)
-    raw = io.read_graph(root / "data/prepared").x
+    raw = io.read_graph(root / "data/prepared").target_view().x
     for sampler in ("cluster", "saint"):
         (root / "params.yaml").write_text(yaml.safe_dump({
             **SMALL, "features": {"normalize": "row"}, "partition": {"num_parts": 4},
@@ -306,21 +306,24 @@ def test_shard_rows_are_normalized_rows_of_the_whole(tmp_path, monkeypatch):
     args = _args(root)
     ids = torch.tensor([0, 3, 17, 599])
     rows = model_features(args, read_node_rows(args.prepared, ids).x)
-    whole = model_features(args, io.read_graph(args.prepared).x)
+    whole = model_features(args, io.read_graph(args.prepared).target_view().x)
     assert torch.equal(rows, whole[ids])
 
 
 def test_none_keeps_the_memory_mapped_x(tmp_path, monkeypatch):
-    from gnnpipe.commands.inputs import read_model_graph
+    from gnnpipe.config import TrainParams
+    from gnnpipe.training.model_inputs import read_model_inputs
 
     root = _repo(tmp_path, monkeypatch, "none")
     read, real = [], io.read_graph
     monkeypatch.setattr(io, "read_graph", lambda *a, **k: read.append(real(*a, **k)) or read[-1])
-    graph = read_model_graph(_args(root), mmap=True)
-    assert graph.x is read[0].x  # the very tensor torch.load(mmap=True) gave: no copy
+    inputs = read_model_inputs(_args(root), TrainParams(model="mlp"), "node")
+    # the very tensor torch.load(mmap=True) gave: no copy
+    assert inputs.graph.target_view().x is read[0].target_view().x
     (root / "params.yaml").write_text(yaml.safe_dump({**SMALL, "features": {"normalize": "row"}}))
     assert main(["split"]) == 0
-    assert read_model_graph(_args(root), mmap=True).x is not read[-1].x
+    inputs = read_model_inputs(_args(root), TrainParams(model="mlp"), "node")
+    assert inputs.graph.target_view().x is not read[-1].target_view().x
 
 
 def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
@@ -374,7 +377,7 @@ def test_link_task_fits_on_every_node_and_trains_on_them(tmp_path, monkeypatch):
         **SMALL["dataset"], "task": "link"}})
     audit = json.loads((root / "metrics/split_audit.json").read_text())["features"]
     assert audit == {"normalize": "standardize", "fitted_on": "all", "nodes": 600}
-    x = io.read_graph(root / "data/prepared").x
+    x = io.read_graph(root / "data/prepared").target_view().x
     seen: list = []
     _record(monkeypatch, gnnpipe.training.model_inputs, "build_inputs", seen, stop=True)
     assert main(["train"]) == 1

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 
 
 def reference_normalize(src, dst, n, *, undirected, dedup, remove_self_loops):

@@ -11,9 +11,11 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, homogeneous_csr
+from gnnpipe.data.graph import EDGE, NODE
+from gnnpipe.data.edges import edge_pairs, homogeneous_csr
 from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
 from gnnpipe.runtime.rng import make_rng
+from conftest import as_graph
 
 SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
          "avg_degree": 6.0, "num_authors": 200, "num_venues": 6}
@@ -40,7 +42,7 @@ def test_generator_is_deterministic_and_seed_dependent():
 def test_generator_types_sizes_and_reverse_edges():
     g = small_hetero()
     assert g.node_types == ("paper", "author", "venue") and g.target == "paper"
-    assert [g.num_nodes(t) for t in g.node_types] == [600, 200, 6]
+    assert [g.num_nodes_dict[t] for t in g.node_types] == [600, 200, 6]
     assert [g.x[t].shape[1] for t in g.node_types] == [16, 8, 4]  # typed widths differ
     assert g.y.shape == (600,) and g.num_classes == 3
     for edge_type, reverse in g.reverse.items():  # every reverse type holds the flipped edges
@@ -75,7 +77,7 @@ def test_artifacts_round_trip_with_tables(tmp_path):
     io.write_typed_prepared(tmp_path, g)
     assert io.read_description(tmp_path)["layout"] == "typed"
     assert not (tmp_path / "hetero.json").exists()
-    back = io.read_typed_graph(tmp_path)
+    back = io.read_graph(tmp_path)
     assert back.node_types == g.node_types and back.edge_types == g.edge_types
     assert back.reverse == g.reverse and back.link_edge_type == g.link_edge_type
     assert torch.equal(back.y, g.y) and back.num_classes == g.num_classes
@@ -99,15 +101,15 @@ def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
     io.write_typed_prepared(tmp_path, small_hetero())
     with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found "
                                          "'gnnpipe.hetero_graph/1'"):
-        io.read_graph(tmp_path)
+        io.read_homogeneous(tmp_path)
 
 
 def test_typed_readers_read_a_homogeneous_graph_as_its_one_type_graph(tmp_path, tiny_graph):
     """The homogeneous files, unchanged, read as the typed graph of node type NODE and edge
     type EDGE: the same tensors, and the tables of that type."""
-    io.write_prepared(tmp_path, tiny_graph)
+    io.write_prepared(tmp_path, as_graph(tiny_graph))
     io.write_node_ids(tmp_path, pa.array([f"n{i}" for i in range(12)]))
-    back = io.read_typed_graph(tmp_path)
+    back = io.read_graph(tmp_path)
     assert back.layout == "homogeneous" and back.metadata() == ([NODE], [EDGE])
     assert back.target == NODE and back.reverse == {EDGE: EDGE} and back.link_edge_type == EDGE
     assert torch.equal(back.x[NODE], tiny_graph.x) and torch.equal(back.y, tiny_graph.y)
@@ -131,10 +133,10 @@ def test_schema_checks_name_file_and_problem(tmp_path):
     meta_path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match=r"graph.pt: 'x.paper' has shape \(600, 16\), "
                                          r"graph.json says \(601, 16\)"):
-        io.read_typed_graph(tmp_path)
+        io.read_graph(tmp_path)
     meta_path.write_text(json.dumps(dict(meta, edge_types=meta["edge_types"] + ["a__b__paper"])))
     with pytest.raises(ValueError, match="edge type a__b__paper joins unknown node types"):
-        io.read_typed_graph(tmp_path)
+        io.read_graph(tmp_path)
     meta_path.write_text(json.dumps(meta))
     (tmp_path / "edges_author__writes__paper.parquet").write_bytes(b"not parquet")
     with pytest.raises(ValueError, match="edges_author__writes__paper.parquet: not a readable"):
@@ -153,7 +155,7 @@ def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
     io.write_typed_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
     with pytest.raises(ValueError, match=r"author__writes__paper\): indices hold author ids "
                                          r"outside \[0, 200\)"):
-        io.read_typed_graph(tmp_path)
+        io.read_graph(tmp_path)
 
 
 def test_artifacts_are_byte_identical_for_the_same_seed(tmp_path):

@@ -94,7 +94,7 @@ def test_a_csv_with_two_thirds_blank_labels_prepares_the_labelled_third(tmp_path
         "labelled": 100, "unlabelled": 200, "labelled_fraction": round(100 / 300, 6)}
     assert report["classes"] == 3 and report["class_names"] == ["cat", "dog", "eel"]
     assert io.read_classes(Path("data/prepared")).to_pylist() == ["cat", "dog", "eel"]
-    y = io.read_graph(Path("data/prepared")).y
+    y = io.read_graph(Path("data/prepared")).target_view().y
     assert int((y == -1).sum()) == 200 and set(y[y >= 0].tolist()) == {0, 1, 2}
 
 
@@ -111,14 +111,14 @@ def test_synthetic_label_rate_keeps_that_share_of_each_class(tmp_path, monkeypat
     Path("params.yaml").write_text(yaml.safe_dump({"dataset": {"synthetic": {
         "num_nodes": 2000, "num_features": 8, "num_classes": 4, "label_rate": 0.05}}}))
     assert main(["prepare"]) == 0
-    y = io.read_graph(Path("data/prepared")).y
+    y = io.read_graph(Path("data/prepared")).target_view().y
     full = tmp_path / "full"
     full.mkdir()
     monkeypatch.chdir(full)
     Path("params.yaml").write_text(yaml.safe_dump({"dataset": {"synthetic": {
         "num_nodes": 2000, "num_features": 8, "num_classes": 4}}}))
     assert main(["prepare"]) == 0
-    y_full = io.read_graph(Path("data/prepared")).y
+    y_full = io.read_graph(Path("data/prepared")).target_view().y
     kept = y >= 0
     assert (y[kept] == y_full[kept]).all()  # the same graph, labels only hidden
     for c in range(4):  # round(5% of each class), at least one

@@ -164,7 +164,7 @@ def test_prepare_writes_the_binary_graph_with_its_labels_and_split(tmp_path, mon
     assert report["classes"] == 3 and report["edges"] == ref["edge_index"].shape[1]
     assert report["public_split"] == {"train": 25, "val": 10, "test": 10, "unused": 5}
     assert io.read_classes(Path("data/prepared")).to_pylist() == CLASSES
-    graph = io.read_graph(Path("data/prepared"))
+    graph = io.read_graph(Path("data/prepared")).target_view()
     assert torch.equal(graph.x, torch.from_numpy(ref["x"]))
     assert torch.equal(graph.y, torch.from_numpy(ref["codes"]))
     got = graph.csr.edge_index().numpy()

@@ -14,10 +14,10 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import ROLES
+from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.prepare import prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import edge_pairs
 
 COUNTS = {"author": 5, "field_of_study": 3, "institution": 2, "paper": 8}
 RELATIONS = {
@@ -68,7 +68,7 @@ def mag(tmp_path) -> Path:
 def test_reads_every_type_and_relation_of_three_underscore_folders(mag):
     graph = prepare_dataset(dataset(mag), 0).graph
     assert graph.node_types == ("author", "field_of_study", "institution", "paper")
-    assert {t: graph.num_nodes(t) for t in graph.node_types} == COUNTS
+    assert graph.num_nodes_dict == COUNTS
     assert graph.target == "paper" and graph.num_classes == 3
     assert graph.x["paper"][:, 0].tolist() == list(range(8))
     writes = ("author", "writes", "paper")

@@ -24,13 +24,14 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
-from gnnpipe.data.graph import ROLES, Graph, normalize_edges
+from gnnpipe.data.graph import ROLES, TargetView
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import build, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import one_type
+from conftest import as_graph
 
 N, F, C = 40, 3, 4
 # Sparse, shuffled integer ids and string ids: row i of the node table is node i.
@@ -48,13 +49,13 @@ def reference() -> dict:
     return {"x": x, "y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
 
 
-def expected_graph(cfg: DatasetParams) -> Graph:
+def expected_graph(cfg: DatasetParams) -> TargetView:
     ref = reference()
     return build(RawGraph(x=ref["x"], y=ref["y"], src=ref["src"], dst=ref["dst"], where="ref"),
-                 cfg).graph
+                 cfg).graph.target_view()
 
 
-def assert_same_graph(got: Graph, want: Graph) -> None:
+def assert_same_graph(got: TargetView, want: TargetView) -> None:
     assert torch.equal(got.csr.indptr, want.csr.indptr)
     assert torch.equal(got.csr.indices, want.csr.indices)
     assert torch.equal(got.x, want.x)
@@ -102,7 +103,7 @@ def write_tables(folder: Path, ids, fmt: str = "parquet", list_column: bool = Tr
 def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
     cfg = dataset("parquet", write_tables(tmp_path / "in", ids))
     prepared = prepare_dataset(cfg, seed=0)
-    assert_same_graph(prepared.graph, expected_graph(cfg))
+    assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
     io.write_node_ids(tmp_path / "out", prepared.node_ids[None])
     back = io.read_node_ids(tmp_path / "out")
     assert back.column("node_id").to_pylist() == list(range(N))
@@ -110,17 +111,17 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
 
 
 def test_gnnpipe_own_prepared_tables_read_back_as_a_parquet_source(tmp_path, small_graph):
-    io.write_prepared(tmp_path, small_graph)  # fixed-size list features, node_id 0..N-1
+    io.write_prepared(tmp_path, as_graph(small_graph))  # fixed-size list features, node_id 0..N-1
     cfg = dataset("parquet", tmp_path, nodes={"id": "node_id"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph, small_graph)
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), small_graph)
 
 
 def test_parquet_scalar_feature_columns_by_glob(tmp_path):
     cfg = dataset("parquet", write_tables(tmp_path, INT_IDS, list_column=False),
                   nodes={"features": "f_*"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
     picked = dataset("parquet", tmp_path, nodes={"features": "f_2, f_0"})
-    x = prepare_dataset(picked, 0).graph.x
+    x = prepare_dataset(picked, 0).graph.target_view().x
     assert torch.equal(x, torch.from_numpy(reference()["x"][:, [2, 0]]))
 
 
@@ -131,7 +132,7 @@ def test_csv_tables_round_trip_with_gzip_and_own_file_names(tmp_path):
     (folder / "nodes.csv").rename(folder / "people.csv")
     cfg = dataset("csv", folder, nodes={"file": "people.csv", "features": "f_0,f_1,f_2"},
                   edges={"file": "links.csv.gz"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
 
 
 def _csv_folder(folder: Path, ids: list[str], edges: list[tuple[str, str]]) -> Path:
@@ -153,9 +154,10 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
     prepared = prepare_dataset(dataset("csv", folder, undirected=False, nodes={"features": "f0"}),
                                0)
     assert prepared.node_ids[None].type == pa.string() and prepared.node_ids[None].to_pylist() == ids
-    src, dst = prepared.graph.csr.edge_index().numpy()
+    src, dst = prepared.graph.target_view().csr.edge_index().numpy()
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 2)]
-    assert prepared.graph.x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
+    x = prepared.graph.target_view().x
+    assert x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # row i is node i
 
     canonical = ["10", "-3", "0", "9223372036854775807"]
     folder = _csv_folder(tmp_path / "ints", canonical, [("10", "-3"), ("0", "9223372036854775807")])
@@ -205,7 +207,7 @@ def test_cli_prepare_keeps_csv_ids_with_leading_zeros_in_the_id_map(tmp_path, mo
 def test_edge_policies_are_applied_and_counted(tmp_path, policy):
     cfg = dataset("parquet", write_tables(tmp_path, INT_IDS), **policy)
     prepared = prepare_dataset(cfg, 0)
-    assert_same_graph(prepared.graph, expected_graph(cfg))
+    assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
     report = prepared.report
     ref = reference()
     assert report["nodes"] == N and report["features"] == F and report["classes"] == C
@@ -214,7 +216,7 @@ def test_edge_policies_are_applied_and_counted(tmp_path, policy):
     # the ring's (3, 4) is given again as (3, 4) and (4, 3): two repeats undirected, one directed
     undirected, dedup = policy.get("undirected", True), policy.get("dedup", True)
     assert report["duplicates_removed"] == (0 if not dedup else 2 if undirected else 1)
-    assert report["edges"] == prepared.graph.csr.num_edges
+    assert report["edges"] == prepared.graph.target_view().csr.num_edges
     assert report["isolated_nodes"] == 0
 
 
@@ -235,7 +237,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "EDGE_BATCH_ROWS", 10)
     folder = write_tables(tmp_path, STR_IDS, row_group=7)
     cfg = dataset("parquet", folder)
-    assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
     edges = reference()["src"].size
     assert counted[0] == edges and sum(counted[1:]) == edges and len(counted) > 4
     assert max(counted[1:]) <= 10  # never more than one chunk in memory at once
@@ -244,7 +246,7 @@ def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "CSV_BLOCK_BYTES", 64)
     folder = write_tables(tmp_path / "csv", STR_IDS, fmt="csv", list_column=False)
     cfg = dataset("csv", folder, nodes={"features": "f_*"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
     assert counted[0] is None and sum(counted[1:]) == edges and len(counted) > 4
 
 
@@ -267,7 +269,7 @@ def test_parquet_folders_of_parts_are_read_in_name_order(tmp_path):
         pq.write_table(table.slice(0, half), tmp_path / name / "part-0.parquet")
         pq.write_table(table.slice(half), tmp_path / name / "part-1.parquet")
     cfg = dataset("parquet", tmp_path, nodes={"file": "nodes"}, edges={"file": "edges"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph, expected_graph(cfg))
+    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"empty: folder holds no \*\.parquet files"):
         prepare_dataset(dataset("parquet", tmp_path, nodes={"file": "empty"}), 0)
@@ -280,7 +282,8 @@ def test_string_labels_become_sorted_class_codes(tmp_path):
     pq.write_table(nodes.set_column(2, "label", pa.array(names)), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder), 0)
     assert prepared.report["class_names"] == ["ant", "cat", "dog", "eel"]
-    assert prepared.graph.y.tolist() == [["ant", "cat", "dog", "eel"].index(v) for v in names]
+    y = prepared.graph.target_view().y
+    assert y.tolist() == [["ant", "cat", "dog", "eel"].index(v) for v in names]
 
 
 def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
@@ -289,7 +292,7 @@ def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
     when = pa.array(np.arange(N) * 10, pa.timestamp("ms"))  # int64 ms in the graph
     pq.write_table(nodes.append_column("when", when), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder, nodes={"timestamp": "when"}), 0)
-    assert prepared.graph.timestamps.tolist() == (np.arange(N) * 10).tolist()
+    assert prepared.graph.target_view().timestamps.tolist() == (np.arange(N) * 10).tolist()
     io.write_node_ids(tmp_path / "out", prepared.node_ids[None], prepared.node_time[None])
     assert io.read_node_ids(tmp_path / "out").column("timestamp").type == pa.timestamp("ms")
 
@@ -304,7 +307,7 @@ def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
                              "t": [10, 5, 7, 1]}), folder / "edges.parquet")
     cfg = dataset("parquet", folder, edges={"weight": "w", "timestamp": "t"})
     prepared = prepare_dataset(cfg, 0)
-    s, d = prepared.graph.csr.edge_index().numpy()
+    s, d = prepared.graph.target_view().csr.edge_index().numpy()
     got = {(int(a), int(b)): (w, t) for a, b, w, t in zip(
         s, d, prepared.edge_attrs["weight"].to_pylist(), prepared.edge_attrs["timestamp"].to_pylist())}
     assert got == {(0, 1): (2.0, 5), (1, 0): (2.0, 5), (2, 3): (3.0, 7), (3, 2): (3.0, 7)}
@@ -522,7 +525,7 @@ def test_planetoid_round_trips_with_its_public_split(tmp_path):
     ref = write_planetoid(tmp_path)
     cfg = dataset("planetoid", tmp_path, name="Cora")
     prepared = prepare_dataset(cfg, 0)
-    graph = prepared.graph
+    graph = prepared.graph.target_view()
     assert torch.equal(graph.x, torch.from_numpy(ref["x"]))  # test rows put back in place
     assert torch.equal(graph.y, torch.from_numpy(ref["y"]))
     want, _ = normalize_edges(ref["src"], ref["dst"], PLANETOID_N, undirected=True, dedup=True,
@@ -536,10 +539,10 @@ def test_planetoid_round_trips_with_its_public_split(tmp_path):
     assert prepared.report["public_split"] == {"train": PLANETOID_TRAIN, "val": 500,
                                                "test": PLANETOID_TEST, "unused": 0}
 
-    io.write_prepared(tmp_path / "prepared", graph)  # public_roles survive graph.pt
+    io.write_prepared(tmp_path / "prepared", prepared.graph)  # public_roles survive graph.pt
     back = io.read_graph(tmp_path / "prepared")
     assert torch.equal(back.public_roles, graph.public_roles)
-    node_split = split_nodes(one_type(back), NodeSplitParams(strategy="public"),
+    node_split = split_nodes(back, NodeSplitParams(strategy="public"),
                              make_rng(0, "split"))
     assert np.array_equal(node_split.roles, roles)
 
@@ -558,7 +561,7 @@ def test_planetoid_errors_name_what_is_missing(tmp_path):
 def test_public_strategy_without_a_public_split_is_refused(tiny_graph):
     with pytest.raises(ValueError, match=r"split\.node\.strategy=public needs a dataset with an "
                                          r"official split"):
-        split_nodes(one_type(tiny_graph), NodeSplitParams(strategy="public"), make_rng(0, "split"))
+        split_nodes(as_graph(tiny_graph), NodeSplitParams(strategy="public"), make_rng(0, "split"))
 
 
 # ---------------------------------------------------------------------------------------- ogb
@@ -586,8 +589,8 @@ def test_ogb_round_trips_with_its_official_split(tmp_path):
     split = write_ogb(tmp_path / "ogbn_tiny")
     cfg = dataset("ogb", tmp_path, name="ogbn-tiny")  # the parent folder plus the dataset name
     prepared = prepare_dataset(cfg, 0)
-    assert_same_graph(prepared.graph, expected_graph(cfg))
-    roles = np.asarray(ROLES)[prepared.graph.public_roles.numpy()]
+    assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
+    roles = np.asarray(ROLES)[prepared.graph.target_view().public_roles.numpy()]
     for role, ids in split.items():
         assert np.array_equal(np.flatnonzero(roles == role), ids)
     assert prepared.report["public_split"]["unused"] == N - 38
@@ -656,7 +659,7 @@ def test_pyg_data_round_trips_with_its_masks(tmp_path, layout):
     torch.save(payload[layout], tmp_path / "graph.pt")
     cfg = dataset("pyg", tmp_path / "graph.pt")
     prepared = prepare_dataset(cfg, 0)
-    assert_same_graph(prepared.graph, expected_graph(cfg))
+    assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
     assert prepared.report["public_split"] == {"train": 10, "val": 10, "test": 20, "unused": 0}
 
 

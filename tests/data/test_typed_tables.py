@@ -19,7 +19,7 @@ from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, params_from_dict
 from gnnpipe.data.prepare import prepare_dataset
 from gnnpipe import io
-from gnnpipe.data.typed_graph import edge_pairs
+from gnnpipe.data.edges import edge_pairs
 
 # user ids out of order: node i of the graph is row i of the table, whatever its id
 USERS = ["u3", "u0", "u5", "u1", "u4", "u2"]
@@ -177,7 +177,7 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
         "gnnpipe prepare: typed graph: 4 item, 6 user; 20 edges in 3 types, target user (2 "
         "duplicates, 1 self-loops removed); featureless: item (degree features) -> data/prepared")
     out = tmp_path / "data/prepared"
-    graph = io.read_typed_graph(out)
+    graph = io.read_graph(out)
     expected = prepare_dataset(dataset(tmp_path / "raw"), 0).graph
     assert graph.node_time.keys() == expected.node_time.keys()
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
@@ -199,7 +199,7 @@ def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
     payload["time.user"] = payload["time.user"][:2]
     torch.save(payload, path)
     with pytest.raises(ValueError, match=r"'time.user' has 2 entries for 6 user nodes"):
-        io.read_typed_graph(tmp_path / "data/prepared")
+        io.read_graph(tmp_path / "data/prepared")
 
 
 def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
@@ -434,7 +434,7 @@ def test_phase_graphs_find_their_edge_times(tmp_path):
     """An inductive split's train graph is a subset of each edge type: its edges keep the
     times of the same edges of the prepared graph (for temporal sampling on a phase)."""
     from gnnpipe.splitting.split import restrict_to
-    from gnnpipe.data.typed_graph import sub_edge_time
+    from gnnpipe.data.edges import sub_edge_time
 
     graph = prepare_dataset(dataset(make_tables(tmp_path)), 0).graph
     visible = np.array([True, False, True, True, False, True])
@@ -445,12 +445,12 @@ def test_phase_graphs_find_their_edge_times(tmp_path):
         src, dst = edge_pairs(phase[edge_type])
         assert 0 < src.size < full_src.size
         got = sub_edge_time(graph.csr[edge_type], time, phase[edge_type],
-                            graph.num_nodes(edge_type[0]))
+                            graph.num_nodes_dict[edge_type[0]])
         assert got.tolist() == [by_pair[p] for p in zip(src.tolist(), dst.tolist())]
     with pytest.raises(ValueError, match="edges that the full graph does not"):
         rev = ("item", "rev_buys", "user")
         sub_edge_time(phase[rev], graph.edge_time[rev][:phase[rev].num_edges],
-                      graph.csr[rev], graph.num_nodes("item"))
+                      graph.csr[rev], graph.num_nodes_dict["item"])
 
 
 def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):

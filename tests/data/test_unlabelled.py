@@ -12,19 +12,19 @@ import pytest
 import torch
 import yaml
 
-from conftest import small_params
+from conftest import as_graph, small_params
 from gnnpipe import io
 from gnnpipe.splitting import audit
 from gnnpipe.graphops.analyze import analyze_graph, homophily, label_distribution
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import EDGE, ROLES, UNLABELLED, Csr, Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.reporting.metrics import classification_metrics
 from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.typed_graph import EDGE, edge_pairs, one_type, phase_csrs
 
 from test_hetero_data import small_hetero
 from test_report import _inputs
@@ -40,7 +40,7 @@ SIZES = {"train": 450, "val": 150, "test": 150}
 def half():
     """The synthetic graph with a random half of its nodes unlabelled, node times that
     interleave labelled and unlabelled nodes, and an official split naming both."""
-    graph = prepare(small_params().dataset, 0)[0]
+    graph = prepare(small_params().dataset, 0)[0].target_view()
     rng = np.random.default_rng(7)
     y = graph.y.clone()
     y[torch.from_numpy(rng.permutation(N)[: N - M])] = UNLABELLED
@@ -50,11 +50,11 @@ def half():
 
 
 def _split(graph, **kw):
-    return split_nodes(one_type(graph), NodeSplitParams(**kw), make_rng(0, "split"))
+    return split_nodes(as_graph(graph), NodeSplitParams(**kw), make_rng(0, "split"))
 
 
 def _audit(graph, node_split, **kw):
-    return audit.audit_node_split(one_type(graph), node_split.roles, node_split.message_graphs,
+    return audit.audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
                                   node_split.mode, **kw)
 
 
@@ -129,7 +129,7 @@ def test_every_strategy_splits_only_labelled_nodes(half, name, mode):
 
 def test_all_labelled_graph_splits_as_before(half):
     """The labelled-only path must not change a fully labelled graph: 0.6 of all 1500 nodes."""
-    graph = prepare(small_params().dataset, 0)[0]
+    graph = prepare(small_params().dataset, 0)[0].target_view()
     node_split = _split(graph, strategy="random")
     assert _counts(node_split.roles) == {"train": 900, "val": 300, "test": 300}
 
@@ -146,7 +146,7 @@ def test_sizes_are_checked_against_labelled_nodes(half):
 def test_public_split_unlabelled_is_reported_by_the_split_stage(half, tmp_path, monkeypatch):
     from gnnpipe.cli import main
 
-    io.write_prepared(tmp_path / "data/prepared", half)
+    io.write_prepared(tmp_path / "data/prepared", as_graph(half))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
         {"split": {"node": {"strategy": "public", "mode": "inductive"}}}))
@@ -163,7 +163,7 @@ def test_public_split_unlabelled_is_reported_by_the_split_stage(half, tmp_path, 
 
 def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
     graph = small_hetero()
-    n = graph.num_nodes("paper")
+    n = graph.num_nodes_dict["paper"]
     y = graph.y.clone()
     unlabelled = np.zeros(n, dtype=bool)
     unlabelled[np.random.default_rng(3).permutation(n)[: n // 2]] = True
@@ -212,7 +212,7 @@ def test_unlabelled_nodes_are_in_every_inductive_phase_graph(half):
     bridge = np.flatnonzero(carriers[full_src] & (roles[full_dst] == "test"))[0]
     leaked = csr_from_edges(np.append(leak_src, full_src[bridge]),
                             np.append(leak_dst, full_dst[bridge]), half.num_nodes)
-    report = audit.audit_node_split(one_type(half), roles,
+    report = audit.audit_node_split(as_graph(half), roles,
                                     {**node_split.message_graphs, "train": {EDGE: leaked}},
                                     "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
@@ -238,7 +238,7 @@ def test_a_labelled_node_no_split_took_stays_hidden_in_inductive_graphs(half):
     edge = np.flatnonzero(spare[full_src] & (roles[full_dst] == "train"))[0]
     leaked = csr_from_edges(np.append(src, full_src[edge]), np.append(dst, full_dst[edge]),
                             half.num_nodes)
-    report = audit.audit_node_split(one_type(half), roles,
+    report = audit.audit_node_split(as_graph(half), roles,
                                     {**node_split.message_graphs, "train": {EDGE: leaked}},
                                     "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
@@ -254,7 +254,7 @@ def test_audit_fails_when_an_unlabelled_node_is_in_a_split(half):
     victim = int(np.flatnonzero(y == UNLABELLED)[3])
     doctored = node_split.roles.copy()
     doctored[victim] = "train"
-    report = audit.audit_node_split(one_type(half), doctored, node_split.message_graphs,
+    report = audit.audit_node_split(as_graph(half), doctored, node_split.message_graphs,
                                     "inductive")
     assert not report["passed"]
     assert "splits_labelled_only" in _failed(report)
@@ -301,7 +301,7 @@ def _tiny_mixed() -> Graph:
     dst = np.array([1, 3, 2, 0, 2, 1, 5])
     csr, _ = normalize_edges(src, dst, 6, undirected=True, dedup=True, remove_self_loops=True)
     y = torch.tensor([0, 0, 1, 1, UNLABELLED, UNLABELLED])
-    return Graph(csr=csr, x=torch.zeros(6, 1), y=y, num_classes=2)
+    return Graph.homogeneous(csr=csr, x=torch.zeros(6, 1), y=y, num_classes=2).target_view()
 
 
 def test_homophily_runs_over_edges_between_labelled_nodes():
@@ -353,8 +353,8 @@ def test_no_edge_between_labelled_nodes_leaves_homophily_undefined_with_a_warnin
     # a star: the unlabelled centre 0 joins labelled leaves 1..4, which touch nothing else
     csr, _ = normalize_edges(np.zeros(4, dtype=np.int64), np.arange(1, 5), 5, undirected=True,
                              dedup=True, remove_self_loops=True)
-    graph = Graph(csr=csr, x=torch.zeros(5, 1), y=torch.tensor([UNLABELLED, 0, 1, 0, 1]),
-                  num_classes=2)
+    graph = Graph.homogeneous(csr, torch.zeros(5, 1), torch.tensor([UNLABELLED, 0, 1, 0, 1]),
+                              num_classes=2).target_view()
     report, _ = analyze_graph(graph, AnalyzeParams())
     h = report["homophily"]
     assert h["edge"] is None and h["node"] is None and h["adjusted"] is None

@@ -82,15 +82,15 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.sampling.builders import neighbor_batches
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type
     from gnnpipe.training.train import build_inputs, fit
 
     from conftest import small_params
     from gnnpipe.data.prepare import prepare
 
     params = small_params(num_nodes=1500, num_features=16)
-    graph = prepare(params.dataset, params.seed)[0]
-    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    typed = prepare(params.dataset, params.seed)[0]
+    roles = split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles
+    graph = typed.target_view()
     cfg = TrainParams(epochs=4, patience=4, hidden=16)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
@@ -124,11 +124,11 @@ from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
 torch.set_num_threads(1)
 params = small_params(num_nodes=2000, num_features=32)
-graph = prepare(params.dataset, params.seed)[0]
-roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+typed = prepare(params.dataset, params.seed)[0]
+roles = split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles
+graph = typed.target_view()
 cfg = TrainParams(epochs=20, patience=20, hidden=32)
 inputs = build_inputs(graph.x, message_graphs={{p: graph.csr for p in ("train", "val", "test")}})
 result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,

@@ -10,11 +10,12 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import connected_components as scipy_components
 
-from conftest import small_params
+from conftest import as_graph, small_params
 from gnnpipe.graphops.analyze import (analyze_graph, connected_components, degree_histogram,
                                       homophily)
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.data.prepare import prepare
 
 
@@ -148,7 +149,7 @@ def test_degree_histogram_log2_bins():
 # ------------------------------------------------------------------------- the full report
 def _synthetic(homophily_value: float) -> Graph:
     params = small_params(homophily=homophily_value, num_nodes=2000, num_classes=5)
-    return prepare(params.dataset, params.seed)[0]
+    return prepare(params.dataset, params.seed)[0].target_view()
 
 
 def test_low_homophily_warns_and_high_does_not():
@@ -177,7 +178,7 @@ def test_report_counts_are_consistent(tiny_graph):
 
 def test_isolated_nodes_warning():
     csr = _undirected([0, 1], [1, 2], 10)  # 7 of 10 nodes isolated
-    graph = Graph(csr=csr, x=torch.zeros(10, 1), y=torch.arange(10) % 2, num_classes=2)
+    graph = Graph.homogeneous(csr, torch.zeros(10, 1), torch.arange(10) % 2, 2).target_view()
     report, _ = analyze_graph(graph, AnalyzeParams())
     assert report["degree"]["isolated_nodes"] == 7
     assert report["components"]["count"] == 8 and report["components"]["singletons"] == 7
@@ -189,9 +190,9 @@ def test_phase_stats_of_an_inductive_split():
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type, phase_csrs
+    from gnnpipe.data.graph import phase_csrs
 
-    split = split_nodes(one_type(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    split = split_nodes(as_graph(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
     report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs), split.roles)
     phases = report["phases"]
     assert phases["train"]["edges"] < phases["val"]["edges"] < phases["test"]["edges"]

@@ -14,7 +14,8 @@ import torch
 import yaml
 
 from gnnpipe.config import AnalyzeParams, NodeSplitParams
-from gnnpipe.data.graph import UNLABELLED, Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import UNLABELLED, Graph, TargetView
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops import dask_analyze
 from gnnpipe.graphops.analyze import analyze_graph, connected_components, degree_stats
 from gnnpipe.graphops.dask_analyze import analyze_blocks, min_label_components
@@ -30,7 +31,7 @@ class InProcess:
         return results
 
 
-def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> Graph:
+def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> TargetView:
     """Random edges (sparse: many components and isolated nodes), 4 classes, a fifth of the
     nodes unlabelled."""
     rng = np.random.default_rng(seed)
@@ -38,16 +39,17 @@ def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> Gr
                              undirected=undirected, dedup=undirected, remove_self_loops=False)
     y = rng.integers(0, 4, n)
     y[rng.random(n) < 0.2] = UNLABELLED
-    return Graph(csr=csr, x=torch.zeros(n, 1), y=torch.from_numpy(y), num_classes=4)
+    return Graph.homogeneous(csr=csr, x=torch.zeros(n, 1), y=torch.from_numpy(y),
+                             num_classes=4).target_view()
 
 
-def _phases(graph: Graph):
-    from gnnpipe.data.typed_graph import one_type, phase_csrs
+def _phases(graph: TargetView):
+    from gnnpipe.data.graph import phase_csrs
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
 
-    labelled = Graph(csr=graph.csr, x=graph.x, y=graph.y.clamp_min(0), num_classes=4)
-    split = split_nodes(one_type(labelled), NodeSplitParams(mode="inductive"),
+    labelled = Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp_min(0), num_classes=4)
+    split = split_nodes(labelled, NodeSplitParams(mode="inductive"),
                         make_rng(0, "split"))
     return phase_csrs(split.message_graphs), split.roles
 
@@ -71,7 +73,8 @@ def test_a_link_split_and_an_edgeless_graph_match_local(tmp_path):
     assert analyze_blocks(InProcess(), graph, AnalyzeParams(), scratch=tmp_path) == \
         analyze_graph(graph, AnalyzeParams())
     empty = csr_from_edges(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5)
-    bare = Graph(csr=empty, x=torch.zeros(5, 1), y=torch.arange(5) % 2, num_classes=2)
+    bare = Graph.homogeneous(csr=empty, x=torch.zeros(5, 1), y=torch.arange(5) % 2,
+                             num_classes=2).target_view()
     assert analyze_blocks(InProcess(), bare, AnalyzeParams(), scratch=tmp_path) == \
         analyze_graph(bare, AnalyzeParams())
 

@@ -17,7 +17,7 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
-from gnnpipe.data.graph import normalize_edges
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.graphops import dask_propagate
 from gnnpipe.graphops.dask_propagate import hop_block, propagate_blocks, x0_rows
 from gnnpipe.graphops.propagate import propagate

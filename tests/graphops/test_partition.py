@@ -14,7 +14,8 @@ import torch
 
 from gnnpipe.data import synthetic
 from gnnpipe.config import PartitionParams, SyntheticParams
-from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, build_shard,
                                build_shards, halo_report, partition_report, rank_parts,
                                resolve_backend, shard_summary)

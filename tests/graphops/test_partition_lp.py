@@ -9,7 +9,8 @@ import pytest
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.data import synthetic
-from gnnpipe.data.graph import Csr, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops.partition import assign_parts, partition_report
 from gnnpipe.graphops.partition_lp import (GAIN_ZERO, lp_partition, part_caps, permute,
                                            plan_inflow, split_ranges, swap_limits)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
-from gnnpipe.data.graph import csr_from_edges, normalize_edges
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops.reach import (BEYOND, accuracy_by_distance, balanced_forman,
                                     edge_curvature, hops_to_train, sample_undirected_edges)
 from gnnpipe.graphops.partition import symmetric_simple

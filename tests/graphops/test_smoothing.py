@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpipe.data.graph import normalize_edges
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.graphops.smoothing import dirichlet_energy, mean_cosine_similarity, smoothing_report
 
 

@@ -14,17 +14,16 @@ import pytest
 import torch
 
 from gnnpipe.commands.variant import split_task
-from gnnpipe.data.graph import Graph
+from gnnpipe.data.graph import EDGE, Graph
 from gnnpipe.io.atomic import atomic_dir, atomic_path
 from gnnpipe.io.common import EDGES_SCHEMA
 from gnnpipe.io.description import DESCRIPTION_SCHEMA, read_description
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
-from gnnpipe.io.prepared import read_edge_table, read_graph, read_node_table, write_prepared
+from gnnpipe.io.prepared import read_edge_table, read_homogeneous, read_node_table, write_prepared
 from gnnpipe.io.splits import read_split_meta, write_split
 from gnnpipe.io.tensors import load_tensors, save_tensors
-from gnnpipe.data.typed_graph import EDGE, one_type
 
-from conftest import make_tiny_graph
+from conftest import as_graph, make_tiny_graph
 
 
 class Boom(Exception):
@@ -117,10 +116,10 @@ def test_atomic_dir_exception_keeps_old_directory(tmp_path):
 # ---------------------------------------------------------------------------- prepared graph
 @pytest.mark.parametrize("mmap", [False, True])
 def test_write_prepared_read_graph_round_trip(tmp_path, tiny_graph, mmap):
-    write_prepared(tmp_path, tiny_graph)
+    write_prepared(tmp_path, as_graph(tiny_graph))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.json",
                                                           "graph.pt", "nodes.parquet"]
-    back = read_graph(tmp_path, mmap=mmap)
+    back = read_homogeneous(tmp_path, mmap=mmap).target_view()
     assert back.num_classes == tiny_graph.num_classes
     assert back.x.dtype == torch.float32 and torch.equal(back.x, tiny_graph.x)
     assert back.y.dtype == torch.int64 and torch.equal(back.y, tiny_graph.y)
@@ -129,8 +128,8 @@ def test_write_prepared_read_graph_round_trip(tmp_path, tiny_graph, mmap):
 
 
 def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, tiny_graph):
-    timed = Graph(csr=tiny_graph.csr, x=tiny_graph.x, y=tiny_graph.y, num_classes=3,
-                  timestamps=torch.arange(tiny_graph.num_nodes, dtype=torch.float64))
+    timed = Graph.homogeneous(tiny_graph.csr, tiny_graph.x, tiny_graph.y, num_classes=3,
+                              timestamps=torch.arange(tiny_graph.num_nodes, dtype=torch.float64))
     write_prepared(tmp_path, timed)
     meta = json.loads((tmp_path / "graph.json").read_text())
     assert meta == {"schema": DESCRIPTION_SCHEMA, "node_types": [["node", 12, 2]],
@@ -139,9 +138,9 @@ def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, 
                     "link_edge_type": "node__to__node", "node_time": ["node"]}
     assert read_description(tmp_path)["layout"] == "homogeneous"  # derived, not stored
     (tmp_path / "ext").mkdir()
-    write_prepared(tmp_path / "ext", tiny_graph, features="external")
+    write_prepared(tmp_path / "ext", as_graph(tiny_graph), features="external")
     assert read_description(tmp_path / "ext")["features"] == "features.npy"
-    assert read_graph(tmp_path / "ext").x.shape == (12, 2)
+    assert read_homogeneous(tmp_path / "ext").target_view().x.shape == (12, 2)
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -157,16 +156,16 @@ def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, 
     (lambda m: m.update(edge_types=["node__to__venue"]), "edge type node__to__venue joins unknown"),
 ])
 def test_read_graph_checks_graph_json_against_graph_pt(tmp_path, tiny_graph, edit, message):
-    write_prepared(tmp_path, tiny_graph)
+    write_prepared(tmp_path, as_graph(tiny_graph))
     meta = json.loads((tmp_path / "graph.json").read_text())
     edit(meta)
     (tmp_path / "graph.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"graph\.json: " + message):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_graph):
-    graph = one_type(tiny_graph)
+    graph = as_graph(tiny_graph)
     roles = np.array(["train", "val", "test", "unused"] * 3, dtype=object)
     write_split(tmp_path, graph, {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")},
                 {"mode": "transductive"}, roles=roles)
@@ -188,7 +187,7 @@ def test_node_table_round_trip_returns_features_as_written(tmp_path):
     graph = make_tiny_graph()
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.standard_normal((graph.num_nodes, 5)).astype(np.float32))
-    graph = Graph(csr=graph.csr, x=x, y=graph.y, num_classes=graph.num_classes)
+    graph = Graph.homogeneous(graph.csr, x, graph.y, graph.num_classes)
     write_prepared(tmp_path, graph)
     table = read_node_table(tmp_path)
     assert table.column_names == ["node_id", "label", "x"]
@@ -200,7 +199,7 @@ def test_node_table_round_trip_returns_features_as_written(tmp_path):
 
 
 def test_edge_table_round_trip_matches_csr(tmp_path, tiny_graph):
-    write_prepared(tmp_path, tiny_graph)
+    write_prepared(tmp_path, as_graph(tiny_graph))
     table = read_edge_table(tmp_path)
     ei = tiny_graph.csr.edge_index().numpy()
     assert np.array_equal(table.column("src").to_numpy(), ei[0])
@@ -209,16 +208,16 @@ def test_edge_table_round_trip_matches_csr(tmp_path, tiny_graph):
 
 def test_read_graph_missing_file(tmp_path):
     with pytest.raises(ValueError, match=r"graph\.pt: file not found"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_read_graph_rejects_truncated_file(tmp_path, tiny_graph):
-    write_prepared(tmp_path, tiny_graph)
+    write_prepared(tmp_path, as_graph(tiny_graph))
     path = tmp_path / "graph.pt"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_read_graph_rejects_other_schema_tag(tmp_path, tiny_graph):
@@ -226,13 +225,13 @@ def test_read_graph_rejects_other_schema_tag(tmp_path, tiny_graph):
                  meta={"num_classes": 3})
     with pytest.raises(ValueError, match=r"expected a 'gnnpipe.graph/1' artifact, found "
                                          r"'gnnpipe.csr/1'"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_read_graph_rejects_bare_tensor(tmp_path):
     torch.save(torch.zeros(3), tmp_path / "graph.pt")
     with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found 'Tensor'"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def _side_effect(path: str) -> None:  # what unpickling SomeClass would run
@@ -254,13 +253,13 @@ def test_read_graph_never_unpickles_arbitrary_objects(tmp_path):
     prepared.mkdir()
     torch.save(SomeClass(marker), prepared / "graph.pt")
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_graph(prepared)
+        read_homogeneous(prepared)
     assert not marker.exists()
     # a plain pickle (not torch's zip format) of the same object is refused too
     with open(prepared / "graph.pt", "wb") as handle:
         pickle.dump(SomeClass(marker), handle)
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_graph(prepared)
+        read_homogeneous(prepared)
     assert not marker.exists()
 
 
@@ -268,7 +267,7 @@ def test_read_graph_never_unpickles_arbitrary_objects(tmp_path):
 def test_read_graph_rejects_text_file_with_value_error(tmp_path, content):
     (tmp_path / "graph.pt").write_bytes(content)
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -288,7 +287,7 @@ def test_read_graph_rejects_bad_tensors(tmp_path, tiny_graph, override, message)
     save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", _graph_payload(tiny_graph, **override),
                  meta={"num_classes": 3})
     with pytest.raises(ValueError, match=message):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_read_graph_rejects_missing_tensor_and_bad_num_classes(tmp_path, tiny_graph):
@@ -296,17 +295,17 @@ def test_read_graph_rejects_missing_tensor_and_bad_num_classes(tmp_path, tiny_gr
     del payload["y"]
     save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", payload, meta={"num_classes": 3})
     with pytest.raises(ValueError, match="missing tensor 'y'"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
     save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", _graph_payload(tiny_graph),
                  meta={"num_classes": 1})
     with pytest.raises(ValueError, match=r"meta.num_classes must be an int >= 2, found 1"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_read_graph_without_meta_raises_value_error(tmp_path, tiny_graph):
     torch.save({"schema": "gnnpipe.graph/1", **_graph_payload(tiny_graph)}, tmp_path / "graph.pt")
     with pytest.raises(ValueError, match="missing the 'meta' mapping"):
-        read_graph(tmp_path)
+        read_homogeneous(tmp_path)
 
 
 def test_load_tensors_any_float_spec(tmp_path):
@@ -377,8 +376,8 @@ def test_write_table_casts_and_read_selects_schema_columns(tmp_path):
 
 def test_parquet_writes_are_byte_identical(tmp_path, tiny_graph):
     a, b = tmp_path / "a", tmp_path / "b"
-    write_prepared(a, tiny_graph)
-    write_prepared(b, make_tiny_graph())
+    write_prepared(a, as_graph(tiny_graph))
+    write_prepared(b, as_graph(make_tiny_graph()))
     for name in ("nodes.parquet", "edges.parquet"):
         assert _sha(a / name) == _sha(b / name), name
     write_table(a / "e.parquet", _edges(50), EDGES_SCHEMA, "gnnpipe.edges/1")

@@ -19,6 +19,7 @@ from gnnpipe.config import params_from_dict
 from gnnpipe.data.features import ModelFeatures, fit
 from gnnpipe.io.rows import FeatureSource, read_feature_source
 from gnnpipe.runtime.rng import make_rng
+from conftest import as_graph
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 500, "num_features": 13, "num_classes": 3}},
          "split": {"node": {"train": 0.6, "val": 0.2, "test": 0.2}}}
@@ -59,14 +60,15 @@ def test_bfloat16_rows_stay_bfloat16_and_take_half_the_bytes():
 def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype):
     inline, external = tmp_path / "inline", tmp_path / "external"
     inline.mkdir(), external.mkdir()
-    io.write_prepared(inline, tiny_graph, feature_dtype=dtype)
-    io.write_prepared(external, tiny_graph, feature_dtype=dtype, features="external", block_rows=3)
+    io.write_prepared(inline, as_graph(tiny_graph), feature_dtype=dtype)
+    io.write_prepared(external, as_graph(tiny_graph), feature_dtype=dtype, features="external",
+                      block_rows=3)
     assert not (inline / io.FEATURES_FILE).exists() and (external / io.FEATURES_FILE).exists()
     for mmap in (False, True):
-        a, b = io.read_graph(inline, mmap=mmap), io.read_graph(external, mmap=mmap)
+        a, b = (io.read_graph(p, mmap=mmap).target_view() for p in (inline, external))
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
-        assert torch.equal(io.read_graph(external, mmap=mmap, stored_x=True).x,
-                           io.read_graph(inline, mmap=mmap, stored_x=True).x)
+        assert torch.equal(io.read_graph(external, mmap=mmap, stored_x=True).target_view().x,
+                           io.read_graph(inline, mmap=mmap, stored_x=True).target_view().x)
     source = read_feature_source(external)
     assert source.mapped and source.dtype == io.FEATURE_DTYPES[dtype]
     assert io.read_node_table(external).column_names == ["node_id", "label"]  # x once, on disk
@@ -76,7 +78,7 @@ def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
     """features: inline (the default) and auto on a small graph write byte-identical files."""
     for name, mode in (("a", "inline"), ("b", "auto")):
         (tmp_path / name).mkdir()
-        io.write_prepared(tmp_path / name, tiny_graph, features=mode)
+        io.write_prepared(tmp_path / name, as_graph(tiny_graph), features=mode)
     for file in ("graph.pt", "nodes.parquet", "edges.parquet"):
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes()
     assert io.external_features("auto", 1 << 20, 256, "float32")  # 1 GiB: external
@@ -84,7 +86,7 @@ def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
 
 
 def test_bad_feature_files_are_refused_in_one_line(tmp_path, tiny_graph):
-    io.write_prepared(tmp_path, tiny_graph, features="external")
+    io.write_prepared(tmp_path, as_graph(tiny_graph), features="external")
     path = tmp_path / io.FEATURES_FILE
     good = np.load(path)
     np.save(path, good[:-1])
@@ -126,7 +128,8 @@ def test_prepare_streams_external_features_and_writes_the_same_graph(tmp_path, m
         params = {**SMALL, "dataset": {**SMALL["dataset"], "storage": {"features": mode}}}
         (root / "params.yaml").write_text(yaml.safe_dump(params))
         assert main(["prepare"]) == 0
-    a, b = (io.read_graph(roots[m] / "data/prepared") for m in ("inline", "external"))
+    a, b = (io.read_graph(roots[m] / "data/prepared").target_view()
+            for m in ("inline", "external"))
     assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
     assert torch.equal(a.csr.indices, b.csr.indices)
     assert (roots["external"] / "data/prepared" / io.FEATURES_FILE).exists()
@@ -159,7 +162,7 @@ def test_neighbor_training_reads_rows_of_the_mapped_file(tmp_path, monkeypatch):
     assert main(["train"]) == 0
     from gnnpipe.data.features import read_transform
 
-    raw = io.read_graph(tmp_path / "data/prepared").x
+    raw = io.read_graph(tmp_path / "data/prepared").target_view().x
     whole = read_transform(tmp_path / "data/features", None, raw.shape[1]).apply(raw)
     batch = batches[0]
     assert batch.x.dtype == torch.float32 and torch.equal(batch.x, whole[batch.n_id])
@@ -203,11 +206,11 @@ def test_shard_rows_read_any_storage(tmp_path, tiny_graph, mode, dtype):
     of x in graph.pt or features.npy, in any stored dtype, block by block."""
     from gnnpipe.sampling.store import read_node_rows
 
-    io.write_prepared(tmp_path, tiny_graph, feature_dtype=dtype, features=mode)
+    io.write_prepared(tmp_path, as_graph(tiny_graph), feature_dtype=dtype, features=mode)
     ids = torch.tensor([0, 2, 3, tiny_graph.num_nodes - 1])
     rows = read_node_rows(tmp_path, ids, block_rows=2)
     assert rows.x.dtype == torch.float32
-    assert torch.equal(rows.x, io.read_graph(tmp_path).x[ids])
+    assert torch.equal(rows.x, io.read_graph(tmp_path).target_view().x[ids])
 
 
 @pytest.mark.parametrize("name", ["sage", "gcn", "gat", "mlp"])
@@ -215,7 +218,7 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
     """Evaluation over ModelFeatures (rows per block of the map, never the whole matrix) gives
     the full forward's logits on the whole tensor."""
     from gnnpipe.config import TrainParams
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.training.inference import LayerwiseInference, layerwise_logits, csr_view
     from gnnpipe.training.models import build_model
 
@@ -239,13 +242,14 @@ def test_layerwise_evaluation_reads_rows_and_equals_the_full_forward(name):
 def test_feature_store_over_a_source_reads_rows_without_making_the_file_resident(tmp_path):
     """open_prepared's FeatureStore (x behind a FeatureSource) and read_node_rows (a shard
     rank's rows, through that store): every row right, none of the 24 MiB file resident."""
-    from gnnpipe.data.graph import Graph, csr_from_edges
+    from gnnpipe.data.graph import Graph
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.sampling.store import open_prepared, read_node_rows
 
     n, f = 6144, 1024
     x = torch.arange(n, dtype=torch.float32)[:, None] * f + torch.arange(f, dtype=torch.float32)
     src = np.arange(n)
-    io.write_prepared(tmp_path, Graph(csr_from_edges(src, (src + 1) % n, n), x,
+    io.write_prepared(tmp_path, Graph.homogeneous(csr_from_edges(src, (src + 1) % n, n), x,
                                       torch.arange(n) % 3, 3))
     fs, _ = open_prepared(tmp_path)
     assert isinstance(fs._tensors[(None, "x")], FeatureSource)

@@ -8,6 +8,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.config import DatasetParams, SyntheticParams
 from gnnpipe.data.prepare import prepare
+from conftest import as_graph
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -16,7 +17,7 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 def graph():
     cfg = DatasetParams(synthetic=SyntheticParams(num_nodes=2000, num_features=32,
                                                   avg_degree=6.0))
-    return prepare(cfg, seed=0)[0]
+    return prepare(cfg, seed=0)[0].target_view()
 
 
 def _x_bytes(prepared):
@@ -24,8 +25,8 @@ def _x_bytes(prepared):
 
 
 def test_float32_is_exact_and_the_default(graph, tmp_path):
-    io.write_prepared(tmp_path, graph)
-    back = io.read_graph(tmp_path)
+    io.write_prepared(tmp_path, as_graph(graph))
+    back = io.read_graph(tmp_path).target_view()
     assert back.x.dtype == torch.float32 and torch.equal(back.x, graph.x)
     assert pq.ParquetFile(tmp_path / "nodes.parquet").metadata.row_group(0).column(0) \
         .compression == "ZSTD"
@@ -35,9 +36,9 @@ def test_float32_is_exact_and_the_default(graph, tmp_path):
 def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tmp_path, dtype):
     full, half = tmp_path / "full", tmp_path / "half"
     full.mkdir(), half.mkdir()
-    io.write_prepared(full, graph)
-    io.write_prepared(half, graph, feature_dtype=dtype)
-    back = io.read_graph(half, mmap=True)
+    io.write_prepared(full, as_graph(graph))
+    io.write_prepared(half, as_graph(graph), feature_dtype=dtype)
+    back = io.read_graph(half, mmap=True).target_view()
     assert back.x.dtype == torch.float32
     assert torch.equal(back.x, graph.x.to(DTYPES[dtype]).float())
     assert not torch.equal(back.x, graph.x)  # really rounded
@@ -54,7 +55,7 @@ def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tm
 
 @pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "lz4"])
 def test_compression_codecs_round_trip(graph, tmp_path, codec):
-    io.write_prepared(tmp_path, graph, compression=codec)
+    io.write_prepared(tmp_path, as_graph(graph), compression=codec)
     meta = pq.ParquetFile(tmp_path / "edges.parquet").metadata.row_group(0).column(0)
     assert meta.compression == {"none": "UNCOMPRESSED", "lz4": "LZ4"}.get(codec, codec.upper())
     edges = io.read_edge_table(tmp_path)
@@ -64,7 +65,7 @@ def test_compression_codecs_round_trip(graph, tmp_path, codec):
 
 
 def test_float64_features_in_an_artifact_are_rejected(graph, tmp_path):
-    io.write_prepared(tmp_path, graph)
+    io.write_prepared(tmp_path, as_graph(graph))
     payload = torch.load(tmp_path / "graph.pt", weights_only=True)
     payload["x"] = payload["x"].double()
     torch.save(payload, tmp_path / "graph.pt")

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # What io may import besides itself: the plain data types it stores, which import nothing of
 # gnnpipe but each other
-IO_ALLOWED = {"gnnpipe", "gnnpipe.data.graph", "gnnpipe.data.typed_graph", "gnnpipe.graphops.part_shard"}
+IO_ALLOWED = {"gnnpipe", "gnnpipe.data.graph", "gnnpipe.data.edges", "gnnpipe.graphops.part_shard"}
 
 MODULES = dvc_yaml.module_files()
 GRAPH = dvc_yaml.import_graph()  # what a module can run, subprocesses and importlib included

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gnnpipe.config import EvaluateParams, LinkSplitParams, TrainParams
-from gnnpipe.data.graph import Graph, csr_from_edges
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.graphops.heuristics import train_view
 from gnnpipe.reporting.link_evaluate import (evaluate_links, heuristic_predictions,
                                              reciprocal_ranks, compare_links,
@@ -46,15 +46,15 @@ def _cliques(cliques: int = 40, size: int = 6, keep: float = 0.8, bridges: int =
     src, dst = src[~loop], dst[~loop]
     csr = csr_from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
     x = torch.from_numpy(rng.normal(size=(n, 8))).float()
-    return Graph(csr=csr, x=x, y=torch.zeros(n, dtype=torch.int64), num_classes=1)
+    return Graph.homogeneous(csr, x, torch.zeros(n, dtype=torch.int64), num_classes=1)
 
 
 @pytest.fixture(scope="module")
 def evaluated():
     """A badly trained sage and MLP, both scored on random and hard negatives, and the
     heuristics on the train graph: predictions and negatives per set."""
-    graph = _cliques()
-    typed = one_type(graph)
+    typed = _cliques()
+    graph = typed.target_view()
     link = split_links(typed, LinkSplitParams(val=0.15, test=0.15, num_val_negatives=20,
                                               num_test_negatives=20), make_rng(0, "split"))
     hard = hard_link_negatives(typed, link, 20, make_rng(0, "split.hard"))

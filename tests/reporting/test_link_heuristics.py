@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.reporting.link_heuristics import HEURISTICS, heuristic_link_scores, pair_scores
 from gnnpipe.reporting.metrics import link_metrics
 

@@ -14,7 +14,8 @@ from torch import nn
 from gnnpipe.training import loop
 from gnnpipe.training import train as train_module
 from gnnpipe.config import NodeSplitParams, PartitionParams, TrainParams
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.graphops.partition import assign_parts, build_shard
@@ -26,7 +27,7 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import _step, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
+from conftest import as_graph
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
 
@@ -59,8 +60,8 @@ def setup(request):
     from gnnpipe.data.prepare import prepare
 
     params = small_params()
-    graph = prepare(params.dataset, params.seed)[0]
-    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    graph = prepare(params.dataset, params.seed)[0].target_view()
+    roles = split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles
     parts = assign_parts(graph.csr, PartitionParams(num_parts=6), make_rng(0, "partition"))
     shards = [build_shard(graph.csr, parts, p, 6, 1) for p in range(6)]
     return graph, roles, parts, shards

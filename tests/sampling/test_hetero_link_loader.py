@@ -158,7 +158,7 @@ def test_typed_batches_hold_each_supervision_edge_once_then_a_leak_free_negative
     e = split.edge_type
     assert e == WRITES
     sup = split.edges["train_supervision"]
-    n_dst = graph.num_nodes(e[2])
+    n_dst = graph.num_nodes_dict[e[2]]
     visible = torch.cat([split.edges["message"], sup], 1)
     visible_keys = set((visible[0] * n_dst + visible[1]).tolist())
     loader = _typed_loader(typed_link)
@@ -191,7 +191,7 @@ def test_no_held_out_pair_reaches_any_typed_batch(typed_link, subgraph_type, dis
     """Fan-outs -1 over two epochs: no batch edge of the held-out type or its reverse is a val,
     test or supervision-only pair, and every positive is a supervision edge."""
     graph, split, _ = typed_link
-    n_dst = graph.num_nodes("paper")
+    n_dst = graph.num_nodes_dict["paper"]
     held = torch.cat([split.edges["val"], split.edges["test"]], 1)
     held_keys = set((held[0] * n_dst + held[1]).tolist())
     sup = split.edges["train_supervision"]
@@ -285,7 +285,7 @@ def test_typed_loader_bad_arguments_are_value_errors(typed_link):
     with pytest.raises(ValueError, match="offsets"):  # targets land outside the paper range
         typed_link_loader(graph.x, split.message_graphs["train"], e,
                           split.edges["train_supervision"], negatives, CFG, 0, batch_size=4,
-                          offsets=(graph.offsets()[e[0]], graph.total_nodes))
+                          offsets=(graph.offsets()[e[0]], graph.num_nodes))
     x = {t: v for t, v in graph.x.items() if t != "venue"}
     with pytest.raises(ValueError, match="venue"):
         typed_link_loader(x, split.message_graphs["train"], e,

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import small_params
+from conftest import as_graph, small_params
 
 from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainParams,
                             params_from_dict, replace)
@@ -28,7 +28,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.training.train import build_inputs
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import phase_csrs
 
 
 CFG = TrainParams(sampler="link_neighbor", batch_size=64, hidden=16, epochs=4, patience=4,
@@ -44,8 +44,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def link_data():
     """A 600-node graph whose split holds supervision-only edges (disjoint_train_ratio 0.3)."""
     params = small_params(num_nodes=600)
-    graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(one_type(graph), LinkSplitParams(disjoint_train_ratio=0.3),
+    graph = prepare(params.dataset, params.seed)[0].target_view()
+    link = split_links(as_graph(graph), LinkSplitParams(disjoint_train_ratio=0.3),
                        make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return graph, link, training_sampler(visible[0], visible[1], graph.num_nodes)
@@ -285,8 +285,8 @@ DDP_CFG = dataclasses.replace(CFG, dropout=0.0, epochs=3, patience=3)
 def _ddp_fit(batch_size: int, ctx: DistContext):
     """Link training of the 600-node split at fan-out -1, as rank ``ctx`` of its world."""
     params = small_params(num_nodes=600)
-    graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
+    graph = prepare(params.dataset, params.seed)[0].target_view()
+    link = split_links(as_graph(graph), LinkSplitParams(), make_rng(0, "split"))
     sup = link.edges["train_supervision"]
     # an even number of supervision edges: the 2 ranks' shares need no padding, so their last
     # batches are equal halves of the one process's last batch too

@@ -499,7 +499,8 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     from gnnpipe.commands.loaders import node_source
     from gnnpipe.config import params_from_dict
     from gnnpipe.training.distributed import SINGLE
-    from gnnpipe.data.graph import Graph, csr_from_edges
+    from gnnpipe.data.graph import Graph
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.sampling.builders import build
 
     rng = np.random.default_rng(3)
@@ -509,7 +510,8 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     src, dst = csr.edge_index().numpy()
     weight = rng.random(csr.num_edges)
     weight[rng.random(csr.num_edges) < 0.5] = 0.0
-    io.write_prepared(tmp_path, Graph(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2))
+    io.write_prepared(tmp_path, Graph.homogeneous(csr, torch.zeros(n, 2),
+                                                  torch.zeros(n, dtype=torch.long), 2))
     if with_weights:
         io.write_edge_attrs(tmp_path, src, dst, {"weight": pa.array(weight)})
     keep = dst >= 10
@@ -520,12 +522,11 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
                   "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
     roles = np.array(["train"] * n)
     inputs = SimpleNamespace(  # gnnpipe.training.model_inputs.ModelInputs of a homogeneous graph
-        graph=SimpleNamespace(x=torch.zeros(n, 2), y=torch.zeros(n, dtype=torch.long), csr=csr,
-                              timestamps=None, num_nodes=n),
+        graph=Graph.homogeneous(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2),
         message_graphs={"train": train},
         phases={"train": SimpleNamespace(edge_index=train.edge_index())}, target=None)
     source = node_source(SimpleNamespace(prepared=tmp_path), params.train, SINGLE, inputs, roles)
-    loader = build("homogeneous", source, params.train, params.seed, SINGLE).loader.loader
+    loader = build(source, params.train, params.seed, SINGLE).loader.loader
     by_key = dict(zip((src * n + dst).tolist(), weight.tolist()))
     t_src, t_dst = train.edge_index().numpy()
     return loader, train, np.array([by_key[k] for k in (t_src * n + t_dst).tolist()])

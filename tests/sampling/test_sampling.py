@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_graph
+from conftest import as_graph, make_tiny_graph
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.nn.models import GCN, GraphSAGE
@@ -18,14 +18,14 @@ import gnnpipe.sampling as sampling
 from gnnpipe.sampling import hops
 from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict)
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr, phase_csrs
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type, phase_csrs
 
 MODES = [("directional", False), ("bidirectional", False), ("induced", False),
          ("directional", True), ("induced", True)]
@@ -426,7 +426,7 @@ def _fit_sampled(graph, roles, graphs, cfg=FAST, seed=0):
 
 
 def test_sampled_training_learns_and_repeats(small_graph):
-    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     learned, loader = _fit_sampled(small_graph, roles, graphs)
     assert len(loader) == int(np.ceil((roles == "train").sum() / 256))
@@ -439,7 +439,7 @@ def test_sampled_training_learns_and_repeats(small_graph):
 
 
 def test_sampled_training_sees_only_the_train_phase_graph(small_graph):
-    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+    node_split = split_nodes(as_graph(small_graph), NodeSplitParams(mode="inductive"),
                              make_rng(0, "split"))
     roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))

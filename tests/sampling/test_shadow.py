@@ -14,7 +14,8 @@ from torch_geometric.nn.models import GCN, GAT, GraphSAGE
 from gnnpipe import cli
 from gnnpipe.config import (NodeSplitParams, ParamsError, ShadowParams, TrainParams,
                             params_from_dict)
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
@@ -22,7 +23,7 @@ from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import _step, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
+from conftest import as_graph
 
 
 def _undirected(num_nodes=200, avg_degree=5, seed=0) -> Csr:
@@ -157,7 +158,7 @@ def test_temporal_shadow_keeps_only_edges_no_later_than_the_root():
 
 
 def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
-    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     inputs = build_inputs(small_graph.x, message_graphs=graphs)
     cfg = TrainParams(sampler="shadow", epochs=8, patience=8, hidden=32, batch_size=256,

@@ -14,11 +14,11 @@ from torch_geometric.testing import MyFeatureStore, MyGraphStore
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor, to_torch_csr_tensor
 
 from gnnpipe import io
-from gnnpipe.data.graph import Csr, Graph, csr_from_edges
+from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.io.prepared import write_typed_prepared
 from gnnpipe.sampling import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.store import CsrGraphStore, GnnpipeFeatureStore, open_prepared
-from gnnpipe.data.typed_graph import HeteroGraph
 
 
 def random_csr(n=60, e=400, seed=0, num_src=None) -> Csr:
@@ -168,7 +168,7 @@ def _mapped_file(tensor: torch.Tensor) -> str | None:
 def test_get_of_k_rows_reads_those_rows_from_the_memory_map(tmp_path):
     csr = random_csr(n=300, e=1500)
     x = torch.randn(300, 16)
-    io.write_prepared(tmp_path, Graph(csr, x, torch.randint(0, 3, (300,)), 3))
+    io.write_prepared(tmp_path, Graph.homogeneous(csr, x, torch.randint(0, 3, (300,)), 3))
     fs, gs = open_prepared(tmp_path)
     stored = fs.get_tensor(None, "x", None)
     assert _mapped_file(stored) == str(tmp_path / "graph.pt")  # the file, not a copy
@@ -214,7 +214,7 @@ def _homogeneous(kind: str):
     x, y = features(60), torch.arange(60) % 3
     if kind == "gnnpipe":
         data = Data(x=x, y=y, edge_index=csr.edge_index(), num_nodes=60)
-        return data, (GnnpipeFeatureStore.from_graph(Graph(csr, x, y, 3)),
+        return data, (GnnpipeFeatureStore.from_graph(Graph.homogeneous(csr, x, y, 3).target_view()),
                       CsrGraphStore.from_csr(csr))
     edge_index = csr.edge_index()[:, torch.randperm(csr.num_edges,
                                                     generator=torch.Generator().manual_seed(1))]
@@ -319,13 +319,13 @@ def test_link_neighbor_loader_on_stores_equals_data():
 
 
 # ------------------------------------------------------------------------ typed parity
-def _hetero_graph() -> HeteroGraph:
+def _hetero_graph() -> Graph:
     sizes = {"paper": 40, "author": 25}
     csr = {("author", "writes", "paper"): random_csr(40, 120, 1, num_src=25),
            ("paper", "cites", "paper"): random_csr(40, 160, 2),
            ("paper", "rev_writes", "author"): random_csr(25, 120, 3, num_src=40)}
     x = {t: features(n, 3, offset=1000 * i) for i, (t, n) in enumerate(sizes.items())}
-    return HeteroGraph(x=x, csr=csr, target="paper", y=torch.arange(40) % 3, num_classes=3,
+    return Graph(x=x, csr=csr, target="paper", y=torch.arange(40) % 3, num_classes=3,
                        reverse={}, link_edge_type=("author", "writes", "paper"))
 
 
@@ -346,7 +346,7 @@ def _typed(kind: str):
         edge_index = csr.edge_index()
         if kind == "pyg":  # COO in a shuffled order, as PyG's test_custom_hetero_neighbor_loader
             edge_index = edge_index[:, torch.randperm(csr.num_edges, generator=g)]
-            size = (graph.num_nodes(e[0]), graph.num_nodes(e[2]))
+            size = (graph.num_nodes_dict[e[0]], graph.num_nodes_dict[e[2]])
             gs.put_edge_index((edge_index[0], edge_index[1]), edge_type=e, layout="coo",
                               size=size)
         data[e].edge_index = edge_index
@@ -366,7 +366,7 @@ def test_hetero_neighbor_loader_on_stores_equals_hetero_data(kind, options):
 
     if kind == "gnnpipe":  # gnnpipe's path: the typed Csr (PyG's to_hetero_csc re-sorts
         graph = _hetero_graph()  # the sorted edge_index with an unstable sort)
-        on_data = HeteroNeighborSampler({t: graph.num_nodes(t) for t in graph.node_types},
+        on_data = HeteroNeighborSampler(graph.num_nodes_dict,
                                         graph.csr, [3, 2], seed=5, **options)
     else:
         on_data = HeteroNeighborSampler.from_hetero_data(data, [3, 2], seed=5, **options)

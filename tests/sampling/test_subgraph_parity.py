@@ -20,7 +20,8 @@ from torch_geometric.utils import to_dense_adj
 
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, ShadowParams, params_from_dict
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.training.models import build_model
@@ -35,6 +36,7 @@ from gnnpipe.sampling.saint import (SaintEdgeSampler, SaintLoader, SaintNodeSamp
 from gnnpipe.sampling.shadow import pyg_layout, shadow_loader
 from gnnpipe.training.sharding import NodeRows
 from gnnpipe.training.train import _step
+from conftest import as_graph
 from test_cluster_saint import (FAST, _check_induced, _edge_set, _fit_with,  # noqa: F401
                                 _star_with_tail, assert_unbiased_loss, setup)
 from test_shadow import _features, _undirected
@@ -442,10 +444,9 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.typed_graph import one_type
     from gnnpipe.training.train import build_inputs, fit
 
-    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     inputs = build_inputs(small_graph.x, message_graphs={p: small_graph.csr
                                                          for p in ("train", "val", "test")})
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))

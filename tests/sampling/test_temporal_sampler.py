@@ -16,7 +16,8 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.sampling import CsrNeighborSampler
 from gnnpipe.sampling.temporal import TemporalIndex, align_edge_times, temporal_options
 
@@ -248,7 +249,7 @@ def test_train_stage_samples_by_edge_time_of_the_train_graph(tmp_path, monkeypat
     # the options the stage builds: edge times realigned to the (smaller) train graph
     from gnnpipe import io
 
-    graph = io.read_graph(tmp_path / "data/prepared")
+    graph = io.read_graph(tmp_path / "data/prepared").target_view()
     train_csr = io.read_message_graphs(tmp_path / "data/split", graph.num_nodes)["train"]
     assert train_csr.num_edges < graph.csr.num_edges
     table = io.read_edge_attrs(tmp_path / "data/prepared")

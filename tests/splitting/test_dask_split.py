@@ -19,9 +19,10 @@ from conftest import scale_cluster, small_params
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams, NodeSplitParams
-from gnnpipe.data.graph import Graph, csr_from_edges
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.data.prepare import prepare
-from gnnpipe.data.typed_graph import EDGE, one_type
+from gnnpipe.data.graph import EDGE
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit, dask_split
 from gnnpipe.splitting.dask_audit import audit_node_blocks
@@ -56,16 +57,16 @@ def prepared(tmp_path_factory) -> Path:
 def directed(tmp_path_factory) -> Path:
     """A directed 300-node graph with self-loops, repeated and reciprocal edges, prepared."""
     rng = np.random.default_rng(1)
-    graph = Graph(csr=csr_from_edges(rng.integers(0, 300, 2000), rng.integers(0, 300, 2000), 300),
-                  x=torch.zeros(300, 2), y=torch.from_numpy(rng.integers(0, 3, 300)),
-                  num_classes=3)
+    graph = Graph.homogeneous(
+        csr=csr_from_edges(rng.integers(0, 300, 2000), rng.integers(0, 300, 2000), 300),
+        x=torch.zeros(300, 2), y=torch.from_numpy(rng.integers(0, 3, 300)), num_classes=3)
     folder = tmp_path_factory.mktemp("dsplit") / "directed"
     io.write_prepared(folder, graph)
     return folder
 
 
 def _local(prepared: Path, cfg: NodeSplitParams):
-    graph = one_type(io.read_graph(prepared))
+    graph = io.read_graph(prepared)
     return graph, split_nodes(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
 
 
@@ -111,7 +112,7 @@ def test_routed_rows_come_back_per_bucket_in_producer_order(tmp_path):
 def test_blocks_give_the_local_hash_split_and_its_audit(prepared, tmp_path, kw):
     cfg = NodeSplitParams(**kw)
     graph, local = _local(prepared, cfg)
-    split = split_node_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target),
+    split = split_node_blocks(None, prepared / "graph.pt", graph.num_nodes_dict[graph.target],
                               graph.num_classes, cfg, SEED, tmp_path, TINY)
     assert len(split.blocks) > 5
     roles = np.asarray(["train", "val", "test", "unused"])[np.load(split.roles)]
@@ -136,9 +137,9 @@ def test_blocks_give_the_local_hash_split_and_its_audit(prepared, tmp_path, kw):
 def test_link_blocks_give_the_local_hash_split_and_its_audit(request, tmp_path, which, kw):
     folder = request.getfixturevalue(which)
     cfg = LinkSplitParams(**kw)
-    graph = one_type(io.read_graph(folder))
+    graph = io.read_graph(folder)
     local = split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
-    n = graph.num_nodes(graph.target)
+    n = graph.num_nodes_dict[graph.target]
     split = split_link_blocks(None, folder / "graph.pt", n, cfg, SEED, tmp_path, LINK_BLOCKS)
     assert split.undirected == local.undirected == (which == "prepared")
     for role in EDGE_ROLES:
@@ -168,20 +169,20 @@ def test_sizes_that_do_not_fit_get_the_local_message(prepared, tmp_path, kw):
     cfg = NodeSplitParams(**kw)
     with pytest.raises(ValueError) as local:
         _local(prepared, cfg)
-    graph = one_type(io.read_graph(prepared))
+    graph = io.read_graph(prepared)
     with pytest.raises(ValueError) as blocks:
-        split_node_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target),
+        split_node_blocks(None, prepared / "graph.pt", graph.num_nodes_dict[graph.target],
                           graph.num_classes, cfg, SEED, tmp_path, TINY)
     assert str(blocks.value) == str(local.value)
 
 
 def test_link_sizes_that_do_not_fit_get_the_local_message(prepared, tmp_path):
     cfg = LinkSplitParams(val=0.6, test=0.5)
-    graph = one_type(io.read_graph(prepared))
+    graph = io.read_graph(prepared)
     with pytest.raises(ValueError, match="leaves none of the graph's") as local:
         split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
     with pytest.raises(ValueError) as blocks:
-        split_link_blocks(None, prepared / "graph.pt", graph.num_nodes(graph.target), cfg, SEED,
+        split_link_blocks(None, prepared / "graph.pt", graph.num_nodes_dict[graph.target], cfg, SEED,
                           tmp_path, LINK_BLOCKS)
     assert str(blocks.value) == str(local.value)
 
@@ -259,7 +260,7 @@ def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, da
     cfg = NodeSplitParams(strategy="random", mode="inductive")
     graph, local = _local(prepared, cfg)
     with Client(dask_cluster, set_as_default=False) as client:
-        split = split_node_blocks(client, prepared / "graph.pt", graph.num_nodes(graph.target),
+        split = split_node_blocks(client, prepared / "graph.pt", graph.num_nodes_dict[graph.target],
                                   graph.num_classes, cfg, SEED, tmp_path, TINY)
         indptr, indices = split.message["train"]
         np.save(indptr, graph.csr[EDGE].indptr.numpy())
@@ -283,9 +284,9 @@ def test_a_leaking_link_split_fails_the_block_audit_as_locally(prepared, tmp_pat
 
     scale_cluster(dask_cluster, 2)
     cfg = LinkSplitParams(num_val_negatives=5, num_test_negatives=5)
-    graph = one_type(io.read_graph(prepared))
+    graph = io.read_graph(prepared)
     local = split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
-    n = graph.num_nodes(graph.target)
+    n = graph.num_nodes_dict[graph.target]
     with Client(dask_cluster, set_as_default=False) as client:
         split = split_link_blocks(client, prepared / "graph.pt", n, cfg, SEED, tmp_path,
                                   LINK_BLOCKS)

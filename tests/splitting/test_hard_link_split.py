@@ -14,8 +14,8 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams, params_from_dict
-from gnnpipe.data.graph import Graph, csr_from_edges
-from gnnpipe.data.typed_graph import edge_pairs, one_type
+from gnnpipe.data.graph import Graph
+from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit
 from gnnpipe.splitting.link_split import hard_link_negatives, split_links
@@ -27,8 +27,8 @@ def _graph(n: int = 120, e: int = 500, seed: int = 0):
     rng = np.random.default_rng(seed)
     src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
     csr = csr_from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
-    return one_type(Graph(csr=csr, x=torch.zeros(n, 1), y=torch.zeros(n, dtype=torch.int64),
-                          num_classes=1))
+    return Graph.homogeneous(csr, torch.zeros(n, 1), torch.zeros(n, dtype=torch.int64),
+                             num_classes=1)
 
 
 def _true_pairs(graph) -> set[tuple[int, int]]:
@@ -95,7 +95,7 @@ def test_typed_hard_negatives_are_papers_reached_through_other_edge_types():
     from the whole train graph (writes then cites) kept to papers."""
     graph = small_hetero()
     link, hard = _hard(graph)
-    n_papers, offsets = graph.num_nodes("paper"), graph.offsets()
+    n_papers, offsets = graph.num_nodes_dict["paper"], graph.offsets()
     true = _true_pairs(graph)
     for phase in ("val", "test"):
         targets = hard[phase]
@@ -135,11 +135,11 @@ def test_the_split_stage_writes_hard_negatives_and_leaves_the_random_ones_as_the
     meta = json.loads((with_hard / "meta.json").read_text())
     assert meta["num_hard_negatives"] == {"val": 100, "test": 100}
     assert "num_hard_negatives" not in json.loads((without / "meta.json").read_text())
-    graph = io.read_typed_graph(tmp_path / "with/data/prepared")
+    graph = io.read_graph(tmp_path / "with/data/prepared")
     _, edges, _ = io.read_typed_link_split(with_hard, graph)
-    hard = io.read_hard_negatives(with_hard, edges, graph.total_nodes)
+    hard = io.read_hard_negatives(with_hard, edges, graph.num_nodes)
     assert hard["test"].shape == (edges["test"].shape[1], 100)
-    assert io.read_hard_negatives(without, edges, graph.total_nodes) is None
+    assert io.read_hard_negatives(without, edges, graph.num_nodes) is None
     audit_report = json.loads((tmp_path / "with/metrics/split_audit.json").read_text())
     assert audit_report["passed"] and "hard_negatives" in audit_report
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.reporting.link_heuristics import pair_scores
 from gnnpipe.splitting.hard_negatives import hard_negatives
 from gnnpipe.splitting.negatives import NegativeSampler, edge_keys_both_directions

@@ -12,11 +12,12 @@ from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
-from gnnpipe.data.graph import csr_from_edges
-from gnnpipe.data.typed_graph import EDGE, NODE, edge_pairs, one_type
+from gnnpipe.data.graph import EDGE, NODE
+from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.splitting.link_split import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
+from conftest import as_graph
 
 from test_hetero_data import small_hetero
 
@@ -40,8 +41,8 @@ def link_split(graph, **link):
 def _with_edge(graph, csr, edge_type, src, dst):
     """``csr`` of ``edge_type`` with the edge src -> dst added."""
     s, d = edge_pairs(csr)
-    return csr_from_edges(np.append(s, src), np.append(d, dst), graph.num_nodes(edge_type[2]),
-                          graph.num_nodes(edge_type[0]))
+    return csr_from_edges(np.append(s, src), np.append(d, dst), graph.num_nodes_dict[edge_type[2]],
+                          graph.num_nodes_dict[edge_type[0]])
 
 
 def failed(report):
@@ -50,7 +51,7 @@ def failed(report):
 
 def test_typed_node_split_is_disjoint_and_covers_the_target_type(graph):
     split = node_split(graph, "transductive")
-    assert split.roles.shape == (graph.num_nodes("paper"),)
+    assert split.roles.shape == (graph.num_nodes_dict["paper"],)
     counts = {r: int((split.roles == r).sum()) for r in ("train", "val", "test")}
     assert counts == {"train": 360, "val": 120, "test": 120}
     assert all(split.message_graphs[p] is graph.csr for p in ("train", "val", "test"))
@@ -102,7 +103,7 @@ def test_node_audit_catches_a_test_paper_in_any_train_edge_type(graph, edge_type
 
 def test_link_split_holds_out_each_pair_in_both_edge_types(graph):
     split = link_split(graph)
-    n_papers = graph.num_nodes("paper")
+    n_papers = graph.num_nodes_dict["paper"]
     assert split.edge_type == WRITES and split.reverse == REV_WRITES
     test_keys = split.edges["test"][0].numpy() * n_papers + split.edges["test"][1].numpy()
     val_keys = split.edges["val"][0].numpy() * n_papers + split.edges["val"][1].numpy()
@@ -153,7 +154,7 @@ def test_link_audit_catches_a_negative_that_is_a_true_pair_or_of_another_type(gr
                                     split.message_graphs, disjoint=False)
     assert failed(report) == ["negatives_test_not_edges[author__writes__paper+"
                               "paper__rev_writes__author]"]
-    negatives["test"][0, 0] = graph.num_nodes("paper")  # past the last paper
+    negatives["test"][0, 0] = graph.num_nodes_dict["paper"]  # past the last paper
     report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
                                     split.message_graphs, disjoint=False)
     assert "negatives_test_are_paper_nodes" in failed(report)
@@ -165,7 +166,7 @@ def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
                                     split.message_graphs, disjoint=True)
     assert report["passed"], failed(report)
     assert split.message_graphs["val"] is not split.message_graphs["train"]
-    n_papers = graph.num_nodes("paper")
+    n_papers = graph.num_nodes_dict["paper"]
     sup = split.edges["train_supervision"].numpy()
     r_src, r_dst = edge_pairs(split.message_graphs["train"][REV_WRITES])
     assert not np.isin(sup[0] * n_papers + sup[1], r_dst * n_papers + r_src).any()
@@ -204,7 +205,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
     """A homogeneous split's files, unchanged, read by the typed readers: message graphs as
     ``{EDGE: csr}`` (shared per file), the homogeneous roles and link split with edge type
     ``EDGE``: the values the homogeneous readers give."""
-    g = one_type(small_graph)
+    g = as_graph(small_graph)
     n = small_graph.num_nodes
     node = node_split(g)
     io.write_split(tmp_path / "node", g, node.message_graphs, {"mode": node.mode},
@@ -217,7 +218,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
     assert np.array_equal(io.read_typed_roles(tmp_path / "node", g),
                           io.read_split_roles(tmp_path / "node"))
     with pytest.raises(ValueError, match=f"{n} split roles for 1499 nodes"):
-        io.read_typed_roles(tmp_path / "node", one_type(
+        io.read_typed_roles(tmp_path / "node", as_graph(
             type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
     link = link_split(g)
@@ -246,7 +247,7 @@ def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
 def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
     """A homogeneous graph's report has the typed report's keys (target, message edges per
     edge type; link: the held-out and reverse edge types), and neither says "hetero"."""
-    homogeneous = one_type(small_graph)
+    homogeneous = as_graph(small_graph)
     reports = {}
     for name, g in (("typed", graph), ("homogeneous", homogeneous)):
         split = node_split(g)

@@ -13,17 +13,18 @@ from gnnpipe import io
 from gnnpipe.splitting import audit
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import Graph, csr_from_edges, normalize_edges
+from gnnpipe.data.graph import EDGE, Graph, phase_csrs
+from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.splitting.link_split import is_symmetric, split_links
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.data.typed_graph import EDGE, one_type, phase_csrs
+from conftest import as_graph
 
 
 def _graph(csr):
     """``csr`` as a typed graph of one type (no features or labels: a link split reads edges)."""
     n = csr.num_nodes
-    return one_type(Graph(csr=csr, x=torch.zeros(n, 1), y=torch.zeros(n, dtype=torch.int64),
-                          num_classes=1))
+    return Graph.homogeneous(csr, torch.zeros(n, 1), torch.zeros(n, dtype=torch.int64),
+                             num_classes=1)
 
 
 def _split(csr, seed=0, **kw):
@@ -223,7 +224,7 @@ def test_audit_catches_a_lost_edge_and_an_invented_positive(small_graph):
 def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path, small_graph):
     def written(seed, folder):
         link = _split(small_graph.csr, seed=seed)
-        io.write_split(folder, one_type(small_graph), link.message_graphs,
+        io.write_split(folder, as_graph(small_graph), link.message_graphs,
                        {"undirected": link.undirected}, edges=link.edges,
                        negatives=link.negatives)
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
@@ -240,7 +241,7 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
 def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     link = _split(small_graph.csr, disjoint_train_ratio=0.2)
     n = small_graph.num_nodes
-    io.write_split(tmp_path, one_type(small_graph), link.message_graphs, {},
+    io.write_split(tmp_path, as_graph(small_graph), link.message_graphs, {},
                    edges=link.edges, negatives=link.negatives)
     edges = io.read_link_edges(tmp_path, n)
     assert all(torch.equal(edges[role], link.edges[role]) for role in link.edges)

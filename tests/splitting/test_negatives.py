@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnnpipe.data.graph import contains
+from gnnpipe.data.edges import contains
 from gnnpipe.splitting.negatives import NegativeSampler, degree_weights, training_sampler
 
 

@@ -10,30 +10,30 @@ import torch
 
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams
-from gnnpipe.data.graph import Csr, Graph
+from gnnpipe.data.graph import EDGE, Csr, Graph
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import message_graphs, split_nodes
-from gnnpipe.data.typed_graph import EDGE, one_type
+from conftest import as_graph
 
 
 def _split(graph, seed=0, **kw):
-    return split_nodes(one_type(graph), NodeSplitParams(**kw), make_rng(seed, "split"))
+    return split_nodes(as_graph(graph), NodeSplitParams(**kw), make_rng(seed, "split"))
 
 
 def _audit(graph, node_split):
-    return audit.audit_node_split(one_type(graph), node_split.roles, node_split.message_graphs,
+    return audit.audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
                                   node_split.mode)
 
 
 def test_a_homogeneous_graph_is_the_one_type_case_of_a_typed_graph(small_graph):
-    from gnnpipe.data.typed_graph import NODE, phase_csrs
+    from gnnpipe.data.graph import NODE, phase_csrs
 
-    typed = one_type(small_graph)
+    typed = as_graph(small_graph)
     assert typed.is_homogeneous and typed.target == NODE and typed.edge_types == (EDGE,)
     assert typed.csr[EDGE] is small_graph.csr and typed.x[NODE] is small_graph.x
     assert typed.y is small_graph.y and typed.reverse == {EDGE: EDGE}
     assert typed.link_edge_type == EDGE and typed.node_time == {}
-    assert typed.target_graph().csr is small_graph.csr
+    assert typed.target_view().csr is small_graph.csr
     graphs = _split(small_graph, mode="inductive").message_graphs
     assert phase_csrs(graphs)["test"] is small_graph.csr
     assert phase_csrs(graphs)["train"] is graphs["train"][EDGE]
@@ -118,7 +118,7 @@ def test_inductive_message_graphs_hide_val_and_test(small_graph):
 def test_audit_catches_a_test_edge_in_the_train_graph(small_graph):
     node_split = _split(small_graph, mode="inductive")
     leaky = dict(node_split.message_graphs, train={EDGE: small_graph.csr})  # the classic mistake
-    report = audit.audit_node_split(one_type(small_graph), node_split.roles, leaky, "inductive")
+    report = audit.audit_node_split(as_graph(small_graph), node_split.roles, leaky, "inductive")
     assert not report["passed"]
     failed = [c["check"] for c in report["checks"] if not c["passed"]]
     assert failed == ["message_train_sees_only_train"]
@@ -131,14 +131,14 @@ def test_audit_catches_an_edge_the_graph_does_not_have(tiny_graph):
     invented = Csr(tiny_graph.csr.indptr.clone(), tiny_graph.csr.indices.clone())
     invented.indices[0] = 6  # node 0 never linked to node 6
     graphs = {"train": tiny_graph.csr, "val": tiny_graph.csr, "test": invented}
-    report = audit.audit_node_split(one_type(tiny_graph), roles,
+    report = audit.audit_node_split(as_graph(tiny_graph), roles,
                                     {p: {EDGE: csr} for p, csr in graphs.items()}, "transductive")
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["message_test_within_graph"]
 
 
 def test_message_graphs_restrict_by_role(tiny_graph):
     roles = np.array(["train"] * 4 + ["val"] * 4 + ["test"] * 4, dtype=object)
-    graphs = message_graphs(one_type(tiny_graph), roles, "inductive")
+    graphs = message_graphs(as_graph(tiny_graph), roles, "inductive")
     src, dst = graphs["train"][EDGE].edge_index()
     assert bool(((src < 4) & (dst < 4)).all())
     src, dst = graphs["val"][EDGE].edge_index()
@@ -150,7 +150,7 @@ def test_message_graphs_restrict_by_role(tiny_graph):
 # time)
 def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
     """Cliques of ``size`` nodes joined in a ring by one edge each, plus 3 isolated nodes."""
-    from gnnpipe.data.graph import normalize_edges
+    from gnnpipe.data.edges import normalize_edges
 
     u, v = np.triu_indices(size, k=1)
     starts = np.arange(num_caves) * size
@@ -159,7 +159,7 @@ def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
     n = num_caves * size + 3
     csr, _ = normalize_edges(src, dst, n, undirected=True, dedup=True, remove_self_loops=True)
     x = torch.arange(n, dtype=torch.float32)[:, None]
-    return Graph(csr=csr, x=x, y=torch.arange(n) % 3, num_classes=3)
+    return Graph.homogeneous(csr=csr, x=x, y=torch.arange(n) % 3, num_classes=3).target_view()
 
 
 def _cross(node_split, graph):
@@ -170,7 +170,7 @@ def test_connected_components_match_scipy_with_isolated_nodes():
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components as scipy_components
 
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.splitting.ordered_split import connected_components
 
     rng = np.random.default_rng(0)
@@ -189,7 +189,7 @@ def test_connected_components_match_scipy_with_isolated_nodes():
 def test_component_clusters_leave_no_edge_between_splits():
     graph = _caveman()
     # ring cut open: remove the ring edges so every cave is its own component
-    from gnnpipe.data.graph import csr_from_edges
+    from gnnpipe.data.edges import csr_from_edges
 
     src, dst = graph.csr.edge_index().numpy()
     same_cave = src // 10 == dst // 10
@@ -200,7 +200,7 @@ def test_component_clusters_leave_no_edge_between_splits():
     roles = node_split.roles
     for cave in range(12):  # whole caves only
         assert np.unique(roles[cave * 10:(cave + 1) * 10]).size == 1
-    report = audit.audit_node_split(one_type(graph), roles, node_split.message_graphs,
+    report = audit.audit_node_split(as_graph(graph), roles, node_split.message_graphs,
                                     "transductive", separated=True)
     assert report["passed"] and set(report["cross_split_edges"].values()) == {0}
     counts = {r: int((roles == r).sum()) for r in ("train", "val", "test")}
@@ -212,7 +212,7 @@ def test_component_clusters_leave_no_edge_between_splits():
 def test_separated_audit_fails_when_splits_touch(tiny_graph):
     roles = np.array(["train"] * 6 + ["val"] * 3 + ["test"] * 3)
     graphs = {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")}
-    report = audit.audit_node_split(one_type(tiny_graph), roles, graphs, "transductive",
+    report = audit.audit_node_split(as_graph(tiny_graph), roles, graphs, "transductive",
                                     separated=True)
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["splits_not_adjacent"]
 
@@ -246,13 +246,13 @@ def test_time_split_orders_splits_by_timestamp_and_the_audit_proves_it(small_gra
     assert ts[roles == "train"].max() <= ts[roles == "val"].min()
     assert ts[roles == "val"].max() <= ts[roles == "test"].min()
     assert [(roles == r).sum() for r in ("train", "val", "test")] == [750, 300, 450]
-    report = audit.audit_node_split(one_type(graph), roles, node_split.message_graphs,
+    report = audit.audit_node_split(as_graph(graph), roles, node_split.message_graphs,
                                     "inductive", timed=True)
     assert report["passed"]
     swapped = roles.copy()
     first_train, last_test = np.argmin(np.where(roles == "train", ts, np.inf)), np.argmax(ts)
     swapped[[first_train, last_test]] = ["test", "train"]
-    report = audit.audit_node_split(one_type(graph), swapped, node_split.message_graphs,
+    report = audit.audit_node_split(as_graph(graph), swapped, node_split.message_graphs,
                                     "inductive", timed=True)
     assert "splits_in_time_order" in [c["check"] for c in report["checks"] if not c["passed"]]
 
@@ -274,12 +274,13 @@ def test_synthetic_timestamps_reach_the_split_stage_without_changing_the_graph(t
     from gnnpipe.cli import main
     from gnnpipe.data.prepare import prepare
 
-    plain = prepare(small_params().dataset, 0)[0]
-    timed = prepare(small_params(timestamps=True).dataset, 0)[0]
+    plain = prepare(small_params().dataset, 0)[0].target_view()
+    timed = prepare(small_params(timestamps=True).dataset, 0)[0].target_view()
     assert plain.timestamps is None and timed.timestamps.shape == (1500,)
     assert torch.equal(plain.csr.indices, timed.csr.indices) and torch.equal(plain.x, timed.x)
-    io.write_prepared(tmp_path / "prepared", timed)
-    assert torch.equal(io.read_graph(tmp_path / "prepared").timestamps, timed.timestamps)
+    io.write_prepared(tmp_path / "prepared", as_graph(timed))
+    back = io.read_graph(tmp_path / "prepared").target_view()
+    assert torch.equal(back.timestamps, timed.timestamps)
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({

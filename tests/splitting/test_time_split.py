@@ -13,10 +13,11 @@ import torch
 
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams, ParamsError, params_from_dict
-from gnnpipe.data.graph import UNLABELLED, Graph, normalize_edges
+from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import message_graphs, split_nodes
-from gnnpipe.data.typed_graph import EDGE, one_type
+from conftest import as_graph
 
 
 def timed_graph(n: int = 300, unlabelled_every: int = 5) -> Graph:
@@ -28,7 +29,8 @@ def timed_graph(n: int = 300, unlabelled_every: int = 5) -> Graph:
     y = torch.from_numpy(rng.integers(0, 3, n))
     y[::unlabelled_every] = UNLABELLED
     t = torch.from_numpy(rng.integers(0, 30, n).astype(np.float64))
-    return Graph(csr=csr, x=torch.randn(n, 4), y=y, num_classes=3, timestamps=t)
+    return Graph.homogeneous(csr, torch.randn(n, 4), y, num_classes=3,
+                             timestamps=t).target_view()
 
 
 def _edges(csr) -> set[tuple[int, int]]:
@@ -36,7 +38,7 @@ def _edges(csr) -> set[tuple[int, int]]:
 
 
 def _audit(graph, roles, graphs, mode, **kw):
-    return audit.audit_node_split(one_type(graph), roles, graphs, mode, timed=True, **kw)
+    return audit.audit_node_split(as_graph(graph), roles, graphs, mode, timed=True, **kw)
 
 
 def _check(report, name="time_respecting"):
@@ -47,7 +49,7 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
     graph = timed_graph()
     cfg = NodeSplitParams(strategy="time", train=0.5, val=0.25, test=0.25)
     assert cfg.mode == "time" and not cfg.future_visible  # auto resolved for strategy time
-    node_split = split_nodes(one_type(graph), cfg, make_rng(0, "split"))
+    node_split = split_nodes(as_graph(graph), cfg, make_rng(0, "split"))
     roles, t = node_split.roles, graph.timestamps.numpy()
     y = graph.y.numpy()
     assert node_split.mode == "time"
@@ -78,10 +80,10 @@ def test_default_time_split_has_no_train_edge_touching_a_later_node():
 
 def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_split():
     graph = timed_graph()
-    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+    node_split = split_nodes(as_graph(graph), NodeSplitParams(strategy="time"),
                              make_rng(0, "split"))
     roles = node_split.roles
-    shared = message_graphs(one_type(graph), roles, "transductive")
+    shared = message_graphs(as_graph(graph), roles, "transductive")
     report = _audit(graph, roles, shared, "transductive")
     entry = _check(report)
     assert not report["passed"] and not entry["passed"] and "waived" not in entry
@@ -89,7 +91,7 @@ def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_spl
     with pytest.raises(audit.LeakageError, match="time_respecting: train phase: [1-9]"):
         audit.raise_if_failed(report)
     # inductive hides later *labelled* nodes only; unlabelled ones past the cut still leak
-    inductive = message_graphs(one_type(graph), roles, "inductive")
+    inductive = message_graphs(as_graph(graph), roles, "inductive")
     report = _audit(graph, roles, inductive, "inductive")
     assert not _check(report)["passed"]
     assert _check(report, "message_train_sees_only_train")["passed"]  # the role check alone
@@ -98,7 +100,7 @@ def test_audit_fails_for_transductive_and_inductive_message_graphs_of_a_time_spl
 
 def test_audit_catches_one_injected_edge_to_a_later_node():
     graph = timed_graph()
-    node_split = split_nodes(one_type(graph), NodeSplitParams(strategy="time"),
+    node_split = split_nodes(as_graph(graph), NodeSplitParams(strategy="time"),
                              make_rng(0, "split"))
     roles, t, y = node_split.roles, graph.timestamps.numpy(), graph.y.numpy()
     cut = t[roles == "train"].max()
@@ -121,7 +123,7 @@ def test_explicit_transductive_is_an_opt_in_the_audit_warns_about():
                                                "mode": "transductive"}}}).split.node
     assert cfg.mode == "transductive" and cfg.future_visible
     graph = timed_graph()
-    node_split = split_nodes(one_type(graph), cfg, make_rng(0, "split"))
+    node_split = split_nodes(as_graph(graph), cfg, make_rng(0, "split"))
     assert all(g[EDGE] is graph.csr for g in node_split.message_graphs.values())
     report = _audit(graph, node_split.roles, node_split.message_graphs, "transductive",
                     future_visible=True)
@@ -148,7 +150,7 @@ def test_mode_defaults_and_the_time_mode_rule():
     assert "\n" not in line and "split.node.mode='time'" in line
     assert "split.node.strategy=time (found 'random')" in line
     with pytest.raises(ValueError, match="split.node.mode=time needs split.node.strategy=time"):
-        split_nodes(one_type(timed_graph()), NodeSplitParams(strategy="random", mode="time"),
+        split_nodes(as_graph(timed_graph()), NodeSplitParams(strategy="random", mode="time"),
                     make_rng(0, "split"))
 
 
@@ -182,7 +184,7 @@ def test_typed_time_split_cuts_every_edge_type_at_the_target_times():
     from test_hetero_data import small_hetero
 
     base = small_hetero()
-    n = base.num_nodes(base.target)
+    n = base.num_nodes_dict[base.target]
     y = base.y.clone()
     y[::4] = UNLABELLED
     t = torch.from_numpy(np.random.default_rng(3).integers(0, 20, n))

@@ -25,9 +25,9 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.typed_graph import EDGE, one_type, phase_csrs
+from gnnpipe.data.graph import EDGE, phase_csrs
 
-from conftest import small_params
+from conftest import as_graph, small_params
 from test_predict import TRAIN, _features, _graph, _ids, _params, _prepare, _roles
 
 MODELS = ("gcn", "sage", "gat")  # what layer-wise blocks (mlp has no edges to block)
@@ -39,7 +39,7 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 @pytest.fixture(scope="module")
 def graph():
     params = small_params(num_nodes=400)
-    return prepare(params.dataset, params.seed)[0]
+    return prepare(params.dataset, params.seed)[0].target_view()
 
 
 def _cfg(model: str, inference: InferenceParams, **extra) -> TrainParams:
@@ -50,7 +50,7 @@ def _cfg(model: str, inference: InferenceParams, **extra) -> TrainParams:
 # ------------------------------------------------------------------------------------ link task
 @pytest.fixture(scope="module")
 def link_data(graph):
-    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
+    link = split_links(as_graph(graph), LinkSplitParams(), make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return link, training_sampler(visible[0], visible[1], graph.num_nodes)
 
@@ -96,7 +96,7 @@ def test_link_training_scores_layer_by_layer_as_full_forwards(graph, link_data, 
 def test_lightning_evaluates_layer_by_layer_as_its_full_forward(graph, model):
     from gnnpipe.training.lightning import fit_lightning
 
-    roles = split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles
     runs = {}
     for name, inference in (("full", FULL), ("layerwise", LAYERED)):
         cfg = _cfg(model, inference, epochs=3, patience=3)
@@ -187,7 +187,7 @@ def _labelled_graph():
     from test_predict import Graph, C  # noqa: N811 - that module's constant names
 
     graph = _graph()
-    return Graph(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C)
+    return Graph.homogeneous(graph.csr, graph.x, graph.y.clamp(min=0), C).target_view()
 
 
 def test_link_stages_train_and_predict_layer_by_layer(tmp_path):
@@ -207,7 +207,7 @@ def test_shard_mode_train_stage_evaluates_layer_by_layer(tmp_path):
 
     def setup(folder):
         _prepare(folder, graph, _ids(), None)
-        io.write_split(folder / "data/split", one_type(graph),
+        io.write_split(folder / "data/split", as_graph(graph),
                        {p: {EDGE: graph.csr} for p in PHASES},
                        {"task": "node", "mode": "transductive"}, roles=roles)
         _features(folder, graph)

@@ -103,7 +103,7 @@ def test_typed_mlp_is_the_input_maps_and_one_mlp_per_type(node_task):
                                out="all")
     every.load_state_dict(model.state_dict())
     with torch.no_grad():
-        assert every.eval()(graph.x).shape == (sum(graph.num_nodes(t) for t in graph.node_types), 3)
+        assert every.eval()(graph.x).shape == (graph.num_nodes, 3)
 
 
 def test_wrong_model_names_and_heads_are_refused(node_task):

@@ -110,7 +110,7 @@ def test_layerwise_equals_the_full_forward(node_task, model, out):
     net.eval()
     phase = split.message_graphs["val"]
     full = net(graph.x, {e: csr.edge_index() for e, csr in phase.items()})
-    sizes = {t: graph.num_nodes(t) for t in graph.node_types}
+    sizes = graph.num_nodes_dict
     engine = LayerwiseInference(phase, sizes, block_edges=97)  # many small blocks
     assert len(engine.blocks("paper")) > 10
     blocked = engine(net, graph.x)
@@ -307,7 +307,7 @@ def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
 
     graph, params, split = node_task
     rng = np.random.default_rng(3)
-    times = {t: torch.from_numpy(rng.integers(0, 100, graph.num_nodes(t)))
+    times = {t: torch.from_numpy(rng.integers(0, 100, graph.num_nodes_dict[t]))
              for t in graph.node_types}
     timed = _Timed(graph, times)
     seeds = np.flatnonzero(split.roles == "train")[:40]

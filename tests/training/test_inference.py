@@ -17,7 +17,8 @@ from gnnpipe.training import distributed
 from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict, replace)
 from gnnpipe.training.distributed import SINGLE, DistContext
-from gnnpipe.data.graph import Csr, csr_from_edges
+from gnnpipe.data.graph import Csr
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, LayerwiseInference, _gcn_rows,
                                cost_prefix, gcn_inv_sqrt_degree, layerwise_logits, csr_view,
                                plan, rank_rows, row_blocks)
@@ -26,7 +27,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
+from conftest import as_graph
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 
@@ -297,7 +298,7 @@ def test_typed_plan_counts_every_edge_type():
 
 # ------------------------------------------------------------------------------ fit integration
 def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
-    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     cfg = TrainParams(model="gcn", epochs=6, patience=6, hidden=16)
     results = {}
@@ -379,7 +380,7 @@ def test_residual_keeps_the_parameters_and_changes_the_output(csr, features):
 
 
 def test_residual_trains(small_graph):
-    roles = split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
     cfg = TrainParams(model="sage", num_layers=3, residual=True, epochs=40, patience=20,
                       hidden=32)
     inputs = build_inputs(small_graph.x,

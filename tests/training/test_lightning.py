@@ -27,8 +27,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import PHASES, build_inputs, fit
-from gnnpipe.data.typed_graph import one_type
-from conftest import small_params
+from conftest import as_graph, small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs
 CFG = {"full": TrainParams(epochs=60, patience=6, hidden=16, lr=0.05),
@@ -40,12 +39,12 @@ CFG = {"full": TrainParams(epochs=60, patience=6, hidden=16, lr=0.05),
 @pytest.fixture(scope="module")
 def graph():
     params = small_params()
-    return prepare(params.dataset, params.seed)[0]
+    return prepare(params.dataset, params.seed)[0].target_view()
 
 
 @pytest.fixture(scope="module")
 def roles(graph):
-    return split_nodes(one_type(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    return split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,8 @@ from gnnpipe.training.models import build_model
 from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.train import build_inputs
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import phase_csrs
+from conftest import as_graph
 
 from test_pipeline import _ran, _run, make_scratch_repo
 
@@ -48,8 +49,8 @@ def link_data():
     from gnnpipe.data.prepare import prepare
 
     params = small_params()
-    graph = prepare(params.dataset, params.seed)[0]
-    link = split_links(one_type(graph), LinkSplitParams(), make_rng(0, "split"))
+    graph = prepare(params.dataset, params.seed)[0].target_view()
+    link = split_links(as_graph(graph), LinkSplitParams(), make_rng(0, "split"))
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     return graph, link, training_sampler(visible[0], visible[1], graph.num_nodes)
 

@@ -55,19 +55,20 @@ def _message_edges(args, inputs, kind):
 
 def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split_repo):
     args, params, kind, task = split_repo
-    inputs = read_model_inputs(args, params.train, kind, task)
+    inputs = read_model_inputs(args, params.train, task)
     assert set(inputs.phases) == set(PHASES)
     expected = _message_edges(args, inputs, kind)
     if kind == "homogeneous":
-        raw = io.read_graph(args.prepared).x
-        assert inputs.target is None
-        assert torch.equal(inputs.graph.x, model_features(args, raw))
-        assert not torch.equal(inputs.graph.x, raw)  # standardize: not the stored features
+        raw = io.read_graph(args.prepared).target_view().x
+        assert inputs.target is None and inputs.graph.is_homogeneous
+        x = inputs.graph.target_view().x
+        assert torch.equal(x, model_features(args, raw))
+        assert not torch.equal(x, raw)  # standardize: not the stored features
         for phase in PHASES:
-            assert torch.equal(inputs.phases[phase].x, inputs.graph.x)
+            assert torch.equal(inputs.phases[phase].x, x)
             assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
     else:
-        raw = io.read_typed_graph(args.prepared)
+        raw = io.read_graph(args.prepared)
         assert inputs.target == raw.target
         for t, x in raw.x.items():
             assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
@@ -90,9 +91,9 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
 
 def test_predict_asks_for_the_test_phase_alone(split_repo):
     args, params, kind, task = split_repo
-    inputs = read_model_inputs(args, params.train, kind, task, phases=("test",))
+    inputs = read_model_inputs(args, params.train, task, phases=("test",))
     assert list(inputs.phases) == ["test"]
-    whole = read_model_inputs(args, params.train, kind, task)
+    whole = read_model_inputs(args, params.train, task)
     test, expected = inputs.phases["test"].edge_index, whole.phases["test"].edge_index
     if kind == "homogeneous":
         assert torch.equal(test, expected)
@@ -102,7 +103,7 @@ def test_predict_asks_for_the_test_phase_alone(split_repo):
 
 def test_the_model_it_builds_reads_its_inputs(split_repo):
     args, params, kind, task = split_repo
-    inputs = read_model_inputs(args, params.train, kind, task)
+    inputs = read_model_inputs(args, params.train, task)
     out_dim, out = (inputs.graph.num_classes, "target") if task == "node" else (
         params.train.hidden, "all")
     torch.manual_seed(0)
@@ -110,15 +111,15 @@ def test_the_model_it_builds_reads_its_inputs(split_repo):
     test = inputs.phases["test"]
     with torch.no_grad():
         y = model(test.x, test.edge_index)
-    rows = (inputs.graph.num_nodes if kind == "homogeneous" else
-            inputs.graph.num_nodes(inputs.target) if task == "node" else inputs.graph.total_nodes)
+    rows = (inputs.graph.num_nodes_dict[inputs.graph.target] if task == "node"
+            else inputs.graph.num_nodes)
     assert y.shape == (rows, out_dim)
     task_meta = {"num_classes": out_dim} if task == "node" else {"task": "link",
                                                                   "embedding_dim": out_dim}
     meta = inputs.meta(task_meta)
     assert meta["model"] == params.train.model and task_meta.items() <= meta.items()
     if kind == "homogeneous":  # what predict checks model.pt against
-        assert meta["in_dim"] == inputs.graph.x.shape[1] and meta["num_hops"] == 0
+        assert meta["in_dim"] == inputs.graph.target_view().x.shape[1] and meta["num_hops"] == 0
     else:
         assert meta["target"] == inputs.target
         assert meta["node_types"] == ",".join(inputs.graph.node_types)
@@ -126,7 +127,7 @@ def test_the_model_it_builds_reads_its_inputs(split_repo):
 
 def test_roles_and_supervision_are_of_the_target(split_repo):
     args, params, kind, task = split_repo
-    inputs = read_model_inputs(args, params.train, kind, task)
+    inputs = read_model_inputs(args, params.train, task)
     if task == "node":
         roles = read_roles(args, inputs)
         assert roles.shape == inputs.graph.y.shape and (roles == "train").any()
@@ -137,13 +138,13 @@ def test_roles_and_supervision_are_of_the_target(split_repo):
         offsets = inputs.graph.offsets()
         src = sup.edges["train_supervision"][0]
         assert src.min() >= offsets[edge_type[0]]
-        assert src.max() < offsets[edge_type[0]] + inputs.graph.num_nodes(edge_type[0])
+        assert src.max() < offsets[edge_type[0]] + inputs.graph.num_nodes_dict[edge_type[0]]
 
 
 def test_the_mlp_reads_no_edges(split_repo):
     args, params, kind, task = split_repo
     cfg = params.train.__class__(**{**vars(params.train), "model": "mlp"})
-    inputs = read_model_inputs(args, cfg, kind, task)
+    inputs = read_model_inputs(args, cfg, task)
     if kind == "homogeneous":
         assert all(p.edge_index is None for p in inputs.phases.values())
     else:  # the typed MLP takes the typed edges like every typed model and ignores them
@@ -156,10 +157,10 @@ def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
     the same model features, roles and link supervision, down to the training negatives drawn."""
     args, params, kind, task = split_repo
     typed = read_model_typed(args)
-    inputs = read_model_inputs(args, params.train, kind, task)
+    inputs = read_model_inputs(args, params.train, task)
     assert typed.graph.layout == kind
-    given = inputs.graph.x if kind == "typed" else {typed.graph.target: inputs.graph.x}
-    assert all(torch.equal(typed.graph.x[t], x) for t, x in given.items())
+    assert typed.graph.node_types == inputs.graph.node_types
+    assert all(torch.equal(typed.graph.x[t], x) for t, x in inputs.graph.x.items())
     if task == "node":
         assert np.array_equal(io.read_typed_roles(args.split, typed.graph),
                               read_roles(args, inputs))

@@ -19,10 +19,11 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
-from gnnpipe.data.graph import UNLABELLED, Graph, normalize_edges
+from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
+from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
-from gnnpipe.data.typed_graph import EDGE, one_type
+from conftest import as_graph
 
 N, C, F = 90, 3, 6
 CLASSES = ["cat", "dog", "eel"]
@@ -39,7 +40,7 @@ def _graph() -> Graph:
     x = torch.randn(N, F, generator=torch.Generator().manual_seed(0))
     x[:, :C] += 2 * torch.nn.functional.one_hot(y, C)
     y[::5] = UNLABELLED  # every fifth node has no label
-    return Graph(csr=csr, x=x, y=y, num_classes=C)
+    return Graph.homogeneous(csr=csr, x=x, y=y, num_classes=C).target_view()
 
 
 def _ids() -> pa.Array:
@@ -71,7 +72,7 @@ def _features(folder: Path, graph: Graph) -> None:
 def _prepare(folder: Path, graph: Graph, ids: pa.Array | None, classes: list | None) -> None:
     out = folder / "data/prepared"
     out.mkdir(parents=True)
-    io.write_prepared(out, graph)
+    io.write_prepared(out, as_graph(graph))
     if ids is not None:
         io.write_node_ids(out, ids)
     if classes is not None:
@@ -84,7 +85,7 @@ def node_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("predict")
     graph = _graph()
     _prepare(folder, graph, _ids(), CLASSES)
-    io.write_split(folder / "data/split", one_type(graph),
+    io.write_split(folder / "data/split", as_graph(graph),
                    {p: {EDGE: graph.csr} for p in ("train", "val", "test")},
                    {"task": "node", "mode": "transductive"}, roles=_roles(graph.y))
     _features(folder, graph)
@@ -264,7 +265,7 @@ def test_aligned_rank_blocks_are_the_one_process_blocks():
 def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
     graph = _graph()
     _prepare(tmp_path, graph, None, None)
-    io.write_split(tmp_path / "data/split", one_type(graph),
+    io.write_split(tmp_path / "data/split", as_graph(graph),
                    {p: {EDGE: graph.csr} for p in ("train", "val", "test")}, {"task": "node"},
                    roles=_roles(graph.y))
     _features(tmp_path, graph)
@@ -287,7 +288,7 @@ def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
 def link_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("predict_link")
     graph = _graph()
-    _prepare(folder, Graph(csr=graph.csr, x=graph.x, y=graph.y.clamp(min=0), num_classes=C),
+    _prepare(folder, Graph.homogeneous(graph.csr, graph.x, graph.y.clamp(min=0), C).target_view(),
              _ids(), None)
     _params(folder, dataset={"task": "link"},
             split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
@@ -410,7 +411,7 @@ def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_pa
         for stage in ("prepare", "split", "train"):
             assert main([stage]) == 0, stage
 
-        graph = io.read_typed_graph(Path("data/prepared"))
+        graph = io.read_graph(Path("data/prepared"))
         edge_type, edges, _ = io.read_typed_link_split(Path("data/split"), graph)
         src, dst = edges["test"].numpy()
         Path("data/pairs").mkdir()

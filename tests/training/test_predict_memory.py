@@ -9,7 +9,7 @@ import torch
 from torch_geometric.nn import GCN, GraphSAGE
 
 from gnnpipe.config import TrainParams
-from gnnpipe.data.graph import csr_from_edges
+from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.inference import LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
 

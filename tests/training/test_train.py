@@ -15,7 +15,8 @@ from gnnpipe.graphops.propagate import propagate
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
-from gnnpipe.data.typed_graph import one_type, phase_csrs
+from gnnpipe.data.graph import phase_csrs
+from conftest import as_graph
 
 FAST = TrainParams(epochs=60, patience=20, hidden=32)
 
@@ -39,7 +40,7 @@ def _train(graph, roles, model="sage", cfg=FAST, seed=0, message_graphs=None, **
 
 @pytest.fixture
 def split_roles(small_graph):
-    return split_nodes(one_type(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    return split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
 
 
 def test_gnn_beats_the_mlp_on_a_homophilous_graph(small_graph, split_roles):
@@ -88,7 +89,7 @@ def test_predictions_cover_each_split_node_once(small_graph, split_roles):
 
 
 def test_inductive_training_never_sees_test_features(small_graph):
-    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode="inductive"),
+    node_split = split_nodes(as_graph(small_graph), NodeSplitParams(mode="inductive"),
                              make_rng(0, "split"))
     roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     clean = _train(small_graph, roles, message_graphs=graphs)
