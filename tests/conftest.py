@@ -8,13 +8,12 @@ import os
 # stages the tests start as subprocesses inherit this too.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from gnnpipe.config import Params, SyntheticParams, params_from_dict
+from gnnpipe.config import Params, params_from_dict
 from gnnpipe.data.graph import Graph, TargetView
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import prepare

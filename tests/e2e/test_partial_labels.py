@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import yaml
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gnnpipe.cli import main

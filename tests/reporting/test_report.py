@@ -4,8 +4,6 @@ report carries the low-homophily warning."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import base64
 import dataclasses
 import json

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import as_graph, make_tiny_graph
+from conftest import as_graph
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.nn.models import GCN, GraphSAGE

@@ -232,7 +232,7 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_
         code, out = _run(tmp_path, prepared, f"dask{workers}", node=node,
                          cluster={"engine": "dask", "address": dask_cluster.scheduler_address})
         assert code == 0 and _digests(out) == expected, workers
-    assert not list(tmp_path.glob(f"dask*/.split-blocks*"))  # the scratch folder is gone
+    assert not list(tmp_path.glob("dask*/.split-blocks*"))  # the scratch folder is gone
 
 
 def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path,

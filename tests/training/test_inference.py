@@ -16,7 +16,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from gnnpipe.training import distributed
 from gnnpipe.config import (InferenceParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict, replace)
-from gnnpipe.training.distributed import SINGLE, DistContext
+from gnnpipe.training.distributed import DistContext
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, LayerwiseInference, _gcn_rows,

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
