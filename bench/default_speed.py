@@ -13,8 +13,10 @@ reuses). Each run is a *row*: a sampler (``full``: GraphSAGE full batch, ``neigh
 GraphSAGE on neighbor batches, ``sign``: the SIGN model on precomputed hops) with a variant:
 
 - ``--threads``: ``train.threads`` of the run (``auto``: params.yaml's rule);
-- ``--wait``: ``OMP_WAIT_POLICY`` of the process (``active`` spins at OpenMP barriers,
-  ``passive`` sleeps; ``default`` leaves the variable unset);
+- ``--wait``: how idle OpenMP threads wait: ``active`` / ``passive`` set ``OMP_WAIT_POLICY``
+  (spin at barriers / sleep), ``spinN`` sets ``GOMP_SPINCOUNT=N`` (libgomp: spin N rounds, then
+  sleep), ``default`` sets neither and ``gnnpipe`` chooses (the variables the caller's
+  environment has are removed first);
 - ``--trees``: the source tree whose ``gnnpipe`` runs (``PYTHONPATH``; ``git archive <commit> |
   tar -x -C OLD`` gives one), the first being the baseline of the ratios.
 
@@ -70,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(SAMPLERS)}")
     parser.add_argument("--threads", default="2,1", help="comma-separated train.threads values")
     parser.add_argument("--wait", default="default",
-                        help="comma-separated OMP_WAIT_POLICY values: default, active, passive")
+                        help="comma-separated: default, active, passive, spinN (GOMP_SPINCOUNT=N)")
     parser.add_argument("--trees", nargs="+", type=Path, default=[REPO],
                         help="source trees to run (the first is the baseline)")
     parser.add_argument("--epochs", type=int, default=10,
@@ -83,9 +85,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def _env(tree: Path, wait: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
+                        "GOMP_SPINCOUNT")}
     env.update(PYTHONPATH=str(tree), GNNPIPE_PROGRESS="0")
-    if wait != "default":
+    if wait.startswith("spin"):
+        env["GOMP_SPINCOUNT"] = wait[len("spin"):]
+    elif wait != "default":
         env["OMP_WAIT_POLICY"] = wait.upper()
     return env
 
