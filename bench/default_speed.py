@@ -15,8 +15,9 @@ GraphSAGE on neighbor batches, ``sign``: the SIGN model on precomputed hops) wit
 - ``--threads``: ``train.threads`` of the run (``auto``: params.yaml's rule);
 - ``--wait``: how idle OpenMP threads wait: ``active`` / ``passive`` set ``OMP_WAIT_POLICY``
   (spin at barriers / sleep), ``spinN`` sets ``GOMP_SPINCOUNT=N`` (libgomp: spin N rounds, then
-  sleep), ``default`` sets neither and ``gnnpipe`` chooses (the variables the caller's
-  environment has are removed first);
+  sleep; ``spin300000`` is libgomp's own default, what a process without either variable did
+  before gnnpipe set ``OMP_WAIT_POLICY=PASSIVE``), ``default`` sets neither and the tree's
+  ``gnnpipe`` chooses (the variables the caller's environment has are removed first);
 - ``--trees``: the source tree whose ``gnnpipe`` runs (``PYTHONPATH``; ``git archive <commit> |
   tar -x -C OLD`` gives one), the first being the baseline of the ratios.
 
