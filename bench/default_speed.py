@@ -18,6 +18,8 @@ GraphSAGE on neighbor batches, ``sign``: the SIGN model on precomputed hops) wit
   sleep; ``spin300000`` is libgomp's own default, what a process without either variable did
   before gnnpipe set ``OMP_WAIT_POLICY=PASSIVE``), ``default`` sets neither and the tree's
   ``gnnpipe`` chooses (the variables the caller's environment has are removed first);
+- ``--aggregation``: ``train.aggregation`` (scatter: PyG's message passing; csr: a sparse
+  CSR product; full and neighbor only);
 - ``--trees``: the source tree whose ``gnnpipe`` runs (``PYTHONPATH``; ``git archive <commit> |
   tar -x -C OLD`` gives one), the first being the baseline of the ratios.
 
@@ -74,6 +76,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", default="2,1", help="comma-separated train.threads values")
     parser.add_argument("--wait", default="default",
                         help="comma-separated: default, active, passive, spinN (GOMP_SPINCOUNT=N)")
+    parser.add_argument("--aggregation", default="scatter",
+                        help="comma-separated train.aggregation values: scatter, csr")
     parser.add_argument("--trees", nargs="+", type=Path, default=[REPO],
                         help="source trees to run (the first is the baseline)")
     parser.add_argument("--epochs", type=int, default=10,
@@ -107,10 +111,11 @@ def prepare_upstream(folder: Path) -> None:
 
 
 def run_train(folder: Path, tree: Path, sampler: str, threads: str, wait: str,
-              epochs: int) -> dict:
+              aggregation: str, epochs: int) -> dict:
     """One ``gnnpipe train`` process in ``folder``; its wall seconds and per-epoch split."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["train"].update(SAMPLERS[sampler], threads=yaml.safe_load(threads))
+    params["train"].update(SAMPLERS[sampler], threads=yaml.safe_load(threads),
+                           aggregation=aggregation)
     params["train"]["checkpoint"]["every"] = 0
     if epochs:
         params["train"].update(epochs=epochs, patience=epochs)
@@ -141,12 +146,14 @@ def main(argv=None) -> dict:
     print_machine()
     prepare_upstream(args.dir.resolve())
     trees = [t.resolve() for t in args.trees]
-    variants = list(itertools.product(trees, args.threads.split(","), args.wait.split(",")))
+    variants = list(itertools.product(trees, args.threads.split(","), args.wait.split(","),
+                                      args.aggregation.split(",")))
     rows = [(s, *v) for s in args.samplers.split(",") for v in variants]
 
     def name(row) -> str:
-        sampler, tree, threads, wait = row
+        sampler, tree, threads, wait, aggregation = row
         return (f"{sampler} threads={threads}" + (f" wait={wait}" if wait != "default" else "")
+                + (f" {aggregation}" if aggregation != "scatter" else "")
                 + (f" tree={tree.name}" if len(trees) > 1 else ""))
 
     print(f"# default graph; {args.epochs or 'params.yaml'} epochs per run; "
@@ -156,7 +163,8 @@ def main(argv=None) -> dict:
     runs: dict[str, list[dict]] = {name(r): [] for r in rows}
     for r in range(args.rounds):
         for row in rows if r % 2 == 0 else rows[::-1]:
-            result = run_train(args.dir.resolve(), row[1], row[0], row[2], row[3], args.epochs)
+            result = run_train(args.dir.resolve(), row[1], row[0], row[2], row[3], row[4],
+                               args.epochs)
             runs[name(row)].append(result)
             print(f"{name(row):44s} {result['seconds']:7.2f} {result['epochs']:6d} "
                   f"{result['train_per_epoch']:9.4f} {result['eval_per_epoch']:8.4f} "
