@@ -23,6 +23,15 @@ hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoc
   ``model(batch.x, batch.edge_index)[:batch.batch_size]``, cross-entropy on the seeds, backward,
   step. Runs when torch-sparse or pyg-lib is importable (PyG 2.8 has no sampler without them;
   else the row says why not).
+- ``PyG best (torch-sparse, trim, adj_t)``: PyG's fastest CPU configuration without pyg-lib
+  (which is not on PyPI): the same ``NeighborLoader`` on torch-sparse, each batch converted to a
+  ``SparseTensor`` ``adj_t`` (``transform=T.ToSparseTensor()``: SAGEConv then aggregates by
+  torch-sparse's fused ``spmm`` mean, no per-edge messages) and PyG's own ``GraphSAGE`` forward
+  trimmed per layer (``num_sampled_nodes_per_hop`` / ``num_sampled_edges_per_hop``:
+  ``trim_to_layer``). torch-sparse's sampler returns no per-hop counts (pyg-lib's does), so
+  ``transform_sampler_output`` reads them off its breadth-first output (``hop_counts``: a few
+  tensor ops per batch, timed with the sampler). The model is PyG's ``GraphSAGE`` holding the
+  same initial weights as every other row. Runs when torch-sparse is importable.
 - ``PyG recipe loop on gnnpipe's sampler``: the same plain loop over gnnpipe's ``NodeLoader``
   (untrimmed, scatter): the recipe as it would run with a sampler as fast as gnnpipe's, so
   ``it / fit`` is a lower bound of ``recipe / fit`` (gnnpipe's sampler is the faster one).
@@ -66,6 +75,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import torch.utils.data
+import torch_geometric.transforms as T
 import torch_geometric.typing
 from torch_geometric.data import Data
 from torch_geometric.nn import GraphSAGE
@@ -94,8 +104,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--rows", default="all",
-                        help="comma-separated row keys to run (fit,fit_csr,peer,plain,trim,"
-                             "trim_csr) or all")
+                        help="comma-separated row keys to run (fit,fit_csr,peer,peer_best,"
+                             "plain,trim,trim_csr) or all")
     parser.add_argument("--part", choices=("sampled", "full", "both"), default="sampled",
                         help="sampled: the 1M-node mini-batch rows; full: full-batch on the "
                              "default-size graph")
@@ -114,6 +124,26 @@ def peer_library() -> str | None:
     if torch_geometric.typing.WITH_TORCH_SPARSE:
         return "torch-sparse"
     return None
+
+
+def hop_counts(out, hops: int):
+    """``out`` (torch-sparse's ``SamplerOutput``) with the per-hop counts pyg-lib would return:
+    ``num_sampled_nodes`` (hops + 1,) and ``num_sampled_edges`` (hops,). torch-sparse samples
+    frontier by frontier: local node ids are handed out in order of first sight (seeds first)
+    and the edges of hop k, targets ascending (``col``), point into hop k-1's new nodes, so the
+    edges of a hop are a ``searchsorted`` range and its new nodes end at its largest source."""
+    row, col = out.row, out.col
+    nodes, edges = [int(out.metadata[0].numel())], []
+    end, first = nodes[0], 0  # nodes seen so far; the hop's first edge
+    for _ in range(hops):
+        last = int(torch.searchsorted(col, end))  # the edges into [previous end, end)
+        seen = max(end, int(row[first:last].max()) + 1) if last > first else end
+        nodes.append(seen - end)
+        edges.append(last - first)
+        end, first = seen, last
+    assert end == out.node.numel() and first == col.numel(), "not a breadth-first sample"
+    out.num_sampled_nodes, out.num_sampled_edges = nodes, edges
+    return out
 
 
 class NoEvaluation:
@@ -148,7 +178,9 @@ PHASES = ("sample", "gather", "forward", "backward", "optimizer")
 def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader,
                 trim: bool = False) -> dict:
     """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
-    split into ``PHASES``. ``trim`` passes the batch's per-hop counts (``trim_kwargs``)."""
+    split into ``PHASES``. ``trim`` passes the batch's per-hop counts (``trim_kwargs``, or PyG's
+    ``num_sampled_*_per_hop`` keywords for a PyG model); a batch with an ``adj_t`` passes it
+    instead of ``edge_index``."""
     model.train()
     spent = dict.fromkeys(PHASES, 0.0)
     loss_sum, seeds, nodes, batches = 0.0, 0, 0, 0
@@ -166,8 +198,10 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
             batch = loader.filter_fn(out)
             ticks.append(time.perf_counter())
             optimizer.zero_grad()
-            kwargs = trim_kwargs(model, batch) if trim else {}
-            logits = model(batch.x, batch.edge_index, **kwargs)[:batch.batch_size]
+            kwargs = ((trim_kwargs(model, batch) if getattr(model, "trims", False)
+                       else pyg_trim_kwargs(batch)) if trim else {})
+            adj = batch.adj_t if "adj_t" in batch else batch.edge_index
+            logits = model(batch.x, adj, **kwargs)[:batch.batch_size]
             loss = F.cross_entropy(logits, batch.y[:batch.batch_size])
             ticks.append(time.perf_counter())
             loss.backward()
@@ -185,6 +219,12 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
     return {"seconds": sum(spent.values()), **{f"{k}_seconds": v for k, v in spent.items()},
             "seeds": seeds, "loss": loss_sum / max(seeds, 1),
             "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
+
+
+def pyg_trim_kwargs(batch) -> dict:
+    """PyG's ``BasicGNN`` keywords for ``trim_to_layer``: the batch's per-hop counts."""
+    return {"num_sampled_nodes_per_hop": list(batch.num_sampled_nodes),
+            "num_sampled_edges_per_hop": list(batch.num_sampled_edges)}
 
 
 def show(name: str, e: dict) -> None:
@@ -273,6 +313,14 @@ def sampled(args: argparse.Namespace) -> dict:
     def make_model(aggregation: str = "scatter"):
         return build_model("sage", in_dim, num_classes, cfg_csr if aggregation == "csr" else cfg)
 
+    def pyg_model():
+        """PyG's own GraphSAGE (its forward, its trim) with ``make_model()``'s initial weights:
+        built after the same seeding, the same parameters drawn."""
+        weights = make_model().state_dict()  # first: the seeded draws of every row's model
+        model = GraphSAGE(in_dim, cfg.hidden, cfg.num_layers, num_classes, dropout=cfg.dropout)
+        model.load_state_dict(weights)
+        return model
+
     def adam(model):
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
@@ -280,7 +328,7 @@ def sampled(args: argparse.Namespace) -> dict:
     ours = neighbor_batches(x, y, graph.csr, train_idx, cfg.neighbor, seed=args.seed,
                             batch_size=cfg.batch_size, edge_index=edge_index)
     setup = {"gnnpipe": time.perf_counter() - tick}
-    peer_loader = None
+    peer_loader = best_loader = None
     if peer is not None:
         from torch_geometric.loader import NeighborLoader
 
@@ -288,12 +336,20 @@ def sampled(args: argparse.Namespace) -> dict:
         peer_loader = NeighborLoader(data, num_neighbors=list(fanout), batch_size=cfg.batch_size,
                                      input_nodes=train_idx, shuffle=True)
         setup["peer"] = time.perf_counter() - tick
+        if peer == "torch-sparse":  # pyg-lib would return the counts itself
+            tick = time.perf_counter()
+            best_loader = NeighborLoader(
+                data, num_neighbors=list(fanout), batch_size=cfg.batch_size,
+                input_nodes=train_idx, shuffle=True, transform=T.ToSparseTensor(),
+                transform_sampler_output=lambda out: hop_counts(out, len(fanout)))
+            setup["peer_best"] = time.perf_counter() - tick
     print("# loader set-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()))
 
-    keys = ["fit", "fit_csr", "peer", "plain", "trim", "trim_csr"]
+    keys = ["fit", "fit_csr", "peer", "peer_best", "plain", "trim", "trim_csr"]
     names = dict(zip(keys, [
         "gnnpipe fit (trim, scatter)", "gnnpipe fit (trim, csr)",
         f"PyG recipe ({peer})" if peer else "PyG recipe",
+        "PyG best (torch-sparse, trim, adj_t)",
         "PyG recipe loop on gnnpipe's sampler", "  ... + trim (scatter)", "  ... + trim + csr"]))
     run = set(keys if args.rows == "all" else args.rows.split(","))
     epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
@@ -310,6 +366,11 @@ def sampled(args: argparse.Namespace) -> dict:
                 F.cross_entropy(warm(batch.x, batch.edge_index, **trim_kwargs(warm, batch))[
                     :batch.batch_size], batch.y[:batch.batch_size]).backward()
                 warm_opt.step()
+    if best_loader is not None:  # the adj_t batches and PyG's own trimmed forward
+        warm = pyg_model()
+        batch = next(iter(best_loader))
+        F.cross_entropy(warm(batch.x, batch.adj_t, **pyg_trim_kwargs(batch))[:batch.batch_size],
+                        batch.y[:batch.batch_size]).backward()
 
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
@@ -327,17 +388,19 @@ def sampled(args: argparse.Namespace) -> dict:
             show(names[key], e)
 
     def loop_row(key: str, r: int) -> None:
-        if key == "peer" and peer_loader is None:
+        loader = {"peer": peer_loader, "peer_best": best_loader}.get(key, ours.loader)
+        if loader is None:
             if r == 0:
-                print(f"{names['peer']:40s} not run: PyG's NeighborLoader needs torch-sparse or "
-                      "pyg-lib, neither is installed")
+                print(f"{names[key]:40s} not run: needs torch-sparse"
+                      + (" or pyg-lib" if key == "peer" else "") + ", not installed")
             return
         torch.manual_seed(args.seed + r)
-        model = make_model("csr" if key == "trim_csr" else "scatter")
+        model = (pyg_model() if key == "peer_best"
+                 else make_model("csr" if key == "trim_csr" else "scatter"))
         optimizer = adam(model)
         for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, peer_loader if key == "peer" else ours.loader,
-                            trim=key in ("trim", "trim_csr"))
+            e = plain_epoch(model, optimizer, loader,
+                            trim=key in ("peer_best", "trim", "trim_csr"))
             e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
             epochs[names[key]].append(e)
             show(names[key], e)
@@ -348,7 +411,7 @@ def sampled(args: argparse.Namespace) -> dict:
             if key in run:
                 (fit_row if key.startswith("fit") else loop_row)(key, r)
 
-    summary = summarize(epochs, [names[k] for k in ("peer", "plain")],
+    summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
                         [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")])
     return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
             "seeds_per_epoch": int(train_idx.numel()), "peer": peer or "none",

@@ -14,9 +14,13 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
+from gnnpipe.runtime import threads
+
+threads.default_waits()  # before the imports below load torch and its OpenMP, which reads them
+
 import pyarrow as pa
 
-from gnnpipe.runtime import resources, threads
+from gnnpipe.runtime import resources
 from gnnpipe.io import write_json
 from gnnpipe.io.atomic import publishing
 from gnnpipe.io.lock import exclusive

@@ -8,6 +8,9 @@ and a container limited to 2 CPUs does not start 64 threads. A number is taken a
 
 Results are byte-identical run to run only for the same thread count (torch splits reductions
 into one chunk per thread), which is why the count is pinned here and recorded in the perf files.
+
+How idle threads wait is set here too (``default_waits``, before torch loads OpenMP): they sleep
+at once instead of spinning, which changes no result, only how a busy machine's cores are shared.
 """
 
 from __future__ import annotations
@@ -17,6 +20,20 @@ import os
 from pathlib import Path
 
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
+# OpenMP waits a stage process runs with unless its environment sets them: libgomp's default
+# spins ~300,000 rounds at every barrier before sleeping, and on cores busy with other work the
+# spinning thread burns the time slice its preempted partner needs (bench/default_speed.py)
+WAIT_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def default_waits(environ: dict | None = None) -> dict[str, str]:
+    """Put ``WAIT_DEFAULTS`` into ``environ`` (``os.environ``) where it sets nothing; the values
+    the process then has. OpenMP reads them once, when torch loads it: call before importing
+    torch (``gnnpipe.cli`` does, first thing); child processes inherit them."""
+    environ = os.environ if environ is None else environ
+    for key, value in WAIT_DEFAULTS.items():
+        environ.setdefault(key, value)
+    return {key: environ[key] for key in WAIT_DEFAULTS}
 
 
 def cgroup_cpus(cpu_max: Path = CPU_MAX) -> int | None:
@@ -76,7 +93,8 @@ def apply(threads: int) -> dict:
     except RuntimeError:
         pass
     return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
-            "cpus_available": available_cpus(), "local_ranks": local_ranks()}
+            "cpus_available": available_cpus(), "local_ranks": local_ranks(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
 
 
 def configure(stage: str, params_path: Path) -> dict | None:

@@ -125,18 +125,49 @@ def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | Non
     return (F.cross_entropy(logits.float(), target, reduction="none") * weight).sum()
 
 
+def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
+                   rows: dict[str, torch.Tensor], ctx: DistContext) -> dict[str, torch.Tensor]:
+    """``_evaluate`` of each phase's ``rows`` (phase -> logits (len(rows), C)). Phases whose
+    graph-model inputs are the same tensors (a transductive split: one message graph) share one
+    whole-graph forward, the forward each would run alone; row models run per phase."""
+    out: dict[str, torch.Tensor] = {}
+    groups: dict[tuple[int, int, int], list[str]] = {}
+    for phase, mine in rows.items():
+        given = inputs[phase]
+        if given.edge_index is None:
+            out[phase] = _evaluate(model, given, mine, ctx)
+        else:
+            groups.setdefault((id(given.x), id(given.edge_index), id(given.layerwise)),
+                              []).append(phase)
+    for phases in groups.values():
+        given = inputs[phases[0]]
+        if given.layerwise is not None:  # a collective: every rank joins, rows or not
+            full = layerwise_output(model, given, ctx)
+        elif any(rows[p].numel() for p in phases):
+            full = model(given.x, given.edge_index)  # (N, C): the rows are sliced below
+        else:
+            full = None
+        for phase in phases:
+            out[phase] = full[rows[phase]] if full is not None else torch.empty(0)
+    return {phase: out[phase] for phase in rows}
+
+
 @torch.no_grad()
-def _accuracy(model: nn.Module, inputs: PhaseInput, rows: torch.Tensor, y: torch.Tensor,
-              ctx: DistContext) -> float:
-    """Accuracy over ``rows``; under DDP each rank scores its stride of rows and counts are summed."""
+def _accuracies(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, torch.Tensor],
+                y: torch.Tensor, ctx: DistContext, phases: tuple[str, ...]) -> list[float]:
+    """Accuracy over ``idx[phase]`` of each of ``phases``; under DDP each rank scores its
+    stride of rows and counts are summed."""
     model.eval()
-    mine = rows[ctx.rank::ctx.world_size]
-    collective = inputs.layerwise is not None  # every rank joins, even with no rows of its own
-    # y stays on the CPU: predictions come back (layer-wise ones are there already)
-    correct = (_evaluate(model, inputs, mine, ctx).argmax(dim=1).cpu() == y[mine]).sum() if (
-        mine.numel() or collective) else 0
-    totals = all_reduce_sum(torch.tensor([float(correct), float(mine.numel())]), ctx)
-    return float(totals[0] / totals[1])
+    mine = {phase: idx[phase][ctx.rank::ctx.world_size] for phase in phases}
+    logits = _phase_outputs(model, inputs, mine, ctx)
+    counts = []
+    for phase in phases:
+        # y stays on the CPU: predictions come back (layer-wise ones are there already)
+        correct = (logits[phase].argmax(dim=1).cpu() == y[mine[phase]]).sum() if (
+            mine[phase].numel()) else 0
+        counts += [float(correct), float(mine[phase].numel())]
+    totals = all_reduce_sum(torch.tensor(counts), ctx)
+    return [float(totals[2 * i] / totals[2 * i + 1]) for i in range(len(phases))]
 
 
 class Evaluator(Protocol):
@@ -220,8 +251,8 @@ class NodeTask:
             train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.roles, self.y,
                                                      self.ctx)
         else:
-            train_acc = _accuracy(model, self.inputs["train"], self.idx["train"], self.y, self.ctx)
-            val_acc = _accuracy(model, self.inputs["val"], self.idx["val"], self.y, self.ctx)
+            train_acc, val_acc = _accuracies(model, self.inputs, self.idx, self.y, self.ctx,
+                                             ("train", "val"))
         return {"train_acc": train_acc, "val_acc": val_acc}
 
 
@@ -301,8 +332,8 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
                                  "the partition stage on this split")
     elif ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
         with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
-            logits = torch.cat([_evaluate(model, task.inputs[p], idx[p], ctx).cpu()
-                                for p in PHASES]).float()
+            outputs = _phase_outputs(model, task.inputs, {p: idx[p] for p in PHASES}, ctx)
+            logits = torch.cat([outputs[p].cpu() for p in PHASES]).float()
         logits = logits if ctx.is_main else torch.empty(0)
     else:  # only rank 0 writes artifacts
         logits = torch.empty(0)

@@ -4,6 +4,9 @@ recorded in the perf files."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -43,6 +46,27 @@ def test_cgroup_quota_caps_the_affinity(tmp_path, monkeypatch):
     assert threads.available_cpus(tmp_path / "missing") == 16
 
 
+def test_idle_openmp_threads_sleep_unless_the_environment_says():
+    assert threads.default_waits({}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    chosen = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert threads.default_waits(chosen) == {"OMP_WAIT_POLICY": "ACTIVE"}  # the user's wins
+
+
+def test_the_wait_policy_is_set_before_the_stage_process_loads_torch():
+    # OpenMP reads OMP_WAIT_POLICY once, when torch loads it: record its value at that import
+    spy = ("import os, sys\n"
+           "class Spy:\n"
+           "    def find_spec(self, name, path=None, target=None):\n"
+           "        if name == 'torch':\n"
+           "            print('torch sees', os.environ.get('OMP_WAIT_POLICY'))\n"
+           "sys.meta_path.insert(0, Spy())\n"
+           "import gnnpipe.cli\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", spy], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.splitlines()[0] == "torch sees PASSIVE"
+
+
 def test_train_threads_inherit_the_global_setting_unless_set():
     params = params_from_dict({"threads": 3})
     assert threads.stage_setting(params, "train") == 3
@@ -78,5 +102,6 @@ def test_the_pinned_count_is_recorded_in_the_perf_files(tmp_path, monkeypatch):
     baseline = json.loads((tmp_path / "metrics/perf/stages/baseline.json").read_text())
     assert train["threads"]["threads"] == 2 and train["threads"]["setting"] == 2
     assert baseline["threads"]["threads"] == 1
+    assert train["threads"]["omp_wait_policy"] == os.environ["OMP_WAIT_POLICY"]
     assert json.loads((tmp_path / "metrics/perf/train.json").read_text())["threads"] == 2
     assert json.loads((tmp_path / "metrics/perf/baseline.json").read_text())["threads"] == 1

@@ -102,6 +102,27 @@ def test_inductive_training_never_sees_test_features(small_graph):
     assert not torch.equal(clean.logits[~not_test], poisoned.logits[~not_test])
 
 
+@pytest.mark.parametrize("mode, forwards", [("transductive", 1), ("inductive", 2)])
+def test_phases_sharing_a_message_graph_share_one_evaluation_forward(small_graph, mode,
+                                                                     forwards):
+    from gnnpipe.training.distributed import SINGLE
+    from gnnpipe.training.train import _evaluate, _phase_outputs
+
+    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode=mode),
+                             make_rng(0, "split"))
+    graphs = phase_csrs(node_split.message_graphs)
+    inputs = build_inputs(small_graph.x, message_graphs=graphs)
+    model = build_model("sage", small_graph.x.shape[1], small_graph.num_classes, FAST).eval()
+    rows = {p: torch.from_numpy(np.flatnonzero(node_split.roles == p)) for p in ("train", "val")}
+    calls = []
+    model.register_forward_hook(lambda module, args, out: calls.append(out.shape[0]))
+    with torch.no_grad():
+        shared = _phase_outputs(model, inputs, rows, SINGLE)
+        assert len(calls) == forwards  # inductive: the val phase has its own message graph
+        for phase, mine in rows.items():  # the same logits each phase's own forward gives
+            assert torch.equal(shared[phase], _evaluate(model, inputs[phase], mine, SINGLE))
+
+
 def test_gat_rejects_hidden_not_divisible_by_heads():
     with pytest.raises(ParamsError, match="train.hidden=30 must be divisible by train.heads=4 "
                                           "for gat"):
