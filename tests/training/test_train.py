@@ -108,7 +108,7 @@ def test_phases_sharing_a_message_graph_share_one_evaluation_forward(small_graph
     from gnnpipe.training.distributed import SINGLE
     from gnnpipe.training.train import _evaluate, _phase_outputs
 
-    node_split = split_nodes(one_type(small_graph), NodeSplitParams(mode=mode),
+    node_split = split_nodes(as_graph(small_graph), NodeSplitParams(mode=mode),
                              make_rng(0, "split"))
     graphs = phase_csrs(node_split.message_graphs)
     inputs = build_inputs(small_graph.x, message_graphs=graphs)
