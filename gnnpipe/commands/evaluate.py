@@ -11,7 +11,7 @@ spread in eval.json ``seeds`` and in the verdict."""
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_typed
+from gnnpipe.commands.inputs import read_model_typed, read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test,
@@ -54,7 +54,7 @@ def _score_nodes(args, params, typed):
     summary = compare(gnn, mlp, params.train.model, params.evaluate, gap, _low_homophily(args),
                       baseline)
     if params.evaluate.seeds > 1:
-        summary["seeds"] = _over_seeds(args, params, y, roles, baseline,
+        summary["seeds"] = _over_seeds(args, params, graph, roles, baseline,
                                        seed_run(params.seed, gnn_correct, mlp_correct, gap,
                                                 summary["outcome"]))
         summary["verdict"] += "; " + seeds_sentence(summary["seeds"], "accuracy")
@@ -73,13 +73,14 @@ def _score_nodes(args, params, typed):
     return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
 
 
-def _over_seeds(args, params, y, roles, baseline: str, first: dict) -> dict:
+def _over_seeds(args, params, graph, roles, baseline: str, first: dict) -> dict:
     """eval.json's ``seeds`` (gnnpipe/reporting/verdict.py ``over_seeds``): ``first`` is the
     pipeline seed's run, the other ``evaluate.seeds - 1`` are retrained here
     (gnnpipe/commands/seeds.py), each gap bootstrapped as the first one."""
-    cfg, runs = params.evaluate, [first]
+    cfg, runs, y = params.evaluate, [first], graph.y.numpy()
+    features = read_model_typed(args, graph=graph).graph  # the baseline's inputs, every seed
     for seed in derived_seeds(params.seed, cfg.seeds)[1:]:
-        gnn_pred, base_pred = retrain_nodes(args, params, seed, baseline)
+        gnn_pred, base_pred = retrain_nodes(args, params, seed, baseline, features, roles)
         gnn_correct = correct_on_test(*gnn_pred, y, roles)
         base_correct = correct_on_test(*base_pred, y, roles)
         gap = paired_gap(gnn_correct, base_correct, cfg.bootstrap, params.seed)

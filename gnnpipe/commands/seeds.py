@@ -16,8 +16,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from gnnpipe import io
 from gnnpipe.config import replace
+from gnnpipe.data.graph import Graph
 from gnnpipe.io.atomic import staged
 from gnnpipe.pipeline import STAGES
 from gnnpipe.runtime.rng import make_rng
@@ -33,13 +36,15 @@ def derived_seeds(seed: int, count: int) -> list[int]:
     return [seed, *(int(d) for d in draws)]
 
 
-def retrain_nodes(args, params, seed: int, baseline: str) -> tuple[tuple, tuple]:
+def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
+                  roles: np.ndarray) -> tuple[tuple, tuple]:
     """``(node_id, logits)`` of the GNN and of the ``baseline`` model (``baseline.models``'
     name) trained as the train and baseline stages train them, with ``params.seed`` = ``seed``;
-    ``args`` are the evaluate stage's (its inputs are train's)."""
+    ``args`` are the evaluate stage's (its inputs are train's); ``graph`` with the features as
+    the models read them (``read_model_typed``) and the split's target ``roles`` str (N_target,)
+    are read once by the caller for every seed."""
     from gnnpipe.commands import baseline as baseline_command
     from gnnpipe.commands import train as train_command
-    from gnnpipe.commands.inputs import read_model_typed
     from gnnpipe.training import device as devices
     from gnnpipe.training.distributed import SINGLE
 
@@ -50,8 +55,6 @@ def retrain_nodes(args, params, seed: int, baseline: str) -> tuple[tuple, tuple]
     train_command.train_nodes(train_args, reseeded, SINGLE, device)
     gnn = io.read_predictions(staged(train_args.out))  # staged: published at the stage's end
 
-    graph = read_model_typed(args).graph
-    roles = io.read_typed_roles(args.split, graph)
     fitted = baseline_command.FIT_NODES[baseline](graph.x[graph.target], graph, roles, reseeded)
     return gnn, (fitted.node_id, fitted.logits)
 
