@@ -252,25 +252,9 @@ def read_link_negatives(split: Path, edges: dict[str, torch.Tensor],
                         num_nodes: int) -> dict[str, torch.Tensor]:
     """Fixed negatives per val/test positive: int64 (P, K), row i pairs with ``edges[phase][:, i]``."""
     per = read_split_meta(split).get("num_negatives", {})
-    out = {}
-    for phase in LINK_EVAL_PHASES:
-        path = Path(split) / f"negatives_{phase}.parquet"
-        table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
-        k, heads = per.get(phase), edges[phase][0].numpy()
-        if not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k:
-            raise ValueError(f"{path}: {table.num_rows} rows do not make {k!r} negatives for each "
-                             f"of the {heads.size} {phase} positives")
-        positive = table.column("positive").to_numpy()
-        src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
-        if (not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
-                or not np.array_equal(src, np.repeat(heads, k))):
-            raise ValueError(f"{path}: rows must be grouped by positive, each with that "
-                             f"positive's source as src")
-        if dst.size and (dst.min() < 0 or dst.max() >= num_nodes):
-            raise ValueError(f"{path}: node ids outside [0, {num_nodes})")
-        out[phase] = torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
-    return out
-
+    return {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
+                                        per.get(phase), edges[phase][0].numpy(), num_nodes, phase)
+            for phase in LINK_EVAL_PHASES}
 
 
 def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor],
@@ -291,13 +275,15 @@ def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int,
     """One negatives file of ``phase``: ``k`` (meta.json's count) rows per head of ``heads``
     (P,), grouped by positive, dst ids in ``[0, num_dst)``: int64 (P, k)."""
     table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
-    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    if not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k:
+        raise ValueError(f"{path}: {table.num_rows} rows do not make {k!r} negatives for each "
+                         f"of the {heads.size} {phase} positives")
     positive = table.column("positive").to_numpy()
-    if (not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k
-            or not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
+    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
+    if (not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
             or not np.array_equal(src, np.repeat(heads, k))):
-        raise ValueError(f"{path}: rows must be {k!r} negatives per {phase} positive, "
-                         "grouped by positive with its source as src")
+        raise ValueError(f"{path}: rows must be grouped by positive, each with that "
+                         f"positive's source as src")
     if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
-        raise ValueError(f"{path}: dst ids outside [0, {num_dst})")
+        raise ValueError(f"{path}: node ids outside [0, {num_dst})")
     return torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
