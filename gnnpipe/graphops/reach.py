@@ -21,6 +21,7 @@ import numpy as np
 from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import contains, row_positions, sorted_unique
+from gnnpipe.graphops.heuristics import chunk_bounds
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1
@@ -207,16 +208,15 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
-    """Consecutive slices of the sample whose 2-hop expansion stays near ``budget`` pairs."""
+    """Consecutive slices of the sample whose 2-hop expansion stays within ``budget`` pairs
+    (an edge above it alone)."""
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
     degree = indptr[1:] - indptr[:-1]
     work = np.zeros(u.size, dtype=np.int64)
     for ends in (u, v):  # sum of neighbour degrees per edge end, one batch each
         owner, nbr = _expand(indptr, indices, ends)
         work += np.bincount(owner, weights=degree[nbr], minlength=u.size).astype(np.int64)
-    chunk = (np.cumsum(work) - work) // max(budget, 1)  # by the work before each edge
-    cuts = np.concatenate([[0], np.flatnonzero(np.diff(chunk)) + 1, [u.size]])
-    return [slice(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    return [slice(lo, hi) for lo, hi in chunk_bounds(work, budget)]
 
 
 def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator,
