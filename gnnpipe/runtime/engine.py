@@ -78,6 +78,8 @@ def _cluster(cfg: EngineParams, scratch: str, local_cluster) -> Iterator[object]
         cluster = local_cluster(
             n_workers=cfg.workers, threads_per_worker=cfg.threads_per_worker,
             memory_limit=cfg.memory_limit, processes=True, dashboard_address=None,
+            # without a dashboard the scheduler still serves its health routes, on 8787 by default
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             local_directory=scratch, silence_logs=logging.ERROR, timeout=cfg.start_timeout_s)
     except (OSError, TimeoutError, RuntimeError) as err:  # Dask: "Nanny failed to start."
         raise EngineError(f"cluster: the embedded LocalCluster ({cfg.workers} workers) did not "

@@ -81,6 +81,27 @@ def test_an_error_inside_the_session_still_stops_the_cluster():
     assert workers and not [pid for pid in workers if _alive(pid)]
 
 
+def test_the_embedded_cluster_serves_nothing_on_the_dashboard_port():
+    """dashboard_address=None still started the scheduler's HTTP routes on 8787 ("Port 8787 is
+    already in use" warnings when two stages or a user's own cluster hold it)."""
+    import warnings
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:
+        pass  # held by someone else already: the warning would come all the same
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with engine.session(EngineParams(engine="dask", workers=1,
+                                             memory_limit="256MiB")) as client:
+                assert client.submit(sum, [1, 2]).result(timeout=60) == 3
+        assert not [w for w in caught if "8787" in str(w.message)]
+    finally:
+        holder.close()
+
+
 def test_a_killed_stage_takes_its_workers_with_it(tmp_path):
     script = textwrap.dedent("""
         import os, sys, time
