@@ -183,7 +183,7 @@ class FeatureSource:
         """Rows ``lo:hi`` (hi - lo, F), read with one ``pread`` (the kernel may return less at
         once: read on until the range is in)."""
         out = torch.empty(hi - lo, self.x.shape[1], dtype=self.x.dtype)
-        view = memoryview(out.view(torch.uint8).numpy()).cast("B")
+        view = memoryview(out.view(torch.uint8).numpy().reshape(-1))  # the rows' bytes, in place
         pos, done = self._offset + lo * self.x.shape[1] * self.x.element_size(), 0
         while done < view.nbytes:
             got = os.preadv(self._fd, [view[done:]], pos + done)
