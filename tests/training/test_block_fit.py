@@ -1,7 +1,7 @@
 """baseline.source: blocks: the MLP's full-batch objective by row blocks equals the in-memory fit
 (bit for bit on a one-chunk graph, within float rounding beyond), its bits do not depend on
-block_rows or on how rows are read, gbdt is unchanged, and what blocks cannot do is refused in
-one line."""
+block_rows or on how rows are read, gbdt is unchanged. (The rules refusing what blocks cannot
+do: tests/config/test_config.py RULE_CASES.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.commands.baseline import AUTO_BLOCKS_BYTES, node_source
-from gnnpipe.config import FitParams, ParamsError
+from gnnpipe.config import FitParams
 from gnnpipe.config.loading import params_from_dict
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.training.block_fit import fit_blocks
@@ -109,24 +109,6 @@ def test_block_rows_must_be_whole_chunks():
     with pytest.raises(ValueError, match="the mlp baseline needs train nodes"):
         fit_blocks(lambda: build_model("mlp", 12, 4, cfg), x, y, np.full(100, "val"), cfg, 0,
                    block_rows=4096)
-
-
-@pytest.mark.parametrize("raw, message", [
-    ({"baseline": {"block_rows": 100_000}},
-     "baseline.block_rows=100000 must be a multiple of 4096"),
-    ({"baseline": {"source": "blocks"}, "dataset": {"task": "link"}},
-     "baseline.source='blocks' trains the homogeneous node task's baseline from row blocks, "
-     "not with dataset.task=link"),
-    ({"baseline": {"source": "blocks"}, "dataset": {"layout": "typed"}},
-     "not with dataset.layout=typed"),
-    ({"baseline": {"source": "blocks"}, "evaluate": {"seeds": 3}},
-     r"not with evaluate.seeds=3 \(evaluate retrains the baseline in memory\); set "
-     "baseline.source: memory or auto"),
-])
-def test_what_blocks_cannot_do_is_refused_in_one_line(raw, message):
-    with pytest.raises(ParamsError, match=message) as err:
-        params_from_dict(raw)
-    assert "\n" not in str(err.value)
 
 
 def test_a_slice_of_the_file_is_one_read_of_the_same_rows(tmp_path, monkeypatch):
