@@ -17,11 +17,11 @@ import torch
 from gnnpipe import io
 from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
 from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
-from gnnpipe.commands.variant import split_task
+from gnnpipe.commands.variant import prepared_layout, split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.features import ModelFeatures, read_transform
 from gnnpipe.data.graph import HOMOGENEOUS, NODE, TYPED, edge_type_name
-from gnnpipe.io.rows import open_node_source
+from gnnpipe.io.rows import open_node_source, read_feature_source
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
@@ -69,12 +69,12 @@ def node_source(args, params) -> str:
     chosen = params.baseline.source
     if chosen != "auto":
         return chosen
-    meta = io.read_description(args.prepared)
-    if meta["layout"] != HOMOGENEOUS or params.evaluate.seeds > 1:
+    if prepared_layout(args.prepared) != HOMOGENEOUS or params.evaluate.seeds > 1:
         return "memory"
-    _, num_nodes, width = meta["node_types"][0]
-    big = num_nodes * width * 4 >= AUTO_BLOCKS_BYTES
-    return "blocks" if params.cluster.engine == "dask" or big else "memory"
+    if params.cluster.engine == "dask":
+        return "blocks"
+    num_nodes, width = read_feature_source(args.prepared).shape  # a map: nothing is read
+    return "blocks" if num_nodes * width * 4 >= AUTO_BLOCKS_BYTES else "memory"
 
 
 def _read_memory(args):
