@@ -8,9 +8,10 @@ the gradient of (the chunk's summed train cross-entropy / the train count), adde
 Blocks of ``block_rows`` node ids (whole chunks) are only what is read at once (one ``pread``
 of the block's range, or the needed rows alone where they are sparse), so the bits do not depend
 on ``block_rows``. Against the in-memory fit: the same function and gradient up to float
-rounding (the sum over train rows is split at chunk boundaries; dropout masks are drawn per
-chunk), and bit-identical on a graph of at most one chunk. Scoring (per-epoch accuracies, the
-final logits) runs by chunks too. Held per node: the caller's labels and roles, the phase's node
+rounding (the sum over train rows is split at chunk boundaries), bit-identical on a graph of
+at most one chunk. Dropout masks are drawn chunk after chunk in node order: torch's CPU dropout
+draws element by element from the generator, so they are the full batch's mask (tested).
+Scoring (per-epoch accuracies, the final logits) runs by chunks too. Held per node: the caller's labels and roles, the phase's node
 ids (int64), and the returned logits (M, C).
 """
 
