@@ -45,8 +45,8 @@ def baseline_nodes(args, params) -> str:
     so evaluate compares the GNN with the strongest structure-free model, chosen on val."""
     cfg = params.baseline
     source = node_source(args, params)
-    graph, x, roles = READS[source](args)
-    fits = FIT_NODES if source == "memory" else BLOCK_FIT_NODES
+    read, fits = NODE_SOURCES[source]
+    graph, x, roles = read(args)
     results = {name: fits[name](x, graph, roles, params) for name in cfg.models}
     chosen = max(results, key=lambda name: results[name].summary["best_val_acc"])
     write_node_outputs(args, results[chosen], None)
@@ -105,9 +105,6 @@ class BlockGraph:
     layout: str = HOMOGENEOUS
 
 
-READS = {"memory": _read_memory, "blocks": _read_blocks}
-
-
 def _fit_mlp(x, graph, roles, params):
     from gnnpipe.training.models import build_model
     from gnnpipe.training.train import build_inputs, fit
@@ -140,6 +137,8 @@ FIT_NODES = {"mlp": _fit_mlp, "gbdt": _fit_gbdt}
 # baseline.source: blocks: x is a ModelFeatures (gbdt reads its train and val rows, predicts by
 # blocks of rows: gnnpipe/training/gbdt.py)
 BLOCK_FIT_NODES = {"mlp": _fit_mlp_blocks, "gbdt": _fit_gbdt}
+# baseline.source (resolved) -> how the node task reads its inputs, and the fits it runs
+NODE_SOURCES = {"memory": (_read_memory, FIT_NODES), "blocks": (_read_blocks, BLOCK_FIT_NODES)}
 
 
 def baseline_links(args, params) -> str:
