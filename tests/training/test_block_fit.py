@@ -19,6 +19,8 @@ from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.commands.baseline import AUTO_BLOCKS_BYTES, node_source
 from gnnpipe.config import FitParams
+from gnnpipe.data.features import ModelFeatures
+from gnnpipe.data.features import fit as fit_transform
 from gnnpipe.config.loading import params_from_dict
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.training.block_fit import fit_blocks
@@ -103,6 +105,24 @@ def test_sparse_blocks_read_their_rows_alone_with_the_same_result():
     assert _same(dense, sparse)
 
 
+def test_rows_read_from_the_file_and_normalized_per_block_give_the_same_bits(tmp_path):
+    """ModelFeatures over the file (range reads, then per-row reads of a sparse split) with a
+    standardize transform: the bits of the same fit on the normalized matrix in memory."""
+    x, y, roles = _tabular(9000, share=(0.03, 0.03, 0.03, 0.91))
+    roles[:4096] = np.where(roles[:4096] == "unused", "train", roles[:4096])  # a dense block
+    np.save(tmp_path / "x.npy", x.numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        mapped = torch.from_numpy(np.load(tmp_path / "x.npy", mmap_mode="r"))
+    transform = fit_transform("standardize", x, np.flatnonzero(roles == "train"))
+    features = ModelFeatures(FeatureSource(mapped, mapped=True, direct_bytes=0), transform)
+    cfg = FitParams(hidden=8, epochs=4, patience=4)
+    build = lambda: build_model("mlp", x.shape[1], 4, cfg)
+    from_file = fit_blocks(build, features, y, roles, cfg, seed=1, block_rows=4096)
+    in_memory = fit_blocks(build, transform.apply(x), y, roles, cfg, seed=1, block_rows=4096)
+    assert _same(from_file, in_memory)
+
+
 def test_block_rows_must_be_whole_chunks():
     x, y, roles = _tabular(100)
     cfg = FitParams(hidden=4, epochs=1, patience=1)
@@ -159,12 +179,20 @@ def _baseline(folder, name: str, **keys) -> tuple:
             {k: json.loads((out / f"{k}.out").read_text()) for k in ("metrics", "perf")})
 
 
-def test_the_stage_by_blocks_writes_the_in_memory_results(prepared):
+def _never(*args, **kwargs):
+    raise AssertionError("the blocks path read the whole graph")
+
+
+def test_the_stage_by_blocks_writes_the_in_memory_results(prepared, monkeypatch):
     """Unlabelled nodes included (read with -1 labels, never fitted); gbdt's bits are the
     same, the mlp's within rounding; the chosen model and every val accuracy agree."""
     assert (open_node_source(prepared / "data" / "prepared")[1] == -1).any()
     (mem_id, mem_logits), mem = _baseline(prepared, "memory", source="memory")
-    (blk_id, blk_logits), blk = _baseline(prepared, "blocks", source="blocks", block_rows=4096)
+    with monkeypatch.context() as patch:  # blocks never read the graph (CSR, message graphs)
+        patch.setattr("gnnpipe.commands.baseline.read_model_typed", _never)
+        patch.setattr("gnnpipe.io.read_graph", _never)
+        (blk_id, blk_logits), blk = _baseline(prepared, "blocks", source="blocks",
+                                              block_rows=4096)
     assert torch.equal(mem_id, blk_id) and torch.allclose(mem_logits, blk_logits, atol=1e-5)
     assert blk["metrics"] == {**mem["metrics"], "source": "blocks"}
     (gbdt_mem, _), _ = _baseline(prepared, "gbdt_memory", source="memory", models=["gbdt"])
