@@ -11,8 +11,8 @@ on ``block_rows``. Against the in-memory fit: the same function and gradient up 
 rounding (the sum over train rows is split at chunk boundaries), bit-identical on a graph of
 at most one chunk. Dropout masks are drawn chunk after chunk in node order: torch's CPU dropout
 draws element by element from the generator, so they are the full batch's mask (tested).
-Scoring (per-epoch accuracies, the final logits) runs by chunks too. Held per node: the caller's labels and roles, the phase's node
-ids (int64), and the returned logits (M, C).
+Scoring (per-epoch accuracies, the final logits) runs by chunks too. Held per node: the
+caller's labels and roles, each phase's node ids (int64) and the returned logits (M, C).
 """
 
 from __future__ import annotations
