@@ -116,7 +116,8 @@ STAGES: dict[str, Stage] = {
         _perf("--perf", "metrics/perf/propagate.json",
               "seconds, effective GB/s and peak memory (differ run to run)"),
     )),
-    "baseline": Stage(("threads", "seed", "dataset.task", "baseline"), (
+    "baseline": Stage(("threads", "seed", "dataset.task", "baseline", "cluster.engine",
+                       "evaluate.seeds"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT,
             "node roles; for dataset.task link also edges, negatives, message graphs"),
@@ -127,7 +128,8 @@ STAGES: dict[str, Stage] = {
               "wall time and throughput (kept apart: they differ run to run)"),
         _record("--metrics", "metrics/baseline.json"),
         _plot("--history", "metrics/baseline_history.csv"),
-    )),
+    ), params_help="baseline, and what baseline.source: auto decides on: cluster.engine (dask: "
+                   "by blocks) and evaluate.seeds (> 1: in memory)"),
     "train": Stage(("threads", "seed", "dataset.task", "train"), (
         _in("--prepared", PREPARED, "graph.pt; edge_attrs.parquet for train.temporal.by: edge"),
         _in("--split", SPLIT),

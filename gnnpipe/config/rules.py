@@ -71,6 +71,30 @@ def _check_baseline_models(params: Params) -> None:
                           "link use baseline.models: [mlp]")
 
 
+# node ids per term of the blocks baseline's gradient sum (gnnpipe/training/block_fit.py): blocks
+# of baseline.block_rows hold whole chunks, so the sum's order does not depend on block_rows
+BASELINE_CHUNK_ROWS = 4096
+
+
+def _check_baseline_blocks(params: Params) -> None:
+    """baseline.source: blocks trains the homogeneous node task's models from row blocks."""
+    cfg = params.baseline
+    if cfg.block_rows % BASELINE_CHUNK_ROWS:
+        raise ParamsError(f"baseline.block_rows={cfg.block_rows} must be a multiple of "
+                          f"{BASELINE_CHUNK_ROWS} (the node ids of one term of the gradient sum)")
+    if cfg.source != "blocks":
+        return
+    why = ("dataset.task=link (the link MLP scores pairs of any two nodes each epoch)"
+           if params.dataset.task == "link" else
+           "dataset.layout=typed (per-type encoders read every type's features)"
+           if params.dataset.layout == "typed" else
+           f"evaluate.seeds={params.evaluate.seeds} (evaluate retrains the baseline in memory)"
+           if params.evaluate.seeds > 1 else None)
+    if why is not None:
+        raise ParamsError(f"baseline.source='blocks' trains the homogeneous node task's baseline "
+                          f"from row blocks, not with {why}; set baseline.source: memory or auto")
+
+
 def _check_hard_negatives(params: Params) -> None:
     """evaluate.link.negatives hard / both ranks against the hard negatives the split writes."""
     negatives = params.evaluate.link.negatives
@@ -216,6 +240,7 @@ def _check_partition_weights(params: Params) -> None:
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
+    _check_baseline_blocks,
     _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
     _check_aggregation, _check_engine, _check_partition_weights)
 

@@ -253,6 +253,10 @@ class BaselineParams(FitParams):
     # (baseline.gbdt; node task only); each at most once
     models: tuple[Literal["mlp", "gbdt"], ...] = ("mlp",)
     gbdt: GbdtParams = field(default_factory=GbdtParams)
+    # node task's features: memory (the whole matrix) | blocks (rows read from the prepared
+    # file per block, docs/evaluation.md) | auto: blocks on cluster.engine dask or >= 1 GiB
+    source: Literal["auto", "memory", "blocks"] = "auto"
+    block_rows: int = num(65_536, low=1)  # blocks: rows read at once, a multiple of 4096
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from gnnpipe.data.graph import UNLABELLED
 from gnnpipe.io.prepared import stored_features
 from gnnpipe.io.tensors import load_tensors
 
@@ -35,8 +36,9 @@ class GraphRows:
 def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     """The stored features of a prepared graph (x in graph.pt or features.npy) as a
     ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
-    every node's label int64 (N,) (in memory) and the number of classes, checked; the CSR is
-    not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows through it."""
+    every node's label int64 (N,) (in memory; -1: unlabelled) and the number of classes,
+    checked; the CSR is not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's
+    rows through it, the baseline stage's ``baseline.source: blocks`` its blocks."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
     source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)
@@ -45,8 +47,10 @@ def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     del payload
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")
-    if y.numel() != source.shape[0] or (y.numel() and (y.min() < 0 or y.max() >= num_classes)):
-        raise ValueError(f"{path}: y must hold {source.shape[0]} labels in [0, {num_classes})")
+    if y.numel() != source.shape[0] or (y.numel() and (y.min() < UNLABELLED
+                                                       or y.max() >= num_classes)):
+        raise ValueError(f"{path}: y must hold {source.shape[0]} labels in [0, {num_classes}) "
+                         "or -1 (unlabelled)")
     return source, y, num_classes
 
 
@@ -145,7 +149,12 @@ class FeatureSource:
         return self.x.dtype
 
     def rows(self, index) -> torch.Tensor:
-        """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice."""
+        """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice (a
+        slice of step 1 from the file: one ``pread`` for all its rows)."""
+        if isinstance(index, slice) and self._fd is not None and not self.direct:
+            lo, hi, step = index.indices(self.x.shape[0])
+            if step == 1:
+                return self._pread_range(lo, max(lo, hi))
         if isinstance(index, slice):
             index = torch.arange(*index.indices(self.x.shape[0]))
         if self.direct:
@@ -169,6 +178,19 @@ class FeatureSource:
         for i, pos in enumerate((index * row_bytes + self._offset).tolist()):
             if os.preadv(self._fd, [buf[i]], pos) != row_bytes:
                 raise ValueError(f"feature file: short read of row {int(index[i])}")
+        return out
+
+    def _pread_range(self, lo: int, hi: int) -> torch.Tensor:
+        """Rows ``lo:hi`` (hi - lo, F), read with one ``pread`` (the kernel may return less at
+        once: read on until the range is in)."""
+        out = torch.empty(hi - lo, self.x.shape[1], dtype=self.x.dtype)
+        view = memoryview(out.view(torch.uint8).numpy().reshape(-1))  # the rows' bytes, in place
+        pos, done = self._offset + lo * self.x.shape[1] * self.x.element_size(), 0
+        while done < view.nbytes:
+            got = os.preadv(self._fd, [view[done:]], pos + done)
+            if got <= 0:
+                raise ValueError(f"feature file: short read of rows {lo}:{hi}")
+            done += got
         return out
 
     def release(self) -> None:

@@ -42,7 +42,10 @@ def fit_gbdt(x: torch.Tensor, y: torch.Tensor, roles: np.ndarray, num_classes: i
              cfg: GbdtParams, seed: int, threads: int) -> TrainResult:
     """Fit the booster on ``x`` rows of labelled train nodes and early-stop on labelled val nodes.
 
-    ``x`` (N, F) node features (any float dtype, memory-mapped is fine; read as float32),
+    ``x`` (N, F) node features (any float dtype, memory-mapped is fine; read as float32), or
+    a ``gnnpipe.data.features.ModelFeatures`` (``baseline.source: blocks``): only the labelled
+    train and val rows are held (LightGBM bins its training matrix in memory), every scored
+    row is read in blocks of PREDICT_ROWS,
     ``y`` (N,) int64 class codes in [0, num_classes) or -1 for unlabelled (never fitted nor
     scored), ``roles`` (N,) str train | val | test | unused. Typed graphs pass the target type's
     ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes, as the MLP's)
