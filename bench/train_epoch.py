@@ -60,6 +60,7 @@ forward / backward / optimizer; ``--full-epochs`` epochs per row and round.
 from __future__ import annotations
 
 import argparse
+import importlib
 import dataclasses
 import json
 import os
@@ -86,6 +87,7 @@ from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, Tr
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
+from gnnpipe.sampling.batch import Batches
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.training.device import resolve
 from gnnpipe.training.train import build_inputs, fit
@@ -172,17 +174,117 @@ def probe_loss(model: torch.nn.Module, probe) -> float:
     return float(loss)
 
 
-PHASES = ("sample", "gather", "forward", "backward", "optimizer")
+PHASES = ("sample", "gather", "assemble", "forward", "backward", "optimizer", "other")
+
+
+class StepClock:
+    """Splits ``fit``'s epochs into ``PHASES`` from outside ``fit``: a timed copy of its loader
+    (``loader``) and hooks on its model (``watch``) and on every optimizer's step (while in a
+    ``with clock:`` block). Per epoch, ``sample`` is the sampler (the ``DataLoader``'s next
+    item), ``gather`` PyG's ``filter_fn`` (``x``/``y`` rows), ``assemble`` the ``LossBatch``
+    adapter, ``forward`` from the model's call to the gradient of its output (model, loss and
+    the loss's own backward), ``backward`` from there to the optimizer's step, ``optimizer``
+    Adam's step; ``other`` (``split``) is the rest of fit's epoch: zero_grad,
+    the trim keywords, the per-epoch loss sums."""
+
+    def __init__(self):
+        self.epochs: list[dict[str, float]] = []
+        self.mark = 0.0
+        self.handles: list = []
+
+    def tick(self, phase: str | None) -> None:
+        """Charge the time since the last tick to ``phase`` (None: to nothing, i.e. other)."""
+        now = time.perf_counter()
+        if phase is not None and self.epochs:
+            self.epochs[-1][phase] += now - self.mark
+        self.mark = now
+
+    def loader(self, batches: Batches) -> Batches:
+        """``batches`` (a ``Batches`` over a PyG ``NodeLoader``) with sample, gather and
+        assemble timed; the same batches in the same order."""
+        def convert(data):
+            out = batches.convert(data)
+            self.tick("assemble")
+            return out
+        return Batches(_TimedLoader(batches.loader, self), convert)
+
+    def watch(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` with hooks timing its training forwards (grad-enabled calls only: the
+        evaluator's probe is not an epoch's work)."""
+        def before(module, args):
+            if torch.is_grad_enabled():
+                self.tick(None)
+
+        def after(module, args, out):
+            if torch.is_grad_enabled() and out.requires_grad:
+                out.register_hook(lambda grad: self.tick("forward"))
+        model.register_forward_pre_hook(before)
+        model.register_forward_hook(after)
+        return model
+
+    def split(self, epoch: int, train_seconds: float) -> dict[str, float]:
+        """Epoch ``epoch``'s (0-based) ``{phase}_seconds``; ``other`` = ``train_seconds`` (fit's
+        ``perf_history``) less the rest."""
+        spent = self.epochs[epoch]
+        spent["other"] = train_seconds - sum(v for k, v in spent.items() if k != "other")
+        return {f"{k}_seconds": v for k, v in spent.items()}
+
+    def __enter__(self):
+        hooks = importlib.import_module("torch.optim.optimizer")  # the global step hooks
+        self.handles = [
+            hooks.register_optimizer_step_pre_hook(lambda *a: self.tick("backward")),
+            hooks.register_optimizer_step_post_hook(lambda *a: self.tick("optimizer"))]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+
+
+class _TimedLoader:
+    """A ``NodeLoader`` iterated as ``NodeLoader`` does (sample in the ``DataLoader``, then
+    ``filter_fn``), each half charged to ``clock``; one new epoch per iteration."""
+
+    def __init__(self, loader, clock: StepClock):
+        self.loader, self.clock = loader, clock
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str):  # node_sampler (set_epoch), ...
+        if name in ("loader", "clock"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __iter__(self):
+        loader, clock = self.loader, self.clock
+        clock.epochs.append(dict.fromkeys(PHASES, 0.0))
+        per_worker, loader.filter_per_worker = loader.filter_per_worker, False
+        try:
+            samples = torch.utils.data.DataLoader._get_iterator(loader)
+            while True:
+                clock.tick(None)
+                out = next(samples, None)
+                if out is None:
+                    return
+                clock.tick("sample")
+                batch = loader.filter_fn(out)
+                clock.tick("gather")
+                yield batch
+        finally:
+            loader.filter_per_worker = per_worker
 
 
 def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader,
                 trim: bool = False) -> dict:
     """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
-    split into ``PHASES``. ``trim`` passes the batch's per-hop counts (``trim_kwargs``, or PyG's
+    split into sample, gather, forward, backward and optimizer (``PHASES``; a plain loop has
+    no adapter and no bookkeeping to time). ``trim`` passes the batch's per-hop counts (``trim_kwargs``, or PyG's
     ``num_sampled_*_per_hop`` keywords for a PyG model); a batch with an ``adj_t`` passes it
     instead of ``edge_index``."""
     model.train()
-    spent = dict.fromkeys(PHASES, 0.0)
+    timed = ("sample", "gather", "forward", "backward", "optimizer")
+    spent = dict.fromkeys(timed, 0.0)
     loss_sum, seeds, nodes, batches = 0.0, 0, 0, 0
     # NodeLoader = DataLoader(collate_fn=sample [+ filter_fn when filter_per_worker]) +
     # filter_fn (gather): sample in the DataLoader, gather here, timed apart
@@ -208,7 +310,7 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
             ticks.append(time.perf_counter())
             optimizer.step()
             ticks.append(time.perf_counter())
-            for phase, (a, b) in zip(PHASES, zip(ticks, ticks[1:])):
+            for phase, (a, b) in zip(timed, zip(ticks, ticks[1:])):
                 spent[phase] += b - a
             loss_sum += float(loss.detach()) * batch.batch_size
             seeds += batch.batch_size
@@ -376,14 +478,17 @@ def sampled(args: argparse.Namespace) -> dict:
         aggregation = "csr" if key == "fit_csr" else "scatter"
         torch.manual_seed(args.seed + r)
         evaluator.losses.clear()
-        result = fit(lambda: make_model(aggregation), None, y, roles,
-                     cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
-                     loader=ours, evaluator=evaluator,
-                     options=LoopOptions(device=resolve(args.device, key="--device")))
-        for row, hist, probed in zip(result.perf_history, result.history, evaluator.losses):
+        clock = StepClock()
+        with clock:
+            result = fit(lambda: clock.watch(make_model(aggregation)), None, y, roles,
+                         cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
+                         loader=clock.loader(ours), evaluator=evaluator,
+                         options=LoopOptions(device=resolve(args.device, key="--device")))
+        for i, (row, hist, probed) in enumerate(zip(result.perf_history, result.history,
+                                                    evaluator.losses)):
             e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
                  "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
-                 "load1": os.getloadavg()[0]}
+                 **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
             epochs[names[key]].append(e)
             show(names[key], e)
 
