@@ -150,16 +150,17 @@ def hop_counts(out, hops: int):
 
 class NoEvaluation:
     """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes. With a
-    ``probe`` batch it records ``probe_loss`` of the model after each epoch (fit scores after
-    its ``train_seconds`` are taken, so the probe is not timed)."""
+    ``probe`` batch it records ``loss(model, probe)`` (``probe_loss`` by default) after each
+    epoch (fit scores after its ``train_seconds`` are taken, so the probe is not timed)."""
 
-    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None):
+    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None, loss=None):
         self.node_id, self.num_classes, self.probe = node_id, num_classes, probe
+        self.loss = loss or probe_loss
         self.losses: list[float] = []
 
     def logits(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         if self.probe is not None:
-            self.losses.append(probe_loss(model, self.probe))
+            self.losses.append(self.loss(model, self.probe))
         return self.node_id, torch.zeros(self.node_id.numel(), self.num_classes)
 
 
@@ -276,12 +277,13 @@ class _TimedLoader:
 
 
 def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader,
-                trim: bool = False) -> dict:
+                trim: bool = False, inputs=None) -> dict:
     """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
     split into sample, gather, forward, backward and optimizer (``PHASES``; a plain loop has
-    no adapter and no bookkeeping to time). ``trim`` passes the batch's per-hop counts (``trim_kwargs``, or PyG's
-    ``num_sampled_*_per_hop`` keywords for a PyG model); a batch with an ``adj_t`` passes it
-    instead of ``edge_index``."""
+    no adapter and no bookkeeping to time). ``inputs(model, batch, trim)`` gives the model's
+    arguments, keywords and the seeds' labels (``homogeneous_inputs`` by default; the logits
+    of the first ``len(labels)`` output rows carry the loss)."""
+    inputs = inputs or homogeneous_inputs
     model.train()
     timed = ("sample", "gather", "forward", "backward", "optimizer")
     spent = dict.fromkeys(timed, 0.0)
@@ -300,11 +302,8 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
             batch = loader.filter_fn(out)
             ticks.append(time.perf_counter())
             optimizer.zero_grad()
-            kwargs = ((trim_kwargs(model, batch) if getattr(model, "trims", False)
-                       else pyg_trim_kwargs(batch)) if trim else {})
-            adj = batch.adj_t if "adj_t" in batch else batch.edge_index
-            logits = model(batch.x, adj, **kwargs)[:batch.batch_size]
-            loss = F.cross_entropy(logits, batch.y[:batch.batch_size])
+            args, kwargs, y = inputs(model, batch, trim)
+            loss = F.cross_entropy(model(*args, **kwargs)[:y.numel()], y)
             ticks.append(time.perf_counter())
             loss.backward()
             ticks.append(time.perf_counter())
@@ -312,8 +311,8 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
             ticks.append(time.perf_counter())
             for phase, (a, b) in zip(timed, zip(ticks, ticks[1:])):
                 spent[phase] += b - a
-            loss_sum += float(loss.detach()) * batch.batch_size
-            seeds += batch.batch_size
+            loss_sum += float(loss.detach()) * y.numel()
+            seeds += y.numel()
             nodes += batch.num_nodes
             batches += 1
     finally:
@@ -321,6 +320,16 @@ def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
     return {"seconds": sum(spent.values()), **{f"{k}_seconds": v for k, v in spent.items()},
             "seeds": seeds, "loss": loss_sum / max(seeds, 1),
             "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
+
+
+def homogeneous_inputs(model: torch.nn.Module, batch, trim: bool) -> tuple:
+    """``plain_epoch``'s step of a ``Data`` batch: ``(x, edge_index or adj_t)``, the per-hop
+    counts when ``trim`` (``trim_kwargs``, or PyG's ``num_sampled_*_per_hop`` keywords for a
+    PyG model), and the seeds' labels."""
+    kwargs = ((trim_kwargs(model, batch) if getattr(model, "trims", False)
+               else pyg_trim_kwargs(batch)) if trim else {})
+    adj = batch.adj_t if "adj_t" in batch else batch.edge_index
+    return (batch.x, adj), kwargs, batch.y[:batch.batch_size]
 
 
 def pyg_trim_kwargs(batch) -> dict:
