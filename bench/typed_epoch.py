@@ -31,6 +31,8 @@ paper seeds per epoch, fan-out ``--fanout`` for every edge type, batch ``--batch
   ``HierarchicalSage``: the same weights in that layout. torch-sparse returns no per-hop
   counts; ``hetero_hop_counts`` reads them off its breadth-first output (timed with the
   sampler).
+- ``gnnpipe fit, untrimmed``: the same ``fit`` over batches stripped of their per-hop counts,
+  i.e. the typed step before it trimmed (every layer on the whole sampled subgraph).
 - ``PyG recipe loop on gnnpipe's sampler``: the recipe's loop over gnnpipe's typed loader.
 
 Rows run in interleaved rounds (odd rounds reversed), ``loss`` the epoch's mean train loss,
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -68,10 +71,10 @@ from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.data.graph import Csr, Graph, edge_type_name
 from gnnpipe.hetero.loader import hetero_data
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.sampling.batch import typed_edges
+from gnnpipe.sampling.batch import Batches, typed_edges
 from gnnpipe.sampling.builders import typed_neighbor_batches
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import batch_output
+from gnnpipe.training.train import batch_output, fit
 
 TARGET = "paper"
 # OGB-MAG (ogbn-mag): nodes per type, and (src, relation, dst) -> edges
@@ -102,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--rows", default="all",
-                        help="comma-separated row keys (fit,peer,peer_best,plain) or all")
+                        help="comma-separated row keys (fit,fit_untrimmed,peer,peer_best,"
+                             "plain) or all")
     parser.add_argument("--check", action="store_true",
                         help="first check hetero_hop_counts through the trimmed forward")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -337,8 +341,8 @@ def run(args: argparse.Namespace) -> dict:
         print(f"# check: trimmed vs untrimmed seed logits, max |diff| "
               f"{check_counts(best_loader, model, HierarchicalSage(model)):.2e}")
 
-    keys = ["fit", "peer", "peer_best", "plain"]
-    names = dict(zip(keys, ["gnnpipe fit (typed sage)",
+    keys = ["fit", "fit_untrimmed", "peer", "peer_best", "plain"]
+    names = dict(zip(keys, ["gnnpipe fit (typed sage)", "gnnpipe fit, untrimmed",
                             f"PyG recipe ({peer})" if peer else "PyG recipe",
                             "PyG best (torch-sparse, trim, adj_t)",
                             "PyG recipe loop on gnnpipe's sampler"]))
@@ -357,22 +361,23 @@ def run(args: argparse.Namespace) -> dict:
     warm = make_model()
     batch_output(warm, next(iter(ours))).sum().backward()  # the LossBatch path fit takes
 
-    def fit_row(r: int) -> None:
-        from gnnpipe.training.train import fit
+    untrimmed = Batches(ours.loader, lambda data: dataclasses.replace(
+        ours.convert(data), num_sampled_nodes=None, num_sampled_edges=None))
 
+    def fit_row(key: str, r: int) -> None:
         evaluator.losses.clear()
         clock = StepClock()
         with clock:
             result = fit(lambda: clock.watch(make_model()), None, graph.y, roles, cfg,
-                         seed=args.seed + r, loader=clock.loader(ours), evaluator=evaluator,
-                         options=LoopOptions())
+                         seed=args.seed + r, evaluator=evaluator, options=LoopOptions(),
+                         loader=clock.loader(ours if key == "fit" else untrimmed))
         for i, (row, hist, probed) in enumerate(zip(result.perf_history, result.history,
                                                     evaluator.losses)):
             e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
                  "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
                  **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
-            epochs[names["fit"]].append(e)
-            show(names["fit"], e)
+            epochs[names[key]].append(e)
+            show(names[key], e)
 
     def loop_row(key: str, r: int) -> None:
         loader = {"peer": peer_loader, "peer_best": best_loader}.get(key, ours.loader)
@@ -392,9 +397,9 @@ def run(args: argparse.Namespace) -> dict:
     for r in range(args.rounds):
         for key in keys if r % 2 == 0 else keys[::-1]:
             if key in run_keys:
-                fit_row(r) if key == "fit" else loop_row(key, r)
-    summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
-                        [names[k] for k in ("fit", "plain")])
+                (fit_row if key.startswith("fit") else loop_row)(key, r)
+    summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "fit_untrimmed")],
+                        [names[k] for k in ("fit", "fit_untrimmed", "plain")])
     return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
             "seeds_per_epoch": int(train_idx.numel()), "peer": peer or "none",
             "setup_seconds": setup, **summary}
