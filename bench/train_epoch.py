@@ -242,6 +242,33 @@ class StepClock:
             handle.remove()
 
 
+def interleave(keys: list[str], chosen: set[str], rounds: int, run_row) -> None:
+    """``run_row(key, r)`` for the ``chosen`` keys, ``rounds`` times; odd rounds run the rows in
+    reverse, so no row always goes first (after another's garbage) and a load change on a
+    shared machine hits every row alike."""
+    for r in range(rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            if key in chosen:
+                run_row(key, r)
+
+
+def timed_fit(make_model, y: torch.Tensor, roles: np.ndarray, cfg, seed: int, loader,
+              evaluator: NoEvaluation, options: LoopOptions) -> list[dict]:
+    """``fit(make_model, None, y, roles, cfg, seed, loader, evaluator, options)`` under a
+    ``StepClock``: one dict per epoch with fit's ``train_seconds`` as ``seconds``, seeds,
+    batches, the train loss, the evaluator's probe loss, the step split and the load."""
+    evaluator.losses.clear()
+    clock = StepClock()
+    with clock:
+        result = fit(lambda: clock.watch(make_model()), None, y, roles, cfg, seed=seed,
+                     loader=clock.loader(loader), evaluator=evaluator, options=options)
+    return [{"seconds": row["train_seconds"], "seeds": row["seeds"], "batches": row["batches"],
+             "loss": hist["train_loss"], "probe": probed,
+             **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
+            for i, (row, hist, probed) in enumerate(zip(result.perf_history, result.history,
+                                                        evaluator.losses))]
+
+
 class _TimedLoader:
     """A ``NodeLoader`` iterated as ``NodeLoader`` does (sample in the ``DataLoader``, then
     ``filter_fn``), each half charged to ``clock``; one new epoch per iteration."""
@@ -336,6 +363,12 @@ def pyg_trim_kwargs(batch) -> dict:
     """PyG's ``BasicGNN`` keywords for ``trim_to_layer``: the batch's per-hop counts."""
     return {"num_sampled_nodes_per_hop": list(batch.num_sampled_nodes),
             "num_sampled_edges_per_hop": list(batch.num_sampled_edges)}
+
+
+def record(epochs: dict[str, list[dict]], name: str, e: dict) -> None:
+    """Keep epoch ``e`` of row ``name`` and print its line."""
+    epochs[name].append(e)
+    show(name, e)
 
 
 def show(name: str, e: dict) -> None:
@@ -485,21 +518,10 @@ def sampled(args: argparse.Namespace) -> dict:
 
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
-        torch.manual_seed(args.seed + r)
-        evaluator.losses.clear()
-        clock = StepClock()
-        with clock:
-            result = fit(lambda: clock.watch(make_model(aggregation)), None, y, roles,
-                         cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
-                         loader=clock.loader(ours), evaluator=evaluator,
-                         options=LoopOptions(device=resolve(args.device, key="--device")))
-        for i, (row, hist, probed) in enumerate(zip(result.perf_history, result.history,
-                                                    evaluator.losses)):
-            e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
-                 "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
-                 **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
-            epochs[names[key]].append(e)
-            show(names[key], e)
+        for e in timed_fit(lambda: make_model(aggregation), y, roles,
+                           cfg_csr if aggregation == "csr" else cfg, args.seed + r, ours,
+                           evaluator, LoopOptions(device=resolve(args.device, key="--device"))):
+            record(epochs, names[key], e)
 
     def loop_row(key: str, r: int) -> None:
         loader = {"peer": peer_loader, "peer_best": best_loader}.get(key, ours.loader)
@@ -516,14 +538,10 @@ def sampled(args: argparse.Namespace) -> dict:
             e = plain_epoch(model, optimizer, loader,
                             trim=key in ("peer_best", "trim", "trim_csr"))
             e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
-            epochs[names[key]].append(e)
-            show(names[key], e)
+            record(epochs, names[key], e)
 
-    for r in range(args.rounds):
-        # odd rounds run the rows in reverse: no row always goes first (after another's garbage)
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            if key in run:
-                (fit_row if key.startswith("fit") else loop_row)(key, r)
+    interleave(keys, run, args.rounds, lambda key, r: (
+        fit_row if key.startswith("fit") else loop_row)(key, r))
 
     summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
                         [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")])
@@ -604,9 +622,8 @@ def full_batch(args: argparse.Namespace) -> dict:
                 for k in e if k.endswith("seconds")}
         show(names[key] + f" x{epochs_per}", {**e, **mean})
 
-    for r in range(args.rounds):
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            (fit_row if key.startswith("fit") else loop_row)(key, r)
+    interleave(keys, set(keys), args.rounds, lambda key, r: (
+        fit_row if key.startswith("fit") else loop_row)(key, r))
     summary = summarize(epochs, [names["pyg"]], [names[k] for k in ("fit", "fit_csr",
                                                                      "csr_loop")])
     return {"graph": describe(graph), "train_nodes": int(train.numel()), **summary}
@@ -621,10 +638,15 @@ def main(argv=None) -> dict:
         summary["sampled"] = sampled(args)
     if args.part in ("full", "both"):
         summary["full"] = full_batch(args)
+    return finish(summary, args.json)
+
+
+def finish(summary: dict, path: Path | None) -> dict:
+    """``summary`` with the load average at the end (printed too), written to ``path``."""
     summary["load_average_end"] = os.getloadavg()
     print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    if path is not None:
+        path.write_text(json.dumps(summary, indent=2, default=float) + "\n")
     return summary
 
 

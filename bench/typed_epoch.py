@@ -18,7 +18,8 @@ paper seeds per epoch, fan-out ``--fanout`` for every edge type, batch ``--batch
 - ``gnnpipe fit``: what ``train.sampler: neighbor`` runs on a typed graph:
   ``gnnpipe.training.train.fit`` over ``gnnpipe.sampling.builders.typed_neighbor_batches``
   (``HeteroNeighborSampler`` in PyG's ``NodeLoader``), its epoch time fit's own
-  ``train_seconds``, split by ``bench.train_epoch.StepClock``; evaluation stubbed out.
+  ``train_seconds``, split by ``bench.train_epoch.StepClock`` (``timed_fit``); evaluation
+  stubbed out.
 - ``PyG recipe (torch-sparse)``: PyG's ``NeighborLoader(data, num_neighbors, batch_size,
   input_nodes=("paper", seeds), shuffle=True)`` on the same ``HeteroData``, the model on
   ``batch.edge_index_dict`` (PyG's ``examples/hetero/to_hetero_mag.py`` loop).
@@ -47,7 +48,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -64,8 +64,8 @@ from torch import nn
 from torch_geometric.nn import HeteroConv
 
 from bench.common import machine, print_machine
-from bench.train_epoch import (HEADER, NoEvaluation, StepClock, peer_library, plain_epoch,
-                               show, summarize)
+from bench.train_epoch import (HEADER, NoEvaluation, finish, interleave, peer_library,
+                               plain_epoch, record, summarize, timed_fit)
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.data.graph import Csr, Graph, edge_type_name
@@ -74,7 +74,7 @@ from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.sampling.batch import Batches, typed_edges
 from gnnpipe.sampling.builders import typed_neighbor_batches
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import batch_output, fit
+from gnnpipe.training.train import batch_output
 
 TARGET = "paper"
 # OGB-MAG (ogbn-mag): nodes per type, and (src, relation, dst) -> edges
@@ -365,19 +365,9 @@ def run(args: argparse.Namespace) -> dict:
         ours.convert(data), num_sampled_nodes=None, num_sampled_edges=None))
 
     def fit_row(key: str, r: int) -> None:
-        evaluator.losses.clear()
-        clock = StepClock()
-        with clock:
-            result = fit(lambda: clock.watch(make_model()), None, graph.y, roles, cfg,
-                         seed=args.seed + r, evaluator=evaluator, options=LoopOptions(),
-                         loader=clock.loader(ours if key == "fit" else untrimmed))
-        for i, (row, hist, probed) in enumerate(zip(result.perf_history, result.history,
-                                                    evaluator.losses)):
-            e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
-                 "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
-                 **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
-            epochs[names[key]].append(e)
-            show(names[key], e)
+        for e in timed_fit(make_model, graph.y, roles, cfg, args.seed + r,
+                           ours if key == "fit" else untrimmed, evaluator, LoopOptions()):
+            record(epochs, names[key], e)
 
     def loop_row(key: str, r: int) -> None:
         loader = {"peer": peer_loader, "peer_best": best_loader}.get(key, ours.loader)
@@ -391,13 +381,10 @@ def run(args: argparse.Namespace) -> dict:
         for _ in range(args.epochs):
             e = plain_epoch(model, optimizer, loader, trim=key == "peer_best", inputs=inputs)
             e.update(probe=typed_probe_loss(model, probe), load1=os.getloadavg()[0])
-            epochs[names[key]].append(e)
-            show(names[key], e)
+            record(epochs, names[key], e)
 
-    for r in range(args.rounds):
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            if key in run_keys:
-                (fit_row if key.startswith("fit") else loop_row)(key, r)
+    interleave(keys, run_keys, args.rounds, lambda key, r: (
+        fit_row if key.startswith("fit") else loop_row)(key, r))
     summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "fit_untrimmed")],
                         [names[k] for k in ("fit", "fit_untrimmed", "plain")])
     return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
@@ -409,12 +396,8 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     print_machine()
-    summary = {"machine": machine(), "threads": args.threads, "typed": run(args)}
-    summary["load_average_end"] = os.getloadavg()
-    print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    return summary
+    return finish({"machine": machine(), "threads": args.threads, "typed": run(args)},
+                  args.json)
 
 
 if __name__ == "__main__":
