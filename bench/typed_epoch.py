@@ -18,7 +18,7 @@ paper seeds per epoch, fan-out ``--fanout`` for every edge type, batch ``--batch
 - ``gnnpipe fit``: what ``train.sampler: neighbor`` runs on a typed graph:
   ``gnnpipe.training.train.fit`` over ``gnnpipe.sampling.builders.typed_neighbor_batches``
   (``HeteroNeighborSampler`` in PyG's ``NodeLoader``), its epoch time fit's own
-  ``train_seconds``, split by ``bench.train_epoch.StepClock`` (``timed_fit``); evaluation
+  ``train_seconds``, split by ``bench.epoch_steps.StepClock`` (``timed_fit``); evaluation
   stubbed out.
 - ``PyG recipe (torch-sparse)``: PyG's ``NeighborLoader(data, num_neighbors, batch_size,
   input_nodes=("paper", seeds), shuffle=True)`` on the same ``HeteroData``, the model on
@@ -64,8 +64,9 @@ from torch import nn
 from torch_geometric.nn import HeteroConv
 
 from bench.common import machine, print_machine
-from bench.train_epoch import (HEADER, NoEvaluation, finish, interleave, peer_library,
-                               plain_epoch, record, summarize, timed_fit)
+from bench.epoch_steps import (HEADER, finish, interleave, plain_epoch, record, summarize,
+                               timed_fit)
+from bench.train_epoch import NoEvaluation, peer_library
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.data.graph import Csr, Graph, edge_type_name
@@ -379,7 +380,7 @@ def run(args: argparse.Namespace) -> dict:
         model = HierarchicalSage(make_model()) if key == "peer_best" else make_model()
         optimizer = adam(model)
         for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, loader, trim=key == "peer_best", inputs=inputs)
+            e = plain_epoch(model, optimizer, loader, inputs, trim=key == "peer_best")
             e.update(probe=typed_probe_loss(model, probe), load1=os.getloadavg()[0])
             record(epochs, names[key], e)
 

@@ -1,6 +1,7 @@
-"""The epoch benches' own helpers (bench/train_epoch.py, bench/typed_epoch.py): fit's step split
-changes nothing fit computes and accounts for its epoch, the OGB-MAG-shaped graph keeps its
-shape, and the per-hop counts read off a breadth-first typed sample are the sampler's."""
+"""The epoch benches' own helpers (bench/epoch_steps.py, bench/train_epoch.py,
+bench/typed_epoch.py): fit's step split changes nothing fit computes and accounts for its
+epoch, the OGB-MAG-shaped graph keeps its shape, and the per-hop counts read off a
+breadth-first typed sample are the sampler's."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _no_evaluation(graph):
 
 
 def test_step_clock_splits_fit_without_changing_it():
-    from bench.train_epoch import PHASES, StepClock
+    from bench.epoch_steps import PHASES, StepClock
 
     clock = StepClock()
     with clock:
