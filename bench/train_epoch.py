@@ -38,9 +38,11 @@ hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoc
 - ``... + trim`` and ``... + trim + csr``: the same loop passing the per-hop counts, with
   scatter and with CSR aggregation: what ``fit`` does inside, without ``fit``'s bookkeeping.
 
-Every plain loop splits its epoch into the phases of a step: ``sample`` (the sampler: node ids
-and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the batch), ``forward``
-(model and loss), ``backward`` and ``optimizer`` (Adam's step).
+Every row splits its epoch into the phases of a step (bench/epoch_steps.py): ``sample`` (the
+sampler: node ids and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the
+batch), ``forward`` (model and loss), ``backward`` and ``optimizer`` (Adam's step); the
+``fit`` rows, timed from outside ``fit`` (``StepClock``), also ``assemble`` (the ``LossBatch``
+adapter) and ``other`` (fit's own bookkeeping), and their forward holds the loss's backward.
 
 Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs (odd rounds in
 reverse order), so load changes on a shared machine hit all rows alike; the figure is the mean
@@ -61,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -82,6 +83,8 @@ from torch_geometric.nn import GraphSAGE
 
 from bench.common import (add_graph_args, build_graph, describe, load_graph, machine,
                           print_machine)
+from bench.epoch_steps import (HEADER, finish, interleave, plain_epoch, record, show,
+                               summarize, timed_fit)
 from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, TrainParams
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model, trim_kwargs
@@ -148,16 +151,17 @@ def hop_counts(out, hops: int):
 
 class NoEvaluation:
     """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes. With a
-    ``probe`` batch it records ``probe_loss`` of the model after each epoch (fit scores after
-    its ``train_seconds`` are taken, so the probe is not timed)."""
+    ``probe`` batch it records ``loss(model, probe)`` (``probe_loss`` by default) after each
+    epoch (fit scores after its ``train_seconds`` are taken, so the probe is not timed)."""
 
-    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None):
+    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None, loss=None):
         self.node_id, self.num_classes, self.probe = node_id, num_classes, probe
+        self.loss = loss or probe_loss
         self.losses: list[float] = []
 
     def logits(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         if self.probe is not None:
-            self.losses.append(probe_loss(model, self.probe))
+            self.losses.append(self.loss(model, self.probe))
         return self.node_id, torch.zeros(self.node_id.numel(), self.num_classes)
 
 
@@ -172,110 +176,20 @@ def probe_loss(model: torch.nn.Module, probe) -> float:
     return float(loss)
 
 
-PHASES = ("sample", "gather", "forward", "backward", "optimizer")
-
-
-def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader,
-                trim: bool = False) -> dict:
-    """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
-    split into ``PHASES``. ``trim`` passes the batch's per-hop counts (``trim_kwargs``, or PyG's
-    ``num_sampled_*_per_hop`` keywords for a PyG model); a batch with an ``adj_t`` passes it
-    instead of ``edge_index``."""
-    model.train()
-    spent = dict.fromkeys(PHASES, 0.0)
-    loss_sum, seeds, nodes, batches = 0.0, 0, 0, 0
-    # NodeLoader = DataLoader(collate_fn=sample [+ filter_fn when filter_per_worker]) +
-    # filter_fn (gather): sample in the DataLoader, gather here, timed apart
-    per_worker, loader.filter_per_worker = loader.filter_per_worker, False
-    try:
-        samples = torch.utils.data.DataLoader._get_iterator(loader)
-        while True:
-            ticks = [time.perf_counter()]
-            out = next(samples, None)
-            if out is None:
-                break
-            ticks.append(time.perf_counter())
-            batch = loader.filter_fn(out)
-            ticks.append(time.perf_counter())
-            optimizer.zero_grad()
-            kwargs = ((trim_kwargs(model, batch) if getattr(model, "trims", False)
-                       else pyg_trim_kwargs(batch)) if trim else {})
-            adj = batch.adj_t if "adj_t" in batch else batch.edge_index
-            logits = model(batch.x, adj, **kwargs)[:batch.batch_size]
-            loss = F.cross_entropy(logits, batch.y[:batch.batch_size])
-            ticks.append(time.perf_counter())
-            loss.backward()
-            ticks.append(time.perf_counter())
-            optimizer.step()
-            ticks.append(time.perf_counter())
-            for phase, (a, b) in zip(PHASES, zip(ticks, ticks[1:])):
-                spent[phase] += b - a
-            loss_sum += float(loss.detach()) * batch.batch_size
-            seeds += batch.batch_size
-            nodes += batch.num_nodes
-            batches += 1
-    finally:
-        loader.filter_per_worker = per_worker
-    return {"seconds": sum(spent.values()), **{f"{k}_seconds": v for k, v in spent.items()},
-            "seeds": seeds, "loss": loss_sum / max(seeds, 1),
-            "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
+def homogeneous_inputs(model: torch.nn.Module, batch, trim: bool) -> tuple:
+    """``plain_epoch``'s step of a ``Data`` batch: ``(x, edge_index or adj_t)``, the per-hop
+    counts when ``trim`` (``trim_kwargs``, or PyG's ``num_sampled_*_per_hop`` keywords for a
+    PyG model), and the seeds' labels."""
+    kwargs = ((trim_kwargs(model, batch) if getattr(model, "trims", False)
+               else pyg_trim_kwargs(batch)) if trim else {})
+    adj = batch.adj_t if "adj_t" in batch else batch.edge_index
+    return (batch.x, adj), kwargs, batch.y[:batch.batch_size]
 
 
 def pyg_trim_kwargs(batch) -> dict:
     """PyG's ``BasicGNN`` keywords for ``trim_to_layer``: the batch's per-hop counts."""
     return {"num_sampled_nodes_per_hop": list(batch.num_sampled_nodes),
             "num_sampled_edges_per_hop": list(batch.num_sampled_edges)}
-
-
-def show(name: str, e: dict) -> None:
-    """One epoch's line: seconds, seeds/s, the step split where timed, loss, probe, load."""
-    split = " ".join(f"{e[f'{p}_seconds']:7.2f}" if f"{p}_seconds" in e else f"{'-':>7}"
-                     for p in PHASES)
-    nodes = f"{e['nodes_per_batch']:11,.0f}" if "nodes_per_batch" in e else f"{'-':>11}"
-    probe = f"{e['probe']:7.4f}" if "probe" in e else f"{'-':>7}"
-    print(f"{name:40s} {e['seconds']:8.3f} {e['seeds'] / e['seconds']:8,.0f} {split} "
-          f"{nodes} {e['loss']:7.4f} {probe} {e['load1']:5.2f}", flush=True)
-
-
-HEADER = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} " + " ".join(f"{p[:7]:>7}" for p in PHASES)
-          + f" {'nodes/batch':>11} {'loss':>7} {'probe':>7} {'load1':>5}")
-
-
-def summarize(epochs: dict[str, list[dict]], baselines: list[str], ours: list[str]) -> dict:
-    """Best / mean epoch and mean split per row, and baseline / ours ratios of the mean epoch
-    with the relative difference of the mean train loss and probe loss."""
-    results = {}
-    for name, rows in epochs.items():
-        if not rows:
-            continue
-        best = min(rows, key=lambda e: e["seconds"])
-        results[name] = {"best_epoch_seconds": best["seconds"],
-                         "mean_epoch_seconds": statistics.mean(e["seconds"] for e in rows),
-                         "best_seeds_per_s": best["seeds"] / best["seconds"],
-                         "mean_split_seconds": {p: statistics.mean(e[f"{p}_seconds"] for e in rows)
-                                                for p in PHASES if f"{p}_seconds" in rows[0]},
-                         "epochs": rows}
-    print()
-    for name, row in results.items():
-        split = ", ".join(f"{p} {v:.3f}" for p, v in row["mean_split_seconds"].items())
-        print(f"{name:40s} best epoch {row['best_epoch_seconds']:7.3f} s  "
-              f"mean {row['mean_epoch_seconds']:7.3f} s  {row['best_seeds_per_s']:8,.0f} seeds/s"
-              + (f"  mean split: {split}" if split else ""))
-    ratios = {}
-    for base in (b for b in baselines if b in results):
-        for name in (o for o in ours if o in results and o != base):
-            key = f"{base} / {name.strip()} (mean epoch time)"
-            ratios[key] = {"ratio": results[base]["mean_epoch_seconds"]
-                           / results[name]["mean_epoch_seconds"]}
-            line = f"ratio {key}: {ratios[key]['ratio']:.2f}x"
-            for what in ("loss", "probe"):
-                if all(what in e for e in results[name]["epochs"] + results[base]["epochs"]):
-                    diff = (statistics.mean(e[what] for e in results[name]["epochs"])
-                            / statistics.mean(e[what] for e in results[base]["epochs"]) - 1)
-                    ratios[key][what] = diff
-                    line += f"  (mean {what} {diff:+.2%})"
-            print(line)
-    return {"results": results, "ratios": ratios}
 
 
 def sampled(args: argparse.Namespace) -> dict:
@@ -374,18 +288,10 @@ def sampled(args: argparse.Namespace) -> dict:
 
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
-        torch.manual_seed(args.seed + r)
-        evaluator.losses.clear()
-        result = fit(lambda: make_model(aggregation), None, y, roles,
-                     cfg_csr if aggregation == "csr" else cfg, seed=args.seed + r,
-                     loader=ours, evaluator=evaluator,
-                     options=LoopOptions(device=resolve(args.device, key="--device")))
-        for row, hist, probed in zip(result.perf_history, result.history, evaluator.losses):
-            e = {"seconds": row["train_seconds"], "seeds": row["seeds"],
-                 "batches": row["batches"], "loss": hist["train_loss"], "probe": probed,
-                 "load1": os.getloadavg()[0]}
-            epochs[names[key]].append(e)
-            show(names[key], e)
+        for e in timed_fit(lambda: make_model(aggregation), y, roles,
+                           cfg_csr if aggregation == "csr" else cfg, args.seed + r, ours,
+                           evaluator, LoopOptions(device=resolve(args.device, key="--device"))):
+            record(epochs, names[key], e)
 
     def loop_row(key: str, r: int) -> None:
         loader = {"peer": peer_loader, "peer_best": best_loader}.get(key, ours.loader)
@@ -399,17 +305,13 @@ def sampled(args: argparse.Namespace) -> dict:
                  else make_model("csr" if key == "trim_csr" else "scatter"))
         optimizer = adam(model)
         for _ in range(args.epochs):
-            e = plain_epoch(model, optimizer, loader,
+            e = plain_epoch(model, optimizer, loader, homogeneous_inputs,
                             trim=key in ("peer_best", "trim", "trim_csr"))
             e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
-            epochs[names[key]].append(e)
-            show(names[key], e)
+            record(epochs, names[key], e)
 
-    for r in range(args.rounds):
-        # odd rounds run the rows in reverse: no row always goes first (after another's garbage)
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            if key in run:
-                (fit_row if key.startswith("fit") else loop_row)(key, r)
+    interleave(keys, run, args.rounds, lambda key, r: (
+        fit_row if key.startswith("fit") else loop_row)(key, r))
 
     summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
                         [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")])
@@ -490,9 +392,8 @@ def full_batch(args: argparse.Namespace) -> dict:
                 for k in e if k.endswith("seconds")}
         show(names[key] + f" x{epochs_per}", {**e, **mean})
 
-    for r in range(args.rounds):
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            (fit_row if key.startswith("fit") else loop_row)(key, r)
+    interleave(keys, set(keys), args.rounds, lambda key, r: (
+        fit_row if key.startswith("fit") else loop_row)(key, r))
     summary = summarize(epochs, [names["pyg"]], [names[k] for k in ("fit", "fit_csr",
                                                                      "csr_loop")])
     return {"graph": describe(graph), "train_nodes": int(train.numel()), **summary}
@@ -507,11 +408,9 @@ def main(argv=None) -> dict:
         summary["sampled"] = sampled(args)
     if args.part in ("full", "both"):
         summary["full"] = full_batch(args)
-    summary["load_average_end"] = os.getloadavg()
-    print(f"# load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    return summary
+    return finish(summary, args.json)
+
+
 
 
 if __name__ == "__main__":

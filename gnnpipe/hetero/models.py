@@ -11,10 +11,13 @@ Every model first maps each node type's features to ``hidden``
   index of each edge's type).
 
 ``build_hetero_model`` builds these and the typed graph's ``mlp``
-(``gnnpipe.training.models.TypedMLP``). Typed sampled steps are not trimmed (``train.aggregation``
-stays scatter): the typed batches (gnnpipe/hetero/loader.py) drop the per-type hop counts, so
-``gnnpipe.training.models.trim_kwargs`` finds no ``trims`` here and every layer runs on the whole
-sampled subgraph.
+(``gnnpipe.training.models.TypedMLP``). ``sage`` with ``out="target"`` trims sampled steps as the
+homogeneous models do (``gnnpipe.training.models.sampled_forward``): given a typed neighbor
+batch's per-type hop counts (``gnnpipe.training.models.trim_kwargs``), layer ``i`` reads only the
+rows and edges later layers still need and computes only the target rows the next layer reads,
+per edge type, bipartite; the seeds' logits are the untrimmed forward's (dropout aside: the
+trimmed step draws its masks by ``gnnpipe.training.models.dropout``). ``train.aggregation``
+stays scatter on typed graphs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch_geometric.nn import HGTConv, RGCNConv, to_hetero
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnpipe.config import FitParams, TrainParams
-from gnnpipe.training.models import Metadata, TypedMLP, TypedModel
+from gnnpipe.training.models import Metadata, TypedMLP, TypedModel, dropout, kept_per_layer
 from gnnpipe.data.graph import EdgeType, edge_type_name
 
 
@@ -53,9 +56,26 @@ class HeteroModel(TypedModel):
         else:
             raise AssertionError(f"no heterogeneous model {name!r}")  # config/samplers.py TYPED_MODELS
 
+    @property
+    def trims(self) -> bool:
+        """Whether ``trim_kwargs`` passes a batch's per-hop counts (``sage`` on target rows)."""
+        return self.name == "sage" and self.out == "target"
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.body.convs) if self.name == "sage" else len(self.convs)
+
     def forward(self, x_dict: dict[str, torch.Tensor],
-                edge_index_dict: dict[EdgeType, torch.Tensor]) -> torch.Tensor:
+                edge_index_dict: dict[EdgeType, torch.Tensor],
+                num_sampled_nodes_per_hop: dict[str, list[int]] | None = None,
+                num_sampled_edges_per_hop: dict[EdgeType, list[int]] | None = None
+                ) -> torch.Tensor:
         h = self.inputs(x_dict)  # type -> (N_t, hidden)
+        if self.name == "sage" and num_sampled_nodes_per_hop is not None and self.trims:
+            p = self.dropout.p if self.training else 0.0
+            h = {t: dropout(torch.relu(v), p) for t, v in h.items()}
+            return self._sampled_sage(h, edge_index_dict, num_sampled_nodes_per_hop,
+                                      num_sampled_edges_per_hop)
         if self.name == "sage":
             h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
             return self.select(self.body(h, edge_index_dict))
@@ -66,6 +86,38 @@ class HeteroModel(TypedModel):
         for conv in self.convs:
             x = conv(self.dropout(torch.relu(x)), edge_index, edge_type)
         return self.select(dict(zip(self.node_types, x.split(sizes))))
+
+    def _sampled_sage(self, h: dict[str, torch.Tensor],
+                      edge_index_dict: dict[EdgeType, torch.Tensor],
+                      nodes: dict[str, list[int]], edges: dict[EdgeType, list[int]]
+                      ) -> torch.Tensor:
+        """``to_hetero(GraphSAGE)`` on a sampled batch (``h``: type -> (N_t, hidden), nodes and
+        edges stored hop by hop with the counts ``nodes`` / ``edges``), trimmed: layer ``i``
+        of edge type ``(s, r, d)`` reads the first ``kept_per_layer`` rows of ``s`` and edges
+        and writes the ``d`` rows layer ``i + 1`` reads (none: skipped); the sum over edge
+        types into each type as ``to_hetero``'s ``aggr="sum"``. Out: the target rows
+        (M, C), the seeds first."""
+        layers = len(self.body.convs)
+        n_in = {t: kept_per_layer(v.shape[0], nodes.get(t), layers) for t, v in h.items()}
+        e_in = {e: kept_per_layer(edge_index_dict[e].shape[1], edges.get(e), layers)
+                for e in self.edge_types}
+        p = self.dropout.p if self.training else 0.0
+        for layer, convs in enumerate(self.body.convs):
+            out: dict[str, torch.Tensor] = {}
+            for e in self.edge_types:
+                s, _, d = e
+                n_out = n_in[d][layer + 1]
+                if n_out == 0 or d not in h:
+                    continue
+                rows = n_in[s][layer] if s in h else 0
+                src = h[s][:rows] if s in h else h[d][:0]  # (rows, H): this layer's sources
+                y = convs[edge_type_name(e)]((src, h[d][:n_out]),
+                                             edge_index_dict[e][:, :e_in[e][layer]],
+                                             size=(rows, n_out))  # (n_out, H')
+                out[d] = y if d not in out else out[d] + y
+            h = out if layer == layers - 1 else {
+                t: dropout(torch.relu(v), p) for t, v in out.items()}
+        return h[self.target]
 
     def _hgt(self, h: dict[str, torch.Tensor], edge_index_dict: dict[EdgeType, torch.Tensor]
              ) -> dict[str, torch.Tensor]:

@@ -26,7 +26,8 @@ class LossBatch:
     labels, ``weight`` (M,) their loss weights or None (plain mean). Link task: ``pairs``
     (2, P) output rows whose dot products are scored, ``target`` (P,) their 1 / 0 labels.
     ``edge_weight`` (e,) goes to models that take one; ``num_sampled_nodes`` /
-    ``num_sampled_edges`` (per hop) let models trim layers to what the loss rows need."""
+    ``num_sampled_edges`` (per hop; typed: node / edge type -> per hop) let models trim layers
+    to what the loss rows need."""
 
     x: object
     edge_index: object
@@ -109,13 +110,30 @@ def typed_edges(batch, edge_types: tuple) -> dict:
     return edges
 
 
+def typed_counts(batch, edge_types: tuple) -> dict:
+    """``num_sampled_nodes`` (node type -> per hop) and ``num_sampled_edges`` (edge type of
+    ``edge_types`` -> per hop; zeros for a type ``typed_edges`` adds empty) of a typed batch,
+    or None for both when the sampler gave none (hgt) or ``edge_types`` is empty."""
+    nodes = {t: batch[t].num_sampled_nodes for t in batch.node_types
+             if "num_sampled_nodes" in batch[t]}
+    sampled = {e: batch[e].num_sampled_edges for e in batch.edge_types
+               if "num_sampled_edges" in batch[e]}
+    if not edge_types or not sampled or len(nodes) != len(batch.node_types):
+        return {"num_sampled_nodes": None, "num_sampled_edges": None}
+    hops = len(next(iter(sampled.values())))
+    return {"num_sampled_nodes": nodes,
+            "num_sampled_edges": {e: sampled.get(e, [0] * hops) for e in edge_types}}
+
+
 def typed_seeds_first(target: str, edge_types: tuple = ()) -> Callable[..., LossBatch]:
     """Adapter of typed ``NodeLoader`` batches (``hgt``, typed ``neighbor``): the features of
-    every type, loss on the first ``batch_size`` nodes of the ``target`` type."""
+    every type, loss on the first ``batch_size`` nodes of the ``target`` type, and the per-hop
+    counts of each type (``typed_counts``) for models that trim."""
     def convert(batch) -> LossBatch:
         store = batch[target]
         seeds = slice(None, int(store.batch_size))
-        return LossBatch(batch.x_dict, typed_edges(batch, edge_types), store.y[seeds], seeds)
+        return LossBatch(batch.x_dict, typed_edges(batch, edge_types), store.y[seeds], seeds,
+                         **typed_counts(batch, edge_types))
     return convert
 
 

@@ -130,7 +130,7 @@ def _sage_csr(conv: SAGEConv, prev: torch.Tensor, n_out: int, csr: tuple) -> tor
     return out + conv.lin_r(prev[:n_out]) if conv.root_weight else out
 
 
-def _kept(total: int, per_hop: list[int] | None, layers: int) -> list[int]:
+def kept_per_layer(total: int, per_hop: list[int] | None, layers: int) -> list[int]:
     """Rows (or edges) each layer 0..layers reads: ``total`` less the last ``i`` hops' counts
     (``trim_to_layer``); ``per_hop`` None keeps all of them."""
     if per_hop is None:
@@ -153,8 +153,8 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
     sources ``x[:n_in]``, targets ``x[:n_out]``); gat computes every input row, as PyG does.
     """
     layers, csr = model.num_layers, model.aggregation == "csr"
-    n_in = _kept(x.shape[0], num_sampled_nodes_per_hop, layers)
-    e_in = _kept(edge_index.shape[1], num_sampled_edges_per_hop, layers)
+    n_in = kept_per_layer(x.shape[0], num_sampled_nodes_per_hop, layers)
+    e_in = kept_per_layer(edge_index.shape[1], num_sampled_edges_per_hop, layers)
     gcn = isinstance(model.convs[0], GCNConv)
     sage = isinstance(model.convs[0], SAGEConv)
     if gcn:  # normalised once, on the whole sampled subgraph (degrees as in the untrimmed forward)
@@ -212,12 +212,22 @@ class _Sampled:
 def trim_kwargs(model: nn.Module, batch) -> dict:
     """The batch's per-hop counts as keyword arguments of ``model`` (the user's module), or
     none: the model does not trim, or the batch has no counts (induced, bidirectional, shadow,
-    cluster, saint) or fewer hops than the model has layers."""
+    cluster, saint, hgt) or fewer hops than the model has layers. Typed batches count per
+    node type and per edge type (dicts of lists), passed as dicts."""
     nodes = getattr(batch, "num_sampled_nodes", None)
     edges = getattr(batch, "num_sampled_edges", None)
-    if not getattr(model, "trims", False) or nodes is None or edges is None or (
-            len(edges) < model.num_layers or len(nodes) != len(edges) + 1):
+    if not getattr(model, "trims", False) or nodes is None or edges is None:
         return {}
+    typed = isinstance(nodes, dict)
+    node_lists, edge_lists = (list(nodes.values()), list(edges.values())) if typed else (
+        [nodes], [edges])
+    hops = len(edge_lists[0]) if edge_lists else -1
+    if hops < model.num_layers or any(len(e) != hops for e in edge_lists) or any(
+            len(n) != hops + 1 for n in node_lists):
+        return {}
+    if typed:
+        return {"num_sampled_nodes_per_hop": {t: [int(n) for n in v] for t, v in nodes.items()},
+                "num_sampled_edges_per_hop": {e: [int(n) for n in v] for e, v in edges.items()}}
     return {"num_sampled_nodes_per_hop": [int(n) for n in nodes],
             "num_sampled_edges_per_hop": [int(e) for e in edges]}
 

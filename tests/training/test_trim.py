@@ -153,14 +153,55 @@ def test_trimmed_link_step_scores_equal_the_untrimmed(graph, name):
         torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
 
 
-def test_typed_models_are_not_trimmed(graph):
-    """Typed batches carry no per-type hop counts to the model (gnnpipe/hetero/models.py)."""
-    from gnnpipe.hetero.models import build_hetero_model
+def _typed(fanout: tuple[int, ...], name: str = "sage", out: str = "target"):
+    """A small typed graph, its neighbor batches with ``fanout`` and a fresh typed model."""
+    import numpy as np
+    from test_hetero_data import small_hetero
 
-    meta = (["a", "b"], [("a", "to", "b"), ("b", "to", "a")])
-    model = build_hetero_model("sage", meta, {"a": 2, "b": 2}, 3, "a", TrainParams(hidden=8))
-    batch = _batches(graph, _cfg("sage"))[0]  # a batch with counts: still no trimming
-    assert trim_kwargs(model, batch) == {}
+    from gnnpipe.hetero.models import build_hetero_model
+    from gnnpipe.sampling.builders import typed_neighbor_batches
+
+    typed = small_hetero()
+    cfg = TrainParams(model=name, hidden=8, heads=2, num_layers=len(fanout),
+                      neighbor=NeighborParams(fanout))
+    seeds = np.arange(0, typed.num_nodes_dict[typed.target], 3)
+    batches = list(typed_neighbor_batches(typed, typed.csr, seeds, cfg.neighbor, 16, 0))
+    torch.manual_seed(0)
+    dims = {t: x.shape[1] for t, x in typed.x.items()}
+    return batches, build_hetero_model(name, typed.metadata(), dims, 3, typed.target, cfg,
+                                       out=out)
+
+
+@pytest.mark.parametrize("fanout", [(4, 3), (3, 2, 2), (-1, 2)])
+def test_typed_sage_trims_to_the_untrimmed_seed_logits_and_gradients(fanout):
+    """Typed neighbor batches carry per-type hop counts; the trimmed typed sage computes only
+    the seeds at the last layer, with the untrimmed forward's logits and gradients."""
+    batches, model = _typed(fanout)
+    model.eval()  # no dropout: both forwards compute the same function
+    for batch in batches:
+        kwargs = trim_kwargs(model, batch)
+        assert set(kwargs["num_sampled_nodes_per_hop"]) == set(batch.x)
+        assert set(kwargs["num_sampled_edges_per_hop"]) == set(batch.edge_index)
+        trimmed = model(batch.x, batch.edge_index, **kwargs)
+        full = model(batch.x, batch.edge_index)
+        assert trimmed.shape[0] == batch.target.numel() < full.shape[0]
+        torch.testing.assert_close(trimmed, full[batch.rows], atol=1e-5, rtol=0)
+        grads = []
+        for logits in (trimmed, full[batch.rows]):
+            model.zero_grad()
+            F.cross_entropy(logits, batch.target).backward(retain_graph=True)
+            grads.append([p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                          for p in model.parameters()])
+        for a, b in zip(*grads):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_typed_models_trim_only_sage_on_the_target_rows():
+    """hgt never trims, nor sage scoring every type (``out="all"``: the link task)."""
+    batches, hgt = _typed((4, 3), "hgt")
+    assert trim_kwargs(hgt, batches[0]) == {}
+    batches, every = _typed((4, 3), out="all")
+    assert trim_kwargs(every, batches[0]) == {}
 
 
 @pytest.mark.parametrize("p", [0.0, 0.25, 0.5])
