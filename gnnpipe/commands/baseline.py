@@ -7,8 +7,8 @@ an MLP encoder with the dot-product decoder (typed files: per-type MLP encoders,
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
-from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
+from gnnpipe.splitting.inputs import read_model_typed, read_typed_link_supervision
+from gnnpipe.training.run_files import write_link_outputs, write_node_outputs, write_run_files
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import TYPED, edge_type_name

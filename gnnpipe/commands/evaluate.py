@@ -11,7 +11,7 @@ spread in eval.json ``seeds`` and in the verdict."""
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_model_typed, read_typed
+from gnnpipe.splitting.inputs import read_model_typed, read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test,

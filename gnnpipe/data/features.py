@@ -1,7 +1,7 @@
 """Feature normalization (``features.normalize``): fitted once by the split stage into
 ``data/features/transform.pt`` (gnnpipe/io/features.py), applied identically by every reader of
 node features that feeds a model (train, baseline, propagate, predict), through
-``gnnpipe.commands.inputs.model_features``.
+``gnnpipe.splitting.inputs.model_features``.
 
 - ``none``: ``apply`` returns ``x`` itself (the memory-mapped tensor stays zero-copy).
 - ``row``: exactly PyG's ``T.NormalizeFeatures``: ``x - x.min()`` (ONE minimum over the whole
