@@ -27,6 +27,8 @@ from gnnpipe.reporting.evaluate import correct_on_test
 from gnnpipe.reporting.verdict import judge, over_seeds, paired_gap, seed_run
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.inputs import read_model_typed
+from gnnpipe.training import device as devices
+from gnnpipe.training.distributed import SINGLE
 
 # gnnpipe.commands.train / baseline import PyG and the training loop (seconds): imported in
 # ``retrain_nodes``, so that evaluate.seeds: 1 does not pay for them
@@ -64,8 +66,6 @@ def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
     are read once by the caller for every seed."""
     from gnnpipe.commands import baseline as baseline_command
     from gnnpipe.commands import train as train_command
-    from gnnpipe.training import device as devices
-    from gnnpipe.training.distributed import SINGLE
 
     reseeded = replace(params, seed=seed)
     scratch = Path(tempfile.mkdtemp(prefix=f"seed-{seed}-"))  # inside the run scratch
