@@ -39,11 +39,11 @@ import torch
 from gnnpipe import sources
 from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, EdgeType, Graph,
-                                edge_type_name, layout_of, parse_edge_type)
+from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, Csr, EdgeType,
+                                Graph, edge_type_name, layout_of, parse_edge_type)
 from gnnpipe.data.edges import edge_pairs, normalize_edges
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sources.base import RawGraph, RawNodeType, no_edges_warning, time_key
+from gnnpipe.sources.base import RawGraph, no_edges_warning, time_key
 
 
 # ------------------------------------------------------------------------------------ validation
@@ -51,7 +51,8 @@ def check_features(x: np.ndarray, where: str) -> None:
     """``x`` float (N, F) is 2-D and finite (a streamed ``np.memmap`` was checked block by
     block as it was written)."""
     if x.ndim != 2:
-        raise ValueError(f"{where}: features must be a 2-D (nodes, features) array, got shape {x.shape}")
+        raise ValueError(f"{where}: features must be a 2-D (nodes, features) array, got shape "
+                         f"{x.shape}")
     bad_rows = np.zeros(0, bool) if isinstance(x, np.memmap) else ~np.isfinite(x).all(axis=1)
     if bad_rows.any():
         raise ValueError(f"{where}: features contain NaN or inf in {int(bad_rows.sum())} rows "
@@ -205,34 +206,72 @@ def _link_edge_type(cfg: DatasetParams, raw: RawGraph, edge_types: list[EdgeType
 
 def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     """Validate a source's raw graph and apply ``cfg``'s policies (module docstring)."""
-    sizes = {t: n.num_nodes for t, n in raw.nodes.items()}
-    homogeneous = layout_of(list(sizes), list(raw.relations)) == HOMOGENEOUS
+    homogeneous = layout_of(list(raw.nodes), list(raw.relations)) == HOMOGENEOUS
     if homogeneous and cfg.layout == TYPED:  # graph.json could not tell the two apart
         raise ValueError(f"{raw.relations[EDGE].where}: node type {NODE!r} with relation "
                          f"{edge_type_name(EDGE)!r} alone is how a homogeneous graph is "
                          "described; rename the type or relation, or use dataset.layout: "
                          "homogeneous")
     num_classes = _validate(raw, homogeneous)
-    csr, edge_attrs, edge_time, reverse = {}, {}, {}, {}
-    counts = np.zeros(3, dtype=np.int64)  # input rows, self-loops and duplicates removed
+    edges = _edges(raw, cfg, homogeneous)
+    x, featureless = _features(raw, edges.csr, cfg.typed.featureless)
+    # typed files store int64 times; a homogeneous graph's node times stay sortable numbers
+    node_time = {t: torch.from_numpy(time_key(n.time) if homogeneous
+                                     else int_times(n.time, n.where))
+                 for t, n in raw.nodes.items() if n.time is not None}
+    y = torch.from_numpy(raw.y)
+    public_roles = None if raw.public_roles is None else torch.from_numpy(raw.public_roles)
+    if homogeneous:
+        graph = Graph.homogeneous(edges.csr[EDGE], x[NODE], y, num_classes,
+                                  timestamps=node_time.get(NODE), public_roles=public_roles)
+    else:
+        graph = Graph(x=x, csr=edges.csr, target=raw.target, y=y, num_classes=num_classes,
+                      reverse=edges.reverse,
+                      link_edge_type=_link_edge_type(cfg, raw, list(edges.csr)),
+                      node_time=node_time, edge_time=edges.time, public_roles=public_roles)
+    return Prepared(graph=graph, report=_report(graph, cfg, edges.counts, raw, featureless),
+                    node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
+                    node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},
+                    class_values=raw.class_values, edge_attrs=edges.attrs)
+
+
+@dataclass(frozen=True)
+class _Edges:
+    """Every edge type's CSR (the reverses added), its ``attrs`` (weight / timestamp as read,
+    per stored edge), its int64 ``time`` per stored edge (typed), ``reverse``, and the
+    ``counts`` over all relations: input rows, self-loops and duplicates removed."""
+
+    csr: dict[EdgeType, Csr]
+    attrs: dict[EdgeType, dict[str, pa.Array]]
+    time: dict[EdgeType, torch.Tensor]
+    reverse: dict[EdgeType, EdgeType]
+    counts: tuple[int, int, int]
+
+
+def _edges(raw: RawGraph, cfg: DatasetParams, homogeneous: bool) -> _Edges:
+    """The edge policies applied to every relation, and the reverse of each relation between
+    two types when ``dataset.undirected`` (module docstring)."""
+    sizes = {t: n.num_nodes for t, n in raw.nodes.items()}
+    csr, attrs, edge_time, reverse = {}, {}, {}, {}
+    counts = np.zeros(3, dtype=np.int64)
     for edge_type, rel in raw.relations.items():
         s, r, d = edge_type
         same = s == d  # undirected pairs and self-loops exist inside one type only
         # typed files store int64 times; a homogeneous graph's edge times stay as read
         time = (None if rel.time is None else time_key(rel.time) if homogeneous
                 else int_times(rel.time, rel.where))
-        csr[edge_type], edges = normalize_edges(
+        csr[edge_type], kept = normalize_edges(
             rel.src, rel.dst, sizes[d], num_src=sizes[s], undirected=same and cfg.undirected,
             dedup=cfg.dedup, remove_self_loops=same and cfg.self_loops == "remove",
             order=time, with_rows=time is not None or rel.weight is not None)
-        counts += (edges.input_edges, edges.self_loops_removed, edges.duplicates_removed)
-        if edges.rows is not None:  # each stored edge's weight / timestamp from its input row
-            rows = pa.array(edges.rows)
-            edge_attrs[edge_type] = {name: column.take(rows) for name, column
-                                     in (("weight", rel.weight), ("timestamp", rel.time))
-                                     if column is not None}
+        counts += (kept.input_edges, kept.self_loops_removed, kept.duplicates_removed)
+        if kept.rows is not None:  # each stored edge's weight / timestamp from its input row
+            rows = pa.array(kept.rows)
+            attrs[edge_type] = {name: column.take(rows) for name, column
+                                in (("weight", rel.weight), ("timestamp", rel.time))
+                                if column is not None}
         if time is not None and not homogeneous:
-            edge_time[edge_type] = torch.from_numpy(time[edges.rows])
+            edge_time[edge_type] = torch.from_numpy(time[kept.rows])
         if not cfg.undirected:
             continue
         if same:
@@ -250,42 +289,32 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
         if time is not None:
             edge_time[rev] = edge_time[edge_type][torch.from_numpy(flipped.rows)]
         reverse[edge_type], reverse[rev] = rev, edge_type
+    return _Edges(csr, attrs, edge_time, reverse, tuple(int(c) for c in counts))
 
+
+def _features(raw: RawGraph, csr: dict[EdgeType, Csr], mode: str
+              ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``x`` per node type (the source's, or ``mode``'s default for a featureless type) and
+    the featureless types' mode."""
     x, featureless = {}, {}
     with warnings.catch_warnings():  # a streamed feature file is mapped read-only: torch warns
         warnings.simplefilter("ignore", UserWarning)
         for node_type, node in raw.nodes.items():
             if node.x is None:
-                featureless[node_type] = cfg.typed.featureless
-                x[node_type] = torch.from_numpy(_featureless(csr, node_type, node.num_nodes,
-                                                             cfg.typed.featureless))
+                featureless[node_type] = mode
+                x[node_type] = torch.from_numpy(_featureless(csr, node_type, node.num_nodes, mode))
             else:
                 x[node_type] = torch.from_numpy(node.x)
-    node_time = {t: torch.from_numpy(time_key(n.time) if homogeneous else int_times(n.time, n.where))
-                 for t, n in raw.nodes.items() if n.time is not None}
-    y = torch.from_numpy(raw.y)
-    public_roles = None if raw.public_roles is None else torch.from_numpy(raw.public_roles)
-    if homogeneous:
-        graph = Graph.homogeneous(csr[EDGE], x[NODE], y, num_classes,
-                                  timestamps=node_time.get(NODE), public_roles=public_roles)
-    else:
-        graph = Graph(x=x, csr=csr, target=raw.target, y=y, num_classes=num_classes,
-                      reverse=reverse, link_edge_type=_link_edge_type(cfg, raw, list(csr)),
-                      node_time=node_time, edge_time=edge_time, public_roles=public_roles)
-    report = _report(graph, cfg, counts, raw, featureless)
-    return Prepared(graph=graph, report=report,
-                    node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
-                    node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},
-                    class_values=raw.class_values, edge_attrs=edge_attrs)
+    return x, featureless
 
 
-def _report(graph: Graph, cfg: DatasetParams, counts: np.ndarray, raw: RawGraph,
+def _report(graph: Graph, cfg: DatasetParams, counts: tuple[int, int, int], raw: RawGraph,
             featureless: dict[str, str]) -> dict:
     """``prepare.json``: the counts every graph has, then its layout's own keys (degrees of a
     homogeneous graph; the types of a typed one), then ``_finish_report``'s optional keys."""
     received = sum((c.degrees() for e, c in graph.csr.items() if e[2] == graph.target),
                    torch.zeros(graph.num_nodes_dict[graph.target], dtype=torch.int64))
-    input_edges, loops, duplicates = (int(c) for c in counts)
+    input_edges, loops, duplicates = counts
     report = {
         "source": cfg.source, "nodes": graph.num_nodes,
         "edges": sum(c.num_edges for c in graph.csr.values()),

@@ -153,3 +153,22 @@ def test_typed_cross_type_relation_and_its_reverse_follow_the_rule(undirected, d
         assert graph.reverse == {rel: rev, rev: rel}
     else:
         assert list(graph.csr) == [rel]
+
+
+@pytest.mark.parametrize("undirected,dedup,remove_loops", POLICIES)
+def test_a_one_type_typed_graph_is_built_as_the_homogeneous_one(undirected, dedup, remove_loops):
+    """One build path: the homogeneous graph is the one-type case, so the same rows as a typed
+    relation inside one type give the same CSR, times per stored edge and counts."""
+    src, dst, time = _rows(4)
+    homogeneous = _homogeneous(src, dst, time, _cfg(undirected, dedup, remove_loops))
+    rel = ("a", "r", "a")
+    typed = _typed({rel: (src, dst, time)}, {"a": N},
+                   _cfg(undirected, dedup, remove_loops, layout="typed"))
+    flat, own = homogeneous.graph.csr[EDGE], typed.graph.csr[rel]
+    assert np.array_equal(flat.indptr, own.indptr) and np.array_equal(flat.indices, own.indices)
+    assert homogeneous.edge_attrs[EDGE]["timestamp"].to_pylist() == \
+        typed.graph.edge_time[rel].tolist() == typed.edge_attrs[rel]["timestamp"].to_pylist()
+    shared = ("nodes", "edges", "features", "classes", "input_edges", "duplicates_removed",
+              "self_loops_removed", "isolated_nodes")
+    assert {k: homogeneous.report[k] for k in shared} == {k: typed.report[k] for k in shared}
+    assert homogeneous.graph.layout == "homogeneous" and typed.graph.layout == "typed"
