@@ -43,11 +43,8 @@ def run_nodes(args, params) -> str:
                                                         node_split.roles))
     if cfg.strategy == "public":  # the official train/val/test nodes left without a label
         report["label_coverage"]["public_split_unlabelled"] = node_split.unlabelled_dropped
-    _audited(args, report)
-    with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, node_split.message_graphs,
-                       {"mode": node_split.mode}, roles=node_split.roles)
-    _write_features(args, params, fitted)
+    _publish(args, params, report, fitted, lambda out: io.write_split(
+        out, graph, node_split.message_graphs, {"mode": node_split.mode}, roles=node_split.roles))
     return _node_summary(args, graph, report, node_split.mode)
 
 
@@ -70,11 +67,9 @@ def run_links(args, params) -> str:
     report["negative_strategy"] = cfg.negative_strategy
     # link task: every node's features
     fitted = _fitted(params, report, features.fit_split(params.features.normalize, graph, None))
-    _audited(args, report)
-    with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, link.message_graphs, link_meta(report, cfg, typed),
-                       edges=link.edges, negatives=link.negatives, hard_negatives=hard)
-    _write_features(args, params, fitted)
+    _publish(args, params, report, fitted, lambda out: io.write_split(
+        out, graph, link.message_graphs, link_meta(report, cfg, typed), edges=link.edges,
+        negatives=link.negatives, hard_negatives=hard))
     if typed:
         return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
                 f"{report['sizes']}, audit passed -> {args.out}")
@@ -96,11 +91,8 @@ def run_nodes_on_blocks(args, params) -> str:
         kind = params.features.normalize
         fitted = _fitted(params, report, {"": features.fit(kind, graph.x[graph.target],
                                                            np.flatnonzero(roles == 0))})
-        _audited(args, report)
-        with io.atomic_dir(args.out) as out:
-            io.write_split(out, graph, split.message_graphs(graph), {"mode": cfg.mode},
-                           roles=roles)
-    _write_features(args, params, fitted)
+        _publish(args, params, report, fitted, lambda out: io.write_split(
+            out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles))
     return _node_summary(args, graph, report, cfg.mode)
 
 
@@ -120,14 +112,14 @@ def run_links_on_blocks(args, params) -> str:
         # link task: every node's features
         fitted = _fitted(params, report, features.fit_split(params.features.normalize, graph,
                                                             None))
-        _audited(args, report)
-        with io.atomic_dir(args.out) as out:
+
+        def write(out):  # the pair tables streamed from the scratch buckets
             io.stream_link_tables(out, split.edge_parts, split.negative_parts)
             io.write_split_files(out, graph, split.message_graphs(e), link_meta(report, cfg, False),
                                  roles=np.full(n, SPLIT_ROLES.index("unused"), dtype=np.int8),
                                  num_negatives={"val": cfg.num_val_negatives,
                                                 "test": cfg.num_test_negatives})
-    _write_features(args, params, fitted)
+        _publish(args, params, report, fitted, write)
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
@@ -155,15 +147,14 @@ def _fitted(params, report: dict, fitted: dict) -> dict:
     return fitted
 
 
-def _audited(args, report: dict) -> None:
-    """Writes the audit report, then fails the stage if any check failed (nothing else written)."""
+def _publish(args, params, report: dict, fitted: dict, write_split) -> None:
+    """The audit report, then (every check passed) data/split by ``write_split(folder)`` and
+    data/features after it, so a failed audit writes neither."""
     # a failed audit is published at once, alone: it says why the stage fails
     io.write_json(args.audit, report, now=not report["passed"])
     audit.raise_if_failed(report)
-
-
-def _write_features(args, params, fitted: dict) -> None:
-    """data/features, after data/split (so a failed audit writes neither)."""
+    with io.atomic_dir(args.out) as out:
+        write_split(out)
     with io.atomic_dir(args.features) as out:
         features.write_transforms(out, params.features.normalize, fitted)
 
