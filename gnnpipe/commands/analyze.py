@@ -14,7 +14,7 @@ import numpy as np
 from gnnpipe import io
 from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_components,
                                       degree_histogram, degree_stats)
-from gnnpipe.commands.inputs import read_typed
+from gnnpipe.splitting.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.graphops.dask_analyze import analyze_blocks

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_model_typed, read_typed_link_supervision
-from gnnpipe.commands.training import write_link_outputs, write_node_outputs, write_run_files
+from gnnpipe.splitting.inputs import read_model_typed, read_typed_link_supervision
+from gnnpipe.training.run_files import write_link_outputs, write_node_outputs, write_run_files
 from gnnpipe.commands.variant import prepared_layout, split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.features import ModelFeatures, read_transform

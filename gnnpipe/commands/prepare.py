@@ -16,7 +16,7 @@ from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.graph import HOMOGENEOUS
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 
@@ -48,12 +48,13 @@ def run(args) -> str:
         io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
                           compression=storage.compression, features=storage.features,
                           features_written=stream)
+        homogeneous = graph.layout == HOMOGENEOUS  # its files carry no type suffix
         for node_type, ids in prepared.node_ids.items():
             io.write_node_ids(out, ids, prepared.node_time.get(node_type), storage.compression,
-                              node_type=node_type)
-        if prepared.edge_attrs:
-            src, dst = graph.target_csr().edge_index().numpy()  # homogeneous: its one relation
-            io.write_edge_attrs(out, src, dst, prepared.edge_attrs, storage.compression)
+                              node_type=None if homogeneous else node_type)
+        if homogeneous and EDGE in prepared.edge_attrs:  # a typed graph's times are in graph.pt
+            src, dst = graph.csr[EDGE].edge_index().numpy()
+            io.write_edge_attrs(out, src, dst, prepared.edge_attrs[EDGE], storage.compression)
         classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                    if prepared.class_values is None else prepared.class_values)
         _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,

@@ -14,7 +14,7 @@ import time
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import read_model_typed
+from gnnpipe.splitting.inputs import read_model_typed
 from gnnpipe.data.graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress

@@ -23,7 +23,12 @@ from gnnpipe.config import replace
 from gnnpipe.data.graph import Graph
 from gnnpipe.io.atomic import staged
 from gnnpipe.pipeline import STAGES
+from gnnpipe.reporting.evaluate import correct_on_test
+from gnnpipe.reporting.verdict import judge, over_seeds, paired_gap, seed_run
 from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.inputs import read_model_typed
+from gnnpipe.training import device as devices
+from gnnpipe.training.distributed import SINGLE
 
 # gnnpipe.commands.train / baseline import PyG and the training loop (seconds): imported in
 # ``retrain_nodes``, so that evaluate.seeds: 1 does not pay for them
@@ -36,6 +41,22 @@ def derived_seeds(seed: int, count: int) -> list[int]:
     return [seed, *(int(d) for d in draws)]
 
 
+def retrained_seeds(args, params, graph: Graph, roles: np.ndarray, baseline: str,
+                    first: dict) -> dict:
+    """eval.json's ``seeds`` (gnnpipe/reporting/verdict.py ``over_seeds``): ``first`` is the
+    pipeline seed's run, the other ``evaluate.seeds - 1`` are retrained here, each gap
+    bootstrapped as the first one; ``graph`` as prepared, ``roles`` str (N_target,)."""
+    cfg, runs, y = params.evaluate, [first], graph.y.numpy()
+    features = read_model_typed(args, graph=graph).graph  # the baseline's inputs, every seed
+    for seed in derived_seeds(params.seed, cfg.seeds)[1:]:
+        gnn_pred, base_pred = retrain_nodes(args, params, seed, baseline, features, roles)
+        gnn_correct = correct_on_test(*gnn_pred, y, roles)
+        base_correct = correct_on_test(*base_pred, y, roles)
+        gap = paired_gap(gnn_correct, base_correct, cfg.bootstrap, params.seed)
+        runs.append(seed_run(seed, gnn_correct, base_correct, gap, judge(gap, cfg.min_gain)))
+    return over_seeds(runs)
+
+
 def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
                   roles: np.ndarray) -> tuple[tuple, tuple]:
     """``(node_id, logits)`` of the GNN and of the ``baseline`` model (``baseline.models``'
@@ -45,8 +66,6 @@ def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
     are read once by the caller for every seed."""
     from gnnpipe.commands import baseline as baseline_command
     from gnnpipe.commands import train as train_command
-    from gnnpipe.training import device as devices
-    from gnnpipe.training.distributed import SINGLE
 
     reseeded = replace(params, seed=seed)
     scratch = Path(tempfile.mkdtemp(prefix=f"seed-{seed}-"))  # inside the run scratch

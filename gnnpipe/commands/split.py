@@ -5,66 +5,29 @@ the layout of its types (gnnpipe/io/splits.py ``write_split``). With ``cluster.e
 both tasks run by blocks (gnnpipe/splitting/dask_split.py, dask_link.py and their audits), the
 files of ``split.assign: hash`` on the local engine, byte for byte."""
 
-from pathlib import Path
-
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.data import features
-from gnnpipe.data.graph import Csr
-from gnnpipe.io.common import SPLIT_ROLES
-from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
 from gnnpipe.commands.variant import prepared_layout
+from gnnpipe.config import load_params
+from gnnpipe.data import features
+from gnnpipe.data.graph import TYPED, Graph, edge_type_name
+from gnnpipe.io.blocks import open_memmap, scratch_beside
+from gnnpipe.io.common import SPLIT_ROLES
 from gnnpipe.runtime.engine import session
+from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit
 from gnnpipe.splitting.dask_audit import audit_node_blocks
 from gnnpipe.splitting.dask_link import split_link_blocks
 from gnnpipe.splitting.dask_link_audit import audit_link_blocks
 from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
-from gnnpipe.config import load_params
-from gnnpipe.splitting.link_split import hard_link_negatives, split_links
-from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.link_split import hard_link_negatives, link_meta, split_links
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.data.graph import TYPED, Graph, edge_type_name
 
 
 def run(args):
     params = load_params(args.params)
     return RUNS[params.cluster.engine, params.dataset.task](args, params)
-
-
-def _hash_seed(params) -> int | None:
-    """split.assign: hash draws from keys of (seed, id); permutation from the stage's rng."""
-    return params.seed if params.split.assign == "hash" else None
-
-
-def _audited(args, report: dict) -> None:
-    """Writes the audit report, then fails the stage if any check failed (nothing else written)."""
-    # a failed audit is published at once, alone: it says why the stage fails
-    io.write_json(args.audit, report, now=not report["passed"])
-    audit.raise_if_failed(report)
-
-
-def _fit_features(params, report: dict, graph: Graph, roles=None) -> dict:
-    """Fits features.normalize (gnnpipe/data/features.py): on the train nodes of ``roles`` (None:
-    all nodes), per node type for typed files; notes the fit in the audit report."""
-    kind = params.features.normalize
-    fitted = (features.fit_typed(kind, graph.x, graph.target, roles) if graph.layout == TYPED
-              else features.fit_graph(kind, graph.x[graph.target], roles))
-    report["features"] = features.audit_entry(kind, fitted)
-    return fitted
-
-
-def _write_features(args, params, fitted: dict) -> None:
-    """data/features, after data/split (so a failed audit writes neither)."""
-    with io.atomic_dir(args.features) as out:
-        features.write_transforms(out, params.features.normalize, fitted)
-
-
-def _public_dropped(report: dict, cfg, dropped: dict) -> None:
-    """strategy public: the official train/val/test nodes left unused for lack of a label."""
-    if cfg.strategy == "public":
-        report["label_coverage"]["public_split_unlabelled"] = dropped
 
 
 def run_nodes(args, params) -> str:
@@ -76,30 +39,13 @@ def run_nodes(args, params) -> str:
         graph, node_split.roles, node_split.message_graphs, node_split.mode,
         timed=cfg.strategy == "time", separated=cfg.strategy == "cluster" and
         cfg.cluster == "component", future_visible=cfg.future_visible)
-    fitted = _fit_features(params, report, graph, node_split.roles)
-    _public_dropped(report, cfg, node_split.unlabelled_dropped)
-    _audited(args, report)
-    with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, node_split.message_graphs,
-                       {"mode": node_split.mode}, roles=node_split.roles)
-    _write_features(args, params, fitted)
+    fitted = _fitted(params, report, features.fit_split(params.features.normalize, graph,
+                                                        node_split.roles))
+    if cfg.strategy == "public":  # the official train/val/test nodes left without a label
+        report["label_coverage"]["public_split_unlabelled"] = node_split.unlabelled_dropped
+    _publish(args, params, report, fitted, lambda out: io.write_split(
+        out, graph, node_split.message_graphs, {"mode": node_split.mode}, roles=node_split.roles))
     return _node_summary(args, graph, report, node_split.mode)
-
-
-def _node_summary(args, graph: Graph, report: dict, mode: str) -> str:
-    typed = graph.layout == TYPED
-    nodes = f"{graph.target} nodes " if typed else ""
-    per_type = " per edge type" if typed else ""
-    return "; ".join([f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
-                      f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])
-
-
-def _link_meta(report: dict, cfg, typed: bool) -> dict:
-    """What meta.json says of a link split (after its task)."""
-    return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
-            **({} if typed else {"undirected": report["undirected"]}),
-            "disjoint_train_ratio": cfg.disjoint_train_ratio,
-            "negative_strategy": cfg.negative_strategy}
 
 
 def run_links(args, params) -> str:
@@ -119,50 +65,34 @@ def run_links(args, params) -> str:
     if not typed:
         report["undirected"] = link.undirected
     report["negative_strategy"] = cfg.negative_strategy
-    fitted = _fit_features(params, report, graph)  # link task: every node's features
-    _audited(args, report)
-    with io.atomic_dir(args.out) as out:
-        io.write_split(out, graph, link.message_graphs, _link_meta(report, cfg, typed),
-                       edges=link.edges, negatives=link.negatives, hard_negatives=hard)
-    _write_features(args, params, fitted)
+    # link task: every node's features
+    fitted = _fitted(params, report, features.fit_split(params.features.normalize, graph, None))
+    _publish(args, params, report, fitted, lambda out: io.write_split(
+        out, graph, link.message_graphs, link_meta(report, cfg, typed), edges=link.edges,
+        negatives=link.negatives, hard_negatives=hard))
     if typed:
         return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
                 f"{report['sizes']}, audit passed -> {args.out}")
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
-# ------------------------------------------------------------- cluster.engine: dask
-def _mapped_graph(args, params, node=None) -> tuple[Graph, Path]:
-    """The prepared graph for the block split, after its refusals (``node``: the node task's
-    params): checked here once, then memory-mapped (x in its stored dtype, read in row
-    blocks), and graph.pt's path."""
-    refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
-    return (io.read_graph(args.prepared, mmap=True, stored_x=True),
-            args.prepared / "graph.pt")
-
-
 def run_nodes_on_blocks(args, params) -> str:
     """The node split of ``run_nodes`` on cluster.engine dask: roles, message graphs and audit
     by blocks of rows (scratch beside data/split), nothing written on a failed audit."""
     cfg = params.split.node
-    graph, graph_file = _mapped_graph(args, params, cfg)
+    graph = _mapped_graph(args, params, cfg)
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
-            split = split_node_blocks(client, graph_file, graph.num_nodes_dict[graph.target],
-                                      graph.num_classes, cfg, params.seed, scratch)
-            report = audit_node_blocks(client, graph, graph_file, split, cfg.mode)
+            split = split_node_blocks(client, args.prepared / "graph.pt",
+                                      graph.num_nodes_dict[graph.target], graph.num_classes,
+                                      cfg, params.seed, scratch)
+            report = audit_node_blocks(client, graph, args.prepared / "graph.pt", split, cfg.mode)
         roles = open_memmap(split.roles)
         kind = params.features.normalize
-        fitted = {"": features.fit(kind, graph.x[graph.target], np.flatnonzero(roles == 0))}
-        report["features"] = features.audit_entry(kind, fitted)
-        _audited(args, report)
-        (edge_type,) = graph.edge_types
-        csrs = {phase: {edge_type: graph.csr[edge_type] if files is None
-                        else Csr(*map(open_tensor, files))}
-                for phase, files in split.message.items()}
-        with io.atomic_dir(args.out) as out:
-            io.write_split(out, graph, csrs, {"mode": cfg.mode}, roles=roles)
-    _write_features(args, params, fitted)
+        fitted = _fitted(params, report, {"": features.fit(kind, graph.x[graph.target],
+                                                           np.flatnonzero(roles == 0))})
+        _publish(args, params, report, fitted, lambda out: io.write_split(
+            out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles))
     return _node_summary(args, graph, report, cfg.mode)
 
 
@@ -170,39 +100,68 @@ def run_links_on_blocks(args, params) -> str:
     """The link split of ``run_links`` on cluster.engine dask (homogeneous graphs): held-out
     pairs, message graphs, negatives and audit by blocks, the tables streamed."""
     cfg = params.split.link
-    graph, graph_file = _mapped_graph(args, params)
-    n = graph.num_nodes_dict[graph.target]
+    graph = _mapped_graph(args, params)
+    n, e = graph.num_nodes_dict[graph.target], graph.link_edge_type
     with scratch_beside(args.out) as scratch:
         with session(params.cluster) as client:
-            split = split_link_blocks(client, graph_file, n, cfg, params.seed, scratch)
-            report = audit_link_blocks(client, graph_file, n, split)
-        e = graph.link_edge_type
+            split = split_link_blocks(client, args.prepared / "graph.pt", n, cfg, params.seed,
+                                      scratch)
+            report = audit_link_blocks(client, args.prepared / "graph.pt", n, split)
         report.update(edge_type=edge_type_name(e), reverse_edge_type=edge_type_name(e),
                       undirected=split.undirected, negative_strategy=cfg.negative_strategy)
-        fitted = _fit_features(params, report, graph)  # link task: every node's features
-        _audited(args, report)
-        opened: dict[tuple, Csr] = {}  # phases sharing files share one Csr: one file
-        csrs = {phase: {e: opened.setdefault(files, Csr(*map(open_tensor, files)))}
-                for phase, files in split.message.items()}
+        # link task: every node's features
+        fitted = _fitted(params, report, features.fit_split(params.features.normalize, graph,
+                                                            None))
 
-        def edge_parts(role: str):
-            folder, buckets = split.positives[role]
-            return (np.load(folder / f"b{k:06d}.npy") for k in range(buckets))
-
-        def negative_parts(phase: str):
-            folder, buckets = split.positives[phase]
-            return ((np.load(folder / f"b{k:06d}.npy")[:, 0], np.load(folder / f"n{k:06d}.npy"))
-                    for k in range(buckets))
-
-        with io.atomic_dir(args.out) as out:
-            io.stream_link_tables(out, edge_parts, negative_parts)
-            io.write_split_files(out, graph, csrs, _link_meta(report, cfg, False),
+        def write(out):  # the pair tables streamed from the scratch buckets
+            io.stream_link_tables(out, split.edge_parts, split.negative_parts)
+            io.write_split_files(out, graph, split.message_graphs(e), link_meta(report, cfg, False),
                                  roles=np.full(n, SPLIT_ROLES.index("unused"), dtype=np.int8),
                                  num_negatives={"val": cfg.num_val_negatives,
                                                 "test": cfg.num_test_negatives})
-    _write_features(args, params, fitted)
+        _publish(args, params, report, fitted, write)
     return f"link edges {report['sizes']}, audit passed -> {args.out}"
 
 
 RUNS = {("local", "node"): run_nodes, ("local", "link"): run_links,
         ("dask", "node"): run_nodes_on_blocks, ("dask", "link"): run_links_on_blocks}
+
+
+def _hash_seed(params) -> int | None:
+    """split.assign: hash draws from keys of (seed, id); permutation from the stage's rng."""
+    return params.seed if params.split.assign == "hash" else None
+
+
+def _mapped_graph(args, params, node=None) -> Graph:
+    """The prepared graph for the block split, after its refusals (``node``: the node task's
+    params): checked here once, then memory-mapped (x in its stored dtype, read in row
+    blocks)."""
+    refuse_unsupported(params.split.assign, prepared_layout(args.prepared), node)
+    return io.read_graph(args.prepared, mmap=True, stored_x=True)
+
+
+def _fitted(params, report: dict, fitted: dict) -> dict:
+    """``fitted`` (features.normalize's transforms, gnnpipe/data/features.py), noted in the
+    audit report."""
+    report["features"] = features.audit_entry(params.features.normalize, fitted)
+    return fitted
+
+
+def _publish(args, params, report: dict, fitted: dict, write_split) -> None:
+    """The audit report, then (every check passed) data/split by ``write_split(folder)`` and
+    data/features after it, so a failed audit writes neither."""
+    # a failed audit is published at once, alone: it says why the stage fails
+    io.write_json(args.audit, report, now=not report["passed"])
+    audit.raise_if_failed(report)
+    with io.atomic_dir(args.out) as out:
+        write_split(out)
+    with io.atomic_dir(args.features) as out:
+        features.write_transforms(out, params.features.normalize, fitted)
+
+
+def _node_summary(args, graph: Graph, report: dict, mode: str) -> str:
+    typed = graph.layout == TYPED
+    nodes = f"{graph.target} nodes " if typed else ""
+    per_type = " per edge type" if typed else ""
+    return "; ".join([f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
+                      f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])

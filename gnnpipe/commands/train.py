@@ -4,37 +4,28 @@ train.sampler cluster cuts ClusterGCN batches from data/partition (built on the 
 graph); saint draws GraphSAINT random-walk subgraphs from the train-phase graph. With
 train.dist.shard: partition each DDP rank reads only its own part shards (+halo) and the
 feature rows of their nodes, trains on their ClusterGCN batches and scores its own nodes on
-them.
+them (gnnpipe/training/node_fit.py).
 dataset.task link trains an encoder with a dot-product decoder; typed graphs train
 to_hetero(GraphSAGE), HGT or R-GCN, full-graph or on hgt / neighbor (node task) and
 link_neighbor (link task) mini-batches of the train-phase typed graph, the latter two also on
 several DDP ranks.
 """
 
-
-import os
-import sys
-
-import torch
-
-from gnnpipe.training import device as devices
-from gnnpipe import io
-from gnnpipe.training import distributed
-from gnnpipe.commands.loaders import link_source, node_source, shard_setup
-from gnnpipe.commands.training import (checkpointing_for, finish_run, write_link_outputs,
-                                       write_node_outputs)
 from gnnpipe.commands.variant import split_task
-from gnnpipe.config import load_params, samplers, to_dict
-from gnnpipe.training.link_train import fit_link
-from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
-from gnnpipe.training.models import build_model
+from gnnpipe.config import load_params, to_dict
+from gnnpipe.data.graph import edge_type_name
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import builders
-from gnnpipe.training.train import fit
-from gnnpipe.data.graph import edge_type_name
-
+from gnnpipe.training import device as devices
+from gnnpipe.training import distributed
+from gnnpipe.training.link_train import fit_link
+from gnnpipe.training.loader_sources import link_source
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
+from gnnpipe.training.node_fit import fit_nodes, read_node_fit
+from gnnpipe.training.run_files import (checkpointing_for, finish_run, write_link_outputs,
+                                        write_node_outputs)
 
 
 def run(args):
@@ -52,51 +43,25 @@ def run(args):
         return RUNS[task](args, params, ctx, device)
 
 
-def train_nodes(args, params, ctx, device):
-    """Node classification; with train.dist.shard: partition a rank holds only its shards."""
-    cfg = params.train
-    loader, evaluator, extra, rank_info, batch_size = None, None, {}, {}, None
-    if cfg.dist.shard == "partition":  # no whole graph on a rank: its shards and their rows
-        roles, inputs = io.read_split_roles(args.split), None
-        y, num_classes, in_dim, loader, evaluator, extra, rank_info = shard_setup(
-            args, params, ctx, roles, torch.from_numpy(roles == "train"))
-        build = lambda: build_model(cfg.model, in_dim, num_classes, cfg, 0)
-        reads, phases = ("prepared", "split", "features", "propagate"), None
-        meta = {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes, "num_hops": 0}
-    else:
-        inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
-        roles, y, num_classes = read_roles(args, inputs), inputs.graph.y, inputs.graph.num_classes
-        build = lambda: inputs.model(num_classes)
-        reads, phases = inputs.reads, inputs.phases
-        meta = inputs.meta({"num_classes": num_classes})
-        if samplers.needs(cfg.sampler, "propagate"):  # sign: batches of precomputed rows
-            batch_size = cfg.batch_size
-        if samplers.SAMPLERS[cfg.sampler].loader:
-            built = builders.build(node_source(args, cfg, ctx, inputs, roles), cfg,
-                                   params.seed, ctx)
-            loader, extra, rank_info = built.loader, built.metrics, built.rank
-    fingerprinted = [getattr(args, name) for name in reads] + (
-        [args.partition] if samplers.needs(cfg.sampler, "partition") else [])
-    checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed, fingerprinted, ctx)
-    seed = torch_seed(params.seed, "train")
-    if cfg.engine == "lightning":  # Params allows it for full / neighbor on one process only
-        # imports Lightning (slow, optional): only when asked
-        from gnnpipe.training.lightning import fit_lightning
+def _options(cfg, ctx, checkpointing, device, compile_model: bool = False) -> LoopOptions:
+    return LoopOptions(ctx=ctx, checkpointing=checkpointing, progress=progress, amp=cfg.amp,
+                       compile_model=compile_model, device=device,
+                       callbacks=distributed.injected_faults())
 
-        result = fit_lightning(
-            build, phases, y, roles, cfg, seed, node_sampler=getattr(loader, "node_sampler", None),
-            progress_bar=os.environ.get("GNNPIPE_PROGRESS", "1") != "0" and sys.stderr.isatty(),
-            amp=cfg.amp, compile_model=cfg.compile, device=device)
-    else:
-        result = fit(build, phases, y, roles, cfg, seed, batch_size=batch_size, loader=loader,
-                     evaluator=evaluator, options=LoopOptions(
-                         ctx=ctx, checkpointing=checkpointing, progress=progress, amp=cfg.amp,
-                         compile_model=cfg.compile, device=device,
-                         callbacks=distributed.injected_faults()))
-    target = {} if inputs is None or inputs.target is None else {"node_type": inputs.target}
-    done = finish_run(args, result, ctx, rank_info, lambda: write_node_outputs(args, result, meta),
-                      metrics={"model": cfg.model, "sampler": cfg.sampler, **target,
-                               **result.summary, **extra},
+
+def train_nodes(args, params, ctx, device):
+    """Node classification: the whole graph's inputs, or (train.dist.shard: partition) the
+    rank's shards."""
+    cfg = params.train
+    fitted = read_node_fit(args, params, ctx)
+    checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
+                                      fitted.inputs(args, cfg), ctx)
+    result = fit_nodes(fitted, cfg, torch_seed(params.seed, "train"), device,
+                       _options(cfg, ctx, checkpointing, device, cfg.compile))
+    done = finish_run(args, result, ctx, fitted.rank_info,
+                      lambda: write_node_outputs(args, result, fitted.meta),
+                      metrics={"model": cfg.model, "sampler": cfg.sampler, **result.summary,
+                               **fitted.metrics},
                       perf={"shard": cfg.dist.shard, "amp": cfg.amp, "compile": cfg.compile,
                             "engine": cfg.engine})
     return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}" if done \
@@ -116,9 +81,8 @@ def train_links(args, params, ctx, device):
     # out_channels = hidden: the encoder's last layer gives the embedding the decoder dots.
     result = fit_link(lambda: inputs.model(cfg.hidden, "all"), inputs.phases, sup.edges,
                       sup.negatives, sup.sampler, cfg, torch_seed(params.seed, "train"),
-                      loader=loader, hard_negatives=sup.hard, options=LoopOptions(
-                          ctx=ctx, checkpointing=checkpointing, progress=progress, amp=cfg.amp,
-                          device=device, callbacks=distributed.injected_faults()))
+                      loader=loader, hard_negatives=sup.hard,
+                      options=_options(cfg, ctx, checkpointing, device))
     held_out = {} if edge_type is None else {"edge_type": edge_type_name(edge_type)}
     meta = inputs.meta({"task": "link", "embedding_dim": cfg.hidden})
     done = finish_run(args, result, ctx, {}, lambda: write_link_outputs(args, result, meta),

@@ -79,8 +79,8 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int,
 
 def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirected: bool,
                     dedup: bool, remove_self_loops: bool, num_src: int | None = None,
-                    order: np.ndarray | None = None, with_rows: bool = False,
-                    copies: str = "by_order") -> tuple[Csr, EdgeReport]:
+                    order: np.ndarray | None = None, with_rows: bool = False
+                    ) -> tuple[Csr, EdgeReport]:
     """Apply a graph's edge policies to its input rows and build the CSR: the one place both
     graph kinds (a homogeneous graph, each relation of a typed one) do it.
 
@@ -91,9 +91,8 @@ def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirec
     directions of every kept row (a self-loop once; needs ``num_src == num_nodes``).
 
     ``with_rows``: ``report.rows`` is the input row behind each stored edge. Copies of one
-    stored edge (no dedup) take their rows ``by_order`` (smallest ``order``, then first row;
-    both directions of an undirected row alike) or ``as_given`` (the rows as read, in row
-    order, then the flipped rows).
+    stored edge (no dedup) take their rows by (``order``, row), both directions of an
+    undirected row alike.
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -127,19 +126,18 @@ def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirec
         else:
             kept = np.arange(keys.size)
             dups_removed = 0
-            if order is not None and copies == "by_order":
+            if order is not None:
                 kept = kept[np.argsort(order[rows], kind="stable")]
         src, dst, rows = src[kept], dst[kept], rows[kept]
     if undirected:
         proper = src != dst
-        if rows is not None and copies == "by_order":  # both directions of a row side by side
+        if rows is not None:  # both directions of a row side by side
             both = np.stack([np.ones_like(proper), proper], axis=1).ravel()
             src, dst = (np.stack([src, dst], axis=1).ravel()[both],
                         np.stack([dst, src], axis=1).ravel()[both])
             rows = np.repeat(rows, 2)[both]
         else:
             src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
-            rows = None if rows is None else np.concatenate([rows, rows[proper]])
     csr, stored = _csr_order(src, dst, num_nodes, num_src)
     report = EdgeReport(input_edges=input_edges, self_loops_removed=loops_removed,
                         duplicates_removed=dups_removed, output_edges=csr.num_edges,

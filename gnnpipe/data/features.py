@@ -1,7 +1,7 @@
 """Feature normalization (``features.normalize``): fitted once by the split stage into
 ``data/features/transform.pt`` (gnnpipe/io/features.py), applied identically by every reader of
 node features that feeds a model (train, baseline, propagate, predict), through
-``gnnpipe.commands.inputs.model_features``.
+``gnnpipe.splitting.inputs.model_features``.
 
 - ``none``: ``apply`` returns ``x`` itself (the memory-mapped tensor stays zero-copy).
 - ``row``: exactly PyG's ``T.NormalizeFeatures``: ``x - x.min()`` (ONE minimum over the whole
@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gnnpipe.data.graph import HOMOGENEOUS
 from gnnpipe.io.features import FEATURE_KINDS, read_features, write_features
 
 BLOCK_ROWS = 65_536
@@ -132,6 +133,14 @@ def fit_typed(kind: str, x: dict[str, torch.Tensor], target: str,
     """Per node type: the target's train nodes (``roles`` None: link task, all of them); every
     other type all its nodes."""
     return {t: fit(kind, xt, fit_rows(roles) if t == target else None) for t, xt in x.items()}
+
+
+def fit_split(kind: str, graph, roles: np.ndarray | None) -> dict[str, FeatureTransform]:
+    """The transforms of ``graph``'s (a ``Graph``) files: ``fit_graph`` for a homogeneous
+    layout, ``fit_typed`` (one per node type) for typed files."""
+    if graph.layout == HOMOGENEOUS:
+        return fit_graph(kind, graph.x[graph.target], roles)
+    return fit_typed(kind, graph.x, graph.target, roles)
 
 
 def audit_entry(kind: str, transforms: dict[str, FeatureTransform]) -> dict:

@@ -45,7 +45,7 @@ class Source:
     Node options: ``temporal`` (sampler keyword arguments and the loader's ``input_time``),
     ``edge_weight`` (E_train,), ``partition`` (meta, part of every node (N,), train nodes per
     part (P,)), ``train_mask`` (N,). Link task: ``supervision`` (a
-    ``gnnpipe.commands.inputs.LinkSupervision``) and, typed, its ``edge_type``."""
+    ``gnnpipe.splitting.inputs.LinkSupervision``) and, typed, its ``edge_type``."""
 
     graph: Graph
     train_graph: object

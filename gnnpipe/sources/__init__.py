@@ -1,5 +1,5 @@
-"""Dataset sources of the prepare stage: local files in, one ``RawGraph`` (or, with
-``dataset.layout: typed``, one ``RawTypedGraph``) out (no network).
+"""Dataset sources of the prepare stage: local files in, one ``RawGraph`` out (no network): node
+types and relations, one of each for a homogeneous source (``RawGraph.homogeneous``).
 
 ``load`` dispatches on ``dataset.layout`` and ``dataset.source``; each reader lives in its own
 module and raises a one-line ``ValueError`` naming the file and column of any bad input.
@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import pyarrow as pa
+
 from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sources.base import RawGraph, RawTypedGraph
+from gnnpipe.sources.base import RawGraph
 
 READERS = {"parquet": "tables", "csv": "tables", "planetoid": "planetoid", "ogb": "ogb",
            "pyg": "pyg"}
@@ -24,7 +26,7 @@ INPUT = {"parquet": "a folder with the node and edge tables",
          "ogb": "the OGB dataset folder (raw/, split/)", "pyg": "the .pt file"}
 
 
-def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph | RawTypedGraph:
+def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
     """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator.
     ``feature_sink`` (synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the features in
     row blocks; ``x`` is then its memory-mapped file."""
@@ -33,8 +35,9 @@ def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph | RawType
                                  None if feature_sink is None else feature_sink.write)
         x = raw["x"] if feature_sink is None else feature_sink.close()
         y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
-        return RawGraph(x=x, y=y, src=raw["src"], dst=raw["dst"],
-                        where="dataset.synthetic", timestamps=raw.get("timestamps"))
+        time = raw.get("timestamps")
+        return RawGraph.homogeneous(x, y, raw["src"], raw["dst"], "dataset.synthetic",
+                                    time=None if time is None else pa.array(time))
     typed = cfg.layout == "typed"
     if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
         if typed:

@@ -1,4 +1,5 @@
-"""What every source returns (``RawGraph``) and the checks they share.
+"""What every source returns (``RawGraph``: node types and relations before the edge
+policies) and the checks they share.
 
 Each check raises a one-line ``ValueError`` that names the file and the column, so a user can
 find the bad value without a traceback (``gnnpipe prepare`` prints only the message).
@@ -14,38 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gnnpipe.data.graph import ROLES, check_name
+from gnnpipe.data.graph import EDGE, NODE, ROLES, check_name
 
 # Rows per edge chunk: large enough that per-chunk overhead (id lookups) stays small, small
 # enough that a chunk of int64 ids is a few tens of MB.
 EDGE_BATCH_ROWS = 1 << 21
-
-
-@dataclass(frozen=True)
-class RawGraph:
-    """A source's graph before the edge policies: ids already in ``[0, N)``.
-
-    ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (E,) one row per input edge.
-    Optional: ``public_roles`` int8 (N,) codes into ``ROLES`` (the dataset's official split),
-    ``timestamps`` float64 or int64 (N,) (the synthetic generator's), ``node_ids`` (N,) the
-    user's original ids, ``node_time`` (N,) and ``edge_time`` / ``edge_weight`` (E,) as read
-    (Arrow arrays), ``class_names`` when labels were strings.
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    where: str  # names the input in error messages
-    public_roles: np.ndarray | None = None
-    timestamps: np.ndarray | None = None
-    node_ids: pa.Array | None = None
-    node_time: pa.Array | None = None
-    edge_weight: pa.Array | None = None
-    edge_time: pa.Array | None = None
-    class_names: list[str] | None = None
-    class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
-    edges_where: str | None = None  # the edge file, for messages (None: ``where``)
 
 
 def require_file(path: Path, hint: str) -> None:
@@ -311,7 +285,7 @@ def roles_from_masks(masks: dict[str, np.ndarray], where: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RawNodeType:
-    """One node type as a typed source read it: ``x`` float32 (N, F) or None (no feature
+    """One node type as a source read it: ``x`` float32 (N, F) or None (no feature
     columns: prepare gives it ``dataset.typed.featureless``), ``ids`` (N,) the user's ids (None
     when ids are already 0..N-1, as in OGB), ``time`` (N,) the timestamp column as read."""
 
@@ -324,26 +298,47 @@ class RawNodeType:
 
 @dataclass(frozen=True)
 class RawRelation:
-    """One relation's input rows: ``src`` / ``dst`` int64 (E,) type-local ids, ``time`` (E,)."""
+    """One relation's input rows: ``src`` / ``dst`` int64 (E,) type-local ids, ``time`` /
+    ``weight`` (E,) as read (Arrow)."""
 
     src: np.ndarray
     dst: np.ndarray
     where: str
     time: pa.Array | None = None
+    weight: pa.Array | None = None
 
 
 @dataclass(frozen=True)
-class RawTypedGraph:
-    """A typed source's graph before the edge policies (``gnnpipe.data.prepare.build_typed`` applies
-    them). Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros
-    and one class when a link-task graph has no labels); ``public_roles`` int8 (N_target,)."""
+class RawGraph:
+    """A source's graph before the edge policies (``gnnpipe.data.prepare.build`` applies them).
+    Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros and one
+    class when a link-task graph has no labels); ``public_roles`` int8 (N_target,) codes into
+    ``ROLES`` (the dataset's official split). A homogeneous source's graph is the one-type case
+    (``RawGraph.homogeneous``)."""
 
     nodes: dict[str, RawNodeType]
     relations: dict[tuple[str, str, str], RawRelation]
     target: str
     y: np.ndarray
-    where: str
-    class_names: list[str] | None = None
+    where: str  # names the input in error messages
+    class_names: list[str] | None = None  # when labels were strings
     public_roles: np.ndarray | None = None
     labelled: bool = True  # False: no label column anywhere (dataset.task link only)
-    class_values: pa.Array | None = None  # (C,) the user's label of each code
+    class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
+
+    @classmethod
+    def homogeneous(cls, x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                    where: str, *, ids: pa.Array | None = None, time: pa.Array | None = None,
+                    edge_time: pa.Array | None = None, edge_weight: pa.Array | None = None,
+                    edges_where: str | None = None, public_roles: np.ndarray | None = None,
+                    class_names: list[str] | None = None, class_values: pa.Array | None = None
+                    ) -> "RawGraph":
+        """One node type ``NODE`` (``x`` float32 (N, F), ``y`` int64 (N,), ``ids`` / ``time``
+        (N,) as read) and one relation ``EDGE`` (``src`` / ``dst`` int64 (E,) in ``[0, N)``,
+        ``edge_time`` / ``edge_weight`` (E,) as read; ``edges_where``: its file, default
+        ``where``); labelled, as every homogeneous source is."""
+        node = RawNodeType(num_nodes=len(x), x=x, where=where, ids=ids, time=time)
+        relation = RawRelation(src, dst, edges_where or where, time=edge_time, weight=edge_weight)
+        return cls(nodes={NODE: node}, relations={EDGE: relation}, target=NODE, y=y,
+                   where=where, class_names=class_names, public_roles=public_roles,
+                   class_values=class_values)

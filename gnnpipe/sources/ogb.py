@@ -320,8 +320,9 @@ def read_binary(cfg: DatasetParams, root: Path) -> RawGraph:
     raw = root / "raw"
     x, edge_index = _binary_graph(raw / "data.npz")
     y, class_values = _binary_labels(raw / "node-label.npz", x.shape[0], cfg.max_classes)
-    return RawGraph(x=x, y=y, src=edge_index[0], dst=edge_index[1], where=str(root),
-                    public_roles=_public_split(root, x.shape[0]), class_values=class_values)
+    return RawGraph.homogeneous(x, y, edge_index[0], edge_index[1], str(root),
+                                public_roles=_public_split(root, x.shape[0]),
+                                class_values=class_values)
 
 
 def read(cfg: DatasetParams) -> RawGraph:
@@ -350,5 +351,6 @@ def read(cfg: DatasetParams) -> RawGraph:
             raise ValueError(f"{count_path}: says {counts} nodes but {feat_path} has "
                              f"{num_nodes} rows (a single graph is expected)")
     src, dst = _edges(raw / "edge.csv.gz", num_nodes)
-    return RawGraph(x=x, y=y, src=src, dst=dst, where=str(root),
-                    public_roles=_public_split(root, num_nodes), class_values=class_values)
+    return RawGraph.homogeneous(x, y, src, dst, str(root),
+                                public_roles=_public_split(root, num_nodes),
+                                class_values=class_values)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.sources.base import (RawNodeType, RawRelation, RawTypedGraph, check_no_nulls,
+from gnnpipe.sources.base import (RawNodeType, RawRelation, RawGraph, check_no_nulls,
                                   label_codes, reason, require_file,
                                   split_edge_type)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
@@ -90,7 +90,7 @@ def _relations(raw: Path, counts: dict[str, int]) -> dict[tuple[str, str, str], 
     return relations
 
 
-def read_typed(cfg: DatasetParams) -> RawTypedGraph:
+def read_typed(cfg: DatasetParams) -> RawGraph:
     root = dataset_root(cfg)
     raw = root / "raw"
     counts = _counts(raw)
@@ -123,7 +123,7 @@ def read_typed(cfg: DatasetParams) -> RawTypedGraph:
         if y.size != n_target:
             raise ValueError(f"{path}: {y.size} labels but {raw / COUNTS} says {n_target} "
                              f"{target} nodes")
-    return RawTypedGraph(
+    return RawGraph(
         nodes=nodes, relations=_relations(raw, counts), target=target,
         y=np.zeros(n_target, dtype=np.int64) if y is None else y, where=str(root),
         public_roles=_public_split(root, n_target, target) if y is not None else None,

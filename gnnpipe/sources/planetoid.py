@@ -58,5 +58,5 @@ def read(cfg: DatasetParams) -> RawGraph:
     src, dst = data.edge_index.numpy().astype(np.int64)
     masks = {role: getattr(data, f"{role}_mask").numpy()
              for role in ("train", "val", "test")}
-    return RawGraph(x=x, y=data.y.numpy().astype(np.int64), src=src, dst=dst, where=str(folder),
-                    public_roles=roles_from_masks(masks, str(folder)))
+    return RawGraph.homogeneous(x, data.y.numpy().astype(np.int64), src, dst, str(folder),
+                                public_roles=roles_from_masks(masks, str(folder)))

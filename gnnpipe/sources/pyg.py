@@ -109,5 +109,5 @@ def read(cfg: DatasetParams) -> RawGraph:
         masks[role] = (mask if mask.dim() == 1 else mask[:, 0]).numpy()
     public = roles_from_masks(masks, str(path)) if masks else None
     src, dst = edge_index.long().numpy()
-    return RawGraph(x=x_np, y=y.long().numpy(), src=np.ascontiguousarray(src),
-                    dst=np.ascontiguousarray(dst), where=str(path), public_roles=public)
+    return RawGraph.homogeneous(x_np, y.long().numpy(), np.ascontiguousarray(src),
+                                np.ascontiguousarray(dst), str(path), public_roles=public)

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from gnnpipe.config import DatasetParams, EdgeTableParams
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.runtime.progress import progress
-from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, RawTypedGraph,
+from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation,
                                   check_finite, check_no_nulls, check_timestamps, combine,
                                   feature_columns, features, is_numeric, label_codes,
                                   require_file, split_edge_type)
@@ -146,10 +146,10 @@ def read(cfg: DatasetParams) -> RawGraph:
     check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
                                              {"src": lookup, "dst": lookup}, cfg.nodes.id)
-    return RawGraph(x=nodes.x, y=y, src=src, dst=dst, where=str(root), node_ids=ids,
-                    node_time=nodes.time, edge_weight=weight, edge_time=edge_time,
-                    class_names=class_names, class_values=class_values,
-                    edges_where=str(edges_path))
+    return RawGraph.homogeneous(nodes.x, y, src, dst, str(root), ids=ids, time=nodes.time,
+                                edge_weight=weight, edge_time=edge_time,
+                                edges_where=str(edges_path), class_names=class_names,
+                                class_values=class_values)
 
 
 def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
@@ -301,7 +301,7 @@ def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
     return None
 
 
-def read_typed(cfg: DatasetParams) -> RawTypedGraph:
+def read_typed(cfg: DatasetParams) -> RawGraph:
     """``dataset.layout: typed``: one node table per type, one edge table per relation."""
     root = Path(cfg.path)
     fmt = cfg.source
@@ -350,7 +350,7 @@ def read_typed(cfg: DatasetParams) -> RawTypedGraph:
                                        cfg.nodes.id, timestamp=timed)
         relations[edge_type] = RawRelation(src=src, dst=dst, where=str(path), time=time)
     n_target = nodes[target].num_nodes
-    return RawTypedGraph(nodes=nodes, relations=relations, target=target,
+    return RawGraph(nodes=nodes, relations=relations, target=target,
                          y=np.zeros(n_target, dtype=np.int64) if y is None else y,
                          where=str(root), class_names=class_names, class_values=class_values,
                          labelled=y is not None)

@@ -19,6 +19,7 @@ Tasks map the prepared graph.pt (``dask_split.graph_arrays``) and read their row
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.edges import sorted_unique
-from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
+from gnnpipe.data.graph import Csr, EdgeType
+from gnnpipe.io.blocks import load_routed, open_memmap, open_tensor, save_array, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import dask_split
@@ -50,6 +52,24 @@ class LinkBlocks:
     undirected: bool
     disjoint: bool
     blocks: list[tuple[int, int]]
+
+    def message_graphs(self, edge_type: EdgeType) -> dict[str, dict[EdgeType, Csr]]:
+        """Phase -> ``edge_type`` -> its memory-mapped message graph (phases sharing files
+        share one ``Csr``)."""
+        opened: dict[tuple, Csr] = {}
+        return {phase: {edge_type: opened.setdefault(files, Csr(*map(open_tensor, files)))}
+                for phase, files in self.message.items()}
+
+    def edge_parts(self, role: str) -> Iterator[np.ndarray]:
+        """The sorted buckets (m, 2) of ``role``'s pairs, in order."""
+        folder, buckets = self.positives[role]
+        return (np.load(folder / f"b{k:06d}.npy") for k in range(buckets))
+
+    def negative_parts(self, phase: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per bucket of ``phase`` (val / test): its pairs' sources (m,) and negatives (m, K)."""
+        folder, buckets = self.positives[phase]
+        return ((np.load(folder / f"b{k:06d}.npy")[:, 0], np.load(folder / f"n{k:06d}.npy"))
+                for k in range(buckets))
 
 
 def csr_contains(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,

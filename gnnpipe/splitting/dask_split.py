@@ -25,8 +25,8 @@ import numpy as np
 
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.block_graph import place_rows
-from gnnpipe.data.graph import UNLABELLED
-from gnnpipe.io.blocks import create_memmap, open_memmap, save_array, write_rows
+from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph
+from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
 from gnnpipe.io.common import CSR_SPEC
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
@@ -59,6 +59,14 @@ class NodeBlocks:
     roles: Path
     message: dict[str, tuple[Path, Path] | None]
     blocks: list[tuple[int, int]]  # the row blocks of the tasks
+
+    def message_graphs(self, graph: Graph) -> dict[str, dict[EdgeType, Csr]]:
+        """Phase -> ``graph``'s one edge type -> its message graph: the memory-mapped files,
+        or the prepared CSR where the phase passes messages over it."""
+        (edge_type,) = graph.edge_types
+        return {phase: {edge_type: graph.csr[edge_type] if files is None
+                        else Csr(*map(open_tensor, files))}
+                for phase, files in self.message.items()}
 
 
 def refuse_unsupported(assign: str, layout: str, node: NodeSplitParams | None) -> None:

@@ -269,3 +269,11 @@ def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int,
     return {phase: torch.from_numpy(hard_negatives(view, link.edges[phase][0].numpy() + s_off,
                                                    per_head, forbidden, rng, targets) - d_off)
             for phase in HELD_OUT}
+
+
+def link_meta(report: dict, cfg: LinkSplitParams, typed: bool) -> dict:
+    """What meta.json says of a link split (after its task), from its audit ``report``."""
+    return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
+            **({} if typed else {"undirected": report["undirected"]}),
+            "disjoint_train_ratio": cfg.disjoint_train_ratio,
+            "negative_strategy": cfg.negative_strategy}

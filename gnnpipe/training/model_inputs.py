@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from torch import nn
 
 from gnnpipe import io
-from gnnpipe.commands.inputs import (LinkSupervision, TypedSplit, lazy_model_features,
+from gnnpipe.splitting.inputs import (LinkSupervision, TypedSplit, lazy_model_features,
                                      model_features, read_link_supervision, read_model_typed,
                                      read_typed_link_supervision, whole_features)
 from gnnpipe.config import samplers
@@ -30,16 +30,15 @@ class ModelInputs:
     one type: a ``ModelFeatures`` when its rows are read per batch); ``message_graphs``: phase
     -> Csr (homogeneous layout), or phase -> edge type -> Csr; ``phases``:
     phase -> ``PhaseInput`` of the phases asked for (x, the phase's own edges, the layer-wise
-    engine of ``train.inference``); ``num_hops``: sign's K (0 otherwise); ``target``: the node
-    type the outputs are of (None: homogeneous); ``reads``: the stage arguments naming the
-    input folders they came from (a checkpoint is keyed by them).
+    engine of ``train.inference``); ``num_hops``: sign's K (0 otherwise); ``reads``: the stage
+    arguments naming the input folders they came from (a checkpoint is keyed by them). The
+    graph's ``layout`` says which models read it; its ``target`` is the type the outputs are of.
     """
 
     graph: object
     message_graphs: dict
     phases: dict[str, PhaseInput]
     num_hops: int
-    target: str | None
     reads: tuple[str, ...]
     _build: Callable[[int, str], nn.Module]
     _meta: Callable[[dict], dict]
@@ -92,7 +91,7 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
         rest = {k: v for k, v in task_meta.items() if k != "task"}
         return {"model": cfg.model, **head, "in_dim": in_dim, **rest, "num_hops": num_hops}
 
-    return ModelInputs(graph, graphs, given, num_hops, None,
+    return ModelInputs(graph, graphs, given, num_hops,
                        ("prepared", "split", "features", "propagate"),
                        lambda out_dim, out: build_model(cfg.model, in_dim, out_dim, cfg,
                                                         num_hops), meta)
@@ -106,7 +105,7 @@ def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
     described = {"model": cfg.model, "target": graph.target,
                  "node_types": ",".join(graph.node_types),
                  "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
-    return ModelInputs(graph, typed.graphs, given, 0, graph.target,
+    return ModelInputs(graph, typed.graphs, given, 0,
                        ("prepared", "split", "features"),
                        lambda out_dim, out: build_hetero_model(
                            cfg.model, graph.metadata(), dims, out_dim, graph.target, cfg,
@@ -114,17 +113,10 @@ def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
                        lambda task_meta: {**described, **task_meta})
 
 
-def read_roles(args, inputs: ModelInputs):
-    """Split role of every node of the (target) type (N,): train / val / test / unused."""
-    if inputs.target is None:
-        return io.read_split_roles(args.split)
-    return io.read_typed_roles(args.split, inputs.graph)
-
-
 def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSupervision]:
-    """The held-out edge type (None: homogeneous) and the link supervision in the model's
-    output rows (typed: ``to_homogeneous`` ids)."""
-    if inputs.target is None:
+    """The held-out edge type (None: homogeneous layout) and the link supervision in the
+    model's output rows (typed: ``to_homogeneous`` ids)."""
+    if inputs.graph.layout == HOMOGENEOUS:
         return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs)
     typed = TypedSplit(inputs.graph, io.read_split_meta(args.split),
                        inputs.message_graphs)

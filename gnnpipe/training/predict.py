@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from gnnpipe import io
-from gnnpipe.training.distributed import DistContext
-from gnnpipe.data.graph import UNLABELLED
+from gnnpipe.training.distributed import SINGLE, DistContext
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, UNLABELLED
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.training.inference import layerwise_logits
 from gnnpipe.training.link_train import pair_scores
@@ -236,12 +236,26 @@ def read_classes_of(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
     return classes, "classes.parquet"
 
 
-def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
-    """Node type (None: homogeneous ``graph``) -> ``original_id`` (N_t,) of its every node in
-    ``prepared``: the user's ids when the source had them, else 0..N-1."""
-    if target is None:
-        files = {None: (prepared / "node_ids.parquet", graph.num_nodes,
-                        lambda t: io.read_node_ids(prepared))}
+def trained_outputs(inputs, model_dir: Path, ctx: DistContext, out_dim: int, out: str,
+                    expect: dict, block_rows: int):
+    """(output, hidden, how) of the model trained into ``model_dir`` on the test phase's
+    ``inputs`` (``gnnpipe.training.model_inputs.ModelInputs``; ``out_dim`` / ``out`` rebuild
+    it, ``expect``: the meta it must have been trained with); typed graphs run on rank 0 alone.
+    (None, None, how) on the other ranks."""
+    model = load_model(inputs.model(out_dim, out), io.read_model(model_dir), inputs.meta(expect),
+                       Path(model_dir) / "model.pt")
+    typed = inputs.graph.layout == TYPED
+    if typed and not ctx.is_main:
+        return None, None, "full"
+    return model_outputs(model, inputs.phases["test"], SINGLE if typed else ctx, block_rows)
+
+
+def read_node_ids_of(prepared: Path, graph) -> dict:
+    """Node type -> ``original_id`` (N_t,) of its every node in ``prepared``: the user's ids
+    when the source had them, else 0..N-1."""
+    if graph.layout == HOMOGENEOUS:  # its files carry no type suffix
+        files = {graph.target: (prepared / "node_ids.parquet", graph.num_nodes,
+                                lambda t: io.read_node_ids(prepared))}
     else:
         files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes_dict[t],
                      lambda t: io.read_typed_node_ids(prepared, t))
@@ -256,11 +270,12 @@ def read_node_ids_of(prepared: Path, graph, target: str | None) -> dict:
     return ids
 
 
-def write_embeddings(out: Path, node_type: str | None, hidden: torch.Tensor, ids: pa.Array,
+def write_embeddings(out: Path, graph, node_type: str, hidden: torch.Tensor, ids: pa.Array,
                      pcfg) -> None:
-    """embeddings.parquet (or embeddings_<type>.parquet) of ``hidden`` (N, H) under ``ids``
-    (``pcfg``: PredictParams: dtype, block rows)."""
-    name = "embeddings.parquet" if node_type is None else f"embeddings_{node_type}.parquet"
+    """embeddings.parquet (a typed ``graph``'s: embeddings_<type>.parquet) of ``hidden`` (N, H)
+    under ``ids`` (``pcfg``: PredictParams: dtype, block rows)."""
+    name = ("embeddings.parquet" if graph.layout == HOMOGENEOUS
+            else f"embeddings_{node_type}.parquet")
     io.write_blocks(out / name, io.embeddings_schema(
         ids.type, io.EMBEDDING_TYPES[pcfg.embedding_dtype], int(hidden.shape[1])),
         io.EMBEDDINGS, embedding_blocks(hidden, ids, pcfg.embedding_dtype, pcfg.block_rows))
@@ -279,3 +294,21 @@ def candidate_pairs(name: str, pairs_dir: Path, src_ids: pa.Array, dst_ids: pa.A
     src, dst = read_pairs(Path(name), (src_ids.type, dst_ids.type), where)
     s, d = map_pairs(src, dst, src_ids, dst_ids, where)
     return src, dst, s, d
+
+
+def prediction_metrics(graph, ctx: DistContext, per_type: dict, payload: dict) -> dict:
+    """predict.json: ``payload`` and the world size; a typed graph's gives each type's
+    embedding rows (``per_type``: type -> (N_t, H)) and, node task, the node type instead."""
+    if graph.layout == HOMOGENEOUS:
+        return {**payload, "world_size": ctx.world_size}
+    node_type = {"node_type": graph.target} if payload["task"] == "node" else {}
+    return {**payload, **node_type,
+            "embedding_rows": {t: int(h.shape[0]) for t, h in per_type.items()}}
+
+
+def embeddings_line(per_type: dict) -> str:
+    """What the result line says of the embeddings (type -> (N_t, D)): their width, and the
+    types when there are several."""
+    width = int(next(iter(per_type.values())).shape[1])
+    types = f" for {len(per_type)} node types" if len(per_type) > 1 else ""
+    return f"embeddings of width {width}{types}"

@@ -5,9 +5,7 @@ undirected input, with and without dedup and self-loop removal.
 Rule (``gnnpipe.data.graph.normalize_edges``): self-loops go first (same-type edges only);
 dedup keeps, per pair (unordered when undirected), the row with the earliest time, then the
 first row; an undirected edge is stored both ways (a kept self-loop once), both directions from
-the same row. Copies of one stored edge (no dedup) come in a kind's own order: a homogeneous
-graph's by (time, row), a typed graph's as given (rows stored as read in row order, then the
-flipped rows).
+the same row. Copies of one stored edge (no dedup) come by (time, row), in either layout.
 """
 
 from __future__ import annotations
@@ -19,9 +17,10 @@ import pyarrow as pa
 import pytest
 
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.prepare import build, build_typed
+from gnnpipe.data.prepare import build
 from gnnpipe.data.edges import edge_pairs
-from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation, RawTypedGraph
+from gnnpipe.data.graph import EDGE
+from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation
 
 N = 5  # few nodes, many rows: every pair repeats, in both orientations, with loops
 POLICIES = list(itertools.product([True, False], [True, False], [True, False]))
@@ -41,7 +40,7 @@ def _cfg(undirected: bool, dedup: bool, remove_loops: bool, **extra):
         "self_loops": "remove" if remove_loops else "keep", **extra}}).dataset
 
 
-def expected(src, dst, time, *, undirected, dedup, remove_loops, typed_copies, pairs=None):
+def expected(src, dst, time, *, undirected, dedup, remove_loops, pairs=None):
     """(src, dst, row) of every stored edge in CSR order (by dst, then src), by the rule above;
     ``pairs``: undirected pair keys (default: ``undirected``; a cross-type relation has none)."""
     pairs = undirected if pairs is None else pairs
@@ -58,19 +57,16 @@ def expected(src, dst, time, *, undirected, dedup, remove_loops, typed_copies, p
         stored.append((int(src[i]), int(dst[i]), 0, i))
         if pairs and src[i] != dst[i]:
             stored.append((int(dst[i]), int(src[i]), 1, i))
-    if typed_copies:
-        stored.sort(key=lambda e: (e[1], e[0], e[2], e[3]))
-    else:
-        stored.sort(key=lambda e: (e[1], e[0], time[e[3]], e[3]))
+    stored.sort(key=lambda e: (e[1], e[0], time[e[3]], e[3]))
     return [(s, d, i) for s, d, _, i in stored]
 
 
 def _homogeneous(src, dst, time, cfg, with_time=True):
     x = np.zeros((N, 1), dtype=np.float32)
     y = np.arange(N, dtype=np.int64) % 2
-    raw = RawGraph(x=x, y=y, src=src, dst=dst, where="test",
-                   edge_weight=pa.array(np.arange(src.size, dtype=np.float64)),
-                   edge_time=pa.array(time) if with_time else None)
+    raw = RawGraph.homogeneous(x, y, src, dst, "test",
+                               edge_weight=pa.array(np.arange(src.size, dtype=np.float64)),
+                               edge_time=pa.array(time) if with_time else None)
     return build(raw, cfg)
 
 
@@ -80,11 +76,11 @@ def test_homogeneous_rows_follow_the_rule(undirected, dedup, remove_loops, seed)
     src, dst, time = _rows(seed)
     prepared = _homogeneous(src, dst, time, _cfg(undirected, dedup, remove_loops))
     s, d = prepared.graph.target_view().csr.edge_index().numpy()
-    rows = np.asarray(prepared.edge_attrs["weight"].to_pylist(), dtype=np.int64)
+    rows = np.asarray(prepared.edge_attrs[EDGE]["weight"].to_pylist(), dtype=np.int64)
     want = expected(src, dst, time, undirected=undirected, dedup=dedup,
-                    remove_loops=remove_loops, typed_copies=False)
+                    remove_loops=remove_loops)
     assert list(zip(s.tolist(), d.tolist(), rows.tolist())) == want
-    assert prepared.edge_attrs["timestamp"].to_pylist() == time[rows].tolist()
+    assert prepared.edge_attrs[EDGE]["timestamp"].to_pylist() == time[rows].tolist()
     report = prepared.report
     loops = int((src == dst).sum()) if remove_loops else 0
     kept = {i for _, _, i in want}
@@ -99,21 +95,21 @@ def test_homogeneous_weights_alone_follow_the_row_order(undirected, dedup, remov
     prepared = _homogeneous(src, dst, None, _cfg(undirected, dedup, remove_loops),
                             with_time=False)
     s, d = prepared.graph.target_view().csr.edge_index().numpy()
-    rows = prepared.edge_attrs["weight"].to_pylist()
+    rows = prepared.edge_attrs[EDGE]["weight"].to_pylist()
     want = expected(src, dst, np.zeros(src.size, dtype=np.int64), undirected=undirected,
-                    dedup=dedup, remove_loops=remove_loops, typed_copies=False)
+                    dedup=dedup, remove_loops=remove_loops)
     assert list(zip(s.tolist(), d.tolist(), [int(r) for r in rows])) == want
-    assert "timestamp" not in prepared.edge_attrs
+    assert "timestamp" not in prepared.edge_attrs[EDGE]
 
 
 def _typed(relations: dict, sizes: dict, cfg):
     nodes = {t: RawNodeType(num_nodes=n, x=np.zeros((n, 1), dtype=np.float32), where=t)
              for t, n in sizes.items()}
-    raw = RawTypedGraph(
+    raw = RawGraph(
         nodes=nodes, relations={e: RawRelation(s, d, "/".join(e), pa.array(t))
                                 for e, (s, d, t) in relations.items()},
         target="a", y=np.arange(sizes["a"], dtype=np.int64) % 2, where="test")
-    return build_typed(raw, cfg)
+    return build(raw, cfg)
 
 
 def _stored(csr, time) -> list[tuple[int, int, int]]:
@@ -130,7 +126,7 @@ def test_typed_same_type_relation_follows_the_rule(undirected, dedup, remove_loo
                       _cfg(undirected, dedup, remove_loops, layout="typed"))
     graph = prepared.graph
     want = expected(src, dst, time, undirected=undirected, dedup=dedup,
-                    remove_loops=remove_loops, typed_copies=True)
+                    remove_loops=remove_loops)
     assert _stored(graph.csr[rel], graph.edge_time[rel]) == [(s, d, time[i]) for s, d, i in want]
     assert graph.reverse == ({rel: rel} if undirected else {})
     loops = int((src == dst).sum()) if remove_loops else 0
@@ -147,15 +143,32 @@ def test_typed_cross_type_relation_and_its_reverse_follow_the_rule(undirected, d
                       _cfg(undirected, dedup, remove_loops, layout="typed"))
     graph = prepared.graph
     # self-loops mean nothing across types: nothing is removed as one
-    want = expected(src, dst, time, undirected=False, dedup=dedup, remove_loops=False,
-                    typed_copies=True)
+    want = expected(src, dst, time, undirected=False, dedup=dedup, remove_loops=False)
     assert _stored(graph.csr[rel], graph.edge_time[rel]) == [(s, d, time[i]) for s, d, i in want]
     assert prepared.report["self_loops_removed"] == 0
     if undirected:
-        flipped = expected(dst, src, time, undirected=False, dedup=dedup, remove_loops=False,
-                           typed_copies=True)
+        flipped = expected(dst, src, time, undirected=False, dedup=dedup, remove_loops=False)
         assert _stored(graph.csr[rev], graph.edge_time[rev]) == [(s, d, time[i])
                                                                  for s, d, i in flipped]
         assert graph.reverse == {rel: rev, rev: rel}
     else:
         assert list(graph.csr) == [rel]
+
+
+@pytest.mark.parametrize("undirected,dedup,remove_loops", POLICIES)
+def test_a_one_type_typed_graph_is_built_as_the_homogeneous_one(undirected, dedup, remove_loops):
+    """One build path: the homogeneous graph is the one-type case, so the same rows as a typed
+    relation inside one type give the same CSR, times per stored edge and counts."""
+    src, dst, time = _rows(4)
+    homogeneous = _homogeneous(src, dst, time, _cfg(undirected, dedup, remove_loops))
+    rel = ("a", "r", "a")
+    typed = _typed({rel: (src, dst, time)}, {"a": N},
+                   _cfg(undirected, dedup, remove_loops, layout="typed"))
+    flat, own = homogeneous.graph.csr[EDGE], typed.graph.csr[rel]
+    assert np.array_equal(flat.indptr, own.indptr) and np.array_equal(flat.indices, own.indices)
+    assert homogeneous.edge_attrs[EDGE]["timestamp"].to_pylist() == \
+        typed.graph.edge_time[rel].tolist() == typed.edge_attrs[rel]["timestamp"].to_pylist()
+    shared = ("nodes", "edges", "features", "classes", "input_edges", "duplicates_removed",
+              "self_loops_removed", "isolated_nodes")
+    assert {k: homogeneous.report[k] for k in shared} == {k: typed.report[k] for k in shared}
+    assert homogeneous.graph.layout == "homogeneous" and typed.graph.layout == "typed"

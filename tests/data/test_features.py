@@ -1,6 +1,6 @@
 """features.normalize: row as PyG's NormalizeFeatures, standardize fitted on the train nodes only,
 the data/features artifact, and every model input (GNN, MLP baseline, samplers, SIGN hops, typed
-graphs) reading the same normalized features through commands.inputs.model_features."""
+graphs) reading the same normalized features through splitting.inputs.model_features."""
 
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ def test_cluster_and_saint_batches_read_normalized_rows(tmp_path, monkeypatch):
 def test_shard_rows_are_normalized_rows_of_the_whole(tmp_path, monkeypatch):
     """train.dist.shard: partition reads only some rows; the transform is row-wise, so they are
     the rows of the normalized whole."""
-    from gnnpipe.commands.inputs import model_features
+    from gnnpipe.splitting.inputs import model_features
     from gnnpipe.sampling.store import read_node_rows
 
     root = _repo(tmp_path, monkeypatch, "standardize")
@@ -327,7 +327,7 @@ def test_none_keeps_the_memory_mapped_x(tmp_path, monkeypatch):
 
 
 def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
-    from gnnpipe.commands.inputs import read_model_typed, read_typed
+    from gnnpipe.splitting.inputs import read_model_typed, read_typed
 
     root = _repo(tmp_path, monkeypatch, "standardize", {"dataset": {"layout": "typed", "synthetic": {
         "num_nodes": 300, "num_authors": 120, "num_venues": 6,

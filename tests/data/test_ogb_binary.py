@@ -21,7 +21,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.graph import ROLES, UNLABELLED
+from gnnpipe.data.graph import EDGE, NODE, ROLES, UNLABELLED
 from gnnpipe.sources import ogb
 
 N, F = 50, 4
@@ -96,9 +96,9 @@ def test_binary_layout_reads_back_the_arrays(tmp_path, monkeypatch, compressed, 
         monkeypatch.setattr(ogb, "NPZ_BLOCK_ROWS", block_rows)
     ref = write_binary(tmp_path / "ogbn_papers100M", compressed)
     raw = ogb.read(cfg_for(tmp_path, name="ogbn-papers100M"))
-    assert raw.x.dtype == np.float32 and np.array_equal(raw.x, ref["x"])
-    assert raw.src.dtype == np.int64 and np.array_equal(raw.src, ref["edge_index"][0])
-    assert np.array_equal(raw.dst, ref["edge_index"][1])
+    assert raw.nodes[NODE].x.dtype == np.float32 and np.array_equal(raw.nodes[NODE].x, ref["x"])
+    assert raw.relations[EDGE].src.dtype == np.int64 and np.array_equal(raw.relations[EDGE].src, ref["edge_index"][0])
+    assert np.array_equal(raw.relations[EDGE].dst, ref["edge_index"][1])
     assert np.array_equal(raw.y, ref["codes"]) and int((raw.y == UNLABELLED).sum()) == 13
     assert raw.class_values.to_pylist() == CLASSES
     assert_roles(raw.public_roles)
@@ -117,7 +117,7 @@ def test_node_feat_is_streamed_in_blocks_not_read_whole(tmp_path, monkeypatch):
 
     monkeypatch.setattr(zipfile.ZipExtFile, "read", spy)
     raw = ogb.read(cfg_for(tmp_path))
-    assert np.array_equal(raw.x, x16.astype(np.float32))
+    assert np.array_equal(raw.nodes[NODE].x, x16.astype(np.float32))
     data = reads["node_feat.npy"][-8:]  # after the header reads: ceil(50 / 8) blocks, one probe
     assert data == [8 * F * 2] * 6 + [2 * F * 2, 1]
     edges = reads["edge_index.npy"]
@@ -128,9 +128,9 @@ def test_float16_features_become_float32(tmp_path):
     x16 = (reference()["x"] + np.float32(0.1)).astype(np.float16)  # 0.1 is inexact in float16
     write_binary(tmp_path, graph={"node_feat": x16})
     raw = ogb.read(cfg_for(tmp_path))
-    assert raw.x.dtype == np.float32
-    assert np.array_equal(raw.x, x16.astype(np.float32))
-    assert not np.array_equal(raw.x, reference()["x"] + np.float32(0.1))  # the float16 values
+    assert raw.nodes[NODE].x.dtype == np.float32
+    assert np.array_equal(raw.nodes[NODE].x, x16.astype(np.float32))
+    assert not np.array_equal(raw.nodes[NODE].x, reference()["x"] + np.float32(0.1))  # the float16 values
 
 
 def test_fortran_order_and_integer_arrays_read_right(tmp_path, monkeypatch):
@@ -145,8 +145,8 @@ def test_fortran_order_and_integer_arrays_read_right(tmp_path, monkeypatch):
         np.lib.format.read_magic(fp)
         assert np.lib.format.read_array_header_1_0(fp)[1]  # really Fortran order on disk
     raw = ogb.read(cfg_for(tmp_path))
-    assert np.array_equal(raw.x, x_int.astype(np.float32))
-    assert np.array_equal(np.stack([raw.src, raw.dst]), ref["edge_index"])
+    assert np.array_equal(raw.nodes[NODE].x, x_int.astype(np.float32))
+    assert np.array_equal(np.stack([raw.relations[EDGE].src, raw.relations[EDGE].dst]), ref["edge_index"])
     assert np.array_equal(raw.y, np.where(ref["codes"] < 0, 0, ref["codes"]))  # NaN -> 3
 
 

@@ -24,7 +24,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
-from gnnpipe.data.graph import ROLES, TargetView
+from gnnpipe.data.graph import EDGE, NODE, ROLES, TargetView
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.data.prepare import build, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
@@ -51,7 +51,7 @@ def reference() -> dict:
 
 def expected_graph(cfg: DatasetParams) -> TargetView:
     ref = reference()
-    return build(RawGraph(x=ref["x"], y=ref["y"], src=ref["src"], dst=ref["dst"], where="ref"),
+    return build(RawGraph.homogeneous(ref["x"], ref["y"], ref["src"], ref["dst"], "ref"),
                  cfg).graph.target_view()
 
 
@@ -104,7 +104,7 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
     cfg = dataset("parquet", write_tables(tmp_path / "in", ids))
     prepared = prepare_dataset(cfg, seed=0)
     assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
-    io.write_node_ids(tmp_path / "out", prepared.node_ids[None])
+    io.write_node_ids(tmp_path / "out", prepared.node_ids[NODE])
     back = io.read_node_ids(tmp_path / "out")
     assert back.column("node_id").to_pylist() == list(range(N))
     assert back.column("original_id").to_pylist() == list(ids.tolist())
@@ -153,7 +153,7 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
                                                   ("-3", "7")])
     prepared = prepare_dataset(dataset("csv", folder, undirected=False, nodes={"features": "f0"}),
                                0)
-    assert prepared.node_ids[None].type == pa.string() and prepared.node_ids[None].to_pylist() == ids
+    assert prepared.node_ids[NODE].type == pa.string() and prepared.node_ids[NODE].to_pylist() == ids
     src, dst = prepared.graph.target_view().csr.edge_index().numpy()
     assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 2), (1, 0), (3, 1), (4, 2)]
     x = prepared.graph.target_view().x
@@ -162,11 +162,11 @@ def test_csv_ids_stay_text_unless_every_id_is_a_canonical_integer(tmp_path):
     canonical = ["10", "-3", "0", "9223372036854775807"]
     folder = _csv_folder(tmp_path / "ints", canonical, [("10", "-3"), ("0", "9223372036854775807")])
     prepared = prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0)
-    assert prepared.node_ids[None].type == pa.int64()
-    assert prepared.node_ids[None].to_pylist() == [10, -3, 0, 2**63 - 1]
+    assert prepared.node_ids[NODE].type == pa.int64()
+    assert prepared.node_ids[NODE].to_pylist() == [10, -3, 0, 2**63 - 1]
     # past int64: text
     folder = _csv_folder(tmp_path / "big", ["1", "9223372036854775808"], [("1", "9223372036854775808")])
-    assert prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0).node_ids[None].to_pylist() \
+    assert prepare_dataset(dataset("csv", folder, nodes={"features": "f0"}), 0).node_ids[NODE].to_pylist() \
         == ["1", "9223372036854775808"]
 
 
@@ -293,7 +293,7 @@ def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
     pq.write_table(nodes.append_column("when", when), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder, nodes={"timestamp": "when"}), 0)
     assert prepared.graph.target_view().timestamps.tolist() == (np.arange(N) * 10).tolist()
-    io.write_node_ids(tmp_path / "out", prepared.node_ids[None], prepared.node_time[None])
+    io.write_node_ids(tmp_path / "out", prepared.node_ids[NODE], prepared.node_time[NODE])
     assert io.read_node_ids(tmp_path / "out").column("timestamp").type == pa.timestamp("ms")
 
 
@@ -309,9 +309,9 @@ def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
     prepared = prepare_dataset(cfg, 0)
     s, d = prepared.graph.target_view().csr.edge_index().numpy()
     got = {(int(a), int(b)): (w, t) for a, b, w, t in zip(
-        s, d, prepared.edge_attrs["weight"].to_pylist(), prepared.edge_attrs["timestamp"].to_pylist())}
+        s, d, prepared.edge_attrs[EDGE]["weight"].to_pylist(), prepared.edge_attrs[EDGE]["timestamp"].to_pylist())}
     assert got == {(0, 1): (2.0, 5), (1, 0): (2.0, 5), (2, 3): (3.0, 7), (3, 2): (3.0, 7)}
-    io.write_edge_attrs(tmp_path / "out", s, d, prepared.edge_attrs)
+    io.write_edge_attrs(tmp_path / "out", s, d, prepared.edge_attrs[EDGE])
     table = io.read_edge_attrs(tmp_path / "out")
     assert table.column_names == ["src", "dst", "weight", "timestamp"]
 

@@ -496,7 +496,7 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     import pyarrow as pa
 
     from gnnpipe import io
-    from gnnpipe.commands.loaders import node_source
+    from gnnpipe.training.loader_sources import node_source
     from gnnpipe.config import params_from_dict
     from gnnpipe.training.distributed import SINGLE
     from gnnpipe.data.graph import Graph

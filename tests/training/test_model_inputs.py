@@ -12,11 +12,11 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.commands.inputs import (model_features, read_model_typed,
+from gnnpipe.splitting.inputs import (model_features, read_model_typed,
                                      read_typed_link_supervision)
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.training.model_inputs import read_model_inputs, read_roles, read_supervision
+from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
 from gnnpipe.training.train import PHASES
 
 SMALL = {"train": {"epochs": 1, "hidden": 8}, "features": {"normalize": "standardize"}}
@@ -60,7 +60,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
     expected = _message_edges(args, inputs, kind)
     if kind == "homogeneous":
         raw = io.read_graph(args.prepared).target_view().x
-        assert inputs.target is None and inputs.graph.is_homogeneous
+        assert inputs.graph.layout == "homogeneous" and inputs.graph.is_homogeneous
         x = inputs.graph.target_view().x
         assert torch.equal(x, model_features(args, raw))
         assert not torch.equal(x, raw)  # standardize: not the stored features
@@ -69,7 +69,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
             assert torch.equal(inputs.phases[phase].edge_index, expected[phase]), phase
     else:
         raw = io.read_graph(args.prepared)
-        assert inputs.target == raw.target
+        assert inputs.graph.target == raw.target
         for t, x in raw.x.items():
             assert torch.equal(inputs.graph.x[t], model_features(args, x, t))
         for phase in PHASES:
@@ -121,7 +121,7 @@ def test_the_model_it_builds_reads_its_inputs(split_repo):
     if kind == "homogeneous":  # what predict checks model.pt against
         assert meta["in_dim"] == inputs.graph.target_view().x.shape[1] and meta["num_hops"] == 0
     else:
-        assert meta["target"] == inputs.target
+        assert meta["target"] == inputs.graph.target
         assert meta["node_types"] == ",".join(inputs.graph.node_types)
 
 
@@ -129,7 +129,7 @@ def test_roles_and_supervision_are_of_the_target(split_repo):
     args, params, kind, task = split_repo
     inputs = read_model_inputs(args, params.train, task)
     if task == "node":
-        roles = read_roles(args, inputs)
+        roles = io.read_typed_roles(args.split, inputs.graph)
         assert roles.shape == inputs.graph.y.shape and (roles == "train").any()
         return
     edge_type, sup = read_supervision(args, inputs)
@@ -153,7 +153,7 @@ def test_the_mlp_reads_no_edges(split_repo):
 
 
 def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
-    """commands/inputs.py's typed view of either kind (a homogeneous graph as its one type):
+    """splitting/inputs.py's typed view of either kind (a homogeneous graph as its one type):
     the same model features, roles and link supervision, down to the training negatives drawn."""
     args, params, kind, task = split_repo
     typed = read_model_typed(args)
@@ -163,7 +163,7 @@ def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
     assert all(torch.equal(typed.graph.x[t], x) for t, x in inputs.graph.x.items())
     if task == "node":
         assert np.array_equal(io.read_typed_roles(args.split, typed.graph),
-                              read_roles(args, inputs))
+                              io.read_typed_roles(args.split, inputs.graph))
         return
     edge_type, sup = read_typed_link_supervision(args, typed)
     _, expected = read_supervision(args, inputs)

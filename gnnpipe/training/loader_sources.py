@@ -1,7 +1,7 @@
-"""What the train stage reads for its loader (gnnpipe/sampling/builders.py builds it): the
-``Source`` of a node task (the train phase's message graph, seeds, and what the sampler's
-options read: partition parts, temporal columns, edge weights) and the per-rank shard setup of
-``train.dist.shard: partition``. Each loader draws from the train phase's message graph only."""
+"""What the train stage's loader reads (gnnpipe/sampling/builders.py builds it): the ``Source``
+of a node task (the train phase's message graph, seeds, and what the sampler's options read:
+partition parts, temporal columns, edge weights) or of a link task (the supervision edges).
+Each loader draws from the train phase's message graph only."""
 
 from __future__ import annotations
 
@@ -10,16 +10,11 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.training import distributed
-from gnnpipe.commands.inputs import model_features
 from gnnpipe.config import samplers
+from gnnpipe.data.graph import TYPED
 from gnnpipe.hetero.loader import typed_temporal
-from gnnpipe.graphops.partition import rank_parts
-from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import Source
-from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
-from gnnpipe.sampling.store import read_node_rows
 from gnnpipe.sampling.temporal import align_edge_times, temporal_options
-from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids
 from gnnpipe.sources.base import time_key
 
 
@@ -35,36 +30,6 @@ def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.nd
     return meta, parts, train_per_part
 
 
-def shard_setup(args, params, ctx, roles, train_mask):
-    """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
-    evaluator."""
-
-    cfg = params.train
-    if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
-        raise ValueError("train.dist.shard='partition' scores val and test nodes on the "
-                         "train-phase partition, which is their message graph only with "
-                         "split.node.mode=transductive; use train.dist.shard: none for "
-                         "inductive splits")
-    meta, _, train_per_part = read_partition(args, roles.size, roles)
-    mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
-    shards = [io.read_partition_shard(args.partition, part) for part in mine]
-    ids = shard_node_ids(shards)
-    read = read_node_rows(args.prepared, ids)  # through the FeatureStore of data/prepared
-    rows = NodeRows(model_features(args, read.x), read.y[ids], ids)  # row-wise: rows of the whole
-    loader = adapt.Batches(ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
-                                   cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size),
-                     adapt.train_nodes)
-    exact = meta["halo_hops"] >= cfg.num_layers
-    if not exact and ctx.is_main:
-        print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
-              f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
-    evaluator = ShardEvaluator(shards, rows, cfg)  # train.inference: per shard
-    rank_info = {"parts": mine, "nodes_held": int(ids.numel()),
-                 **({"eval_inference": "layerwise"} if evaluator.layerwise else {})}
-    return (read.y, read.num_classes, rows.x.shape[1], loader, evaluator,
-            {"shard_eval_exact": exact}, rank_info)
-
-
 def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
     gnnpipe.training.model_inputs.ModelInputs): the train phase's message graph, the train seeds of
@@ -73,7 +38,7 @@ def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     graph, train_graph = inputs.graph, inputs.message_graphs["train"]
     train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
     mine = distributed.shard(train_nodes, ctx)
-    if inputs.target is not None:  # typed: seed times of train.temporal for this rank's share
+    if graph.layout == TYPED:  # seed times of train.temporal for this rank's share
         temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph, train_graph,
                                   mine.numpy())
         return Source(graph, train_graph, train_nodes, mine, temporal=temporal)
@@ -88,8 +53,8 @@ def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
 
 def link_source(inputs, supervision, edge_type) -> Source:
     """What the link loader draws from: subgraphs of the train phase's message graph around
-    ``supervision`` (gnnpipe.commands.inputs.LinkSupervision) edges of ``edge_type`` (typed)."""
-    edge_index = None if inputs.target is not None else inputs.phases["train"].edge_index
+    ``supervision`` (gnnpipe.splitting.inputs.LinkSupervision) edges of ``edge_type`` (typed)."""
+    edge_index = None if inputs.graph.layout == TYPED else inputs.phases["train"].edge_index
     return Source(inputs.graph, inputs.message_graphs["train"], edge_index=edge_index,
                   supervision=supervision, edge_type=edge_type)
 

@@ -1,4 +1,4 @@
-"""Reads that several stage commands share: the features every model reads (normalized by
+"""The split as the stages after it read it: the features every model reads (normalized by
 data/features), the graph with its split (either layout, gnnpipe/io/typed.py), and the link
 supervision (positives, fixed negatives, the training negative sampler)."""
 
