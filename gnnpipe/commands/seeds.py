@@ -28,9 +28,10 @@ from gnnpipe.reporting.verdict import judge, over_seeds, paired_gap, seed_run
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.inputs import read_model_typed
 from gnnpipe.training import device as devices
+from gnnpipe.training.baseline_fit import FIT_NODES
 from gnnpipe.training.distributed import SINGLE
 
-# gnnpipe.commands.train / baseline import PyG and the training loop (seconds): imported in
+# gnnpipe.commands.train imports PyG and the training loop (seconds): imported in
 # ``retrain_nodes``, so that evaluate.seeds: 1 does not pay for them
 
 
@@ -64,7 +65,6 @@ def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
     ``args`` are the evaluate stage's (its inputs are train's); ``graph`` with the features as
     the models read them (``read_model_typed``) and the split's target ``roles`` str (N_target,)
     are read once by the caller for every seed."""
-    from gnnpipe.commands import baseline as baseline_command
     from gnnpipe.commands import train as train_command
 
     reseeded = replace(params, seed=seed)
@@ -74,7 +74,7 @@ def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
     train_command.train_nodes(train_args, reseeded, SINGLE, device)
     gnn = io.read_predictions(staged(train_args.out))  # staged: published at the stage's end
 
-    fitted = baseline_command.FIT_NODES[baseline](graph.x[graph.target], graph, roles, reseeded)
+    fitted = FIT_NODES[baseline](graph.x[graph.target], graph, roles, reseeded)
     return gnn, (fitted.node_id, fitted.logits)
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.commands.baseline import AUTO_BLOCKS_BYTES, node_source
+from gnnpipe.training.baseline_fit import AUTO_BLOCKS_BYTES, baseline_source
 from gnnpipe.config import FitParams
 from gnnpipe.data.features import ModelFeatures
 from gnnpipe.data.features import fit as fit_transform
@@ -189,7 +189,7 @@ def test_the_stage_by_blocks_writes_the_in_memory_results(prepared, monkeypatch)
     assert (open_node_source(prepared / "data" / "prepared")[1] == -1).any()
     (mem_id, mem_logits), mem = _baseline(prepared, "memory", source="memory")
     with monkeypatch.context() as patch:  # blocks never read the graph (CSR, message graphs)
-        patch.setattr("gnnpipe.commands.baseline.read_model_typed", _never)
+        patch.setattr("gnnpipe.training.baseline_fit.read_model_typed", _never)
         patch.setattr("gnnpipe.io.read_graph", _never)
         (blk_id, blk_logits), blk = _baseline(prepared, "blocks", source="blocks",
                                               block_rows=4096)
@@ -207,13 +207,13 @@ class _Args:
 
 def test_auto_reads_by_blocks_on_dask_or_past_the_size(prepared, monkeypatch):
     args = _Args(prepared)
-    assert node_source(args, params_from_dict({})) == "memory"
-    assert node_source(args, params_from_dict({"cluster": {"engine": "dask"}})) == "blocks"
-    assert node_source(args, params_from_dict({"cluster": {"engine": "dask"},
+    assert baseline_source(args, params_from_dict({})) == "memory"
+    assert baseline_source(args, params_from_dict({"cluster": {"engine": "dask"}})) == "blocks"
+    assert baseline_source(args, params_from_dict({"cluster": {"engine": "dask"},
                                                "evaluate": {"seeds": 2}})) == "memory"
-    assert node_source(args, params_from_dict({"baseline": {"source": "memory"},
+    assert baseline_source(args, params_from_dict({"baseline": {"source": "memory"},
                                                "cluster": {"engine": "dask"}})) == "memory"
     width = TINY["dataset"]["synthetic"]["num_features"]
-    monkeypatch.setattr("gnnpipe.commands.baseline.AUTO_BLOCKS_BYTES", 9000 * width * 4)
-    assert node_source(args, params_from_dict({})) == "blocks"
+    monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", 9000 * width * 4)
+    assert baseline_source(args, params_from_dict({})) == "blocks"
     assert AUTO_BLOCKS_BYTES == 1 << 30
