@@ -21,6 +21,7 @@ from gnnpipe.splitting.dask_audit import audit_node_blocks
 from gnnpipe.splitting.dask_link import split_link_blocks
 from gnnpipe.splitting.dask_link_audit import audit_link_blocks
 from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
+from gnnpipe.splitting.hard_negatives import note_ranked
 from gnnpipe.splitting.link_split import hard_link_negatives, link_meta, split_links
 from gnnpipe.splitting.split import split_nodes
 
@@ -56,12 +57,14 @@ def run_links(args, params) -> str:
     cfg = params.split.link
     link = split_links(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
     # a stream of their own: the random negatives stay as they were without hard ones
-    hard = (hard_link_negatives(graph, link, cfg.num_hard_negatives,
-                                make_rng(params.seed, "split.hard"))
-            if cfg.num_hard_negatives else None)
+    hard, ranked = (hard_link_negatives(graph, link, cfg.num_hard_negatives,
+                                        make_rng(params.seed, "split.hard"))
+                    if cfg.num_hard_negatives else (None, None))
     report = audit.audit_link_split(graph, link.edge_type, link.edges, link.negatives,
                                     link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0,
                                     hard=hard)
+    if ranked is not None:
+        note_ranked(report, ranked)
     if not typed:
         report["undirected"] = link.undirected
     report["negative_strategy"] = cfg.negative_strategy
@@ -70,10 +73,9 @@ def run_links(args, params) -> str:
     _publish(args, params, report, fitted, lambda out: io.write_split(
         out, graph, link.message_graphs, link_meta(report, cfg, typed), edges=link.edges,
         negatives=link.negatives, hard_negatives=hard))
-    if typed:
-        return (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs "
-                f"{report['sizes']}, audit passed -> {args.out}")
-    return f"link edges {report['sizes']}, audit passed -> {args.out}"
+    pairs = (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs" if typed
+             else "link edges")
+    return _with_warnings(f"{pairs} {report['sizes']}, audit passed -> {args.out}", report)
 
 
 def run_nodes_on_blocks(args, params) -> str:
@@ -163,5 +165,10 @@ def _node_summary(args, graph: Graph, report: dict, mode: str) -> str:
     typed = graph.layout == TYPED
     nodes = f"{graph.target} nodes " if typed else ""
     per_type = " per edge type" if typed else ""
-    return "; ".join([f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
-                      f"{args.out}", *(f"WARNING: {w}" for w in report.get("warnings", ()))])
+    return _with_warnings(f"{nodes}{report['sizes']} ({mode}), audit passed{per_type} -> "
+                          f"{args.out}", report)
+
+
+def _with_warnings(line: str, report: dict) -> str:
+    """The stage's last line and the audit report's warnings after it."""
+    return "; ".join([line, *(f"WARNING: {w}" for w in report.get("warnings", ()))])

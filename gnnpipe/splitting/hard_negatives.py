@@ -36,6 +36,8 @@ and R = sum_s (k + refusable(s)); memory O(E + |forbidden| + N + budget), a chun
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import sparse
 
@@ -93,11 +95,21 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarra
     return top
 
 
+class HardDraw(NamedTuple):
+    """The hard negatives of a set of positives: ``ids`` int64 (P, per_head), row i for the
+    i-th positive's source; ``ranked`` the number of those P * per_head slots taken from the
+    2-hop ranking (the rest are the uniform fill: a relation with few 2-hop paths, e.g. a
+    bipartite one, gets near-random "hard" negatives, and this count says so)."""
+    ids: np.ndarray
+    ranked: int
+
+
 def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.ndarray,
                    rng: np.random.Generator, targets: tuple[int, int] | None = None,
-                   budget: int = BUDGET) -> np.ndarray:
-    """``per_head`` hard negative targets for each positive's source: int64 (P, per_head), row
-    i for ``heads[i]`` (int64 (P,), the sources of the val or test positives).
+                   budget: int = BUDGET) -> HardDraw:
+    """``per_head`` hard negative targets for each positive's source: ``HardDraw`` of int64
+    (P, per_head) ids, row i for ``heads[i]`` (int64 (P,), the sources of the val or test
+    positives), and how many slots the ranking filled.
 
     ``csr``: the train-phase message graph (``graphops.heuristics.train_view``). ``forbidden``:
     sorted int64 keys ``u * N + v`` of every positive pair of every phase (one or both
@@ -130,4 +142,22 @@ def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.nda
         fill = sampler.sample(heads[short], per_head, rng)
         empty = np.arange(per_head) >= count[short, None]
         out[short] = np.where(empty, fill, out[short])
-    return out
+    return HardDraw(out, int(count.sum()))
+
+
+# below this share of ranked slots the "hard" negatives are mostly uniform ones: say so
+RANKED_WARNING = 0.5
+
+
+def note_ranked(report: dict, ranked: dict[str, float]) -> None:
+    """Record in the split audit ``report`` (its ``hard_negatives`` entry) the fraction of each
+    phase's hard-negative slots that the 2-hop ranking filled, with a warning below
+    ``RANKED_WARNING``: the run goes on, but the hard-negative scores are then near-random."""
+    report["hard_negatives"]["ranked_fraction"] = {p: round(f, 4) for p, f in ranked.items()}
+    low = {p: f for p, f in ranked.items() if f < RANKED_WARNING}
+    if low:
+        shares = ", ".join(f"{p} {f:.0%}" for p, f in low.items())
+        report.setdefault("warnings", []).append(
+            f"hard_negatives: only {shares} of the hard negatives come from the 2-hop ranking, "
+            "the rest are uniform non-edges (few 2-hop paths, e.g. a bipartite relation): the "
+            "hard-negative scores are close to the random-negative ones")

@@ -249,10 +249,11 @@ def split_links(graph: Graph, cfg: LinkSplitParams, rng: np.random.Generator,
                      message_graphs=message_graphs, undirected=undirected)
 
 
-def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int,
-                        rng: np.random.Generator) -> dict[str, torch.Tensor]:
+def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int, rng: np.random.Generator
+                        ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """HeaRT-style hard negatives of the val and test positives of ``link``: phase -> int64
-    (P, per_head) ids of ``E[2]`` (type-local), row i for the head ``link.edges[phase][0, i]``.
+    (P, per_head) ids of ``E[2]`` (type-local), row i for the head ``link.edges[phase][0, i]``;
+    and phase -> the fraction of those slots the 2-hop ranking filled (the rest: uniform).
 
     Ranked by resource allocation on the train phase's message graph, every edge type over
     ``graph.offsets()`` ids (``train_view``), candidates of type ``E[2]`` only; never the head,
@@ -266,9 +267,10 @@ def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int,
     forbidden = sorted_unique((positives[0] + s_off) * n + positives[1] + d_off)
     targets = None if graph.is_homogeneous else (d_off, d_off + graph.num_nodes_dict[e[2]])
     view = train_view(graph, link.message_graphs["train"])
-    return {phase: torch.from_numpy(hard_negatives(view, link.edges[phase][0].numpy() + s_off,
-                                                   per_head, forbidden, rng, targets) - d_off)
-            for phase in HELD_OUT}
+    drawn = {phase: hard_negatives(view, link.edges[phase][0].numpy() + s_off, per_head,
+                                   forbidden, rng, targets) for phase in HELD_OUT}
+    return ({phase: torch.from_numpy(d.ids - d_off) for phase, d in drawn.items()},
+            {phase: d.ranked / max(d.ids.size, 1) for phase, d in drawn.items()})
 
 
 def link_meta(report: dict, cfg: LinkSplitParams, typed: bool) -> dict:

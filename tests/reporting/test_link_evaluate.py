@@ -57,7 +57,7 @@ def evaluated():
     graph = typed.target_view()
     link = split_links(typed, LinkSplitParams(val=0.15, test=0.15, num_val_negatives=20,
                                               num_test_negatives=20), make_rng(0, "split"))
-    hard = hard_link_negatives(typed, link, 20, make_rng(0, "split.hard"))
+    hard = hard_link_negatives(typed, link, 20, make_rng(0, "split.hard"))[0]
     visible = torch.cat([link.edges["message"], link.edges["train_supervision"]], 1).numpy()
     sampler = training_sampler(visible[0], visible[1], graph.num_nodes)
     predictions = {"random": {}, "hard": {}}

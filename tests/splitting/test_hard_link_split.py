@@ -44,7 +44,7 @@ def _true_pairs(graph) -> set[tuple[int, int]]:
 def _hard(graph, k=10, seed=0, **cfg):
     link = split_links(graph, LinkSplitParams(num_val_negatives=5, num_test_negatives=5, **cfg),
                        make_rng(seed, "split"))
-    return link, hard_link_negatives(graph, link, k, make_rng(seed, "split.hard"))
+    return link, hard_link_negatives(graph, link, k, make_rng(seed, "split.hard"))[0]
 
 
 @pytest.mark.parametrize("disjoint", [0.0, 0.3])
@@ -142,6 +142,8 @@ def test_the_split_stage_writes_hard_negatives_and_leaves_the_random_ones_as_the
     assert io.read_hard_negatives(without, edges, graph.num_nodes) is None
     audit_report = json.loads((tmp_path / "with/metrics/split_audit.json").read_text())
     assert audit_report["passed"] and "hard_negatives" in audit_report
+    ranked = audit_report["hard_negatives"]["ranked_fraction"]
+    assert set(ranked) == {"val", "test"} and all(0 < f <= 1 for f in ranked.values())
 
 
 def test_hard_evaluation_without_hard_negatives_is_refused_at_load_time():
