@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.block_graph import Policy, build_rows, place_rows, route_edges
+from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
                                        first_finding, label_codes_block, make_features_file,
@@ -44,9 +44,9 @@ from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
 from gnnpipe.io.prepared_maps import write_prepared_maps
-from gnnpipe.sources.base import feature_columns, label_codes, no_edges_warning
+from gnnpipe.sources.base import label_codes, no_edges_warning
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
-from gnnpipe.sources.tables import check_table_path, table_folder
+from gnnpipe.sources.tables import check_table_path, node_table_columns, table_folder
 
 LOCAL = "use cluster.engine: local"
 
@@ -76,16 +76,17 @@ class BlockPrepared:
 
 def refuse_unsupported(cfg: DatasetParams) -> None:
     """One line naming the first option the block path does not read yet."""
+    homogeneous = cfg.layout == HOMOGENEOUS
     refused = {
         f"dataset.source={cfg.source}": cfg.source not in ("parquet", "csv"),
-        f"dataset.layout={cfg.layout}": cfg.layout != HOMOGENEOUS,
-        "dataset.edges.weight": bool(cfg.edges.weight),
-        "dataset.edges.timestamp": bool(cfg.edges.timestamp),
+        "dataset.edges.weight": homogeneous and bool(cfg.edges.weight),
+        "dataset.edges.timestamp": homogeneous and bool(cfg.edges.timestamp),
     }
     for key, refuse in refused.items():
         if refuse:
             raise ValueError(f"{key} is not prepared on cluster.engine: dask yet (parquet / csv "
-                             f"homogeneous tables without edge weights or timestamps are); {LOCAL}")
+                             f"tables are, homogeneous ones without edge weights or timestamps); "
+                             f"{LOCAL}")
 
 
 def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, str],
@@ -103,22 +104,18 @@ def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, s
                      f"{row}) that is not in the id column {id_name!r} of {nodes_path}")
 
 
-def _node_spec(cfg: DatasetParams, path: Path, tables) -> NodeSpec:
-    spec = cfg.nodes
-    schema = tables.schema(path)
-    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
-    for key, name in named.items():
-        if name and name not in schema.names:
-            raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
-                             f"columns: {', '.join(schema.names)}")
-    names, is_list = feature_columns(schema, spec.features, set(named.values()), path,
-                                     "dataset.nodes.features")
-    return NodeSpec(id=spec.id, label=spec.label, features=tuple(names), is_list=is_list,
-                    width=0, text_ids=cfg.source == "csv", unlabeled=spec.unlabeled_values,
-                    feature_dtype=cfg.storage.feature_dtype, timestamp=spec.timestamp)
+def node_spec(cfg: DatasetParams, path: Path, tables, *, typed: bool) -> NodeSpec:
+    """The columns a node table is read with (``sources.tables.node_table_columns``); a typed
+    table's label is read by the caller's choice, its features stay float32."""
+    columns = node_table_columns(tables.schema(path), cfg, path, typed=typed)
+    return NodeSpec(id=cfg.nodes.id, label=columns.label, features=tuple(columns.features),
+                    is_list=columns.is_list, width=0, text_ids=cfg.source == "csv",
+                    unlabeled=cfg.nodes.unlabeled_values,
+                    feature_dtype="float32" if typed else cfg.storage.feature_dtype,
+                    timestamp=columns.timestamp, whole_times=typed)
 
 
-def _list_width(blocks: list[Block], spec: NodeSpec) -> int:
+def list_width(blocks: list[Block], spec: NodeSpec) -> int:
     """The length of row 0's feature list (the local reader's reference; 0 when null)."""
     first = next((b for b in blocks if b.rows), None)
     if first is None or not spec.is_list:
@@ -143,8 +140,9 @@ def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSize
                       scratch / "csv-edges", sizes.csv_block_bytes, edges=True)
 
 
-def _id_type(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical: bool
-             ) -> pa.DataType:
+def id_type_of(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical: bool
+               ) -> pa.DataType:
+    """The node table's id type: CSV ids are int64 when every one is a canonical integer."""
     if cfg.source == "csv":
         return pa.int64() if canonical else pa.string()
     if not blocks:
@@ -153,7 +151,7 @@ def _id_type(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical:
     return id_type.value_type if pa.types.is_dictionary(id_type) else id_type
 
 
-def _classes(scans, where: str, spec: NodeSpec, total: int, max_classes: int) -> pa.Array:
+def label_classes(scans, where: str, spec: NodeSpec, total: int, max_classes: int) -> pa.Array:
     """The sorted union of the blocks' labels, checked as ``label_codes`` checks a whole column
     (its own messages, from a column of the same counts)."""
     labelled = sum(s.labelled for s in scans)
@@ -195,11 +193,12 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     fmt = cfg.source
     nodes_path = root / (cfg.nodes.file or f"nodes.{fmt}")
     check_table_path(nodes_path, "nodes", cfg)
-    spec = _node_spec(cfg, nodes_path, ParquetTables() if fmt == "parquet" else CsvTables())
+    spec = node_spec(cfg, nodes_path, ParquetTables() if fmt == "parquet" else CsvTables(),
+                     typed=False)
     blocks = (parquet_blocks(nodes_path, node_columns(spec)) if fmt == "parquet" else
               csv_blocks(nodes_path, node_columns(spec), {spec.id: pa.string()},
                          scratch / "csv-nodes", 1 << 20))
-    spec = NodeSpec(**{**spec.__dict__, "width": _list_width(blocks, spec)})
+    spec = NodeSpec(**{**spec.__dict__, "width": list_width(blocks, spec)})
     n, f = sum(b.rows for b in blocks), (spec.width if spec.is_list else len(spec.features))
     x_file, time_file = scratch / "x.npy", scratch / "time.npy"
     if n:
@@ -215,7 +214,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     tables = _Tables(nodes_path, root / (cfg.edges.file or f"edges.{fmt}"), spec, blocks, [],
                      (cfg.edges.src, cfg.edges.dst))
     tables.fail([f for f in findings if f.key < (2,)])
-    id_type = _id_type(cfg, blocks, spec, all(s.canonical for s in scans))
+    id_type = id_type_of(cfg, blocks, spec, all(s.canonical for s in scans))
     try:
         edge_blocks = _edge_blocks(cfg, tables.edges_path, scratch, sizes)
     except ValueError as err:  # the local reader opens the edges after every node check
@@ -226,7 +225,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     ids = scratch / "ids"
     findings += _join(client, tables, id_type, n, ids, sizes)
     tables.fail([f for f in findings if f.key < (5,)])
-    classes = _classes(scans, str(nodes_path), spec, n, cfg.max_classes)
+    classes = label_classes(scans, str(nodes_path), spec, n, cfg.max_classes)
     tables.fail(findings)
     if n == 0:
         raise ValueError(f"{root}: the graph has no nodes")
@@ -248,7 +247,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     write_prepared_maps(out, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
                         feature_dtype=spec.feature_dtype, compression=cfg.storage.compression,
                         external=external)
-    _write_node_ids(out, blocks, spec, id_type, cfg.storage.compression)
+    write_node_ids(out / "node_ids.parquet", blocks, spec, id_type, cfg.storage.compression)
     report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
               "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
     if pa.types.is_string(classes.type):
@@ -261,19 +260,21 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
 def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
           sizes: BlockSizes) -> list[Finding]:
     """Scatter the node (id, row) pairs and edge (id, row, end) triples to hash buckets under
-    ``ids`` and join each bucket (dense ends per edge block under ``ids/mapped``); findings."""
+    ``ids`` and join each bucket (dense ends per edge block routed to ``ids/mapped``); findings."""
     rows_in = sum(b.rows for b in tables.edge_blocks)
     buckets = max(1, math.ceil((n + 2 * rows_in) / sizes.bucket_rows))
     run_blocks(client, scatter_nodes, [(b,) for b in tables.blocks], spec=tables.spec,
                id_type=id_type, buckets=buckets, folder=str(ids / "nodes"))
     findings = [found for block in run_blocks(
         client, scatter_edges, [(b,) for b in tables.edge_blocks], names=tables.names,
-        id_type=id_type, buckets=buckets, folder=str(ids / "edges")) for found in block]
+        id_types=(id_type, id_type), buckets=(buckets, buckets),
+        folders=(str(ids / "edges"), str(ids / "edges"))) for found in block]
     starts = np.array([b.start for b in tables.edge_blocks], dtype=np.int64)
-    for found in run_blocks(client, join_bucket, [(k,) for k in range(buckets)],
+    for found in run_blocks(client, join_bucket, [(k, f"b{k:06d}") for k in range(buckets)],
                             folder=str(ids), id_type=id_type, edge_starts=starts,
                             edge_batches=[b.batch for b in tables.edge_blocks],
-                            where=(str(tables.nodes_path), tables.spec.id)):
+                            where=(str(tables.nodes_path), tables.spec.id),
+                            mapped=str(ids / "mapped")):
         findings += found
     return findings
 
@@ -289,10 +290,12 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
     per_block = max(1, math.ceil(n / row_blocks))
     bounds = [(r, r * per_block, min(n, (r + 1) * per_block)) for r in range(row_blocks)
               if r * per_block < n]
+    route = Route(str(ids), per_block, len(bounds))
     routed = run_blocks(client, route_edges,
-                        [(i, b.start, b.rows) for i, b in enumerate(edge_blocks)],
-                        folder=str(ids), policy=policy, row_block=per_block)
-    built = run_blocks(client, build_rows, bounds, num_nodes=n, folder=str(ids), dedup=cfg.dedup)
+                        [(i, b.start, b.rows, b.start) for i, b in enumerate(edge_blocks)],
+                        mapped=str(ids / "mapped"), policy=policy, routes=(route,),
+                        total_rows=rows_in, with_rows=False)
+    built = run_blocks(client, build_rows, bounds, num_src=n, folder=str(ids), dedup=cfg.dedup)
     offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
     num_edges = int(offsets[-1])
     indptr_file, indices_file = scratch / "indptr.npy", scratch / "indices.npy"
@@ -316,14 +319,14 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
             "max_degree": max(r.max_degree for r in built)}
 
 
-def _write_node_ids(out: Path, blocks: list[Block], spec: NodeSpec,
-                    id_type: pa.DataType, compression: str) -> None:
-    """node_ids.parquet: node ``i``, its id in the user's table and its timestamp cell as read
-    (with ``dataset.nodes.timestamp``), a block at a time."""
+def write_node_ids(path: Path, blocks: list[Block], spec: NodeSpec, id_type: pa.DataType,
+                   compression: str) -> None:
+    """node_ids.parquet (``path``): node ``i``, its id in the user's table and its timestamp
+    cell as read (with ``dataset.nodes.timestamp``), a block at a time."""
     fields = [("node_id", pa.int64()), ("original_id", id_type)]
     if spec.timestamp:
         fields.append(("timestamp", read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
-    with table_stream(out / "node_ids.parquet", pa.schema(fields), "gnnpipe.node_ids/1",
+    with table_stream(path, pa.schema(fields), "gnnpipe.node_ids/1",
                       compression) as add:
         for block in blocks:
             columns = {"node_id": np.arange(block.start, block.start + block.rows),

@@ -43,7 +43,9 @@ SRC, DST = 0, 1
 class Block:
     """Rows ``[start, start + rows)`` of a table: row group ``group`` of the Parquet ``file``;
     ``where`` names the user's table in messages; ``batch`` orders the local reader's edge
-    batches (part, then batch within it), whose checks run one batch at a time."""
+    batches (part, then batch within it; a typed relation's index first), whose checks run one
+    batch at a time; ``base``: the scratch row of the table's row 0 (the relations of a typed
+    graph follow one another in the id join)."""
 
     file: str
     group: int
@@ -51,6 +53,7 @@ class Block:
     rows: int
     where: str
     batch: tuple = ()
+    base: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,9 +168,10 @@ def read_block(block: Block, columns: list[str]) -> pa.Table:
 # ------------------------------------------------------------------------------ node blocks
 @dataclass(frozen=True)
 class NodeSpec:
-    """What a node block holds: ``id``, ``label``, feature ``features`` (one list column of
-    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values,
-    an optional ``timestamp`` column."""
+    """What a node block holds: ``id``, ``label`` (none: ""), feature ``features`` (one list
+    column of ``width`` when ``is_list``; none: a featureless type), ``text_ids`` (CSV: ids read
+    as text), ``unlabeled`` values, an optional ``timestamp`` column (``whole_times``: stored as
+    int64, a float must be whole, the typed rule of ``gnnpipe.data.prepare.int_times``)."""
 
     id: str
     label: str
@@ -178,6 +182,7 @@ class NodeSpec:
     unlabeled: tuple = ()
     feature_dtype: str = "float32"
     timestamp: str = ""
+    whole_times: bool = False
 
 
 @dataclass
@@ -193,8 +198,8 @@ class NodeScan:
 
 
 def node_columns(spec: NodeSpec) -> list[str]:
-    return list(dict.fromkeys([spec.id, spec.label, *spec.features]
-                              + ([spec.timestamp] if spec.timestamp else [])))
+    return list(dict.fromkeys([spec.id] + ([spec.label] if spec.label else [])
+                              + [*spec.features] + ([spec.timestamp] if spec.timestamp else [])))
 
 
 def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -> NodeScan:
@@ -220,7 +225,7 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
         scan.findings.append(Finding((1, 1), start, "text", (
             f"{where}: id column {spec.id!r} is {ids.type}; expected integer or string ids",)))
         return scan
-    x = _features(table, spec, block, scan.findings)
+    x = _features(table, spec, block, scan.findings) if spec.features else None
     if x is not None:
         stored = torch.from_numpy(x).to(FEATURE_DTYPES[spec.feature_dtype])
         if spec.feature_dtype == "bfloat16":
@@ -228,7 +233,9 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
         write_rows(Path(x_file), start, stored.numpy().view(STORED_NUMPY[spec.feature_dtype]))
     if spec.timestamp:
         _times(combine(table.column(spec.timestamp)), spec.timestamp, block, scan.findings,
-               time_file)
+               time_file, spec.whole_times)
+    if not spec.label:
+        return scan
     missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
     if values is not None:
         scan.classes = pc.unique(values)
@@ -303,26 +310,56 @@ def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Find
     return x
 
 
-def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str
-           ) -> None:
-    """``sources.base.check_timestamps``' checks (counts global); the block's ``time_key``
-    values into ``time_file``."""
+def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str,
+           whole: bool, key: tuple = (3, 200)) -> None:
+    """``sources.base.check_timestamps``' checks (counts global; ``key`` orders them); the
+    block's ``time_key`` values into ``time_file`` (``whole``: as int64, after
+    ``whole_times``)."""
     try:
         check_timestamps(column, block.where, name, block.start)
     except ValueError as err:
         dtype = column.type
         if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
                 or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
-            findings.append(Finding((3, 200, 0), block.start, "text", (str(err),)))
+            findings.append(Finding((*key, 0), block.start, "text", (str(err),)))
         elif column.null_count:
-            findings.append(Finding((3, 200, 1), block.start + first_null(column), "nulls",
+            findings.append(Finding((*key, 1), block.start + first_null(column), "nulls",
                                     (block.where, name, "timestamp"), column.null_count))
         else:
             bad = ~np.isfinite(column.to_numpy())
-            findings.append(Finding((3, 200, 2), block.start + int(np.argmax(bad)), "finite",
+            findings.append(Finding((*key, 2), block.start + int(np.argmax(bad)), "finite",
                                     (block.where, [name], "timestamp"), int(bad.sum())))
         return
-    write_rows(Path(time_file), block.start, time_key(column))
+    values = time_key(column)
+    if whole:
+        values = whole_times(values, block, findings)
+    if values is not None:
+        write_rows(Path(time_file), block.start, values)
+
+
+def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np.ndarray | None:
+    """``time_key`` values as int64, or None after a finding (key ``(99,)``: the typed graph
+    checks it last) for a fractional float (``gnnpipe.data.prepare.int_times``' message)."""
+    if values.dtype == np.int64:
+        return values
+    frac = values != np.round(values)
+    if frac.any():
+        row = int(np.argmax(frac))
+        findings.append(Finding((99,), block.start + row, "text", (
+            f"{block.where}: timestamp {values[row]} (row {block.start + row}) is not a whole "
+            "number; typed graphs store int64 times (use integers, dates or timestamps)",)))
+        return None
+    return values.astype(np.int64)
+
+
+def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
+    """A typed relation's edge block: its timestamp column checked (``check_timestamps``, after
+    the ids: key ``(6, batch, 3)``) and its int64 times into rows ``[start, start + rows)`` of
+    ``time_file``."""
+    findings: list[Finding] = []
+    column = combine(read_block(block, [name]).column(name))
+    _times(column, name, block, findings, time_file, True, (6, block.batch, 3))
+    return findings
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
