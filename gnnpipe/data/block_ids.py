@@ -122,7 +122,7 @@ def scatter_edges(block: Block, names: tuple[str, str], id_types: tuple[pa.DataT
 
 
 def join_bucket(bucket: int, name: str, folder: str, id_type: pa.DataType,
-                edge_starts: np.ndarray, edge_batches: list[tuple], where: tuple[str, str],
+                where: tuple[str, str], edge_starts: np.ndarray, edge_batches: list[tuple],
                 mapped: str) -> list[Finding]:
     """Join bucket ``bucket`` of ``folder`` (``nodes/`` and ``edges/``); write (row, end, dense)
     int64 (m, 3) per edge block as producer ``name`` of the routed folder ``mapped``

@@ -62,11 +62,11 @@ def write(folder: Path, data: dict, fmt: str = "parquet", node_rows: int = 7,
     return folder
 
 
-def run_prepare(tmp_path: Path, name: str, dataset: dict, cluster: dict | None = None
-                ) -> tuple[int, Path]:
+def run_prepare(tmp_path: Path, name: str, dataset: dict, cluster: dict | None = None,
+                sections: dict | None = None) -> tuple[int, Path]:
     params = tmp_path / f"{name}.yaml"
     params.write_text(yaml.safe_dump({"dataset": dataset, **({"cluster": cluster} if cluster
-                                                             else {})}))
+                                                             else {}), **(sections or {})}))
     out = tmp_path / name
     code = main(["prepare", "--params", str(params), "--out", str(out),
                  "--metrics", str(tmp_path / f"{name}.json")])
@@ -84,9 +84,11 @@ def inline(monkeypatch):
     monkeypatch.setattr(dask_prepare, "SIZES", TINY)
 
 
-def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None) -> Path:
-    assert run_prepare(tmp_path, "local", dataset)[0] == 0
-    code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"})
+def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None,
+                         sections: dict | None = None) -> Path:
+    """``sections``: other params sections of both runs."""
+    assert run_prepare(tmp_path, "local", dataset, None, sections)[0] == 0
+    code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"}, sections)
     assert code == 0
     assert digests(out) == digests(tmp_path / "local")
     assert (tmp_path / "dask.json").read_text() == (tmp_path / "local.json").read_text()
@@ -315,7 +317,7 @@ def params_dataset(folder: Path, **dataset):
 
 
 @pytest.mark.parametrize("key, value", [
-    ("source", "synthetic"), ("layout", "typed"), ("edges", {"weight": "w"}),
+    ("source", "synthetic"), ("edges", {"weight": "w"}),
     ("edges", {"timestamp": "t"})])
 def test_options_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, key, value):
     cfg = params_dataset(tmp_path, **{key: value})
