@@ -223,8 +223,8 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     # 2. ids per type (the edges' only when every type's ids could be read), the build checks
     id_types = {t.name: id_type_of(cfg, t.blocks, t.spec, all(s.canonical for s in scans))
                 for t, scans in zip(types, scans_of) if t.spec is not None}
-    id_level = any(f.key[0] == 0 and f.key[2] in (-1, 0, 1) for f in findings)
-    findings += _join(client, types, [] if id_level else relations, id_types,
+    unread = {f.key[1] for f in findings if f.key[0] == 0 and f.key[2] in (-1, 0, 1)}
+    findings += _join(client, types, unread, [] if unread else relations, id_types,
                       (cfg.edges.src, cfg.edges.dst), cfg.edges.timestamp, scratch, sizes)
     edge_types = _edge_types(cfg, relations)
     findings += _build_checks(cfg, types, relations, target_type, edge_types)
@@ -275,14 +275,15 @@ def _width(spec: NodeSpec) -> int:
     return spec.width if spec.is_list else len(spec.features)
 
 
-def _join(client, types: list[_NodeType], relations: list[_Relation], id_types: dict,
-          names: tuple[str, str], time_name: str, scratch: Path, sizes: BlockSizes
-          ) -> list[Finding]:
-    """Every type's ids scattered to its buckets under ``ids/<type>``, every relation's ends to
-    the buckets of its end types (and its times checked), each bucket joined (dense ends routed
-    to ``ids/mapped``); findings in the typed order."""
+def _join(client, types: list[_NodeType], unread: set[int], relations: list[_Relation],
+          id_types: dict, names: tuple[str, str], time_name: str, scratch: Path,
+          sizes: BlockSizes) -> list[Finding]:
+    """Every type's ids (but the ``unread`` types', whose ids failed a check) scattered to its
+    buckets under ``ids/<type>``, every relation's ends to the buckets of its end types (and its
+    times checked), each bucket joined (dense ends routed to ``ids/mapped``); findings in the
+    typed order."""
     ids = scratch / "ids"
-    ok = [t for t in types if t.spec is not None]
+    ok = [t for i, t in enumerate(types) if i not in unread]
     ends = {t.name: t.rows for t in ok}
     for r in relations:
         ends[r.edge_type[0]] += r.rows

@@ -110,3 +110,79 @@ def test_typed_on_clusters_of_4_2_and_1_workers(tmp_path, monkeypatch, dask_clus
     assert_same_as_local(tmp_path, typed_dataset(root),
                          {"engine": "dask", "address": dask_cluster.scheduler_address})
     assert not list(tmp_path.glob(".dask-blocks*"))
+
+
+# ------------------------------------------------------------------------------- bad inputs
+def _set(tables: dict, name: str, column: str, values) -> dict:
+    table = tables[name]
+    return {**tables, name: table.set_column(table.column_names.index(column), column,
+                                             pa.array(values))}
+
+
+def _nan_features(t):
+    values = t["nodes/user"].column("f1").to_numpy().copy()
+    values[[12, 30]] = np.nan
+    return _set(t, "nodes/user", "f1", values)
+
+
+def _unknown_item(t):
+    values = t["edges/user__buys__item"].column("dst").to_numpy().copy()
+    values[57] = 99999
+    return _set(t, "edges/user__buys__item", "dst", values)
+
+
+def _repeated_user(t):
+    ids = t["nodes/user"].column("id").to_pylist()
+    ids[33] = ids[5]
+    return _set(t, "nodes/user", "id", ids)
+
+
+def _fractional_edge_time(t):
+    values = t["edges/user__follows__user"].column("t").to_numpy().astype(np.float64)
+    values[40] = 2.5
+    return _set(t, "edges/user__follows__user", "t", values)
+
+
+def _unknown_type(t):
+    t = dict(t)
+    t["edges/user__visits__place"] = t.pop("edges/item__sold_at__shop")
+    return t
+
+
+def _null_item_id(t):
+    return _set(t, "nodes/item", "id", [None if i == 20 else v for i, v in
+                                        enumerate(t["nodes/item"].column("id").to_pylist())])
+
+
+BAD = {
+    "absent id (unknown edge id)": _unknown_item,
+    "NaN features": _nan_features,
+    "repeated ids": _repeated_user,
+    "edge naming an unknown node type": _unknown_type,
+    "fractional edge time": _fractional_edge_time,
+    "null id in a later type": _null_item_id,
+    "NaN features and a later unknown id": lambda t: _unknown_item(_nan_features(t)),
+    "repeated ids after a null id in an earlier type": lambda t: _repeated_user(
+        _null_item_id(t)),
+    "corrupted parquet": "corrupt",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_typed_tables_give_the_local_message(tmp_path, case):
+    spoil = BAD[case]
+    tables = typed_tables()
+    root = write_typed(tmp_path / "in", spoil(tables) if callable(spoil) else tables)
+    if spoil == "corrupt":
+        path = root / "nodes" / "item.parquet"
+        data = bytearray(path.read_bytes())
+        data[len(data) // 3:len(data) // 3 + 100] = b"\xff" * 100
+        path.write_bytes(bytes(data))
+    cfg = params_from_dict({"dataset": typed_dataset(root)}).dataset
+    local = _error(lambda: prepare_dataset(cfg, 0))
+    for name in ("out", "scratch"):
+        (tmp_path / name).mkdir()
+    blocks = _error(lambda: prepare_typed_blocks(None, cfg, tmp_path / "out",
+                                                 tmp_path / "scratch", TINY))
+    assert blocks == local
+    assert "\n" not in blocks
