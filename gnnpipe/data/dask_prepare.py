@@ -35,15 +35,15 @@ import pyarrow.compute as pc
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
-from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks,
-                                       first_finding, label_codes_block, make_features_file,
-                                       message, node_columns, node_id_column, parquet_blocks,
-                                       read_block, scan_nodes, time_dtype)
-from gnnpipe.data.graph import HOMOGENEOUS
+from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_attrs,
+                                       first_finding, is_timestamp_type, label_codes_block,
+                                       make_features_file, message, node_columns,
+                                       node_id_column, parquet_blocks, read_block, scan_nodes,
+                                       time_dtype)
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
-from gnnpipe.io.prepared_maps import write_prepared_maps
+from gnnpipe.io.prepared_maps import raw_dtype, write_edge_attr_maps, write_prepared_maps
 from gnnpipe.sources.base import label_codes, no_edges_warning
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
 from gnnpipe.sources.tables import check_table_path, node_table_columns, table_folder
@@ -76,17 +76,9 @@ class BlockPrepared:
 
 def refuse_unsupported(cfg: DatasetParams) -> None:
     """One line naming the first option the block path does not read yet."""
-    homogeneous = cfg.layout == HOMOGENEOUS
-    refused = {
-        f"dataset.source={cfg.source}": cfg.source not in ("parquet", "csv"),
-        "dataset.edges.weight": homogeneous and bool(cfg.edges.weight),
-        "dataset.edges.timestamp": homogeneous and bool(cfg.edges.timestamp),
-    }
-    for key, refuse in refused.items():
-        if refuse:
-            raise ValueError(f"{key} is not prepared on cluster.engine: dask yet (parquet / csv "
-                             f"tables are, homogeneous ones without edge weights or timestamps); "
-                             f"{LOCAL}")
+    if cfg.source not in ("parquet", "csv"):
+        raise ValueError(f"dataset.source={cfg.source} is not prepared on cluster.engine: dask "
+                         f"yet (the user's parquet / csv tables are); {LOCAL}")
 
 
 def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, str],
@@ -124,11 +116,10 @@ def list_width(blocks: list[Block], spec: NodeSpec) -> int:
     return len(cell) if cell.is_valid else 0
 
 
-def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSizes
-                 ) -> list[Block]:
-    spec = cfg.edges
-    check_table_path(path, "edges", cfg)
-    key_of = {spec.src: "src", spec.dst: "dst"}
+def edge_table_blocks(cfg: DatasetParams, path: Path, key_of: dict[str, str], folder: Path,
+                      sizes: BlockSizes) -> list[Block]:
+    """An edge table's blocks with the columns of ``key_of`` (column -> ``dataset.edges`` key;
+    src and dst first); a CSV table converted into ``folder``."""
     if cfg.source == "parquet":
         return parquet_blocks(path, list(key_of), key_of)
     names = CsvTables().schema(path).names
@@ -136,8 +127,20 @@ def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSize
         if name not in names:
             raise ValueError(f"{path}: missing column {name!r} (dataset.edges.{key}); "
                              f"columns: {', '.join(names)}")
-    return csv_blocks(path, list(key_of), {name: pa.string() for name in key_of},
-                      scratch / "csv-edges", sizes.csv_block_bytes, edges=True)
+    return csv_blocks(path, list(key_of), {cfg.edges.src: pa.string(),
+                                           cfg.edges.dst: pa.string()},
+                      folder, sizes.csv_block_bytes, edges=True)
+
+
+def _edge_blocks(cfg: DatasetParams, path: Path, scratch: Path, sizes: BlockSizes
+                 ) -> list[Block]:
+    spec = cfg.edges
+    check_table_path(path, "edges", cfg)
+    key_of = {spec.src: "src", spec.dst: "dst"}
+    for key in ("weight", "timestamp"):
+        if getattr(spec, key):
+            key_of[getattr(spec, key)] = key
+    return edge_table_blocks(cfg, path, key_of, scratch / "csv-edges", sizes)
 
 
 def id_type_of(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical: bool
@@ -224,6 +227,8 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     # 2. ids to dense ids, then every remaining check in the local reader's order
     ids = scratch / "ids"
     findings += _join(client, tables, id_type, n, ids, sizes)
+    attrs, found = _edge_attrs(client, cfg, edge_blocks, scratch)
+    findings += found
     tables.fail([f for f in findings if f.key < (5,)])
     classes = label_classes(scans, str(nodes_path), spec, n, cfg.max_classes)
     tables.fail(findings)
@@ -237,7 +242,7 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                y_file=str(y_file))
 
     # 4. the CSR, row block by row block; 5. the files
-    report = _build_csr(client, cfg, edge_blocks, n, ids, scratch, sizes)
+    report = _build_csr(client, cfg, edge_blocks, n, ids, attrs, scratch, sizes)
     num_edges = report["edges"]
     indptr = open_memmap(scratch / "indptr.npy")
     indices = (open_memmap(scratch / "indices.npy") if num_edges
@@ -248,6 +253,11 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                         feature_dtype=spec.feature_dtype, compression=cfg.storage.compression,
                         external=external)
     write_node_ids(out / "node_ids.parquet", blocks, spec, id_type, cfg.storage.compression)
+    if attrs.columns:
+        write_edge_attr_maps(out, indptr, indices, {
+            name: (open_memmap(scratch / f"{name}-stored.npy") if num_edges else
+                   np.zeros(0, raw_dtype(column_type)), column_type)
+            for name, (_, column_type) in attrs.columns.items()}, cfg.storage.compression)
     report = {"source": cfg.source, "nodes": n, "features": f, "classes": len(classes),
               "undirected": cfg.undirected, **report, "mean_degree": round(num_edges / n, 4)}
     if pa.types.is_string(classes.type):
@@ -279,10 +289,46 @@ def _join(client, tables: _Tables, id_type: pa.DataType, n: int, ids: Path,
     return findings
 
 
+@dataclass(frozen=True)
+class _Attrs:
+    """The edge attributes per input row: name (weight / timestamp) -> its ``.npy`` file
+    (float32, or a timestamp's bits) and column type; ``order``: the timestamps' ``time_key``
+    file (None without)."""
+
+    columns: dict[str, tuple[Path, pa.DataType]]
+    order: Path | None
+
+
+def _edge_attrs(client, cfg: DatasetParams, edge_blocks: list[Block], scratch: Path
+                ) -> tuple[_Attrs, list[Finding]]:
+    """The edge blocks' weight / timestamp columns checked and stored per input row."""
+    spec = cfg.edges
+    rows = sum(b.rows for b in edge_blocks)
+    if not (spec.weight or spec.timestamp) or not rows:  # no rows: the local path keeps none
+        return _Attrs({}, None), []
+    columns, order = {}, None
+    if spec.weight:
+        columns["weight"] = (scratch / "weight.npy", pa.float32())
+        create_memmap(columns["weight"][0], (rows,), np.float32)
+    if spec.timestamp:
+        time_type = read_block(edge_blocks[0], [spec.timestamp]).schema.field(0).type
+        columns["timestamp"] = (scratch / "timestamp.npy", time_type)
+        order = scratch / "order.npy"
+        if is_timestamp_type(time_type):  # else every block finds the type
+            create_memmap(columns["timestamp"][0], (rows,), raw_dtype(time_type))
+            create_memmap(order, (rows,), time_dtype(time_type))
+    found = run_blocks(client, edge_attrs, [(b,) for b in edge_blocks], weight=spec.weight,
+                       timestamp=spec.timestamp,
+                       weight_file=str(scratch / "weight.npy"),
+                       raw_file=str(scratch / "timestamp.npy"), order_file=str(order or ""))
+    return _Attrs(columns, order), [f for block in found for f in block]
+
+
 def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids: Path,
-               scratch: Path, sizes: BlockSizes) -> dict:
+               attrs: _Attrs, scratch: Path, sizes: BlockSizes) -> dict:
     """The edge policies and the CSR into ``scratch``'s indptr.npy / indices.npy (no
-    indices.npy without edges); the edge counts and degree summaries of ``prepare.json``."""
+    indices.npy without edges), each stored edge's attributes into ``<name>-stored.npy``;
+    the edge counts and degree summaries of ``prepare.json``."""
     policy = Policy(cfg.undirected, cfg.dedup, cfg.self_loops == "remove")
     rows_in = sum(b.rows for b in edge_blocks)
     row_blocks = max(1, math.ceil(rows_in * (2 if cfg.undirected else 1)
@@ -294,16 +340,24 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
     routed = run_blocks(client, route_edges,
                         [(i, b.start, b.rows, b.start) for i, b in enumerate(edge_blocks)],
                         mapped=str(ids / "mapped"), policy=policy, routes=(route,),
-                        total_rows=rows_in, with_rows=False)
-    built = run_blocks(client, build_rows, bounds, num_src=n, folder=str(ids), dedup=cfg.dedup)
+                        total_rows=rows_in, with_rows=bool(attrs.columns))
+    built = run_blocks(client, build_rows, bounds, num_src=n, folder=str(ids), dedup=cfg.dedup,
+                       total_rows=rows_in, order_file=str(attrs.order or ""),
+                       copies="by_order" if attrs.columns else "")
     offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
     num_edges = int(offsets[-1])
     indptr_file, indices_file = scratch / "indptr.npy", scratch / "indices.npy"
     create_memmap(indptr_file, (n + 1,), np.int64)
+    gathers = []
     if num_edges:
         create_memmap(indices_file, (num_edges,), np.int64)
+        for name, (values, column_type) in attrs.columns.items():
+            stored = scratch / f"{name}-stored.npy"
+            create_memmap(stored, (num_edges,), open_memmap(values).dtype)
+            gathers.append((str(values), str(stored)))
     run_blocks(client, place_rows, [(*bound, int(offsets[i])) for i, bound in enumerate(bounds)],
-               folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file))
+               folder=str(ids), indptr_file=str(indptr_file), indices_file=str(indices_file),
+               gathers=tuple(gathers))
 
     input_edges = sum(r.input_edges for r in routed)
     loops = sum(r.loops_removed for r in routed)

@@ -35,8 +35,9 @@ from gnnpipe.config import DatasetParams
 from gnnpipe.data import dask_prepare
 from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
-from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, id_type_of, label_classes,
-                                       list_width, node_spec, refuse_unsupported, write_node_ids)
+from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, edge_table_blocks,
+                                       id_type_of, label_classes, list_width, node_spec,
+                                       refuse_unsupported, write_node_ids)
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, edge_type_name,
                                 layout_of, parse_edge_type)
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_times,
@@ -129,22 +130,12 @@ def _relations(cfg: DatasetParams, typed, scratch: Path, sizes: BlockSizes
     for index, (stem, path) in enumerate(paths.items()):
         try:
             edge_type = relation_of(stem, path, typed)
-            names = typed.tables.schema(path).names
-            timed = bool(cfg.edges.timestamp) and cfg.edges.timestamp in names
+            timed = (bool(cfg.edges.timestamp)
+                     and cfg.edges.timestamp in typed.tables.schema(path).names)
             key_of = {cfg.edges.src: "src", cfg.edges.dst: "dst"}
             if timed:
                 key_of[cfg.edges.timestamp] = "timestamp"
-            if cfg.source == "parquet":
-                blocks = parquet_blocks(path, list(key_of), key_of)
-            else:
-                for name, key in key_of.items():
-                    if name not in names:
-                        raise ValueError(f"{path}: missing column {name!r} (dataset.edges."
-                                         f"{key}); columns: {', '.join(names)}")
-                blocks = csv_blocks(path, list(key_of), {cfg.edges.src: pa.string(),
-                                                         cfg.edges.dst: pa.string()},
-                                    scratch / "csv-edges" / stem, sizes.csv_block_bytes,
-                                    edges=True)
+            blocks = edge_table_blocks(cfg, path, key_of, scratch / "csv-edges" / stem, sizes)
         except ValueError as err:
             findings.append(_text((2, 6, (index,)), str(err)))
             continue

@@ -27,6 +27,7 @@ import torch
 from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
 from gnnpipe.io.blocks import create_memmap, write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
+from gnnpipe.io.prepared_maps import raw_dtype
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
                                   check_timestamps, combine, first_null, is_numeric, reason,
                                   time_key)
@@ -318,9 +319,7 @@ def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], t
     try:
         check_timestamps(column, block.where, name, block.start)
     except ValueError as err:
-        dtype = column.type
-        if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
-                or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
+        if not is_timestamp_type(column.type):
             findings.append(Finding((*key, 0), block.start, "text", (str(err),)))
         elif column.null_count:
             findings.append(Finding((*key, 1), block.start + first_null(column), "nulls",
@@ -360,6 +359,12 @@ def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
     column = combine(read_block(block, [name]).column(name))
     _times(column, name, block, findings, time_file, True, (6, block.batch, 3))
     return findings
+
+
+def is_timestamp_type(dtype: pa.DataType) -> bool:
+    """Whether ``check_timestamps`` takes a column of ``dtype``: ints, floats, dates, times."""
+    return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
@@ -444,3 +449,43 @@ def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: s
 
 def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:
     create_memmap(path, (rows, width), STORED_NUMPY[feature_dtype])
+
+
+# ------------------------------------------------------------------------- edge attributes
+def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_file: str,
+               order_file: str) -> list[Finding]:
+    """A homogeneous edge block's weight and timestamp columns checked as
+    ``sources.tables.read_edges`` checks them (after the ids: keys ``(6, batch, 2)`` and ``(6,
+    batch, 3)``); rows ``[start, start + rows)`` of ``weight_file`` (float32), ``raw_file`` (the
+    timestamps' bits) and ``order_file`` (their ``time_key``) written."""
+    findings: list[Finding] = []
+    table = read_block(block, [c for c in (weight, timestamp) if c])
+    where, start = block.where, block.start
+    if weight:
+        column = combine(table.column(weight))
+        if not is_numeric(column.type):
+            findings.append(Finding((6, block.batch, 2, 0), start, "text", (
+                f"{where}: weight column {weight!r} is {column.type}; expected numbers",)))
+        elif column.null_count:
+            findings.append(Finding((6, block.batch, 2, 1), start + first_null(column), "nulls",
+                                    (where, weight, "weight"), column.null_count))
+        else:
+            values = column.to_numpy(zero_copy_only=False).astype(np.float32)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                findings.append(Finding((6, block.batch, 2, 2), start + int(np.argmax(bad)),
+                                        "finite", (where, [weight], "weight"), int(bad.sum())))
+            else:
+                write_rows(Path(weight_file), start, values)
+    if timestamp:
+        column = combine(table.column(timestamp))
+        before = len(findings)
+        _times(column, timestamp, block, findings, order_file, False, (6, block.batch, 3))
+        if len(findings) == before:
+            bits = column.view(_int_type(column.type)).to_numpy(zero_copy_only=False)
+            write_rows(Path(raw_file), start, bits.astype(raw_dtype(column.type)))
+    return findings
+
+
+def _int_type(column_type: pa.DataType) -> pa.DataType:
+    return {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[column_type.bit_width]

@@ -153,3 +153,34 @@ def _stream_edges(path: Path, indptr: np.ndarray, indices: np.ndarray, name: str
             hi = min(indices.size, lo + ROW_GROUP_ROWS)
             targets = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
             add(pa.table({"src": indices[lo:hi], "dst": targets}))
+
+
+def raw_dtype(column_type: pa.DataType) -> np.dtype:
+    """The integer dtype holding a fixed-width column's values bit for bit (a timestamp column:
+    ints, floats, dates, timestamps)."""
+    return np.dtype(f"<i{column_type.bit_width // 8}")
+
+
+def _from_raw(values: np.ndarray, column_type: pa.DataType) -> pa.Array:
+    """The column of ``column_type`` whose values are the bytes of ``values``."""
+    data = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(column_type, len(data), [None, pa.py_buffer(data)])
+
+
+def write_edge_attr_maps(out: Path, indptr: np.ndarray, indices: np.ndarray,
+                         attrs: dict[str, tuple[np.ndarray, pa.DataType]],
+                         compression: str) -> None:
+    """edge_attrs.parquet, the bytes ``gnnpipe.io.prepared.write_edge_attrs`` writes: (src, dst)
+    of every stored edge in CSR order and each attribute (E,) of ``attrs`` (name -> its values
+    as stored bits (``raw_dtype``) or float32, and its column type), a row group at a time."""
+    schema = pa.schema([("src", pa.int64()), ("dst", pa.int64())]
+                       + [(name, column_type) for name, (_, column_type) in attrs.items()])
+    with table_stream(out / "edge_attrs.parquet", schema, "gnnpipe.edge_attrs/1",
+                      compression) as add:
+        for lo in range(0, indices.size, ROW_GROUP_ROWS):
+            hi = min(indices.size, lo + ROW_GROUP_ROWS)
+            columns = {"src": indices[lo:hi],
+                       "dst": np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1}
+            for name, (values, column_type) in attrs.items():
+                columns[name] = _from_raw(values[lo:hi], column_type)
+            add(pa.table(columns))
