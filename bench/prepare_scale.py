@@ -72,7 +72,7 @@ def write_typed_tables(folder: Path, scale: float, features: int) -> None:
     (folder / "edges").mkdir(parents=True, exist_ok=True)
     (folder / "flat" / "nodes.parquet").rename(folder / "nodes" / "user.parquet")
     rng = np.random.default_rng(1)
-    n, items = int(BASE_NODES * scale), int(BASE_NODES * scale) // 4
+    items = int(BASE_NODES * scale) // 4
     pq.write_table(pa.table({"id": rng.permutation(items).astype(np.int64)}),
                    folder / "nodes" / "item.parquet", row_group_size=GROUP)
     flat = pq.ParquetFile(folder / "flat" / "edges.parquet")

@@ -91,9 +91,15 @@ def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, s
         raise ValueError(message(finding))
     side, row = finding.args[0], finding.first
     block = next(b for b in edge_blocks if b.start <= row < b.start + b.rows)
-    value = read_block(block, [names[side]]).column(names[side])[row - block.start].as_py()
-    raise ValueError(f"{block.where}: edge column {names[side]!r} has node id {value!r} (row "
-                     f"{row}) that is not in the id column {id_name!r} of {nodes_path}")
+    raise unknown_id(block, row, names[side], id_name, nodes_path)
+
+
+def unknown_id(block: Block, row: int, name: str, id_name: str, nodes_path: Path) -> ValueError:
+    """The local reader's line for the id in edge column ``name`` at row ``row`` of the table
+    (in ``block``) that names no node of ``nodes_path``."""
+    value = read_block(block, [name]).column(name)[row - block.start].as_py()
+    return ValueError(f"{block.where}: edge column {name!r} has node id {value!r} (row {row}) "
+                      f"that is not in the id column {id_name!r} of {nodes_path}")
 
 
 def node_spec(cfg: DatasetParams, path: Path, tables, *, typed: bool) -> NodeSpec:

@@ -12,9 +12,10 @@ The waves of the homogeneous block path (``gnnpipe.data.dask_prepare``) run once
    their edge blocks in one routed folder; edge times checked and stored per relation;
 3. each relation's CSR (and, with ``dataset.undirected``, its reverse ``rev_<rel>`` or both
    directions of a relation inside one type) built per row block of its targets, the input row of
-   each stored edge carried where edge times follow it (``gnnpipe.data.block_graph``);
-4. featureless types' features from the in-degree maps; this process streams the Parquet files
-   and saves graph.pt over memory maps (``gnnpipe.io.prepared_maps.write_typed_maps``).
+   each stored edge carried where edge times follow it, and featureless types' features from the
+   in-degree maps (``gnnpipe.data.block_relations``);
+4. this process streams the Parquet files and saves graph.pt over memory maps
+   (``gnnpipe.io.prepared_maps.write_typed_maps``).
 
 Every failed check is a ``Finding`` keyed as the local reader meets it: node types in order (ids,
 repeats, features, times), then the target's labels, then the relations in order (ids per batch,
@@ -33,52 +34,25 @@ import pyarrow as pa
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.data import dask_prepare
-from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
+from gnnpipe.data.block_relations import (NodeTable, RelationTable, build_csrs, edge_types_of,
+                                          featureless_blocks, featureless_width,
+                                          isolated_targets, table_width)
 from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, edge_table_blocks,
                                        id_type_of, label_classes, list_width, node_spec,
-                                       refuse_unsupported, write_node_ids)
+                                       refuse_unsupported, unknown_id, write_node_ids)
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, edge_type_name,
                                 layout_of, parse_edge_type)
-from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_times,
-                                       first_finding, label_codes_block, make_features_file,
-                                       message, node_columns, parquet_blocks, read_block,
-                                       scan_nodes)
-from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, write_rows
+from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, first_finding,
+                                       label_codes_block, make_features_file, message,
+                                       node_columns, parquet_blocks, scan_nodes)
+from gnnpipe.io.blocks import create_memmap
 from gnnpipe.io.prepared_maps import TypedMaps, write_typed_maps
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.sources.base import no_edges_warning
 from gnnpipe.sources.tables import edge_tables, relation_of, typed_tables, typed_target
 
 LAST = 10**9  # node times are checked after every relation
-
-
-@dataclasses.dataclass(frozen=True)
-class _NodeType:
-    name: str
-    path: Path
-    spec: NodeSpec | None  # None: its table could not be opened (a finding says why)
-    blocks: list[Block]
-    x_file: Path
-    time_file: Path
-
-    @property
-    def rows(self) -> int:
-        return sum(b.rows for b in self.blocks)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Relation:
-    index: int
-    edge_type: EdgeType
-    path: Path
-    blocks: list[Block]
-    timed: bool
-    time_file: Path
-
-    @property
-    def rows(self) -> int:
-        return sum(b.rows for b in self.blocks)
 
 
 def _rekey(finding: Finding, key: tuple) -> Finding:
@@ -99,7 +73,7 @@ def _text(key: tuple, text: str) -> Finding:
     return Finding(key, 0, "text", (text,))
 
 
-def _node_types(cfg: DatasetParams, typed, scratch: Path) -> tuple[list[_NodeType], list]:
+def _node_types(cfg: DatasetParams, typed, scratch: Path) -> tuple[list[NodeTable], list]:
     """Every node type's spec and blocks (labels read on every type for now); findings of
     tables that cannot be opened."""
     types, findings = [], []
@@ -112,15 +86,15 @@ def _node_types(cfg: DatasetParams, typed, scratch: Path) -> tuple[list[_NodeTyp
                                  scratch / "csv-nodes" / name, 1 << 20))
         except ValueError as err:
             findings.append(_text((0, index, -1), str(err)))
-            types.append(_NodeType(name, path, None, [], x_file, time_file))
+            types.append(NodeTable(name, path, None, [], x_file, time_file))
             continue
         spec = dataclasses.replace(spec, width=list_width(blocks, spec))
-        types.append(_NodeType(name, path, spec, blocks, x_file, time_file))
+        types.append(NodeTable(name, path, spec, blocks, x_file, time_file))
     return types, findings
 
 
 def _relations(cfg: DatasetParams, typed, scratch: Path, sizes: BlockSizes
-               ) -> tuple[list[_Relation], list[Finding]]:
+               ) -> tuple[list[RelationTable], list[Finding]]:
     """Every relation's edge type and blocks (scratch rows one after another); findings."""
     try:
         paths = edge_tables(typed, cfg.source)
@@ -140,14 +114,14 @@ def _relations(cfg: DatasetParams, typed, scratch: Path, sizes: BlockSizes
             findings.append(_text((2, 6, (index,)), str(err)))
             continue
         blocks = [dataclasses.replace(b, batch=(index, *b.batch), base=base) for b in blocks]
-        relation = _Relation(index, edge_type, path, blocks, timed,
+        relation = RelationTable(index, edge_type, path, blocks, timed,
                              scratch / f"edge_time_{index}.npy")
         base += relation.rows
         relations.append(relation)
     return relations, findings
 
 
-def _fail(findings: list[Finding], types: list[_NodeType], relations: list[_Relation],
+def _fail(findings: list[Finding], types: list[NodeTable], relations: list[RelationTable],
           id_name: str, names: tuple[str, str]) -> None:
     """Raise the finding the local reader meets first, if any (an unknown id names its value,
     read back from its block)."""
@@ -159,11 +133,8 @@ def _fail(findings: list[Finding], types: list[_NodeType], relations: list[_Rela
     side, row = finding.args[0], finding.first
     relation, block = next((r, b) for r in relations for b in r.blocks
                            if b.base + b.start <= row < b.base + b.start + b.rows)
-    value = read_block(block, [names[side]]).column(names[side])[row - block.base - block.start]
     end_type = next(t for t in types if t.name == relation.edge_type[2 * side])
-    raise ValueError(f"{block.where}: edge column {names[side]!r} has node id {value.as_py()!r} "
-                     f"(row {row - block.base}) that is not in the id column {id_name!r} of "
-                     f"{end_type.path}")
+    raise unknown_id(block, row - block.base, names[side], id_name, end_type.path)
 
 
 def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
@@ -188,7 +159,7 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         t.spec, label=t.spec.label if t.name == target else "")) for t in types]
     for t in types:
         if t.spec is not None and t.rows and t.spec.features:
-            make_features_file(t.x_file, t.rows, _width(t.spec), "float32")
+            make_features_file(t.x_file, t.rows, table_width(t.spec), "float32")
         if t.spec is not None and t.rows and t.spec.timestamp:
             create_memmap(t.time_file, (t.rows,), np.int64)
     calls = [(b, t.spec, str(t.x_file), str(t.time_file)) for t in types if t.spec
@@ -217,7 +188,7 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     unread = {f.key[1] for f in findings if f.key[0] == 0 and f.key[2] in (-1, 0, 1)}
     findings += _join(client, types, unread, [] if unread else relations, id_types,
                       (cfg.edges.src, cfg.edges.dst), cfg.edges.timestamp, scratch, sizes)
-    edge_types = _edge_types(cfg, relations)
+    edge_types = edge_types_of(cfg, relations)
     findings += _build_checks(cfg, types, relations, target_type, edge_types)
     _fail(findings, types, relations, cfg.nodes.id, (cfg.edges.src, cfg.edges.dst))
 
@@ -227,10 +198,10 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     if has_labels:
         run_blocks(client, label_codes_block, [(b,) for b in target_type.blocks],
                    spec=target_type.spec, classes=classes, y_file=str(y_file))
-    csrs, counts = _build_csrs(client, cfg, types, relations, edge_types, scratch, sizes)
-    featureless = _featureless(client, cfg, types, csrs)
+    csrs, counts = build_csrs(client, cfg, types, relations, edge_types, scratch, sizes)
+    featureless = featureless_blocks(client, cfg, types, csrs)
     maps = TypedMaps(
-        x={t.name: (t.x_file, t.rows, _width(t.spec) if t.spec.features
+        x={t.name: (t.x_file, t.rows, table_width(t.spec) if t.spec.features
                     else featureless_width(cfg, t.name, csrs)) for t in types},
         y=y_file, target=target, num_classes=len(classes) if has_labels else 1,
         csr={e: (c.indptr, c.indices) for e, c in csrs.items()},
@@ -247,7 +218,7 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         "nodes": sum(t.rows for t in types), "edges": sum(c.edges for c in csrs.values()),
         "features": int(graph.x[target].shape[1]), "classes": maps.num_classes,
         "undirected": cfg.undirected, **counts,
-        "isolated_nodes": _isolated(csrs, target, target_type.rows),
+        "isolated_nodes": isolated_targets(csrs, target, target_type.rows),
         "node_types": {t.name: t.rows for t in types},
         "edge_types": {edge_type_name(e): c.edges for e, c in csrs.items()},
         "link_edge_type": edge_type_name(maps.link_edge_type), "featureless": featureless,
@@ -262,11 +233,7 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     return BlockPrepared(report, classes, labelled_nodes, target_type.rows)
 
 
-def _width(spec: NodeSpec) -> int:
-    return spec.width if spec.is_list else len(spec.features)
-
-
-def _join(client, types: list[_NodeType], unread: set[int], relations: list[_Relation],
+def _join(client, types: list[NodeTable], unread: set[int], relations: list[RelationTable],
           id_types: dict, names: tuple[str, str], time_name: str, scratch: Path,
           sizes: BlockSizes) -> list[Finding]:
     """Every type's ids (but the ``unread`` types', whose ids failed a check) scattered to its
@@ -311,25 +278,8 @@ def _join(client, types: list[_NodeType], unread: set[int], relations: list[_Rel
     return findings
 
 
-def _edge_types(cfg: DatasetParams, relations: list[_Relation]
-                ) -> dict[EdgeType, EdgeType | None]:
-    """The stored edge types in ``build_typed``'s order (each relation, then its reverse) and
-    the reverse of each (None: a directed graph's)."""
-    types: dict[EdgeType, EdgeType | None] = {}
-    for r in relations:
-        s, rel, d = r.edge_type
-        if not cfg.undirected:
-            types[r.edge_type] = None
-        elif s == d:
-            types[r.edge_type] = r.edge_type
-        else:
-            rev = (d, f"rev_{rel}", s)
-            types[r.edge_type], types[rev] = rev, r.edge_type
-    return types
-
-
-def _build_checks(cfg: DatasetParams, types: list[_NodeType], relations: list[_Relation],
-                  target: _NodeType, edge_types: dict) -> list[Finding]:
+def _build_checks(cfg: DatasetParams, types: list[NodeTable], relations: list[RelationTable],
+                  target: NodeTable, edge_types: dict) -> list[Finding]:
     """``build_typed``'s checks before its edge policies (the homogeneous names, an empty
     target, a reverse name already taken) and after (the link edge type)."""
     findings = []
@@ -358,7 +308,7 @@ def _build_checks(cfg: DatasetParams, types: list[_NodeType], relations: list[_R
     return findings
 
 
-def _link_edge_type(cfg: DatasetParams, relations: list[_Relation], edge_types: dict,
+def _link_edge_type(cfg: DatasetParams, relations: list[RelationTable], edge_types: dict,
                     target: str) -> EdgeType:
     """``dataset.typed.link_edge_type``, or the first relation touching the target."""
     wanted = cfg.typed.link_edge_type
@@ -376,163 +326,3 @@ def _link_edge_type(cfg: DatasetParams, relations: list[_Relation], edge_types: 
     return (touching or given)[0]
 
 
-@dataclasses.dataclass(frozen=True)
-class _Csr:
-    """One stored edge type's files: indptr (N_dst + 1,), indices (E,) and, ``timed``, int64
-    times (E,) (None: no edges)."""
-
-    indptr: Path
-    indices: Path | None
-    time: Path | None
-    edges: int
-    timed: bool
-
-
-def _bounds(targets: int, stored: int, sizes: BlockSizes) -> list[tuple[int, int, int]]:
-    """Row blocks ``(block, lo, hi)`` of ``targets`` rows for about ``stored`` edges."""
-    blocks = max(1, math.ceil(stored / sizes.row_block_edges))
-    per = max(1, math.ceil(targets / blocks))
-    return [(b, b * per, min(targets, (b + 1) * per)) for b in range(blocks) if b * per < targets]
-
-
-def _build_csrs(client, cfg: DatasetParams, types: list[_NodeType], relations: list[_Relation],
-                edge_types: dict, scratch: Path, sizes: BlockSizes
-                ) -> tuple[dict[EdgeType, _Csr], dict]:
-    """Every stored edge type's CSR (and edge times) into ``scratch/csr``; the input, duplicate
-    and self-loop counts of ``prepare.json``."""
-    rows_of = {t.name: t.rows for t in types}
-    folder = {}
-    plans = {}  # edge type -> (relation, bounds, num_src, reverse)
-    for r in relations:
-        s, _, d = r.edge_type
-        same = s == d
-        plans[r.edge_type] = (r, _bounds(rows_of[d], r.rows * (2 if same and cfg.undirected
-                                                                 else 1), sizes), rows_of[s])
-        folder[r.edge_type] = scratch / "csr" / str(r.index)
-        rev = edge_types.get(r.edge_type)
-        if rev is not None and rev != r.edge_type:
-            plans[rev] = (r, _bounds(rows_of[s], r.rows, sizes), rows_of[d])
-            folder[rev] = scratch / "csr" / f"{r.index}-rev"
-    route_calls = []
-    index = 0
-    for r in relations:
-        s, _, d = r.edge_type
-        same = s == d
-        policy = Policy(same and cfg.undirected, cfg.dedup,
-                        same and cfg.self_loops == "remove")
-        routes = [Route(str(folder[r.edge_type]), _per(plans[r.edge_type][1]),
-                        len(plans[r.edge_type][1]))]
-        rev = edge_types.get(r.edge_type)
-        if rev is not None and rev != r.edge_type:
-            routes.append(Route(str(folder[rev]), _per(plans[rev][1]), len(plans[rev][1]),
-                                reverse=True))
-        for b in r.blocks:
-            route_calls.append((index, b.base + b.start, b.rows, b.start,
-                                str(scratch / "ids" / "mapped"), policy, tuple(routes), r.rows,
-                                r.timed))
-            index += 1
-    routed = run_blocks(client, route_edges, route_calls)
-    build_calls = [(block, lo, hi, num_src, str(folder[e]), cfg.dedup, r.rows,
-                    str(r.time_file) if r.timed else "", "as_given" if r.timed else "")
-                   for e, (r, bounds, num_src) in plans.items() for block, lo, hi in bounds]
-    built = run_blocks(client, build_rows, build_calls)
-    by_type: dict[EdgeType, list] = {e: [] for e in plans}
-    for call, block in zip(build_calls, built):
-        by_type[next(e for e in plans if str(folder[e]) == call[4])].append(block)
-    csrs, place_calls = {}, []
-    for e, (r, bounds, _) in plans.items():
-        blocks = by_type[e]
-        offsets = np.concatenate([[0], np.cumsum([b.edges for b in blocks])]).astype(np.int64)
-        edges = int(offsets[-1])
-        out = scratch / "csr" / f"{edge_type_name(e)}"
-        out.mkdir(parents=True, exist_ok=True)
-        indptr, indices, time = out / "indptr.npy", out / "indices.npy", out / "time.npy"
-        create_memmap(indptr, (rows_of[e[2]] + 1,), np.int64)
-        if edges:
-            create_memmap(indices, (edges,), np.int64)
-        if edges and r.timed:
-            create_memmap(time, (edges,), np.int64)
-        gathers = ((str(r.time_file), str(time)),) if edges and r.timed else ()
-        place_calls += [(block, lo, hi, int(offsets[i]), str(folder[e]), str(indptr),
-                         str(indices), gathers) for i, (block, lo, hi) in enumerate(bounds)]
-        csrs[e] = _Csr(indptr, indices if edges else None,
-                       time if edges and r.timed else None, edges, r.timed)
-    run_blocks(client, place_rows, place_calls)
-    return csrs, _counts(cfg, relations, routed, by_type)
-
-
-def _per(bounds: list[tuple[int, int, int]]) -> int:
-    return max(1, bounds[0][2] - bounds[0][1]) if bounds else 1
-
-
-def _counts(cfg: DatasetParams, relations: list[_Relation], routed: list, by_type: dict
-            ) -> dict:
-    """``build_typed``'s input / duplicate / self-loop counts over the given relations."""
-    input_edges = duplicates = loops = 0
-    position = 0
-    for r in relations:
-        s, _, d = r.edge_type
-        undirected = s == d and cfg.undirected
-        rel_loops = sum(x.loops_removed for x in routed[position:position + len(r.blocks)])
-        position += len(r.blocks)
-        input_edges += r.rows
-        loops += rel_loops
-        if cfg.dedup:
-            built = by_type[r.edge_type]
-            distinct = sum(b.distinct for b in built)
-            distinct_loops = sum(b.distinct_loops for b in built)
-            pairs = (distinct - distinct_loops) // 2 + distinct_loops if undirected else distinct
-            duplicates += r.rows - rel_loops - pairs
-    return {"input_edges": input_edges, "duplicates_removed": duplicates,
-            "self_loops_removed": loops}
-
-
-def featureless_width(cfg: DatasetParams, node_type: str, csrs: dict) -> int:
-    """Columns of a featureless type's features: one per edge type into it (``degree``)."""
-    incoming = [e for e in csrs if e[2] == node_type]
-    return 1 if cfg.typed.featureless == "constant" or not incoming else len(incoming)
-
-
-def _featureless(client, cfg: DatasetParams, types: list[_NodeType], csrs: dict
-                 ) -> dict[str, str]:
-    """Features of the types without feature columns, by blocks of rows into their x files
-    (``build_typed``'s rule); the mode of each such type."""
-    modes, calls = {}, []
-    for t in types:
-        if t.spec.features:
-            continue
-        modes[t.name] = cfg.typed.featureless
-        width = featureless_width(cfg, t.name, csrs)
-        if not t.rows:
-            continue
-        make_features_file(t.x_file, t.rows, width, "float32")
-        incoming = [str(c.indptr) for e, c in csrs.items() if e[2] == t.name]
-        if cfg.typed.featureless == "constant":
-            incoming = []
-        calls += [(lo, min(t.rows, lo + ROW_GROUP_ROWS), tuple(incoming), str(t.x_file))
-                  for lo in range(0, t.rows, ROW_GROUP_ROWS)]
-    run_blocks(client, degree_features, calls)
-    return modes
-
-
-def degree_features(lo: int, hi: int, indptr_files: tuple[str, ...], x_file: str) -> None:
-    """Rows ``[lo, hi)`` of a featureless type: log1p of its in-degree per edge type
-    (``indptr_files``), float32 (B, k); none: ones (B, 1)."""
-    if not indptr_files:
-        write_rows(Path(x_file), lo, np.ones((hi - lo, 1), dtype=np.float32))
-        return
-    degrees = np.stack([np.diff(np.asarray(open_memmap(Path(f))[lo:hi + 1]))
-                        for f in indptr_files], axis=1)
-    write_rows(Path(x_file), lo, np.log1p(degrees).astype(np.float32))
-
-
-def _isolated(csrs: dict, target: str, rows: int) -> int:
-    """Target nodes no edge type points into, over blocks of rows."""
-    maps = [open_memmap(c.indptr) for e, c in csrs.items() if e[2] == target]
-    isolated = 0
-    for lo in range(0, rows, ROW_GROUP_ROWS):
-        hi = min(rows, lo + ROW_GROUP_ROWS)
-        received = sum((np.diff(np.asarray(m[lo:hi + 1])) for m in maps),
-                       np.zeros(hi - lo, dtype=np.int64))
-        isolated += int((received == 0).sum())
-    return isolated
