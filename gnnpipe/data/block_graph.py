@@ -157,3 +157,12 @@ def place_rows(block: int, lo: int, hi: int, offset: int, folder: str, indptr_fi
             for values, out in gathers:
                 write_rows(Path(out), offset, np.asarray(open_memmap(Path(values))[rows]))
     write_rows(Path(indptr_file), lo + 1, ends + offset)
+
+
+def duplicates_removed(rows: int, loops: int, built: list[RowBlock], undirected: bool) -> int:
+    """A deduplicated relation's input ``rows`` less its removed self-loops and the distinct
+    pairs its row blocks kept (unordered when ``undirected``: both directions were stored)."""
+    distinct = sum(b.distinct for b in built)
+    distinct_loops = sum(b.distinct_loops for b in built)
+    pairs = (distinct - distinct_loops) // 2 + distinct_loops if undirected else distinct
+    return rows - loops - pairs

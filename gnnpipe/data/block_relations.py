@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
+from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
+                                      route_edges)
 from gnnpipe.data.dask_prepare import BlockSizes
 from gnnpipe.data.graph import EdgeType, edge_type_name
 from gnnpipe.data.table_blocks import Block, NodeSpec, make_features_file
@@ -89,81 +90,91 @@ class StoredCsr:
     timed: bool
 
 
-def _bounds(targets: int, stored: int, sizes: BlockSizes) -> list[tuple[int, int, int]]:
-    """Row blocks ``(block, lo, hi)`` of ``targets`` rows for about ``stored`` edges."""
-    blocks = max(1, math.ceil(stored / sizes.row_block_edges))
-    per = max(1, math.ceil(targets / blocks))
-    return [(b, b * per, min(targets, (b + 1) * per)) for b in range(blocks) if b * per < targets]
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """How one stored edge type is built: from ``relation`` (flipped when ``reverse``), over
+    ``targets`` rows and ``num_src`` sources, in row blocks ``(block, lo, hi)`` of ``per``
+    targets, in ``folder``."""
+
+    relation: RelationTable
+    reverse: bool
+    targets: int
+    num_src: int
+    bounds: list[tuple[int, int, int]]
+    per: int
+    folder: Path
+
+    def route(self) -> Route:
+        return Route(str(self.folder), self.per, len(self.bounds), self.reverse)
 
 
-def build_csrs(client, cfg: DatasetParams, types: list[NodeTable], relations: list[RelationTable],
-                edge_types: dict, scratch: Path, sizes: BlockSizes
-                ) -> tuple[dict[EdgeType, StoredCsr], dict]:
-    """Every stored edge type's CSR (and edge times) into ``scratch/csr``; the input, duplicate
-    and self-loop counts of ``prepare.json``."""
+def _plans(cfg: DatasetParams, types: list[NodeTable], relations: list[RelationTable],
+           edge_types: dict, scratch: Path, sizes: BlockSizes) -> dict[EdgeType, _Plan]:
+    """Every stored edge type's plan, in ``edge_types``' order; row blocks of about
+    ``sizes.row_block_edges`` stored edges."""
     rows_of = {t.name: t.rows for t in types}
-    folder = {}
-    plans = {}  # edge type -> (relation, bounds, num_src, reverse)
+    plans = {}
     for r in relations:
         s, _, d = r.edge_type
-        same = s == d
-        plans[r.edge_type] = (r, _bounds(rows_of[d], r.rows * (2 if same and cfg.undirected
-                                                                 else 1), sizes), rows_of[s])
-        folder[r.edge_type] = scratch / "csr" / str(r.index)
-        rev = edge_types.get(r.edge_type)
-        if rev is not None and rev != r.edge_type:
-            plans[rev] = (r, _bounds(rows_of[s], r.rows, sizes), rows_of[d])
-            folder[rev] = scratch / "csr" / f"{r.index}-rev"
+        both = s == d and cfg.undirected  # both directions stored in this edge type
+        for edge_type, reverse in ((r.edge_type, False), (edge_types.get(r.edge_type), True)):
+            if edge_type is None or (reverse and edge_type == r.edge_type):
+                continue
+            targets, sources = (rows_of[s], rows_of[d]) if reverse else (rows_of[d], rows_of[s])
+            blocks = max(1, math.ceil(r.rows * (2 if both else 1) / sizes.row_block_edges))
+            per = max(1, math.ceil(targets / blocks))
+            bounds = [(b, b * per, min(targets, (b + 1) * per)) for b in range(blocks)
+                      if b * per < targets]
+            plans[edge_type] = _Plan(r, reverse, targets, sources, bounds, per, scratch / "csr" / (
+                f"{r.index}-rev" if reverse else str(r.index)))
+    return plans
+
+
+def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
+               relations: list[RelationTable], edge_types: dict, scratch: Path,
+               sizes: BlockSizes) -> tuple[dict[EdgeType, StoredCsr], dict]:
+    """Every stored edge type's CSR (and edge times) into ``scratch/csr``, in three waves (route
+    the edge blocks, build the row blocks, place them); the input, duplicate and self-loop
+    counts of ``prepare.json``."""
+    plans = _plans(cfg, types, relations, edge_types, scratch, sizes)
     route_calls = []
-    index = 0
     for r in relations:
         s, _, d = r.edge_type
-        same = s == d
-        policy = Policy(same and cfg.undirected, cfg.dedup,
-                        same and cfg.self_loops == "remove")
-        routes = [Route(str(folder[r.edge_type]), _per(plans[r.edge_type][1]),
-                        len(plans[r.edge_type][1]))]
-        rev = edge_types.get(r.edge_type)
-        if rev is not None and rev != r.edge_type:
-            routes.append(Route(str(folder[rev]), _per(plans[rev][1]), len(plans[rev][1]),
-                                reverse=True))
-        for b in r.blocks:
-            route_calls.append((index, b.base + b.start, b.rows, b.start,
-                                str(scratch / "ids" / "mapped"), policy, tuple(routes), r.rows,
-                                r.timed))
-            index += 1
+        policy = Policy(s == d and cfg.undirected, cfg.dedup,
+                        s == d and cfg.self_loops == "remove")
+        routes = tuple(plan.route() for plan in plans.values() if plan.relation is r)
+        route_calls += [(len(route_calls) + i, b.base + b.start, b.rows, b.start,
+                         str(scratch / "ids" / "mapped"), policy, routes, r.rows, r.timed)
+                        for i, b in enumerate(r.blocks)]
     routed = run_blocks(client, route_edges, route_calls)
-    build_calls = [(block, lo, hi, num_src, str(folder[e]), cfg.dedup, r.rows,
-                    str(r.time_file) if r.timed else "", "as_given" if r.timed else "")
-                   for e, (r, bounds, num_src) in plans.items() for block, lo, hi in bounds]
-    built = run_blocks(client, build_rows, build_calls)
-    by_type: dict[EdgeType, list] = {e: [] for e in plans}
-    for call, block in zip(build_calls, built):
-        by_type[next(e for e in plans if str(folder[e]) == call[4])].append(block)
+    build_calls = [(e, (block, lo, hi, plan.num_src, str(plan.folder), cfg.dedup,
+                        plan.relation.rows, str(plan.relation.time_file) if plan.relation.timed
+                        else "", "as_given" if plan.relation.timed else ""))
+                   for e, plan in plans.items() for block, lo, hi in plan.bounds]
+    built: dict[EdgeType, list] = {e: [] for e in plans}
+    for (e, _), block in zip(build_calls, run_blocks(client, build_rows,
+                                                     [call for _, call in build_calls])):
+        built[e].append(block)
     csrs, place_calls = {}, []
-    for e, (r, bounds, _) in plans.items():
-        blocks = by_type[e]
-        offsets = np.concatenate([[0], np.cumsum([b.edges for b in blocks])]).astype(np.int64)
+    for e, plan in plans.items():
+        timed = plan.relation.timed
+        offsets = np.concatenate([[0], np.cumsum([b.edges for b in built[e]])]).astype(np.int64)
         edges = int(offsets[-1])
-        out = scratch / "csr" / f"{edge_type_name(e)}"
+        out = scratch / "csr" / edge_type_name(e)
         out.mkdir(parents=True, exist_ok=True)
         indptr, indices, time = out / "indptr.npy", out / "indices.npy", out / "time.npy"
-        create_memmap(indptr, (rows_of[e[2]] + 1,), np.int64)
+        create_memmap(indptr, (plan.targets + 1,), np.int64)
         if edges:
             create_memmap(indices, (edges,), np.int64)
-        if edges and r.timed:
+        if edges and timed:
             create_memmap(time, (edges,), np.int64)
-        gathers = ((str(r.time_file), str(time)),) if edges and r.timed else ()
-        place_calls += [(block, lo, hi, int(offsets[i]), str(folder[e]), str(indptr),
-                         str(indices), gathers) for i, (block, lo, hi) in enumerate(bounds)]
+        gathers = ((str(plan.relation.time_file), str(time)),) if edges and timed else ()
+        place_calls += [(block, lo, hi, int(offsets[i]), str(plan.folder), str(indptr),
+                         str(indices), gathers) for i, (block, lo, hi) in enumerate(plan.bounds)]
         csrs[e] = StoredCsr(indptr, indices if edges else None,
-                       time if edges and r.timed else None, edges, r.timed)
+                            time if edges and timed else None, edges, timed)
     run_blocks(client, place_rows, place_calls)
-    return csrs, _counts(cfg, relations, routed, by_type)
-
-
-def _per(bounds: list[tuple[int, int, int]]) -> int:
-    return max(1, bounds[0][2] - bounds[0][1]) if bounds else 1
+    return csrs, _counts(cfg, relations, routed, built)
 
 
 def _counts(cfg: DatasetParams, relations: list[RelationTable], routed: list, by_type: dict
@@ -179,11 +190,7 @@ def _counts(cfg: DatasetParams, relations: list[RelationTable], routed: list, by
         input_edges += r.rows
         loops += rel_loops
         if cfg.dedup:
-            built = by_type[r.edge_type]
-            distinct = sum(b.distinct for b in built)
-            distinct_loops = sum(b.distinct_loops for b in built)
-            pairs = (distinct - distinct_loops) // 2 + distinct_loops if undirected else distinct
-            duplicates += r.rows - rel_loops - pairs
+            duplicates += duplicates_removed(r.rows, rel_loops, by_type[r.edge_type], undirected)
     return {"input_edges": input_edges, "duplicates_removed": duplicates,
             "self_loops_removed": loops}
 

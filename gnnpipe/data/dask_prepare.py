@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.block_graph import Policy, Route, build_rows, place_rows, route_edges
+from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
+                                      route_edges)
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_attrs,
                                        first_finding, is_timestamp_type, label_codes_block,
@@ -367,12 +368,7 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
 
     input_edges = sum(r.input_edges for r in routed)
     loops = sum(r.loops_removed for r in routed)
-    duplicates = 0
-    if cfg.dedup:  # input rows less the distinct (unordered, when undirected) pairs kept
-        distinct = sum(r.distinct for r in built)
-        distinct_loops = sum(r.distinct_loops for r in built)
-        pairs = (distinct - distinct_loops) // 2 + distinct_loops if cfg.undirected else distinct
-        duplicates = input_edges - loops - pairs
+    duplicates = duplicates_removed(input_edges, loops, built, cfg.undirected) if cfg.dedup else 0
     return {"input_edges": input_edges, "self_loops_removed": loops,
             "duplicates_removed": duplicates, "edges": num_edges,
             "isolated_nodes": sum(r.isolated for r in built),
