@@ -37,10 +37,9 @@ from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_remo
                                       route_edges)
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_attrs,
-                                       first_finding, is_timestamp_type, label_codes_block,
-                                       make_features_file, message, node_columns,
-                                       node_id_column, parquet_blocks, read_block, scan_nodes,
-                                       time_dtype)
+                                       is_timestamp_type, label_codes_block, make_features_file,
+                                       node_columns, node_id_column, parquet_blocks, raise_first,
+                                       read_block, scan_nodes, time_dtype)
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
@@ -85,14 +84,12 @@ def refuse_unsupported(cfg: DatasetParams) -> None:
 def _fail(findings: list[Finding], edge_blocks: list[Block], names: tuple[str, str],
           id_name: str, nodes_path: Path) -> None:
     """Raise the finding the local reader meets first, if any."""
-    finding = first_finding(findings)
-    if finding is None:
-        return
-    if finding.kind != "unknown":
-        raise ValueError(message(finding))
-    side, row = finding.args[0], finding.first
-    block = next(b for b in edge_blocks if b.start <= row < b.start + b.rows)
-    raise unknown_id(block, row, names[side], id_name, nodes_path)
+    def unknown(finding: Finding) -> ValueError:
+        side, row = finding.args[0], finding.first
+        block = next(b for b in edge_blocks if b.start <= row < b.start + b.rows)
+        return unknown_id(block, row, names[side], id_name, nodes_path)
+
+    raise_first(findings, unknown)
 
 
 def unknown_id(block: Block, row: int, name: str, id_name: str, nodes_path: Path) -> ValueError:

@@ -43,9 +43,9 @@ from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, edge_table_blo
                                        refuse_unsupported, unknown_id, write_node_ids)
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, edge_type_name,
                                 layout_of, parse_edge_type)
-from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, first_finding,
-                                       label_codes_block, make_features_file, message,
-                                       node_columns, parquet_blocks, scan_nodes)
+from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, label_codes_block,
+                                       make_features_file, node_columns, parquet_blocks,
+                                       raise_first, scan_nodes)
 from gnnpipe.io.blocks import create_memmap
 from gnnpipe.io.prepared_maps import TypedMaps, write_typed_maps
 from gnnpipe.runtime.engine import run_blocks
@@ -123,18 +123,16 @@ def _relations(cfg: DatasetParams, typed, scratch: Path, sizes: BlockSizes
 
 def _fail(findings: list[Finding], types: list[NodeTable], relations: list[RelationTable],
           id_name: str, names: tuple[str, str]) -> None:
-    """Raise the finding the local reader meets first, if any (an unknown id names its value,
-    read back from its block)."""
-    finding = first_finding(findings)
-    if finding is None:
-        return
-    if finding.kind != "unknown":
-        raise ValueError(message(finding))
-    side, row = finding.args[0], finding.first
-    relation, block = next((r, b) for r in relations for b in r.blocks
-                           if b.base + b.start <= row < b.base + b.start + b.rows)
-    end_type = next(t for t in types if t.name == relation.edge_type[2 * side])
-    raise unknown_id(block, row - block.base, names[side], id_name, end_type.path)
+    """Raise the finding the local reader meets first, if any (an unknown id's row is a scratch
+    row: its relation's node table of that end is named)."""
+    def unknown(finding: Finding) -> ValueError:
+        side, row = finding.args[0], finding.first
+        relation, block = next((r, b) for r in relations for b in r.blocks
+                               if b.base + b.start <= row < b.base + b.start + b.rows)
+        end_type = next(t for t in types if t.name == relation.edge_type[2 * side])
+        return unknown_id(block, row - block.base, names[side], id_name, end_type.path)
+
+    raise_first(findings, unknown)
 
 
 def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
@@ -208,7 +206,8 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         node_time={t.name: (t.time_file, t.rows) for t in types if t.spec.timestamp},
         edge_time={e: c.time for e, c in csrs.items() if c.timed},
         reverse={e: r for e, r in edge_types.items() if r is not None},
-        link_edge_type=_link_edge_type(cfg, relations, edge_types, target))
+        link_edge_type=link_edge_type(cfg, [r.edge_type for r in relations], list(edge_types),
+                                      target))
     graph = write_typed_maps(out, maps)
     for t, id_type in zip(types, id_types.values()):
         write_node_ids(out / f"node_ids_{t.name}.parquet", t.blocks, t.spec, id_type,
@@ -302,15 +301,17 @@ def _build_checks(cfg: DatasetParams, types: list[NodeTable], relations: list[Re
                 f"{other.path} already has that name; rename one table or set "
                 "dataset.undirected: false")))
     try:
-        _link_edge_type(cfg, relations, edge_types, target.name)
+        link_edge_type(cfg, given, list(edge_types), target.name)
     except ValueError as err:
         findings.append(_text((3, LAST + 1), str(err)))
     return findings
 
 
-def _link_edge_type(cfg: DatasetParams, relations: list[RelationTable], edge_types: dict,
-                    target: str) -> EdgeType:
-    """``dataset.typed.link_edge_type``, or the first relation touching the target."""
+def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
+                   target: str) -> EdgeType:
+    """``dataset.typed.link_edge_type`` (one of ``edge_types``, the stored ones), or the first of
+    the given ``relations`` touching the ``target`` type (else the first relation): the rule of
+    ``gnnpipe.data.prepare.build_typed``."""
     wanted = cfg.typed.link_edge_type
     if wanted:
         try:
@@ -321,8 +322,7 @@ def _link_edge_type(cfg: DatasetParams, relations: list[RelationTable], edge_typ
             raise ValueError(f"dataset.typed.link_edge_type={wanted!r} is not an edge type of "
                              f"the graph ({', '.join(edge_type_name(e) for e in edge_types)})")
         return edge_type
-    given = [r.edge_type for r in relations]
-    touching = [e for e in given if target in (e[0], e[2])]
-    return (touching or given)[0]
+    touching = [e for e in relations if target in (e[0], e[2])]
+    return (touching or relations)[0]
 
 

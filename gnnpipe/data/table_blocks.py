@@ -97,6 +97,17 @@ def first_finding(findings: list[Finding]) -> Finding | None:
     return Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
 
 
+def raise_first(findings: list[Finding], unknown) -> None:
+    """Raise the finding the local reader meets first, if any; an unknown id's line is
+    ``unknown(finding)`` (a ValueError naming the id, read back from its block)."""
+    finding = first_finding(findings)
+    if finding is None:
+        return
+    if finding.kind == "unknown":
+        raise unknown(finding)
+    raise ValueError(message(finding))
+
+
 # ----------------------------------------------------------------------------------- blocks
 def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None = None
                    ) -> list[Block]:

@@ -1,6 +1,6 @@
 """prepare on cluster.engine: dask (gnnpipe/data/dask_prepare.py): every prepared file byte for
-byte as cluster.engine: local writes it, on tables cut into many blocks; the local reader's
-one-line errors; refusals. The block functions run in this process (a client of None) except in
+byte as cluster.engine: local writes it (edge_attrs.parquet included), on tables cut into many
+blocks; the local reader's one-line errors; refusals. The block functions run in this process (a client of None) except in
 one test, on real LocalClusters of 1, 2 and 4 workers."""
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     names = np.arange(N) * 7 + 3 if ids == "ints" else np.array([f"{i:04d}" for i in range(N)])
     folder = write(tmp_path / "in", tables(ids=names), fmt="csv")
     assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
-                                    "nodes": {"features": "f_*", "timestamp": "t"}})
+                                    "nodes": {"features": "f_*", "timestamp": "t"},
+                                    "edges": {"weight": "w", "timestamp": "fts"}})
 
 
 @pytest.mark.parametrize("workers", [4, 2, 1])

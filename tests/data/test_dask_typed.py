@@ -154,8 +154,15 @@ def _null_item_id(t):
                                         enumerate(t["nodes/item"].column("id").to_pylist())])
 
 
+def _reverse_taken(t):
+    buys = t["edges/user__buys__item"]
+    return {**t, "edges/item__rev_buys__user": pa.table({"src": buys.column("dst"),
+                                                         "dst": buys.column("src")})}
+
+
 BAD = {
     "absent id (unknown edge id)": _unknown_item,
+    "a reverse name taken": _reverse_taken,
     "NaN features": _nan_features,
     "repeated ids": _repeated_user,
     "edge naming an unknown node type": _unknown_type,
@@ -168,9 +175,9 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("case", list(BAD))
+@pytest.mark.parametrize("case", list(BAD) + ["unknown link edge type"])
 def test_bad_typed_tables_give_the_local_message(tmp_path, case):
-    spoil = BAD[case]
+    spoil = BAD.get(case, lambda t: t)
     tables = typed_tables()
     root = write_typed(tmp_path / "in", spoil(tables) if callable(spoil) else tables)
     if spoil == "corrupt":
@@ -178,7 +185,9 @@ def test_bad_typed_tables_give_the_local_message(tmp_path, case):
         data = bytearray(path.read_bytes())
         data[len(data) // 3:len(data) // 3 + 100] = b"\xff" * 100
         path.write_bytes(bytes(data))
-    cfg = params_from_dict({"dataset": typed_dataset(root)}).dataset
+    link = {"typed": {"link_edge_type": "user__likes__item"}} if case.startswith("unknown link") \
+        else {}
+    cfg = params_from_dict({"dataset": typed_dataset(root, **link)}).dataset
     local = _error(lambda: prepare_dataset(cfg, 0))
     for name in ("out", "scratch"):
         (tmp_path / name).mkdir()
