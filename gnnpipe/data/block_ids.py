@@ -3,10 +3,10 @@
 
 Node ``i`` is row ``i`` of the node table, so a node's dense id is its global row. Every node
 block scatters its (id, row) pairs and every edge block its (id, row, end) triples to hash
-buckets of scratch Parquet (``id_buckets``: the same bucket for an id in every process, whatever
-its integer width or array); ``join_bucket`` then meets all copies of an id in one bucket, so it
-finds repeated node ids and unknown edge ids there, and sends each edge end's dense id to its
-edge block (one routed file per bucket). Edge rows are scratch rows: a typed graph's relations
+buckets (``id_buckets``: the same bucket for an id in every process, whatever its integer width
+or array), in one routed scratch file per block (``gnnpipe.io.routed_tables``); ``join_bucket``
+then meets all copies of an id in one bucket, so it finds repeated node ids and unknown edge ids
+there, and sends each edge end's dense id to its edge block (one routed file per bucket). Edge rows are scratch rows: a typed graph's relations
 follow one another (``Block.base``). No process holds more than one block or one bucket.
 """
 
@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.data.table_blocks import (DST, SRC, Block, Finding, NodeSpec, node_id_column,
                                        read_block)
-from gnnpipe.io.blocks import read_parts, save_routed, write_part
+from gnnpipe.io.blocks import save_routed
+from gnnpipe.io.routed_tables import load_routed_table, save_routed_table
 from gnnpipe.sources.base import combine, first_null
 
 
@@ -59,28 +60,20 @@ def _string_hash(ids: pa.Array) -> np.ndarray:
 
 def scatter_nodes(block: Block, spec: NodeSpec, id_type: pa.DataType, buckets: int,
                   folder: str) -> None:
-    """The block's (id, row) pairs into ``folder/b<bucket>/n<block start>.parquet``."""
+    """The block's (id, row) pairs routed to their buckets as producer ``n<block start>`` of
+    ``folder``."""
     ids = node_id_column(block, spec, id_type)
     rows = np.arange(block.start, block.start + block.rows, dtype=np.int64)
-    _scatter(pa.table({"id": ids, "row": rows}), id_buckets(ids, buckets), Path(folder),
-             f"n{block.start:015d}")
-
-
-def _scatter(table: pa.Table, bucket: np.ndarray, folder: Path, name: str) -> None:
-    order = np.argsort(bucket, kind="stable")
-    table, bucket = table.take(pa.array(order)), bucket[order]
-    bounds = np.flatnonzero(np.diff(bucket)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, bucket.size]):
-        if hi > lo:
-            write_part(folder / f"b{int(bucket[lo]):06d}" / f"{name}.parquet",
-                       table.slice(int(lo), int(hi - lo)))
+    save_routed_table(Path(folder), f"n{block.start:015d}", pa.table({"id": ids, "row": rows}),
+                      id_buckets(ids, buckets), buckets)
 
 
 def scatter_edges(block: Block, names: tuple[str, str], id_types: tuple[pa.DataType, pa.DataType],
                   buckets: tuple[int, int], folders: tuple[str, str]) -> list[Finding]:
-    """The block's (id, row, end) triples of each end into ``folders[end]/b<bucket>/e<row>_<end>
-    .parquet`` (rows: scratch rows, ``block.base`` on); its type, null, blank and foreign-id
-    findings (``sources.tables.read_edges``'s checks, rows of the user's table)."""
+    """The block's (id, row, end) triples of each end routed to their buckets as producer
+    ``e<first row>_<end>`` of ``folders[end]`` (rows: scratch rows, ``block.base`` on); its
+    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks, rows of
+    the user's table)."""
     try:
         table = read_block(block, list(dict.fromkeys(names)))
     except ValueError as err:
@@ -116,8 +109,9 @@ def scatter_edges(block: Block, names: tuple[str, str], id_types: tuple[pa.DataT
                                "end": pa.array(np.full(len(column), end, np.int8))}))
     if not findings:
         for end, part in enumerate(parts):
-            _scatter(part, id_buckets(part.column("id").combine_chunks(), buckets[end]),
-                     Path(folders[end]), f"e{block.base + block.start:015d}_{end}")
+            save_routed_table(Path(folders[end]), f"e{block.base + block.start:015d}_{end}", part,
+                              id_buckets(part.column("id").combine_chunks(), buckets[end]),
+                              buckets[end])
     return findings
 
 
@@ -130,10 +124,10 @@ def join_bucket(bucket: int, name: str, folder: str, id_type: pa.DataType,
     first scratch row and local batch; ``where``: the node table and its id column. An unknown
     id's finding names its scratch row."""
     folder = Path(folder)
-    nodes = read_parts(folder / "nodes" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64())]))
-    edges = read_parts(folder / "edges" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
+    nodes = load_routed_table(folder / "nodes", bucket,
+                              pa.schema([("id", id_type), ("row", pa.int64())]))
+    edges = load_routed_table(folder / "edges", bucket,
+                              pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
     node_file, id_name = where
     node_id, node_row = nodes.column("id").combine_chunks(), nodes.column("row").to_numpy()
     findings = []
