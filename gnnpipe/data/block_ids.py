@@ -6,8 +6,9 @@ block scatters its (id, row) pairs and every edge block its (id, row, end) tripl
 buckets (``id_buckets``: the same bucket for an id in every process, whatever its integer width
 or array), in one routed scratch file per block (``gnnpipe.io.routed_tables``); ``join_bucket``
 then meets all copies of an id in one bucket, so it finds repeated node ids and unknown edge ids
-there, and sends each edge end's dense id to its edge block (one routed file per bucket). Edge rows are scratch rows: a typed graph's relations
-follow one another (``Block.base``). No process holds more than one block or one bucket.
+there, and sends each edge end's dense id to its edge block (one routed file per bucket). Edge
+rows are scratch rows: a typed graph's relations follow one another (``Block.base``). No process
+holds more than one block or one bucket.
 """
 
 from __future__ import annotations
