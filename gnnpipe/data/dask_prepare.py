@@ -1,6 +1,7 @@
 """prepare on ``cluster.engine: dask``: the user's node and edge tables (``dataset.source: parquet |
-csv``, homogeneous layout) to the same prepared files as the local path, byte for byte, with no
-process holding all edges or all features.
+csv``, homogeneous layout; typed tables: ``gnnpipe.data.dask_typed``, which reuses these steps) to
+the same prepared files as the local path, byte for byte, with no process holding all edges or all
+features.
 
 The work runs on a ``distributed.Client`` (``client=None``: the same block functions in this
 process, as the tests call them), in waves whose results are small summaries:
@@ -8,15 +9,17 @@ process, as the tests call them), in waves whose results are small summaries:
 1. node blocks (Parquet row groups; CSV converted to scratch Parquet parts, streaming): ids,
    features and labels checked with global rows, features written to ``x.npy``, label sets
    returned (``gnnpipe.data.table_blocks``);
-2. node (id, row) pairs and edge (id, row, end) triples scattered to hash buckets of scratch
-   Parquet; each bucket joined (repeated and unknown ids found there) to dense ids
-   (``gnnpipe.data.block_ids``);
+2. node (id, row) pairs and edge (id, row, end) triples scattered to hash buckets (one routed
+   scratch file per block); each bucket joined (repeated and unknown ids found there) to dense
+   ids (``gnnpipe.data.block_ids``); edge weights / timestamps checked and stored per input row;
 3. label codes from the union of the blocks' label sets (sorted: the local rule) to ``y.npy``;
-4. edge blocks routed to row blocks of targets, each sorted and deduplicated, placed into
-   ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks' edge counts
+4. edge blocks routed to row blocks of targets (one routed file per edge block), each sorted and
+   deduplicated, placed into ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks'
+   edge counts, with each stored edge's attributes from the input row ``normalize_edges`` keeps
    (``gnnpipe.data.block_graph``);
-5. this process streams nodes.parquet, edges.parquet and node_ids.parquet a row group at a time
-   and saves graph.pt from tensors over those memory maps (``gnnpipe.io.prepared_maps``).
+5. this process streams nodes.parquet, edges.parquet, node_ids.parquet (and edge_attrs.parquet)
+   a row group at a time and saves graph.pt from tensors over those memory maps
+   (``gnnpipe.io.prepared_maps``).
 
 A failed check anywhere comes back as a finding; the one the local reader meets first is raised
 with its message. Options the block path does not read yet are refused (``refuse_unsupported``).
