@@ -3,6 +3,7 @@ Dask worker and of the stage process, for user Parquet tables of several sizes (
 embedded LocalCluster of 2 workers; optionally ``cluster.engine: local`` on the same tables.
 
     python -m bench.prepare_scale --dir /tmp/prep --sizes 1,4,16 --local
+    python -m bench.prepare_scale --dir /tmp/prep --sizes 1,4 --local --typed
 
 Size ``s``: ``s * 62,500`` nodes with ``--features`` float32 features and 4 labels, ``s * 1M``
 directed edge rows of random integer ids (string-free, shuffled node table), written as Parquet
@@ -10,7 +11,11 @@ row groups of 65,536 rows. Each run is its own child process (``--one``), which 
 tables and reports, from /proc: the peak resident set (VmHWM: anonymous and file-backed pages,
 such as the memory maps the stage writes and torch.save reads) and the peak of anonymous memory
 alone (RssAnon sampled every 20 ms), for itself and for each worker (sampled in the worker, read
-through ``client.run``). Block targets are ``--block-rows`` (ids per join bucket and stored edges
+through ``client.run``). ``--typed``: typed tables of the same counts: ``user`` (the target: the nodes, features and
+labels above, string-free), a featureless ``item`` type of a quarter as many nodes, and two
+relations, ``user__follows__user`` (half the edge rows) and ``user__buys__item`` (the other half,
+with an integer time column carried as edge times), undirected (so ``item rev_buys user`` too).
+Block targets are ``--block-rows`` (ids per join bucket and stored edges
 per row block), so every size has several blocks.
 """
 
@@ -57,6 +62,36 @@ def write_tables(folder: Path, scale: float, features: int) -> None:
                                          "dst": ids[rng.integers(0, n, rows)]}))
 
 
+def write_typed_tables(folder: Path, scale: float, features: int) -> None:
+    """nodes/{user,item}.parquet and edges/{user__follows__user,user__buys__item}.parquet of
+    size ``scale``, a row group at a time."""
+    if (folder / "edges" / "user__buys__item.parquet").exists():
+        return
+    write_tables(folder / "flat", scale, features)
+    (folder / "nodes").mkdir(parents=True, exist_ok=True)
+    (folder / "edges").mkdir(parents=True, exist_ok=True)
+    (folder / "flat" / "nodes.parquet").rename(folder / "nodes" / "user.parquet")
+    rng = np.random.default_rng(1)
+    items = int(BASE_NODES * scale) // 4
+    pq.write_table(pa.table({"id": rng.permutation(items).astype(np.int64)}),
+                   folder / "nodes" / "item.parquet", row_group_size=GROUP)
+    flat = pq.ParquetFile(folder / "flat" / "edges.parquet")
+    schema = pa.schema([("src", pa.int64()), ("dst", pa.int64()), ("t", pa.int64())])
+    with pq.ParquetWriter(folder / "edges" / "user__follows__user.parquet", flat.schema_arrow) \
+            as follows, pq.ParquetWriter(folder / "edges" / "user__buys__item.parquet",
+                                         schema) as buys:
+        for group in range(flat.num_row_groups):
+            table = flat.read_row_group(group)
+            if group % 2 == 0:
+                follows.write_table(table)
+            else:
+                rows = table.num_rows
+                buys.write_table(pa.table({"src": table.column("src"),
+                                           "dst": rng.integers(0, items, rows),
+                                           "t": rng.integers(0, 1000, rows)}, schema=schema))
+    (folder / "flat" / "edges.parquet").unlink()
+
+
 # ------------------------------------------------------------------------- memory sampling
 def _status() -> dict[str, int]:
     fields = {}
@@ -94,16 +129,20 @@ def _read_sampler(dask_worker) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------- one run
-def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit: str) -> dict:
+def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit: str,
+            typed: bool = False) -> dict:
     """Prepare ``folder``'s tables into ``out`` in this process; wall time and memory peaks."""
     from gnnpipe import io
     from gnnpipe.config import params_from_dict
     from gnnpipe.data import dask_prepare
+    from gnnpipe.data.dask_typed import prepare_typed_blocks
     from gnnpipe.io.blocks import scratch_beside
     from gnnpipe.runtime.engine import session
 
     peak = AnonPeak()
-    params = params_from_dict({"dataset": {"source": "parquet", "path": str(folder)},
+    typed_keys = {"layout": "typed", "edges": {"timestamp": "t"}} if typed else {}
+    params = params_from_dict({"dataset": {"source": "parquet", "path": str(folder),
+                                           **typed_keys},
                                "cluster": {"engine": engine, "workers": 2,
                                            "memory_limit": memory_limit}})
     sizes = dask_prepare.BlockSizes(bucket_rows=block_rows, row_block_edges=block_rows)
@@ -114,13 +153,16 @@ def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit:
         prepared = prepare_dataset(params.dataset, 0)
         with io.atomic_dir(out) as target:
             io.write_prepared(target, prepared.graph)
+            for node_type, ids in prepared.node_ids.items():
+                io.write_node_ids(target, ids, prepared.node_time.get(node_type),
+                                  node_type=node_type)
         report = prepared.report
     else:
         with session(params.cluster) as client, io.atomic_dir(out) as target, \
                 scratch_beside(out) as scratch:
             client.run(_start_sampler)
-            report = dask_prepare.prepare_blocks(client, params.dataset, target, scratch,
-                                                 sizes).report
+            blocks = prepare_typed_blocks if typed else dask_prepare.prepare_blocks
+            report = blocks(client, params.dataset, target, scratch, sizes).report
             workers = client.run(_read_sampler)
     return {"engine": engine, "nodes": report["nodes"], "input_edges": report["input_edges"],
             "edges": report["edges"], "wall_s": round(time.perf_counter() - start, 1),
@@ -135,20 +177,26 @@ def main(argv=None) -> None:
     parser.add_argument("--block-rows", type=int, default=1 << 20)
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--local", action="store_true", help="also cluster.engine: local")
+    parser.add_argument("--typed", action="store_true", help="typed tables (two node types)")
     parser.add_argument("--one", nargs=2, metavar=("SCALE", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         scale, engine = args.one
-        folder = args.dir / f"tables-{scale}"
-        print(json.dumps(run_one(folder, args.dir / f"out-{scale}-{engine}", engine,
-                                 args.block_rows, args.memory_limit)))
+        kind = "typed" if args.typed else "tables"
+        folder = args.dir / f"{kind}-{scale}"
+        print(json.dumps(run_one(folder, args.dir / f"out-{kind}-{scale}-{engine}", engine,
+                                 args.block_rows, args.memory_limit, args.typed)))
         return
     for scale in args.sizes.split(","):
-        write_tables(args.dir / f"tables-{scale}", float(scale), args.features)
+        if args.typed:
+            write_typed_tables(args.dir / f"typed-{scale}", float(scale), args.features)
+        else:
+            write_tables(args.dir / f"tables-{scale}", float(scale), args.features)
         for engine in ("dask", "local") if args.local else ("dask",):
             done = subprocess.run([sys.executable, "-m", "bench.prepare_scale", "--dir",
                                    str(args.dir), "--block-rows", str(args.block_rows),
-                                   "--memory-limit", args.memory_limit, "--one", scale, engine],
+                                   "--memory-limit", args.memory_limit, "--one", scale, engine]
+                                  + (["--typed"] if args.typed else []),
                                   check=True, stdout=subprocess.PIPE, text=True)
             print(done.stdout.strip().splitlines()[-1], flush=True)
 

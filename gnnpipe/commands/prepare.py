@@ -3,8 +3,9 @@ nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parq
 of every node) and, with edge weight/timestamp columns, edge_attrs.parquet; graph.json
 describes every prepared graph. With dataset.layout typed: the built-in papers / authors /
 venues graph (source synthetic), or the user's typed tables or OGB-MAG folder (plus
-node_ids_<type>.parquet). With cluster.engine dask: the user's homogeneous parquet / csv tables
-by blocks on a Dask cluster (gnnpipe/data/dask_prepare.py), the same files byte for byte."""
+node_ids_<type>.parquet). With cluster.engine dask: the user's parquet / csv tables by blocks on
+a Dask cluster (gnnpipe/data/dask_prepare.py; typed: dask_typed.py), the same files byte for
+byte."""
 
 import sys
 from pathlib import Path
@@ -15,8 +16,9 @@ import pyarrow as pa
 from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
+from gnnpipe.data.dask_typed import prepare_typed_blocks
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.graph import EDGE, HOMOGENEOUS
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS, TYPED
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 
@@ -27,9 +29,10 @@ def run(args) -> str:
     params = load_params(args.params)
     if params.cluster.engine == "dask":
         refuse_unsupported(params.dataset)  # before a cluster starts
+        blocks = prepare_typed_blocks if params.dataset.layout == TYPED else prepare_blocks
         with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
                 scratch_beside(args.out) as scratch:
-            prepared = prepare_blocks(client, params.dataset, out, scratch)
+            prepared = blocks(client, params.dataset, out, scratch)
             report = prepared.report
             _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
                     params.dataset.storage.compression)

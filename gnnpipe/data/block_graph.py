@@ -1,16 +1,20 @@
 """The CSR of user tables built by blocks, after the id join (``gnnpipe.data.block_ids``): the
 edge policies per block of target rows and the CSR assembled row block by row block into ``.npy``
-memory maps (``gnnpipe.data.dask_prepare`` runs these on Dask workers).
+memory maps (``gnnpipe.data.dask_prepare`` and ``gnnpipe.data.dask_typed`` run these on Dask
+workers), one relation at a time.
 
 Every function reads and writes its own scratch files and returns small summaries, so no process
 holds more than an edge block or a row block of edges:
 
 * ``route_edges``: an edge block's rows with both dense ends; self-loops dropped (policy); each
-  stored direction sent to the row block of its target;
+  stored direction sent to the row block of its target, in one routed file per edge block
+  (``gnnpipe.io.blocks.save_routed``), for the relation and, flipped, for its reverse;
 * ``build_rows``: a row block's incoming edges sorted by (target, source) and deduplicated,
-  the local rule of ``gnnpipe.data.graph.normalize_edges`` (an undirected pair is stored in both
-  directions, so deduplicating directed edges per target deduplicates the unordered pairs);
-* ``place_rows``: the sorted block into ``indptr`` / ``indices`` at its global offset.
+  the local rule of ``gnnpipe.data.edges.normalize_edges`` (an undirected pair is stored in both
+  directions, so deduplicating directed edges per target deduplicates the unordered pairs); with
+  edge attributes, each stored edge's input row, chosen and ordered as ``normalize_edges`` does;
+* ``place_rows``: the sorted block into ``indptr`` / ``indices`` at its global offset, and the
+  attributes of its input rows into their CSR-order files.
 """
 
 from __future__ import annotations
@@ -19,19 +23,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from gnnpipe.data.edges import sorted_unique
-from gnnpipe.io.blocks import load_arrays, read_parts, save_array, write_rows
+from gnnpipe.io.blocks import open_memmap, save_array, save_routed, write_rows
+from gnnpipe.io.routed_tables import read_routed_rows
 
 
 @dataclass(frozen=True)
 class Policy:
-    """``dataset.undirected`` / ``dedup`` / ``self_loops == "remove"``."""
+    """``dataset.undirected`` / ``dedup`` / ``self_loops == "remove"`` as they apply to one
+    relation (a relation between two node types is never undirected and has no self-loops)."""
 
     undirected: bool
     dedup: bool
     remove_loops: bool
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a relation's edges go: the folder of the stored relation (``reverse``: of the
+    flipped one, targets its sources), its ``row_block`` targets per row block and ``blocks``."""
+
+    folder: str
+    row_block: int
+    blocks: int
+    reverse: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,35 +56,32 @@ class Routed:
     loops_removed: int
 
 
-def route_edges(index: int, start: int, rows: int, folder: str, policy: Policy,
-                row_block: int) -> Routed:
-    """Edge block ``index`` (rows ``[start, start + rows)``): dense ends from ``mapped/``, the
-    self-loop policy, then each stored direction as a (target, source) pair into
-    ``rows/r<row block>/e<index>.npy`` (row blocks of ``row_block`` targets)."""
-    folder = Path(folder)
-    mapped = read_parts(folder / "mapped" / f"e{index:06d}", pa.schema(
-        [("row", pa.int64()), ("end", pa.int8()), ("dense", pa.int64())]))
+def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str, policy: Policy,
+                routes: tuple[Route, ...], total_rows: int, with_rows: bool) -> Routed:
+    """Edge block ``index`` (scratch rows ``[start, start + rows)``, rows ``[first_row,
+    first_row + rows)`` of its table of ``total_rows``): dense ends from ``mapped``, the
+    self-loop policy, then each stored direction as (target, source) pairs routed to the row
+    blocks of every route; ``with_rows``: a third column ``flipped * total_rows + row``."""
+    mapped_rows = read_routed_rows(Path(mapped), index, np.int64, 3)
     ends = np.empty((2, rows), dtype=np.int64)
-    ends[mapped.column("end").to_numpy(), mapped.column("row").to_numpy() - start] = \
-        mapped.column("dense").to_numpy()
+    ends[mapped_rows[:, 1], mapped_rows[:, 0] - start] = mapped_rows[:, 2]
+    del mapped_rows
     src, dst = ends
+    seq = np.arange(first_row, first_row + rows, dtype=np.int64)
     loops = 0
     if policy.remove_loops:
         keep = src != dst
         loops = int(rows - keep.sum())
-        src, dst = src[keep], dst[keep]
+        src, dst, seq = src[keep], dst[keep], seq[keep]
     if policy.undirected:  # both directions; a kept self-loop once
         proper = src != dst
         src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
-    target_block = dst // row_block
-    order = np.argsort(target_block, kind="stable")
-    pairs = np.stack([dst[order], src[order]], axis=1)
-    target_block = target_block[order]
-    bounds = np.flatnonzero(np.diff(target_block)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, target_block.size]):
-        if hi > lo:
-            save_array(folder / "rows" / f"r{int(target_block[lo]):06d}" / f"e{index:06d}.npy",
-                       pairs[lo:hi])
+        seq = np.concatenate([seq, seq[proper] + total_rows])
+    for route in routes:
+        target, source = (src, dst) if route.reverse else (dst, src)
+        columns = [target, source] + ([seq] if with_rows else [])
+        save_routed(Path(route.folder) / "routed", f"e{index:06d}", np.stack(columns, axis=1),
+                    target // route.row_block, route.blocks)
     return Routed(rows, loops)
 
 
@@ -84,22 +97,46 @@ class RowBlock:
     max_degree: int
 
 
-def build_rows(block: int, lo: int, hi: int, num_nodes: int, folder: str, dedup: bool
-               ) -> RowBlock:
+def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: bool,
+               total_rows: int = 0, order_file: str = "", copies: str = "") -> RowBlock:
     """Targets ``[lo, hi)``: their incoming edges sorted by (target, source), deduplicated with
-    ``dedup``; the sources and the running degree sums go to ``rows/r<block>/``."""
-    folder = Path(folder) / "rows" / f"r{block:06d}"
-    pairs = load_arrays(folder, np.int64, width=2)
-    keys = np.sort((pairs[:, 0] - lo) * num_nodes + pairs[:, 1])
-    del pairs
-    unique = sorted_unique(keys)
-    if dedup:
-        keys = unique
-    target, source = np.divmod(keys, num_nodes)
+    ``dedup``; the sources and the running degree sums go to ``<folder>/rows/r<block>/``. With
+    ``copies`` (the routes carried rows): the input row of each stored edge too (``rows.npy``):
+    dedup keeps the smallest (order, row) (``order_file``: a sortable value per input row), copies
+    of one edge follow ``as_given`` (rows, then flipped rows) or ``by_order`` ((order, row))."""
+    width = 3 if copies else 2
+    num_src = max(num_src, 1)
+    pairs = read_routed_rows(Path(folder) / "routed", block, np.int64, width)
+    out = Path(folder) / "rows" / f"r{block:06d}"
+    keys = (pairs[:, 0] - lo) * num_src + pairs[:, 1]
+    rows = None
+    if copies:
+        seq = pairs[:, 2]
+        rows = seq % max(total_rows, 1)
+        del pairs
+        order = np.asarray(open_memmap(Path(order_file))[rows]) if order_file else \
+            np.zeros(rows.size, np.int8)
+        by = (np.lexsort((rows, order, keys)) if dedup or copies == "by_order"
+              else np.lexsort((seq, keys)))
+        keys, rows = keys[by], rows[by]
+        first = np.ones(keys.size, dtype=bool)
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        unique = keys[first]
+        if dedup:
+            keys, rows = unique, rows[first]
+    else:
+        del pairs
+        keys = np.sort(keys)
+        unique = sorted_unique(keys)
+        if dedup:
+            keys = unique
+    target, source = np.divmod(keys, num_src)
     degrees = np.bincount(target, minlength=hi - lo)
-    save_array(folder / "sources.npy", source)
-    save_array(folder / "ends.npy", np.cumsum(degrees))
-    unique_target, unique_source = np.divmod(unique, num_nodes)
+    save_array(out / "sources.npy", source)
+    save_array(out / "ends.npy", np.cumsum(degrees))
+    if rows is not None:
+        save_array(out / "rows.npy", rows)
+    unique_target, unique_source = np.divmod(unique, num_src)
     return RowBlock(edges=int(keys.size), distinct=int(unique.size),
                     distinct_loops=int((unique_target + lo == unique_source).sum()),
                     isolated=int((degrees == 0).sum()),
@@ -107,12 +144,26 @@ def build_rows(block: int, lo: int, hi: int, num_nodes: int, folder: str, dedup:
 
 
 def place_rows(block: int, lo: int, hi: int, offset: int, folder: str, indptr_file: str,
-               indices_file: str) -> None:
+               indices_file: str, gathers: tuple[tuple[str, str], ...] = ()) -> None:
     """Row block ``block``'s sources into ``indices[offset:]`` and its ends into
-    ``indptr[lo + 1:hi + 1]`` (both ``.npy`` memory maps)."""
+    ``indptr[lo + 1:hi + 1]`` (both ``.npy`` memory maps); for each ``(values, out)`` of
+    ``gathers``, the values of its stored edges' input rows into ``out[offset:]``."""
     folder = Path(folder) / "rows" / f"r{block:06d}"
     sources = np.load(folder / "sources.npy")
     ends = np.load(folder / "ends.npy")
     if sources.size:
         write_rows(Path(indices_file), offset, sources)
+        if gathers:
+            rows = np.load(folder / "rows.npy")
+            for values, out in gathers:
+                write_rows(Path(out), offset, np.asarray(open_memmap(Path(values))[rows]))
     write_rows(Path(indptr_file), lo + 1, ends + offset)
+
+
+def duplicates_removed(rows: int, loops: int, built: list[RowBlock], undirected: bool) -> int:
+    """A deduplicated relation's input ``rows`` less its removed self-loops and the distinct
+    pairs its row blocks kept (unordered when ``undirected``: both directions were stored)."""
+    distinct = sum(b.distinct for b in built)
+    distinct_loops = sum(b.distinct_loops for b in built)
+    pairs = (distinct - distinct_loops) // 2 + distinct_loops if undirected else distinct
+    return rows - loops - pairs

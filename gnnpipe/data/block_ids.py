@@ -3,10 +3,12 @@
 
 Node ``i`` is row ``i`` of the node table, so a node's dense id is its global row. Every node
 block scatters its (id, row) pairs and every edge block its (id, row, end) triples to hash
-buckets of scratch Parquet (``id_buckets``: the same bucket for an id in every process, whatever
-its integer width or array); ``join_bucket`` then meets all copies of an id in one bucket, so it
-finds repeated node ids and unknown edge ids there, and sends each edge end's dense id to its
-edge block. No process holds more than one block or one bucket.
+buckets (``id_buckets``: the same bucket for an id in every process, whatever its integer width
+or array), in one routed scratch file per block (``gnnpipe.io.routed_tables``); ``join_bucket``
+then meets all copies of an id in one bucket, so it finds repeated node ids and unknown edge ids
+there, and sends each edge end's dense id to its edge block (one routed file per bucket). Edge
+rows are scratch rows: a typed graph's relations follow one another (``Block.base``). No process
+holds more than one block or one bucket.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import pyarrow.compute as pc
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.data.table_blocks import (DST, SRC, Block, Finding, NodeSpec, node_id_column,
                                        read_block)
-from gnnpipe.io.blocks import read_parts, write_part
+from gnnpipe.io.blocks import save_routed
+from gnnpipe.io.routed_tables import load_routed_table, save_routed_table
 from gnnpipe.sources.base import combine, first_null
 
 
@@ -58,27 +61,20 @@ def _string_hash(ids: pa.Array) -> np.ndarray:
 
 def scatter_nodes(block: Block, spec: NodeSpec, id_type: pa.DataType, buckets: int,
                   folder: str) -> None:
-    """The block's (id, row) pairs into ``folder/b<bucket>/n<block start>.parquet``."""
+    """The block's (id, row) pairs routed to their buckets as producer ``n<block start>`` of
+    ``folder``."""
     ids = node_id_column(block, spec, id_type)
     rows = np.arange(block.start, block.start + block.rows, dtype=np.int64)
-    _scatter(pa.table({"id": ids, "row": rows}), id_buckets(ids, buckets), Path(folder),
-             f"n{block.start:015d}")
+    save_routed_table(Path(folder), f"n{block.start:015d}", pa.table({"id": ids, "row": rows}),
+                      id_buckets(ids, buckets), buckets)
 
 
-def _scatter(table: pa.Table, bucket: np.ndarray, folder: Path, name: str) -> None:
-    order = np.argsort(bucket, kind="stable")
-    table, bucket = table.take(pa.array(order)), bucket[order]
-    bounds = np.flatnonzero(np.diff(bucket)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, bucket.size]):
-        if hi > lo:
-            write_part(folder / f"b{int(bucket[lo]):06d}" / f"{name}.parquet",
-                       table.slice(int(lo), int(hi - lo)))
-
-
-def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, buckets: int,
-                  folder: str) -> list[Finding]:
-    """The block's (id, row, end) triples into ``folder/b<bucket>/e<block start>.parquet``; its
-    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks)."""
+def scatter_edges(block: Block, names: tuple[str, str], id_types: tuple[pa.DataType, pa.DataType],
+                  buckets: tuple[int, int], folders: tuple[str, str]) -> list[Finding]:
+    """The block's (id, row, end) triples of each end routed to their buckets as producer
+    ``e<first row>_<end>`` of ``folders[end]`` (rows: scratch rows, ``block.base`` on); its
+    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks, rows of
+    the user's table)."""
     try:
         table = read_block(block, list(dict.fromkeys(names)))
     except ValueError as err:
@@ -86,14 +82,15 @@ def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, bu
     findings: list[Finding] = []
     parts = []
     batch = block.batch  # the local reader's checks are per batch
+    rows = pa.array(np.arange(block.base + block.start, block.base + block.start + block.rows))
     for end, name in enumerate(names):
         given = combine(table.column(name))
         try:
-            column, foreign = to_id_type(given, id_type)
+            column, foreign = to_id_type(given, id_types[end])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             findings.append(Finding((6, batch, end, 0), block.start, "text", (
                 f"{block.where}: edge column {name!r} is {given.type} but the node ids are "
-                f"{id_type}",)))
+                f"{id_types[end]}",)))
             continue
         if column.null_count:
             findings.append(Finding((6, batch, end, 1), block.start + first_null(column),
@@ -103,34 +100,35 @@ def scatter_edges(block: Block, names: tuple[str, str], id_type: pa.DataType, bu
         if blank.null_count:  # a blank cell names no node: the local reader calls it missing
             findings.append(Finding((6, batch, end, 2, 0), block.start + first_null(blank),
                                     "nulls", (block.where, name, "edge"), blank.null_count))
+        end_rows = rows
         if foreign is not None:
             findings.append(Finding((6, batch, end, 2, 1), block.start + int(np.argmax(foreign)),
                                     "unknown", (end,)))
             keep = pa.array(~foreign)
-            rows = pa.array(np.arange(block.start, block.start + block.rows))
-            column, rows = column.filter(keep), rows.filter(keep)
-        else:
-            rows = pa.array(np.arange(block.start, block.start + block.rows))
-        parts.append(pa.table({"id": column, "row": rows,
+            column, end_rows = column.filter(keep), rows.filter(keep)
+        parts.append(pa.table({"id": column, "row": end_rows,
                                "end": pa.array(np.full(len(column), end, np.int8))}))
     if not findings:
-        table = pa.concat_tables(parts)
-        _scatter(table, id_buckets(table.column("id").combine_chunks(), buckets), Path(folder),
-                 f"e{block.start:015d}")
+        for end, part in enumerate(parts):
+            save_routed_table(Path(folders[end]), f"e{block.base + block.start:015d}_{end}", part,
+                              id_buckets(part.column("id").combine_chunks(), buckets[end]),
+                              buckets[end])
     return findings
 
 
-
-def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.ndarray,
-                edge_batches: list[tuple], where: tuple[str, str]) -> list[Finding]:
-    """Join bucket ``bucket`` of ``folder``; write (row, end, dense) per edge block to
-    ``folder/mapped/e<block>/b<bucket>.parquet``. ``edge_starts`` / ``edge_batches``: each edge
-    block's first row and local batch; ``where``: the node table and its id column."""
+def join_bucket(bucket: int, name: str, folder: str, id_type: pa.DataType,
+                where: tuple[str, str], edge_starts: np.ndarray, edge_batches: list[tuple],
+                mapped: str) -> list[Finding]:
+    """Join bucket ``bucket`` of ``folder`` (``nodes/`` and ``edges/``); write (row, end, dense)
+    int64 (m, 3) per edge block as producer ``name`` of the routed folder ``mapped``
+    (``gnnpipe.io.blocks.save_routed``). ``edge_starts`` / ``edge_batches``: each edge block's
+    first scratch row and local batch; ``where``: the node table and its id column. An unknown
+    id's finding names its scratch row."""
     folder = Path(folder)
-    nodes = read_parts(folder / "nodes" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64())]))
-    edges = read_parts(folder / "edges" / f"b{bucket:06d}",
-                       pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
+    nodes = load_routed_table(folder / "nodes", bucket,
+                              pa.schema([("id", id_type), ("row", pa.int64())]))
+    edges = load_routed_table(folder / "edges", bucket,
+                              pa.schema([("id", id_type), ("row", pa.int64()), ("end", pa.int8())]))
     node_file, id_name = where
     node_id, node_row = nodes.column("id").combine_chunks(), nodes.column("row").to_numpy()
     findings = []
@@ -145,7 +143,7 @@ def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.
                                 len(node_id) - distinct))
         return findings
     edge_id, edge_row = edges.column("id").combine_chunks(), edges.column("row").to_numpy()
-    end = edges.column("end").to_numpy()
+    end = edges.column("end").to_numpy().astype(np.int64)
     index = pc.index_in(edge_id, value_set=node_id)
     unknown = index.is_null().to_numpy(zero_copy_only=False)
     for side in (SRC, DST):
@@ -154,16 +152,10 @@ def join_bucket(bucket: int, folder: str, id_type: pa.DataType, edge_starts: np.
             row = int(edge_row[missing].min())
             batch = edge_batches[int(np.searchsorted(edge_starts, row, side="right")) - 1]
             findings.append(Finding((6, batch, side, 2, 1), row, "unknown", (side,)))
-    if findings:
+    if findings or not len(edge_starts):
         return findings
     dense = node_row[index.to_numpy(zero_copy_only=False).astype(np.int64)]
     block = np.searchsorted(edge_starts, edge_row, side="right") - 1
-    order = np.argsort(block, kind="stable")
-    block, edge_row, end, dense = block[order], edge_row[order], end[order], dense[order]
-    bounds = np.flatnonzero(np.diff(block)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, block.size]):
-        if hi > lo:
-            write_part(folder / "mapped" / f"e{int(block[lo]):06d}" / f"b{bucket:06d}.parquet",
-                       pa.table({"row": edge_row[lo:hi], "end": end[lo:hi],
-                                 "dense": dense[lo:hi]}))
+    save_routed(Path(mapped), name, np.stack([edge_row, end, dense], axis=1), block,
+                len(edge_starts))
     return findings

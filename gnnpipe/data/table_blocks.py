@@ -27,6 +27,7 @@ import torch
 from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
 from gnnpipe.io.blocks import create_memmap, write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
+from gnnpipe.io.prepared_maps import raw_dtype
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
                                   check_timestamps, combine, first_null, is_numeric, reason,
                                   time_key)
@@ -43,7 +44,9 @@ SRC, DST = 0, 1
 class Block:
     """Rows ``[start, start + rows)`` of a table: row group ``group`` of the Parquet ``file``;
     ``where`` names the user's table in messages; ``batch`` orders the local reader's edge
-    batches (part, then batch within it), whose checks run one batch at a time."""
+    batches (part, then batch within it; a typed relation's index first), whose checks run one
+    batch at a time; ``base``: the scratch row of the table's row 0 (the relations of a typed
+    graph follow one another in the id join)."""
 
     file: str
     group: int
@@ -51,6 +54,7 @@ class Block:
     rows: int
     where: str
     batch: tuple = ()
+    base: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,17 @@ def first_finding(findings: list[Finding]) -> Finding | None:
     same = [f for f in findings if f.key == key]
     first = min(same, key=lambda f: f.first)
     return Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
+
+
+def raise_first(findings: list[Finding], unknown) -> None:
+    """Raise the finding the local reader meets first, if any; an unknown id's line is
+    ``unknown(finding)`` (a ValueError naming the id, read back from its block)."""
+    finding = first_finding(findings)
+    if finding is None:
+        return
+    if finding.kind == "unknown":
+        raise unknown(finding)
+    raise ValueError(message(finding))
 
 
 # ----------------------------------------------------------------------------------- blocks
@@ -165,9 +180,10 @@ def read_block(block: Block, columns: list[str]) -> pa.Table:
 # ------------------------------------------------------------------------------ node blocks
 @dataclass(frozen=True)
 class NodeSpec:
-    """What a node block holds: ``id``, ``label``, feature ``features`` (one list column of
-    ``width`` when ``is_list``), ``text_ids`` (CSV: ids read as text), ``unlabeled`` values,
-    an optional ``timestamp`` column."""
+    """What a node block holds: ``id``, ``label`` (none: ""), feature ``features`` (one list
+    column of ``width`` when ``is_list``; none: a featureless type), ``text_ids`` (CSV: ids read
+    as text), ``unlabeled`` values, an optional ``timestamp`` column (``whole_times``: stored as
+    int64, a float must be whole, the typed rule of ``gnnpipe.data.prepare.int_times``)."""
 
     id: str
     label: str
@@ -178,6 +194,7 @@ class NodeSpec:
     unlabeled: tuple = ()
     feature_dtype: str = "float32"
     timestamp: str = ""
+    whole_times: bool = False
 
 
 @dataclass
@@ -193,8 +210,8 @@ class NodeScan:
 
 
 def node_columns(spec: NodeSpec) -> list[str]:
-    return list(dict.fromkeys([spec.id, spec.label, *spec.features]
-                              + ([spec.timestamp] if spec.timestamp else [])))
+    return list(dict.fromkeys([spec.id] + ([spec.label] if spec.label else [])
+                              + [*spec.features] + ([spec.timestamp] if spec.timestamp else [])))
 
 
 def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -> NodeScan:
@@ -220,7 +237,7 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
         scan.findings.append(Finding((1, 1), start, "text", (
             f"{where}: id column {spec.id!r} is {ids.type}; expected integer or string ids",)))
         return scan
-    x = _features(table, spec, block, scan.findings)
+    x = _features(table, spec, block, scan.findings) if spec.features else None
     if x is not None:
         stored = torch.from_numpy(x).to(FEATURE_DTYPES[spec.feature_dtype])
         if spec.feature_dtype == "bfloat16":
@@ -228,7 +245,9 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
         write_rows(Path(x_file), start, stored.numpy().view(STORED_NUMPY[spec.feature_dtype]))
     if spec.timestamp:
         _times(combine(table.column(spec.timestamp)), spec.timestamp, block, scan.findings,
-               time_file)
+               time_file, spec.whole_times)
+    if not spec.label:
+        return scan
     missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
     if values is not None:
         scan.classes = pc.unique(values)
@@ -303,26 +322,60 @@ def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Find
     return x
 
 
-def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str
-           ) -> None:
-    """``sources.base.check_timestamps``' checks (counts global); the block's ``time_key``
-    values into ``time_file``."""
+def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str,
+           whole: bool, key: tuple = (3, 200)) -> None:
+    """``sources.base.check_timestamps``' checks (counts global; ``key`` orders them); the
+    block's ``time_key`` values into ``time_file`` (``whole``: as int64, after
+    ``whole_times``)."""
     try:
         check_timestamps(column, block.where, name, block.start)
     except ValueError as err:
-        dtype = column.type
-        if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
-                or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
-            findings.append(Finding((3, 200, 0), block.start, "text", (str(err),)))
+        if not is_timestamp_type(column.type):
+            findings.append(Finding((*key, 0), block.start, "text", (str(err),)))
         elif column.null_count:
-            findings.append(Finding((3, 200, 1), block.start + first_null(column), "nulls",
+            findings.append(Finding((*key, 1), block.start + first_null(column), "nulls",
                                     (block.where, name, "timestamp"), column.null_count))
         else:
             bad = ~np.isfinite(column.to_numpy())
-            findings.append(Finding((3, 200, 2), block.start + int(np.argmax(bad)), "finite",
+            findings.append(Finding((*key, 2), block.start + int(np.argmax(bad)), "finite",
                                     (block.where, [name], "timestamp"), int(bad.sum())))
         return
-    write_rows(Path(time_file), block.start, time_key(column))
+    values = time_key(column)
+    if whole:
+        values = whole_times(values, block, findings)
+    if values is not None:
+        write_rows(Path(time_file), block.start, values)
+
+
+def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np.ndarray | None:
+    """``time_key`` values as int64, or None after a finding (key ``(99,)``: the typed graph
+    checks it last) for a fractional float (``gnnpipe.data.prepare.int_times``' message)."""
+    if values.dtype == np.int64:
+        return values
+    frac = values != np.round(values)
+    if frac.any():
+        row = int(np.argmax(frac))
+        findings.append(Finding((99,), block.start + row, "text", (
+            f"{block.where}: timestamp {values[row]} (row {block.start + row}) is not a whole "
+            "number; typed graphs store int64 times (use integers, dates or timestamps)",)))
+        return None
+    return values.astype(np.int64)
+
+
+def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
+    """A typed relation's edge block: its timestamp column checked (``check_timestamps``, after
+    the ids: key ``(6, batch, 3)``) and its int64 times into rows ``[start, start + rows)`` of
+    ``time_file``."""
+    findings: list[Finding] = []
+    column = combine(read_block(block, [name]).column(name))
+    _times(column, name, block, findings, time_file, True, (6, block.batch, 3))
+    return findings
+
+
+def is_timestamp_type(dtype: pa.DataType) -> bool:
+    """Whether ``check_timestamps`` takes a column of ``dtype``: ints, floats, dates, times."""
+    return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
@@ -407,3 +460,43 @@ def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: s
 
 def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:
     create_memmap(path, (rows, width), STORED_NUMPY[feature_dtype])
+
+
+# ------------------------------------------------------------------------- edge attributes
+def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_file: str,
+               order_file: str) -> list[Finding]:
+    """A homogeneous edge block's weight and timestamp columns checked as
+    ``sources.tables.read_edges`` checks them (after the ids: keys ``(6, batch, 2)`` and ``(6,
+    batch, 3)``); rows ``[start, start + rows)`` of ``weight_file`` (float32), ``raw_file`` (the
+    timestamps' bits) and ``order_file`` (their ``time_key``) written."""
+    findings: list[Finding] = []
+    table = read_block(block, [c for c in (weight, timestamp) if c])
+    where, start = block.where, block.start
+    if weight:
+        column = combine(table.column(weight))
+        if not is_numeric(column.type):
+            findings.append(Finding((6, block.batch, 2, 0), start, "text", (
+                f"{where}: weight column {weight!r} is {column.type}; expected numbers",)))
+        elif column.null_count:
+            findings.append(Finding((6, block.batch, 2, 1), start + first_null(column), "nulls",
+                                    (where, weight, "weight"), column.null_count))
+        else:
+            values = column.to_numpy(zero_copy_only=False).astype(np.float32)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                findings.append(Finding((6, block.batch, 2, 2), start + int(np.argmax(bad)),
+                                        "finite", (where, [weight], "weight"), int(bad.sum())))
+            else:
+                write_rows(Path(weight_file), start, values)
+    if timestamp:
+        column = combine(table.column(timestamp))
+        before = len(findings)
+        _times(column, timestamp, block, findings, order_file, False, (6, block.batch, 3))
+        if len(findings) == before:
+            bits = column.view(_int_type(column.type)).to_numpy(zero_copy_only=False)
+            write_rows(Path(raw_file), start, bits.astype(raw_dtype(column.type)))
+    return findings
+
+
+def _int_type(column_type: pa.DataType) -> pa.DataType:
+    return {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[column_type.bit_width]

@@ -24,6 +24,7 @@ ids are kept for ``node_ids.parquet`` (``node_ids_<type>.parquet``).
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -158,7 +159,34 @@ def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
     caller (None without one). ``typed``: only the id column is required; a table without the
     feature / label / timestamp columns is featureless (``x`` None) / unlabelled / untimed."""
     spec = cfg.nodes
-    schema = tables.schema(path)
+    columns = node_table_columns(tables.schema(path), cfg, path, typed=typed)
+    wanted = [spec.id] + ([columns.label] if columns.label else []) + columns.features \
+        + ([columns.timestamp] if columns.timestamp else [])
+    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
+    ids = node_ids(table.column(spec.id), path, spec.id)
+    x = features(table, columns.features, columns.is_list, path) if columns.features else None
+    time = (check_timestamps(table.column(spec.timestamp), path, spec.timestamp)
+            if columns.timestamp else None)
+    label = table.column(spec.label) if columns.label else None
+    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
+
+
+@dataclass(frozen=True)
+class NodeColumns:
+    """The columns a node table is read with: ``label`` / ``timestamp`` ("" when the table has
+    none), ``features`` (none: featureless), ``is_list`` (one list column)."""
+
+    label: str
+    timestamp: str
+    features: list[str]
+    is_list: bool
+
+
+def node_table_columns(schema: pa.Schema, cfg: DatasetParams, path: Path, *, typed: bool
+                       ) -> NodeColumns:
+    """The columns of a node table of ``schema`` (``read_nodes``; the block-wise prepare reads
+    the same ones), else one line naming the missing column's key."""
+    spec = cfg.nodes
     named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
     for key, name in named.items():
         if name and name not in schema.names and (key == "id" or not typed):
@@ -169,15 +197,9 @@ def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
     if not typed or _has_features(schema, spec.features, set(named.values())):
         feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
                                                  path, "dataset.nodes.features")
-    wanted = [spec.id] + ([spec.label] if has["label"] else []) + feature_names \
-        + ([spec.timestamp] if has["timestamp"] else [])
-    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
-    ids = node_ids(table.column(spec.id), path, spec.id)
-    x = features(table, feature_names, is_list, path) if feature_names else None
-    time = (check_timestamps(table.column(spec.timestamp), path, spec.timestamp)
-            if has["timestamp"] else None)
-    label = table.column(spec.label) if has["label"] else None
-    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
+    return NodeColumns(label=spec.label if has["label"] else "",
+                       timestamp=spec.timestamp if has["timestamp"] else "",
+                       features=feature_names, is_list=is_list)
 
 
 def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
@@ -276,8 +298,8 @@ def table_entries(folder: Path, fmt: str) -> dict[str, Path]:
     return found
 
 
-def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
-            nodes_dir: Path) -> str | None:
+def typed_target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
+                 nodes_dir: Path) -> str | None:
     """The labelled node type (``dataset.typed.target`` or the one table with the label)."""
     wanted, label = cfg.typed.target, cfg.nodes.label
     if wanted:
@@ -301,8 +323,20 @@ def _target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path],
     return None
 
 
-def read_typed(cfg: DatasetParams) -> RawGraph:
-    """``dataset.layout: typed``: one node table per type, one edge table per relation."""
+@dataclass(frozen=True)
+class TypedTables:
+    """Where a typed graph's tables are: the reader of ``dataset.source``, the two folders and
+    each node type's table (name order)."""
+
+    tables: object  # ParquetTables | CsvTables
+    nodes_dir: Path
+    edges_dir: Path
+    paths: dict[str, Path]
+
+
+def typed_tables(cfg: DatasetParams) -> TypedTables:
+    """The node tables of ``dataset.layout: typed``, else one line (no folder, no tables, a bad
+    type name)."""
     root = Path(cfg.path)
     fmt = cfg.source
     if not root.is_dir():
@@ -316,13 +350,36 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
                          f"<type>{SUFFIXES[fmt][0]} per node type in this folder")
     for node_type, path in paths.items():
         check_name(node_type, f"{path}: node type")
+    return TypedTables(tables, nodes_dir, edges_dir, paths)
 
+
+def edge_tables(typed: TypedTables, fmt: str) -> dict[str, Path]:
+    """Stem -> path of every relation's table, else one line."""
+    edge_paths = table_entries(typed.edges_dir, fmt) if typed.edges_dir.is_dir() else {}
+    if not edge_paths:
+        raise ValueError(f"{typed.edges_dir}: no edge tables; dataset.layout=typed needs one "
+                         f"<src>__<relation>__<dst>{SUFFIXES[fmt][0]} per relation here")
+    return edge_paths
+
+
+def relation_of(stem: str, path: Path, typed: TypedTables) -> tuple[str, str, str]:
+    """The edge type a relation's table name gives, else one line."""
+    return split_edge_type(
+        stem, "__", path, "an edge table is named <src>__<relation>__<dst> (node types and "
+        "a relation joined by double underscores)", typed.paths,
+        f"has no node table in {typed.nodes_dir} (node types: {', '.join(typed.paths)})")
+
+
+def read_typed(cfg: DatasetParams) -> RawGraph:
+    """``dataset.layout: typed``: one node table per type, one edge table per relation."""
+    typed = typed_tables(cfg)
+    tables, paths = typed.tables, typed.paths
     nodes, label_columns = {}, {}
     for node_type, path in paths.items():
         nodes[node_type], label = read_nodes(tables, path, cfg, typed=True)
         if label is not None:
             label_columns[node_type] = label
-    target = _target(cfg, list(label_columns), paths, nodes_dir)
+    target = typed_target(cfg, list(label_columns), paths, typed.nodes_dir)
     class_names = class_values = y = None
     if target in label_columns:
         y, class_values = label_codes(label_columns[target], paths[target], cfg.nodes.label,
@@ -333,17 +390,11 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
         target = target or next(iter(nodes))
     del label_columns
 
-    edge_paths = table_entries(edges_dir, fmt) if edges_dir.is_dir() else {}
-    if not edge_paths:
-        raise ValueError(f"{edges_dir}: no edge tables; dataset.layout=typed needs one "
-                         f"<src>__<relation>__<dst>{SUFFIXES[fmt][0]} per relation here")
+    edge_paths = edge_tables(typed, cfg.source)
     lookups = {t: (IdLookup(n.ids), paths[t]) for t, n in nodes.items()}
     relations = {}
     for stem, path in edge_paths.items():
-        edge_type = split_edge_type(
-            stem, "__", path, "an edge table is named <src>__<relation>__<dst> (node types and "
-            "a relation joined by double underscores)", paths,
-            f"has no node table in {nodes_dir} (node types: {', '.join(paths)})")
+        edge_type = relation_of(stem, path, typed)
         timed = bool(cfg.edges.timestamp) and cfg.edges.timestamp in tables.schema(path).names
         src, dst, _, time = read_edges(tables, path, cfg.edges,
                                        {"src": lookups[edge_type[0]], "dst": lookups[edge_type[2]]},
@@ -351,6 +402,6 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
         relations[edge_type] = RawRelation(src=src, dst=dst, where=str(path), time=time)
     n_target = nodes[target].num_nodes
     return RawGraph(nodes=nodes, relations=relations, target=target,
-                         y=np.zeros(n_target, dtype=np.int64) if y is None else y,
-                         where=str(root), class_names=class_names, class_values=class_values,
-                         labelled=y is not None)
+                    y=np.zeros(n_target, dtype=np.int64) if y is None else y,
+                    where=str(Path(cfg.path)), class_names=class_names,
+                    class_values=class_values, labelled=y is not None)

@@ -1,6 +1,6 @@
 """prepare on cluster.engine: dask (gnnpipe/data/dask_prepare.py): every prepared file byte for
-byte as cluster.engine: local writes it, on tables cut into many blocks; the local reader's
-one-line errors; refusals. The block functions run in this process (a client of None) except in
+byte as cluster.engine: local writes it (edge_attrs.parquet included), on tables cut into many
+blocks; the local reader's one-line errors; refusals. The block functions run in this process (a client of None) except in
 one test, on real LocalClusters of 1, 2 and 4 workers."""
 
 from __future__ import annotations
@@ -43,7 +43,11 @@ def tables(ids=None, seed: int = 0, labels=None, loops_and_repeats: bool = True,
     nodes = pa.table({"id": ids, "x": pa.array(x.tolist(), pa.list_(pa.float32())),
                       **{f"f_{j}": x[:, j] for j in range(F)}, "label": label,
                       "t": rng.integers(0, 1000, N) if times is None else times})
-    return {"nodes": nodes, "edges": pa.table({"src": ids[src], "dst": ids[dst]})}
+    rows = src.size  # edge weights, times with ties (int, float and timestamp columns)
+    ts = rng.integers(0, 6, rows)
+    return {"nodes": nodes, "edges": pa.table({
+        "src": ids[src], "dst": ids[dst], "w": rng.random(rows).astype(np.float32),
+        "ts": ts, "fts": ts / 2, "tts": pa.array(ts * 1000, pa.timestamp("ms"))})}
 
 
 def write(folder: Path, data: dict, fmt: str = "parquet", node_rows: int = 7,
@@ -62,11 +66,11 @@ def write(folder: Path, data: dict, fmt: str = "parquet", node_rows: int = 7,
     return folder
 
 
-def run_prepare(tmp_path: Path, name: str, dataset: dict, cluster: dict | None = None
-                ) -> tuple[int, Path]:
+def run_prepare(tmp_path: Path, name: str, dataset: dict, cluster: dict | None = None,
+                sections: dict | None = None) -> tuple[int, Path]:
     params = tmp_path / f"{name}.yaml"
     params.write_text(yaml.safe_dump({"dataset": dataset, **({"cluster": cluster} if cluster
-                                                             else {})}))
+                                                             else {}), **(sections or {})}))
     out = tmp_path / name
     code = main(["prepare", "--params", str(params), "--out", str(out),
                  "--metrics", str(tmp_path / f"{name}.json")])
@@ -84,9 +88,11 @@ def inline(monkeypatch):
     monkeypatch.setattr(dask_prepare, "SIZES", TINY)
 
 
-def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None) -> Path:
-    assert run_prepare(tmp_path, "local", dataset)[0] == 0
-    code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"})
+def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None,
+                         sections: dict | None = None) -> Path:
+    """``sections``: other params sections of both runs."""
+    assert run_prepare(tmp_path, "local", dataset, None, sections)[0] == 0
+    code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"}, sections)
     assert code == 0
     assert digests(out) == digests(tmp_path / "local")
     assert (tmp_path / "dask.json").read_text() == (tmp_path / "local.json").read_text()
@@ -111,6 +117,14 @@ CASES = {
     "float node times": ({"times": np.linspace(0, 1, N)}, {"nodes": {"timestamp": "t"}}),
     "date node times": ({"times": pa.array(np.arange(N) * 3, pa.int32()).cast(pa.date32())},
                         {"nodes": {"timestamp": "t"}, "storage": {"features": "external"}}),
+    "edge weights and times, undirected dedup": ({}, {"edges": {"weight": "w",
+                                                                "timestamp": "ts"}}),
+    "edge times, copies by time": ({}, {"dedup": False, "self_loops": "keep",
+                                        "edges": {"timestamp": "fts"}}),
+    "edge weights, directed copies": ({}, {"undirected": False, "dedup": False,
+                                           "edges": {"weight": "w"}}),
+    "timestamp-typed edge times, directed dedup": ({}, {"undirected": False,
+                                                        "edges": {"timestamp": "tts"}}),
 }
 
 
@@ -126,7 +140,8 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     names = np.arange(N) * 7 + 3 if ids == "ints" else np.array([f"{i:04d}" for i in range(N)])
     folder = write(tmp_path / "in", tables(ids=names), fmt="csv")
     assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
-                                    "nodes": {"features": "f_*", "timestamp": "t"}})
+                                    "nodes": {"features": "f_*", "timestamp": "t"},
+                                    "edges": {"weight": "w", "timestamp": "fts"}})
 
 
 @pytest.mark.parametrize("workers", [4, 2, 1])
@@ -184,7 +199,8 @@ BAD = {
     "missing id column": (_nodes(lambda t: t.drop_columns(["id"])), {}),
     "missing label column": (_nodes(lambda t: t.drop_columns(["label"])), {}),
     "missing feature column": (None, {"nodes": {"features": "g_*"}}),
-    "missing edge column": (_edges(lambda t: t.rename_columns(["from", "dst"])), {}),
+    "missing edge column": (_edges(lambda t: t.rename_columns(["from", *t.column_names[1:]])),
+                            {}),
     "unknown edge id": (_edges(lambda t: _set(t, "dst", pa.array(
         np.where(np.arange(t.num_rows) == 77, 5, t.column("dst").to_numpy())))), {}),
     "unknown in both ends": (_edges(lambda t: pa.table({
@@ -224,6 +240,13 @@ BAD = {
     "text node times": (_nodes(lambda t: _set(t, "t", pa.array(["x"] * N))),
                         {"nodes": {"timestamp": "t"}}),
     "missing time column": (None, {"nodes": {"timestamp": "when"}}),
+    "NaN edge weight": (_edges(_with_nan("w", [33, 90])), {"edges": {"weight": "w"}}),
+    "text edge weight": (_edges(lambda t: _set(t, "w", pa.array(["a"] * t.num_rows))),
+                         {"edges": {"weight": "w"}}),
+    "null edge time": (_edges(lambda t: _set(t, "ts", pa.array(
+        [None if i in (14, 70) else 1 for i in range(t.num_rows)], pa.int64()))),
+        {"edges": {"timestamp": "ts"}}),
+    "missing edge time column": (None, {"edges": {"timestamp": "when"}}),
     "corrupted parquet": ("corrupt", {}),
     "not parquet": ("not parquet", {}),
 }
@@ -274,8 +297,8 @@ def test_node_parts_of_different_column_types_are_refused_edge_parts_not(tmp_pat
     data = tables()
     folder = write(tmp_path / "in", data)
     part = folder / "edges.parquet" / "b.parquet"  # edge parts are read one by one: fine
-    pq.write_table(pq.read_table(part).cast(pa.schema([("src", pa.int32()),
-                                                       ("dst", pa.int64())])), part)
+    edges = pq.read_table(part)
+    pq.write_table(_set(edges, "src", edges.column("src").cast(pa.int32())), part)
     assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)})
     (folder / "nodes.parquet").unlink()
     (folder / "nodes.parquet").mkdir()
@@ -314,11 +337,8 @@ def params_dataset(folder: Path, **dataset):
                                          **dataset}}).dataset
 
 
-@pytest.mark.parametrize("key, value", [
-    ("source", "synthetic"), ("layout", "typed"), ("edges", {"weight": "w"}),
-    ("edges", {"timestamp": "t"})])
-def test_options_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, key, value):
-    cfg = params_dataset(tmp_path, **{key: value})
+def test_sources_the_blocks_do_not_read_are_refused_in_one_line(tmp_path):
+    cfg = params_dataset(tmp_path, source="synthetic")
     with pytest.raises(ValueError, match=r"^dataset\.\S+ is not prepared on cluster\.engine: "
                                          r"dask yet .*; use cluster\.engine: local$"):
         dask_prepare.refuse_unsupported(cfg)

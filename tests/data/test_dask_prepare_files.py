@@ -1,6 +1,6 @@
-"""The files of the block-wise prepare (gnnpipe/io/blocks.py) and its id hashing: a streamed
-Parquet table has write_table's bytes, the scratch folder is a sweepable temp, equal ids meet in
-one bucket whatever array they come in."""
+"""The files of the block-wise prepare (gnnpipe/io/blocks.py, io/routed_tables.py) and its id
+hashing: a streamed Parquet table has write_table's bytes, the scratch folder is a sweepable temp,
+routed tables reach their buckets, equal ids meet in one bucket whatever array they come in."""
 
 from __future__ import annotations
 
@@ -69,3 +69,19 @@ def test_block_calls_bind_their_common_arguments_out_of_dasks_graph():
                      [(0, "x"), (1, "y")], names=("src", "dst"), batches=[(0, 0), (0, 1)])
     assert got == [(0, "x", ("src", "dst"), (0, 0)), (1, "y", ("src", "dst"), (0, 1))]
     assert client.kwargs == {"pure": False}
+
+
+def test_routed_tables_give_each_bucket_its_rows_from_every_producer_in_order(tmp_path):
+    """One Arrow file per producer, one record batch per bucket (empty ones too)."""
+    from gnnpipe.io.routed_tables import load_routed_table, save_routed_table
+
+    schema = pa.schema([("id", pa.string()), ("row", pa.int64())])
+    save_routed_table(tmp_path, "b", pa.table({"id": ["x", "y", "z"], "row": [10, 11, 12]},
+                                              schema=schema), np.array([2, 0, 2]), 4)
+    save_routed_table(tmp_path, "a", pa.table({"id": ["p", "q"], "row": [0, 1]}, schema=schema),
+                      np.array([2, 3]), 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arrow", "b.arrow"]
+    assert load_routed_table(tmp_path, 2, schema).to_pydict() == {
+        "id": ["p", "x", "z"], "row": [0, 10, 12]}  # producers in name order, rows stable
+    assert load_routed_table(tmp_path, 1, schema).num_rows == 0
+    assert load_routed_table(tmp_path / "none", 0, schema).schema == schema

@@ -1,0 +1,66 @@
+"""Arrow tables routed from producers to buckets in one scratch file per producer (the id join of
+the block-wise prepare, ``gnnpipe.data.block_ids``), as ``gnnpipe.io.blocks.save_routed`` does for
+``.npy`` rows: a producer's rows go to ``<folder>/<name>.arrow`` (Arrow IPC) as one record batch per
+bucket, in bucket order, so an exchange of P producers and B buckets writes P files, not P x B, and
+a consumer reads only its own batch of each file (no memory map: its pages never count as the
+reader's).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+
+def save_routed_table(folder: Path, name: str, table: pa.Table, bucket: np.ndarray,
+                      buckets: int) -> None:
+    """``table``'s rows (n,) for ``buckets`` consumers, grouped by ``bucket`` int (n,) (stable)."""
+    order = np.argsort(bucket, kind="stable")
+    offsets = np.zeros(buckets + 1, dtype=np.int64)
+    np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
+    rows = table.take(pa.array(order))
+    batch = pa.record_batch([rows.column(i).combine_chunks() for i in range(rows.num_columns)],
+                            schema=rows.schema)
+    path = Path(folder) / f"{name}.arrow"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
+        for lo, hi in zip(offsets[:-1], offsets[1:]):
+            writer.write_batch(batch.slice(int(lo), int(hi - lo)))
+
+
+def load_routed_table(folder: Path, bucket: int, schema: pa.Schema) -> pa.Table:
+    """Bucket ``bucket`` of every producer's table in ``folder`` (producers in name order), as
+    one table of ``schema``; none: an empty one."""
+    batches = []
+    for path in sorted(Path(folder).glob("*.arrow")) if Path(folder).is_dir() else []:
+        with pa.OSFile(str(path), "rb") as source:
+            batch = pa.ipc.open_file(source).get_batch(bucket)
+        if batch.num_rows:
+            batches.append(batch)
+    if not batches:
+        return schema.empty_table()
+    return pa.Table.from_batches(batches).combine_chunks()
+
+
+def read_routed_rows(folder: Path, bucket: int, dtype, width: int) -> np.ndarray:
+    """Bucket ``bucket`` of every producer's ``.npy`` rows in ``folder`` (written by
+    ``gnnpipe.io.blocks.save_routed``; producers in name order), (m, width): read with plain
+    file reads of just those rows, no memory map, so no page of another bucket is touched or
+    counted in this process's resident set."""
+    parts = []
+    rows_dir = Path(folder) / "rows"
+    for path in sorted(rows_dir.glob("*.npy")) if rows_dir.is_dir() else []:
+        offsets = np.load(Path(folder) / "offsets" / path.name)
+        lo, hi = int(offsets[bucket]), int(offsets[bucket + 1])
+        if hi == lo:
+            continue
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            shape, _, stored = (np.lib.format.read_array_header_1_0(handle) if version == (1, 0)
+                                else np.lib.format.read_array_header_2_0(handle))
+            handle.seek(lo * stored.itemsize * width, 1)
+            parts.append(np.fromfile(handle, dtype=stored, count=(hi - lo) * width)
+                         .reshape(hi - lo, width))
+    return np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)
