@@ -98,26 +98,24 @@ class RowBlock:
 
 
 def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: bool,
-               total_rows: int = 0, order_file: str = "", copies: str = "") -> RowBlock:
+               total_rows: int = 0, order_file: str = "", with_rows: bool = False) -> RowBlock:
     """Targets ``[lo, hi)``: their incoming edges sorted by (target, source), deduplicated with
     ``dedup``; the sources and the running degree sums go to ``<folder>/rows/r<block>/``. With
-    ``copies`` (the routes carried rows): the input row of each stored edge too (``rows.npy``):
-    dedup keeps the smallest (order, row) (``order_file``: a sortable value per input row), copies
-    of one edge follow ``as_given`` (rows, then flipped rows) or ``by_order`` ((order, row))."""
-    width = 3 if copies else 2
+    ``with_rows`` (the routes carried rows): the input row of each stored edge too
+    (``rows.npy``): dedup keeps the smallest (order, row) (``order_file``: a sortable value per
+    input row), copies of one edge follow (order, row) (the local ``normalize_edges`` rule)."""
+    width = 3 if with_rows else 2
     num_src = max(num_src, 1)
     pairs = read_routed_rows(Path(folder) / "routed", block, np.int64, width)
     out = Path(folder) / "rows" / f"r{block:06d}"
     keys = (pairs[:, 0] - lo) * num_src + pairs[:, 1]
     rows = None
-    if copies:
-        seq = pairs[:, 2]
-        rows = seq % max(total_rows, 1)
+    if with_rows:
+        rows = pairs[:, 2] % max(total_rows, 1)  # a flipped row carries its row + total_rows
         del pairs
         order = np.asarray(open_memmap(Path(order_file))[rows]) if order_file else \
             np.zeros(rows.size, np.int8)
-        by = (np.lexsort((rows, order, keys)) if dedup or copies == "by_order"
-              else np.lexsort((seq, keys)))
+        by = np.lexsort((rows, order, keys))
         keys, rows = keys[by], rows[by]
         first = np.ones(keys.size, dtype=bool)
         np.not_equal(keys[1:], keys[:-1], out=first[1:])

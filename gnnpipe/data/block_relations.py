@@ -149,7 +149,7 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
     routed = run_blocks(client, route_edges, route_calls)
     build_calls = [(e, (block, lo, hi, plan.num_src, str(plan.folder), cfg.dedup,
                         plan.relation.rows, str(plan.relation.time_file) if plan.relation.timed
-                        else "", "as_given" if plan.relation.timed else ""))
+                        else "", plan.relation.timed))
                    for e, plan in plans.items() for block, lo, hi in plan.bounds]
     built: dict[EdgeType, list] = {e: [] for e in plans}
     for (e, _), block in zip(build_calls, run_blocks(client, build_rows,

@@ -350,7 +350,7 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
                         total_rows=rows_in, with_rows=bool(attrs.columns))
     built = run_blocks(client, build_rows, bounds, num_src=n, folder=str(ids), dedup=cfg.dedup,
                        total_rows=rows_in, order_file=str(attrs.order or ""),
-                       copies="by_order" if attrs.columns else "")
+                       with_rows=bool(attrs.columns))
     offsets = np.concatenate([[0], np.cumsum([r.edges for r in built])]).astype(np.int64)
     num_edges = int(offsets[-1])
     indptr_file, indices_file = scratch / "indptr.npy", scratch / "indices.npy"

@@ -76,7 +76,7 @@ CASES = {
     "undirected dedup, times": {},
     "directed, no dedup, keep loops": {"undirected": False, "dedup": False,
                                        "self_loops": "keep"},
-    "undirected, no dedup (copies as given)": {"dedup": False},
+    "undirected, no dedup (copies by time, row)": {"dedup": False},
     "constant featureless, no edge times": {"typed": {"featureless": "constant"},
                                             "edges": {"timestamp": ""}},
     "link task without labels, link edge type": {
