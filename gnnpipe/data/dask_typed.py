@@ -41,8 +41,8 @@ from gnnpipe.data.block_relations import (NodeTable, RelationTable, build_csrs, 
 from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, edge_table_blocks,
                                        id_type_of, label_classes, list_width, node_spec,
                                        refuse_unsupported, unknown_id, write_node_ids)
-from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, TYPED, EdgeType, edge_type_name,
-                                layout_of, parse_edge_type)
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE, TYPED, edge_type_name, layout_of
+from gnnpipe.data.prepare import link_edge_type
 from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, label_codes_block,
                                        make_features_file, node_columns, parquet_blocks,
                                        raise_first, scan_nodes)
@@ -305,24 +305,5 @@ def _build_checks(cfg: DatasetParams, types: list[NodeTable], relations: list[Re
     except ValueError as err:
         findings.append(_text((3, LAST + 1), str(err)))
     return findings
-
-
-def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
-                   target: str) -> EdgeType:
-    """``dataset.typed.link_edge_type`` (one of ``edge_types``, the stored ones), or the first of
-    the given ``relations`` touching the ``target`` type (else the first relation): the rule of
-    ``gnnpipe.data.prepare.build_typed``."""
-    wanted = cfg.typed.link_edge_type
-    if wanted:
-        try:
-            edge_type = parse_edge_type(wanted)
-        except ValueError:
-            edge_type = None
-        if edge_type not in edge_types:
-            raise ValueError(f"dataset.typed.link_edge_type={wanted!r} is not an edge type of "
-                             f"the graph ({', '.join(edge_type_name(e) for e in edge_types)})")
-        return edge_type
-    touching = [e for e in relations if target in (e[0], e[2])]
-    return (touching or relations)[0]
 
 

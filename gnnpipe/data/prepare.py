@@ -189,7 +189,11 @@ def _featureless(graph_csr: dict, node_type: str, n: int, mode: str) -> np.ndarr
     return np.log1p(degrees).astype(np.float32)
 
 
-def _link_edge_type(cfg: DatasetParams, raw: RawGraph, edge_types: list[EdgeType]) -> EdgeType:
+def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
+                   target: str) -> EdgeType:
+    """``dataset.typed.link_edge_type`` (one of ``edge_types``, the stored ones), or the first of
+    the given ``relations`` touching the ``target`` type (else the first relation): the one
+    rule of both prepare paths (this module's ``build`` and gnnpipe/data/dask_typed.py)."""
     wanted = cfg.typed.link_edge_type
     if wanted:
         try:
@@ -200,8 +204,8 @@ def _link_edge_type(cfg: DatasetParams, raw: RawGraph, edge_types: list[EdgeType
             raise ValueError(f"dataset.typed.link_edge_type={wanted!r} is not an edge type of "
                              f"the graph ({', '.join(edge_type_name(e) for e in edge_types)})")
         return edge_type
-    touching = [e for e in raw.relations if raw.target in (e[0], e[2])]
-    return (touching or list(raw.relations))[0]
+    touching = [e for e in relations if target in (e[0], e[2])]
+    return (touching or relations)[0]
 
 
 def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
@@ -227,7 +231,8 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     else:
         graph = Graph(x=x, csr=edges.csr, target=raw.target, y=y, num_classes=num_classes,
                       reverse=edges.reverse,
-                      link_edge_type=_link_edge_type(cfg, raw, list(edges.csr)),
+                      link_edge_type=link_edge_type(cfg, list(raw.relations), list(edges.csr),
+                                                     raw.target),
                       node_time=node_time, edge_time=edges.time, public_roles=public_roles)
     return Prepared(graph=graph, report=_report(graph, cfg, edges.counts, raw, featureless),
                     node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
