@@ -43,30 +43,14 @@ def scratch_beside(path: Path) -> Iterator[Path]:
 
 
 def write_part(path: Path, table: pa.Table) -> None:
-    """One scratch part (uncompressed Parquet; read back by ``read_parts``)."""
+    """One scratch part (uncompressed Parquet, e.g. a CSV block converted for its readers)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="none")
-
-
-def read_parts(folder: Path, schema: pa.Schema) -> pa.Table:
-    """Every part in ``folder`` (name order) as one table; no parts: an empty ``schema`` table."""
-    parts = sorted(Path(folder).glob("*.parquet")) if Path(folder).is_dir() else []
-    if not parts:
-        return schema.empty_table()
-    return pa.concat_tables(pq.read_table(part) for part in parts).combine_chunks()
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     np.save(path, array, allow_pickle=False)
-
-
-def load_arrays(folder: Path, dtype, width: int | None = None) -> np.ndarray:
-    """Every ``*.npy`` in ``folder`` (name order) concatenated; none: empty (0,) or (0, width)."""
-    parts = sorted(Path(folder).glob("*.npy")) if Path(folder).is_dir() else []
-    if not parts:
-        return np.zeros((0,) if width is None else (0, width), dtype=dtype)
-    return np.concatenate([np.load(part, allow_pickle=False) for part in parts])
 
 
 def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
