@@ -303,8 +303,8 @@ def run_size(args, size: tuple[str, int, int], engine: str) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The per-stage rows as a Markdown table (MiB, seconds, ns per stored edge row)."""
-    lines = ["| size | engine | stage | wall s | ns / edge | worker peak RSS (anon) MiB | "
+    """The per-stage rows as a Markdown table (MiB, seconds, microseconds per edge row)."""
+    lines = ["| size | engine | stage | wall s | us / edge | worker peak RSS (anon) MiB | "
              "worker processes | stage process peak RSS (anon) MiB | load |",
              "|---|---|---|---:|---:|---|---:|---|---:|"]
     for r in rows:
@@ -314,7 +314,7 @@ def markdown(rows: list[dict]) -> str:
                                                                  r["worker_anon_mb"])) or "-"
         failed = "" if r["exit_code"] == 0 else f" **exit {r['exit_code']}**"
         lines.append(f"| {r['size']} | {r['engine']} | {r['stage']}{failed} | {r['wall_s']} | "
-                     f"{r['ns_per_edge']} | {workers} | {r['worker_processes']} | "
+                     f"{r['ns_per_edge'] / 1000:.2f} | {workers} | {r['worker_processes']} | "
                      f"{r['stage_peak_mb']:.0f} ({r['stage_anon_mb']:.0f}) | {r['load']} |")
     return "\n".join(lines)
 
