@@ -221,13 +221,7 @@ def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool) -> None:
     """The pipeline copied into ``run`` with ``PARAMS`` for ``tables`` on ``engine``; a git
     repository with one commit when DVC is to be timed there."""
     shutil.rmtree(run, ignore_errors=True)
-    for name in COPIED:
-        source, target = REPO / name, run / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, target)
+    shutil.copytree(REPO, run, ignore=_not_copied)
     params = merged(yaml.safe_load((REPO / "params.yaml").read_text()), merged(PARAMS, {
         "dataset": {"path": str(tables)}, "cluster": {"engine": engine}}))
     (run / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -236,6 +230,15 @@ def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool) -> None:
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
         for cmd in (["git", "init", "-q"], git + ["add", "-A"], git + ["commit", "-qm", "bench"]):
             subprocess.run(cmd, cwd=run, check=True, env=_env(run))
+
+
+def _not_copied(folder: str, names: list[str]) -> list[str]:
+    """copytree's filter: keep ``COPIED``, the folders leading to them and what is under them."""
+    def kept(name: str) -> bool:
+        rel = (Path(folder) / name).relative_to(REPO).as_posix()
+        return name != "__pycache__" and any(
+            rel == c or rel.startswith(c + "/") or c.startswith(rel + "/") for c in COPIED)
+    return [name for name in names if not kept(name)]
 
 
 def _env(run: Path) -> dict:
