@@ -165,12 +165,19 @@ class TreePeaks:
         self.hwm: dict[int, float] = {}  # pid -> largest VmHWM seen
         self.anon: dict[int, float] = {}  # pid -> largest RssAnon seen
         self.group: dict[int, int] = {}  # pid -> the stage's child whose tree it is in
-        self.kind: dict[int, str] = {}  # the stage's child -> process_kind
+        self.cmd: dict[int, str] = {}  # pid -> its command line when last sampled
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _sample(self, pid: int, group: int) -> None:
+        line = _cmdline(pid)
+        if not line:  # gone, or a zombie: keep what was seen
+            return
+        if self.cmd.get(pid) != line:  # new, or exec'd since: a forked child's pages were its
+            self.cmd[pid] = line  # parent's until exec, so its peaks start again
+            self.hwm.pop(pid, None)
+            self.anon.pop(pid, None)
         fields = _status(pid)
         if fields:
             self.group.setdefault(pid, group)
@@ -181,8 +188,6 @@ class TreePeaks:
         while not self._stop.is_set():
             self._sample(self.pid, self.pid)
             for child in _children(self.pid):
-                if child not in self.kind:
-                    self.kind[child] = process_kind(_cmdline(child))
                 stack = [child]
                 while stack:
                     pid = stack.pop()
@@ -193,7 +198,8 @@ class TreePeaks:
     def stop(self) -> dict:
         self._stop.set()
         self._thread.join()
-        return summarize(self.pid, self.hwm, self.anon, self.group, self.kind)
+        kinds = {pid: process_kind(line) for pid, line in self.cmd.items()}
+        return summarize(self.pid, self.hwm, self.anon, self.group, kinds)
 
 
 def summarize(root: int, hwm: dict[int, float], anon: dict[int, float], group: dict[int, int],
@@ -202,7 +208,7 @@ def summarize(root: int, hwm: dict[int, float], anon: dict[int, float], group: d
     worker tree (the sum of its processes' peaks), largest first."""
     trees: dict[int, list[float]] = {}
     for pid, top in group.items():
-        if top != root:
+        if top != root and pid in hwm:
             sums = trees.setdefault(top, [0.0, 0.0])
             sums[0] += hwm[pid]
             sums[1] += anon[pid]

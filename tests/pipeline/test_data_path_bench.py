@@ -1,8 +1,9 @@
 """bench/data_path.py: its size names, the tables it writes out of core, the grouping of sampled
-process peaks into Dask workers, and a tiny run of three stages through the CLI."""
+process peaks into Dask workers, and a tiny run of two stages through the CLI."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,11 +68,22 @@ def test_peaks_are_summed_per_worker_tree():
 
 def test_a_tiny_run_through_the_cli(tmp_path):
     rows = data_path.main(["--dir", str(tmp_path), "--sizes", "400:3000", "--engines", "local",
-                           "--local", "", "--stages", "prepare,split,partition", "--features",
-                           "8"])
-    assert [(r["stage"], r["exit_code"]) for r in rows] == [
-        ("prepare", 0), ("split", 0), ("partition", 0)]
+                           "--local", "", "--stages", "prepare,split", "--features", "8"])
+    assert [(r["stage"], r["exit_code"]) for r in rows] == [("prepare", 0), ("split", 0)]
     assert all(r["stage_peak_mb"] > 0 and r["worker_processes"] == 0 for r in rows)
-    assert "8 parts (lp)" in rows[-1]["message"]
-    assert "| 400x3000 | local | partition |" in data_path.markdown(rows)
+    assert "audit passed" in rows[-1]["message"]
+    assert "| 400x3000 | local | split |" in data_path.markdown(rows)
     assert list(tmp_path.iterdir()) == []  # tables and run removed
+
+
+def test_the_sampler_sees_a_child_process_tree():
+    # the stage holds ~64 MiB, its child ~128 MiB: the child's own peak, not its parent's pages
+    code = ("import numpy as np, subprocess, sys; a = np.ones(8 * 2**20); subprocess.run("
+            "[sys.executable, '-c', 'import numpy as np, time; b = np.ones(16 * 2**20); "
+            "time.sleep(1)'])")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    peaks = data_path.TreePeaks(proc.pid, interval=0.05)
+    proc.wait()
+    got = peaks.stop()
+    assert got["worker_processes"] == 0
+    assert got["other_peak_mb"] > 128 and got["stage_peak_mb"] > 64
