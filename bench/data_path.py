@@ -198,20 +198,22 @@ class TreePeaks:
     def stop(self) -> dict:
         self._stop.set()
         self._thread.join()
-        kinds = {pid: process_kind(line) for pid, line in self.cmd.items()}
-        return summarize(self.pid, self.hwm, self.anon, self.group, kinds)
+        return summarize(self.pid, self.hwm, self.anon, self.group, self.cmd)
 
 
 def summarize(root: int, hwm: dict[int, float], anon: dict[int, float], group: dict[int, int],
-              kind: dict[int, str]) -> dict:
+              cmd: dict[int, str]) -> dict:
     """Per-stage memory figures from per-process peaks: the stage process's own, and per
-    worker tree (the sum of its processes' peaks), largest first."""
+    worker tree (the sum of its processes' peaks), largest first. A child last seen with the
+    stage's own command line had not exec'd yet (a short-lived subprocess): the pages it showed
+    were the stage's, counted there, so it is left out."""
     trees: dict[int, list[float]] = {}
     for pid, top in group.items():
-        if top != root and pid in hwm:
+        if top != root and pid in hwm and cmd.get(pid) != cmd.get(root):
             sums = trees.setdefault(top, [0.0, 0.0])
             sums[0] += hwm[pid]
             sums[1] += anon[pid]
+    kind = {top: process_kind(cmd.get(top, "")) for top in trees}
     workers = sorted((v for t, v in trees.items() if kind.get(t) == "worker"), reverse=True)
     others = [v[0] for t, v in trees.items() if kind.get(t) == "other"]
     return {"stage_peak_mb": round(hwm.get(root, 0.0), 1),
