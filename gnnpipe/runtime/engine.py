@@ -2,7 +2,8 @@
 
 ``cluster.engine: local`` (the default) runs everything in the stage process, as always.
 ``cluster.engine: dask`` hands blocks to a Dask cluster: the scheduler at ``cluster.address``
-(a real cluster; every worker must see the stage's paths), or, with no address, an embedded
+(a real cluster; every worker must see the repository at the same path: it is made each
+worker's working folder, so the stages' relative paths resolve there), or, with no address, an embedded
 ``LocalCluster`` of ``cluster.workers`` worker processes with ``cluster.memory_limit`` each,
 started inside the stage and torn down when it ends (also on an error; a killed stage's workers
 exit with it, Dask's nanny pipe sees the parent go).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import shutil
 import tempfile
 from typing import Iterator
@@ -46,6 +48,7 @@ def session(cfg: EngineParams) -> Iterator[object | None]:
             raise EngineError(f"cluster.address {cfg.address}: no Dask scheduler answered within "
                               f"{cfg.start_timeout_s:g} s ({type(err).__name__})") from None
         with client:
+            _ready(client, cfg)
             yield client
         return
     # worker spill files and logs go to a per-run folder, removed at exit (nothing left in /tmp)
@@ -57,6 +60,32 @@ def session(cfg: EngineParams) -> Iterator[object | None]:
             yield client
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ready(client, cfg: EngineParams) -> None:
+    """A scheduler at ``cfg.address`` with at least one worker, every worker working in this
+    process's folder: the stages hand tasks paths relative to the repository root, and a
+    worker started elsewhere would read other files or none (one line otherwise)."""
+    try:
+        client.wait_for_workers(1, timeout=cfg.start_timeout_s)
+    except TimeoutError:
+        raise EngineError(f"cluster.address {cfg.address}: the scheduler has no workers after "
+                          f"{cfg.start_timeout_s:g} s (cluster.start_timeout_s); start "
+                          "`dask worker` processes against it") from None
+    folder = os.getcwd()
+    blind = sorted(w for w, seen in client.run(enter_folder, folder).items() if not seen)
+    if blind:
+        raise EngineError(f"cluster.address {cfg.address}: worker {blind[0]} cannot see "
+                          f"{folder} ({len(blind)} of them): every worker needs the repository "
+                          "at the same path (a shared filesystem)")
+
+
+def enter_folder(folder: str) -> bool:
+    """On a worker: work in ``folder`` if it exists there (True), else leave it (False)."""
+    if not os.path.isdir(folder):
+        return False
+    os.chdir(folder)
+    return True
 
 
 def run_blocks(client, fn, calls: list[tuple], **common) -> list:

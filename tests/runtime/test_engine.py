@@ -102,6 +102,34 @@ def test_the_embedded_cluster_serves_nothing_on_the_dashboard_port():
         holder.close()
 
 
+def test_a_real_cluster_works_in_the_repository_folder_whatever_its_workers_cwd(tmp_path,
+                                                                              monkeypatch):
+    """Workers started in another folder (``dask worker`` from /) read the stages' relative
+    paths against the repository once the session opens."""
+    from distributed import LocalCluster
+    monkeypatch.chdir(tmp_path)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit="256MiB") as cluster:
+        with engine.session(EngineParams(engine="dask", address=cluster.scheduler_address,
+                                         memory_limit="256MiB")) as client:
+            client.run(os.chdir, "/")
+        with engine.session(EngineParams(engine="dask", address=cluster.scheduler_address,
+                                         memory_limit="256MiB")) as client:
+            assert set(client.run(os.getcwd).values()) == {str(tmp_path)}
+    assert engine.enter_folder(str(tmp_path / "absent")) is False
+
+
+def test_a_scheduler_without_workers_is_one_line_within_the_wait():
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
+        cfg = EngineParams(engine="dask", address=cluster.scheduler_address, start_timeout_s=2)
+        started = time.monotonic()
+        with pytest.raises(engine.EngineError, match="has no workers after 2 s"):
+            with engine.session(cfg):
+                pass
+        assert time.monotonic() - started < 20
+
+
 def test_a_killed_stage_takes_its_workers_with_it(tmp_path):
     script = textwrap.dedent("""
         import os, sys, time
