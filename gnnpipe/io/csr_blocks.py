@@ -159,7 +159,8 @@ class StoredRelation:
     are nodes ``dst_start ..`` of the whole graph, its columns ids of ``ids`` nodes (``src_count``
     of them) that lie at ``src_start ..`` in the whole graph."""
 
-    file: str
+    file: str  # absolute: a worker may run elsewhere
+    label: str  # the file as the stage was given it, for errors
     schema: str
     prefix: str
     dst_start: int
@@ -171,7 +172,7 @@ class StoredRelation:
 
     @property
     def where(self) -> str:
-        return self.file if not self.prefix else f"{self.file} ({self.prefix[:-1]})"
+        return self.label if not self.prefix else f"{self.label} ({self.prefix[:-1]})"
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,8 @@ def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
     edge read (offset counts and ends; the block tasks check the rest of every row they read,
     with the same one-line errors as the whole-graph readers)."""
     meta = read_split_meta(split)
-    file = str(Path(split).resolve() / meta["message_graph"][phase])
+    label = str(Path(split) / meta["message_graph"][phase])
+    file = str(Path(label).resolve())
     sizes = meta["sizes"]
     starts = dict(zip([t for t, _ in sizes], np.cumsum([0] + [n for _, n in sizes]).tolist()))
     counts = dict(sizes)
@@ -216,15 +218,15 @@ def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
                    starts[e[0]], counts[e[0]], e[0]) for e in meta["edge_type_list"]]
     relations = []
     for prefix, schema, dst_start, rows, src_start, src_count, ids in shapes:
-        relation = StoredRelation(file, schema, prefix, dst_start, rows, src_start, src_count,
-                                  ids, 0)
+        relation = StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
+                                  src_count, ids, 0)
         indptr, indices = _open(relation)
         if indptr.numel() != rows + 1:
             raise ValueError(f"{relation.where}: indptr has {indptr.numel()} entries, expected "
                              f"{rows + 1}")
         if indptr[0] != 0 or indptr[-1] != indices.numel():
             raise ValueError(f"{relation.where}: indptr is not a valid CSR offset array")
-        relations.append(StoredRelation(file, schema, prefix, dst_start, rows, src_start,
+        relations.append(StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
                                         src_count, ids, indices.numel()))
     return StoredGraph(int(sum(counts.values())), tuple(relations),
                        meta["layout"] != HOMOGENEOUS)
