@@ -24,22 +24,18 @@ from gnnpipe.config import PartitionParams
 from gnnpipe.graphops.partition import check_num_parts, shard_of, shard_summary, parts_report
 from gnnpipe.graphops.partition_lp import DaskBlocks, LocalBlocks, lp_parts
 from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, new_block_arrays,
-                                   place_in_rows, place_out_rows, read_in_rows, save_node_array,
-                                   stored_block_offsets)
+                                   place_in_rows, place_out_rows, read_in_rows, row_ranges,
+                                   save_node_array, stored_block_offsets)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.partitions import write_partition_shard
 
 SCAN_ROWS = 1 << 20  # rows of the parts file scanned at once for a part's nodes
 
 
-def _bounds(n: int, rows: int) -> list[tuple[int, int]]:
-    return [(lo, min(n, lo + rows)) for lo in range(0, n, rows)]
-
-
 def build_block_graph(folder: Path, graph: StoredGraph, blocks, block_rows: int) -> None:
     """``graph`` (and its transpose) as the block files of ``folder`` (module doc, step 1), by
     tasks of ``block_rows`` rows on ``blocks`` (a ``LocalBlocks`` or ``DaskBlocks``)."""
-    bounds = _bounds(graph.num_nodes, block_rows)
+    bounds = row_ranges(graph.num_nodes, block_rows)
     new_block_arrays(folder, graph)
     base = stored_block_offsets(graph, bounds)
     sent = blocks.gather(blocks.map(place_in_rows, [
@@ -64,7 +60,7 @@ def cut_block(block: tuple[int, int], folder: str) -> int:
 def owned_nodes(folder: Path, part: int, num_nodes: int) -> np.ndarray:
     """Nodes of ``part`` in ``parts.npy``, int64 ascending, scanned a slice at a time."""
     found = [np.flatnonzero(gather_npy(Path(folder) / "parts.npy", slice(lo, hi)) == part) + lo
-             for lo, hi in _bounds(num_nodes, SCAN_ROWS)]
+             for lo, hi in row_ranges(num_nodes, SCAN_ROWS)]
     return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
 
 
@@ -94,7 +90,7 @@ def lp_stage(graph: StoredGraph, cfg: PartitionParams, seed: int, out: Path, cli
         parts = (np.zeros(n, dtype=np.int32) if k == 1 else lp_parts(folder, cfg, seed, blocks))
         assigned = time.perf_counter()
         save_node_array(folder, "parts", parts)
-        cut = sum(blocks.gather(blocks.map(cut_block, _bounds(n, cfg.block_rows),
+        cut = sum(blocks.gather(blocks.map(cut_block, row_ranges(n, cfg.block_rows),
                                            folder=str(folder))))
         summaries = blocks.gather(blocks.map(
             write_shard, list(range(k)), folder=str(folder), out=str(out), num_parts=k,

@@ -34,7 +34,7 @@ from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
 from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
-                                   remove_labels, write_labels)
+                                   remove_labels, row_ranges, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
@@ -340,7 +340,7 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.n
     blocks = blocks or LocalBlocks()
     n, k = num_block_nodes(folder), cfg.num_parts
     caps = part_caps(n, k, cfg.imbalance)
-    rows = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
+    rows = row_ranges(n, cfg.block_rows)
     labels, ranges, step = np.zeros(n, dtype=np.int32), [(0, k)], 0
     levels = max(1, (k - 1).bit_length())
     for depth in range(1, levels + 1):

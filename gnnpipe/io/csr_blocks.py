@@ -107,6 +107,11 @@ def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
         yield folder
 
 
+def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` ranges of ``rows`` rows (the last one shorter)."""
+    return [(lo, min(num_rows, lo + rows)) for lo in range(0, num_rows, rows)]
+
+
 def num_block_nodes(folder: Path) -> int:
     return int(np.load(Path(folder) / "indptr.npy", mmap_mode="r").size - 1)
 

@@ -5,7 +5,6 @@ reads the graph whole; a bad stored graph fails in the same one line."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,12 +32,9 @@ def _split(folder: Path, layout: str) -> Path:
     params = {"dataset": {"layout": layout, "synthetic": {
         "num_nodes": 900, "num_features": 4, "num_classes": 3, "num_authors": 300}}}
     (folder / "params.yaml").write_text(yaml.safe_dump(params))
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # module scope: no monkeypatch fixture
+        patch.chdir(folder)
         assert main(["prepare"]) == 0 and main(["split"]) == 0
-    finally:
-        os.chdir(cwd)
     return folder / "data/split"
 
 
