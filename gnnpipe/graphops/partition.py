@@ -287,11 +287,10 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
     node_id = np.concatenate(rings)
     degree = np.concatenate([d for d, _ in read]).astype(np.int64)
     sources = np.concatenate([s for _, s in read])
-    order = np.argsort(node_id, kind="stable")
-    pos = np.searchsorted(node_id[order], sources).clip(max=max(node_id.size - 1, 0))
-    inside = node_id[order][pos] == sources if node_id.size else np.zeros(0, dtype=bool)
+    order = np.argsort(node_id)  # local ids by global id (ids are distinct)
+    inside = _members(node_id[order], sources)  # the induced edges
+    cols = order[np.searchsorted(node_id[order], sources[inside])]
     rows_local = np.repeat(np.arange(node_id.size), degree)[inside]
-    cols = order[pos][inside]
     # rows stay grouped; columns sorted within each row (one int64 key: faster than lexsort)
     key = torch.argsort(torch.from_numpy(rows_local * node_id.size + cols)).numpy()
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
