@@ -24,8 +24,8 @@ from gnnpipe.config import PartitionParams
 from gnnpipe.graphops.partition import check_num_parts, shard_of, shard_summary, parts_report
 from gnnpipe.graphops.partition_lp import DaskBlocks, LocalBlocks, lp_parts
 from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, new_block_arrays,
-                                   place_in_rows, place_out_rows, read_in_rows, row_ranges,
-                                   save_node_array, stored_block_offsets)
+                                   place_in_rows, place_out_rows, read_in_rows, remove_routed,
+                                   row_ranges, save_node_array, stored_block_offsets)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.partitions import write_partition_shard
 
@@ -45,6 +45,7 @@ def build_block_graph(folder: Path, graph: StoredGraph, blocks, block_rows: int)
     out_base = np.concatenate([[0], np.cumsum(per_block)])
     blocks.gather(blocks.map(place_out_rows, [
         (i, lo, hi, int(out_base[i])) for i, (lo, hi) in enumerate(bounds)], folder=str(folder)))
+    remove_routed(folder)
 
 
 def cut_block(block: tuple[int, int], folder: str) -> int:

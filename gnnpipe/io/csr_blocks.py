@@ -301,6 +301,11 @@ def place_out_rows(block: tuple[int, int, int, int], folder: str) -> None:
     write_rows(folder / "out_indices.npy", base, pairs[:, 1].copy())
 
 
+def remove_routed(folder: Path) -> None:
+    """The routed edges of ``place_in_rows`` (16 bytes an edge), once the transpose holds them."""
+    shutil.rmtree(Path(folder) / "routed", ignore_errors=True)
+
+
 def new_block_arrays(folder: Path, graph: StoredGraph) -> None:
     """Empty ``indptr`` / ``indices`` and their transpose's files for ``graph`` in ``folder``."""
     n, e = graph.num_nodes, graph.num_edges

@@ -52,6 +52,7 @@ def test_block_files_from_the_split_are_those_of_the_whole_graph(splits, layout,
     assert (graph.num_nodes, graph.num_edges) == (whole.num_nodes, whole.num_edges)
     (tmp_path / "blocks").mkdir()
     build_block_graph(tmp_path / "blocks", graph, LocalBlocks(), 97)  # many uneven blocks
+    assert sorted(p.name for p in (tmp_path / "blocks").iterdir()) == sorted(FILES)
     for name in FILES:
         assert (tmp_path / "blocks" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
 
