@@ -271,26 +271,42 @@ def _members(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     return sorted_ids[pos] == values
 
 
+SHARD_ROWS = 1 << 16  # rows of the outer ring read at once (most of their edges are dropped)
+
+
 def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
              halo_hops: int) -> PartShard:
     """The shard of ``part`` from its ``owned`` nodes (int64, ascending): their
     ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
-    (``csr_rows``, or a reader of memory-mapped block files), so its memory is the shard's."""
+    (``csr_rows``, or a reader of memory-mapped block files). Its memory is the shard's: the
+    outer ring's rows, whose sources mostly lie outside, are read ``SHARD_ROWS`` at a time."""
     rings, read = [owned], []
     members = owned  # ascending: every node reached so far
     for _ in range(halo_hops):
-        read.append(rows(rings[-1]))  # sources feeding the frontier
+        read.append(rows(rings[-1]))  # sources feeding the frontier (all inside the shard)
         reached = _unique(read[-1][1])
         rings.append(reached[~_members(members, reached)])
         members = _sort(np.concatenate([members, rings[-1]]))
-    read.append(rows(rings[-1]))
+    outer = rings[-1]
     node_id = np.concatenate(rings)
-    degree = np.concatenate([d for d, _ in read]).astype(np.int64)
-    sources = np.concatenate([s for _, s in read])
     order = np.argsort(node_id)  # local ids by global id (ids are distinct)
-    inside = _members(node_id[order], sources)  # the induced edges
-    cols = order[np.searchsorted(node_id[order], sources[inside])]
-    rows_local = np.repeat(np.arange(node_id.size), degree)[inside]
+    none = np.zeros(0, dtype=np.int64)
+    degree, kept_rows, kept_cols, start = [none], [none], [none], 0
+
+    def keep(row_degree: np.ndarray, sources: np.ndarray) -> None:
+        nonlocal start
+        inside = _members(node_id[order], sources)  # the induced edges
+        kept_cols.append(order[np.searchsorted(node_id[order], sources[inside])])
+        kept_rows.append(np.repeat(np.arange(start, start + row_degree.size), row_degree)[inside])
+        degree.append(row_degree)
+        start += row_degree.size
+
+    for row_degree, sources in read:
+        keep(row_degree, sources)
+    del read
+    for lo in range(0, outer.size, SHARD_ROWS):
+        keep(*rows(outer[lo:lo + SHARD_ROWS]))
+    rows_local, cols = np.concatenate(kept_rows), np.concatenate(kept_cols)
     # rows stay grouped; columns sorted within each row (one int64 key: faster than lexsort)
     key = torch.argsort(torch.from_numpy(rows_local * node_id.size + cols)).numpy()
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
@@ -300,7 +316,7 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
                      node_id=torch.from_numpy(node_id),
                      ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
                      csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(cols[key])),
-                     degree=torch.from_numpy(degree))
+                     degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
 
 
 def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,

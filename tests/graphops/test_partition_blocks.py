@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 import pytest
 import yaml
 
@@ -155,3 +156,16 @@ def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp
     err = capsys.readouterr().err.strip()
     assert err == ("gnnpipe partition: error: data/split/message_train.pt: indices hold node "
                    "ids outside [0, 900)"), err
+
+
+def test_shards_do_not_depend_on_how_many_outer_rows_are_read_at_once(splits, monkeypatch):
+    from gnnpipe.graphops import partition
+
+    csr = train_graph(SimpleNamespace(split=splits["homogeneous"]))
+    parts = np.arange(csr.num_nodes, dtype=np.int32) % 3
+    whole = list(build_shards(csr, parts, 3, 2))
+    monkeypatch.setattr(partition, "SHARD_ROWS", 7)
+    for a, b in zip(whole, build_shards(csr, parts, 3, 2)):
+        assert all(torch.equal(x, y) for x, y in [(a.node_id, b.node_id), (a.degree, b.degree),
+                                                  (a.csr.indptr, b.csr.indptr),
+                                                  (a.csr.indices, b.csr.indices)])
