@@ -291,31 +291,33 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
     node_id = np.concatenate(rings)
     order = np.argsort(node_id)  # local ids by global id (ids are distinct)
     none = np.zeros(0, dtype=np.int64)
-    degree, kept_rows, kept_cols, start = [none], [none], [none], 0
+    degree, counts, kept = [none], [none], [none]
 
     def keep(row_degree: np.ndarray, sources: np.ndarray) -> None:
-        nonlocal start
-        inside = _members(node_id[order], sources)  # the induced edges
-        kept_cols.append(order[np.searchsorted(node_id[order], sources[inside])])
-        kept_rows.append(np.repeat(np.arange(start, start + row_degree.size), row_degree)[inside])
+        """The induced edges of consecutive rows, columns sorted in each row (rows are grouped,
+        so sorting each read alone gives the order of one sort of all edges)."""
+        inside = _members(node_id[order], sources)
+        cols = order[np.searchsorted(node_id[order], sources[inside])]
+        rows_here = np.repeat(np.arange(row_degree.size), row_degree)[inside]
+        # one int64 key: faster than lexsort
+        kept.append(cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()])
+        counts.append(np.bincount(rows_here, minlength=row_degree.size))
         degree.append(row_degree)
-        start += row_degree.size
 
     for row_degree, sources in read:
         keep(row_degree, sources)
     del read
     for lo in range(0, outer.size, SHARD_ROWS):
         keep(*rows(outer[lo:lo + SHARD_ROWS]))
-    rows_local, cols = np.concatenate(kept_rows), np.concatenate(kept_cols)
-    # rows stay grouped; columns sorted within each row (one int64 key: faster than lexsort)
-    key = torch.argsort(torch.from_numpy(rows_local * node_id.size + cols)).numpy()
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows_local, minlength=node_id.size), out=local_indptr[1:])
+    np.cumsum(np.concatenate(counts), out=local_indptr[1:])
+    indices = np.concatenate(kept)
+    del kept
     ring_ptr = np.cumsum([0] + [r.size for r in rings])
     return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
                      node_id=torch.from_numpy(node_id),
                      ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
-                     csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(cols[key])),
+                     csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(indices)),
                      degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
 
 
