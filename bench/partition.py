@@ -6,10 +6,18 @@ propagation by blocks (``lp`` in this process, ``lp/dask`` on an embedded LocalC
     python -m bench.partition                  # 1M nodes, ~20M edges, 8 parts
     python -m bench.partition --scale 0.1 --parts 16
     python -m bench.partition --methods metis/pymetis,lp/dask,random --workers 2
+    python -m bench.partition --stage DIR --scale 0.25 --workers 2 --memory-limit 1GiB
 
 Edge cut = fraction of stored directed edges whose endpoints are in different parts; balance =
 largest part / mean part. Peak memory is the rise of VmHWM above the RSS before each step; for
 ``lp/dask`` also each worker's VmHWM (the workers start before the clock, their peaks are reset).
+
+``--stage DIR`` runs the partition stage itself instead (``gnnpipe partition`` as a process,
+``partition.method: lp`` on ``cluster.engine: dask``) on a split of the bench graph written once
+into ``DIR`` (every node a train node; the train message graph is the bench graph), and reports
+the stage process's peak RSS (its own ``metrics/perf/partition.json``) and every worker's
+(VmHWM of each process the stage starts, read every 0.1 s until it exits); ``--code`` picks the
+checkout the stage imports, so two versions run on the same split.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +34,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+
+import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
@@ -61,12 +73,100 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="lp/dask: worker processes")
     parser.add_argument("--memory-limit", default="4GiB", help="lp/dask: memory per worker")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
+    parser.add_argument("--stage", type=Path, default=None,
+                        help="run the partition stage (lp on Dask) in this folder (module doc)")
+    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="--stage: the gnnpipe checkout the stage imports")
     return parser.parse_args(argv)
+
+
+def write_bench_split(args: argparse.Namespace, folder: Path) -> Path:
+    """``folder/data/split`` of the bench graph, written unless there: one message graph for
+    every phase, every node a train node."""
+    from gnnpipe import io
+    from gnnpipe.data.graph import EDGE, Graph
+    from gnnpipe.io.common import PHASES
+
+    split = folder / "data/split"
+    if (split / "meta.json").exists():
+        return split
+    view = load_graph(args)
+    graph = Graph.homogeneous(view.csr, view.x[:, :1], view.y, view.num_classes)
+    split.mkdir(parents=True, exist_ok=True)
+    io.write_split_files(split, graph, {phase: {EDGE: view.csr} for phase in PHASES},
+                         {"mode": "transductive"}, roles=np.zeros(view.num_nodes, dtype=np.int8))
+    return split
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _hwm_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def stage_main(args: argparse.Namespace) -> dict:
+    """``--stage``: the partition stage as a process on the bench graph's split (module doc)."""
+    folder = args.stage / f"scale{args.scale:g}"
+    write_bench_split(args, folder)
+    params = {"partition": {"method": "lp", "num_parts": args.parts,
+                            "halo_hops": max(args.halo_hops, 0)},
+              "cluster": {"engine": "dask", "workers": args.workers,
+                          "memory_limit": args.memory_limit}}
+    (folder / "params.yaml").write_text(json.dumps(params))
+    env = {**os.environ, "PYTHONPATH": str(args.code), "GNNPIPE_PROGRESS": "0"}
+    tick = time.perf_counter()
+    stage = subprocess.Popen([sys.executable, "-m", "gnnpipe", "partition"], cwd=folder, env=env)
+    peaks: dict[int, float] = {}
+    while stage.poll() is None:
+        for pid in _descendants(stage.pid):
+            peaks[pid] = max(peaks.get(pid, 0.0), _hwm_mb(pid) or 0.0)
+        time.sleep(0.1)
+    seconds = time.perf_counter() - tick
+    if stage.returncode:
+        raise SystemExit(f"the partition stage failed ({stage.returncode})")
+    perf = json.loads((folder / "metrics/perf/partition.json").read_text())
+    metrics = json.loads((folder / "metrics/partition.json").read_text())
+    workers = sorted(peaks.values(), reverse=True)[:args.workers]  # the spawned workers
+    result = {"code": str(args.code), "scale": args.scale, "seconds": seconds,
+              "stage_peak_mb": perf["peak_rss_mb"], "worker_peak_mb": workers,
+              "edge_cut_fraction": metrics["edge_cut_fraction"], "balance": metrics["balance"],
+              "halo_fraction": metrics["halo_fraction"]}
+    print(f"# partition stage (lp, {args.workers} Dask workers x {args.memory_limit}), "
+          f"{args.code}: {seconds:.1f} s, stage process peak {perf['peak_rss_mb']:.0f} MiB, "
+          f"workers " + ", ".join(f"{w:.0f}" for w in workers) + " MiB; edge cut "
+          f"{metrics['edge_cut_fraction']:.3f}, balance {metrics['balance']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     print_machine()
+    if args.stage is not None:
+        return stage_main(args)
     started = time.perf_counter()
     graph = load_graph(args)
     csr = graph.csr

@@ -1,6 +1,8 @@
 """partition: METIS (or lp / random / BFS) parts of the train-phase message graph, plus one
 shard per part (its nodes and their partition.halo_hops in-neighbourhood, as a local CSR with
-global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt."""
+global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt.
+``lp`` reads the graph by blocks of rows (gnnpipe/graphops/partition_blocks.py); the other
+methods read it whole."""
 
 import resource
 import time
@@ -12,7 +14,9 @@ from gnnpipe.config import load_params
 from gnnpipe.data.graph import TYPED, Csr
 from gnnpipe.data.edges import homogeneous_csr
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
-                               resolve_backend, shard_summary)
+                                        resolve_backend, shard_summary)
+from gnnpipe.graphops.partition_blocks import lp_stage
+from gnnpipe.io.csr_blocks import stored_message_graph
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import make_rng
@@ -20,44 +24,74 @@ from gnnpipe.runtime.rng import make_rng
 
 def run(args):
     params = load_params(args.params)
-    csr, graph_meta = train_graph(args)  # either task partitions the train-phase graph
-    return _partition(args, params, csr, graph_meta)
+    # either task partitions the train-phase graph
+    work = _by_blocks if params.partition.method == "lp" else _whole
+    return _partition(args, params, work)
 
 
-def train_graph(args) -> tuple[Csr, dict]:
+def graph_meta(split) -> dict:
+    """What meta.json adds about the partitioned graph: a typed split's type offsets (its
+    relations as one graph over every node, ``to_homogeneous`` ids); nothing for a homogeneous
+    layout, whose one CSR is that graph as it is."""
+    meta = io.read_split_meta(split)
+    if meta["layout"] != TYPED:
+        return {}
+    starts = np.cumsum([0] + [n for _, n in meta["sizes"]]).tolist()
+    return {"projection": "to_homogeneous",
+            "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(meta["sizes"])]}
+
+
+def train_graph(args) -> Csr:
     """The train phase's message graph of every edge type as one CSR over every node
-    (``to_homogeneous`` ids), and what meta.json adds about it: typed files list the type
-    offsets; a homogeneous layout's one CSR is that graph as it is."""
+    (``to_homogeneous`` ids), read whole."""
     sizes, graphs = io.read_typed_message_graphs(args.split)
     if io.read_split_meta(args.split)["layout"] != TYPED:
         (csr,) = graphs["train"].values()
-        return csr, {}
-    starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
-    return homogeneous_csr(sizes, graphs["train"]), {
-        "projection": "to_homogeneous",
-        "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
+        return csr
+    return homogeneous_csr(sizes, graphs["train"])
 
 
-def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
+def _whole(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]:
+    """METIS, random, bfs: the graph read whole, parts and shards made here. Returns the node
+    count, parts, ``partition_report``, shard summaries and when the parts were done."""
+    cfg = params.partition
+    csr = train_graph(args)
+    parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
+    assigned = time.perf_counter()
+    report = partition_report(csr, parts, cfg.num_parts)
+    summaries = []
+    for shard in progress(build_shards(csr, parts, cfg.num_parts, cfg.halo_hops),
+                          desc="shards", unit="part", total=cfg.num_parts):
+        io.write_partition_shard(out, shard)
+        summaries.append(shard_summary(shard))
+    return csr.num_nodes, parts, report, summaries, assigned
+
+
+def _by_blocks(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]:
+    """lp: block tasks on cluster.engine read the split's files by rows and write the shards;
+    the block files lie in the run's scratch, or beside the output when cluster.address names
+    a cluster (whose workers must see them)."""
+    graph = stored_message_graph(args.split)
+    scratch = args.out.resolve().parent if params.cluster.address else None
+    seed = int(make_rng(params.seed, "partition").integers(0, 2**31 - 1))
+    with session(params.cluster) as client:
+        done = lp_stage(graph, params.partition, seed, out.resolve(), client, scratch)
+    return (graph.num_nodes, *done)
+
+
+def _partition(args, params, work) -> str:
     cfg = params.partition
     started = time.perf_counter()
     backend = resolve_backend(cfg)
-    parts = _assign(args, params, csr)
-    assigned = time.perf_counter()
-    report = {**partition_report(csr, parts, cfg.num_parts), "method": cfg.method,
-              "backend": backend, "halo_hops": cfg.halo_hops}
     with io.atomic_dir(args.out) as out:
+        num_nodes, parts, report, summaries, assigned = work(args, params, out)
         io.write_partition(out, parts)
-        summaries = []
-        for shard in progress(build_shards(csr, parts, cfg.num_parts, cfg.halo_hops),
-                              desc="shards", unit="part", total=cfg.num_parts):
-            io.write_partition_shard(out, shard)
-            summaries.append(shard_summary(shard))
         io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
-                                      "num_nodes": csr.num_nodes, "graph": "train",
+                                      "num_nodes": num_nodes, "graph": "train",
                                       "method": cfg.method, "backend": backend,
-                                      **extra_meta})
-    report.update(halo_report(summaries))
+                                      **graph_meta(args.split)})
+    report = {**report, "method": cfg.method, "backend": backend, "halo_hops": cfg.halo_hops,
+              **halo_report(summaries)}
     io.write_json(args.metrics, report)
     finished = time.perf_counter()
     io.write_json(args.perf, {
@@ -72,14 +106,3 @@ def _partition(args, params, csr: Csr, extra_meta: dict) -> str:
             f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
             f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
-
-def _assign(args, params, csr: Csr) -> np.ndarray:
-    """lp runs its blocks on cluster.engine, its block files in the run's scratch, or beside the
-    output when cluster.address names a cluster (whose workers must see them); the other
-    methods run here."""
-    rng = make_rng(params.seed, "partition")
-    if params.partition.method != "lp":
-        return assign_parts(csr, params.partition, rng)
-    scratch = args.out.resolve().parent if params.cluster.address else None
-    with session(params.cluster) as client:
-        return assign_parts(csr, params.partition, rng, client, scratch)

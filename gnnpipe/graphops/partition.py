@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -206,15 +206,22 @@ def _chunk_order(order: np.ndarray, weights: np.ndarray | None, num_parts: int) 
 
 
 # --------------------------------------------------------------------------------- assign
+def check_num_parts(num_nodes: int, cfg: PartitionParams) -> str:
+    """Refuses more parts than nodes; returns ``resolve_backend(cfg)`` (which raises for a
+    missing explicit backend even when ``num_parts`` is 1)."""
+    if cfg.num_parts > num_nodes:
+        raise ValueError(f"partition.num_parts={cfg.num_parts} exceeds the graph's {num_nodes} "
+                         "nodes")
+    return resolve_backend(cfg)
+
+
 def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator, client=None,
                  scratch: Path | None = None) -> np.ndarray:
     """Part id for every node: int32, shape (N,), values in ``[0, num_parts)``. ``lp`` runs its
     block tasks on ``client`` (a ``distributed.Client``; None: this process), its block files in
     ``scratch`` (None: the run's scratch)."""
     n = csr.num_nodes
-    if cfg.num_parts > n:
-        raise ValueError(f"partition.num_parts={cfg.num_parts} exceeds the graph's {n} nodes")
-    backend = resolve_backend(cfg)  # raises for a missing explicit backend even when k == 1
+    backend = check_num_parts(n, cfg)
     if cfg.num_parts == 1:
         return np.zeros(n, dtype=np.int32)
     if cfg.method == "random":
@@ -229,51 +236,96 @@ def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator, clien
 def partition_report(csr: Csr, parts: np.ndarray, num_parts: int) -> dict:
     """Edge cut (fraction of stored edges between parts) and balance (max part / mean part)."""
     parts_t = torch.from_numpy(parts.astype(np.int64))
-    src, dst = csr.indices, csr.targets()
-    cut = int((parts_t[src] != parts_t[dst]).sum())
+    cut = int((parts_t[csr.indices] != parts_t[csr.targets()]).sum())
+    return parts_report(cut, csr.num_edges, parts, num_parts)
+
+
+def parts_report(cut: int, num_edges: int, parts: np.ndarray, num_parts: int) -> dict:
+    """``partition_report`` from the number of ``cut`` edges among ``num_edges`` stored ones."""
     sizes = np.bincount(parts, minlength=num_parts)
     return {
         "num_parts": num_parts,
         "edge_cut": cut,
-        "edge_cut_fraction": round(cut / max(csr.num_edges, 1), 6),
+        "edge_cut_fraction": round(cut / max(num_edges, 1), 6),
         "balance": round(float(sizes.max() / sizes.mean()), 6),
         "part_sizes": sizes.tolist(),
     }
 
 
 # ---------------------------------------------------------------------------------- shards
+RowReader = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def csr_rows(csr: Csr) -> RowReader:
+    """``rows(ids)`` of an in-memory CSR: in-degree int64 (m,) of each id and the sources of
+    their in-edges, row after row (sum of degrees,)."""
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    return lambda ids: (indptr[ids + 1] - indptr[ids], indices[row_positions(indptr, ids)])
+
+
+def _members(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """bool like ``values``: which of them are in ``sorted_ids`` (ascending)."""
+    if sorted_ids.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.searchsorted(sorted_ids, values).clip(max=sorted_ids.size - 1)
+    return sorted_ids[pos] == values
+
+
+SHARD_ROWS = 1 << 16  # rows of the outer ring read at once (most of their edges are dropped)
+
+
+def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
+             halo_hops: int) -> PartShard:
+    """The shard of ``part`` from its ``owned`` nodes (int64, ascending): their
+    ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
+    (``csr_rows``, or a reader of memory-mapped block files). Its memory is the shard's: the
+    outer ring's rows, whose sources mostly lie outside, are read ``SHARD_ROWS`` at a time."""
+    rings, read = [owned], []
+    members = owned  # ascending: every node reached so far
+    for _ in range(halo_hops):
+        read.append(rows(rings[-1]))  # sources feeding the frontier (all inside the shard)
+        reached = _unique(read[-1][1])
+        rings.append(reached[~_members(members, reached)])
+        members = _sort(np.concatenate([members, rings[-1]]))
+    outer = rings[-1]
+    node_id = np.concatenate(rings)
+    order = np.argsort(node_id)  # local ids by global id (ids are distinct)
+    none = np.zeros(0, dtype=np.int64)
+    degree, counts, kept = [none], [none], [none]
+
+    def keep(row_degree: np.ndarray, sources: np.ndarray) -> None:
+        """The induced edges of consecutive rows, columns sorted in each row (rows are grouped,
+        so sorting each read alone gives the order of one sort of all edges)."""
+        inside = _members(node_id[order], sources)
+        cols = order[np.searchsorted(node_id[order], sources[inside])]
+        rows_here = np.repeat(np.arange(row_degree.size), row_degree)[inside]
+        # one int64 key: faster than lexsort
+        kept.append(cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()])
+        counts.append(np.bincount(rows_here, minlength=row_degree.size))
+        degree.append(row_degree)
+
+    for row_degree, sources in read:
+        keep(row_degree, sources)
+    del read
+    for lo in range(0, outer.size, SHARD_ROWS):
+        keep(*rows(outer[lo:lo + SHARD_ROWS]))
+    local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(counts), out=local_indptr[1:])
+    indices = np.concatenate(kept)
+    del kept
+    ring_ptr = np.cumsum([0] + [r.size for r in rings])
+    return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
+                     node_id=torch.from_numpy(node_id),
+                     ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
+                     csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(indices)),
+                     degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
+
+
 def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,
                 halo_hops: int) -> PartShard:
     """The shard of ``part``: its nodes, their ``halo_hops``-hop in-neighbours, induced edges."""
-    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    n = csr.num_nodes
-    local_of = np.full(n, -1, dtype=np.int64)  # global -> local, -1 outside the shard
-    frontier = np.flatnonzero(parts == part).astype(np.int64)
-    rings = [frontier]
-    local_of[frontier] = 0  # marks membership while rings grow; real ids are set below
-    for _ in range(halo_hops):
-        reached = indices[row_positions(indptr, frontier)]  # sources feeding the frontier
-        frontier = _unique(reached[local_of[reached] < 0])
-        local_of[frontier] = 0
-        rings.append(frontier)
-    node_id = np.concatenate(rings)
-    local_of[node_id] = np.arange(node_id.size)
-    pos = row_positions(indptr, node_id)
-    rows = np.repeat(np.arange(node_id.size), indptr[node_id + 1] - indptr[node_id])
-    cols = local_of[indices[pos]]
-    keep = cols >= 0
-    rows, cols = rows[keep], cols[keep]
-    # rows stay grouped; columns sorted within each row (one int64 key: faster than lexsort)
-    order = torch.argsort(torch.from_numpy(rows * node_id.size + cols)).numpy()
-    local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=node_id.size), out=local_indptr[1:])
-    ring_ptr = np.cumsum([0] + [r.size for r in rings])
-    degree = (indptr[node_id + 1] - indptr[node_id]).astype(np.int64)
-    return PartShard(part=part, num_parts=num_parts, num_nodes=n,
-                     node_id=torch.from_numpy(node_id),
-                     ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
-                     csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(cols[order])),
-                     degree=torch.from_numpy(degree))
+    owned = np.flatnonzero(parts == part).astype(np.int64)
+    return shard_of(csr_rows(csr), owned, part, num_parts, csr.num_nodes, halo_hops)
 
 
 def build_shards(csr: Csr, parts: np.ndarray, num_parts: int,

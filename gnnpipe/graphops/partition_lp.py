@@ -1,8 +1,8 @@
 """``partition.method: lp``: balanced label propagation by blocks of rows, under a hard size cap.
 
 The graph lies in a folder of memory-mapped arrays (gnnpipe/io/csr_blocks.py); a task reads one
-block of rows (its in- and out-edges) and the previous sweep's labels, so no process holds the
-whole graph. Parts come from recursive bisection: each level splits every range of parts in two
+block of rows (its in- and out-edges) and the previous sweep's labels of those rows and their
+neighbours only, so no process holds the whole graph (the stage's driver holds the labels). Parts come from recursive bisection: each level splits every range of parts in two
 (first ids left, in proportion) and sweeps move nodes only between the two halves; then k-way
 sweeps polish. One synchronous sweep:
 
@@ -33,8 +33,8 @@ import numpy as np
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
-from gnnpipe.io.csr_blocks import (block_graph, num_block_nodes, read_block_rows, read_labels,
-                                   remove_labels, write_labels)
+from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
+                                   remove_labels, row_ranges, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
@@ -97,8 +97,7 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
     """Proposals of rows ``block = (start, stop)`` from ``labels_<step>``; with ``sibling``
     (int32 (k,), -1: none) a node may only move to its part's sibling (a bisection step)."""
     start, stop = block
-    labels = read_labels(folder, step)
-    k, bits = num_parts, id_bits(labels.size)
+    k, bits = num_parts, id_bits(num_block_nodes(folder))
     chunk = max(1, COUNT_CELLS // k)  # bounds the (rows, k) counts
     found = []
     for lo in range(start, stop, chunk):
@@ -106,10 +105,11 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
         rows = np.arange(hi - lo)
         row, neighbour = read_block_rows(folder, lo, hi)
         keep = neighbour != row + lo  # a self-loop is never cut
-        counts = np.bincount(row[keep] * k + labels[neighbour[keep]],
+        # only the labels these rows need: a map of the whole file would stay resident
+        counts = np.bincount(row[keep] * k + gather_labels(folder, step, neighbour[keep]),
                              minlength=(hi - lo) * k).reshape(hi - lo, k)
         nodes = np.arange(lo, hi, dtype=np.int64)
-        current = np.asarray(labels[lo:hi], dtype=np.int64)
+        current = gather_labels(folder, step, slice(lo, hi)).astype(np.int64)
         if sibling is None:  # ties between labels go to a hashed rotation, not to part 0
             turn = (mix(seed, step, nodes) % np.uint64(k)).astype(np.int64)
             rotated = (np.arange(k) + turn[:, None]) % k
@@ -340,7 +340,7 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.n
     blocks = blocks or LocalBlocks()
     n, k = num_block_nodes(folder), cfg.num_parts
     caps = part_caps(n, k, cfg.imbalance)
-    rows = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
+    rows = row_ranges(n, cfg.block_rows)
     labels, ranges, step = np.zeros(n, dtype=np.int32), [(0, k)], 0
     levels = max(1, (k - 1).bit_length())
     for depth in range(1, levels + 1):

@@ -5,7 +5,9 @@ A folder holds ``indptr.npy`` int64 (N + 1,) and ``indices.npy`` (E,) of the in-
 ``labels_<t>.npy`` int32 (N,) per iteration. A block task maps only its rows' slices of the edge
 arrays plus one label array, so no process needs the whole graph; on a cluster the folder lies on
 a path every worker sees. The transpose is built here by row blocks as well (O(N) memory plus one
-block's edges).
+block's edges). ``build_block_graph``'s tasks write the same files straight from a phase's
+stored message graph (``stored_message_graph``: the split's CSR files, memory-mapped) by row
+blocks, so the whole graph is never read into one process.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ import contextlib
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
+from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
 from gnnpipe.io.mapped_rows import gather_npy
+from gnnpipe.io.splits import TYPED_CSR_SCHEMA, read_split_meta
 from gnnpipe.io.temps import temp_prefix
+from gnnpipe.io.tensors import load_tensors
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
 
@@ -80,18 +87,29 @@ def write_block_graph(folder: Path, csr: Csr, transpose: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
-                name: str = "partition-lp") -> Iterator[Path]:
-    """A temp folder holding ``csr`` as block files (``write_block_graph``), in ``where``
-    (default: the run's scratch, the system temp), removed at exit; a killed run's folder is
-    swept like any temp."""
+def block_folder(where: Path | None = None, name: str = "partition-lp") -> Iterator[Path]:
+    """A fresh temp folder in ``where`` (default: the run's scratch, the system temp), removed
+    at exit; a killed run's folder is swept like any temp."""
     folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path(name)), suffix=".tmp",
                                    dir=where)).resolve()  # absolute: workers run elsewhere
     try:
-        write_block_graph(folder, csr, transpose)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
+                name: str = "partition-lp") -> Iterator[Path]:
+    """A ``block_folder`` holding ``csr`` as block files (``write_block_graph``)."""
+    with block_folder(where, name) as folder:
+        write_block_graph(folder, csr, transpose)
+        yield folder
+
+
+def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` ranges of ``rows`` rows (the last one shorter)."""
+    return [(lo, min(num_rows, lo + rows)) for lo in range(0, num_rows, rows)]
 
 
 def num_block_nodes(folder: Path) -> int:
@@ -129,11 +147,6 @@ def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
     _save(Path(folder) / f"labels_{step}.npy", labels.astype(np.int32, copy=False))
 
 
-def read_labels(folder: Path, step: int) -> np.ndarray:
-    """The int32 (N,) labels of iteration ``step``, memory-mapped (read-only)."""
-    return np.load(Path(folder) / f"labels_{step}.npy", mmap_mode="r")
-
-
 def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarray:
     """``labels_<step>[rows]`` (a copy), without keeping the file's pages resident."""
     return gather_npy(Path(folder) / f"labels_{step}.npy", rows)
@@ -141,3 +154,186 @@ def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarr
 
 def remove_labels(folder: Path, step: int) -> None:
     (Path(folder) / f"labels_{step}.npy").unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------- from the split's stored graph
+@dataclass(frozen=True)
+class StoredRelation:
+    """One stored CSR of a phase's message graph: tensors ``<prefix>indptr`` (rows + 1,) and
+    ``<prefix>indices`` (num_edges,) of the torch artifact ``file`` (tag ``schema``). Its rows
+    are nodes ``dst_start ..`` of the whole graph, its columns ids of ``ids`` nodes (``src_count``
+    of them) that lie at ``src_start ..`` in the whole graph."""
+
+    file: str  # absolute: a worker may run elsewhere
+    label: str  # the file as the stage was given it, for errors
+    schema: str
+    prefix: str
+    dst_start: int
+    rows: int
+    src_start: int
+    src_count: int
+    ids: str  # what the columns are, for errors: "node" or the source node type
+    num_edges: int
+
+    @property
+    def where(self) -> str:
+        return self.label if not self.prefix else f"{self.label} ({self.prefix[:-1]})"
+
+
+@dataclass(frozen=True)
+class StoredGraph:
+    """A phase's message graph as stored by the split, over every node (PyG's ``to_homogeneous``
+    ids: node ``v`` of the i-th type at ``sum(sizes[:i]) + v``): its relations, and ``merge``:
+    rows of several relations are merged with their columns sorted (``csr_from_edges``'s
+    order; typed layout), or taken as stored (homogeneous layout)."""
+
+    num_nodes: int
+    relations: tuple[StoredRelation, ...]
+    merge: bool
+
+    @property
+    def num_edges(self) -> int:
+        return sum(r.num_edges for r in self.relations)
+
+
+def _open(relation: StoredRelation) -> tuple[torch.Tensor, torch.Tensor]:
+    """``relation``'s indptr and indices, memory-mapped (nothing read until sliced)."""
+    p = relation.prefix
+    payload = load_tensors(relation.file, relation.schema, {f"{p}indptr": (torch.int64, 1),
+                                                            f"{p}indices": (torch.int64, 1)},
+                           mmap=True)
+    return payload[f"{p}indptr"], payload[f"{p}indices"]
+
+
+def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
+    """The message graph of ``phase`` in ``split`` as a ``StoredGraph``; checks what costs no
+    edge read (offset counts and ends; the block tasks check the rest of every row they read,
+    with the same one-line errors as the whole-graph readers)."""
+    meta = read_split_meta(split)
+    label = str(Path(split) / meta["message_graph"][phase])
+    file = str(Path(label).resolve())
+    sizes = meta["sizes"]
+    starts = dict(zip([t for t, _ in sizes], np.cumsum([0] + [n for _, n in sizes]).tolist()))
+    counts = dict(sizes)
+    if meta["layout"] == HOMOGENEOUS:
+        (t, n), = sizes
+        shapes = [("", "gnnpipe.csr/1", 0, n, 0, n, "node")]
+    else:
+        shapes = [(f"{edge_type_name(e)}.", TYPED_CSR_SCHEMA, starts[e[2]], counts[e[2]],
+                   starts[e[0]], counts[e[0]], e[0]) for e in meta["edge_type_list"]]
+    relations = []
+    for prefix, schema, dst_start, rows, src_start, src_count, ids in shapes:
+        relation = StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
+                                  src_count, ids, 0)
+        indptr, indices = _open(relation)
+        if indptr.numel() != rows + 1:
+            raise ValueError(f"{relation.where}: indptr has {indptr.numel()} entries, expected "
+                             f"{rows + 1}")
+        if indptr[0] != 0 or indptr[-1] != indices.numel():
+            raise ValueError(f"{relation.where}: indptr is not a valid CSR offset array")
+        relations.append(StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
+                                        src_count, ids, indices.numel()))
+    return StoredGraph(int(sum(counts.values())), tuple(relations),
+                       meta["layout"] != HOMOGENEOUS)
+
+
+def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start..stop`` of ``graph``: in-degree int64 (B,) and the sources of their in-edges
+    in row order, int64 (E_b,) (whole-graph ids), each relation's rows read through its map and
+    checked."""
+    degree = np.zeros(stop - start, dtype=np.int64)
+    rows, sources = [], []
+    for r in graph.relations:
+        lo, hi = max(start, r.dst_start) - r.dst_start, min(stop, r.dst_start + r.rows) - r.dst_start
+        if lo >= hi:
+            continue
+        indptr, indices = _open(r)
+        offsets = indptr[lo:hi + 1].numpy().copy()
+        if bool((offsets[1:] < offsets[:-1]).any()):
+            raise ValueError(f"{r.where}: indptr is not a valid CSR offset array")
+        cols = indices[int(offsets[0]):int(offsets[-1])].numpy().copy()
+        del indptr, indices  # unmapped: only this block's pages were ever resident
+        if cols.size and (cols.min() < 0 or cols.max() >= r.src_count):
+            raise ValueError(f"{r.where}: indices hold {r.ids} ids outside [0, {r.src_count})")
+        here = r.dst_start + lo - start
+        count = np.diff(offsets)
+        degree[here:here + count.size] += count
+        rows.append(np.repeat(np.arange(here, here + count.size, dtype=np.int64), count))
+        sources.append(cols + r.src_start)
+    if not sources:
+        return degree, np.zeros(0, dtype=np.int64)
+    if not graph.merge:
+        return degree, sources[0]
+    row, source = np.concatenate(rows), np.concatenate(sources)
+    order = np.argsort(row * graph.num_nodes + source, kind="stable")  # rows, columns ascending
+    return degree, source[order]
+
+
+def place_in_rows(block: tuple[int, int, int, int], graph: StoredGraph, folder: str,
+                  out_blocks: list[tuple[int, int]]) -> np.ndarray:
+    """Rows ``(index, start, stop, base)`` of ``graph`` (``base``: the edges before ``start``)
+    into ``indptr.npy`` / ``indices.npy`` of ``folder`` (``new_block_arrays``), and their edges as (source, target) pairs routed
+    to the row blocks ``out_blocks`` of the transpose (``routed/``); returns the edges sent to
+    each out block, int64 (len(out_blocks),)."""
+    index, start, stop, base = block
+    folder = Path(folder)
+    degree, sources = stored_rows(graph, start, stop)
+    write_rows(folder / "indptr.npy", start + 1, base + np.cumsum(degree))
+    write_rows(folder / "indices.npy", base, sources)
+    targets = np.repeat(np.arange(start, stop, dtype=np.int64), degree)
+    cuts = np.array([lo for lo, _ in out_blocks[1:]], dtype=np.int64)
+    bucket = np.searchsorted(cuts, sources, side="right")
+    save_routed(folder / "routed", f"{index:08d}", np.stack([sources, targets], 1), bucket,
+                len(out_blocks))
+    return np.bincount(bucket, minlength=len(out_blocks))
+
+
+def place_out_rows(block: tuple[int, int, int, int], folder: str) -> None:
+    """Rows ``(index, start, stop, base)`` of the transpose into ``out_indptr.npy`` /
+    ``out_indices.npy`` from what ``place_in_rows`` routed to them (producers in row order, so
+    every out-list keeps its targets ascending)."""
+    index, start, stop, base = block
+    folder = Path(folder)
+    pairs = load_routed(folder / "routed", index, np.int64, 2)
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
+    degree = np.bincount(pairs[:, 0] - start, minlength=stop - start)
+    write_rows(folder / "out_indptr.npy", start + 1, base + np.cumsum(degree))
+    write_rows(folder / "out_indices.npy", base, pairs[:, 1].copy())
+
+
+def remove_routed(folder: Path) -> None:
+    """The routed edges of ``place_in_rows`` (16 bytes an edge), once the transpose holds them."""
+    shutil.rmtree(Path(folder) / "routed", ignore_errors=True)
+
+
+def new_block_arrays(folder: Path, graph: StoredGraph) -> None:
+    """Empty ``indptr`` / ``indices`` and their transpose's files for ``graph`` in ``folder``."""
+    n, e = graph.num_nodes, graph.num_edges
+    for prefix in ("", "out_"):
+        create_memmap(Path(folder) / f"{prefix}indptr.npy", (n + 1,), np.int64)
+        create_memmap(Path(folder) / f"{prefix}indices.npy", (e,), np.int64)
+
+
+def stored_block_offsets(graph: StoredGraph, bounds: list[tuple[int, int]]) -> np.ndarray:
+    """Edges before each row bound ``start`` of ``bounds`` (and at the end), int64 (B + 1,):
+    one read of two offsets per relation and bound."""
+    points = [lo for lo, _ in bounds] + [graph.num_nodes]
+    before = np.zeros(len(points), dtype=np.int64)
+    for r in graph.relations:
+        indptr, _ = _open(r)
+        local = np.clip(np.asarray(points) - r.dst_start, 0, r.rows)
+        before += indptr[torch.from_numpy(local)].numpy()
+        del indptr
+    return before
+
+
+def gather_in_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In-degree int64 (m,) of the rows ``ids`` (int64) of the graph in ``folder`` and the
+    sources of their in-edges, row after row (sum of degrees,): only those rows' pages read,
+    and dropped as the gather goes (``gnnpipe.io.mapped_rows``)."""
+    folder = Path(folder)
+    starts = gather_npy(folder / "indptr.npy", ids)
+    degree = gather_npy(folder / "indptr.npy", ids + 1) - starts
+    first = np.cumsum(degree) - degree  # where each row's run begins in the output
+    positions = np.arange(int(degree.sum()), dtype=np.int64) + np.repeat(starts - first, degree)
+    return degree, gather_npy(folder / "indices.npy", positions)

@@ -168,3 +168,24 @@ def test_partition_stage_runs_lp_on_the_local_engine(tmp_path, monkeypatch):
     assert metrics["method"] == "lp" and metrics["backend"] == "none"
     assert np.bincount(parts, minlength=4).max() <= np.ceil(1.03 * 1200 / 4)
     assert metrics["edge_cut_fraction"] < 0.6  # random: 0.75
+
+
+def test_propose_reads_the_labels_of_its_rows_and_their_neighbours_only(tmp_path, monkeypatch):
+    from gnnpipe.graphops import partition_lp
+
+    rng = np.random.default_rng(2)
+    csr = csr_from_edges(rng.integers(0, 400, 1600), rng.integers(0, 400, 1600), 400)
+    csr_blocks.write_block_graph(tmp_path, csr)
+    csr_blocks.write_labels(tmp_path, 0, rng.integers(0, 4, 400))
+    asked = []
+    real = partition_lp.gather_labels
+
+    def recording(folder, step, rows):
+        asked.append(np.arange(400)[rows] if isinstance(rows, slice) else np.asarray(rows))
+        return real(folder, step, rows)
+
+    monkeypatch.setattr(partition_lp, "gather_labels", recording)
+    partition_lp.propose((100, 150), tmp_path, 0, 4, 7)
+    row, neighbour = csr_blocks.read_block_rows(tmp_path, 100, 150)
+    needed = set(range(100, 150)) | set(neighbour.tolist())
+    assert set(np.concatenate(asked).tolist()) <= needed and len(needed) < 400

@@ -1,0 +1,171 @@
+"""partition.method lp by blocks (gnnpipe/graphops/partition_blocks.py): the block files built
+from the split's stored graph are those of the whole graph, byte for byte; parts, report and
+shards equal the whole-graph path's in this process and on 1 and 2 Dask workers; the stage never
+reads the graph whole; a bad stored graph fails in the same one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import pytest
+import yaml
+
+from gnnpipe import io
+from gnnpipe.commands.partition import train_graph
+from gnnpipe.config import PartitionParams
+from gnnpipe.config.schema import EngineParams
+from gnnpipe.graphops.partition import (assign_parts, build_shards, partition_report,
+                                        shard_summary)
+from gnnpipe.graphops.partition_blocks import build_block_graph, lp_stage
+from gnnpipe.graphops.partition_lp import LocalBlocks
+from gnnpipe.io import csr_blocks
+from gnnpipe.runtime.rng import make_rng
+
+FILES = ("indptr.npy", "indices.npy", "out_indptr.npy", "out_indices.npy")
+
+
+def _split(folder: Path, layout: str) -> Path:
+    from gnnpipe.cli import main
+
+    params = {"dataset": {"layout": layout, "synthetic": {
+        "num_nodes": 900, "num_features": 4, "num_classes": 3, "num_authors": 300}}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.MonkeyPatch.context() as patch:  # module scope: no monkeypatch fixture
+        patch.chdir(folder)
+        assert main(["prepare"]) == 0 and main(["split"]) == 0
+    return folder / "data/split"
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory) -> dict[str, Path]:
+    return {layout: _split(tmp_path_factory.mktemp(layout), layout)
+            for layout in ("homogeneous", "typed")}
+
+
+@pytest.mark.parametrize("layout", ["homogeneous", "typed"])
+def test_block_files_from_the_split_are_those_of_the_whole_graph(splits, layout, tmp_path):
+    whole = train_graph(SimpleNamespace(split=splits[layout]))
+    csr_blocks.write_block_graph(tmp_path / "whole", whole)
+    graph = csr_blocks.stored_message_graph(splits[layout])
+    assert (graph.num_nodes, graph.num_edges) == (whole.num_nodes, whole.num_edges)
+    (tmp_path / "blocks").mkdir()
+    build_block_graph(tmp_path / "blocks", graph, LocalBlocks(), 97)  # many uneven blocks
+    assert sorted(p.name for p in (tmp_path / "blocks").iterdir()) == sorted(FILES)
+    for name in FILES:
+        assert (tmp_path / "blocks" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def _whole_path(csr, cfg, out: Path):
+    """What the stage wrote before lp went by blocks: parts, report and shards of the whole CSR."""
+    parts = assign_parts(csr, cfg, make_rng(0, "partition"))
+    out.mkdir()
+    summaries = []
+    for shard in build_shards(csr, parts, cfg.num_parts, cfg.halo_hops):
+        io.write_partition_shard(out, shard)
+        summaries.append(shard_summary(shard))
+    return parts, partition_report(csr, parts, cfg.num_parts), summaries
+
+
+def _shard_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("part_*.pt"))}
+
+
+@pytest.mark.parametrize("layout,halo_hops", [("homogeneous", 2), ("typed", 1)])
+def test_lp_by_blocks_equals_the_whole_graph_path(splits, layout, halo_hops, tmp_path):
+    cfg = PartitionParams(method="lp", num_parts=3, block_rows=250, iterations=4,
+                          halo_hops=halo_hops)
+    parts, report, summaries = _whole_path(train_graph(SimpleNamespace(split=splits[layout])),
+                                           cfg, tmp_path / "whole")
+    seed = int(make_rng(0, "partition").integers(0, 2**31 - 1))
+    (tmp_path / "blocks").mkdir()
+    got = lp_stage(csr_blocks.stored_message_graph(splits[layout]), cfg, seed,
+                   tmp_path / "blocks")
+    assert np.array_equal(got[0], parts) and got[1] == report and got[2] == summaries
+    assert _shard_bytes(tmp_path / "blocks") == _shard_bytes(tmp_path / "whole")
+
+
+def test_lp_by_blocks_on_one_and_two_dask_workers_equals_this_process(splits, tmp_path):
+    from gnnpipe.runtime.engine import session
+
+    graph = csr_blocks.stored_message_graph(splits["homogeneous"])
+    cfg = PartitionParams(method="lp", num_parts=2, block_rows=450, iterations=2)
+    (tmp_path / "local").mkdir()
+    local = lp_stage(graph, cfg, 5, tmp_path / "local")
+    for workers in (1, 2):
+        out = tmp_path / f"dask{workers}"
+        out.mkdir()
+        with session(EngineParams(engine="dask", workers=workers,
+                                  memory_limit="512MiB")) as client:
+            got = lp_stage(graph, cfg, 5, out, client, tmp_path)
+        assert np.array_equal(got[0], local[0]) and got[1:3] == local[1:3]
+        assert _shard_bytes(out) == _shard_bytes(tmp_path / "local")
+        assert not list(tmp_path.glob("*.tmp"))  # the block files went with the run
+
+
+def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_path,
+                                                                     monkeypatch):
+    import shutil
+
+    from gnnpipe import commands
+    from gnnpipe.cli import main
+
+    shutil.copytree(splits["homogeneous"], tmp_path / "data/split")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"partition": {"method": "lp", "num_parts": 3, "block_rows": 200, "iterations": 2}}))
+    monkeypatch.chdir(tmp_path)
+
+    def whole(*args, **kwargs):
+        raise AssertionError("the lp stage read the train graph whole")
+
+    for module, name in [(io, "read_typed_message_graphs"), (io, "read_message_graphs"),
+                         (commands.partition, "train_graph")]:
+        monkeypatch.setattr(module, name, whole)
+    loaded, load = [], csr_blocks.load_tensors
+
+    def mapped_only(path, schema, spec, *, mmap=False):
+        assert mmap, f"{path} read without a memory map"
+        loaded.append(path)
+        return load(path, schema, spec, mmap=mmap)
+
+    monkeypatch.setattr(csr_blocks, "load_tensors", mapped_only)
+    assert main(["partition"]) == 0
+    assert loaded and io.read_partition(tmp_path / "data/partition").size == 900
+
+
+@pytest.mark.parametrize("method", ["lp", "metis"])
+def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp_path, method,
+                                                                     capsys, monkeypatch):
+    import shutil
+
+    from gnnpipe.cli import main
+    from gnnpipe.io.tensors import load_tensors, save_tensors
+
+    shutil.copytree(splits["homogeneous"], tmp_path / "data/split")
+    path = tmp_path / "data/split/message_train.pt"
+    payload = load_tensors(path, "gnnpipe.csr/1", {})
+    indices = payload["indices"].clone()
+    indices[-1] = 900  # one node past the end
+    save_tensors(path, "gnnpipe.csr/1", {"indptr": payload["indptr"], "indices": indices})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"partition": {"method": method, "num_parts": 3, "block_rows": 200}}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["partition"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("gnnpipe partition: error: data/split/message_train.pt: indices hold node "
+                   "ids outside [0, 900)"), err
+
+
+def test_shards_do_not_depend_on_how_many_outer_rows_are_read_at_once(splits, monkeypatch):
+    from gnnpipe.graphops import partition
+
+    csr = train_graph(SimpleNamespace(split=splits["homogeneous"]))
+    parts = np.arange(csr.num_nodes, dtype=np.int32) % 3
+    whole = list(build_shards(csr, parts, 3, 2))
+    monkeypatch.setattr(partition, "SHARD_ROWS", 7)
+    for a, b in zip(whole, build_shards(csr, parts, 3, 2)):
+        assert all(torch.equal(x, y) for x, y in [(a.node_id, b.node_id), (a.degree, b.degree),
+                                                  (a.csr.indptr, b.csr.indptr),
+                                                  (a.csr.indices, b.csr.indices)])
