@@ -109,6 +109,7 @@ def test_a_real_cluster_works_in_the_repository_folder_whatever_its_workers_cwd(
     from distributed import LocalCluster
     monkeypatch.chdir(tmp_path)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                       memory_limit="256MiB") as cluster:
         with engine.session(EngineParams(engine="dask", address=cluster.scheduler_address,
                                          memory_limit="256MiB")) as client:
@@ -121,7 +122,8 @@ def test_a_real_cluster_works_in_the_repository_folder_whatever_its_workers_cwd(
 
 def test_a_scheduler_without_workers_is_one_line_within_the_wait():
     from distributed import LocalCluster
-    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster:
         cfg = EngineParams(engine="dask", address=cluster.scheduler_address, start_timeout_s=2)
         started = time.monotonic()
         with pytest.raises(engine.EngineError, match="has no workers after 2 s"):
