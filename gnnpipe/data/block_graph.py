@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.data.edges import sorted_unique
-from gnnpipe.io.blocks import open_memmap, save_array, save_routed, write_rows
-from gnnpipe.io.routed_tables import read_routed_rows
+from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed, write_rows
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str, 
     first_row + rows)`` of its table of ``total_rows``): dense ends from ``mapped``, the
     self-loop policy, then each stored direction as (target, source) pairs routed to the row
     blocks of every route; ``with_rows``: a third column ``flipped * total_rows + row``."""
-    mapped_rows = read_routed_rows(Path(mapped), index, np.int64, 3)
+    mapped_rows = load_routed(Path(mapped), index, np.int64, 3)
     ends = np.empty((2, rows), dtype=np.int64)
     ends[mapped_rows[:, 1], mapped_rows[:, 0] - start] = mapped_rows[:, 2]
     del mapped_rows
@@ -106,7 +105,7 @@ def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: b
     input row), copies of one edge follow (order, row) (the local ``normalize_edges`` rule)."""
     width = 3 if with_rows else 2
     num_src = max(num_src, 1)
-    pairs = read_routed_rows(Path(folder) / "routed", block, np.int64, width)
+    pairs = load_routed(Path(folder) / "routed", block, np.int64, width)
     out = Path(folder) / "rows" / f"r{block:06d}"
     keys = (pairs[:, 0] - lo) * num_src + pairs[:, 1]
     rows = None

@@ -67,12 +67,23 @@ def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
 
 def load_routed(folder: Path, bucket: int, dtype, width: int) -> np.ndarray:
     """Bucket ``bucket`` of every producer's rows in ``folder`` (``save_routed``; producers in
-    name order), each read through a memory map: (m, width); none: empty."""
+    name order), (m, width); none: empty. Read with plain file reads of just those rows, no
+    memory map, so no page of another bucket is touched or counted in this process's resident
+    set."""
     parts = []
-    for path in sorted((Path(folder) / "rows").glob("*.npy")):
+    rows_dir = Path(folder) / "rows"
+    for path in sorted(rows_dir.glob("*.npy")) if rows_dir.is_dir() else []:
         offsets = np.load(Path(folder) / "offsets" / path.name)
-        rows = np.load(path, mmap_mode="r", allow_pickle=False)
-        parts.append(np.asarray(rows[offsets[bucket]:offsets[bucket + 1]]))
+        lo, hi = int(offsets[bucket]), int(offsets[bucket + 1])
+        if hi == lo:
+            continue
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            shape, _, stored = (np.lib.format.read_array_header_1_0(handle) if version == (1, 0)
+                                else np.lib.format.read_array_header_2_0(handle))
+            handle.seek(lo * stored.itemsize * width, 1)
+            parts.append(np.fromfile(handle, dtype=stored, count=(hi - lo) * width)
+                         .reshape(hi - lo, width))
     return np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)
 
 

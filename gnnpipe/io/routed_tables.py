@@ -42,25 +42,3 @@ def load_routed_table(folder: Path, bucket: int, schema: pa.Schema) -> pa.Table:
     if not batches:
         return schema.empty_table()
     return pa.Table.from_batches(batches).combine_chunks()
-
-
-def read_routed_rows(folder: Path, bucket: int, dtype, width: int) -> np.ndarray:
-    """Bucket ``bucket`` of every producer's ``.npy`` rows in ``folder`` (written by
-    ``gnnpipe.io.blocks.save_routed``; producers in name order), (m, width): read with plain
-    file reads of just those rows, no memory map, so no page of another bucket is touched or
-    counted in this process's resident set."""
-    parts = []
-    rows_dir = Path(folder) / "rows"
-    for path in sorted(rows_dir.glob("*.npy")) if rows_dir.is_dir() else []:
-        offsets = np.load(Path(folder) / "offsets" / path.name)
-        lo, hi = int(offsets[bucket]), int(offsets[bucket + 1])
-        if hi == lo:
-            continue
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            shape, _, stored = (np.lib.format.read_array_header_1_0(handle) if version == (1, 0)
-                                else np.lib.format.read_array_header_2_0(handle))
-            handle.seek(lo * stored.itemsize * width, 1)
-            parts.append(np.fromfile(handle, dtype=stored, count=(hi - lo) * width)
-                         .reshape(hi - lo, width))
-    return np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)
