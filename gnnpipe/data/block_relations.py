@@ -17,7 +17,7 @@ from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
                                       route_edges)
 from gnnpipe.data.dask_prepare import BlockSizes
-from gnnpipe.data.graph import EdgeType, edge_type_name
+from gnnpipe.data.graph import EdgeType, edge_type_name, reverse_edge_type
 from gnnpipe.data.table_blocks import Block, NodeSpec, make_features_file
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, write_rows
 from gnnpipe.runtime.engine import run_blocks
@@ -67,13 +67,12 @@ def edge_types_of(cfg: DatasetParams, relations: list[RelationTable]
     the reverse of each (None: a directed graph's)."""
     types: dict[EdgeType, EdgeType | None] = {}
     for r in relations:
-        s, rel, d = r.edge_type
         if not cfg.undirected:
             types[r.edge_type] = None
-        elif s == d:
+        elif r.edge_type[0] == r.edge_type[2]:
             types[r.edge_type] = r.edge_type
         else:
-            rev = (d, f"rev_{rel}", s)
+            rev = reverse_edge_type(r.edge_type)
             types[r.edge_type], types[rev] = rev, r.edge_type
     return types
 

@@ -41,8 +41,9 @@ from gnnpipe.data.block_relations import (NodeTable, RelationTable, build_csrs, 
 from gnnpipe.data.dask_prepare import (BlockPrepared, BlockSizes, edge_table_blocks,
                                        id_type_of, label_classes, list_width, node_spec,
                                        refuse_unsupported, unknown_id, write_node_ids)
-from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE, TYPED, edge_type_name, layout_of
-from gnnpipe.data.prepare import link_edge_type
+from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, TYPED, edge_type_name, layout_of,
+                                reverse_edge_type)
+from gnnpipe.data.prepare import link_edge_type, reverse_taken
 from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, label_codes_block,
                                        make_features_file, node_columns, parquet_blocks,
                                        raise_first, scan_nodes)
@@ -292,14 +293,10 @@ def _build_checks(cfg: DatasetParams, types: list[NodeTable], relations: list[Re
         findings.append(_text((3, -1), f"{target.path}: the target node type {target.name!r} "
                                        "has no nodes"))
     for r in relations:
-        s, rel, d = r.edge_type
-        rev = (d, f"rev_{rel}", s)
-        if cfg.undirected and s != d and rev in given:
+        rev = reverse_edge_type(r.edge_type)
+        if cfg.undirected and r.edge_type[0] != r.edge_type[2] and rev in given:
             other = next(o for o in relations if o.edge_type == rev)
-            findings.append(_text((3, r.index, 1), (
-                f"{r.path}: dataset.undirected=true adds its reverse {edge_type_name(rev)}, but "
-                f"{other.path} already has that name; rename one table or set "
-                "dataset.undirected: false")))
+            findings.append(_text((3, r.index, 1), reverse_taken(r.path, rev, other.path)))
     try:
         link_edge_type(cfg, given, list(edge_types), target.name)
     except ValueError as err:

@@ -92,6 +92,13 @@ def edge_type_name(edge_type: EdgeType) -> str:
     return "__".join(edge_type)
 
 
+def reverse_edge_type(edge_type: EdgeType) -> EdgeType:
+    """``(s, rel, d)`` -> ``(d, "rev_" + rel, s)``: the relation ``dataset.undirected`` adds
+    beside a relation between two node types."""
+    s, rel, d = edge_type
+    return d, f"rev_{rel}", s
+
+
 def parse_edge_type(name: str) -> EdgeType:
     parts = tuple(name.split("__"))
     if len(parts) != 3:

@@ -40,7 +40,8 @@ from gnnpipe import sources
 from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, Csr, EdgeType,
-                                Graph, edge_type_name, layout_of, parse_edge_type)
+                                Graph, edge_type_name, layout_of, parse_edge_type,
+                                reverse_edge_type)
 from gnnpipe.data.edges import edge_pairs, normalize_edges
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import RawGraph, no_edges_warning, time_key
@@ -260,7 +261,7 @@ def _edges(raw: RawGraph, cfg: DatasetParams, homogeneous: bool) -> _Edges:
     csr, attrs, edge_time, reverse = {}, {}, {}, {}
     counts = np.zeros(3, dtype=np.int64)
     for edge_type, rel in raw.relations.items():
-        s, r, d = edge_type
+        s, _, d = edge_type
         same = s == d  # undirected pairs and self-loops exist inside one type only
         # typed files store int64 times; a homogeneous graph's edge times stay as read
         time = (None if rel.time is None else time_key(rel.time) if homogeneous
@@ -282,11 +283,9 @@ def _edges(raw: RawGraph, cfg: DatasetParams, homogeneous: bool) -> _Edges:
         if same:
             reverse[edge_type] = edge_type
             continue
-        rev = (d, f"rev_{r}", s)
+        rev = reverse_edge_type(edge_type)
         if rev in raw.relations:
-            raise ValueError(f"{rel.where}: dataset.undirected=true adds its reverse "
-                             f"{edge_type_name(rev)}, but {raw.relations[rev].where} already "
-                             "has that name; rename one table or set dataset.undirected: false")
+            raise ValueError(reverse_taken(rel.where, rev, raw.relations[rev].where))
         flip_dst, flip_src = edge_pairs(csr[edge_type])
         csr[rev], flipped = normalize_edges(flip_src, flip_dst, sizes[s], num_src=sizes[d],
                                             undirected=False, dedup=False,
@@ -295,6 +294,13 @@ def _edges(raw: RawGraph, cfg: DatasetParams, homogeneous: bool) -> _Edges:
             edge_time[rev] = edge_time[edge_type][torch.from_numpy(flipped.rows)]
         reverse[edge_type], reverse[rev] = rev, edge_type
     return _Edges(csr, attrs, edge_time, reverse, tuple(int(c) for c in counts))
+
+
+def reverse_taken(where, rev: EdgeType, other) -> str:
+    """The one line for a relation whose added reverse ``rev`` is a given table's name too
+    (``where``, ``other``: the two tables), on both prepare paths."""
+    return (f"{where}: dataset.undirected=true adds its reverse {edge_type_name(rev)}, but "
+            f"{other} already has that name; rename one table or set dataset.undirected: false")
 
 
 def _features(raw: RawGraph, csr: dict[EdgeType, Csr], mode: str
