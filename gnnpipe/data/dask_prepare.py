@@ -40,14 +40,14 @@ from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_remo
                                       route_edges)
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_attrs,
-                                       is_timestamp_type, label_codes_block, make_features_file,
+                                       label_codes_block, make_features_file,
                                        node_columns, node_id_column, parquet_blocks, raise_first,
                                        read_block, scan_nodes, time_dtype)
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
 from gnnpipe.io.prepared import external_features
 from gnnpipe.io.prepared_maps import raw_dtype, write_edge_attr_maps, write_prepared_maps
-from gnnpipe.sources.base import label_codes, no_edges_warning
+from gnnpipe.sources.base import is_timestamp_type, label_codes, no_edges_warning
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
 from gnnpipe.sources.tables import check_table_path, node_table_columns, table_folder
 

@@ -44,7 +44,8 @@ from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLE
                                 reverse_edge_type)
 from gnnpipe.data.edges import edge_pairs, normalize_edges
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sources.base import RawGraph, no_edges_warning, time_key
+from gnnpipe.sources.base import (RawGraph, fractional_time, no_edges_warning, not_whole_time,
+                                  time_key)
 
 
 # ------------------------------------------------------------------------------------ validation
@@ -136,15 +137,10 @@ def _validate(raw: RawGraph, homogeneous: bool) -> int:
 def int_times(column: pa.Array, where: str) -> np.ndarray:
     """A timestamp column as int64 (N,); a float column must hold whole numbers."""
     values = time_key(column)
-    if values.dtype != np.int64:
-        frac = values != np.round(values)
-        if frac.any():
-            row = int(np.argmax(frac))
-            raise ValueError(f"{where}: timestamp {values[row]} (row {row}) is not a whole "
-                             "number; typed graphs store int64 times (use integers, dates or "
-                             "timestamps)")
-        values = values.astype(np.int64)
-    return values
+    row = fractional_time(values)
+    if row is not None:
+        raise ValueError(not_whole_time(where, values[row], row))
+    return values.astype(np.int64, copy=False)
 
 
 # ------------------------------------------------------------------------------------ the build

@@ -29,7 +29,8 @@ from gnnpipe.io.blocks import create_memmap, write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.io.prepared_maps import raw_dtype
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
-                                  check_timestamps, combine, first_null, is_numeric, reason,
+                                  check_timestamps, combine, first_null, fractional_time,
+                                  is_numeric, is_timestamp_type, not_whole_time, reason,
                                   time_key)
 from gnnpipe.sources.formats import ParquetTables
 from gnnpipe.sources.tables import node_ids
@@ -350,16 +351,12 @@ def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], t
 def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np.ndarray | None:
     """``time_key`` values as int64, or None after a finding (key ``(99,)``: the typed graph
     checks it last) for a fractional float (``gnnpipe.data.prepare.int_times``' message)."""
-    if values.dtype == np.int64:
-        return values
-    frac = values != np.round(values)
-    if frac.any():
-        row = int(np.argmax(frac))
+    row = fractional_time(values)
+    if row is not None:
         findings.append(Finding((99,), block.start + row, "text", (
-            f"{block.where}: timestamp {values[row]} (row {block.start + row}) is not a whole "
-            "number; typed graphs store int64 times (use integers, dates or timestamps)",)))
+            not_whole_time(block.where, values[row], block.start + row),)))
         return None
-    return values.astype(np.int64)
+    return values.astype(np.int64, copy=False)
 
 
 def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
@@ -370,12 +367,6 @@ def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
     column = combine(read_block(block, [name]).column(name))
     _times(column, name, block, findings, time_file, True, (6, block.batch, 3))
     return findings
-
-
-def is_timestamp_type(dtype: pa.DataType) -> bool:
-    """Whether ``check_timestamps`` takes a column of ``dtype``: ints, floats, dates, times."""
-    return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
-            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:

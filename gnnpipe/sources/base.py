@@ -229,12 +229,32 @@ def time_key(column: pa.Array) -> np.ndarray:
     return values.astype(np.int64 if np.issubdtype(values.dtype, np.integer) else np.float64)
 
 
+def is_timestamp_type(dtype: pa.DataType) -> bool:
+    """Whether ``check_timestamps`` takes a column of ``dtype``: ints, floats, dates, times."""
+    return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
+
+
+def fractional_time(values: np.ndarray) -> int | None:
+    """The first row of ``time_key`` values that is not a whole number (None: all are, or the
+    values are int64): typed graphs store int64 times."""
+    if values.dtype == np.int64:
+        return None
+    frac = values != np.round(values)
+    return int(np.argmax(frac)) if frac.any() else None
+
+
+def not_whole_time(where: str, value, row: int) -> str:
+    """The one line for a fractional timestamp of a typed graph's table."""
+    return (f"{where}: timestamp {value} (row {row}) is not a whole number; typed graphs store "
+            "int64 times (use integers, dates or timestamps)")
+
+
 def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int = 0) -> pa.Array:
     """A timestamp column: ints, floats, dates or timestamps, no nulls, no NaN."""
     column = combine(column)
     dtype = column.type
-    if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
-            or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype)):
+    if not is_timestamp_type(dtype):
         raise ValueError(f"{file}: timestamp column {name!r} is {dtype}; expected integers, "
                          f"floats, dates or timestamps")
     check_no_nulls(column, file, name, "timestamp", offset)
