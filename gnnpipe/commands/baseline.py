@@ -71,7 +71,8 @@ def baseline_links(args, params) -> str:
         x = graph.x[graph.target]
         build = lambda: build_model("mlp", x.shape[1], cfg.hidden, cfg)
         inputs, tags, what = build_inputs(x), {}, "link encoder"
-    result = fit_link(build, inputs, sup.edges, sup.negatives, sup.sampler, cfg, baseline_seed(params),
+    result = fit_link(build, inputs, sup.edges, sup.negatives, sup.sampler, cfg,
+                      baseline_seed(params),
                       hard_negatives=sup.hard, options=LoopOptions(progress=progress))
     write_link_outputs(args, result, None)
     return _finish(args, result, "mlp", tags,

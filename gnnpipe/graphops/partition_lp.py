@@ -2,8 +2,9 @@
 
 The graph lies in a folder of memory-mapped arrays (gnnpipe/io/csr_blocks.py); a task reads one
 block of rows (its in- and out-edges) and the previous sweep's labels of those rows and their
-neighbours only, so no process holds the whole graph (the stage's driver holds the labels). Parts come from recursive bisection: each level splits every range of parts in two
-(first ids left, in proportion) and sweeps move nodes only between the two halves; then k-way
+neighbours only, so no process holds the whole graph (the stage's driver holds the labels).
+Parts come from recursive bisection: each level splits every range of parts in two (first ids
+left, in proportion) and sweeps move nodes only between the two halves; then k-way
 sweeps polish. One synchronous sweep:
 
 1. ``propose`` (per block): every node counts its neighbours' labels (stored edges, either

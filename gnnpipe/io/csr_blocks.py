@@ -244,7 +244,8 @@ def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, 
     degree = np.zeros(stop - start, dtype=np.int64)
     rows, sources = [], []
     for r in graph.relations:
-        lo, hi = max(start, r.dst_start) - r.dst_start, min(stop, r.dst_start + r.rows) - r.dst_start
+        lo = max(start, r.dst_start) - r.dst_start
+        hi = min(stop, r.dst_start + r.rows) - r.dst_start
         if lo >= hi:
             continue
         indptr, indices = _open(r)
@@ -272,9 +273,9 @@ def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, 
 def place_in_rows(block: tuple[int, int, int, int], graph: StoredGraph, folder: str,
                   out_blocks: list[tuple[int, int]]) -> np.ndarray:
     """Rows ``(index, start, stop, base)`` of ``graph`` (``base``: the edges before ``start``)
-    into ``indptr.npy`` / ``indices.npy`` of ``folder`` (``new_block_arrays``), and their edges as (source, target) pairs routed
-    to the row blocks ``out_blocks`` of the transpose (``routed/``); returns the edges sent to
-    each out block, int64 (len(out_blocks),)."""
+    into ``indptr.npy`` / ``indices.npy`` of ``folder`` (``new_block_arrays``), and their edges
+    as (source, target) pairs routed to the row blocks ``out_blocks`` of the transpose
+    (``routed/``); returns the edges sent to each out block, int64 (len(out_blocks),)."""
     index, start, stop, base = block
     folder = Path(folder)
     degree, sources = stored_rows(graph, start, stop)

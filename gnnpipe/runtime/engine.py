@@ -3,10 +3,10 @@
 ``cluster.engine: local`` (the default) runs everything in the stage process, as always.
 ``cluster.engine: dask`` hands blocks to a Dask cluster: the scheduler at ``cluster.address``
 (a real cluster; every worker must see the repository at the same path: it is made each
-worker's working folder, so the stages' relative paths resolve there), or, with no address, an embedded
-``LocalCluster`` of ``cluster.workers`` worker processes with ``cluster.memory_limit`` each,
-started inside the stage and torn down when it ends (also on an error; a killed stage's workers
-exit with it, Dask's nanny pipe sees the parent go).
+worker's working folder, so the stages' relative paths resolve there), or, with no address,
+an embedded ``LocalCluster`` of ``cluster.workers`` worker processes with
+``cluster.memory_limit`` each, started inside the stage and torn down when it ends (also on
+an error; a killed stage's workers exit with it, Dask's nanny pipe sees the parent go).
 
 ``session(cfg)`` is the one entry point: a context manager that yields ``None`` (local) or a
 connected ``distributed.Client``. Waits are bounded by ``cluster.start_timeout_s``; a scheduler

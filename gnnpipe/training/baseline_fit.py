@@ -100,7 +100,8 @@ def _fit_mlp_blocks(x, graph, roles, params):
 def _fit_gbdt(x, graph, roles, params):
     from gnnpipe.training.gbdt import fit_gbdt  # LightGBM (and scikit-learn): only when listed
 
-    return fit_gbdt(x, graph.y, roles, graph.num_classes, params.baseline.gbdt, baseline_seed(params),
+    return fit_gbdt(x, graph.y, roles, graph.num_classes, params.baseline.gbdt,
+                    baseline_seed(params),
                     torch.get_num_threads())
 
 
