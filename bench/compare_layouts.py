@@ -86,7 +86,10 @@ def read_values(root: Path) -> dict[str, str]:
     for e in graph.edge_types:
         _columns(f"edges.{edge_type_name(e)}", io.read_typed_edge_table(prepared, e), out)
     try:
-        _columns("edge_attrs", io.read_edge_attrs(prepared), out)
+        # main before the one layout read it without an edge type
+        one_type = io.read_edge_attrs.__code__.co_argcount == 1
+        _columns("edge_attrs", io.read_edge_attrs(prepared) if one_type else
+                 io.read_edge_attrs(prepared, graph.link_edge_type), out)
     except ValueError as err:
         if "file not found" not in str(err):
             raise
@@ -137,7 +140,7 @@ def main(argv=None) -> int:
         for name in (n for n in args.pipelines.split(",") if n):
             run_pipeline(name, True, ("prepare", "split"), Path(keep))
             child = subprocess.run([sys.executable, __file__, "--read", str(Path(keep) / name)],
-                                   check=True, capture_output=True, text=True)
+                                   check=True, stdout=subprocess.PIPE, text=True)
             result[name] = json.loads(child.stdout)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, sort_keys=True))

@@ -121,7 +121,7 @@ def accuracy(args) -> dict:
         start = time.perf_counter()
         for stage in ("prepare", "split", "train"):
             assert cli([stage]) == 0, stage
-        roles = io.read_split_roles(Path("data/split"))
+        roles = io.read_typed_roles(Path("data/split"))
         pred = torch.load("data/model/predictions.pt", weights_only=True)
         y = io.read_graph(Path("data/prepared")).y[pred["node_id"]]
         test = torch.from_numpy(roles[pred["node_id"].numpy()] == "test")

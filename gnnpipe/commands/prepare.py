@@ -1,11 +1,11 @@
 """prepare: load dataset.source (synthetic, or your files under dataset.path), validate it, write
-nodes/edges Parquet and the CSR graph; for parquet/csv tables also node_ids.parquet (original id
-of every node) and, with edge weight/timestamp columns, edge_attrs.parquet; graph.json
-describes every prepared graph. With dataset.layout typed: the built-in papers / authors /
-venues graph (source synthetic), or the user's typed tables or OGB-MAG folder (plus
-node_ids_<type>.parquet). With cluster.engine dask: the user's parquet / csv tables by blocks on
-a Dask cluster (gnnpipe/data/dask_prepare.py; typed: dask_typed.py), the same files byte for
-byte."""
+the prepared files of its types (gnnpipe/io/typed.py): nodes_<type> / edges_<edge type>
+Parquet, graph.pt and graph.json; for parquet/csv tables also node_ids_<type>.parquet
+(original id of every node) and, with edge weight/timestamp columns of a one-type graph,
+edge_attrs_node__to__node.parquet. With dataset.layout typed: the built-in papers / authors /
+venues graph (source synthetic), or the user's typed tables or OGB-MAG folder. With
+cluster.engine dask: the user's parquet / csv tables by blocks on a Dask cluster
+(gnnpipe/data/dask_prepare.py; typed: dask_typed.py), the same files byte for byte."""
 
 import sys
 from pathlib import Path
@@ -18,7 +18,7 @@ from gnnpipe.config import load_params
 from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
 from gnnpipe.data.dask_typed import prepare_typed_blocks
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.graph import EDGE, HOMOGENEOUS, TYPED
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE, TYPED
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 
@@ -39,25 +39,25 @@ def run(args) -> str:
         return _finish(args, report)
     dataset = params.dataset
     storage, synthetic = dataset.storage, dataset.synthetic
-    # features.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
+    # features_node.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
     stream = (dataset.source == "synthetic" and dataset.layout == HOMOGENEOUS
               and io.external_features(storage.features, synthetic.num_nodes,
                                        synthetic.num_features, storage.feature_dtype))
     with io.atomic_dir(args.out) as out:
-        sink = io.FeatureFileWriter(out, synthetic.num_nodes, synthetic.num_features,
+        sink = io.FeatureFileWriter(out, NODE, synthetic.num_nodes, synthetic.num_features,
                                     storage.feature_dtype, "dataset.synthetic") if stream else None
         prepared = prepare_dataset(dataset, params.seed, feature_sink=sink)
         graph, report = prepared.graph, prepared.report
         io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
                           compression=storage.compression, features=storage.features,
                           features_written=stream)
-        homogeneous = graph.layout == HOMOGENEOUS  # its files carry no type suffix
         for node_type, ids in prepared.node_ids.items():
-            io.write_node_ids(out, ids, prepared.node_time.get(node_type), storage.compression,
-                              node_type=None if homogeneous else node_type)
-        if homogeneous and EDGE in prepared.edge_attrs:  # a typed graph's times are in graph.pt
+            io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
+                              storage.compression)
+        if graph.layout == HOMOGENEOUS and EDGE in prepared.edge_attrs:  # typed: in graph.pt
             src, dst = graph.csr[EDGE].edge_index().numpy()
-            io.write_edge_attrs(out, src, dst, prepared.edge_attrs[EDGE], storage.compression)
+            io.write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE],
+                                storage.compression)
         classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                    if prepared.class_values is None else prepared.class_values)
         _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,

@@ -17,7 +17,8 @@ process, as the tests call them), in waves whose results are small summaries:
    deduplicated, placed into ``indptr.npy`` / ``indices.npy`` at offsets summed from the blocks'
    edge counts, with each stored edge's attributes from the input row ``normalize_edges`` keeps
    (``gnnpipe.data.block_graph``);
-5. this process streams nodes.parquet, edges.parquet, node_ids.parquet (and edge_attrs.parquet)
+5. this process streams the prepared files (gnnpipe/io/typed.py: nodes_node.parquet, ...,
+   node_ids_node.parquet, edge_attrs_node__to__node.parquet)
    a row group at a time and saves graph.pt from tensors over those memory maps
    (``gnnpipe.io.prepared_maps``).
 
@@ -38,6 +39,7 @@ import pyarrow.compute as pc
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
                                       route_edges)
+from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edge_attrs,
                                        label_codes_block, make_features_file,
@@ -45,8 +47,9 @@ from gnnpipe.data.table_blocks import (Block, Finding, NodeSpec, csv_blocks, edg
                                        read_block, scan_nodes, time_dtype)
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
-from gnnpipe.io.prepared import external_features
-from gnnpipe.io.prepared_maps import raw_dtype, write_edge_attr_maps, write_prepared_maps
+from gnnpipe.io.prepared import external_features, node_ids_file
+from gnnpipe.io.prepared_maps import (PreparedMaps, raw_dtype, write_edge_attr_maps,
+                                      write_prepared_maps)
 from gnnpipe.sources.base import is_timestamp_type, label_codes, no_edges_warning
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables
 from gnnpipe.sources.tables import check_table_path, node_table_columns, table_folder
@@ -194,8 +197,8 @@ class _Tables:
 
 def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                    sizes: BlockSizes | None = None) -> BlockPrepared:
-    """Read, check and build the user's tables by blocks on ``client``; write nodes.parquet,
-    edges.parquet, graph.pt, graph.json, node_ids.parquet (and features.npy) into ``out``.
+    """Read, check and build the user's tables by blocks on ``client``; write the prepared files
+    of the one-type graph (node ids and edge attributes too) into ``out``.
     ``scratch``: a folder every worker sees, on ``out``'s filesystem."""
     refuse_unsupported(cfg)
     sizes = sizes or SIZES
@@ -255,13 +258,16 @@ def prepare_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
     indices = (open_memmap(scratch / "indices.npy") if num_edges
                else np.zeros(0, dtype=np.int64))
     external = external_features(cfg.storage.features, n, f, spec.feature_dtype)
-    times = open_memmap(time_file) if spec.timestamp else None
-    write_prepared_maps(out, x_file, open_memmap(y_file), times, indptr, indices, len(classes),
-                        feature_dtype=spec.feature_dtype, compression=cfg.storage.compression,
-                        external=external)
-    write_node_ids(out / "node_ids.parquet", blocks, spec, id_type, cfg.storage.compression)
+    indices_file = scratch / "indices.npy" if num_edges else None
+    write_prepared_maps(out, PreparedMaps(
+        x={NODE: (x_file, n, f)}, y=y_file, target=NODE, num_classes=len(classes),
+        csr={EDGE: (scratch / "indptr.npy", indices_file)}, reverse={EDGE: EDGE},
+        link_edge_type=EDGE, node_time={NODE: (time_file, n)} if spec.timestamp else {},
+        edge_time={}, feature_dtype=spec.feature_dtype, external=external),
+        cfg.storage.compression)
+    write_node_ids(out, NODE, blocks, spec, id_type, cfg.storage.compression)
     if attrs.columns:
-        write_edge_attr_maps(out, indptr, indices, {
+        write_edge_attr_maps(out, EDGE, indptr, indices, {
             name: (open_memmap(scratch / f"{name}-stored.npy") if num_edges else
                    np.zeros(0, raw_dtype(column_type)), column_type)
             for name, (_, column_type) in attrs.columns.items()}, cfg.storage.compression)
@@ -375,15 +381,15 @@ def _build_csr(client, cfg: DatasetParams, edge_blocks: list[Block], n: int, ids
             "max_degree": max(r.max_degree for r in built)}
 
 
-def write_node_ids(path: Path, blocks: list[Block], spec: NodeSpec, id_type: pa.DataType,
-                   compression: str) -> None:
-    """node_ids.parquet (``path``): node ``i``, its id in the user's table and its timestamp
-    cell as read (with ``dataset.nodes.timestamp``), a block at a time."""
+def write_node_ids(out: Path, node_type: str, blocks: list[Block], spec: NodeSpec,
+                   id_type: pa.DataType, compression: str) -> None:
+    """node_ids_<node_type>.parquet in ``out``: node ``i``, its id in the user's table and its
+    timestamp cell as read (with ``dataset.nodes.timestamp``), a block at a time."""
     fields = [("node_id", pa.int64()), ("original_id", id_type)]
     if spec.timestamp:
         fields.append(("timestamp", read_block(blocks[0], [spec.timestamp]).schema.field(0).type))
-    with table_stream(path, pa.schema(fields), "gnnpipe.node_ids/1",
-                      compression) as add:
+    with table_stream(Path(out) / node_ids_file(node_type), pa.schema(fields),
+                      "gnnpipe.node_ids/1", compression) as add:
         for block in blocks:
             columns = {"node_id": np.arange(block.start, block.start + block.rows),
                        "original_id": node_id_column(block, spec, id_type)}

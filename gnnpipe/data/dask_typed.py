@@ -15,7 +15,7 @@ The waves of the homogeneous block path (``gnnpipe.data.dask_prepare``) run once
    each stored edge carried where edge times follow it, and featureless types' features from the
    in-degree maps (``gnnpipe.data.block_relations``);
 4. this process streams the Parquet files and saves graph.pt over memory maps
-   (``gnnpipe.io.prepared_maps.write_typed_maps``).
+   (``gnnpipe.io.prepared_maps.write_prepared_maps``).
 
 Every failed check is a ``Finding`` keyed as the local reader meets it: node types in order (ids,
 repeats, features, times), then the target's labels, then the relations in order (ids per batch,
@@ -48,7 +48,7 @@ from gnnpipe.data.table_blocks import (Finding, csv_blocks, edge_times, label_co
                                        make_features_file, node_columns, parquet_blocks,
                                        raise_first, scan_nodes)
 from gnnpipe.io.blocks import create_memmap
-from gnnpipe.io.prepared_maps import TypedMaps, write_typed_maps
+from gnnpipe.io.prepared_maps import PreparedMaps, write_prepared_maps
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.sources.base import no_edges_warning
 from gnnpipe.sources.tables import edge_tables, relation_of, typed_tables, typed_target
@@ -139,7 +139,7 @@ def _fail(findings: list[Finding], types: list[NodeTable], relations: list[Relat
 def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                          sizes: BlockSizes | None = None) -> BlockPrepared:
     """Read, check and build the user's typed tables by blocks on ``client`` (None: in this
-    process); write the typed prepared files and node_ids_<type>.parquet into ``out``.
+    process); write the prepared files and node_ids_<type>.parquet into ``out``.
     ``scratch``: a folder every worker sees, on ``out``'s filesystem."""
     refuse_unsupported(cfg)
     sizes = sizes or dask_prepare.SIZES
@@ -199,7 +199,7 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
                    spec=target_type.spec, classes=classes, y_file=str(y_file))
     csrs, counts = build_csrs(client, cfg, types, relations, edge_types, scratch, sizes)
     featureless = featureless_blocks(client, cfg, types, csrs)
-    maps = TypedMaps(
+    maps = PreparedMaps(
         x={t.name: (t.x_file, t.rows, table_width(t.spec) if t.spec.features
                     else featureless_width(cfg, t.name, csrs)) for t in types},
         y=y_file, target=target, num_classes=len(classes) if has_labels else 1,
@@ -209,10 +209,9 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         reverse={e: r for e, r in edge_types.items() if r is not None},
         link_edge_type=link_edge_type(cfg, [r.edge_type for r in relations], list(edge_types),
                                       target))
-    graph = write_typed_maps(out, maps)
+    graph = write_prepared_maps(out, maps)
     for t, id_type in zip(types, id_types.values()):
-        write_node_ids(out / f"node_ids_{t.name}.parquet", t.blocks, t.spec, id_type,
-                       cfg.storage.compression)
+        write_node_ids(out, t.name, t.blocks, t.spec, id_type, cfg.storage.compression)
     report = {
         "source": cfg.source, "layout": TYPED, "target": target,
         "nodes": sum(t.rows for t in types), "edges": sum(c.edges for c in csrs.values()),

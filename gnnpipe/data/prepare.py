@@ -151,7 +151,7 @@ class Prepared:
     ``node_ids`` / ``node_time``: per node type, the user's id (N_t,) and the node table's
     timestamp column (N_t,) as read. ``edge_attrs``: per edge type, the weight / timestamp
     column (E,) as read, one row per stored edge in CSR order (a homogeneous graph's go to
-    ``edge_attrs.parquet``).
+    ``edge_attrs_node__to__node.parquet``).
     """
 
     graph: Graph

@@ -19,30 +19,11 @@ SPLIT_ROLES = ("train", "val", "test", "unused")
 EDGES_SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
 SPLIT_SCHEMA = pa.schema([("node_id", pa.int64()), ("split", pa.string())])
 PARTS_SCHEMA = pa.schema([("node_id", pa.int64()), ("part", pa.int32())])
-CSR_SPEC = {"indptr": (torch.int64, 1), "indices": (torch.int64, 1)}
+CSR_SPEC = {"indptr": (torch.int64, 1), "indices": (torch.int64, 1)}  # partition shards
 
 
 # graph.pt may hold x in these (dataset.storage.feature_dtype); read_graph returns float32
 FEATURE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def nodes_schema(num_features: int, value_type: pa.DataType = pa.float32()) -> pa.Schema:
-    return pa.schema([("node_id", pa.int64()), ("label", pa.int64()),
-                      ("x", pa.list_(value_type, num_features))])
-
-
-# nodes.parquet of a graph whose features live in features.npy (dataset.storage.features)
-NODES_NO_X_SCHEMA = pa.schema([("node_id", pa.int64()), ("label", pa.int64())])
-
-
-def nodes_schema_like(found: pa.Schema) -> pa.Schema:
-    if found.names == NODES_NO_X_SCHEMA.names:
-        return NODES_NO_X_SCHEMA
-    x_type = found.field("x").type if "x" in found.names else None
-    if not isinstance(x_type, pa.FixedSizeListType):
-        return nodes_schema(1)
-    half = x_type.value_type == pa.float16()  # dataset.storage.feature_dtype: float16
-    return nodes_schema(x_type.list_size, pa.float16() if half else pa.float32())
 
 
 # what pyarrow, torch and the OS raise on a damaged or unreadable file (pyarrow's OSError is

@@ -26,7 +26,7 @@ import torch
 from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
 from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
 from gnnpipe.io.mapped_rows import gather_npy
-from gnnpipe.io.splits import TYPED_CSR_SCHEMA, read_split_meta
+from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
 from gnnpipe.io.temps import temp_prefix
 from gnnpipe.io.tensors import load_tensors
 
@@ -215,12 +215,8 @@ def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
     sizes = meta["sizes"]
     starts = dict(zip([t for t, _ in sizes], np.cumsum([0] + [n for _, n in sizes]).tolist()))
     counts = dict(sizes)
-    if meta["layout"] == HOMOGENEOUS:
-        (t, n), = sizes
-        shapes = [("", "gnnpipe.csr/1", 0, n, 0, n, "node")]
-    else:
-        shapes = [(f"{edge_type_name(e)}.", TYPED_CSR_SCHEMA, starts[e[2]], counts[e[2]],
-                   starts[e[0]], counts[e[0]], e[0]) for e in meta["edge_type_list"]]
+    shapes = [(f"{edge_type_name(e)}.", MESSAGE_SCHEMA, starts[e[2]], counts[e[2]],
+               starts[e[0]], counts[e[0]], e[0]) for e in meta["edge_type_list"]]
     relations = []
     for prefix, schema, dst_start, rows, src_start, src_count, ids in shapes:
         relation = StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,

@@ -9,13 +9,13 @@ tensors. It lists (schema ``gnnpipe.graph_description/1``):
   edge type), ``link_edge_type`` (what link prediction holds out by default);
 * the optional tensors, only when present: ``node_time`` (node types with times),
   ``edge_time`` (edge types with times), ``public_roles`` (true: the official split),
-  ``features`` (the file that keeps x outside graph.pt: homogeneous graphs only).
+  ``features`` (node types whose x is kept in features_<T>.npy, outside graph.pt).
 
 A homogeneous graph is described as ``Graph.homogeneous`` builds it: node type ``node``,
-edge type ``node__to__node`` (its own reverse). The layout of the files (homogeneous
-``nodes.parquet`` / ``graph.pt`` ``gnnpipe.graph/1``, or typed ``nodes_<type>.parquet`` /
-``gnnpipe.hetero_graph/1``) is derived from these types (``gnnpipe.data.graph.layout_of``), never
-stored as a flag.
+edge type ``node__to__node`` (its own reverse). Every graph's files follow one layout, named
+from these types (gnnpipe/io/typed.py); ``layout`` (homogeneous | typed,
+``gnnpipe.data.graph.layout_of``) is derived from them for the capability checks of the stages,
+never stored as a flag.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnnpipe.io.atomic import read_json, write_json
-from gnnpipe.data.graph import (HOMOGENEOUS, Graph, check_name, edge_type_name, layout_of,
-                                parse_edge_type)
+from gnnpipe.data.graph import Graph, check_name, edge_type_name, layout_of, parse_edge_type
 
 __all__ = ["DESCRIPTION", "DESCRIPTION_SCHEMA", "write_description", "read_description"]
 
@@ -32,9 +31,9 @@ DESCRIPTION = "graph.json"
 DESCRIPTION_SCHEMA = "gnnpipe.graph_description/1"
 
 
-def write_description(out: Path, graph: Graph, *, features_file: str | None = None) -> None:
-    """``graph.json`` of ``graph`` (either layout);
-    ``features_file``: the file keeping x outside graph.pt, when it does."""
+def write_description(out: Path, graph: Graph, *, external: list[str] = ()) -> None:
+    """``graph.json`` of ``graph``; ``external``: the node types whose x is kept in
+    features_<T>.npy."""
     extras: dict = {}  # the optional tensors, listed only when present
     if graph.node_time:
         extras["node_time"] = list(graph.node_time)
@@ -42,8 +41,8 @@ def write_description(out: Path, graph: Graph, *, features_file: str | None = No
         extras["edge_time"] = [edge_type_name(e) for e in graph.edge_time]
     if graph.public_roles is not None:
         extras["public_roles"] = True
-    if features_file is not None:
-        extras["features"] = features_file
+    if external:
+        extras["features"] = list(external)
     write_json(Path(out) / DESCRIPTION, {
         "schema": DESCRIPTION_SCHEMA,
         "node_types": [[t, n, int(graph.x[t].shape[1])] for t, n in graph.num_nodes_dict.items()],
@@ -91,7 +90,8 @@ def read_description(prepared: Path) -> dict:
         raise ValueError(f"{path}: 'node_time' must list node types")
     if not isinstance(edge_time, list) or set(edge_time) - names:
         raise ValueError(f"{path}: 'edge_time' must list edge types")
-    layout = layout_of(list(types), edge_types)
-    if "features" in meta and (layout != HOMOGENEOUS or not isinstance(meta["features"], str)):
-        raise ValueError(f"{path}: 'features' names a file, for homogeneous graphs only")
-    return {**meta, "sizes": types, "edge_type_list": edge_types, "layout": layout}
+    features = meta.get("features", [])
+    if not isinstance(features, list) or set(features) - set(types):
+        raise ValueError(f"{path}: 'features' must list node types")
+    return {**meta, "sizes": types, "edge_type_list": edge_types,
+            "layout": layout_of(list(types), edge_types)}

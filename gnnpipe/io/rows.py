@@ -1,4 +1,4 @@
-"""Feature rows of some nodes of a prepared graph (x in graph.pt or features.npy), without
+"""Feature rows of some nodes of a prepared graph (x in graph.pt or features_<T>.npy), without
 taking the whole file in: the one gather path of features larger than memory.
 
 Pages of a memory-mapped file that a process has touched count in its resident set until they
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from gnnpipe.data.graph import UNLABELLED
-from gnnpipe.io.prepared import stored_features
+from gnnpipe.io.prepared import GRAPH_SCHEMA, stored_features
 from gnnpipe.io.tensors import load_tensors
 
 
@@ -34,14 +34,15 @@ class GraphRows:
 
 
 def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
-    """The stored features of a prepared graph (x in graph.pt or features.npy) as a
+    """The target type's stored features (x in graph.pt or features_<T>.npy) as a
     ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
     every node's label int64 (N,) (in memory; -1: unlabelled) and the number of classes,
     checked; the CSR is not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's
     rows through it, the baseline stage's ``baseline.source: blocks`` its blocks."""
     path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
-    source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)
+    payload = load_tensors(path, GRAPH_SCHEMA, {"y": (torch.int64, 1)}, mmap=True)
+    source = FeatureSource(stored_features(path, payload, payload["meta"].get("target"),
+                                           mmap=True), mapped=True, release_bytes=0)
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"].clone()
     del payload
@@ -201,8 +202,9 @@ class FeatureSource:
 
 
 def read_feature_source(prepared: Path) -> FeatureSource:
-    """The stored features of a prepared graph (x in graph.pt, or the features.npy its meta
+    """The target type's stored features (x in graph.pt, or the features_<T>.npy its meta
     names), memory-mapped, for reads of the rows a batch needs."""
     path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, "gnnpipe.graph/1", {}, mmap=True)
-    return FeatureSource(stored_features(path, payload, mmap=True), mapped=True)
+    payload = load_tensors(path, GRAPH_SCHEMA, {}, mmap=True)
+    return FeatureSource(stored_features(path, payload, payload["meta"].get("target"),
+                                         mmap=True), mapped=True)

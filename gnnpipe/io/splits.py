@@ -1,10 +1,8 @@
-"""Split files: node roles, per-phase message graphs, meta.json; for the link task also the
-held-out positives per role and the fixed negatives per phase. One writer for both layouts,
-chosen by the graph's types (``Graph.layout``): a homogeneous graph's files
-(``nodes.parquet``, one CSR per ``message_<phase>.pt``) or a typed graph's
-(``gnnpipe/io/typed.py`` documents them and reads either layout as typed). meta.json lists,
-for both, the target, node types ``[name, num_nodes]`` and edge types in order (the layout is
-derived from them, as from prepared/graph.json) and the message graph file of each phase."""
+"""Split files, one layout for every graph (``gnnpipe/io/typed.py`` documents them and reads them
+back): the target type's node roles (``nodes_<target>.parquet``), per-phase message graphs (one
+CSR per edge type in ``message_<phase>.pt``), meta.json; for the link task also the held-out
+positives per role and the fixed negatives per phase. meta.json lists the target, node types
+``[name, num_nodes]`` and edge types in order and the message graph file of each phase."""
 
 from __future__ import annotations
 
@@ -15,15 +13,15 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import (TYPED, Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
+from gnnpipe.data.graph import (Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
                                 parse_edge_type)
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
-from gnnpipe.io.common import CSR_SPEC, EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA, check_csr
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
-TYPED_CSR_SCHEMA = "gnnpipe.hetero_csr/1"
+MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
 
 
 def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
@@ -31,14 +29,12 @@ def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType
                 edges: dict[str, torch.Tensor] | None = None,
                 negatives: dict[str, torch.Tensor] | None = None,
                 hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
-    """A split of ``graph`` in the layout of its types (typed files, or the homogeneous files of
-    a ``Graph.homogeneous`` graph); ``meta`` goes into meta.json after its ``task``. Node task: ``roles`` str
-    (N_target,) in SPLIT_ROLES (homogeneous: or their int8 codes, streamed). Link task:
+    """A split of ``graph``; ``meta`` goes into meta.json after its ``task``. Node task:
+    ``roles`` str (N_target,) in SPLIT_ROLES (or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``, and ``hard_negatives`` alike (None: the split drew none).
-    ``message_graphs`` phase -> edge type -> CSR; phases sharing one dict (typed) or one CSR
-    (homogeneous) share one file."""
+    ``message_graphs`` phase -> edge type -> CSR; phases sharing their CSRs share one file."""
     out = Path(out)
     if edges is not None:
         write_link_tables(out, edges, negatives)
@@ -59,21 +55,15 @@ def write_split_files(out: Path, graph: Graph,
                       num_hard_negatives: dict[str, int] | None = None) -> None:
     """``write_split`` but the link task's tables (``num_negatives`` per val/test positive: a
     link split whose tables ``stream_link_tables`` wrote; ``num_hard_negatives`` where hard
-    negatives were written); a link split's ``roles`` (every node "unused") may come as int8
-    codes."""
+    negatives were written); a link split's roles are every target node "unused" (given or
+    not; int8 codes are streamed)."""
     link = {} if num_negatives is None else {"num_negatives": num_negatives}
     if num_hard_negatives is not None:
         link["num_hard_negatives"] = num_hard_negatives
-    if graph.layout == TYPED:
-        files = _write_typed_message_graphs(out, message_graphs)
-        if roles is not None and num_negatives is None:
-            _write_roles(out / f"nodes_{graph.target}.parquet", roles)
-    else:
-        (edge_type,) = graph.edge_types
-        files = _write_message_graphs(out, {p: message_graphs[p][edge_type] for p in PHASES})
-        if num_negatives is not None and roles is None:  # no node carries a label role
-            roles = np.full(graph.num_nodes_dict[graph.target], "unused", dtype=object)
-        _write_roles(out / "nodes.parquet", roles)
+    files = _write_message_graphs(out, message_graphs)
+    if num_negatives is not None and roles is None:  # no node carries a label role
+        roles = np.full(graph.num_nodes_dict[graph.target], "unused", dtype=object)
+    _write_roles(out / f"nodes_{graph.target}.parquet", roles)
     # node types and edge types in order: partition reads this folder alone
     write_json(out / "meta.json", {
         "task": "node" if num_negatives is None else "link", **meta, "target": graph.target,
@@ -97,51 +87,24 @@ def _write_roles(path: Path, roles: np.ndarray) -> None:
                           "split": names[np.asarray(roles[lo:hi])]}))
 
 
-def _write_message_graphs(out: Path, message_graphs: dict[str, Csr]) -> dict[str, str]:
-    """One ``message_<phase>.pt`` per distinct CSR; returns phase -> file."""
+def _write_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]
+                          ) -> dict[str, str]:
+    """One ``message_<phase>.pt`` per distinct graph of the phases (phases whose CSRs are the
+    same objects share one file), one CSR per edge type in it; returns phase -> file."""
     files: dict[str, str] = {}
-    written: dict[int, str] = {}
-    for phase in PHASES:  # a graph shared by several phases is stored once
-        csr = message_graphs[phase]
-        if id(csr) not in written:
-            written[id(csr)] = f"message_{phase}.pt"
-            save_tensors(out / written[id(csr)], "gnnpipe.csr/1",
-                         {"indptr": csr.indptr, "indices": csr.indices})
-        files[phase] = written[id(csr)]
-    return files
-
-
-def _write_typed_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]
-                                ) -> dict[str, str]:
-    """One ``message_<phase>.pt`` per distinct phase dict, one CSR per edge type in it."""
-    files: dict[str, str] = {}
-    written: dict[int, str] = {}
+    written: dict[tuple[int, ...], str] = {}
     for phase in PHASES:
         graphs = message_graphs[phase]
-        if id(graphs) not in written:
-            written[id(graphs)] = f"message_{phase}.pt"
+        key = tuple(id(csr) for csr in graphs.values())
+        if key not in written:
+            written[key] = f"message_{phase}.pt"
             tensors = {}
             for edge_type, csr in graphs.items():
                 name = edge_type_name(edge_type)
                 tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
-            save_tensors(out / written[id(graphs)], TYPED_CSR_SCHEMA, tensors)
-        files[phase] = written[id(graphs)]
+            save_tensors(out / written[key], MESSAGE_SCHEMA, tensors)
+        files[phase] = written[key]
     return files
-
-
-def read_split_roles(split: Path) -> np.ndarray:
-    """Role of every node: str array (N,)."""
-    path = Path(split) / "nodes.parquet"
-    table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-    roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
-    ids = table.column("node_id").to_numpy()
-    if not np.array_equal(ids, np.arange(ids.size)):
-        raise ValueError(f"{path}: node_id must be 0..N-1 in order")
-    unknown = set(np.unique(roles)) - set(SPLIT_ROLES)
-    if unknown:
-        raise ValueError(f"{path}: column 'split' has unknown roles {sorted(unknown)}; "
-                         f"allowed: {', '.join(SPLIT_ROLES)}")
-    return roles.astype(str)
 
 
 def read_split_meta(split: Path) -> dict:
@@ -167,20 +130,9 @@ def read_split_meta(split: Path) -> dict:
             "layout": layout_of([t for t, _ in sizes], edge_types)}
 
 
-def read_message_graphs(split: Path, num_nodes: int) -> dict[str, Csr]:
-    """Message graph per phase; phases that share a file share one ``Csr`` object."""
-    files = read_split_meta(split)["message_graph"]
-    loaded: dict[str, Csr] = {}
-    for name in sorted(set(files.values())):
-        path = Path(split) / name
-        payload = load_tensors(path, "gnnpipe.csr/1", CSR_SPEC)
-        loaded[name] = check_csr(Csr(payload["indptr"], payload["indices"]), num_nodes, path)
-    return {phase: loaded[files[phase]] for phase in PHASES}
-
-
 # --------------------------------------------------------------------------------- link split
-# split/ for dataset.task link, beside the files above (nodes.parquet then has every node
-# "unused": no node carries a label role): edges_<role>.parquet (src, dst) positives per role,
+# split/ for dataset.task link, beside the files above (nodes_<target>.parquet then has every
+# node "unused": no node carries a label role): edges_<role>.parquet (src, dst) positives per role,
 # negatives_<phase>.parquet (positive, src, dst) K fixed negatives per val/test positive, and
 # with split.link.num_hard_negatives negatives_hard_<phase>.parquet, the hard ones alike.
 LINK_EDGE_ROLES = ("message", "train_supervision", "val", "test")

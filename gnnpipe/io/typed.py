@@ -1,27 +1,29 @@
-"""Every prepared graph and split read as a ``Graph``, whatever its layout.
+"""Every prepared graph and split read back as a ``Graph``: one layout for every graph.
 
-The readers take either layout: a homogeneous graph's files (gnnpipe/io/prepared.py,
-gnnpipe/io/splits.py) come back as its ``Graph.homogeneous`` graph (node type ``NODE``, edge
-type ``EDGE``), message graphs as ``{phase: {EDGE: csr}}``. The files keep the layout of the
-graph's types (``gnnpipe.data.graph.layout_of``); only the readers are one.
+Files are named from the graph's types (``T`` a node type, ``E`` an edge type named
+``src__relation__dst``); a homogeneous graph is the one-type case (node type ``node``, edge type
+``node__to__node``: nodes_node.parquet, edges_node__to__node.parquet, ...). The layout
+(homogeneous | typed, ``gnnpipe.data.graph.layout_of``) is derived from the types for the
+stages' capability checks; the files do not depend on it.
 
-Typed layout (``T`` a node type, ``E`` an edge type named ``src__relation__dst``):
-  prepared/  (written by gnnpipe/io/prepared.py ``write_typed_prepared``)
+  prepared/  (written by gnnpipe/io/prepared.py ``write_prepared``)
              graph.json (gnnpipe/io/description.py: node types with sizes and widths, edge
-             types in order, target type, classes, reverse edge types, default link edge type;
-             written for every graph), nodes_<T>.parquet (node_id, x; the target type also label),
-             edges_<E>.parquet (src, dst; type-local ids), graph.pt (schema
-             ``gnnpipe.hetero_graph/1``: ``x.<T>``,
-             ``y``, ``<E>.indptr``, ``<E>.indices``; a homogeneous reader refuses it by its tag;
-             typed user tables add ``time.<T>``, ``<E>.time`` (CSR order) and ``public_roles``,
-             listed in graph.json as node_time / edge_time / public_roles), and
-             node_ids_<T>.parquet (node_id, original_id[, timestamp]) for user ids
+             types in order, target type, classes, reverse edge types, default link edge type,
+             the optional tensors), nodes_<T>.parquet (node_id, x; the target type also label;
+             no x where features_<T>.npy keeps it), edges_<E>.parquet (src, dst; type-local ids),
+             graph.pt (schema ``gnnpipe.graph/2``: ``x.<T>`` (float32, float16 or bfloat16;
+             or meta ``features.<T>`` naming features_<T>.npy, its dtype and shape), ``y``,
+             ``<E>.indptr``, ``<E>.indices``, and when present ``time.<T>``, ``<E>.time``
+             (CSR order), ``public_roles``; meta num_classes, target), and for user tables
+             node_ids_<T>.parquet (node_id, original_id[, timestamp]), edge_attrs_<E>.parquet
+             (src, dst[, weight][, timestamp]; one-type graphs), classes.parquet
   split/     (written by gnnpipe/io/splits.py ``write_split``)
-             meta.json (node and edge types, task, message_graph: phase -> file), message_<phase>.pt
-             (``gnnpipe.hetero_csr/1``: one CSR per edge type), node task: nodes_<target>.parquet
-             (node_id, split); link task: edges_<role>.parquet and negatives_<phase>.parquet of
-             the held-out edge type (src of its source type, dst of its target type; the same
-             files for both layouts)
+             meta.json (task, target, node and edge types, message_graph: phase -> file),
+             message_<phase>.pt (``gnnpipe.message_graph/1``: ``<E>.indptr``, ``<E>.indices``
+             per edge type; phases sharing a graph share a file), nodes_<target>.parquet
+             (node_id, split; the link task: every node unused); link task:
+             edges_<role>.parquet and negatives_<phase>.parquet of the held-out edge type (src
+             of its source type, dst of its target type)
 """
 
 from __future__ import annotations
@@ -32,20 +34,23 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import HOMOGENEOUS, Csr, EdgeType, Graph, edge_type_name, parse_edge_type
+from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph, edge_type_name, parse_edge_type
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_table
-from gnnpipe.io.prepared import (TYPED_GRAPH_SCHEMA, read_edge_table, read_homogeneous,
-                                 read_node_ids, read_node_table, typed_nodes_schema)
-from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, TYPED_CSR_SCHEMA,
-                               read_message_graphs, read_negatives_table, read_split_meta,
-                               read_split_roles)
+from gnnpipe.io.prepared import (EDGES_SCHEMA_NAME, GRAPH_SCHEMA, NODES_SCHEMA_NAME, edges_file,
+                                 node_ids_file, nodes_file, nodes_schema, require_columns,
+                                 stored_features)
+from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, MESSAGE_SCHEMA,
+                               read_negatives_table, read_split_meta)
 from gnnpipe.io.tensors import load_tensors
 
 __all__ = ["read_graph", "read_typed_node_ids", "read_typed_node_table",
            "read_typed_edge_table", "read_typed_message_graphs", "read_typed_roles",
            "read_typed_link_split"]
+
+# a node time: int64 (typed tables, seconds), or float (a homogeneous source's own times)
+TIME_DTYPES = (torch.int64, torch.float64, torch.float32)
 
 
 # ----------------------------------------------------------------------------------- prepared
@@ -58,18 +63,16 @@ def _described(prepared: Path, node_type: str) -> dict:
 
 
 def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
-    """``node_ids_<type>.parquet`` (homogeneous layout: ``node_ids.parquet``): node_id (0..N_t-1
-    in order), original_id, [timestamp]."""
-    meta = _described(prepared, node_type)
-    if meta["layout"] == HOMOGENEOUS:
-        return read_node_ids(prepared)
-    sizes = meta["sizes"]
-    path = Path(prepared) / f"node_ids_{node_type}.parquet"
+    """``node_ids_<T>.parquet``: node_id int64 (0..N_t-1 in order), original_id (the user's id
+    type) and, when the input had one, timestamp."""
+    sizes = _described(prepared, node_type)["sizes"]
+    path = Path(prepared) / node_ids_file(node_type)
 
     def expected(schema: pa.Schema) -> pa.Schema:  # original_id keeps the user's id type
-        if "node_id" not in schema.names or "original_id" not in schema.names:
-            raise ValueError(f"{path}: needs columns node_id and original_id")
-        return schema
+        id_type = (schema.field("original_id").type if "original_id" in schema.names
+                   else pa.string())
+        return require_columns({"node_id": pa.int64(), "original_id": id_type},
+                               ("timestamp",))(schema)
 
     table = read_table(path, expected, "gnnpipe.node_ids/1")
     if not np.array_equal(table.column("node_id").to_numpy(), np.arange(sizes[node_type])):
@@ -78,34 +81,42 @@ def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
 
 
 def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) -> Graph:
-    """The prepared graph, either layout: a homogeneous layout's ``read_homogeneous`` (``x``
-    float32, or as stored with ``stored_x``), else the typed ``graph.pt`` (``x`` float32),
-    shapes and ids checked against graph.json (``mmap``: tensors are views of the
-    memory-mapped file)."""
+    """The prepared graph, shapes, ids and ranges checked against graph.json. ``x`` comes back
+    float32 (a copy of a type stored in half precision, else the tensor or map itself);
+    ``stored_x``: in its stored dtype, never copied. ``mmap``: tensors are views of the
+    memory-mapped graph.pt (and of the features_<T>.npy maps)."""
     meta = read_description(prepared)
-    if meta["layout"] == HOMOGENEOUS:
-        return read_homogeneous(prepared, mmap=mmap, stored_x=stored_x)
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
-    spec = {"y": (torch.int64, 1), **{f"x.{t}": (torch.float32, 2) for t in sizes}}
+    spec = {"y": (torch.int64, 1)}
     for name in meta["edge_types"]:
         spec[f"{name}.indptr"], spec[f"{name}.indices"] = (torch.int64, 1), (torch.int64, 1)
     timed_types, timed_edges = meta.get("node_time", []), meta.get("edge_time", [])
-    spec.update({f"time.{t}": (torch.int64, 1) for t in timed_types})
     spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
     if meta.get("public_roles"):
         spec["public_roles"] = (torch.int8, 1)
-    payload = load_tensors(path, TYPED_GRAPH_SCHEMA, spec, mmap=mmap)
+    payload = load_tensors(path, GRAPH_SCHEMA, spec, mmap=mmap)
+    stored_meta = payload["meta"]
+    found = {"num_classes": stored_meta.get("num_classes"), "target": stored_meta.get("target"),
+             "features": sorted(stored_meta.get("features", {}))}
+    described = {"num_classes": meta["num_classes"], "target": meta["target"],
+                 "features": sorted(meta.get("features", []))}
+    for key, value in described.items():
+        if found[key] != value:
+            raise ValueError(f"{path}: meta {key} is {found[key]!r}, {DESCRIPTION} says "
+                             f"{value!r}; re-run the prepare stage")
     x = {}
-    for entry in meta["node_types"]:
-        t, n, f = entry
-        if tuple(payload[f"x.{t}"].shape) != (n, f):
-            raise ValueError(f"{path}: 'x.{t}' has shape {tuple(payload[f'x.{t}'].shape)}, "
-                             f"{DESCRIPTION} says ({n}, {f})")
-        x[t] = payload[f"x.{t}"]
+    for t, n, f in meta["node_types"]:
+        stored = stored_features(path, payload, t, mmap=mmap)
+        if tuple(stored.shape) != (n, f):
+            raise ValueError(f"{path}: 'x.{t}' has shape {tuple(stored.shape)}, {DESCRIPTION} "
+                             f"says ({n}, {f})")
+        x[t] = stored if stored_x else stored.float()
     y, num_classes, target = payload["y"], meta["num_classes"], meta["target"]
-    if y.numel() != sizes[target] or (y.numel() and (y.min() < -1 or y.max() >= num_classes)):
-        raise ValueError(f"{path}: 'y' must hold {sizes[target]} labels in [0, {num_classes})")
+    if y.numel() != sizes[target] or (y.numel() and (y.min() < UNLABELLED
+                                                     or y.max() >= num_classes)):
+        raise ValueError(f"{path}: 'y' must hold {sizes[target]} labels in [0, {num_classes}) "
+                         "or -1 (unlabelled)")
     csr = {}
     for edge_type in meta["edge_type_list"]:
         name = edge_type_name(edge_type)
@@ -113,12 +124,8 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
             Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]), edge_type, sizes,
             f"{path} ({name})")
     reverse = {parse_edge_type(k): parse_edge_type(v) for k, v in meta["reverse"].items()}
-    node_time = {}
-    for t in timed_types:
-        if payload[f"time.{t}"].numel() != sizes[t]:
-            raise ValueError(f"{path}: 'time.{t}' has {payload[f'time.{t}'].numel()} entries "
-                             f"for {sizes[t]} {t} nodes")
-        node_time[t] = payload[f"time.{t}"]
+    node_time = {t: _check_times(payload.get(f"time.{t}"), sizes[t], f"{path}: 'time.{t}'")
+                 for t in timed_types}
     edge_time = {}
     for name in timed_edges:
         edge_type = parse_edge_type(name)
@@ -133,8 +140,19 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
         raise ValueError(f"{path}: 'public_roles' must hold {sizes[target]} codes in "
                          f"[0, {len(SPLIT_ROLES)})")
     return Graph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
-                       reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]),
-                       node_time=node_time, edge_time=edge_time, public_roles=public_roles)
+                 reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]),
+                 node_time=node_time, edge_time=edge_time, public_roles=public_roles)
+
+
+def _check_times(times, num_nodes: int, where: str) -> torch.Tensor:
+    """A node type's times: int64 or float (N_t,), finite."""
+    if (not isinstance(times, torch.Tensor) or times.dtype not in TIME_DTYPES
+            or tuple(times.shape) != (num_nodes,)):
+        raise ValueError(f"{where} must be a float or int64 tensor of shape ({num_nodes},), "
+                         f"found {getattr(times, 'shape', times)!r}")
+    if times.is_floating_point() and not bool(torch.isfinite(times).all()):
+        raise ValueError(f"{where} contains NaN or inf")
+    return times
 
 
 def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
@@ -152,31 +170,33 @@ def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where
 
 
 def read_typed_node_table(prepared: Path, node_type: str) -> pa.Table:
-    """``nodes_<type>.parquet``: node_id (0..N-1 in order), label (target type only), x
-    (homogeneous layout: ``read_node_table``'s ``nodes.parquet``)."""
+    """``nodes_<T>.parquet``: node_id (0..N-1 in order), label (target type only), x (F,)
+    float32 or float16 (none where features_<T>.npy keeps it)."""
     meta = _described(prepared, node_type)
-    if meta["layout"] == HOMOGENEOUS:
-        return read_node_table(prepared)
-    width = {entry[0]: entry[2] for entry in meta["node_types"]}[node_type]
-    path = Path(prepared) / f"nodes_{node_type}.parquet"
-    table = read_table(path, typed_nodes_schema(width, node_type == meta["target"]),
-                       "gnnpipe.hetero_nodes/1")
+    width = (None if node_type in meta.get("features", []) else
+             {entry[0]: entry[2] for entry in meta["node_types"]}[node_type])
+    path = Path(prepared) / nodes_file(node_type)
+
+    def expected(found: pa.Schema) -> pa.Schema:  # x float16 with storage.feature_dtype float16
+        x_type = found.field("x").type if "x" in found.names else None
+        half = isinstance(x_type, pa.FixedSizeListType) and x_type.value_type == pa.float16()
+        return nodes_schema(width, node_type == meta["target"],
+                            pa.float16() if half else pa.float32())
+
+    table = read_table(path, expected, NODES_SCHEMA_NAME)
     if not np.array_equal(table.column("node_id").to_numpy(), np.arange(meta["sizes"][node_type])):
         raise ValueError(f"{path}: node_id must be 0..{meta['sizes'][node_type] - 1} in order")
     return table
 
 
 def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
-    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes;
-    homogeneous layout: ``read_edge_table``'s ``edges.parquet``)."""
+    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes)."""
     meta = read_description(prepared)
     if edge_type not in meta["edge_type_list"]:
         raise ValueError(f"{prepared}: no edge type {edge_type_name(edge_type)!r}")
-    if meta["layout"] == HOMOGENEOUS:
-        return read_edge_table(prepared)
     sizes = meta["sizes"]
-    path = Path(prepared) / f"edges_{edge_type_name(edge_type)}.parquet"
-    table = read_table(path, EDGES_SCHEMA, "gnnpipe.hetero_edges/1")
+    path = Path(prepared) / edges_file(edge_type)
+    table = read_table(path, EDGES_SCHEMA, EDGES_SCHEMA_NAME)
     for column, node_type in (("src", edge_type[0]), ("dst", edge_type[2])):
         ids = table.column(column).to_numpy()
         if ids.size and (ids.min() < 0 or ids.max() >= sizes[node_type]):
@@ -189,19 +209,13 @@ def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 def read_typed_message_graphs(split: Path, graph: Graph | None = None
                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
     """Node types ``(type, num_nodes)`` in order, and phase -> edge type -> CSR (phases sharing
-    a file share one dict; homogeneous layout: ``{EDGE: csr}``). ``graph``, when given, must
-    have the same types and sizes."""
+    a file share one dict). ``graph``, when given, must have the same types and sizes."""
     meta = read_split_meta(split)
     where = Path(split) / "meta.json"
     sizes, edge_types = meta["sizes"], meta["edge_type_list"]
     if graph is not None and (sizes != graph.sizes() or edge_types != list(graph.edge_types)):
         raise ValueError(f"{where}: the split is of another graph (node or edge types differ "
                          "from data/prepared); re-run the split stage")
-    if meta["layout"] == HOMOGENEOUS:
-        (edge_type,) = edge_types
-        csrs = read_message_graphs(split, sizes[0][1])
-        shared = {id(csr): {edge_type: csr} for csr in csrs.values()}  # one dict per file
-        return sizes, {phase: shared[id(csr)] for phase, csr in csrs.items()}
     files, counts = meta["message_graph"], dict(sizes)
     loaded = {}
     for name in sorted(set(files.values())):
@@ -210,7 +224,7 @@ def read_typed_message_graphs(split: Path, graph: Graph | None = None
         for edge_type in edge_types:
             e = edge_type_name(edge_type)
             spec[f"{e}.indptr"], spec[f"{e}.indices"] = (torch.int64, 1), (torch.int64, 1)
-        payload = load_tensors(path, TYPED_CSR_SCHEMA, spec)
+        payload = load_tensors(path, MESSAGE_SCHEMA, spec)
         loaded[name] = {e: _check_typed_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
                                                 payload[f"{edge_type_name(e)}.indices"]),
                                             e, counts, f"{path} ({edge_type_name(e)})")
@@ -218,33 +232,34 @@ def read_typed_message_graphs(split: Path, graph: Graph | None = None
     return sizes, {phase: loaded[files[phase]] for phase in PHASES}
 
 
-def read_typed_roles(split: Path, graph: Graph) -> np.ndarray:
-    """Role of every node of the target type: str (N_target,) (homogeneous layout:
-    ``read_split_roles``)."""
-    if graph.layout == HOMOGENEOUS:
-        roles = read_split_roles(split)
-        if roles.size != graph.num_nodes_dict[graph.target]:
-            raise ValueError(f"{split}: {roles.size} split roles for "
-                             f"{graph.num_nodes_dict[graph.target]} nodes; re-run the split stage")
-        return roles
-    path = Path(split) / f"nodes_{graph.target}.parquet"
+def read_typed_roles(split: Path, graph: Graph | None = None) -> np.ndarray:
+    """Role of every node of the split's target type: str (N_target,) of
+    ``nodes_<target>.parquet``; ``graph``, when given, must have that many target nodes."""
+    meta = read_split_meta(split)
+    target = meta["target"]
+    num_nodes = dict(meta["sizes"])[target]
+    if graph is not None and (graph.target, graph.num_nodes_dict[graph.target]) != (target,
+                                                                                    num_nodes):
+        raise ValueError(f"{split}: {num_nodes} split roles of {target!r} nodes for "
+                         f"{graph.num_nodes_dict[graph.target]} {graph.target!r} nodes; re-run "
+                         "the split stage")
+    path = Path(split) / nodes_file(target)
     table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
     roles = np.asarray(table.column("split").to_numpy(zero_copy_only=False), dtype=object)
-    if not np.array_equal(table.column("node_id").to_numpy(),
-                          np.arange(graph.num_nodes_dict[graph.target])):
-        raise ValueError(f"{path}: node_id must be 0..{graph.num_nodes_dict[graph.target] - 1} in "
-                         "order; re-run the split stage")
+    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(num_nodes)):
+        raise ValueError(f"{path}: node_id must be 0..{num_nodes - 1} in order; re-run the split "
+                         "stage")
     unknown = set(np.unique(roles)) - set(SPLIT_ROLES)
     if unknown:
-        raise ValueError(f"{path}: column 'split' has unknown roles {sorted(unknown)}")
+        raise ValueError(f"{path}: column 'split' has unknown roles {sorted(unknown)}; "
+                         f"allowed: {', '.join(SPLIT_ROLES)}")
     return roles.astype(str)
 
 
 def read_typed_link_split(split: Path, graph: Graph
                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The held-out edge type (homogeneous layout: ``EDGE``), its positives per role
-    (type-local int64 (2, E)) and the fixed negatives per val/test phase (int64 (P, K) ids of
-    its dst type); both layouts keep these in the same files."""
+    """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
+    negatives per val/test phase (int64 (P, K) ids of its dst type)."""
     meta = read_split_meta(split)
     if meta.get("task") != "link":
         raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "

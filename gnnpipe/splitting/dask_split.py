@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.block_graph import place_rows
-from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph
+from gnnpipe.data.graph import EDGE, UNLABELLED, Csr, EdgeType, Graph, edge_type_name
 from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
-from gnnpipe.io.common import CSR_SPEC
+from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting.hash_assign import (UNUSED, node_keys, phase_codes, radix_counts,
@@ -88,10 +89,12 @@ def refuse_unsupported(assign: str, layout: str, node: NodeSplitParams | None) -
 
 
 def graph_arrays(graph_file: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The prepared graph's ``indptr`` (N + 1,), ``indices`` (E,) and labels ``y`` (N,), memory
-    mapped (the stage process checked the file once)."""
-    payload = load_tensors(graph_file, "gnnpipe.graph/1", {**CSR_SPEC}, mmap=True)
-    return payload["indptr"].numpy(), payload["indices"].numpy(), payload["y"].numpy()
+    """The prepared one-type graph's ``indptr`` (N + 1,), ``indices`` (E,) and labels ``y``
+    (N,), memory mapped (the stage process checked the file once)."""
+    e = edge_type_name(EDGE)
+    payload = load_tensors(graph_file, GRAPH_SCHEMA, {f"{e}.indptr": (torch.int64, 1),
+                                                      f"{e}.indices": (torch.int64, 1)}, mmap=True)
+    return payload[f"{e}.indptr"].numpy(), payload[f"{e}.indices"].numpy(), payload["y"].numpy()
 
 
 def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:

@@ -59,7 +59,7 @@ def read_blocks(args):
     """A homogeneous graph's labels and classes (no CSR read), its x as ``ModelFeatures``
     (rows read by ``pread`` and normalized per request) and the split roles (N,)."""
     stored, y, num_classes = open_node_source(args.prepared)
-    roles = io.read_split_roles(args.split)
+    roles = io.read_typed_roles(args.split)
     if roles.size != y.numel():
         raise ValueError(f"{args.split}: {roles.size} split roles for {y.numel()} nodes; re-run "
                          "the split stage")

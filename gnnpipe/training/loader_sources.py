@@ -11,7 +11,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.training import distributed
 from gnnpipe.config import samplers
-from gnnpipe.data.graph import TYPED
+from gnnpipe.data.graph import EDGE, TYPED
 from gnnpipe.hetero.loader import typed_temporal
 from gnnpipe.sampling.builders import Source
 from gnnpipe.sampling.temporal import align_edge_times, temporal_options
@@ -61,12 +61,13 @@ def link_source(inputs, supervision, edge_type) -> Source:
 
 def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
     """``train.temporal.by``: seed times from the node timestamps, edge times (``edge``) from
-    ``edge_attrs.parquet`` (written by prepare for a ``dataset.edges.timestamp`` column)."""
+    ``edge_attrs_node__to__node.parquet`` (written by prepare for a ``dataset.edges.timestamp``
+    column)."""
 
     edge_time = None
-    if cfg.temporal.by == "edge" and (args.prepared / "edge_attrs.parquet").exists():
+    if cfg.temporal.by == "edge" and (args.prepared / io.edge_attrs_file(EDGE)).exists():
 
-        table = io.read_edge_attrs(args.prepared)
+        table = io.read_edge_attrs(args.prepared, EDGE)
         if "timestamp" in table.column_names:
             edge_time = time_key(table.column("timestamp").combine_chunks())
     return temporal_options(cfg.temporal.by, cfg.temporal.strategy, seeds, train_csr,
@@ -75,13 +76,13 @@ def _temporal(args, cfg, graph, train_csr, seeds) -> dict:
 
 def _edge_weight(args, cfg, graph, train_csr) -> np.ndarray | None:
     """``train.neighbor.weighted``: ``edge_weight`` (E_train,) for the sampler, the
-    ``dataset.edges.weight`` column of ``edge_attrs.parquet`` (prepared-graph edge order)
-    re-aligned to the train message graph; None when not weighted."""
+    ``dataset.edges.weight`` column of ``edge_attrs_node__to__node.parquet`` (prepared-graph
+    edge order) re-aligned to the train message graph; None when not weighted."""
     if not cfg.neighbor.weighted:
         return None
 
-    path = args.prepared / "edge_attrs.parquet"
-    table = io.read_edge_attrs(args.prepared) if path.exists() else None
+    path = args.prepared / io.edge_attrs_file(EDGE)
+    table = io.read_edge_attrs(args.prepared, EDGE) if path.exists() else None
     if table is None or "weight" not in table.column_names:
         raise ValueError(f"train.neighbor.weighted=true: {args.prepared} holds no edge weights; "
                          "set dataset.edges.weight to the edge table's weight column and re-run "

@@ -19,7 +19,7 @@ from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
-from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name, phase_csrs
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
     else:
         x = model_features(args, stored.float())  # float32 storage: the map itself
     graph = replace(graph, x={graph.target: x})
-    graphs = io.read_message_graphs(args.split, graph.num_nodes)
+    graphs = phase_csrs(io.read_typed_message_graphs(args.split, graph)[1])
     num_hops = 0
     # a node loader reads the train edges even for the MLP
     edges = cfg.model != "mlp" or (task == "node" and samplers.SAMPLERS[cfg.sampler].loader

@@ -98,7 +98,7 @@ def _shard_fit(args, params, ctx) -> NodeFit:
     """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
     evaluator (a homogeneous graph's)."""
     cfg = params.train
-    roles = io.read_split_roles(args.split)
+    roles = io.read_typed_roles(args.split)
     if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
         raise ValueError("train.dist.shard='partition' scores val and test nodes on the "
                          "train-phase partition, which is their message graph only with "

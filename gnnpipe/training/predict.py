@@ -253,17 +253,11 @@ def trained_outputs(inputs, model_dir: Path, ctx: DistContext, out_dim: int, out
 def read_node_ids_of(prepared: Path, graph) -> dict:
     """Node type -> ``original_id`` (N_t,) of its every node in ``prepared``: the user's ids
     when the source had them, else 0..N-1."""
-    if graph.layout == HOMOGENEOUS:  # its files carry no type suffix
-        files = {graph.target: (prepared / "node_ids.parquet", graph.num_nodes,
-                                lambda t: io.read_node_ids(prepared))}
-    else:
-        files = {t: (prepared / f"node_ids_{t}.parquet", graph.num_nodes_dict[t],
-                     lambda t: io.read_typed_node_ids(prepared, t))
-                 for t in graph.node_types}
     ids = {}
-    for t, (path, num_nodes, read) in files.items():
-        ids[t] = default_ids(num_nodes) if not path.exists() else read(t).column(
-            "original_id").combine_chunks()
+    for t, num_nodes in graph.num_nodes_dict.items():
+        path = prepared / io.node_ids_file(t)
+        ids[t] = default_ids(num_nodes) if not path.exists() else io.read_typed_node_ids(
+            prepared, t).column("original_id").combine_chunks()
         if len(ids[t]) != num_nodes:
             raise ValueError(f"{path}: {len(ids[t])} ids for {num_nodes} nodes; re-run the "
                              "prepare stage")
