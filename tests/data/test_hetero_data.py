@@ -74,7 +74,7 @@ def test_homogeneous_projection_offsets_every_type():
 
 def test_artifacts_round_trip_with_tables(tmp_path):
     g = small_hetero()
-    io.write_typed_prepared(tmp_path, g)
+    io.write_prepared(tmp_path, g)
     assert io.read_description(tmp_path)["layout"] == "typed"
     assert not (tmp_path / "hetero.json").exists()
     back = io.read_graph(tmp_path)
@@ -97,27 +97,41 @@ def test_artifacts_round_trip_with_tables(tmp_path):
     assert meta["edge_types"][1] == "author__writes__paper"
 
 
-def test_homogeneous_reader_refuses_a_hetero_graph(tmp_path):
-    io.write_typed_prepared(tmp_path, small_hetero())
-    with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found "
-                                         "'gnnpipe.hetero_graph/1'"):
-        io.read_homogeneous(tmp_path)
+def test_one_layout_names_every_file_from_the_types(tmp_path, tiny_graph):
+    """A typed graph and a homogeneous one write the same kinds of files under one schema,
+    named from their types."""
+    io.write_prepared(tmp_path / "typed", small_hetero())
+    io.write_prepared(tmp_path / "one", as_graph(tiny_graph))
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == [
+        "edges_node__to__node.parquet", "graph.json", "graph.pt", "nodes_node.parquet"]
+    typed = sorted(p.name for p in (tmp_path / "typed").iterdir())
+    assert typed == sorted(["graph.json", "graph.pt"]
+                           + [f"nodes_{t}.parquet" for t in small_hetero().node_types]
+                           + [f"edges_{'__'.join(e)}.parquet" for e in small_hetero().edge_types])
+    for folder in ("typed", "one"):
+        payload = torch.load(tmp_path / folder / "graph.pt", weights_only=True)
+        assert payload["schema"] == io.GRAPH_SCHEMA
 
 
 def test_typed_readers_read_a_homogeneous_graph_as_its_one_type_graph(tmp_path, tiny_graph):
-    """The homogeneous files, unchanged, read as the typed graph of node type NODE and edge
+    """The homogeneous graph's files read as the typed graph of node type NODE and edge
     type EDGE: the same tensors, and the tables of that type."""
     io.write_prepared(tmp_path, as_graph(tiny_graph))
-    io.write_node_ids(tmp_path, pa.array([f"n{i}" for i in range(12)]))
+    io.write_node_ids(tmp_path, NODE, pa.array([f"n{i}" for i in range(12)]))
     back = io.read_graph(tmp_path)
     assert back.layout == "homogeneous" and back.metadata() == ([NODE], [EDGE])
     assert back.target == NODE and back.reverse == {EDGE: EDGE} and back.link_edge_type == EDGE
     assert torch.equal(back.x[NODE], tiny_graph.x) and torch.equal(back.y, tiny_graph.y)
     assert torch.equal(back.csr[EDGE].indptr, tiny_graph.csr.indptr)
     assert torch.equal(back.csr[EDGE].indices, tiny_graph.csr.indices)
-    assert io.read_typed_node_table(tmp_path, NODE).equals(io.read_node_table(tmp_path))
-    assert io.read_typed_edge_table(tmp_path, EDGE).equals(io.read_edge_table(tmp_path))
-    assert io.read_typed_node_ids(tmp_path, NODE).equals(io.read_node_ids(tmp_path))
+    nodes = io.read_typed_node_table(tmp_path, NODE)
+    assert nodes.column("label").to_pylist() == tiny_graph.y.tolist()
+    src, dst = tiny_graph.csr.edge_index().numpy()
+    edges = io.read_typed_edge_table(tmp_path, EDGE)
+    assert np.array_equal(edges.column("src").to_numpy(), src)
+    assert np.array_equal(edges.column("dst").to_numpy(), dst)
+    ids = io.read_typed_node_ids(tmp_path, NODE)
+    assert ids.column("original_id").to_pylist() == [f"n{i}" for i in range(12)]
     with pytest.raises(ValueError, match="no node type 'paper'"):
         io.read_typed_node_table(tmp_path, "paper")
     with pytest.raises(ValueError, match="no edge type 'paper__cites__paper'"):
@@ -126,7 +140,7 @@ def test_typed_readers_read_a_homogeneous_graph_as_its_one_type_graph(tmp_path, 
 
 def test_schema_checks_name_file_and_problem(tmp_path):
     g = small_hetero()
-    io.write_typed_prepared(tmp_path, g)
+    io.write_prepared(tmp_path, g)
     meta_path = tmp_path / "graph.json"
     meta = json.loads(meta_path.read_text())
     bad = dict(meta, node_types=[["paper", 601, 16]] + meta["node_types"][1:])
@@ -152,7 +166,7 @@ def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
     indices = bad.indices.clone()
     indices[0] = 200  # one past the last author
     csr[WRITES] = type(bad)(bad.indptr, indices)
-    io.write_typed_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
+    io.write_prepared(tmp_path, type(g)(**{**g.__dict__, "csr": csr}))
     with pytest.raises(ValueError, match=r"author__writes__paper\): indices hold author ids "
                                          r"outside \[0, 200\)"):
         io.read_graph(tmp_path)
@@ -160,7 +174,7 @@ def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):
 
 def test_artifacts_are_byte_identical_for_the_same_seed(tmp_path):
     for name in ("a", "b"):
-        io.write_typed_prepared(tmp_path / name, small_hetero())
+        io.write_prepared(tmp_path / name, small_hetero())
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert "nodes_venue.parquet" in files and "edges_paper__cites__paper.parquet" in files
     for name in files:

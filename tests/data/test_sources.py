@@ -104,15 +104,17 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
     cfg = dataset("parquet", write_tables(tmp_path / "in", ids))
     prepared = prepare_dataset(cfg, seed=0)
     assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
-    io.write_node_ids(tmp_path / "out", prepared.node_ids[NODE])
-    back = io.read_node_ids(tmp_path / "out")
+    io.write_prepared(tmp_path / "out", prepared.graph)
+    io.write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE])
+    back = io.read_typed_node_ids(tmp_path / "out", NODE)
     assert back.column("node_id").to_pylist() == list(range(N))
     assert back.column("original_id").to_pylist() == list(ids.tolist())
 
 
 def test_gnnpipe_own_prepared_tables_read_back_as_a_parquet_source(tmp_path, small_graph):
     io.write_prepared(tmp_path, as_graph(small_graph))  # fixed-size list features, node_id 0..N-1
-    cfg = dataset("parquet", tmp_path, nodes={"id": "node_id"})
+    cfg = dataset("parquet", tmp_path, nodes={"id": "node_id", "file": "nodes_node.parquet"},
+                  edges={"file": "edges_node__to__node.parquet"})
     assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), small_graph)
 
 
@@ -196,7 +198,7 @@ def test_cli_prepare_keeps_csv_ids_with_leading_zeros_in_the_id_map(tmp_path, mo
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"dataset": {
         "source": "csv", "path": "raw", "nodes": {"features": "f0"}}}))
     assert main(["prepare"]) == 0
-    back = io.read_node_ids(tmp_path / "data/prepared")
+    back = io.read_typed_node_ids(tmp_path / "data/prepared", NODE)
     assert back.schema.field("original_id").type == pa.string()
     assert back.column("original_id").to_pylist() == ids  # joins back to nodes.csv as text
     assert back.column("node_id").to_pylist() == [0, 1, 2]
@@ -293,8 +295,10 @@ def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
     pq.write_table(nodes.append_column("when", when), folder / "nodes.parquet")
     prepared = prepare_dataset(dataset("parquet", folder, nodes={"timestamp": "when"}), 0)
     assert prepared.graph.target_view().timestamps.tolist() == (np.arange(N) * 10).tolist()
-    io.write_node_ids(tmp_path / "out", prepared.node_ids[NODE], prepared.node_time[NODE])
-    assert io.read_node_ids(tmp_path / "out").column("timestamp").type == pa.timestamp("ms")
+    io.write_prepared(tmp_path / "out", prepared.graph)
+    io.write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE], prepared.node_time[NODE])
+    assert io.read_typed_node_ids(tmp_path / "out", NODE).column("timestamp").type == \
+        pa.timestamp("ms")
 
 
 def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
@@ -311,8 +315,8 @@ def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
     got = {(int(a), int(b)): (w, t) for a, b, w, t in zip(
         s, d, prepared.edge_attrs[EDGE]["weight"].to_pylist(), prepared.edge_attrs[EDGE]["timestamp"].to_pylist())}
     assert got == {(0, 1): (2.0, 5), (1, 0): (2.0, 5), (2, 3): (3.0, 7), (3, 2): (3.0, 7)}
-    io.write_edge_attrs(tmp_path / "out", s, d, prepared.edge_attrs[EDGE])
-    table = io.read_edge_attrs(tmp_path / "out")
+    io.write_edge_attrs(tmp_path / "out", EDGE, s, d, prepared.edge_attrs[EDGE])
+    table = io.read_edge_attrs(tmp_path / "out", EDGE)
     assert table.column_names == ["src", "dst", "weight", "timestamp"]
 
 
@@ -702,16 +706,16 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
                    folder / "edges.parquet")
     code, out, metrics = _cli_prepare(tmp_path, folder, edges={"weight": "w"})
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["classes.parquet", "edge_attrs.parquet",
-                                                     "edges.parquet", "graph.json", "graph.pt",
-                                                     "node_ids.parquet", "nodes.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "classes.parquet", "edge_attrs_node__to__node.parquet", "edges_node__to__node.parquet",
+        "graph.json", "graph.pt", "node_ids_node.parquet", "nodes_node.parquet"]
     report = json.loads(metrics.read_text())
     assert report["nodes"] == N and report["source"] == "parquet"
     # join predictions back: node i of every artifact is original_id[i]
-    ids = io.read_node_ids(out).column("original_id").to_pylist()
+    ids = io.read_typed_node_ids(out, NODE).column("original_id").to_pylist()
     assert ids == STR_IDS.tolist()
-    attrs = io.read_edge_attrs(out)
-    assert attrs.num_rows == io.read_edge_table(out).num_rows
+    attrs = io.read_edge_attrs(out, EDGE)
+    assert attrs.num_rows == io.read_typed_edge_table(out, EDGE).num_rows
     assert _cli_prepare(tmp_path, folder, nodes={"label": "class"})[0] == 1
 
 

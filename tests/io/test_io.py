@@ -19,8 +19,9 @@ from gnnpipe.io.atomic import atomic_dir, atomic_path
 from gnnpipe.io.common import EDGES_SCHEMA
 from gnnpipe.io.description import DESCRIPTION_SCHEMA, read_description
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
-from gnnpipe.io.prepared import read_edge_table, read_homogeneous, read_node_table, write_prepared
+from gnnpipe.io.prepared import GRAPH_SCHEMA, write_prepared
 from gnnpipe.io.splits import read_split_meta, write_split
+from gnnpipe.io.typed import read_graph, read_typed_edge_table, read_typed_node_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 from conftest import as_graph, make_tiny_graph
@@ -35,10 +36,20 @@ def _sha(path: Path) -> str:
 
 
 def _graph_payload(graph: Graph, **override) -> dict:
-    tensors = {"indptr": graph.csr.indptr, "indices": graph.csr.indices, "x": graph.x,
-               "y": graph.y}
+    """graph.pt's tensors of a one-type graph (``TargetView``), ``override`` by short name."""
+    names = {"x": "x.node", "y": "y", "indptr": "node__to__node.indptr",
+             "indices": "node__to__node.indices"}
+    tensors = {"x": graph.x, "y": graph.y, "indptr": graph.csr.indptr,
+               "indices": graph.csr.indices}
     tensors.update(override)
-    return tensors
+    return {names[k]: v for k, v in tensors.items()}
+
+
+def _save_graph_pt(prepared: Path, payload: dict, schema: str = GRAPH_SCHEMA, **meta) -> None:
+    """graph.pt beside the graph.json of the tiny graph (written first)."""
+    write_prepared(prepared, as_graph(make_tiny_graph()))
+    save_tensors(prepared / "graph.pt", schema, payload,
+                 meta={"num_classes": 3, "target": "node", **meta})
 
 
 # ------------------------------------------------------------------------------------- atomic
@@ -117,9 +128,11 @@ def test_atomic_dir_exception_keeps_old_directory(tmp_path):
 @pytest.mark.parametrize("mmap", [False, True])
 def test_write_prepared_read_graph_round_trip(tmp_path, tiny_graph, mmap):
     write_prepared(tmp_path, as_graph(tiny_graph))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.parquet", "graph.json",
-                                                          "graph.pt", "nodes.parquet"]
-    back = read_homogeneous(tmp_path, mmap=mmap).target_view()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "edges_node__to__node.parquet", "graph.json", "graph.pt", "nodes_node.parquet"]
+    assert set(torch.load(tmp_path / "graph.pt", weights_only=True)) == {
+        "schema", "meta", "x.node", "y", "node__to__node.indptr", "node__to__node.indices"}
+    back = read_graph(tmp_path, mmap=mmap).target_view()
     assert back.num_classes == tiny_graph.num_classes
     assert back.x.dtype == torch.float32 and torch.equal(back.x, tiny_graph.x)
     assert back.y.dtype == torch.int64 and torch.equal(back.y, tiny_graph.y)
@@ -139,29 +152,34 @@ def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, 
     assert read_description(tmp_path)["layout"] == "homogeneous"  # derived, not stored
     (tmp_path / "ext").mkdir()
     write_prepared(tmp_path / "ext", as_graph(tiny_graph), features="external")
-    assert read_description(tmp_path / "ext")["features"] == "features.npy"
-    assert read_homogeneous(tmp_path / "ext").target_view().x.shape == (12, 2)
+    assert read_description(tmp_path / "ext")["features"] == ["node"]
+    assert (tmp_path / "ext" / "features_node.npy").exists()
+    assert read_graph(tmp_path / "ext").target_view().x.shape == (12, 2)
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda m: m.update(node_types=[["node", 13, 2]]), r"node_types is \[\['node', 13, 2\]\], "
-                                                        r"graph.pt holds \[\['node', 12, 2\]\]"),
-    (lambda m: m.update(num_classes=4), "num_classes is 4, graph.pt holds 3"),
-    (lambda m: m.update(node_time=["node"]), r"node_time is \['node'\], graph.pt holds \[\]"),
-    (lambda m: m.update(schema="gnnpipe.hetero/1"), "expected a 'gnnpipe.graph_description/1' "
-                                                     "file, found 'gnnpipe.hetero/1'"),
+    (lambda m: m.update(node_types=[["node", 13, 2]]),
+     r"graph\.pt: 'x\.node' has shape \(12, 2\), graph\.json says \(13, 2\)"),
+    (lambda m: m.update(num_classes=4), r"graph\.pt: meta num_classes is 3, graph\.json says 4"),
+    (lambda m: m.update(node_time=["node"]),
+     r"graph\.pt: 'time\.node' must be a float or int64 tensor of shape \(12,\), found None"),
+    (lambda m: m.update(features=["node"]),
+     r"graph\.pt: meta features is \[\], graph\.json says \['node'\]"),
+    (lambda m: m.update(schema="gnnpipe.hetero/1"), r"graph\.json: expected a "
+     "'gnnpipe.graph_description/1' file, found 'gnnpipe.hetero/1'"),
     (lambda m: m.update(node_types=[["paper", 12, 2]], edge_types=["paper__cites__paper"],
                         target="paper", reverse={}, link_edge_type="paper__cites__paper"),
-     "describes a typed graph, but graph.pt holds a homogeneous one"),
-    (lambda m: m.update(edge_types=["node__to__venue"]), "edge type node__to__venue joins unknown"),
+     r"graph\.pt: missing tensor 'paper__cites__paper\.indptr'"),
+    (lambda m: m.update(edge_types=["node__to__venue"]),
+     r"graph\.json: edge type node__to__venue joins unknown"),
 ])
 def test_read_graph_checks_graph_json_against_graph_pt(tmp_path, tiny_graph, edit, message):
     write_prepared(tmp_path, as_graph(tiny_graph))
     meta = json.loads((tmp_path / "graph.json").read_text())
     edit(meta)
     (tmp_path / "graph.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match=r"graph\.json: " + message):
-        read_homogeneous(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        read_graph(tmp_path)
 
 
 def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_graph):
@@ -176,7 +194,7 @@ def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_g
     assert read_split_meta(tmp_path)["layout"] == "homogeneous"
     assert split_task(tmp_path) == "node"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["message_train.pt", "meta.json",
-                                                          "nodes.parquet"]
+                                                          "nodes_node.parquet"]
     (tmp_path / "meta.json").write_text(json.dumps({**meta, "edge_types": ["node__to"]}))
     with pytest.raises(ValueError, match=r"meta\.json: node_types / edge_types missing or "
                                          "malformed"):
@@ -189,7 +207,7 @@ def test_node_table_round_trip_returns_features_as_written(tmp_path):
     x = torch.from_numpy(rng.standard_normal((graph.num_nodes, 5)).astype(np.float32))
     graph = Graph.homogeneous(graph.csr, x, graph.y, graph.num_classes)
     write_prepared(tmp_path, graph)
-    table = read_node_table(tmp_path)
+    table = read_typed_node_table(tmp_path, "node")
     assert table.column_names == ["node_id", "label", "x"]
     assert table.schema.field("x").type == pa.list_(pa.float32(), 5)
     assert table.column("node_id").to_numpy().tolist() == list(range(graph.num_nodes))
@@ -200,15 +218,19 @@ def test_node_table_round_trip_returns_features_as_written(tmp_path):
 
 def test_edge_table_round_trip_matches_csr(tmp_path, tiny_graph):
     write_prepared(tmp_path, as_graph(tiny_graph))
-    table = read_edge_table(tmp_path)
+    table = read_typed_edge_table(tmp_path, EDGE)
     ei = tiny_graph.csr.edge_index().numpy()
     assert np.array_equal(table.column("src").to_numpy(), ei[0])
     assert np.array_equal(table.column("dst").to_numpy(), ei[1])
 
 
-def test_read_graph_missing_file(tmp_path):
+def test_read_graph_missing_file(tmp_path, tiny_graph):
+    with pytest.raises(ValueError, match=r"graph\.json: file not found"):
+        read_graph(tmp_path)
+    write_prepared(tmp_path, as_graph(tiny_graph))
+    (tmp_path / "graph.pt").unlink()
     with pytest.raises(ValueError, match=r"graph\.pt: file not found"):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
 
 
 def test_read_graph_rejects_truncated_file(tmp_path, tiny_graph):
@@ -217,21 +239,21 @@ def test_read_graph_rejects_truncated_file(tmp_path, tiny_graph):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
 
 
 def test_read_graph_rejects_other_schema_tag(tmp_path, tiny_graph):
-    save_tensors(tmp_path / "graph.pt", "gnnpipe.csr/1", _graph_payload(tiny_graph),
-                 meta={"num_classes": 3})
-    with pytest.raises(ValueError, match=r"expected a 'gnnpipe.graph/1' artifact, found "
-                                         r"'gnnpipe.csr/1'"):
-        read_homogeneous(tmp_path)
+    _save_graph_pt(tmp_path, _graph_payload(tiny_graph), "gnnpipe.graph/1")
+    with pytest.raises(ValueError, match=r"expected a 'gnnpipe.graph/2' artifact, found "
+                                         r"'gnnpipe.graph/1'"):
+        read_graph(tmp_path)
 
 
 def test_read_graph_rejects_bare_tensor(tmp_path):
+    write_prepared(tmp_path, as_graph(make_tiny_graph()))
     torch.save(torch.zeros(3), tmp_path / "graph.pt")
-    with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/1' artifact, found 'Tensor'"):
-        read_homogeneous(tmp_path)
+    with pytest.raises(ValueError, match="expected a 'gnnpipe.graph/2' artifact, found 'Tensor'"):
+        read_graph(tmp_path)
 
 
 def _side_effect(path: str) -> None:  # what unpickling SomeClass would run
@@ -251,61 +273,64 @@ def test_read_graph_never_unpickles_arbitrary_objects(tmp_path):
     marker = tmp_path / "marker"
     prepared = tmp_path / "prepared"
     prepared.mkdir()
+    write_prepared(prepared, as_graph(make_tiny_graph()))
     torch.save(SomeClass(marker), prepared / "graph.pt")
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_homogeneous(prepared)
+        read_graph(prepared)
     assert not marker.exists()
     # a plain pickle (not torch's zip format) of the same object is refused too
     with open(prepared / "graph.pt", "wb") as handle:
         pickle.dump(SomeClass(marker), handle)
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_homogeneous(prepared)
+        read_graph(prepared)
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("content", [b"hello world, not a torch file", b"a,b\n1,2\n"])
 def test_read_graph_rejects_text_file_with_value_error(tmp_path, content):
+    write_prepared(tmp_path, as_graph(make_tiny_graph()))
     (tmp_path / "graph.pt").write_bytes(content)
     with pytest.raises(ValueError, match="not a readable gnnpipe torch artifact"):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
 
 
 @pytest.mark.parametrize("override, message", [
     ({"x": torch.zeros(12, 2, dtype=torch.float64)},
-     r"tensor 'x' must be torch.float32 \(or float16 / bfloat16\), found torch.float64"),
+     r"tensor 'x.node' must be torch.float32 \(or float16 / bfloat16\), found torch.float64"),
     ({"y": torch.zeros(12, dtype=torch.int32)}, r"tensor 'y' must be torch.int64, found torch.int32"),
-    ({"indices": torch.zeros(5, dtype=torch.int32)}, r"tensor 'indices' must be torch.int64"),
-    ({"x": torch.zeros(12, dtype=torch.float32)}, r"tensor 'x' must have 2 dims, found shape \(12,\)"),
-    ({"y": torch.zeros(11, dtype=torch.int64)}, r"11 labels for 12 feature rows"),
-    ({"y": torch.arange(12) % 4}, r"labels outside \[0, 3\)"),
-    ({"y": torch.arange(12) - 1}, r"labels outside \[0, 3\)"),
+    ({"indices": torch.zeros(5, dtype=torch.int32)},
+     r"tensor 'node__to__node.indices' must be torch.int64"),
+    ({"x": torch.zeros(12, dtype=torch.float32)},
+     r"tensor 'x.node' must have 2 dims, found shape \(12,\)"),
+    ({"y": torch.zeros(11, dtype=torch.int64)}, r"'y' must hold 12 labels in \[0, 3\)"),
+    ({"y": torch.arange(12) % 4}, r"'y' must hold 12 labels in \[0, 3\)"),
+    ({"y": torch.arange(12) - 2}, r"'y' must hold 12 labels in \[0, 3\) or -1"),
     ({"indptr": torch.zeros(12, dtype=torch.int64)}, r"indptr has 12 entries, expected 13"),
     ({"indices": torch.full((32,), 12, dtype=torch.int64)}, r"indices hold node ids outside"),
 ])
 def test_read_graph_rejects_bad_tensors(tmp_path, tiny_graph, override, message):
     assert tiny_graph.csr.num_edges == 32  # the indices override keeps indptr consistent
-    save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", _graph_payload(tiny_graph, **override),
-                 meta={"num_classes": 3})
+    _save_graph_pt(tmp_path, _graph_payload(tiny_graph, **override))
     with pytest.raises(ValueError, match=message):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
 
 
 def test_read_graph_rejects_missing_tensor_and_bad_num_classes(tmp_path, tiny_graph):
     payload = _graph_payload(tiny_graph)
     del payload["y"]
-    save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", payload, meta={"num_classes": 3})
+    _save_graph_pt(tmp_path, payload)
     with pytest.raises(ValueError, match="missing tensor 'y'"):
-        read_homogeneous(tmp_path)
-    save_tensors(tmp_path / "graph.pt", "gnnpipe.graph/1", _graph_payload(tiny_graph),
-                 meta={"num_classes": 1})
-    with pytest.raises(ValueError, match=r"meta.num_classes must be an int >= 2, found 1"):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
+    _save_graph_pt(tmp_path, _graph_payload(tiny_graph), num_classes=1)
+    with pytest.raises(ValueError, match=r"meta num_classes is 1, graph.json says 3"):
+        read_graph(tmp_path)
 
 
 def test_read_graph_without_meta_raises_value_error(tmp_path, tiny_graph):
-    torch.save({"schema": "gnnpipe.graph/1", **_graph_payload(tiny_graph)}, tmp_path / "graph.pt")
+    write_prepared(tmp_path, as_graph(tiny_graph))
+    torch.save({"schema": GRAPH_SCHEMA, **_graph_payload(tiny_graph)}, tmp_path / "graph.pt")
     with pytest.raises(ValueError, match="missing the 'meta' mapping"):
-        read_homogeneous(tmp_path)
+        read_graph(tmp_path)
 
 
 def test_load_tensors_any_float_spec(tmp_path):
@@ -378,7 +403,7 @@ def test_parquet_writes_are_byte_identical(tmp_path, tiny_graph):
     a, b = tmp_path / "a", tmp_path / "b"
     write_prepared(a, as_graph(tiny_graph))
     write_prepared(b, as_graph(make_tiny_graph()))
-    for name in ("nodes.parquet", "edges.parquet"):
+    for name in ("nodes_node.parquet", "edges_node__to__node.parquet"):
         assert _sha(a / name) == _sha(b / name), name
     write_table(a / "e.parquet", _edges(50), EDGES_SCHEMA, "gnnpipe.edges/1")
     first = _sha(a / "e.parquet")

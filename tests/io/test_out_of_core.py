@@ -1,5 +1,5 @@
 """Features larger than memory: rows read per batch from the mapped file (gnnpipe/io/rows.py
-FeatureSource, gnnpipe/data/features.py ModelFeatures), features.npy written in row blocks
+FeatureSource, gnnpipe/data/features.py ModelFeatures), features_node.npy written in row blocks
 (dataset.storage.features: external), streamed synthetic generation, bfloat16 batches."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from gnnpipe.data import synthetic
 from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.features import ModelFeatures, fit
+from gnnpipe.data.graph import NODE
 from gnnpipe.io.rows import FeatureSource, read_feature_source
 from gnnpipe.runtime.rng import make_rng
 from conftest import as_graph
@@ -63,7 +64,8 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
     io.write_prepared(inline, as_graph(tiny_graph), feature_dtype=dtype)
     io.write_prepared(external, as_graph(tiny_graph), feature_dtype=dtype, features="external",
                       block_rows=3)
-    assert not (inline / io.FEATURES_FILE).exists() and (external / io.FEATURES_FILE).exists()
+    file = io.features_file(NODE)
+    assert not (inline / file).exists() and (external / file).exists()
     for mmap in (False, True):
         a, b = (io.read_graph(p, mmap=mmap).target_view() for p in (inline, external))
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
@@ -71,7 +73,8 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
                            io.read_graph(inline, mmap=mmap, stored_x=True).target_view().x)
     source = read_feature_source(external)
     assert source.mapped and source.dtype == io.FEATURE_DTYPES[dtype]
-    assert io.read_node_table(external).column_names == ["node_id", "label"]  # x once, on disk
+    # x once, on disk
+    assert io.read_typed_node_table(external, NODE).column_names == ["node_id", "label"]
 
 
 def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
@@ -79,7 +82,7 @@ def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
     for name, mode in (("a", "inline"), ("b", "auto")):
         (tmp_path / name).mkdir()
         io.write_prepared(tmp_path / name, as_graph(tiny_graph), features=mode)
-    for file in ("graph.pt", "nodes.parquet", "edges.parquet"):
+    for file in ("graph.pt", "nodes_node.parquet", "edges_node__to__node.parquet"):
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes()
     assert io.external_features("auto", 1 << 20, 256, "float32")  # 1 GiB: external
     assert not io.external_features("auto", 1 << 20, 256, "float16")
@@ -87,19 +90,19 @@ def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
 
 def test_bad_feature_files_are_refused_in_one_line(tmp_path, tiny_graph):
     io.write_prepared(tmp_path, as_graph(tiny_graph), features="external")
-    path = tmp_path / io.FEATURES_FILE
+    path = tmp_path / io.features_file(NODE)
     good = np.load(path)
     np.save(path, good[:-1])
-    with pytest.raises(ValueError, match=r"features.npy: holds float32 \[\d+, \d+\], graph.pt says"):
+    with pytest.raises(ValueError, match=r"features_node.npy: holds float32 \[\d+, \d+\], graph.pt says"):
         io.read_graph(tmp_path)
     np.save(path, good.astype(np.float64))
-    with pytest.raises(ValueError, match="features.npy: holds float64"):
+    with pytest.raises(ValueError, match="features_node.npy: holds float64"):
         io.read_graph(tmp_path, mmap=True)
     path.write_bytes(b"not numpy")
-    with pytest.raises(ValueError, match="features.npy: not a readable .npy feature file"):
+    with pytest.raises(ValueError, match="features_node.npy: not a readable .npy feature file"):
         io.read_graph(tmp_path)
     path.unlink()
-    with pytest.raises(ValueError, match="features.npy: file not found"):
+    with pytest.raises(ValueError, match="features_node.npy: file not found"):
         read_feature_source(tmp_path)
 
 
@@ -117,7 +120,7 @@ def test_streamed_synthetic_features_equal_the_in_memory_ones(monkeypatch):
 
 
 def test_prepare_streams_external_features_and_writes_the_same_graph(tmp_path, monkeypatch):
-    """prepare with features: external gives the graph inline would, x read from features.npy;
+    """prepare with features: external gives the graph inline would, x read from features_node.npy;
     a tiny block size shows x goes through the file block by block."""
     monkeypatch.setattr(synthetic, "BLOCK_VALUES", 13 * 64)
     roots = {}
@@ -132,8 +135,8 @@ def test_prepare_streams_external_features_and_writes_the_same_graph(tmp_path, m
             for m in ("inline", "external"))
     assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
     assert torch.equal(a.csr.indices, b.csr.indices)
-    assert (roots["external"] / "data/prepared" / io.FEATURES_FILE).exists()
-    edges = "data/prepared/edges.parquet"
+    assert (roots["external"] / "data/prepared" / io.features_file(NODE)).exists()
+    edges = "data/prepared/edges_node__to__node.parquet"
     assert (roots["inline"] / edges).read_bytes() == (roots["external"] / edges).read_bytes()
 
 
@@ -203,7 +206,7 @@ def test_gathered_pages_leave_the_resident_set(tmp_path, how):
                                          ("external", "float16")])
 def test_shard_rows_read_any_storage(tmp_path, tiny_graph, mode, dtype):
     """train.dist.shard: partition ranks read their rows through the same source: float32 rows
-    of x in graph.pt or features.npy, in any stored dtype, block by block."""
+    of x in graph.pt or features_node.npy, in any stored dtype, block by block."""
     from gnnpipe.sampling.store import read_node_rows
 
     io.write_prepared(tmp_path, as_graph(tiny_graph), feature_dtype=dtype, features=mode)

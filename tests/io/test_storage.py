@@ -21,14 +21,14 @@ def graph():
 
 
 def _x_bytes(prepared):
-    return (prepared / "graph.pt").stat().st_size, (prepared / "nodes.parquet").stat().st_size
+    return (prepared / "graph.pt").stat().st_size, (prepared / "nodes_node.parquet").stat().st_size
 
 
 def test_float32_is_exact_and_the_default(graph, tmp_path):
     io.write_prepared(tmp_path, as_graph(graph))
     back = io.read_graph(tmp_path).target_view()
     assert back.x.dtype == torch.float32 and torch.equal(back.x, graph.x)
-    assert pq.ParquetFile(tmp_path / "nodes.parquet").metadata.row_group(0).column(0) \
+    assert pq.ParquetFile(tmp_path / "nodes_node.parquet").metadata.row_group(0).column(0) \
         .compression == "ZSTD"
 
 
@@ -47,7 +47,7 @@ def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tm
     half_pt, half_pq = _x_bytes(half)
     assert full_pt - half_pt == pytest.approx(x_bytes / 2, rel=0.01)
     assert half_pq < 0.75 * full_pq  # float16 column, or bfloat16's zero low mantissa bits
-    table = io.read_node_table(half)
+    table = io.read_typed_node_table(half, "node")
     rows = np.stack(table.column("x").to_numpy(zero_copy_only=False))
     assert np.array_equal(rows.astype(np.float32), back.x.numpy())
     assert torch.equal(back.csr.indices, graph.csr.indices) and torch.equal(back.y, graph.y)
@@ -56,9 +56,9 @@ def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tm
 @pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "lz4"])
 def test_compression_codecs_round_trip(graph, tmp_path, codec):
     io.write_prepared(tmp_path, as_graph(graph), compression=codec)
-    meta = pq.ParquetFile(tmp_path / "edges.parquet").metadata.row_group(0).column(0)
+    meta = pq.ParquetFile(tmp_path / "edges_node__to__node.parquet").metadata.row_group(0).column(0)
     assert meta.compression == {"none": "UNCOMPRESSED", "lz4": "LZ4"}.get(codec, codec.upper())
-    edges = io.read_edge_table(tmp_path)
+    edges = io.read_typed_edge_table(tmp_path, ("node", "to", "node"))
     src, dst = graph.csr.edge_index().numpy()
     assert np.array_equal(edges.column("src").to_numpy(), src)
     assert np.array_equal(edges.column("dst").to_numpy(), dst)
@@ -67,7 +67,7 @@ def test_compression_codecs_round_trip(graph, tmp_path, codec):
 def test_float64_features_in_an_artifact_are_rejected(graph, tmp_path):
     io.write_prepared(tmp_path, as_graph(graph))
     payload = torch.load(tmp_path / "graph.pt", weights_only=True)
-    payload["x"] = payload["x"].double()
+    payload["x.node"] = payload["x.node"].double()
     torch.save(payload, tmp_path / "graph.pt")
-    with pytest.raises(ValueError, match=r"tensor 'x' must be torch.float32 \(or float16"):
+    with pytest.raises(ValueError, match=r"tensor 'x.node' must be torch.float32 \(or float16"):
         io.read_graph(tmp_path)
