@@ -124,7 +124,7 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
             Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]), edge_type, sizes,
             f"{path} ({name})")
     reverse = {parse_edge_type(k): parse_edge_type(v) for k, v in meta["reverse"].items()}
-    node_time = {t: _check_times(payload.get(f"time.{t}"), sizes[t], f"{path}: 'time.{t}'")
+    node_time = {t: _check_times(payload.get(f"time.{t}"), sizes[t], path, t)
                  for t in timed_types}
     edge_time = {}
     for name in timed_edges:
@@ -144,14 +144,17 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
                  node_time=node_time, edge_time=edge_time, public_roles=public_roles)
 
 
-def _check_times(times, num_nodes: int, where: str) -> torch.Tensor:
-    """A node type's times: int64 or float (N_t,), finite."""
-    if (not isinstance(times, torch.Tensor) or times.dtype not in TIME_DTYPES
-            or tuple(times.shape) != (num_nodes,)):
-        raise ValueError(f"{where} must be a float or int64 tensor of shape ({num_nodes},), "
-                         f"found {getattr(times, 'shape', times)!r}")
+def _check_times(times, num_nodes: int, path: Path, node_type: str) -> torch.Tensor:
+    """A node type's times ``time.<T>``: int64 or float (N_t,), finite."""
+    name = f"time.{node_type}"
+    if not isinstance(times, torch.Tensor) or times.dtype not in TIME_DTYPES or times.dim() != 1:
+        raise ValueError(f"{path}: {name!r} must be a float or int64 tensor of one dim, found "
+                         f"{getattr(times, 'dtype', times)!r}")
+    if times.numel() != num_nodes:
+        raise ValueError(f"{path}: {name!r} has {times.numel()} entries for {num_nodes} "
+                         f"{node_type} nodes")
     if times.is_floating_point() and not bool(torch.isfinite(times).all()):
-        raise ValueError(f"{where} contains NaN or inf")
+        raise ValueError(f"{path}: {name!r} contains NaN or inf")
     return times
 
 

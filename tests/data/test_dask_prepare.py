@@ -1,5 +1,5 @@
 """prepare on cluster.engine: dask (gnnpipe/data/dask_prepare.py): every prepared file byte for
-byte as cluster.engine: local writes it (edge_attrs.parquet included), on tables cut into many
+byte as cluster.engine: local writes it (edge_attrs_node__to__node.parquet included), on tables cut into many
 blocks; the local reader's one-line errors; refusals. The block functions run in this process (a client of None) except in
 one test, on real LocalClusters of 1, 2 and 4 workers."""
 

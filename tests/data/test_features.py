@@ -199,7 +199,7 @@ def _args(root: Path):
 
 def _expected_standardized(root: Path) -> torch.Tensor:
     x = io.read_graph(root / "data/prepared").target_view().x.double()
-    train = torch.from_numpy(np.flatnonzero(io.read_split_roles(root / "data/split") == "train"))
+    train = torch.from_numpy(np.flatnonzero(io.read_typed_roles(root / "data/split") == "train"))
     mean, std = x[train].mean(0), x[train].std(0, correction=0)
     return ((x - mean.float().double()) / std.float().double()).float()
 
@@ -214,7 +214,7 @@ def test_split_writes_the_artifact_and_audit_and_split_is_unchanged(tmp_path, mo
                                                       "features": {"normalize": "standardize"}}))
     assert main(["split"]) == 0
     assert {p.name: p.read_bytes() for p in (root / "data/split").iterdir()} == split_bytes
-    train = int((io.read_split_roles(root / "data/split") == "train").sum())
+    train = int((io.read_typed_roles(root / "data/split") == "train").sum())
     assert json.loads((root / "metrics/split_audit.json").read_text())["features"] == {
         "normalize": "standardize", "fitted_on": "train", "nodes": train}
 

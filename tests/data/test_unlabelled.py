@@ -157,7 +157,7 @@ def test_public_split_unlabelled_is_reported_by_the_split_stage(half, tmp_path, 
     assert report["passed"]
     assert report["label_coverage"]["public_split_unlabelled"] == \
         {role: int(((official == role) & unlabelled).sum()) for role in PHASES}
-    roles = io.read_split_roles(tmp_path / "data/split")
+    roles = io.read_typed_roles(tmp_path / "data/split")
     assert (roles[unlabelled] == "unused").all()
 
 

@@ -162,7 +162,7 @@ def test_homogeneous_graph_is_described_as_one_node_and_one_edge_type(tmp_path, 
      r"graph\.pt: 'x\.node' has shape \(12, 2\), graph\.json says \(13, 2\)"),
     (lambda m: m.update(num_classes=4), r"graph\.pt: meta num_classes is 3, graph\.json says 4"),
     (lambda m: m.update(node_time=["node"]),
-     r"graph\.pt: 'time\.node' must be a float or int64 tensor of shape \(12,\), found None"),
+     r"graph\.pt: 'time\.node' must be a float or int64 tensor of one dim, found None"),
     (lambda m: m.update(features=["node"]),
      r"graph\.pt: meta features is \[\], graph\.json says \['node'\]"),
     (lambda m: m.update(schema="gnnpipe.hetero/1"), r"graph\.json: expected a "
