@@ -224,7 +224,7 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_
     node = {"strategy": "stratified", "mode": "inductive"}
     assert _run(tmp_path, prepared, "local", node=node)[0] == 0
     expected = _digests(tmp_path / "local")
-    assert set(expected) >= {"split/nodes.parquet", "split/message_train.pt",
+    assert set(expected) >= {"split/nodes_node.parquet", "split/message_train.pt",
                              "split/message_val.pt", "split/message_test.pt",
                              "split/meta.json", "features/transform.pt", "audit.json"}
     for workers in (4, 2, 1):
@@ -243,7 +243,7 @@ def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, t
     assert _run(tmp_path, prepared, "local", task="link", link=link)[0] == 0
     expected = _digests(tmp_path / "local")
     assert set(expected) >= {"split/edges_val.parquet", "split/negatives_test.parquet",
-                             "split/message_val.pt", "split/nodes.parquet", "audit.json"}
+                             "split/message_val.pt", "split/nodes_node.parquet", "audit.json"}
     for workers in (4, 2, 1):
         scale_cluster(dask_cluster, workers)
         code, out = _run(tmp_path, prepared, f"dask{workers}", task="link", link=link,

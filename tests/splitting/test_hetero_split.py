@@ -202,22 +202,25 @@ def test_split_artifacts_round_trip(graph, tmp_path):
 
 
 def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_graph, tmp_path):
-    """A homogeneous split's files, unchanged, read by the typed readers: message graphs as
-    ``{EDGE: csr}`` (shared per file), the homogeneous roles and link split with edge type
-    ``EDGE``: the values the homogeneous readers give."""
+    """A homogeneous split's files read by the one set of readers: message graphs as
+    ``{EDGE: csr}`` (shared per file), roles of the one type and the link split with edge type
+    ``EDGE``: the values written."""
     g = as_graph(small_graph)
     n = small_graph.num_nodes
     node = node_split(g)
     io.write_split(tmp_path / "node", g, node.message_graphs, {"mode": node.mode},
                    roles=node.roles)
     sizes, graphs = io.read_typed_message_graphs(tmp_path / "node", g)
-    plain = io.read_message_graphs(tmp_path / "node", n)
+    plain = node.message_graphs
     assert sizes == [(NODE, n)] and all(set(graphs[p]) == {EDGE} for p in plain)
-    assert all(torch.equal(graphs[p][EDGE].indices, plain[p].indices) for p in plain)
-    assert all((graphs[p] is graphs[q]) == (plain[p] is plain[q]) for p in plain for q in plain)
-    assert np.array_equal(io.read_typed_roles(tmp_path / "node", g),
-                          io.read_split_roles(tmp_path / "node"))
-    with pytest.raises(ValueError, match=f"{n} split roles for 1499 nodes"):
+    assert all(torch.equal(graphs[p][EDGE].indices, plain[p][EDGE].indices) for p in plain)
+    assert all((graphs[p] is graphs[q]) == (plain[p][EDGE] is plain[q][EDGE])
+               for p in plain for q in plain)
+    assert sorted(p.name for p in (tmp_path / "node").iterdir())[-1] == "nodes_node.parquet"
+    assert np.array_equal(io.read_typed_roles(tmp_path / "node", g), node.roles.astype(str))
+    assert np.array_equal(io.read_typed_roles(tmp_path / "node"), node.roles.astype(str))
+    with pytest.raises(ValueError, match=f"{n} split roles of 'node' nodes for 1499 'node' "
+                                         "nodes"):
         io.read_typed_roles(tmp_path / "node", as_graph(
             type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))

@@ -231,7 +231,7 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
 
     first, again, other = written(0, tmp_path / "a"), written(0, tmp_path / "b"), written(1, tmp_path / "c")
     assert first == again
-    assert set(first) == {"nodes.parquet", "meta.json", "message_train.pt", "message_test.pt",
+    assert set(first) == {"nodes_node.parquet", "meta.json", "message_train.pt", "message_test.pt",
                           "edges_message.parquet", "edges_train_supervision.parquet",
                           "edges_val.parquet", "edges_test.parquet", "negatives_val.parquet",
                           "negatives_test.parquet"}
@@ -247,8 +247,10 @@ def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     assert all(torch.equal(edges[role], link.edges[role]) for role in link.edges)
     negatives = io.read_link_negatives(tmp_path, edges, n)
     assert all(torch.equal(negatives[p], link.negatives[p]) for p in ("val", "test"))
-    graphs = io.read_message_graphs(tmp_path, n)
-    assert all(torch.equal(graphs[p].indices, link.message_graphs[p][EDGE].indices) for p in graphs)
+    _, graphs = io.read_typed_message_graphs(tmp_path)
+    assert all(torch.equal(graphs[p][EDGE].indices, link.message_graphs[p][EDGE].indices)
+               for p in graphs)
+    assert set(io.read_typed_roles(tmp_path)) == {"unused"}  # no node carries a label role
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["task"] == "link" and meta["num_negatives"] == {"val": 100, "test": 100}
     # negatives that belong to other positives than their rows say are rejected
