@@ -113,10 +113,10 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
                              f"says ({n}, {f})")
         x[t] = stored if stored_x else stored.float()
     y, num_classes, target = payload["y"], meta["num_classes"], meta["target"]
-    if y.numel() != sizes[target] or (y.numel() and (y.min() < UNLABELLED
-                                                     or y.max() >= num_classes)):
-        raise ValueError(f"{path}: 'y' must hold {sizes[target]} labels in [0, {num_classes}) "
-                         "or -1 (unlabelled)")
+    if y.numel() != sizes[target]:
+        raise ValueError(f"{path}: {y.numel()} labels for {sizes[target]} {target} nodes")
+    if y.numel() and (y.min() < UNLABELLED or y.max() >= num_classes):
+        raise ValueError(f"{path}: labels outside [0, {num_classes}) (or -1: unlabelled)")
     csr = {}
     for edge_type in meta["edge_type_list"]:
         name = edge_type_name(edge_type)

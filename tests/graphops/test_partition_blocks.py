@@ -120,8 +120,7 @@ def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_
     def whole(*args, **kwargs):
         raise AssertionError("the lp stage read the train graph whole")
 
-    for module, name in [(io, "read_typed_message_graphs"), (io, "read_message_graphs"),
-                         (commands.partition, "train_graph")]:
+    for module, name in [(io, "read_typed_message_graphs"), (commands.partition, "train_graph")]:
         monkeypatch.setattr(module, name, whole)
     loaded, load = [], csr_blocks.load_tensors
 
@@ -145,17 +144,19 @@ def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp
 
     shutil.copytree(splits["homogeneous"], tmp_path / "data/split")
     path = tmp_path / "data/split/message_train.pt"
-    payload = load_tensors(path, "gnnpipe.csr/1", {})
-    indices = payload["indices"].clone()
+    payload = load_tensors(path, io.MESSAGE_SCHEMA, {})
+    indices = payload["node__to__node.indices"].clone()
     indices[-1] = 900  # one node past the end
-    save_tensors(path, "gnnpipe.csr/1", {"indptr": payload["indptr"], "indices": indices})
+    save_tensors(path, io.MESSAGE_SCHEMA, {
+        "node__to__node.indptr": payload["node__to__node.indptr"],
+        "node__to__node.indices": indices})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
         {"partition": {"method": method, "num_parts": 3, "block_rows": 200}}))
     monkeypatch.chdir(tmp_path)
     assert main(["partition"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == ("gnnpipe partition: error: data/split/message_train.pt: indices hold node "
-                   "ids outside [0, 900)"), err
+    assert err == ("gnnpipe partition: error: data/split/message_train.pt (node__to__node): "
+                   "indices hold node ids outside [0, 900)"), err
 
 
 def test_shards_do_not_depend_on_how_many_outer_rows_are_read_at_once(splits, monkeypatch):

@@ -101,30 +101,31 @@ def test_artifact_of_another_kind(prepared, capsys):
     split_graph = prepared / "data/split/message_train.pt"
     (prepared / "data/prepared/graph.pt").write_bytes(split_graph.read_bytes())
     err = _fails("split", prepared, capsys)
-    assert "expected a 'gnnpipe.graph/1' artifact, found 'gnnpipe.csr/1'" in err
+    assert "expected a 'gnnpipe.graph/2' artifact, found 'gnnpipe.message_graph/1'" in err
 
 
 def test_edge_index_out_of_range_in_a_message_graph(prepared, capsys):
     path = prepared / "data/split/message_train.pt"
     payload = torch.load(path, weights_only=True)
-    payload["indices"][0] = 10**6
+    payload["node__to__node.indices"][0] = 10**6
     with open(path, "wb") as handle:
         torch.save(payload, handle)
     err = _fails("partition", prepared, capsys)
-    assert "data/split/message_train.pt: indices hold node ids outside [0, 600)" in err
+    assert ("data/split/message_train.pt (node__to__node): indices hold node ids outside "
+            "[0, 600)") in err
 
 
 def test_corrupt_parquet(prepared, capsys):
-    (prepared / "data/split/nodes.parquet").write_bytes(b"PAR1 not really")
+    (prepared / "data/split/nodes_node.parquet").write_bytes(b"PAR1 not really")
     err = _fails("baseline", prepared, capsys)
-    assert "data/split/nodes.parquet: not a readable Parquet file" in err
+    assert "data/split/nodes_node.parquet: not a readable Parquet file" in err
 
 
 def test_parquet_with_unknown_split_role(prepared, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = prepared / "data/split/nodes.parquet"
+    path = prepared / "data/split/nodes_node.parquet"
     table = pq.read_table(path)
     roles = table.column("split").to_pylist()
     roles[0] = "holdout"

@@ -38,7 +38,8 @@ def workdir(tmp_path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("victim", ["nodes.parquet", "edges.parquet", "graph.pt"])
+@pytest.mark.parametrize("victim", ["nodes_node.parquet", "edges_node__to__node.parquet",
+                                    "graph.pt"])
 def test_kill_before_rename_keeps_the_previous_output(workdir, victim):
     assert _stage(["prepare"], workdir).returncode == 0
     before = _digest(workdir / "data/prepared")
@@ -67,7 +68,8 @@ def test_random_kills_never_leave_a_torn_graph(workdir):
         prepared = workdir / "data/prepared"
         if prepared.exists():
             assert sorted(p.name for p in prepared.iterdir()) == [
-                "classes.parquet", "edges.parquet", "graph.json", "graph.pt", "nodes.parquet"]
+                "classes.parquet", "edges_node__to__node.parquet", "graph.json", "graph.pt",
+                "nodes_node.parquet"]
             assert read_graph(prepared).num_nodes == 60000
 
 
