@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import torch
 
 from gnnpipe.config import PropagateParams
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import Csr, phase_csrs
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.graphops.propagate import normalized_adjacency, propagate
 
@@ -378,7 +378,7 @@ def test_stage_propagates_each_phase_over_its_own_message_graph(inductive_folder
     from gnnpipe import io
 
     graph = io.read_graph(inductive_folder / "data/prepared").target_view()
-    graphs = io.read_message_graphs(inductive_folder / "data/split", graph.num_nodes)
+    graphs = phase_csrs(io.read_typed_message_graphs(inductive_folder / "data/split")[1])
     hops = io.read_propagated(inductive_folder / "data/propagate")
     cfg = PropagateParams(hops=2, norm="ppr", alpha=0.15, dtype="bfloat16", block_rows=100)
     for phase in ("train", "val", "test"):

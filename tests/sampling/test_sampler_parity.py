@@ -12,7 +12,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import EDGE, Csr
 from gnnpipe.sampling import HeteroNeighborSampler, hetero_link_neighbor_loader
 from gnnpipe.sampling import hetero_neighbor_loader
 from gnnpipe.sampling.bidirectional import BidirectionalNeighborSampler
@@ -489,7 +489,7 @@ def test_graphsaint_edge_sampler_draws_edges_as_pygs_code():
 
 # ------------------------------------------------------ train.neighbor.weighted (pipeline)
 def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
-    """A prepared graph with edge_attrs.parquet weights, the train graph without the edges
+    """A prepared graph with edge_attrs_node__to__node.parquet weights, the train graph without the edges
     into nodes 0..9, and the neighbor loader's source as the train stage reads it."""
     from types import SimpleNamespace
 
@@ -513,7 +513,7 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     io.write_prepared(tmp_path, Graph.homogeneous(csr, torch.zeros(n, 2),
                                                   torch.zeros(n, dtype=torch.long), 2))
     if with_weights:
-        io.write_edge_attrs(tmp_path, src, dst, {"weight": pa.array(weight)})
+        io.write_edge_attrs(tmp_path, EDGE, src, dst, {"weight": pa.array(weight)})
     keep = dst >= 10
     train = csr_from_edges(src[keep], dst[keep], n)
     params = params_from_dict({

@@ -16,7 +16,7 @@ from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor, to_t
 from gnnpipe import io
 from gnnpipe.data.graph import Csr, Graph
 from gnnpipe.data.edges import csr_from_edges
-from gnnpipe.io.prepared import write_typed_prepared
+from gnnpipe.io.prepared import write_prepared
 from gnnpipe.sampling import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.store import CsrGraphStore, GnnpipeFeatureStore, open_prepared
 
@@ -182,7 +182,7 @@ def test_get_of_k_rows_reads_those_rows_from_the_memory_map(tmp_path):
 
 def test_open_prepared_typed_graph_is_memory_mapped(tmp_path):
     graph = _hetero_graph()
-    write_typed_prepared(tmp_path, graph)
+    write_prepared(tmp_path, graph)
     fs, gs = open_prepared(tmp_path)
     assert _mapped_file(fs.get_tensor("author", "x", None)) == str(tmp_path / "graph.pt")
     assert torch.equal(fs.get_tensor("author", "x", index=torch.tensor([3, 1])),

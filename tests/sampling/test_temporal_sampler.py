@@ -16,7 +16,7 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from gnnpipe import cli
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import EDGE, Csr
 from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.sampling import CsrNeighborSampler
 from gnnpipe.sampling.temporal import TemporalIndex, align_edge_times, temporal_options
@@ -250,9 +250,9 @@ def test_train_stage_samples_by_edge_time_of_the_train_graph(tmp_path, monkeypat
     from gnnpipe import io
 
     graph = io.read_graph(tmp_path / "data/prepared").target_view()
-    train_csr = io.read_message_graphs(tmp_path / "data/split", graph.num_nodes)["train"]
+    train_csr = io.read_typed_message_graphs(tmp_path / "data/split")[1]["train"][EDGE]
     assert train_csr.num_edges < graph.csr.num_edges
-    table = io.read_edge_attrs(tmp_path / "data/prepared")
+    table = io.read_edge_attrs(tmp_path / "data/prepared", EDGE)
     full_time = table.column("timestamp").to_numpy()
     options = temporal_options("edge", "uniform", np.arange(5), train_csr, graph.timestamps,
                                graph.csr, full_time)

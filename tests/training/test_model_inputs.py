@@ -16,6 +16,7 @@ from gnnpipe.splitting.inputs import (model_features, read_model_typed,
                                      read_typed_link_supervision)
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
+from gnnpipe.data.graph import EDGE
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
 from gnnpipe.training.train import PHASES
 
@@ -47,8 +48,8 @@ def split_repo(request, tmp_path_factory):
 def _message_edges(args, inputs, kind):
     """phase -> the message graph's edge_index (homogeneous) or edge type -> edge_index."""
     if kind == "homogeneous":
-        graphs = io.read_message_graphs(args.split, inputs.graph.num_nodes)
-        return {p: graphs[p].edge_index() for p in PHASES}
+        graphs = io.read_typed_message_graphs(args.split, inputs.graph)[1]
+        return {p: graphs[p][EDGE].edge_index() for p in PHASES}
     graphs = io.read_typed_message_graphs(args.split, inputs.graph)[1]
     return {p: {e: csr.edge_index() for e, csr in graphs[p].items()} for p in PHASES}
 

@@ -19,7 +19,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
-from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
+from gnnpipe.data.graph import EDGE, NODE, UNLABELLED, Graph
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
@@ -74,7 +74,7 @@ def _prepare(folder: Path, graph: Graph, ids: pa.Array | None, classes: list | N
     out.mkdir(parents=True)
     io.write_prepared(out, as_graph(graph))
     if ids is not None:
-        io.write_node_ids(out, ids)
+        io.write_node_ids(out, NODE, ids)
     if classes is not None:
         io.write_classes(out, pa.array(classes))
 
