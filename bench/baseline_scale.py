@@ -7,7 +7,7 @@ split, at each size given.
 Per size, one child process prepares and splits a synthetic graph (``--avg-degree`` stored
 edges per node, 10 classes, default stratified 60/20/20 split; kept for a later run with the
 same arguments; prepare's ``dataset.storage.features: auto`` keeps x in graph.pt below 1 GiB,
-in features.npy from it); then one child process per source runs the stage
+in features_node.npy from it); then one child process per source runs the stage
 (``baseline.models``: ``--models``, ``--epochs`` epochs without early stopping, ``threads:
 --threads``) and reports its peak RSS (VmHWM of /proc/self/status: anonymous and file-backed
 pages it ever held), its RSS after importing the stage (``base``), the stage's wall time and

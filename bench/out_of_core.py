@@ -1,5 +1,5 @@
 """Out-of-core neighbor training (issue #16 item 2): peak RSS and seeds/s of training that
-reads each batch's feature rows from the memory-mapped features.npy (gnnpipe's path under
+reads each batch's feature rows from the memory-mapped features_node.npy (gnnpipe's path under
 ``train.sampler: neighbor``), against the whole matrix held by the process, same graph, same run.
 
     python -m bench.out_of_core --dir /tmp/ooc --nodes 2000000 --features 1024
@@ -14,7 +14,7 @@ the model under autocast); prints best val and test accuracy of each (goal: with
 Every measured phase runs in its own child process, which reports its peak RSS (VmHWM of
 /proc/self/status: anonymous and file-backed pages it ever held) and its seeds/s:
 - ``prepare``: ``gnnpipe prepare`` with ``dataset.storage.features: external`` (features
-  streamed to features.npy in row blocks);
+  streamed to features_node.npy in row blocks);
 - ``out_of_core``: ``ModelFeatures`` over the mapped file, pages dropped every 256 MiB;
 - ``mapped``: today's path, the float32 tensor of a long-lived map (every touched page stays
   resident; the kernel may evict them under pressure, the RSS peak still counts them);

@@ -154,8 +154,7 @@ def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit:
         with io.atomic_dir(out) as target:
             io.write_prepared(target, prepared.graph)
             for node_type, ids in prepared.node_ids.items():
-                io.write_node_ids(target, ids, prepared.node_time.get(node_type),
-                                  node_type=node_type)
+                io.write_node_ids(target, node_type, ids, prepared.node_time.get(node_type))
         report = prepared.report
     else:
         with session(params.cluster) as client, io.atomic_dir(out) as target, \

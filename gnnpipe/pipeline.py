@@ -131,7 +131,7 @@ STAGES: dict[str, Stage] = {
     ), params_help="baseline, and what baseline.source: auto decides on: cluster.engine (dask: "
                    "by blocks) and evaluate.seeds (> 1: in memory)"),
     "train": Stage(("threads", "seed", "dataset.task", "train"), (
-        _in("--prepared", PREPARED, "graph.pt; edge_attrs.parquet for train.temporal.by: edge"),
+        _in("--prepared", PREPARED, "graph.pt; edge_attrs_<E>.parquet for train.temporal.by: edge"),
         _in("--split", SPLIT),
         _in("--features", FEATURES,
             "features.normalize as the split stage fitted it (transform.pt)"),

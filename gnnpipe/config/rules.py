@@ -34,7 +34,7 @@ def _check_typed_source(params: Params) -> None:
 
 
 def _check_feature_file(params: Params) -> None:
-    """features.npy is written for homogeneous graphs only."""
+    """features_<T>.npy is written for one-type graphs only."""
     if params.dataset.storage.features == "external" and params.dataset.layout == "typed":
         raise ParamsError("dataset.storage.features='external' is for homogeneous graphs; typed "
                           "graphs keep x per node type in graph.pt (use inline)")

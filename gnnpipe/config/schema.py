@@ -53,7 +53,7 @@ class NodeTableParams:
     # one list/array column, or comma-separated scalar columns / globs ("f0,f1" or "feat_*")
     features: str = "x"
     label: str = "label"  # integer or string classes, remapped to dense codes 0..C-1
-    timestamp: str = ""  # optional column kept in node_ids.parquet; "" = none
+    timestamp: str = ""  # optional column kept in node_ids_<type>.parquet; "" = none
     # label values that mean "unlabelled" besides null / NaN / blank / nan / NA / N/A / None /
     # null (those always do), e.g. [-1]
     unlabeled_values: tuple[Union[int, str], ...] = field(default=(),
@@ -67,7 +67,7 @@ class EdgeTableParams:
     file: str = ""  # relative to dataset.path; "" = edges.parquet / edges.csv (typed: edges/)
     src: str = "src"  # source node id column
     dst: str = "dst"  # destination node id column
-    weight: str = ""  # optional numeric column kept in edge_attrs.parquet; "" = none
+    weight: str = ""  # optional numeric column kept in edge_attrs_<edge type>.parquet; "" = none
     timestamp: str = ""  # optional; merged duplicates keep their earliest row
 
 
@@ -78,8 +78,8 @@ class StorageParams:
     # graph.pt features; float16/bfloat16 halve x on disk, readers compute in float32
     feature_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     compression: Literal["zstd", "snappy", "lz4", "gzip", "none"] = "zstd"  # prepare's Parquet
-    # x in graph.pt (inline) or in features.npy, streamed by prepare and read row by row (external;
-    # auto: external from 1 GiB of stored features); docs/scaling.md
+    # x in graph.pt (inline) or in features_<type>.npy, streamed by prepare and read row by row
+    # (external; auto: external from 1 GiB of stored features); docs/scaling.md
     features: Literal["inline", "external", "auto"] = "inline"
 
 

@@ -3,7 +3,7 @@ scratch part files, ``.npy`` memory maps, and a Parquet writer that takes rows i
 the same bytes as ``write_table`` of the whole table.
 
 The scratch folder lies beside the stage's output (the workers of a real cluster see that path;
-features.npy moves from it into the output by a rename), named as a temp of this process
+features_<T>.npy moves from it into the output by a rename), named as a temp of this process
 (``gnnpipe.io.temps``), so a killed run's folder is swept by the next stage run.
 """
 

@@ -104,7 +104,7 @@ class FeatureFileWriter:
 
 
 def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
-    """Rows ``x`` (B, F) rounded to the stored dtype, as the bytes features.npy holds."""
+    """Rows ``x`` (B, F) rounded to the stored dtype, as the bytes features_<T>.npy holds."""
     stored = x.to(FEATURE_DTYPES[feature_dtype]).contiguous()
     if feature_dtype == "bfloat16":
         stored = stored.view(torch.int16)
@@ -212,7 +212,8 @@ def stored_features(path: Path, payload: dict, node_type: str, *, mmap: bool) ->
     else:
         file_name = features_file(node_type)
         if (not isinstance(entry, dict) or entry.get("file") != file_name
-                or entry.get("dtype") not in NPY_DTYPES or not isinstance(entry.get("shape"), list)):
+                or entry.get("dtype") not in NPY_DTYPES
+                or not isinstance(entry.get("shape"), list)):
             raise ValueError(f"{path}: meta.features.{node_type} must name {file_name}, a "
                              f"feature dtype and a shape, found {entry!r}")
         file = path.parent / file_name

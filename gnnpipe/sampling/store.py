@@ -388,7 +388,7 @@ def _pad(ptr: Tensor, num_rows: int) -> Tensor:
 def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
     """The stores of a prepared graph folder, ``graph.pt`` memory-mapped (homogeneous or
     typed, by the types its ``graph.json`` lists); a homogeneous graph's ``x`` through a
-    ``FeatureSource`` (x in graph.pt or features.npy, any stored dtype; gets are float32)."""
+    ``FeatureSource`` (x in graph.pt or features_node.npy, any stored dtype; gets are float32)."""
     graph = io.read_graph(prepared, mmap=True, stored_x=True)
     if graph.layout != HOMOGENEOUS:  # typed files: stores keyed by type
         return GnnpipeFeatureStore.from_hetero(graph), CsrGraphStore.from_hetero(graph)

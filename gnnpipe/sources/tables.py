@@ -18,7 +18,7 @@ A node table (one row per node: id, features, label, optional timestamp) is read
 its features end up in memory anyway. An edge table is streamed: Parquet row groups or CSV blocks
 of ``EDGE_BATCH_ROWS`` rows, read as Arrow columns (never through Python objects), its ids mapped
 to ``0..N-1`` chunk by chunk. Node ``i`` (of a type) is row ``i`` of its node table; the original
-ids are kept for ``node_ids.parquet`` (``node_ids_<type>.parquet``).
+ids are kept for ``node_ids_<type>.parquet``.
 """
 
 from __future__ import annotations

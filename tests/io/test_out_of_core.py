@@ -93,7 +93,8 @@ def test_bad_feature_files_are_refused_in_one_line(tmp_path, tiny_graph):
     path = tmp_path / io.features_file(NODE)
     good = np.load(path)
     np.save(path, good[:-1])
-    with pytest.raises(ValueError, match=r"features_node.npy: holds float32 \[\d+, \d+\], graph.pt says"):
+    with pytest.raises(ValueError, match=r"features_node.npy: holds float32 \[\d+, \d+\], "
+                                         r"graph.pt says"):
         io.read_graph(tmp_path)
     np.save(path, good.astype(np.float64))
     with pytest.raises(ValueError, match="features_node.npy: holds float64"):
