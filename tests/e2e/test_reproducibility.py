@@ -46,7 +46,7 @@ def test_two_runs_are_byte_identical(tmp_path, monkeypatch):
 def test_a_different_seed_changes_the_artifacts(tmp_path, monkeypatch):
     base = _run_all(tmp_path / "a", PARAMS, monkeypatch)
     other = _run_all(tmp_path / "b", {**PARAMS, "seed": 1}, monkeypatch)
-    assert base["data/prepared/nodes.parquet"] != other["data/prepared/nodes.parquet"]
+    assert base["data/prepared/nodes_node.parquet"] != other["data/prepared/nodes_node.parquet"]
     assert base["metrics/eval.json"] != other["metrics/eval.json"]
 
 

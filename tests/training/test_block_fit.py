@@ -136,7 +136,7 @@ def test_block_rows_must_be_whole_chunks():
 def test_a_slice_of_the_file_is_one_read_of_the_same_rows(tmp_path, monkeypatch):
     x = torch.arange(5000 * 6, dtype=torch.float32).reshape(5000, 6)
     np.save(tmp_path / "x.npy", x.numpy())
-    with warnings.catch_warnings():  # a read-only map, as prepare's features.npy
+    with warnings.catch_warnings():  # a read-only map, as prepare's features_node.npy
         warnings.simplefilter("ignore", UserWarning)
         mapped = torch.from_numpy(np.load(tmp_path / "x.npy", mmap_mode="r"))
     source = FeatureSource(mapped, mapped=True, direct_bytes=0)
