@@ -123,11 +123,19 @@ def main(argv=None) -> int:
     stages = tuple(s for s in args.stages.split(",") if s)
     result = {name: run_pipeline(name, args.small, stages, args.keep, args.threads)
               for name in args.pipelines.split(",") if name}
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
-    if args.compare is None:
+    return save_and_compare(result, args.out, args.compare, "files")
+
+
+def save_and_compare(result: dict[str, dict[str, str]], out: Path | None,
+                     compare: Path | None, what: str) -> int:
+    """Write ``result`` (pipeline -> name -> hash) to ``out``; against ``compare`` (an earlier
+    ``out``), print every name that differs, is new or gone, and the count per pipeline; 1 when
+    any differs."""
+    if out:
+        out.write_text(json.dumps(result, indent=1, sort_keys=True))
+    if compare is None:
         return 0
-    before = json.loads(args.compare.read_text())
+    before = json.loads(compare.read_text())
     differ = 0
     for name, hashes in result.items():
         old = before.get(name, {})
@@ -137,8 +145,8 @@ def main(argv=None) -> int:
                 state = ("new" if rel not in old else "gone" if rel not in hashes else "differs")
                 print(f"{name}: {rel} {state}")
         same = sum(old.get(rel) == h for rel, h in hashes.items())
-        print(f"{name}: {same} files identical")
-    print("all identical" if not differ else f"{differ} files differ", file=sys.stderr)
+        print(f"{name}: {same} {what} identical")
+    print("all identical" if not differ else f"{differ} {what} differ", file=sys.stderr)
     return 1 if differ else 0
 
 

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_artifacts import PIPELINES, run_pipeline  # noqa: E402
+from compare_artifacts import PIPELINES, run_pipeline, save_and_compare  # noqa: E402
 
 
 def _digest(array) -> str:
@@ -53,6 +53,8 @@ def _columns(prefix: str, table, out: dict) -> None:
 
 def read_values(root: Path) -> dict[str, str]:
     """Layout-free names -> hashes of the prepared graph and split under ``root``."""
+    import numpy as np
+
     from gnnpipe import io
     from gnnpipe.data.graph import edge_type_name
 
@@ -116,10 +118,14 @@ def read_values(root: Path) -> dict[str, str]:
         for phase, targets in (hard or {}).items():
             out[f"split.hard_negatives.{phase}"] = _digest(targets)
     try:
-        out["split.roles"] = _digest(io.read_typed_roles(split, graph).astype("U8"))
-    except ValueError as err:  # a typed link split kept no roles file before the one layout
-        if "file not found" not in str(err):
+        roles = io.read_typed_roles(split, graph)
+    except ValueError as err:
+        # a typed link split kept no roles file before the one layout: no node carried a
+        # label role, i.e. every target node unused (what the one layout writes for a link split)
+        if "file not found" not in str(err) or meta.get("task") != "link":
             raise
+        roles = np.full(graph.num_nodes_dict[graph.target], "unused")
+    out["split.roles"] = _digest(roles.astype("U8"))
     return out
 
 
@@ -142,22 +148,7 @@ def main(argv=None) -> int:
             child = subprocess.run([sys.executable, __file__, "--read", str(Path(keep) / name)],
                                    check=True, stdout=subprocess.PIPE, text=True)
             result[name] = json.loads(child.stdout)
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
-    if args.compare is None:
-        return 0
-    before = json.loads(args.compare.read_text())
-    differ = 0
-    for name, values in result.items():
-        old = before.get(name, {})
-        for key in sorted(set(old) | set(values)):
-            if old.get(key) != values.get(key):
-                differ += 1
-                state = "new" if key not in old else "gone" if key not in values else "differs"
-                print(f"{name}: {key} {state}")
-        print(f"{name}: {sum(old.get(k) == v for k, v in values.items())} values identical")
-    print("all identical" if not differ else f"{differ} values differ", file=sys.stderr)
-    return 1 if differ else 0
+    return save_and_compare(result, args.out, args.compare, "values")
 
 
 if __name__ == "__main__":
