@@ -1,7 +1,7 @@
 """The variant of a run, decided once per stage: the task.
 
 A stage command reads the task (node or link) once, from its split's ``meta.json``, and runs
-that task's function; the graph is read as a typed graph whatever its layout
+that task's function; every graph's files follow one layout and are read as a typed graph
 (gnnpipe/io/typed.py), so the graph kind is no axis of the choice.
 """
 
@@ -24,5 +24,6 @@ def split_task(split: Path) -> str:
 
 
 def prepared_layout(prepared: Path) -> str:
-    """The layout of the graph in ``data/prepared`` (homogeneous | typed), from graph.json."""
+    """Whether the graph in ``data/prepared`` is homogeneous or typed, derived from the types
+    graph.json lists: for capability checks (one relation), not a file format."""
     return read_description(prepared)["layout"]

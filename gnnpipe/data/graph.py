@@ -74,7 +74,8 @@ EdgeType = tuple[str, str, str]
 # The node type and edge type of a homogeneous graph (``Graph.homogeneous``).
 NODE = "node"
 EDGE: EdgeType = (NODE, "to", NODE)
-# The two layouts of prepared files (``dataset.layout``): derived from a graph's types.
+# What a graph's types make it (``dataset.layout``), derived from them: which algorithms over one
+# relation apply (METIS, propagate, the baseline's blocks); every graph's files are of one layout.
 HOMOGENEOUS, TYPED = "homogeneous", "typed"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -109,7 +110,7 @@ def parse_edge_type(name: str) -> EdgeType:
 def layout_of(node_types: list[str], edge_types: list[EdgeType]) -> str:
     """``homogeneous`` for exactly the types of ``Graph.homogeneous`` (node type ``NODE``, edge
     type ``EDGE``), else ``typed``, even for one type of other names (a typed table of one node
-    type keeps its typed files)."""
+    type stays a typed graph to the stages' capability checks)."""
     return HOMOGENEOUS if list(node_types) == [NODE] and list(edge_types) == [EDGE] else TYPED
 
 
@@ -179,7 +180,8 @@ class Graph:
 
     @property
     def layout(self) -> str:
-        """``homogeneous`` (a ``Graph.homogeneous`` graph) or ``typed``: the layout of its files."""
+        """``homogeneous`` (a ``Graph.homogeneous`` graph) or ``typed``, derived from its types
+        (``layout_of``): what the stages check capabilities by, not a file format."""
         return layout_of(list(self.x), list(self.csr))
 
     @property
