@@ -34,10 +34,15 @@ def _check_typed_source(params: Params) -> None:
 
 
 def _check_feature_file(params: Params) -> None:
-    """features_<T>.npy is written for one-type graphs only."""
-    if params.dataset.storage.features == "external" and params.dataset.layout == "typed":
-        raise ParamsError("dataset.storage.features='external' is for homogeneous graphs; typed "
-                          "graphs keep x per node type in graph.pt (use inline)")
+    """features_<T>.npy (external, auto) and half-precision x are one-type storage options."""
+    storage = params.dataset.storage
+    if params.dataset.layout != "typed":
+        return
+    for key, value, default in (("features", storage.features, "inline"),
+                                ("feature_dtype", storage.feature_dtype, "float32")):
+        if value != default:
+            raise ParamsError(f"dataset.storage.{key}={value!r} is for homogeneous graphs; typed "
+                              f"graphs keep x per node type in graph.pt, float32 (use {default})")
 
 
 def _check_split_mode(params: Params) -> None:

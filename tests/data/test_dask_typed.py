@@ -82,6 +82,7 @@ CASES = {
     "link task without labels, link edge type": {
         "task": "link", "nodes": {"label": "none"},
         "typed": {"link_edge_type": "user__follows__user"}},
+    "snappy Parquet": {"storage": {"compression": "snappy"}},
 }
 
 
