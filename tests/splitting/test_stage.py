@@ -85,3 +85,12 @@ def test_a_staged_line_names_the_types_and_ends_with_the_folder_and_warnings(pre
     assert link.report["negative_strategy"] == "uniform" and "undirected" not in link.report
     warned = stage.Staged({**node.report, "warnings": ["a: b"]}, {}, print, "line")
     assert warned.summary(Path("out")) == "line -> out; WARNING: a: b"
+
+
+@pytest.mark.parametrize("task, run", [("node", stage.dask_nodes), ("link", stage.dask_links)])
+def test_a_block_run_refuses_a_typed_graph_before_any_scratch(prepared, tmp_path, task, run):
+    with pytest.raises(ValueError, match=r"^the prepared graph's layout=typed is not split on "
+                                         r"cluster\.engine: dask"):
+        with run(prepared["typed"], _params(task, "dask"), tmp_path / "split"):
+            pass
+    assert not list(tmp_path.iterdir())
