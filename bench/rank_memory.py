@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import shlex
-import time
 from pathlib import Path
 
 import yaml
 
-from bench.data_path import TreePeaks, _env, merged, scratch_repo, write_tables
+from bench.data_path import merged, scratch_repo, traced_stage, write_tables
 
 STAGE_PARAMS = {"partition": {"method": "random", "num_parts": 8, "halo_hops": 1},
                 "train": {"hidden": 16}}
@@ -46,20 +43,14 @@ def run_stage(run: Path, stage: str) -> dict:
     """One stage with dvc.yaml's command: wall time, exit code, the stage process's peaks and
     every descendant's (``ranks``: the processes that are neither torchrun's agent nor a
     multiprocessing helper)."""
-    cmd = yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]["cmd"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(shlex.split(cmd), cwd=run, env=_env(run), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    peaks = TreePeaks(proc.pid)
-    output, _ = proc.communicate()
-    wall = time.perf_counter() - start
+    code, wall, output, peaks = traced_stage(run, stage)
     peaks.stop()
     root = peaks.pid
     ranks = sorted((round(peaks.anon[p], 1), round(peaks.hwm[p], 1)) for p in peaks.hwm
                    if p != root and peaks.cmd.get(p) != peaks.cmd.get(root)
                    and "torchrun" not in peaks.cmd.get(p, "")
                    and "resource_tracker" not in peaks.cmd.get(p, ""))
-    return {"stage": stage, "exit_code": proc.returncode, "wall_s": round(wall, 1),
+    return {"stage": stage, "exit_code": code, "wall_s": round(wall, 1),
             "stage_peak_mb": round(peaks.hwm.get(root, 0.0), 1),
             "stage_anon_mb": round(peaks.anon.get(root, 0.0), 1),
             "ranks_anon_peak_mb": ranks,
