@@ -37,8 +37,9 @@ def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     """The stored features of a prepared graph (x in graph.pt or features.npy) as a
     ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
     every node's label int64 (N,) (a view of the memory-mapped file, no copy: -1 unlabelled)
-    and the number of classes, checked; the CSR is not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's
-    rows through it, the baseline stage's ``baseline.source: blocks`` its blocks."""
+    and the number of classes, checked; the CSR is not read.
+    ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows and their labels through
+    it, the baseline stage's ``baseline.source: blocks`` its blocks."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, "gnnpipe.graph/1", {"y": (torch.int64, 1)}, mmap=True)
     source = FeatureSource(stored_features(path, payload, mmap=True), mapped=True, release_bytes=0)

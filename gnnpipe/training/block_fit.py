@@ -158,9 +158,8 @@ def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
     ``features`` (N, F): rows by ``features[lo:hi]`` and ``features[ids]`` (float32 (k, F)):
     a ``gnnpipe.data.features.ModelFeatures`` (pread from the prepared file) or a tensor;
     ``y`` int64 (N,), ``roles`` (N,) split roles (strings or int8 ``role_codes``). One process
-    on the CPU
-    (``options.ctx`` single). Returns what ``fit`` returns: logits for every train, val and
-    test node from the best weights, history, summary (deterministic) and perf.
+    on the CPU (``options.ctx`` single). Returns what ``fit`` returns: logits for every train,
+    val and test node from the best weights, history, summary (deterministic) and perf.
     """
     task = BlockNodeTask(features, y, roles, block_rows)
     outcome = loop.run(task, build_model, cfg, seed, options)

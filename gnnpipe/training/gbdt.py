@@ -47,11 +47,12 @@ def fit_gbdt(x: torch.Tensor, y: torch.Tensor, roles: np.ndarray, num_classes: i
     train and val rows are held (LightGBM bins its training matrix in memory), every scored
     row is read in blocks of PREDICT_ROWS,
     ``y`` (N,) int64 class codes in [0, num_classes) or -1 for unlabelled (never fitted nor
-    scored), ``roles`` (N,) split roles (strings or int8 ``role_codes``). Typed graphs pass the target type's
-    ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes, as the MLP's)
-    and ``logits`` float32 (M, num_classes): log-probabilities, a column for every class, seen
-    in train or not; ``history`` one row per boosting round (``epoch`` = round, train and val
-    multi_logloss and accuracy); ``summary`` (deterministic) and ``perf`` (wall clock).
+    scored), ``roles`` (N,) split roles (strings or int8 ``role_codes``). Typed graphs pass the
+    target type's ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes,
+    as the MLP's) and ``logits`` float32 (M, num_classes): log-probabilities, a column for every
+    class, seen in train or not; ``history`` one row per boosting round (``epoch`` = round,
+    train and val multi_logloss and accuracy); ``summary`` (deterministic) and ``perf`` (wall
+    clock).
     """
     labelled = y.numpy() >= 0
     nodes = {p: ids.numpy() for p, ids in phase_index(roles).items()}

@@ -65,7 +65,7 @@ def read_node_fit(args, params, ctx) -> NodeFit:
         return _shard_fit(args, params, ctx)
     inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
     graph = inputs.graph
-    roles = role_codes(io.read_typed_roles(args.split, graph))  # 1 byte a node, not 20
+    roles = role_codes(io.read_typed_roles(args.split, graph))  # 1 byte a node, not 24 (<U6)
     fitted = NodeFit(lambda: inputs.model(graph.num_classes), inputs.phases, graph.y, roles,
                      inputs.reads, inputs.meta({"num_classes": graph.num_classes}),
                      # sign: batches of precomputed rows

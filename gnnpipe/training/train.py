@@ -36,8 +36,8 @@ UNUSED = SPLIT_ROLES.index("unused")  # int8 code of a node in no phase
 
 def role_codes(roles: np.ndarray) -> np.ndarray:
     """Split roles (N,) as int8 codes, the index into ``SPLIT_ROLES`` (train 0, val 1, test 2,
-    unused 3; any other string: unused): 1 byte a node where ``<U5`` strings take 20. int8
-    codes pass through."""
+    unused 3; any other string: unused): 1 byte a node where the ``<U6`` strings the split
+    readers return take 24. int8 codes pass through."""
     if roles.dtype == np.int8:
         return roles
     codes = np.full(roles.shape, UNUSED, dtype=np.int8)
@@ -329,8 +329,9 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     node) of every node. ``evaluator`` (with a ``loader``; ``inputs``, ``y`` and ``roles`` are
     then None) replaces the full-graph evaluation: each rank scores the nodes it holds with the
     labels and roles it holds, and rank 0 gathers the logits and orders them by phase and id
-    (``train.dist.shard: partition``: no rank holds an array of every node). A loader with a ``skipped`` attribute reports the empty
-    batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
+    (``train.dist.shard: partition``: no rank holds an array of every node). A loader with a
+    ``skipped`` attribute reports the empty batches it skipped in the epoch (cluster); their
+    total is ``summary["empty_batches_skipped"]``.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
     with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
     evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU);
