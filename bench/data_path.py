@@ -254,20 +254,26 @@ def _env(run: Path) -> dict:
                 GNNPIPE_PROGRESS="0", DVC_NO_ANALYTICS="1")
 
 
-def run_stage(run: Path, stage: str, edges: int) -> dict:
-    """One stage with dvc.yaml's command in ``run``: wall time, its record, memory peaks."""
+def traced_stage(run: Path, stage: str) -> tuple[int, float, str, TreePeaks]:
+    """One stage with dvc.yaml's command in ``run``, its process tree sampled: exit code, wall
+    seconds, output and the sampler (to ``stop()``)."""
     cmd = yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]["cmd"]
     start = time.perf_counter()
     proc = subprocess.Popen(shlex.split(cmd), cwd=run, env=_env(run), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     peaks = TreePeaks(proc.pid)
     output, _ = proc.communicate()
-    wall = time.perf_counter() - start
-    row = {"stage": stage, "exit_code": proc.returncode, "wall_s": round(wall, 1),
+    return proc.returncode, time.perf_counter() - start, output, peaks
+
+
+def run_stage(run: Path, stage: str, edges: int) -> dict:
+    """One stage with dvc.yaml's command in ``run``: wall time, its record, memory peaks."""
+    code, wall, output, peaks = traced_stage(run, stage)
+    row = {"stage": stage, "exit_code": code, "wall_s": round(wall, 1),
            "ns_per_edge": round(wall / edges * 1e9, 1), **peaks.stop(),
            "message": output.strip().splitlines()[-1] if output.strip() else ""}
     record = run / "metrics" / "perf" / "stages" / f"{stage}.json"
-    if proc.returncode == 0 and record.exists():
+    if code == 0 and record.exists():
         row["stage_ru_maxrss_mb"] = json.loads(record.read_text())["peak_rss_mb_self"]
     return row
 

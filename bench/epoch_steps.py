@@ -12,7 +12,6 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import torch.utils.data
@@ -98,16 +97,16 @@ def interleave(keys: list[str], chosen: set[str], rounds: int, run_row) -> None:
                 run_row(key, r)
 
 
-def timed_fit(make_model, y: torch.Tensor, roles: np.ndarray, cfg, seed: int, loader,
-              evaluator, options: LoopOptions) -> list[dict]:
-    """``fit(make_model, None, y, roles, cfg, seed, loader, evaluator, options)`` under a
+def timed_fit(make_model, cfg, seed: int, loader, evaluator,
+              options: LoopOptions) -> list[dict]:
+    """``fit(make_model, None, None, None, cfg, seed, loader, evaluator, options)`` under a
     ``StepClock``: one dict per epoch with fit's ``train_seconds`` as ``seconds``, seeds,
     batches, the train loss, the probe loss the ``evaluator`` (``bench.train_epoch.NoEvaluation``)
     recorded, the step split and the load."""
     evaluator.losses.clear()
     clock = StepClock()
     with clock:
-        result = fit(lambda: clock.watch(make_model()), None, y, roles, cfg, seed=seed,
+        result = fit(lambda: clock.watch(make_model()), None, None, None, cfg, seed=seed,
                      loader=clock.loader(loader), evaluator=evaluator, options=options)
     return [{"seconds": row["train_seconds"], "seeds": row["seeds"], "batches": row["batches"],
              "loss": hist["train_loss"], "probe": probed,

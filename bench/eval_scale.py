@@ -99,7 +99,7 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
     shard = build_shard(graph.csr, parts, 0, 2, 2)
     ids = shard.node_id.sort().values  # the rank's rows, as shard_setup reads them
     rows = NodeRows(graph.x[ids], graph.y[ids], ids)
-    evaluator = ShardEvaluator([shard], rows, cfg)
+    evaluator = ShardEvaluator([shard], rows, torch.zeros(ids.numel(), dtype=torch.int8), cfg)
     return lambda: evaluator.logits(model)[1]
 
 

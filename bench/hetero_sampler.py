@@ -6,10 +6,11 @@ same run, on the same graph, seeds and fan-outs.
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
     python -m bench.hetero_sampler --scale 0.25 --trees OLD .    # against another tree
 
-The graph is ``gnnpipe.data.synthetic.generate_typed``'s (papers cite papers, authors write
-papers, papers sit in venues, reverse types stored): ``--scale`` * 1M papers with
-``--avg-degree`` cites per paper, ``--authors`` and ``--venues`` scaled alike. Run it with the
-python of a venv that has torch-sparse (``bash bench/build_peers.sh VENV``) for the peer rows;
+The graph is the built-in typed one (``gnnpipe.sources.builtin.typed_graph`` through prepare's
+``build``: papers cite papers, authors write papers, papers sit in venues, reverse types
+stored): ``--scale`` * 1M papers with ``--avg-degree`` cites per paper, ``--authors`` and
+``--venues`` scaled alike. Run it with the python of a venv that has torch-sparse
+(``bash bench/build_peers.sh VENV``) for the peer rows;
 without one only gnnpipe's rows run. ``sampler`` rows time ``sample_from_nodes`` alone
 (indices only); ``loader`` rows time PyG's ``NodeLoader`` batches, i.e. sampling plus gathering
 every type's ``x`` and building the typed ``edge_index``. Nodes and edges per batch are summed
@@ -37,9 +38,10 @@ from bench.common import machine, print_machine
 from bench.trees import add_tree_args, compare_trees
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import Csr
-from gnnpipe.data.synthetic import generate_typed
+from gnnpipe.data.prepare import build
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import HeteroNeighborSampler
+from gnnpipe.sources.builtin import typed_graph
 
 BASE_PAPERS, BASE_AUTHORS, BASE_VENUES = 1_000_000, 200_000, 1_000
 VARIANTS = {  # extra rows: gnnpipe's sampler in its other modes (sampler only)
@@ -79,7 +81,8 @@ def load_typed_graph(args) -> tuple[dict[str, torch.Tensor], dict[tuple, Csr]]:
         "num_nodes": papers, "num_authors": authors, "num_venues": venues,
         "avg_degree": args.avg_degree, "authors_per_paper": args.authors_per_paper,
         "num_features": args.features, "num_classes": 10}}})
-    graph = generate_typed(params.dataset, make_rng(args.seed, "bench"))[0]
+    graph = build(typed_graph(params.dataset.synthetic, make_rng(args.seed, "bench")),
+                  params.dataset).graph
     x, csr = dict(graph.x), dict(graph.csr)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

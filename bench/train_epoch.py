@@ -91,7 +91,7 @@ from gnnpipe.training.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.training.device import resolve
-from gnnpipe.training.train import build_inputs, fit
+from gnnpipe.training.train import build_inputs, fit, role_codes
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -150,14 +150,19 @@ def hop_counts(out, hops: int):
 
 
 class NoEvaluation:
-    """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes. With a
-    ``probe`` batch it records ``loss(model, probe)`` (``probe_loss`` by default) after each
-    epoch (fit scores after its ``train_seconds`` are taken, so the probe is not timed)."""
+    """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes ``node_id``
+    (M,) of ``roles`` (int8 role codes (M,), ``gnnpipe.training.train.role_codes``), no labels.
+    With a ``probe`` batch it records ``loss(model, probe)`` (``probe_loss`` by default) after
+    each epoch (fit scores after its ``train_seconds`` are taken, so the probe is not timed)."""
 
-    def __init__(self, node_id: torch.Tensor, num_classes: int, probe=None, loss=None):
-        self.node_id, self.num_classes, self.probe = node_id, num_classes, probe
+    def __init__(self, node_id: torch.Tensor, roles: np.ndarray, num_classes: int, probe=None,
+                 loss=None):
+        self.node_id, self.roles, self.num_classes, self.probe = node_id, roles, num_classes, probe
         self.loss = loss or probe_loss
         self.losses: list[float] = []
+
+    def targets(self) -> tuple[torch.Tensor, np.ndarray]:
+        return torch.full((self.node_id.numel(),), -1), self.roles  # -1: nothing is scored
 
     def logits(self, model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         if self.probe is not None:
@@ -220,7 +225,8 @@ def sampled(args: argparse.Namespace) -> dict:
     # the train loss after each epoch: one fixed sampled batch of train seeds, for every row
     probe = next(iter(neighbor_loader(x, y, graph.csr, train_idx[:2048], cfg.neighbor,
                                       seed=args.seed + 1, batch_size=2048, shuffle=False)))
-    evaluator = NoEvaluation(torch.from_numpy(np.flatnonzero(roles != "none")), num_classes,
+    split = np.flatnonzero(roles != "none")
+    evaluator = NoEvaluation(torch.from_numpy(split), role_codes(roles[split]), num_classes,
                              probe)
     cfg_csr = dataclasses.replace(cfg, aggregation="csr")
 
@@ -288,7 +294,7 @@ def sampled(args: argparse.Namespace) -> dict:
 
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
-        for e in timed_fit(lambda: make_model(aggregation), y, roles,
+        for e in timed_fit(lambda: make_model(aggregation),
                            cfg_csr if aggregation == "csr" else cfg, args.seed + r, ours,
                            evaluator, LoopOptions(device=resolve(args.device, key="--device"))):
             record(epochs, names[key], e)

@@ -75,7 +75,7 @@ from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.sampling.batch import Batches, typed_edges
 from gnnpipe.sampling.builders import typed_neighbor_batches
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import batch_output
+from gnnpipe.training.train import batch_output, role_codes
 
 TARGET = "paper"
 # OGB-MAG (ogbn-mag): nodes per type, and (src, relation, dst) -> edges
@@ -313,7 +313,8 @@ def run(args: argparse.Namespace) -> dict:
 
     probe = next(iter(typed_neighbor_batches(graph, graph.csr, train_idx[:2048].numpy(),
                                              cfg.neighbor, 2048, args.seed + 1)))
-    evaluator = NoEvaluation(torch.from_numpy(np.flatnonzero(roles != "none")),
+    split = np.flatnonzero(roles != "none")
+    evaluator = NoEvaluation(torch.from_numpy(split), role_codes(roles[split]),
                              graph.num_classes, probe, typed_probe_loss)
     tick = time.perf_counter()
     ours = typed_neighbor_batches(graph, graph.csr, train_idx.numpy(), cfg.neighbor,
@@ -366,7 +367,7 @@ def run(args: argparse.Namespace) -> dict:
         ours.convert(data), num_sampled_nodes=None, num_sampled_edges=None))
 
     def fit_row(key: str, r: int) -> None:
-        for e in timed_fit(make_model, graph.y, roles, cfg, args.seed + r,
+        for e in timed_fit(make_model, cfg, args.seed + r,
                            ours if key == "fit" else untrimmed, evaluator, LoopOptions()):
             record(epochs, names[key], e)
 

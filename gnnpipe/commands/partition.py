@@ -11,10 +11,9 @@ import numpy as np
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import TYPED, Csr
-from gnnpipe.data.edges import homogeneous_csr
 from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
-                                        resolve_backend, shard_summary)
+                                        projection_meta, resolve_backend, shard_summary,
+                                        train_projection)
 from gnnpipe.graphops.partition_blocks import lp_stage
 from gnnpipe.io.csr_blocks import stored_message_graph
 from gnnpipe.runtime.engine import session
@@ -29,33 +28,12 @@ def run(args):
     return _partition(args, params, work)
 
 
-def graph_meta(split) -> dict:
-    """What meta.json adds about the partitioned graph: a typed split's type offsets (its
-    relations as one graph over every node, ``to_homogeneous`` ids); nothing for a homogeneous
-    layout, whose one CSR is that graph as it is."""
-    meta = io.read_split_meta(split)
-    if meta["layout"] != TYPED:
-        return {}
-    starts = np.cumsum([0] + [n for _, n in meta["sizes"]]).tolist()
-    return {"projection": "to_homogeneous",
-            "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(meta["sizes"])]}
-
-
-def train_graph(args) -> Csr:
-    """The train phase's message graph of every edge type as one CSR over every node
-    (``to_homogeneous`` ids), read whole."""
-    sizes, graphs = io.read_typed_message_graphs(args.split)
-    if io.read_split_meta(args.split)["layout"] != TYPED:
-        (csr,) = graphs["train"].values()
-        return csr
-    return homogeneous_csr(sizes, graphs["train"])
-
-
 def _whole(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]:
     """METIS, random, bfs: the graph read whole, parts and shards made here. Returns the node
     count, parts, ``partition_report``, shard summaries and when the parts were done."""
     cfg = params.partition
-    csr = train_graph(args)
+    sizes, graphs = io.read_typed_message_graphs(args.split)
+    csr = train_projection(sizes, graphs["train"])
     parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
     assigned = time.perf_counter()
     report = partition_report(csr, parts, cfg.num_parts)
@@ -85,11 +63,12 @@ def _partition(args, params, work) -> str:
     backend = resolve_backend(cfg)
     with io.atomic_dir(args.out) as out:
         num_nodes, parts, report, summaries, assigned = work(args, params, out)
+        split = io.read_split_meta(args.split)
         io.write_partition(out, parts)
         io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
                                       "num_nodes": num_nodes, "graph": "train",
                                       "method": cfg.method, "backend": backend,
-                                      **graph_meta(args.split)})
+                                      **projection_meta(split["sizes"], split["edge_type_list"])})
     report = {**report, "method": cfg.method, "backend": backend, "halo_hops": cfg.halo_hops,
               **halo_report(summaries)}
     io.write_json(args.metrics, report)

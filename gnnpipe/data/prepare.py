@@ -1,10 +1,9 @@
 """The prepare stage: a dataset source in, one validated graph and its ``prepare.json`` out.
 
 ``prepare_dataset`` is the one entry: every source's raw graph (``gnnpipe.sources.load``: node
-types and relations, one of each for a homogeneous source) goes through ``build``, which
-validates it and applies the edge policies, labels and times; the built-in typed graph
-(``dataset.layout: typed`` with the synthetic source) comes whole from
-``gnnpipe.data.synthetic.generate_typed``.
+types and relations, one of each for a homogeneous source; the built-in graphs too,
+gnnpipe/sources/builtin.py) goes through ``build``, which validates it and applies the edge
+policies, labels and times.
 
 Edge policies (``dataset.undirected`` / ``dedup`` / ``self_loops``) are applied by one
 function, ``gnnpipe.data.edges.normalize_edges``, to each relation:
@@ -37,13 +36,11 @@ import pyarrow as pa
 import torch
 
 from gnnpipe import sources
-from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, Csr, EdgeType,
                                 Graph, edge_type_name, layout_of, parse_edge_type,
                                 reverse_edge_type)
 from gnnpipe.data.edges import edge_pairs, normalize_edges
-from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import (RawGraph, fractional_time, no_edges_warning, not_whole_time,
                                   time_key)
 
@@ -172,8 +169,6 @@ def prepare_dataset(cfg: DatasetParams, seed: int, feature_sink=None) -> Prepare
     """``prepare`` plus the extras of user tables (original ids, edge weights / timestamps).
     ``feature_sink`` (homogeneous synthetic source): features streamed to it in row blocks,
     ``graph.x`` then maps its file (``sources.load``)."""
-    if cfg.source == "synthetic" and cfg.layout == TYPED:
-        return build_synthetic_typed(cfg, seed)
     return build(sources.load(cfg, seed, feature_sink), cfg)
 
 
@@ -228,8 +223,9 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     else:
         graph = Graph(x=x, csr=edges.csr, target=raw.target, y=y, num_classes=num_classes,
                       reverse=edges.reverse,
-                      link_edge_type=link_edge_type(cfg, list(raw.relations), list(edges.csr),
-                                                     raw.target),
+                      link_edge_type=link_edge_type(
+                          cfg, [raw.link_relation] if raw.link_relation else list(raw.relations),
+                          list(edges.csr), raw.target),
                       node_time=node_time, edge_time=edges.time, public_roles=public_roles)
     return Prepared(graph=graph, report=_report(graph, cfg, edges.counts, raw, featureless),
                     node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
@@ -356,23 +352,3 @@ def _finish_report(report: dict, public_roles: np.ndarray | None,
     if empty:  # legal, almost always a mistake: the command prints them too
         report["warnings"] = [no_edges_warning(where) for where in empty]
     return report
-
-
-def build_synthetic_typed(cfg: DatasetParams, seed: int) -> Prepared:
-    """The built-in typed graph (``gnnpipe.data.synthetic.generate_typed``) and its report."""
-    graph, counts = synthetic.generate_typed(cfg, make_rng(seed, "prepare"))
-    target = graph.target
-    degrees = graph.csr[graph.self_relation()].degrees()
-    report = {
-        "source": "synthetic", "layout": TYPED, "target": target,
-        "nodes": graph.num_nodes, "edges": sum(c.num_edges for c in graph.csr.values()),
-        "features": int(graph.x[target].shape[1]), "classes": graph.num_classes,
-        "undirected": True,  # cites is stored both ways, other relations with their reverse
-        "duplicates_removed": counts["cites_duplicates_removed"]
-        + counts["writes_duplicates_removed"],
-        "self_loops_removed": counts["cites_self_loops_removed"],
-        "isolated_nodes": int((degrees == 0).sum()),  # of the target type, over its relation
-        "node_types": graph.num_nodes_dict,
-        "edge_types": {edge_type_name(e): c.num_edges for e, c in graph.csr.items()},
-        **counts}
-    return Prepared(graph=graph, report=report)

@@ -18,11 +18,11 @@ The typed graph (``dataset.layout: typed``):
   (``max(num_features // 4, 1)`` wide), so a venue carries information only through its papers.
   ``published_in``: one venue per paper, of the paper's class with probability ``homophily``.
 
-Edge types: ``paper cites paper`` (undirected, both directions stored, its own reverse),
-``author writes paper``, ``paper published_in venue`` and their reverses ``paper rev_writes
-author`` / ``venue rev_published_in paper``, so every node type both sends and receives
-messages. ``dataset.dedup`` / ``self_loops`` apply to ``cites``; repeated authorships are merged.
-Deterministic for a given seed.
+Relations: ``paper cites paper``, ``author writes paper`` and ``paper published_in venue``,
+drawn as raw rows: prepare's ``build`` applies the dataset's edge policies to them as to any
+input (gnnpipe/data/prepare.py), so by default ``cites`` is stored both ways (its own reverse)
+and the other two get their reverses ``paper rev_writes author`` / ``venue rev_published_in
+paper``, and every node type both sends and receives messages. Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import torch
 
-from gnnpipe.config import DatasetParams, SyntheticParams
-from gnnpipe.data.graph import Graph
-from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
+from gnnpipe.config import SyntheticParams
+from gnnpipe.data.graph import reverse_edge_type
 
 
 # values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
@@ -118,12 +116,10 @@ def keep_labels(y: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndar
 
 # ------------------------------------------------------------------------------ typed graph
 CITES = ("paper", "cites", "paper")
-WRITES = ("author", "writes", "paper")
-REV_WRITES = ("paper", "rev_writes", "author")
+WRITES = ("author", "writes", "paper")  # the link task's relation
 PUBLISHED_IN = ("paper", "published_in", "venue")
-REV_PUBLISHED_IN = ("venue", "rev_published_in", "paper")
-REVERSE = {CITES: CITES, WRITES: REV_WRITES, REV_WRITES: WRITES,
-           PUBLISHED_IN: REV_PUBLISHED_IN, REV_PUBLISHED_IN: PUBLISHED_IN}
+# the reverses prepare adds with dataset.undirected (``reverse_edge_type``)
+REV_WRITES, REV_PUBLISHED_IN = reverse_edge_type(WRITES), reverse_edge_type(PUBLISHED_IN)
 
 
 def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
@@ -141,15 +137,17 @@ def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
     return out.astype(np.int64)
 
 
-def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Graph, dict]:
-    """The graph and the counts for ``metrics/prepare.json``."""
-    syn = cfg.synthetic
+def generate_typed(syn: SyntheticParams, rng: np.random.Generator) -> dict:
+    """The typed graph's raw arrays, before the dataset's edge policies
+    (``gnnpipe.sources.builtin.typed_graph`` makes them a ``RawGraph`` for prepare's ``build``):
+    ``x`` node type -> float32 (N_t, F_t), ``y`` int64 (P,) paper labels (-1: unlabelled, by
+    ``label_rate``; every class drawn keeps a label), ``relations`` edge type -> (src,
+    dst) int64 (E,) type-local ids, in the order ``cites``, ``writes``, ``published_in``
+    (``cites``: the undirected draws of ``generate``; repeats and self-loops are left to the
+    policies, as with any input)."""
     c = syn.num_classes
     papers = generate(syn, rng)  # x (P, F), y (P,), cites src/dst (draws, before edge policies)
     num_papers = papers["y"].size
-    cites, cites_report = normalize_edges(papers["src"], papers["dst"], num_papers,
-                                          undirected=True, dedup=cfg.dedup,
-                                          remove_self_loops=cfg.self_loops == "remove")
     y = papers["y"]
 
     def class_features(classes: np.ndarray, width: int) -> np.ndarray:
@@ -164,31 +162,16 @@ def generate_typed(cfg: DatasetParams, rng: np.random.Generator) -> tuple[Graph,
     same = rng.random(draws) < syn.homophily
     author = np.where(same, _pick_in_class(field, y[paper], c, rng),
                       rng.integers(0, num_authors, size=draws))
-    writes, writes_report = normalize_edges(author, paper, num_papers, num_src=num_authors,
-                                            undirected=False, dedup=True,
-                                            remove_self_loops=False)  # repeats merged
-    w_src, w_dst = edge_pairs(writes)
 
     venue_class = np.arange(num_venues) % c
     x_venue = rng.standard_normal((num_venues, max(syn.num_features // 4, 1))).astype(np.float32)
     same = rng.random(num_papers) < syn.homophily
     venue = np.where(same, _pick_in_class(venue_class, y, c, rng),
                      rng.integers(0, num_venues, size=num_papers))
-    p_ids = np.arange(num_papers, dtype=np.int64)
-
-    csr = {CITES: cites, WRITES: writes,
-           REV_WRITES: csr_from_edges(w_dst, w_src, num_authors, num_papers),
-           PUBLISHED_IN: csr_from_edges(p_ids, venue, num_venues, num_papers),
-           REV_PUBLISHED_IN: csr_from_edges(venue, p_ids, num_papers, num_venues)}
-    num_classes = int(y.max()) + 1
     if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
         y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
-    graph = Graph(
-        x={"paper": torch.from_numpy(papers["x"]), "author": torch.from_numpy(x_author),
-           "venue": torch.from_numpy(x_venue)},
-        csr=csr, target="paper", y=torch.from_numpy(y), num_classes=num_classes,
-        reverse=dict(REVERSE), link_edge_type=WRITES)
-    report = {"cites_duplicates_removed": cites_report.duplicates_removed,
-              "cites_self_loops_removed": cites_report.self_loops_removed,
-              "writes_duplicates_removed": writes_report.duplicates_removed}
-    return graph, report
+    return {"x": {"paper": papers["x"], "author": x_author, "venue": x_venue}, "y": y,
+            "relations": {CITES: (papers["src"], papers["dst"]),
+                          WRITES: (author.astype(np.int64), paper.astype(np.int64)),
+                          PUBLISHED_IN: (np.arange(num_papers, dtype=np.int64),
+                                         venue.astype(np.int64))}}

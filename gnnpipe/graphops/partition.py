@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.edges import row_positions
+from gnnpipe.data.graph import TYPED, Csr, EdgeType, layout_of
+from gnnpipe.data.edges import homogeneous_csr, row_positions
 from gnnpipe.graphops.part_shard import PartShard
 from gnnpipe.graphops.partition_lp import lp_partition
 
@@ -33,6 +33,26 @@ INSTALL_HINT = {  # what an explicit partition.backend needs
 
 
 # ------------------------------------------------------------------------------- graph prep
+def train_projection(sizes: list[tuple[str, int]], train: dict[EdgeType, Csr]) -> Csr:
+    """The graph every method partitions: the train phase's message graphs (edge type -> CSR)
+    of a split with node types ``sizes`` (``(type, num_nodes)`` in order) as one CSR over
+    every node, PyG's ``to_homogeneous`` ids; a homogeneous layout's one CSR as it is."""
+    if layout_of([t for t, _ in sizes], list(train)) != TYPED:
+        (csr,) = train.values()
+        return csr
+    return homogeneous_csr(sizes, train)
+
+
+def projection_meta(sizes: list[tuple[str, int]], edge_types: list[EdgeType]) -> dict:
+    """What data/partition's meta.json adds about ``train_projection``: a typed split's type
+    offsets ``[type, first id, num_nodes]``; nothing for a homogeneous layout."""
+    if layout_of([t for t, _ in sizes], edge_types) != TYPED:
+        return {}
+    starts = np.cumsum([0] + [n for _, n in sizes]).tolist()
+    return {"projection": "to_homogeneous",
+            "node_types": [[t, starts[i], n] for i, (t, n) in enumerate(sizes)]}
+
+
 def _sort(values: np.ndarray) -> np.ndarray:
     """Ascending copy; torch's sort is ~1.6x numpy's on large int64 arrays here."""
     return torch.sort(torch.from_numpy(values)).values.numpy()

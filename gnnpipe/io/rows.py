@@ -30,21 +30,22 @@ class GraphRows:
     num_nodes: int
     num_classes: int
     x: torch.Tensor  # float32 (L, F): rows of the requested nodes, in their order
-    y: torch.Tensor  # int64 (N,): every node's label (8 bytes a node; evaluation needs them)
+    y: torch.Tensor  # int64 (L,): their labels (-1: unlabelled)
 
 
 def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     """The target type's stored features (x in graph.pt or features_<T>.npy) as a
     ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
-    every node's label int64 (N,) (in memory; -1: unlabelled) and the number of classes,
-    checked; the CSR is not read. ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's
-    rows through it, the baseline stage's ``baseline.source: blocks`` its blocks."""
+    every node's label int64 (N,) (a view of the memory-mapped file, no copy: -1 unlabelled)
+    and the number of classes, checked; the CSR is not read.
+    ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows and their labels through
+    it, the baseline stage's ``baseline.source: blocks`` its blocks."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, GRAPH_SCHEMA, {"y": (torch.int64, 1)}, mmap=True)
     source = FeatureSource(stored_features(path, payload, payload["meta"].get("target"),
                                            mmap=True), mapped=True, release_bytes=0)
     num_classes = payload["meta"].get("num_classes")
-    y = payload["y"].clone()
+    y = payload["y"]
     del payload
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"{path}: meta.num_classes must be an int >= 2, found {num_classes!r}")

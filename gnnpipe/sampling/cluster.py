@@ -130,17 +130,18 @@ class ClusterLoader:
     ids, ``train_mask`` (B,) bool (the loss nodes), ``parts`` (the parts joined) and, from
     ``GraphParts``, ``e_id`` (E,) (CSR positions: columns of ``csr.edge_index()``, the train
     phase's ``edge_index``) and each of ``edge_attrs`` (name -> (E_all, ...)) gathered at it.
-    ``train_mask_all`` is a bool (N,) over the whole graph; ``train_per_part`` (P,) counts train
-    nodes per part (all parts, also other ranks'), so the schedule agrees across ranks.
+    ``train_mask`` is a bool per row of ``rows`` (L,) (a shard rank's rows; the whole graph's
+    (N,) where row ``i`` is node ``i``); ``train_per_part`` (P,) counts train nodes per part (all
+    parts, also other ranks'), so the schedule agrees across ranks.
     """
 
     def __init__(self, source: GraphParts | ShardParts, rows: NodeRows,
-                 train_mask_all: torch.Tensor, train_per_part: np.ndarray,
+                 train_mask: torch.Tensor, train_per_part: np.ndarray,
                  parts_per_batch: int, rank: int = 0, world_size: int = 1, *,
                  shuffle: bool = True, edge_attrs: dict[str, torch.Tensor] | None = None):
         self.source, self.rows = source, rows
         self.shuffle, self.edge_attrs = shuffle, edge_attrs or {}
-        self.train_mask_all = train_mask_all
+        self.train_mask = train_mask
         self.train_per_part = np.asarray(train_per_part, dtype=np.int64)
         self.parts_per_batch, self.rank, self.world_size = parts_per_batch, rank, world_size
         self.parts = rank_parts(self.train_per_part.size, rank, world_size)
@@ -156,8 +157,8 @@ class ClusterLoader:
         for parts in batches:
             n_id, edge_index, e_id, core = self.source.batch(parts)
             ids = torch.from_numpy(n_id)
-            x, y = self.rows.gather(ids)
-            train_mask = self.train_mask_all[ids]
+            pos = self.rows.positions(ids)
+            x, y, train_mask = self.rows.x[pos], self.rows.y[pos], self.train_mask[pos]
             train_mask[core:] = False  # outside sources (keep_inter_cluster_edges): no loss
             batch = Data(x=x, y=y, edge_index=torch.from_numpy(edge_index), n_id=ids,
                          train_mask=train_mask, parts=torch.tensor(parts), num_nodes=n_id.size)

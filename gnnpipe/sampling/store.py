@@ -400,8 +400,9 @@ def open_prepared(prepared: Path) -> tuple[GnnpipeFeatureStore, CsrGraphStore]:
 def read_node_rows(prepared: Path, node_ids: Tensor, block_rows: int = 65_536) -> GraphRows:
     """What a ``train.dist.shard: partition`` rank holds: rows ``x[node_ids]`` float32 (L, F)
     (``node_ids`` int64 (L,), distinct, ascending) got from the feature store of ``prepared``
-    (x read by pread: the file is never resident, only the rows), and every node's label.
-    The CSR is not read (a rank's edges are its partition shards)."""
+    (x read by pread: the file is never resident, only the rows), and their labels int64 (L,)
+    (from the mapped file: no array of every node). The CSR is not read (a rank's edges are its
+    partition shards)."""
     source, y, num_classes = open_node_source(prepared)
     store = GnnpipeFeatureStore.from_source(source, y)
     num_nodes, num_features = source.shape
@@ -413,4 +414,4 @@ def read_node_rows(prepared: Path, node_ids: Tensor, block_rows: int = 65_536) -
     # one block of rows in the stored dtype at a time, besides x
     for lo in range(0, node_ids.numel(), block_rows):
         x[lo:lo + block_rows] = store.get_tensor(None, "x", index=node_ids[lo:lo + block_rows])
-    return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y)
+    return GraphRows(num_nodes=num_nodes, num_classes=num_classes, x=x, y=y[node_ids])

@@ -10,11 +10,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-import pyarrow as pa
-
-from gnnpipe.data import synthetic
 from gnnpipe.config import DatasetParams
-from gnnpipe.runtime.rng import make_rng
+from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
 READERS = {"parquet": "tables", "csv": "tables", "planetoid": "planetoid", "ogb": "ogb",
@@ -28,17 +25,11 @@ INPUT = {"parquet": "a folder with the node and edge tables",
 
 def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
     """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator.
-    ``feature_sink`` (synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the features in
-    row blocks; ``x`` is then its memory-mapped file."""
-    if cfg.source == "synthetic":
-        raw = synthetic.generate(cfg.synthetic, make_rng(seed, "prepare"),
-                                 None if feature_sink is None else feature_sink.write)
-        x = raw["x"] if feature_sink is None else feature_sink.close()
-        y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
-        time = raw.get("timestamps")
-        return RawGraph.homogeneous(x, y, raw["src"], raw["dst"], "dataset.synthetic",
-                                    time=None if time is None else pa.array(time))
+    ``feature_sink`` (homogeneous synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the
+    features in row blocks; ``x`` is then its memory-mapped file."""
     typed = cfg.layout == "typed"
+    if cfg.source == "synthetic":
+        return builtin.read(cfg, seed, feature_sink)
     if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
         if typed:
             raise ValueError(f"dataset.layout=typed needs dataset.path: the folder of the typed "

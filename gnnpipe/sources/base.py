@@ -345,6 +345,9 @@ class RawGraph:
     public_roles: np.ndarray | None = None
     labelled: bool = True  # False: no label column anywhere (dataset.task link only)
     class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
+    # the relation the link task holds out when dataset.typed.link_edge_type is unset (None:
+    # prepare's rule, the first relation with the target type at one end)
+    link_relation: tuple[str, str, str] | None = None
 
     @classmethod
     def homogeneous(cls, x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,

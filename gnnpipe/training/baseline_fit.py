@@ -50,16 +50,22 @@ def baseline_source(args, params) -> str:
 
 
 def read_memory(args):
-    """The graph with every node type's model features, the target's x (N, F), its roles."""
+    """The graph with every node type's model features, the target's x (N, F), its roles (int8
+    ``role_codes`` (N,))."""
+    from gnnpipe.training.train import role_codes  # PyG: not for --help
+
     graph = read_model_typed(args).graph
-    return graph, graph.x[graph.target], io.read_typed_roles(args.split, graph)
+    return graph, graph.x[graph.target], role_codes(io.read_typed_roles(args.split, graph))
 
 
 def read_blocks(args):
     """A homogeneous graph's labels and classes (no CSR read), its x as ``ModelFeatures``
-    (rows read by ``pread`` and normalized per request) and the split roles (N,)."""
+    (rows read by ``pread`` and normalized per request) and the split roles (int8
+    ``role_codes`` (N,))."""
+    from gnnpipe.training.train import role_codes  # PyG: not for --help
+
     stored, y, num_classes = open_node_source(args.prepared)
-    roles = io.read_typed_roles(args.split)
+    roles = role_codes(io.read_typed_roles(args.split))
     if roles.size != y.numel():
         raise ValueError(f"{args.split}: {roles.size} split roles for {y.numel()} nodes; re-run "
                          "the split stage")

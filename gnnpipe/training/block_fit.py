@@ -28,7 +28,7 @@ from gnnpipe.config import FitParams
 from gnnpipe.config.rules import BASELINE_CHUNK_ROWS
 from gnnpipe.training import loop
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import PHASES, TrainResult
+from gnnpipe.training.train import PHASES, TrainResult, phase_index
 
 # a block whose needed rows are fewer than 1 / SPARSE of its range reads them one by one
 # (a pread each) instead of the whole range
@@ -62,7 +62,7 @@ class BlockNodeTask:
                              f"{BASELINE_CHUNK_ROWS}")
         self.features, self.y, self.block_rows = features, y, block_rows
         self.num_nodes = int(features.shape[0])
-        self.idx = {phase: np.flatnonzero(roles == phase) for phase in PHASES}  # ascending
+        self.idx = {phase: ids.numpy() for phase, ids in phase_index(roles).items()}  # ascending
         if self.idx["train"].size == 0:
             raise ValueError("the mlp baseline needs train nodes; the split has none")
 
@@ -157,9 +157,9 @@ def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
 
     ``features`` (N, F): rows by ``features[lo:hi]`` and ``features[ids]`` (float32 (k, F)):
     a ``gnnpipe.data.features.ModelFeatures`` (pread from the prepared file) or a tensor;
-    ``y`` int64 (N,), ``roles`` str (N,) train | val | test | unused. One process on the CPU
-    (``options.ctx`` single). Returns what ``fit`` returns: logits for every train, val and
-    test node from the best weights, history, summary (deterministic) and perf.
+    ``y`` int64 (N,), ``roles`` (N,) split roles (strings or int8 ``role_codes``). One process
+    on the CPU (``options.ctx`` single). Returns what ``fit`` returns: logits for every train,
+    val and test node from the best weights, history, summary (deterministic) and perf.
     """
     task = BlockNodeTask(features, y, roles, block_rows)
     outcome = loop.run(task, build_model, cfg, seed, options)

@@ -18,7 +18,7 @@ import torch
 
 from gnnpipe.config import GbdtParams
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.training.train import PHASES, TrainResult
+from gnnpipe.training.train import PHASES, TrainResult, phase_index
 
 PREDICT_ROWS = 65_536  # rows scored at once: bounds the float32 copy of x to ~F x 256 KiB
 SEED_KEYS = ("seed", "data_random_seed", "bagging_seed", "feature_fraction_seed")
@@ -47,14 +47,15 @@ def fit_gbdt(x: torch.Tensor, y: torch.Tensor, roles: np.ndarray, num_classes: i
     train and val rows are held (LightGBM bins its training matrix in memory), every scored
     row is read in blocks of PREDICT_ROWS,
     ``y`` (N,) int64 class codes in [0, num_classes) or -1 for unlabelled (never fitted nor
-    scored), ``roles`` (N,) str train | val | test | unused. Typed graphs pass the target type's
-    ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes, as the MLP's)
-    and ``logits`` float32 (M, num_classes): log-probabilities, a column for every class, seen
-    in train or not; ``history`` one row per boosting round (``epoch`` = round, train and val
-    multi_logloss and accuracy); ``summary`` (deterministic) and ``perf`` (wall clock).
+    scored), ``roles`` (N,) split roles (strings or int8 ``role_codes``). Typed graphs pass the
+    target type's ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes,
+    as the MLP's) and ``logits`` float32 (M, num_classes): log-probabilities, a column for every
+    class, seen in train or not; ``history`` one row per boosting round (``epoch`` = round,
+    train and val multi_logloss and accuracy); ``summary`` (deterministic) and ``perf`` (wall
+    clock).
     """
     labelled = y.numpy() >= 0
-    nodes = {p: np.flatnonzero(roles == p) for p in PHASES}
+    nodes = {p: ids.numpy() for p, ids in phase_index(roles).items()}
     rows = {p: nodes[p][labelled[nodes[p]]] for p in ("train", "val")}  # the labelled ones
     for phase, picked in rows.items():
         if picked.size == 0:

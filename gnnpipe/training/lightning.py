@@ -51,7 +51,8 @@ from gnnpipe.training.loop import (
     perf_row,
 )
 from gnnpipe.sampling import batch as adapt
-from gnnpipe.training.train import PHASES, PhaseInput, TrainResult, _evaluate, node_step
+from gnnpipe.training.train import (PHASES, PhaseInput, TrainResult, _evaluate, node_step,
+                                     phase_index, role_codes)
 
 
 def _first(items: list) -> Data:
@@ -63,10 +64,6 @@ def _ratio(numerator: float, denominator: float) -> float:
     (through a float32 tensor, divided in float64), so both engines write the same digits."""
     totals = all_reduce_sum(torch.tensor([numerator, denominator]), SINGLE)
     return float(totals[0] / totals[1])
-
-
-def _phase_index(roles: np.ndarray) -> dict[str, torch.Tensor]:
-    return {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
 
 
 class NodeDataModule(LightningNodeData):
@@ -83,12 +80,12 @@ class NodeDataModule(LightningNodeData):
     def __init__(self, inputs: dict[str, PhaseInput], y: torch.Tensor, roles: np.ndarray,
                  cfg: TrainParams, node_sampler: BaseSampler | None = None,
                  pin_memory: bool = False):
-        idx = _phase_index(roles)
+        idx = phase_index(roles)
         train = inputs["train"]
         data = Data(x=train.x, y=y, edge_index=train.edge_index, num_nodes=y.numel())
         kwargs: dict = {"pin_memory": pin_memory}  # CUDA: async copies from page-locked batches
         if node_sampler is None:
-            data.train_mask = torch.from_numpy(roles == "train")
+            data.train_mask = torch.from_numpy(role_codes(roles) == PHASES.index("train"))
             loader = "full"
         else:
             loader = "custom"
@@ -289,7 +286,7 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
     kernel); logits come back to the CPU.
     """
     cuda = device.type == "cuda"
-    idx = _phase_index(roles)
+    idx = phase_index(roles)
     started = time.perf_counter()
     with _isolated():
         # Lightning seeds Python, NumPy and torch (and DataLoader workers) from a 32-bit seed;

@@ -16,27 +16,40 @@ from gnnpipe.hetero.loader import typed_temporal
 from gnnpipe.sampling.builders import Source
 from gnnpipe.sampling.temporal import align_edge_times, temporal_options
 from gnnpipe.sources.base import time_key
+from gnnpipe.training.train import PHASES
+
+TRAIN = PHASES.index("train")  # its role code (gnnpipe.training.train.role_codes)
 
 
-def read_partition(args, num_nodes: int, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Partition meta, part of every node (N,) and train nodes per part (P,), checked."""
+def read_partition_meta(args, num_nodes: int) -> dict:
+    """The partition's meta.json, checked to be of this split's train-phase graph."""
     meta = io.read_partition_meta(args.partition)
-    parts = io.read_partition(args.partition)
-    if meta.get("graph", "train") != "train" or meta["num_nodes"] != num_nodes or (
-            parts.size != num_nodes):
+    if meta.get("graph", "train") != "train" or meta["num_nodes"] != num_nodes:
         raise ValueError(f"{args.partition}: the partition is not of this split's train-phase "
                          f"graph ({num_nodes} nodes); re-run the partition stage")
-    train_per_part = np.bincount(parts[roles == "train"], minlength=meta["num_parts"])
+    return meta
+
+
+def read_partition(args, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Partition meta, part of every node (N,) and train nodes per part (P,), checked, for a
+    rank that holds the whole train-phase graph (``roles``: int8 ``role_codes`` (N,))."""
+    meta = read_partition_meta(args, roles.size)
+    parts = io.read_partition(args.partition)
+    if parts.size != roles.size:
+        raise ValueError(f"{args.partition}: the partition is not of this split's train-phase "
+                         f"graph ({roles.size} nodes); re-run the partition stage")
+    train_per_part = np.bincount(parts[roles == TRAIN], minlength=meta["num_parts"])
     return meta, parts, train_per_part
 
 
 def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
-    gnnpipe.training.model_inputs.ModelInputs): the train phase's message graph, the train seeds of
-    the (target) type (all, and this rank's share), and what the sampler's options read (temporal
-    columns, edge weights, the partition: homogeneous graphs)."""
+    gnnpipe.training.model_inputs.ModelInputs; ``roles``: int8 ``role_codes`` (N,)): the train
+    phase's message graph, the train seeds of the (target) type (all, and this rank's share), and
+    what the sampler's options read (temporal columns, edge weights, the partition, the train mask
+    of a subgraph sampler: homogeneous graphs)."""
     graph, train_graph = inputs.graph, inputs.message_graphs["train"]
-    train_nodes = torch.from_numpy(np.flatnonzero(roles == "train"))
+    train_nodes = torch.from_numpy(np.flatnonzero(roles == TRAIN))
     mine = distributed.shard(train_nodes, ctx)
     if graph.layout == TYPED:  # seed times of train.temporal for this rank's share
         temporal = typed_temporal(cfg.temporal.by, cfg.temporal.strategy, graph, train_graph,
@@ -44,11 +57,12 @@ def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
         return Source(graph, train_graph, train_nodes, mine, temporal=temporal)
     view = graph.target_view()  # a homogeneous graph: its one relation
     weight = _edge_weight(args, cfg, view, train_graph)
-    partition = (read_partition(args, view.num_nodes, roles)
-                 if samplers.needs(cfg.sampler, "partition") else None)
+    partition = read_partition(args, roles) if samplers.needs(cfg.sampler, "partition") else None
+    # only subgraph samplers (cluster, saint: no seeds) mask their loss nodes; (N,) bool
+    subgraphs = samplers.SAMPLERS[cfg.sampler].around == ""
     return Source(graph, train_graph, train_nodes, mine, inputs.phases["train"].edge_index,
                   _temporal(args, cfg, view, train_graph, mine), weight, partition,
-                  torch.from_numpy(roles == "train"))
+                  torch.from_numpy(roles == TRAIN) if subgraphs else None)
 
 
 def link_source(inputs, supervision, edge_type) -> Source:

@@ -22,26 +22,27 @@ from gnnpipe.sampling import builders
 from gnnpipe.sampling.cluster import ClusterLoader, ShardParts
 from gnnpipe.sampling.store import read_node_rows
 from gnnpipe.splitting.inputs import model_features
-from gnnpipe.training.loader_sources import node_source, read_partition
+from gnnpipe.training.loader_sources import TRAIN, node_source, read_partition_meta
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.models import build_model
-from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids
-from gnnpipe.training.train import TrainResult, fit
+from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids, shard_part_counts
+from gnnpipe.training.train import TrainResult, fit, role_codes
 
 
 @dataclass(frozen=True)
 class NodeFit:
     """What a node fit takes: ``build`` makes a fresh model, ``phases`` the per-phase inputs
-    (None: shards), ``y`` (N,) labels and ``roles`` (N,) of the (target) type, the loader and
-    evaluator of this rank (None: full batch / the loop's own), ``batch_size`` (sign's rows per
+    (None: shards), ``y`` int64 (N,) labels and ``roles`` int8 (N,) role codes of the (target)
+    type (None both with shards: the evaluator holds its nodes'), the loader and evaluator of
+    this rank (None: full batch / the loop's own), ``batch_size`` (sign's rows per
     batch), ``reads``: the input folders a checkpoint is keyed by, ``meta``: model.pt's meta,
     ``metrics`` / ``rank_info``: what train.json and the perf file add."""
 
     build: Callable[[], torch.nn.Module]
     phases: dict | None
-    y: torch.Tensor
-    roles: np.ndarray
+    y: torch.Tensor | None
+    roles: np.ndarray | None
     reads: tuple[str, ...]
     meta: dict
     loader: object = None
@@ -64,7 +65,7 @@ def read_node_fit(args, params, ctx) -> NodeFit:
         return _shard_fit(args, params, ctx)
     inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
     graph = inputs.graph
-    roles = io.read_typed_roles(args.split, graph)
+    roles = role_codes(io.read_typed_roles(args.split, graph))  # 1 byte a node, not 24 (<U6)
     fitted = NodeFit(lambda: inputs.model(graph.num_classes), inputs.phases, graph.y, roles,
                      inputs.reads, inputs.meta({"num_classes": graph.num_classes}),
                      # sign: batches of precomputed rows
@@ -98,32 +99,35 @@ def _shard_fit(args, params, ctx) -> NodeFit:
     """``train.dist.shard: partition``: this rank's shards, their node rows, loader and
     evaluator (a homogeneous graph's)."""
     cfg = params.train
-    roles = io.read_typed_roles(args.split)
     if len(set(io.read_split_meta(args.split)["message_graph"].values())) != 1:
         raise ValueError("train.dist.shard='partition' scores val and test nodes on the "
                          "train-phase partition, which is their message graph only with "
                          "split.node.mode=transductive; use train.dist.shard: none for "
                          "inductive splits")
-    meta, _, train_per_part = read_partition(args, roles.size, roles)
+    # every node's role code (1 byte a node) only while the rank takes its own rows' and counts
+    roles = role_codes(io.read_typed_roles(args.split))
+    meta = read_partition_meta(args, roles.size)
     mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
     shards = [io.read_partition_shard(args.partition, part) for part in mine]
+    train_per_part = shard_part_counts(shards, roles, meta["num_parts"], ctx)
     ids = shard_node_ids(shards)
+    held = torch.from_numpy(roles[ids.numpy()])  # int8 (L,): the role of each row
+    del roles
     read = read_node_rows(args.prepared, ids)  # through the FeatureStore of data/prepared
-    rows = NodeRows(model_features(args, read.x), read.y[ids], ids)  # row-wise: rows of the whole
-    train_mask = torch.from_numpy(roles == "train")
-    loader = adapt.Batches(ClusterLoader(ShardParts(shards), rows, train_mask, train_per_part,
+    rows = NodeRows(model_features(args, read.x), read.y, ids)  # row-wise: rows of the whole
+    loader = adapt.Batches(ClusterLoader(ShardParts(shards), rows, held == TRAIN, train_per_part,
                                          cfg.cluster.parts_per_batch, ctx.rank, ctx.world_size),
                            adapt.train_nodes)
     exact = meta["halo_hops"] >= cfg.num_layers
     if not exact and ctx.is_main:
         print(f"gnnpipe train: note: partition.halo_hops={meta['halo_hops']} < "
               f"train.num_layers={cfg.num_layers}: shard evaluation misses edges beyond the halo")
-    evaluator = ShardEvaluator(shards, rows, cfg)  # train.inference: per shard
+    evaluator = ShardEvaluator(shards, rows, held, cfg)  # train.inference: per shard
     rank_info = {"parts": mine, "nodes_held": int(ids.numel()),
                  **({"eval_inference": "layerwise"} if evaluator.layerwise else {})}
     in_dim, num_classes = int(rows.x.shape[1]), read.num_classes
-    return NodeFit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, 0), None, read.y,
-                   roles, ("prepared", "split", "features", "propagate"),
+    return NodeFit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, 0), None, None,
+                   None, ("prepared", "split", "features", "propagate"),
                    {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
                     "num_hops": 0}, loader, evaluator, metrics={"shard_eval_exact": exact},
                    rank_info=rank_info)

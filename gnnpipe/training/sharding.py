@@ -1,12 +1,14 @@
 """A DDP rank that holds only its partition shards (``train.dist.shard: partition``).
 
-The rank keeps the feature rows of its shards' nodes (owned + halo, ``NodeRows``), trains on
+The rank keeps the feature rows, labels and roles of its shards' nodes (owned + halo,
+``NodeRows``; no array of every node), trains on
 ClusterGCN batches of its own parts (``gnnpipe.sampling.cluster.ShardParts``) and evaluates each
 of its shards on the shard's own nodes and halo (``ShardEvaluator``; one forward per shard, or
 layer by layer over its target blocks under ``train.inference``): exact full-graph outputs
 for the owned nodes when ``halo_hops >= num_layers``, otherwise the edges beyond the halo are
 missing (as in ClusterGCN's inference on clusters). Every split node is owned by exactly one
-part, so the ranks' owned logits together cover every node once (``gather_rows``).
+part, so the ranks' owned logits together cover every node once (``shard_part_counts`` checks
+the split nodes before training).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -52,13 +55,33 @@ def shard_node_ids(shards: Sequence[PartShard]) -> torch.Tensor:
     return torch.unique(torch.cat([shard.node_id for shard in shards]))
 
 
+def shard_part_counts(shards: Sequence[PartShard], roles: np.ndarray, num_parts: int,
+                      ctx: DistContext) -> np.ndarray:
+    """Train nodes per part (P,) int64, every part's (the ClusterGCN schedule of each rank
+    needs all), from the owned nodes of every rank's ``shards`` (``roles``: int8 role codes
+    (N,) of the split); a collective under DDP. Raises when the ranks' shards together do not
+    own every train, val and test node once."""
+    mine = {shard.part: np.bincount(roles[shard.owned().numpy()], minlength=4)[:3]
+            for shard in shards}  # (3,) owned train, val, test nodes of the part
+    counts = np.zeros((num_parts, 3), dtype=np.int64)
+    for held in gather_objects(mine, ctx):
+        for part, phases in held.items():
+            counts[part] += phases
+    if not np.array_equal(counts.sum(axis=0), np.bincount(roles, minlength=4)[:3]):
+        raise ValueError("the partition shards do not cover every split node; re-run the "
+                         "partition stage on this split")
+    return counts[:, 0]
+
+
 class ShardEvaluator:
     """Logits of the owned nodes of a rank's shards, one forward per shard over its own CSR,
     or layer by layer over target blocks of that CSR where ``cfg`` (TrainParams,
     ``train.inference``) asks for it: ``gnnpipe.training.inference.plan`` per shard, so ``auto``
-    goes layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5)."""
+    goes layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5).
+    ``roles`` int8 (L,): the role codes of ``rows`` (``gnnpipe.training.train.role_codes``)."""
 
-    def __init__(self, shards: Sequence[PartShard], rows: NodeRows, cfg=None):
+    def __init__(self, shards: Sequence[PartShard], rows: NodeRows, roles: torch.Tensor,
+                 cfg=None):
         from gnnpipe.training.inference import csr_view, plan  # PyG: only where a rank evaluates shards
 
         self.rows = rows
@@ -68,6 +91,12 @@ class ShardEvaluator:
             self._inputs.append((shard.owned(), rows.positions(shard.node_id),
                                  shard.csr.edge_index() if engine is None else engine))
         self.layerwise = any(not isinstance(e, torch.Tensor) for _, _, e in self._inputs)
+        owned = torch.cat([pos[:o.numel()] for o, pos, _ in self._inputs])  # rows, logits order
+        self._targets = rows.y[owned], roles[owned].numpy()
+
+    def targets(self) -> tuple[torch.Tensor, np.ndarray]:
+        """Labels int64 (M,) and role codes int8 (M,) of the nodes ``logits`` returns."""
+        return self._targets
 
     @torch.no_grad()
     def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,12 +122,3 @@ def gather_objects(obj: Any, ctx: DistContext) -> list:
     gathered: list = [None] * ctx.world_size
     dist.all_gather_object(gathered, obj)
     return gathered
-
-
-def gather_rows(node_id: torch.Tensor, values: torch.Tensor,
-                ctx: DistContext) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every rank's ``node_id`` (M_r,) and ``values`` (M_r, C), concatenated in rank order."""
-    if ctx.world_size == 1:
-        return node_id, values
-    gathered = gather_objects((node_id, values), ctx)
-    return torch.cat([g[0] for g in gathered]), torch.cat([g[1] for g in gathered])

@@ -23,13 +23,34 @@ from torch.nn.parallel import DistributedDataParallel
 from gnnpipe.training import device as devices
 from gnnpipe.training import loop
 from gnnpipe.config import FitParams
+from gnnpipe.io.common import SPLIT_ROLES
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
 from gnnpipe.training.inference import csr_view, plan
 from gnnpipe.training.loop import LoopOptions, epoch_seed
 from gnnpipe.training.models import choose_aggregation, trim_kwargs
-from gnnpipe.training.sharding import gather_rows
+from gnnpipe.training.sharding import gather_objects
 
 PHASES = ("train", "val", "test")
+UNUSED = SPLIT_ROLES.index("unused")  # int8 code of a node in no phase
+
+
+def role_codes(roles: np.ndarray) -> np.ndarray:
+    """Split roles (N,) as int8 codes, the index into ``SPLIT_ROLES`` (train 0, val 1, test 2,
+    unused 3; any other string: unused): 1 byte a node where the ``<U6`` strings the split
+    readers return take 24. int8 codes pass through."""
+    if roles.dtype == np.int8:
+        return roles
+    codes = np.full(roles.shape, UNUSED, dtype=np.int8)
+    for code, phase in enumerate(PHASES):
+        codes[roles == phase] = code
+    return codes
+
+
+def phase_index(roles: np.ndarray) -> dict[str, torch.Tensor]:
+    """Ascending node ids (int64) of each phase of ``roles`` (strings or ``role_codes``)."""
+    codes = role_codes(roles)
+    return {phase: torch.from_numpy(np.flatnonzero(codes == code))
+            for code, phase in enumerate(PHASES)}
 
 
 @dataclass(frozen=True)
@@ -171,22 +192,27 @@ def _accuracies(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, 
 
 
 class Evaluator(Protocol):
-    """Scores the nodes one rank holds (``gnnpipe.training.sharding.ShardEvaluator``), for ``fit``."""
+    """Scores the nodes one rank holds (``gnnpipe.training.sharding.ShardEvaluator``), for
+    ``fit``; it holds their labels and roles, so the rank needs no array of every node."""
 
     def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """``node_id`` (M,) and ``logits`` (M, C) of this rank's nodes, every phase at once."""
 
+    def targets(self) -> tuple[torch.Tensor, np.ndarray]:
+        """Labels int64 (M,) and ``role_codes`` int8 (M,) of the nodes ``logits`` returns, in
+        its order."""
+
 
 @torch.no_grad()
-def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, roles: np.ndarray,
-                        y: torch.Tensor, ctx: DistContext) -> tuple[float, float]:
+def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator,
+                        ctx: DistContext) -> tuple[float, float]:
     """Train and val accuracy over the nodes of every rank's evaluator, counts summed."""
     model.eval()
-    node_id, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
-    role = roles[node_id.numpy()]
-    hit = (logits.argmax(dim=1) == y[node_id]).numpy()
-    counts = [float(hit[role == phase].sum()) for phase in ("train", "val")]
-    counts += [float((role == phase).sum()) for phase in ("train", "val")]
+    _, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
+    y, role = evaluator.targets()
+    hit = (logits.argmax(dim=1) == y).numpy()
+    counts = [float(hit[role == code].sum()) for code in (0, 1)]  # train, val
+    counts += [float((role == code).sum()) for code in (0, 1)]
     totals = all_reduce_sum(torch.tensor(counts), ctx)
     return float(totals[0] / totals[2]), float(totals[1] / totals[3])
 
@@ -210,12 +236,14 @@ class NodeTask:
     best_key, monitor, counters = "best_val", "val_acc", ("skipped",)
     examples_per_seed, saves_scaler = 1, True
 
-    def __init__(self, inputs: dict[str, PhaseInput] | None, y: torch.Tensor, roles: np.ndarray,
-                 batch_size: int | None = None, loader: Iterable | None = None,
-                 ctx: DistContext = SINGLE, evaluator: Evaluator | None = None):
-        self.inputs, self.y, self.roles, self.ctx = inputs, y, roles, ctx
+    def __init__(self, inputs: dict[str, PhaseInput] | None, y: torch.Tensor | None,
+                 roles: np.ndarray | None, batch_size: int | None = None,
+                 loader: Iterable | None = None, ctx: DistContext = SINGLE,
+                 evaluator: Evaluator | None = None):
+        self.inputs, self.y, self.ctx = inputs, y, ctx
         self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
-        self.idx = {phase: torch.from_numpy(np.flatnonzero(roles == phase)) for phase in PHASES}
+        # an evaluator holds its nodes' labels and roles (y, roles None): no phase ids here
+        self.idx = phase_index(roles) if roles is not None else {}
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
         self.step_y = y  # labels the steps of row batches index (on the device after place)
 
@@ -225,7 +253,7 @@ class NodeTask:
         if self.inputs is not None:
             memo: dict = {}  # phases share x and often edge_index: each tensor moves once
             self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
-        self.step_y = devices.to_device(self.y, device, pin=False)
+        self.step_y = None if self.y is None else devices.to_device(self.y, device, pin=False)
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         if self.loader is not None:
@@ -248,8 +276,7 @@ class NodeTask:
 
     def score(self, model: nn.Module) -> dict[str, float]:
         if self.evaluator is not None:
-            train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.roles, self.y,
-                                                     self.ctx)
+            train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.ctx)
         else:
             train_acc, val_acc = _accuracies(model, self.inputs, self.idx, self.y, self.ctx,
                                              ("train", "val"))
@@ -279,7 +306,7 @@ def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
 
 
 def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | None,
-        y: torch.Tensor, roles: np.ndarray, cfg: FitParams, seed: int, *,
+        y: torch.Tensor | None, roles: np.ndarray | None, cfg: FitParams, seed: int, *,
         batch_size: int | None = None, loader: Iterable | None = None,
         evaluator: Evaluator | None = None,
         options: LoopOptions = LoopOptions()) -> TrainResult:
@@ -298,10 +325,13 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     logits for every train/val/test node, computed with the best weights on that node's phase
     inputs.
 
-    ``evaluator`` (with a ``loader``; ``inputs`` may then be None) replaces the full-graph
-    evaluation: each rank scores the nodes it holds and rank 0 gathers the logits
-    (``train.dist.shard: partition``). A loader with a ``skipped`` attribute reports the empty
-    batches it skipped in the epoch (cluster); their total is ``summary["empty_batches_skipped"]``.
+    ``y`` int64 (N,) labels and ``roles`` (N,) split roles (strings, or ``role_codes``: 1 byte a
+    node) of every node. ``evaluator`` (with a ``loader``; ``inputs``, ``y`` and ``roles`` are
+    then None) replaces the full-graph evaluation: each rank scores the nodes it holds with the
+    labels and roles it holds, and rank 0 gathers the logits and orders them by phase and id
+    (``train.dist.shard: partition``: no rank holds an array of every node). A loader with a
+    ``skipped`` attribute reports the empty batches it skipped in the epoch (cluster); their
+    total is ``summary["empty_batches_skipped"]``.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
     with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
     evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU);
@@ -314,29 +344,25 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         raise ValueError("row mini-batches need a row model (mlp or sign), not a graph model")
     if evaluator is not None and loader is None:
         raise ValueError("an evaluator needs a loader: the rank holds no whole graph to train on")
+    if evaluator is not None and (y is not None or roles is not None):
+        raise ValueError("an evaluator holds its nodes' labels and roles: pass y and roles None")
     task = NodeTask(inputs, y, roles, batch_size, loader, ctx, evaluator)
     idx = task.idx
     outcome = loop.run(task, build_model, cfg, seed, options)
     model, state = outcome.model, outcome.state
-    node_id = torch.cat([idx[p] for p in PHASES])
-    if evaluator is not None:  # every rank scores its nodes; rank 0 puts them in node_id order
+    if evaluator is not None:  # every rank scores its nodes; rank 0 orders them
         with torch.no_grad():
-            held, held_logits = gather_rows(*evaluator.logits(devices.on_cpu(model)), ctx)
-        logits = torch.empty(0)
-        if ctx.is_main:
-            full = torch.full((y.numel(), held_logits.shape[1]), float("nan"))
-            full[held] = held_logits
-            logits = full[node_id]
-            if bool(torch.isnan(logits).any()):
-                raise ValueError("the partition shards do not cover every split node; re-run "
-                                 "the partition stage on this split")
-    elif ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
-        with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
-            outputs = _phase_outputs(model, task.inputs, {p: idx[p] for p in PHASES}, ctx)
-            logits = torch.cat([outputs[p].cpu() for p in PHASES]).float()
-        logits = logits if ctx.is_main else torch.empty(0)
-    else:  # only rank 0 writes artifacts
-        logits = torch.empty(0)
+            node_id, logits = _evaluator_outputs(model, evaluator, ctx)
+        num_train = int(all_reduce_sum(torch.tensor([float(
+            (evaluator.targets()[1] == 0).sum())]), ctx)[0])
+    else:
+        node_id, num_train = torch.cat([idx[p] for p in PHASES]), idx["train"].numel()
+        logits = torch.empty(0)  # only rank 0 writes artifacts
+        if ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
+            with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
+                outputs = _phase_outputs(model, task.inputs, {p: idx[p] for p in PHASES}, ctx)
+                if ctx.is_main:
+                    logits = torch.cat([outputs[p].cpu() for p in PHASES]).float()
     history = outcome.history
     summary = {
         "best_epoch": state["best_epoch"],
@@ -349,8 +375,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
             "threads": torch.get_num_threads(), "device": outcome.device,
-            "train_seeds_per_s": round(outcome.epochs_here * idx["train"].numel()
-                                       / max(seconds, 1e-9), 1)}
+            "train_seeds_per_s": round(outcome.epochs_here * num_train / max(seconds, 1e-9), 1)}
     if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
@@ -358,6 +383,20 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],
                        history=history, summary=summary, perf=perf,
                        perf_history=outcome.perf_history)
+
+
+def _evaluator_outputs(model: nn.Module, evaluator: Evaluator,
+                       ctx: DistContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every rank's evaluator logits, on rank 0 in ``fit``'s order: train, val then test nodes,
+    ids ascending within each (``node_id`` (M,), ``logits`` (M, C)); empty on the others."""
+    held, logits = evaluator.logits(devices.on_cpu(model))
+    gathered = gather_objects((held, torch.from_numpy(evaluator.targets()[1]), logits), ctx)
+    if not ctx.is_main:
+        return torch.empty(0, dtype=torch.int64), torch.empty(0)
+    held, role, logits = (torch.cat([g[i] for g in gathered]) for i in range(3))
+    order = np.lexsort((held.numpy(), role.numpy()))  # by role code, then by id
+    order = torch.from_numpy(order[role.numpy()[order] < UNUSED])  # the split's nodes
+    return held[order], logits[order]
 
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,

@@ -13,8 +13,8 @@ from gnnpipe import io
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import edge_pairs, homogeneous_csr
-from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES, generate_typed
-from gnnpipe.runtime.rng import make_rng
+from gnnpipe.data.prepare import prepare_dataset
+from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES
 from conftest import as_graph
 
 SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
@@ -24,7 +24,7 @@ SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
 def small_hetero(seed: int = 0, **synthetic):
     params = params_from_dict({"seed": seed, "dataset": {"layout": "typed",
                                                          "synthetic": {**SMALL, **synthetic}}})
-    return generate_typed(params.dataset, make_rng(seed, "prepare"))[0]
+    return prepare_dataset(params.dataset, seed).graph
 
 
 def test_generator_is_deterministic_and_seed_dependent():

@@ -9,8 +9,10 @@ import pytest
 
 from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
-from gnnpipe.data.edges import normalize_edges
-from gnnpipe.data.prepare import prepare, validate_arrays
+from gnnpipe.config import params_from_dict
+from gnnpipe.data.edges import edge_pairs, normalize_edges
+from gnnpipe.data.prepare import prepare, prepare_dataset, validate_arrays
+from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_PUBLISHED_IN, REV_WRITES, WRITES
 from gnnpipe.runtime.rng import make_rng
 
 from conftest import small_params
@@ -72,6 +74,34 @@ def test_prepare_is_deterministic_and_reports_edge_policies():
     # every input edge is stored twice unless dropped as a loop or a duplicate
     assert r1["edges"] == 2 * (r1["input_edges"] - r1["self_loops_removed"]
                                - r1["duplicates_removed"])
+
+
+def _typed(**dataset):
+    return prepare_dataset(params_from_dict({"dataset": {"layout": "typed", "synthetic": {
+        "num_nodes": 400, "num_authors": 100, "num_venues": 5}, **dataset}}).dataset, 0)
+
+
+def test_the_typed_graph_takes_the_dataset_edge_policies_and_the_tables_report():
+    """The built-in typed graph goes through prepare's one build: undirected adds the reverses,
+    dedup and self_loops apply to every relation, typed.link_edge_type is honoured, and
+    prepare.json has the keys of typed tables."""
+    default = _typed()
+    graph, report = default.graph, default.report
+    assert list(graph.csr) == [CITES, WRITES, REV_WRITES, PUBLISHED_IN, REV_PUBLISHED_IN]
+    assert graph.reverse[WRITES] == REV_WRITES and graph.link_edge_type == WRITES
+    assert report["input_edges"] == 400 * 5 + round(400 * 3.0) + 400  # cites, writes, venues
+    assert report["duplicates_removed"] > 0 and report["self_loops_removed"] > 0
+    assert {"layout", "target", "node_types", "edge_types", "link_edge_type", "featureless",
+            "labelled"} <= set(report) and "cites_duplicates_removed" not in report
+    directed = _typed(undirected=False, dedup=False, self_loops="keep").graph
+    assert list(directed.csr) == [CITES, WRITES, PUBLISHED_IN] and directed.reverse == {}
+    assert directed.csr[CITES].num_edges == 400 * 5  # every draw as given
+    assert directed.csr[WRITES].num_edges == round(400 * 3.0)  # repeated authorships kept
+    src, dst = edge_pairs(graph.csr[WRITES])
+    assert graph.csr[WRITES].num_edges == np.unique(src * 400 + dst).size < 400 * 3.0
+    assert np.array_equal(directed.x["author"].numpy(), graph.x["author"].numpy())
+    picked = _typed(typed={"link_edge_type": "paper__published_in__venue"}).graph
+    assert picked.link_edge_type == PUBLISHED_IN
 
 
 @pytest.mark.parametrize("homophily", [0.2, 0.9])

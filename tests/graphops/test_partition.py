@@ -14,11 +14,12 @@ import torch
 
 from gnnpipe.data import synthetic
 from gnnpipe.config import PartitionParams, SyntheticParams
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import EDGE, NODE, Csr
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, build_shard,
                                build_shards, halo_report, partition_report, rank_parts,
-                               resolve_backend, shard_summary)
+                               projection_meta, resolve_backend, shard_summary,
+                               train_projection)
 
 # pymetis >= 2025.2 deprecates the xadj/adjncy keywords: gnnpipe passes a CSRAdjacency instead
 pytestmark = pytest.mark.filterwarnings("error:Passing xadj/adjncy is deprecated")
@@ -35,6 +36,23 @@ def _synthetic_csr(cfg: SyntheticParams, seed: int) -> Csr:
 def community_csr() -> Csr:
     return _synthetic_csr(SyntheticParams(num_nodes=2000, num_classes=4, num_features=2,
                                           avg_degree=8.0, homophily=0.95, degree_skew=0.0), 0)
+
+
+def test_a_typed_train_graph_is_partitioned_in_to_homogeneous_ids():
+    """author 0..2 then paper 3..6: ``author writes paper`` and ``paper cites paper`` edges land
+    at the offset ids; a homogeneous layout's one CSR is partitioned as it is."""
+    writes, cites = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    sizes = [("author", 3), ("paper", 4)]
+    train = {writes: csr_from_edges(np.array([0, 2]), np.array([1, 3]), 4, num_src=3),
+             cites: csr_from_edges(np.array([0]), np.array([2]), 4)}
+    csr = train_projection(sizes, train)
+    assert csr.num_nodes == 7
+    assert sorted(zip(csr.targets().tolist(), csr.indices.tolist())) == [(4, 0), (5, 3), (6, 2)]
+    assert projection_meta(sizes, list(train)) == {
+        "projection": "to_homogeneous", "node_types": [["author", 0, 3], ["paper", 3, 4]]}
+    one = csr_from_edges(np.array([0, 1]), np.array([1, 2]), 3)
+    assert train_projection([(NODE, 3)], {EDGE: one}) is one
+    assert projection_meta([(NODE, 3)], [EDGE]) == {}
 
 
 def _parts(csr, method, k, seed=0, **kw):

@@ -6,7 +6,6 @@ reads the graph whole; a bad stored graph fails in the same one line."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -14,11 +13,10 @@ import pytest
 import yaml
 
 from gnnpipe import io
-from gnnpipe.commands.partition import train_graph
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.graphops.partition import (assign_parts, build_shards, partition_report,
-                                        shard_summary)
+                                        shard_summary, train_projection)
 from gnnpipe.graphops.partition_blocks import build_block_graph, lp_stage
 from gnnpipe.graphops.partition_lp import LocalBlocks
 from gnnpipe.io import csr_blocks
@@ -39,6 +37,12 @@ def _split(folder: Path, layout: str) -> Path:
     return folder / "data/split"
 
 
+def train_graph(split: Path):
+    """The split's train phase, read whole, as every method but lp partitions it."""
+    sizes, graphs = io.read_typed_message_graphs(split)
+    return train_projection(sizes, graphs["train"])
+
+
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory) -> dict[str, Path]:
     return {layout: _split(tmp_path_factory.mktemp(layout), layout)
@@ -47,7 +51,7 @@ def splits(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("layout", ["homogeneous", "typed"])
 def test_block_files_from_the_split_are_those_of_the_whole_graph(splits, layout, tmp_path):
-    whole = train_graph(SimpleNamespace(split=splits[layout]))
+    whole = train_graph(splits[layout])
     csr_blocks.write_block_graph(tmp_path / "whole", whole)
     graph = csr_blocks.stored_message_graph(splits[layout])
     assert (graph.num_nodes, graph.num_edges) == (whole.num_nodes, whole.num_edges)
@@ -77,7 +81,7 @@ def _shard_bytes(out: Path) -> dict[str, bytes]:
 def test_lp_by_blocks_equals_the_whole_graph_path(splits, layout, halo_hops, tmp_path):
     cfg = PartitionParams(method="lp", num_parts=3, block_rows=250, iterations=4,
                           halo_hops=halo_hops)
-    parts, report, summaries = _whole_path(train_graph(SimpleNamespace(split=splits[layout])),
+    parts, report, summaries = _whole_path(train_graph(splits[layout]),
                                            cfg, tmp_path / "whole")
     seed = int(make_rng(0, "partition").integers(0, 2**31 - 1))
     (tmp_path / "blocks").mkdir()
@@ -120,7 +124,8 @@ def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_
     def whole(*args, **kwargs):
         raise AssertionError("the lp stage read the train graph whole")
 
-    for module, name in [(io, "read_typed_message_graphs"), (commands.partition, "train_graph")]:
+    for module, name in [(io, "read_typed_message_graphs"),
+                         (commands.partition, "train_projection")]:
         monkeypatch.setattr(module, name, whole)
     loaded, load = [], csr_blocks.load_tensors
 
@@ -162,7 +167,7 @@ def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp
 def test_shards_do_not_depend_on_how_many_outer_rows_are_read_at_once(splits, monkeypatch):
     from gnnpipe.graphops import partition
 
-    csr = train_graph(SimpleNamespace(split=splits["homogeneous"]))
+    csr = train_graph(splits["homogeneous"])
     parts = np.arange(csr.num_nodes, dtype=np.int32) % 3
     whole = list(build_shards(csr, parts, 3, 2))
     monkeypatch.setattr(partition, "SHARD_ROWS", 7)

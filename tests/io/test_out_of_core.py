@@ -213,7 +213,7 @@ def test_shard_rows_read_any_storage(tmp_path, tiny_graph, mode, dtype):
     io.write_prepared(tmp_path, as_graph(tiny_graph), feature_dtype=dtype, features=mode)
     ids = torch.tensor([0, 2, 3, tiny_graph.num_nodes - 1])
     rows = read_node_rows(tmp_path, ids, block_rows=2)
-    assert rows.x.dtype == torch.float32
+    assert rows.x.dtype == torch.float32 and torch.equal(rows.y, tiny_graph.y[ids])
     assert torch.equal(rows.x, io.read_graph(tmp_path).target_view().x[ids])
 
 
@@ -265,7 +265,7 @@ def test_feature_store_over_a_source_reads_rows_without_making_the_file_resident
     assert torch.equal(fs.get_tensor(None, "x", index=7), x[7])
     held = torch.arange(0, n, 3)
     rows = read_node_rows(tmp_path, held, block_rows=1000)
-    assert torch.equal(rows.x, x[held]) and torch.equal(rows.y, torch.arange(n) % 3)
+    assert torch.equal(rows.x, x[held]) and torch.equal(rows.y, held % 3)  # the rows' labels
     assert _rss_file_kib() - before < 1024  # KiB; indexing the map would leave 24 MiB
 
 

@@ -24,9 +24,11 @@ from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts, ShardParts, cluster_schedule
 from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, norm_from_counts,
                                     random_walks)
-from gnnpipe.training.sharding import NodeRows, ShardEvaluator
+from gnnpipe.training.distributed import SINGLE
+from gnnpipe.training.sharding import (NodeRows, ShardEvaluator, shard_node_ids,
+                                       shard_part_counts)
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.training.train import _step, build_inputs, fit
+from gnnpipe.training.train import _step, build_inputs, fit, phase_index, role_codes
 from conftest import as_graph
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
@@ -157,17 +159,80 @@ def test_all_parts_in_one_batch_is_full_graph_training(setup):
 
 
 def test_shard_evaluation_is_exact_when_the_halo_covers_every_layer(setup):
-    graph, _, parts, _ = setup
+    graph, roles, parts, _ = setup
     shards = [build_shard(graph.csr, parts, p, 6, 2) for p in range(6)]
     torch.manual_seed(0)
     model = build_model("sage", graph.x.shape[1], graph.num_classes, FAST).eval()
     ids = torch.unique(torch.cat([s.node_id for s in shards[:3]]))
-    node_id, logits = ShardEvaluator(shards[:3], NodeRows(graph.x[ids], graph.y[ids], ids)).logits(
-        model)
+    codes = role_codes(roles)
+    evaluator = ShardEvaluator(shards[:3], NodeRows(graph.x[ids], graph.y[ids], ids),
+                               torch.from_numpy(codes[ids.numpy()]))
+    node_id, logits = evaluator.logits(model)
     with torch.no_grad():
         expected = model(graph.x, graph.csr.edge_index())[node_id]
     assert sorted(node_id.tolist()) == np.flatnonzero(parts < 3).tolist()
     assert torch.allclose(logits, expected, atol=1e-5)
+    y, held_roles = evaluator.targets()  # the rank's own labels and roles, in logits order
+    assert torch.equal(y, graph.y[node_id]) and np.array_equal(held_roles, codes[node_id.numpy()])
+
+
+def test_a_shard_rank_holds_only_its_rows_and_gets_the_whole_graphs_batches(setup):
+    """train.dist.shard: partition: rows, labels and the train mask of the shards' nodes alone
+    (no array of every node) give the batches of the whole graph's rows and mask."""
+    graph, roles, parts, shards = setup
+    mine = [shards[p] for p in (0, 2, 4)]
+    ids = shard_node_ids(mine)
+    train = torch.from_numpy(roles == "train")
+    per_part = shard_part_counts(mine + [shards[p] for p in (1, 3, 5)], role_codes(roles), 6,
+                                 SINGLE)
+    assert np.array_equal(per_part, np.bincount(parts[roles == "train"], minlength=6))
+    held = ClusterLoader(ShardParts(mine), NodeRows(graph.x[ids], graph.y[ids], ids), train[ids],
+                         per_part, 1, 0, 2)
+    whole = _cluster_loader(graph, roles, parts, ppb=1, rank=0, world=2)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        a = list(held)
+        torch.manual_seed(seed)
+        for got, want in zip(a, whole, strict=True):
+            for key in ("n_id", "x", "y", "train_mask", "edge_index"):
+                assert torch.equal(got[key], want[key]), key
+
+
+def test_shards_that_miss_split_nodes_fail_before_training(setup):
+    _, roles, _, shards = setup
+    with pytest.raises(ValueError, match="do not cover every split node"):
+        shard_part_counts(shards[:5], role_codes(roles), 6, SINGLE)
+
+
+def test_fit_with_an_evaluator_orders_the_ranks_nodes_by_phase_and_id(setup):
+    """No labels or roles of every node: the evaluator's own give the accuracies and fit's
+    train, val then test order, ids ascending (as fit without an evaluator writes them)."""
+    graph, roles, parts, _ = setup
+    shards = [build_shard(graph.csr, parts, p, 6, 2) for p in range(6)]
+    ids = shard_node_ids(shards)
+    rows = NodeRows(graph.x[ids], graph.y[ids], ids)
+    codes = torch.from_numpy(role_codes(roles)[ids.numpy()])
+    cfg = dataclasses.replace(FAST, epochs=2)
+    build = lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg)  # noqa: E731
+    loader = adapt.Batches(ClusterLoader(ShardParts(shards), rows, codes == 0,
+                                         np.bincount(parts[roles == "train"], minlength=6), 6),
+                           adapt.train_nodes)
+    evaluator = ShardEvaluator(shards, rows, codes)
+    result = fit(build, None, None, None, cfg, 0, loader=loader, evaluator=evaluator)
+    order = phase_index(roles)
+    assert torch.equal(result.node_id, torch.cat([order[p] for p in ("train", "val", "test")]))
+    model = build()
+    model.load_state_dict(result.state_dict)
+    node_id, logits = evaluator.logits(model.eval())
+    at = torch.argsort(node_id)
+    expected = logits[at[torch.searchsorted(node_id[at], result.node_id)]]
+    assert torch.equal(result.logits, expected)
+    val = order["val"]
+    best = result.history[result.summary["best_epoch"] - 1]["val_acc"]
+    assert best == round(float((expected[len(order["train"]):][:len(val)].argmax(1)
+                                == graph.y[val]).float().mean()), 6)
+    with pytest.raises(ValueError, match="pass y and roles None"):
+        fit(build, None, graph.y, roles, cfg, 0, loader=loader, evaluator=evaluator)
 
 
 # --------------------------------------------------------------------------------- saint

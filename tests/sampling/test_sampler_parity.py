@@ -520,7 +520,7 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
         "dataset": {"source": "csv", "edges": {"weight": "w"}},
         "train": {"sampler": "neighbor", "batch_size": n,
                   "neighbor": {"weighted": weighted, "num_neighbors": [1, 1]}}})
-    roles = np.array(["train"] * n)
+    roles = np.zeros(n, dtype=np.int8)  # role codes: every node a train node
     inputs = SimpleNamespace(  # gnnpipe.training.model_inputs.ModelInputs of a homogeneous graph
         graph=Graph.homogeneous(csr, torch.zeros(n, 2), torch.zeros(n, dtype=torch.long), 2),
         message_graphs={"train": train},

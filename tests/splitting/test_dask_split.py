@@ -312,15 +312,15 @@ def test_a_failed_audit_writes_no_split_and_leaves_no_worker(prepared, tmp_path,
     only the audit report is written."""
     import psutil
 
-    from gnnpipe.commands import split as command
+    from gnnpipe.splitting import stage
 
     def failing(*args, **kwargs):
         report = real(*args, **kwargs)
         report["checks"][0].update(passed=False)
         return {**report, "passed": False}
 
-    real = command.audit_node_blocks
-    monkeypatch.setattr(command, "audit_node_blocks", failing)
+    real = stage.audit_node_blocks
+    monkeypatch.setattr(stage, "audit_node_blocks", failing)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     code, out = _run(tmp_path, prepared, "failed", node={"strategy": "random"},
                      cluster={"engine": "dask", "workers": 1, "memory_limit": "512MiB"})

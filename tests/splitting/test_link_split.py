@@ -281,14 +281,14 @@ def test_split_stage_writes_a_link_split_with_a_passing_audit(tmp_path, monkeypa
 
 
 def test_split_stage_fails_on_an_injected_link_leak(tmp_path, monkeypatch, capsys):
-    import gnnpipe.commands.split as split_command
+    from gnnpipe.splitting import stage
 
     def leaky_split(graph, cfg, rng, hash_seed):
         link = split_links(graph, cfg, rng, hash_seed)
         return dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=graph.csr))
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(split_command, "split_links", leaky_split)
+    monkeypatch.setattr(stage, "split_links", leaky_split)
     _link_params(tmp_path)
     assert main(["prepare"]) == 0
     assert main(["split"]) == 1

@@ -66,3 +66,76 @@ def test_all_reduce_sums_across_two_gloo_processes():
     mp.start_processes(_worker, args=(2, _free_port(), queue), nprocs=2, start_method="spawn")
     results = dict(queue.get() for _ in range(2))
     assert results == {0: [3.0, 4.0], 1: [3.0, 4.0]}
+
+
+def _shard_setup():
+    """A 300-node graph, 6 bfs parts with 1-hop shards, split roles as int8 codes and a model."""
+    import numpy as np
+
+    from gnnpipe.config import PartitionParams, TrainParams
+    from gnnpipe.data.edges import csr_from_edges
+    from gnnpipe.graphops.partition import assign_parts, build_shard
+    from gnnpipe.runtime.rng import make_rng
+    from gnnpipe.training.models import build_model
+
+    gen = np.random.default_rng(0)
+    n = 300
+    src, dst = gen.integers(0, n, (2, 1200))
+    csr = csr_from_edges(src, dst, n)
+    x, y = torch.randn(n, 5, generator=torch.Generator().manual_seed(0)), torch.arange(n) % 3
+    roles = gen.integers(0, 4, n).astype(np.int8)  # train, val, test, unused codes
+    parts = assign_parts(csr, PartitionParams(num_parts=6, method="bfs"), make_rng(0, "p"))
+    shards = [build_shard(csr, parts, p, 6, 1) for p in range(6)]
+    torch.manual_seed(0)
+    model = build_model("sage", 5, 3, TrainParams(hidden=8)).eval()
+    return x, y, roles, parts, shards, model
+
+
+def _evaluator(shards, x, y, roles):
+    from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids
+
+    ids = shard_node_ids(shards)  # the rank's rows: no array of every node below
+    return ShardEvaluator(shards, NodeRows(x[ids], y[ids], ids), torch.from_numpy(roles[ids]))
+
+
+def _shard_worker(rank: int, world: int, port: int, queue) -> None:
+    from gnnpipe.graphops.partition import rank_parts
+    from gnnpipe.training.sharding import shard_part_counts
+    from gnnpipe.training.train import _evaluator_outputs
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    ctx = DistContext(rank, world, rank)
+    distributed.init_process_group(ctx, timeout_s=60)
+    x, y, roles, _, shards, model = _shard_setup()
+    mine = [shards[p] for p in rank_parts(6, rank, world)]
+    counts = shard_part_counts(mine, roles, 6, ctx)
+    with torch.no_grad():
+        node_id, logits = _evaluator_outputs(model, _evaluator(mine, x, y, roles), ctx)
+    # plain lists: torch tensors would go by shared memory that dies with the process
+    queue.put((rank, counts.tolist(), node_id.tolist(), logits.tolist()))
+    distributed.shutdown()
+
+
+def test_shard_ranks_agree_on_part_counts_and_rank_0_gathers_every_split_node():
+    """train.dist.shard: partition on two gloo ranks, each holding half the shards: both count
+    every part's train nodes, and rank 0 gets each split node's logits once, train, val then
+    test, ids ascending, as one process holding every shard computes them."""
+    import numpy as np
+
+    from gnnpipe.training.train import phase_index
+
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_shard_worker, args=(2, _free_port(), queue), nprocs=2,
+                       start_method="spawn")
+    results = {rank: rest for rank, *rest in (queue.get() for _ in range(2))}
+    x, y, roles, parts, shards, model = _shard_setup()
+    expected = np.bincount(parts[roles == 0], minlength=6).tolist()
+    assert results[0][0] == results[1][0] == expected
+    order = phase_index(roles)
+    node_id, logits = torch.tensor(results[0][1]), torch.tensor(results[0][2])
+    assert torch.equal(node_id, torch.cat([order[p] for p in ("train", "val", "test")]))
+    assert results[1][1] == []  # only rank 0 keeps the outputs
+    with torch.no_grad():
+        held, whole = _evaluator(shards, x, y, roles).logits(model)
+    at = torch.argsort(held)
+    torch.testing.assert_close(logits, whole[at[torch.searchsorted(held[at], node_id)]])

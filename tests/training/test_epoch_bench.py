@@ -28,12 +28,11 @@ def _fit(clock=None):
     cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, epochs=2, patience=3,
                       batch_size=8, neighbor=NeighborParams((3, 2)),
                       checkpoint=CheckpointParams(every=0))
-    roles = np.array(["train"] * 30 + ["val"] * 30)
     loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor, 0,
                               batch_size=cfg.batch_size)
     watch = clock.watch if clock else (lambda m: m)
     build = lambda: watch(build_model("sage", 2, 3, cfg))  # noqa: E731
-    return fit(build, None, graph.y, roles, cfg, seed=0,
+    return fit(build, None, None, None, cfg, seed=0,
                loader=clock.loader(loader) if clock else loader,
                evaluator=_no_evaluation(graph))
 
@@ -41,7 +40,7 @@ def _fit(clock=None):
 def _no_evaluation(graph):
     from bench.train_epoch import NoEvaluation
 
-    return NoEvaluation(torch.arange(60), 3)
+    return NoEvaluation(torch.arange(60), np.repeat(np.int8([0, 1]), 30), 3)  # train, val
 
 
 def test_step_clock_splits_fit_without_changing_it():

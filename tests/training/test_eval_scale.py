@@ -122,13 +122,15 @@ def test_shard_evaluation_layer_by_layer_is_the_shard_forward(graph, model, halo
     shards = [build_shard(graph.csr, parts, p, 4, halo) for p in range(4)]
     ids = torch.unique(torch.cat([s.node_id for s in shards[:3]]))
     rows = NodeRows(graph.x[ids], graph.y[ids], ids)
+    roles = torch.zeros(ids.numel(), dtype=torch.int8)  # every row a train node
     cfg = _cfg(model, LAYERED)
     torch.manual_seed(0)
     net = build_model(model, graph.x.shape[1], graph.num_classes, cfg).eval()
-    full = ShardEvaluator(shards[:3], rows, _cfg(model, FULL))
-    layered = ShardEvaluator(shards[:3], rows, cfg)
+    full = ShardEvaluator(shards[:3], rows, roles, _cfg(model, FULL))
+    layered = ShardEvaluator(shards[:3], rows, roles, cfg)
     assert layered.layerwise and not full.layerwise
-    assert not ShardEvaluator(shards[:3], rows, _cfg(model, InferenceParams())).layerwise  # auto
+    assert not ShardEvaluator(shards[:3], rows, roles,
+                              _cfg(model, InferenceParams())).layerwise  # auto
     (id_full, out_full), (id_lw, out_lw) = full.logits(net), layered.logits(net)
     assert torch.equal(id_full, id_lw)
     assert sorted(id_lw.tolist()) == np.flatnonzero(parts < 3).tolist()
