@@ -113,7 +113,7 @@ def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_
                                                                      monkeypatch):
     import shutil
 
-    from gnnpipe import commands
+    import gnnpipe.commands.partition as partition_command
     from gnnpipe.cli import main
 
     shutil.copytree(splits["homogeneous"], tmp_path / "data/split")
@@ -125,7 +125,7 @@ def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_
         raise AssertionError("the lp stage read the train graph whole")
 
     for module, name in [(io, "read_typed_message_graphs"),
-                         (commands.partition, "train_projection")]:
+                         (partition_command, "train_projection")]:
         monkeypatch.setattr(module, name, whole)
     loaded, load = [], csr_blocks.load_tensors
 
