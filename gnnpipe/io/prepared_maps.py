@@ -18,7 +18,7 @@ import torch
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, open_memmap, table_stream
-from gnnpipe.io.prepared import edge_attrs_file, features_file, write_prepared
+from gnnpipe.io.prepared import NPY_DTYPES, edge_attrs_file, features_file, write_prepared
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -58,8 +58,7 @@ def _mapped(path: Path | None, shape: tuple[int, ...], dtype) -> torch.Tensor:
 def write_prepared_maps(out: Path, maps: PreparedMaps, compression: str = "zstd") -> Graph:
     """The prepared files into ``out`` (``write_prepared``'s bytes for the same graph) from
     ``.npy`` memory maps; the graph over the maps."""
-    stored = np.dtype("<u2") if maps.feature_dtype == "bfloat16" else np.dtype(
-        {"float32": "<f4", "float16": "<f2"}[maps.feature_dtype])
+    stored = NPY_DTYPES[maps.feature_dtype]  # bfloat16: its uint16 bits
     x = {}
     for node_type, (file, rows, width) in maps.x.items():
         features = _mapped(file, (rows, width), stored)
