@@ -19,7 +19,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
-from gnnpipe.data.graph import EDGE, NODE, UNLABELLED, Graph
+from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
