@@ -4,10 +4,11 @@ relation (a homogeneous graph: the graph itself; paper cites paper); typed files
 counts and the relation analyzed. Without an own relation (users that only buy items)
 homophily is marked not applicable, with the reason, and degrees / components still
 reported. The bottleneck measure: Balanced Forman curvature of a seeded sample of the
-relation's edges (analyze.curvature), over its undirected simple graph. On
-``cluster.engine: dask`` the report of the analyzed relation comes from block tasks
-(gnnpipe/graphops/dask_analyze.py), equal to the local one; the curvature sample and a target
-without an own relation are computed here."""
+relation's edges (analyze.curvature), over its undirected simple graph, read by rows from block
+files (gnnpipe/graphops/curvature_blocks.py). On ``cluster.engine: dask`` the block files are
+built by tasks from the prepared files' rows, and the report of the analyzed relation and the
+curvature sample come from block tasks (gnnpipe/graphops/dask_analyze.py), equal to the local
+ones; a target without an own relation is computed here."""
 
 import numpy as np
 
@@ -17,9 +18,11 @@ from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_
 from gnnpipe.splitting.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.graphops.dask_analyze import analyze_blocks
-from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.graphops.reach import edge_curvature
+from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
+from gnnpipe.graphops.dask_analyze import BLOCK_ROWS, analyze_blocks
+from gnnpipe.graphops.partition_blocks import build_block_graph
+from gnnpipe.graphops.partition_lp import DaskBlocks
+from gnnpipe.io.csr_blocks import block_folder, block_graph, stored_prepared_relation
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
@@ -40,14 +43,12 @@ def run(args) -> str:
         elif client is None:
             report, histogram = analyze_graph(graph.target_view(), params.analyze,
                                               *_phases(args, typed, own))
-        else:  # block files beside the metrics when a real cluster's workers must see them
-            scratch = args.metrics.resolve().parent if params.cluster.address else None
-            report, histogram = analyze_blocks(client, graph.target_view(), params.analyze,
-                                               *_phases(args, typed, own), scratch=scratch)
-    if own is not None and params.analyze.curvature.sample_edges > 0:
-        report["curvature"] = edge_curvature(symmetric_simple(graph.csr[own]),
-                                             params.analyze.curvature,
-                                             make_rng(params.seed, "analyze-curvature"))
+            if params.analyze.curvature.sample_edges > 0:  # rows read from block files
+                with block_graph(graph.csr[own], name="analyze-curvature") as folder:
+                    report["curvature"] = _curvature(None, folder, graph.csr[own].num_nodes,
+                                                     params)
+        else:
+            report, histogram = _by_blocks(args, params, typed, own, client)
     if graph.layout != TYPED:
         return _write(args, report, histogram)
     relation = None if own is None else edge_type_name(own)
@@ -57,6 +58,28 @@ def run(args) -> str:
               f"{graph.target} (homophily not applicable: no "
               f"{graph.target}__*__{graph.target} relation): ")
     return _write(args, report, histogram, prefix=prefix)
+
+
+def _by_blocks(args, params, typed, own, client) -> tuple[dict, list]:
+    """The report of the own relation from block tasks: the block files built by tasks from the
+    prepared files' rows (beside the metrics when a real cluster's workers must see them)."""
+    scratch = args.metrics.resolve().parent if params.cluster.address else None
+    stored = stored_prepared_relation(args.prepared, own)
+    graph = typed.graph
+    with block_folder(scratch, name="analyze-graph") as folder:
+        build_block_graph(folder, stored, DaskBlocks(client), BLOCK_ROWS)
+        report, histogram = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
+                                           params.analyze, *_phases(args, typed, own))
+        if params.analyze.curvature.sample_edges > 0:
+            report["curvature"] = _curvature(client, folder, stored.num_nodes, params)
+    return report, histogram
+
+
+def _curvature(client, folder, num_nodes: int, params) -> dict:
+    """analyze.curvature's sample of the own relation's undirected simple graph, from the
+    block files in ``folder``."""
+    return edge_curvature_blocks(client, folder, num_nodes, params.analyze.curvature,
+                                 make_rng(params.seed, "analyze-curvature"))
 
 
 def _phases(args, typed, own) -> tuple:

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import Csr, TargetView
+from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.analyze import (RowCounts, add_counts, component_stats, graph_report,
                                       homophily_of, phase_sizes, row_counts, train_label_y)
-from gnnpipe.io.csr_blocks import (block_graph, gather_labels, read_block_rows, read_in_rows,
-                                   remove_labels, save_node_array, write_labels)
+from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
+                                   read_in_rows, remove_labels, save_node_array, write_labels)
 from gnnpipe.io.mapped_rows import gather_npy
 
 BLOCK_ROWS = 1 << 16  # rows per task
@@ -97,30 +97,27 @@ def min_label_components(client, folder: Path, n: int) -> np.ndarray:
     return labels
 
 
-def analyze_blocks(client, graph: TargetView, cfg: AnalyzeParams,
+def analyze_blocks(client, folder: Path, y: np.ndarray, num_classes: int, cfg: AnalyzeParams,
                    message_graphs: dict[str, Csr] | None = None,
-                   roles: np.ndarray | None = None, scratch: Path | None = None
-                   ) -> tuple[dict, list[dict]]:
+                   roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
     """``analyze_graph``'s ``(report, degree_histogram_rows)``, equal to it, computed by block
-    tasks on ``client``; the block files lie in a temp folder under ``scratch`` (a folder every
-    worker sees; default the system temp) and are removed at the end."""
-    n, c = graph.num_nodes, graph.num_classes
+    tasks on ``client`` from the graph in the block files of ``folder`` (``y`` int64 (N,) its
+    labels); the train graph's block files go in a temp folder inside it."""
+    n, c = num_block_nodes(folder), num_classes
     if n > INT32_NODES:
         raise ValueError(f"analyze on cluster.engine=dask stores component labels as int32: "
                          f"{n} nodes is too many; use cluster.engine: local")
-    y = graph.y.numpy()
-    with block_graph(graph.csr, scratch, name="analyze-graph") as folder:
-        save_node_array(folder, "y", y)
-        counts = _counts(client, folder, n, "y", c)
-        # numbered 0.. by least member, as connected_components numbers them
-        _, components = np.unique(min_label_components(client, folder, n), return_inverse=True)
+    save_node_array(folder, "y", y)
+    counts = _counts(client, folder, n, "y", c)
+    # numbered 0.. by least member, as connected_components numbers them
+    _, components = np.unique(min_label_components(client, folder, n), return_inverse=True)
     components = component_stats(components)
     phases = None
     if message_graphs is not None and roles is not None:
-        with block_graph(message_graphs["train"], scratch, transpose=False,
-                         name="analyze-train") as folder:
-            save_node_array(folder, "y_train", train_label_y(roles, y))
-            train = _counts(client, folder, n, "y_train", c)
+        with block_graph(message_graphs["train"], folder, transpose=False,
+                         name="analyze-train") as train_folder:
+            save_node_array(train_folder, "y_train", train_label_y(roles, y))
+            train = _counts(client, train_folder, n, "y_train", c)
         phases = {**phase_sizes(message_graphs, roles),
                   "train_label_homophily": homophily_of(train, c)["edge"]}
     return graph_report(n, y, c, counts, components, phases, cfg)

@@ -119,20 +119,20 @@ def _reach_warning(bins: list[dict], cfg: ReachParams) -> str | None:
 CHUNK_PAIRS = 1 << 20
 
 
-def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
-                            ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """``size`` distinct undirected edges ``(u, v)``, ``u < v``, int64 (S,) each, sorted, drawn
-    uniformly; all of them (and ``exact`` True) when ``2 * size`` reaches the stored edges.
-
-    Stored positions are drawn without replacement in random order and mapped to their pair:
-    each pair owns two positions, so the first ``size`` distinct pairs are a uniform sample.
-    """
-    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    num_nodes, stored = indptr.size - 1, indices.size
+def sample_positions(stored: int, size: int, rng: np.random.Generator
+                     ) -> tuple[np.ndarray, bool]:
+    """Positions of a stored simple undirected CSR of ``stored`` entries to map to the sample:
+    all of them (``exact`` True) when ``2 * size`` reaches ``stored``, else ``2 * size`` drawn
+    without replacement in random order: int64 (P,), exact."""
     exact = 2 * size >= stored
-    pos = np.arange(stored) if exact else rng.choice(stored, size=2 * size, replace=False)
-    rows = np.searchsorted(indptr, pos, side="right") - 1  # target of each drawn position
-    cols = indices[pos]
+    return (np.arange(stored) if exact else rng.choice(stored, size=2 * size, replace=False)), exact
+
+
+def sample_pairs(rows: np.ndarray, cols: np.ndarray, num_nodes: int, size: int, exact: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The sample ``(u, v)``, ``u < v``, int64 (S,) each, sorted, of the drawn positions' row and
+    column (``sample_positions`` order): each pair owns two positions, so the first ``size``
+    distinct pairs are a uniform sample."""
     keys = np.minimum(rows, cols) * num_nodes + np.maximum(rows, cols)
     keys = keys[rows != cols]
     if exact:
@@ -140,7 +140,21 @@ def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
     else:
         _, first = np.unique(keys, return_index=True)  # first draw of each pair
         keys = np.sort(keys[np.sort(first)[:size]])
-    return keys // num_nodes, keys % num_nodes, exact
+    return keys // num_nodes, keys % num_nodes
+
+
+def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
+                            ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``size`` distinct undirected edges ``(u, v)``, ``u < v``, int64 (S,) each, sorted, drawn
+    uniformly; all of them (and ``exact`` True) when ``2 * size`` reaches the stored edges.
+
+    Stored positions are drawn without replacement in random order and mapped to their pair
+    (``sample_positions``, ``sample_pairs``).
+    """
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    pos, exact = sample_positions(indices.size, size, rng)
+    rows = np.searchsorted(indptr, pos, side="right") - 1  # target of each drawn position
+    return (*sample_pairs(rows, indices[pos], indptr.size - 1, size, exact), exact)
 
 
 def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
@@ -207,11 +221,12 @@ def balanced_forman(csr: Csr, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.where(d_min > 1, ric, 0.0)
 
 
-def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
+def sample_chunks(csr: Csr, degree: np.ndarray, u: np.ndarray, v: np.ndarray, budget: int
+                  ) -> list[slice]:
     """Consecutive slices of the sample whose 2-hop expansion stays within ``budget`` pairs
-    (an edge above it alone)."""
+    (an edge above it alone): ``csr`` holds at least the rows of the ends ``u``, ``v``,
+    ``degree`` int64 (N,) every node's degree in the simple graph."""
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    degree = indptr[1:] - indptr[:-1]
     work = np.zeros(u.size, dtype=np.int64)
     for ends in (u, v):  # sum of neighbour degrees per edge end, one batch each
         owner, nbr = _expand(indptr, indices, ends)
@@ -222,24 +237,28 @@ def _chunks(csr: Csr, u: np.ndarray, v: np.ndarray, budget: int) -> list[slice]:
 def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator,
                    chunk_pairs: int = CHUNK_PAIRS) -> dict:
     """Balanced Forman curvature on a seeded sample of undirected edges of ``csr`` (simple,
-    undirected: see ``balanced_forman``).
-
-    Returns ``{"measure", "sample": {"edges", "undirected_edges", "exact"}, "mean",
-    "fraction_negative", "quantiles": {q: value}, "most_negative": [{"u", "v", "curvature"}]}``
-    (node ids of ``csr``, most negative first, ties by ``(u, v)``).
-    """
+    undirected: see ``balanced_forman``); ``curvature_report``'s figures.
+    ``gnnpipe.graphops.curvature_blocks`` gives the same from block files."""
     if cfg.sample_edges < 1:
         raise ValueError(f"sample_edges={cfg.sample_edges} must be >= 1")
     u, v, exact = sample_undirected_edges(csr, cfg.sample_edges, rng)
     ric = np.zeros(u.size)
-    for part in _chunks(csr, u, v, chunk_pairs):
+    for part in sample_chunks(csr, csr.degrees().numpy(), u, v, chunk_pairs):
         ric[part] = balanced_forman(csr, u[part], v[part])
+    return curvature_report(u, v, ric, exact, csr.num_edges // 2, cfg)
+
+
+def curvature_report(u: np.ndarray, v: np.ndarray, ric: np.ndarray, exact: bool,
+                     undirected_edges: int, cfg: CurvatureParams) -> dict:
+    """The sample's ``{"measure", "sample": {"edges", "undirected_edges", "exact"}, "mean",
+    "fraction_negative", "quantiles": {q: value}, "most_negative": [{"u", "v", "curvature"}]}``
+    (``u``, ``v``, ``ric`` (S,); most negative first, ties by ``(u, v)``)."""
     order = np.lexsort((v, u, ric))[:cfg.most_negative]
     probs = (0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)
     values = np.quantile(ric, probs) if ric.size else [None] * len(probs)
     return {
         "measure": "balanced_forman",
-        "sample": {"edges": int(u.size), "undirected_edges": int(csr.num_edges // 2),
+        "sample": {"edges": int(u.size), "undirected_edges": int(undirected_edges),
                    "exact": bool(exact)},
         "mean": round(float(ric.mean()), 6) if ric.size else None,
         "fraction_negative": round(float((ric < 0).mean()), 6) if ric.size else None,

@@ -16,7 +16,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -24,8 +24,10 @@ import numpy as np
 import torch
 
 from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
+from gnnpipe.io.description import read_description
 from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
 from gnnpipe.io.mapped_rows import gather_npy
+from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
 from gnnpipe.io.temps import temp_prefix
 from gnnpipe.io.tensors import load_tensors
@@ -217,20 +219,32 @@ def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
     counts = dict(sizes)
     shapes = [(f"{edge_type_name(e)}.", MESSAGE_SCHEMA, starts[e[2]], counts[e[2]],
                starts[e[0]], counts[e[0]], e[0]) for e in meta["edge_type_list"]]
-    relations = []
-    for prefix, schema, dst_start, rows, src_start, src_count, ids in shapes:
-        relation = StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
-                                  src_count, ids, 0)
-        indptr, indices = _open(relation)
-        if indptr.numel() != rows + 1:
-            raise ValueError(f"{relation.where}: indptr has {indptr.numel()} entries, expected "
-                             f"{rows + 1}")
-        if indptr[0] != 0 or indptr[-1] != indices.numel():
-            raise ValueError(f"{relation.where}: indptr is not a valid CSR offset array")
-        relations.append(StoredRelation(file, label, schema, prefix, dst_start, rows, src_start,
-                                        src_count, ids, indices.numel()))
-    return StoredGraph(int(sum(counts.values())), tuple(relations),
-                       meta["layout"] != HOMOGENEOUS)
+    relations = tuple(_checked(StoredRelation(file, label, schema, prefix, *rest, 0))
+                      for prefix, schema, *rest in shapes)
+    return StoredGraph(int(sum(counts.values())), relations, meta["layout"] != HOMOGENEOUS)
+
+
+def stored_prepared_relation(prepared: Path, edge_type: tuple[str, str, str]) -> StoredGraph:
+    """The prepared graph's relation ``edge_type`` between nodes of one type (a target's own
+    relation) as a ``StoredGraph`` over that type's ids, checked as ``stored_message_graph``
+    checks."""
+    meta = read_description(prepared)
+    label = str(Path(prepared) / "graph.pt")
+    node_type, n = edge_type[2], meta["sizes"][edge_type[2]]
+    relation = StoredRelation(str(Path(label).resolve()), label, GRAPH_SCHEMA,
+                              f"{edge_type_name(edge_type)}.", 0, n, 0, n, node_type, 0)
+    return StoredGraph(n, (_checked(relation),), False)
+
+
+def _checked(relation: StoredRelation) -> StoredRelation:
+    """``relation`` with its edge count, after the checks that cost no edge read."""
+    indptr, indices = _open(relation)
+    if indptr.numel() != relation.rows + 1:
+        raise ValueError(f"{relation.where}: indptr has {indptr.numel()} entries, expected "
+                         f"{relation.rows + 1}")
+    if indptr[0] != 0 or indptr[-1] != indices.numel():
+        raise ValueError(f"{relation.where}: indptr is not a valid CSR offset array")
+    return replace(relation, num_edges=indices.numel())
 
 
 def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
@@ -328,9 +342,24 @@ def gather_in_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """In-degree int64 (m,) of the rows ``ids`` (int64) of the graph in ``folder`` and the
     sources of their in-edges, row after row (sum of degrees,): only those rows' pages read,
     and dropped as the gather goes (``gnnpipe.io.mapped_rows``)."""
-    folder = Path(folder)
-    starts = gather_npy(folder / "indptr.npy", ids)
-    degree = gather_npy(folder / "indptr.npy", ids + 1) - starts
+    return _gather_rows(Path(folder), "", ids)
+
+
+def gather_block_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``ids`` (int64 (m,)) of the graph in ``folder`` read both ways, as
+    ``read_block_rows`` reads a range (in-edges, then out-edges): each edge's row as an index
+    into ``ids``, int64 (D,), and its neighbour's id (D,); only those rows' pages read."""
+    rows, neighbours = [], []
+    for prefix in ("", "out_"):
+        degree, found = _gather_rows(Path(folder), prefix, ids)
+        rows.append(np.repeat(np.arange(ids.size, dtype=np.int64), degree))
+        neighbours.append(found)
+    return np.concatenate(rows), np.concatenate(neighbours)
+
+
+def _gather_rows(folder: Path, prefix: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    starts = gather_npy(folder / f"{prefix}indptr.npy", ids)
+    degree = gather_npy(folder / f"{prefix}indptr.npy", ids + 1) - starts
     first = np.cumsum(degree) - degree  # where each row's run begins in the output
     positions = np.arange(int(degree.sum()), dtype=np.int64) + np.repeat(starts - first, degree)
-    return degree, gather_npy(folder / "indices.npy", positions)
+    return degree, gather_npy(folder / f"{prefix}indices.npy", positions)

@@ -19,6 +19,7 @@ from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops import dask_analyze
 from gnnpipe.graphops.analyze import analyze_graph, connected_components, degree_stats
 from gnnpipe.graphops.dask_analyze import analyze_blocks, min_label_components
+from gnnpipe.io.csr_blocks import block_graph
 
 
 class InProcess:
@@ -43,6 +44,13 @@ def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> Ta
                              num_classes=4).target_view()
 
 
+def _blocks(client, graph: TargetView, scratch: Path, *phases) -> tuple[dict, list]:
+    """``analyze_blocks`` of ``graph`` written as block files under ``scratch``."""
+    with block_graph(graph.csr, scratch, name="analyze-graph") as folder:
+        return analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
+                              AnalyzeParams(), *phases)
+
+
 def _phases(graph: TargetView):
     from gnnpipe.data.graph import phase_csrs
     from gnnpipe.runtime.rng import make_rng
@@ -62,7 +70,7 @@ def test_blocks_give_the_local_report_for_any_block_size(monkeypatch, tmp_path, 
     graph = _graph(seed, undirected=undirected)
     phases = _phases(graph)
     want = analyze_graph(graph, AnalyzeParams(), *phases)
-    got = analyze_blocks(InProcess(), graph, AnalyzeParams(), *phases, scratch=tmp_path)
+    got = _blocks(InProcess(), graph, tmp_path, *phases)
     assert got == want
     assert want[0]["components"]["count"] > 5 and want[0]["degree"]["isolated_nodes"] > 0
     assert list(tmp_path.iterdir()) == []  # block files removed
@@ -70,19 +78,15 @@ def test_blocks_give_the_local_report_for_any_block_size(monkeypatch, tmp_path, 
 
 def test_a_link_split_and_an_edgeless_graph_match_local(tmp_path):
     graph = _graph(2)
-    assert analyze_blocks(InProcess(), graph, AnalyzeParams(), scratch=tmp_path) == \
-        analyze_graph(graph, AnalyzeParams())
+    assert _blocks(InProcess(), graph, tmp_path) == analyze_graph(graph, AnalyzeParams())
     empty = csr_from_edges(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5)
     bare = Graph.homogeneous(csr=empty, x=torch.zeros(5, 1), y=torch.arange(5) % 2,
                              num_classes=2).target_view()
-    assert analyze_blocks(InProcess(), bare, AnalyzeParams(), scratch=tmp_path) == \
-        analyze_graph(bare, AnalyzeParams())
+    assert _blocks(InProcess(), bare, tmp_path) == analyze_graph(bare, AnalyzeParams())
 
 
 def test_components_of_a_long_shuffled_chain_take_few_sweeps(monkeypatch, tmp_path):
     """Roots hook onto roots: a 4000-node path in random id order needs a few dozen sweeps."""
-    from gnnpipe.io.csr_blocks import block_graph
-
     monkeypatch.setattr(dask_analyze, "BLOCK_ROWS", 500)
     n = 4000
     order = np.random.default_rng(0).permutation(n)
@@ -141,18 +145,37 @@ def test_clusters_of_4_2_and_1_workers_give_the_local_report(cluster, monkeypatc
         graph = _graph(workers, undirected=workers != 2)
         phases = _phases(graph)
         with _client(cluster, workers) as client:
-            assert analyze_blocks(client, graph, AnalyzeParams(), *phases,
-                                  scratch=tmp_path) == analyze_graph(graph, AnalyzeParams(),
-                                                                     *phases), workers
+            assert _blocks(client, graph, tmp_path, *phases) == analyze_graph(
+                graph, AnalyzeParams(), *phases), workers
 
 
-def test_the_stage_on_dask_writes_the_local_metrics(cluster, tmp_path, monkeypatch):
+def test_clusters_of_2_and_1_workers_give_the_local_curvature_sample(cluster, tmp_path):
+    from gnnpipe.config.schema import CurvatureParams
+    from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
+    from gnnpipe.graphops.partition import symmetric_simple
+    from gnnpipe.graphops.reach import edge_curvature
+    from tests.graphops.test_curvature_blocks import curvature_graph
+
+    for workers in (2, 1):
+        csr = curvature_graph(workers)
+        cfg = CurvatureParams(sample_edges=200, most_negative=5)
+        want = edge_curvature(symmetric_simple(csr), cfg, np.random.default_rng(workers), 400)
+        with _client(cluster, workers) as client, block_graph(csr, tmp_path) as folder:
+            assert edge_curvature_blocks(client, folder, csr.num_nodes, cfg,
+                                         np.random.default_rng(workers), 50, 400) == want
+
+
+@pytest.mark.parametrize("layout", ["homogeneous", "typed"])
+def test_the_stage_on_dask_writes_the_local_metrics(cluster, tmp_path, monkeypatch, layout):
+    """Either layout: the block files come from the prepared relation's stored rows."""
     from gnnpipe.cli import main
 
     _client(cluster, 2).close()
     monkeypatch.chdir(tmp_path)
-    params = {"dataset": {"synthetic": {"num_nodes": 300, "num_features": 4, "num_classes": 3}},
-              "split": {"node": {"mode": "inductive"}}}
+    params = {"dataset": {"layout": layout, "synthetic": {"num_nodes": 300, "num_features": 4,
+                                                          "num_classes": 3}},
+              "split": {"node": {"mode": "inductive"}},
+              "analyze": {"curvature": {"sample_edges": 60}}}  # a drawn sample, not every edge
     Path("params.yaml").write_text(yaml.safe_dump(params))
     assert main(["prepare"]) == 0 and main(["split"]) == 0 and main(["analyze"]) == 0
     outputs = [Path("metrics/graph.json"), Path("metrics/degree_hist.csv")]
