@@ -210,10 +210,11 @@ def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
 
 
 # -------------------------------------------------------------------------------------- split
-def read_typed_message_graphs(split: Path, graph: Graph | None = None
+def read_typed_message_graphs(split: Path, graph: Graph | None = None, *, mmap: bool = False
                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
     """Node types ``(type, num_nodes)`` in order, and phase -> edge type -> CSR (phases sharing
-    a file share one dict). ``graph``, when given, must have the same types and sizes."""
+    a file share one dict). ``graph``, when given, must have the same types and sizes;
+    ``mmap``: the CSRs are views of the memory-mapped files."""
     meta = read_split_meta(split)
     where = Path(split) / "meta.json"
     sizes, edge_types = meta["sizes"], meta["edge_type_list"]
@@ -228,7 +229,7 @@ def read_typed_message_graphs(split: Path, graph: Graph | None = None
         for edge_type in edge_types:
             e = edge_type_name(edge_type)
             spec[f"{e}.indptr"], spec[f"{e}.indices"] = (torch.int64, 1), (torch.int64, 1)
-        payload = load_tensors(path, MESSAGE_SCHEMA, spec)
+        payload = load_tensors(path, MESSAGE_SCHEMA, spec, mmap=mmap)
         loaded[name] = {e: _check_typed_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
                                                 payload[f"{edge_type_name(e)}.indices"]),
                                             e, counts, f"{path} ({edge_type_name(e)})")

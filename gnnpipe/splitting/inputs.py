@@ -86,7 +86,7 @@ def read_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> Typed
     views of the memory-mapped files."""
     graph = io.read_graph(args.prepared, mmap=mmap) if graph is None else graph
     meta = io.read_split_meta(args.split)
-    return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph)[1])
+    return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph, mmap=mmap)[1])
 
 
 def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkSupervision:

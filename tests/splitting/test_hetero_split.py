@@ -3,6 +3,8 @@ edge type, injected leaks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -199,6 +201,26 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     other = small_hetero(num_authors=150)
     with pytest.raises(ValueError, match="the split is of another graph"):
         io.read_typed_message_graphs(tmp_path / "link", other)
+
+
+def test_message_graphs_read_memory_mapped_stay_views_of_the_file(graph, tmp_path):
+    """``mmap=True``: the CSRs equal the eager read and their file is mapped into the process
+    (analyze and evaluate read every phase's graph without copying it)."""
+    node = node_split(graph)
+    io.write_split(tmp_path, graph, node.message_graphs, {"task": "node", "mode": node.mode},
+                   roles=node.roles)
+    name = str((tmp_path / io.read_split_meta(tmp_path)["message_graph"]["train"]).resolve())
+
+    def mapped() -> bool:
+        return name in Path("/proc/self/maps").read_text()
+
+    _, eager = io.read_typed_message_graphs(tmp_path, graph)
+    assert not mapped()
+    _, lazy = io.read_typed_message_graphs(tmp_path, graph, mmap=True)
+    assert mapped()
+    for e in graph.edge_types:
+        assert torch.equal(lazy["train"][e].indptr, eager["train"][e].indptr)
+        assert torch.equal(lazy["train"][e].indices, eager["train"][e].indices)
 
 
 def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_graph, tmp_path):
