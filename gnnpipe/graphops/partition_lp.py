@@ -105,10 +105,11 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
         hi = min(stop, lo + chunk)
         rows = np.arange(hi - lo)
         row, neighbour = read_block_rows(folder, lo, hi)
-        keep = neighbour != row + lo  # a self-loop is never cut
-        # only the labels these rows need: a map of the whole file would stay resident
-        counts = np.bincount(row[keep] * k + gather_labels(folder, step, neighbour[keep]),
-                             minlength=(hi - lo) * k).reshape(hi - lo, k)
+        cell = row * k + gather_labels(folder, step, neighbour)  # (row, neighbour's label)
+        counts = np.bincount(cell, minlength=(hi - lo) * k)
+        # a self-loop is never cut: taken out again (its cell is its row's own label)
+        counts -= np.bincount(cell[neighbour == row + lo], minlength=counts.size)
+        counts = counts.reshape(hi - lo, k)
         nodes = np.arange(lo, hi, dtype=np.int64)
         current = gather_labels(folder, step, slice(lo, hi)).astype(np.int64)
         if sibling is None:  # ties between labels go to a hashed rotation, not to part 0
