@@ -310,14 +310,16 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
     outer = rings[-1]
     node_id = np.concatenate(rings)
     order = np.argsort(node_id)  # local ids by global id (ids are distinct)
+    by_id = node_id[order]
     none = np.zeros(0, dtype=np.int64)
     degree, counts, kept = [none], [none], [none]
 
     def keep(row_degree: np.ndarray, sources: np.ndarray) -> None:
         """The induced edges of consecutive rows, columns sorted in each row (rows are grouped,
         so sorting each read alone gives the order of one sort of all edges)."""
-        inside = _members(node_id[order], sources)
-        cols = order[np.searchsorted(node_id[order], sources[inside])]
+        at = np.searchsorted(by_id, sources).clip(max=max(0, by_id.size - 1))  # one search
+        inside = by_id[at] == sources if by_id.size else np.zeros(sources.shape, dtype=bool)
+        cols = order[at[inside]]
         rows_here = np.repeat(np.arange(row_degree.size), row_degree)[inside]
         # one int64 key: faster than lexsort
         kept.append(cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()])

@@ -93,6 +93,18 @@ class Proposals:
     shift: int
 
 
+def label_counts(row: np.ndarray, neighbour: np.ndarray, label: np.ndarray, start: int,
+                 stop: int, num_parts: int) -> np.ndarray:
+    """Edges of rows ``start..stop`` per (row, label of the other end), self-loops left out:
+    int64 (stop - start, num_parts). ``row`` local int64 (D,), ``neighbour`` its ids (D,),
+    ``label`` their labels (D,) (``read_block_rows``)."""
+    cell = row * num_parts + label
+    counts = np.bincount(cell, minlength=(stop - start) * num_parts)
+    # a self-loop is never cut: counted, then taken out (fewer copies than masking every edge)
+    counts -= np.bincount(cell[neighbour == row + start], minlength=counts.size)
+    return counts.reshape(stop - start, num_parts)
+
+
 def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, seed: int,
             sibling: np.ndarray | None = None) -> Proposals:
     """Proposals of rows ``block = (start, stop)`` from ``labels_<step>``; with ``sibling``
@@ -105,10 +117,7 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
         hi = min(stop, lo + chunk)
         rows = np.arange(hi - lo)
         row, neighbour = read_block_rows(folder, lo, hi)
-        keep = neighbour != row + lo  # a self-loop is never cut
-        # only the labels these rows need: a map of the whole file would stay resident
-        counts = np.bincount(row[keep] * k + gather_labels(folder, step, neighbour[keep]),
-                             minlength=(hi - lo) * k).reshape(hi - lo, k)
+        counts = label_counts(row, neighbour, gather_labels(folder, step, neighbour), lo, hi, k)
         nodes = np.arange(lo, hi, dtype=np.int64)
         current = gather_labels(folder, step, slice(lo, hi)).astype(np.int64)
         if sibling is None:  # ties between labels go to a hashed rotation, not to part 0

@@ -33,6 +33,7 @@ from gnnpipe.io.temps import temp_prefix
 from gnnpipe.io.tensors import load_tensors
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
+WINDOW_BYTES = 16 << 20  # of a per-node array read at once by gather_node_array
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -118,15 +119,34 @@ def num_block_nodes(folder: Path) -> int:
     return int(np.load(Path(folder) / "indptr.npy", mmap_mode="r").size - 1)
 
 
+def _npy_layout(path: Path) -> tuple[int, np.dtype, int]:
+    """Rows (first axis), dtype and data offset of the 1-d ``.npy`` file ``path``."""
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(handle)
+        assert len(shape) == 1
+        return shape[0], dtype, handle.tell()
+
+
+def read_slice(path: Path, start: int, stop: int) -> np.ndarray:
+    """Entries ``start..stop`` of the 1-d ``.npy`` file ``path``, read (not mapped: no file page
+    counts in the process's resident set)."""
+    _, dtype, offset = _npy_layout(path)
+    with open(path, "rb") as handle:
+        handle.seek(offset + start * dtype.itemsize)
+        return np.fromfile(handle, dtype=dtype, count=stop - start)
+
+
 def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the graph read both ways: for every edge at a row (in-edges,
     then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,)."""
     folder = Path(folder)
     rows, neighbours = [], []
     for prefix in ("", "out_"):
-        indptr = np.load(folder / f"{prefix}indptr.npy", mmap_mode="r")[start:stop + 1]
-        indices = np.load(folder / f"{prefix}indices.npy", mmap_mode="r")
-        neighbours.append(np.asarray(indices[indptr[0]:indptr[-1]]))
+        indptr = read_slice(folder / f"{prefix}indptr.npy", start, stop + 1)
+        neighbours.append(read_slice(folder / f"{prefix}indices.npy", indptr[0], indptr[-1]))
         rows.append(np.repeat(np.arange(stop - start, dtype=np.int64), np.diff(indptr)))
     return np.concatenate(rows), np.concatenate(neighbours)
 
@@ -134,24 +154,49 @@ def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np
 def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the stored CSR: offsets int64 (B + 1,) (base ``indptr[start]``)
     and the sources of their in-edges (E_b,)."""
-    indptr = np.array(np.load(Path(folder) / "indptr.npy", mmap_mode="r")[start:stop + 1])
-    indices = np.load(Path(folder) / "indices.npy", mmap_mode="r")
-    return indptr, np.array(indices[indptr[0]:indptr[-1]])
+    indptr = read_slice(Path(folder) / "indptr.npy", start, stop + 1)
+    return indptr, read_slice(Path(folder) / "indices.npy", indptr[0], indptr[-1])
 
 
 def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
-    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by
-    ``gnnpipe.io.mapped_rows.gather_npy``)."""
+    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by ``gather_node_array``)."""
     _save(Path(folder) / f"{name}.npy", values)
 
 
+def gather_node_array(folder: Path, name: str, rows: np.ndarray | slice) -> np.ndarray:
+    """``<name>.npy[rows]`` (a copy) of a per-node array, ``rows`` int (R,) or a slice: the file
+    read ``WINDOW_BYTES`` at a time over the span of ``rows`` (a few sequential reads, where a
+    gather of scattered rows through a map would fault page after page; nothing stays mapped)."""
+    path = Path(folder) / f"{name}.npy"
+    n, dtype, _ = _npy_layout(path)
+    if isinstance(rows, slice):
+        start, stop, stride = rows.indices(n)
+        assert stride == 1
+        return read_slice(path, start, max(start, stop))
+    ids = np.asarray(rows)
+    if ids.size == 0:
+        return np.empty(0, dtype=dtype)
+    first, last = int(ids.min()), int(ids.max()) + 1
+    if first < 0 or last > n:
+        raise IndexError(f"{path}: rows outside [0, {n})")
+    window = max(1, WINDOW_BYTES // dtype.itemsize)
+    if last - first <= window:  # one read (every graph up to 4M nodes, int32)
+        return read_slice(path, first, last)[ids - first]
+    out = np.empty(ids.size, dtype=dtype)
+    for lo in range(first, last, window):
+        hi = min(last, lo + window)
+        here = np.flatnonzero((ids >= lo) & (ids < hi))
+        out[here] = read_slice(path, lo, hi)[ids[here] - lo]
+    return out
+
+
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
-    _save(Path(folder) / f"labels_{step}.npy", labels.astype(np.int32, copy=False))
+    save_node_array(folder, f"labels_{step}", labels.astype(np.int32, copy=False))
 
 
 def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarray:
-    """``labels_<step>[rows]`` (a copy), without keeping the file's pages resident."""
-    return gather_npy(Path(folder) / f"labels_{step}.npy", rows)
+    """``labels_<step>[rows]`` (a copy), by ``gather_node_array``."""
+    return gather_node_array(folder, f"labels_{step}", rows)
 
 
 def remove_labels(folder: Path, step: int) -> None:

@@ -189,3 +189,36 @@ def test_propose_reads_the_labels_of_its_rows_and_their_neighbours_only(tmp_path
     row, neighbour = csr_blocks.read_block_rows(tmp_path, 100, 150)
     needed = set(range(100, 150)) | set(neighbour.tolist())
     assert set(np.concatenate(asked).tolist()) <= needed and len(needed) < 400
+
+
+@pytest.mark.parametrize("window_bytes", [12, 1 << 20])  # many windows, one window
+def test_gather_node_array_equals_indexing_the_whole_array(tmp_path, monkeypatch, window_bytes):
+    monkeypatch.setattr(csr_blocks, "WINDOW_BYTES", window_bytes)
+    rng = np.random.default_rng(5)
+    values = rng.integers(-9, 9, 101).astype(np.int32)
+    csr_blocks.save_node_array(tmp_path, "parts", values)
+    ids = rng.integers(3, 97, 500)  # repeats, any order, a span short of the ends
+    assert np.array_equal(csr_blocks.gather_node_array(tmp_path, "parts", ids), values[ids])
+    assert np.array_equal(csr_blocks.gather_node_array(tmp_path, "parts", slice(7, 60)),
+                          values[7:60])
+    assert csr_blocks.gather_node_array(tmp_path, "parts", ids[:0]).dtype == np.int32
+    with pytest.raises(IndexError, match="rows outside"):
+        csr_blocks.gather_node_array(tmp_path, "parts", np.array([5, 101]))
+
+
+def test_label_counts_count_every_edge_but_self_loops(tmp_path):
+    from gnnpipe.graphops.partition_lp import label_counts
+
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
+    src[:20] = dst[:20]  # self-loops, some repeated
+    csr_blocks.write_block_graph(tmp_path, csr_from_edges(src, dst, 40))
+    labels = rng.integers(0, 5, 40)
+    row, neighbour = csr_blocks.read_block_rows(tmp_path, 10, 30)
+    expected = np.zeros((20, 5), dtype=np.int64)
+    for u, v in zip(src.tolist(), dst.tolist()):  # either direction, one edge at a time
+        for here, there in ((v, u), (u, v)):
+            if 10 <= here < 30 and here != there:
+                expected[here - 10, labels[there]] += 1
+    got = label_counts(row, neighbour, labels[neighbour], 10, 30, 5)
+    assert np.array_equal(got, expected)
