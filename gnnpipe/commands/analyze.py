@@ -4,11 +4,11 @@ relation (a homogeneous graph: the graph itself; paper cites paper); typed files
 counts and the relation analyzed. Without an own relation (users that only buy items)
 homophily is marked not applicable, with the reason, and degrees / components still
 reported. The bottleneck measure: Balanced Forman curvature of a seeded sample of the
-relation's edges (analyze.curvature), over its undirected simple graph, read by rows from block
-files (gnnpipe/graphops/curvature_blocks.py). On ``cluster.engine: dask`` the block files are
-built by tasks from the prepared files' rows, and the report of the analyzed relation and the
-curvature sample come from block tasks (gnnpipe/graphops/dask_analyze.py), equal to the local
-ones; a target without an own relation is computed here."""
+relation's edges (analyze.curvature), over its undirected simple graph (the local engine builds
+it whole). On ``cluster.engine: dask`` block files are built by tasks from the prepared files'
+rows, and the report of the analyzed relation and the curvature sample (read by rows:
+gnnpipe/graphops/curvature_blocks.py) come from block tasks (gnnpipe/graphops/dask_analyze.py),
+equal to the local ones; a target without an own relation is computed here."""
 
 import numpy as np
 
@@ -21,8 +21,10 @@ from gnnpipe.config import load_params
 from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
 from gnnpipe.graphops.dask_analyze import BLOCK_ROWS, analyze_blocks
 from gnnpipe.graphops.partition_blocks import build_block_graph
+from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.graphops.partition_lp import DaskBlocks
-from gnnpipe.io.csr_blocks import block_folder, block_graph, stored_prepared_relation
+from gnnpipe.graphops.reach import edge_curvature
+from gnnpipe.io.csr_blocks import block_folder, stored_prepared_relation
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
@@ -43,10 +45,10 @@ def run(args) -> str:
         elif client is None:
             report, histogram = analyze_graph(graph.target_view(), params.analyze,
                                               *_phases(args, typed, own))
-            if params.analyze.curvature.sample_edges > 0:  # rows read from block files
-                with block_graph(graph.csr[own], name="analyze-curvature") as folder:
-                    report["curvature"] = _curvature(None, folder, graph.csr[own].num_nodes,
-                                                     params)
+            if params.analyze.curvature.sample_edges > 0:  # local holds the relation whole
+                report["curvature"] = edge_curvature(
+                    symmetric_simple(graph.csr[own]), params.analyze.curvature,
+                    make_rng(params.seed, "analyze-curvature"))
         else:
             report, histogram = _by_blocks(args, params, typed, own, client)
     if graph.layout != TYPED:
