@@ -225,9 +225,10 @@ def summarize(root: int, hwm: dict[int, float], anon: dict[int, float], group: d
 
 
 # ------------------------------------------------------------------------------- the runs
-def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool) -> None:
+def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool, cache_type: str = "") -> None:
     """The pipeline copied into ``run`` with ``PARAMS`` for ``tables`` on ``engine``; a git
-    repository with one commit when DVC is to be timed there."""
+    repository with one commit when DVC is to be timed there (``cache_type``: its
+    ``cache.type``, DVC's default when empty)."""
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(REPO, run, ignore=_not_copied)
     params = merged(yaml.safe_load((REPO / "params.yaml").read_text()), merged(PARAMS, {
@@ -238,6 +239,9 @@ def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool) -> None:
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
         for cmd in (["git", "init", "-q"], git + ["add", "-A"], git + ["commit", "-qm", "bench"]):
             subprocess.run(cmd, cwd=run, check=True, env=_env(run))
+        if cache_type:
+            subprocess.run(["dvc", "config", "--local", "cache.type", cache_type], cwd=run,
+                           check=True, env=_env(run))
 
 
 def _not_copied(folder: str, names: list[str]) -> list[str]:
@@ -297,19 +301,40 @@ def time_dvc(run: Path, stages: list[str]) -> dict:
     return out
 
 
+def _stage(run: Path, stage: str) -> dict:
+    return yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]
+
+
+def stage_deps(run: Path, stage: str) -> set[str]:
+    """The paths ``stage`` reads, as dvc.yaml lists them."""
+    return {str(d) for d in _stage(run, stage).get("deps", [])}
+
+
+def stage_outs(run: Path, stage: str) -> set[str]:
+    """The paths ``stage`` writes (outs and metrics), as dvc.yaml lists them."""
+    spec = _stage(run, stage)
+    return {next(iter(o)) if isinstance(o, dict) else str(o)
+            for key in ("outs", "metrics", "plots") for o in spec.get(key, [])}
+
+
 def run_size(args, size: tuple[str, int, int], engine: str) -> list[dict]:
     name, nodes, edges = size
     tables, run = args.dir / f"tables-{name}", args.dir / f"run-{name}-{engine}"
     dvc = args.dvc and engine == "dask"
-    scratch_repo(run, tables, engine, dvc)
-    rows = []
+    if not (args.resume and (run / "params.yaml").exists()):
+        scratch_repo(run, tables, engine, dvc, args.cache_type)
+    rows, missing = [], set()
     for stage in args.stages:
+        blocked = sorted(missing & stage_deps(run, stage))
+        if blocked:  # it reads what a failed stage did not write
+            print(f"# {name} {engine} {stage}: skipped, {blocked[0]} was not written", flush=True)
+            continue
         row = {"size": name, "nodes": nodes, "edges": edges, "engine": engine,
                "load": round(os.getloadavg()[0], 1), **run_stage(run, stage, edges)}
         rows.append(row)
         print(json.dumps(row), flush=True)
         if row["exit_code"]:
-            break  # the stages after it read what it did not write
+            missing |= stage_outs(run, stage)
     if dvc and not any(r["exit_code"] for r in rows):
         row = {"size": name, "engine": engine, "stage": "dvc", **time_dvc(run, args.stages)}
         rows.append(row)
@@ -349,6 +374,11 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--features", type=int, default=128)
     parser.add_argument("--dvc", action="store_true", help="time DVC on each dask run")
     parser.add_argument("--keep", action="store_true", help="keep the tables and runs")
+    parser.add_argument("--resume", action="store_true",
+                        help="run --stages in a kept run folder instead of a fresh copy")
+    parser.add_argument("--cache-type", default="",
+                        help="the scratch repository's DVC cache.type with --dvc "
+                             "(e.g. hardlink: no second copy of the outputs on disk)")
     parser.add_argument("--json", type=Path, default=None, help="write every row here too")
     args = parser.parse_args(argv)
     args.stages = args.stages.split(",")
