@@ -4,11 +4,13 @@ same split, the best on val written; cached apart from the GNN, on the graph rea
 an MLP encoder with the dot-product decoder (typed files: per-type MLP encoders,
 ``gnnpipe.training.models.TypedMLP``).
 
-Node task: ``baseline.source`` is resolved once, here, and ``NODE_SOURCES`` of
-gnnpipe/training/baseline_fit.py says how the features are read (memory | blocks) and fitted."""
+``baseline.source`` is resolved once, here: node task, ``NODE_SOURCES`` of
+gnnpipe/training/baseline_fit.py says how the features are read (memory | blocks) and fitted;
+link task, ``fit_link`` on the whole matrix or ``fit_link_blocks`` on ``read_link_blocks``."""
 
 from gnnpipe.splitting.inputs import read_model_typed, read_typed_link_supervision
-from gnnpipe.training.baseline_fit import NODE_SOURCES, baseline_seed, baseline_source
+from gnnpipe.training.baseline_fit import (NODE_SOURCES, baseline_seed, baseline_source,
+                                           read_link_blocks)
 from gnnpipe.training.run_files import write_link_outputs, write_node_outputs, write_run_files
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
@@ -50,30 +52,40 @@ def baseline_nodes(args, params) -> str:
 
 def baseline_links(args, params) -> str:
     """An MLP encoder of every node's features with the dot-product decoder; typed files: one
-    per node type (their widths differ), rows in ``to_homogeneous`` order."""
+    per node type (their widths differ), rows in ``to_homogeneous`` order. ``baseline.source:
+    blocks`` fits the same objective from feature rows read by blocks."""
     from gnnpipe.hetero.inputs import phase_inputs
     from gnnpipe.hetero.models import build_hetero_model
+    from gnnpipe.training.block_link_fit import fit_link_blocks
     from gnnpipe.training.link_train import fit_link
     from gnnpipe.training.models import build_model
     from gnnpipe.training.train import build_inputs
 
     cfg = params.baseline
-    typed = read_model_typed(args)
+    source = baseline_source(args, params)
+    typed, segments = (read_link_blocks(args) if source == "blocks"
+                       else (read_model_typed(args), None))
     graph = typed.graph
     edge_type, sup = read_typed_link_supervision(args, typed)
+    dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
     if graph.layout == TYPED:
-        dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
         build = lambda: build_hetero_model("mlp", graph.metadata(), dims, cfg.hidden,
                                            graph.target, cfg, out="all")
-        inputs, tags, what = (phase_inputs(graph, typed.graphs),
-                              {"edge_type": edge_type_name(edge_type)}, "per-type link encoders")
+        tags, what = {"edge_type": edge_type_name(edge_type)}, "per-type link encoders"
     else:  # one type: the homogeneous MLP (TypedMLP adds an input map, other weights)
-        x = graph.x[graph.target]
-        build = lambda: build_model("mlp", x.shape[1], cfg.hidden, cfg)
-        inputs, tags, what = build_inputs(x), {}, "link encoder"
-    result = fit_link(build, inputs, sup.edges, sup.negatives, sup.sampler, cfg,
-                      baseline_seed(params),
-                      hard_negatives=sup.hard, options=LoopOptions(progress=progress))
+        build = lambda: build_model("mlp", dims[graph.target], cfg.hidden, cfg)
+        tags, what = {}, "link encoder"
+    options = LoopOptions(progress=progress)
+    if source == "blocks":
+        tags["source"] = source
+        result = fit_link_blocks(build, segments, sup.edges, sup.negatives, sup.sampler, cfg,
+                                 baseline_seed(params), block_rows=cfg.block_rows,
+                                 hard_negatives=sup.hard, options=options)
+    else:
+        inputs = (phase_inputs(graph, typed.graphs) if graph.layout == TYPED
+                  else build_inputs(graph.x[graph.target]))
+        result = fit_link(build, inputs, sup.edges, sup.negatives, sup.sampler, cfg,
+                          baseline_seed(params), hard_negatives=sup.hard, options=options)
     write_link_outputs(args, result, None)
     return _finish(args, result, "mlp", tags,
                    f"mlp {what}, best val MRR {result.summary['best_val_mrr']:.4f}")

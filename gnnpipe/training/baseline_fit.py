@@ -1,13 +1,16 @@
-"""The structure-free node models of ``baseline.models`` and where their features come from.
+"""The structure-free models of ``baseline.models`` and where their features come from.
 
 ``baseline.source`` (resolved once by ``baseline_source``): ``memory`` reads the whole feature
-matrix; ``blocks`` (homogeneous graphs) reads feature rows from the prepared file by row blocks
-(gnnpipe/training/block_fit.py: the MLP's full-batch objective by blocks; gbdt holds only its
-train and val rows and predicts by blocks) and never the CSR; ``auto`` picks blocks on
-``cluster.engine: dask`` or when the float32 features reach ``AUTO_BLOCKS_BYTES``.
-``NODE_SOURCES[source]`` is ``(read, fits)``: ``read(args)`` gives the graph (or its labels),
-the target's features and the split roles; ``fits[name](x, graph, roles, params)`` one model's
-fit result. The baseline stage and evaluate.seeds both fit through these tables.
+matrix; ``blocks`` reads feature rows from the prepared file by row blocks and never the
+whole matrix: node task (gnnpipe/training/block_fit.py: the MLP's full-batch objective by
+blocks; gbdt holds only its train and val rows and predicts by blocks; typed files: the
+target type's rows) without the CSR, link task (gnnpipe/training/block_link_fit.py: the
+encoder's full-batch objective by blocks; typed files: every type's rows); ``auto`` picks
+blocks on ``cluster.engine: dask`` or when the float32 features the task reads reach
+``AUTO_BLOCKS_BYTES``. ``NODE_SOURCES[source]`` is ``(read, fits)``: ``read(args)`` gives the
+graph (or its labels), the target's features and the split roles; ``fits[name](x, graph,
+roles, params)`` one model's fit result. The baseline stage and evaluate.seeds both fit through
+these tables; the link task reads through ``read_link_blocks``.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from dataclasses import dataclass
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.variant import prepared_layout
+from gnnpipe.commands.variant import split_task
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import HOMOGENEOUS, NODE
-from gnnpipe.io.rows import open_node_source, read_feature_source
+from gnnpipe.data.graph import HOMOGENEOUS, NODE, TYPED
+from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
-from gnnpipe.splitting.inputs import read_model_typed
+from gnnpipe.splitting.inputs import TypedSplit, read_model_typed, read_typed
 from gnnpipe.training.loop import LoopOptions
 
 # gnnpipe.training.models and train import PyG (about 1.4 s), gbdt LightGBM: imported in the
@@ -35,18 +38,21 @@ AUTO_BLOCKS_BYTES = 1 << 30
 
 
 def baseline_source(args, params) -> str:
-    """``baseline.source`` resolved: memory | blocks (auto: blocks for a homogeneous graph on
-    ``cluster.engine: dask`` or with float32 features of at least ``AUTO_BLOCKS_BYTES``, unless
-    ``evaluate.seeds`` > 1 retrains the baseline in memory anyway)."""
+    """``baseline.source`` resolved: memory | blocks (auto: blocks on ``cluster.engine: dask``
+    or with float32 features of at least ``AUTO_BLOCKS_BYTES``: the target type's for the node
+    task, every type's for the link task; memory where ``evaluate.seeds`` > 1 retrains the
+    baseline in memory anyway)."""
     chosen = params.baseline.source
     if chosen != "auto":
         return chosen
-    if prepared_layout(args.prepared) != HOMOGENEOUS or params.evaluate.seeds > 1:
+    if params.evaluate.seeds > 1:
         return "memory"
     if params.cluster.engine == "dask":
         return "blocks"
-    num_nodes, width = read_feature_source(args.prepared).shape  # a map: nothing is read
-    return "blocks" if num_nodes * width * 4 >= AUTO_BLOCKS_BYTES else "memory"
+    meta = io.read_description(args.prepared)  # graph.json: sizes and widths, nothing else read
+    read = [t for t in meta["node_types"]
+            if split_task(args.split) == "link" or t[0] == meta["target"]]
+    return "blocks" if sum(n * width * 4 for _, n, width in read) >= AUTO_BLOCKS_BYTES else "memory"
 
 
 def read_memory(args):
@@ -59,9 +65,9 @@ def read_memory(args):
 
 
 def read_blocks(args):
-    """A homogeneous graph's labels and classes (no CSR read), its x as ``ModelFeatures``
-    (rows read by ``pread`` and normalized per request) and the split roles (int8
-    ``role_codes`` (N,))."""
+    """The target type's labels and classes (no CSR read), its x as ``ModelFeatures`` (rows
+    read by ``pread`` and normalized per request) and the split roles (int8 ``role_codes``
+    (N,))."""
     from gnnpipe.training.train import role_codes  # PyG: not for --help
 
     stored, y, num_classes = open_node_source(args.prepared)
@@ -69,14 +75,34 @@ def read_blocks(args):
     if roles.size != y.numel():
         raise ValueError(f"{args.split}: {roles.size} split roles for {y.numel()} nodes; re-run "
                          "the split stage")
-    x = ModelFeatures(stored, read_transform(args.features, None, int(stored.shape[1])))
-    return BlockGraph(y, num_classes), x, roles
+    meta = io.read_description(args.prepared)
+    typed = meta["layout"] == TYPED
+    x = ModelFeatures(stored, read_transform(args.features, meta["target"] if typed else None,
+                                             int(stored.shape[1])))
+    return BlockGraph(y, num_classes, meta["target"], meta["layout"]), x, roles
+
+
+def read_link_blocks(args) -> tuple[TypedSplit, list[tuple]]:
+    """The split as the link task reads it, every tensor a map (the features' pages are never
+    touched), and per node type in the graph's order ``(type, its first homogeneous id, its x
+    as ModelFeatures)``: the ``segments`` of gnnpipe/training/block_link_fit.py (typed files:
+    type name; a homogeneous graph: None)."""
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    typed = read_typed(args, mmap=True, graph=graph)
+    per_type = graph.layout == TYPED
+    offsets = graph.offsets()
+    segments = [(t if per_type else None, offsets[t],
+                 ModelFeatures(FeatureSource(x, mapped=True, release_bytes=0),
+                               read_transform(args.features, t if per_type else None,
+                                              int(x.shape[1]))))
+                for t, x in graph.x.items()]
+    return typed, segments
 
 
 @dataclass(frozen=True)
 class BlockGraph:
-    """What the node fits read of the graph on the blocks path: labels int64 (N,) (-1:
-    unlabelled) and the class count; a homogeneous graph's one type."""
+    """What the node fits read of the graph on the blocks path: the target type's labels int64
+    (N,) (-1: unlabelled), the class count, the target's name and the layout."""
     y: torch.Tensor
     num_classes: int
     target: str = NODE

@@ -35,7 +35,7 @@ from gnnpipe.training.train import PHASES, TrainResult, phase_index
 SPARSE = 8
 
 
-class _Summed(torch.autograd.Function):
+class SummedGrad(torch.autograd.Function):
     """A scalar ``value`` whose gradient with respect to ``params`` is ``grads`` (computed by
     chunks in the forward), so the loop's ``loss.backward()`` sets exactly those gradients."""
 
@@ -85,7 +85,7 @@ class BlockNodeTask:
             for grad, part in zip(grads, torch.autograd.grad(loss, params)):
                 grad += part
             total += loss.detach()
-        return _Summed.apply(total, grads, *params), count
+        return SummedGrad.apply(total, grads, *params), count
 
     def counts(self) -> list[float]:
         return []
@@ -129,7 +129,7 @@ class BlockNodeTask:
             needed = np.sort(np.concatenate([self.idx[p][s] for p, s in spans.items()]))
             if needed.size == 0:
                 continue
-            x = self._read(lo, hi, needed)  # (needed, F): row i is node needed[i]
+            x = read_rows(self.features, lo, hi, needed)  # (needed, F): row i is node needed[i]
             for begin in range(lo, hi, BASELINE_CHUNK_ROWS):
                 chunk = {}
                 for phase in phases:
@@ -141,12 +141,14 @@ class BlockNodeTask:
                 if chunk:
                     yield chunk
 
-    def _read(self, lo: int, hi: int, needed: np.ndarray) -> torch.Tensor:
-        """Rows ``needed`` (ascending, in [lo, hi)) of the features: the range read at once, or
-        the rows alone where they are fewer than 1 / SPARSE of it (the same values either way)."""
-        if needed.size * SPARSE < hi - lo:
-            return self.features[torch.from_numpy(needed)]
-        return self.features[lo:hi].index_select(0, torch.from_numpy(needed - lo))
+
+
+def read_rows(features, lo: int, hi: int, needed: np.ndarray) -> torch.Tensor:
+    """Rows ``needed`` (ascending, in [lo, hi)) of ``features`` (k, F): the range read at once,
+    or the rows alone where they are fewer than 1 / SPARSE of it (the same values either way)."""
+    if needed.size * SPARSE < hi - lo:
+        return features[torch.from_numpy(needed)]
+    return features[lo:hi].index_select(0, torch.from_numpy(needed - lo))
 
 
 def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,

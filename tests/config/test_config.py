@@ -389,14 +389,9 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
      r"baseline.models: \[mlp\]", "rules._check_baseline_models"),
     ({"baseline": {"block_rows": 100_000}},
      "baseline.block_rows=100000 must be a multiple of 4096", "rules._check_baseline_blocks"),
-    ({"baseline": {"source": "blocks"}, "dataset": {"task": "link"}},
-     "baseline.source='blocks' trains the homogeneous node task's baseline from row blocks, "
-     "not with dataset.task=link", "rules._check_baseline_blocks"),
-    ({"baseline": {"source": "blocks"}, "dataset": {"layout": "typed"}},
-     "not with dataset.layout=typed", "rules._check_baseline_blocks"),
     ({"baseline": {"source": "blocks"}, "evaluate": {"seeds": 3}},
-     r"not with evaluate.seeds=3 \(evaluate retrains the baseline in memory\); set "
-     "baseline.source: memory or auto", "rules._check_baseline_blocks"),
+     "baseline.source='blocks' trains the baseline from row blocks, but evaluate.seeds=3 "
+     "retrains it in memory; set baseline.source: memory or auto", "rules._check_baseline_blocks"),
     ({"dataset": {"task": "link"}, "split": {"link": {"num_hard_negatives": 0}}},
      r"evaluate.link.negatives='both' needs hard negatives from the split: set "
      r"split.link.num_hard_negatives >= 1", "rules._check_hard_negatives"),

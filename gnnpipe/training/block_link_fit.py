@@ -1,0 +1,229 @@
+"""The link task's MLP baseline by row blocks (``baseline.source: blocks``): the full-batch
+objective of ``gnnpipe.training.link_train.fit_link`` (BCE over every supervision positive and
+one fresh negative each, one Adam step per epoch, early stopping on val MRR) computed from
+feature rows read a block at a time, so the process never holds an (N, F) matrix.
+
+The encoder is per row (the MLP; typed files: ``TypedMLP``'s input map of the row's type, then
+the shared MLP), so an epoch's gradient takes three passes:
+
+1. forward every row in chunks of ``BASELINE_CHUNK_ROWS`` node ids, in the full batch's order
+   (type after type in the encoder's order, ids ascending), without autograd; keep the output
+   rows ``z`` (U, H) of the U endpoints of this epoch's pairs and the RNG state before each
+   chunk that holds one;
+2. the decoder and the loss on ``z`` as a leaf, by terms of ``BASELINE_CHUNK_ROWS`` supervision
+   pairs (each term's BCE sum / the full batch's 2P): ``z.grad`` is the full-batch dL/dz;
+3. forward again each chunk holding an endpoint (its RNG state restored: the same dropout
+   mask) and back-propagate ``z.grad``'s rows into the weights' gradient.
+
+Dropout masks: torch's CPU dropout draws element by element from the generator, so masks drawn
+chunk after chunk over every row are the full batch's (one dropout layer: ``num_layers`` 2;
+deeper MLPs draw each chunk's layers in turn, the same distribution). The chunks and terms are
+fixed, so the bits do not depend on ``block_rows`` (what is read at once); against the
+in-memory fit the same function and gradient up to float summation order. Val / test scoring
+embeds only the rows the candidate lists name, by chunks, in eval mode. Held: the supervision,
+fixed negatives, the endpoints' embeddings (U, H) and the blocks being read.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnnpipe.config import FitParams
+from gnnpipe.config.rules import BASELINE_CHUNK_ROWS
+from gnnpipe.reporting.metrics import mrr
+from gnnpipe.splitting.negatives import NegativeSampler
+from gnnpipe.training import loop
+from gnnpipe.training.block_fit import SummedGrad, read_rows
+from gnnpipe.training.link_train import EVAL_PHASES, LinkTask, LinkTrainResult, pair_scores
+from gnnpipe.training.loop import LoopOptions
+from gnnpipe.training.models import TypedMLP
+
+# (node type or None, its first homogeneous id, its features (N_t, F_t): rows by x[lo:hi] and
+# x[ids], a ModelFeatures or a tensor)
+Segment = tuple
+
+
+def encode_rows(model: nn.Module, node_type: str | None, x: torch.Tensor) -> torch.Tensor:
+    """The encoder's output rows (k, H) for feature rows ``x`` (k, F_t) of one node type."""
+    if isinstance(model, TypedMLP):
+        inputs = model.inputs
+        return model.body(torch.relu(inputs.maps[inputs.types.index(node_type)](x)))
+    return model(x)
+
+
+class BlockLinkTask(LinkTask):
+    """``LinkTask`` (its per-epoch fresh negatives, ``batches``) with the step and the scores
+    computed over row blocks of ``segments``."""
+
+    def __init__(self, segments: list[Segment], edges: dict[str, torch.Tensor],
+                 negatives: dict[str, torch.Tensor], sampler: NegativeSampler, block_rows: int):
+        if block_rows % BASELINE_CHUNK_ROWS:
+            raise ValueError(f"baseline.block_rows={block_rows} must be a multiple of "
+                             f"{BASELINE_CHUNK_ROWS}")
+        super().__init__({}, edges, negatives, sampler)
+        self.segments, self.block_rows = segments, block_rows
+
+    def place(self, device: torch.device) -> None:
+        if device.type != "cpu":
+            raise ValueError("baseline.source=blocks trains on the CPU")
+
+    def step(self, model: nn.Module, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
+        heads, targets = self.supervision
+        pairs = heads.numel()
+        needed = np.unique(np.concatenate([self.supervision.numpy().ravel(), batch.numpy()]))
+        z, states = self.train_rows(model, needed)  # 1. (U, H), no autograd
+        z.requires_grad_()
+        h, t, fresh = (_local(needed, ids) for ids in (heads, targets, batch))
+        total = torch.zeros(())
+        for lo in range(0, pairs, BASELINE_CHUNK_ROWS):  # 2. dL/dz by terms of pairs
+            at = slice(lo, lo + BASELINE_CHUNK_ROWS)
+            logits = torch.cat([pair_scores(z, h[at], t[at]), pair_scores(z, h[at], fresh[at])])
+            labels = torch.cat([torch.ones(logits.numel() // 2), torch.zeros(logits.numel() // 2)])
+            loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / (2 * pairs)
+            loss.backward()
+            total += loss.detach()
+        params = [p for p in model.parameters() if p.requires_grad]
+        grads = self.backward_rows(model, needed, z.grad, states, params)  # 3.
+        return SummedGrad.apply(total, grads, *params), 2 * pairs
+
+    @torch.no_grad()
+    def train_rows(self, model: nn.Module, needed: np.ndarray
+                   ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Train-mode outputs (U, H) of the rows ``needed`` from a forward of every row in the
+        full batch's order, and the RNG state before each chunk holding a needed row."""
+        out, states = None, []
+        for node_type, x, at, where in self.chunks(needed, every_row=True):
+            state = torch.get_rng_state() if at.numel() else None
+            z = encode_rows(model, node_type, x)
+            if state is not None:
+                if out is None:
+                    out = torch.empty(needed.size, z.shape[1])
+                out[where] = z.index_select(0, at)
+                states.append(state)
+        return out, states
+
+    def backward_rows(self, model: nn.Module, needed: np.ndarray, grad: torch.Tensor,
+                      states: list[torch.Tensor], params: list[torch.Tensor]
+                      ) -> list[torch.Tensor]:
+        """The weights' gradient of the loss whose gradient by the rows ``needed`` is ``grad``
+        (U, H): each chunk holding a needed row forwarded again under its saved RNG state."""
+        end = torch.get_rng_state()
+        grads = [torch.zeros_like(p) for p in params]
+        touched = self.chunks(needed, every_row=True, touched_only=True)
+        for (node_type, x, at, where), state in zip(touched, states):
+            torch.set_rng_state(state)
+            rows = encode_rows(model, node_type, x).index_select(0, at)
+            parts = torch.autograd.grad(rows, params, grad[where], allow_unused=True)
+            for total, part in zip(grads, parts):
+                if part is not None:
+                    total += part
+        torch.set_rng_state(end)  # as after the one forward of the full batch
+        return grads
+
+    @torch.no_grad()
+    def embed(self, model: nn.Module, needed: np.ndarray) -> torch.Tensor:
+        """Eval-mode outputs (U, H) of the rows ``needed`` (ascending homogeneous ids)."""
+        model.eval()
+        out = None
+        for node_type, x, _, where in self.chunks(needed, every_row=False):
+            z = encode_rows(model, node_type, x)
+            if out is None:
+                out = torch.empty(needed.size, z.shape[1])
+            out[where] = z
+        return out
+
+    def score_sets(self, model: nn.Module, positives: torch.Tensor,
+                   negative_sets: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``link_train.score_sets`` from the embeddings of the rows the pairs name."""
+        needed = np.unique(np.concatenate([positives.numpy().ravel()]
+                                          + [n.numpy().ravel() for n in negative_sets]))
+        z = self.embed(model, needed)
+        heads, targets = _local(needed, positives[0]), _local(needed, positives[1])
+        with torch.no_grad():
+            return (pair_scores(z, heads, targets).float(),
+                    [pair_scores(z, heads, _local(needed, n)).float() for n in negative_sets])
+
+    def score(self, model: nn.Module) -> dict[str, float]:
+        pos, (neg,) = self.score_sets(model, self.edges["val"], [self.negatives["val"]])
+        return {"val_mrr": mrr(pos.numpy(), neg.numpy())}
+
+    def chunks(self, needed: np.ndarray, *, every_row: bool, touched_only: bool = False):
+        """Per chunk of ``BASELINE_CHUNK_ROWS`` ids of a segment, in the encoder's order:
+        (node type, feature rows (k, F_t), the positions in them of the needed rows (int64),
+        the slice of ``needed`` those are). ``every_row``: each chunk with all its rows (every
+        chunk, or with ``touched_only`` those holding a needed row); else only the needed rows
+        of chunks holding one. Reads a block of ``block_rows`` ids at a time."""
+        for node_type, offset, features in self.segments:
+            n = int(features.shape[0])
+            base, stop = np.searchsorted(needed, [offset, offset + n]).tolist()
+            ids = needed[base:stop] - offset  # this segment's needed rows, local ids
+            for lo in range(0, n, self.block_rows):
+                hi = min(n, lo + self.block_rows)
+                a, b = np.searchsorted(ids, [lo, hi]).tolist()
+                if b == a and not (every_row and not touched_only):
+                    continue
+                x = features[lo:hi] if every_row else read_rows(features, lo, hi, ids[a:b])
+                for begin in range(lo, hi, BASELINE_CHUNK_ROWS):
+                    end = min(hi, begin + BASELINE_CHUNK_ROWS)
+                    c, d = np.searchsorted(ids, [begin, end]).tolist()
+                    if d == c and (touched_only or not every_row):
+                        continue
+                    if every_row:
+                        rows, at = x[begin - lo:end - lo], torch.from_numpy(ids[c:d] - begin)
+                    else:
+                        rows, at = x[c - a:d - a], torch.arange(d - c)
+                    yield node_type, rows, at, slice(base + c, base + d)
+
+
+def _local(needed: np.ndarray, ids: torch.Tensor) -> torch.Tensor:
+    """Positions in ``needed`` (ascending) of ``ids`` (any shape, all in it), int64."""
+    return torch.from_numpy(np.searchsorted(needed, ids.numpy()))
+
+
+def fit_link_blocks(build_encoder: Callable[[], nn.Module], segments: list[Segment],
+                    edges: dict[str, torch.Tensor], negatives: dict[str, torch.Tensor],
+                    sampler: NegativeSampler, cfg: FitParams, seed: int, *, block_rows: int,
+                    hard_negatives: dict[str, torch.Tensor] | None = None,
+                    options: LoopOptions = LoopOptions()) -> LinkTrainResult:
+    """``fit_link`` of a row encoder (the MLP, ``TypedMLP``) with the full-graph step, reading
+    the features by blocks of ``block_rows`` ids (a multiple of ``BASELINE_CHUNK_ROWS``).
+
+    ``segments``: per node type in the encoder's forward order (node type, its first
+    homogeneous id, its features (N_t, F_t) rows by ``x[lo:hi]`` / ``x[ids]``: a
+    ``gnnpipe.data.features.ModelFeatures`` or a tensor); ``edges``, ``negatives``,
+    ``hard_negatives`` and ``sampler`` as ``fit_link`` (homogeneous ids). One process on the
+    CPU. Returns what ``fit_link`` returns: val / test scores from the best weights, history,
+    summary (deterministic) and perf.
+    """
+    if edges["train_supervision"].shape[1] == 0:
+        raise ValueError("no train supervision edges to learn from; re-run the split stage")
+    task = BlockLinkTask(segments, edges, negatives, sampler, block_rows)
+    outcome = loop.run(task, build_encoder, cfg, seed, options)
+    model, state, history = outcome.model, outcome.state, outcome.history
+    scores, hard_scores = {}, {}
+    for phase in EVAL_PHASES:  # one embedding per phase scores both negative sets
+        sets = [negatives[phase]] + ([] if hard_negatives is None else [hard_negatives[phase]])
+        pos, negs = task.score_sets(model, edges[phase], sets)
+        scores[phase] = (pos, negs[0])
+        if hard_negatives is not None:
+            hard_scores[phase] = negs[1]
+    summary = {
+        "task": "link",
+        "best_epoch": state["best_epoch"],
+        "best_val_mrr": round(state["best_val_mrr"], 6),
+        "epochs_run": len(history),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    seconds = outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": 1, "device": outcome.device,
+            "train_edges_per_s": round(outcome.epochs_here * task.heads.size
+                                       / max(seconds, 1e-9), 1),
+            "source": "blocks", "block_rows": block_rows}
+    return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
+                           summary=summary, perf=perf, perf_history=outcome.perf_history,
+                           hard_scores=hard_scores)
