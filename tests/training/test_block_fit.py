@@ -202,7 +202,7 @@ def test_the_stage_by_blocks_writes_the_in_memory_results(prepared, monkeypatch)
 
 class _Args:
     def __init__(self, folder):
-        self.prepared = folder / "data" / "prepared"
+        self.prepared, self.split = folder / "data" / "prepared", folder / "data" / "split"
 
 
 def test_auto_reads_by_blocks_on_dask_or_past_the_size(prepared, monkeypatch):

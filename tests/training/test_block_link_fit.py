@@ -5,13 +5,22 @@ test_block_fit.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
+from gnnpipe import io
+from gnnpipe.cli import main
 from gnnpipe.config import FitParams
+from gnnpipe.config.loading import params_from_dict
+from gnnpipe.data.features import ModelFeatures
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.splitting.negatives import NegativeSampler
+from gnnpipe.training.baseline_fit import baseline_source
 from gnnpipe.training.block_link_fit import fit_link_blocks
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.models import build_model
@@ -113,3 +122,79 @@ def test_block_rows_must_be_whole_chunks():
     with pytest.raises(ValueError, match="baseline.block_rows=5000 must be a multiple of 4096"):
         fit_link_blocks(lambda: build_model("mlp", 3, 4, CFG), [(None, 0, x)], edges, negatives,
                         sampler, CFG, 0, block_rows=5000)
+
+
+# ------------------------------------------------------------------------------ the stage
+STAGE = {"dataset": {"synthetic": {"num_nodes": 3000, "num_features": 8, "num_classes": 3,
+                                   "avg_degree": 4.0}},
+         "baseline": {"epochs": 3, "patience": 3, "hidden": 8}}
+VARIANTS = {"link": {"task": "link"}, "typed": {"layout": "typed"},
+            "typed_link": {"task": "link", "layout": "typed"}}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def variant(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    params = {**STAGE, "dataset": {**STAGE["dataset"], **VARIANTS[request.param]}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    with contextlib.chdir(folder):
+        for stage in ("prepare", "split"):
+            assert main([stage]) == 0, stage
+    return folder, params
+
+
+def _baseline(folder, params, name: str, source: str) -> dict:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**params, "baseline": {**params["baseline"],
+                                                           "source": source}}))
+    out = folder / name
+    with contextlib.chdir(folder):
+        assert main(["baseline", "--params", str(path), "--out", str(out / "model"),
+                     *[arg for option in ("metrics", "perf", "history")
+                       for arg in (f"--{option}", str(out / f"{option}.out"))]]) == 0
+    return {"metrics": json.loads((out / "metrics.out").read_text()), "out": out / "model"}
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the blocks path read the whole feature matrix")
+
+
+def test_the_stage_by_blocks_writes_the_in_memory_results(variant, monkeypatch):
+    """Link (either layout): the same pairs' scores within rounding; typed node task: the
+    target's logits. Metrics agree but for the source tag; the whole matrix is never built."""
+    folder, params = variant
+    memory = _baseline(folder, params, "memory", "memory")
+    with monkeypatch.context() as patch:
+        patch.setattr("gnnpipe.commands.baseline.read_model_typed", _never)
+        patch.setattr("gnnpipe.training.baseline_fit.read_model_typed", _never)
+        patch.setattr(ModelFeatures, "materialize", _never)
+        blocks = _baseline(folder, params, "blocks", "blocks")
+    assert blocks["metrics"] == {**memory["metrics"], "source": "blocks"}
+    if params["dataset"].get("task") == "link":
+        mem, blk = (io.read_link_predictions(run["out"]) for run in (memory, blocks))
+        assert mem.keys() == blk.keys()
+        for phase in mem:
+            for a, b in zip(mem[phase], blk[phase], strict=True):
+                assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    else:
+        (mem_id, mem), (blk_id, blk) = (io.read_predictions(run["out"])
+                                        for run in (memory, blocks))
+        assert torch.equal(mem_id, blk_id) and torch.allclose(mem, blk, atol=1e-5, rtol=0)
+
+
+def test_auto_counts_the_float32_features_the_task_reads(variant, monkeypatch):
+    """Link: every type's features; the node task: the target type's."""
+    folder, params = variant
+    args = type("Args", (), {"prepared": folder / "data" / "prepared",
+                             "split": folder / "data" / "split"})
+    meta = io.read_description(args.prepared)
+    link = params["dataset"].get("task") == "link"
+    size = sum(n * width * 4 for t, n, width in meta["node_types"]
+               if link or t == meta["target"])
+    auto = params_from_dict(params)
+    for threshold, source in ((size, "blocks"), (size + 1, "memory")):
+        monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", threshold)
+        assert baseline_source(args, auto) == source
+    dask = params_from_dict({**params, "cluster": {"engine": "dask"}, "split": {
+        "link": {"num_hard_negatives": 0}}, "evaluate": {"link": {"negatives": "random"}}})
+    assert baseline_source(args, dask) == "blocks"
