@@ -1,19 +1,20 @@
 """The baseline stage in memory vs by blocks (issue 32 item 5): peak RSS and wall time of
 ``gnnpipe baseline`` with ``baseline.source: memory`` and ``blocks``, same prepared graph and
-split, at each size given.
+split, at each size given, for the node or the link task (``--task``).
 
     python -m bench.baseline_scale --dir /tmp/bscale --nodes 500000 2000000 --features 128
+    python -m bench.baseline_scale --dir /tmp/bscale_link --task link --nodes 200000
 
 Per size, one child process prepares and splits a synthetic graph (``--avg-degree`` stored
-edges per node, 10 classes, default stratified 60/20/20 split; kept for a later run with the
-same arguments; prepare's ``dataset.storage.features: auto`` keeps x in graph.pt below 1 GiB,
+edges per node, 10 classes, default stratified 60/20/20 split, or the default link split with
+``--task link``; kept for a later run with the same arguments; prepare's ``dataset.storage.features: auto`` keeps x in graph.pt below 1 GiB,
 in features_node.npy from it); then one child process per source runs the stage
 (``baseline.models``: ``--models``, ``--epochs`` epochs without early stopping, ``threads:
 --threads``) and reports its peak RSS (VmHWM of /proc/self/status: anonymous and file-backed
 pages it ever held), its RSS after importing the stage (``base``), the stage's wall time and
 its CPU time (user + system: the figure to trust on a loaded machine). Printed per size: both
-rows, the largest logit difference between the two predictions and each source's best val
-accuracy.
+rows, the largest logit (link: pair score) difference between the two predictions and each
+source's best val accuracy (link: MRR).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _cpu_seconds() -> float:
 
 def _params(args, nodes: int, source: str | None = None) -> dict:
     params = {"dataset": {"synthetic": {"num_nodes": nodes, "num_features": args.features,
-                                        "avg_degree": args.avg_degree, "num_classes": 10}},
+                                        "avg_degree": args.avg_degree, "num_classes": 10},
+                          "task": args.task},
               "threads": args.threads}
     if source is not None:
         params["baseline"] = {"source": source, "models": args.models, "epochs": args.epochs,
@@ -88,6 +90,7 @@ def child_baseline(args) -> dict:
 def _child(args, mode: str, nodes: int, source: str = "") -> dict:
     command = [sys.executable, "-m", "bench.baseline_scale", "--dir", str(args.dir),
                "--features", str(args.features), "--avg-degree", str(args.avg_degree),
+               "--task", args.task,
                "--epochs", str(args.epochs), "--threads", str(args.threads),
                "--models", *args.models, "--child", mode, "--child-nodes", str(nodes),
                "--child-source", source]
@@ -98,17 +101,22 @@ def _child(args, mode: str, nodes: int, source: str = "") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare(folder: Path) -> dict:
+def compare(folder: Path, task: str) -> dict:
     import torch
 
     from gnnpipe import io
 
-    (mem_id, mem), (blk_id, blk) = (io.read_predictions(folder / f"out_{s}")
-                                    for s in ("memory", "blocks"))
-    assert torch.equal(mem_id, blk_id)
-    accs = {s: json.loads((folder / f"{s}_metrics.json").read_text())["best_val_acc"]
-            for s in ("memory", "blocks")}
-    return {"max_logit_diff": float((mem - blk).abs().max()), "best_val_acc": accs}
+    sources = ("memory", "blocks")
+    if task == "link":
+        mem, blk = (io.read_link_predictions(folder / f"out_{s}") for s in sources)
+        diff = max(float((a - b).abs().max()) for p in mem for a, b in zip(mem[p], blk[p]))
+    else:
+        (mem_id, mem), (blk_id, blk) = (io.read_predictions(folder / f"out_{s}") for s in sources)
+        assert torch.equal(mem_id, blk_id)
+        diff = float((mem - blk).abs().max())
+    key = "best_val_mrr" if task == "link" else "best_val_acc"
+    scores = {s: json.loads((folder / f"{s}_metrics.json").read_text())[key] for s in sources}
+    return {"max_logit_diff": diff, key: scores}
 
 
 def main(argv=None) -> int:
@@ -120,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--models", nargs="+", default=["mlp"])
+    parser.add_argument("--task", choices=["node", "link"], default="node")
     parser.add_argument("--child", choices=["prepare", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--child-nodes", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-source", default="", help=argparse.SUPPRESS)
@@ -131,12 +140,12 @@ def main(argv=None) -> int:
         return 0
     print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs, threads {args.threads}, "
           f"{args.features} features, avg degree {args.avg_degree:g}, {args.epochs} epochs, "
-          f"models {','.join(args.models)}")
+          f"models {','.join(args.models)}, task {args.task}")
     for nodes in args.nodes:
         prepared = _child(args, "prepare", nodes)
         rows = [_child(args, "baseline", nodes, source) for source in ("memory", "blocks")]
         result = {"nodes": nodes, "prepare_split_s": prepared["seconds"], "runs": rows,
-                  **compare(args.dir / str(nodes)), "load": round(os.getloadavg()[0], 1)}
+                  **compare(args.dir / str(nodes), args.task), "load": round(os.getloadavg()[0], 1)}
         print(json.dumps(result), flush=True)
     return 0
 

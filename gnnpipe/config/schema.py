@@ -253,8 +253,8 @@ class BaselineParams(FitParams):
     # (baseline.gbdt; node task only); each at most once
     models: tuple[Literal["mlp", "gbdt"], ...] = ("mlp",)
     gbdt: GbdtParams = field(default_factory=GbdtParams)
-    # node task's features: memory (the whole matrix) | blocks (rows read from the prepared
-    # file per block, docs/evaluation.md) | auto: blocks on cluster.engine dask or >= 1 GiB
+    # features: memory (the whole matrix) | blocks (rows read from the prepared file per
+    # block, docs/scaling.md) | auto: blocks on cluster.engine dask or >= 1 GiB of them
     source: Literal["auto", "memory", "blocks"] = "auto"
     block_rows: int = num(65_536, low=1)  # blocks: rows read at once, a multiple of 4096
 
