@@ -32,7 +32,7 @@ def baseline_nodes(args, params) -> str:
     graph); the one with the best val accuracy (the first on a tie) is the baseline written,
     so evaluate compares the GNN with the strongest structure-free model, chosen on val."""
     cfg = params.baseline
-    source = baseline_source(args, params)
+    source = baseline_source(args, params, "node")
     read, fits = NODE_SOURCES[source]
     graph, x, roles = read(args)
     results = {name: fits[name](x, graph, roles, params) for name in cfg.models}
@@ -62,7 +62,7 @@ def baseline_links(args, params) -> str:
     from gnnpipe.training.train import build_inputs
 
     cfg = params.baseline
-    source = baseline_source(args, params)
+    source = baseline_source(args, params, "link")
     typed, segments = (read_link_blocks(args) if source == "blocks"
                        else (read_model_typed(args), None))
     graph = typed.graph

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.variant import split_task
+from gnnpipe.commands.variant import feature_shapes, prepared_layout
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import HOMOGENEOUS, NODE, TYPED
+from gnnpipe.data.graph import TYPED
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
@@ -37,11 +37,11 @@ from gnnpipe.training.loop import LoopOptions
 AUTO_BLOCKS_BYTES = 1 << 30
 
 
-def baseline_source(args, params) -> str:
-    """``baseline.source`` resolved: memory | blocks (auto: blocks on ``cluster.engine: dask``
-    or with float32 features of at least ``AUTO_BLOCKS_BYTES``: the target type's for the node
-    task, every type's for the link task; memory where ``evaluate.seeds`` > 1 retrains the
-    baseline in memory anyway)."""
+def baseline_source(args, params, task: str) -> str:
+    """``baseline.source`` resolved for ``task`` (node | link): memory | blocks (auto: blocks on
+    ``cluster.engine: dask`` or with float32 features of at least ``AUTO_BLOCKS_BYTES``: the
+    target type's for the node task, every type's for the link task; memory where
+    ``evaluate.seeds`` > 1 retrains the baseline in memory anyway)."""
     chosen = params.baseline.source
     if chosen != "auto":
         return chosen
@@ -49,10 +49,9 @@ def baseline_source(args, params) -> str:
         return "memory"
     if params.cluster.engine == "dask":
         return "blocks"
-    meta = io.read_description(args.prepared)  # graph.json: sizes and widths, nothing else read
-    read = [t for t in meta["node_types"]
-            if split_task(args.split) == "link" or t[0] == meta["target"]]
-    return "blocks" if sum(n * width * 4 for _, n, width in read) >= AUTO_BLOCKS_BYTES else "memory"
+    shapes = feature_shapes(args.prepared)  # graph.json: nothing else is read
+    read = shapes.values() if task == "link" else [shapes[io.read_split_meta(args.split)["target"]]]
+    return "blocks" if sum(n * width * 4 for n, width in read) >= AUTO_BLOCKS_BYTES else "memory"
 
 
 def read_memory(args):
@@ -75,11 +74,10 @@ def read_blocks(args):
     if roles.size != y.numel():
         raise ValueError(f"{args.split}: {roles.size} split roles for {y.numel()} nodes; re-run "
                          "the split stage")
-    meta = io.read_description(args.prepared)
-    typed = meta["layout"] == TYPED
-    x = ModelFeatures(stored, read_transform(args.features, meta["target"] if typed else None,
+    target, layout = io.read_split_meta(args.split)["target"], prepared_layout(args.prepared)
+    x = ModelFeatures(stored, read_transform(args.features, target if layout == TYPED else None,
                                              int(stored.shape[1])))
-    return BlockGraph(y, num_classes, meta["target"], meta["layout"]), x, roles
+    return BlockGraph(y, num_classes, target, layout), x, roles
 
 
 def read_link_blocks(args) -> tuple[TypedSplit, list[tuple]]:
@@ -105,8 +103,8 @@ class BlockGraph:
     (N,) (-1: unlabelled), the class count, the target's name and the layout."""
     y: torch.Tensor
     num_classes: int
-    target: str = NODE
-    layout: str = HOMOGENEOUS
+    target: str
+    layout: str
 
 
 def _fit_mlp(x, graph, roles, params):

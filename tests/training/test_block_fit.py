@@ -207,13 +207,12 @@ class _Args:
 
 def test_auto_reads_by_blocks_on_dask_or_past_the_size(prepared, monkeypatch):
     args = _Args(prepared)
-    assert baseline_source(args, params_from_dict({})) == "memory"
-    assert baseline_source(args, params_from_dict({"cluster": {"engine": "dask"}})) == "blocks"
-    assert baseline_source(args, params_from_dict({"cluster": {"engine": "dask"},
-                                               "evaluate": {"seeds": 2}})) == "memory"
-    assert baseline_source(args, params_from_dict({"baseline": {"source": "memory"},
-                                               "cluster": {"engine": "dask"}})) == "memory"
+    source = lambda raw: baseline_source(args, params_from_dict(raw), "node")
+    assert source({}) == "memory"
+    assert source({"cluster": {"engine": "dask"}}) == "blocks"
+    assert source({"cluster": {"engine": "dask"}, "evaluate": {"seeds": 2}}) == "memory"
+    assert source({"baseline": {"source": "memory"}, "cluster": {"engine": "dask"}}) == "memory"
     width = TINY["dataset"]["synthetic"]["num_features"]
     monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", 9000 * width * 4)
-    assert baseline_source(args, params_from_dict({})) == "blocks"
+    assert source({}) == "blocks"
     assert AUTO_BLOCKS_BYTES == 1 << 30

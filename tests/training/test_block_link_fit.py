@@ -188,13 +188,14 @@ def test_auto_counts_the_float32_features_the_task_reads(variant, monkeypatch):
     args = type("Args", (), {"prepared": folder / "data" / "prepared",
                              "split": folder / "data" / "split"})
     meta = io.read_description(args.prepared)
-    link = params["dataset"].get("task") == "link"
+    task = params["dataset"].get("task", "node")
+    link = task == "link"
     size = sum(n * width * 4 for t, n, width in meta["node_types"]
                if link or t == meta["target"])
     auto = params_from_dict(params)
     for threshold, source in ((size, "blocks"), (size + 1, "memory")):
         monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", threshold)
-        assert baseline_source(args, auto) == source
+        assert baseline_source(args, auto, task) == source
     dask = params_from_dict({**params, "cluster": {"engine": "dask"}, "split": {
         "link": {"num_hard_negatives": 0}}, "evaluate": {"link": {"negatives": "random"}}})
-    assert baseline_source(args, dask) == "blocks"
+    assert baseline_source(args, dask, task) == "blocks"
