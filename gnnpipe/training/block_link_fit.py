@@ -10,10 +10,11 @@ the shared MLP), so an epoch's gradient takes three passes:
    (type after type in the encoder's order, ids ascending), without autograd; keep the output
    rows ``z`` (U, H) of the U endpoints of this epoch's pairs and the RNG state before each
    chunk that holds one;
-2. the decoder and the loss on ``z`` as a leaf, by terms of ``BASELINE_CHUNK_ROWS`` supervision
-   pairs (each term's BCE sum / the full batch's 2P): ``z.grad`` is the full-batch dL/dz;
+2. the decoder and the loss by terms of ``BASELINE_CHUNK_ROWS`` supervision pairs (each
+   term's BCE sum / the full batch's 2P, on its pairs' rows of ``z`` gathered as leaves), their
+   gradients added into the full-batch dL/dz (U, H);
 3. forward again each chunk holding an endpoint (its RNG state restored: the same dropout
-   mask) and back-propagate ``z.grad``'s rows into the weights' gradient.
+   mask) and back-propagate its rows of dL/dz into the weights' gradient.
 
 Dropout masks: torch's CPU dropout draws element by element from the generator, so masks drawn
 chunk after chunk over every row are the full batch's (one dropout layer: ``num_layers`` 2;
@@ -67,6 +68,9 @@ class BlockLinkTask(LinkTask):
                              f"{BASELINE_CHUNK_ROWS}")
         super().__init__({}, edges, negatives, sampler)
         self.segments, self.block_rows = segments, block_rows
+        self.num_rows = sum(int(features.shape[0]) for _, _, features in segments)
+        # the val pairs are fixed: their rows and local ids are found once
+        self.val_rows = self.pair_rows(edges["val"], [negatives["val"]])
 
     def place(self, device: torch.device) -> None:
         if device.type != "cpu":
@@ -75,20 +79,21 @@ class BlockLinkTask(LinkTask):
     def step(self, model: nn.Module, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
         heads, targets = self.supervision
         pairs = heads.numel()
-        needed = np.unique(np.concatenate([self.supervision.numpy().ravel(), batch.numpy()]))
+        needed, (h, t, fresh) = distinct_rows(self.num_rows, heads, targets, batch)
         z, states = self.train_rows(model, needed)  # 1. (U, H), no autograd
-        z.requires_grad_()
-        h, t, fresh = (_local(needed, ids) for ids in (heads, targets, batch))
-        total = torch.zeros(())
+        grad, total = torch.zeros_like(z), torch.zeros(())
         for lo in range(0, pairs, BASELINE_CHUNK_ROWS):  # 2. dL/dz by terms of pairs
             at = slice(lo, lo + BASELINE_CHUNK_ROWS)
-            logits = torch.cat([pair_scores(z, h[at], t[at]), pair_scores(z, h[at], fresh[at])])
-            labels = torch.cat([torch.ones(logits.numel() // 2), torch.zeros(logits.numel() // 2)])
+            ids = (h[at], t[at], fresh[at])
+            z_h, z_t, z_f = (z.index_select(0, i).requires_grad_() for i in ids)  # (B, H)
+            logits = torch.cat([(z_h * z_t).sum(-1), (z_h * z_f).sum(-1)])  # pair_scores'
+            labels = torch.cat([torch.ones(z_h.shape[0]), torch.zeros(z_h.shape[0])])
             loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / (2 * pairs)
-            loss.backward()
+            for i, part in zip(ids, torch.autograd.grad(loss, (z_h, z_t, z_f))):
+                grad.index_add_(0, i, part)  # O(B x H) a term, not O(U x H)
             total += loss.detach()
         params = [p for p in model.parameters() if p.requires_grad]
-        grads = self.backward_rows(model, needed, z.grad, states, params)  # 3.
+        grads = self.backward_rows(model, needed, grad, states, params)  # 3.
         return SummedGrad.apply(total, grads, *params), 2 * pairs
 
     @torch.no_grad()
@@ -137,19 +142,22 @@ class BlockLinkTask(LinkTask):
             out[where] = z
         return out
 
-    def score_sets(self, model: nn.Module, positives: torch.Tensor,
-                   negative_sets: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``link_train.score_sets`` from the embeddings of the rows the pairs name."""
-        needed = np.unique(np.concatenate([positives.numpy().ravel()]
-                                          + [n.numpy().ravel() for n in negative_sets]))
+    def pair_rows(self, positives: torch.Tensor, negative_sets: list[torch.Tensor]):
+        """``distinct_rows`` of ``positives`` (2, P) heads, their targets and each (P, K_i) set
+        of their negative targets."""
+        return distinct_rows(self.num_rows, positives[0], positives[1], *negative_sets)
+
+    @torch.no_grad()
+    def score_sets(self, model: nn.Module, rows) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``link_train.score_sets`` of the pairs ``rows`` (``pair_rows``) names, from the
+        embeddings of those rows alone: positives (P,), each negative set (P, K_i)."""
+        needed, (heads, targets, *sets) = rows
         z = self.embed(model, needed)
-        heads, targets = _local(needed, positives[0]), _local(needed, positives[1])
-        with torch.no_grad():
-            return (pair_scores(z, heads, targets).float(),
-                    [pair_scores(z, heads, _local(needed, n)).float() for n in negative_sets])
+        return (pair_scores(z, heads, targets).float(),
+                [pair_scores(z, heads, targets_k).float() for targets_k in sets])
 
     def score(self, model: nn.Module) -> dict[str, float]:
-        pos, (neg,) = self.score_sets(model, self.edges["val"], [self.negatives["val"]])
+        pos, (neg,) = self.score_sets(model, self.val_rows)
         return {"val_mrr": mrr(pos.numpy(), neg.numpy())}
 
     def chunks(self, needed: np.ndarray, *, every_row: bool, touched_only: bool = False):
@@ -180,9 +188,18 @@ class BlockLinkTask(LinkTask):
                     yield node_type, rows, at, slice(base + c, base + d)
 
 
-def _local(needed: np.ndarray, ids: torch.Tensor) -> torch.Tensor:
-    """Positions in ``needed`` (ascending) of ``ids`` (any shape, all in it), int64."""
-    return torch.from_numpy(np.searchsorted(needed, ids.numpy()))
+def distinct_rows(num_rows: int, *ids: torch.Tensor
+                  ) -> tuple[np.ndarray, list[torch.Tensor]]:
+    """The ascending distinct ids (U,) that ``ids`` (int64 tensors, any shape, in
+    [0, num_rows)) hold, and each of ``ids`` as positions in them (int64, same shapes).
+    Transient: a flag and a position per row (9 B)."""
+    seen = np.zeros(num_rows, dtype=bool)
+    for i in ids:
+        seen[i.numpy().ravel()] = True
+    needed = np.flatnonzero(seen)
+    where = np.empty(num_rows, dtype=np.int64)
+    where[needed] = np.arange(needed.size)
+    return needed, [torch.from_numpy(where[i.numpy()]) for i in ids]
 
 
 def fit_link_blocks(build_encoder: Callable[[], nn.Module], segments: list[Segment],
@@ -208,7 +225,7 @@ def fit_link_blocks(build_encoder: Callable[[], nn.Module], segments: list[Segme
     scores, hard_scores = {}, {}
     for phase in EVAL_PHASES:  # one embedding per phase scores both negative sets
         sets = [negatives[phase]] + ([] if hard_negatives is None else [hard_negatives[phase]])
-        pos, negs = task.score_sets(model, edges[phase], sets)
+        pos, negs = task.score_sets(model, task.pair_rows(edges[phase], sets))
         scores[phase] = (pos, negs[0])
         if hard_negatives is not None:
             hard_scores[phase] = negs[1]
