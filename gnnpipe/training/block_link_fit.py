@@ -40,7 +40,7 @@ from gnnpipe.reporting.metrics import mrr
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.training import loop
 from gnnpipe.training.block_fit import SummedGrad, read_rows
-from gnnpipe.training.link_train import EVAL_PHASES, LinkTask, LinkTrainResult, pair_scores
+from gnnpipe.training.link_train import LinkTask, LinkTrainResult, link_result, pair_scores
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import TypedMLP
 
@@ -221,26 +221,10 @@ def fit_link_blocks(build_encoder: Callable[[], nn.Module], segments: list[Segme
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
     task = BlockLinkTask(segments, edges, negatives, sampler, block_rows)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
-    model, state, history = outcome.model, outcome.state, outcome.history
-    scores, hard_scores = {}, {}
-    for phase in EVAL_PHASES:  # one embedding per phase scores both negative sets
-        sets = [negatives[phase]] + ([] if hard_negatives is None else [hard_negatives[phase]])
-        pos, negs = task.score_sets(model, task.pair_rows(edges[phase], sets))
-        scores[phase] = (pos, negs[0])
-        if hard_negatives is not None:
-            hard_scores[phase] = negs[1]
-    summary = {
-        "task": "link",
-        "best_epoch": state["best_epoch"],
-        "best_val_mrr": round(state["best_val_mrr"], 6),
-        "epochs_run": len(history),
-        "parameters": sum(p.numel() for p in model.parameters()),
-    }
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": 1, "device": outcome.device,
             "train_edges_per_s": round(outcome.epochs_here * task.heads.size
                                        / max(seconds, 1e-9), 1),
             "source": "blocks", "block_rows": block_rows}
-    return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
-                           summary=summary, perf=perf, perf_history=outcome.perf_history,
-                           hard_scores=hard_scores)
+    return link_result(outcome, lambda phase, sets: task.score_sets(
+        outcome.model, task.pair_rows(edges[phase], sets)), negatives, hard_negatives, perf)

@@ -213,12 +213,31 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
     task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
+    model, seconds = outcome.model, outcome.seconds
+    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
+            "train_edges_per_s": round(
+        outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
+    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
+    if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
+        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
+    return link_result(outcome, lambda phase, sets: score_sets(
+        model, task.inputs[phase], task.edges[phase], sets, ctx), task.negatives, hard_negatives,
+        perf)
+
+
+def link_result(outcome: loop.LoopOutcome,
+                score: Callable[[str, list[torch.Tensor]], tuple[torch.Tensor, list]],
+                negatives: dict[str, torch.Tensor], hard_negatives: dict[str, torch.Tensor] | None,
+                perf: dict) -> LinkTrainResult:
+    """What a link fit returns from its loop's ``outcome`` (best weights loaded): each eval
+    phase's scores by ``score(phase, negative sets)`` (positives (P,), each set (P, K_i): one
+    encoding per phase scores the fixed and the hard negatives), the summary and ``perf``."""
     model, state, history = outcome.model, outcome.state, outcome.history
     scores, hard_scores = {}, {}
-    for phase in EVAL_PHASES:  # one encoding per phase scores both negative sets
-        sets = [task.negatives[phase]] + ([] if hard_negatives is None
-                                          else [hard_negatives[phase]])
-        pos, negs = score_sets(model, task.inputs[phase], task.edges[phase], sets, ctx)
+    for phase in EVAL_PHASES:
+        sets = [negatives[phase]] + ([] if hard_negatives is None else [hard_negatives[phase]])
+        pos, negs = score(phase, sets)
         scores[phase] = (pos, negs[0])
         if hard_negatives is not None:
             hard_scores[phase] = negs[1]
@@ -229,14 +248,6 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    seconds = outcome.seconds
-    perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
-            "train_edges_per_s": round(
-        outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
-    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
-        perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
-    if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
-        perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
                            summary=summary, perf=perf, perf_history=outcome.perf_history,
                            hard_scores=hard_scores)
