@@ -102,7 +102,7 @@ class BlockLinkTask(LinkTask):
         """Train-mode outputs (U, H) of the rows ``needed`` from a forward of every row in the
         full batch's order, and the RNG state before each chunk holding a needed row."""
         out, states = None, []
-        for node_type, x, at, where in self.chunks(needed, every_row=True):
+        for node_type, x, at, where in self.chunks(needed, "every"):
             state = torch.get_rng_state() if at.numel() else None
             z = encode_rows(model, node_type, x)
             if state is not None:
@@ -119,7 +119,7 @@ class BlockLinkTask(LinkTask):
         (U, H): each chunk holding a needed row forwarded again under its saved RNG state."""
         end = torch.get_rng_state()
         grads = [torch.zeros_like(p) for p in params]
-        touched = self.chunks(needed, every_row=True, touched_only=True)
+        touched = self.chunks(needed, "touched")
         for (node_type, x, at, where), state in zip(touched, states):
             torch.set_rng_state(state)
             rows = encode_rows(model, node_type, x).index_select(0, at)
@@ -135,7 +135,7 @@ class BlockLinkTask(LinkTask):
         """Eval-mode outputs (U, H) of the rows ``needed`` (ascending homogeneous ids)."""
         model.eval()
         out = None
-        for node_type, x, _, where in self.chunks(needed, every_row=False):
+        for node_type, x, _, where in self.chunks(needed, "needed"):
             z = encode_rows(model, node_type, x)
             if out is None:
                 out = torch.empty(needed.size, z.shape[1])
@@ -160,12 +160,12 @@ class BlockLinkTask(LinkTask):
         pos, (neg,) = self.score_sets(model, self.val_rows)
         return {"val_mrr": mrr(pos.numpy(), neg.numpy())}
 
-    def chunks(self, needed: np.ndarray, *, every_row: bool, touched_only: bool = False):
+    def chunks(self, needed: np.ndarray, rows: str):
         """Per chunk of ``BASELINE_CHUNK_ROWS`` ids of a segment, in the encoder's order:
         (node type, feature rows (k, F_t), the positions in them of the needed rows (int64),
-        the slice of ``needed`` those are). ``every_row``: each chunk with all its rows (every
-        chunk, or with ``touched_only`` those holding a needed row); else only the needed rows
-        of chunks holding one. Reads a block of ``block_rows`` ids at a time."""
+        the slice of ``needed`` those are). ``rows``: ``every`` chunk with all its rows,
+        the chunks ``touched`` by a needed row with all their rows, or only the ``needed`` rows
+        of those. Reads a block of ``block_rows`` ids at a time."""
         for node_type, offset, features in self.segments:
             n = int(features.shape[0])
             base, stop = np.searchsorted(needed, [offset, offset + n]).tolist()
@@ -173,19 +173,19 @@ class BlockLinkTask(LinkTask):
             for lo in range(0, n, self.block_rows):
                 hi = min(n, lo + self.block_rows)
                 a, b = np.searchsorted(ids, [lo, hi]).tolist()
-                if b == a and not (every_row and not touched_only):
+                if b == a and rows != "every":
                     continue
-                x = features[lo:hi] if every_row else read_rows(features, lo, hi, ids[a:b])
+                x = read_rows(features, lo, hi, ids[a:b]) if rows == "needed" else features[lo:hi]
                 for begin in range(lo, hi, BASELINE_CHUNK_ROWS):
                     end = min(hi, begin + BASELINE_CHUNK_ROWS)
                     c, d = np.searchsorted(ids, [begin, end]).tolist()
-                    if d == c and (touched_only or not every_row):
+                    if d == c and rows != "every":
                         continue
-                    if every_row:
-                        rows, at = x[begin - lo:end - lo], torch.from_numpy(ids[c:d] - begin)
+                    if rows == "needed":
+                        chunk, at = x[c - a:d - a], torch.arange(d - c)
                     else:
-                        rows, at = x[c - a:d - a], torch.arange(d - c)
-                    yield node_type, rows, at, slice(base + c, base + d)
+                        chunk, at = x[begin - lo:end - lo], torch.from_numpy(ids[c:d] - begin)
+                    yield node_type, chunk, at, slice(base + c, base + d)
 
 
 def distinct_rows(num_rows: int, *ids: torch.Tensor
