@@ -252,10 +252,21 @@ def read_typed_role_codes(split: Path, graph: Graph | None = None) -> np.ndarray
                          "the split stage")
     path = Path(split) / nodes_file(target)
     table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(num_nodes)):
+    if not _ids_in_order(table.column("node_id"), num_nodes):
         raise ValueError(f"{path}: node_id must be 0..{num_nodes - 1} in order; re-run the split "
                          "stage")
     return role_codes(table.column("split"), f"{path}: column 'split'")
+
+
+def _ids_in_order(ids: pa.ChunkedArray, num_nodes: int) -> bool:
+    """Whether ``ids`` are 0..num_nodes-1 in order, checked a chunk (row group) at a time: no
+    int64 (N,) copy of them."""
+    start = 0
+    for chunk in ids.chunks if len(ids) == num_nodes else ():
+        if not np.array_equal(chunk.to_numpy(), np.arange(start, start + len(chunk))):
+            return False
+        start += len(chunk)
+    return len(ids) == num_nodes
 
 
 def read_typed_link_split(split: Path, graph: Graph
