@@ -56,7 +56,7 @@ def read_values(root: Path) -> dict[str, str]:
     import numpy as np
 
     from gnnpipe import io
-    from gnnpipe.data.graph import edge_type_name
+    from gnnpipe.data.graph import ROLE_CODES, ROLES, edge_type_name
 
     prepared, split = root / "data/prepared", root / "data/split"
     out: dict[str, str] = {}
@@ -118,14 +118,15 @@ def read_values(root: Path) -> dict[str, str]:
         for phase, targets in (hard or {}).items():
             out[f"split.hard_negatives.{phase}"] = _digest(targets)
     try:
-        roles = io.read_typed_roles(split, graph)
+        roles = io.read_typed_role_codes(split, graph)
     except ValueError as err:
         # a typed link split kept no roles file before the one layout: no node carried a
         # label role, i.e. every target node unused (what the one layout writes for a link split)
         if "file not found" not in str(err) or meta.get("task") != "link":
             raise
-        roles = np.full(graph.num_nodes_dict[graph.target], "unused")
-    out["split.roles"] = _digest(roles.astype("U8"))
+        roles = np.full(graph.num_nodes_dict[graph.target], ROLE_CODES["unused"], np.int8)
+    # hashed as names, as trees before the int8 role codes hashed them: values comparable across
+    out["split.roles"] = _digest(np.asarray(ROLES, dtype="U8")[roles])
     return out
 
 

@@ -35,6 +35,7 @@ import torch
 
 from bench.common import describe, machine, print_machine
 from gnnpipe.config import load_params, replace
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.loop import COMPILE_BACKEND, LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.data.prepare import prepare
@@ -92,7 +93,7 @@ def _run_variant(graph, node_split, cfg, seed: int, compile_model: bool, amp: bo
     started = time.perf_counter()
     try:
         result = fit(lambda: build_model(cfg.model, graph.x.shape[1], graph.num_classes, cfg),
-                     inputs, graph.y, node_split.roles, cfg, torch_seed(seed, "train"),
+                     inputs, graph.y, role_codes(node_split.roles), cfg, torch_seed(seed, "train"),
                      loader=loader, options=LoopOptions(amp=amp, compile_model=compile_model))
     except ValueError as err:  # train.compile's one-line report of a compiler failure
         return {"error": str(err)}

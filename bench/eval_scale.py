@@ -63,7 +63,9 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
     """Everything the measured call needs, built outside the measurement; the call."""
     from gnnpipe.config import InferenceParams, TrainParams
     from gnnpipe.training.models import build_model
-    from gnnpipe.training.train import PHASES, build_inputs
+    from gnnpipe.data.graph import ROLE_CODES
+    from gnnpipe.io.common import PHASES
+    from gnnpipe.training.train import build_inputs
 
     graph = load_graph(args)
     cfg = TrainParams(model=args.model, hidden=args.hidden, num_layers=args.layers,
@@ -84,8 +86,8 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
         from gnnpipe.training.lightning import NodeClassifier, NodeDataModule
 
         inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in PHASES}, cfg=cfg)
-        roles = np.full(graph.num_nodes, "test", dtype=object).astype(str)
-        roles[:3] = ["train", "val", "train"]
+        roles = np.full(graph.num_nodes, ROLE_CODES["test"], dtype=np.int8)
+        roles[:3] = [ROLE_CODES["train"], ROLE_CODES["val"], ROLE_CODES["train"]]
         module = NodeClassifier(model, cfg, args.seed)
         batch = NodeDataModule(inputs, graph.y, roles, cfg).phase_batches["test"]
         return torch.no_grad()(lambda: module.predict_step(batch, 0))  # as Trainer.predict

@@ -57,20 +57,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def node_data(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, int]:
-    """x float32 (N, F), y int64 (N,), roles str (N,) and the class count: the same bytes for
+    """x float32 (N, F), y int64 (N,), int8 role codes (N,) (``ROLE_CODES``) and the class count: the same bytes for
     the same arguments."""
     from gnnpipe.data import synthetic
+    from gnnpipe.data.graph import ROLE_CODES
     from gnnpipe.runtime.rng import make_rng
 
     cfg = dataclasses.replace(graph_params(args), avg_degree=1e-9)  # no edge draw: 0 edges
     raw = synthetic.generate(cfg, make_rng(args.seed, "bench"))
     n = cfg.num_nodes
     order = make_rng(args.seed, "split").permutation(n)
-    roles = np.full(n, "unused", dtype="<U6")
+    roles = np.full(n, ROLE_CODES["unused"], dtype=np.int8)
     start = 0
     for role, share in SPLIT.items():
         count = int(round(share * n))
-        roles[order[start:start + count]] = role
+        roles[order[start:start + count]] = ROLE_CODES[role]
         start += count
     return torch.from_numpy(raw["x"]), torch.from_numpy(raw["y"]), roles, cfg.num_classes
 
@@ -94,9 +95,11 @@ def _fit_call(args: argparse.Namespace, model: str, x, y, roles, num_classes: in
 
 
 def _accuracy(result, y: torch.Tensor, roles: np.ndarray, phase: str) -> float:
+    from gnnpipe.data.graph import ROLE_CODES
+
     pred = torch.full_like(y, -1)
     pred[result.node_id] = result.logits.argmax(dim=1)
-    nodes = torch.from_numpy(np.flatnonzero(roles == phase))
+    nodes = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES[phase]))
     return round(float((pred[nodes] == y[nodes]).double().mean()), 4)
 
 

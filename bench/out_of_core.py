@@ -109,6 +109,7 @@ def accuracy(args) -> dict:
 
     from gnnpipe import io
     from gnnpipe.cli import main as cli
+    from gnnpipe.data.graph import ROLE_CODES
 
     out = {}
     for name, storage, amp in (("float32", "float32", False), ("bfloat16_amp", "bfloat16", True)):
@@ -121,10 +122,10 @@ def accuracy(args) -> dict:
         start = time.perf_counter()
         for stage in ("prepare", "split", "train"):
             assert cli([stage]) == 0, stage
-        roles = io.read_typed_roles(Path("data/split"))
+        roles = io.read_typed_role_codes(Path("data/split"))
         pred = torch.load("data/model/predictions.pt", weights_only=True)
         y = io.read_graph(Path("data/prepared")).y[pred["node_id"]]
-        test = torch.from_numpy(roles[pred["node_id"].numpy()] == "test")
+        test = torch.from_numpy(roles[pred["node_id"].numpy()] == ROLE_CODES["test"])
         hit = pred["logits"].argmax(1) == y
         summary = json.loads(Path("metrics/train.json").read_text())
         out[name] = {"best_val_acc": summary["best_val_acc"], "epochs": summary["epochs_run"],

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams, params_from_dict
+from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.models import build_model
 from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
@@ -34,11 +36,11 @@ def main() -> None:
     args = parser.parse_args()
     params = params_from_dict({"dataset": {"synthetic": {"num_nodes": args.nodes}}})
     typed = prepare(params.dataset, 0)[0]
-    roles = split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles
+    roles = role_codes(split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles)
     graph = typed.target_view()
     cfg = TrainParams(epochs=args.epochs, patience=args.epochs)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
-    seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
+    seeds = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES["train"]))
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
         for sampler in ("full", "neighbor"):

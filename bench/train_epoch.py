@@ -91,7 +91,8 @@ from gnnpipe.training.models import build_model, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.training.device import resolve
-from gnnpipe.training.train import build_inputs, fit, role_codes
+from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.training.train import build_inputs, fit
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -151,7 +152,7 @@ def hop_counts(out, hops: int):
 
 class NoEvaluation:
     """fit's ``Evaluator`` that scores nothing: zero logits for the split nodes ``node_id``
-    (M,) of ``roles`` (int8 role codes (M,), ``gnnpipe.training.train.role_codes``), no labels.
+    (M,) of ``roles`` (int8 role codes (M,), ``gnnpipe.data.graph.ROLE_CODES``), no labels.
     With a ``probe`` batch it records ``loss(model, probe)`` (``probe_loss`` by default) after
     each epoch (fit scores after its ``train_seconds`` are taken, so the probe is not timed)."""
 
@@ -213,10 +214,9 @@ def sampled(args: argparse.Namespace) -> dict:
     n, in_dim, num_classes = graph.num_nodes, x.shape[1], graph.num_classes
     order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed))
     train_idx = order[:args.seeds]
-    roles = np.full(n, "none", dtype=object)
-    roles[train_idx.numpy()] = "train"
-    roles[order[args.seeds:args.seeds + args.val].numpy()] = "val"
-    roles = roles.astype(str)
+    roles = np.full(n, ROLE_CODES["unused"], dtype=np.int8)
+    roles[train_idx.numpy()] = ROLE_CODES["train"]
+    roles[order[args.seeds:args.seeds + args.val].numpy()] = ROLE_CODES["val"]
     print(f"# GraphSAGE hidden {cfg.hidden}, {cfg.num_layers} layers; fan-out {list(fanout)}, "
           f"batch {cfg.batch_size}, {train_idx.numel():,} train seeds per epoch (a fixed subset), "
           f"{args.epochs} epoch(s) x {args.rounds} round(s) per row; {args.threads} torch threads")
@@ -225,9 +225,8 @@ def sampled(args: argparse.Namespace) -> dict:
     # the train loss after each epoch: one fixed sampled batch of train seeds, for every row
     probe = next(iter(neighbor_loader(x, y, graph.csr, train_idx[:2048], cfg.neighbor,
                                       seed=args.seed + 1, batch_size=2048, shuffle=False)))
-    split = np.flatnonzero(roles != "none")
-    evaluator = NoEvaluation(torch.from_numpy(split), role_codes(roles[split]), num_classes,
-                             probe)
+    split = np.flatnonzero(roles != ROLE_CODES["unused"])
+    evaluator = NoEvaluation(torch.from_numpy(split), roles[split], num_classes, probe)
     cfg_csr = dataclasses.replace(cfg, aggregation="csr")
 
     def make_model(aggregation: str = "scatter"):
@@ -352,11 +351,10 @@ def full_batch(args: argparse.Namespace) -> dict:
     x, y, edge_index = graph.x, graph.y.long(), graph.csr.edge_index()
     n = graph.num_nodes
     order = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed))
-    roles = np.full(n, "test", dtype=object)
-    roles[order[:int(0.6 * n)].numpy()] = "train"
-    roles[order[int(0.6 * n):int(0.8 * n)].numpy()] = "val"
-    roles = roles.astype(str)
-    train = torch.from_numpy(np.flatnonzero(roles == "train"))
+    roles = np.full(n, ROLE_CODES["test"], dtype=np.int8)
+    roles[order[:int(0.6 * n)].numpy()] = ROLE_CODES["train"]
+    roles[order[int(0.6 * n):int(0.8 * n)].numpy()] = ROLE_CODES["val"]
+    train = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES["train"]))
     epochs_per = args.full_epochs
     cfg = TrainParams(model="sage", sampler="full", epochs=epochs_per, patience=epochs_per + 1,
                       checkpoint=CheckpointParams(every=0))

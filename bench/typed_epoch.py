@@ -69,13 +69,13 @@ from bench.epoch_steps import (HEADER, finish, interleave, plain_epoch, record, 
 from bench.train_epoch import NoEvaluation, peer_library
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.data.edges import csr_from_edges
-from gnnpipe.data.graph import Csr, Graph, edge_type_name
+from gnnpipe.data.graph import ROLE_CODES, Csr, Graph, edge_type_name
 from gnnpipe.hetero.loader import hetero_data
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.sampling.batch import Batches, typed_edges
 from gnnpipe.sampling.builders import typed_neighbor_batches
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import batch_output, role_codes
+from gnnpipe.training.train import batch_output
 
 TARGET = "paper"
 # OGB-MAG (ogbn-mag): nodes per type, and (src, relation, dst) -> edges
@@ -294,10 +294,9 @@ def run(args: argparse.Namespace) -> dict:
     papers = graph.num_nodes_dict[TARGET]
     order = torch.randperm(papers, generator=torch.Generator().manual_seed(args.seed))
     train_idx = order[:args.seeds]
-    roles = np.full(papers, "none", dtype=object)
-    roles[train_idx.numpy()] = "train"
-    roles[order[args.seeds:args.seeds + 2048].numpy()] = "val"
-    roles = roles.astype(str)
+    roles = np.full(papers, ROLE_CODES["unused"], dtype=np.int8)
+    roles[train_idx.numpy()] = ROLE_CODES["train"]
+    roles[order[args.seeds:args.seeds + 2048].numpy()] = ROLE_CODES["val"]
     in_dims = {t: int(v.shape[1]) for t, v in graph.x.items()}
     metadata = graph.metadata()
     print(f"# typed GraphSAGE hidden {cfg.hidden}, {cfg.num_layers} layers, {graph.num_classes} "
@@ -313,8 +312,8 @@ def run(args: argparse.Namespace) -> dict:
 
     probe = next(iter(typed_neighbor_batches(graph, graph.csr, train_idx[:2048].numpy(),
                                              cfg.neighbor, 2048, args.seed + 1)))
-    split = np.flatnonzero(roles != "none")
-    evaluator = NoEvaluation(torch.from_numpy(split), role_codes(roles[split]),
+    split = np.flatnonzero(roles != ROLE_CODES["unused"])
+    evaluator = NoEvaluation(torch.from_numpy(split), roles[split],
                              graph.num_classes, probe, typed_probe_loss)
     tick = time.perf_counter()
     ours = typed_neighbor_batches(graph, graph.csr, train_idx.numpy(), cfg.neighbor,

@@ -88,7 +88,8 @@ def _phases(args, typed, own) -> tuple:
     """``(message_graphs, roles)`` of the own relation for a node split; () for a link split."""
     if split_task(args.split) != "node":
         return ()
-    return ({p: typed.graphs[p][own] for p in PHASES}, io.read_typed_roles(args.split, typed.graph))
+    return ({p: typed.graphs[p][own] for p in PHASES},
+            io.read_typed_role_codes(args.split, typed.graph))
 
 
 def _without_own_relation(graph, cfg) -> tuple[dict, list]:

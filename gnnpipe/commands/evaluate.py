@@ -12,7 +12,7 @@ from gnnpipe import io
 from gnnpipe.commands.seeds import retrained_seeds
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import TYPED, edge_type_name
+from gnnpipe.data.graph import ROLE_CODES, TYPED, edge_type_name
 from gnnpipe.graphops.reach import accuracy_by_distance, hops_to_train
 from gnnpipe.reporting.eval_inputs import baseline_model, link_predictions, low_homophily
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test,
@@ -40,7 +40,7 @@ def _score_nodes(args, params, typed):
     over-smoothing figures on the test phase's graph of the target's own relation (none: a
     user-item graph has no edge between two target nodes to smooth over)."""
     graph, own = typed.graph, typed.graph.own_relation()
-    y, roles = graph.y.numpy(), io.read_typed_roles(args.split, graph)
+    y, roles = graph.y.numpy(), io.read_typed_role_codes(args.split, graph)  # int8 (N,)
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)
@@ -91,9 +91,9 @@ def _reach(params, test_graph, roles, gnn_correct, mlp_correct) -> dict:
     graph (``accuracy_by_distance``); the GNN sees ``train.num_layers`` hops (SIGN:
     ``propagate.hops``), so farther nodes are out of its reach."""
     layers = params.propagate.hops if params.train.model == "sign" else params.train.num_layers
-    distance = hops_to_train(test_graph, roles == "train", layers)
-    return accuracy_by_distance(distance[roles == "test"], gnn_correct > 0, mlp_correct > 0,
-                                layers, params.evaluate.reach)
+    distance = hops_to_train(test_graph, roles == ROLE_CODES["train"], layers)
+    return accuracy_by_distance(distance[roles == ROLE_CODES["test"]], gnn_correct > 0,
+                                mlp_correct > 0, layers, params.evaluate.reach)
 
 
 SCORES = {"node": _score_nodes, "link": _score_links}

@@ -14,10 +14,12 @@ the ranks split the layer-wise target blocks (the output is byte-identical to on
 
 from __future__ import annotations
 
+import numpy as np
+
 from gnnpipe import io
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import TYPED, edge_type_name, parse_edge_type
+from gnnpipe.data.graph import ROLES, TYPED, edge_type_name, parse_edge_type
 from gnnpipe.training import distributed
 from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.predict import (candidate_pairs, embeddings_line, label_counts,
@@ -42,7 +44,7 @@ def predict_nodes(args, params, ctx):
     inputs = read_model_inputs(args, params.train, "node", phases=("test",))
     graph, target = inputs.graph, inputs.graph.target
     classes, class_source = read_classes_of(args.prepared, graph.num_classes)
-    roles = io.read_typed_roles(args.split, graph)
+    roles = io.read_typed_role_codes(args.split, graph)  # int8 (N,)
     logits, hidden, how = trained_outputs(inputs, args.model, ctx, graph.num_classes, "target",
                                           {"num_classes": graph.num_classes}, pcfg.block_rows)
     if logits is None:  # another rank: rank 0 writes
@@ -58,12 +60,13 @@ def predict_nodes(args, params, ctx):
         for t, h in hidden.items():  # typed sage: a type without in-edges has none (to_hetero)
             write_embeddings(out, graph, t, h.float(), ids[t], pcfg)
     counts = label_counts(graph.y)
+    per_role = np.bincount(roles, minlength=len(ROLES))  # nodes per role code
     io.write_json(args.metrics, prediction_metrics(graph, ctx, hidden, {
         "task": "node", "rows": int(graph.y.numel()), **counts, "classes": graph.num_classes,
         "top_k": k, "embedding_dim": int(next(iter(hidden.values())).shape[1]),
         "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
         "label_values": class_source,
-        "roles": {r: int((roles == r).sum()) for r in ("train", "val", "test", "unused")}}))
+        "roles": dict(zip(ROLES, per_role.tolist()))}))
     return (f"{graph.y.numel()} nodes predicted ({counts['unlabelled']} unlabelled), "
             f"{embeddings_line(hidden)} -> {args.out}")
 

@@ -46,7 +46,7 @@ def retrained_seeds(args, params, graph: Graph, roles: np.ndarray, baseline: str
                     first: dict) -> dict:
     """eval.json's ``seeds`` (gnnpipe/reporting/verdict.py ``over_seeds``): ``first`` is the
     pipeline seed's run, the other ``evaluate.seeds - 1`` are retrained here, each gap
-    bootstrapped as the first one; ``graph`` as prepared, ``roles`` str (N_target,)."""
+    bootstrapped as the first one; ``graph`` as prepared, ``roles`` int8 (N_target,) role codes."""
     cfg, runs, y = params.evaluate, [first], graph.y.numpy()
     features = read_model_typed(args, graph=graph).graph  # the baseline's inputs, every seed
     for seed in derived_seeds(params.seed, cfg.seeds)[1:]:
@@ -63,8 +63,8 @@ def retrain_nodes(args, params, seed: int, baseline: str, graph: Graph,
     """``(node_id, logits)`` of the GNN and of the ``baseline`` model (``baseline.models``'
     name) trained as the train and baseline stages train them, with ``params.seed`` = ``seed``;
     ``args`` are the evaluate stage's (its inputs are train's); ``graph`` with the features as
-    the models read them (``read_model_typed``) and the split's target ``roles`` str (N_target,)
-    are read once by the caller for every seed."""
+    the models read them (``read_model_typed``) and the split's target ``roles`` (int8 role
+    codes (N_target,)) are read once by the caller for every seed."""
     from gnnpipe.commands import train as train_command
 
     reseeded = replace(params, seed=seed)

@@ -67,8 +67,11 @@ class Csr:
 # The label code of a node without a label: it carries messages but is in no split.
 UNLABELLED = -1
 
-# Node roles of a split; ``Graph.public_roles`` stores indices into this tuple.
+# Node roles of a split. A node's role is held as an int8 code, its index here (train 0, val 1,
+# test 2, unused 3: ``Graph.public_roles``, the split readers, training, evaluation); the names
+# appear only in the split's and the predictions' Parquet files, a block of rows at a time.
 ROLES = ("train", "val", "test", "unused")
+ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
 
 EdgeType = tuple[str, str, str]
 # The node type and edge type of a homogeneous graph (``Graph.homogeneous``).

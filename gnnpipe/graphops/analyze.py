@@ -33,9 +33,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import UNLABELLED, Csr, TargetView
-
-PHASES = ("train", "val", "test")
+from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr, TargetView
+from gnnpipe.io.common import PHASES
 
 
 def _edges(csr: Csr) -> tuple[np.ndarray, np.ndarray]:
@@ -286,12 +285,12 @@ def label_distribution(y: np.ndarray, num_classes: int) -> dict:
 
 
 def phase_sizes(message_graphs: dict[str, Csr], roles: np.ndarray) -> dict:
-    """Per phase: its message graph's size and how many of the phase's own nodes are isolated
-    in it (from the graphs' offsets alone)."""
+    """Per phase: its message graph's size and how many of the phase's own nodes (``roles`` int8
+    (N,) role codes, ``ROLE_CODES``) are isolated in it (from the graphs' offsets alone)."""
     out = {}
     for phase in PHASES:
         csr = message_graphs[phase]
-        nodes = roles == phase
+        nodes = roles == ROLE_CODES[phase]
         isolated = int((csr.degrees().numpy()[nodes] == 0).sum())
         out[phase] = {"edges": csr.num_edges, "nodes": int(nodes.sum()),
                       "isolated_nodes": isolated,
@@ -301,8 +300,8 @@ def phase_sizes(message_graphs: dict[str, Csr], roles: np.ndarray) -> dict:
 
 def train_label_y(roles: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Labels with every node outside train marked ``UNLABELLED``: the edge homophily of these
-    over the train graph is ``train_label_homophily``."""
-    return np.where(roles == "train", np.asarray(y, dtype=np.int64), UNLABELLED)
+    over the train graph is ``train_label_homophily`` (``roles`` int8 (N,) role codes)."""
+    return np.where(roles == ROLE_CODES["train"], np.asarray(y, dtype=np.int64), UNLABELLED)
 
 
 def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray,
@@ -363,8 +362,9 @@ def analyze_graph(graph: TargetView, cfg: AnalyzeParams,
                   roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot.
 
-    ``message_graphs`` and ``roles`` (str (N,)) add per-phase figures when given. The report's
-    ``warnings`` list says in words what a user should worry about (low homophily above all).
+    ``message_graphs`` and ``roles`` (int8 role codes (N,)) add per-phase figures when given.
+    The report's ``warnings`` list says in words what a user should worry about (low homophily
+    above all).
     """
     y = graph.y.numpy()
     counts = _graph_counts(graph.csr, y, graph.num_classes)

@@ -8,13 +8,14 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
-from gnnpipe.data.graph import Csr
+from gnnpipe.data.graph import ROLES, Csr
 
 PHASES = ("train", "val", "test")
-SPLIT_ROLES = ("train", "val", "test", "unused")
 
 EDGES_SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
 SPLIT_SCHEMA = pa.schema([("node_id", pa.int64()), ("split", pa.string())])
@@ -43,6 +44,25 @@ def reading(path: str | Path, what: str) -> Iterator[None]:
         text = str(err).strip()
         reason = text.splitlines()[0][:200] if text else type(err).__name__
         raise ValueError(f"{path}: not a readable {what} ({reason})") from err  # GNNPIPE_DEBUG
+
+
+def role_codes(names: pa.Array | pa.ChunkedArray | np.ndarray, where: str = "roles"
+               ) -> np.ndarray:
+    """int8 role codes (N,) (``gnnpipe.data.graph.ROLE_CODES``) of role ``names`` (N,), matched
+    in Arrow (no Python string per node); a name outside ``ROLES`` is a one-line ValueError
+    naming ``where``."""
+    names = pa.array(names) if isinstance(names, np.ndarray) else names
+    codes = pc.index_in(names, value_set=pa.array(ROLES))
+    if codes.null_count:
+        unknown = pc.unique(pc.filter(names, pc.is_null(codes))).to_pylist()
+        raise ValueError(f"{where} has unknown roles {sorted(map(str, unknown))}; allowed: "
+                         f"{', '.join(ROLES)}")
+    return pc.cast(codes, pa.int8()).to_numpy(zero_copy_only=False).copy()  # writable
+
+
+def role_names(codes: np.ndarray) -> pa.Array:
+    """The role names (B,) of int8 role ``codes`` (B,): one block of rows, one Arrow take."""
+    return pa.array(ROLES).take(pa.array(codes))
 
 
 def check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:

@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from gnnpipe.data.graph import (Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
+from gnnpipe.data.graph import (ROLES, Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
                                 parse_edge_type)
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
-from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
@@ -30,7 +30,7 @@ def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType
                 negatives: dict[str, torch.Tensor] | None = None,
                 hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph``; ``meta`` goes into meta.json after its ``task``. Node task:
-    ``roles`` str (N_target,) in SPLIT_ROLES (or their int8 codes, streamed). Link task:
+    ``roles`` str (N_target,) in ROLES (or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
     ``edges[phase][0]``, and ``hard_negatives`` alike (None: the split drew none).
@@ -73,13 +73,13 @@ def write_split_files(out: Path, graph: Graph,
 
 
 def _write_roles(path: Path, roles: np.ndarray) -> None:
-    """``roles`` str (N,), or int8 codes (N,) of SPLIT_ROLES (a memory map of the block split:
+    """``roles`` str (N,), or int8 codes (N,) of ROLES (a memory map of the block split:
     streamed a row group at a time, the same bytes)."""
     if roles.dtype != np.int8:
         table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
         write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
         return
-    names = np.asarray(SPLIT_ROLES)
+    names = np.asarray(ROLES)
     with table_stream(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1") as add:
         for lo in range(0, roles.size, ROW_GROUP_ROWS):
             hi = min(roles.size, lo + ROW_GROUP_ROWS)

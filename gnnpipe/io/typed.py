@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 
-from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph, edge_type_name, parse_edge_type
-from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_ROLES, SPLIT_SCHEMA
+from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name,
+                                parse_edge_type)
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, role_codes
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_table
 from gnnpipe.io.prepared import (EDGES_SCHEMA_NAME, GRAPH_SCHEMA, NODES_SCHEMA_NAME, edges_file,
@@ -47,7 +47,7 @@ from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, MESSAGE_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 
 __all__ = ["read_graph", "read_typed_node_ids", "read_typed_node_table",
-           "read_typed_edge_table", "read_typed_message_graphs", "read_typed_roles",
+           "read_typed_edge_table", "read_typed_message_graphs", "read_typed_role_codes",
            "read_typed_link_split"]
 
 # a node time: int64 (typed tables, seconds), or float (a homogeneous source's own times)
@@ -137,9 +137,9 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
     public_roles = payload.get("public_roles") if meta.get("public_roles") else None
     if public_roles is not None and (public_roles.numel() != sizes[target] or (
             public_roles.numel() and (public_roles.min() < 0
-                                      or public_roles.max() >= len(SPLIT_ROLES)))):
+                                      or public_roles.max() >= len(ROLES)))):
         raise ValueError(f"{path}: 'public_roles' must hold {sizes[target]} codes in "
-                         f"[0, {len(SPLIT_ROLES)})")
+                         f"[0, {len(ROLES)})")
     return Graph(x=x, csr=csr, target=target, y=y, num_classes=num_classes,
                  reverse=reverse, link_edge_type=parse_edge_type(meta["link_edge_type"]),
                  node_time=node_time, edge_time=edge_time, public_roles=public_roles)
@@ -237,9 +237,11 @@ def read_typed_message_graphs(split: Path, graph: Graph | None = None, *, mmap: 
     return sizes, {phase: loaded[files[phase]] for phase in PHASES}
 
 
-def read_typed_roles(split: Path, graph: Graph | None = None) -> np.ndarray:
-    """Role of every node of the split's target type: str (N_target,) of
-    ``nodes_<target>.parquet``; ``graph``, when given, must have that many target nodes."""
+def read_typed_role_codes(split: Path, graph: Graph | None = None) -> np.ndarray:
+    """The role of every node of the split's target type as int8 codes (N_target,), the index
+    into ``ROLES`` (``gnnpipe.data.graph.ROLE_CODES``), from ``nodes_<target>.parquet``: 1 byte
+    a node where ``<U6`` names would take 24. ``graph``, when given, must have that many target
+    nodes."""
     meta = read_split_meta(split)
     target = meta["target"]
     num_nodes = dict(meta["sizes"])[target]
@@ -250,17 +252,21 @@ def read_typed_roles(split: Path, graph: Graph | None = None) -> np.ndarray:
                          "the split stage")
     path = Path(split) / nodes_file(target)
     table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(num_nodes)):
+    if not _ids_in_order(table.column("node_id"), num_nodes):
         raise ValueError(f"{path}: node_id must be 0..{num_nodes - 1} in order; re-run the split "
                          "stage")
-    # codes in Arrow, then strings by one take: no Python string per node (160 B each)
-    column = table.column("split")
-    codes = pc.index_in(column, value_set=pa.array(SPLIT_ROLES))
-    if codes.null_count:
-        unknown = pc.unique(pc.filter(column, pc.is_null(codes))).to_pylist()
-        raise ValueError(f"{path}: column 'split' has unknown roles "
-                         f"{sorted(map(str, unknown))}; allowed: {', '.join(SPLIT_ROLES)}")
-    return np.array(SPLIT_ROLES)[codes.to_numpy(zero_copy_only=False).astype(np.int8)]
+    return role_codes(table.column("split"), f"{path}: column 'split'")
+
+
+def _ids_in_order(ids: pa.ChunkedArray, num_nodes: int) -> bool:
+    """Whether ``ids`` are 0..num_nodes-1 in order, checked a chunk (row group) at a time: no
+    int64 (N,) copy of them."""
+    start = 0
+    for chunk in ids.chunks if len(ids) == num_nodes else ():
+        if not np.array_equal(chunk.to_numpy(), np.arange(start, start + len(chunk))):
+            return False
+        start += len(chunk)
+    return len(ids) == num_nodes
 
 
 def read_typed_link_split(split: Path, graph: Graph

@@ -13,10 +13,9 @@ import torch
 from gnnpipe.reporting.verdict import BASELINE_NAMES, Gap, judge, sentence
 from gnnpipe.graphops.smoothing import smoothing_report
 from gnnpipe.config import EvaluateParams
-from gnnpipe.data.graph import UNLABELLED, Csr
+from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
+from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.metrics import classification_metrics
-
-SCORED = ("train", "val", "test")
 
 
 def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int) -> np.ndarray:
@@ -31,11 +30,12 @@ def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int
 
 def score_predictions(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
                       roles: np.ndarray, num_classes: int) -> dict[str, dict]:
-    """Metrics per split, over the split's nodes only; every split node must have a prediction."""
+    """Metrics per phase, over the phase's nodes only (``roles`` int8 (N,) role codes,
+    ``ROLE_CODES``); every split node must have a prediction."""
     predicted = predicted_labels(node_id, logits, roles.size)
     out = {}
-    for role in SCORED:
-        nodes = np.flatnonzero(roles == role)
+    for role in PHASES:
+        nodes = np.flatnonzero(roles == ROLE_CODES[role])
         missing = nodes[predicted[nodes] < 0]
         if missing.size:
             raise ValueError(f"predictions lack {missing.size} {role} nodes (first: {missing[0]}); "
@@ -54,9 +54,10 @@ def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
 
 def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: np.ndarray,
                    role: str = "test") -> list[dict]:
-    """One ``{"actual", "predicted"}`` row per ``role`` node, for DVC's ``confusion`` plot template."""
+    """One ``{"actual", "predicted"}`` row per ``role`` node (``roles`` int8 (N,) role codes), for
+    DVC's ``confusion`` plot template."""
     predicted = predicted_labels(node_id, logits, roles.size)
-    nodes = np.flatnonzero(roles == role)
+    nodes = np.flatnonzero(roles == ROLE_CODES[role])
     _check_labelled(nodes, y, role)
     return [{"actual": int(a), "predicted": int(p)}
             for a, p in zip(y[nodes].tolist(), predicted[nodes].tolist())]
@@ -75,9 +76,10 @@ def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -
 def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
                     roles: np.ndarray) -> np.ndarray:
     """1.0 where the prediction of a test node is right, else 0.0: float (T,) over the test
-    nodes in id order (the per-item scores of the verdict's paired bootstrap)."""
+    nodes in id order (the per-item scores of the verdict's paired bootstrap; ``roles`` int8 (N,)
+    role codes)."""
     predicted = predicted_labels(node_id, logits, roles.size)
-    nodes = np.flatnonzero(roles == "test")
+    nodes = np.flatnonzero(roles == ROLE_CODES["test"])
     return (predicted[nodes] == y[nodes]).astype(np.float64)
 
 

@@ -25,9 +25,8 @@ from gnnpipe.config import NodeSplitParams
 from gnnpipe.config.schema import Params
 from gnnpipe.data import features
 from gnnpipe.data.features import FeatureTransform
-from gnnpipe.data.graph import TYPED, Graph, edge_type_name
+from gnnpipe.data.graph import ROLES, TYPED, Graph, edge_type_name
 from gnnpipe.io.blocks import open_memmap, scratch_beside
-from gnnpipe.io.common import SPLIT_ROLES
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit
@@ -136,7 +135,7 @@ def dask_links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
         def write(out: Path) -> None:  # the pair tables streamed from the scratch buckets
             io.stream_link_tables(out, split.edge_parts, split.negative_parts)
             io.write_split_files(out, graph, split.message_graphs(e), link_meta(report, cfg, False),
-                                 roles=np.full(n, SPLIT_ROLES.index("unused"), dtype=np.int8),
+                                 roles=np.full(n, ROLES.index("unused"), dtype=np.int8),
                                  num_negatives={"val": cfg.num_val_negatives,
                                                 "test": cfg.num_test_negatives})
         yield _link_staged(params, graph, report, split.undirected, write)

@@ -56,21 +56,17 @@ def baseline_source(args, params, task: str) -> str:
 
 def read_memory(args):
     """The graph with every node type's model features, the target's x (N, F), its roles (int8
-    ``role_codes`` (N,))."""
-    from gnnpipe.training.train import role_codes  # PyG: not for --help
-
+    codes (N,), ``gnnpipe.data.graph.ROLE_CODES``)."""
     graph = read_model_typed(args).graph
-    return graph, graph.x[graph.target], role_codes(io.read_typed_roles(args.split, graph))
+    return graph, graph.x[graph.target], io.read_typed_role_codes(args.split, graph)
 
 
 def read_blocks(args):
     """The target type's labels and classes (no CSR read), its x as ``ModelFeatures`` (rows
-    read by ``pread`` and normalized per request) and the split roles (int8 ``role_codes``
-    (N,))."""
-    from gnnpipe.training.train import role_codes  # PyG: not for --help
-
+    read by ``pread`` and normalized per request) and the split roles (int8 codes (N,),
+    ``gnnpipe.data.graph.ROLE_CODES``)."""
     stored, y, num_classes = open_node_source(args.prepared)
-    roles = role_codes(io.read_typed_roles(args.split))
+    roles = io.read_typed_role_codes(args.split)
     if roles.size != y.numel():
         raise ValueError(f"{args.split}: {roles.size} split roles for {y.numel()} nodes; re-run "
                          "the split stage")

@@ -28,7 +28,8 @@ from gnnpipe.config import FitParams
 from gnnpipe.config.rules import BASELINE_CHUNK_ROWS
 from gnnpipe.training import loop
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.train import PHASES, TrainResult, phase_index
+from gnnpipe.io.common import PHASES
+from gnnpipe.training.train import TrainResult, phase_index
 
 # a block whose needed rows are fewer than 1 / SPARSE of its range reads them one by one
 # (a pread each) instead of the whole range
@@ -159,8 +160,8 @@ def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
 
     ``features`` (N, F): rows by ``features[lo:hi]`` and ``features[ids]`` (float32 (k, F)):
     a ``gnnpipe.data.features.ModelFeatures`` (pread from the prepared file) or a tensor;
-    ``y`` int64 (N,), ``roles`` (N,) split roles (strings or int8 ``role_codes``). One process
-    on the CPU (``options.ctx`` single). Returns what ``fit`` returns: logits for every train,
+    ``y`` int64 (N,), ``roles`` int8 (N,) split role codes (``gnnpipe.data.graph.ROLE_CODES``).
+    One process on the CPU (``options.ctx`` single). Returns what ``fit`` returns: logits for every train,
     val and test node from the best weights, history, summary (deterministic) and perf.
     """
     task = BlockNodeTask(features, y, roles, block_rows)

@@ -18,7 +18,8 @@ import torch
 
 from gnnpipe.config import GbdtParams
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.training.train import PHASES, TrainResult, phase_index
+from gnnpipe.io.common import PHASES
+from gnnpipe.training.train import TrainResult, phase_index
 
 PREDICT_ROWS = 65_536  # rows scored at once: bounds the float32 copy of x to ~F x 256 KiB
 SEED_KEYS = ("seed", "data_random_seed", "bagging_seed", "feature_fraction_seed")
@@ -47,8 +48,8 @@ def fit_gbdt(x: torch.Tensor, y: torch.Tensor, roles: np.ndarray, num_classes: i
     train and val rows are held (LightGBM bins its training matrix in memory), every scored
     row is read in blocks of PREDICT_ROWS,
     ``y`` (N,) int64 class codes in [0, num_classes) or -1 for unlabelled (never fitted nor
-    scored), ``roles`` (N,) split roles (strings or int8 ``role_codes``). Typed graphs pass the
-    target type's ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes,
+    scored), ``roles`` int8 (N,) split role codes (``gnnpipe.data.graph.ROLE_CODES``). Typed
+    graphs pass the target type's ``x`` and ``y``. Returns ``node_id`` int64 (M,) (train, val then test nodes,
     as the MLP's) and ``logits`` float32 (M, num_classes): log-probabilities, a column for every
     class, seen in train or not; ``history`` one row per boosting round (``epoch`` = round,
     train and val multi_logloss and accuracy); ``summary`` (deterministic) and ``perf`` (wall

@@ -41,6 +41,7 @@ from torch_geometric.sampler import BaseSampler
 
 from gnnpipe.training import device as devices
 from gnnpipe.config import TrainParams
+from gnnpipe.io.common import PHASES
 from gnnpipe.training.distributed import SINGLE, all_reduce_sum
 from gnnpipe.training.loop import (
     COMPILE_BACKEND,
@@ -51,8 +52,8 @@ from gnnpipe.training.loop import (
     perf_row,
 )
 from gnnpipe.sampling import batch as adapt
-from gnnpipe.training.train import (PHASES, PhaseInput, TrainResult, _evaluate, node_step,
-                                     phase_index, role_codes)
+from gnnpipe.training.train import (TRAIN, PhaseInput, TrainResult, _evaluate, node_step,
+                                     phase_index)
 
 
 def _first(items: list) -> Data:
@@ -72,7 +73,8 @@ class NodeDataModule(LightningNodeData):
     Train batches: with ``node_sampler`` None the whole train-phase graph with its
     ``train_mask`` (N,), one per epoch; otherwise ``NodeLoader`` batches of ``cfg.batch_size``
     seeds (``batch.n_id`` seeds first, ``batch.batch_size``). Val / test / predict batches: one
-    ``Data`` per phase on that phase's message graph, ``rows`` (M,) the phase's nodes to score,
+    ``Data`` per phase on that phase's message graph (``roles`` int8 (N,) role codes,
+    ``gnnpipe.data.graph.ROLE_CODES``), ``rows`` (M,) the phase's nodes to score,
     ``phase`` its name and, with ``train.inference`` layer-wise, its ``layerwise`` engine;
     ``val_dataloader`` also scores the train nodes (train_acc).
     """
@@ -85,7 +87,7 @@ class NodeDataModule(LightningNodeData):
         data = Data(x=train.x, y=y, edge_index=train.edge_index, num_nodes=y.numel())
         kwargs: dict = {"pin_memory": pin_memory}  # CUDA: async copies from page-locked batches
         if node_sampler is None:
-            data.train_mask = torch.from_numpy(role_codes(roles) == PHASES.index("train"))
+            data.train_mask = torch.from_numpy(roles == TRAIN)
             loader = "full"
         else:
             loader = "custom"
@@ -275,7 +277,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
     """``gnnpipe.training.train.fit`` through a Lightning ``Trainer``: same inputs, same
     ``TrainResult``.
 
-    ``inputs`` are the per-phase model inputs (``build_inputs``); ``node_sampler`` (a
+    ``inputs`` are the per-phase model inputs (``build_inputs``), ``y`` int64 (N,) and ``roles``
+    int8 (N,) role codes (``gnnpipe.data.graph.ROLE_CODES``); ``node_sampler`` (a
     ``CsrNeighborSampler`` over the train-phase graph) gives sampled batches, None full-graph
     steps. ``seed`` goes to ``seed_everything`` before the model is built and, with the epoch
     number, reseeds every epoch; the run is deterministic (``deterministic=True``) and leaves

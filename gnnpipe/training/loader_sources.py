@@ -16,9 +16,7 @@ from gnnpipe.hetero.loader import typed_temporal
 from gnnpipe.sampling.builders import Source
 from gnnpipe.sampling.temporal import align_edge_times, temporal_options
 from gnnpipe.sources.base import time_key
-from gnnpipe.training.train import PHASES
-
-TRAIN = PHASES.index("train")  # its role code (gnnpipe.training.train.role_codes)
+from gnnpipe.training.train import TRAIN
 
 
 def read_partition_meta(args, num_nodes: int) -> dict:
@@ -32,7 +30,8 @@ def read_partition_meta(args, num_nodes: int) -> dict:
 
 def read_partition(args, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
     """Partition meta, part of every node (N,) and train nodes per part (P,), checked, for a
-    rank that holds the whole train-phase graph (``roles``: int8 ``role_codes`` (N,))."""
+    rank that holds the whole train-phase graph (``roles``: int8 role codes (N,),
+    ``gnnpipe.data.graph.ROLE_CODES``)."""
     meta = read_partition_meta(args, roles.size)
     parts = io.read_partition(args.partition)
     if parts.size != roles.size:
@@ -44,10 +43,11 @@ def read_partition(args, roles: np.ndarray) -> tuple[dict, np.ndarray, np.ndarra
 
 def node_source(args, cfg, ctx, inputs, roles: np.ndarray) -> Source:
     """What the node loader of ``cfg.sampler`` (TrainParams) draws from (``inputs``:
-    gnnpipe.training.model_inputs.ModelInputs; ``roles``: int8 ``role_codes`` (N,)): the train
-    phase's message graph, the train seeds of the (target) type (all, and this rank's share), and
-    what the sampler's options read (temporal columns, edge weights, the partition, the train mask
-    of a subgraph sampler: homogeneous graphs)."""
+    gnnpipe.training.model_inputs.ModelInputs; ``roles``: int8 role codes (N,),
+    ``gnnpipe.data.graph.ROLE_CODES``): the train phase's message graph, the train seeds of
+    the (target) type (all, and this rank's share), and what the sampler's options read
+    (temporal columns, edge weights, the partition, the train mask of a subgraph sampler:
+    homogeneous graphs)."""
     graph, train_graph = inputs.graph, inputs.message_graphs["train"]
     train_nodes = torch.from_numpy(np.flatnonzero(roles == TRAIN))
     mine = distributed.shard(train_nodes, ctx)

@@ -18,7 +18,8 @@ from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.training.models import build_model
-from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
+from gnnpipe.io.common import PHASES
+from gnnpipe.training.train import PhaseInput, build_inputs
 from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name, phase_csrs
 
 

@@ -27,7 +27,7 @@ from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.models import build_model
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids, shard_part_counts
-from gnnpipe.training.train import TrainResult, fit, role_codes
+from gnnpipe.training.train import TrainResult, fit
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def read_node_fit(args, params, ctx) -> NodeFit:
         return _shard_fit(args, params, ctx)
     inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
     graph = inputs.graph
-    roles = role_codes(io.read_typed_roles(args.split, graph))  # 1 byte a node, not 24 (<U6)
+    roles = io.read_typed_role_codes(args.split, graph)  # int8 (N,)
     fitted = NodeFit(lambda: inputs.model(graph.num_classes), inputs.phases, graph.y, roles,
                      inputs.reads, inputs.meta({"num_classes": graph.num_classes}),
                      # sign: batches of precomputed rows
@@ -105,7 +105,7 @@ def _shard_fit(args, params, ctx) -> NodeFit:
                          "split.node.mode=transductive; use train.dist.shard: none for "
                          "inductive splits")
     # every node's role code (1 byte a node) only while the rank takes its own rows' and counts
-    roles = role_codes(io.read_typed_roles(args.split))
+    roles = io.read_typed_role_codes(args.split)
     meta = read_partition_meta(args, roles.size)
     mine = rank_parts(meta["num_parts"], ctx.rank, ctx.world_size)
     shards = [io.read_partition_shard(args.partition, part) for part in mine]

@@ -70,8 +70,9 @@ def node_prediction_blocks(logits: torch.Tensor, y: torch.Tensor, roles: np.ndar
                            original_ids: pa.Array, classes: pa.Array, k: int,
                            block_rows: int) -> Iterator[dict[str, pa.Array]]:
     """The columns of ``predictions.parquet`` (gnnpipe/io/predictions.py), one block of rows at
-    a time: ``logits`` (N, C), ``y`` int64 (N,) codes or -1, ``roles`` str (N,), the user's
-    ``original_ids`` (N,) and label values ``classes`` (C,). ``predicted`` is ``top_labels[0]``."""
+    a time: ``logits`` (N, C), ``y`` int64 (N,) codes or -1, ``roles`` int8 (N,) role codes
+    (``gnnpipe.data.graph.ROLE_CODES``; named a block at a time), the user's ``original_ids``
+    (N,) and label values ``classes`` (C,). ``predicted`` is ``top_labels[0]``."""
     k = min(k, logits.shape[1])
     for a, b in row_blocks(logits.shape[0], block_rows):
         probs, codes = top_k(logits[a:b], k)
@@ -80,7 +81,7 @@ def node_prediction_blocks(logits: torch.Tensor, y: torch.Tensor, roles: np.ndar
         yield {
             "node_id": pa.array(np.arange(a, b, dtype=np.int64)),
             "original_id": original_ids.slice(a, b - a),
-            "role": pa.array(roles[a:b].astype(str), pa.string()),
+            "role": io.role_names(roles[a:b]),
             "label": classes.take(pa.array(labels, mask=labels == UNLABELLED)),
             "predicted": classes.take(pa.array(codes_np[:, 0])),
             "top_labels": _lists(classes.take(pa.array(codes_np.reshape(-1))), k),

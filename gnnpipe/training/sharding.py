@@ -78,7 +78,7 @@ class ShardEvaluator:
     or layer by layer over target blocks of that CSR where ``cfg`` (TrainParams,
     ``train.inference``) asks for it: ``gnnpipe.training.inference.plan`` per shard, so ``auto``
     goes layer-wise for a shard past the node task's threshold. Both give the same logits (1e-5).
-    ``roles`` int8 (L,): the role codes of ``rows`` (``gnnpipe.training.train.role_codes``)."""
+    ``roles`` int8 (L,): the role codes of ``rows`` (``gnnpipe.data.graph.ROLE_CODES``)."""
 
     def __init__(self, shards: Sequence[PartShard], rows: NodeRows, roles: torch.Tensor,
                  cfg=None):

@@ -23,34 +23,23 @@ from torch.nn.parallel import DistributedDataParallel
 from gnnpipe.training import device as devices
 from gnnpipe.training import loop
 from gnnpipe.config import FitParams
-from gnnpipe.io.common import SPLIT_ROLES
+from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.io.common import PHASES
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
 from gnnpipe.training.inference import csr_view, plan
 from gnnpipe.training.loop import LoopOptions, epoch_seed
 from gnnpipe.training.models import choose_aggregation, trim_kwargs
 from gnnpipe.training.sharding import gather_objects
 
-PHASES = ("train", "val", "test")
-UNUSED = SPLIT_ROLES.index("unused")  # int8 code of a node in no phase
-
-
-def role_codes(roles: np.ndarray) -> np.ndarray:
-    """Split roles (N,) as int8 codes, the index into ``SPLIT_ROLES`` (train 0, val 1, test 2,
-    unused 3; any other string: unused): 1 byte a node where the ``<U6`` strings the split
-    readers return take 24. int8 codes pass through."""
-    if roles.dtype == np.int8:
-        return roles
-    codes = np.full(roles.shape, UNUSED, dtype=np.int8)
-    for code, phase in enumerate(PHASES):
-        codes[roles == phase] = code
-    return codes
+TRAIN, VAL, UNUSED = ROLE_CODES["train"], ROLE_CODES["val"], ROLE_CODES["unused"]
 
 
 def phase_index(roles: np.ndarray) -> dict[str, torch.Tensor]:
-    """Ascending node ids (int64) of each phase of ``roles`` (strings or ``role_codes``)."""
-    codes = role_codes(roles)
-    return {phase: torch.from_numpy(np.flatnonzero(codes == code))
-            for code, phase in enumerate(PHASES)}
+    """Ascending node ids int64 (N_phase,) of each phase of ``roles``, int8 role codes (N,)
+    (``gnnpipe.data.graph.ROLE_CODES``)."""
+    assert roles.dtype == np.int8, f"roles must be int8 role codes, not {roles.dtype}"
+    return {phase: torch.from_numpy(np.flatnonzero(roles == ROLE_CODES[phase]))
+            for phase in PHASES}
 
 
 @dataclass(frozen=True)
@@ -199,8 +188,8 @@ class Evaluator(Protocol):
         """``node_id`` (M,) and ``logits`` (M, C) of this rank's nodes, every phase at once."""
 
     def targets(self) -> tuple[torch.Tensor, np.ndarray]:
-        """Labels int64 (M,) and ``role_codes`` int8 (M,) of the nodes ``logits`` returns, in
-        its order."""
+        """Labels int64 (M,) and role codes int8 (M,) (``ROLE_CODES``) of the nodes ``logits``
+        returns, in its order."""
 
 
 @torch.no_grad()
@@ -211,8 +200,8 @@ def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator,
     _, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
     y, role = evaluator.targets()
     hit = (logits.argmax(dim=1) == y).numpy()
-    counts = [float(hit[role == code].sum()) for code in (0, 1)]  # train, val
-    counts += [float((role == code).sum()) for code in (0, 1)]
+    counts = [float(hit[role == code].sum()) for code in (TRAIN, VAL)]
+    counts += [float((role == code).sum()) for code in (TRAIN, VAL)]
     totals = all_reduce_sum(torch.tensor(counts), ctx)
     return float(totals[0] / totals[2]), float(totals[1] / totals[3])
 
@@ -325,7 +314,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     logits for every train/val/test node, computed with the best weights on that node's phase
     inputs.
 
-    ``y`` int64 (N,) labels and ``roles`` (N,) split roles (strings, or ``role_codes``: 1 byte a
+    ``y`` int64 (N,) labels and ``roles`` int8 (N,) split role codes (``ROLE_CODES``: 1 byte a
     node) of every node. ``evaluator`` (with a ``loader``; ``inputs``, ``y`` and ``roles`` are
     then None) replaces the full-graph evaluation: each rank scores the nodes it holds with the
     labels and roles it holds, and rank 0 gathers the logits and orders them by phase and id
@@ -354,7 +343,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         with torch.no_grad():
             node_id, logits = _evaluator_outputs(model, evaluator, ctx)
         num_train = int(all_reduce_sum(torch.tensor([float(
-            (evaluator.targets()[1] == 0).sum())]), ctx)[0])
+            (evaluator.targets()[1] == TRAIN).sum())]), ctx)[0])
     else:
         node_id, num_train = torch.cat([idx[p] for p in PHASES]), idx["train"].numel()
         logits = torch.empty(0)  # only rank 0 writes artifacts

@@ -17,6 +17,7 @@ from torch_geometric.transforms import NormalizeFeatures
 
 from gnnpipe import io
 from gnnpipe.cli import main
+from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.data.features import FeatureTransform, fit, fit_typed, read_transform, write_transforms
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 12, "num_classes": 3}},
@@ -199,7 +200,8 @@ def _args(root: Path):
 
 def _expected_standardized(root: Path) -> torch.Tensor:
     x = io.read_graph(root / "data/prepared").target_view().x.double()
-    train = torch.from_numpy(np.flatnonzero(io.read_typed_roles(root / "data/split") == "train"))
+    train = torch.from_numpy(np.flatnonzero(io.read_typed_role_codes(root / "data/split")
+                                            == ROLE_CODES["train"]))
     mean, std = x[train].mean(0), x[train].std(0, correction=0)
     return ((x - mean.float().double()) / std.float().double()).float()
 
@@ -214,7 +216,7 @@ def test_split_writes_the_artifact_and_audit_and_split_is_unchanged(tmp_path, mo
                                                       "features": {"normalize": "standardize"}}))
     assert main(["split"]) == 0
     assert {p.name: p.read_bytes() for p in (root / "data/split").iterdir()} == split_bytes
-    train = int((io.read_typed_roles(root / "data/split") == "train").sum())
+    train = int((io.read_typed_role_codes(root / "data/split") == ROLE_CODES["train"]).sum())
     assert json.loads((root / "metrics/split_audit.json").read_text())["features"] == {
         "normalize": "standardize", "fitted_on": "train", "nodes": train}
 
@@ -338,7 +340,8 @@ def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
     model = read_model_typed(args)
     target = raw.graph.target
 
-    train = np.flatnonzero(io.read_typed_roles(args.split, raw.graph) == "train")
+    train = np.flatnonzero(io.read_typed_role_codes(args.split, raw.graph)
+                           == ROLE_CODES["train"])
     assert audit["node_types"][target] == {"fitted_on": "train", "nodes": int(train.size)}
     others = [t for t in raw.graph.node_types if t != target]
     assert others

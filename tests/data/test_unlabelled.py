@@ -18,7 +18,7 @@ from gnnpipe.splitting import audit
 from gnnpipe.graphops.analyze import analyze_graph, homophily, label_distribution
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
-from gnnpipe.data.graph import EDGE, ROLES, UNLABELLED, Csr, Graph, phase_csrs
+from gnnpipe.data.graph import EDGE, ROLE_CODES, ROLES, UNLABELLED, Csr, Graph, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.reporting.metrics import classification_metrics
@@ -157,8 +157,8 @@ def test_public_split_unlabelled_is_reported_by_the_split_stage(half, tmp_path, 
     assert report["passed"]
     assert report["label_coverage"]["public_split_unlabelled"] == \
         {role: int(((official == role) & unlabelled).sum()) for role in PHASES}
-    roles = io.read_typed_roles(tmp_path / "data/split")
-    assert (roles[unlabelled] == "unused").all()
+    roles = io.read_typed_role_codes(tmp_path / "data/split")
+    assert (roles[unlabelled] == ROLE_CODES["unused"]).all()
 
 
 def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
@@ -381,7 +381,7 @@ def test_metrics_refuse_unlabelled_truth():
 
 def test_evaluate_refuses_an_unlabelled_split_node():
     y = np.array([0, 1, UNLABELLED, 1, 0, 1])
-    roles = np.array(["train", "train", "test", "val", "test", "unused"])
+    roles = io.role_codes(np.array(["train", "train", "test", "val", "test", "unused"]))
     node_id = torch.arange(6)
     logits = torch.eye(2)[[0, 1, 0, 1, 0, 1]]
     _one_line_value_error(lambda: score_predictions(node_id, logits, y, roles, 2),
@@ -389,7 +389,7 @@ def test_evaluate_refuses_an_unlabelled_split_node():
     _one_line_value_error(lambda: confusion_rows(node_id, logits, y, roles),
                           r"1 test nodes of the split are unlabelled")
     fine = roles.copy()
-    fine[2] = "unused"  # the same predictions score once the unlabelled node is unused
+    fine[2] = ROLE_CODES["unused"]  # the same predictions score once the unlabelled node is unused
     assert score_predictions(node_id, logits, y, fine, 2)["test"]["count"] == 1
 
 

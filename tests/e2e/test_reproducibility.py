@@ -81,6 +81,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.sampling.builders import neighbor_batches
     from gnnpipe.splitting.split import split_nodes
+    from gnnpipe.io.common import role_codes
     from gnnpipe.training.train import build_inputs, fit
 
     from conftest import small_params
@@ -98,7 +99,7 @@ def test_two_thread_training_is_byte_identical_under_load():
         loader = neighbor_batches(graph.x, graph.y, graph.csr, seeds, NeighborParams(), 1,
                                   batch_size=256) if sampled else None
         result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg),
-                     inputs, graph.y, roles, cfg, 0, loader=loader)
+                     inputs, graph.y, role_codes(roles), cfg, 0, loader=loader)
         return result.logits.numpy().tobytes() + repr(result.history).encode()
 
     before = torch.get_num_threads()
@@ -122,6 +123,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 torch.set_num_threads(1)
 params = small_params(num_nodes=2000, num_features=32)
@@ -131,7 +133,7 @@ graph = typed.target_view()
 cfg = TrainParams(epochs=20, patience=20, hidden=32)
 inputs = build_inputs(graph.x, message_graphs={{p: graph.csr for p in ("train", "val", "test")}})
 result = fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,
-             graph.y, roles, cfg, 0)
+             graph.y, role_codes(roles), cfg, 0)
 test = torch.from_numpy(np.flatnonzero(roles == "test"))
 torch.save({{"logits": result.logits, "test": test, "y": graph.y,
             "isa": torch.backends.cpu.get_cpu_capability()}}, sys.argv[1])

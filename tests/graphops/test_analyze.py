@@ -17,6 +17,7 @@ from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import Graph
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.data.prepare import prepare
+from gnnpipe.io.common import role_codes
 
 
 def _undirected(src, dst, n):
@@ -193,7 +194,8 @@ def test_phase_stats_of_an_inductive_split():
     from gnnpipe.data.graph import phase_csrs
 
     split = split_nodes(as_graph(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
-    report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs), split.roles)
+    report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs),
+                              role_codes(split.roles))
     phases = report["phases"]
     assert phases["train"]["edges"] < phases["val"]["edges"] < phases["test"]["edges"]
     assert phases["test"]["edges"] == graph.csr.num_edges

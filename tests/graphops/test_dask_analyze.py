@@ -19,6 +19,7 @@ from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.graphops import dask_analyze
 from gnnpipe.graphops.analyze import analyze_graph, connected_components, degree_stats
 from gnnpipe.graphops.dask_analyze import analyze_blocks, min_label_components
+from gnnpipe.io.common import role_codes
 from gnnpipe.io.csr_blocks import block_graph
 
 
@@ -59,7 +60,7 @@ def _phases(graph: TargetView):
     labelled = Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp_min(0), num_classes=4)
     split = split_nodes(labelled, NodeSplitParams(mode="inductive"),
                         make_rng(0, "split"))
-    return phase_csrs(split.message_graphs), split.roles
+    return phase_csrs(split.message_graphs), role_codes(split.roles)
 
 
 @pytest.mark.parametrize("block_rows", [1, 7, 64, 1000])

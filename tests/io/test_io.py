@@ -21,7 +21,8 @@ from gnnpipe.io.description import DESCRIPTION_SCHEMA, read_description
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table, write_table
 from gnnpipe.io.prepared import GRAPH_SCHEMA, write_prepared
 from gnnpipe.io.splits import read_split_meta, write_split
-from gnnpipe.io.typed import read_graph, read_typed_edge_table, read_typed_node_table
+from gnnpipe.io.typed import (read_graph, read_typed_edge_table, read_typed_node_table,
+                              read_typed_role_codes)
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 from conftest import as_graph, make_tiny_graph
@@ -199,6 +200,26 @@ def test_split_meta_lists_the_types_for_a_homogeneous_graph_too(tmp_path, tiny_g
     with pytest.raises(ValueError, match=r"meta\.json: node_types / edge_types missing or "
                                          "malformed"):
         read_split_meta(tmp_path)
+
+
+def test_role_codes_read_back_as_written_and_ids_out_of_order_fail(tmp_path, tiny_graph):
+    """int8 codes in, int8 codes out (writable); node_id is checked a row group at a time."""
+    codes = np.array([0, 1, 2, 3] * 3, dtype=np.int8)
+    write_split(tmp_path, as_graph(tiny_graph),
+                {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")},
+                {"mode": "transductive"}, roles=codes)
+    read = read_typed_role_codes(tmp_path)
+    assert read.dtype == np.int8 and read.flags.writeable and np.array_equal(read, codes)
+    path = tmp_path / "nodes_node.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table, path, row_group_size=5)  # three chunks, still in order
+    assert np.array_equal(read_typed_role_codes(tmp_path), codes)
+    ids = pa.array(np.r_[np.arange(5), 6, 5, np.arange(7, 12)])  # a swap in the second chunk
+    pq.write_table(table.set_column(0, "node_id", ids).replace_schema_metadata(
+        table.schema.metadata), path, row_group_size=5)
+    with pytest.raises(ValueError, match=r"nodes_node\.parquet: node_id must be 0\.\.11 in "
+                                         "order"):
+        read_typed_role_codes(tmp_path)
 
 
 def test_node_table_round_trip_returns_features_as_written(tmp_path):

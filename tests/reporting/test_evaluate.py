@@ -8,6 +8,7 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from gnnpipe.config import EvaluateParams
+from gnnpipe.io.common import role_codes
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, predicted_labels,
                                         correct_on_test, score_predictions, smoothing)
 from gnnpipe.reporting.verdict import paired_gap
@@ -118,7 +119,7 @@ def test_predicted_labels_mark_missing_nodes_and_reject_foreign_ids():
 
 
 def test_score_predictions_scores_only_split_nodes_and_requires_all():
-    roles = np.array(["train", "val", "test", "unused", "test"])
+    roles = role_codes(np.array(["train", "val", "test", "unused", "test"]))
     y = np.array([0, 1, 2, 0, 1])
     node_id = torch.tensor([0, 1, 2, 4])
     scores = score_predictions(node_id, _logits_for([0, 1, 2, 0], 3), y, roles, 3)
@@ -129,7 +130,7 @@ def test_score_predictions_scores_only_split_nodes_and_requires_all():
 
 
 def test_confusion_rows_follow_the_test_nodes():
-    roles = np.array(["test", "train", "test"])
+    roles = role_codes(np.array(["test", "train", "test"]))
     rows = confusion_rows(torch.tensor([0, 1, 2]), _logits_for([1, 0, 2], 3), np.array([0, 0, 2]),
                           roles)
     assert rows == [{"actual": 0, "predicted": 1}, {"actual": 2, "predicted": 2}]
@@ -165,7 +166,7 @@ def test_verdict_says_plainly_whether_the_graph_helps(n, gnn_right, outcome, phr
 
 
 def test_correct_on_test_is_one_score_per_test_node_in_id_order():
-    roles = np.array(["train", "test", "val", "test", "test"])
+    roles = role_codes(np.array(["train", "test", "val", "test", "test"]))
     y = np.array([0, 1, 1, 2, 0])
     logits = torch.eye(3)[[0, 1, 0, 2, 1]]
     assert correct_on_test(torch.arange(5), logits, y, roles).tolist() == [1.0, 1.0, 0.0]

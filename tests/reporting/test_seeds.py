@@ -52,7 +52,7 @@ def test_over_seeds_counts_outcomes_and_spreads_with_sample_std():
 
 def _test_accuracy(folder, model_dir) -> np.ndarray:
     graph = io.read_graph(folder / "data" / "prepared")
-    roles = io.read_typed_roles(folder / "data" / "split")
+    roles = io.read_typed_role_codes(folder / "data" / "split")
     return correct_on_test(*io.read_predictions(model_dir), graph.y.numpy(), roles)
 
 

@@ -28,7 +28,8 @@ from gnnpipe.training.distributed import SINGLE
 from gnnpipe.training.sharding import (NodeRows, ShardEvaluator, shard_node_ids,
                                        shard_part_counts)
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.training.train import _step, build_inputs, fit, phase_index, role_codes
+from gnnpipe.io.common import role_codes
+from gnnpipe.training.train import _step, build_inputs, fit, phase_index
 from conftest import as_graph
 
 FAST = TrainParams(epochs=40, patience=40, hidden=32)
@@ -151,8 +152,8 @@ def test_all_parts_in_one_batch_is_full_graph_training(setup):
     cfg = dataclasses.replace(FAST, epochs=1, dropout=0.0)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     build = lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg)  # noqa: E731
-    full = fit(build, inputs, graph.y, roles, cfg, 0)
-    cluster = fit(build, inputs, graph.y, roles, cfg, 0, loader=adapt.Batches(
+    full = fit(build, inputs, graph.y, role_codes(roles), cfg, 0)
+    cluster = fit(build, inputs, graph.y, role_codes(roles), cfg, 0, loader=adapt.Batches(
         _cluster_loader(graph, roles, parts, ppb=6), adapt.train_nodes))
     assert abs(full.history[0]["train_loss"] - cluster.history[0]["train_loss"]) < 1e-5
     assert torch.allclose(full.logits, cluster.logits, atol=1e-4)  # and the same update
@@ -219,7 +220,7 @@ def test_fit_with_an_evaluator_orders_the_ranks_nodes_by_phase_and_id(setup):
                            adapt.train_nodes)
     evaluator = ShardEvaluator(shards, rows, codes)
     result = fit(build, None, None, None, cfg, 0, loader=loader, evaluator=evaluator)
-    order = phase_index(roles)
+    order = phase_index(role_codes(roles))
     assert torch.equal(result.node_id, torch.cat([order[p] for p in ("train", "val", "test")]))
     model = build()
     model.load_state_dict(result.state_dict)
@@ -232,7 +233,8 @@ def test_fit_with_an_evaluator_orders_the_ranks_nodes_by_phase_and_id(setup):
     assert best == round(float((expected[len(order["train"]):][:len(val)].argmax(1)
                                 == graph.y[val]).float().mean()), 6)
     with pytest.raises(ValueError, match="pass y and roles None"):
-        fit(build, None, graph.y, roles, cfg, 0, loader=loader, evaluator=evaluator)
+        fit(build, None, graph.y, role_codes(roles), cfg, 0, loader=loader,
+            evaluator=evaluator)
 
 
 # --------------------------------------------------------------------------------- saint
@@ -357,7 +359,7 @@ def _fit_with(graph, roles, loader, cfg=FAST, model="sage", **kw):
     cfg = dataclasses.replace(cfg, model=model)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val", "test")})
     return fit(lambda: build_model(model, graph.x.shape[1], graph.num_classes, cfg), inputs,
-               graph.y, roles, cfg, 0, loader=loader, **kw)
+               graph.y, role_codes(roles), cfg, 0, loader=loader, **kw)
 
 
 def _saint_batches(graph, roles, steps=4, batch_size=256):
@@ -443,7 +445,7 @@ def test_a_failing_compiler_is_one_clear_error(setup, monkeypatch):
     with pytest.raises(ValueError, match=r"train\.compile=true: torch\.compile failed on this "
                        r"machine .*no C\+\+ compiler found.*train\.compile: false"):
         fit(lambda: build_model("mlp", graph.x.shape[1], 3, cfg), build_inputs(graph.x), graph.y,
-            roles, cfg, 0, options=LoopOptions(compile_model=True))
+            role_codes(roles), cfg, 0, options=LoopOptions(compile_model=True))
 
 
 # --------------------------------------------------------------------------------- dvc

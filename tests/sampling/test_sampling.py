@@ -25,6 +25,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 
 MODES = [("directional", False), ("bidirectional", False), ("induced", False),
@@ -422,7 +423,7 @@ def _fit_sampled(graph, roles, graphs, cfg=FAST, seed=0):
     loader = neighbor_batches(graph.x, graph.y, graphs["train"], seeds, cfg.neighbor, seed + 1,
                               batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     return fit(lambda: build_model("sage", graph.x.shape[1], graph.num_classes, cfg), inputs,
-               graph.y, roles, cfg, seed, loader=loader), loader
+               graph.y, role_codes(roles), cfg, seed, loader=loader), loader
 
 
 def test_sampled_training_learns_and_repeats(small_graph):

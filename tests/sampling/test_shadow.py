@@ -22,6 +22,7 @@ from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
 from gnnpipe.splitting.split import split_nodes
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import _step, build_inputs, fit
 from conftest import as_graph
 
@@ -167,7 +168,8 @@ def test_shadow_training_learns_on_a_homophilous_graph(small_graph):
     loader = shadow_batches(small_graph.x, small_graph.y, graphs["train"], seeds, cfg.shadow, 1,
                             batch_size=cfg.batch_size, edge_index=inputs["train"].edge_index)
     result = fit(lambda: build_model("sage", small_graph.x.shape[1], small_graph.num_classes,
-                                     cfg), inputs, small_graph.y, roles, cfg, 0, loader=loader)
+                                     cfg), inputs, small_graph.y, role_codes(roles), cfg, 0,
+                 loader=loader)
     assert result.summary["best_val_acc"] > 0.8, result.summary
 
 

@@ -444,6 +444,7 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
+    from gnnpipe.io.common import role_codes
     from gnnpipe.training.train import build_inputs, fit
 
     roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
@@ -457,7 +458,7 @@ def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
                                 ShadowParams(depth=2, num_neighbors=5, layout=layout), 1,
                                 batch_size=256)
         result = fit(lambda: build_model("sage", small_graph.x.shape[1], 3, cfg), inputs,
-                     small_graph.y, roles, cfg, 0, loader=loader)
+                     small_graph.y, role_codes(roles), cfg, 0, loader=loader)
         histories.append([row["train_loss"] for row in result.history])
     assert histories[0] == pytest.approx(histories[1], abs=1e-5)
 

@@ -181,7 +181,9 @@ def test_split_artifacts_round_trip(graph, tmp_path):
     meta = io.read_split_meta(tmp_path / "node")
     assert meta["layout"] == "typed" and "hetero" not in meta and meta["task"] == "node"
     assert meta["node_types"] == [list(s) for s in graph.sizes()] and meta["target"] == "paper"
-    assert np.array_equal(io.read_typed_roles(tmp_path / "node", graph), node.roles)
+    codes = io.read_typed_role_codes(tmp_path / "node", graph)
+    assert codes.dtype == np.int8 and np.array_equal(codes, io.role_codes(node.roles))
+    assert io.role_names(codes).to_pylist() == node.roles.tolist()  # names <-> codes
     sizes, graphs = io.read_typed_message_graphs(tmp_path / "node", graph)
     assert sizes == graph.sizes()
     for phase in ("train", "val", "test"):
@@ -239,11 +241,11 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
     assert all((graphs[p] is graphs[q]) == (plain[p][EDGE] is plain[q][EDGE])
                for p in plain for q in plain)
     assert sorted(p.name for p in (tmp_path / "node").iterdir())[-1] == "nodes_node.parquet"
-    assert np.array_equal(io.read_typed_roles(tmp_path / "node", g), node.roles.astype(str))
-    assert np.array_equal(io.read_typed_roles(tmp_path / "node"), node.roles.astype(str))
+    assert np.array_equal(io.read_typed_role_codes(tmp_path / "node", g), io.role_codes(node.roles))
+    assert np.array_equal(io.read_typed_role_codes(tmp_path / "node"), io.role_codes(node.roles))
     with pytest.raises(ValueError, match=f"{n} split roles of 'node' nodes for 1499 'node' "
                                          "nodes"):
-        io.read_typed_roles(tmp_path / "node", as_graph(
+        io.read_typed_role_codes(tmp_path / "node", as_graph(
             type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
     link = link_split(g)

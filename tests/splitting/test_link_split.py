@@ -13,7 +13,7 @@ from gnnpipe import io
 from gnnpipe.splitting import audit
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
-from gnnpipe.data.graph import EDGE, Graph, phase_csrs
+from gnnpipe.data.graph import EDGE, ROLE_CODES, Graph, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.splitting.link_split import is_symmetric, split_links
 from gnnpipe.runtime.rng import make_rng
@@ -250,7 +250,7 @@ def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     _, graphs = io.read_typed_message_graphs(tmp_path)
     assert all(torch.equal(graphs[p][EDGE].indices, link.message_graphs[p][EDGE].indices)
                for p in graphs)
-    assert set(io.read_typed_roles(tmp_path)) == {"unused"}  # no node carries a label role
+    assert set(io.read_typed_role_codes(tmp_path)) == {ROLE_CODES["unused"]}  # no label role
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["task"] == "link" and meta["num_negatives"] == {"val": 100, "test": 100}
     # negatives that belong to other positives than their rows say are rejected

@@ -14,6 +14,7 @@ from conftest import make_tiny_graph, small_params
 from torch_geometric.nn.models import GCN, GraphSAGE
 
 from gnnpipe.config import NeighborParams, ParamsError, TrainParams, replace
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.models import build_model, choose_aggregation, trim_kwargs
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling.builders import neighbor_batches
@@ -143,7 +144,7 @@ def test_choose_aggregation_keeps_the_faster_and_leaves_no_trace(graph):
 def test_fit_with_auto_records_the_choice(graph):
     cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, epochs=2, patience=5,
                       batch_size=8, aggregation="auto", neighbor=NeighborParams((3, 2)))
-    roles = np.array(["train"] * 30 + ["val"] * 15 + ["test"] * 15)
+    roles = role_codes(np.array(["train"] * 30 + ["val"] * 15 + ["test"] * 15))
     loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor,
                               seed=0, batch_size=8)
     from gnnpipe.training.train import build_inputs

@@ -21,6 +21,7 @@ from gnnpipe.training.baseline_fit import AUTO_BLOCKS_BYTES, baseline_source
 from gnnpipe.config import FitParams
 from gnnpipe.data.features import ModelFeatures
 from gnnpipe.data.features import fit as fit_transform
+from gnnpipe.data.graph import ROLE_CODES, ROLES
 from gnnpipe.config.loading import params_from_dict
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.training.block_fit import fit_blocks
@@ -29,7 +30,7 @@ from gnnpipe.training.train import build_inputs, fit
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-ROLES = np.array(["train", "val", "test", "unused"])
+ROLES = np.arange(len(ROLES), dtype=np.int8)  # role codes: train, val, test, unused
 
 
 def _tabular(n: int, share=(0.5, 0.2, 0.2, 0.1), width: int = 12):
@@ -109,12 +110,12 @@ def test_rows_read_from_the_file_and_normalized_per_block_give_the_same_bits(tmp
     """ModelFeatures over the file (range reads, then per-row reads of a sparse split) with a
     standardize transform: the bits of the same fit on the normalized matrix in memory."""
     x, y, roles = _tabular(9000, share=(0.03, 0.03, 0.03, 0.91))
-    roles[:4096] = np.where(roles[:4096] == "unused", "train", roles[:4096])  # a dense block
+    roles[:4096][roles[:4096] == ROLE_CODES["unused"]] = ROLE_CODES["train"]  # a dense block
     np.save(tmp_path / "x.npy", x.numpy())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         mapped = torch.from_numpy(np.load(tmp_path / "x.npy", mmap_mode="r"))
-    transform = fit_transform("standardize", x, np.flatnonzero(roles == "train"))
+    transform = fit_transform("standardize", x, np.flatnonzero(roles == ROLE_CODES["train"]))
     features = ModelFeatures(FeatureSource(mapped, mapped=True, direct_bytes=0), transform)
     cfg = FitParams(hidden=8, epochs=4, patience=4)
     build = lambda: build_model("mlp", x.shape[1], 4, cfg)
@@ -129,8 +130,8 @@ def test_block_rows_must_be_whole_chunks():
     with pytest.raises(ValueError, match="baseline.block_rows=5000 must be a multiple of 4096"):
         fit_blocks(lambda: build_model("mlp", 12, 4, cfg), x, y, roles, cfg, 0, block_rows=5000)
     with pytest.raises(ValueError, match="the mlp baseline needs train nodes"):
-        fit_blocks(lambda: build_model("mlp", 12, 4, cfg), x, y, np.full(100, "val"), cfg, 0,
-                   block_rows=4096)
+        fit_blocks(lambda: build_model("mlp", 12, 4, cfg), x, y,
+                   np.full(100, ROLE_CODES["val"], np.int8), cfg, 0, block_rows=4096)
 
 
 def test_a_slice_of_the_file_is_one_read_of_the_same_rows(tmp_path, monkeypatch):

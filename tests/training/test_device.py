@@ -273,8 +273,8 @@ def test_the_loop_moves_each_batch_and_the_task_inputs_through_to_device_only(mo
     loader = neighbor_batches(graph.x, graph.y, graph.csr, train, cfg.neighbor, 0, batch_size=8)
     inputs = build_inputs(graph.x, message_graphs={p: graph.csr for p in ("train", "val",
                                                                           "test")})
-    result = fit(lambda: build_model("sage", 2, 3, cfg), inputs, graph.y, roles, cfg, 0,
-                 loader=loader)
+    result = fit(lambda: build_model("sage", 2, 3, cfg), inputs, graph.y, io.role_codes(roles),
+                 cfg, 0, loader=loader)
     cpu = torch.device("cpu")
     assert placed == [cpu]
     batches = [entry for entry in seen if entry[0] == "LossBatch"]

@@ -24,7 +24,8 @@ from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.training.train import PHASES, PhaseInput, build_inputs
+from gnnpipe.io.common import PHASES, role_codes
+from gnnpipe.training.train import PhaseInput, build_inputs
 from gnnpipe.data.graph import EDGE, phase_csrs
 
 from conftest import as_graph, small_params
@@ -96,7 +97,7 @@ def test_link_training_scores_layer_by_layer_as_full_forwards(graph, link_data, 
 def test_lightning_evaluates_layer_by_layer_as_its_full_forward(graph, model):
     from gnnpipe.training.lightning import fit_lightning
 
-    roles = split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = role_codes(split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles)
     runs = {}
     for name, inference in (("full", FULL), ("layerwise", LAYERED)):
         cfg = _cfg(model, inference, epochs=3, patience=3)

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from gnnpipe.config import GbdtParams
+from gnnpipe.data.graph import ROLE_CODES, ROLES
 from gnnpipe.training.gbdt import fit_gbdt
 
 FAST = GbdtParams(num_leaves=8, max_rounds=400, early_stopping_rounds=10)
-ROLES = np.array(["train", "val", "test", "unused"])
+ROLES = np.arange(len(ROLES), dtype=np.int8)  # role codes: train, val, test, unused
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def tabular():
 def _phase_acc(result, y, roles, phase):
     pred = torch.full_like(y, -1)
     pred[result.node_id] = result.logits.argmax(dim=1)
-    nodes = torch.from_numpy(np.flatnonzero(roles == phase))
+    nodes = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES[phase]))
     return float((pred[nodes] == y[nodes]).double().mean())
 
 
@@ -54,7 +55,8 @@ def test_outputs_have_the_mlp_baselines_shapes(tabular):
     """node_id: train, val then test nodes (unused ones not scored); logits: log-probabilities."""
     x, y, roles = tabular
     result = fit_gbdt(x, y, roles, 4, FAST, seed=0, threads=1)
-    expected = np.concatenate([np.flatnonzero(roles == p) for p in ("train", "val", "test")])
+    expected = np.concatenate([np.flatnonzero(roles == ROLE_CODES[p])
+                               for p in ("train", "val", "test")])
     assert result.node_id.dtype == torch.int64 and np.array_equal(result.node_id, expected)
     assert result.logits.dtype == torch.float32 and result.logits.shape == (expected.size, 4)
     assert torch.allclose(result.logits.exp().sum(dim=1), torch.ones(expected.size), atol=1e-5)
@@ -77,12 +79,12 @@ def test_unlabelled_rows_are_never_fitted(tabular):
     """Train nodes with y = -1 give the booster of a split without them; they are still
     scored (they are in the train role)."""
     x, y, roles = tabular
-    hidden = np.flatnonzero(roles == "train")[::4]
+    hidden = np.flatnonzero(roles == ROLE_CODES["train"])[::4]
     y_partial = y.clone()
     y_partial[hidden] = -1
     with_unlabelled = fit_gbdt(x, y_partial, roles, 4, FAST, seed=0, threads=1)
     roles_without = roles.copy()
-    roles_without[hidden] = "unused"
+    roles_without[hidden] = ROLE_CODES["unused"]
     without = fit_gbdt(x, y_partial, roles_without, 4, FAST, seed=0, threads=1)
     assert np.isin(hidden, with_unlabelled.node_id.numpy()).all()
     kept = ~np.isin(with_unlabelled.node_id.numpy(), hidden)
@@ -94,7 +96,7 @@ def test_a_class_absent_from_train_still_has_a_finite_column(tabular):
     """num_classes 5 with no train node of class 4 (some val and test nodes have it)."""
     x, y, roles = tabular
     y5 = y.clone()
-    y5[np.flatnonzero(roles != "train")[::7]] = 4
+    y5[np.flatnonzero(roles != ROLE_CODES["train"])[::7]] = 4
     result = fit_gbdt(x, y5, roles, 5, FAST, seed=0, threads=1)
     assert result.logits.shape[1] == 5 and torch.isfinite(result.logits).all()
     assert (result.logits.argmax(dim=1) != 4).all()  # never predicted: nothing taught it
@@ -104,7 +106,7 @@ def test_a_class_absent_from_train_still_has_a_finite_column(tabular):
 def test_no_labelled_val_node_is_a_one_line_error(tabular):
     x, y, roles = tabular
     y_no_val = y.clone()
-    y_no_val[np.flatnonzero(roles == "val")] = -1
+    y_no_val[np.flatnonzero(roles == ROLE_CODES["val"])] = -1
     with pytest.raises(ValueError, match="the gbdt baseline needs labelled val nodes; the split "
                                          "has none"):
         fit_gbdt(x, y_no_val, roles, 4, FAST, seed=0, threads=1)

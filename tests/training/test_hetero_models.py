@@ -17,6 +17,7 @@ from gnnpipe.reporting.metrics import roc_auc
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 
 from test_hetero_data import small_hetero
@@ -46,7 +47,7 @@ def mlp_accuracy(node_task):
     graph, params, split = node_task
     x = graph.x["paper"]
     result = fit(lambda: build_model("mlp", x.shape[1], 3, params.baseline), build_inputs(x),
-                 graph.y, split.roles, params.baseline, 0)
+                 graph.y, role_codes(split.roles), params.baseline, 0)
     return _test_accuracy(result, graph, split.roles)
 
 
@@ -56,7 +57,8 @@ def test_each_model_beats_chance_and_the_feature_mlp(node_task, mlp_accuracy, mo
     dims = {t: x.shape[1] for t, x in graph.x.items()}
     result = fit(lambda: build_hetero_model(model, graph.metadata(), dims, 3, "paper",
                                             params.train),
-                 phase_inputs(graph, split.message_graphs), graph.y, split.roles, params.train, 0)
+                 phase_inputs(graph, split.message_graphs), graph.y, role_codes(split.roles),
+                 params.train, 0)
     assert result.logits.shape == (600, 3)  # every train/val/test paper, its own phase
     accuracy = _test_accuracy(result, graph, split.roles)
     assert accuracy > 0.6, accuracy  # chance is about 1/3
@@ -168,7 +170,7 @@ def test_hgt_sampler_batches_train_on_seeds_from_the_train_graph_only(node_task)
     dims = {t: x.shape[1] for t, x in graph.x.items()}
     cfg = dataclasses.replace(params.train, epochs=12)
     result = fit(lambda: build_hetero_model("hgt", graph.metadata(), dims, 3, "paper", cfg),
-                 phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg, 0,
-                 loader=loader)
+                 phase_inputs(graph, split.message_graphs), graph.y, role_codes(split.roles), cfg,
+                 0, loader=loader)
     assert len(result.history) == 12
     assert _test_accuracy(result, graph, split.roles) > 0.6

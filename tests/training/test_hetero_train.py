@@ -24,6 +24,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.training.inference import LayerwiseInference, cost_prefix, row_blocks
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.runtime.rng import make_rng
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import fit
 from gnnpipe.splitting.split import split_nodes
 
@@ -52,8 +53,9 @@ def _fit_neighbor(graph, cfg, split, amp=False, seed=0):
                                     cfg.neighbor, cfg.batch_size, 7)
     build = lambda: build_hetero_model(cfg.model, graph.metadata(), _dims(graph),  # noqa: E731
                                        graph.num_classes, graph.target, cfg)
-    return fit(build, phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg,
-               seed, loader=loader, options=LoopOptions(amp=amp)), loader
+    return fit(build, phase_inputs(graph, split.message_graphs), graph.y,
+               role_codes(split.roles), cfg, seed, loader=loader,
+               options=LoopOptions(amp=amp)), loader
 
 
 def test_neighbor_batches_hold_only_train_graph_edges_seeds_first(node_task):
@@ -135,13 +137,14 @@ def test_layerwise_inference_in_fit_gives_the_full_forwards_predictions(node_tas
     cfg = dataclasses.replace(params.train, model="sage", sampler="full", epochs=3, patience=3)
     build = lambda: build_hetero_model("sage", graph.metadata(), _dims(graph), 3,  # noqa: E731
                                        "paper", cfg)
-    full = fit(build, phase_inputs(graph, split.message_graphs), graph.y, split.roles, cfg, 0)
+    full = fit(build, phase_inputs(graph, split.message_graphs), graph.y,
+               role_codes(split.roles), cfg, 0)
     layer = dataclasses.replace(cfg, inference=dataclasses.replace(cfg.inference,
                                                                    mode="layerwise",
                                                                    block_edges=200))
     inputs = phase_inputs(graph, split.message_graphs, layer)
     assert isinstance(inputs["val"].layerwise, LayerwiseInference)
-    blocked = fit(build, inputs, graph.y, split.roles, layer, 0)
+    blocked = fit(build, inputs, graph.y, role_codes(split.roles), layer, 0)
     assert blocked.perf["eval_inference"] == "layerwise"
     assert torch.allclose(blocked.logits, full.logits, atol=1e-5)
     auto = phase_inputs(graph, split.message_graphs, cfg)  # auto: a small graph stays full

@@ -22,6 +22,7 @@ from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, LayerwiseInference, _gcn_rows,
                                cost_prefix, gcn_inv_sqrt_degree, layerwise_logits, csr_view,
                                plan, rank_rows, row_blocks)
+from gnnpipe.io.common import role_codes
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
@@ -298,7 +299,8 @@ def test_typed_plan_counts_every_edge_type():
 
 # ------------------------------------------------------------------------------ fit integration
 def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
-    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = role_codes(split_nodes(as_graph(small_graph), NodeSplitParams(),
+                                   make_rng(0, "split")).roles)
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
     cfg = TrainParams(model="gcn", epochs=6, patience=6, hidden=16)
     results = {}
@@ -337,7 +339,7 @@ def _ddp_worker(rank: int, world: int, port: int, queue) -> None:
             logits = layerwise_logits(model, x, engine, ctx)
             out[name] = (logits.numpy(), len(engine.blocks(NODE, ctx)))  # numpy: pickled by value
         # fit under DDP: val has 1 node, so rank 1 scores none of it and must still join
-        roles = np.array(["train"] * 40 + ["val"] + ["test"] * 19)
+        roles = role_codes(np.array(["train"] * 40 + ["val"] + ["test"] * 19))
         cfg = TrainParams(model="sage", epochs=2, hidden=8,
                           inference=InferenceParams(mode="layerwise", block_edges=9))
         inputs = build_inputs(x, message_graphs={p: csr for p in ("train", "val", "test")},
@@ -380,7 +382,8 @@ def test_residual_keeps_the_parameters_and_changes_the_output(csr, features):
 
 
 def test_residual_trains(small_graph):
-    roles = split_nodes(as_graph(small_graph), NodeSplitParams(), make_rng(0, "split")).roles
+    roles = role_codes(split_nodes(as_graph(small_graph), NodeSplitParams(),
+                                   make_rng(0, "split")).roles)
     cfg = TrainParams(model="sage", num_layers=3, residual=True, epochs=40, patience=20,
                       hidden=32)
     inputs = build_inputs(small_graph.x,

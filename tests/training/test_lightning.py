@@ -26,7 +26,9 @@ from gnnpipe.data.prepare import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
-from gnnpipe.training.train import PHASES, build_inputs, fit
+from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.io.common import PHASES, role_codes
+from gnnpipe.training.train import build_inputs, fit
 from conftest import as_graph, small_params
 
 # lr high and patience short, so early stopping ends the runs before train.epochs
@@ -44,7 +46,7 @@ def graph():
 
 @pytest.fixture(scope="module")
 def roles(graph):
-    return split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles
+    return role_codes(split_nodes(as_graph(graph), NodeSplitParams(), make_rng(0, "split")).roles)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def _sampler(graph, roles, inputs, cfg, csr=None):
     """The plain engine's NodeLoader (its ``node_sampler`` goes to Lightning), or None."""
     if cfg.sampler != "neighbor":
         return None
-    train = torch.from_numpy(np.flatnonzero(roles == "train"))
+    train = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES["train"]))
     return neighbor_batches(graph.x, graph.y, csr or graph.csr, train, cfg.neighbor, 11,
                             batch_size=cfg.batch_size, num_workers=cfg.num_workers,
                             edge_index=inputs["train"].edge_index)
@@ -83,7 +85,7 @@ def runs(graph, roles, inputs):
 def _test_accuracy(result, graph, roles):
     pred = torch.empty(graph.num_nodes, dtype=torch.int64)
     pred[result.node_id] = result.logits.argmax(1)
-    test = torch.from_numpy(np.flatnonzero(roles == "test"))
+    test = torch.from_numpy(np.flatnonzero(roles == ROLE_CODES["test"]))
     return float((pred[test] == graph.y[test]).double().mean())
 
 
@@ -138,8 +140,9 @@ def test_lightning_runs_repeat_and_leave_global_state_alone(runs, graph, roles, 
 def test_datamodule_and_module_plug_into_a_users_trainer(graph, roles):
     # val / test get their own message graphs (as in an inductive split): each phase's batch
     # must carry its own phase's edges, not the train graph's
-    graphs = {"train": graph.csr.restrict(torch.from_numpy(roles == "train")),
-              "val": graph.csr.restrict(torch.from_numpy(roles != "test")), "test": graph.csr}
+    graphs = {"train": graph.csr.restrict(torch.from_numpy(roles == ROLE_CODES["train"])),
+              "val": graph.csr.restrict(torch.from_numpy(roles != ROLE_CODES["test"])),
+              "test": graph.csr}
     phase_inputs = build_inputs(graph.x, message_graphs=graphs)
     cfg = CFG["neighbor"]
     loader = _sampler(graph, roles, phase_inputs, cfg, graphs["train"])
@@ -147,14 +150,14 @@ def test_datamodule_and_module_plug_into_a_users_trainer(graph, roles):
     assert isinstance(data, LightningNodeData) and isinstance(data, pl.LightningDataModule)
     batch = next(iter(data.train_dataloader()))
     assert batch.batch_size == cfg.batch_size
-    assert set(roles[batch.n_id[:batch.batch_size].numpy()]) == {"train"}  # seeds first
+    assert set(roles[batch.n_id[:batch.batch_size].numpy()]) == {ROLE_CODES["train"]}  # seeds first
     val_batches = list(data.val_dataloader())
     assert [b.phase for b in val_batches] == ["train", "val"]
     assert val_batches[0].edge_index is phase_inputs["train"].edge_index
     assert val_batches[1].edge_index is phase_inputs["val"].edge_index
     assert val_batches[0].edge_index.shape[1] < val_batches[1].edge_index.shape[1]
     assert batch.edge_index.max() < batch.num_nodes
-    assert set(roles[val_batches[1].rows.numpy()]) == {"val"}
+    assert set(roles[val_batches[1].rows.numpy()]) == {ROLE_CODES["val"]}
 
     torch.manual_seed(0)
     module = NodeClassifier(build_model("sage", graph.x.shape[1], 3, cfg), cfg, seed=0,

@@ -16,9 +16,9 @@ from gnnpipe.splitting.inputs import (model_features, read_model_typed,
                                      read_typed_link_supervision)
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import EDGE
+from gnnpipe.data.graph import EDGE, ROLE_CODES
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
-from gnnpipe.training.train import PHASES
+from gnnpipe.io.common import PHASES
 
 SMALL = {"train": {"epochs": 1, "hidden": 8}, "features": {"normalize": "standardize"}}
 HOMOGENEOUS = {"synthetic": {"num_nodes": 300, "num_features": 6, "num_classes": 3}}
@@ -130,8 +130,9 @@ def test_roles_and_supervision_are_of_the_target(split_repo):
     args, params, kind, task = split_repo
     inputs = read_model_inputs(args, params.train, task)
     if task == "node":
-        roles = io.read_typed_roles(args.split, inputs.graph)
-        assert roles.shape == inputs.graph.y.shape and (roles == "train").any()
+        roles = io.read_typed_role_codes(args.split, inputs.graph)
+        assert roles.dtype == np.int8 and roles.shape == inputs.graph.y.shape
+        assert (roles == ROLE_CODES["train"]).any()
         return
     edge_type, sup = read_supervision(args, inputs)
     assert (edge_type is None) == (kind == "homogeneous")
@@ -163,8 +164,8 @@ def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
     assert typed.graph.node_types == inputs.graph.node_types
     assert all(torch.equal(typed.graph.x[t], x) for t, x in inputs.graph.x.items())
     if task == "node":
-        assert np.array_equal(io.read_typed_roles(args.split, typed.graph),
-                              io.read_typed_roles(args.split, inputs.graph))
+        assert np.array_equal(io.read_typed_role_codes(args.split, typed.graph),
+                              io.read_typed_role_codes(args.split, inputs.graph))
         return
     edge_type, sup = read_typed_link_supervision(args, typed)
     _, expected = read_supervision(args, inputs)

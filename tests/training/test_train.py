@@ -12,6 +12,7 @@ from gnnpipe.config import (NodeSplitParams, ParamsError, PropagateParams, Train
                             params_from_dict)
 from gnnpipe.training.models import build_model
 from gnnpipe.graphops.propagate import propagate
+from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
@@ -35,7 +36,7 @@ def _train(graph, roles, model="sage", cfg=FAST, seed=0, message_graphs=None, **
     if model == "mlp":
         inputs = build_inputs(graph.x)
     return fit(lambda: build_model(model, graph.x.shape[1], graph.num_classes, cfg), inputs,
-               graph.y, roles, cfg, seed, **kw)
+               graph.y, role_codes(roles), cfg, seed, **kw)
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_sign_on_precomputed_hops_matches_a_graph_model(small_graph, split_roles
     inputs = build_inputs(small_graph.x, hops={p: hops for p in ("train", "val", "test")})
     assert all(i.edge_index is None for i in inputs.values())  # no graph in the training loop
     result = fit(lambda: build_model("sign", small_graph.x.shape[1], 3, cfg, num_hops=2), inputs,
-                 small_graph.y, split_roles, cfg, 0, batch_size=cfg.batch_size)
+                 small_graph.y, role_codes(split_roles), cfg, 0, batch_size=cfg.batch_size)
     sign = _accuracy(result, small_graph, split_roles, "test")
     sage = _accuracy(_train(small_graph, split_roles, "sage"), small_graph, split_roles, "test")
     assert sign > sage - 0.08, (sign, sage)
