@@ -13,7 +13,8 @@ with the graph. Two ways, chosen per window of ``WINDOW_BYTES`` of the file:
   they are copied through a map ``RELEASE_ROWS`` at a time and the map's pages dropped after
   each batch (``madvise(MADV_DONTNEED)``; they stay in the OS page cache).
 
-Either way the resident set holds the result plus one window or one batch's pages.
+Either way the resident set holds the result plus one window or one batch's pages (and, for ids
+in no order over several windows, their order: 8 bytes an id).
 """
 
 from __future__ import annotations
