@@ -29,6 +29,7 @@ WINDOW_BYTES = 16 << 20  # of the file read at once
 MAPPED_ROW_BYTES = 2048  # file bytes read in the time one row costs through the map (any order)
 ORDERED_ROW_BYTES = 512  # the same for ascending ids (neighbours share the pages mapped)
 RELEASE_ROWS = 256  # rows copied through the map between two drops of its pages
+MASKED_WINDOWS = 8  # up to this many windows, a pass over the ids per window beats sorting them
 
 
 def npy_layout(path: str | Path) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -78,7 +79,7 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
         if last - first <= window:  # one window: no grouping
             pieces = [(slice(0, ids.size), ids, first, last)]
         else:
-            pieces = _windows(ids, ordered, window)
+            pieces = _windows(ids, ordered, window, first, last)
         sparse, buffer = [], None
         for where, wanted, lo, hi in pieces:
             if wanted.size * row_cost < (hi - lo) * row_bytes:
@@ -97,25 +98,27 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
     return out
 
 
-def _windows(ids: np.ndarray, ordered: bool, window: int) -> list:
-    """``ids`` grouped by windows of ``window`` rows of the file: per non-empty window, where
-    its ids lie in ``ids`` (a slice, or int64 positions in their order), the ids, and the span
-    of rows they cover."""
-    which = ids // window
+def _windows(ids: np.ndarray, ordered: bool, window: int, first: int, last: int) -> list:
+    """``ids`` (rows ``first..last``) grouped by windows of ``window`` rows of the file: per
+    non-empty window, where its ids lie in ``ids`` (a slice, or int64 positions in their order),
+    the ids, and the span of rows they cover."""
+    starts = range(first // window * window, last, window)
     if ordered:
-        order = None
-        bounds = np.flatnonzero(np.diff(which)) + 1
+        bounds = np.searchsorted(ids, starts[1:]).tolist()
+        positions = [slice(lo, hi) for lo, hi in zip([0, *bounds], [*bounds, ids.size])]
+    elif len(starts) <= MASKED_WINDOWS:
+        positions = [np.flatnonzero((ids >= lo) & (ids < lo + window)) for lo in starts]
     else:  # a stable sort by window; 16-bit keys: numpy's radix sort, linear in the ids
-        last = int(which.max())
-        order = np.argsort(which.astype(np.uint16) if last < 1 << 16 else which, kind="stable")
-        bounds = np.searchsorted(which[order], np.arange(1, last + 1))
+        which = ids // window
+        top = int(which.max())
+        order = np.argsort(which.astype(np.uint16) if top < 1 << 16 else which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(1, top + 1)).tolist()
+        positions = [order[lo:hi] for lo, hi in zip([0, *bounds], [*bounds, ids.size])]
     pieces = []
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), ids.size]):
-        if lo == hi:
-            continue
-        where = slice(lo, hi) if order is None else order[lo:hi]
+    for where in positions:
         wanted = ids[where]
-        pieces.append((where, wanted, int(wanted.min()), int(wanted.max()) + 1))
+        if wanted.size:
+            pieces.append((where, wanted, int(wanted.min()), int(wanted.max()) + 1))
     return pieces
 
 

@@ -1,5 +1,6 @@
 """gnnpipe/io/mapped_rows.py: gathered rows equal numpy's indexing (ids in any order with
-repeats, ascending ids, slices; 1-D and 2-D; one window or many; read or through the map), dense
+repeats, ascending ids, slices; 1-D and 2-D; one window or many, found by a sort or by masks;
+read or through the map), dense
 windows are read and sparse ones mapped, and rows outside the array raise naming the file."""
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def _requests(n: int, rng: np.random.Generator) -> list:
                                           ((300, 3), np.uint16), ((101,), np.int32)])
 @pytest.mark.parametrize("window_bytes", [64, 1 << 20])  # many windows, one window
 @pytest.mark.parametrize("row_bytes", [1 << 30, -1 << 30])  # every window read, every row mapped
+@pytest.mark.parametrize("masked", [0, 1000])  # ids in no order: sorted by window, or masked
 def test_gather_equals_numpy_indexing(tmp_path, monkeypatch, shape, dtype, window_bytes,
-                                      row_bytes):
+                                      row_bytes, masked):
     monkeypatch.setattr(mapped_rows, "WINDOW_BYTES", window_bytes)
+    monkeypatch.setattr(mapped_rows, "MASKED_WINDOWS", masked)
     monkeypatch.setattr(mapped_rows, "MAPPED_ROW_BYTES", row_bytes)
     monkeypatch.setattr(mapped_rows, "ORDERED_ROW_BYTES", row_bytes)
     monkeypatch.setattr(mapped_rows, "RELEASE_ROWS", 7)
