@@ -1,7 +1,7 @@
 """gnnpipe/io/mapped_rows.py: gathered rows equal numpy's indexing (ids in any order with
 repeats, ascending ids, slices; 1-D and 2-D; one window or many, found by a sort or by masks;
-read or through the map), dense
-windows are read and sparse ones mapped, and rows outside the array raise naming the file."""
+read or through the map), dense windows are read and sparse ones mapped, and rows outside the
+array raise naming the file."""
 
 from __future__ import annotations
 
