@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -89,37 +90,37 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
                 buffer = np.empty((min(window, last - first), *shape[1:]), dtype=dtype)
             span = buffer[:hi - lo]
             _read_into(handle.fileno(), span, offset + lo * row_bytes)
+            # mode="clip": the ids are checked; "raise" would copy ``out`` through a buffer
             if isinstance(where, slice):
-                np.take(span, wanted - lo, axis=0, out=out[where])
+                np.take(span, wanted - lo, axis=0, out=out[where], mode="clip")
             else:
-                out[where] = span[wanted - lo]
+                out[where] = np.take(span, wanted - lo, axis=0, mode="clip")
     if sparse:
         _mapped(path, offset, dtype, shape, sparse, out)
     return out
 
 
-def _windows(ids: np.ndarray, ordered: bool, window: int, first: int, last: int) -> list:
-    """``ids`` (rows ``first..last``) grouped by windows of ``window`` rows of the file: per
-    non-empty window, where its ids lie in ``ids`` (a slice, or int64 positions in their order),
-    the ids, and the span of rows they cover."""
+def _windows(ids: np.ndarray, ordered: bool, window: int, first: int, last: int) -> Iterator:
+    """``ids`` (rows ``first..last``) grouped by windows of ``window`` rows of the file, one
+    window at a time: where its ids lie in ``ids`` (a slice, or int64 positions in their
+    order), the ids, and the span of rows they cover; empty windows left out."""
     starts = range(first // window * window, last, window)
     if ordered:
         bounds = np.searchsorted(ids, starts[1:]).tolist()
-        positions = [slice(lo, hi) for lo, hi in zip([0, *bounds], [*bounds, ids.size])]
+        positions = (slice(lo, hi) for lo, hi in zip([0, *bounds], [*bounds, ids.size]))
     elif len(starts) <= MASKED_WINDOWS:
-        positions = [np.flatnonzero((ids >= lo) & (ids < lo + window)) for lo in starts]
+        positions = (np.flatnonzero((ids >= lo) & (ids < lo + window)) for lo in starts)
     else:  # a stable sort by window; 16-bit keys: numpy's radix sort, linear in the ids
         which = ids // window
         top = int(which.max())
         order = np.argsort(which.astype(np.uint16) if top < 1 << 16 else which, kind="stable")
         bounds = np.searchsorted(which[order], np.arange(1, top + 1)).tolist()
-        positions = [order[lo:hi] for lo, hi in zip([0, *bounds], [*bounds, ids.size])]
-    pieces = []
+        del which
+        positions = (order[lo:hi] for lo, hi in zip([0, *bounds], [*bounds, ids.size]))
     for where in positions:
         wanted = ids[where]
         if wanted.size:
-            pieces.append((where, wanted, int(wanted.min()), int(wanted.max()) + 1))
-    return pieces
+            yield where, wanted, int(wanted.min()), int(wanted.max()) + 1
 
 
 def _read_into(fd: int, array: np.ndarray, position: int) -> None:
@@ -147,7 +148,7 @@ def _mapped(path: str | Path, offset: int, dtype, shape: tuple[int, ...], pieces
         for lo in range(0, wanted.size, RELEASE_ROWS):
             batch = slice(lo, lo + RELEASE_ROWS)
             if into is not None:
-                np.take(array, wanted[batch], axis=0, out=into[batch])
+                np.take(array, wanted[batch], axis=0, out=into[batch], mode="clip")
             else:
                 out[where[batch]] = array[wanted[batch]]
             if hasattr(mmap, "MADV_DONTNEED"):
