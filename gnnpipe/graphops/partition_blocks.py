@@ -23,10 +23,10 @@ import numpy as np
 from gnnpipe.config import PartitionParams
 from gnnpipe.graphops.partition import check_num_parts, shard_of, shard_summary, parts_report
 from gnnpipe.graphops.partition_lp import DaskBlocks, LocalBlocks, lp_parts
-from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, gather_node_array,
-                                   new_block_arrays, place_in_rows, place_out_rows, read_in_rows,
-                                   remove_routed, row_ranges, save_node_array,
-                                   stored_block_offsets)
+from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, new_block_arrays,
+                                   place_in_rows, place_out_rows, read_in_rows, remove_routed,
+                                   row_ranges, save_node_array, stored_block_offsets)
+from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.partitions import write_partition_shard
 
 SCAN_ROWS = 1 << 20  # rows of the parts file scanned at once for a part's nodes
@@ -53,14 +53,14 @@ def cut_block(block: tuple[int, int], folder: str) -> int:
     (``parts.npy`` of ``folder``)."""
     start, stop = block
     indptr, sources = read_in_rows(Path(folder), start, stop)
-    targets = np.repeat(gather_node_array(Path(folder), "parts", slice(start, stop)),
-                        np.diff(indptr))
-    return int((gather_node_array(Path(folder), "parts", sources) != targets).sum())
+    parts = Path(folder) / "parts.npy"
+    targets = np.repeat(gather_npy(parts, slice(start, stop)), np.diff(indptr))
+    return int((gather_npy(parts, sources) != targets).sum())
 
 
 def owned_nodes(folder: Path, part: int, num_nodes: int) -> np.ndarray:
     """Nodes of ``part`` in ``parts.npy``, int64 ascending, scanned a slice at a time."""
-    found = [np.flatnonzero(gather_node_array(Path(folder), "parts", slice(lo, hi)) == part) + lo
+    found = [np.flatnonzero(gather_npy(Path(folder) / "parts.npy", slice(lo, hi)) == part) + lo
              for lo, hi in row_ranges(num_nodes, SCAN_ROWS)]
     return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
 

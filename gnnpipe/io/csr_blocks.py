@@ -2,12 +2,13 @@
 
 A folder holds ``indptr.npy`` int64 (N + 1,) and ``indices.npy`` (E,) of the in-edge CSR,
 ``out_indptr.npy`` / ``out_indices.npy`` of its transpose (the out-edges), and one
-``labels_<t>.npy`` int32 (N,) per iteration. A block task maps only its rows' slices of the edge
-arrays plus one label array, so no process needs the whole graph; on a cluster the folder lies on
-a path every worker sees. The transpose is built here by row blocks as well (O(N) memory plus one
-block's edges). ``build_block_graph``'s tasks write the same files straight from a phase's
-stored message graph (``stored_message_graph``: the split's CSR files, memory-mapped) by row
-blocks, so the whole graph is never read into one process.
+``labels_<t>.npy`` int32 (N,) per iteration. A block task reads only its rows' slices of the edge
+arrays and the labels it needs (``gnnpipe.io.mapped_rows.gather_npy``), so no process needs the
+whole graph; on a cluster the folder lies on a path every worker sees. The transpose is built
+here by row blocks as well (O(N) memory plus one block's edges). ``build_block_graph``'s tasks
+write the same files straight from a phase's stored message graph (``stored_message_graph``:
+the split's CSR files, memory-mapped) by row blocks, so the whole graph is never read into one
+process.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ import torch
 from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
 from gnnpipe.io.description import read_description
 from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
-from gnnpipe.io.mapped_rows import gather_npy
+from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
 from gnnpipe.io.temps import temp_prefix
 from gnnpipe.io.tensors import load_tensors
 
 EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
-WINDOW_BYTES = 16 << 20  # of a per-node array read at once by gather_node_array
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -116,37 +116,19 @@ def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
 
 
 def num_block_nodes(folder: Path) -> int:
-    return int(np.load(Path(folder) / "indptr.npy", mmap_mode="r").size - 1)
-
-
-def _npy_layout(path: Path) -> tuple[int, np.dtype, int]:
-    """Rows (first axis), dtype and data offset of the 1-d ``.npy`` file ``path``."""
-    with open(path, "rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, _, dtype = read_header(handle)
-        assert len(shape) == 1
-        return shape[0], dtype, handle.tell()
-
-
-def read_slice(path: Path, start: int, stop: int) -> np.ndarray:
-    """Entries ``start..stop`` of the 1-d ``.npy`` file ``path``, read (not mapped: no file page
-    counts in the process's resident set)."""
-    _, dtype, offset = _npy_layout(path)
-    with open(path, "rb") as handle:
-        handle.seek(offset + start * dtype.itemsize)
-        return np.fromfile(handle, dtype=dtype, count=stop - start)
+    return int(npy_layout(Path(folder) / "indptr.npy")[0][0] - 1)
 
 
 def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the graph read both ways: for every edge at a row (in-edges,
-    then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,)."""
+    then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,) (read, not
+    mapped: ``gather_npy`` of slices)."""
     folder = Path(folder)
     rows, neighbours = [], []
     for prefix in ("", "out_"):
-        indptr = read_slice(folder / f"{prefix}indptr.npy", start, stop + 1)
-        neighbours.append(read_slice(folder / f"{prefix}indices.npy", indptr[0], indptr[-1]))
+        indptr = gather_npy(folder / f"{prefix}indptr.npy", slice(start, stop + 1))
+        neighbours.append(gather_npy(folder / f"{prefix}indices.npy",
+                                     slice(indptr[0], indptr[-1])))
         rows.append(np.repeat(np.arange(stop - start, dtype=np.int64), np.diff(indptr)))
     return np.concatenate(rows), np.concatenate(neighbours)
 
@@ -154,40 +136,13 @@ def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np
 def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the stored CSR: offsets int64 (B + 1,) (base ``indptr[start]``)
     and the sources of their in-edges (E_b,)."""
-    indptr = read_slice(Path(folder) / "indptr.npy", start, stop + 1)
-    return indptr, read_slice(Path(folder) / "indices.npy", indptr[0], indptr[-1])
+    indptr = gather_npy(Path(folder) / "indptr.npy", slice(start, stop + 1))
+    return indptr, gather_npy(Path(folder) / "indices.npy", slice(indptr[0], indptr[-1]))
 
 
 def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
-    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by ``gather_node_array``)."""
+    """A per-node array (N,) beside the graph, ``<name>.npy`` (read by ``gather_npy``)."""
     _save(Path(folder) / f"{name}.npy", values)
-
-
-def gather_node_array(folder: Path, name: str, rows: np.ndarray | slice) -> np.ndarray:
-    """``<name>.npy[rows]`` (a copy) of a per-node array, ``rows`` int (R,) or a slice: the file
-    read ``WINDOW_BYTES`` at a time over the span of ``rows`` (a few sequential reads, where a
-    gather of scattered rows through a map would fault page after page; nothing stays mapped)."""
-    path = Path(folder) / f"{name}.npy"
-    n, dtype, _ = _npy_layout(path)
-    if isinstance(rows, slice):
-        start, stop, stride = rows.indices(n)
-        assert stride == 1
-        return read_slice(path, start, max(start, stop))
-    ids = np.asarray(rows)
-    if ids.size == 0:
-        return np.empty(0, dtype=dtype)
-    first, last = int(ids.min()), int(ids.max()) + 1
-    if first < 0 or last > n:
-        raise IndexError(f"{path}: rows outside [0, {n})")
-    window = max(1, WINDOW_BYTES // dtype.itemsize)
-    if last - first <= window:  # one read (every graph up to 4M nodes, int32)
-        return read_slice(path, first, last)[ids - first]
-    out = np.empty(ids.size, dtype=dtype)
-    for lo in range(first, last, window):
-        hi = min(last, lo + window)
-        here = np.flatnonzero((ids >= lo) & (ids < hi))
-        out[here] = read_slice(path, lo, hi)[ids[here] - lo]
-    return out
 
 
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
@@ -195,8 +150,8 @@ def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
 
 
 def gather_labels(folder: Path, step: int, rows: np.ndarray | slice) -> np.ndarray:
-    """``labels_<step>[rows]`` (a copy), by ``gather_node_array``."""
-    return gather_node_array(folder, f"labels_{step}", rows)
+    """``labels_<step>[rows]`` (a copy), by ``gather_npy``."""
+    return gather_npy(Path(folder) / f"labels_{step}.npy", rows)
 
 
 def remove_labels(folder: Path, step: int) -> None:
@@ -385,8 +340,7 @@ def stored_block_offsets(graph: StoredGraph, bounds: list[tuple[int, int]]) -> n
 
 def gather_in_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """In-degree int64 (m,) of the rows ``ids`` (int64) of the graph in ``folder`` and the
-    sources of their in-edges, row after row (sum of degrees,): only those rows' pages read,
-    and dropped as the gather goes (``gnnpipe.io.mapped_rows``)."""
+    sources of their in-edges, row after row (sum of degrees,), by ``gather_npy``."""
     return _gather_rows(Path(folder), "", ids)
 
 
@@ -403,8 +357,9 @@ def gather_block_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def _gather_rows(folder: Path, prefix: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    starts = gather_npy(folder / f"{prefix}indptr.npy", ids)
-    degree = gather_npy(folder / f"{prefix}indptr.npy", ids + 1) - starts
+    # both ends of every row in one gather (interleaved: ascending ids stay ascending)
+    ends = gather_npy(folder / f"{prefix}indptr.npy", np.stack([ids, ids + 1], 1).reshape(-1))
+    starts, degree = ends[0::2], ends[1::2] - ends[0::2]
     first = np.cumsum(degree) - degree  # where each row's run begins in the output
     positions = np.arange(int(degree.sum()), dtype=np.int64) + np.repeat(starts - first, degree)
     return degree, gather_npy(folder / f"{prefix}indices.npy", positions)

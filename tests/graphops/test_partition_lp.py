@@ -191,19 +191,18 @@ def test_propose_reads_the_labels_of_its_rows_and_their_neighbours_only(tmp_path
     assert set(np.concatenate(asked).tolist()) <= needed and len(needed) < 400
 
 
-@pytest.mark.parametrize("window_bytes", [12, 1 << 20])  # many windows, one window
-def test_gather_node_array_equals_indexing_the_whole_array(tmp_path, monkeypatch, window_bytes):
-    monkeypatch.setattr(csr_blocks, "WINDOW_BYTES", window_bytes)
+def test_labels_are_stored_int32_and_gathered_by_any_rows(tmp_path):
     rng = np.random.default_rng(5)
-    values = rng.integers(-9, 9, 101).astype(np.int32)
-    csr_blocks.save_node_array(tmp_path, "parts", values)
+    values = rng.integers(-9, 9, 101)
+    csr_blocks.write_labels(tmp_path, 3, values)
     ids = rng.integers(3, 97, 500)  # repeats, any order, a span short of the ends
-    assert np.array_equal(csr_blocks.gather_node_array(tmp_path, "parts", ids), values[ids])
-    assert np.array_equal(csr_blocks.gather_node_array(tmp_path, "parts", slice(7, 60)),
-                          values[7:60])
-    assert csr_blocks.gather_node_array(tmp_path, "parts", ids[:0]).dtype == np.int32
-    with pytest.raises(IndexError, match="rows outside"):
-        csr_blocks.gather_node_array(tmp_path, "parts", np.array([5, 101]))
+    assert np.array_equal(csr_blocks.gather_labels(tmp_path, 3, ids), values[ids])
+    assert np.array_equal(csr_blocks.gather_labels(tmp_path, 3, slice(7, 60)), values[7:60])
+    assert csr_blocks.gather_labels(tmp_path, 3, ids[:0]).dtype == np.int32
+    with pytest.raises(IndexError, match=r"labels_3\.npy: rows outside"):
+        csr_blocks.gather_labels(tmp_path, 3, np.array([5, 101]))
+    csr_blocks.remove_labels(tmp_path, 3)
+    assert not (tmp_path / "labels_3.npy").exists()
 
 
 def test_label_counts_count_every_edge_but_self_loops(tmp_path):
