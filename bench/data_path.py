@@ -336,7 +336,8 @@ def run_size(args, size: tuple[str, int, int], engine: str) -> list[dict]:
         if row["exit_code"]:
             missing |= stage_outs(run, stage)
     if dvc and not any(r["exit_code"] for r in rows):
-        row = {"size": name, "engine": engine, "stage": "dvc", **time_dvc(run, args.stages)}
+        row = {"size": name, "engine": engine, "stage": "dvc",
+               **time_dvc(run, args.dvc_stages or args.stages)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if not args.keep:
@@ -376,12 +377,16 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--keep", action="store_true", help="keep the tables and runs")
     parser.add_argument("--resume", action="store_true",
                         help="run --stages in a kept run folder instead of a fresh copy")
+    parser.add_argument("--dvc-stages", default="",
+                        help="the stages --dvc commits (default: --stages; with --resume, list "
+                             "the kept run's earlier stages too)")
     parser.add_argument("--cache-type", default="",
                         help="the scratch repository's DVC cache.type with --dvc "
                              "(e.g. hardlink: no second copy of the outputs on disk)")
     parser.add_argument("--json", type=Path, default=None, help="write every row here too")
     args = parser.parse_args(argv)
     args.stages = args.stages.split(",")
+    args.dvc_stages = [s for s in args.dvc_stages.split(",") if s]
     args.dir = args.dir.resolve()
     local = set(filter(None, args.local.split(",")))
     rows = []
