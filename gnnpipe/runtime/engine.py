@@ -47,7 +47,7 @@ def session(cfg: EngineParams) -> Iterator[object | None]:
         except (OSError, TimeoutError) as err:
             raise EngineError(f"cluster.address {cfg.address}: no Dask scheduler answered within "
                               f"{cfg.start_timeout_s:g} s ({type(err).__name__})") from None
-        with client:
+        with client, _killed_tasks(cfg):
             _ready(client, cfg)
             yield client
         return
@@ -56,10 +56,30 @@ def session(cfg: EngineParams) -> Iterator[object | None]:
     try:
         with dask.config.set({"temporary-directory": scratch}), \
                 _cluster(cfg, scratch, LocalCluster) as cluster, \
-                Client(cluster, set_as_default=False) as client:
+                Client(cluster, set_as_default=False) as client, _killed_tasks(cfg):
             yield client
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _killed_tasks(cfg: EngineParams) -> Iterator[None]:
+    """Dask's ``KilledWorker`` (a task whose workers all died running it: most often each went
+    past its memory limit and its nanny restarted it) as one line naming the task and the keys
+    that size it."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        yield
+    except KilledWorker as err:
+        task = str(err.task[0] if isinstance(err.task, tuple) else err.task)
+        name = task.split("-")[0]  # Dask's key: the function's name, then a token
+        limit = f"cluster.memory_limit={cfg.memory_limit}" if not cfg.address else "its limit"
+        raise EngineError(f"cluster: Dask task {name} died on {err.allowed_failures + 1} "
+                          f"worker(s) running it (a worker past {limit} is restarted by its "
+                          "nanny): raise the limit or make the stage's tasks smaller (its "
+                          "block_rows; partition: more partition.num_parts or a smaller "
+                          "partition.halo_hops)") from None
 
 
 def _ready(client, cfg: EngineParams) -> None:

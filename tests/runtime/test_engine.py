@@ -81,6 +81,24 @@ def test_an_error_inside_the_session_still_stops_the_cluster():
     assert workers and not [pid for pid in workers if _alive(pid)]
 
 
+def _die():
+    os._exit(3)
+
+
+def test_a_task_whose_workers_die_is_one_line_naming_the_limit():
+    import dask
+
+    cfg = EngineParams(engine="dask", workers=1, memory_limit="256MiB")
+    # no retry: the first worker death fails the task (Dask retries 3 times by default)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with pytest.raises(engine.EngineError) as err:
+            with engine.session(cfg) as client:
+                client.submit(_die, pure=False).result()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("cluster: Dask task _die died on 1 worker")
+    assert "cluster.memory_limit=256MiB" in message and "partition.num_parts" in message
+
+
 def test_the_embedded_cluster_serves_nothing_on_the_dashboard_port():
     """dashboard_address=None still started the scheduler's HTTP routes on 8787 ("Port 8787 is
     already in use" warnings when two stages or a user's own cluster hold it)."""
