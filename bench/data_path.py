@@ -258,10 +258,14 @@ def _env(run: Path) -> dict:
                 GNNPIPE_PROGRESS="0", DVC_NO_ANALYTICS="1")
 
 
+def _stage(run: Path, stage: str) -> dict:
+    return yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]
+
+
 def traced_stage(run: Path, stage: str) -> tuple[int, float, str, TreePeaks]:
     """One stage with dvc.yaml's command in ``run``, its process tree sampled: exit code, wall
     seconds, output and the sampler (to ``stop()``)."""
-    cmd = yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]["cmd"]
+    cmd = _stage(run, stage)["cmd"]
     start = time.perf_counter()
     proc = subprocess.Popen(shlex.split(cmd), cwd=run, env=_env(run), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -299,10 +303,6 @@ def time_dvc(run: Path, stages: list[str]) -> dict:
     cache = run / ".dvc" / "cache"
     out["cache_bytes"] = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
     return out
-
-
-def _stage(run: Path, stage: str) -> dict:
-    return yaml.safe_load((run / "dvc.yaml").read_text())["stages"][stage]
 
 
 def stage_deps(run: Path, stage: str) -> set[str]:
