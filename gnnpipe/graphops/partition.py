@@ -291,32 +291,59 @@ def _members(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     return sorted_ids[pos] == values
 
 
-SHARD_ROWS = 1 << 16  # rows of the outer ring read at once (most of their edges are dropped)
+SHARD_ROWS = 1 << 16  # rows read at once: a shard's memory is its own arrays plus one read
+
+
+def _chunks(ids: np.ndarray) -> Iterator[np.ndarray]:
+    """``ids`` in consecutive slices of ``SHARD_ROWS``."""
+    return (ids[lo:lo + SHARD_ROWS] for lo in range(0, ids.size, SHARD_ROWS))
+
+
+def _sources(rows: RowReader, ids: np.ndarray) -> np.ndarray:
+    """Distinct sources of the in-edges of ``ids``, int64 ascending, read a chunk at a time."""
+    reached, pending = np.zeros(0, dtype=np.int64), []
+    for chunk in _chunks(ids):
+        pending.append(_unique(rows(chunk)[1]))
+        if sum(p.size for p in pending) >= reached.size:  # merge when pending outgrows reached
+            reached = _unique(np.concatenate([reached, *pending]))
+            pending = []
+    return _unique(np.concatenate([reached, *pending])) if pending else reached
+
+
+def _filled(pieces: list[np.ndarray], dtype) -> np.ndarray:
+    """``np.concatenate(pieces)``, emptying ``pieces`` as it copies: the new array's pages fill
+    as the pieces are freed, so the peak is about one copy, not two."""
+    out = np.empty(sum(p.size for p in pieces), dtype=dtype)
+    at = 0
+    while pieces:
+        piece = pieces.pop(0)
+        out[at:at + piece.size] = piece
+        at += piece.size
+    return out
 
 
 def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
              halo_hops: int) -> PartShard:
     """The shard of ``part`` from its ``owned`` nodes (int64, ascending): their
     ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
-    (``csr_rows``, or a reader of memory-mapped block files). Its memory is the shard's: the
-    outer ring's rows, whose sources mostly lie outside, are read ``SHARD_ROWS`` at a time."""
-    rings, read = [owned], []
+    (``csr_rows``, or a reader of memory-mapped block files) ``SHARD_ROWS`` at a time. Its
+    memory is the shard's arrays and one read: a ring's rows are read twice (for the next ring,
+    then for the induced edges) rather than held."""
+    rings = [owned]
     members = owned  # ascending: every node reached so far
     for _ in range(halo_hops):
-        read.append(rows(rings[-1]))  # sources feeding the frontier (all inside the shard)
-        reached = _unique(read[-1][1])
+        reached = _sources(rows, rings[-1])  # sources feeding the frontier (all inside the shard)
         rings.append(reached[~_members(members, reached)])
         members = _sort(np.concatenate([members, rings[-1]]))
-    outer = rings[-1]
+    del members
     node_id = np.concatenate(rings)
     order = np.argsort(node_id)  # local ids by global id (ids are distinct)
     by_id = node_id[order]
-    none = np.zeros(0, dtype=np.int64)
-    degree, counts, kept = [none], [none], [none]
-
-    def keep(row_degree: np.ndarray, sources: np.ndarray) -> None:
-        """The induced edges of consecutive rows, columns sorted in each row (rows are grouped,
-        so sorting each read alone gives the order of one sort of all edges)."""
+    degree, counts, kept = [], [], []
+    # rows in local order, a chunk at a time: rows are grouped, so sorting each chunk's edges
+    # alone gives the order of one sort of all edges
+    for chunk in _chunks(node_id):
+        row_degree, sources = rows(chunk)
         at = np.searchsorted(by_id, sources).clip(max=max(0, by_id.size - 1))  # one search
         inside = by_id[at] == sources if by_id.size else np.zeros(sources.shape, dtype=bool)
         cols = order[at[inside]]
@@ -325,22 +352,16 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
         kept.append(cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()])
         counts.append(np.bincount(rows_here, minlength=row_degree.size))
         degree.append(row_degree)
-
-    for row_degree, sources in read:
-        keep(row_degree, sources)
-    del read
-    for lo in range(0, outer.size, SHARD_ROWS):
-        keep(*rows(outer[lo:lo + SHARD_ROWS]))
+    del order, by_id
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(counts), out=local_indptr[1:])
-    indices = np.concatenate(kept)
-    del kept
+    np.cumsum(_filled(counts, np.int64), out=local_indptr[1:])
+    indices = _filled(kept, np.int64)
     ring_ptr = np.cumsum([0] + [r.size for r in rings])
     return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
                      node_id=torch.from_numpy(node_id),
                      ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
                      csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(indices)),
-                     degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
+                     degree=torch.from_numpy(_filled(degree, np.int64)))
 
 
 def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,

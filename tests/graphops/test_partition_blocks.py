@@ -164,14 +164,24 @@ def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp
                    "indices hold node ids outside [0, 900)"), err
 
 
-def test_shards_do_not_depend_on_how_many_outer_rows_are_read_at_once(splits, monkeypatch):
+def test_shards_are_read_in_chunks_and_do_not_depend_on_their_size(splits, monkeypatch):
+    # a ring read whole (not in SHARD_ROWS chunks) put lp's 160M shard tasks past 1 GiB
     from gnnpipe.graphops import partition
 
     csr = train_graph(splits["homogeneous"])
     parts = np.arange(csr.num_nodes, dtype=np.int32) % 3
     whole = list(build_shards(csr, parts, 3, 2))
     monkeypatch.setattr(partition, "SHARD_ROWS", 7)
+    reads = []
+    real_rows = partition.csr_rows
+
+    def counted(csr):
+        rows = real_rows(csr)
+        return lambda ids: (reads.append(ids.size), rows(ids))[1]
+
+    monkeypatch.setattr(partition, "csr_rows", counted)
     for a, b in zip(whole, build_shards(csr, parts, 3, 2)):
         assert all(torch.equal(x, y) for x, y in [(a.node_id, b.node_id), (a.degree, b.degree),
                                                   (a.csr.indptr, b.csr.indptr),
                                                   (a.csr.indices, b.csr.indices)])
+    assert reads and max(reads) == 7 and len(reads) > 3 * csr.num_nodes // 7
