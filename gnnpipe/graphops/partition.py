@@ -322,26 +322,27 @@ def _filled(pieces: list[np.ndarray], dtype) -> np.ndarray:
     return out
 
 
-def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
-             halo_hops: int) -> PartShard:
-    """The shard of ``part`` from its ``owned`` nodes (int64, ascending): their
-    ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
-    (``csr_rows``, or a reader of memory-mapped block files) ``SHARD_ROWS`` at a time. Its
-    memory is the shard's arrays and one read: a ring's rows are read twice (for the next ring,
-    then for the induced edges) rather than held."""
+def shard_rings(rows: RowReader, owned: np.ndarray, halo_hops: int) -> list[np.ndarray]:
+    """The node rings of a shard: ``owned`` (int64, ascending), then the nodes 1, 2, ...,
+    ``halo_hops`` in-hops away (each ascending), every row read through ``rows`` ``SHARD_ROWS``
+    at a time."""
     rings = [owned]
     members = owned  # ascending: every node reached so far
     for _ in range(halo_hops):
         reached = _sources(rows, rings[-1])  # sources feeding the frontier (all inside the shard)
         rings.append(reached[~_members(members, reached)])
         members = _sort(np.concatenate([members, rings[-1]]))
-    del members
-    node_id = np.concatenate(rings)
+    return rings
+
+
+def shard_rows(rows: RowReader, node_id: np.ndarray
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The shard's rows (``node_id``: global ids, local order) ``SHARD_ROWS`` at a time: per
+    chunk the rows' whole-graph in-degree and induced in-edge count int64 (m,) each and the
+    induced edges' local sources, row after row, columns ascending in each row (rows are
+    grouped, so sorting each chunk alone gives the order of one sort of all edges)."""
     order = np.argsort(node_id)  # local ids by global id (ids are distinct)
     by_id = node_id[order]
-    degree, counts, kept = [], [], []
-    # rows in local order, a chunk at a time: rows are grouped, so sorting each chunk's edges
-    # alone gives the order of one sort of all edges
     for chunk in _chunks(node_id):
         row_degree, sources = rows(chunk)
         at = np.searchsorted(by_id, sources).clip(max=max(0, by_id.size - 1))  # one search
@@ -349,10 +350,23 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
         cols = order[at[inside]]
         rows_here = np.repeat(np.arange(row_degree.size), row_degree)[inside]
         # one int64 key: faster than lexsort
-        kept.append(cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()])
-        counts.append(np.bincount(rows_here, minlength=row_degree.size))
+        kept = cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()]
+        yield row_degree, np.bincount(rows_here, minlength=row_degree.size), kept
+
+
+def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
+             halo_hops: int) -> PartShard:
+    """The shard of ``part`` in memory from its ``owned`` nodes (int64, ascending): their
+    ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
+    (``csr_rows``, or a reader of memory-mapped block files) ``SHARD_ROWS`` at a time
+    (``shard_rings``, ``shard_rows``; ``io.shard_writer`` takes them to disk without this)."""
+    rings = shard_rings(rows, owned, halo_hops)
+    node_id = np.concatenate(rings)
+    degree, counts, kept = [], [], []
+    for row_degree, row_counts, row_kept in shard_rows(rows, node_id):
         degree.append(row_degree)
-    del order, by_id
+        counts.append(row_counts)
+        kept.append(row_kept)
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
     np.cumsum(_filled(counts, np.int64), out=local_indptr[1:])
     indices = _filled(kept, np.int64)

@@ -7,10 +7,10 @@
    those ``write_block_graph`` makes of the whole graph.
 2. ``lp_parts`` (gnnpipe/graphops/partition_lp.py) on them.
 3. Per row block the cut edges (``cut_block``), per part its shard (``write_shard``: the part's
-   rows and its halo read from the block files, ``shard_of``), written by the task itself.
+   rows and its halo read from the block files), written by the task itself as it reads them.
 
 The stage process holds per-node arrays only (the labels and parts, int32 (N,)); a task holds a
-block of rows and their edges, or one shard.
+block of rows and their edges, or one shard's per-node arrays.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.graphops.partition import check_num_parts, shard_of, shard_summary, parts_report
+from gnnpipe.graphops.partition import check_num_parts, parts_report, shard_rings, shard_rows
 from gnnpipe.graphops.partition_lp import DaskBlocks, LocalBlocks, lp_parts
 from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, new_block_arrays,
                                    place_in_rows, place_out_rows, read_in_rows, remove_routed,
                                    row_ranges, save_node_array, stored_block_offsets)
 from gnnpipe.io.mapped_rows import gather_npy
-from gnnpipe.io.partitions import write_partition_shard
+from gnnpipe.io.partitions import shard_writer
 
 SCAN_ROWS = 1 << 20  # rows of the parts file scanned at once for a part's nodes
 
@@ -67,13 +67,15 @@ def owned_nodes(folder: Path, part: int, num_nodes: int) -> np.ndarray:
 
 def write_shard(part: int, folder: str, out: str, num_parts: int, num_nodes: int,
                 halo_hops: int) -> dict:
-    """Shard ``part`` from the block files into ``out`` (``part_<part>.pt``); its sizes
-    (``shard_summary``)."""
-    owned = owned_nodes(Path(folder), part, num_nodes)
-    shard = shard_of(lambda ids: gather_in_rows(Path(folder), ids), owned, part, num_parts,
-                     num_nodes, halo_hops)
-    write_partition_shard(Path(out), shard)
-    return shard_summary(shard)
+    """Shard ``part`` from the block files into ``out`` (``part_<part>/``), its edges written
+    as its rows are read (so the task holds per-node arrays of the shard and one read, never
+    its edges); its sizes (``shard_summary``)."""
+    rows = lambda ids: gather_in_rows(Path(folder), ids)  # noqa: E731
+    rings = shard_rings(rows, owned_nodes(Path(folder), part, num_nodes), halo_hops)
+    with shard_writer(Path(out), part, num_parts, num_nodes, rings) as writer:
+        for chunk in shard_rows(rows, writer.node_id):
+            writer.add(*chunk)
+    return writer.summary
 
 
 def lp_stage(graph: StoredGraph, cfg: PartitionParams, seed: int, out: Path, client=None,

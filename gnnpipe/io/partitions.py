@@ -1,24 +1,129 @@
-"""Partition files: node_to_part.parquet, one part_<k>.pt shard (part + halo) each, meta.json."""
+"""Partition files: node_to_part.parquet, one shard (part + halo) per part in part_<k>/,
+meta.json."""
 
 from __future__ import annotations
 
+import contextlib
+import io as _io
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import torch
 
 from gnnpipe.data.graph import Csr
-from gnnpipe.io.atomic import read_json, write_json
-from gnnpipe.io.common import CSR_SPEC, PARTS_SCHEMA, check_csr
+from gnnpipe.io.atomic import atomic_dir, read_json, write_json
+from gnnpipe.io.common import PARTS_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
-from gnnpipe.io.tensors import load_tensors, save_tensors
 from gnnpipe.graphops.part_shard import PartShard
 
 
-# partition/ node_to_part.parquet, part_<k>.pt (one PartShard each), meta.json
-SHARD_SPEC = {**CSR_SPEC, "node_id": (torch.int64, 1), "ring_ptr": (torch.int64, 1),
-              "degree": (torch.int64, 1)}
+# partition/ node_to_part.parquet, meta.json, part_<k>/ (one PartShard each): the int64 arrays
+# below as .npy files and the shard's meta.json. Files, not one torch archive, so a shard is
+# written as its rows come and no process holds it whole (lp's shard tasks at 160M edges).
+SHARD_SCHEMA = "gnnpipe.part_shard/2"
+SHARD_ARRAYS = ("node_id", "ring_ptr", "degree", "indptr", "indices")
+_INT64 = np.dtype("<i8")
+
+
+def shard_folder(partition: Path, part: int) -> Path:
+    return Path(partition) / f"part_{part}"
+
+
+def _npy_header(length: int) -> bytes:
+    """The header ``np.save`` writes for an int64 (length,) array (format 1.0)."""
+    buffer = _io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {
+        "descr": np.lib.format.dtype_to_descr(_INT64), "fortran_order": False,
+        "shape": (length,)})
+    return buffer.getvalue()
+
+
+class _Int64Appender:
+    """An int64 ``.npy`` (n,) written a piece at a time, n known at the end: the header's room
+    is kept first (its size does not depend on n) and filled in by ``close``; the bytes are
+    ``np.save``'s of the whole array."""
+
+    def __init__(self, path: Path):
+        self.path, self.length = path, 0
+        self._room = len(_npy_header(0))
+        self._file = open(path, "wb")
+        self._file.write(b"\0" * self._room)
+
+    def add(self, values: np.ndarray) -> None:
+        self._file.write(np.ascontiguousarray(values, dtype=_INT64).tobytes())
+        self.length += values.size
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        header = _npy_header(self.length)
+        assert len(header) == self._room, "an int64 .npy header changed size with its length"
+        self._file.seek(0)
+        self._file.write(header)
+        self._file.close()
+
+
+class ShardWriter:
+    """Shard ``part``'s files, written as its rows come (rows in local order), into ``folder``
+    (``shard_writer`` gives it its temp folder and publishes it).
+
+    ``rings``: the shard's node rings (int64 each; their concatenation is ``node_id``).
+    ``add(degree, counts, kept)`` per run of consecutive rows: their whole-graph in-degree and
+    kept in-edge count int64 (m,) each, and the kept edges' local sources (sum of counts,),
+    row after row. Only the per-node arrays are held; the edges go to disk as they come.
+    ``summary``, once finished: ``shard_summary``'s sizes.
+    """
+
+    def __init__(self, folder: Path, part: int, num_parts: int, num_nodes: int,
+                 rings: list[np.ndarray]):
+        self.folder, self.part, self.num_parts, self.num_nodes = folder, part, num_parts, num_nodes
+        self.node_id = np.concatenate(rings).astype(np.int64, copy=False)
+        self.ring_ptr = np.cumsum([0] + [r.size for r in rings]).astype(np.int64)
+        self.summary: dict = {}
+        self._degree: list[np.ndarray] = []
+        self._counts: list[np.ndarray] = []
+        self._indices = _Int64Appender(folder / "indices.npy")
+
+    def add(self, degree: np.ndarray, counts: np.ndarray, kept: np.ndarray) -> None:
+        self._degree.append(np.asarray(degree, dtype=np.int64))
+        self._counts.append(np.asarray(counts, dtype=np.int64))
+        self._indices.add(kept)
+
+    def finish(self) -> None:
+        self._indices.close()
+        counts = np.concatenate(self._counts) if self._counts else np.zeros(0, dtype=np.int64)
+        if counts.size != self.node_id.size:
+            raise ValueError(f"{self.folder}: {counts.size} shard rows written for "
+                             f"{self.node_id.size} nodes")
+        indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        degree = np.concatenate(self._degree) if self._degree else counts
+        for name, array in (("node_id", self.node_id), ("ring_ptr", self.ring_ptr),
+                            ("degree", degree), ("indptr", indptr)):
+            np.save(self.folder / f"{name}.npy", array, allow_pickle=False)
+        write_json(self.folder / "meta.json", {"schema": SHARD_SCHEMA, "part": self.part,
+                                               "num_parts": self.num_parts,
+                                               "num_nodes": self.num_nodes})
+        owned = int(self.ring_ptr[1])
+        self.summary = {"owned": owned, "halo": int(self.node_id.size) - owned,
+                        "edges": int(indptr[-1])}
+
+
+@contextlib.contextmanager
+def shard_writer(out: Path, part: int, num_parts: int, num_nodes: int,
+                 rings: list[np.ndarray]) -> Iterator[ShardWriter]:
+    """A ``ShardWriter`` for ``out/part_<part>/``, published whole on a clean exit
+    (``atomic_dir``: after an error no part of the shard is left)."""
+    with atomic_dir(shard_folder(out, part)) as folder:
+        writer = ShardWriter(folder, part, num_parts, num_nodes, rings)
+        try:
+            yield writer
+        except BaseException:
+            writer._indices.close()
+            raise
+        writer.finish()
 
 
 def write_partition(out: Path, parts: np.ndarray) -> None:
@@ -33,11 +138,12 @@ def read_partition(partition: Path) -> np.ndarray:
 
 
 def write_partition_shard(out: Path, shard: PartShard) -> None:
-    save_tensors(out / f"part_{shard.part}.pt", "gnnpipe.part_shard/1",
-                 {"indptr": shard.csr.indptr, "indices": shard.csr.indices,
-                  "node_id": shard.node_id, "ring_ptr": shard.ring_ptr, "degree": shard.degree},
-                 meta={"part": shard.part, "num_parts": shard.num_parts,
-                       "num_nodes": shard.num_nodes})
+    """``shard`` (in memory) into ``out/part_<k>/``: the bytes ``ShardWriter`` streams."""
+    rings = [shard.node_id[lo:hi].numpy() for lo, hi in zip(shard.ring_ptr[:-1].tolist(),
+                                                             shard.ring_ptr[1:].tolist())]
+    indptr = shard.csr.indptr.numpy()
+    with shard_writer(out, shard.part, shard.num_parts, shard.num_nodes, rings) as writer:
+        writer.add(shard.degree.numpy(), np.diff(indptr), shard.csr.indices.numpy())
 
 
 def write_partition_meta(out: Path, meta: dict) -> None:
@@ -55,30 +161,47 @@ def read_partition_meta(partition: Path) -> dict:
 
 
 def read_partition_shard(partition: Path, part: int) -> PartShard:
-    """Shard ``part`` alone (``part_<part>.pt``; no other shard is opened), validated."""
+    """Shard ``part`` alone (``part_<part>/``; no other shard is opened), validated."""
 
     meta = read_partition_meta(partition)
     num_parts, num_nodes = meta["num_parts"], meta["num_nodes"]
     if not 0 <= part < num_parts:
         raise ValueError(f"{partition}: no part {part}; the partition has parts 0..{num_parts - 1}")
-    path = Path(partition) / f"part_{part}.pt"
-    payload = load_tensors(path, "gnnpipe.part_shard/1", SHARD_SPEC)
-    found = payload["meta"]
+    folder = shard_folder(partition, part)
+    if not (folder / "meta.json").is_file():
+        raise ValueError(f"{folder}: shard not found (no meta.json); run the partition stage")
+    found = read_json(folder / "meta.json")
+    if not isinstance(found, dict) or found.get("schema") != SHARD_SCHEMA:
+        got = found.get("schema") if isinstance(found, dict) else type(found).__name__
+        raise ValueError(f"{folder}: expected a {SHARD_SCHEMA!r} shard, found {got!r}")
     if (found.get("part"), found.get("num_parts"), found.get("num_nodes")) != (part, num_parts,
                                                                                num_nodes):
-        raise ValueError(f"{path}: shard meta {found} disagrees with meta.json "
+        raise ValueError(f"{folder}: shard meta {found} disagrees with meta.json "
                          f"(part {part} of {num_parts}, {num_nodes} nodes)")
-    node_id, ring_ptr, degree = payload["node_id"], payload["ring_ptr"], payload["degree"]
+    node_id, ring_ptr, degree, indptr, indices = (_read_int64(folder / f"{name}.npy")
+                                                  for name in SHARD_ARRAYS)
     size = node_id.numel()
     if (ring_ptr.numel() != meta["halo_hops"] + 2 or ring_ptr[0] != 0 or ring_ptr[-1] != size
             or bool((ring_ptr[1:] < ring_ptr[:-1]).any())):
-        raise ValueError(f"{path}: ring_ptr must rise from 0 to {size} in "
+        raise ValueError(f"{folder}: ring_ptr must rise from 0 to {size} in "
                          f"{meta['halo_hops'] + 2} entries")
     if size and (node_id.min() < 0 or node_id.max() >= num_nodes
                  or torch.unique(node_id).numel() != size):
-        raise ValueError(f"{path}: node_id must hold distinct ids in [0, {num_nodes})")
+        raise ValueError(f"{folder}: node_id must hold distinct ids in [0, {num_nodes})")
     if degree.numel() != size:
-        raise ValueError(f"{path}: degree has {degree.numel()} entries for {size} nodes")
-    csr = check_csr(Csr(payload["indptr"], payload["indices"]), size, path)
+        raise ValueError(f"{folder}: degree has {degree.numel()} entries for {size} nodes")
+    csr = check_csr(Csr(indptr, indices), size, folder)
     return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes, node_id=node_id,
                      ring_ptr=ring_ptr, csr=csr, degree=degree)
+
+
+def _read_int64(path: Path) -> torch.Tensor:
+    """An int64 (n,) ``.npy`` of a shard, read whole; one line naming the file otherwise."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path}: not a readable .npy array ({reason[:200]})") from None
+    if array.dtype != _INT64 or array.ndim != 1:
+        raise ValueError(f"{path}: expected int64 (n,), found {array.dtype} {array.shape}")
+    return torch.from_numpy(array)

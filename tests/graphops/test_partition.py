@@ -472,8 +472,8 @@ def test_shard_files_round_trip_and_a_rank_reads_only_its_own(community_csr, tmp
         io.write_partition_shard(tmp_path, shard)
     io.write_partition_meta(tmp_path, {"num_parts": 4, "halo_hops": 1,
                                        "num_nodes": community_csr.num_nodes})
-    for k in (0, 2, 3):
-        (tmp_path / f"part_{k}.pt").write_bytes(b"not a shard")  # other ranks' files: never read
+    for k in (0, 2, 3):  # other ranks' files: never read
+        (tmp_path / f"part_{k}" / "indices.npy").write_bytes(b"not a shard")
     got = io.read_partition_shard(tmp_path, 1)
     want = shards[1]
     assert (got.part, got.num_parts, got.num_nodes, got.num_owned) == (1, 4, 2000, want.num_owned)
@@ -481,8 +481,14 @@ def test_shard_files_round_trip_and_a_rank_reads_only_its_own(community_csr, tmp
         assert torch.equal(getattr(got, name), getattr(want, name)), name
     assert torch.equal(got.csr.indptr, want.csr.indptr)
     assert torch.equal(got.csr.indices, want.csr.indices)
-    with pytest.raises(ValueError, match=r"part_0\.pt: not a readable gnnpipe torch artifact"):
+    with pytest.raises(ValueError, match=r"part_0/indices\.npy: not a readable \.npy array"):
         io.read_partition_shard(tmp_path, 0)
+    np.save(tmp_path / "part_2" / "indices.npy", np.zeros(3, dtype=np.int32))
+    with pytest.raises(ValueError, match=r"part_2/indices\.npy: expected int64 \(n,\), found int32"):
+        io.read_partition_shard(tmp_path, 2)
+    (tmp_path / "part_3" / "meta.json").unlink()
+    with pytest.raises(ValueError, match=r"part_3: shard not found \(no meta\.json\)"):
+        io.read_partition_shard(tmp_path, 3)
     with pytest.raises(ValueError, match=r"no part 4; the partition has parts 0\.\.3"):
         io.read_partition_shard(tmp_path, 4)
 
@@ -493,11 +499,42 @@ def test_shard_reader_rejects_a_shard_of_another_partition(community_csr, tmp_pa
     parts = _parts(community_csr, "random", 2)
     io.write_partition_shard(tmp_path, build_shard(community_csr, parts, 1, 2, 1))
     io.write_partition_meta(tmp_path, {"num_parts": 3, "halo_hops": 1, "num_nodes": 2000})
-    with pytest.raises(ValueError, match=r"part_1\.pt: shard meta .* disagrees with meta\.json"):
+    with pytest.raises(ValueError, match=r"part_1: shard meta .* disagrees with meta\.json"):
         io.read_partition_shard(tmp_path, 1)
     io.write_partition_meta(tmp_path, {"num_parts": 2, "halo_hops": 2, "num_nodes": 2000})
     with pytest.raises(ValueError, match=r"ring_ptr must rise from 0 to \d+ in 4 entries"):
         io.read_partition_shard(tmp_path, 1)
+
+
+def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(community_csr, tmp_path):
+    # lp's shard tasks stream a shard's edges to disk (io.shard_writer) as they read its rows
+    from gnnpipe import io
+    from gnnpipe.graphops import partition
+    from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows
+
+    parts = _parts(community_csr, "random", 3)
+    io.write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
+    rows = csr_rows(community_csr)
+    rings = shard_rings(rows, np.flatnonzero(parts == 1).astype(np.int64), 2)
+    partition.SHARD_ROWS, saved = 50, partition.SHARD_ROWS
+    try:
+        with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings) as writer:
+            for chunk in shard_rows(rows, writer.node_id):
+                writer.add(*chunk)
+        with pytest.raises(RuntimeError, match="disk gone"):
+            with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings) as w:
+                w.add(*next(shard_rows(rows, w.node_id)))
+                raise RuntimeError("disk gone")
+    finally:
+        partition.SHARD_ROWS = saved
+    names = sorted(p.name for p in (tmp_path / "whole/part_1").iterdir())
+    assert names == ["degree.npy", "indices.npy", "indptr.npy", "meta.json", "node_id.npy",
+                     "ring_ptr.npy"]
+    for name in names:
+        assert ((tmp_path / "rows/part_1" / name).read_bytes()
+                == (tmp_path / "whole/part_1" / name).read_bytes()), name
+    assert writer.summary == shard_summary(build_shard(community_csr, parts, 1, 3, 2))
+    assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["part_1"]  # no part_2, no temp
 
 
 @pytest.fixture(scope="module")
@@ -533,7 +570,7 @@ def test_partition_stage_writes_shards_metrics_and_perf_apart(split_folder, monk
     assert main(["partition"]) == 0
     out = split_folder / "data/partition"
     assert sorted(p.name for p in out.iterdir()) == [
-        "meta.json", "node_to_part.parquet", "part_0.pt", "part_1.pt", "part_2.pt", "part_3.pt"]
+        "meta.json", "node_to_part.parquet", "part_0", "part_1", "part_2", "part_3"]
     parts = io.read_partition(out)
     metrics = json.loads((split_folder / "metrics/partition.json").read_text())
     assert metrics["method"] == "metis" and metrics["backend"] == "pymetis"
@@ -549,10 +586,13 @@ def test_partition_stage_writes_shards_metrics_and_perf_apart(split_folder, monk
     perf = json.loads((split_folder / "metrics/perf/partition.json").read_text())
     assert perf["seconds"] >= perf["assign_seconds"] >= 0 and perf["peak_rss_mb"] > 50
 
-    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    files = lambda: {p.relative_to(out): p.read_bytes()  # noqa: E731
+                     for p in sorted(out.rglob("*")) if p.is_file()}
+    first = files()
+    assert len(first) == 2 + 4 * 6
     first_metrics = (split_folder / "metrics/partition.json").read_bytes()
     assert main(["partition"]) == 0  # a rerun is byte-identical, apart from perf
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+    assert files() == first
     assert (split_folder / "metrics/partition.json").read_bytes() == first_metrics
 
 

@@ -74,7 +74,7 @@ def _whole_path(csr, cfg, out: Path):
 
 
 def _shard_bytes(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(out.glob("part_*.pt"))}
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.glob("part_*/*"))}
 
 
 @pytest.mark.parametrize("layout,halo_hops", [("homogeneous", 2), ("typed", 1)])
