@@ -102,7 +102,7 @@ STAGES: dict[str, Stage] = {
     )),
     "partition": Stage(("threads", "seed", "partition"), (
         _in("--split", SPLIT),
-        _out("--out", PARTITION, "node_to_part.parquet, part_<k>.pt shards, meta.json"),
+        _out("--out", PARTITION, "node_to_part.parquet, part_<k>/ shards, meta.json"),
         _perf("--perf", "metrics/perf/partition.json",
               "wall time and peak memory (kept apart: they differ run to run)"),
         _record("--metrics", "metrics/partition.json",

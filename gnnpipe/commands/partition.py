@@ -1,6 +1,6 @@
 """partition: METIS (or lp / random / BFS) parts of the train-phase message graph, plus one
 shard per part (its nodes and their partition.halo_hops in-neighbourhood, as a local CSR with
-global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>.pt.
+global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>/.
 ``lp`` reads the graph by blocks of rows (gnnpipe/graphops/partition_blocks.py); the other
 methods read it whole."""
 

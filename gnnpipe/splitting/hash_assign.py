@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.runtime.rng import mix
 
 RADIX_BITS = 8
@@ -27,7 +28,7 @@ NODE_STEP = zlib.crc32(b"split.node")  # the stream of node keys
 PAIR_STEP = zlib.crc32(b"split.link.pair")  # node pairs of the link split
 FLIP_STEP = zlib.crc32(b"split.link.flip")  # orientation of an undirected positive
 ORDER_STEP = zlib.crc32(b"split.link.order")  # row order of the positives within a role
-UNUSED = 3  # phase code of a node no phase took (train 0, val 1, test 2)
+UNUSED = ROLE_CODES["unused"]  # phase code of a node no phase took (train 0, val 1, test 2)
 
 
 def node_keys(seed: int, ids: np.ndarray) -> np.ndarray:
