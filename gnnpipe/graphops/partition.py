@@ -310,18 +310,6 @@ def _sources(rows: RowReader, ids: np.ndarray) -> np.ndarray:
     return _unique(np.concatenate([reached, *pending])) if pending else reached
 
 
-def _filled(pieces: list[np.ndarray], dtype) -> np.ndarray:
-    """``np.concatenate(pieces)``, emptying ``pieces`` as it copies: the new array's pages fill
-    as the pieces are freed, so the peak is about one copy, not two."""
-    out = np.empty(sum(p.size for p in pieces), dtype=dtype)
-    at = 0
-    while pieces:
-        piece = pieces.pop(0)
-        out[at:at + piece.size] = piece
-        at += piece.size
-    return out
-
-
 def shard_rings(rows: RowReader, owned: np.ndarray, halo_hops: int) -> list[np.ndarray]:
     """The node rings of a shard: ``owned`` (int64, ascending), then the nodes 1, 2, ...,
     ``halo_hops`` in-hops away (each ascending), every row read through ``rows`` ``SHARD_ROWS``
@@ -362,20 +350,21 @@ def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_
     (``shard_rings``, ``shard_rows``; ``io.shard_writer`` takes them to disk without this)."""
     rings = shard_rings(rows, owned, halo_hops)
     node_id = np.concatenate(rings)
-    degree, counts, kept = [], [], []
+    none = np.zeros(0, dtype=np.int64)  # an empty part has no rows
+    degree, counts, kept = [none], [none], [none]
     for row_degree, row_counts, row_kept in shard_rows(rows, node_id):
         degree.append(row_degree)
         counts.append(row_counts)
         kept.append(row_kept)
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
-    np.cumsum(_filled(counts, np.int64), out=local_indptr[1:])
-    indices = _filled(kept, np.int64)
+    np.cumsum(np.concatenate(counts), out=local_indptr[1:])
+    indices = np.concatenate(kept)
     ring_ptr = np.cumsum([0] + [r.size for r in rings])
     return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
                      node_id=torch.from_numpy(node_id),
                      ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
                      csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(indices)),
-                     degree=torch.from_numpy(_filled(degree, np.int64)))
+                     degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
 
 
 def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,

@@ -73,6 +73,7 @@ def write_shard(part: int, folder: str, out: str, num_parts: int, num_nodes: int
     rows = lambda ids: gather_in_rows(Path(folder), ids)  # noqa: E731
     rings = shard_rings(rows, owned_nodes(Path(folder), part, num_nodes), halo_hops)
     with shard_writer(Path(out), part, num_parts, num_nodes, rings) as writer:
+        del rings  # the writer's node_id is now their one copy
         for chunk in shard_rows(rows, writer.node_id):
             writer.add(*chunk)
     return writer.summary

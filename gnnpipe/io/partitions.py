@@ -69,59 +69,66 @@ class ShardWriter:
     """Shard ``part``'s files, written as its rows come (rows in local order), into ``folder``
     (``shard_writer`` gives it its temp folder and publishes it).
 
-    ``rings``: the shard's node rings (int64 each; their concatenation is ``node_id``).
-    ``add(degree, counts, kept)`` per run of consecutive rows: their whole-graph in-degree and
-    kept in-edge count int64 (m,) each, and the kept edges' local sources (sum of counts,),
-    row after row. Only the per-node arrays are held; the edges go to disk as they come.
+    ``node_id`` int64 (L,) and ``ring_ptr`` int64 (halo_hops + 2,): the shard's nodes, ring by
+    ring. ``add(degree, counts, kept)`` per run of consecutive rows: their whole-graph in-degree
+    and kept in-edge count int64 (m,) each, and the kept edges' local sources (sum of counts,),
+    row after row. Only ``node_id`` is held; degrees, offsets and edges go to disk as they come.
     ``summary``, once finished: ``shard_summary``'s sizes.
     """
 
     def __init__(self, folder: Path, part: int, num_parts: int, num_nodes: int,
-                 rings: list[np.ndarray]):
+                 node_id: np.ndarray, ring_ptr: np.ndarray):
         self.folder, self.part, self.num_parts, self.num_nodes = folder, part, num_parts, num_nodes
-        self.node_id = np.concatenate(rings).astype(np.int64, copy=False)
-        self.ring_ptr = np.cumsum([0] + [r.size for r in rings]).astype(np.int64)
+        self.node_id, self.ring_ptr = node_id, ring_ptr
         self.summary: dict = {}
-        self._degree: list[np.ndarray] = []
-        self._counts: list[np.ndarray] = []
-        self._indices = _Int64Appender(folder / "indices.npy")
+        self._files = {name: _Int64Appender(folder / f"{name}.npy")
+                       for name in ("degree", "indptr", "indices")}
+        self._files["indptr"].add(np.zeros(1, dtype=np.int64))
+        self._rows = self._edges = 0
 
     def add(self, degree: np.ndarray, counts: np.ndarray, kept: np.ndarray) -> None:
-        self._degree.append(np.asarray(degree, dtype=np.int64))
-        self._counts.append(np.asarray(counts, dtype=np.int64))
-        self._indices.add(kept)
+        self._files["degree"].add(degree)
+        self._files["indptr"].add(self._edges + np.cumsum(counts, dtype=np.int64))
+        self._files["indices"].add(kept)
+        self._rows += counts.size
+        self._edges += kept.size
+
+    def close(self) -> None:
+        """The streamed files closed (their headers written); also after an error."""
+        for file in self._files.values():
+            file.close()
 
     def finish(self) -> None:
-        self._indices.close()
-        counts = np.concatenate(self._counts) if self._counts else np.zeros(0, dtype=np.int64)
-        if counts.size != self.node_id.size:
-            raise ValueError(f"{self.folder}: {counts.size} shard rows written for "
+        self.close()
+        if self._rows != self.node_id.size:
+            raise ValueError(f"{self.folder}: {self._rows} shard rows written for "
                              f"{self.node_id.size} nodes")
-        indptr = np.zeros(counts.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        degree = np.concatenate(self._degree) if self._degree else counts
-        for name, array in (("node_id", self.node_id), ("ring_ptr", self.ring_ptr),
-                            ("degree", degree), ("indptr", indptr)):
-            np.save(self.folder / f"{name}.npy", array, allow_pickle=False)
+        np.save(self.folder / "node_id.npy", self.node_id, allow_pickle=False)
+        np.save(self.folder / "ring_ptr.npy", self.ring_ptr, allow_pickle=False)
         write_json(self.folder / "meta.json", {"schema": SHARD_SCHEMA, "part": self.part,
                                                "num_parts": self.num_parts,
                                                "num_nodes": self.num_nodes})
         owned = int(self.ring_ptr[1])
         self.summary = {"owned": owned, "halo": int(self.node_id.size) - owned,
-                        "edges": int(indptr[-1])}
+                        "edges": self._edges}
 
 
 @contextlib.contextmanager
 def shard_writer(out: Path, part: int, num_parts: int, num_nodes: int,
                  rings: list[np.ndarray]) -> Iterator[ShardWriter]:
-    """A ``ShardWriter`` for ``out/part_<part>/``, published whole on a clean exit
-    (``atomic_dir``: after an error no part of the shard is left)."""
+    """A ``ShardWriter`` for ``out/part_<part>/`` of the node ``rings`` (int64 each; not kept
+    here, so a caller that drops them leaves the writer's ``node_id`` their one copy), published
+    whole on a clean exit (``atomic_dir``: after an error no part of the shard is left)."""
+    ring_ptr = np.cumsum([0] + [r.size for r in rings]).astype(np.int64)
+    node_id = np.concatenate(rings).astype(np.int64, copy=False)
+    del rings
     with atomic_dir(shard_folder(out, part)) as folder:
-        writer = ShardWriter(folder, part, num_parts, num_nodes, rings)
+        writer = ShardWriter(folder, part, num_parts, num_nodes, node_id, ring_ptr)
+        del node_id
         try:
             yield writer
         except BaseException:
-            writer._indices.close()
+            writer.close()
             raise
         writer.finish()
 

@@ -506,7 +506,8 @@ def test_shard_reader_rejects_a_shard_of_another_partition(community_csr, tmp_pa
         io.read_partition_shard(tmp_path, 1)
 
 
-def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(community_csr, tmp_path):
+def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(community_csr, tmp_path,
+                                                                          monkeypatch):
     # lp's shard tasks stream a shard's edges to disk (io.shard_writer) as they read its rows
     from gnnpipe import io
     from gnnpipe.graphops import partition
@@ -516,17 +517,14 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     io.write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
     rows = csr_rows(community_csr)
     rings = shard_rings(rows, np.flatnonzero(parts == 1).astype(np.int64), 2)
-    partition.SHARD_ROWS, saved = 50, partition.SHARD_ROWS
-    try:
-        with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings) as writer:
-            for chunk in shard_rows(rows, writer.node_id):
-                writer.add(*chunk)
-        with pytest.raises(RuntimeError, match="disk gone"):
-            with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings) as w:
-                w.add(*next(shard_rows(rows, w.node_id)))
-                raise RuntimeError("disk gone")
-    finally:
-        partition.SHARD_ROWS = saved
+    monkeypatch.setattr(partition, "SHARD_ROWS", 50)
+    with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings) as writer:
+        for chunk in shard_rows(rows, writer.node_id):
+            writer.add(*chunk)
+    with pytest.raises(RuntimeError, match="disk gone"):
+        with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings) as w:
+            w.add(*next(shard_rows(rows, w.node_id)))
+            raise RuntimeError("disk gone")
     names = sorted(p.name for p in (tmp_path / "whole/part_1").iterdir())
     assert names == ["degree.npy", "indices.npy", "indptr.npy", "meta.json", "node_id.npy",
                      "ring_ptr.npy"]
