@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gnnpipe.io.tensors import save_payload
+from gnnpipe.io.tensors import error_reason, save_payload
 
 __all__ = ["FEATURES_SCHEMA", "FEATURE_KINDS", "write_features", "read_features"]
 
@@ -50,8 +50,8 @@ def read_features(features: Path) -> dict:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{path}: not a readable gnnpipe torch artifact ({reason[:200]})") from None
+        raise ValueError(f"{path}: not a readable gnnpipe torch artifact "
+                         f"({error_reason(err)})") from None
     _check(path, payload)
     return payload
 

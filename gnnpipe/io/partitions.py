@@ -16,6 +16,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.io.atomic import atomic_dir, read_json, write_json
 from gnnpipe.io.common import PARTS_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.tensors import error_reason
 from gnnpipe.graphops.part_shard import PartShard
 
 
@@ -207,8 +208,7 @@ def _read_int64(path: Path) -> torch.Tensor:
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{path}: not a readable .npy array ({reason[:200]})") from None
+        raise ValueError(f"{path}: not a readable .npy array ({error_reason(err)})") from None
     if array.dtype != _INT64 or array.ndim != 1:
         raise ValueError(f"{path}: expected int64 (n,), found {array.dtype} {array.shape}")
     return torch.from_numpy(array)

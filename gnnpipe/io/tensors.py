@@ -21,6 +21,12 @@ def save_tensors(path: str | Path, schema: str, tensors: Mapping[str, torch.Tens
     save_payload(path, payload)
 
 
+def error_reason(err: BaseException) -> str:
+    """An unreadable file's error in a few words for a one-line message: its first line, at
+    most 200 characters (its type's name when it has no message)."""
+    return (str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)[:200]
+
+
 def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool = False) -> dict:
     """Read a file written by ``save_tensors`` and check its schema tag, names, dtypes and ranks.
 
@@ -33,8 +39,8 @@ def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool 
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{path}: not a readable gnnpipe torch artifact ({reason[:200]})") from None
+        raise ValueError(f"{path}: not a readable gnnpipe torch artifact "
+                         f"({error_reason(err)})") from None
     if not isinstance(payload, dict) or payload.get("schema") != schema:
         found = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path}: expected a {schema!r} artifact, found {found!r}")
