@@ -104,6 +104,18 @@ def test_artifact_of_another_kind(prepared, capsys):
     assert "expected a 'gnnpipe.graph/2' artifact, found 'gnnpipe.message_graph/1'" in err
 
 
+def test_damaged_partition_shard(prepared, capsys):
+    # a shard rank reads its part_<k>/ arrays: a damaged one is named, file by file
+    params = {**SMALL, "train": {"epochs": 2, "sampler": "cluster",
+                                 "dist": {"shard": "partition"}}}
+    (prepared / "params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["partition"]) == 0
+    capsys.readouterr()
+    (prepared / "data/partition/part_0/indices.npy").write_bytes(b"junk")
+    err = _fails("train", prepared, capsys)
+    assert "data/partition/part_0/indices.npy: not a readable .npy array" in err
+
+
 def test_edge_index_out_of_range_in_a_message_graph(prepared, capsys):
     path = prepared / "data/split/message_train.pt"
     payload = torch.load(path, weights_only=True)
