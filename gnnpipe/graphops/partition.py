@@ -22,6 +22,7 @@ from gnnpipe.data.graph import TYPED, Csr, EdgeType, layout_of
 from gnnpipe.data.edges import homogeneous_csr, row_positions
 from gnnpipe.graphops.part_shard import PartShard
 from gnnpipe.graphops.partition_lp import lp_partition
+from gnnpipe.graphops.rings import Rings
 
 INSTALL_HINT = {  # what an explicit partition.backend needs
     "pyg_lib": ("pyg-lib (not on PyPI: pip install pyg-lib -f "
@@ -283,95 +284,69 @@ def csr_rows(csr: Csr) -> RowReader:
     return lambda ids: (indptr[ids + 1] - indptr[ids], indices[row_positions(indptr, ids)])
 
 
-def _members(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """bool like ``values``: which of them are in ``sorted_ids`` (ascending)."""
-    if sorted_ids.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    pos = np.searchsorted(sorted_ids, values).clip(max=sorted_ids.size - 1)
-    return sorted_ids[pos] == values
+SHARD_ROWS = 1 << 16  # rows read at once: a shard task holds its rings' bitmaps plus one read
 
 
-SHARD_ROWS = 1 << 16  # rows read at once: a shard's memory is its own arrays plus one read
-
-
-def _chunks(ids: np.ndarray) -> Iterator[np.ndarray]:
-    """``ids`` in consecutive slices of ``SHARD_ROWS``."""
-    return (ids[lo:lo + SHARD_ROWS] for lo in range(0, ids.size, SHARD_ROWS))
-
-
-def _sources(rows: RowReader, ids: np.ndarray) -> np.ndarray:
-    """Distinct sources of the in-edges of ``ids``, int64 ascending, read a chunk at a time."""
-    reached, pending = np.zeros(0, dtype=np.int64), []
-    for chunk in _chunks(ids):
-        pending.append(_unique(rows(chunk)[1]))
-        if sum(p.size for p in pending) >= reached.size:  # merge when pending outgrows reached
-            reached = _unique(np.concatenate([reached, *pending]))
-            pending = []
-    return _unique(np.concatenate([reached, *pending])) if pending else reached
-
-
-def shard_rings(rows: RowReader, owned: np.ndarray, halo_hops: int) -> list[np.ndarray]:
-    """The node rings of a shard: ``owned`` (int64, ascending), then the nodes 1, 2, ...,
-    ``halo_hops`` in-hops away (each ascending), every row read through ``rows`` ``SHARD_ROWS``
-    at a time."""
-    rings = [owned]
-    members = owned  # ascending: every node reached so far
+def shard_rings(rows: RowReader, owned: np.ndarray, halo_hops: int) -> Rings:
+    """The node rings of a shard: ``owned`` (bool (N,), the part's nodes; used as scratch
+    after), then the nodes 1, 2, ..., ``halo_hops`` in-hops away, every row read through
+    ``rows`` ``SHARD_ROWS`` at a time."""
+    rings = Rings(owned.size)
+    rings.add(owned)
+    reached = owned
     for _ in range(halo_hops):
-        reached = _sources(rows, rings[-1])  # sources feeding the frontier (all inside the shard)
-        rings.append(reached[~_members(members, reached)])
-        members = _sort(np.concatenate([members, rings[-1]]))
+        reached[:] = False
+        for chunk in rings.ring(len(rings) - 1, SHARD_ROWS):  # sources feeding the frontier
+            reached[rows(chunk)[1]] = True
+        rings.add(reached)  # less the nodes of earlier rings
     return rings
 
 
-def shard_rows(rows: RowReader, node_id: np.ndarray
-               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The shard's rows (``node_id``: global ids, local order) ``SHARD_ROWS`` at a time: per
-    chunk the rows' whole-graph in-degree and induced in-edge count int64 (m,) each and the
-    induced edges' local sources, row after row, columns ascending in each row (rows are
-    grouped, so sorting each chunk alone gives the order of one sort of all edges)."""
-    order = np.argsort(node_id)  # local ids by global id (ids are distinct)
-    by_id = node_id[order]
-    for chunk in _chunks(node_id):
+def shard_rows(rows: RowReader, rings: Rings
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The shard's rows in local order ``SHARD_ROWS`` at a time: per chunk the rows' global ids,
+    whole-graph in-degree and induced in-edge count int64 (m,) each, and the induced edges'
+    local sources, row after row, columns ascending in each row (rows are grouped, so sorting
+    each chunk alone gives the order of one sort of all edges)."""
+    size = int(rings.ptr[-1])
+    for chunk in rings.nodes(SHARD_ROWS):
         row_degree, sources = rows(chunk)
-        at = np.searchsorted(by_id, sources).clip(max=max(0, by_id.size - 1))  # one search
-        inside = by_id[at] == sources if by_id.size else np.zeros(sources.shape, dtype=bool)
-        cols = order[at[inside]]
+        inside, cols = rings.local(sources)
         rows_here = np.repeat(np.arange(row_degree.size), row_degree)[inside]
         # one int64 key: faster than lexsort
-        kept = cols[torch.argsort(torch.from_numpy(rows_here * node_id.size + cols)).numpy()]
-        yield row_degree, np.bincount(rows_here, minlength=row_degree.size), kept
+        kept = cols[torch.argsort(torch.from_numpy(rows_here * size + cols)).numpy()]
+        yield chunk, row_degree, np.bincount(rows_here, minlength=row_degree.size), kept
 
 
 def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
              halo_hops: int) -> PartShard:
-    """The shard of ``part`` in memory from its ``owned`` nodes (int64, ascending): their
-    ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
+    """The shard of ``part`` in memory from its ``owned`` nodes (bool (N,), used as scratch):
+    their ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
     (``csr_rows``, or a reader of memory-mapped block files) ``SHARD_ROWS`` at a time
     (``shard_rings``, ``shard_rows``; ``io.shard_writer`` takes them to disk without this)."""
     rings = shard_rings(rows, owned, halo_hops)
-    node_id = np.concatenate(rings)
     none = np.zeros(0, dtype=np.int64)  # an empty part has no rows
-    degree, counts, kept = [none], [none], [none]
-    for row_degree, row_counts, row_kept in shard_rows(rows, node_id):
+    node_id, degree, counts, kept = ([none] for _ in range(4))
+    for row_ids, row_degree, row_counts, row_kept in shard_rows(rows, rings):
+        node_id.append(row_ids)
         degree.append(row_degree)
         counts.append(row_counts)
         kept.append(row_kept)
+    node_id = np.concatenate(node_id)
     local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
     np.cumsum(np.concatenate(counts), out=local_indptr[1:])
-    indices = np.concatenate(kept)
-    ring_ptr = np.cumsum([0] + [r.size for r in rings])
     return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
                      node_id=torch.from_numpy(node_id),
-                     ring_ptr=torch.from_numpy(ring_ptr.astype(np.int64)),
-                     csr=Csr(torch.from_numpy(local_indptr), torch.from_numpy(indices)),
+                     ring_ptr=torch.from_numpy(rings.ptr.copy()),
+                     csr=Csr(torch.from_numpy(local_indptr),
+                             torch.from_numpy(np.concatenate(kept))),
                      degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
 
 
 def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,
                 halo_hops: int) -> PartShard:
     """The shard of ``part``: its nodes, their ``halo_hops``-hop in-neighbours, induced edges."""
-    owned = np.flatnonzero(parts == part).astype(np.int64)
-    return shard_of(csr_rows(csr), owned, part, num_parts, csr.num_nodes, halo_hops)
+    return shard_of(csr_rows(csr), parts == part, part, num_parts, csr.num_nodes, halo_hops)
 
 
 def build_shards(csr: Csr, parts: np.ndarray, num_parts: int,

@@ -10,7 +10,8 @@
    rows and its halo read from the block files), written by the task itself as it reads them.
 
 The stage process holds per-node arrays only (the labels and parts, int32 (N,)); a task holds a
-block of rows and their edges, or one shard's per-node arrays.
+block of rows and their edges, or one shard's ring bitmaps (bool (N,) while the rings are found,
+then a quarter byte a node) and one read of its rows.
 """
 
 from __future__ import annotations
@@ -58,23 +59,24 @@ def cut_block(block: tuple[int, int], folder: str) -> int:
     return int((gather_npy(parts, sources) != targets).sum())
 
 
-def owned_nodes(folder: Path, part: int, num_nodes: int) -> np.ndarray:
-    """Nodes of ``part`` in ``parts.npy``, int64 ascending, scanned a slice at a time."""
-    found = [np.flatnonzero(gather_npy(Path(folder) / "parts.npy", slice(lo, hi)) == part) + lo
-             for lo, hi in row_ranges(num_nodes, SCAN_ROWS)]
-    return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+def owned_mask(folder: Path, part: int, num_nodes: int) -> np.ndarray:
+    """Which nodes ``parts.npy`` puts in ``part``: bool (N,), scanned a slice at a time."""
+    owned = np.zeros(num_nodes, dtype=bool)
+    for lo, hi in row_ranges(num_nodes, SCAN_ROWS):
+        owned[lo:hi] = gather_npy(Path(folder) / "parts.npy", slice(lo, hi)) == part
+    return owned
 
 
 def write_shard(part: int, folder: str, out: str, num_parts: int, num_nodes: int,
                 halo_hops: int) -> dict:
-    """Shard ``part`` from the block files into ``out`` (``part_<part>/``), its edges written
-    as its rows are read (so the task holds per-node arrays of the shard and one read, never
-    its edges); its sizes (``shard_summary``)."""
+    """Shard ``part`` from the block files into ``out`` (``part_<part>/``), written as its
+    rows are read: the task holds the rings' bitmaps (``graphops.rings``, a fraction of a byte a
+    graph node) and one read, never a per-shard-node array or the shard's edges; its sizes
+    (``shard_summary``)."""
     rows = lambda ids: gather_in_rows(Path(folder), ids)  # noqa: E731
-    rings = shard_rings(rows, owned_nodes(Path(folder), part, num_nodes), halo_hops)
-    with shard_writer(Path(out), part, num_parts, num_nodes, rings) as writer:
-        del rings  # the writer's node_id is now their one copy
-        for chunk in shard_rows(rows, writer.node_id):
+    rings = shard_rings(rows, owned_mask(Path(folder), part, num_nodes), halo_hops)
+    with shard_writer(Path(out), part, num_parts, num_nodes, rings.ptr) as writer:
+        for chunk in shard_rows(rows, rings):
             writer.add(*chunk)
     return writer.summary
 

@@ -10,6 +10,8 @@ sweeps polish. One synchronous sweep:
 1. ``propose`` (per block): every node counts its neighbours' labels (stored edges, either
    direction) and proposes the best allowed label; the gain is the cut edges it would save.
    Its key is (gain bucket, a seeded permutation of its id): unique, so "the m best" is exact.
+   The task stores its proposals in the block folder for step 5 (``propose_block``), so no
+   worker holds a sweep's proposals (32 bytes a node) between the passes.
 2. ``histogram`` (per block): proposals per (target, key cell, source), summed over blocks.
 3. ``swap_limits`` (bisection only): the m best of the two directions swap while the m-th pair
    still gains (Kernighan-Lin's pairing: a node that loses a little may leave for one that gains
@@ -35,7 +37,7 @@ from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
 from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
-                                   remove_labels, row_ranges, write_labels)
+                                   remove_labels, row_ranges, save_node_array, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
@@ -256,6 +258,54 @@ def accepted_moves(proposals: Proposals, limit: np.ndarray) -> tuple[np.ndarray,
     return proposals.node[move], proposals.target[move].astype(np.int32)
 
 
+# ------------------------------------------------------------------------- the block tasks
+# A sweep's proposals wait for its later passes in the block folder, not in worker memory: held
+# on the workers they were 32 bytes a node of the graph (every node proposes in a bisection).
+def _stored(folder: Path, name: str, block: tuple[int, int]) -> Path:
+    return Path(folder) / f"{name}_{block[0]}.npy"
+
+
+def propose_block(block: tuple[int, int], folder: Path, step: int, num_parts: int, seed: int,
+                  sibling: np.ndarray | None = None) -> np.ndarray:
+    """``propose`` for rows ``block``, stored in ``folder`` (``proposals_<start>.npy``) for the
+    sweep's later passes; returns their ``histogram``."""
+    found = propose(block, folder, step, num_parts, seed, sibling)
+    save_node_array(folder, _stored(folder, "proposals", block).stem,
+                    np.stack([found.node, found.source, found.target, found.key]))
+    return histogram(found, num_parts)
+
+
+def stored_proposals(block: tuple[int, int], folder: Path) -> Proposals:
+    """The proposals ``propose_block`` stored for ``block``."""
+    node, source, target, key = np.load(_stored(folder, "proposals", block))
+    return Proposals(node, source, target, key, id_bits(num_block_nodes(folder)) - CELL_BITS)
+
+
+def block_cell_keys(block: tuple[int, int], folder: Path, boundary_cell: np.ndarray
+                    ) -> np.ndarray:
+    return cell_keys(stored_proposals(block, folder), boundary_cell)
+
+
+def block_moves(block: tuple[int, int], folder: Path, limit: np.ndarray) -> int:
+    """``accepted_moves`` of ``block``'s stored proposals, stored beside them
+    (``moves_<start>.npy``, int64 (2, m): nodes, new parts; a task run twice, as Dask does after
+    a worker dies, writes the same file); how many nodes move."""
+    node, part = accepted_moves(stored_proposals(block, folder), limit)
+    save_node_array(folder, _stored(folder, "moves", block).stem,
+                    np.stack([node, part.astype(np.int64)]))
+    return int(node.size)
+
+
+def apply_moves(folder: Path, blocks: list[tuple[int, int]], labels: np.ndarray) -> None:
+    """Every block's stored moves into ``labels`` (int32 (N,), in place), one block at a time;
+    the sweep's files (proposals, moves) are removed."""
+    for block in blocks:
+        node, part = np.load(_stored(folder, "moves", block))
+        labels[node] = part
+        for name in ("proposals", "moves"):
+            _stored(folder, name, block).unlink()
+
+
 # ------------------------------------------------------------------------------------ driver
 class LocalBlocks:
     """Block tasks run in this process, one after another."""
@@ -268,7 +318,7 @@ class LocalBlocks:
 
 
 class DaskBlocks:
-    """Block tasks on a Dask cluster; proposals stay on the workers between the two passes."""
+    """Block tasks on a Dask cluster (the block folder on a path every worker sees)."""
 
     def __init__(self, client):
         self.client = client
@@ -321,23 +371,24 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
     the last labels written (``labels`` is updated in place)."""
     n, k = labels.size, cfg.num_parts
     for _ in range(cfg.iterations):
-        proposals = blocks.map(propose, ranges, folder=folder, step=step, num_parts=k, seed=seed,
-                               sibling=sibling)
-        hist = merge_histograms(blocks.gather(blocks.map(histogram, proposals, num_parts=k)), k)
-        if hist.shape[1] == 0:
+        hist = merge_histograms(blocks.gather(blocks.map(
+            propose_block, ranges, folder=folder, step=step, num_parts=k, seed=seed,
+            sibling=sibling)), k)
+        if hist.shape[1] == 0:  # nobody proposes: the stored (empty) proposals go
+            for block in ranges:
+                _stored(folder, "proposals", block).unlink()
             break
         limit = None if sibling is None else swap_limits(hist, sibling, CELL_BITS)
         inflow = plan_inflow(hist, np.bincount(labels, minlength=k), cap, limit)
-        found = blocks.gather(blocks.map(cell_keys, proposals, boundary_cell=inflow.cell))
+        found = blocks.gather(blocks.map(block_cell_keys, ranges, folder=folder,
+                                         boundary_cell=inflow.cell))
         lowest = thresholds(inflow, found)
-        moves = blocks.gather(blocks.map(accepted_moves, proposals, limit=lowest))
-        del proposals
-        for node, part in moves:
-            labels[node] = part
+        moved = sum(blocks.gather(blocks.map(block_moves, ranges, folder=folder, limit=lowest)))
+        apply_moves(folder, ranges, labels)
         write_labels(folder, step + 1, labels)
         remove_labels(folder, step)
         step += 1
-        if sum(node.size for node, _ in moves) <= cfg.min_moved * n:
+        if moved <= cfg.min_moved * n:
             break
     return step
 

@@ -70,24 +70,26 @@ class ShardWriter:
     """Shard ``part``'s files, written as its rows come (rows in local order), into ``folder``
     (``shard_writer`` gives it its temp folder and publishes it).
 
-    ``node_id`` int64 (L,) and ``ring_ptr`` int64 (halo_hops + 2,): the shard's nodes, ring by
-    ring. ``add(degree, counts, kept)`` per run of consecutive rows: their whole-graph in-degree
-    and kept in-edge count int64 (m,) each, and the kept edges' local sources (sum of counts,),
-    row after row. Only ``node_id`` is held; degrees, offsets and edges go to disk as they come.
-    ``summary``, once finished: ``shard_summary``'s sizes.
+    ``ring_ptr`` int64 (halo_hops + 2,): where each ring of the shard's nodes starts.
+    ``add(node_id, degree, counts, kept)`` per run of consecutive rows: their global ids, their
+    whole-graph in-degree and kept in-edge count int64 (m,) each, and the kept edges' local
+    sources (sum of counts,), row after row. Nothing is held: every array goes to disk as it
+    comes. ``summary``, once finished: ``shard_summary``'s sizes.
     """
 
     def __init__(self, folder: Path, part: int, num_parts: int, num_nodes: int,
-                 node_id: np.ndarray, ring_ptr: np.ndarray):
+                 ring_ptr: np.ndarray):
         self.folder, self.part, self.num_parts, self.num_nodes = folder, part, num_parts, num_nodes
-        self.node_id, self.ring_ptr = node_id, ring_ptr
+        self.ring_ptr = ring_ptr
         self.summary: dict = {}
         self._files = {name: _Int64Appender(folder / f"{name}.npy")
-                       for name in ("degree", "indptr", "indices")}
+                       for name in ("node_id", "degree", "indptr", "indices")}
         self._files["indptr"].add(np.zeros(1, dtype=np.int64))
         self._rows = self._edges = 0
 
-    def add(self, degree: np.ndarray, counts: np.ndarray, kept: np.ndarray) -> None:
+    def add(self, node_id: np.ndarray, degree: np.ndarray, counts: np.ndarray,
+            kept: np.ndarray) -> None:
+        self._files["node_id"].add(node_id)
         self._files["degree"].add(degree)
         self._files["indptr"].add(self._edges + np.cumsum(counts, dtype=np.int64))
         self._files["indices"].add(kept)
@@ -101,31 +103,26 @@ class ShardWriter:
 
     def finish(self) -> None:
         self.close()
-        if self._rows != self.node_id.size:
-            raise ValueError(f"{self.folder}: {self._rows} shard rows written for "
-                             f"{self.node_id.size} nodes")
-        np.save(self.folder / "node_id.npy", self.node_id, allow_pickle=False)
+        size = int(self.ring_ptr[-1])
+        if not self._rows == self._files["node_id"].length == size:
+            raise ValueError(f"{self.folder}: {self._rows} shard rows written for {size} nodes")
         np.save(self.folder / "ring_ptr.npy", self.ring_ptr, allow_pickle=False)
         write_json(self.folder / "meta.json", {"schema": SHARD_SCHEMA, "part": self.part,
                                                "num_parts": self.num_parts,
                                                "num_nodes": self.num_nodes})
         owned = int(self.ring_ptr[1])
-        self.summary = {"owned": owned, "halo": int(self.node_id.size) - owned,
-                        "edges": self._edges}
+        self.summary = {"owned": owned, "halo": size - owned, "edges": self._edges}
 
 
 @contextlib.contextmanager
 def shard_writer(out: Path, part: int, num_parts: int, num_nodes: int,
-                 rings: list[np.ndarray]) -> Iterator[ShardWriter]:
-    """A ``ShardWriter`` for ``out/part_<part>/`` of the node ``rings`` (int64 each; not kept
-    here, so a caller that drops them leaves the writer's ``node_id`` their one copy), published
-    whole on a clean exit (``atomic_dir``: after an error no part of the shard is left)."""
-    ring_ptr = np.cumsum([0] + [r.size for r in rings]).astype(np.int64)
-    node_id = np.concatenate(rings).astype(np.int64, copy=False)
-    del rings
+                 ring_ptr: np.ndarray) -> Iterator[ShardWriter]:
+    """A ``ShardWriter`` for ``out/part_<part>/`` of rings starting at ``ring_ptr`` (int64),
+    published whole on a clean exit (``atomic_dir``: after an error no part of the shard is
+    left)."""
     with atomic_dir(shard_folder(out, part)) as folder:
-        writer = ShardWriter(folder, part, num_parts, num_nodes, node_id, ring_ptr)
-        del node_id
+        writer = ShardWriter(folder, part, num_parts, num_nodes,
+                             np.asarray(ring_ptr, dtype=np.int64))
         try:
             yield writer
         except BaseException:
@@ -147,11 +144,11 @@ def read_partition(partition: Path) -> np.ndarray:
 
 def write_partition_shard(out: Path, shard: PartShard) -> None:
     """``shard`` (in memory) into ``out/part_<k>/``: the bytes ``ShardWriter`` streams."""
-    rings = [shard.node_id[lo:hi].numpy() for lo, hi in zip(shard.ring_ptr[:-1].tolist(),
-                                                             shard.ring_ptr[1:].tolist())]
     indptr = shard.csr.indptr.numpy()
-    with shard_writer(out, shard.part, shard.num_parts, shard.num_nodes, rings) as writer:
-        writer.add(shard.degree.numpy(), np.diff(indptr), shard.csr.indices.numpy())
+    with shard_writer(out, shard.part, shard.num_parts, shard.num_nodes,
+                      shard.ring_ptr.numpy()) as writer:
+        writer.add(shard.node_id.numpy(), shard.degree.numpy(), np.diff(indptr),
+                   shard.csr.indices.numpy())
 
 
 def write_partition_meta(out: Path, meta: dict) -> None:

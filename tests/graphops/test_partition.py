@@ -516,14 +516,14 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     parts = _parts(community_csr, "random", 3)
     io.write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
     rows = csr_rows(community_csr)
-    rings = shard_rings(rows, np.flatnonzero(parts == 1).astype(np.int64), 2)
+    rings = shard_rings(rows, parts == 1, 2)
     monkeypatch.setattr(partition, "SHARD_ROWS", 50)
-    with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings) as writer:
-        for chunk in shard_rows(rows, writer.node_id):
+    with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings.ptr) as writer:
+        for chunk in shard_rows(rows, rings):
             writer.add(*chunk)
     with pytest.raises(RuntimeError, match="disk gone"):
-        with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings) as w:
-            w.add(*next(shard_rows(rows, w.node_id)))
+        with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings.ptr) as w:
+            w.add(*next(shard_rows(rows, rings)))
             raise RuntimeError("disk gone")
     names = sorted(p.name for p in (tmp_path / "whole/part_1").iterdir())
     assert names == ["degree.npy", "indices.npy", "indptr.npy", "meta.json", "node_id.npy",

@@ -221,3 +221,35 @@ def test_label_counts_count_every_edge_but_self_loops(tmp_path):
                 expected[here - 10, labels[there]] += 1
     got = label_counts(row, neighbour, labels[neighbour], 10, 30, 5)
     assert np.array_equal(got, expected)
+
+
+def test_a_sweep_keeps_its_proposals_in_the_block_folder_not_in_task_results(community_csr,
+                                                                             tmp_path):
+    # held as task results, a bisection sweep's proposals (32 B a node) grew lp's workers
+    from gnnpipe.graphops.partition_lp import LocalBlocks, lp_parts
+
+    calls = []
+
+    class Recording(LocalBlocks):
+        def map(self, fn, items, **kwargs):
+            results = super().map(fn, items, **kwargs)
+            calls.append((fn.__name__, list(items), results))
+            return results
+
+    csr_blocks.write_block_graph(tmp_path, community_csr)
+    cfg = PartitionParams(method="lp", num_parts=4, block_rows=700, iterations=3)
+    parts = lp_parts(tmp_path, cfg, 11, Recording())
+    assert np.array_equal(parts, lp_partition(community_csr, cfg, 11))
+    names = {name for name, _, _ in calls}
+    assert names == {"propose_block", "block_cell_keys", "block_moves"}
+    blocks = csr_blocks.row_ranges(community_csr.num_nodes, 700)
+    for name, items, results in calls:  # every task reads its rows' files, never a result
+        assert items == blocks, name
+        if name == "propose_block":  # histograms: int64 (4, b), no per-node rows
+            assert all(r.shape[0] == 4 for r in results)
+        elif name == "block_moves":
+            assert all(isinstance(r, int) for r in results)
+    moved = sum(sum(r) for name, _, r in calls if name == "block_moves")
+    assert moved > community_csr.num_nodes // 4  # the sweeps did move nodes
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["indices.npy", "indptr.npy", "out_indices.npy", "out_indptr.npy"], left
