@@ -28,6 +28,7 @@ Ugander & Backstrom's balanced label propagation, 2013, with exact caps).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,6 +317,10 @@ class LocalBlocks:
     def gather(self, handles: list) -> list:
         return handles
 
+    def fold(self, fn, items, combine, **kwargs):
+        """``combine`` over the results of ``fn`` on ``items`` (at least one), one at a time."""
+        return functools.reduce(combine, (fn(item, **kwargs) for item in items))
+
 
 class DaskBlocks:
     """Block tasks on a Dask cluster (the block folder on a path every worker sees)."""
@@ -328,6 +333,18 @@ class DaskBlocks:
 
     def gather(self, handles: list) -> list:
         return self.client.gather(handles)
+
+    def fold(self, fn, items, combine, **kwargs):
+        """``LocalBlocks.fold``, each result fetched and released in submission order (about
+        the order tasks end), so a worker does not hold its finished tasks' results until the
+        map's last task ends (a sweep's histograms: up to 32 bytes a proposal, every block)."""
+        futures, total = self.map(fn, items, **kwargs), None
+        for i, future in enumerate(futures):
+            result = future.result()
+            total = result if total is None else combine(total, result)
+            future.release()
+            futures[i] = None
+        return total
 
 
 def part_caps(num_nodes: int, num_parts: int, imbalance: float) -> np.ndarray:
@@ -371,9 +388,8 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
     the last labels written (``labels`` is updated in place)."""
     n, k = labels.size, cfg.num_parts
     for _ in range(cfg.iterations):
-        hist = merge_histograms(blocks.gather(blocks.map(
-            propose_block, ranges, folder=folder, step=step, num_parts=k, seed=seed,
-            sibling=sibling)), k)
+        hist = blocks.fold(propose_block, ranges, lambda a, b: merge_histograms([a, b], k),
+                           folder=folder, step=step, num_parts=k, seed=seed, sibling=sibling)
         if hist.shape[1] == 0:  # nobody proposes: the stored (empty) proposals go
             for block in ranges:
                 _stored(folder, "proposals", block).unlink()

@@ -3,6 +3,8 @@ engine (local, Dask with 1 and 2 workers), and a cut far below random on a commu
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -235,6 +237,11 @@ def test_a_sweep_keeps_its_proposals_in_the_block_folder_not_in_task_results(com
             results = super().map(fn, items, **kwargs)
             calls.append((fn.__name__, list(items), results))
             return results
+
+        def fold(self, fn, items, combine, **kwargs):  # histograms: merged as each task ends
+            results = [fn(item, **kwargs) for item in items]
+            calls.append((fn.__name__, list(items), results))
+            return functools.reduce(combine, results)
 
     csr_blocks.write_block_graph(tmp_path, community_csr)
     cfg = PartitionParams(method="lp", num_parts=4, block_rows=700, iterations=3)
