@@ -216,6 +216,7 @@ def model_outputs(model: nn.Module, phase: PhaseInput, ctx: DistContext, block_r
     Output and hidden are None on the other ranks."""
     hidden_of = getattr(model, "forward_with_hidden", None) or partial(forward_with_hidden, model)
     if phase.layerwise is not None:
+        phase.layerwise.aligned = True  # ranks take whole blocks of one process's cut: its bytes
         out, hidden = layerwise_logits(model, phase.x, phase.layerwise, ctx, with_hidden=True)
         return (out, hidden, "layerwise") if ctx.is_main else (None, None, "layerwise")
     if not ctx.is_main:

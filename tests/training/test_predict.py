@@ -262,6 +262,27 @@ def test_aligned_rank_blocks_are_the_one_process_blocks():
     assert sum((plain.blocks(NODE, DistContext(r, 3, r)) for r in range(3)), []) != single
 
 
+def test_predict_computes_each_rank_in_the_one_process_blocks(monkeypatch):
+    """A GEMM's rounding may depend on its row count (it does on AMD EPYC boxes): predict's
+    ranks must cut the blocks one process cuts, whatever the engine was built with."""
+    from gnnpipe.training import inference
+    from gnnpipe.training.distributed import DistContext
+    from gnnpipe.training.predict import model_outputs
+    from gnnpipe.training.train import PhaseInput
+
+    graph = _graph()
+    single = LayerwiseInference(*csr_view(graph.csr), 23).blocks(NODE)
+    engine = LayerwiseInference(*csr_view(graph.csr), 23)  # as inference.plan builds it
+    # no process group: every rank's rows stand in for all of them
+    monkeypatch.setattr(inference, "_all_rows", lambda mine, ctx, n: torch.zeros(n, mine.shape[1]))
+    model = build_model("sage", F, C, TrainParams(model="sage", **TRAIN))
+    phase = PhaseInput(graph.x, None, engine)
+    for rank in range(2):
+        ctx = DistContext(rank, 2, rank)
+        model_outputs(model, phase, ctx, block_rows=7)
+        assert set(engine.blocks(NODE, ctx)) <= set(single), rank
+
+
 def test_codes_stand_in_for_label_values_without_classes_parquet(tmp_path):
     graph = _graph()
     _prepare(tmp_path, graph, None, None)
