@@ -110,10 +110,21 @@ def imports_of(path: Path, modules: dict[str, Path], root: Path = ROOT,
     return found
 
 
+# (root, dynamic) -> (files' stats, graph): one process may render dvc.yaml many times
+_GRAPHS: dict[tuple, tuple[tuple, dict[str, frozenset[str]]]] = {}
+
+
 def import_graph(root: Path = ROOT, dynamic: bool = True) -> dict[str, set[str]]:
-    """Module -> the modules it can run (``imports_of``), for the whole package."""
+    """Module -> the modules it can run (``imports_of``), for the whole package; parsed again
+    only when a file's size or mtime changed."""
     modules = module_files(root)
-    return {name: imports_of(path, modules, root, dynamic) for name, path in modules.items()}
+    stats = tuple((name, path.stat().st_mtime_ns, path.stat().st_size)
+                  for name, path in sorted(modules.items()))
+    key = (str(root), dynamic)
+    if key not in _GRAPHS or _GRAPHS[key][0] != stats:
+        _GRAPHS[key] = (stats, {name: frozenset(imports_of(path, modules, root, dynamic))
+                                for name, path in modules.items()})
+    return {name: set(found) for name, found in _GRAPHS[key][1].items()}
 
 
 def _with_parents(name: str, graph: dict[str, set[str]]) -> set[str]:

@@ -1,4 +1,4 @@
-"""The whole DVC pipeline on the built-in heterogeneous graph, node then link task."""
+"""The whole pipeline on the built-in heterogeneous graph through the CLI, node then link task."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.config import ParamsError, params_from_dict
-from test_pipeline import _ran, _run, make_scratch_repo
-
-ALL = {"prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "predict",
-       "evaluate", "report"}
-
+from conftest import run_stages
+from gnnpipe.pipeline import STAGES
+from test_pipeline import REPO
 
 def _json(repo, name):
     return json.loads((repo / name).read_text())
@@ -21,29 +19,45 @@ def _json(repo, name):
 
 @pytest.fixture(scope="module")
 def hetero_repo(tmp_path_factory):
-    """The scratch repo of the typed graph, before any stage ran (tests run in file order)."""
-    return _hetero_repo(tmp_path_factory.mktemp("hetero"))
+    """A folder with the shipped params.yaml set to the typed graph and HGT, before any stage
+    ran (tests run in file order)."""
+    folder = tmp_path_factory.mktemp("hetero")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["dataset"]["synthetic"].update(num_nodes=800, num_features=16, num_classes=3,
+                                          num_authors=250, num_venues=6)
+    params["dataset"]["layout"] = "typed"
+    for section in ("train", "baseline"):
+        params[section].update(epochs=40, patience=40, hidden=16)
+    params["partition"]["num_parts"] = 4
+    params["train"].update(model="hgt", heads=2)
+    _write_params(folder, params)
+    return folder
 
 
-def test_hetero_dvc_repro_runs_every_stage(hetero_repo):
+def _write_params(folder, params) -> None:
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _edit(folder, **dotted) -> None:
+    """params.yaml with ``section__key=value`` overrides, as ``dvc exp run -S`` sets them."""
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    for key, value in dotted.items():
+        *path, last = key.split("__")
+        node = params
+        for part in path:
+            node = node[part]
+        node[last] = value
+    _write_params(folder, params)
+
+
+def test_hetero_pipeline_runs_every_stage(hetero_repo):
+    """Every stage through the CLI, in this process (DVC's caching is the same dvc.yaml for
+    every layout: tests/e2e/test_pipeline.py)."""
+    run_stages(hetero_repo, STAGES)
     _check_repro(hetero_repo)
 
 
-def _hetero_repo(tmp_path):
-    repo = make_scratch_repo(tmp_path / "repo", epochs=40, patience=40, num_nodes=800)
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["dataset"]["layout"] = "typed"
-    params["dataset"]["synthetic"].update(num_authors=250, num_venues=6)
-    params["train"]["model"] = "hgt"
-    params["train"]["heads"] = 2
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
-    _run(git + ["commit", "-qam", "hetero"], repo)
-    return repo
-
-
 def _check_repro(repo):
-    assert _ran(_run(["dvc", "repro"], repo)) == ALL
     assert io.read_description(repo / "data/prepared")["layout"] == "typed"
     assert (repo / "data/prepared/nodes_author.parquet").exists()
     assert (repo / "data/prepared/edges_author__writes__paper.parquet").exists()
@@ -66,28 +80,27 @@ def _check_repro(repo):
     assert (repo / "data/predict/embeddings_paper.parquet").exists()
 
 
-def test_hetero_dvc_exp_runs_with_neighbor_and_link_neighbor_batches(hetero_repo):
-    """After the repro above: typed neighbour mini-batches, then link_neighbor on the link task."""
+def test_hetero_stages_run_with_neighbor_and_link_neighbor_batches(hetero_repo):
+    """After the run above: typed neighbour mini-batches (the stages a train change re-runs),
+    then link_neighbor on the link task (split onwards)."""
     repo = hetero_repo
-    short = ["-S", "train.epochs=5", "-S", "train.patience=5", "-S", "train.batch_size=128"]
-    ran = _ran(_run(["dvc", "exp", "run", "-S", "train.sampler=neighbor",
-                     "-S", "train.neighbor.num_neighbors=[8,4]", *short], repo))
-    assert {"train", "evaluate", "report"} <= ran and "split" not in ran
+    short = {"train__epochs": 5, "train__patience": 5, "train__batch_size": 128}
+    _edit(repo, train__sampler="neighbor", train__neighbor__num_neighbors=[8, 4], **short)
+    run_stages(repo, ("train", "predict", "evaluate", "report"))
     train = _json(repo, "metrics/train.json")
     assert train["sampler"] == "neighbor" and train["node_type"] == "paper"
     assert "hetero" not in train and train["batches_per_epoch"] == 4
     evaluation = _json(repo, "metrics/eval.json")
     assert evaluation["gnn"]["test"]["accuracy"] > 0.5  # 3 classes: chance is 1/3
-    ran = _ran(_run(["dvc", "exp", "run", "-S", "dataset.task=link",
-                     "-S", "train.sampler=link_neighbor", "-S", "split.link.num_val_negatives=20",
-                     "-S", "split.link.num_test_negatives=20", "-S", "baseline.epochs=5",
-                     "-S", "baseline.patience=5", *short, "evaluate"], repo))
-    assert {"split", "train", "evaluate"} <= ran and "report" not in ran
+    _edit(repo, dataset__task="link", train__sampler="link_neighbor",
+          split__link__num_val_negatives=20, split__link__num_test_negatives=20,
+          baseline__epochs=5, baseline__patience=5, **short)
+    run_stages(repo, ("prepare", "split", "analyze", "partition", "propagate", "baseline",
+                      "train", "evaluate"))
     train = _json(repo, "metrics/train.json")
     assert train["sampler"] == "link_neighbor" and train["edge_type"] == "author__writes__paper"
     evaluation = _json(repo, "metrics/eval.json")
     assert evaluation["task"] == "link" and evaluation["gnn"]["test"]["mrr"] > 0
-
 
 
 def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):

@@ -96,10 +96,6 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     # the experiment's params and outputs are in the workspace: the edits below build on them
     assert yaml.safe_load((scratch_repo / "params.yaml").read_text())["train"]["model"] == "gcn"
 
-    _edit_params(scratch_repo, train={"lr": 0.005})
-    assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"train", "predict", "evaluate",
-                                                          "report"}
-
     _edit_params(scratch_repo, predict={"top_k": 2})  # the predict section alone: predict only
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"predict"}
 
@@ -109,44 +105,6 @@ def test_repro_then_nothing_then_only_what_a_change_touches(scratch_repo):
     # default full sampler neither reads the partition: their outputs come out byte-identical
     assert _ran(_run(["dvc", "repro"], scratch_repo)) == {"partition", "train", "evaluate",
                                                           "report"}
-
-    _edit_params(scratch_repo, propagate={"hops": 3})
-    ran = _ran(_run(["dvc", "repro"], scratch_repo))
-    # evaluate/report follow only if train's outputs changed: gcn ignores propagated features,
-    # so its predictions come out byte-identical and DVC rightly stops there.
-    # predict reads data/propagate (the sign model's hops), so it re-runs too
-    assert {"propagate", "train"} <= ran <= {"propagate", "train", "predict", "evaluate",
-                                             "report"}
-
-
-def test_dvc_repro_recovers_after_a_stage_is_killed(scratch_repo):
-    from gnnpipe.io.atomic import FAULT_ENV
-
-    _edit_params(scratch_repo, train={"lr": 0.004})
-    # train dies before publishing its predictions, after its last epoch's checkpoint (DVC
-    # removed the previous outputs first): the rerun resumes with no epoch left to train
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=str(scratch_repo), GNNPIPE_PROGRESS="0", **{FAULT_ENV: "predictions.pt"})
-    done = subprocess.run(["dvc", "repro"], cwd=scratch_repo, capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert done.returncode != 0 and "Running stage 'train'" in done.stdout + done.stderr
-    assert not (scratch_repo / "data/model/predictions.pt").exists()
-    output = _run(["dvc", "repro"], scratch_repo)
-    assert "train" in _ran(output) and "prepare" not in _ran(output)
-    assert not list((scratch_repo / "data").glob("**/*.tmp"))  # the killed writer's temps swept
-    assert "Data and pipelines are up to date" in _run(["dvc", "status"], scratch_repo)
-
-
-def test_exp_run_trains_with_the_cluster_sampler(scratch_repo):
-    """``dvc exp run -S train.sampler=cluster`` up to train: only train re-runs (the partition is
-    already there)."""
-    output = _run(["dvc", "exp", "run", "train", "-S", "train.sampler=cluster"], scratch_repo)
-    assert _ran(output) == {"train"}
-    metrics = json.loads((scratch_repo / "metrics/train.json").read_text())
-    assert metrics["sampler"] == "cluster" and metrics["best_val_acc"] > 0.5
-    throughput = (scratch_repo / "metrics/perf/train_history.csv").read_text().splitlines()
-    assert throughput[0].split(",")[:2] == ["epoch", "train_seconds"]
-    assert len(throughput) == 1 + metrics["epochs_run"]
 
 
 def test_push_then_pull_into_a_fresh_clone_restores_everything(scratch_repo, tmp_path):
@@ -177,3 +135,34 @@ def test_plots_render(scratch_repo, tmp_path):
     html = (tmp_path / "plots" / "index.html").read_text()
     assert "training_curves" in html and "val_acc" in html
     assert "confusion_test" in html and "degree_hist" in html
+
+
+def test_exp_run_trains_with_the_cluster_sampler(scratch_repo):
+    """``dvc exp run -S train.sampler=cluster`` up to train: only train re-runs (the partition is
+    already there)."""
+    output = _run(["dvc", "exp", "run", "train", "-S", "train.sampler=cluster"], scratch_repo)
+    assert _ran(output) == {"train"}
+    metrics = json.loads((scratch_repo / "metrics/train.json").read_text())
+    assert metrics["sampler"] == "cluster" and metrics["best_val_acc"] > 0.5
+    throughput = (scratch_repo / "metrics/perf/train_history.csv").read_text().splitlines()
+    assert throughput[0].split(",")[:2] == ["epoch", "train_seconds"]
+    assert len(throughput) == 1 + metrics["epochs_run"]
+
+
+def test_dvc_repro_recovers_after_a_stage_is_killed(scratch_repo):
+    """Last in the file: it leaves the stages below train stale (up to train, as a user would
+    re-run the stage that died)."""
+    from gnnpipe.io.atomic import FAULT_ENV
+
+    _edit_params(scratch_repo, train={"lr": 0.004})
+    # train dies before publishing its predictions, after its last epoch's checkpoint (DVC
+    # removed the previous outputs first): the rerun resumes with no epoch left to train
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=str(scratch_repo), GNNPIPE_PROGRESS="0", **{FAULT_ENV: "predictions.pt"})
+    done = subprocess.run(["dvc", "repro", "train"], cwd=scratch_repo, capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode != 0 and "Running stage 'train'" in done.stdout + done.stderr
+    assert not (scratch_repo / "data/model/predictions.pt").exists()
+    assert _ran(_run(["dvc", "repro", "train"], scratch_repo)) == {"train"}
+    assert not list((scratch_repo / "data").glob("**/*.tmp"))  # the killed writer's temps swept
+    assert "Data and pipelines are up to date" in _run(["dvc", "status", "train"], scratch_repo)

@@ -79,6 +79,17 @@ def test_import_graph_sees_modules_reached_without_an_import_statement():
     assert not {"gnnpipe.training.torchrun", "gnnpipe.__main__"} & STATIC["gnnpipe.training.distributed"]
 
 
+def test_import_graph_is_parsed_again_when_a_file_changes(tmp_path):
+    package = tmp_path / "gnnpipe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "b.py").write_text("")
+    (package / "a.py").write_text("x = 1\n")
+    assert dvc_yaml.import_graph(tmp_path)["gnnpipe.a"] == set()
+    (package / "a.py").write_text("import gnnpipe.b\n")  # cached graphs are keyed by stat
+    assert dvc_yaml.import_graph(tmp_path)["gnnpipe.a"] == {"gnnpipe.b"}
+
+
 def test_a_stage_reaches_its_own_command_alone():
     """cli imports ``gnnpipe.commands.<stage>`` by name: a stage's closure holds its own."""
     assert {m for m in GRAPH["gnnpipe.cli"] if m.startswith("gnnpipe.commands.")} >= {

@@ -17,6 +17,8 @@ from gnnpipe.io import atomic_dir, atomic_path, read_graph
 from gnnpipe.io.atomic import FAULT_ENV
 from gnnpipe.io.temps import HOST
 
+from conftest import run_stages
+
 
 PARAMS = {"dataset": {"synthetic": {"num_nodes": 3000, "num_features": 16}}}
 
@@ -41,7 +43,7 @@ def workdir(tmp_path) -> Path:
 @pytest.mark.parametrize("victim", ["nodes_node.parquet", "edges_node__to__node.parquet",
                                     "graph.pt"])
 def test_kill_before_rename_keeps_the_previous_output(workdir, victim):
-    assert _stage(["prepare"], workdir).returncode == 0
+    run_stages(workdir, ("prepare",))  # in this process: only the killed run needs its own
     before = _digest(workdir / "data/prepared")
     params = dict(PARAMS, seed=1)  # a different graph, so a torn write would show
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
@@ -49,7 +51,7 @@ def test_kill_before_rename_keeps_the_previous_output(workdir, victim):
     assert killed.returncode == -signal.SIGKILL
     assert _digest(workdir / "data/prepared") == before  # old output intact, file for file
     read_graph(workdir / "data/prepared")
-    assert _stage(["prepare"], workdir).returncode == 0  # the next run recovers
+    run_stages(workdir, ("prepare",))  # the next run recovers
     assert _digest(workdir / "data/prepared") != before
     assert not [p for p in (workdir / "data").iterdir() if p.name.startswith(".")]
 

@@ -1,11 +1,10 @@
 """Link training and evaluation: the GNN beats the MLP, runs repeat exactly, phases see their own
-graph, and a ``dataset.task: link`` DVC pipeline reproduces its metrics."""
+graph, and a ``dataset.task: link`` pipeline runs every stage, also on two DDP ranks."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,6 @@ from gnnpipe.training.train import build_inputs
 from gnnpipe.data.graph import phase_csrs
 from conftest import as_graph
 
-from test_pipeline import _ran, _run, make_scratch_repo
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = TrainParams(epochs=60, patience=60, hidden=32)
@@ -205,39 +203,40 @@ def test_link_stages_reproduce_every_artifact_for_a_fixed_seed(tmp_path, monkeyp
     assert first == again
 
 
-def test_link_pipeline_runs_with_dvc(tmp_path):
-    """`dvc repro` of a dataset.task link pipeline; reproducibility is checked in-process above
-    (a second DVC run costs a minute of interpreter start-ups on a 2-core machine)."""
-    repo = make_scratch_repo(tmp_path / "repo", task="link", epochs=20, patience=20,
-                             num_nodes=600)
+def test_link_pipeline_runs_every_stage_then_trains_on_two_ranks(tmp_path, monkeypatch):
+    """Every stage of a dataset.task link pipeline through the CLI (DVC's caching is the same
+    dvc.yaml for every task: tests/e2e/test_pipeline.py), then train relaunched under torchrun
+    with 2 gloo ranks on link_neighbor batches and evaluate on its scores."""
+    from conftest import run_stages
+    from gnnpipe.pipeline import STAGES
 
-    # Up to evaluate: the stages the link task adds to or changes (analyze: the verdict's
-    # homophily)
-    ran = _run(["dvc", "repro", "evaluate"], repo)
-    assert set(re.findall(r"Running stage '([\w-]+)'", ran)) == {
-        "prepare", "split", "analyze", "partition", "propagate", "baseline", "train", "evaluate"}
-    metrics = json.loads((repo / "metrics/eval.json").read_text())
+    params = yaml.safe_load((REPO / "params.yaml").read_text())  # the shipped params
+    params["dataset"]["task"] = "link"
+    params["dataset"]["synthetic"].update(num_nodes=600, num_features=16, num_classes=3)
+    params["partition"]["num_parts"] = 4
+    for section in ("train", "baseline"):
+        params[section].update(epochs=20, patience=20, hidden=16)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages(tmp_path, STAGES)
+    metrics = json.loads((tmp_path / "metrics/eval.json").read_text())
     assert metrics["task"] == "link"
     for model in ("gnn", "mlp"):
         assert {"roc_auc", "average_precision", "mrr", "hits@10", "hits@50"} == set(
             metrics[model]["test"])
-    assert json.loads((repo / "metrics/split_audit.json").read_text())["passed"]
-    assert "Running stage" not in _run(["dvc", "repro", "evaluate"], repo)  # all cached
-    assert "report" in set(re.findall(r"Running stage '([\w-]+)'", _run(["dvc", "repro"], repo)))
-    html = (repo / "reports/report.html").read_text()
+    assert json.loads((tmp_path / "metrics/split_audit.json").read_text())["passed"]
+    html = (tmp_path / "reports/report.html").read_text()
     assert "test MRR" in html and "mrr" in html
 
-    # then the train stage relaunched under torchrun with 2 gloo ranks on link_neighbor batches
-    out = _run(["dvc", "exp", "run", "-S", "train.sampler=link_neighbor", "-S",
-                "train.dist.nproc=2", "-S", "train.batch_size=128", "-S", "train.epochs=3",
-                "-S", "train.patience=3", "evaluate"], repo)
-    assert _ran(out) == {"train", "evaluate"}
-    train = json.loads((repo / "metrics/train.json").read_text())
+    params["train"].update(sampler="link_neighbor", dist={"nproc": 2}, batch_size=128, epochs=3,
+                           patience=3)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages(tmp_path, ("train", "evaluate"))
+    train = json.loads((tmp_path / "metrics/train.json").read_text())
     assert train["sampler"] == "link_neighbor" and train["epochs_run"] == 3
     assert train["batches_per_epoch"] >= 2  # per rank
-    assert json.loads((repo / "metrics/perf/train.json").read_text())["world_size"] == 2
-    history = (repo / "metrics/perf/train_history.csv").read_text().splitlines()
+    assert json.loads((tmp_path / "metrics/perf/train.json").read_text())["world_size"] == 2
+    history = (tmp_path / "metrics/perf/train_history.csv").read_text().splitlines()
     assert len(history) == 4 and history[0].startswith("epoch,")
-    evaluated = json.loads((repo / "metrics/eval.json").read_text())
+    evaluated = json.loads((tmp_path / "metrics/eval.json").read_text())
     assert evaluated["task"] == "link" and 0.0 < evaluated["gnn"]["test"]["mrr"] <= 1.0
-    assert not (repo / "data/checkpoint/train.pt").exists()
+    assert not (tmp_path / "data/checkpoint/train.pt").exists()
