@@ -52,22 +52,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, queue) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    ctx = DistContext(rank, world, rank)
-    distributed.init_process_group(ctx, timeout_s=60)
-    total = distributed.all_reduce_sum(torch.tensor([rank + 1.0, 2.0]), ctx)
-    queue.put((rank, total.tolist()))
-    distributed.shutdown()
-
-
-def test_all_reduce_sums_across_two_gloo_processes():
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_worker, args=(2, _free_port(), queue), nprocs=2, start_method="spawn")
-    results = dict(queue.get() for _ in range(2))
-    assert results == {0: [3.0, 4.0], 1: [3.0, 4.0]}
-
-
 def _shard_setup():
     """A 300-node graph, 6 bfs parts with 1-hop shards, split roles as int8 codes and a model."""
     import numpy as np
@@ -106,17 +90,32 @@ def _shard_worker(rank: int, world: int, port: int, queue) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     ctx = DistContext(rank, world, rank)
     distributed.init_process_group(ctx, timeout_s=60)
+    total = distributed.all_reduce_sum(torch.tensor([rank + 1.0, 2.0]), ctx)
     x, y, roles, _, shards, model = _shard_setup()
     mine = [shards[p] for p in rank_parts(6, rank, world)]
     counts = shard_part_counts(mine, roles, 6, ctx)
     with torch.no_grad():
         node_id, logits = _evaluator_outputs(model, _evaluator(mine, x, y, roles), ctx)
     # plain lists: torch tensors would go by shared memory that dies with the process
-    queue.put((rank, counts.tolist(), node_id.tolist(), logits.tolist()))
+    queue.put((rank, total.tolist(), counts.tolist(), node_id.tolist(), logits.tolist()))
     distributed.shutdown()
 
 
-def test_shard_ranks_agree_on_part_counts_and_rank_0_gathers_every_split_node():
+@pytest.fixture(scope="module")
+def two_ranks() -> dict[int, tuple]:
+    """rank -> (all-reduced sum, part counts, node ids, logits) of two spawned gloo ranks (one
+    start of two interpreters serves every test below)."""
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_shard_worker, args=(2, _free_port(), queue), nprocs=2,
+                       start_method="spawn")
+    return {rank: rest for rank, *rest in (queue.get() for _ in range(2))}
+
+
+def test_all_reduce_sums_across_two_gloo_processes(two_ranks):
+    assert {rank: out[0] for rank, out in two_ranks.items()} == {0: [3.0, 4.0], 1: [3.0, 4.0]}
+
+
+def test_shard_ranks_agree_on_part_counts_and_rank_0_gathers_every_split_node(two_ranks):
     """train.dist.shard: partition on two gloo ranks, each holding half the shards: both count
     every part's train nodes, and rank 0 gets each split node's logits once, train, val then
     test, ids ascending, as one process holding every shard computes them."""
@@ -124,10 +123,7 @@ def test_shard_ranks_agree_on_part_counts_and_rank_0_gathers_every_split_node():
 
     from gnnpipe.training.train import phase_index
 
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_shard_worker, args=(2, _free_port(), queue), nprocs=2,
-                       start_method="spawn")
-    results = {rank: rest for rank, *rest in (queue.get() for _ in range(2))}
+    results = {rank: out[1:] for rank, out in two_ranks.items()}
     x, y, roles, parts, shards, model = _shard_setup()
     expected = np.bincount(parts[roles == 0], minlength=6).tolist()
     assert results[0][0] == results[1][0] == expected
