@@ -1,7 +1,7 @@
 """prepare on cluster.engine: dask (gnnpipe/data/dask_prepare.py): every prepared file byte for
 byte as cluster.engine: local writes it (edge_attrs_node__to__node.parquet included), on tables cut into many
 blocks; the local reader's one-line errors; refusals. The block functions run in this process (a client of None) except in
-one test, on real LocalClusters of 1, 2 and 4 workers."""
+one test, on real LocalClusters of 1, 2 and 4 workers (typed tables too: test_dask_typed.py's)."""
 
 from __future__ import annotations
 
@@ -147,13 +147,22 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
 @pytest.mark.parametrize("workers", [4, 2, 1])
 def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypatch, dask_cluster,
                                                              workers):
+    """Homogeneous and typed tables (test_dask_typed.py's) on one module cluster: a cluster and
+    its workers' imports cost seconds a file."""
+    from test_dask_typed import typed_dataset, typed_tables, write_typed
+
     monkeypatch.setattr(dask_prepare, "SIZES", TINY)
     scale_cluster(dask_cluster, workers)
+    cluster = {"engine": "dask", "address": dask_cluster.scheduler_address}
     ids = np.array([f"user-{i}" for i in range(N)])
     folder = write(tmp_path / "in", tables(ids=ids, seed=workers))
-    assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder)},
-                         {"engine": "dask", "address": dask_cluster.scheduler_address})
-    assert not list(tmp_path.glob(".dask-blocks*"))  # the scratch folder is gone
+    (tmp_path / "homogeneous").mkdir()
+    assert_same_as_local(tmp_path / "homogeneous", {"source": "parquet", "path": str(folder)},
+                         cluster)
+    root = write_typed(tmp_path / "typed-in", typed_tables(seed=workers))
+    (tmp_path / "typed").mkdir()
+    assert_same_as_local(tmp_path / "typed", typed_dataset(root), cluster)
+    assert not list(tmp_path.rglob(".dask-blocks*"))  # the scratch folders are gone
 
 
 def test_edges_without_rows_match_local_and_warn(tmp_path, inline):

@@ -1,6 +1,7 @@
 """Typed tables prepared on cluster.engine: dask (gnnpipe/data/dask_typed.py): every prepared file
 byte for byte as cluster.engine: local writes it (build_typed), on tables cut into many blocks;
-the local reader's one-line errors on bad tables; clusters of 1, 2 and 4 workers."""
+the local reader's one-line errors on bad tables; clusters of 1, 2 and 4 workers (in
+tests/data/test_dask_prepare.py, on its module's cluster)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import scale_cluster
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.dask_typed import prepare_typed_blocks
 from gnnpipe.data.prepare import prepare_dataset
@@ -99,18 +99,6 @@ def test_typed_csv_tables_and_float_times_match_local(tmp_path, inline):
     tables = typed_tables(seed=1, times=np.arange(USERS, dtype=np.float64) * 2)
     root = write_typed(tmp_path / "in", tables, fmt="csv")
     assert_same_as_local(tmp_path, typed_dataset(root, "csv"))
-
-
-@pytest.mark.parametrize("workers", [4, 2, 1])
-def test_typed_on_clusters_of_4_2_and_1_workers(tmp_path, monkeypatch, dask_cluster, workers):
-    from gnnpipe.data import dask_prepare
-
-    monkeypatch.setattr(dask_prepare, "SIZES", TINY)
-    scale_cluster(dask_cluster, workers)
-    root = write_typed(tmp_path / "in", typed_tables(seed=workers))
-    assert_same_as_local(tmp_path, typed_dataset(root),
-                         {"engine": "dask", "address": dask_cluster.scheduler_address})
-    assert not list(tmp_path.glob(".dask-blocks*"))
 
 
 # ------------------------------------------------------------------------------- bad inputs

@@ -4,6 +4,8 @@ computed from row reads of the block files (LocalClusters: tests/graphops/test_d
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -27,6 +29,14 @@ def curvature_graph(seed: int, n: int = 200, m: int = 1500, undirected: bool = F
     return csr
 
 
+@functools.cache
+def whole_graph_sample(seed: int, undirected: bool, size: int, chunk_pairs: int) -> dict:
+    """``edge_curvature`` of ``curvature_graph(seed)``'s simple graph: once for every block size."""
+    cfg = CurvatureParams(sample_edges=size, most_negative=8)
+    return edge_curvature(symmetric_simple(curvature_graph(seed, undirected=undirected)), cfg,
+                          np.random.default_rng(seed), chunk_pairs)
+
+
 @pytest.mark.parametrize("seed, undirected", [(0, False), (1, True), (2, False)])
 @pytest.mark.parametrize("block_rows", [1, 37, 1000])
 def test_blocks_draw_and_measure_the_whole_graph_sample(tmp_path, seed, undirected, block_rows):
@@ -34,8 +44,7 @@ def test_blocks_draw_and_measure_the_whole_graph_sample(tmp_path, seed, undirect
     with block_graph(csr, tmp_path) as folder:
         for size, chunk_pairs in ((40, 1 << 20), (300, 500), (10**5, 2000)):
             cfg = CurvatureParams(sample_edges=size, most_negative=8)
-            want = edge_curvature(symmetric_simple(csr), cfg, np.random.default_rng(seed),
-                                  chunk_pairs)
+            want = whole_graph_sample(seed, undirected, size, chunk_pairs)
             got = edge_curvature_blocks(None, folder, csr.num_nodes, cfg,
                                         np.random.default_rng(seed), block_rows, chunk_pairs)
             assert got == want, (size, chunk_pairs)

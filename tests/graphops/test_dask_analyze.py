@@ -140,38 +140,12 @@ def _client(cluster, workers: int):
     return client
 
 
-def test_clusters_of_4_2_and_1_workers_give_the_local_report(cluster, monkeypatch, tmp_path):
-    monkeypatch.setattr(dask_analyze, "BLOCK_ROWS", 40)
-    for workers in (4, 2, 1):
-        graph = _graph(workers, undirected=workers != 2)
-        phases = _phases(graph)
-        with _client(cluster, workers) as client:
-            assert _blocks(client, graph, tmp_path, *phases) == analyze_graph(
-                graph, AnalyzeParams(), *phases), workers
-
-
-def test_clusters_of_2_and_1_workers_give_the_local_curvature_sample(cluster, tmp_path):
-    from gnnpipe.config.schema import CurvatureParams
-    from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
-    from gnnpipe.graphops.partition import symmetric_simple
-    from gnnpipe.graphops.reach import edge_curvature
-    from tests.graphops.test_curvature_blocks import curvature_graph
-
-    for workers in (2, 1):
-        csr = curvature_graph(workers)
-        cfg = CurvatureParams(sample_edges=200, most_negative=5)
-        want = edge_curvature(symmetric_simple(csr), cfg, np.random.default_rng(workers), 400)
-        with _client(cluster, workers) as client, block_graph(csr, tmp_path) as folder:
-            assert edge_curvature_blocks(client, folder, csr.num_nodes, cfg,
-                                         np.random.default_rng(workers), 50, 400) == want
-
-
 @pytest.mark.parametrize("layout", ["homogeneous", "typed"])
 def test_the_stage_on_dask_writes_the_local_metrics(cluster, tmp_path, monkeypatch, layout):
     """Either layout: the block files come from the prepared relation's stored rows."""
     from gnnpipe.cli import main
 
-    _client(cluster, 2).close()
+    _client(cluster, 4).close()  # the cluster as started: the smaller ones' test comes last
     monkeypatch.chdir(tmp_path)
     params = {"dataset": {"layout": layout, "synthetic": {"num_nodes": 300, "num_features": 4,
                                                           "num_classes": 3}},
@@ -212,3 +186,28 @@ def test_bad_input_gets_the_local_one_line_errors(cluster, tmp_path, monkeypatch
     assert local.count("\n") == 2 and "message_train.pt" in local, local
     assert _bad_input_line(capsys, {"engine": "dask", "address": cluster.scheduler_address}) \
         == local
+
+
+@pytest.mark.parametrize("workers", [4, 2, 1])
+def test_clusters_of_4_2_and_1_workers_give_the_local_report_and_curvature_sample(
+        cluster, monkeypatch, tmp_path, workers):
+    """Largest cluster first, each size once (a worker started again costs seconds): the
+    analyze report, and the curvature sample, of the local engine."""
+    from gnnpipe.config.schema import CurvatureParams
+    from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
+    from gnnpipe.graphops.partition import symmetric_simple
+    from gnnpipe.graphops.reach import edge_curvature
+    from tests.graphops.test_curvature_blocks import curvature_graph
+
+    monkeypatch.setattr(dask_analyze, "BLOCK_ROWS", 40)
+    graph = _graph(workers, undirected=workers != 2)
+    phases = _phases(graph)
+    csr = curvature_graph(workers)
+    cfg = CurvatureParams(sample_edges=200, most_negative=5)
+    want = edge_curvature(symmetric_simple(csr), cfg, np.random.default_rng(workers), 400)
+    with _client(cluster, workers) as client:
+        assert _blocks(client, graph, tmp_path, *phases) == analyze_graph(
+            graph, AnalyzeParams(), *phases), workers
+        with block_graph(csr, tmp_path) as folder:
+            assert edge_curvature_blocks(client, folder, csr.num_nodes, cfg,
+                                         np.random.default_rng(workers), 50, 400) == want

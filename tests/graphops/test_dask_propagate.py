@@ -92,23 +92,13 @@ def _dask_files(tmp: Path, client, csr, x, cfg, name: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
 
-@pytest.mark.parametrize("workers", [4, 2, 1])
-def test_hop_files_match_the_local_engine_on_4_2_and_1_workers(tmp_path, client_of, workers):
-    client = client_of(workers)
-    csr, x = _graph(workers)
-    cfg = PropagateParams(hops=3, norm="sym", block_rows=64, kernel="aten")
-    want = _local_files(tmp_path, csr, x, cfg)
-    assert _dask_files(tmp_path, client, csr, x, cfg, "dask") == want
-    assert len(want) == 4
-
-
 @pytest.mark.parametrize("norm, self_loops, dtype, directed", [
     ("rw", True, "float32", True), ("ppr", True, "bfloat16", False),
     ("sym", False, "bfloat16", True), ("ppr", False, "float32", False)])
 def test_any_block_size_gives_the_local_bytes(tmp_path, client_of, monkeypatch, norm,
                                               self_loops, dtype, directed):
     """Task blocks of 7, 300 and 1000 rows, and gather chunks of a few rows inside a task."""
-    client = client_of(2)
+    client = client_of(4)  # the cluster as started: the 2- and 1-worker tests come last
     csr, x = _graph(1, directed_loops=directed)
     want = _local_files(tmp_path, csr, x, PropagateParams(hops=2, norm=norm, alpha=0.2,
                                                           self_loops=self_loops, dtype=dtype))
@@ -137,21 +127,6 @@ def test_gather_chunks_inside_a_task_give_the_same_rows(tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in sorted(out.iterdir())} == want
 
 
-def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of, monkeypatch):
-    client = client_of(1)
-    csr, x = _graph(3)
-    out = tmp_path / "out"
-    out.mkdir()
-    io.write_hop(out, "g", 0, x)
-    x0 = io.hop_rows(out, "g", 0, (N, F), torch.float32)
-    cfg = PropagateParams(hops=2, block_rows=50)
-    bad = dataclasses.replace(x0, path=str(out / "missing.pt"))  # every task fails to read it
-    with pytest.raises(FileNotFoundError):
-        for _ in propagate_blocks(client, csr, bad, out, "g", tmp_path / "scratch", cfg, "aten"):
-            pass
-    assert sorted(p.name for p in out.iterdir()) == ["g_hop_0.pt"]  # no half-written hop
-
-
 def test_row_files_read_and_write_rows_in_either_dtype(tmp_path):
     x = torch.randn(9, 4)
     for dtype in (torch.float32, torch.bfloat16):
@@ -173,7 +148,7 @@ def test_the_stage_on_dask_writes_the_local_files(tmp_path, cluster, client_of, 
 
     from gnnpipe.cli import main
 
-    client_of(2)
+    client_of(4)  # the cluster as started: the 2- and 1-worker tests come last
     monkeypatch.chdir(tmp_path)
     params = {"dataset": {"synthetic": {"num_nodes": 400, "num_features": 6, "num_classes": 3}},
               "split": {"node": {"mode": "inductive"}},
@@ -199,7 +174,9 @@ def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, wa
                                                   address: str):
     """The stage (embedded LocalCluster) killed as it renames its last hop file: the previous
     output intact, no process of its session left (its workers died with it), and the next run
-    (on the module's cluster: no second start) recovers and sweeps its temp folders."""
+    (in this process, on the module's cluster: no second start) recovers and sweeps its temp
+    folders."""
+    import contextlib
     import os
     import signal
     import subprocess
@@ -207,6 +184,7 @@ def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, wa
 
     import psutil
 
+    from gnnpipe.cli import main
     from gnnpipe.io.atomic import FAULT_ENV
 
     params["cluster"] = {"engine": "dask", "workers": 1, "memory_limit": "512MiB"}
@@ -226,8 +204,9 @@ def _killed_stage_leaves_the_output_and_no_worker(folder: Path, params: dict, wa
             for p in sorted(out.iterdir())} == want
     params["cluster"] = {"engine": "dask", "address": address}
     (folder / "params.yaml").write_text(yaml.safe_dump(params))
-    assert subprocess.run([sys.executable, "-m", "gnnpipe", "propagate"], cwd=folder,
-                          env={**os.environ, "GNNPIPE_PROGRESS": "0"}).returncode == 0
+    # the recovery is the stage's, not a fresh interpreter's: no torch import in a subprocess
+    with contextlib.chdir(folder):
+        assert main(["propagate"]) == 0
     assert not [p for p in (folder / "data").iterdir() if p.name.startswith(".")]
 
 
@@ -238,3 +217,28 @@ def _session(process) -> int | None:
         return os.getsid(process.pid)
     except OSError:
         return None
+
+
+@pytest.mark.parametrize("workers", [4, 2, 1])
+def test_hop_files_match_the_local_engine_on_4_2_and_1_workers(tmp_path, client_of, workers):
+    client = client_of(workers)
+    csr, x = _graph(workers)
+    cfg = PropagateParams(hops=3, norm="sym", block_rows=64, kernel="aten")
+    want = _local_files(tmp_path, csr, x, cfg)
+    assert _dask_files(tmp_path, client, csr, x, cfg, "dask") == want
+    assert len(want) == 4
+
+
+def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of, monkeypatch):
+    client = client_of(1)
+    csr, x = _graph(3)
+    out = tmp_path / "out"
+    out.mkdir()
+    io.write_hop(out, "g", 0, x)
+    x0 = io.hop_rows(out, "g", 0, (N, F), torch.float32)
+    cfg = PropagateParams(hops=2, block_rows=50)
+    bad = dataclasses.replace(x0, path=str(out / "missing.pt"))  # every task fails to read it
+    with pytest.raises(FileNotFoundError):
+        for _ in propagate_blocks(client, csr, bad, out, "g", tmp_path / "scratch", cfg, "aten"):
+            pass
+    assert sorted(p.name for p in out.iterdir()) == ["g_hop_0.pt"]  # no half-written hop

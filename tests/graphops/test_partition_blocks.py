@@ -1,6 +1,7 @@
 """partition.method lp by blocks (gnnpipe/graphops/partition_blocks.py): the block files built
 from the split's stored graph are those of the whole graph, byte for byte; parts, report and
-shards equal the whole-graph path's in this process and on 1 and 2 Dask workers; the stage never
+shards equal the whole-graph path's in this process and on 2 and 1 Dask workers, as lp's parts of
+a whole CSR do (test_partition_lp.py's Dask case, here to share the cluster); the stage never
 reads the graph whole; a bad stored graph fails in the same one line."""
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import torch
 import pytest
 import yaml
 
+from conftest import scale_cluster
 from gnnpipe import io
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.graphops.partition import (assign_parts, build_shards, partition_report,
                                         shard_summary, train_projection)
 from gnnpipe.graphops.partition_blocks import build_block_graph, lp_stage
-from gnnpipe.graphops.partition_lp import LocalBlocks
+from gnnpipe.graphops.partition_lp import LocalBlocks, lp_partition
 from gnnpipe.io import csr_blocks
 from gnnpipe.runtime.rng import make_rng
+from test_partition_lp import community_csr  # noqa: F401 (a fixture)
 
 FILES = ("indptr.npy", "indices.npy", "out_indptr.npy", "out_indices.npy")
 
@@ -91,22 +94,27 @@ def test_lp_by_blocks_equals_the_whole_graph_path(splits, layout, halo_hops, tmp
     assert _shard_bytes(tmp_path / "blocks") == _shard_bytes(tmp_path / "whole")
 
 
-def test_lp_by_blocks_on_one_and_two_dask_workers_equals_this_process(splits, tmp_path):
+def test_lp_on_two_and_one_dask_workers_equals_this_process(splits, community_csr, tmp_path):
+    """One embedded cluster, 2 workers then scaled to 1 (a start costs seconds): lp of a whole
+    CSR gives this process's parts, and lp by blocks its parts, report and shards."""
     from gnnpipe.runtime.engine import session
 
+    lp_cfg = PartitionParams(method="lp", num_parts=4, block_rows=1000, iterations=4)
+    lp_local = lp_partition(community_csr, lp_cfg, 11)
     graph = csr_blocks.stored_message_graph(splits["homogeneous"])
     cfg = PartitionParams(method="lp", num_parts=2, block_rows=450, iterations=2)
     (tmp_path / "local").mkdir()
     local = lp_stage(graph, cfg, 5, tmp_path / "local")
-    for workers in (1, 2):
-        out = tmp_path / f"dask{workers}"
-        out.mkdir()
-        with session(EngineParams(engine="dask", workers=workers,
-                                  memory_limit="512MiB")) as client:
+    with session(EngineParams(engine="dask", workers=2, memory_limit="512MiB")) as client:
+        for workers in (2, 1):
+            scale_cluster(client.cluster, workers)
+            assert np.array_equal(lp_partition(community_csr, lp_cfg, 11, client), lp_local)
+            out = tmp_path / f"dask{workers}"
+            out.mkdir()
             got = lp_stage(graph, cfg, 5, out, client, tmp_path)
-        assert np.array_equal(got[0], local[0]) and got[1:3] == local[1:3]
-        assert _shard_bytes(out) == _shard_bytes(tmp_path / "local")
-        assert not list(tmp_path.glob("*.tmp"))  # the block files went with the run
+            assert np.array_equal(got[0], local[0]) and got[1:3] == local[1:3]
+            assert _shard_bytes(out) == _shard_bytes(tmp_path / "local")
+            assert not list(tmp_path.glob("*.tmp"))  # the block files went with the run
 
 
 def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_path,

@@ -1,5 +1,6 @@
 """partition.method lp: block files, the exact cap plan, the same parts for any blocks or
-engine (local, Dask with 1 and 2 workers), and a cut far below random on a community graph."""
+engine (local; Dask with 2 and 1 workers in tests/graphops/test_partition_blocks.py, sharing its
+cluster), and a cut far below random on a community graph."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pytest
 
 from gnnpipe.config import PartitionParams, SyntheticParams
-from gnnpipe.config.schema import EngineParams
 from gnnpipe.data import synthetic
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
@@ -117,8 +117,9 @@ def test_lp_is_balanced_and_cuts_far_less_than_random(community_csr):
 
 @pytest.mark.parametrize("k", [3, 7])
 def test_lp_parts_do_not_depend_on_the_blocks(community_csr, k):
-    one = _lp(community_csr, k=k, block_rows=5000)
-    many = _lp(community_csr, k=k, block_rows=97)
+    # 10 sweeps a level, not 30 (a third of the time on 31 blocks): parts already reach caps
+    one = _lp(community_csr, k=k, block_rows=5000, iterations=10)
+    many = _lp(community_csr, k=k, block_rows=97, iterations=10)
     assert np.array_equal(one, many)
     assert np.bincount(one, minlength=k).max() <= np.ceil(1.03 * community_csr.num_nodes / k)
 
@@ -131,17 +132,6 @@ def test_lp_on_a_directed_graph_with_loops_counts_both_directions():
     parts = _lp(csr, k=2, imbalance=0.001)
     assert sorted(np.bincount(parts).tolist()) == [4, 4]
     assert len(set(parts[:4].tolist())) == 1 and len(set(parts[4:].tolist())) == 1
-
-
-def test_lp_on_dask_with_one_and_two_workers_matches_local(community_csr):
-    from gnnpipe.runtime.engine import session
-
-    cfg = PartitionParams(method="lp", num_parts=4, block_rows=1000, iterations=4)
-    local = lp_partition(community_csr, cfg, 11)
-    for workers in (1, 2):
-        with session(EngineParams(engine="dask", workers=workers,
-                                  memory_limit="512MiB")) as client:
-            assert np.array_equal(lp_partition(community_csr, cfg, 11, client), local)
 
 
 @pytest.mark.parametrize("raw", [{"node_weight": "degree"}, {"edge_weight": "multiplicity"}])

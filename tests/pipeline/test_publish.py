@@ -5,6 +5,7 @@ with the process that started it."""
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 from gnnpipe.cli import main
-from gnnpipe.io import atomic
+from gnnpipe.io import atomic, lock
 from gnnpipe.io.atomic import (ENOSPC_ENV, FAULT_ENV, PUBLISH_FAULT_ENV, STALL_ENV, atomic_dir,
                                atomic_path, publishing)
 from gnnpipe.io.temps import HOST, remove_stale_temps
@@ -209,11 +210,10 @@ def test_a_real_full_disk_publishes_nothing(tmp_path):
     work = tmp_path / "disk"
     work.mkdir()
     params = {"dataset": {"synthetic": {"num_nodes": 2000, "num_features": 32}}}
-    driver = textwrap.dedent(f"""
+    # the driver imports no module of ours (this one loads torch: seconds): the helpers' source
+    helpers = inspect.getsource(_digest) + inspect.getsource(_temps)
+    driver = "import hashlib\nfrom pathlib import Path\n" + helpers + textwrap.dedent(f"""
         import json, os, subprocess, sys
-        from pathlib import Path
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_publish import _digest, _temps
         work = Path({str(work)!r})
         if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(work)]).returncode:
             print(json.dumps({{"skip": "mount -t tmpfs refused"}})); sys.exit()
@@ -301,7 +301,10 @@ def test_remove_stale_temps_spares_other_names(tmp_path):
 
 
 # ------------------------------------------------------------------------ one writer, alive
-def test_a_second_writer_of_the_same_outputs_is_refused(published, capsys):
+def test_a_second_writer_of_the_same_outputs_is_refused(published, capsys, monkeypatch):
+    # the second writer waits lock.WAIT_S for a dying holder before it is refused: this one
+    # never lets go, so any wait gives the same refusal
+    monkeypatch.setattr(lock, "WAIT_S", 0.5)
     first = subprocess.Popen([sys.executable, "-m", "gnnpipe", "prepare", *PERF], cwd=published,
                              env={**os.environ, STALL_ENV: "prepare.json"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

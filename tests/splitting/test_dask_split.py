@@ -218,45 +218,12 @@ def _digests(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path, dask_cluster,
-                                                                  monkeypatch):
-    monkeypatch.setattr(dask_split, "SIZES", TINY)
-    node = {"strategy": "stratified", "mode": "inductive"}
-    assert _run(tmp_path, prepared, "local", node=node)[0] == 0
-    expected = _digests(tmp_path / "local")
-    assert set(expected) >= {"split/nodes_node.parquet", "split/message_train.pt",
-                             "split/message_val.pt", "split/message_test.pt",
-                             "split/meta.json", "features/transform.pt", "audit.json"}
-    for workers in (4, 2, 1):
-        scale_cluster(dask_cluster, workers)
-        code, out = _run(tmp_path, prepared, f"dask{workers}", node=node,
-                         cluster={"engine": "dask", "address": dask_cluster.scheduler_address})
-        assert code == 0 and _digests(out) == expected, workers
-    assert not list(tmp_path.glob("dask*/.split-blocks*"))  # the scratch folder is gone
-
-
-def test_link_splits_on_4_2_and_1_workers_write_the_local_hash_files(prepared, tmp_path,
-                                                                    dask_cluster, monkeypatch):
-    monkeypatch.setattr(dask_split, "SIZES", LINK_BLOCKS)
-    link = {"disjoint_train_ratio": 0.2, "num_val_negatives": 5, "num_test_negatives": 5,
-            "num_hard_negatives": 0}
-    assert _run(tmp_path, prepared, "local", task="link", link=link)[0] == 0
-    expected = _digests(tmp_path / "local")
-    assert set(expected) >= {"split/edges_val.parquet", "split/negatives_test.parquet",
-                             "split/message_val.pt", "split/nodes_node.parquet", "audit.json"}
-    for workers in (4, 2, 1):
-        scale_cluster(dask_cluster, workers)
-        code, out = _run(tmp_path, prepared, f"dask{workers}", task="link", link=link,
-                         cluster={"engine": "dask", "address": dask_cluster.scheduler_address})
-        assert code == 0 and _digests(out) == expected, workers
-
-
 def test_a_leaking_split_fails_the_block_audit_as_locally(prepared, tmp_path, dask_cluster):
     """The train phase's message graph replaced by the whole graph: the audit on the cluster
     raises the LeakageError the local audit raises for the same files."""
     from distributed import Client
 
-    scale_cluster(dask_cluster, 2)
+    scale_cluster(dask_cluster, 4)  # as started: the smaller clusters come next
     cfg = NodeSplitParams(strategy="random", mode="inductive")
     graph, local = _local(prepared, cfg)
     with Client(dask_cluster, set_as_default=False) as client:
@@ -282,7 +249,7 @@ def test_a_leaking_link_split_fails_the_block_audit_as_locally(prepared, tmp_pat
     the cluster's audit as in the local one, with the same message."""
     from distributed import Client
 
-    scale_cluster(dask_cluster, 2)
+    scale_cluster(dask_cluster, 4)  # as started: the smaller clusters come next
     cfg = LinkSplitParams(num_val_negatives=5, num_test_negatives=5)
     graph = io.read_graph(prepared)
     local = split_links(graph, cfg, make_rng(0, "split"), hash_seed=SEED)
@@ -305,6 +272,45 @@ def test_a_leaking_link_split_fails_the_block_audit_as_locally(prepared, tmp_pat
     with pytest.raises(audit.LeakageError) as local_err:
         audit.raise_if_failed(expected)
     assert str(caught.value) == str(local_err.value)
+
+
+NODE = {"strategy": "stratified", "mode": "inductive"}
+LINK = {"disjoint_train_ratio": 0.2, "num_val_negatives": 5, "num_test_negatives": 5,
+        "num_hard_negatives": 0}
+
+
+@pytest.fixture(scope="module")
+def local_hash_files(prepared, tmp_path_factory) -> dict[str, dict[str, str]]:
+    """The local engine's node and link split files (digests), once for every cluster size."""
+    tmp = tmp_path_factory.mktemp("local-hash")
+    assert _run(tmp, prepared, "node", node=NODE)[0] == 0
+    assert _run(tmp, prepared, "link", task="link", link=LINK)[0] == 0
+    return {task: _digests(tmp / task) for task in ("node", "link")}
+
+
+@pytest.mark.parametrize("workers", [4, 2, 1])
+def test_clusters_of_4_2_and_1_workers_write_the_local_hash_files(prepared, local_hash_files,
+                                                                  tmp_path, dask_cluster,
+                                                                  monkeypatch, workers):
+    """The node and the link split, on each cluster size once, largest first (a worker started
+    again costs seconds)."""
+    expected = local_hash_files["node"]
+    assert set(expected) >= {"split/nodes_node.parquet", "split/message_train.pt",
+                             "split/message_val.pt", "split/message_test.pt",
+                             "split/meta.json", "features/transform.pt", "audit.json"}
+    link_expected = local_hash_files["link"]
+    assert set(link_expected) >= {"split/edges_val.parquet", "split/negatives_test.parquet",
+                                  "split/message_val.pt", "split/nodes_node.parquet",
+                                  "audit.json"}
+    scale_cluster(dask_cluster, workers)
+    cluster = {"engine": "dask", "address": dask_cluster.scheduler_address}
+    monkeypatch.setattr(dask_split, "SIZES", TINY)
+    code, out = _run(tmp_path, prepared, "node", node=NODE, cluster=cluster)
+    assert code == 0 and _digests(out) == expected, workers
+    monkeypatch.setattr(dask_split, "SIZES", LINK_BLOCKS)
+    code, out = _run(tmp_path, prepared, "link", task="link", link=LINK, cluster=cluster)
+    assert code == 0 and _digests(out) == link_expected, workers
+    assert not list(tmp_path.glob("*/.split-blocks*"))  # the scratch folders are gone
 
 
 def test_a_failed_audit_writes_no_split_and_leaves_no_worker(prepared, tmp_path, monkeypatch):

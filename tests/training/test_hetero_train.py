@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import fit
 from gnnpipe.splitting.split import split_nodes
+from gnnpipe.cli import main
 
 from conftest import run_stages
 from test_hetero_data import small_hetero
@@ -160,7 +163,7 @@ def test_edge_times_follow_edges_into_the_message_graph():
         align_typed_edge_times(full, times, Csr(torch.tensor([0, 1, 1]), torch.tensor([5])), 8)
 
 
-# ------------------------------------------------------------ the train stage, in subprocesses
+# ---------------- the train stage (a killed run, and the DDP ranks, in processes of their own)
 STAGE = {
     "dataset": {"layout": "typed", "synthetic": {"num_nodes": 600, "num_features": 8,
                               "num_classes": 3, "num_authors": 150, "num_venues": 6}},
@@ -185,23 +188,39 @@ def typed_upstream(tmp_path_factory) -> Path:
     return folder
 
 
-def _train(folder: Path, out: str, train: dict, **env):
-    params = {**STAGE, "train": {**STAGE["train"], **train}}
+def _here(args: list[str], cwd: Path, capfd, **env) -> subprocess.CompletedProcess:
+    """``gnnpipe <args>`` in this process (no interpreter start for the stage; its ranks are
+    still torchrun's processes), with stdout / stderr of it and of every process it started."""
+    capfd.readouterr()  # only this run's output
+    with contextlib.chdir(cwd), mock.patch.dict(os.environ, {"OMP_NUM_THREADS": "1", **env}):
+        code = main(args)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def _stage_args(folder: Path, out: str, params: dict) -> list[str]:
     (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
-    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
-                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
-                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
-                     "--checkpoint", f"{out}/checkpoint.pt"], folder, **env)
+    return ["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
+            "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
+            "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
+            "--checkpoint", f"{out}/checkpoint.pt"]
 
 
-def test_killed_typed_neighbor_run_resumes_to_identical_predictions(typed_upstream):
+def _train(folder: Path, out: str, train: dict, capfd=None, **env):
+    """The train stage on ``STAGE`` + ``train``: in this process given ``capfd``, else in a
+    process of its own (one that must die: a fault kills it)."""
+    args = _stage_args(folder, out, {**STAGE, "train": {**STAGE["train"], **train}})
+    return _gnnpipe(args, folder, **env) if capfd is None else _here(args, folder, capfd, **env)
+
+
+def test_killed_typed_neighbor_run_resumes_to_identical_predictions(typed_upstream, capfd):
     from gnnpipe.io.atomic import FAULT_ENV
 
-    whole = _train(typed_upstream, "whole", {})
+    whole = _train(typed_upstream, "whole", {}, capfd)
     assert whole.returncode == 0, whole.stderr[-2000:]
     killed = _train(typed_upstream, "resumed", {}, **{FAULT_ENV: "checkpoint.pt@2"})
     assert killed.returncode == -signal.SIGKILL  # died writing the epoch-4 checkpoint
-    resumed = _train(typed_upstream, "resumed", {})
+    resumed = _train(typed_upstream, "resumed", {}, capfd)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from resumed/checkpoint.pt (epoch 2)" in resumed.stdout
     for name in ("train.json", "history.csv"):
@@ -214,16 +233,17 @@ def test_killed_typed_neighbor_run_resumes_to_identical_predictions(typed_upstre
     assert "hetero" not in metrics and metrics["batches_per_epoch"] == 6  # 360 train papers / 64
 
 
-def test_two_gloo_ranks_match_one_process_with_the_doubled_batch(typed_upstream):
+def test_two_gloo_ranks_match_one_process_with_the_doubled_batch(typed_upstream, capfd):
     # every in-edge (-1 fan-outs) and no dropout: a seed's logits do not depend on its batch,
     # so two ranks of 180 seeds step exactly as one process with all 360
     exact = {"neighbor": {"num_neighbors": [-1, -1]}, "checkpoint": {"every": 0}, "epochs": 4,
              "patience": 4}
-    one = _train(typed_upstream, "one", {**exact, "batch_size": 360})
+    one = _train(typed_upstream, "one", {**exact, "batch_size": 360}, capfd)
     assert one.returncode == 0, one.stderr[-2000:]
     # the ranks also split layer-wise evaluation blocks (a collective), the same logits as full
     two = _train(typed_upstream, "two", {**exact, "batch_size": 180, "dist": {"nproc": 2},
-                                         "inference": {"mode": "layerwise", "block_edges": 500}})
+                                         "inference": {"mode": "layerwise", "block_edges": 500}},
+                 capfd)
     assert two.returncode == 0, two.stderr[-2000:]
     one_rows = (typed_upstream / "one/history.csv").read_text().splitlines()[1:]
     two_rows = (typed_upstream / "two/history.csv").read_text().splitlines()[1:]
@@ -258,16 +278,18 @@ def link_upstream(tmp_path_factory) -> Path:
     return folder
 
 
-def _train_link(folder: Path, out: str, train: dict, **env):
-    return _gnnpipe_env(folder, out, train, **env)
+def _train_link(folder: Path, out: str, train: dict, capfd=None, **env):
+    """``_train`` on ``LINK`` + ``train``."""
+    args = _stage_args(folder, out, {**LINK, "train": {**LINK["train"], **train}})
+    return _gnnpipe(args, folder, **env) if capfd is None else _here(args, folder, capfd, **env)
 
 
-def test_typed_link_neighbor_on_two_ranks_matches_one_process(link_upstream):
+def test_typed_link_neighbor_on_two_ranks_matches_one_process(link_upstream, capfd):
     # every in-edge (-1 fan-outs), no dropout, one batch: two ranks of 702 pairs step exactly
     # as one process with all 1404 (the loader gives both the same negatives)
-    one = _train_link(link_upstream, "one", {"batch_size": 2048})
+    one = _train_link(link_upstream, "one", {"batch_size": 2048}, capfd)
     assert one.returncode == 0, one.stderr[-2000:]
-    two = _train_link(link_upstream, "two", {"batch_size": 1024, "dist": {"nproc": 2}})
+    two = _train_link(link_upstream, "two", {"batch_size": 1024, "dist": {"nproc": 2}}, capfd)
     assert two.returncode == 0, two.stderr[-2000:]
     metrics = {k: json.loads((link_upstream / k / "train.json").read_text())
                for k in ("one", "two")}
@@ -324,17 +346,18 @@ def test_node_temporal_batches_draw_no_neighbour_later_than_the_seed(node_task):
         typed_temporal("node", "uniform", graph, split.message_graphs["train"], seeds)
 
 
-def test_killed_typed_link_neighbor_run_under_amp_resumes_to_identical_scores(link_upstream):
+def test_killed_typed_link_neighbor_run_under_amp_resumes_to_identical_scores(link_upstream,
+                                                                               capfd):
     from gnnpipe.io.atomic import FAULT_ENV
 
     run = {"amp": True, "epochs": 4, "patience": 4, "checkpoint": {"every": 2},
            "neighbor": {"num_neighbors": [4, 3]}}
-    whole = _train_link(link_upstream, "lwhole", run)
+    whole = _train_link(link_upstream, "lwhole", run, capfd)
     assert whole.returncode == 0, whole.stderr[-2000:]
     assert json.loads((link_upstream / "lwhole/perf.json").read_text())["amp"] is True
     killed = _train_link(link_upstream, "lresumed", run, **{FAULT_ENV: "checkpoint.pt@2"})
     assert killed.returncode == -signal.SIGKILL  # died writing the epoch-4 checkpoint
-    resumed = _train_link(link_upstream, "lresumed", run)
+    resumed = _train_link(link_upstream, "lresumed", run, capfd)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from lresumed/checkpoint.pt (epoch 2)" in resumed.stdout
     for name in ("train.json", "history.csv"):
@@ -342,12 +365,3 @@ def test_killed_typed_link_neighbor_run_under_amp_resumes_to_identical_scores(li
             (link_upstream / "lwhole" / name).read_text()
     for f in (link_upstream / "data/lwhole").iterdir():
         assert (link_upstream / "data/lresumed" / f.name).read_bytes() == f.read_bytes(), f.name
-
-
-def _gnnpipe_env(folder: Path, out: str, train: dict, **env):
-    params = {**LINK, "train": {**LINK["train"], **train}}
-    (folder / f"{out}.yaml").write_text(yaml.safe_dump(params))
-    return _gnnpipe(["train", "--params", f"{out}.yaml", "--out", f"data/{out}",
-                     "--metrics", f"{out}/train.json", "--history", f"{out}/history.csv",
-                     "--perf", f"{out}/perf.json", "--perf-history", f"{out}/perf_history.csv",
-                     "--checkpoint", f"{out}/checkpoint.pt"], folder, **env)
