@@ -118,8 +118,8 @@ def import_graph(root: Path = ROOT, dynamic: bool = True) -> dict[str, set[str]]
     """Module -> the modules it can run (``imports_of``), for the whole package; parsed again
     only when a file's size or mtime changed."""
     modules = module_files(root)
-    stats = tuple((name, path.stat().st_mtime_ns, path.stat().st_size)
-                  for name, path in sorted(modules.items()))
+    stats = tuple((name, st.st_mtime_ns, st.st_size)
+                  for name, st in ((n, p.stat()) for n, p in sorted(modules.items())))
     key = (str(root), dynamic)
     if key not in _GRAPHS or _GRAPHS[key][0] != stats:
         _GRAPHS[key] = (stats, {name: frozenset(imports_of(path, modules, root, dynamic))
