@@ -117,7 +117,7 @@ STAGES: dict[str, Stage] = {
               "seconds, effective GB/s and peak memory (differ run to run)"),
     )),
     "baseline": Stage(("threads", "seed", "dataset.task", "baseline", "cluster.engine",
-                       "evaluate.seeds"), (
+                       "evaluate.seeds", "evaluate.metric", "train.class_weight"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT,
             "node roles; for dataset.task link also edges, negatives, message graphs"),
@@ -128,9 +128,10 @@ STAGES: dict[str, Stage] = {
               "wall time and throughput (kept apart: they differ run to run)"),
         _record("--metrics", "metrics/baseline.json"),
         _plot("--history", "metrics/baseline_history.csv"),
-    ), params_help="baseline, and what baseline.source: auto decides on: cluster.engine (dask: "
-                   "by blocks) and evaluate.seeds (> 1: in memory)"),
-    "train": Stage(("threads", "seed", "dataset.task", "train"), (
+    ), params_help="baseline, what baseline.source: auto decides on: cluster.engine (dask: "
+                   "by blocks) and evaluate.seeds (> 1: in memory), the metric early stopping "
+                   "maximises (evaluate.metric) and the loss's class weights (train.class_weight)"),
+    "train": Stage(("threads", "seed", "dataset.task", "train", "evaluate.metric"), (
         _in("--prepared", PREPARED, "graph.pt; edge_attrs_<E>.parquet for train.temporal.by: edge"),
         _in("--split", SPLIT),
         _in("--features", FEATURES,
@@ -148,7 +149,7 @@ STAGES: dict[str, Stage] = {
               x="epoch", y="seeds_per_s", cache=True),
         _local("--checkpoint", "data/checkpoint/train.pt",
                "resumable training state (train.checkpoint.every, train.checkpoint.resume)"),
-    )),
+    ), params_help="train, and the metric early stopping maximises on val (evaluate.metric)"),
     "predict": Stage(
         ("threads", "predict", "train.model", "train.sampler", "train.hidden", "train.num_layers",
          "train.heads", "train.jk", "train.residual", "train.dropout", "train.inference",

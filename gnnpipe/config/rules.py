@@ -66,6 +66,8 @@ def _check_baseline_models(params: Params) -> None:
     """baseline.models names each structure-free model once; gbdt classifies nodes (no link
     decoder yet)."""
     models = params.baseline.models
+    if models == "auto":  # resolved by the baseline stage (node task: mlp, gbdt under a budget)
+        return
     repeated = next((m for i, m in enumerate(models) if m in models[:i]), None)
     if repeated is not None:
         raise ParamsError(f"baseline.models={list(models)} lists {repeated!r} twice; name each "
@@ -73,7 +75,21 @@ def _check_baseline_models(params: Params) -> None:
     if "gbdt" in models and params.dataset.task == "link":
         raise ParamsError(f"baseline.models={list(models)}: gbdt classifies nodes and has no "
                           "link decoder yet, so it needs dataset.task=node; with dataset.task="
-                          "link use baseline.models: [mlp]")
+                          "link use baseline.models: [mlp] or auto")
+
+
+def _check_node_metric(params: Params) -> None:
+    """evaluate.metric and train.class_weight are about node classes; a link run is judged on
+    MRR and its loss has no classes to weigh."""
+    if params.dataset.task != "link":
+        return
+    if params.evaluate.metric != "auto":
+        raise ParamsError(f"evaluate.metric={params.evaluate.metric!r} chooses the node task's "
+                          "metric; dataset.task=link is judged on test MRR: set evaluate.metric "
+                          "to auto")
+    if params.train.class_weight != "none":
+        raise ParamsError(f"train.class_weight={params.train.class_weight!r} weighs node classes; "
+                          "dataset.task=link has none: set train.class_weight to none")
 
 
 # node ids per term of the blocks baseline's gradient sum (gnnpipe/training/block_fit.py): blocks
@@ -238,7 +254,7 @@ def _check_partition_weights(params: Params) -> None:
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_baseline_blocks,
+    _check_node_metric, _check_baseline_blocks,
     _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
     _check_aggregation, _check_engine, _check_partition_weights)
 

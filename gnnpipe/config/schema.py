@@ -251,7 +251,11 @@ class BaselineParams(FitParams):
 
     # which structure-free models the baseline stage fits: mlp (the neural keys above), gbdt
     # (baseline.gbdt; node task only); each at most once
-    models: tuple[Literal["mlp", "gbdt"], ...] = ("mlp",)
+    # auto: mlp, plus gbdt when the train rows x feature columns are at most auto_gbdt_cells
+    # (node task; link: mlp)
+    models: Union[Literal["auto"], tuple[Literal["mlp", "gbdt"], ...]] = "auto"
+    # baseline.models auto: the largest train rows x feature columns gbdt is fitted on
+    auto_gbdt_cells: int = num(20_000_000, low=0)
     gbdt: GbdtParams = field(default_factory=GbdtParams)
     # features: memory (the whole matrix) | blocks (rows read from the prepared file per
     # block, docs/scaling.md) | auto: blocks on cluster.engine dask or >= 1 GiB of them
@@ -370,7 +374,9 @@ class CheckpointParams:
 @dataclass(frozen=True)
 class TrainParams(FitParams):
     # hgt / rgcn: heterogeneous graphs only (sage is then to_hetero(GraphSAGE); gnnpipe/hetero)
-    model: Literal["mlp", "gcn", "sage", "gat", "sign", "hgt", "rgcn"] = "sage"
+    # sep: ego / neighbour separation (own and neighbours' states kept apart, concatenated, with
+    # skip connections): the heterophily-aware model (gnnpipe/training/models.py)
+    model: Literal["mlp", "gcn", "sage", "gat", "sign", "hgt", "rgcn", "sep"] = "sage"
     # link_neighbor (dataset.task link, gnnpipe/sampling/link.py): batch_size supervision edges
     # per step, each with one negative, sampled with the neighbor options
     # shadow: ShaDow k-hop subgraphs, one per seed, loss at its root (gnnpipe/sampling/shadow.py)
@@ -406,6 +412,9 @@ class TrainParams(FitParams):
     # intra-op threads of the train stage (each DDP rank): inherit the top-level threads, or
     # auto | a count (gnnpipe/runtime/threads.py)
     threads: Union[Literal["auto", "inherit"], int] = num("inherit", low=1)
+    # node task: balanced weighs each class's loss by n / (C x its train count) (sklearn's
+    # "balanced"); the GNN, the MLP and gbdt alike, so the verdict stays a fair comparison
+    class_weight: Literal["none", "balanced"] = "none"
 
 
 @dataclass(frozen=True)
@@ -451,6 +460,10 @@ class LinkEvaluateParams:
 
 @dataclass(frozen=True)
 class EvaluateParams:
+    # node task: what the verdict, its interval, the seeds, the headline and early stopping (val)
+    # are judged on; auto: roc_auc for two classes, macro_f1 when the majority class holds more
+    # than half of the labelled nodes, else accuracy (gnnpipe/reporting/node_metric.py)
+    metric: Literal["auto", "accuracy", "macro_f1", "roc_auc", "average_precision"] = "auto"
     min_gain: float = num(0.01, low=0.0)  # GNN gain over the baseline below this: "inconclusive"
     # paired bootstrap draws over the test nodes (edges): the 95% interval of the gap
     bootstrap: int = num(1000, low=100)

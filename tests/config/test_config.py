@@ -387,6 +387,12 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"dataset": {"task": "link"}, "baseline": {"models": ["mlp", "gbdt"]}},
      "gbdt classifies nodes .* needs dataset.task=node; with dataset.task=link use "
      r"baseline.models: \[mlp\]", "rules._check_baseline_models"),
+    ({"dataset": {"task": "link"}, "evaluate": {"metric": "roc_auc"}},
+     r"evaluate.metric='roc_auc' chooses the node task's metric; dataset.task=link is judged on "
+     "test MRR", "rules._check_node_metric"),
+    ({"dataset": {"task": "link"}, "train": {"class_weight": "balanced"}},
+     r"train.class_weight='balanced' weighs node classes; dataset.task=link has none",
+     "rules._check_node_metric"),
     ({"baseline": {"block_rows": 100_000}},
      "baseline.block_rows=100000 must be a multiple of 4096", "rules._check_baseline_blocks"),
     ({"baseline": {"source": "blocks"}, "evaluate": {"seeds": 3}},
@@ -434,10 +440,11 @@ def test_list_params_that_may_be_empty_take_an_empty_list_and_mixed_values():
 
 
 @pytest.mark.parametrize("models, message", [
-    ([], r"baseline.models=\[\] is not valid; expected a non-empty list of one of: mlp, gbdt"),
-    (["mlp", "xgboost"], r"baseline.models\[1\]='xgboost' is not valid; expected one of: mlp, "
-                         "gbdt"),
-    ("gbdt", "baseline.models='gbdt' is not valid; expected a non-empty list"),
+    ([], r"baseline.models=\[\] is not valid; expected one of: auto or a non-empty list of one "
+         "of: mlp, gbdt"),
+    (["mlp", "xgboost"], r"baseline.models=\['mlp', 'xgboost'\] is not valid; expected one of: "
+                         "auto or a non-empty list of one of: mlp, gbdt"),
+    ("gbdt", "baseline.models='gbdt' is not valid; expected one of: auto or a non-empty list"),
 ])
 def test_baseline_models_is_a_non_empty_list_of_known_models(models, message):
     with pytest.raises(ParamsError, match=message) as err:
@@ -446,7 +453,7 @@ def test_baseline_models_is_a_non_empty_list_of_known_models(models, message):
 
 
 def test_baseline_models_take_either_model_or_both_and_gbdt_keys_are_checked():
-    assert Params().baseline.models == ("mlp",)  # today's baseline stage, unchanged
+    assert Params().baseline.models == "auto"  # mlp, and gbdt under baseline.auto_gbdt_cells
     both = params_from_dict({"baseline": {"models": ["gbdt", "mlp"], "gbdt": {"num_leaves": 7}}})
     assert both.baseline.models == ("gbdt", "mlp") and both.baseline.gbdt.num_leaves == 7
     with pytest.raises(ParamsError, match=r"baseline.gbdt.feature_fraction=0.0 is out of range"):
