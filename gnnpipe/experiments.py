@@ -3,9 +3,10 @@
 Plain `dvc exp show` has a column for every key of params.yaml and for every file a stage depends
 on (about 250 here): at any terminal width its cells are "…". DVC has no setting for a default
 view, so this runs it with ``--drop`` / ``--keep`` filters that leave the headline
-(``metrics/summary.json``) and the params that pick and size the model. Further arguments go to
-`dvc exp show` as they are: ``--keep`` adds columns (``--keep 'train\\.dropout'``), ``--csv`` or
-``--json`` give everything the filters leave.
+(``metrics/summary.json``: the metric the verdict is judged on, both models' test scores on it,
+the gain and the verdict) and the params that pick the model. Further arguments go to `dvc exp
+show` as they are: ``--keep`` adds columns (``--keep 'train\\.sampler'``), ``--csv`` or ``--json``
+give everything the filters leave.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import subprocess
 import sys
 
 # params.yaml keys shown after the headline (full key paths): with an experiment's name
-# (about 26 characters) the table is about 110 columns wide
-PARAMS = ("train.model", "train.sampler", "train.lr")
-# metrics/summary.json keys (gnnpipe/reporting/summary.py headline)
-METRICS = ("gnn", "baseline", "gain", "verdict")
+# (about 26 characters) and the longest metric name (test_average_precision) the table is
+# about 118 columns wide; train.sampler did not fit beside the metric's name
+PARAMS = ("train.model", "train.lr")
+# metrics/summary.json keys (gnnpipe/reporting/summary.py headline): ``metric`` names what
+# gnn, baseline and gain are scores of (test_accuracy, test_roc_auc, ...)
+METRICS = ("metric", "gnn", "baseline", "gain", "verdict")
 SUMMARY = "metrics/summary.json"
 
 

@@ -22,8 +22,9 @@ from gnnpipe.config import load_params
 from gnnpipe.data.graph import ROLES, TYPED, edge_type_name, parse_edge_type
 from gnnpipe.training import distributed
 from gnnpipe.training.model_inputs import read_model_inputs
-from gnnpipe.training.predict import (candidate_pairs, embeddings_line, label_counts,
-                                      node_prediction_blocks, pair_score_blocks,
+from gnnpipe.reporting.collapse import collapse_warning
+from gnnpipe.training.predict import (candidate_pairs, embeddings_line, held_out_collapse,
+                                      label_counts, node_prediction_blocks, pair_score_blocks,
                                       prediction_metrics, read_classes_of, read_node_ids_of,
                                       trained_outputs, write_embeddings)
 
@@ -95,12 +96,14 @@ def predict_links(args, params, ctx):
                                               pairs[3] + offsets[dst], pairs[0], pairs[1],
                                               pcfg.block_rows))
     held_out = {"edge_type": edge_type_name(edge_type)} if graph.layout == TYPED else {}
+    collapsed = held_out_collapse(z, args.split, graph)  # the written embeddings' test scores
     io.write_json(args.metrics, prediction_metrics(graph, ctx, rows, {
         "task": "link", **held_out, "rows": int(z.shape[0]), "embedding_dim": int(z.shape[1]),
         "embedding_dtype": pcfg.embedding_dtype, "inference": how, "message_graph": "test",
-        "pairs": scored}))
+        "pairs": scored, "collapse": collapsed}))
+    warning = collapse_warning({"test": collapsed}, f"the {cfg.model} encoder")
     return (embeddings_line(rows) + (f", {scored} pairs scored" if pairs is not None else "")
-            + f" -> {args.out}")
+            + f" -> {args.out}" + (f"; WARNING: {warning}" if warning else ""))
 
 
 RUNS = {"node": predict_nodes, "link": predict_links}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gnnpipe import io
 from gnnpipe.reporting.report import ReportInputs, parse_csv, render
-from gnnpipe.reporting.sweep import SWEEP_PARAM, render_sweep, sweep_rows
+from gnnpipe.reporting.sweep import SWEEP_PARAM, metric_column, render_sweep, sweep_rows
 
 
 
@@ -46,8 +46,9 @@ def _sweep(args) -> str:
     png = render_sweep(rows, SWEEP_PARAM)
     _write_png(args.sweep_out / "depth_sweep.png", png)
     io.write_csv(args.sweep_out / "depth_sweep.csv", rows)
-    points = ", ".join(f"{r['num_layers']}: {r['gnn_test_accuracy']:.3f}" for r in rows)
-    return f"{len(rows)} depths (num_layers: GNN test acc) {points} -> {args.sweep_out}"
+    column = metric_column(rows)  # gnn_test_<the metric the runs are judged on>
+    points = ", ".join(f"{r['num_layers']}: {r[column]:.3f}" for r in rows)
+    return (f"{len(rows)} depths (num_layers: GNN {column[4:]}) {points} -> {args.sweep_out}")
 
 
 def _read_classes(prepared: Path) -> list:

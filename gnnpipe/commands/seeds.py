@@ -23,8 +23,8 @@ from gnnpipe.config import replace
 from gnnpipe.data.graph import Graph
 from gnnpipe.io.atomic import staged
 from gnnpipe.pipeline import STAGES
-from gnnpipe.reporting.evaluate import correct_on_test
-from gnnpipe.reporting.verdict import judge, over_seeds, paired_gap, seed_run
+from gnnpipe.reporting.evaluate import judged_gap, on_test
+from gnnpipe.reporting.verdict import judge, over_seeds, seed_run
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.inputs import read_model_typed
 from gnnpipe.training import device as devices
@@ -43,18 +43,20 @@ def derived_seeds(seed: int, count: int) -> list[int]:
 
 
 def retrained_seeds(args, params, graph: Graph, roles: np.ndarray, baseline: str,
-                    first: dict) -> dict:
+                    first: dict, metric: str = "accuracy") -> dict:
     """eval.json's ``seeds`` (gnnpipe/reporting/verdict.py ``over_seeds``): ``first`` is the
-    pipeline seed's run, the other ``evaluate.seeds - 1`` are retrained here, each gap
-    bootstrapped as the first one; ``graph`` as prepared, ``roles`` int8 (N_target,) role codes."""
+    pipeline seed's run, the other ``evaluate.seeds - 1`` are retrained here, each judged on
+    test ``metric`` (the resolved ``evaluate.metric``) and its gap bootstrapped as the first
+    one; ``graph`` as prepared, ``roles`` int8 (N_target,) role codes."""
     cfg, runs, y = params.evaluate, [first], graph.y.numpy()
     features = read_model_typed(args, graph=graph).graph  # the baseline's inputs, every seed
     for seed in derived_seeds(params.seed, cfg.seeds)[1:]:
         gnn_pred, base_pred = retrain_nodes(args, params, seed, baseline, features, roles)
-        gnn_correct = correct_on_test(*gnn_pred, y, roles)
-        base_correct = correct_on_test(*base_pred, y, roles)
-        gap = paired_gap(gnn_correct, base_correct, cfg.bootstrap, params.seed)
-        runs.append(seed_run(seed, gnn_correct, base_correct, gap, judge(gap, cfg.min_gain)))
+        y_test, gnn_test = on_test(*gnn_pred, y, roles)
+        _, base_test = on_test(*base_pred, y, roles)
+        gap, gnn_value, base_value = judged_gap(metric, y_test, gnn_test, base_test,
+                                                graph.num_classes, cfg.bootstrap, params.seed)
+        runs.append(seed_run(seed, gnn_value, base_value, gap, judge(gap, cfg.min_gain)))
     return over_seeds(runs)
 
 

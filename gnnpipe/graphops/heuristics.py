@@ -4,12 +4,16 @@ and the small array helpers over it.
 Both read the **train-phase message graph** as one undirected simple graph
 (``graphops.partition.symmetric_simple``); a typed graph is read whole, every edge type of its
 train phase projected onto ``Graph.offsets()`` ids (``train_view``), so a path
-``author -> paper -> paper`` counts as a 2-hop path like any other.
+``author -> paper -> paper`` counts as a 2-hop path like any other. ``even_walk_labels`` tells
+which pairs can have a common neighbour at all (none across the two sides of a bipartite
+relation).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
 from gnnpipe.data.edges import homogeneous_csr
@@ -52,3 +56,20 @@ def neighbour_weights(degrees: np.ndarray) -> dict[str, np.ndarray]:
                    where=deg > 1, out=np.zeros_like(deg))
     ra = np.divide(1.0, deg, where=deg > 0, out=np.zeros_like(deg))
     return {"common_neighbours": np.ones_like(deg), "adamic_adar": aa, "resource_allocation": ra}
+
+
+def even_walk_labels(simple: Csr) -> np.ndarray:
+    """int64 (N,): nodes ``u``, ``v`` of the undirected ``simple`` graph have equal labels iff
+    a walk of even length joins them. Components of the bipartite double cover (node ``v`` as
+    ``v0`` and ``v1``, each edge ``u - v`` as ``u0 - v1`` and ``u1 - v0``), labelled at ``v0``.
+
+    A common neighbour is a walk of length 2, so a pair of unequal labels has none by
+    construction: the two sides of a bipartite graph (users and the items they rated), or two
+    components. In a component with an odd cycle every pair has equal labels."""
+    n = simple.num_nodes
+    rows, cols = simple.targets().numpy(), simple.indices.numpy()
+    cover = coo_matrix((np.ones(2 * rows.size, dtype=np.int8),
+                        (np.concatenate([rows, rows + n]), np.concatenate([cols + n, cols]))),
+                       shape=(2 * n, 2 * n))
+    _, labels = connected_components(cover, directed=False)
+    return labels[:n].astype(np.int64)

@@ -2,9 +2,10 @@
 
 * ``hops_to_train``: for every node, the number of message-passing layers after which some train
   node's features can first reach it (multi-source BFS along edge direction).
-* ``accuracy_by_distance``: GNN and baseline test accuracy binned by that distance, plus a one-line
-  warning when the GNN's accuracy falls with distance while the baseline's does not (the GNN
-  loses the graph's benefit far from labels: under-reaching or over-squashing).
+* ``accuracy_by_distance``: GNN and baseline test accuracy binned by that distance, the GNN's
+  fall from the nearest to the farthest bin against the baseline's (the difference with a 95%
+  interval), and a one-line warning when the GNN's falls clearly more (the GNN loses the
+  graph's benefit far from labels: under-reaching or over-squashing).
 * ``edge_curvature``: Balanced Forman curvature (Topping et al. 2022, "Understanding
   over-squashing and bottlenecks on graphs via curvature", Definition 1) on a seeded sample of
   undirected edges; strongly negative edges are the bottlenecks that squash messages.
@@ -15,6 +16,8 @@ nodes or edges: memory O(N + E), no Python loop per node or edge.
 """
 
 from __future__ import annotations
+
+from statistics import NormalDist
 
 import numpy as np
 
@@ -61,6 +64,10 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
 
 
 # --------------------------------------------------------------------- accuracy by distance
+LEVEL = 0.95  # of the interval of the GNN's fall minus the baseline's
+_Z = NormalDist().inv_cdf(0.5 + LEVEL / 2)  # 1.96
+
+
 def _accuracy(correct: np.ndarray) -> float | None:
     return round(float(correct.mean()), 6) if correct.size else None
 
@@ -68,13 +75,17 @@ def _accuracy(correct: np.ndarray) -> float | None:
 def accuracy_by_distance(distance: np.ndarray, correct_gnn: np.ndarray,
                          correct_baseline: np.ndarray, num_layers: int,
                          cfg: ReachParams = ReachParams()) -> dict:
-    """GNN and baseline accuracy of test nodes binned by hops to the nearest train node.
+    """GNN and baseline accuracy of test nodes binned by hops to the nearest train node, and
+    the GNN's fall with distance against the baseline's.
 
     ``distance`` int (T,) from ``hops_to_train`` (``BEYOND`` or > ``num_layers``: out of the
     GNN's reach), ``correct_gnn`` / ``correct_baseline`` bool (T,), one entry per test node.
-    Returns ``{"bins": [...], "warning": str | None, "rule": {...}}``; bins ``0 .. num_layers``
+    Returns ``{"bins", "comparison", "finding", "warning", "rule"}``: bins ``0 .. num_layers``
     then ``beyond``, each ``{"bin", "hops" (None for beyond), "count", "gnn_accuracy",
-    "baseline_accuracy"}`` (accuracies None for an empty bin).
+    "baseline_accuracy"}`` (accuracies None for an empty bin); ``comparison`` the nearest and
+    farthest bins of at least ``cfg.min_count`` nodes (``compare_bins``; None with fewer than
+    two); ``finding`` what was measured in words; ``warning`` the finding when it warns, else
+    None.
     """
     distance = np.asarray(distance, dtype=np.int64)
     correct_gnn = np.asarray(correct_gnn, dtype=bool)
@@ -92,26 +103,84 @@ def accuracy_by_distance(distance: np.ndarray, correct_gnn: np.ndarray,
                      "count": int(members.sum()),
                      "gnn_accuracy": _accuracy(correct_gnn[members]),
                      "baseline_accuracy": _accuracy(correct_baseline[members])})
-    return {"bins": bins, "warning": _reach_warning(bins, cfg),
-            "rule": {"min_count": cfg.min_count, "gnn_drop": cfg.gnn_drop,
-                     "baseline_drop": cfg.baseline_drop}}
-
-
-def _reach_warning(bins: list[dict], cfg: ReachParams) -> str | None:
-    populated = [b for b in bins if b["count"] >= max(cfg.min_count, 1)]
+    populated = [code for code, b in enumerate(bins) if b["count"] >= max(cfg.min_count, 1)]
+    rule = {"min_count": cfg.min_count, "min_excess": cfg.min_excess, "level": LEVEL}
     if len(populated) < 2:
-        return None
+        held = ", ".join(f"{b['bin']}: {b['count']}" for b in bins)
+        return {"bins": bins, "comparison": None, "warning": None, "rule": rule,
+                "finding": (f"fewer than two distance bins hold {cfg.min_count} test nodes "
+                            f"(evaluate.reach.min_count; hops: nodes {held}), so no fall with "
+                            "distance was measured")}
     near, far = populated[0], populated[-1]
-    gnn_drop = near["gnn_accuracy"] - far["gnn_accuracy"]
-    base_drop = near["baseline_accuracy"] - far["baseline_accuracy"]
-    if gnn_drop < cfg.gnn_drop or base_drop > cfg.baseline_drop:
-        return None
-    where = "beyond the GNN's reach" if far["hops"] is None else f"at {far['hops']} hops"
-    return (f"GNN test accuracy falls from {near['gnn_accuracy']:.3f} at {near['hops']} hops from "
-            f"the nearest train node to {far['gnn_accuracy']:.3f} {where} ({far['count']} nodes) "
-            f"while the baseline's goes {near['baseline_accuracy']:.3f} -> "
-            f"{far['baseline_accuracy']:.3f}: far from labels the graph stops helping "
-            "(under-reaching or over-squashing)")
+    comparison = compare_bins(correct_gnn, correct_baseline, codes == near, codes == far)
+    comparison = {"near": bins[near]["bin"], "far": bins[far]["bin"], **comparison}
+    warns = (comparison["gnn_drop"] > 0 and comparison["excess"] >= cfg.min_excess
+             and comparison["interval"][0] > 0)
+    finding = _finding(bins[near], bins[far], comparison)
+    if warns:
+        finding += ": far from labels the graph stops helping (under-reaching or over-squashing)"
+    else:
+        finding += "; " + _no_warning(comparison, cfg)
+    return {"bins": bins, "comparison": comparison, "warning": finding if warns else None,
+            "finding": finding, "rule": rule}
+
+
+def compare_bins(correct_gnn: np.ndarray, correct_baseline: np.ndarray, near: np.ndarray,
+                 far: np.ndarray) -> dict:
+    """Each model's accuracy fall from the ``near`` to the ``far`` test nodes (bool masks (T,))
+    and the GNN's fall minus the baseline's, ``excess``, with its ``LEVEL`` interval.
+
+    ``excess`` = mean(d | near) - mean(d | far) with ``d`` = GNN right - baseline right per node
+    (in -1, 0, 1: the pairing of the two models on a node cancels what they share); the
+    interval is the normal approximation ``excess ± z sqrt(var_near / n_near + var_far /
+    n_far)`` (sample variances of ``d``): deterministic, no draw.
+    """
+    diff = correct_gnn.astype(np.float64) - correct_baseline.astype(np.float64)
+    d_near, d_far = diff[near], diff[far]
+    gnn_drop = correct_gnn[near].mean() - correct_gnn[far].mean()
+    base_drop = correct_baseline[near].mean() - correct_baseline[far].mean()
+    excess = d_near.mean() - d_far.mean()
+    spread = np.sqrt(sum(d.var(ddof=1) / d.size if d.size > 1 else 0.0 for d in (d_near, d_far)))
+    return {"near_count": int(d_near.size), "far_count": int(d_far.size),
+            "gnn_drop": round(float(gnn_drop), 6), "baseline_drop": round(float(base_drop), 6),
+            "excess": round(float(excess), 6),
+            "interval": [round(float(excess - _Z * spread), 6),
+                         round(float(excess + _Z * spread), 6)], "level": LEVEL}
+
+
+def _hops(b: dict) -> str:
+    return f"{b['hops']} hop{'' if b['hops'] == 1 else 's'}"
+
+
+def _change(drop: float) -> str:
+    return (f"falls by {drop:.3f}" if drop > 0 else f"rises by {-drop:.3f}" if drop < 0
+            else "stays level")
+
+
+def _finding(near: dict, far: dict, c: dict) -> str:
+    """What was measured, in words: each model's change and the excess with its interval, from
+    the GNN's side when it falls more, from the baseline's when it falls less."""
+    low, high = c["interval"]
+    more = (f"{c['excess']:.3f} more for the GNN (95% interval {low:+.3f} to {high:+.3f})"
+            if c["excess"] >= 0 else
+            f"{-c['excess']:.3f} less for the GNN (95% interval {-high:+.3f} to {-low:+.3f})")
+    where = (f"beyond the GNN's reach of {far['bin'][1:]} hops" if far["hops"] is None
+             else f"at {_hops(far)}")
+    return (f"from the {near['count']} test nodes {_hops(near)} from the nearest train node "
+            f"to the {far['count']} {where}, the GNN's test accuracy {_change(c['gnn_drop'])} "
+            f"({near['gnn_accuracy']:.3f} -> {far['gnn_accuracy']:.3f}) and the baseline's "
+            f"{_change(c['baseline_drop'])} ({near['baseline_accuracy']:.3f} -> "
+            f"{far['baseline_accuracy']:.3f}): {more}")
+
+
+def _no_warning(c: dict, cfg: ReachParams) -> str:
+    """Why ``accuracy_by_distance`` did not warn: the first rule its comparison misses."""
+    if c["gnn_drop"] <= 0:
+        return "the GNN's accuracy does not fall with distance"
+    if c["excess"] < cfg.min_excess:
+        return (f"the difference is below evaluate.reach.min_excess={cfg.min_excess}, so the "
+                "GNN keeps its lead over the baseline far from labels")
+    return "the interval reaches 0: too few test nodes in these bins to tell"
 
 
 # -------------------------------------------------------------------------- edge curvature

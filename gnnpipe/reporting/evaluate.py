@@ -3,6 +3,9 @@
 Only the split's own (seed) nodes are scored, each from the logits its phase produced; a node
 missing from the predictions is an error, not a silent skip. So is an unlabelled split node
 (``y == UNLABELLED``): the split puts none in train/val/test, and no metric may count one.
+Every node metric is reported (``node_metric.node_metrics``); the verdict is judged on the one
+``evaluate.metric`` resolves to (``node_metric.resolve_metric``), and its advice reads what
+this module measures: the class balance and each model's most predicted class on test.
 """
 
 from __future__ import annotations
@@ -10,39 +13,66 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.reporting.verdict import BASELINE_NAMES, Gap, judge, sentence
-from gnnpipe.graphops.smoothing import smoothing_report
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
+from gnnpipe.graphops.smoothing import smoothing_report
 from gnnpipe.io.common import PHASES
-from gnnpipe.reporting.metrics import classification_metrics
+from gnnpipe.reporting.node_metric import (METRIC_NAMES, NODE_METRICS, node_metric, node_metrics,
+                                           resampled_metric)
+from gnnpipe.reporting.verdict import (BASELINE_NAMES, Causes, Gap, TopClass, causes_of, judge,
+                                       paired_gap, paired_metric_gap, sentence)
+
+
+def _rows(node_id: torch.Tensor, num_nodes: int) -> np.ndarray:
+    """Row of ``node_id`` (M,) that holds each node: int64 (N,), -1 where none does."""
+    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes):
+        raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
+                         "for another graph: re-run train/baseline")
+    rows = np.full(num_nodes, -1, dtype=np.int64)
+    rows[node_id.numpy()] = np.arange(node_id.numel())
+    return rows
 
 
 def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int) -> np.ndarray:
     """Argmax class of every node: int64 (N,), -1 where ``node_id`` (M,) has no row of ``logits`` (M, C)."""
-    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes):
-        raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
-                         "for another graph: re-run train/baseline")
+    rows = _rows(node_id, num_nodes)
     predicted = np.full(num_nodes, -1, dtype=np.int64)
-    predicted[node_id.numpy()] = logits.argmax(dim=1).numpy()
+    predicted[rows >= 0] = logits.argmax(dim=1).numpy()[rows[rows >= 0]]
     return predicted
+
+
+def _phase_rows(node_id: torch.Tensor, roles: np.ndarray, y: np.ndarray, role: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``role`` nodes in id order and the prediction row of each, int64 (T,) both; every
+    one must have a prediction and a label."""
+    rows = _rows(node_id, roles.size)
+    nodes = np.flatnonzero(roles == ROLE_CODES[role])
+    missing = nodes[rows[nodes] < 0]
+    if missing.size:
+        raise ValueError(f"predictions lack {missing.size} {role} nodes (first: {missing[0]}); "
+                         "re-run the stage that wrote them")
+    _check_labelled(nodes, y, role)
+    return nodes, rows[nodes]
 
 
 def score_predictions(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
                       roles: np.ndarray, num_classes: int) -> dict[str, dict]:
-    """Metrics per phase, over the phase's nodes only (``roles`` int8 (N,) role codes,
-    ``ROLE_CODES``); every split node must have a prediction."""
-    predicted = predicted_labels(node_id, logits, roles.size)
+    """Every node metric per phase (``node_metrics``: accuracy, macro-F1, per-class F1,
+    confusion, ROC-AUC, average precision), over the phase's nodes only (``roles`` int8 (N,)
+    role codes, ``ROLE_CODES``); every split node must have a prediction."""
     out = {}
     for role in PHASES:
-        nodes = np.flatnonzero(roles == ROLE_CODES[role])
-        missing = nodes[predicted[nodes] < 0]
-        if missing.size:
-            raise ValueError(f"predictions lack {missing.size} {role} nodes (first: {missing[0]}); "
-                             "re-run the stage that wrote them")
-        _check_labelled(nodes, y, role)
-        out[role] = classification_metrics(y[nodes], predicted[nodes], num_classes)
+        nodes, rows = _phase_rows(node_id, roles, y, role)
+        out[role] = node_metrics(y[nodes], logits[torch.from_numpy(rows)], num_classes)
     return out
+
+
+def on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: np.ndarray
+            ) -> tuple[np.ndarray, torch.Tensor]:
+    """The test nodes' labels int64 (T,) and logits (T, C), in node id order (``roles`` int8
+    (N,) role codes): what the verdict is judged on."""
+    nodes, rows = _phase_rows(node_id, roles, y, "test")
+    return y[nodes].astype(np.int64), logits[torch.from_numpy(rows)]
 
 
 def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
@@ -83,22 +113,74 @@ def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
     return (predicted[nodes] == y[nodes]).astype(np.float64)
 
 
-def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams,
-            gap: Gap, low_homophily: bool | None, baseline: str = "mlp") -> dict:
-    """Scalar metrics of both models, the test-accuracy ``gap`` with its interval (from
-    ``correct_on_test`` of each model) and the verdict: ``outcome`` helps / hurts / inconclusive
-    and the sentence, its advice by ``low_homophily`` (analyze's flag; None: not measured).
-    ``mlp`` holds the scores of ``baseline``, the structure-free model the baseline stage chose
-    (``eval.json`` keeps its key ``mlp`` and names the model in ``baseline_model``)."""
-    def scalars(scores: dict[str, dict]) -> dict:
-        return {role: {"accuracy": scores[role]["accuracy"], "macro_f1": scores[role]["macro_f1"]}
-                for role in ("val", "test")}
+def majority_fraction(y: np.ndarray, num_classes: int) -> float | None:
+    """The largest class's share of the labelled nodes of ``y`` int (N,) (``UNLABELLED``
+    ignored; None without one)."""
+    counts = np.bincount(y[y != UNLABELLED], minlength=num_classes)
+    return float(counts.max() / counts.sum()) if counts.sum() else None
 
-    gain = {f"{role}_{metric}": round(gnn[role][metric] - mlp[role][metric], 6)
-            for role in ("val", "test") for metric in ("accuracy", "macro_f1")}
+
+def top_class(y: np.ndarray, logits: torch.Tensor, num_classes: int) -> TopClass:
+    """The class a model predicts most on the test nodes (``y`` int (T,), ``logits`` (T, C)),
+    with the share it is predicted for and the share truly of it."""
+    predicted = torch.as_tensor(logits).argmax(dim=1).numpy()
+    counts = np.bincount(predicted, minlength=num_classes)
+    label = int(counts.argmax())
+    return TopClass(label, float(counts[label] / y.size), float((y == label).mean()))
+
+
+def judged_gap(metric: str, y: np.ndarray, gnn: torch.Tensor, baseline: torch.Tensor,
+               num_classes: int, samples: int, seed: int) -> tuple[Gap, float, float]:
+    """The paired gap of the GNN's and the baseline's test ``metric`` (``y`` int (T,), each
+    model's test logits (T, C) from ``on_test``) and each one's value. Accuracy is a mean of
+    per-node scores (right or not): ``paired_gap`` on them, as it always was; another metric is
+    recomputed on each resample (``paired_metric_gap``)."""
+    if metric == "accuracy":
+        right = [(torch.as_tensor(m).argmax(dim=1).numpy() == y).astype(np.float64)
+                 for m in (gnn, baseline)]
+        return (paired_gap(*right, samples, seed), float(right[0].mean()),
+                float(right[1].mean()))
+    values = [node_metric(metric, y, m, num_classes) for m in (gnn, baseline)]
+    gap = paired_metric_gap(resampled_metric(metric, y, gnn, num_classes),
+                            resampled_metric(metric, y, baseline, num_classes), y.size,
+                            values[0] - values[1], samples, seed)
+    return gap, values[0], values[1]
+
+
+def _scalars(scores: dict[str, dict]) -> dict:
+    """Per val/test phase, every scalar node metric the scores hold (None where undefined)."""
+    return {role: {m: scores[role][m] for m in NODE_METRICS if m in scores[role]}
+            for role in ("val", "test")}
+
+
+def compare(gnn: dict[str, dict], mlp: dict[str, dict], model: str, cfg: EvaluateParams,
+            gap: Gap, low_homophily: bool | None, baseline: str = "mlp", *,
+            metric: str = "accuracy", causes: Causes | None = None,
+            candidates: dict | None = None) -> dict:
+    """Scalar metrics of both models, the test-``metric`` ``gap`` with its interval (from
+    ``judged_gap``) and the verdict: ``outcome`` helps / hurts / inconclusive and the sentence,
+    its advice by what was measured (``low_homophily``: analyze's flag, None: not measured;
+    ``causes``: the class balance and the models' top classes; their keys in ``causes``).
+    ``mlp`` holds the scores of ``baseline``, the structure-free model the baseline stage chose
+    on val among ``candidates`` (metrics/baseline.json: name -> best val value; eval.json keeps
+    the key ``mlp`` and names the model in ``baseline_model``)."""
+    gnn_s, mlp_s = _scalars(gnn), _scalars(mlp)
+    gain = {f"{role}_{m}": None if gnn_s[role][m] is None or mlp_s[role].get(m) is None
+            else round(gnn_s[role][m] - mlp_s[role][m], 6)
+            for role in ("val", "test") for m in gnn_s[role]}
     result = judge(gap, cfg.min_gain)
-    return {"model": model, "baseline_model": baseline, "gnn": scalars(gnn), "mlp": scalars(mlp),
-            "gnn_minus_mlp": gain, "gap": gap.as_dict(), "graph_helps": result == "helps",
-            "outcome": result,
-            "verdict": sentence(model, BASELINE_NAMES[baseline], "accuracy", gap, result,
-                                cfg.min_gain, low_homophily, "nodes")}
+    out = {"model": model, "baseline_model": baseline, "metric": metric, "gnn": gnn_s,
+           "mlp": mlp_s, "gnn_minus_mlp": gain, "gap": gap.as_dict(),
+           "graph_helps": result == "helps", "outcome": result,
+           "causes": causes_of(result, gap, cfg.min_gain, low_homophily, causes),
+           "verdict": sentence(model, BASELINE_NAMES[baseline], METRIC_NAMES[metric], gap,
+                               result, cfg.min_gain, low_homophily, "nodes", causes=causes,
+                               candidates=tuple(candidates or ()))}
+    if candidates:
+        out["baseline_candidates"] = dict(candidates)
+    if causes is not None:
+        out["majority_fraction"] = (None if causes.majority_fraction is None
+                                    else round(causes.majority_fraction, 6))
+        out["top_class"] = {"gnn" if who == "gnn" else "mlp": top.as_dict()
+                            for who, top in causes.top_class.items()}
+    return out

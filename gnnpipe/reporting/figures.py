@@ -11,6 +11,8 @@ import io as _bytes_io
 
 import numpy as np
 
+from gnnpipe.reporting.node_metric import METRIC_NAMES
+
 GNN_COLOR, MLP_COLOR, EXTRA_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c"
 
 
@@ -36,8 +38,9 @@ def _column(rows: list[dict], key: str) -> np.ndarray:
 
 def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str,
                     val_key: str = "val_acc", baseline: str = "mlp") -> bytes:
-    """Train loss and the validation metric (``val_acc``, or ``val_mrr`` for links) per epoch
-    of the GNN and the structure-free ``baseline`` (its name in the legend)."""
+    """Train loss and the validation metric (``val_acc``, ``val_<metric>`` for the metric a node
+    run is judged on, ``val_mrr`` for links) per epoch of the GNN and the structure-free
+    ``baseline`` (its name in the legend)."""
     fig = _figure(9, 3.4)
     loss_ax, acc_ax = fig.subplots(1, 2)
     for rows, name, color in ((gnn_rows, model, GNN_COLOR), (mlp_rows, baseline, MLP_COLOR)):
@@ -49,7 +52,8 @@ def training_curves(gnn_rows: list[dict], mlp_rows: list[dict], model: str,
         acc_ax.plot(epoch, val, color=color, label=f"{name} (best {val.max():.3f})")
         acc_ax.axvline(epoch[int(val.argmax())], color=color, linestyle=":", linewidth=1)
     loss_ax.set(xlabel="epoch", ylabel="train loss", title="training loss")
-    label = {"val_acc": "accuracy", "val_mrr": "MRR"}.get(val_key, val_key)
+    label = {"val_acc": "accuracy", **{f"val_{key}": name for key, name in METRIC_NAMES.items()}
+             }.get(val_key, val_key)
     acc_ax.set(xlabel="epoch", ylabel=label, title=f"validation {label} (dotted: best epoch)")
     for ax in (loss_ax, acc_ax):
         ax.grid(alpha=0.3)
@@ -110,15 +114,17 @@ def degree_histogram(rows: list[dict]) -> bytes:
     return _png(fig)
 
 
-def depth_sweep(rows: list[dict], param: str) -> bytes:
-    """Accuracy (left) and over-smoothing figures (right) against the swept ``param`` (depth)."""
+def depth_sweep(rows: list[dict], param: str, metric: str = "accuracy") -> bytes:
+    """The judged test ``metric`` (left; columns ``gnn_test_<metric>``, ``mlp_test_<metric>``)
+    and over-smoothing figures (right) against the swept ``param`` (depth)."""
     fig = _figure(10, 3.6)
     acc_ax, smooth_ax = fig.subplots(1, 2)
     depth = _column(rows, param)
-    acc_ax.plot(depth, _column(rows, "gnn_test_accuracy"), "o-", color=GNN_COLOR, label="GNN")
-    acc_ax.plot(depth, _column(rows, "mlp_test_accuracy"), "s--", color=MLP_COLOR,
+    name = METRIC_NAMES.get(metric, metric)
+    acc_ax.plot(depth, _column(rows, f"gnn_test_{metric}"), "o-", color=GNN_COLOR, label="GNN")
+    acc_ax.plot(depth, _column(rows, f"mlp_test_{metric}"), "s--", color=MLP_COLOR,
                 label="MLP baseline")
-    acc_ax.set(xlabel=param, ylabel="test accuracy", title="accuracy vs depth")
+    acc_ax.set(xlabel=param, ylabel=f"test {name}", title=f"{name} vs depth")
     smooth_ax.plot(depth, _column(rows, "cosine_similarity"), "o-", color=GNN_COLOR,
                    label="mean pairwise cosine similarity")
     smooth_ax.plot(depth, _column(rows, "rayleigh_quotient"), "^-", color=EXTRA_COLOR,

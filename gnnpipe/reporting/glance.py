@@ -11,7 +11,7 @@ more code:
 
 from __future__ import annotations
 
-from gnnpipe.reporting.summary import JUDGED_ON
+from gnnpipe.reporting.summary import judged_on
 from gnnpipe.reporting.svg import Bar
 
 SEEDS = "seeds"  # eval.json's per-seed runs: drawn as their own rows, not found by shape
@@ -73,7 +73,7 @@ def scored_models(ev: dict) -> tuple[list[str], list[list]]:
     verdict's metric first, the others in the order first seen; a model without one gets None."""
     found = [(_named(ev, path), _flatten(obj["test"])) for path, obj in _walk(ev)
              if isinstance(obj.get("test"), dict)]
-    metrics = [JUDGED_ON[ev.get("task", "node")]]  # the verdict's metric first
+    metrics = [judged_on(ev)]  # the verdict's metric first
     for _, scores in found:
         metrics += [m for m in scores if m not in metrics]
     return ["model", *metrics], [[name, *(scores.get(m) for m in metrics)]

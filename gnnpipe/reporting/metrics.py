@@ -53,6 +53,98 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: 
 #        float (Q,)    one pool of Q fixed negatives shared by every positive.
 # Higher score = more likely an edge. ROC-AUC and AP treat the negatives as one pool (a (P, K)
 # array is flattened); Hits@K and MRR rank each positive against its own row or the shared pool.
+#
+# Near-ties rank as ties. Two scores a, b are tied when |a - b| <= rtol * (|a| + |b|)
+# (``TIE_RTOL``; ``near``): a float32 score carries about 7 significant digits, so scores closer
+# than that are equal up to rounding, and an encoder that collapsed (every pair scored about
+# the same) would otherwise be ranked by its rounding noise. Ties take the average rank, so a
+# constant scorer gets ROC-AUC 0.5 and rank 1 + K/2 among K negatives (MRR 1 / (1 + K/2)).
+# Exact ties (rtol 0) behave as plain average ranks. The relation is relative: 0 ties only 0.
+
+TIE_RTOL = 1e-5
+_ROW_CHUNK = 1 << 20  # (positive, negative) pairs compared at once: ~8 MB per float64 temporary
+
+
+def near(a, b, rtol: float = TIE_RTOL) -> np.ndarray:
+    """bool, the broadcast shape of ``a`` and ``b``: tied, |a - b| <= rtol (|a| + |b|)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return np.abs(a - b) <= rtol * (np.abs(a) + np.abs(b))
+
+
+def _check_rtol(rtol: float) -> float:
+    if not 0.0 <= rtol < 1.0:
+        raise ValueError(f"tie tolerance rtol must be in [0, 1), got {rtol!r}")
+    return float(rtol)
+
+
+def tie_bounds(scores: np.ndarray, rtol: float = TIE_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and highest score tied with each of ``scores`` (float64 (n,) each), from
+    the tie rule solved for b: a positive s ties [s (1-r)/(1+r), s (1+r)/(1-r)], a negative
+    one the mirror image, 0 only 0. Computed in float64, so a score within an ulp of a bound
+    may fall either side of it."""
+    s = np.asarray(scores, dtype=np.float64)
+    shrink, grow = (1.0 - rtol) / (1.0 + rtol), (1.0 + rtol) / (1.0 - rtol)
+    positive = s > 0
+    return np.where(positive, s * shrink, s * grow), np.where(positive, s * grow, s * shrink)
+
+
+def tie_groups(sorted_scores: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Start positions int64 (G,) of the tie groups of ascending ``sorted_scores`` (n,).
+
+    Anchored, not chained: a group starts at its lowest score and holds every later score tied
+    with that start; the first score past it starts the next group. So a cluster narrower than
+    the tolerance is one group, and no group is wider than the tolerance of its start. (Chaining
+    consecutive gaps within the tolerance would let a dense pool merge into one group: 5M
+    pooled N(0, 1) float32 scores chain 1.8M of them together, and a real scorer's ROC-AUC
+    falls from 0.855 to 0.814.) Equal scores are always in one group; with ``rtol`` 0 the
+    groups are the distinct scores.
+
+    The greedy walk start -> first score past its tolerance is followed by pointer doubling:
+    O(D log G) for D distinct scores and G groups, no Python loop over the groups.
+    """
+    s = np.asarray(sorted_scores, dtype=np.float64)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # first position of each distinct score
+    distinct = s[first]
+    d = distinct.size
+    # the distinct score each one's tolerance ends before (> itself), then d: past the end
+    jump = np.append(np.searchsorted(distinct, tie_bounds(distinct, rtol)[1], side="right"), d)
+    on = np.zeros(d + 1, dtype=bool)  # on[i]: distinct score i starts a group
+    on[0] = True
+    while jump[0] < d:  # after t rounds every start reachable in < 2^t jumps is marked
+        on[jump[np.flatnonzero(on)]] = True
+        jump = jump[jump]
+    return first[on[:d]]
+
+
+def row_ties(pos: np.ndarray, neg: np.ndarray, rtol: float = TIE_RTOL
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per positive ``pos`` (P,) against its own negatives ``neg`` (P, K): how many negatives
+    score above it and how many are tied with it (``near``), int64 (P,) each. Rows are taken
+    in chunks, so the temporaries stay bounded whatever P x K is."""
+    pos = np.asarray(pos, dtype=np.float64)
+    neg = np.asarray(neg)
+    above = np.empty(pos.size, dtype=np.int64)
+    ties = np.empty(pos.size, dtype=np.int64)
+    step = max(1, _ROW_CHUNK // max(neg.shape[1], 1))
+    for lo in range(0, pos.size, step):
+        p, n = pos[lo:lo + step, None], neg[lo:lo + step].astype(np.float64, copy=False)
+        tied = near(n, p, rtol)
+        ties[lo:lo + step] = tied.sum(axis=1)
+        above[lo:lo + step] = ((n > p) & ~tied).sum(axis=1)
+    return above, ties
+
+
+def _pooled(pos: np.ndarray, neg: np.ndarray, rtol: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positives and pooled negatives sorted ascending: (is positive (n,) bool in sorted order,
+    group starts (G,), group ends (G,)) of their tie groups."""
+    scores = np.concatenate([pos, neg.reshape(-1)])
+    order = np.argsort(scores, kind="stable")
+    starts = tie_groups(scores[order], _check_rtol(rtol))
+    return order < pos.size, starts, np.r_[starts[1:], scores.size]
 
 
 def _link_inputs(pos, neg) -> tuple[np.ndarray, np.ndarray]:
@@ -68,82 +160,86 @@ def _link_inputs(pos, neg) -> tuple[np.ndarray, np.ndarray]:
     return pos, neg
 
 
-def roc_auc(pos, neg) -> float:
+def _auc(positive: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> float:
+    """Mann-Whitney U / (P Q) from the sorted labels and tie groups of ``_pooled``."""
+    p = int(positive.sum())
+    group_rank = (starts + 1 + ends) / 2.0  # mean of ranks starts+1 .. ends
+    pos_in_group = np.add.reduceat(positive.astype(np.float64), starts)
+    u = float((pos_in_group * group_rank).sum()) - p * (p + 1) / 2.0
+    return u / (p * (positive.size - p))
+
+
+def _ap(positive: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> float:
+    """Average precision from the sorted labels and tie groups of ``_pooled``: one threshold
+    per group, taken from the highest group down."""
+    p = int(positive.sum())
+    tp = np.add.reduceat(positive.astype(np.float64), starts)[::-1]  # highest group first
+    cum_tp = np.cumsum(tp)
+    predicted = np.cumsum((ends - starts)[::-1]).astype(np.float64)
+    return float((tp / p * (cum_tp / predicted)).sum())
+
+
+def roc_auc(pos, neg, *, rtol: float = TIE_RTOL) -> float:
     """ROC-AUC of positives against all negatives: P(score_pos > score_neg), ties count 1/2.
 
-    The Mann-Whitney U statistic with average ranks over the pooled scores; equals sklearn's
-    ``roc_auc_score`` on ``[1]*P + [0]*Q``.
+    The Mann-Whitney U statistic with average ranks over the pooled scores, near-ties
+    (``tie_groups`` with ``rtol``) ranked as ties; with no near-tie between distinct scores
+    it equals sklearn's ``roc_auc_score`` on ``[1]*P + [0]*Q``.
     """
     pos, neg = _link_inputs(pos, neg)
-    neg = neg.reshape(-1)
-    scores = np.concatenate([pos, neg])
-    order = np.argsort(scores, kind="stable")
-    sorted_scores = scores[order]
-    # average rank (1-based) of every tie group
-    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
-    ends = np.r_[starts[1:], scores.size]
-    group_rank = (starts + 1 + ends) / 2.0  # mean of ranks starts+1 .. ends
-    ranks = np.empty(scores.size)
-    ranks[order] = np.repeat(group_rank, ends - starts)
-    u = ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2.0
-    return float(u / (pos.size * neg.size))
+    return _auc(*_pooled(pos, neg, rtol))
 
 
-def average_precision(pos, neg) -> float:
-    """Average precision, sum over distinct thresholds of (R_n - R_{n-1}) * P_n.
+def average_precision(pos, neg, *, rtol: float = TIE_RTOL) -> float:
+    """Average precision, sum over thresholds of (R_n - R_{n-1}) * P_n.
 
-    The step-wise (non-interpolated) definition of sklearn's ``average_precision_score``;
-    tied scores form one threshold.
+    The step-wise (non-interpolated) definition of sklearn's ``average_precision_score``; one
+    threshold per tie group (``tie_groups`` with ``rtol``: tied and near-tied scores).
     """
     pos, neg = _link_inputs(pos, neg)
-    neg = neg.reshape(-1)
-    scores = np.concatenate([pos, neg])
-    labels = np.concatenate([np.ones(pos.size), np.zeros(neg.size)])
-    order = np.argsort(-scores, kind="stable")
-    scores, labels = scores[order], labels[order]
-    last_of_group = np.r_[scores[1:] != scores[:-1], True]  # one threshold per distinct score
-    tp = np.cumsum(labels)[last_of_group]
-    predicted = (np.flatnonzero(last_of_group) + 1).astype(np.float64)
-    precision = tp / predicted
-    recall_gain = np.diff(np.r_[0.0, tp]) / pos.size
-    return float((recall_gain * precision).sum())
+    return _ap(*_pooled(pos, neg, rtol))
 
 
-def link_ranks(pos, neg) -> np.ndarray:
+def link_ranks(pos, neg, *, rtol: float = TIE_RTOL) -> np.ndarray:
     """Rank of every positive among its negatives: float (P,), 1 = scored above all of them.
 
-    ``1 + #(neg > pos) + 0.5 * #(neg == pos)``: a tie counts half (the mean of the optimistic
-    and pessimistic rank, as OGB's link evaluators do).
+    ``1 + #(neg above pos) + 0.5 * #(neg tied with pos)``: a tie counts half (the mean of the
+    optimistic and pessimistic rank, as OGB's link evaluators do), and a negative within the
+    tolerance of its positive (``near``, pairwise) is a tie, not above or below.
     """
     pos, neg = _link_inputs(pos, neg)
+    rtol = _check_rtol(rtol)
     if neg.ndim == 2:  # (P, K): each positive against its own row
-        above = (neg > pos[:, None]).sum(axis=1)
-        ties = (neg == pos[:, None]).sum(axis=1)
+        above, ties = row_ties(pos, neg, rtol)
     else:  # (Q,) shared: one sort, then binary search per positive (memory O(P + Q))
         sorted_neg = np.sort(neg)
-        at_most = np.searchsorted(sorted_neg, pos, side="right")
-        below = np.searchsorted(sorted_neg, pos, side="left")
+        low, high = tie_bounds(pos, rtol)
+        at_most = np.searchsorted(sorted_neg, high, side="right")
+        below = np.searchsorted(sorted_neg, low, side="left")
         above, ties = neg.size - at_most, at_most - below
     return 1.0 + above + 0.5 * ties
 
 
-def hits_at_k(pos, neg, k: int) -> float:
+def hits_at_k(pos, neg, k: int, *, rtol: float = TIE_RTOL) -> float:
     """Fraction of positives ranked within the top ``k`` of their negatives (``link_ranks <= k``)."""
     if int(k) != k or k < 1:
         raise ValueError(f"hits_at_k: k must be an integer >= 1, got {k!r}")
-    return float((link_ranks(pos, neg) <= k).mean())
+    return float((link_ranks(pos, neg, rtol=rtol) <= k).mean())
 
 
-def mrr(pos, neg) -> float:
+def mrr(pos, neg, *, rtol: float = TIE_RTOL) -> float:
     """Mean reciprocal rank of the positives (``mean(1 / link_ranks)``)."""
-    return float((1.0 / link_ranks(pos, neg)).mean())
+    return float((1.0 / link_ranks(pos, neg, rtol=rtol)).mean())
 
 
-def link_metrics(pos, neg, ks: tuple[int, ...] = (10, 50, 100)) -> dict:
-    """All link metrics at once, JSON-ready and rounded like ``classification_metrics``."""
-    ranks = link_ranks(pos, neg)
-    out = {"roc_auc": round(roc_auc(pos, neg), 6),
-           "average_precision": round(average_precision(pos, neg), 6),
+def link_metrics(pos, neg, ks: tuple[int, ...] = (10, 50, 100), *,
+                 rtol: float = TIE_RTOL) -> dict:
+    """All link metrics at once, JSON-ready and rounded like ``classification_metrics``; one
+    sort of the pooled scores serves ROC-AUC and AP."""
+    ranks = link_ranks(pos, neg, rtol=rtol)
+    pooled = _pooled(*_link_inputs(pos, neg), rtol)
+    out = {"roc_auc": round(_auc(*pooled), 6),
+           "average_precision": round(_ap(*pooled), 6),
            "mrr": round(float((1.0 / ranks).mean()), 6),
            "count": int(ranks.size)}
     out.update({f"hits@{k}": round(float((ranks <= k).mean()), 6) for k in ks})

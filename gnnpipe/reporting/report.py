@@ -16,7 +16,10 @@ from typing import Callable
 
 from gnnpipe.reporting import figures, svg
 from gnnpipe.reporting.glance import baseline_label, comparison_bars, scored_models
-from gnnpipe.reporting.verdict import BASELINE_NAMES, STRUCTURE_FREE, described, seeds_sentence
+from gnnpipe.reporting.node_metric import METRIC_NAMES, NODE_METRICS
+from gnnpipe.reporting.summary import judged_on
+from gnnpipe.reporting.verdict import (BASELINE_NAMES, STRUCTURE_FREE, described, listed,
+                                       seeds_sentence)
 
 PHASES = ("train", "val", "test")
 
@@ -129,27 +132,54 @@ def _warnings(inputs: ReportInputs) -> list[str]:
     return [f'<div class="warning">&#9888; {_e(w)}</div>' for w in found]
 
 
+def _judged(ev: dict) -> str:
+    """The name of the metric eval.json's verdict is judged on, as sentences say it."""
+    return METRIC_NAMES[judged_on(ev)]
+
+
+def _chosen_from(ev: dict) -> str:
+    """A sentence naming the models the baseline stage chose among on val (eval.json
+    ``baseline_candidates``) where it had several, else nothing."""
+    names = list(ev.get("baseline_candidates") or ())
+    if len(names) < 2:
+        return ""
+    return (f" The {BASELINE_NAMES[ev.get('baseline_model', 'mlp')]} was the best on val of "
+            f"{listed(names)} (baseline.models).")
+
+
 def _headline(inputs: ReportInputs) -> str:
     """The verdict in plain words with its interval (evaluate's ``outcome`` and ``gap``: the
-    gain in test accuracy, or test MRR for links, judged by gnnpipe/reporting/verdict.py)."""
+    gain in the test metric the run is judged on, test MRR for links, judged by
+    gnnpipe/reporting/verdict.py); a margin is always said from the winner's side."""
     ev = inputs.evaluation
-    metric = "MRR" if ev.get("task") == "link" else "accuracy"
+    metric, link = _judged(ev), ev.get("task") == "link"
     gap, model = ev["gap"], ev["model"]
     base = BASELINE_NAMES[ev.get("baseline_model", "mlp")]
     whole = described(ev.get("baseline_model", "mlp"))
     low, high = gap["interval"]
+    if gap["gain"] < 0:  # the figures from the baseline's side: its lead and interval
+        low, high = -high, -low
     spread = (f"95% interval {low:+.4f} to {high:+.4f} over {gap['test_items']} test "
-              f"{'edges' if metric == 'MRR' else 'nodes'}")
-    if ev["outcome"] == "helps":
-        plain = f"The graph helps: {model} is {gap['gain']:+.4f} test {metric} over the {base} ({spread})."
+              f"{'edges' if link else 'nodes'}")
+    lead = abs(gap["gain"])
+    if ev["outcome"] == "collapsed":  # no gain is claimed from rounding noise
+        plain = ("No verdict: the link scores collapsed (near-equal for most positive and "
+                 "negative pairs), so no gain is claimed; what was measured and the likely "
+                 "causes follow.")
+    elif ev["outcome"] == "helps":
+        plain = f"The graph helps: {model} is {lead:+.4f} test {metric} over the {base} ({spread})."
     elif ev["outcome"] == "hurts":
-        plain = (f"The {base} wins: {model} is {-gap['gain']:.4f} test {metric} behind the "
+        plain = (f"The {base} wins: {model} is {lead:.4f} test {metric} behind the "
                  f"{whole} ({spread}), so the graph does not help on this data.")
+    elif gap["gain"] >= 0:
+        plain = (f"Inconclusive: {model} is ahead of the {whole} by {lead:+.4f} test {metric} "
+                 f"({spread}); this test set cannot tell them apart.")
     else:
-        plain = (f"Inconclusive: {model} vs the {whole} is {gap['gain']:+.4f} test "
-                 f"{metric} ({spread}); this test set cannot tell them apart.")
+        plain = (f"Inconclusive: the {whole} is ahead of {model} by {lead:+.4f} test {metric} "
+                 f"({spread}); this test set cannot tell them apart.")
+    plain += _chosen_from(ev)
     if ev.get("seeds"):  # evaluate.seeds > 1: how the outcome holds across training seeds
-        over = seeds_sentence(ev["seeds"], metric)
+        over = seeds_sentence(ev["seeds"], metric, model, f"the {base}")
         plain += f" {over[0].upper()}{over[1:]}."
     kind = "helps" if ev["outcome"] == "helps" else "nothing"
     parts = [f'<div class="verdict {kind}"><strong>{_e(plain)}</strong><br>'
@@ -163,7 +193,7 @@ def _glance(inputs: ReportInputs) -> str:
     model's test metrics (link task: the GNN, the MLP and whatever rows evaluate added)."""
     ev = inputs.evaluation
     link = ev.get("task") == "link"
-    metric = "test MRR" if link else "test accuracy"
+    metric = f"test {_judged(ev)}"
     out = ["<h2>At a glance</h2>",
            svg.interval_bars(comparison_bars(ev), metric, f"Gap in {metric}: GNN minus "
                                                           "baseline, with its 95% interval")]
@@ -221,7 +251,7 @@ class _TaskView:
 
     headline: Callable[[ReportInputs], str]
     metric_names: Callable[[dict], list[str]]  # eval.json -> metric names
-    curve_key: str
+    curve_key: Callable[[dict], str]  # eval.json -> the history column of the val metric
     class_figures: bool
     split_summary: Callable[[dict], str]  # split_audit.json -> HTML before its checks
     sweep: bool
@@ -338,9 +368,11 @@ def _link_ranking(ev: dict) -> str:
         rows.append([label + mark, *cells])
     return ("<h3>Link ranking: test scores under each negative set</h3>" + _table(header, rows)
             + f"<p>Hard negatives are the targets of highest resource allocation from each "
-            "source in the train graph (HeaRT); the heuristics count shared neighbours in the "
-            f"train graph only. The verdict is on the {_e(ev['negatives'])} negatives, against "
-            "the baseline of best val MRR there.</p>")
+            "source in the train graph (HeaRT); the heuristics count shared neighbours "
+            "(common neighbours, Adamic-Adar, resource allocation: scored only where a pair can "
+            "share one) or rank by endpoint popularity (preferential attachment), in the train "
+            f"graph only. The verdict is on the {_e(ev['negatives'])} negatives, against the "
+            "baseline of best val MRR there.</p>")
 
 
 def _link_split(audit: dict) -> str:
@@ -363,10 +395,17 @@ def _link_split(audit: dict) -> str:
                      rows))
 
 
+def _node_curve(ev: dict) -> str:
+    """The history column of the metric a node run is judged on: ``val_acc``, or
+    ``val_<metric>`` (train and baseline add it when the metric is not accuracy)."""
+    metric = judged_on(ev)
+    return "val_acc" if metric == "accuracy" else f"val_{metric}"
+
+
 TASK_VIEWS = {
-    "node": _TaskView(_headline, lambda ev: ["accuracy", "macro_f1"], "val_acc", True,
-                      _node_split, True),
-    "link": _TaskView(_headline, lambda ev: list(ev["gnn"]["test"]), "val_mrr", False,
+    "node": _TaskView(_headline, lambda ev: [m for m in NODE_METRICS if m in ev["gnn"]["test"]],
+                      _node_curve, True, _node_split, True),
+    "link": _TaskView(_headline, lambda ev: list(ev["gnn"]["test"]), lambda ev: "val_mrr", False,
                       _link_split, False),
 }
 
@@ -404,8 +443,9 @@ def _metrics(inputs: ReportInputs, names: list[str]) -> str:
     rows = []
     for role in ("val", "test"):
         for metric in names:
+            gain = ev["gnn_minus_mlp"].get(f"{role}_{metric}")
             rows.append([f"{role} {metric}", ev["gnn"][role][metric], ev["mlp"][role][metric],
-                         f"{ev['gnn_minus_mlp'][f'{role}_{metric}']:+.4f}"])
+                         "n/a" if gain is None else f"{gain:+.4f}"])
     label = baseline_label(ev)
     named = label if base in STRUCTURE_FREE else BASELINE_NAMES[base]
     out = [f"<h2>Metrics vs the {_e(named)} baseline</h2>",
@@ -436,14 +476,16 @@ def _reach(ev: dict, graph: dict) -> list[str]:
     out = []
     reach, curvature = ev.get("reach"), (graph or {}).get("curvature")
     if reach:
+        # what reach.py measured; an eval.json from before the comparison has no finding
+        finding = reach.get("finding") or "the comparison of the GNN's fall with the baseline's " \
+            "was not recorded (re-run evaluate)"
         out += ["<h3>Reach: test accuracy by hops to the nearest train node</h3>",
                 _table(["hops", "test nodes", ev["model"], baseline_label(ev)],
                        [[b["bin"], b["count"], b["gnn_accuracy"], b["baseline_accuracy"]]
                         for b in reach["bins"]]),
                 "<p>Nodes beyond the last layer's reach get no message from a labelled node. "
                 + (f'<span class="warning">&#9888; {_e(reach["warning"])}</span>'
-                   if reach.get("warning") else "No warning: accuracy does not fall with "
-                   "distance for the GNN alone.") + "</p>"]
+                   if reach.get("warning") else f"No warning: {_e(finding)}.") + "</p>"]
     if curvature:
         sample = curvature["sample"]
         worst = ", ".join(f"{m['u']}–{m['v']} ({m['curvature']:.2f})"
@@ -459,6 +501,12 @@ def _reach(ev: dict, graph: dict) -> list[str]:
                 "regions they join (Topping et al. 2022); compare graphs by the tail, not the "
                 "sign alone.</p>"]
     return out
+
+
+def _curve_key(key: str, inputs: ReportInputs) -> str:
+    """``key``, or ``val_acc`` where a history lacks it (written before evaluate.metric)."""
+    rows = [*inputs.train_history[:1], *inputs.baseline_history[:1]]
+    return key if all(key in row for row in rows) else "val_acc"
 
 
 # -------------------------------------------------------------------------------- rendering
@@ -481,7 +529,7 @@ def render(inputs: ReportInputs, figures_href: str = "figures") -> Report:
     if inputs.train_history or inputs.baseline_history:
         add("training_curves.png",
             figures.training_curves(inputs.train_history, inputs.baseline_history, model,
-                                    view.curve_key, chosen),
+                                    _curve_key(view.curve_key(ev), inputs), chosen),
             f"training curves of {model} and the {baseline_label(ev)} baseline")
     if view.class_figures:
         add("confusion_test.png",

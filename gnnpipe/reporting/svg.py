@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from html import escape
 
 FONT = 'font-family="system-ui, sans-serif"'
-OUTCOME_COLOURS = {"helps": "#188038", "hurts": "#d93025", "inconclusive": "#5f6368"}
+OUTCOME_COLOURS = {"helps": "#188038", "hurts": "#d93025", "inconclusive": "#5f6368",
+                   "collapsed": "#e37400"}
 GNN_COLOUR, BASELINE_COLOUR = "#1f77b4", "#ff7f0e"  # the PNG figures' (matplotlib) colours
 GRID = "#dddddd"
 

@@ -1,6 +1,9 @@
-"""The depth sweep: accuracy and over-smoothing against ``train.num_layers`` across the
-experiments of a `dvc exp run` sweep, read from ``dvc exp show --json`` output (each
+"""The depth sweep: the judged test metric and over-smoothing against ``train.num_layers``
+across the experiments of a `dvc exp run` sweep, read from ``dvc exp show --json`` output (each
 experiment's params and its headline ``metrics/summary.json``) and drawn as one PNG.
+
+The metric is the headline's (``metric``: ``test_accuracy``, ``test_roc_auc``, ...), so the
+columns are ``gnn_<metric>`` and ``mlp_<metric>`` (``gnn_test_accuracy`` on the default graph).
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ from gnnpipe.reporting import figures
 from gnnpipe.reporting.summary import SMOOTHING
 
 SWEEP_PARAM = "train.num_layers"  # the depth a sweep varies; its CSV column is "num_layers"
+GNN_PREFIX = "gnn_test_"  # the GNN's column of the judged metric: gnn_test_<metric>
+
+
+def metric_column(rows: list[dict]) -> str:
+    """The ``sweep_rows`` column of the GNN's judged test metric (``gnn_test_accuracy``, ...)."""
+    return next(key for key in rows[0] if key.startswith(GNN_PREFIX))
 
 
 def _entries(node):
@@ -72,28 +81,31 @@ def sweep_rows(exp_show: list | dict, patterns: list[str], param: str = SWEEP_PA
 
     Only the named experiments count (``dvc exp show`` lists every experiment of the repository,
     most of them not part of the sweep). Each must have ``param`` and, in its headline
-    ``metrics/summary.json``, the GNN/MLP test accuracies and the GNN's smoothing figures; no two
-    may share a value of ``param``, and their params may differ only in ``param`` and per-layer
-    lists (one entry per layer, such as ``train.neighbor.num_neighbors``); otherwise one line
-    names the experiment and the key.
+    ``metrics/summary.json``, the GNN/MLP test scores on its judged metric and the GNN's
+    smoothing figures; no two may share a value of ``param`` or differ in the metric, and their
+    params may differ only in ``param`` and per-layer lists (one entry per layer, such as
+    ``train.neighbor.num_neighbors``); otherwise one line names the experiment and the key.
     """
     rows, seen, first = [], {}, None
     for name, data in _select(exp_show, patterns):
         params = _flat(_lookup(data, "params", "params.yaml", "data") or {})
         headline = _lookup(data, "metrics", SUMMARY, "data") or {}
-        accuracy = headline.get("metric") == "test_accuracy"
+        metric = headline.get("metric") or "test_accuracy"  # a headline before it named one
         value = params.get(param)
         row = {param.rsplit(".", 1)[-1]: value, "name": name,
                "model": params.get("train.model"),
-               "gnn_test_accuracy": headline.get("gnn") if accuracy else None,
-               "mlp_test_accuracy": headline.get("baseline") if accuracy else None,
+               f"gnn_{metric}": headline.get("gnn"), f"mlp_{metric}": headline.get("baseline"),
                **{full: headline.get(short) for short, full in SMOOTHING.items()}}
         missing = [key for key, v in row.items() if v is None]
         if missing:
             raise ValueError(f"experiment {name!r} has no {missing[0]} (params.yaml {param}, "
-                             f"{SUMMARY} test accuracies and smoothing figures): did it "
+                             f"{SUMMARY} test scores and smoothing figures): did it "
                              "fail, or is it a link-task run? Select the experiments of the "
                              "depth sweep")
+        if rows and metric_column(rows) != f"gnn_{metric}":
+            raise ValueError(f"experiments {first[0]!r} and {name!r} are judged on different "
+                             f"metrics ({metric_column(rows)[4:]} vs {metric}): select the "
+                             "experiments of one sweep")
         if value in seen:
             raise ValueError(f"experiments {seen[value]!r} and {name!r} both have {param}="
                              f"{value}; select one of them")
@@ -117,4 +129,5 @@ def render_sweep(rows: list[dict], param: str = SWEEP_PARAM) -> bytes:
     if not rows:
         raise ValueError("no experiment selected; run the sweep (docs/evaluation.md) and "
                          "`dvc exp show --json > exps.json` first")
-    return figures.depth_sweep(rows, param.rsplit(".", 1)[-1])
+    column = metric_column(rows)
+    return figures.depth_sweep(rows, param.rsplit(".", 1)[-1], column[len(GNN_PREFIX):])

@@ -36,11 +36,11 @@ from torch import nn
 
 from gnnpipe.config import FitParams
 from gnnpipe.config.rules import BASELINE_CHUNK_ROWS
-from gnnpipe.reporting.metrics import mrr
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.training import loop
 from gnnpipe.training.block_fit import SummedGrad, read_rows
-from gnnpipe.training.link_train import LinkTask, LinkTrainResult, link_result, pair_scores
+from gnnpipe.training.link_train import (LinkTask, LinkTrainResult, link_result, pair_scores,
+                                        val_scores)
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import TypedMLP
 
@@ -158,7 +158,7 @@ class BlockLinkTask(LinkTask):
 
     def score(self, model: nn.Module) -> dict[str, float]:
         pos, (neg,) = self.score_sets(model, self.val_rows)
-        return {"val_mrr": mrr(pos.numpy(), neg.numpy())}
+        return val_scores(pos.numpy(), neg.numpy())
 
     def chunks(self, needed: np.ndarray, rows: str):
         """Per chunk of ``BASELINE_CHUNK_ROWS`` ids of a segment, in the encoder's order:

@@ -13,9 +13,12 @@ and takes one Adam step on binary cross-entropy:
   phase's message graph (``gnnpipe.sampling.link``), split across DDP ranks.
 
 Validation encodes the **val** phase's graph and ranks each val positive against its fixed
-negatives; early stopping keeps the weights of the best val MRR. Final scores: val pairs on the
-val graph, test pairs on the test graph, so each phase sees only its own graph (whole graph, for
-every sampler): one forward, or layer by layer over target blocks when the phase input carries a
+negatives; early stopping keeps the weights of the best val MRR, and every epoch records the
+share of val (positive, negative) pairs scored equal within float rounding (``val_tied_share``,
+gnnpipe/reporting/collapse.py): a collapsed encoder shows there, and the summary's ``collapse``
+(val and test, with one warning line on stderr) says so for the chosen weights. Final scores:
+val pairs on the val graph, test pairs on the test graph, so each phase sees only its own graph
+(whole graph, for every sampler): one forward, or layer by layer over target blocks when the phase input carries a
 ``layerwise`` engine (``train.inference``, gnnpipe/training/inference.py; the same embeddings to
 1e-5 in bounded memory, split across DDP ranks). Randomness (initialisation, and per
 ``(seed, epoch)`` dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a
@@ -24,6 +27,7 @@ checkpoint repeats an uninterrupted one; ``fork_rng`` keeps the caller's global 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -36,7 +40,8 @@ from gnnpipe.training import device as devices
 from gnnpipe.training import loop
 from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
-from gnnpipe.reporting.metrics import mrr
+from gnnpipe.reporting.collapse import collapse, collapse_warning
+from gnnpipe.reporting.metrics import mrr, row_ties
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.train import (PhaseInput, _placed, batch_output, layerwise_output,
@@ -127,9 +132,17 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
     return pair_scores(z, pairs[0], pairs[1]), batch.target
 
 
+def val_scores(pos: np.ndarray, neg: np.ndarray) -> dict[str, float]:
+    """An epoch's val figures from the val positives (P,) and their fixed negatives (P, K):
+    the MRR early stopping maximises, and the share of (positive, negative) pairs tied within
+    float rounding (``metrics.row_ties``; 1 for a collapsed encoder)."""
+    return {"val_mrr": mrr(pos, neg),  # per positive: no sort of all scores
+            "val_tied_share": float(row_ties(pos, neg)[1].sum()) / max(neg.size, 1)}
+
+
 class LinkTask:
     """Link prediction hooks for ``loop.run`` (see ``fit_link``): BCE on supervision positives
-    and fresh negatives, early stopping on val MRR."""
+    and fresh negatives, early stopping on val MRR (``val_scores``)."""
 
     best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
     examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed
@@ -179,11 +192,12 @@ class LinkTask:
     def score(self, model: nn.Module) -> dict[str, float]:
         pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"],
                                self.ctx)
-        val_mrr = mrr(pos.numpy(), neg.numpy())  # per positive: no sort of all scores
+        scores = val_scores(pos.numpy(), neg.numpy())
         # the ranks hold the same weights and score the same pairs; averaging makes their
         # early-stopping decisions identical by construction, not by floating-point luck
-        return {"val_mrr": float(all_reduce_sum(torch.tensor([val_mrr]), self.ctx)[0])
-                / self.ctx.world_size}
+        total = all_reduce_sum(torch.tensor(list(scores.values())), self.ctx)
+        return {key: float(value) / self.ctx.world_size
+                for key, value in zip(scores, total.tolist())}
 
 
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
@@ -223,16 +237,18 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
     return link_result(outcome, lambda phase, sets: score_sets(
         model, task.inputs[phase], task.edges[phase], sets, ctx), task.negatives, hard_negatives,
-        perf)
+        perf, warn=ctx.is_main)
 
 
 def link_result(outcome: loop.LoopOutcome,
                 score: Callable[[str, list[torch.Tensor]], tuple[torch.Tensor, list]],
                 negatives: dict[str, torch.Tensor], hard_negatives: dict[str, torch.Tensor] | None,
-                perf: dict) -> LinkTrainResult:
+                perf: dict, warn: bool = True) -> LinkTrainResult:
     """What a link fit returns from its loop's ``outcome`` (best weights loaded): each eval
     phase's scores by ``score(phase, negative sets)`` (positives (P,), each set (P, K_i): one
-    encoding per phase scores the fixed and the hard negatives), the summary and ``perf``."""
+    encoding per phase scores the fixed and the hard negatives), the summary (with the
+    ``collapse`` figures of the val and test scores against their fixed negatives) and
+    ``perf``. ``warn``: this process prints the one-line warning of collapsed scores (rank 0)."""
     model, state, history = outcome.model, outcome.state, outcome.history
     scores, hard_scores = {}, {}
     for phase in EVAL_PHASES:
@@ -247,7 +263,12 @@ def link_result(outcome: loop.LoopOutcome,
         "best_val_mrr": round(state["best_val_mrr"], 6),
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
+        "collapse": {phase: collapse(*(t.numpy() for t in scores[phase]))
+                     for phase in EVAL_PHASES},
     }
+    warning = collapse_warning(summary["collapse"], f"the {type(model).__name__} encoder")
+    if warning and warn:
+        print(f"gnnpipe: warning: {warning}", file=sys.stderr)
     return LinkTrainResult(scores=scores, state_dict=state["best_state"], history=history,
                            summary=summary, perf=perf, perf_history=outcome.perf_history,
                            hard_scores=hard_scores)

@@ -27,6 +27,7 @@ from gnnpipe import io
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.data.graph import HOMOGENEOUS, TYPED, UNLABELLED
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
+from gnnpipe.reporting.collapse import collapse
 from gnnpipe.training.inference import layerwise_logits
 from gnnpipe.training.link_train import pair_scores
 from gnnpipe.training.models import forward_with_hidden
@@ -182,6 +183,21 @@ def pair_score_blocks(z: torch.Tensor, s: np.ndarray, d: np.ndarray, src: pa.Arr
         yield {"src": src.slice(a, b - a), "dst": dst.slice(a, b - a),
                "score": pa.array(score.numpy(), pa.float32()),
                "prob": pa.array(torch.sigmoid(score).numpy(), pa.float32())}
+
+
+@torch.no_grad()
+def held_out_collapse(z: torch.Tensor, split: Path, graph) -> dict:
+    """How collapsed the link scores of the predict stage's embeddings ``z`` (N, H; a type's
+    rows from ``graph.offsets()``) are on the split's test positives against their fixed
+    negatives (``gnnpipe.reporting.collapse.collapse``): predict.json's ``collapse``, the
+    figures train and evaluate record, measured on what predict wrote."""
+    edge_type, edges, negatives = io.read_typed_link_split(split, graph)
+    offsets = graph.offsets()
+    heads = edges["test"][0] + offsets[edge_type[0]]
+    z = z.float()
+    pos = pair_scores(z, heads, edges["test"][1] + offsets[edge_type[2]])
+    neg = pair_scores(z, heads, negatives["test"] + offsets[edge_type[2]])
+    return collapse(pos.numpy(), neg.numpy())
 
 
 def label_counts(y: torch.Tensor) -> dict[str, int]:

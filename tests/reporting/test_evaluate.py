@@ -8,10 +8,13 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from gnnpipe.config import EvaluateParams
+from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import role_codes
-from gnnpipe.reporting.evaluate import (compare, confusion_rows, predicted_labels,
-                                        correct_on_test, score_predictions, smoothing)
-from gnnpipe.reporting.verdict import paired_gap
+from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test, judged_gap,
+                                        majority_fraction, on_test, predicted_labels,
+                                        score_predictions, smoothing, top_class)
+from gnnpipe.reporting.node_metric import resolve_metric
+from gnnpipe.reporting.verdict import Causes, paired_gap
 from gnnpipe.reporting.metrics import (average_precision, hits_at_k, link_metrics, link_ranks, mrr, roc_auc)
 
 
@@ -147,7 +150,7 @@ def _correct(n: int, right: int) -> np.ndarray:
 @pytest.mark.parametrize("n, gnn_right, outcome, phrase", [
     (2000, 1800, "helps", "beats the structure-free MLP by +0.2000 test accuracy (95% interval"),
     (2000, 1410, "inconclusive", "|gain| is below evaluate.min_gain=0.01"),
-    (2000, 1200, "hurts", "the structure-free MLP beats sage by -0.1000 test accuracy"),
+    (2000, 1200, "hurts", "the structure-free MLP beats sage by +0.1000 test accuracy"),
     (40, 36, "helps", "40 test nodes"),
     (10, 8, "inconclusive", "10 test nodes are too few"),
 ])
@@ -183,3 +186,104 @@ def test_smoothing_of_identical_outputs_is_fully_smoothed(tiny_graph):
     varied = smoothing(torch.arange(n), torch.randn(n, 3, generator=torch.Generator().manual_seed(0)),
                        tiny_graph.csr)
     assert varied["cosine_similarity"] < 0.5 and varied["dirichlet_energy"] > 0.1
+
+
+# ------------------------------------------------ the verdict in the metric the task needs
+def _imbalanced_binary(n: int = 6000, seed: int = 0):
+    """20% positives; both models' log-odds negative on every node (so both predict the
+    majority class: accuracy = the base rate for both), the GNN's shifted up on the positives
+    (it ranks them higher), the baseline's not: what the issue met on a public graph."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.2).astype(np.int64)
+    roles = role_codes(rng.choice(np.array(["train", "val", "test"]), size=n, p=[0.5, 0.25, 0.25]))
+    gnn_odds = np.minimum(-4.0 + 1.5 * y + rng.normal(0, 0.5, n), -0.01)
+    base_odds = np.minimum(-4.0 + rng.normal(0, 0.5, n), -0.01)
+    return y, roles, *(torch.tensor(np.stack([np.zeros(n), odds], 1), dtype=torch.float32)
+                       for odds in (gnn_odds, base_odds))
+
+
+def _judge(metric_choice: str, y, roles, gnn_logits, base_logits, **over):
+    cfg = EvaluateParams(metric=metric_choice, bootstrap=400, min_gain=0.01)
+    ids = torch.arange(y.size)
+    metric = resolve_metric(cfg.metric, y, 2)
+    gnn = score_predictions(ids, gnn_logits, y, roles, 2)
+    base = score_predictions(ids, base_logits, y, roles, 2)
+    y_test, gnn_test = on_test(ids, gnn_logits, y, roles)
+    _, base_test = on_test(ids, base_logits, y, roles)
+    gap, _, _ = judged_gap(metric, y_test, gnn_test, base_test, 2, cfg.bootstrap, 0)
+    causes = Causes(metric, 2, majority_fraction(y, 2),
+                    {"gnn": top_class(y_test, gnn_test, 2),
+                     "baseline": top_class(y_test, base_test, 2)}, **over)
+    return compare(gnn, base, "sage", cfg, gap, False, "mlp", metric=metric, causes=causes,
+                   candidates={"mlp": 0.6, "gbdt": 0.55})
+
+
+def test_imbalanced_binary_is_judged_on_roc_auc_where_accuracy_sees_the_base_rate():
+    y, roles, gnn_logits, base_logits = _imbalanced_binary()
+    summary = _judge("auto", y, roles, gnn_logits, base_logits)
+    test = summary["gnn"]["test"], summary["mlp"]["test"]
+    base_rate = 1.0 - y[roles == ROLE_CODES["test"]].mean()
+    # both models at the base rate in accuracy, the GNN far ahead in ROC-AUC
+    assert test[0]["accuracy"] == test[1]["accuracy"] == pytest.approx(base_rate, abs=1e-6)
+    assert test[0]["roc_auc"] > 0.9 and abs(test[1]["roc_auc"] - 0.5) < 0.05
+    assert summary["metric"] == "roc_auc" and summary["outcome"] == "helps"
+    assert summary["verdict"].startswith(
+        "sage beats the structure-free MLP, the best on val of mlp and gbdt, by +0.")
+    assert "test ROC-AUC (95% interval +0." in summary["verdict"]
+    assert summary["gap"]["gain"] == pytest.approx(summary["gnn_minus_mlp"]["test_roc_auc"],
+                                                   abs=2e-6)
+    # every scalar metric of both models, and their differences
+    assert set(summary["gnn"]["test"]) == {"accuracy", "macro_f1", "roc_auc",
+                                           "average_precision"}
+    assert set(summary["gnn_minus_mlp"]) == {f"{r}_{m}" for r in ("val", "test")
+                                             for m in summary["gnn"]["test"]}
+    assert summary["gnn_minus_mlp"]["test_accuracy"] == 0.0
+    # both predict one class for every test node: said, and kept in eval.json
+    assert summary["causes"] == ["baseline_at_base_rate", "gnn_at_base_rate"]
+    assert summary["top_class"]["mlp"]["share"] == 1.0 and summary["top_class"]["mlp"]["class"] == 0
+    assert summary["baseline_candidates"] == {"mlp": 0.6, "gbdt": 0.55}
+
+
+def test_the_same_run_judged_on_accuracy_blames_the_metric_not_the_test_size():
+    """The issue's wording: on accuracy the verdict is inconclusive; the cause is the
+    imbalance (and the models stuck at the base rate), not too few test nodes."""
+    y, roles, gnn_logits, base_logits = _imbalanced_binary()
+    summary = _judge("accuracy", y, roles, gnn_logits, base_logits)
+    assert summary["metric"] == "accuracy" and summary["outcome"] == "inconclusive"
+    assert summary["causes"] == ["imbalanced", "baseline_at_base_rate", "gnn_at_base_rate",
+                                 "tied"]
+    assert "-S evaluate.metric=roc_auc" in summary["verdict"]
+    assert "-S train.class_weight=balanced" in summary["verdict"]
+    assert "too few" not in summary["verdict"]
+    weighted = _judge("accuracy", y, roles, gnn_logits, base_logits, class_weight="balanced")
+    assert "-S train.class_weight=balanced" not in weighted["verdict"]
+    assert "even with train.class_weight=balanced" in weighted["verdict"]
+
+
+def test_accuracy_keeps_its_per_item_interval():
+    """evaluate.metric resolving to accuracy judges as before: ``paired_gap`` on the per-node
+    right/wrong of each model, bit for bit."""
+    rng = np.random.default_rng(3)
+    n = 900
+    y = rng.integers(0, 5, n)
+    roles = role_codes(rng.choice(np.array(["train", "val", "test"]), size=n))
+    gnn = torch.tensor(rng.normal(size=(n, 5)) + 2 * np.eye(5)[y], dtype=torch.float32)
+    base = torch.tensor(rng.normal(size=(n, 5)) + np.eye(5)[y], dtype=torch.float32)
+    ids = torch.arange(n)
+    assert resolve_metric("auto", y, 5) == "accuracy"
+    gap, gnn_value, base_value = judged_gap("accuracy", *on_test(ids, gnn, y, roles),
+                                            on_test(ids, base, y, roles)[1], 5, 700, 9)
+    right = correct_on_test(ids, gnn, y, roles), correct_on_test(ids, base, y, roles)
+    assert gap == paired_gap(*right, 700, 9)
+    assert (gnn_value, base_value) == (right[0].mean(), right[1].mean())
+
+
+def test_on_test_follows_the_test_nodes_in_id_order_whatever_the_row_order():
+    roles = role_codes(np.array(["test", "train", "test", "val"]))
+    y = np.array([1, 0, 0, 1])
+    logits = torch.tensor([[0.0, 4.0], [1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    y_t, rows = on_test(torch.tensor([3, 2, 1, 0]), logits, y, roles)  # rows of nodes 3, 2, 1, 0
+    assert y_t.tolist() == [1, 0] and rows.tolist() == [[0.0, 3.0], [1.0, 0.0]]
+    assert majority_fraction(np.array([0, 0, 0, 1, -1]), 2) == 0.75
+    top = top_class(np.array([1, 0, 0]), torch.tensor([[0.0, 1.0], [0.0, 2.0], [1.0, 0.0]]), 2)
+    assert (top.label, top.share, top.true_share) == (1, 2 / 3, 1 / 3)

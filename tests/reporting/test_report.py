@@ -105,7 +105,7 @@ def test_report_says_plainly_when_the_verdict_is_inconclusive_and_shows_warnings
     graph = _inputs().graph | {"warnings": ["low homophily: adjusted homophily 0.010 < 0.2"]}
     page = render(_inputs(evaluation=ev, graph=graph, partition=None, train_history=[],
                           baseline_history=[]), figures_href="../figs").html
-    assert ("Inconclusive: sage vs the structure-free MLP is +0.0040 test accuracy (95% "
+    assert ("Inconclusive: sage is ahead of the structure-free MLP by +0.0040 test accuracy (95% "
             "interval -0.2000 to +0.2500 over 20 test nodes)") in page
     assert "low homophily: adjusted homophily 0.010" in page
     assert "&lt;b&gt;" in page and "inconclusive <b>" not in page  # text is escaped
@@ -118,8 +118,47 @@ def test_report_headline_when_the_mlp_wins():
         f"{r}_{m}": -0.08 for r in ("val", "test") for m in ("accuracy", "macro_f1")},
         "gap": {"test_items": 400, "gain": -0.08, "interval": [-0.11, -0.05]}}
     page = render(_inputs(evaluation=ev)).html
+    # the MLP's lead and its interval, from its side: both positive
     assert ("The MLP wins: sage is 0.0800 test accuracy behind the structure-free MLP (95% "
-            "interval -0.1100 to -0.0500 over 400 test nodes)") in page
+            "interval +0.0500 to +0.1100 over 400 test nodes)") in page
+    behind = ev | {"outcome": "inconclusive", "gap": {"test_items": 40, "gain": -0.02,
+                                                      "interval": [-0.15, 0.1]}}
+    assert ("Inconclusive: the structure-free MLP is ahead of sage by +0.0200 test accuracy (95% "
+            "interval -0.1000 to +0.1500 over 40 test nodes)") in render(
+        _inputs(evaluation=behind)).html
+
+
+def test_report_names_the_metric_the_run_is_judged_on():
+    """A binary run judged on ROC-AUC: the headline, the glance, the metrics table and the
+    training curves all say so; the chosen baseline is named with its rivals on val."""
+    names = ("accuracy", "macro_f1", "roc_auc", "average_precision")
+    gnn = {r: dict(zip(names, (0.8, 0.44, 0.91, 0.7))) for r in ("val", "test")}
+    mlp = {r: dict(zip(names, (0.8, 0.44, 0.52, 0.21))) for r in ("val", "test")}
+    ev = _inputs().evaluation | {
+        "metric": "roc_auc", "gnn": gnn, "mlp": mlp, "baseline_candidates": {"mlp": 0.52,
+                                                                             "gbdt": 0.5},
+        "gnn_minus_mlp": {f"{r}_{m}": round(gnn[r][m] - mlp[r][m], 6) for r in gnn for m in names},
+        "gap": {"test_items": 2940, "gain": 0.39, "interval": [0.36, 0.42]}}
+    history = [{"epoch": e, "train_loss": 1.0 / e, "train_acc": 0.8, "val_acc": 0.8,
+                "val_roc_auc": 0.5 + e / 50} for e in range(1, 11)]
+    inputs = _inputs(evaluation=ev, train_history=history, baseline_history=history)
+    page = render(inputs).html
+    text = _text(page)
+    assert ("The graph helps: sage is +0.3900 test ROC-AUC over the MLP (95% interval +0.3600 "
+            "to +0.4200 over 2940 test nodes). The MLP was the best on val of mlp and gbdt "
+            "(baseline.models).") in text
+    assert "Gap in test ROC-AUC" in page
+    assert " test roc_auc 0.9100 0.5200 +0.3900 " in text
+    assert " test average_precision 0.7000 0.2100 +0.4900 " in text
+    assert " test accuracy 0.8000 0.8000 +0.0000 " in text
+    # the curves are the metric's: the same figure as one drawn from val_roc_auc directly
+    from gnnpipe.reporting import figures
+    assert render(inputs).figures["training_curves.png"] == figures.training_curves(
+        history, history, "sage", "val_roc_auc", "mlp")
+    # histories written before evaluate.metric have val_acc only: those are drawn
+    old = [{k: v for k, v in row.items() if k != "val_roc_auc"} for row in history]
+    assert render(_inputs(evaluation=ev, train_history=old, baseline_history=old)).figures[
+        "training_curves.png"] == figures.training_curves(old, old, "sage", "val_acc", "mlp")
 
 
 def _link_inputs() -> ReportInputs:
@@ -411,6 +450,14 @@ def test_report_shows_reach_and_curvature_when_measured():
                  "most_negative": [{"u": 3, "v": 7, "curvature": -1.25}]}
     page = render(_inputs(evaluation=ev, graph=_inputs().graph | {"curvature": curvature})).html
     assert "Reach: test accuracy by hops" in page and "falls &lt;far&gt;" in page
+    # no warning: the sentence is what reach.py measured, never a fixed claim
+    bare = {"train_history": [], "baseline_history": [], "degree_hist": []}  # fewer figures
+    quiet = ev | {"reach": {"bins": bins, "warning": None, "finding": "from 1 hop <measured>"}}
+    assert "No warning: from 1 hop &lt;measured&gt;." in render(
+        _inputs(evaluation=quiet, **bare)).html
+    older = ev | {"reach": {"bins": bins, "warning": None}}  # eval.json before the comparison
+    old_page = render(_inputs(evaluation=older, **bare)).html
+    assert "was not recorded (re-run evaluate)" in old_page and "does not fall" not in old_page
     assert "<td>&gt;2</td>" in page or "&gt;2" in page
     assert "40 of 40 (all)" in page and "3–7 (-1.25)" in page
     plain = render(_inputs()).html

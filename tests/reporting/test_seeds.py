@@ -44,9 +44,11 @@ def test_over_seeds_counts_outcomes_and_spreads_with_sample_std():
     assert seeds["gnn"] == {"mean": 0.75, "std": 0.0, "min": 0.75, "max": 0.75}
     assert seeds["gain"]["std"] == pytest.approx(np.std([0.5, 0.25, 0.0], ddof=1), abs=1e-6)
     assert seeds["baseline"]["min"] == 0.25 and seeds["baseline"]["max"] == 0.75
-    assert seeds_sentence(seeds, "accuracy") == (
-        "over 3 training seeds: helps in 2 of 3, inconclusive in 1 of 3; test accuracy gain "
-        "+0.2500 (std 0.2500, +0.0000 to +0.5000)")
+    assert seeds_sentence(seeds, "accuracy", "sage", "the MLP") == (
+        "over 3 training seeds: helps in 2 of 3, inconclusive in 1 of 3; test accuracy of sage "
+        "minus the MLP: mean +0.2500 (std 0.2500, +0.0000 to +0.5000)")
+    # a run's scores may be the judged metric's values themselves (ROC-AUC is no mean)
+    assert seed_run(5, 0.91, 0.8, gap(0.11), "helps")["gnn"] == 0.91
     assert spread([0.3]) == {"mean": 0.3, "std": 0.0, "min": 0.3, "max": 0.3}
 
 
@@ -105,3 +107,23 @@ def _elsewhere(folder, stage: str) -> list[str]:
                "baseline": ("--metrics", "--perf", "--history")}[stage]
     return [arg for option in options
             for arg in (option, str(folder / f"{option.strip('-')}.out"))]
+
+
+def test_seeds_of_a_binary_task_are_judged_on_roc_auc(tmp_path):
+    """Two classes: evaluate.metric auto is ROC-AUC, and so is every seed's run and the
+    seeds sentence."""
+    binary = {**TINY, "dataset": {"synthetic": {**TINY["dataset"]["synthetic"], "num_classes": 2}},
+              "baseline": {**TINY["baseline"], "models": ["mlp"]}, "evaluate": {"seeds": 2}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(binary))
+    with contextlib.chdir(tmp_path):
+        for stage in ("prepare", "split", "baseline", "train", "evaluate"):
+            assert main([stage]) == 0, stage
+    ev = json.loads((tmp_path / "metrics" / "eval.json").read_text())
+    first, second = ev["seeds"]["runs"]
+    assert ev["metric"] == "roc_auc"
+    assert first["gnn"] == ev["gnn"]["test"]["roc_auc"]
+    assert first["baseline"] == ev["mlp"]["test"]["roc_auc"]
+    assert first["gain"] == ev["gap"]["gain"]
+    assert 0.0 <= second["gnn"] <= 1.0 and second["gain"] == pytest.approx(
+        second["gnn"] - second["baseline"], abs=2e-6)
+    assert "test ROC-AUC of sage minus the MLP: mean " in ev["verdict"]

@@ -43,6 +43,20 @@ def test_node_headline_is_the_test_accuracy_gap_and_the_three_way_verdict():
     assert headline(same, "node")["verdict"] == "inconclusive"
 
 
+def test_node_headline_names_and_reports_the_metric_the_verdict_is_judged_on():
+    cfg = EvaluateParams(min_gain=0.01)
+    scores = lambda auc: {r: {"accuracy": 0.8, "macro_f1": 0.44, "roc_auc": auc,  # noqa: E731
+                              "average_precision": auc / 2} for r in ("val", "test")}
+    summary = compare(scores(0.85), scores(0.75), "sage", cfg, _gap(0.1, 0.07, 0.13), False,
+                      metric="roc_auc")
+    assert summary["metric"] == "roc_auc" and "test ROC-AUC" in summary["verdict"]
+    assert headline(summary, "node") == {"metric": "test_roc_auc", "gnn": 0.85,
+                                         "baseline": 0.75, "gain": 0.1, "verdict": "helps"}
+    # an eval.json written before evaluate.metric: accuracy, as it was
+    del summary["metric"]
+    assert headline(summary, "node")["metric"] == "test_accuracy"
+
+
 def test_link_headline_is_judged_on_test_mrr_like_the_verdict():
     cfg = EvaluateParams(min_gain=0.01)
     scores = lambda mrr, auc: {p: {"mrr": mrr, "auc": auc} for p in ("val", "test")}  # noqa: E731
@@ -56,17 +70,19 @@ def test_link_headline_is_judged_on_test_mrr_like_the_verdict():
 
 def test_keep_pattern_keeps_exactly_the_headline_and_model_columns():
     keep = re.compile(experiments.keep_pattern())
-    for column in ("Experiment", "gnn", "baseline", "gain", "verdict", "train.model",
-                   "train.sampler", "train.lr", "metrics/summary.json:gnn"):
+    for column in ("Experiment", "metric", "gnn", "baseline", "gain", "verdict", "train.model",
+                   "train.lr", "metrics/summary.json:gnn", "metrics/summary.json:metric"):
         assert keep.match(column), column
-    for column in ("Created", "train.model_x", "train.lr_decay", "metric", "cosine",
-                   "metrics/eval.json:verdict", "gnnpipe/cli.py", "evaluate.min_gain"):
+    for column in ("Created", "train.model_x", "train.lr_decay", "metrics", "cosine",
+                   "train.sampler", "metrics/eval.json:verdict", "gnnpipe/cli.py",
+                   "evaluate.min_gain", "evaluate.metric"):
         assert not keep.match(column), column
 
 
 def test_experiments_view_of_this_repository_fits_120_columns():
     """`dvc exp show` on the committed metrics and params.yaml, as `make exp` runs it: every
-    line fits 120 columns with room for an experiment's name, and no cell is cut to '…'."""
+    line fits 120 columns with room for an experiment's name, and no cell is cut to '…'; the
+    metric the scores are of is a column, and its longest name would fit too."""
     env = {**os.environ, "COLUMNS": "120",
            "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
     out = subprocess.run([sys.executable, "-m", "gnnpipe.experiments", "--no-pager"], cwd=REPO,
@@ -74,11 +90,13 @@ def test_experiments_view_of_this_repository_fits_120_columns():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     header = next(line for line in lines if "Experiment" in line).split()
-    assert header == ["Experiment", "baseline", "gain", "gnn", "verdict", "train.model",
-                      "train.sampler", "train.lr"]
+    assert header == ["Experiment", "baseline", "gain", "gnn", "metric", "verdict",
+                      "train.model", "train.lr"]
     assert "…" not in out.stdout
-    # a named experiment row (" ├── 1a2b3c4 [name-of-exp]") is about 14 characters wider
-    assert max(len(line) for line in lines) <= 120 - 14
+    # a named experiment row (" ├── 1a2b3c4 [name-of-exp]") is about 14 characters wider, and
+    # test_average_precision 9 wider than test_accuracy
+    longest = len("test_average_precision") - len("test_accuracy")
+    assert max(len(line) for line in lines) <= 120 - 14 - longest
 
 
 def test_metrics_show_is_one_line_within_120_columns():

@@ -11,7 +11,8 @@ from gnnpipe.cli import main
 from gnnpipe.reporting.sweep import render_sweep, sweep_rows
 
 
-def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **train):
+def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00",
+               metric="test_accuracy", **train):
     """One rev entry in the shape `dvc exp show --json` (DVC 3) writes."""
     return {"rev": rev, "name": name, "error": None,
             "data": {"rev": rev, "timestamp": timestamp,
@@ -19,7 +20,7 @@ def _exp_entry(rev, name, depth, acc, cos, timestamp="2025-01-01T00:00:00", **tr
                          "num_layers": depth, "model": "gcn",
                          "neighbor": {"num_neighbors": [10] * depth}, **train}}}},
                      "metrics": {"metrics/summary.json": {"data": {
-                         "metric": "test_accuracy", "gnn": acc, "baseline": 0.5,
+                         "metric": metric, "gnn": acc, "baseline": 0.5,
                          "cosine": cos, "dirichlet": 1.0, "rayleigh": 0.3}}}}}
 
 
@@ -46,6 +47,25 @@ def test_sweep_rows_are_the_selected_experiments_only():
     assert sweep_rows(_exp_show(), ["depth-1", "depth-3"]) == [rows[0], rows[2]]
     png = render_sweep(rows)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+
+
+def test_a_sweep_judged_on_another_metric_plots_that_metric():
+    """A binary task's headline is test ROC-AUC: the sweep's columns and plot are of it, and
+    experiments judged on different metrics are not one sweep."""
+    exps = [{"name": f"auc-{d}", "revs": [_exp_entry(f"a{d}", f"auc-{d}", d, 0.8 + d / 100,
+                                                     d / 10, metric="test_roc_auc")]}
+            for d in (1, 2)]
+    show = _exp_show(*[e["revs"][0] for e in exps])
+    rows = sweep_rows(show, ["auc-*"])
+    assert [r["gnn_test_roc_auc"] for r in rows] == pytest.approx([0.81, 0.82])
+    assert [r["mlp_test_roc_auc"] for r in rows] == [0.5, 0.5]
+    assert not any("accuracy" in key for key in rows[0])
+    png = render_sweep(rows)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png != render_sweep(
+        sweep_rows(_exp_show(), ["depth-1", "depth-2"]))
+    with pytest.raises(ValueError, match=r"^experiments 'auc-1' and 'depth-3' are judged on "
+                                         r"different metrics \(test_roc_auc vs test_accuracy\)"):
+        sweep_rows(show, ["auc-1", "depth-3"])
 
 
 @pytest.mark.parametrize("patterns, extra, message", [

@@ -176,7 +176,16 @@ def test_link_stages_run_without_dvc_with_the_sign_encoder(tmp_path, monkeypatch
     # both encoders scored, against the best of the MLP and the heuristics
     assert summary["negatives"] == "hard" and summary["baseline_model"] in summary["baselines"]
     assert set(summary["baselines"]) == set(summary["random_negatives"]["baselines"]) == {
-        "mlp", "common_neighbours", "adamic_adar", "resource_allocation"}
+        "mlp", "common_neighbours", "adamic_adar", "resource_allocation",
+        "preferential_attachment"}
+    assert "not_applicable" not in summary  # a homogeneous graph: every heuristic applies
+    # working encoders: few pairs tied, nothing collapsed, in train.json and eval.json alike
+    train = json.loads((tmp_path / "metrics/train.json").read_text())
+    assert set(train["collapse"]) == {"val", "test"}
+    assert not train["collapse"]["test"]["collapsed"]
+    assert not summary["collapse"]["gnn"]["collapsed"]
+    assert summary["collapse"]["gnn"]["tied_share"] < 0.05 and summary["outcome"] != "collapsed"
+    assert "val_tied_share" in (tmp_path / "metrics/train_history.csv").read_text().splitlines()[0]
     for folder in ("data/model", "data/baseline"):
         assert io.read_hard_link_scores(tmp_path / folder)["test"].shape == (
             scores["test"][1].shape[0], 100)

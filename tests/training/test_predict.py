@@ -23,6 +23,8 @@ from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
+from gnnpipe.training.predict import held_out_collapse
+from gnnpipe.reporting.collapse import collapse
 from conftest import as_graph
 
 N, C, F = 90, 3, 6
@@ -344,6 +346,14 @@ def test_link_pairs_are_scored_with_the_train_decoder(link_run):
     assert emb.shape == (N, TRAIN["hidden"])
     dots = (emb[test_pos[0]] * emb[test_pos[1]]).sum(1)
     np.testing.assert_allclose(scores.column("score").to_numpy(), dots, atol=1e-5)
+    # predict.json's collapse figures: those of the trained test scores, from the embeddings
+    graph = io.read_graph(folder / "data/prepared")
+    got = held_out_collapse(torch.from_numpy(np.array(emb)), folder / "data/split", graph)
+    want = collapse(*(t.numpy() for t in io.read_link_predictions(folder / "data/model")["test"]))
+    assert got["pairs"] == want["pairs"] == test_pos.shape[1] * 5
+    assert got["tied_share"] == pytest.approx(want["tied_share"], abs=1e-3)
+    assert got["relative_spread"] == pytest.approx(want["relative_spread"], rel=1e-3)
+    assert got["collapsed"] is want["collapsed"] is False
 
 
 def test_unknown_pair_ids_are_refused_in_one_line_writing_nothing(link_run, capsys):
