@@ -1,6 +1,8 @@
-"""baseline: the structure-free models of baseline.models (MLP, gradient-boosted trees) on the
-same split, the best on val written; cached apart from the GNN, on the graph read as typed
-(either layout). Node task: each model on the target type's own features. Link task:
+"""baseline: the structure-free models of baseline.models (MLP, gradient-boosted trees; auto:
+the MLP, and gbdt beside it under baseline.auto_gbdt_cells) on the same split, the best on val
+(in the run's metric, evaluate.metric resolved) written; cached apart from the GNN, on the
+graph read as typed (either layout). Node task: each model on the target type's own features,
+early-stopped on that metric with train.class_weight's loss weights, as the GNN is. Link task:
 an MLP encoder with the dot-product decoder (typed files: per-type MLP encoders,
 ``gnnpipe.training.models.TypedMLP``).
 
@@ -10,8 +12,9 @@ link task, ``fit_link`` on the whole matrix or ``fit_link_blocks`` on ``read_lin
 
 from gnnpipe.splitting.inputs import read_model_typed, read_typed_link_supervision
 from gnnpipe.training.baseline_fit import (NODE_SOURCES, baseline_seed, baseline_source,
-                                           read_link_blocks)
-from gnnpipe.training.run_files import write_link_outputs, write_node_outputs, write_run_files
+                                           node_models, read_link_blocks)
+from gnnpipe.training.run_files import (best_line, write_link_outputs, write_node_outputs,
+                                        write_run_files)
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import TYPED, edge_type_name
@@ -28,26 +31,30 @@ def run(args) -> str:
 
 
 def baseline_nodes(args, params) -> str:
-    """Each model of ``baseline.models`` on the target type's own features (nothing from the
-    graph); the one with the best val accuracy (the first on a tie) is the baseline written,
-    so evaluate compares the GNN with the strongest structure-free model, chosen on val."""
-    cfg = params.baseline
+    """Each model of ``baseline.models`` (``auto``: ``node_models``) on the target type's own
+    features (nothing from the graph); the one with the best val value of the run's metric
+    (``summary["best_val"]``, the first on a tie) is the baseline written, so evaluate compares
+    the GNN with the strongest structure-free model, chosen on val in the metric it is judged
+    on. metrics/baseline.json names the metric and, with several models, each one's best val
+    value (``candidates``)."""
     source = baseline_source(args, params, "node")
     read, fits = NODE_SOURCES[source]
     graph, x, roles = read(args)
-    results = {name: fits[name](x, graph, roles, params) for name in cfg.models}
-    chosen = max(results, key=lambda name: results[name].summary["best_val_acc"])
+    models = node_models(params, x, graph, roles)
+    results = {name: fits[name](x, graph, roles, params) for name in models}
+    chosen = max(results, key=lambda name: results[name].summary["best_val"])
     write_node_outputs(args, results[chosen], None)
     typed = graph.layout == TYPED
     tags = {"node_type": graph.target} if typed else {}
     if source == "blocks":
         tags["source"] = source
     if len(results) > 1:
-        tags["candidates"] = {name: r.summary["best_val_acc"] for name, r in results.items()}
+        tags["candidates"] = {name: r.summary["best_val"] for name, r in results.items()}
+    fitted = (f" (fitted {', '.join(results)}"
+              f"{'; baseline.models auto' if params.baseline.models == 'auto' else ''})")
     return _finish(args, results[chosen], chosen, tags,
-                   f"{chosen}{f' on {graph.target} features,' if typed else ''} best val acc "
-                   f"{results[chosen].summary['best_val_acc']:.4f}"
-                   + (f" (of {', '.join(results)})" if len(results) > 1 else ""))
+                   f"{chosen}{f' on {graph.target} features,' if typed else ''} "
+                   f"{best_line(results[chosen].summary)}{fitted}")
 
 
 def baseline_links(args, params) -> str:

@@ -21,7 +21,7 @@ from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test
                                         majority_fraction, on_test, score_predictions, smoothing,
                                         top_class)
 from gnnpipe.reporting.link_evaluate import NEGATIVE_SETS, evaluate_links, link_confusion_rows
-from gnnpipe.reporting.node_metric import METRIC_NAMES, resolve_metric
+from gnnpipe.reporting.node_metric import METRIC_NAMES, class_counts, resolve_metric
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.verdict import BASELINE_NAMES, Causes, seed_run, seeds_sentence
 from gnnpipe.splitting.inputs import read_typed
@@ -45,7 +45,7 @@ def _score_nodes(args, params, typed):
     user-item graph has no edge between two target nodes to smooth over)."""
     graph, own, cfg = typed.graph, typed.graph.own_relation(), params.evaluate
     y, roles = graph.y.numpy(), io.read_typed_role_codes(args.split, graph)  # int8 (N,)
-    metric = resolve_metric(cfg.metric, y, graph.num_classes)
+    metric = resolve_metric(cfg.metric, class_counts(y, roles, graph.num_classes))  # as train
     gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
     gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)

@@ -24,8 +24,8 @@ from gnnpipe.training.loader_sources import link_source
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
 from gnnpipe.training.node_fit import fit_nodes, read_node_fit
-from gnnpipe.training.run_files import (checkpointing_for, finish_run, write_link_outputs,
-                                        write_node_outputs)
+from gnnpipe.training.run_files import (best_line, checkpointing_for, finish_run,
+                                        write_link_outputs, write_node_outputs)
 
 
 def run(args):
@@ -54,8 +54,10 @@ def train_nodes(args, params, ctx, device):
     rank's shards."""
     cfg = params.train
     fitted = read_node_fit(args, params, ctx)
-    checkpointing = checkpointing_for(args, cfg, to_dict(cfg), params.seed,
-                                      fitted.inputs(args, cfg), ctx)
+    # the metric is in the key: a checkpoint's best score is of the metric it early-stopped on
+    checkpointing = checkpointing_for(args, cfg, {**to_dict(cfg),
+                                                  "metric": fitted.objective.metric},
+                                      params.seed, fitted.inputs(args, cfg), ctx)
     result = fit_nodes(fitted, cfg, torch_seed(params.seed, "train"), device,
                        _options(cfg, ctx, checkpointing, device, cfg.compile))
     done = finish_run(args, result, ctx, fitted.rank_info,
@@ -64,8 +66,7 @@ def train_nodes(args, params, ctx, device):
                                **fitted.metrics},
                       perf={"shard": cfg.dist.shard, "amp": cfg.amp, "compile": cfg.compile,
                             "engine": cfg.engine})
-    return f"{cfg.model} best val acc {result.summary['best_val_acc']:.4f} -> {args.out}" if done \
-        else None
+    return f"{cfg.model} {best_line(result.summary)} -> {args.out}" if done else None
 
 
 def train_links(args, params, ctx, device):

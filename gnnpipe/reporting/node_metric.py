@@ -16,9 +16,12 @@ from typing import Callable
 import numpy as np
 import torch
 
+from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.metrics import (TIE_RTOL, average_precision, classification_metrics,
                                        confusion_matrix, per_class_f1, roc_auc, tie_groups)
 
+SPLIT_CODES = tuple(ROLE_CODES[phase] for phase in PHASES)  # the nodes a run is judged over
 NODE_METRICS = ("accuracy", "macro_f1", "roc_auc", "average_precision")
 RANKING = ("roc_auc", "average_precision")  # metrics of a score per node, not of its argmax
 # how a sentence names each metric
@@ -26,16 +29,26 @@ METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "roc_auc": "ROC-
                 "average_precision": "average precision", "mrr": "MRR"}
 
 
-def resolve_metric(choice: str, y: np.ndarray, num_classes: int) -> str:
-    """``choice`` (``evaluate.metric``) made concrete: ``auto`` gives ``roc_auc`` for
-    ``num_classes == 2``, ``macro_f1`` when the most frequent class of ``y`` (int (L,), the
-    labelled nodes' class codes, -1 ignored) holds more than half of them, else ``accuracy``."""
+def class_counts(y, roles: np.ndarray, num_classes: int,
+                 codes: tuple[int, ...] = SPLIT_CODES) -> np.ndarray:
+    """int64 (C,) labelled nodes (``y`` >= 0) of each class among the nodes whose role code
+    (``roles`` int8 (N,), ``ROLE_CODES``) is one of ``codes`` (default: train, val and test);
+    ``y`` int64 (N,), a tensor or an array."""
+    labels = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    keep = np.isin(roles, codes) & (labels >= 0)
+    return np.bincount(labels[keep], minlength=num_classes).astype(np.int64)
+
+
+def resolve_metric(choice: str, counts: np.ndarray) -> str:
+    """``choice`` (``evaluate.metric``) made concrete from ``counts`` int (C,), the labelled
+    split nodes of each class (``class_counts``, summed over ranks where each holds a share):
+    ``auto`` gives ``roc_auc`` for two classes, ``macro_f1`` when the largest class holds more
+    than half of the nodes, else ``accuracy``."""
     if choice != "auto":
         return choice
-    if num_classes == 2:
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.size == 2:
         return "roc_auc"
-    y = np.asarray(y, dtype=np.int64)
-    counts = np.bincount(y[y >= 0], minlength=num_classes)
     return "macro_f1" if counts.sum() and counts.max() * 2 > counts.sum() else "accuracy"
 
 

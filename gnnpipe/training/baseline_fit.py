@@ -11,6 +11,10 @@ blocks on ``cluster.engine: dask`` or when the float32 features the task reads r
 graph (or its labels), the target's features and the split roles; ``fits[name](x, graph,
 roles, params)`` one model's fit result. The baseline stage and evaluate.seeds both fit through
 these tables; the link task reads through ``read_link_blocks``.
+
+Every node fit early-stops on the val value of the run's metric and weighs its loss by
+``train.class_weight`` (``gnnpipe.training.train.objective_for``: the GNN's rule, so the
+comparison stays fair). ``node_models`` resolves ``baseline.models: auto``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.commands.variant import feature_shapes, prepared_layout
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import TYPED
+from gnnpipe.data.graph import ROLE_CODES, TYPED
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
@@ -103,6 +107,27 @@ class BlockGraph:
     layout: str
 
 
+def node_models(params, x, graph, roles) -> tuple[str, ...]:
+    """``baseline.models`` of the node task, ``auto`` resolved: mlp, and gbdt beside it when the
+    labelled train rows times the feature columns of ``x`` (N, F) are at most
+    ``baseline.auto_gbdt_cells`` (LightGBM's time grows with both; ``graph.y`` int64 (N,) labels,
+    ``roles`` int8 (N,) role codes). A list is taken as given."""
+    models = params.baseline.models
+    if models != "auto":
+        return tuple(models)
+    train_rows = int(((roles == ROLE_CODES["train"]) & (graph.y.numpy() >= 0)).sum())
+    cells = train_rows * int(x.shape[1])
+    return ("mlp", "gbdt") if cells <= params.baseline.auto_gbdt_cells else ("mlp",)
+
+
+def _objective(graph, roles, params):
+    """The fit's objective (the val metric early stopping maximises, the class weights): the
+    train stage's rule (``objective_for``)."""
+    from gnnpipe.training.train import objective_for
+
+    return objective_for(params, graph.y, roles, graph.num_classes)
+
+
 def _fit_mlp(x, graph, roles, params):
     from gnnpipe.training.models import build_model
     from gnnpipe.training.train import build_inputs, fit
@@ -110,7 +135,7 @@ def _fit_mlp(x, graph, roles, params):
     cfg = params.baseline
     return fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
                build_inputs(x), graph.y, roles, cfg, baseline_seed(params),
-               options=LoopOptions(progress=progress))
+               options=LoopOptions(progress=progress), objective=_objective(graph, roles, params))
 
 
 def _fit_mlp_blocks(x, graph, roles, params):
@@ -120,15 +145,16 @@ def _fit_mlp_blocks(x, graph, roles, params):
     cfg = params.baseline
     return fit_blocks(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg), x,
                       graph.y, roles, cfg, baseline_seed(params), block_rows=cfg.block_rows,
-                      options=LoopOptions(progress=progress))
+                      options=LoopOptions(progress=progress),
+                      objective=_objective(graph, roles, params))
 
 
 def _fit_gbdt(x, graph, roles, params):
     from gnnpipe.training.gbdt import fit_gbdt  # LightGBM (and scikit-learn): only when listed
 
     return fit_gbdt(x, graph.y, roles, graph.num_classes, params.baseline.gbdt,
-                    baseline_seed(params),
-                    torch.get_num_threads())
+                    baseline_seed(params), torch.get_num_threads(),
+                    objective=_objective(graph, roles, params))
 
 
 # the structure-free node models (baseline.models), each fitted on the target's features

@@ -1,10 +1,13 @@
 """The MLP baseline by row blocks (``baseline.source: blocks``): the full-batch objective of
 ``gnnpipe.training.train.fit`` (mean cross-entropy over every train node, one Adam step per
-epoch, early stopping on val accuracy) computed from feature rows read a block at a time, so the
-process never holds the (N, F) matrix.
+epoch, early stopping on the val value of the run's metric, class weights of
+``train.class_weight``) computed from feature rows read a block at a time, so the process never
+holds the (N, F) matrix.
 
 Each epoch's gradient is a sum over chunks of ``BASELINE_CHUNK_ROWS`` node ids in node order:
-the gradient of (the chunk's summed train cross-entropy / the train count), added in float32.
+the gradient of (the chunk's summed train cross-entropy / the train count), added in float32
+(class-weighted: the chunk's sum of w[y_i] l_i / the train nodes' sum of w[y_i], PyTorch's
+weighted mean).
 Blocks of ``block_rows`` node ids (whole chunks) are only what is read at once (one ``pread``
 of the block's range, or the needed rows alone where they are sparse), so the bits do not depend
 on ``block_rows``. Against the in-memory fit: the same function and gradient up to float
@@ -29,7 +32,8 @@ from gnnpipe.config.rules import BASELINE_CHUNK_ROWS
 from gnnpipe.training import loop
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.io.common import PHASES
-from gnnpipe.training.train import TrainResult, phase_index
+from gnnpipe.reporting.node_metric import node_metric
+from gnnpipe.training.train import Objective, TrainResult, best_scores, phase_index
 
 # a block whose needed rows are fewer than 1 / SPARSE of its range reads them one by one
 # (a pread each) instead of the whole range
@@ -52,12 +56,14 @@ class SummedGrad(torch.autograd.Function):
 
 class BlockNodeTask:
     """Node classification hooks for ``loop.run`` over row blocks of ``features``: one step per
-    epoch over every train node, accuracies by chunks."""
+    epoch over every train node, accuracies (and the val value of ``objective.metric``) by
+    chunks."""
 
     best_key, monitor, counters = "best_val", "val_acc", ()
     examples_per_seed, saves_scaler = 1, True
 
-    def __init__(self, features, y: torch.Tensor, roles: np.ndarray, block_rows: int):
+    def __init__(self, features, y: torch.Tensor, roles: np.ndarray, block_rows: int,
+                 objective: Objective = Objective()):
         if block_rows % BASELINE_CHUNK_ROWS:
             raise ValueError(f"baseline.block_rows={block_rows} must be a multiple of "
                              f"{BASELINE_CHUNK_ROWS}")
@@ -66,6 +72,12 @@ class BlockNodeTask:
         self.idx = {phase: ids.numpy() for phase, ids in phase_index(roles).items()}  # ascending
         if self.idx["train"].size == 0:
             raise ValueError("the mlp baseline needs train nodes; the split has none")
+        self.objective, self.monitor = objective, objective.monitor
+        self.class_weight = objective.class_weight
+        # the weighted mean's denominator: sum of w[y_i] over the train nodes (float32, as
+        # F.cross_entropy sums it); None: the train count
+        self.weight_sum = None if self.class_weight is None else (
+            self.class_weight[self.y[torch.from_numpy(self.idx["train"])]].sum())
 
     def place(self, device: torch.device) -> None:
         if device.type != "cpu":
@@ -79,10 +91,12 @@ class BlockNodeTask:
         grads = [torch.zeros_like(p) for p in params]
         total = torch.zeros(())
         count = self.idx["train"].size
+        denominator = count if self.weight_sum is None else self.weight_sum
         for chunk in self.chunks(("train",)):
             rows, at = chunk["train"]
             target = self.y[torch.from_numpy(self.idx["train"][at])]
-            loss = F.cross_entropy(model(rows), target, reduction="sum") / count
+            loss = F.cross_entropy(model(rows), target, weight=self.class_weight,
+                                   reduction="sum") / denominator
             for grad, part in zip(grads, torch.autograd.grad(loss, params)):
                 grad += part
             total += loss.detach()
@@ -95,14 +109,24 @@ class BlockNodeTask:
     def score(self, model: nn.Module) -> dict[str, float]:
         model.eval()
         hits = {"train": 0, "val": 0}
+        metric = self.objective.metric
+        val_logits = []  # (k, C) per chunk in node order: the val nodes' order, when needed
         for chunk in self.chunks(("train", "val")):
             for phase, (rows, at) in chunk.items():
                 target = self.y[torch.from_numpy(self.idx[phase][at])]
-                hits[phase] += int((model(rows).argmax(dim=1) == target).sum())
+                scores = model(rows)
+                hits[phase] += int((scores.argmax(dim=1) == target).sum())
+                if phase == "val" and metric != "accuracy":
+                    val_logits.append(scores.float())
         # float32 counts and division, as the in-memory fit's reduced counts
         totals = torch.tensor([hits["train"], self.idx["train"].size, hits["val"],
                                self.idx["val"].size], dtype=torch.float32)
-        return {"train_acc": float(totals[0] / totals[1]), "val_acc": float(totals[2] / totals[3])}
+        out = {"train_acc": float(totals[0] / totals[1]), "val_acc": float(totals[2] / totals[3])}
+        if metric != "accuracy":
+            logits = torch.cat(val_logits)
+            out[self.monitor] = node_metric(metric, self.y[torch.from_numpy(self.idx["val"])]
+                                            .numpy(), logits, int(logits.shape[1]))
+        return out
 
     @torch.no_grad()
     def logits(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,23 +178,26 @@ def read_rows(features, lo: int, hi: int, needed: np.ndarray) -> torch.Tensor:
 
 def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
                roles: np.ndarray, cfg: FitParams, seed: int, *, block_rows: int,
-               options: LoopOptions = LoopOptions()) -> TrainResult:
+               options: LoopOptions = LoopOptions(),
+               objective: Objective = Objective()) -> TrainResult:
     """``train.fit`` of a row model (the MLP) with the full-batch objective, reading ``features``
     by blocks of ``block_rows`` node ids (a multiple of ``BASELINE_CHUNK_ROWS``).
 
     ``features`` (N, F): rows by ``features[lo:hi]`` and ``features[ids]`` (float32 (k, F)):
     a ``gnnpipe.data.features.ModelFeatures`` (pread from the prepared file) or a tensor;
     ``y`` int64 (N,), ``roles`` int8 (N,) split role codes (``gnnpipe.data.graph.ROLE_CODES``).
-    One process on the CPU (``options.ctx`` single). Returns what ``fit`` returns: logits for every train,
-    val and test node from the best weights, history, summary (deterministic) and perf.
+    One process on the CPU (``options.ctx`` single). ``objective``: the val metric early stopping
+    maximises and the class weights, as ``fit`` takes them. Returns what ``fit`` returns: logits
+    for every train, val and test node from the best weights, history, summary (deterministic)
+    and perf.
     """
-    task = BlockNodeTask(features, y, roles, block_rows)
+    task = BlockNodeTask(features, y, roles, block_rows, objective)
     outcome = loop.run(task, build_model, cfg, seed, options)
     model, state = outcome.model, outcome.state
     node_id, logits = task.logits(model)
     summary = {
         "best_epoch": state["best_epoch"],
-        "best_val_acc": round(state["best_val"], 6),
+        **best_scores(state, objective.metric),
         "epochs_run": len(outcome.history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }

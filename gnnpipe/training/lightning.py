@@ -52,8 +52,9 @@ from gnnpipe.training.loop import (
     perf_row,
 )
 from gnnpipe.sampling import batch as adapt
-from gnnpipe.training.train import (TRAIN, PhaseInput, TrainResult, _evaluate, node_step,
-                                     phase_index)
+from gnnpipe.reporting.node_metric import node_metric
+from gnnpipe.training.train import (TRAIN, Objective, PhaseInput, TrainResult, _evaluate,
+                                     best_scores, node_step, phase_index)
 
 
 def _first(items: list) -> Data:
@@ -132,15 +133,20 @@ class NodeClassifier(pl.LightningModule):
 
     Epoch ``e`` (1-based) reseeds torch from ``(seed, e)`` and restarts the sampler's stream,
     so dropout, shuffling and sampling match the plain engine. ``history`` / ``perf_history``
-    get one row per epoch; ``best_state`` holds the weights of the best ``val_acc`` so far, and
-    training stops after ``cfg.patience`` epochs without a better one (``loop.close_epoch``).
+    get one row per epoch; ``best_state`` holds the weights of the best val value of
+    ``objective.metric`` so far (``val_acc`` for accuracy), and training stops after
+    ``cfg.patience`` epochs without a better one (``loop.close_epoch``); the loss is weighted by
+    ``objective.class_weight``, as the plain engine's.
     """
 
     def __init__(self, model: nn.Module, cfg: TrainParams, seed: int, *,
                  node_sampler: BaseSampler | None = None, amp: bool = False,
-                 compile_model: bool = False):
+                 compile_model: bool = False, objective: Objective = Objective()):
         super().__init__()
         self.model = model
+        self.objective = objective
+        # (C,) or None; a buffer moves with the module, non-persistent: not in any state dict
+        self.register_buffer("class_weight", objective.class_weight, persistent=False)
         # the compiled wrapper shares model's parameters; kept out of the module tree so the
         # state dict has one copy of them
         self.__dict__["_net"] = (torch.compile(model, dynamic=True, backend=COMPILE_BACKEND)
@@ -155,6 +161,8 @@ class NodeClassifier(pl.LightningModule):
         self.state = {"epoch": 0, "best_val": -1.0, "best_epoch": 0, "stale": 0, "history": [],
                       "best_state": copy.deepcopy(model.state_dict())}
         self._counts: dict[str, list[float]] = {}
+        # this epoch's val labels (V,) and logits (V, C), kept when the metric is not accuracy
+        self._val: tuple[np.ndarray, torch.Tensor] | None = None
 
     history = property(lambda self: self.state["history"])
     best_val = property(lambda self: self.state["best_val"])
@@ -185,8 +193,10 @@ class NodeClassifier(pl.LightningModule):
 
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp)
-        loss, examples = guarded_step(node_step, self._net, self._loss_batch(batch), autocast,
-                                      self.compile_model)
+        weight = self.class_weight
+        loss, examples = guarded_step(
+            lambda net, loss_batch: node_step(net, loss_batch, class_weight=weight), self._net,
+            self._loss_batch(batch), autocast, self.compile_model)
         self._loss_sum += float(loss.detach()) * examples
         self._seen += examples
         self._steps += 1
@@ -205,7 +215,10 @@ class NodeClassifier(pl.LightningModule):
         self._counts = {}
 
     def validation_step(self, batch: Data, batch_idx: int) -> None:
-        hits = (self._score(batch).argmax(dim=1) == batch.y[batch.rows]).sum()
+        logits = self._score(batch)
+        if batch.phase == "val" and self.objective.metric != "accuracy":
+            self._val = (batch.y[batch.rows].cpu().numpy(), logits.float().cpu())
+        hits = (logits.argmax(dim=1) == batch.y[batch.rows]).sum()
         correct, total = self._counts.get(batch.phase, [0.0, 0.0])
         self._counts[batch.phase] = [correct + float(hits), total + float(batch.rows.numel())]
 
@@ -216,16 +229,19 @@ class NodeClassifier(pl.LightningModule):
         epoch = self.current_epoch + 1
         train_loss = _ratio(self._loss_sum, float(self._seen))
         train_acc, val_acc = self._accuracy("train"), self._accuracy("val")
-        self.log_dict({"train_loss": train_loss, "train_acc": train_acc, "val_acc": val_acc},
-                      prog_bar=True)
+        scores = {"train_acc": train_acc, "val_acc": val_acc}
+        if self.objective.metric != "accuracy":
+            y, logits = self._val
+            scores[self.objective.monitor] = node_metric(self.objective.metric, y, logits,
+                                                         int(logits.shape[1]))
+        self.log_dict({"train_loss": train_loss, **scores}, prog_bar=True)
         train_seconds = self._train_seconds
         self.perf_history.append(perf_row(
             epoch, train_seconds, time.perf_counter() - self._epoch_started - train_seconds,
             self._steps, self._seen))
-        self.history.append(history_row(epoch, train_loss,
-                                        {"train_acc": train_acc, "val_acc": val_acc}))
-        if close_epoch(self.state, "best_val", val_acc, epoch, self.model, None, self.cfg, None,
-                       SINGLE):
+        self.history.append(history_row(epoch, train_loss, scores))
+        if close_epoch(self.state, "best_val", scores[self.objective.monitor], epoch, self.model,
+                       None, self.cfg, None, SINGLE):
             self.trainer.should_stop = True
 
     def on_test_epoch_start(self) -> None:
@@ -273,7 +289,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
                   y: torch.Tensor, roles: np.ndarray, cfg: TrainParams, seed: int, *,
                   node_sampler: BaseSampler | None = None, progress_bar: bool = False,
                   amp: bool = False, compile_model: bool = False,
-                  device: torch.device = devices.CPU) -> TrainResult:
+                  device: torch.device = devices.CPU,
+                  objective: Objective = Objective()) -> TrainResult:
     """``gnnpipe.training.train.fit`` through a Lightning ``Trainer``: same inputs, same
     ``TrainResult``.
 
@@ -286,7 +303,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
     scored with the best weights on its own phase's graph. On a CUDA ``device`` the Trainer runs
     there (pinned batches; ``amp`` as Lightning's ``16-mixed`` precision, float16 with a
     GradScaler; deterministic algorithms only warn, as CUDA scatter has no deterministic
-    kernel); logits come back to the CPU.
+    kernel); logits come back to the CPU. ``objective``: the val metric early stopping
+    maximises and the loss's class weights, as ``fit`` takes them.
     """
     cuda = device.type == "cuda"
     idx = phase_index(roles)
@@ -299,7 +317,8 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
         torch.manual_seed(seed)
         model = build_model()
         module = NodeClassifier(model, cfg, seed, node_sampler=node_sampler,
-                                amp=amp and not cuda, compile_model=compile_model)
+                                amp=amp and not cuda, compile_model=compile_model,
+                                objective=objective)
         datamodule = NodeDataModule(inputs, y, roles, cfg, node_sampler, pin_memory=cuda)
         trainer = pl.Trainer(
             accelerator="gpu" if cuda else "cpu", devices=[device.index or 0] if cuda else 1,
@@ -312,7 +331,7 @@ def fit_lightning(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseI
         model.load_state_dict(module.best_state)
         logits = torch.cat([out.cpu() for out in trainer.predict(module, datamodule=datamodule)]
                            ).float()
-    summary = {"best_epoch": module.best_epoch, "best_val_acc": round(module.best_val, 6),
+    summary = {"best_epoch": module.best_epoch, **best_scores(module.state, objective.metric),
                "epochs_run": len(module.history),
                "parameters": sum(p.numel() for p in model.parameters())}
     perf = {"seconds": round(seconds, 3), "world_size": 1, "device": str(device),

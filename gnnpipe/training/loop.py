@@ -57,7 +57,9 @@ class Task(Protocol):
     """What one kind of training adds to the loop."""
 
     best_key: ClassVar[str]  # state / checkpoint key of the best score: "best_val", "best_val_mrr"
-    monitor: ClassVar[str]  # the ``score`` entry early stopping maximises: "val_acc", "val_mrr"
+    # the ``score`` entry early stopping maximises: "val_acc", "val_mrr"; a node task sets it
+    # per run from its metric ("val_roc_auc": gnnpipe.training.train.Objective.monitor)
+    monitor: str
     counters: ClassVar[tuple[str, ...]]  # per-epoch counts summed over ranks and epochs into state
     examples_per_seed: ClassVar[int]  # examples ``step`` counts per seed (link: a pair, 2)
     # checkpoints carry a "scaler" entry ({} without a scaler: node task); with one, every task

@@ -27,7 +27,7 @@ from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.models import build_model
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator, shard_node_ids, shard_part_counts
-from gnnpipe.training.train import TrainResult, fit
+from gnnpipe.training.train import Objective, TrainResult, fit, objective_for
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class NodeFit:
     type (None both with shards: the evaluator holds its nodes'), the loader and evaluator of
     this rank (None: full batch / the loop's own), ``batch_size`` (sign's rows per
     batch), ``reads``: the input folders a checkpoint is keyed by, ``meta``: model.pt's meta,
-    ``metrics`` / ``rank_info``: what train.json and the perf file add."""
+    ``metrics`` / ``rank_info``: what train.json and the perf file add, ``objective``: the
+    val metric early stopping maximises and the loss's class weights (``objective_for``)."""
 
     build: Callable[[], torch.nn.Module]
     phases: dict | None
@@ -50,6 +51,7 @@ class NodeFit:
     batch_size: int | None = None
     metrics: dict = field(default_factory=dict)
     rank_info: dict = field(default_factory=dict)
+    objective: Objective = Objective()
 
     def inputs(self, args, cfg) -> list[Path]:
         """The input folders of the fit (the partition's too for a sampler that reads it)."""
@@ -71,7 +73,8 @@ def read_node_fit(args, params, ctx) -> NodeFit:
                      # sign: batches of precomputed rows
                      batch_size=cfg.batch_size if samplers.needs(cfg.sampler, "propagate")
                      else None,
-                     metrics={} if graph.layout == HOMOGENEOUS else {"node_type": graph.target})
+                     metrics={} if graph.layout == HOMOGENEOUS else {"node_type": graph.target},
+                     objective=objective_for(params, graph.y, roles, graph.num_classes))
     if not samplers.SAMPLERS[cfg.sampler].loader:
         return fitted
     built = builders.build(node_source(args, cfg, ctx, inputs, roles), cfg, params.seed, ctx)
@@ -89,10 +92,10 @@ def fit_nodes(fitted: NodeFit, cfg, seed: int, device, options: LoopOptions) -> 
             fitted.build, fitted.phases, fitted.y, fitted.roles, cfg, seed,
             node_sampler=getattr(fitted.loader, "node_sampler", None),
             progress_bar=os.environ.get("GNNPIPE_PROGRESS", "1") != "0" and sys.stderr.isatty(),
-            amp=cfg.amp, compile_model=cfg.compile, device=device)
+            amp=cfg.amp, compile_model=cfg.compile, device=device, objective=fitted.objective)
     return fit(fitted.build, fitted.phases, fitted.y, fitted.roles, cfg, seed,
                batch_size=fitted.batch_size, loader=fitted.loader, evaluator=fitted.evaluator,
-               options=options)
+               options=options, objective=fitted.objective)
 
 
 def _shard_fit(args, params, ctx) -> NodeFit:
@@ -126,10 +129,12 @@ def _shard_fit(args, params, ctx) -> NodeFit:
     rank_info = {"parts": mine, "nodes_held": int(ids.numel()),
                  **({"eval_inference": "layerwise"} if evaluator.layerwise else {})}
     in_dim, num_classes = int(rows.x.shape[1]), read.num_classes
+    # the ranks' owned nodes are disjoint and cover the split: their class counts are summed
+    objective = objective_for(params, *evaluator.targets(), num_classes, ctx)
     return NodeFit(lambda: build_model(cfg.model, in_dim, num_classes, cfg, 0), None, None,
                    None, ("prepared", "split", "features", "propagate"),
                    {"model": cfg.model, "in_dim": in_dim, "num_classes": num_classes,
                     "num_hops": 0}, loader, evaluator, metrics={"shard_eval_exact": exact},
-                   rank_info=rank_info)
+                   rank_info=rank_info, objective=objective)
 
 

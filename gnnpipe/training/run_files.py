@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gnnpipe import io
+from gnnpipe.reporting.node_metric import METRIC_NAMES
 from gnnpipe.training.loop import PERF_COLUMNS, Checkpointing
 from gnnpipe.training.sharding import gather_objects
 
@@ -49,6 +50,15 @@ def write_run_files(args, result, metrics: dict, perf: dict) -> None:
     io.write_json(args.metrics, metrics)
     io.write_json(args.perf, perf)
     io.write_csv(args.history, result.history)
+
+
+def best_line(summary: dict) -> str:
+    """``best val acc 0.8123``, or with another metric ``best val ROC-AUC 0.9012 (acc 0.8123)``:
+    the value early stopping kept, named."""
+    if summary["metric"] == "accuracy":
+        return f"best val acc {summary['best_val_acc']:.4f}"
+    return (f"best val {METRIC_NAMES[summary['metric']]} {summary['best_val']:.4f} "
+            f"(acc {summary['best_val_acc']:.4f})")
 
 
 def peak_rss_mb() -> float:

@@ -4,8 +4,10 @@
 Full-graph models run one forward over the phase's message graph per step; row models (mlp,
 sign) see only node rows and need no graph; a ``loader`` gives sampled subgraphs instead, each a
 ``LossBatch`` that names the rows its loss covers (gnnpipe/sampling/batch.py). Early stopping keeps
-the weights of the epoch with the best validation accuracy. Randomness comes only from the
-given seed (``fork_rng`` keeps the caller's global RNG untouched).
+the weights of the epoch with the best validation value of the run's metric (``Objective``:
+``evaluate.metric`` resolved by ``node_objective``, the same rule in train and baseline), and
+``train.class_weight: balanced`` weighs each class's cross-entropy. Randomness comes only from
+the given seed (``fork_rng`` keeps the caller's global RNG untouched).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gnnpipe.training import loop
 from gnnpipe.config import FitParams
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
+from gnnpipe.reporting.node_metric import class_counts, node_metric, resolve_metric
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
 from gnnpipe.training.inference import csr_view, plan
 from gnnpipe.training.loop import LoopOptions, epoch_seed
@@ -32,6 +35,73 @@ from gnnpipe.training.models import choose_aggregation, trim_kwargs
 from gnnpipe.training.sharding import gather_objects
 
 TRAIN, VAL, UNUSED = ROLE_CODES["train"], ROLE_CODES["val"], ROLE_CODES["unused"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a node fit minimises and early-stops on, one for the GNN (train) and the
+    structure-free baselines (baseline), so their comparison stays fair.
+
+    ``metric``: a concrete name of ``gnnpipe.reporting.node_metric.NODE_METRICS``; early stopping
+    keeps the epoch of its best val value (``accuracy``: exactly as before the metric existed).
+    ``class_weight``: float32 (C,) cross-entropy weight of each class (``train.class_weight:
+    balanced``), None = the plain mean."""
+
+    metric: str = "accuracy"
+    class_weight: torch.Tensor | None = None
+
+    @property
+    def monitor(self) -> str:
+        """The history column early stopping maximises: ``val_acc`` or ``val_<metric>``."""
+        return "val_acc" if self.metric == "accuracy" else f"val_{self.metric}"
+
+
+def balanced_weights(train_counts: np.ndarray) -> torch.Tensor:
+    """float32 (C,) sklearn's ``balanced`` weights of the train class counts (C,): n_train /
+    (C_train x count_c), C_train the classes present in train, so the mean weight over the
+    train nodes is exactly 1 (the loss keeps its scale, and saint's node_norm-weighted sum stays
+    an unbiased estimate of the full weighted mean). A class absent from train gets 0: no train
+    node carries it, so its weight never enters a loss."""
+    counts = np.asarray(train_counts, dtype=np.float64)
+    present = counts > 0
+    weights = np.zeros(counts.size)
+    weights[present] = counts.sum() / (present.sum() * counts[present])
+    return torch.from_numpy(weights.astype(np.float32))
+
+
+def node_objective(metric: str, class_weight: str, y: torch.Tensor, roles: np.ndarray,
+                   num_classes: int, ctx: DistContext = SINGLE) -> Objective:
+    """The ``Objective`` of a node fit from ``evaluate.metric`` (``metric``) and
+    ``train.class_weight`` (``class_weight``): the metric resolved
+    (``gnnpipe.reporting.node_metric.resolve_metric``) on the labelled train, val and test nodes,
+    the weights from the labelled train nodes. ``y`` int64 (N,) and ``roles`` int8 (N,) role
+    codes of the (target) type's nodes; ``ctx``: each rank holds a disjoint share of them
+    (``train.dist.shard: partition``) and the counts are summed over ranks (a collective),
+    SINGLE when every rank holds every node."""
+    counts = all_reduce_sum(torch.from_numpy(np.stack([
+        class_counts(y, roles, num_classes),
+        class_counts(y, roles, num_classes, (TRAIN,))])).double(), ctx).long().numpy()
+    labelled, train = counts
+    resolved = resolve_metric(metric, labelled)
+    return Objective(resolved, balanced_weights(train) if class_weight == "balanced" else None)
+
+
+def objective_for(params, y: torch.Tensor, roles: np.ndarray, num_classes: int,
+                  ctx: DistContext = SINGLE) -> Objective:
+    """``node_objective`` of ``params`` (``evaluate.metric``, ``train.class_weight``): what the
+    train and baseline stages both call."""
+    return node_objective(params.evaluate.metric, params.train.class_weight, y, roles,
+                          num_classes, ctx)
+
+
+def best_scores(state: dict, metric: str) -> dict:
+    """Summary entries of a node fit's loop ``state``: ``best_val_acc`` (val accuracy at the
+    best epoch), ``metric`` and ``best_val`` (its best val value, what early stopping kept)."""
+    best = round(state["best_val"], 6)
+    if metric == "accuracy":
+        return {"best_val_acc": best, "metric": metric, "best_val": best}
+    row = next(r for r in state["history"] if r["epoch"] == state["best_epoch"])
+    return {"best_val_acc": row["val_acc"], "metric": metric, "best_val": best}
 
 
 def phase_index(roles: np.ndarray) -> dict[str, torch.Tensor]:
@@ -127,12 +197,19 @@ def batch_output(model: nn.Module, batch) -> torch.Tensor:
     return model(batch.x, batch.edge_index, **kwargs)
 
 
-def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
+          class_weight: torch.Tensor | None = None) -> torch.Tensor:
     """Mean cross-entropy, or the ``weight``-ed sum (saint's node_norm: an unbiased estimate of
-    the mean over all train nodes)."""
+    the mean over all train nodes). ``class_weight`` (C,) (``train.class_weight: balanced``):
+    the mean is PyTorch's weighted one, sum_i w[y_i] l_i / sum_i w[y_i]; the ``weight``-ed sum
+    multiplies each node's term by w[y_i] (the mean of w[y] over the train nodes is 1,
+    ``balanced_weights``, so it estimates the same full weighted mean)."""
     if weight is None:
-        return F.cross_entropy(logits, target)
-    return (F.cross_entropy(logits.float(), target, reduction="none") * weight).sum()
+        return F.cross_entropy(logits, target, weight=class_weight)
+    per_node = F.cross_entropy(logits.float(), target, reduction="none")
+    if class_weight is not None:
+        per_node = per_node * class_weight[target]
+    return (per_node * weight).sum()
 
 
 def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
@@ -164,9 +241,12 @@ def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
 
 @torch.no_grad()
 def _accuracies(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, torch.Tensor],
-                y: torch.Tensor, ctx: DistContext, phases: tuple[str, ...]) -> list[float]:
+                y: torch.Tensor, ctx: DistContext, phases: tuple[str, ...],
+                metric: str = "accuracy") -> list[float]:
     """Accuracy over ``idx[phase]`` of each of ``phases``; under DDP each rank scores its
-    stride of rows and counts are summed."""
+    stride of rows and counts are summed. A ``metric`` other than accuracy appends its value
+    over the val nodes (``_val_metric``: every rank's val logits gathered; ``phases`` must hold
+    ``val``)."""
     model.eval()
     mine = {phase: idx[phase][ctx.rank::ctx.world_size] for phase in phases}
     logits = _phase_outputs(model, inputs, mine, ctx)
@@ -177,7 +257,27 @@ def _accuracies(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, 
             mine[phase].numel()) else 0
         counts += [float(correct), float(mine[phase].numel())]
     totals = all_reduce_sum(torch.tensor(counts), ctx)
-    return [float(totals[2 * i] / totals[2 * i + 1]) for i in range(len(phases))]
+    out = [float(totals[2 * i] / totals[2 * i + 1]) for i in range(len(phases))]
+    if metric != "accuracy":
+        out.append(_val_metric(metric, mine["val"], logits["val"], y[mine["val"]], ctx))
+    return out
+
+
+def _val_metric(metric: str, node_id: torch.Tensor, logits: torch.Tensor, y: torch.Tensor,
+                ctx: DistContext) -> float:
+    """``metric`` (``gnnpipe.reporting.node_metric.node_metric``) over every rank's val nodes,
+    the same value on every rank: ``node_id`` (V_r,), ``logits`` (V_r, C) and labels ``y``
+    (V_r,) are this rank's share. A ranking metric or macro-F1 is no sum of per-rank counts, so
+    under DDP the shares are gathered to every rank (a val set is small next to the graph: V x C
+    floats) and ordered by node id, so the value does not depend on the world size."""
+    logits = logits.detach().float().cpu()
+    if ctx.world_size > 1:
+        shares = [s for s in gather_objects((node_id.cpu(), logits, y.cpu()), ctx)
+                  if s[0].numel()]
+        node_id, logits, y = (torch.cat([s[i] for s in shares]) for i in range(3))
+        order = torch.argsort(node_id)
+        logits, y = logits[order], y[order]
+    return node_metric(metric, y.numpy(), logits, int(logits.shape[1]))
 
 
 class Evaluator(Protocol):
@@ -193,17 +293,22 @@ class Evaluator(Protocol):
 
 
 @torch.no_grad()
-def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator,
-                        ctx: DistContext) -> tuple[float, float]:
-    """Train and val accuracy over the nodes of every rank's evaluator, counts summed."""
+def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, ctx: DistContext,
+                        metric: str = "accuracy") -> list[float]:
+    """Train and val accuracy over the nodes of every rank's evaluator, counts summed; a
+    ``metric`` other than accuracy appends its val value (``_val_metric``)."""
     model.eval()
-    _, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
+    node_id, logits = evaluator.logits(devices.on_cpu(model))  # shards hold CPU tensors
     y, role = evaluator.targets()
     hit = (logits.argmax(dim=1) == y).numpy()
     counts = [float(hit[role == code].sum()) for code in (TRAIN, VAL)]
     counts += [float((role == code).sum()) for code in (TRAIN, VAL)]
     totals = all_reduce_sum(torch.tensor(counts), ctx)
-    return float(totals[0] / totals[2]), float(totals[1] / totals[3])
+    out = [float(totals[0] / totals[2]), float(totals[1] / totals[3])]
+    if metric != "accuracy":
+        val = torch.from_numpy(role == VAL)
+        out.append(_val_metric(metric, node_id[val], logits[val], y[val], ctx))
+    return out
 
 
 def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tensor]
@@ -220,7 +325,8 @@ def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tens
 
 class NodeTask:
     """Node classification hooks for ``loop.run`` (see ``fit``): cross-entropy on the train
-    nodes, early stopping on val accuracy."""
+    nodes (class-weighted by ``objective.class_weight``), early stopping on the val value of
+    ``objective.metric`` (``monitor``: ``val_acc`` for accuracy, else ``val_<metric>``)."""
 
     best_key, monitor, counters = "best_val", "val_acc", ("skipped",)
     examples_per_seed, saves_scaler = 1, True
@@ -228,9 +334,11 @@ class NodeTask:
     def __init__(self, inputs: dict[str, PhaseInput] | None, y: torch.Tensor | None,
                  roles: np.ndarray | None, batch_size: int | None = None,
                  loader: Iterable | None = None, ctx: DistContext = SINGLE,
-                 evaluator: Evaluator | None = None):
+                 evaluator: Evaluator | None = None, objective: Objective = Objective()):
         self.inputs, self.y, self.ctx = inputs, y, ctx
         self.batch_size, self.loader, self.evaluator = batch_size, loader, evaluator
+        self.objective, self.monitor = objective, objective.monitor
+        self.class_weight = objective.class_weight  # (C,) on the device after place
         # an evaluator holds its nodes' labels and roles (y, roles None): no phase ids here
         self.idx = phase_index(roles) if roles is not None else {}
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
@@ -243,6 +351,8 @@ class NodeTask:
             memo: dict = {}  # phases share x and often edge_index: each tensor moves once
             self.inputs = {p: _placed(i, device, memo) for p, i in self.inputs.items()}
         self.step_y = None if self.y is None else devices.to_device(self.y, device, pin=False)
+        if self.class_weight is not None:
+            self.class_weight = devices.to_device(self.class_weight, device, pin=False)
 
     def batches(self, epoch: int, seed: int) -> Iterable:
         if self.loader is not None:
@@ -255,21 +365,23 @@ class NodeTask:
 
     def step(self, model: nn.Module, batch) -> tuple[torch.Tensor, int]:
         inputs = None if self.inputs is None else self.inputs["train"]
-        y = self.step_y
+        y, weight = self.step_y, self.class_weight
         self.aggregation_seconds = resolve_aggregation(
-            model, lambda m: node_step(m, batch, inputs, y)[0]) or self.aggregation_seconds
-        return node_step(model, batch, inputs, y)
+            model, lambda m: node_step(m, batch, inputs, y, weight)[0]) or self.aggregation_seconds
+        return node_step(model, batch, inputs, y, weight)
 
     def counts(self) -> list[float]:
         return [float(getattr(self.loader, "skipped", 0))]  # empty batches (cluster), this rank
 
     def score(self, model: nn.Module) -> dict[str, float]:
+        metric = self.objective.metric
         if self.evaluator is not None:
-            train_acc, val_acc = _evaluator_accuracy(model, self.evaluator, self.ctx)
+            values = _evaluator_accuracy(model, self.evaluator, self.ctx, metric)
         else:
-            train_acc, val_acc = _accuracies(model, self.inputs, self.idx, self.y, self.ctx,
-                                             ("train", "val"))
-        return {"train_acc": train_acc, "val_acc": val_acc}
+            values = _accuracies(model, self.inputs, self.idx, self.y, self.ctx,
+                                 ("train", "val"), metric)
+        names = ["train_acc", "val_acc"] + ([] if metric == "accuracy" else [self.monitor])
+        return dict(zip(names, values))
 
 
 def _placed(inputs: PhaseInput, device: torch.device, memo: dict) -> PhaseInput:
@@ -281,11 +393,13 @@ def _placed(inputs: PhaseInput, device: torch.device, memo: dict) -> PhaseInput:
 
 
 def node_step(model: nn.Module, batch, inputs: PhaseInput | None = None,
-              y: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+              y: torch.Tensor | None = None,
+              class_weight: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """Loss of one node batch (``_step``, ``_loss``) and its labelled nodes; ``inputs`` and
-    ``y`` only for a tensor of train rows (the Lightning module passes subgraphs alone)."""
+    ``y`` only for a tensor of train rows (the Lightning module passes subgraphs alone);
+    ``class_weight`` (C,) or None: ``Objective.class_weight``."""
     logits, target, weight = _step(model, inputs, batch, y)
-    return _loss(logits, target, weight), target.numel()
+    return _loss(logits, target, weight, class_weight), target.numel()
 
 
 def _set_loader_epoch(loader: Iterable | None, epoch: int) -> None:
@@ -298,7 +412,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         y: torch.Tensor | None, roles: np.ndarray | None, cfg: FitParams, seed: int, *,
         batch_size: int | None = None, loader: Iterable | None = None,
         evaluator: Evaluator | None = None,
-        options: LoopOptions = LoopOptions()) -> TrainResult:
+        options: LoopOptions = LoopOptions(), objective: Objective = Objective()) -> TrainResult:
     """Build a model with ``build_model()``, train it on the train nodes of ``roles`` and
     early-stop on the val nodes (``loop.run`` with a ``NodeTask``).
 
@@ -321,6 +435,9 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     (``train.dist.shard: partition``: no rank holds an array of every node). A loader with a
     ``skipped`` attribute reports the empty batches it skipped in the epoch (cluster); their
     total is ``summary["empty_batches_skipped"]``.
+    ``objective`` (``node_objective``): the val metric early stopping maximises (``summary``
+    gets ``metric`` and its ``best_val`` beside ``best_val_acc``, the history a ``val_<metric>``
+    column unless accuracy) and the class weights of the loss.
     ``options.amp`` runs the training forward under ``torch.autocast`` (bfloat16 on CPU; float16
     with a ``GradScaler`` on CUDA); evaluation stays float32. ``options.device`` trains and
     evaluates there (``gnnpipe.training.device``; layer-wise and shard evaluation stay on the CPU);
@@ -335,7 +452,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         raise ValueError("an evaluator needs a loader: the rank holds no whole graph to train on")
     if evaluator is not None and (y is not None or roles is not None):
         raise ValueError("an evaluator holds its nodes' labels and roles: pass y and roles None")
-    task = NodeTask(inputs, y, roles, batch_size, loader, ctx, evaluator)
+    task = NodeTask(inputs, y, roles, batch_size, loader, ctx, evaluator, objective)
     idx = task.idx
     outcome = loop.run(task, build_model, cfg, seed, options)
     model, state = outcome.model, outcome.state
@@ -355,7 +472,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     history = outcome.history
     summary = {
         "best_epoch": state["best_epoch"],
-        "best_val_acc": round(state["best_val"], 6),
+        **best_scores(state, objective.metric),
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
     }

@@ -13,7 +13,7 @@ from gnnpipe.io.common import role_codes
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test, judged_gap,
                                         majority_fraction, on_test, predicted_labels,
                                         score_predictions, smoothing, top_class)
-from gnnpipe.reporting.node_metric import resolve_metric
+from gnnpipe.reporting.node_metric import class_counts, resolve_metric
 from gnnpipe.reporting.verdict import Causes, paired_gap
 from gnnpipe.reporting.metrics import (average_precision, hits_at_k, link_metrics, link_ranks, mrr, roc_auc)
 
@@ -205,7 +205,7 @@ def _imbalanced_binary(n: int = 6000, seed: int = 0):
 def _judge(metric_choice: str, y, roles, gnn_logits, base_logits, **over):
     cfg = EvaluateParams(metric=metric_choice, bootstrap=400, min_gain=0.01)
     ids = torch.arange(y.size)
-    metric = resolve_metric(cfg.metric, y, 2)
+    metric = resolve_metric(cfg.metric, class_counts(y, roles, 2))
     gnn = score_predictions(ids, gnn_logits, y, roles, 2)
     base = score_predictions(ids, base_logits, y, roles, 2)
     y_test, gnn_test = on_test(ids, gnn_logits, y, roles)
@@ -270,7 +270,7 @@ def test_accuracy_keeps_its_per_item_interval():
     gnn = torch.tensor(rng.normal(size=(n, 5)) + 2 * np.eye(5)[y], dtype=torch.float32)
     base = torch.tensor(rng.normal(size=(n, 5)) + np.eye(5)[y], dtype=torch.float32)
     ids = torch.arange(n)
-    assert resolve_metric("auto", y, 5) == "accuracy"
+    assert resolve_metric("auto", class_counts(y, roles, 5)) == "accuracy"
     gap, gnn_value, base_value = judged_gap("accuracy", *on_test(ids, gnn, y, roles),
                                             on_test(ids, base, y, roles)[1], 5, 700, 9)
     right = correct_on_test(ids, gnn, y, roles), correct_on_test(ids, base, y, roles)

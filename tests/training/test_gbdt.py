@@ -1,6 +1,6 @@
-"""The gradient-boosted-tree baseline: learns what the features say, early-stops on val, is
-byte-identical for a fixed (seed, threads), never fits an unlabelled row and keeps a column for
-every class."""
+"""The gradient-boosted-tree baseline: learns what the features say, early-stops on val (its
+loss for accuracy, the run's metric otherwise), is byte-identical for a fixed (seed, threads),
+never fits an unlabelled row, keeps a column for every class and weighs classes when asked."""
 
 from __future__ import annotations
 
@@ -110,3 +110,67 @@ def test_no_labelled_val_node_is_a_one_line_error(tabular):
     with pytest.raises(ValueError, match="the gbdt baseline needs labelled val nodes; the split "
                                          "has none"):
         fit_gbdt(x, y_no_val, roles, 4, FAST, seed=0, threads=1)
+
+
+@pytest.fixture(scope="module")
+def rare():
+    """1,200 nodes, two classes, about 13% positives: a noisy threshold on one column."""
+    rng = np.random.default_rng(0)
+    n = 1200
+    x = rng.standard_normal((n, 6)).astype(np.float32)
+    y = ((x[:, 0] + rng.standard_normal(n)) > 1.6).astype(np.int64)
+    roles = rng.choice(ROLES, n, p=[0.5, 0.2, 0.2, 0.1])
+    return torch.from_numpy(x), torch.from_numpy(y), roles
+
+
+def _objective(metric, class_weight, y, roles, num_classes=2):
+    from gnnpipe.training.train import node_objective
+
+    return node_objective(metric, class_weight, y, roles, num_classes)
+
+
+@pytest.mark.parametrize("max_rounds", [400, 6])
+def test_gbdt_early_stops_on_the_best_val_value_of_the_metric(rare, max_rounds):
+    """ROC-AUC: the round kept is the first of the highest val ROC-AUC (here not the one of the
+    lowest val loss), patience counted as LightGBM's own, or the best of every round when the
+    last comes first; summary and history name the metric."""
+    from gnnpipe.reporting.node_metric import node_metric
+
+    x, y, roles = rare
+    cfg = dataclasses.replace(FAST, max_rounds=max_rounds)
+    result = fit_gbdt(x, y, roles, 2, cfg, seed=0, threads=1,
+                      objective=_objective("roc_auc", "none", y, roles))
+    auc = [row["val_roc_auc"] for row in result.history]
+    summary = result.summary
+    assert summary["best_round"] == int(np.argmax(auc)) + 1
+    assert summary["rounds_run"] == min(summary["best_round"] + FAST.early_stopping_rounds,
+                                        max_rounds)
+    assert summary["metric"] == "roc_auc"
+    val = torch.from_numpy(roles[result.node_id.numpy()] == ROLE_CODES["val"])
+    value = node_metric("roc_auc", y[result.node_id[val]].numpy(), result.logits[val], 2)
+    assert summary["best_val"] == pytest.approx(value, abs=1e-6)
+    assert summary["best_val"] == pytest.approx(max(auc), abs=1e-5)
+    if max_rounds == 400:  # where they disagree: accuracy keeps the lowest val loss
+        accuracy = fit_gbdt(x, y, roles, 2, cfg, seed=0, threads=1)
+        assert "val_roc_auc" not in accuracy.history[0]
+        loss = [row["val_loss"] for row in accuracy.history]
+        assert accuracy.summary["best_round"] == int(np.argmin(loss)) + 1
+        assert accuracy.summary["best_round"] != summary["best_round"]
+
+
+def test_balanced_weights_make_gbdt_find_more_of_the_minority(rare):
+    """LightGBM sample weights n / (C x count) on the train rows: the rare class is predicted
+    far more often and its recall rises."""
+    x, y, roles = rare
+    runs = {cw: fit_gbdt(x, y, roles, 2, FAST, seed=0, threads=1,
+                         objective=_objective("accuracy", cw, y, roles))
+            for cw in ("none", "balanced")}
+    test = torch.from_numpy(roles == ROLE_CODES["test"])
+    recall, predicted = {}, {}
+    for cw, result in runs.items():
+        pred = torch.full_like(y, -1)
+        pred[result.node_id] = result.logits.argmax(dim=1)
+        predicted[cw] = int((pred[test] == 1).sum())
+        recall[cw] = float(((pred[test] == 1) & (y[test] == 1)).sum() / (y[test] == 1).sum())
+    assert predicted["balanced"] > 2 * predicted["none"]
+    assert recall["balanced"] > recall["none"] + 0.15

@@ -104,6 +104,36 @@ def test_lightning_trains_exactly_as_the_plain_engine(runs, graph, roles, name):
         assert _test_accuracy(light, graph, roles) > 0.7  # 3 balanced classes: chance is 1/3
 
 
+@pytest.mark.parametrize("sampler", ["full", "neighbor"])
+def test_lightning_weighs_classes_and_early_stops_on_the_metric_as_the_plain_engine(
+        graph, roles, inputs, sampler):
+    """train.class_weight: balanced with evaluate.metric macro_f1 (a majority class made here):
+    the same weighted steps, the same val_macro_f1 column and the same epoch kept."""
+    from gnnpipe.training.train import node_objective
+
+    y = graph.y.clone()
+    y[torch.from_numpy(np.flatnonzero((graph.y == 1).numpy())[::2])] = 0  # class 0 the majority
+    objective = node_objective("auto", "balanced", y, roles, 3)
+    assert objective.metric == "macro_f1" and objective.class_weight is not None
+    cfg = dataclasses.replace(CFG[sampler], epochs=12)
+
+    def build():
+        return build_model("sage", graph.x.shape[1], 3, cfg)
+
+    relabelled = dataclasses.replace(graph, y=y)  # the loader's batches carry these labels
+    plain = fit(build, inputs, y, roles, cfg, 3, objective=objective,
+                loader=_sampler(relabelled, roles, inputs, cfg))
+    unweighted = fit(build, inputs, y, roles, cfg, 3,
+                     loader=_sampler(relabelled, roles, inputs, cfg))
+    light = fit_lightning(build, inputs, y, roles, cfg, 3, objective=objective,
+                          node_sampler=getattr(_sampler(relabelled, roles, inputs, cfg),
+                                               "node_sampler", None))
+    assert "val_macro_f1" in light.history[0] and light.summary["metric"] == "macro_f1"
+    assert light.history == plain.history and light.summary == plain.summary
+    assert torch.equal(light.logits, plain.logits)
+    assert plain.history[0]["train_loss"] != unweighted.history[0]["train_loss"]
+
+
 def test_lightning_evaluates_layer_by_layer_as_the_plain_engine(graph, roles):
     cfg = TrainParams(epochs=3, patience=3, hidden=16,  # several blocks on this graph
                       inference=InferenceParams(mode="layerwise", block_edges=3000))
