@@ -15,7 +15,7 @@ from gnnpipe.config.errors import ParamsError
 
 HOMOGENEOUS, TYPED = "homogeneous", "typed"  # dataset.layout
 # homogeneous node encoders (gnnpipe/training/models.py)
-GRAPH_MODELS = ("mlp", "gcn", "sage", "gat")
+GRAPH_MODELS = ("mlp", "gcn", "sage", "gat", "sep")
 TYPED_MODELS = ("sage", "hgt", "rgcn", "mlp")  # typed graphs (gnnpipe/hetero; sage = to_hetero)
 # what train.engine: lightning runs besides its samplers (gnnpipe/training/lightning.py)
 LIGHTNING_MODELS = GRAPH_MODELS
@@ -132,7 +132,7 @@ def _check_kind(params) -> None:
     if kind != TYPED and model not in GRAPH_MODELS + tuple(precomputed):
         raise ParamsError(
             f"train.model={model!r} needs a heterogeneous graph (dataset.layout: typed); "
-            "for a homogeneous graph use mlp, gcn, sage, gat or sign")
+            "for a homogeneous graph use mlp, gcn, sage, gat, sep or sign")
     if kind != TYPED and all(k == TYPED for _, k in SAMPLERS[name].runs):
         raise ParamsError(f"train.sampler={name!r} samples typed node budgets and needs a "
                           "heterogeneous graph (dataset.layout: typed)")

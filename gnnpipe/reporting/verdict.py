@@ -40,6 +40,8 @@ STRUCTURE_FREE = ("mlp", "gbdt")
 STUCK_SHARE = 0.99
 # the heterophily-aware model the advice names (train.model)
 HETEROPHILY_MODEL = "sep"
+# models that transform a node's own state apart from its neighbours' (sage's root weight, sep)
+SEPARATES_EGO = ("sage", HETEROPHILY_MODEL)
 
 
 @dataclass(frozen=True)
@@ -233,11 +235,13 @@ def _advice(cause: str, model: str, baseline: str, gap: Gap, min_gain: float, it
     if cause == "below_min_gain":
         return f"|gain| is below evaluate.min_gain={min_gain}"
     if cause == "low_homophily":
-        if model == HETEROPHILY_MODEL:
-            return (f"homophily is low (metrics/graph.json) and the heterophily-aware "
-                    f"{HETEROPHILY_MODEL} is what ran: the features alone may carry the labels")
+        if model in SEPARATES_EGO:
+            return (f"homophily is low (metrics/graph.json) and {model} already keeps a node's "
+                    "own state apart from its neighbours' (sage and sep measured within 0.01 of "
+                    "each other there, docs/models.md): the features alone may carry the labels")
         return ("homophily is low (metrics/graph.json): try the heterophily-aware model, "
-                f"-S train.model={HETEROPHILY_MODEL}")
+                f"-S train.model={HETEROPHILY_MODEL} (ego/neighbour separation: 0.13-0.15 above "
+                "gcn on generated heterophilous graphs, docs/models.md)")
     if cause == "homophily_not_low":
         return ("homophily is not low, so check depth and over-smoothing (reports/report.html) "
                 "and whether the features alone carry the labels")

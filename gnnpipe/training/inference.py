@@ -11,9 +11,9 @@ with a row count per node type; a homogeneous graph is its one-node-type, one-ed
 (``csr_view``). Each node type's rows are cut into blocks of at most ``block_edges`` in-edges
 (summed over the edge types into it) + rows; ``_layer`` fills every type's next table block
 by block, so peak memory is the layer tables (every node x hidden: the one being read and the
-one being filled; all L under jk; GCN adds its N x hidden ``lin`` table) plus one block. Under
-DDP the ranks split each type's rows and all-gather each layer's table, so every rank ends
-with all rows.
+one being filled; all L under jk; GCN adds its N x hidden ``lin`` table, sep an N x hidden/2
+one) plus one block. Under DDP the ranks split each type's rows and all-gather each layer's
+table, so every rank ends with all rows.
 
 A block's rows per conv:
 * mean SAGE (homogeneous, and each edge type's conv of ``to_hetero(GraphSAGE)``, summed over
@@ -22,6 +22,8 @@ A block's rows per conv:
 * GCN: the same product weighted with D^-1/2 (A + I) D^-1/2 of the whole graph (as
   ``gcn_norm``: stored self-loops dropped, one loop per node added): GCNConv on a block would
   normalise with the block's degrees, wrong for every source outside it;
+* sep (``SepConv``): the block's own rows through the ego weights beside the neighbour mean of
+  the whole table's projected rows, one sparse-dense product as for mean SAGE;
 * GAT (attention is per edge) and other SAGE aggregations: the block's sources and edges
   gathered into local ids (``Block``, cached between layers);
 * R-GCN: ``RGCNConv`` on the homogeneous view, (every source, the block's rows) bipartite.
@@ -47,13 +49,13 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
-from gnnpipe.training.models import FeatureMLP, finish_layer, forward_with_hidden
+from gnnpipe.training.models import FeatureMLP, SepConv, finish_layer, forward_with_hidden
 
 # A full forward whose per-layer messages (num_edges x max(in_dim, hidden) float32) pass 1 GiB
 # goes layer-wise under train.inference.mode=auto; the default 20k-node graph is ~50x below.
 AUTO_MESSAGE_FLOATS = 2**28
-AUTO_MODELS = ("gcn", "sage", "gat", "rgcn")  # message-passing models auto may block
-BLOCK_CONVS = (GCNConv, SAGEConv, GATConv)
+AUTO_MODELS = ("gcn", "sage", "gat", "sep", "rgcn")  # message-passing models auto may block
+BLOCK_CONVS = (GCNConv, SAGEConv, GATConv, SepConv)
 # Row-wise maps (GCN's lin over every node) run this many rows at a time: ~32 MB at 128 floats.
 ROW_STEP = 1 << 16
 
@@ -331,19 +333,34 @@ def _is_mean_sage(conv: nn.Module) -> bool:
     return isinstance(conv, SAGEConv) and conv.aggr == "mean" and not conv.project
 
 
+def _mean_rows(src: torch.Tensor, csr: Csr, start: int, stop: int) -> torch.Tensor:
+    """The in-neighbour mean of targets ``[start, stop)`` over the whole source table ``src``
+    (N_src, F): (B, F), one sparse-dense product, never a per-edge message tensor; a row
+    without in-edges gets 0 (PyG's mean: sum / max(n, 1))."""
+    total = torch.sparse.mm(_adjacency_rows(csr, start, stop, src.shape[0]), src)
+    count = (csr.indptr[start + 1:stop + 1] - csr.indptr[start:stop]).clamp(min=1)
+    return total / count.unsqueeze(1).to(total.dtype)
+
+
 def _sage_rows(conv: SAGEConv, src: torch.Tensor, dst: torch.Tensor, csr: Csr, start: int,
                stop: int) -> torch.Tensor:
     """``conv`` on targets ``[start, stop)`` (B, out) from the whole source table ``src``
-    (N_src, F) and the targets' own rows ``dst`` (B, F), float32: the neighbour mean as one
-    sparse-dense product (B, F), never a per-edge message tensor."""
-    total = torch.sparse.mm(_adjacency_rows(csr, start, stop, src.shape[0]), src)
-    count = (csr.indptr[start + 1:stop + 1] - csr.indptr[start:stop]).clamp(min=1)
-    out = conv.lin_l(total / count.unsqueeze(1).to(total.dtype))  # PyG's mean: sum / max(n, 1)
+    (N_src, F) and the targets' own rows ``dst`` (B, F), float32 (``_mean_rows``)."""
+    out = conv.lin_l(_mean_rows(src, csr, start, stop))
     if conv.root_weight:
         out = out + conv.lin_r(dst)
     if conv.normalize:
         out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
     return out
+
+
+def _sep_rows(conv: SepConv, znbr: torch.Tensor, dst: torch.Tensor, csr: Csr, start: int,
+              stop: int) -> torch.Tensor:
+    """``conv`` on targets ``[start, stop)`` (B, out) from ``znbr``, every node's rows through
+    the neighbour weights without bias (N, out - out // 2), and the targets' own rows ``dst``
+    (B, F): ``[ego | neighbour mean + bias]`` as ``SepConv.forward``."""
+    nbr = _mean_rows(znbr, csr, start, stop) + conv.lin_nbr.bias
+    return torch.cat([conv.lin_ego(dst), nbr], dim=-1)
 
 
 def _gcn_rows(conv: GCNConv, xlin: torch.Tensor, csr: Csr, start: int, stop: int,
@@ -382,8 +399,8 @@ def check_supported(model: nn.Module, typed: bool = False) -> None:
     if isinstance(model, FeatureMLP):
         return
     if not isinstance(model, BasicGNN) or not all(isinstance(c, BLOCK_CONVS) for c in model.convs):
-        raise ValueError(f"train.inference.mode=layerwise supports gnnpipe's mlp, gcn, sage and "
-                         f"gat, not {type(model).__name__}; set train.inference.mode: full")
+        raise ValueError(f"train.inference.mode=layerwise supports gnnpipe's mlp, gcn, sage, gat "
+                         f"and sep, not {type(model).__name__}; set train.inference.mode: full")
     if model.supports_norm_batch:
         raise ValueError("train.inference.mode=layerwise cannot run graph-wise norms per block; "
                          "set train.inference.mode: full")
@@ -402,7 +419,7 @@ def layerwise_logits(model: nn.Module, x, engine: LayerwiseInference,
     destination rows at a time; under DDP every rank computes its share of the blocks and ends
     with all rows.
 
-    Homogeneous models (mlp, gcn, sage, gat on ``csr_view`` graphs): ``x`` (N, F), logits
+    Homogeneous models (mlp, gcn, sage, gat, sep on ``csr_view`` graphs): ``x`` (N, F), logits
     (N, C). Typed models (sage, rgcn; ``gnnpipe.hetero.models``): ``x`` type -> (N_t, F_t),
     what ``model(x, edge_index_dict)`` returns (the target's rows, or all types' for
     ``out="all"``).
@@ -448,6 +465,10 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
     if _is_mean_sage(conv) and isinstance(h, torch.Tensor):  # else gathers per block
         table = h if h.dtype == torch.float32 else h.float()
         return lambda a, b: _sage_rows(conv, table, table[a:b], csr, a, b)
+    if isinstance(conv, SepConv):  # the forward's narrow projection, once over every row
+        znbr = _row_map(lambda r: torch.nn.functional.linear(r, conv.lin_nbr.weight), h,
+                        conv.lin_nbr.out_features)
+        return lambda a, b: _sep_rows(conv, znbr, h[a:b].float(), csr, a, b)
 
     def gathered(a: int, b: int) -> torch.Tensor:  # bipartite: sources -> the B targets
         block = engine.gather(edge_type, a, b)
@@ -458,16 +479,17 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
 
 def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
                with_hidden: bool):
-    """gcn, sage, gat: each conv's rows, then ``finish_layer``; jk over row blocks at the end.
+    """gcn, sage, gat, sep: each conv's rows, then ``finish_layer``; jk and the linear head
+    over row blocks at the end (``jk="last"``, sep's head: on the last layer's table).
 
     Memory: the previous table is dropped once the next exists (unless it is ``hidden`` or jk
-    keeps it); GCN and mean SAGE make no (B + S, F) gather and no E_b x F messages."""
+    keeps it); GCN, mean SAGE and sep make no (B + S, F) gather and no E_b x F messages."""
     (node_type,) = engine.num_nodes
     num_nodes = engine.num_nodes[node_type]
-    jk = hasattr(model, "jk")
+    jk, head = hasattr(model, "jk"), hasattr(model, "lin")
     h, tables, hidden = x, [], None
     for layer, conv in enumerate(model.convs):
-        if layer == model.num_layers - 1 and not jk:
+        if layer == model.num_layers - 1 and not head:
             hidden = h  # (N, width): what the last conv reads
         rows = _conv_rows(conv, h, engine)
 
@@ -477,22 +499,23 @@ def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
         del rows, finished  # the layer's scratch (GCN's lin table) goes before the next table
         if jk:
             tables.append(h)
-    if not jk:
+    if not head:
         return (h, hidden.float()) if with_hidden else h
+    tables = tables if jk else [h]
+    combine = model.jk if jk else (lambda ts: ts[-1])
     h = None
     step = engine.block_edges  # jk and its linear map are row-wise: row blocks
     logits = torch.empty(num_nodes, model.lin.out_features)
     jks = None
     for a in range(0, num_nodes, step):
-        z = model.jk([t[a:a + step] for t in tables])
+        z = combine([t[a:a + step] for t in tables])
         logits[a:a + z.shape[0]] = model.lin(z)
         if with_hidden:
             if jks is None:
                 jks = torch.empty(num_nodes, z.shape[1])
             jks[a:a + z.shape[0]] = z
     if with_hidden and jks is None:  # no rows at all
-        jks = torch.empty(0, sum(t.shape[1] for t in tables) if model.jk_mode == "cat"
-                          else tables[0].shape[1])
+        jks = torch.empty(0, model.lin.in_features)
     return (logits, jks) if with_hidden else logits
 
 

@@ -1,8 +1,10 @@
 """Node classifiers behind one call signature: ``model(x, edge_index) -> logits (N, C)``;
 on typed graphs ``model(x_dict, edge_index_dict)`` (``TypedModel``).
 
-The GNNs are PyG's own ``GCN`` / ``GraphSAGE`` / ``GAT``; ``mlp`` ignores the edges (the honest
-structure-free baseline); ``sign`` takes the precomputed hops concatenated along features.
+The GNNs are PyG's own ``GCN`` / ``GraphSAGE`` / ``GAT``, and ``sep`` (``SepGNN``, a PyG
+``BasicGNN`` too: ego / neighbour separation for heterophilous graphs, docs/models.md); ``mlp``
+ignores the edges (the honest structure-free baseline); ``sign`` takes the precomputed hops
+concatenated along features.
 ``train.residual`` swaps in subclasses of the same PyG models (same parameters and state_dict
 keys) whose hidden layers add their input back: ``h_{i+1} = dropout(act(conv_i(h_i))) + h_i``.
 
@@ -29,7 +31,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import MLP, GCNConv, SAGEConv
+from torch_geometric.nn import MLP, GCNConv, MessagePassing, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -58,7 +60,7 @@ def finish_layer(model: BasicGNN, layer: int, h: torch.Tensor, prev: torch.Tenso
         return h
     if model.act is not None and model.act_first:
         h = model.act(h)
-    h = model.norms[layer](h)  # gnnpipe builds no norm: Identity (no batch-wise norms)
+    h = model.norms[layer](h)  # Identity, or sep's per-node LayerNorm (never batch-wise)
     if model.act is not None and not model.act_first:
         h = model.act(h)
     h = dropout(h, model.dropout.p) if fast_dropout and model.training else model.dropout(h)
@@ -149,14 +151,15 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
     Trimming follows PyG's ``trim_to_layer``: nodes are stored hop by hop (counts
     ``num_sampled_nodes_per_hop``, hop 0 first) and edges too, so layer ``i`` reads the first
     ``N - sum(last i node counts)`` rows and ``E - sum(last i edge counts)`` edges. gcn and
-    sage (scatter or csr) then compute only the target rows the next layer reads (bipartite:
-    sources ``x[:n_in]``, targets ``x[:n_out]``); gat computes every input row, as PyG does.
+    sage (scatter or csr) and sep then compute only the target rows the next layer reads
+    (bipartite: sources ``x[:n_in]``, targets ``x[:n_out]``); gat computes every input row, as
+    PyG does.
     """
     layers, csr = model.num_layers, model.aggregation == "csr"
     n_in = kept_per_layer(x.shape[0], num_sampled_nodes_per_hop, layers)
     e_in = kept_per_layer(edge_index.shape[1], num_sampled_edges_per_hop, layers)
     gcn = isinstance(model.convs[0], GCNConv)
-    sage = isinstance(model.convs[0], SAGEConv)
+    sage = isinstance(model.convs[0], (SAGEConv, SepConv))  # both bipartite: sources, targets
     if gcn:  # normalised once, on the whole sampled subgraph (degrees as in the untrimmed forward)
         conv = model.convs[0]
         edge_index, edge_weight = gcn_norm(edge_index, edge_weight, x.shape[0], conv.improved,
@@ -178,7 +181,8 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
             out = conv.propagate(edge_index[:, keep], x=conv.lin(prev),
                                  edge_weight=edge_weight[keep], size=(rows, n_out))
             out = out if conv.bias is None else out + conv.bias
-        elif sage:  # bipartite as under csr: the first e_in edges all point into the n_out rows
+        elif sage:  # sage, sep: bipartite as under csr, the first e_in edges all point into
+            # the n_out rows
             out = conv((prev, prev[:n_out]), edge_index[:, :e_in[layer]], size=(rows, n_out))
         else:  # gat: PyG's trim, the first e_in edges, every input row an output row
             out = conv(prev, edge_index[:, :e_in[layer]])
@@ -298,6 +302,65 @@ GRAPH_MODELS = {"gcn": SampledGCN, "sage": SampledGraphSAGE, "gat": SampledGAT}
 RESIDUAL_MODELS = {"gcn": ResidualGCN, "sage": ResidualGraphSAGE, "gat": ResidualGAT}
 
 
+class SepConv(MessagePassing):
+    """Ego / neighbour separation (the "-sep" layers of Platonov et al. 2023; H2GCN's first
+    design): ``out_v = [x_v W_ego + b_ego | mean_{u -> v} x_u W_nbr + b_nbr]``, (N_dst, out).
+
+    A node's own state and its in-neighbours' mean go through separate weights and are
+    concatenated, never summed, so a neighbourhood unlike the node (heterophily) cannot wash
+    out its own features, and the next layer can weigh the two apart (even with opposite
+    signs). The ego half has ``out // 2`` channels, the neighbour half the rest: the width stays
+    ``out``. A node without in-edges gets ``b_nbr`` in its neighbour half (PyG's empty mean is 0).
+
+    The neighbour half projects the sources before the mean, ``mean(x_u) W = mean(x_u W)``: the
+    per-edge messages are ``out - out // 2`` wide instead of ``in`` (the same up to rounding).
+    Called as PyG convs are: ``x`` (N, in) or bipartite ``(x_src (N_src, in), x_dst (N_dst,
+    in))`` with ``edge_index`` (2, E) of (source, target) ids and ``size=(N_src, N_dst)``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__(aggr="mean")
+        assert out_channels >= 2, "config rules refuse train.hidden < 2 for sep"
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.lin_ego = nn.Linear(in_channels, out_channels // 2)
+        self.lin_nbr = nn.Linear(in_channels, out_channels - out_channels // 2)
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        self.lin_ego.reset_parameters()
+        self.lin_nbr.reset_parameters()
+
+    def forward(self, x, edge_index: torch.Tensor,
+                size: tuple[int, int] | None = None) -> torch.Tensor:
+        src, dst = (x, x) if isinstance(x, torch.Tensor) else x
+        z = F.linear(src, self.lin_nbr.weight)  # (N_src, out - out // 2): narrow messages
+        nbr = self.propagate(edge_index, x=(z, None), size=size or (src.shape[0], dst.shape[0]))
+        return torch.cat([self.lin_ego(dst), nbr + self.lin_nbr.bias], dim=-1)
+
+    def message(self, x_j: torch.Tensor) -> torch.Tensor:
+        return x_j
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels})"
+
+
+class SepGNN(_Sampled, _Residual, BasicGNN):
+    """``sep``: ``SepConv`` layers in PyG's ``BasicGNN``, always with skip connections
+    (``finish_layer``: ``h_{i+1} = dropout(relu(norm(conv_i(h_i)))) + h_i`` from the second
+    layer on) and a linear head, as the "-sep" models of Platonov et al. 2023.
+
+    Every conv writes ``hidden`` channels; the head reads the last layer's output
+    (``jk="last"``, train.jk none) or, H2GCN's final combination, every layer's (``jk="cat"``;
+    ``"max"`` too), so a class decision can use each hop's ego and neighbour halves apart.
+    """
+
+    supports_edge_weight = False
+    supports_edge_attr = False
+
+    def init_conv(self, in_channels: int, out_channels: int, **kwargs) -> MessagePassing:
+        return SepConv(in_channels, out_channels)
+
+
 class FeatureMLP(nn.Module):
     """PyG ``MLP`` that accepts and ignores ``edge_index``."""
 
@@ -414,8 +477,9 @@ def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Ten
 
     PyG ``BasicGNN`` without jk: the output of layer L-2 after activation (norm, dropout,
     residual: ``finish_layer``), i.e. what the last conv reads; with jk: the jk output before
-    ``lin``. ``mlp``: the MLP's last hidden (its input with one layer); ``sign``: the hidden
-    before the final linear. Call in eval mode for the inference embedding.
+    ``lin`` (``jk="last"``, sep's head over its last layer: that layer's output). ``mlp``: the
+    MLP's last hidden (its input with one layer); ``sign``: the hidden before the final
+    linear. Call in eval mode for the inference embedding.
     """
     if isinstance(model, FeatureMLP):
         out, emb = model.mlp(x, return_emb=True)
@@ -423,17 +487,17 @@ def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Ten
     if isinstance(model, SIGN):
         return model.forward_with_hidden(x)
     assert isinstance(model, BasicGNN), f"no hidden-layer accessor for {type(model).__name__}"
-    jk, h, xs, hidden = hasattr(model, "jk"), x, [], x
+    jk, head, h, xs, hidden = hasattr(model, "jk"), hasattr(model, "lin"), x, [], x
     for layer, conv in enumerate(model.convs):
-        if layer == model.num_layers - 1 and not jk:
+        if layer == model.num_layers - 1 and not head:
             hidden = h  # what the last conv reads
         h = finish_layer(model, layer, conv(h, edge_index), h)
         if jk:
             xs.append(h)
-    if not jk:
+    if not head:
         return h, hidden
-    hidden = model.jk(xs)
-    return (model.lin(hidden) if hasattr(model, "lin") else hidden), hidden
+    hidden = model.jk(xs) if jk else h  # what the head reads
+    return model.lin(hidden), hidden
 
 
 def build_model(name: str, in_dim: int, num_classes: int, cfg: FitParams,
@@ -448,6 +512,10 @@ def build_model(name: str, in_dim: int, num_classes: int, cfg: FitParams,
     if name == "gat":
         assert cfg.hidden % cfg.heads == 0, "config._check_heads refuses this train section"
         kwargs["heads"] = cfg.heads
+    if name == "sep":  # a head always: every conv keeps both halves (train.jk none: "last")
+        return SepGNN(in_channels=in_dim, hidden_channels=cfg.hidden, num_layers=cfg.num_layers,
+                      out_channels=num_classes, dropout=cfg.dropout,
+                      jk="last" if cfg.jk == "none" else cfg.jk, norm=nn.LayerNorm(cfg.hidden))
     models = RESIDUAL_MODELS if cfg.residual else GRAPH_MODELS
     model = models[name](in_channels=in_dim, hidden_channels=cfg.hidden,
                          num_layers=cfg.num_layers, out_channels=num_classes,

@@ -52,6 +52,9 @@ SKIPPED = {
     ("README.md", "dvc exp run --temp -S dataset.source=parquet"),
     ("docs/evaluation.md", "for depth in 1 2 3 4 5 6 7 8; do dvc exp run --queue -n depth-$depth "
                            "-S train.num_layers=$depth; done"),
+    ("docs/models.md", "python -m bench.heterophily"),
+    ("docs/models.md", "python -m bench.heterophily --nodes 5000 --classes 5 --features 64 "
+                       "--signal 1.0  --homophily 0.05 0.2 --seeds 3 --models mlp gcn sage sep"),
     ("docs/scaling.md", "make repro-scale"),
     ("docs/typed-graphs.md", "dvc exp run --temp -S dataset.source=parquet -S dataset.layout=typed "
                              "-S dataset.edges.timestamp=ts"),
