@@ -15,8 +15,8 @@ from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import ROLE_CODES, TYPED, edge_type_name
 from gnnpipe.graphops.reach import accuracy_by_distance, hops_to_train
-from gnnpipe.reporting.eval_inputs import (baseline_model, collapse_causes, link_predictions,
-                                           low_homophily)
+from gnnpipe.reporting.eval_inputs import (baseline_candidates, baseline_model, collapse_causes,
+                                           link_predictions, low_homophily)
 from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test, judged_gap,
                                         majority_fraction, on_test, score_predictions, smoothing,
                                         top_class)
@@ -60,7 +60,7 @@ def _score_nodes(args, params, typed):
                     params.train.class_weight)
     summary = compare(gnn, mlp, params.train.model, cfg, gap, low_homophily(args.analysis),
                       baseline, metric=metric, causes=causes,
-                      candidates=_candidates(args.baseline_metrics))
+                      candidates=baseline_candidates(args.baseline_metrics))
     if cfg.seeds > 1:
         summary["seeds"] = retrained_seeds(args, params, graph, roles, baseline,
                                            seed_run(params.seed, gnn_value, mlp_value, gap,
@@ -82,14 +82,6 @@ def _score_nodes(args, params, typed):
             summary["smoothing"]["relation"] = edge_type_name(own)
         summary["node_type"] = graph.target
     return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
-
-
-def _candidates(baseline_metrics) -> dict | None:
-    """The structure-free models the baseline stage chose from, name -> best val value
-    (metrics/baseline.json ``candidates``; None when it fitted one model or is absent)."""
-    if not baseline_metrics.exists():
-        return None
-    return io.read_json(baseline_metrics).get("candidates") or None
 
 
 def _score_links(args, params, typed):

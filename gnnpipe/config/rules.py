@@ -9,10 +9,11 @@ that need the data (graph sizes, split meta) stay where the data is read.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from gnnpipe.config.errors import ParamsError
-from gnnpipe.config.schema import Params
+from gnnpipe.config.schema import EngineParams, Params
 
 
 # --------------------------------------------------------------------------- data and split
@@ -162,6 +163,20 @@ def _check_typed_training(params: Params) -> None:
                           "graphs yet; set them to false")
 
 
+def _check_sep(params: Params) -> None:
+    """sep (gnnpipe/training/models.py SepGNN) splits each layer's train.hidden channels into an
+    ego and a neighbour half, and has its skip connections built in."""
+    train = params.train
+    if train.model != "sep":
+        return
+    if train.hidden < 2:
+        raise ParamsError(f"train.hidden={train.hidden} is too narrow for train.model=sep (each "
+                          "layer keeps an ego and a neighbour half): use train.hidden >= 2")
+    if train.residual:
+        raise ParamsError("train.residual=true: train.model=sep has its skip connections built "
+                          "in; set train.residual: false")
+
+
 def _check_residual(params: Params) -> None:
     """train.residual needs a graph model with at least one hidden-to-hidden layer."""
     train = params.train
@@ -198,10 +213,11 @@ def _check_layerwise(params: Params) -> None:
         raise ParamsError(f"train.inference.mode='layerwise' evaluates typed "
                           f"{' and '.join(TYPED_LAYERWISE_MODELS)} models, not train.model="
                           f"{train.model!r}; set train.inference.mode: auto or full")
-    if params.dataset.layout != "typed" and train.model not in ("mlp", "gcn", "sage", "gat"):
-        raise ParamsError(f"train.inference.mode='layerwise' evaluates mlp, gcn, sage and gat, "
-                          f"not train.model={train.model!r}; set train.inference.mode: auto or "
-                          "full")
+    flat = ("mlp", "gcn", "sage", "gat", "sep")  # homogeneous models inference.py blocks
+    if params.dataset.layout != "typed" and train.model not in flat:
+        raise ParamsError(f"train.inference.mode='layerwise' evaluates {', '.join(flat[:-1])} and "
+                          f"{flat[-1]}, not train.model={train.model!r}; set "
+                          "train.inference.mode: auto or full")
 
 
 def _check_rendezvous(params: Params) -> None:
@@ -240,6 +256,75 @@ def _check_engine(params: Params) -> None:
                           "(e.g. 1GiB)")
 
 
+# ---------------------------------------------------------------------------------- cluster
+TLS_KEYS = ("ca_file", "cert_file", "key_file")  # cluster.tls: the CA, this client's cert and key
+
+
+def _address_host(address: str) -> tuple[str, str]:
+    """(scheme, host) of a Dask address: ``tls://host:8786``, ``tcp://[::1]:8786`` or
+    ``host:8786`` (no scheme: Dask's default, tcp)."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if rest.startswith("["):  # [IPv6]:port
+        return scheme.lower(), rest[1:].partition("]")[0]
+    return scheme.lower(), rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
+def plain_past_loopback(address: str) -> bool:
+    """A plain-TCP Dask address whose host is not loopback (127.0.0.0/8, ::1, localhost). Names
+    are not resolved (params load alike on every machine): of names, only localhost is loopback."""
+    scheme, host = _address_host(address)
+    if not address or scheme != "tcp" or host.lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, or no host at all
+        return True
+
+
+def address_fault(cfg: EngineParams) -> str | None:
+    """What is wrong with cluster.address and cluster.tls on engine dask, in one line, or None.
+    The params rule raises it, and so does gnnpipe/runtime/engine.py for an EngineParams built
+    without the rules."""
+    address, tls = cfg.address, cfg.tls
+    if cfg.engine != "dask":
+        return None
+    for key in TLS_KEYS:
+        if "\n" in getattr(tls, key) or "-----BEGIN" in getattr(tls, key):
+            return (f"cluster.tls.{key} holds PEM text: give the path of its file (keys and "
+                    "certificates stay out of params.yaml and git)")
+    scheme, _ = _address_host(address)
+    missing = [f"cluster.tls.{key}" for key in TLS_KEYS if not getattr(tls, key)]
+    if address and scheme == "tls":
+        unset = f"{', '.join(missing)} unset" if len(missing) < len(TLS_KEYS) else "none is set"
+        return (f"cluster.address={address!r} is TLS and needs cluster.tls.ca_file, "
+                f"cluster.tls.cert_file and cluster.tls.key_file (paths to PEM files, "
+                f"docs/scaling.md); {unset}") if missing else None
+    if not address:  # the embedded LocalCluster, on 127.0.0.1
+        return None
+    if scheme != "tcp":
+        return (f"cluster.address={address!r}: gnnpipe reaches a scheduler over tls:// (or "
+                f"tcp:// on loopback), not {scheme}://")
+    if len(missing) < len(TLS_KEYS):
+        return (f"cluster.tls is set but cluster.address={address!r} is plain tcp://, which "
+                "would ignore it: use the tls:// address of a TLS scheduler")
+    if plain_past_loopback(address) and not cfg.allow_insecure:
+        return (f"cluster.address={address!r} is plain TCP past loopback: anyone who reaches "
+                "that scheduler runs code on every worker; use tls:// with cluster.tls.ca_file, "
+                "cluster.tls.cert_file and cluster.tls.key_file (docs/scaling.md), or set "
+                "cluster.allow_insecure: true on a network only you can reach")
+    return None
+
+
+def _check_cluster_address(params: Params) -> None:
+    """Past loopback, a Dask scheduler is reached over tls:// with mutual authentication: anyone
+    who reaches one runs pickled code on every worker (docs/guarantees.md)."""
+    fault = address_fault(params.cluster)
+    if fault:
+        raise ParamsError(fault)
+
+
 # ----------------------------------------------------------------------------- the one list
 # The order decides which message a params file with several faults gets.
 def _check_partition_weights(params: Params) -> None:
@@ -253,10 +338,10 @@ def _check_partition_weights(params: Params) -> None:
 
 RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
-    _check_rendezvous, _check_residual, _check_layerwise, _check_pairs, _check_baseline_models,
-    _check_node_metric, _check_baseline_blocks,
+    _check_rendezvous, _check_sep, _check_residual, _check_layerwise, _check_pairs,
+    _check_baseline_models, _check_node_metric, _check_baseline_blocks,
     _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
-    _check_aggregation, _check_engine, _check_partition_weights)
+    _check_aggregation, _check_engine, _check_cluster_address, _check_partition_weights)
 
 
 def check(params: Params) -> None:

@@ -26,6 +26,15 @@ def baseline_model(baseline_metrics: Path) -> str:
     return io.read_json(baseline_metrics)["model"]
 
 
+def baseline_candidates(baseline_metrics: Path) -> dict | None:
+    """The structure-free models the baseline stage chose from, name -> best val value of the
+    judged metric (metrics/baseline.json ``candidates``; None when it fitted one model or the
+    file is absent)."""
+    if not baseline_metrics.exists():
+        return None
+    return io.read_json(baseline_metrics).get("candidates") or None
+
+
 def low_homophily(analysis: Path) -> bool | None:
     """analyze's low-homophily flag (metrics/graph.json); None where homophily is not
     applicable (a target type with no relation of its own) or analyze has not run (stages

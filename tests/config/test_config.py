@@ -308,6 +308,10 @@ HETERO = {"layout": "typed"}
 RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"cluster": {"memory_limit": "1MiB"}}, r"cluster.memory_limit='1MiB' must be a memory size",
      "rules._check_engine"),
+    ({"cluster": {"engine": "dask", "address": "tcp://10.0.0.5:8786"}},
+     r"cluster.address='tcp://10.0.0.5:8786' is plain TCP past loopback: .* cluster.tls.ca_file, "
+     r"cluster.tls.cert_file and cluster.tls.key_file .* cluster.allow_insecure: true",
+     "rules._check_cluster_address"),
     ({"partition": {"method": "lp", "node_weight": "degree"}},
      r"partition.method='lp' balances node counts .* \(found 'degree', 'none'\)",
      "rules._check_partition_weights"),
@@ -370,6 +374,11 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
      "rules._check_rendezvous"),
     ({"train": {"model": "mlp", "residual": True}}, "train.residual=true applies to gcn",
      "rules._check_residual"),
+    ({"train": {"model": "sep", "hidden": 1}}, "train.hidden=1 is too narrow for "
+     r"train.model=sep .* use train.hidden >= 2", "rules._check_sep"),
+    ({"train": {"model": "sep", "residual": True, "num_layers": 3}}, "train.residual=true: "
+     "train.model=sep has its skip connections built in; set train.residual: false",
+     "rules._check_sep"),
     ({"train": {"model": "sign", "sampler": "sign", "inference": {"mode": "layerwise"}}},
      "train.inference.mode='layerwise' evaluates mlp", "rules._check_layerwise"),
     ({"dataset": HETERO, "train": {"model": "hgt", "inference": {"mode": "layerwise"}}},
