@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from gnnpipe.pipeline import PLOTS, STAGES, Stage, resources_path
+from gnnpipe.pipeline import ARTIFACTS, PLOTS, STAGES, Stage, resources_path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "gnnpipe"
@@ -238,6 +238,16 @@ def render_stage(name: str, stage: Stage, graph: dict[str, set[str]],
     return lines
 
 
+def artifact_out(name: str, path: str) -> tuple[str, str]:
+    """(stage, out) whose cached out holds artifact ``name``'s ``path``: DVC fetches an artifact
+    from the remote only when a cached out tracks it (in git alone it is no artifact to share)."""
+    for stage, table in STAGES.items():
+        for out in (a.path for a in table.paths if a.kind in ("out", "perf")):
+            if path == out or path.startswith(out + "/"):
+                return stage, out
+    raise ValueError(f"artifact {name}: {path} is in no stage's cached outs")
+
+
 def render(root: Path = ROOT) -> str:
     """The whole dvc.yaml text."""
     graph = import_graph(root)
@@ -247,6 +257,10 @@ def render(root: Path = ROOT) -> str:
     lines += ["plots:"]
     for name, options in PLOTS.items():
         lines += [f"  - {name}:"] + _mapping(options, "      ")
+    lines += ["", "artifacts:"]
+    for name, options in ARTIFACTS.items():
+        stage, out = artifact_out(name, options["path"])
+        lines += [f"  {name}:  # in {stage}'s out {out}"] + _mapping(options, "    ")
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -270,8 +284,8 @@ def _differences(current: dict, generated: dict) -> list[str]:
                       if k != "deps" and now[name].get(k) != new[name].get(k))
         if keys:
             found.append(f"{name} {', '.join(keys)}")
-    if current.get("plots") != generated.get("plots"):
-        found.append("top-level plots")
+    found += [f"top-level {key}" for key in ("plots", "artifacts")
+              if current.get(key) != generated.get(key)]
     return found
 
 

@@ -217,6 +217,21 @@ PLOTS = {"training_curves": {"template": "linear", "x": "epoch",
                                    "metrics/baseline_history.csv": ["val_acc"]}}}
 """dvc.yaml's top-level plots: curves drawn across stages' plot files."""
 
+# dvc.yaml's top-level artifacts (`dvc artifacts get <repo> gnn-model`, DVC Studio's model
+# registry): name -> the entry as DVC reads it. A path must lie in a stage's out (dvc_yaml checks).
+# Labels are static strings, so they name every task the model can be for: which task, model and
+# dataset a run used are params (model.pt's meta names the model and the task: io.save_model)
+ARTIFACTS = {
+    "gnn-model": {
+        "path": f"{MODEL}/model.pt",
+        "type": "model",
+        "desc": "the trained GNN: weights + the meta that rebuilds it; "
+                "torch.load(weights_only=True)",
+        "labels": ["gnn", "gnnpipe", "pytorch-geometric", "node-classification",
+                   "link-prediction"],
+    },
+}
+
 
 # what each stage does, in one line: `gnnpipe --help` lists it without importing any command
 HELP: dict[str, str] = {

@@ -117,7 +117,8 @@ def run_stages(folder, stages) -> None:
 # workers (--dist loadfile) in collection order, and one of these last would leave a worker idle
 # while the other finishes it.
 SLOW_FILES = ("test_pipeline.py", "test_train_resume_ddp.py", "test_hetero_train.py",
-              "test_publish.py", "test_reproducibility.py", "test_dist_bounds.py",
+              "test_publish.py", "test_reproducibility.py", "test_share_s3.py",
+              "test_dist_bounds.py",
               "test_dask_prepare.py", "test_dask_analyze.py", "test_report.py", "test_sources.py",
               "test_dask_split.py", "test_dask_propagate.py", "test_curvature_blocks.py",
               "test_faults.py", "test_link_train.py")

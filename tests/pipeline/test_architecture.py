@@ -148,6 +148,7 @@ def test_dvc_yaml_is_generated_from_the_stage_table(capsys):
     (("      - metrics/perf/train.json  #", "      - metrics/perf/train.json:\n"
       "          persist: true\n      - metrics/perf/unused.json  #"), "train outs"),
     (("  # wall time, peak RSS", "  # peak RSS"), "layout, order or comments only"),
+    (("    type: model\n", "    type: dataset\n"), "top-level artifacts"),
 ])
 def test_check_names_what_a_stale_dvc_yaml_lacks(tmp_path, capsys, edit, names):
     stale = tmp_path / "dvc.yaml"
@@ -159,6 +160,18 @@ def test_check_names_what_a_stale_dvc_yaml_lacks(tmp_path, capsys, edit, names):
     assert err.count("\n") == 1 and names in err and "gnnpipe.dvc_yaml --write" in err
     assert dvc_yaml.main(["--write", "--file", str(stale)]) == 0
     assert dvc_yaml.main(["--check", "--file", str(stale)]) == 0
+
+
+def test_the_model_artifact_is_the_train_stage_cached_model_file():
+    """`dvc artifacts get` fetches an artifact through the out that tracks it: a path outside
+    every cached out is refused at generation."""
+    assert dvc_yaml.artifact_out("gnn-model", "data/model/model.pt") == ("train", "data/model")
+    entry = yaml.safe_load((ROOT / "dvc.yaml").read_text())["artifacts"]["gnn-model"]
+    assert entry["path"] == "data/model/model.pt" and entry["type"] == "model"
+    with pytest.raises(ValueError, match="artifact x: metrics/train.json is in no stage's cached"):
+        dvc_yaml.artifact_out("x", "metrics/train.json")  # a record: in git, not in the cache
+    with pytest.raises(ValueError, match="data/modelx"):
+        dvc_yaml.artifact_out("x", "data/modelx/model.pt")
 
 
 def _covered(path: Path, deps: list[Path]) -> bool:

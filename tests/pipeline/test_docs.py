@@ -56,6 +56,15 @@ SKIPPED = {
     ("docs/models.md", "python -m bench.heterophily --nodes 5000 --classes 5 --features 64 "
                        "--signal 1.0  --homophily 0.05 0.2 --seeds 3 --models mlp gcn sage sep"),
     ("docs/scaling.md", "make repro-scale"),
+    ("docs/sharing.md", 'pip install -e ".[s3]"'),
+    ("docs/sharing.md", "dvc remote modify --local s3store endpointurl "
+                        "https://minio.example.org:9000"),
+    ("docs/sharing.md", "git clone git@github.com:me/gnnpipe.git gnnpipe-2 && cd gnnpipe-2"),
+    ("docs/sharing.md", "pip install dvc-gs"),
+    ("docs/sharing.md", "dvc remote modify --local gnnpipe-store url /mnt/team/gnnpipe-store"),
+    ("docs/sharing.md", "dvc exp run -n lr-02 -S train.lr=0.02"),
+    ("docs/sharing.md", "dvc exp list origin"),
+    ("docs/sharing.md", "dvc push"),
     ("docs/typed-graphs.md", "dvc exp run --temp -S dataset.source=parquet -S dataset.layout=typed "
                              "-S dataset.edges.timestamp=ts"),
 }

@@ -423,9 +423,9 @@ def test_amp_trains_in_bfloat16_on_cpu(setup, monkeypatch):
     dtypes = []
     original = train_module._loss
 
-    def spy(logits, target, weight):
+    def spy(logits, target, weight, class_weight=None):
         dtypes.append(logits.dtype)
-        return original(logits, target, weight)
+        return original(logits, target, weight, class_weight)
 
     monkeypatch.setattr(train_module, "_loss", spy)
     loader = adapt.Batches(_cluster_loader(graph, roles, parts, ppb=2), adapt.train_nodes)
