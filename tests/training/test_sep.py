@@ -7,10 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import make_tiny_graph, small_params
 from test_inference import awkward_csr
-from test_trim import assert_grads_close
 
 from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict)
@@ -18,7 +16,6 @@ from gnnpipe.data.prepare import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
-from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.sampling.link import link_neighbor_loader
 from gnnpipe.splitting.negatives import training_sampler
@@ -127,37 +124,7 @@ def test_the_model_adds_skips_norms_and_a_head():
 
 
 # ------------------------------------------------------------------------------ sampled batches
-FANOUT = (3, 2, 2)
-
-
-@pytest.mark.parametrize("disjoint", [False, True])
-@pytest.mark.parametrize("jk", ["none", "cat", "max"])
-def test_trimmed_seed_logits_and_gradients_equal_the_untrimmed(jk, disjoint):
-    graph = make_tiny_graph(60)
-    cfg = TrainParams(model="sep", num_layers=3, jk=jk, hidden=8,
-                      neighbor=NeighborParams(FANOUT, disjoint=disjoint))
-    torch.manual_seed(0)
-    model = build_model("sep", 2, 3, cfg).eval()  # eval: no dropout, both passes comparable
-    trimmed_rows = []
-    for batch in neighbor_loader(graph.x, graph.y, graph.csr, torch.arange(0, 60, 7),
-                                 cfg.neighbor, seed=0, batch_size=4, shuffle=False):
-        kwargs, b = trim_kwargs(model, batch), batch.batch_size
-        assert len(kwargs["num_sampled_nodes_per_hop"]) == len(FANOUT) + 1
-        grads = []
-        for trim in (False, True):
-            model.zero_grad()
-            out = model(batch.x, batch.edge_index, **(kwargs if trim else {}))
-            F.cross_entropy(out[:b], batch.y[:b]).backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-            if trim:
-                trimmed_rows.append((out.shape[0], batch.num_nodes))
-                torch.testing.assert_close(out[:b], full[:b], atol=1e-5, rtol=0)
-            else:
-                full = out.detach()
-        assert_grads_close(grads[1], grads[0])
-    assert all(rows < nodes for rows, nodes in trimmed_rows)  # trimming bit
-
-
+# (node batches: sep is a case of tests/training/test_trim.py's trimming test)
 def test_trimmed_link_step_scores_equal_the_untrimmed():
     """The link task's encoder: pair scores survive trimming (sep's head writes the embedding)."""
     graph = make_tiny_graph(60)

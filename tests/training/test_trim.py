@@ -52,6 +52,7 @@ def assert_grads_close(got: list[torch.Tensor], want: list[torch.Tensor]) -> Non
 
 CASES = [(name, jk, residual) for name, jk, residual in itertools.product(
     ("gcn", "sage", "gat"), ("none", "cat", "max"), (False, True))]
+CASES += [("sep", jk, False) for jk in ("none", "cat", "max")]  # sep's skips are built in
 
 
 @pytest.mark.parametrize("disjoint", [False, True])
