@@ -15,14 +15,10 @@ from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainP
 from gnnpipe.data.prepare import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.sampling.link import link_neighbor_loader
-from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.inference import LayerwiseInference, csr_view, layerwise_logits, plan
-from gnnpipe.training.link_train import _pair_step
-from gnnpipe.training.models import SepConv, SepGNN, build_model, forward_with_hidden, trim_kwargs
+from gnnpipe.training.models import SepConv, SepGNN, build_model, forward_with_hidden
 from gnnpipe.training.train import build_inputs, fit
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -123,27 +119,7 @@ def test_the_model_adds_skips_norms_and_a_head():
     assert cat.jk_mode == "cat" and cat.lin.in_features == 24
 
 
-# ------------------------------------------------------------------------------ sampled batches
-# (node batches: sep is a case of tests/training/test_trim.py's trimming test)
-def test_trimmed_link_step_scores_equal_the_untrimmed():
-    """The link task's encoder: pair scores survive trimming (sep's head writes the embedding)."""
-    graph = make_tiny_graph(60)
-    cfg = TrainParams(model="sep", num_layers=2, hidden=8, neighbor=NeighborParams((3, 2)))
-    src, dst = graph.csr.edge_index()
-    supervision = torch.stack([src[:20], dst[:20]])
-    loader = link_neighbor_loader(graph.x, graph.csr, supervision,
-                                  training_sampler(src.numpy(), dst.numpy(), graph.num_nodes),
-                                  cfg.neighbor, 0, batch_size=5)
-    loader.set_epoch(1)
-    torch.manual_seed(0)
-    model = build_model("sep", 2, 8, cfg).eval()
-    for batch in loader:
-        assert trim_kwargs(model, batch)
-        logits, _ = _pair_step(model, None, supervision, None, adapt.pairs(batch))
-        z = model(batch.x, batch.edge_index)  # untrimmed
-        pairs = batch.edge_label_index
-        torch.testing.assert_close(logits, (z[pairs[0]] * z[pairs[1]]).sum(-1), atol=1e-5,
-                                   rtol=0)
+# (sampled node and link batches: sep is a case of tests/training/test_trim.py's trimming tests)
 
 
 # ---------------------------------------------------------------------------- layer-wise blocks

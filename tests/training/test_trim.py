@@ -132,7 +132,7 @@ def test_models_without_per_hop_semantics_are_not_trimmed(graph):
     assert trim_kwargs(two_layers, batch) == {}
 
 
-@pytest.mark.parametrize("name", ["gcn", "sage", "gat"])
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "sep"])
 def test_trimmed_link_step_scores_equal_the_untrimmed(graph, name):
     """Link batches: the pair endpoints are the seeds; their scores survive trimming."""
     cfg = TrainParams(model=name, num_layers=2, hidden=8, heads=2,
