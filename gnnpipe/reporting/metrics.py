@@ -207,6 +207,12 @@ def link_ranks(pos, neg, *, rtol: float = TIE_RTOL) -> np.ndarray:
     optimistic and pessimistic rank, as OGB's link evaluators do), and a negative within the
     tolerance of its positive (``near``, pairwise) is a tie, not above or below.
     """
+    return ranks_and_ties(pos, neg, rtol=rtol)[0]
+
+
+def ranks_and_ties(pos, neg, *, rtol: float = TIE_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """``link_ranks`` float (P,) and how many negatives are tied with each positive, int64
+    (P,), from one comparison of the scores (what a train epoch's MRR and tied share share)."""
     pos, neg = _link_inputs(pos, neg)
     rtol = _check_rtol(rtol)
     if neg.ndim == 2:  # (P, K): each positive against its own row
@@ -217,7 +223,7 @@ def link_ranks(pos, neg, *, rtol: float = TIE_RTOL) -> np.ndarray:
         at_most = np.searchsorted(sorted_neg, high, side="right")
         below = np.searchsorted(sorted_neg, low, side="left")
         above, ties = neg.size - at_most, at_most - below
-    return 1.0 + above + 0.5 * ties
+    return 1.0 + above + 0.5 * ties, ties
 
 
 def hits_at_k(pos, neg, k: int, *, rtol: float = TIE_RTOL) -> float:

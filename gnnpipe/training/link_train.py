@@ -41,7 +41,7 @@ from gnnpipe.training import loop
 from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
 from gnnpipe.reporting.collapse import collapse, collapse_warning
-from gnnpipe.reporting.metrics import mrr, row_ties
+from gnnpipe.reporting.metrics import ranks_and_ties
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.train import (PhaseInput, _placed, batch_output, layerwise_output,
@@ -135,9 +135,11 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
 def val_scores(pos: np.ndarray, neg: np.ndarray) -> dict[str, float]:
     """An epoch's val figures from the val positives (P,) and their fixed negatives (P, K):
     the MRR early stopping maximises, and the share of (positive, negative) pairs tied within
-    float rounding (``metrics.row_ties``; 1 for a collapsed encoder)."""
-    return {"val_mrr": mrr(pos, neg),  # per positive: no sort of all scores
-            "val_tied_share": float(row_ties(pos, neg)[1].sum()) / max(neg.size, 1)}
+    float rounding (``metrics.ranks_and_ties``, one comparison for both; 1 for a collapsed
+    encoder)."""
+    ranks, ties = ranks_and_ties(pos, neg)  # per positive: no sort of all scores
+    return {"val_mrr": float((1.0 / ranks).mean()),  # metrics.mrr's arithmetic
+            "val_tied_share": float(ties.sum()) / max(neg.size, 1)}
 
 
 class LinkTask:
