@@ -1,10 +1,15 @@
 """The timing shared by the epoch benches (bench/train_epoch.py, bench/typed_epoch.py): ``fit``'s
-step split from outside it (``StepClock``, ``timed_fit``), the plain PyG loop split alike
-(``plain_epoch``), rows run in interleaved rounds (``interleave``), one line per epoch
-(``record``) and the summary with its ratios (``summarize``, ``finish``)."""
+step split from outside it (``StepClock``, ``timed_fit``), the plain PyG loop split by the same
+clock over the same span (``plain_epoch``), what an epoch executes, which load does not change
+(``Tally``: aten operator and Python function calls), rows run in interleaved rounds
+(``interleave``), one line per epoch (``record``) and the summary with its ratios
+(``summarize``, ``finish``)."""
 
 from __future__ import annotations
 
+import cProfile
+import collections
+import dataclasses
 import importlib
 import json
 import os
@@ -26,12 +31,13 @@ PHASES = ("sample", "gather", "assemble", "forward", "backward", "optimizer", "o
 class StepClock:
     """Splits ``fit``'s epochs into ``PHASES`` from outside ``fit``: a timed copy of its loader
     (``loader``) and hooks on its model (``watch``) and on every optimizer's step (while in a
-    ``with clock:`` block). Per epoch, ``sample`` is the sampler (the ``DataLoader``'s next
-    item), ``gather`` PyG's ``filter_fn`` (``x``/``y`` rows), ``assemble`` the ``LossBatch``
-    adapter, ``forward`` from the model's call to the gradient of its output (model, loss and
-    the loss's own backward), ``backward`` from there to the optimizer's step, ``optimizer``
-    Adam's step; ``other`` (``split``) is the rest of fit's epoch: zero_grad,
-    the trim keywords, the per-epoch loss sums."""
+    ``with clock:`` block; the model's hooks go at its end too). Per epoch, ``sample`` is the
+    sampler (the ``DataLoader``'s next item), ``gather`` PyG's ``filter_fn`` (``x``/``y`` rows),
+    ``assemble`` the ``LossBatch`` adapter, ``forward`` from the model's call to the gradient of
+    its output (model, loss and the loss's own backward), ``backward`` from there to the
+    optimizer's step, ``optimizer`` Adam's step; ``other`` (``split``) is the rest of the
+    epoch: the loader's iterator, zero_grad, the trim keywords, the loss sums (fit's: also its
+    per-epoch reseeding and ``set_epoch``)."""
 
     def __init__(self):
         self.epochs: list[dict[str, float]] = []
@@ -64,8 +70,8 @@ class StepClock:
         def after(module, args, out):
             if torch.is_grad_enabled() and out.requires_grad:
                 out.register_hook(lambda grad: self.tick("forward"))
-        model.register_forward_pre_hook(before)
-        model.register_forward_hook(after)
+        self.handles += [model.register_forward_pre_hook(before),
+                         model.register_forward_hook(after)]
         return model
 
     def split(self, epoch: int, train_seconds: float) -> dict[str, float]:
@@ -77,7 +83,7 @@ class StepClock:
 
     def __enter__(self):
         hooks = importlib.import_module("torch.optim.optimizer")  # the global step hooks
-        self.handles = [
+        self.handles += [
             hooks.register_optimizer_step_pre_hook(lambda *a: self.tick("backward")),
             hooks.register_optimizer_step_post_hook(lambda *a: self.tick("optimizer"))]
         return self
@@ -85,6 +91,61 @@ class StepClock:
     def __exit__(self, *exc):
         for handle in self.handles:
             handle.remove()
+        self.handles = []
+
+
+class Tally:
+    """What runs between ``start()`` and ``stop()``, which load does not change: aten operator
+    calls (``torch.profiler``, CPU; nested ones too) and Python function calls (``cProfile``,
+    built-ins included), summed over the sessions; ``batches`` counts the steps seen."""
+
+    def __init__(self):
+        self.ops: collections.Counter = collections.Counter()
+        self.calls = 0
+        self.batches = 0
+        self._sessions: tuple | None = None
+
+    def start(self) -> None:
+        ops = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        ops.__enter__()
+        calls = cProfile.Profile()
+        self._sessions = (ops, calls)
+        calls.enable()  # last in, first out: neither profiler counts the other's start
+
+    def stop(self, *_) -> None:
+        ops, calls = self._sessions
+        calls.disable()
+        ops.__exit__(None, None, None)
+        self.ops.update(e.name for e in ops.events() if e.name.startswith("aten::"))
+        self.calls += sum(entry.callcount for entry in calls.getstats())
+        self._sessions = None
+
+    def differences(self, other: "Tally") -> dict[str, tuple[int, int]]:
+        """aten op -> (count here, count in ``other``) where they differ."""
+        return {op: (self.ops[op], other.ops[op]) for op in sorted(set(self.ops) | set(other.ops))
+                if self.ops[op] != other.ops[op]}
+
+
+class _Tallied:
+    """``loader`` whose every iteration starts ``tally`` and counts its batches (``fit``'s
+    ``callbacks`` stop it after the epoch's steps and loss sums)."""
+
+    def __init__(self, loader, tally: Tally):
+        self.loader, self.tally = loader, tally
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str):  # node_sampler (set_epoch), skipped, ...
+        if name in ("loader", "tally"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __iter__(self):
+        self.tally.start()
+        for batch in self.loader:
+            self.tally.batches += 1
+            yield batch
 
 
 def interleave(keys: list[str], chosen: set[str], rounds: int, run_row) -> None:
@@ -98,16 +159,21 @@ def interleave(keys: list[str], chosen: set[str], rounds: int, run_row) -> None:
 
 
 def timed_fit(make_model, cfg, seed: int, loader, evaluator,
-              options: LoopOptions) -> list[dict]:
+              options: LoopOptions, tally: Tally | None = None) -> list[dict]:
     """``fit(make_model, None, None, None, cfg, seed, loader, evaluator, options)`` under a
     ``StepClock``: one dict per epoch with fit's ``train_seconds`` as ``seconds``, seeds,
     batches, the train loss, the probe loss the ``evaluator`` (``bench.train_epoch.NoEvaluation``)
-    recorded, the step split and the load."""
+    recorded, the step split and the load. ``tally`` counts each epoch's steps and loss sums
+    (from the loader's first batch to fit's ``callbacks``)."""
     evaluator.losses.clear()
     clock = StepClock()
+    batches = clock.loader(loader)
+    if tally is not None:
+        batches = _Tallied(batches, tally)
+        options = dataclasses.replace(options, callbacks=(*options.callbacks, tally.stop))
     with clock:
         result = fit(lambda: clock.watch(make_model()), None, None, None, cfg, seed=seed,
-                     loader=clock.loader(loader), evaluator=evaluator, options=options)
+                     loader=batches, evaluator=evaluator, options=options)
     return [{"seconds": row["train_seconds"], "seeds": row["seeds"], "batches": row["batches"],
              "loss": hist["train_loss"], "probe": probed,
              **clock.split(i, row["train_seconds"]), "load1": os.getloadavg()[0]}
@@ -150,48 +216,54 @@ class _TimedLoader:
 
 
 def plain_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader, inputs,
-                trim: bool = False) -> dict:
-    """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), seconds
-    split into sample, gather, forward, backward and optimizer (``PHASES``; a plain loop has
-    no adapter and no bookkeeping to time). ``inputs(model, batch, trim)`` gives the model's
-    arguments, keywords and the seeds' labels (the logits of the first ``len(labels)`` output
-    rows carry the loss)."""
-    model.train()
-    timed = ("sample", "gather", "forward", "backward", "optimizer")
-    spent = dict.fromkeys(timed, 0.0)
+                trim: bool = False, tally: Tally | None = None) -> dict:
+    """One epoch of the PyG docs' loop over a ``NodeLoader`` (or ``NeighborLoader``), timed as
+    ``timed_fit`` times fit: the same ``StepClock`` (its timed loader, model and optimizer
+    hooks), ``seconds`` the wall time of the whole epoch (``model.train()``, the loader's
+    iterator, every step and its loss sum, as fit's ``train_seconds``), split into ``PHASES``
+    (no ``assemble``: a plain loop has no adapter; ``other``: zero_grad, ``inputs``, the loss
+    sums, the iterator). ``inputs(model, batch, trim)`` gives the model's arguments, keywords
+    and the seeds' labels (the logits of the first ``len(labels)`` output rows carry the
+    loss). ``tally`` counts the steps and loss sums (from the first batch to the last sum)."""
+    clock = StepClock()
     loss_sum, seeds, nodes, batches = 0.0, 0, 0, 0
-    # NodeLoader = DataLoader(collate_fn=sample [+ filter_fn when filter_per_worker]) +
-    # filter_fn (gather): sample in the DataLoader, gather here, timed apart
-    per_worker, loader.filter_per_worker = loader.filter_per_worker, False
-    try:
-        samples = torch.utils.data.DataLoader._get_iterator(loader)
-        while True:
-            ticks = [time.perf_counter()]
-            out = next(samples, None)
-            if out is None:
-                break
-            ticks.append(time.perf_counter())
-            batch = loader.filter_fn(out)
-            ticks.append(time.perf_counter())
+    with clock:
+        clock.watch(model)
+        started = time.perf_counter()
+        model.train()
+        timed = _TimedLoader(loader, clock)
+        for batch in timed if tally is None else _Tallied(timed, tally):
             optimizer.zero_grad()
             args, kwargs, y = inputs(model, batch, trim)
             loss = F.cross_entropy(model(*args, **kwargs)[:y.numel()], y)
-            ticks.append(time.perf_counter())
             loss.backward()
-            ticks.append(time.perf_counter())
             optimizer.step()
-            ticks.append(time.perf_counter())
-            for phase, (a, b) in zip(timed, zip(ticks, ticks[1:])):
-                spent[phase] += b - a
             loss_sum += float(loss.detach()) * y.numel()
             seeds += y.numel()
             nodes += batch.num_nodes
             batches += 1
-    finally:
-        loader.filter_per_worker = per_worker
-    return {"seconds": sum(spent.values()), **{f"{k}_seconds": v for k, v in spent.items()},
-            "seeds": seeds, "loss": loss_sum / max(seeds, 1),
+        if tally is not None:
+            tally.stop()
+        seconds = time.perf_counter() - started
+    split = clock.split(0, seconds)
+    del split["assemble_seconds"]
+    return {"seconds": seconds, **split, "seeds": seeds, "loss": loss_sum / max(seeds, 1),
             "nodes_per_batch": nodes / max(batches, 1), "batches": batches}
+
+
+def compare_tallies(name: str, mine: Tally, base: str, theirs: Tally) -> dict:
+    """Print and return what one epoch of row ``name`` executes beside row ``base``'s: batches,
+    aten operator calls (total, and each op whose count differs) and Python calls per batch."""
+    per_batch = [t.calls / max(t.batches, 1) for t in (mine, theirs)]
+    differ = mine.differences(theirs)
+    print(f"# one epoch's work (load-independent), {name.strip()} / {base.strip()}: "
+          f"{mine.batches} / {theirs.batches} batches, aten ops {sum(mine.ops.values()):,} / "
+          f"{sum(theirs.ops.values()):,}, Python calls per batch {per_batch[0]:,.0f} / "
+          f"{per_batch[1]:,.0f}; ops whose counts differ: "
+          + (", ".join(f"{op} {a} / {b}" for op, (a, b) in differ.items()) or "none"))
+    return {"rows": [name.strip(), base.strip()], "batches": [mine.batches, theirs.batches],
+            "aten_ops": [sum(mine.ops.values()), sum(theirs.ops.values())],
+            "python_calls_per_batch": per_batch, "ops_differing": differ}
 
 
 def record(epochs: dict[str, list[dict]], name: str, e: dict) -> None:
@@ -214,9 +286,13 @@ HEADER = (f"{'row':40s} {'epoch s':>8} {'seeds/s':>8} " + " ".join(f"{p[:7]:>7}"
           + f" {'nodes/batch':>11} {'loss':>7} {'probe':>7} {'load1':>5}")
 
 
-def summarize(epochs: dict[str, list[dict]], baselines: list[str], ours: list[str]) -> dict:
+def summarize(epochs: dict[str, list[dict]], baselines: list[str], ours: list[str],
+              pairs: tuple[tuple[str, str], ...] = ()) -> dict:
     """Best / mean epoch and mean split per row, and baseline / ours ratios of the mean epoch
-    with the relative difference of the mean train loss and probe loss."""
+    (every baseline against every row of ``ours``, then each (baseline, ours) of ``pairs``) with
+    the relative difference of the mean train loss and probe loss, and the median of the
+    epoch-by-epoch ratios (``paired``: epoch i of both rows ran in the same round, minutes
+    apart at most, so a load change between rounds cancels out)."""
     results = {}
     for name, rows in epochs.items():
         if not rows:
@@ -235,19 +311,26 @@ def summarize(epochs: dict[str, list[dict]], baselines: list[str], ours: list[st
               f"mean {row['mean_epoch_seconds']:7.3f} s  {row['best_seeds_per_s']:8,.0f} seeds/s"
               + (f"  mean split: {split}" if split else ""))
     ratios = {}
-    for base in (b for b in baselines if b in results):
-        for name in (o for o in ours if o in results and o != base):
-            key = f"{base} / {name.strip()} (mean epoch time)"
-            ratios[key] = {"ratio": results[base]["mean_epoch_seconds"]
-                           / results[name]["mean_epoch_seconds"]}
-            line = f"ratio {key}: {ratios[key]['ratio']:.2f}x"
-            for what in ("loss", "probe"):
-                if all(what in e for e in results[name]["epochs"] + results[base]["epochs"]):
-                    diff = (statistics.mean(e[what] for e in results[name]["epochs"])
-                            / statistics.mean(e[what] for e in results[base]["epochs"]) - 1)
-                    ratios[key][what] = diff
-                    line += f"  (mean {what} {diff:+.2%})"
-            print(line)
+    compared = [(b, o) for b in baselines for o in ours] + list(pairs)
+    for base, name in compared:
+        key = f"{base.strip()} / {name.strip()} (mean epoch time)"
+        if base not in results or name not in results or base == name or key in ratios:
+            continue
+        mine, theirs = results[name]["epochs"], results[base]["epochs"]
+        ratios[key] = {"ratio": results[base]["mean_epoch_seconds"]
+                       / results[name]["mean_epoch_seconds"]}
+        line = f"ratio {key}: {ratios[key]['ratio']:.2f}x"
+        if len(mine) == len(theirs):
+            ratios[key]["paired"] = statistics.median(b["seconds"] / a["seconds"]
+                                                      for a, b in zip(mine, theirs))
+            line += f" (paired median {ratios[key]['paired']:.2f}x)"
+        for what in ("loss", "probe"):
+            if all(what in e for e in mine + theirs):
+                diff = (statistics.mean(e[what] for e in mine)
+                        / statistics.mean(e[what] for e in theirs) - 1)
+                ratios[key][what] = diff
+                line += f"  (mean {what} {diff:+.2%})"
+        print(line)
     return {"results": results, "ratios": ratios}
 
 

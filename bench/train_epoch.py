@@ -36,20 +36,45 @@ hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoc
   (untrimmed, scatter): the recipe as it would run with a sampler as fast as gnnpipe's, so
   ``it / fit`` is a lower bound of ``recipe / fit`` (gnnpipe's sampler is the faster one).
 - ``... + trim`` and ``... + trim + csr``: the same loop passing the per-hop counts, with
-  scatter and with CSR aggregation: what ``fit`` does inside, without ``fit``'s bookkeeping.
+  scatter and with CSR aggregation: the bare loop a user could write on gnnpipe's sampler, doing
+  what ``fit`` does inside without ``fit``'s bookkeeping. ``... + trim (scatter) / gnnpipe fit
+  (trim, scatter)`` (and the csr pair) is the goal ratio: at least 1.0x, fit no slower.
 
-Every row splits its epoch into the phases of a step (bench/epoch_steps.py): ``sample`` (the
-sampler: node ids and local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the
-batch), ``forward`` (model and loss), ``backward`` and ``optimizer`` (Adam's step); the
-``fit`` rows, timed from outside ``fit`` (``StepClock``), also ``assemble`` (the ``LossBatch``
-adapter) and ``other`` (fit's own bookkeeping), and their forward holds the loss's backward.
+Every row splits its epoch into the phases of a step (bench/epoch_steps.py), timed by one
+instrument (``StepClock``: a timed copy of the loader, hooks on the model and on the optimizer's
+step) over one span, the whole epoch (fit's ``train_seconds``; for a loop row, from
+``model.train()`` through its last step's loss sum): ``sample`` (the sampler: node ids and
+local edges), ``gather`` (PyG's ``filter_fn``: ``x``/``y`` rows of the batch), ``assemble``
+(fit's ``LossBatch`` adapter; none in a loop row), ``forward`` (model, loss and the loss's own
+backward, up to the gradient of the model's output), ``backward`` (the model's), ``optimizer``
+(Adam's step) and ``other``, the rest: zero_grad, the trim keywords, the loss sums, the
+loader's iterator, and in fit its per-epoch reseeding and ``set_epoch``.
+
+``--ops`` first counts, not times, what one epoch of ``fit`` and of the bare loop (trim,
+scatter) execute (``Tally``): aten operator calls (``torch.profiler``) and Python function
+calls (``cProfile``) from the first batch to the last loss sum, which load does not change.
+The warm-up (a step per loader and aggregation, and a one-batch ``fit`` per aggregation) is
+untimed.
 
 Rows run in rounds (``--rounds``), each round every row for ``--epochs`` epochs (odd rounds in
 reverse order), so load changes on a shared machine hit all rows alike; the figure is the mean
-epoch of each row (the best too). ``loss`` is the mean train loss of the epoch's batches;
-``probe`` the train loss *after* the epoch: cross-entropy in eval mode on one fixed sampled
-batch of 2,048 train seeds (the same subgraph for every row), so rows compare on equal input.
+epoch of each row (the best too), and each ratio also has the median of its epoch-by-epoch
+ratios (``paired``: epoch i of both rows ran in the same round, so a load change between
+rounds cancels out; ``--epochs 1`` with many rounds pairs neighbours). ``loss`` is the mean
+train loss of the epoch's batches; ``probe`` the train loss *after* the epoch: cross-entropy in
+eval mode on one fixed sampled batch of 2,048 train seeds (the same subgraph for every row), so
+rows compare on equal input.
 ``load1`` is the 1-minute load average at the end of each epoch.
+
+fit beside the bare loop (2026-12-06, BENCHMARKS.md, issue 43 item 5): one epoch of ``fit``
+runs exactly the bare loop's aten ops (``--ops``: 9,636 at 1M nodes, 20 batches; no op's count
+differs) and ~15 more Python calls per batch (2,398 / 2,384: the CPU ``to_device``, the disabled
+autocast, the ``LossBatch`` adapter, the task's step wrappers; ~20 us against a 100-200 ms step).
+Timed at 1M nodes (1 thread, 10 rounds) ``... + trim (scatter) / fit`` is 1.10x (paired median
+1.06x); over 44 pairs at 200k and 1M nodes the geometric mean is 1.002x. The issue's 0.82x was
+load (2 threads on 2 loaded cores: one row's epochs spread 2.8-13.6 s; at 1 thread a burst
+doubled two adjacent fit epochs, their ``sample`` phase too) on a split whose loop rows left
+their iterator and loss sums untimed.
 
 ``--part full`` (or ``both``) times full-batch training on a graph of the default pipeline's
 size (``dataset.synthetic`` defaults: 20,000 nodes, 64 features, ~200k edges; a 60/20/20 random
@@ -83,8 +108,8 @@ from torch_geometric.nn import GraphSAGE
 
 from bench.common import (add_graph_args, build_graph, describe, load_graph, machine,
                           print_machine)
-from bench.epoch_steps import (HEADER, finish, interleave, plain_epoch, record, show,
-                               summarize, timed_fit)
+from bench.epoch_steps import (HEADER, Tally, compare_tallies, finish, interleave, plain_epoch,
+                               record, show, summarize, timed_fit)
 from gnnpipe.config import CheckpointParams, NeighborParams, SyntheticParams, TrainParams
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model, trim_kwargs
@@ -115,6 +140,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "default-size graph")
     parser.add_argument("--full-epochs", type=int, default=20,
                         help="--part full: epochs per row and round")
+    parser.add_argument("--ops", action="store_true",
+                        help="first count what one epoch of fit and of the bare loop (trim, "
+                             "scatter) execute: aten ops and Python calls (Tally)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
                         help="train.device of the sampled part's fit rows (every other row: CPU)")
@@ -272,7 +300,7 @@ def sampled(args: argparse.Namespace) -> dict:
         "PyG recipe loop on gnnpipe's sampler", "  ... + trim (scatter)", "  ... + trim + csr"]))
     run = set(keys if args.rows == "all" else args.rows.split(","))
     epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
-    print(HEADER)
+    options = LoopOptions(device=resolve(args.device, key="--device"))
 
     # warm-up, untimed: one training step per loader and aggregation (first-call allocations,
     # lazy inits), so the first timed row does not pay what the others then skip
@@ -290,12 +318,30 @@ def sampled(args: argparse.Namespace) -> dict:
         batch = next(iter(best_loader))
         F.cross_entropy(warm(batch.x, batch.adj_t, **pyg_trim_kwargs(batch))[:batch.batch_size],
                         batch.y[:batch.batch_size]).backward()
+    # and fit's own first calls (fork_rng, autocast, the loop's hooks): one epoch of one batch
+    one = neighbor_batches(x, y, graph.csr, train_idx[:cfg.batch_size], cfg.neighbor,
+                           seed=args.seed, batch_size=cfg.batch_size, edge_index=edge_index)
+    for fit_cfg in (cfg, cfg_csr):
+        timed_fit(lambda: make_model(fit_cfg.aggregation), dataclasses.replace(
+            fit_cfg, epochs=1, patience=2), args.seed, one, evaluator, options)
+
+    tallies = {}
+    if args.ops:  # the goal pair's work, counted (not timed) on one epoch each
+        tallies = {key: Tally() for key in ("fit", "trim")}
+        timed_fit(make_model, dataclasses.replace(cfg, epochs=1, patience=2), args.seed, ours,
+                  evaluator, options, tally=tallies["fit"])
+        torch.manual_seed(args.seed)
+        model = make_model()
+        plain_epoch(model, adam(model), ours.loader, homogeneous_inputs, trim=True,
+                    tally=tallies["trim"])
+        tallies = compare_tallies(names["fit"], tallies["fit"], names["trim"], tallies["trim"])
+    print(HEADER)
 
     def fit_row(key: str, r: int) -> None:
         aggregation = "csr" if key == "fit_csr" else "scatter"
         for e in timed_fit(lambda: make_model(aggregation),
                            cfg_csr if aggregation == "csr" else cfg, args.seed + r, ours,
-                           evaluator, LoopOptions(device=resolve(args.device, key="--device"))):
+                           evaluator, options):
             record(epochs, names[key], e)
 
     def loop_row(key: str, r: int) -> None:
@@ -318,11 +364,14 @@ def sampled(args: argparse.Namespace) -> dict:
     interleave(keys, run, args.rounds, lambda key, r: (
         fit_row if key.startswith("fit") else loop_row)(key, r))
 
+    # pairs: fit against the bare loop that does what fit does inside (trim, aggregation)
     summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
-                        [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")])
+                        [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")],
+                        pairs=((names["trim"], names["fit"]),
+                               (names["trim_csr"], names["fit_csr"])))
     return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
             "seeds_per_epoch": int(train_idx.numel()), "peer": peer or "none",
-            "setup_seconds": setup, **summary}
+            "setup_seconds": setup, "tally": tallies, **summary}
 
 
 def full_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,

@@ -16,21 +16,21 @@ from typing import Iterator
 
 from gnnpipe.runtime import threads
 
-threads.default_waits()  # before the imports below load torch and its OpenMP, which reads them
+threads.default_waits()  # before any later import loads torch and its OpenMP, which reads them
 
-import pyarrow as pa
-
-from gnnpipe.runtime import resources
-from gnnpipe.io import write_json
-from gnnpipe.io.atomic import publishing
-from gnnpipe.io.lock import exclusive
-from gnnpipe.io.temps import remove_stale_temps, run_scratch
 from gnnpipe.pipeline import HELP, STAGES
-from gnnpipe.runtime.progress import heartbeat
 
-# what the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one line each
-ENVIRONMENT_ERRORS = (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
-                      pickle.UnpicklingError, zipfile.BadZipFile)
+# torch, pyarrow and gnnpipe.io are imported by the functions that run a stage, not here:
+# `gnnpipe --help` and a stage's own --help then start in a fraction of a second
+
+
+def environment_errors() -> tuple[type, ...]:
+    """What the disk, the OS, pyarrow and torch raise on a damaged file or a full disk: one
+    line each."""
+    import pyarrow as pa
+    return (OSError, EOFError, MemoryError, RuntimeError, pa.ArrowException,
+            pickle.UnpicklingError, zipfile.BadZipFile)
+
 # where killed writers leave temps: swept (only dead writers' temps) by every stage that runs
 TEMP_ROOTS = ("data", "metrics", "reports")
 
@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     named = tuple(a for a in argv[:1] if a in STAGES)
     args = build_parser(named).parse_args(argv)
     args.argv = argv  # the train stage re-launches itself under torchrun with these
+    from gnnpipe.io import write_json
+    from gnnpipe.runtime import resources
+    environment = environment_errors()
     started = time.perf_counter()
     try:
         with stage_process(args):
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 write_json(args.resources, record)
     except (ValueError, FileNotFoundError) as err:
         return _fail(args.stage, str(err))
-    except ENVIRONMENT_ERRORS as err:
+    except environment as err:
         return _fail(args.stage, one_line(err))
     except KeyboardInterrupt:
         return _fail(args.stage, "interrupted; nothing was published", code=130)
@@ -120,6 +123,11 @@ def stage_process(args) -> Iterator[None]:
     torchrun rank) holds the lock of the stage's output, clears dead writers' temps and gives the
     run its own temp folder (its ranks inherit it), removed at exit; the outputs are published
     together at the end, or none of them."""
+    from gnnpipe.io.atomic import publishing
+    from gnnpipe.io.lock import exclusive
+    from gnnpipe.io.temps import remove_stale_temps, run_scratch, scratch_beside
+    from gnnpipe.runtime import resources
+    from gnnpipe.runtime.progress import heartbeat
     resources.die_with_parent()
     with contextlib.ExitStack() as stack:
         if not resources.is_worker_process():
@@ -131,6 +139,9 @@ def stage_process(args) -> Iterator[None]:
             beside = {Path(os.path.abspath(value)).parent for value in vars(args).values()
                       if isinstance(value, Path)}
             remove_stale_temps(sorted(beside), [Path(root) for root in TEMP_ROOTS])
+        # layer-wise tables: mapped scratch files beside the output (every rank), not anon memory
+        stack.enter_context(scratch_beside(getattr(args, "out", None)
+                                           or getattr(args, "metrics", None)))
         stack.enter_context(publishing())
         yield
 
@@ -150,6 +161,7 @@ def _fail(stage: str, message: str, code: int = 1) -> int:
     if os.environ.get("GNNPIPE_DEBUG"):
         traceback.print_exc()
     print(f"gnnpipe {stage}: error: {message}", file=sys.stderr)
+    from gnnpipe.runtime import resources
     if resources.is_worker_process():
         # a failed torchrun rank leaves now: interpreter teardown can block on a process group
         # whose peers sit in a collective, and the agent stops the job only once this rank exits

@@ -131,7 +131,10 @@ STAGES: dict[str, Stage] = {
     ), params_help="baseline, what baseline.source: auto decides on: cluster.engine (dask: "
                    "by blocks) and evaluate.seeds (> 1: in memory), the metric early stopping "
                    "maximises (evaluate.metric) and the loss's class weights (train.class_weight)"),
-    "train": Stage(("threads", "seed", "dataset.task", "train", "evaluate.metric"), (
+    # model.pt carries the dataset keys that shape a graph (gnnpipe.training.run_files.GRAPH_KEYS)
+    "train": Stage(("threads", "seed", "dataset.task", "dataset.source", "dataset.layout",
+                    "dataset.nodes", "dataset.edges", "dataset.undirected", "dataset.dedup",
+                    "dataset.self_loops", "dataset.typed", "train", "evaluate.metric"), (
         _in("--prepared", PREPARED, "graph.pt; edge_attrs_<E>.parquet for train.temporal.by: edge"),
         _in("--split", SPLIT),
         _in("--features", FEATURES,
@@ -149,7 +152,9 @@ STAGES: dict[str, Stage] = {
               x="epoch", y="seeds_per_s", cache=True),
         _local("--checkpoint", "data/checkpoint/train.pt",
                "resumable training state (train.checkpoint.every, train.checkpoint.resume)"),
-    ), params_help="train, and the metric early stopping maximises on val (evaluate.metric)"),
+    ), params_help="train, the metric early stopping maximises on val (evaluate.metric), and "
+                   "the dataset keys model.pt carries to score a new graph (gnnpipe predict "
+                   "--graph)"),
     "predict": Stage(
         ("threads", "predict", "train.model", "train.sampler", "train.hidden", "train.num_layers",
          "train.heads", "train.jk", "train.residual", "train.dropout", "train.inference",

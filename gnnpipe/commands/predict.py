@@ -10,18 +10,31 @@ dots) and, with predict.pairs, pair_scores.parquet. Typed graphs: predictions of
 type and embeddings_<type>.parquet per node type. train.inference picks layer-wise inference
 for big graphs; with train.dist.nproc * nnodes > 1 the stage re-launches under torchrun and
 the ranks split the layer-wise target blocks (the output is byte-identical to one process).
+
+New data: `gnnpipe predict --model data/model/model.pt --graph DIR --out FILE.parquet` scores
+the nodes of another graph with a trained model file alone (no params.yaml, no data/): DIR holds
+the user's tables in the layout prepare reads (nodes.parquet + edges.parquet, or typed nodes/
+and edges/ folders; the format and columns the model was trained with), new ids and edges
+welcome. The model's saved feature transform and edge policies apply; the label column is
+optional. FILE gets the columns of predictions.parquet under the user's ids (role: unused).
+Refused in one line: a link-task or sign model, or a graph whose features, types or label
+classes differ from the model's. See docs/sharing.md.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
 from gnnpipe import io
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
+from gnnpipe.pipeline import PREDICT
 from gnnpipe.data.graph import ROLES, TYPED, edge_type_name, parse_edge_type
 from gnnpipe.training import distributed
 from gnnpipe.training.model_inputs import read_model_inputs
+from gnnpipe.training.new_graph import DEFAULT_TOP_K, predict_to_file
 from gnnpipe.reporting.collapse import collapse_warning
 from gnnpipe.training.predict import (candidate_pairs, embeddings_line, held_out_collapse,
                                       label_counts, node_prediction_blocks, pair_score_blocks,
@@ -29,9 +42,24 @@ from gnnpipe.training.predict import (candidate_pairs, embeddings_line, held_out
                                       trained_outputs, write_embeddings)
 
 
+STAGE_OUT = Path(PREDICT)  # the stage's own --out default
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--graph", type=Path, default=None, metavar="DIR",
+                        help="score a new graph: the folder of its node and edge tables, with "
+                             "--model PATH (model.pt or its folder) and --out FILE.parquet; "
+                             "params.yaml and data/ are not read")
+    parser.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, metavar="K",
+                        help="with --graph: class probabilities kept per node")
+
+
 def run(args):
     """Reads the variant, re-launches under torchrun when train.dist.nproc * nnodes > 1 and
-    runs the task on every rank; rank 0 writes."""
+    runs the task on every rank; rank 0 writes. With ``--graph``: a new graph scored by the
+    model file alone (gnnpipe/training/new_graph.py)."""
+    if args.graph is not None:
+        return predict_new_graph(args)
     params = load_params(args.params)
     task = split_task(args.split)
     with distributed.stage_ranks(args, params, "prediction") as ctx:
@@ -104,6 +132,17 @@ def predict_links(args, params, ctx):
     warning = collapse_warning({"test": collapsed}, f"the {cfg.model} encoder")
     return (embeddings_line(rows) + (f", {scored} pairs scored" if pairs is not None else "")
             + f" -> {args.out}" + (f"; WARNING: {warning}" if warning else ""))
+
+
+def predict_new_graph(args) -> str:
+    if args.out == STAGE_OUT:
+        raise ValueError("--graph needs --out FILE.parquet: where the new graph's predictions go "
+                         f"({STAGE_OUT} is the predict stage's folder)")
+    if args.top_k < 1:
+        raise ValueError(f"--top-k={args.top_k}: expected >= 1")
+    done = predict_to_file(args.model, args.graph, args.out, top_k=args.top_k)
+    return (f"{done['rows']} nodes of {args.graph} predicted ({done['labelled']} labelled, "
+            f"{done['classes']} classes, {done['how']} forward) -> {args.out}")
 
 
 RUNS = {"node": predict_nodes, "link": predict_links}

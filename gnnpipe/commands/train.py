@@ -18,7 +18,7 @@ from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
 from gnnpipe.sampling import builders
 from gnnpipe.training import device as devices
-from gnnpipe.training import distributed
+from gnnpipe.training import distributed, embeddings
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.loader_sources import link_source
 from gnnpipe.training.loop import LoopOptions
@@ -63,7 +63,8 @@ def train_nodes(args, params, ctx, device):
     done = finish_run(args, result, ctx, fitted.rank_info,
                       lambda: write_node_outputs(args, result, fitted.meta),
                       metrics={"model": cfg.model, "sampler": cfg.sampler, **result.summary,
-                               **fitted.metrics},
+                               **fitted.metrics,
+                               **embeddings.summary(result.state_dict, fitted.meta)},
                       perf={"shard": cfg.dist.shard, "amp": cfg.amp, "compile": cfg.compile,
                             "engine": cfg.engine})
     return f"{cfg.model} {best_line(result.summary)} -> {args.out}" if done else None
@@ -88,7 +89,8 @@ def train_links(args, params, ctx, device):
     meta = inputs.meta({"task": "link", "embedding_dim": cfg.hidden})
     done = finish_run(args, result, ctx, {}, lambda: write_link_outputs(args, result, meta),
                       metrics={"model": cfg.model, "sampler": cfg.sampler, **held_out,
-                               **result.summary, **extra},
+                               **result.summary, **extra,
+                               **embeddings.summary(result.state_dict, meta)},
                       perf={"amp": cfg.amp})
     return (f"{cfg.model} link encoder, best val MRR {result.summary['best_val_mrr']:.4f} -> "
             f"{args.out}") if done else None

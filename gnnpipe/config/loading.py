@@ -131,6 +131,12 @@ def _build(cls: type, raw: dict, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def section_from_dict(cls: type, raw: dict, key: str) -> Any:
+    """One section (``cls``, at dotted ``key``) from a plain mapping: types and ranges, not the
+    cross-section rules (a trained model.pt's saved sections passed those when it was trained)."""
+    return _build(cls, raw, key)
+
+
 def check(params: Params) -> None:
     """Every cross-field rule on ``params``: rules.py's (the dataset's first), then the sampler
     table's; the first that fails raises its one-line ParamsError."""

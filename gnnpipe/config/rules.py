@@ -220,6 +220,30 @@ def _check_layerwise(params: Params) -> None:
                           "train.inference.mode: auto or full")
 
 
+def _check_embeddings(params: Params) -> None:
+    """train.embeddings gives message-passing models a learnable row per node, looked up by the
+    global node ids every batch carries; the features-only models stay features-only."""
+    cfg, train = params.train.embeddings, params.train
+    if cfg.dim == 0:
+        if cfg.types != "all" or cfg.combine != "concat":
+            raise ParamsError("train.embeddings.types / combine are set but train.embeddings."
+                              "dim=0 turns embeddings off; set train.embeddings.dim >= 1 (or "
+                              "leave types: all, combine: concat)")
+        return
+    if train.model in ("mlp", "sign"):
+        raise ParamsError(f"train.embeddings.dim={cfg.dim}: train.model={train.model!r} is a "
+                          f"features-only model (mlp: the structure-free one, sign: precomputed "
+                          f"hop features) and takes no node embeddings; use gcn, sage, gat, sep, "
+                          f"hgt or rgcn, or set train.embeddings.dim: 0")
+    if train.dist.shard == "partition":
+        raise ParamsError(f"train.embeddings.dim={cfg.dim} keeps a table of every node on each "
+                          f"rank, but train.dist.shard='partition' holds only the rank's shard "
+                          f"rows; set train.dist.shard: none or train.embeddings.dim: 0")
+    if cfg.types != "all" and len(set(cfg.types)) != len(cfg.types):
+        raise ParamsError(f"train.embeddings.types={list(cfg.types)} names a node type twice; "
+                          f"name each once")
+
+
 def _check_rendezvous(params: Params) -> None:
     """Several machines meet at train.dist.rdzv_endpoint (torchrun's c10d rendezvous)."""
     dist = params.train.dist
@@ -341,7 +365,8 @@ RULES = (
     _check_rendezvous, _check_sep, _check_residual, _check_layerwise, _check_pairs,
     _check_baseline_models, _check_node_metric, _check_baseline_blocks,
     _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
-    _check_aggregation, _check_engine, _check_cluster_address, _check_partition_weights)
+    _check_aggregation, _check_engine, _check_cluster_address, _check_partition_weights,
+    _check_embeddings)
 
 
 def check(params: Params) -> None:

@@ -372,6 +372,21 @@ class CheckpointParams:
 
 
 @dataclass(frozen=True)
+class EmbeddingsParams:
+    """Learnable node embeddings (gnnpipe/training/embeddings.py, docs/models.md): one row of
+    ``dim`` floats per node of the chosen types, trained with sparse row gradients (SparseAdam),
+    saved in model.pt; a node no training step reached reads the mean of the trained rows."""
+
+    dim: int = num(0, low=0)  # width of each node's learnable row; 0 = off (features only)
+    # node types that get a table: all (a homogeneous graph's one type), or a list of type names
+    # (e.g. [user] for the featureless users of a typed graph)
+    types: Union[Literal["all"], tuple[str, ...]] = "all"
+    # concat: [features | embedding] rows into the first layer; alone: the embedding replaces
+    # the type's features
+    combine: Literal["concat", "alone"] = "concat"
+
+
+@dataclass(frozen=True)
 class TrainParams(FitParams):
     # hgt / rgcn: heterogeneous graphs only (sage is then to_hetero(GraphSAGE); gnnpipe/hetero)
     # sep: ego / neighbour separation, each layer's own and neighbours' states through separate
@@ -409,6 +424,7 @@ class TrainParams(FitParams):
     saint: SaintParams = field(default_factory=SaintParams)
     dist: DistParams = field(default_factory=DistParams)
     checkpoint: CheckpointParams = field(default_factory=CheckpointParams)
+    embeddings: EmbeddingsParams = field(default_factory=EmbeddingsParams)
     # intra-op threads of the train stage (each DDP rank): inherit the top-level threads, or
     # auto | a count (gnnpipe/runtime/threads.py)
     threads: Union[Literal["auto", "inherit"], int] = num("inherit", low=1)

@@ -22,7 +22,9 @@ def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
         if key not in built:
             engine = None
             if cfg is not None:
-                in_dim = max(int(x.shape[1]) for x in graph.x.values())
+                # train.embeddings widen the input rows the auto threshold weighs
+                dim = getattr(getattr(cfg, "embeddings", None), "dim", 0)
+                in_dim = max(int(x.shape[1]) for x in graph.x.values()) + dim
                 engine = plan(graphs[phase], graph.num_nodes_dict,
                               in_dim, cfg)
             built[key] = ({e: csr.edge_index() for e, csr in graphs[phase].items()}, engine)

@@ -28,6 +28,7 @@ from torch_geometric.nn import HGTConv, RGCNConv, to_hetero
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnpipe.config import FitParams, TrainParams
+from gnnpipe.training.embeddings import input_rows
 from gnnpipe.training.models import Metadata, TypedMLP, TypedModel, dropout, kept_per_layer
 from gnnpipe.data.graph import EdgeType, edge_type_name
 
@@ -36,8 +37,9 @@ class HeteroModel(TypedModel):
     """The input maps, a multi-type message-passing body and the output of ``out``."""
 
     def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
-                 target: str, cfg: FitParams, out: str = "target"):
-        super().__init__(name, metadata, in_dims, target, cfg, out)
+                 target: str, cfg: FitParams, out: str = "target",
+                 num_nodes: dict[str, int] | None = None):
+        super().__init__(name, metadata, in_dims, target, cfg, out, num_nodes)
         hidden, layers, dropout = cfg.hidden, cfg.num_layers, cfg.dropout
         if name == "sage":
             sage = GraphSAGE(in_channels=hidden, hidden_channels=hidden, num_layers=layers,
@@ -68,9 +70,10 @@ class HeteroModel(TypedModel):
     def forward(self, x_dict: dict[str, torch.Tensor],
                 edge_index_dict: dict[EdgeType, torch.Tensor],
                 num_sampled_nodes_per_hop: dict[str, list[int]] | None = None,
-                num_sampled_edges_per_hop: dict[EdgeType, list[int]] | None = None
-                ) -> torch.Tensor:
-        h = self.inputs(x_dict)  # type -> (N_t, hidden)
+                num_sampled_edges_per_hop: dict[EdgeType, list[int]] | None = None,
+                n_id: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        # train.embeddings: each type's [x | rows of its n_id] (None: every node, id order)
+        h = self.inputs(input_rows(self, x_dict, n_id))  # type -> (N_t, hidden)
         if self.name == "sage" and num_sampled_nodes_per_hop is not None and self.trims:
             p = self.dropout.p if self.training else 0.0
             h = {t: dropout(torch.relu(v), p) for t, v in h.items()}
@@ -151,7 +154,7 @@ class HeteroModel(TypedModel):
         summed in edge-type order into its destination; types without in-edges drop out);
         ``hgt``: the last conv's output after ReLU (what ``head`` reads); ``rgcn``: the ReLU
         input of the last conv. Call in eval mode."""
-        h = self.inputs(x_dict)
+        h = self.inputs(input_rows(self, x_dict))
         if self.name == "sage":
             h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
             convs = self.body.convs
@@ -182,9 +185,11 @@ class HeteroModel(TypedModel):
 
 
 def build_hetero_model(name: str, metadata: Metadata, in_dims: dict[str, int], out_dim: int,
-                       target: str, cfg: FitParams, out: str = "target") -> TypedModel:
-    """A freshly initialised model of a typed graph: ``mlp`` (``TypedMLP``) or a
-    ``HeteroModel`` (uses torch's global RNG: call under ``fork_rng``)."""
+                       target: str, cfg: FitParams, out: str = "target",
+                       num_nodes: dict[str, int] | None = None) -> TypedModel:
+    """A freshly initialised model of a typed graph: ``mlp`` (``TypedMLP``: features only) or
+    a ``HeteroModel`` with ``cfg.embeddings``' tables over ``num_nodes`` (type -> N_t; None:
+    none) (uses torch's global RNG: call under ``fork_rng``)."""
     if name == "mlp":
         return TypedMLP(metadata, in_dims, out_dim, target, cfg, out)
-    return HeteroModel(name, metadata, in_dims, out_dim, target, cfg, out)
+    return HeteroModel(name, metadata, in_dims, out_dim, target, cfg, out, num_nodes)

@@ -1,5 +1,23 @@
 """Model files: predictions.pt (node logits, or link scores), model.pt, and the training
-checkpoint keyed by a fingerprint of its params and inputs."""
+checkpoint keyed by a fingerprint of its params and inputs.
+
+``model.pt`` (``gnnpipe.model/2``) is self-contained for inference, loaded with
+``weights_only=True`` (plain containers and tensors only)::
+
+    {"schema": "gnnpipe.model/2",
+     "meta": {"model", "task", "in_dim", "num_classes" | "embedding_dim", ...},  # rebuilds it
+     "state_dict": {name: tensor},
+     "inference": {"params": {"seed", "dataset": {the keys that shape the graph}, "train"},
+                   "features": the data/features/transform.pt payload (features.normalize),
+                   "feature_dtype": "float32" | "float16" | "bfloat16",  # x as stored
+                   "feature_widths": {node type: F},
+                   "classes": [the user's label value of each class code], "class_type":
+                   "int64" | "string", "ids": {node type: "int64" | "string" | "node_id"},
+                   "graph": {"layout", "target", "node_types": [...], "edge_types": [...]}}}
+
+``gnnpipe.model/1`` (no ``inference``) is still read by the predict stage, which takes those
+from data/; scoring a new graph refuses it (``read_model_file(..., inference=True)``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +28,13 @@ from pathlib import Path
 import torch
 
 from gnnpipe.io.splits import LINK_EVAL_PHASES
-from gnnpipe.io.tensors import load_tensors, save_payload, save_state_dict, save_tensors
+from gnnpipe.io.tensors import error_reason, load_tensors, save_payload, save_tensors
+
+MODEL_SCHEMA = "gnnpipe.model/2"
+MODEL_SCHEMAS = ("gnnpipe.model/1", MODEL_SCHEMA)
+# inference key -> the type it must have (checked on read: a stale or foreign file, one line)
+INFERENCE_KEYS = {"params": dict, "features": dict, "feature_dtype": str, "feature_widths": dict,
+                  "classes": list, "class_type": str, "ids": dict, "graph": dict}
 
 
 def write_predictions(out: Path, node_id: torch.Tensor, logits: torch.Tensor) -> None:
@@ -70,9 +94,53 @@ def read_hard_link_scores(model_dir: Path) -> dict[str, torch.Tensor] | None:
     return {phase: payload[f"{phase}_neg"] for phase in LINK_EVAL_PHASES}
 
 
-def save_model(out: Path, state_dict: dict, meta: dict) -> None:
-    """Weights plus what is needed to rebuild the model; loadable with ``weights_only=True``."""
-    save_state_dict(out / "model.pt", "gnnpipe.model/1", state_dict, meta)
+def save_model(out: Path, state_dict: dict, meta: dict, inference: dict) -> None:
+    """Weights, what rebuilds the model (``meta``) and what scoring a new graph needs
+    (``inference``, module docstring): loadable with ``weights_only=True``."""
+    missing = [key for key in INFERENCE_KEYS if key not in inference]
+    assert not missing, f"model.pt inference lacks {missing}"
+    save_payload(out / "model.pt", {"schema": MODEL_SCHEMA, "meta": dict(meta),
+                                    "state_dict": dict(state_dict), "inference": inference})
+
+
+def model_file(path: Path) -> Path:
+    """``path`` itself when a file, else the ``model.pt`` in that folder (data/model)."""
+    path = Path(path)
+    return path / "model.pt" if path.is_dir() else path
+
+
+def read_model_file(path: Path, *, inference: bool = False) -> dict:
+    """The checked payload of a ``model.pt`` (or of the one in folder ``path``): ``state_dict``
+    name -> tensor, ``meta``, and for ``gnnpipe.model/2`` ``inference``. ``inference``: the
+    caller scores a new graph, so a ``gnnpipe.model/1`` file is refused in one line."""
+    path = model_file(path)
+    if not path.exists():
+        raise ValueError(f"{path}: file not found; run the train stage (dvc repro train) or "
+                         "fetch the model (dvc artifacts get ... gnn-model)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
+        raise ValueError(f"{path}: not a readable gnnpipe model file ({error_reason(err)})") \
+            from None
+    schema = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
+    if schema not in MODEL_SCHEMAS:
+        raise ValueError(f"{path}: expected a {MODEL_SCHEMA!r} model file, found {schema!r}")
+    if inference and schema != MODEL_SCHEMA:
+        raise ValueError(f"{path}: a {schema} model file lacks the feature transform and classes "
+                         f"scoring a new graph needs; re-run the train stage (dvc repro train)")
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise ValueError(f"{path}: 'state_dict' must map parameter names to tensors")
+    if not isinstance(payload.get("meta"), dict):
+        raise ValueError(f"{path}: missing the 'meta' mapping of the {schema!r} schema")
+    if schema == MODEL_SCHEMA:
+        given = payload.get("inference")
+        bad = ([] if isinstance(given, dict) else ["inference"]) or [
+            key for key, kind in INFERENCE_KEYS.items() if not isinstance(given.get(key), kind)]
+        if bad:
+            raise ValueError(f"{path}: missing or malformed {bad[0]!r} in the inference part of "
+                             f"the {schema!r} schema; re-run the train stage")
+    return payload
 
 
 def input_fingerprint(params_section: dict, seed: int, inputs: list[Path]) -> str:

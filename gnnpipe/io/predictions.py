@@ -23,10 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import torch
 
+from gnnpipe.io.models import read_model_file
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table
-from gnnpipe.io.tensors import load_tensors
 
 PREDICTIONS, EMBEDDINGS, PAIR_SCORES = ("gnnpipe.node_predictions/1", "gnnpipe.embeddings/1",
                                         "gnnpipe.pair_scores/1")
@@ -121,14 +120,11 @@ def read_pair_scores(predict_dir: Path) -> pa.Table:
 
 
 def read_model(model_dir: Path) -> tuple[dict, dict]:
-    """``model.pt`` of the train stage (``io.save_model``): its state_dict and meta, loaded
-    with ``weights_only=True``."""
-    path = Path(model_dir) / "model.pt"
-    payload = load_tensors(path, "gnnpipe.model/1", {})
-    state = payload.get("state_dict")
-    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
-        raise ValueError(f"{path}: 'state_dict' must map parameter names to tensors")
-    return state, payload["meta"]
+    """``model.pt`` of the train stage (``io.save_model``; ``model_dir`` its folder or the file
+    itself): its state_dict and meta, loaded with ``weights_only=True``
+    (``gnnpipe.io.models.read_model_file``: schema /1 or /2)."""
+    payload = read_model_file(model_dir)
+    return payload["state_dict"], payload["meta"]
 
 
 def embedding_matrix(table: pa.Table) -> np.ndarray:

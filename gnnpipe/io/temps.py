@@ -1,4 +1,5 @@
-"""Temp names that say who wrote them, and the sweep that removes what killed writers left.
+"""Temp names that say who wrote them, the sweep that removes what killed writers left, and
+the memory-mapped scratch tables a stage keeps beside its outputs.
 
 A temp is ``.<target name>.p<pid>-<host>.<8 random chars>.tmp`` (``.old``: a previous version
 moved aside while publishing). Any stage run may remove the temps of a pid of this machine that
@@ -8,6 +9,8 @@ no longer runs; a live writer's and another machine's are never touched.
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
 import re
 import shutil
@@ -16,6 +19,8 @@ import tempfile
 import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
+
+import numpy as np
 
 HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
 # .<target name>.p<pid>-<host>.<mkstemp's 8 random chars>.tmp|.old; older gnnpipe: no p<pid>-<host>
@@ -141,3 +146,63 @@ def run_scratch() -> Iterator[Path]:
         else:
             os.environ["TMPDIR"] = saved_env
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- mapped scratch tables
+# The folder a stage's scratch tables go to: beside its outputs (``scratch_beside``, entered once
+# per stage run); an environment variable, so torchrun ranks the stage launches inherit it.
+SCRATCH_ENV = "GNNPIPE_SCRATCH_DIR"
+SCRATCH_NAME = Path("layerwise")  # scratch tables are .layerwise.p<pid>-<host>.<8 chars>.tmp
+
+
+@contextlib.contextmanager
+def scratch_beside(output: Path | None) -> Iterator[Path | None]:
+    """Scratch tables (``scratch_array``) of the code inside go to the folder holding
+    ``output`` (a stage's output path; None: anonymous memory, as outside a stage)."""
+    saved = os.environ.get(SCRATCH_ENV)
+    folder = None if output is None else Path(os.path.abspath(output)).parent
+    if folder is not None:
+        os.environ[SCRATCH_ENV] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop(SCRATCH_ENV, None)
+        else:
+            os.environ[SCRATCH_ENV] = saved
+
+
+def scratch_folder() -> Path | None:
+    """Where ``scratch_array`` maps its files now; None: it allocates anonymous memory."""
+    folder = os.environ.get(SCRATCH_ENV)
+    return Path(folder) if folder else None
+
+
+def scratch_array(rows: int, width: int, dtype=np.float32) -> np.ndarray | None:
+    """An uninitialised writable (rows, width) array whose pages belong to a file in
+    ``scratch_folder()``: the kernel writes them back to disk under memory pressure instead of
+    counting them as the process's anonymous memory. None without a scratch folder (or for an
+    empty table): the caller allocates in memory.
+
+    The file is a temp of the sweep's pattern, its blocks reserved first (a full disk raises
+    OSError here, not SIGBUS on a later write), and unlinked as soon as it is mapped: the
+    mapping keeps it until the array's last view goes, so nothing is left on disk after the
+    run, an error or a kill (a kill between create and unlink leaves a temp the next run's
+    sweep removes)."""
+    folder = scratch_folder()
+    nbytes = rows * width * np.dtype(dtype).itemsize
+    if folder is None or nbytes == 0:
+        return None
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(SCRATCH_NAME), suffix=".tmp", dir=folder)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError as err:  # a filesystem without fallocate: a sparse file
+            if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(fd, nbytes)
+        region = mmap.mmap(fd, nbytes)  # MAP_SHARED: written back to the file, not to swap
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    return np.frombuffer(region, dtype=dtype).reshape(rows, width)

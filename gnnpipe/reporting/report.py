@@ -228,6 +228,11 @@ def _run_setup(inputs: ReportInputs) -> str:
         rows.append(("held-out edge type", train["edge_type"]))
     if train.get("node_type"):
         rows.append(("target node type", train["node_type"]))
+    if train.get("embeddings"):  # train.embeddings: learnable rows (type:width), untrained rows
+        untrained = ", ".join(f"{t} {n:,}" for t, n in train["embedding_rows_untrained"].items())
+        rows.append(("learnable node embeddings",
+                     f"{train['embeddings']} ({train['embeddings_combine']}); rows no training "
+                     f"step reached, reading the mean of the trained ones: {untrained}"))
     if perf is None:
         rows.append(("engine / evaluation forward", "not recorded (metrics/perf/train.json "
                                                    "missing)"))

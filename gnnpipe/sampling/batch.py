@@ -27,7 +27,8 @@ class LossBatch:
     (2, P) output rows whose dot products are scored, ``target`` (P,) their 1 / 0 labels.
     ``edge_weight`` (e,) goes to models that take one; ``num_sampled_nodes`` /
     ``num_sampled_edges`` (per hop; typed: node / edge type -> per hop) let models trim layers
-    to what the loss rows need."""
+    to what the loss rows need; ``n_id`` (n,) (typed: node type -> (n_t,)) the rows' global node
+    ids, which models with learnable node embeddings read (``train.embeddings``)."""
 
     x: object
     edge_index: object
@@ -38,6 +39,7 @@ class LossBatch:
     edge_weight: torch.Tensor | None = None
     num_sampled_nodes: list | None = None
     num_sampled_edges: list | None = None
+    n_id: object = None
 
 
 class Batches:
@@ -61,7 +63,18 @@ class Batches:
 
 def _counts(data) -> dict:
     return {"num_sampled_nodes": getattr(data, "num_sampled_nodes", None),
-            "num_sampled_edges": getattr(data, "num_sampled_edges", None)}
+            "num_sampled_edges": getattr(data, "num_sampled_edges", None), **_ids(data)}
+
+
+def _ids(data) -> dict:
+    """The batch's global node ids (PyG's ``n_id``), when its sampler gave them."""
+    return {"n_id": getattr(data, "n_id", None)}
+
+
+def _typed_ids(batch, node_types) -> dict:
+    """Node type -> ``batch[t].n_id`` of a typed batch, or None when a type has none."""
+    ids = {t: batch[t].n_id for t in node_types if "n_id" in batch[t]}
+    return {"n_id": ids if len(ids) == len(node_types) else None}
 
 
 def seeds_first(data) -> LossBatch:
@@ -72,17 +85,19 @@ def seeds_first(data) -> LossBatch:
 
 def roots(data) -> LossBatch:
     """Per-seed subgraphs, roots first (``shadow`` layout roots_first): loss at ``root_n_id``."""
-    return LossBatch(data.x, data.edge_index, data.y[data.root_n_id], data.root_n_id)
+    return LossBatch(data.x, data.edge_index, data.y[data.root_n_id], data.root_n_id,
+                     **_ids(data))
 
 
 def pyg_roots(data) -> LossBatch:
     """PyG's ShaDow ``Batch`` (``shadow`` layout pyg): ``y`` holds the roots' labels only."""
-    return LossBatch(data.x, data.edge_index, data.y, data.root_n_id)
+    return LossBatch(data.x, data.edge_index, data.y, data.root_n_id, **_ids(data))
 
 
 def train_nodes(data) -> LossBatch:
     """A subgraph with a ``train_mask`` (``cluster``): loss on its train nodes."""
-    return LossBatch(data.x, data.edge_index, data.y[data.train_mask], data.train_mask)
+    return LossBatch(data.x, data.edge_index, data.y[data.train_mask], data.train_mask,
+                     **_ids(data))
 
 
 def normalized_train_nodes(data) -> LossBatch:
@@ -90,7 +105,7 @@ def normalized_train_nodes(data) -> LossBatch:
     as the edge weight of models that take one."""
     mask = data.train_mask
     return LossBatch(data.x, data.edge_index, data.y[mask], mask, weight=data.node_norm[mask],
-                     edge_weight=data.edge_norm)
+                     edge_weight=data.edge_norm, **_ids(data))
 
 
 def pairs(data) -> LossBatch:
@@ -133,7 +148,7 @@ def typed_seeds_first(target: str, edge_types: tuple = ()) -> Callable[..., Loss
         store = batch[target]
         seeds = slice(None, int(store.batch_size))
         return LossBatch(batch.x_dict, typed_edges(batch, edge_types), store.y[seeds], seeds,
-                         **typed_counts(batch, edge_types))
+                         **typed_counts(batch, edge_types), **_typed_ids(batch, batch.node_types))
     return convert
 
 
@@ -149,5 +164,5 @@ def typed_pairs(node_types: tuple, edge_types: tuple, edge_type: tuple
         store = batch[edge_type]
         shifted = store.edge_label_index + torch.tensor([[start[src]], [start[dst]]])
         return LossBatch({t: batch[t].x for t in node_types}, typed_edges(batch, edge_types),
-                         store.edge_label, pairs=shifted)
+                         store.edge_label, pairs=shifted, **_typed_ids(batch, node_types))
     return convert

@@ -84,15 +84,16 @@ MISSING_LABELS = ("", "nan", "na", "n/a", "none", "null")
 
 
 def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
-                unlabeled_values: tuple = (), max_classes: int | None = None
-                ) -> tuple[np.ndarray, pa.Array]:
+                unlabeled_values: tuple = (), max_classes: int | None = None,
+                trainable: bool = True) -> tuple[np.ndarray, pa.Array]:
     """Class codes int64 (N,) from an integer, integral float or string label column, -1
     (``UNLABELLED``) where the label is missing; and the user's value of each class code, int64
     or string (C,).
 
     Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
     other values are remapped to dense codes 0..C-1 in sorted order, so sparse integer codes
-    never make empty classes.
+    never make empty classes. ``trainable`` False (a graph a trained model scores): no label,
+    or a single class, is allowed.
     """
     column = combine(column)
     if len(column) == 0:  # no nodes at all: validate_arrays says so
@@ -148,6 +149,8 @@ def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
         codes = np.full(raw.size, -1, dtype=np.int64)
         codes[~missing] = np.searchsorted(classes, raw[~missing])
         values = pa.array(classes, type=pa.int64())
+    if not trainable:
+        return codes, values
     if missing.all():
         raise ValueError(f"{file}: label column {name!r} has no labelled rows (all "
                          f"{missing.size} are missing: null, NaN, blank, NA, ...)")

@@ -12,8 +12,12 @@ with a row count per node type; a homogeneous graph is its one-node-type, one-ed
 (summed over the edge types into it) + rows; ``_layer`` fills every type's next table block
 by block, so peak memory is the layer tables (every node x hidden: the one being read and the
 one being filled; all L under jk; GCN adds its N x hidden ``lin`` table, sep an N x hidden/2
-one) plus one block. Under DDP the ranks split each type's rows and all-gather each layer's
-table, so every rank ends with all rows.
+one) plus one block. Inside a stage those tables, the outputs too, are pages of memory-mapped
+scratch files beside the stage's outputs (``gnnpipe.io.temps.scratch_array``: unlinked once
+mapped, so nothing outlives the run or a kill), not anonymous memory; what the process holds per
+node is the block cost prefix (8 bytes) and, for GCN, the normalisation (4 bytes). Under DDP the
+ranks split each type's rows and broadcast each one's share of a layer's table into every
+rank's, so every rank ends with all rows.
 
 A block's rows per conv:
 * mean SAGE (homogeneous, and each edge type's conv of ``to_hetero(GraphSAGE)``, summed over
@@ -40,6 +44,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -47,7 +52,9 @@ from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
+from gnnpipe.io.temps import scratch_array
 from gnnpipe.training.distributed import SINGLE, DistContext
+from gnnpipe.training.embeddings import input_table
 from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
 from gnnpipe.training.models import FeatureMLP, SepConv, finish_layer, forward_with_hidden
 
@@ -58,11 +65,41 @@ AUTO_MODELS = ("gcn", "sage", "gat", "sep", "rgcn")  # message-passing models au
 BLOCK_CONVS = (GCNConv, SAGEConv, GATConv, SepConv)
 # Row-wise maps (GCN's lin over every node) run this many rows at a time: ~32 MB at 128 floats.
 ROW_STEP = 1 << 16
+# Gathered blocks kept between layers and calls up to this many bytes (a constant, not a share of
+# the graph's edges); blocks past it are gathered again when read (the same ids either way).
+GATHER_CACHE_BYTES = 256 << 20
+
+
+def _table(rows: int, width: int) -> torch.Tensor:
+    """An uninitialised float32 (rows, width) table of per-node rows: the pages of a mapped
+    scratch file beside the stage's outputs (``scratch_array``), anonymous memory outside a
+    stage."""
+    mapped = scratch_array(rows, width)
+    return torch.empty(rows, width) if mapped is None else torch.from_numpy(mapped)
 
 
 def csr_view(csr: Csr) -> tuple[dict[EdgeType, Csr], dict[str, int]]:
     """A homogeneous CSR as a typed graph: ``({EDGE: csr}, {NODE: N})``."""
     return {EDGE: csr}, {NODE: csr.num_nodes}
+
+
+def edge_index_of(csr: Csr) -> torch.Tensor:
+    """``csr.edge_index()`` (2, E) int64 (row 0 sources, row 1 targets), the same values, in a
+    mapped scratch table beside the stage's outputs when there is one (``_table``): a phase's
+    edge list costs no 16 bytes an edge of anonymous memory. Targets are filled ``ROW_STEP``
+    rows at a time."""
+    mapped = scratch_array(2, csr.num_edges, np.int64)
+    if mapped is None:
+        return csr.edge_index()
+    out = torch.from_numpy(mapped)
+    out[0] = csr.indices
+    indptr = csr.indptr
+    for a in range(0, csr.num_nodes, ROW_STEP):
+        b = min(a + ROW_STEP, csr.num_nodes)
+        counts = indptr[a + 1:b + 1] - indptr[a:b]
+        out[1, int(indptr[a]):int(indptr[b])] = torch.repeat_interleave(torch.arange(a, b),
+                                                                         counts)
+    return out
 
 
 # --------------------------------------------------------------------------------- row blocks
@@ -128,33 +165,38 @@ class Block:
         return self.stop - self.start
 
 
-def gather_block(csr: Csr, start: int, stop: int, seen: torch.Tensor, local: torch.Tensor
-                 ) -> Block:
-    """The ``Block`` of rows ``[start, stop)``; ``seen`` bool (N,) all False and ``local`` int64
-    (N,) are scratch tables reused across blocks (``seen`` is left all False)."""
+def gather_block(csr: Csr, start: int, stop: int) -> Block:
+    """The ``Block`` of rows ``[start, stop)``, from the block's edges alone (no per-node
+    table: memory in the block's edges, whatever the graph's size)."""
     src, dst = block_edges(csr, start, stop)  # (E_b,) global sources, grouped by target
-    outside = src[(src < start) | (src >= stop)]
-    # distinct outside sources, ascending, without a sort: mark, then scan the marks
-    seen[outside] = True
-    others = seen.nonzero().squeeze(1)
-    seen[others] = False
+    src = src.long()
+    inside = (src >= start) & (src < stop)
+    others = torch.unique(src[~inside])  # (S,) distinct outside sources, ascending
     n_id = torch.cat([torch.arange(start, stop, dtype=torch.int64), others])
-    local[n_id] = torch.arange(n_id.numel())  # global -> local for this block only
-    return Block(start, stop, n_id, torch.stack([local[src], dst]))
+    # global -> local: a row of the block is itself less start, another source follows them
+    local = torch.where(inside, src - start, torch.searchsorted(others, src) + (stop - start))
+    return Block(start, stop, n_id, torch.stack([local, dst]))
 
 
 def gcn_inv_sqrt_degree(csr: Csr, fill: float = 1.0, chunk_edges: int = 1 << 22) -> torch.Tensor:
     """(d_i + fill)^-1/2 for every node, float32 (N,), d_i = in-edges of i that are not loops.
 
     What ``gcn_norm`` computes on the whole graph: it drops stored self-loops and adds one loop
-    of weight ``fill`` (2 for ``improved``) per node. Loops are counted in row chunks.
+    of weight ``fill`` (2 for ``improved``) per node. Computed in row chunks of at most
+    ``chunk_edges`` edges: the output is the one per-node table.
     """
-    loops = torch.zeros(csr.num_nodes, dtype=torch.int64)
-    for start, stop in row_blocks(cost_prefix([csr], csr.num_nodes), chunk_edges):
+    out = torch.empty(csr.num_nodes, dtype=torch.float32)
+    indptr, step = csr.indptr, max(1, chunk_edges)
+    start = 0
+    while start < csr.num_nodes:  # chunks of about chunk_edges edges, one searchsorted each
+        stop = int(torch.searchsorted(indptr, indptr[start] + step, right=True)) - 1
+        stop = min(max(stop, start + 1), csr.num_nodes)
         src, dst = block_edges(csr, start, stop)
-        loops[start:stop] = torch.bincount(dst[src == dst + start], minlength=stop - start)
-    degree = (csr.degrees() - loops).to(torch.float32) + fill
-    return degree.pow(-0.5)
+        loops = torch.bincount(dst[src == dst + start], minlength=stop - start)
+        degree = indptr[start + 1:stop + 1] - indptr[start:stop] - loops
+        out[start:stop] = (degree.to(torch.float32) + fill).pow(-0.5)
+        start = stop
+    return out
 
 
 # ------------------------------------------------------------------------------------- engine
@@ -198,9 +240,11 @@ class LayerwiseInference:
         self._prefix: dict[str, torch.Tensor] = {}
         self._blocks: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
         # (edge type, start, stop) -> (n_id, int32 edge_index): about 8 bytes per edge plus 8
-        # per n_id entry; later layers and calls skip rebuilding them (~15% of a layer, measured)
+        # per n_id entry; later layers and calls skip rebuilding them (~15% of a layer,
+        # measured), up to GATHER_CACHE_BYTES
         self._gathered: dict[tuple[EdgeType, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
-        self._scratch: dict[EdgeType, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._cached_bytes = 0
+        self._builds = 0
         self._inv_sqrt: dict[tuple[EdgeType, float], torch.Tensor] = {}
         self._memo = WeightMemo()
 
@@ -232,22 +276,24 @@ class LayerwiseInference:
 
     def gather(self, edge_type: EdgeType, start: int, stop: int) -> Block:
         """The ``Block`` of rows ``[start, stop)`` of ``edge_type`` (sources of the rows' type),
-        cached after the first build."""
+        cached after the first build while the cache holds under ``GATHER_CACHE_BYTES``."""
         key = (edge_type, start, stop)
-        if key not in self._gathered:
-            csr = self.graph[edge_type]
-            if edge_type not in self._scratch:  # one pass at a time: reused across blocks
-                self._scratch[edge_type] = (torch.zeros(csr.num_nodes, dtype=torch.bool),
-                                            torch.empty(csr.num_nodes, dtype=torch.int64))
-            block = gather_block(csr, start, stop, *self._scratch[edge_type])
+        if key in self._gathered:
+            n_id, edge_index = self._gathered[key]
+            return Block(start, stop, n_id, edge_index.long())
+        block = gather_block(self.graph[edge_type], start, stop)
+        self._builds += 1
+        nbytes = block.n_id.numel() * 8 + block.edge_index.numel() * 4
+        if self._cached_bytes + nbytes <= GATHER_CACHE_BYTES:
             self._gathered[key] = (block.n_id, block.edge_index.int())
-        n_id, edge_index = self._gathered[key]
-        return Block(start, stop, n_id, edge_index.long())
+            self._cached_bytes += nbytes
+        return block
 
     @property
     def num_gathered(self) -> int:
-        """Blocks gathered into local ids so far (GCN and mean SAGE never gather)."""
-        return len(self._gathered)
+        """Blocks gathered into local ids so far, cached or not (GCN and mean SAGE never
+        gather)."""
+        return self._builds
 
     def inv_sqrt_degree(self, edge_type: EdgeType, fill: float) -> torch.Tensor:
         """``gcn_inv_sqrt_degree`` of ``edge_type``'s CSR (cached)."""
@@ -280,18 +326,22 @@ def plan(graph: dict[EdgeType, Csr], num_nodes: dict[str, int], in_dim: int,
 
 # ---------------------------------------------------------------------------- the layer loop
 def _all_rows(mine: torch.Tensor, ctx: DistContext, num_rows: int) -> torch.Tensor:
-    """Every rank's contiguous rows (M_r, C), concatenated in rank order: (num_rows, C)."""
+    """Every rank's contiguous rows (M_r, C), concatenated in rank order: (num_rows, C), a
+    ``_table``. Each rank's share is broadcast into every rank's table ``ROW_STEP`` rows at a
+    time, so no rank holds a second copy of the layer in memory."""
     if ctx.world_size == 1:
         return mine
     sizes = torch.zeros(ctx.world_size, dtype=torch.int64)
     sizes[ctx.rank] = mine.shape[0]
     dist.all_reduce(sizes)
-    padded = torch.zeros(int(sizes.max()), mine.shape[1], dtype=mine.dtype)
-    padded[:mine.shape[0]] = mine  # all_gather wants equal shapes
-    parts = [torch.empty_like(padded) for _ in range(ctx.world_size)]
-    dist.all_gather(parts, padded)
-    out = torch.cat([part[:size] for part, size in zip(parts, sizes.tolist())])
-    assert out.shape[0] == num_rows, "ranks' target rows must tile the graph"
+    assert int(sizes.sum()) == num_rows, "ranks' target rows must tile the graph"
+    out = _table(num_rows, mine.shape[1])
+    starts = [0] + sizes.cumsum(0).tolist()[:-1]
+    for rank, (start, size) in enumerate(zip(starts, sizes.tolist())):
+        if rank == ctx.rank:
+            out[start:start + size] = mine
+        for a in range(start, start + size, ROW_STEP):
+            dist.broadcast(out[a:min(a + ROW_STEP, start + size)], src=rank)
     return out
 
 
@@ -304,7 +354,7 @@ def _layer(engine: LayerwiseInference, ctx: DistContext, widths: dict[str, int],
     for node_type, width in widths.items():
         bounds = engine.blocks(node_type, ctx)
         lo, hi = (bounds[0][0], bounds[-1][1]) if bounds else (0, 0)  # this rank's rows
-        mine = torch.empty(hi - lo, width)
+        mine = _table(hi - lo, width)
         for start, stop in bounds:
             mine[start - lo:stop - lo] = rows(node_type, start, stop)
         out[node_type] = _all_rows(mine, ctx, engine.num_nodes[node_type])
@@ -380,7 +430,7 @@ def _gcn_rows(conv: GCNConv, xlin: torch.Tensor, csr: Csr, start: int, stop: int
 
 def _row_map(fn, h, width: int, step: int = ROW_STEP) -> torch.Tensor:
     """``fn`` applied to every row of ``h`` (N, F) in row blocks, into one (N, width) table."""
-    out = torch.empty(h.shape[0], width)
+    out = _table(h.shape[0], width)
     for a in range(0, h.shape[0], step):
         out[a:a + step] = fn(h[a:a + step].float())
     return out
@@ -432,6 +482,7 @@ def layerwise_logits(model: nn.Module, x, engine: LayerwiseInference,
     was_training = model.training
     model.eval()
     try:
+        x = input_table(model, x)  # learnt node embeddings (train.embeddings) join the features
         if typed:
             run = _typed_sage if model.name == "sage" else _rgcn
         else:
@@ -443,14 +494,24 @@ def layerwise_logits(model: nn.Module, x, engine: LayerwiseInference,
 
 def _mlp(model: FeatureMLP, x, engine: LayerwiseInference, ctx: DistContext,
          with_hidden: bool):
-    """No edges: row blocks of ``block_edges`` rows (identical on every rank)."""
+    """No edges: row blocks of ``block_edges`` rows (identical on every rank), each written
+    into the output tables as it comes."""
     (num_nodes,) = engine.num_nodes.values()
     step = engine.block_edges
-    if not with_hidden:
-        return torch.cat([model(x[a:a + step].float()) for a in range(0, num_nodes, step)])
-    pairs = [forward_with_hidden(model, x[a:a + step].float())
-             for a in range(0, num_nodes, step)]
-    return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    out = hidden = None
+    for a in range(0, num_nodes, step):
+        rows = x[a:a + step].float()
+        got = forward_with_hidden(model, rows) if with_hidden else (model(rows), None)
+        if out is None:  # widths are known once a block ran
+            out = _table(num_nodes, got[0].shape[1])
+            hidden = None if got[1] is None else _table(num_nodes, got[1].shape[1])
+        out[a:a + rows.shape[0]] = got[0]
+        if hidden is not None:
+            hidden[a:a + rows.shape[0]] = got[1]
+    if out is None:  # no rows: the widths of an empty forward, as torch.cat of none gave
+        got = forward_with_hidden(model, x[:0].float()) if with_hidden else (model(x[:0].float()),)
+        out, hidden = got[0], (got[1] if with_hidden else None)
+    return (out, hidden) if with_hidden else out
 
 
 def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
@@ -505,14 +566,14 @@ def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
     combine = model.jk if jk else (lambda ts: ts[-1])
     h = None
     step = engine.block_edges  # jk and its linear map are row-wise: row blocks
-    logits = torch.empty(num_nodes, model.lin.out_features)
+    logits = _table(num_nodes, model.lin.out_features)
     jks = None
     for a in range(0, num_nodes, step):
         z = combine([t[a:a + step] for t in tables])
         logits[a:a + z.shape[0]] = model.lin(z)
         if with_hidden:
             if jks is None:
-                jks = torch.empty(num_nodes, z.shape[1])
+                jks = _table(num_nodes, z.shape[1])
             jks[a:a + z.shape[0]] = z
     if with_hidden and jks is None:  # no rows at all
         jks = torch.empty(0, model.lin.in_features)
@@ -531,9 +592,9 @@ def _input_rows(model: nn.Module, x: dict[str, torch.Tensor], step: int) -> dict
     out = {}
     for t, lin in zip(model.inputs.types, model.inputs.maps):
         rows = x[t]
-        out[t] = torch.cat([torch.relu(lin(rows[a:a + step].float()))
-                            for a in range(0, rows.shape[0], step)]) if rows.shape[0] else \
-            torch.empty(0, lin.out_features)
+        out[t] = _table(rows.shape[0], lin.out_features)
+        for a in range(0, rows.shape[0], step):
+            out[t][a:a + step] = torch.relu(lin(rows[a:a + step].float()))
     return out
 
 
@@ -561,7 +622,7 @@ def _typed_sage(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseI
         h = _layer(engine, ctx, {d: width for d, into in engine.into.items() if into and d in h},
                    rows)
         if layer < len(convs) - 1:  # GraphSAGE: act (dropout: eval) between layers
-            h = {t: torch.relu(v) for t, v in h.items()}
+            h = {t: v.relu_() for t, v in h.items()}  # in place: no second table
     return (model.select(h), hidden) if with_hidden else model.select(h)
 
 
@@ -575,9 +636,12 @@ def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInferen
     sizes = [h[t].shape[0] for t in types]
     start_of = dict(zip(types, torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()))
     relation = {e: i for i, e in enumerate(model.edge_types)}
-    z, hidden = torch.cat([h[t] for t in types]), None
+    z, hidden = _cat_rows([h[t] for t in types]), None
     for conv in model.convs:
-        hidden = torch.relu(z)  # after the loop: what the last conv read
+        hidden = _table(*z.shape)  # after the loop: what the last conv read
+        for a in range(0, z.shape[0], ROW_STEP):
+            hidden[a:a + ROW_STEP] = z[a:a + ROW_STEP]
+            hidden[a:a + ROW_STEP].relu_()
 
         def rows(d, a, b, conv=conv, view=hidden):
             srcs, dsts, rels = [], [], []
@@ -591,7 +655,12 @@ def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInferen
                 2, 0, dtype=torch.int64)
             rel = torch.cat(rels) if rels else torch.empty(0, dtype=torch.int64)
             return conv((view, view[start_of[d] + a:start_of[d] + b]), ei, rel)
-        z = torch.cat(list(_layer(engine, ctx, {t: conv.out_channels for t in types},
+        z = _cat_rows(list(_layer(engine, ctx, {t: conv.out_channels for t in types},
                                   rows).values()))
     out = model.select(dict(zip(types, z.split(sizes))))
     return (out, dict(zip(types, hidden.split(sizes)))) if with_hidden else out
+
+
+def _cat_rows(tables: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(tables)`` of (N_i, W) tables into one ``_table``."""
+    return torch.cat(tables, out=_table(sum(t.shape[0] for t in tables), tables[0].shape[1]))

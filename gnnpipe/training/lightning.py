@@ -40,6 +40,7 @@ from torch_geometric.data.lightning import LightningNodeData
 from torch_geometric.sampler import BaseSampler
 
 from gnnpipe.training import device as devices
+from gnnpipe.training import embeddings
 from gnnpipe.config import TrainParams
 from gnnpipe.io.common import PHASES
 from gnnpipe.training.distributed import SINGLE, all_reduce_sum
@@ -173,8 +174,8 @@ class NodeClassifier(pl.LightningModule):
         return self.model(x, edge_index)
 
     def configure_optimizers(self):
-        return torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr,
-                                weight_decay=self.cfg.weight_decay)
+        # Adam; with train.embeddings Adam + lazy Adam for the table rows (one process)
+        return embeddings.optimizer(self.model, self.cfg)
 
     def on_fit_start(self) -> None:
         # Epoch 1's train iterator is created before on_train_epoch_start (FitLoop.setup_data),

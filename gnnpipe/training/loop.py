@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from gnnpipe.training import device as devices
+from gnnpipe.training import embeddings
 from gnnpipe.config import FitParams
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
 
@@ -202,7 +203,8 @@ def run(task: Task, build_model: Callable[[], nn.Module], cfg: FitParams, seed: 
         torch.manual_seed(seed)
         model = build_model().to(device)
         task.place(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # Adam; with train.embeddings Adam + lazy Adam for the table rows (averaged over ctx)
+        optimizer = embeddings.optimizer(model, cfg, ctx)
         scaler = devices.grad_scaler(device, options.amp)
         state = {"epoch": 0, task.best_key: -1.0, "best_epoch": 0, "stale": 0, "history": [],
                  "best_state": devices.state_on_cpu(model),

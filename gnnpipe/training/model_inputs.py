@@ -17,6 +17,7 @@ from gnnpipe.splitting.inputs import (LinkSupervision, TypedSplit, lazy_model_fe
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
+from gnnpipe.training import embeddings
 from gnnpipe.training.models import build_model
 from gnnpipe.io.common import PHASES
 from gnnpipe.training.train import PhaseInput, build_inputs
@@ -71,7 +72,7 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
     else:
         x = model_features(args, stored.float())  # float32 storage: the map itself
     graph = replace(graph, x={graph.target: x})
-    graphs = phase_csrs(io.read_typed_message_graphs(args.split, graph)[1])
+    graphs = phase_csrs(io.read_typed_message_graphs(args.split, graph, mmap=True)[1])
     num_hops = 0
     # a node loader reads the train edges even for the MLP
     edges = cfg.model != "mlp" or (task == "node" and samplers.SAMPLERS[cfg.sampler].loader
@@ -86,31 +87,34 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
         given = whole_features(build_inputs(x, message_graphs=graphs, cfg=cfg,
                                             phases=phases))
     in_dim = int(x.shape[1])
+    num_nodes = {graph.target: graph.num_nodes}  # train.embeddings: a row per node
 
     def meta(task_meta: dict) -> dict:  # key order as model.pt has always had it
         head = {k: v for k, v in task_meta.items() if k == "task"}
         rest = {k: v for k, v in task_meta.items() if k != "task"}
-        return {"model": cfg.model, **head, "in_dim": in_dim, **rest, "num_hops": num_hops}
+        return {"model": cfg.model, **head, "in_dim": in_dim, **rest, "num_hops": num_hops,
+                **embeddings.meta(cfg, list(num_nodes))}
 
     return ModelInputs(graph, graphs, given, num_hops,
                        ("prepared", "split", "features", "propagate"),
                        lambda out_dim, out: build_model(cfg.model, in_dim, out_dim, cfg,
-                                                        num_hops), meta)
+                                                        num_hops, num_nodes), meta)
 
 
 def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
-    typed = read_model_typed(args, graph=graph)
+    typed = read_model_typed(args, graph=graph, mmap=True)  # message graphs: mapped
     graph = typed.graph
     given = phase_inputs(graph, typed.graphs, cfg, phases=phases)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
     described = {"model": cfg.model, "target": graph.target,
                  "node_types": ",".join(graph.node_types),
-                 "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types)}
+                 "edge_types": ",".join(edge_type_name(e) for e in graph.edge_types),
+                 **embeddings.meta(cfg, list(graph.node_types))}
     return ModelInputs(graph, typed.graphs, given, 0,
                        ("prepared", "split", "features"),
                        lambda out_dim, out: build_hetero_model(
                            cfg.model, graph.metadata(), dims, out_dim, graph.target, cfg,
-                           out=out),
+                           out=out, num_nodes=dict(graph.num_nodes_dict)),
                        lambda task_meta: {**described, **task_meta})
 
 

@@ -38,6 +38,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import FitParams, TrainParams
 from gnnpipe.data.graph import EdgeType
+from gnnpipe.training.embeddings import attach, input_rows, node_inputs
 
 Metadata = tuple[list[str], list[EdgeType]]
 
@@ -198,7 +199,9 @@ def sampled_forward(model: BasicGNN, x: torch.Tensor, edge_index: torch.Tensor,
 class _Sampled:
     """Mixin over a PyG ``BasicGNN``: the forward also takes the per-hop counts of a sampled
     batch (``sampled_forward``); without them and with ``aggregation = "scatter"`` it is the
-    model's own forward, bit for bit."""
+    model's own forward, bit for bit. A model with ``node_inputs`` (``train.embeddings``,
+    gnnpipe/training/embeddings.py) first turns ``x`` and the batch's ``n_id`` into its input
+    rows."""
 
     trims = True  # gnnpipe.training.models.trim_kwargs passes the counts
     aggregation = "scatter"  # scatter | csr (CSR_MODELS) | auto (resolved on the first batch)
@@ -206,7 +209,10 @@ class _Sampled:
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
                 edge_weight: torch.Tensor | None = None,
                 num_sampled_nodes_per_hop: list[int] | None = None,
-                num_sampled_edges_per_hop: list[int] | None = None) -> torch.Tensor:
+                num_sampled_edges_per_hop: list[int] | None = None,
+                n_id: torch.Tensor | None = None) -> torch.Tensor:
+        # train.embeddings: [x | the rows' embeddings] (n_id: the batch's global ids)
+        x = input_rows(self, x, n_id)
         if num_sampled_nodes_per_hop is None and self.aggregation != "csr":
             return super().forward(x, edge_index, edge_weight)
         return sampled_forward(self, x, edge_index, edge_weight, num_sampled_nodes_per_hop,
@@ -217,7 +223,15 @@ def trim_kwargs(model: nn.Module, batch) -> dict:
     """The batch's per-hop counts as keyword arguments of ``model`` (the user's module), or
     none: the model does not trim, or the batch has no counts (induced, bidirectional, shadow,
     cluster, saint, hgt) or fewer hops than the model has layers. Typed batches count per
-    node type and per edge type (dicts of lists), passed as dicts."""
+    node type and per edge type (dicts of lists), passed as dicts. A model with embeddings
+    (``node_inputs``) also gets the batch's global node ids ``n_id`` ((n,) or type -> (n_t,))."""
+    ids = ({"n_id": batch.n_id} if getattr(model, "node_inputs", None) is not None
+           and getattr(batch, "n_id", None) is not None else {})
+    return {**_count_kwargs(model, batch), **ids}
+
+
+def _count_kwargs(model: nn.Module, batch) -> dict:
+    """``trim_kwargs``' per-hop counts."""
     nodes = getattr(batch, "num_sampled_nodes", None)
     edges = getattr(batch, "num_sampled_edges", None)
     if not getattr(model, "trims", False) or nodes is None or edges is None:
@@ -423,17 +437,23 @@ class TypedModel(nn.Module):
     ``out="target"``: the target type's rows (N_target, C) (node classification); ``out="all"``:
     every type's rows concatenated in node-type order into (N_total, C), the
     ``Graph.offsets()`` ids (link prediction scores any two types' pair ``z_u . z_v``).
+    ``num_nodes`` (type -> N_t) gives the types ``cfg.embeddings`` names a learnable row per
+    node (``node_inputs``, gnnpipe/training/embeddings.py) before their input map.
     """
 
     # out="target" leaves the other types' last maps unused (DDP must not wait for them)
     ddp_find_unused_parameters = True
 
     def __init__(self, name: str, metadata: Metadata, in_dims: dict[str, int], target: str,
-                 cfg: FitParams, out: str = "target"):
+                 cfg: FitParams, out: str = "target", num_nodes: dict[str, int] | None = None):
         super().__init__()
         self.name, self.target, self.out = name, target, out
         self.node_types, self.edge_types = list(metadata[0]), list(metadata[1])
-        self.inputs = TypeInputs(in_dims, cfg.hidden)
+        # train.embeddings (num_nodes: type -> N_t): the chosen types' maps read [x | rows]
+        inputs = node_inputs(num_nodes, cfg)
+        widths = in_dims if inputs is None else {t: inputs.width(t, d) for t, d in in_dims.items()}
+        self.inputs = TypeInputs(widths, cfg.hidden)
+        attach(self, inputs)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def select(self, h: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -487,6 +507,7 @@ def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Ten
     if isinstance(model, SIGN):
         return model.forward_with_hidden(x)
     assert isinstance(model, BasicGNN), f"no hidden-layer accessor for {type(model).__name__}"
+    x = input_rows(model, x)  # train.embeddings: every node's rows, in id order
     jk, head, h, xs, hidden = hasattr(model, "jk"), hasattr(model, "lin"), x, [], x
     for layer, conv in enumerate(model.convs):
         if layer == model.num_layers - 1 and not head:
@@ -501,13 +522,25 @@ def forward_with_hidden(model: nn.Module, x: torch.Tensor, edge_index: torch.Ten
 
 
 def build_model(name: str, in_dim: int, num_classes: int, cfg: FitParams,
-                num_hops: int = 0) -> nn.Module:
-    """A freshly initialised model (uses torch's global RNG: call under ``fork_rng``)."""
+                num_hops: int = 0, num_nodes: dict[str, int] | None = None) -> nn.Module:
+    """A freshly initialised model (uses torch's global RNG: call under ``fork_rng``).
+    ``num_nodes`` ({node type: N}, the graph's one type): graph models get ``cfg.embeddings``'
+    tables (``gnnpipe.training.embeddings.node_inputs``) and read ``in_dim`` features plus
+    them; None (the baseline, shards) or embeddings off: no tables."""
     if name == "mlp":
         return FeatureMLP(in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
     assert isinstance(cfg, TrainParams), "graph models are configured by the train section"
     if name == "sign":
         return SIGN(in_dim, num_hops, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
+    inputs = node_inputs(num_nodes, cfg)  # mlp / sign: refused with embeddings (config rules)
+    if inputs is not None:
+        (node_type,) = num_nodes
+        in_dim = inputs.width(node_type, in_dim)
+    return attach(_graph_model(name, in_dim, num_classes, cfg), inputs)
+
+
+def _graph_model(name: str, in_dim: int, num_classes: int, cfg: TrainParams) -> nn.Module:
+    """``build_model``'s message-passing models over ``in_dim`` input channels."""
     kwargs = {}
     if name == "gat":
         assert cfg.hidden % cfg.heads == 0, "config._check_heads refuses this train section"

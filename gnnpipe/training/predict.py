@@ -256,12 +256,12 @@ def read_classes_of(prepared: Path, num_classes: int) -> tuple[pa.Array, str]:
 
 def trained_outputs(inputs, model_dir: Path, ctx: DistContext, out_dim: int, out: str,
                     expect: dict, block_rows: int):
-    """(output, hidden, how) of the model trained into ``model_dir`` on the test phase's
-    ``inputs`` (``gnnpipe.training.model_inputs.ModelInputs``; ``out_dim`` / ``out`` rebuild
-    it, ``expect``: the meta it must have been trained with); typed graphs run on rank 0 alone.
-    (None, None, how) on the other ranks."""
+    """(output, hidden, how) of the model trained into ``model_dir`` (data/model, or a
+    model.pt itself) on the test phase's ``inputs`` (``gnnpipe.training.model_inputs.ModelInputs``;
+    ``out_dim`` / ``out`` rebuild it, ``expect``: the meta it must have been trained with); typed
+    graphs run on rank 0 alone. (None, None, how) on the other ranks."""
     model = load_model(inputs.model(out_dim, out), io.read_model(model_dir), inputs.meta(expect),
-                       Path(model_dir) / "model.pt")
+                       io.model_file(model_dir))
     typed = inputs.graph.layout == TYPED
     if typed and not ctx.is_main:
         return None, None, "full"

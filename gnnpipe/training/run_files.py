@@ -3,11 +3,17 @@ outputs of a node or link model, and the rank's memory high-water mark."""
 
 from __future__ import annotations
 
+import json
 import resource
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from gnnpipe import io
+from gnnpipe.config import load_params, to_dict
+from gnnpipe.data.graph import edge_type_name
+from gnnpipe.io.common import FEATURE_DTYPES
 from gnnpipe.reporting.node_metric import METRIC_NAMES
 from gnnpipe.training.loop import PERF_COLUMNS, Checkpointing
 from gnnpipe.training.sharding import gather_objects
@@ -27,12 +33,45 @@ def checkpointing_for(args, cfg, section: dict, seed: int, inputs: list[Path],
         save=lambda payload: io.write_checkpoint(args.checkpoint, payload, fingerprint))
 
 
+# the dataset keys that shape the graph a model reads (how prepare reads the tables, the edge
+# policies, the types): model.pt carries them, and the train stage lists them as its params
+GRAPH_KEYS = ("task", "source", "layout", "nodes", "edges", "undirected", "dedup", "self_loops",
+              "typed")
+
+
+def model_inference(args) -> dict:
+    """model.pt's ``inference`` part (gnnpipe/io/models.py): what scoring a new graph needs,
+    from the params the train stage lists (``args.params``) and the artifacts it reads
+    (data/prepared, data/features); plain containers and tensors only."""
+    params = load_params(args.params)
+    plain = json.loads(json.dumps({  # tuples as lists: what YAML gives, and weights_only loads
+        "seed": params.seed, "dataset": {k: to_dict(params.dataset)[k] for k in GRAPH_KEYS},
+        "train": to_dict(params.train)}))
+    graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    classes = (io.read_classes(args.prepared) if (args.prepared / "classes.parquet").exists()
+               else pa.array(range(graph.num_classes), pa.int64()))
+    ids = {}
+    for t in graph.node_types:
+        path = args.prepared / io.node_ids_file(t)
+        ids[t] = (str(io.read_typed_node_ids(args.prepared, t).schema.field("original_id").type)
+                  if path.exists() else "node_id")
+    stored = {v: k for k, v in FEATURE_DTYPES.items()}[graph.x[graph.target].dtype]
+    features = io.read_features(args.features)
+    return {"params": plain, "features": {k: v for k, v in features.items() if k != "schema"},
+            "feature_dtype": stored,
+            "feature_widths": {t: int(x.shape[1]) for t, x in graph.x.items()},
+            "classes": classes.to_pylist(), "class_type": str(classes.type), "ids": ids,
+            "graph": {"layout": graph.layout, "target": graph.target,
+                      "node_types": list(graph.node_types),
+                      "edge_types": [edge_type_name(e) for e in graph.edge_types]}}
+
+
 def write_node_outputs(args, result, model_meta: dict | None) -> None:
     """Predictions of every node (and the weights, unless a baseline) into ``args.out``."""
     with io.atomic_dir(args.out) as out:
         io.write_predictions(out, result.node_id, result.logits)
         if model_meta is not None:
-            io.save_model(out, result.state_dict, model_meta)
+            io.save_model(out, result.state_dict, model_meta, model_inference(args))
 
 
 def write_link_outputs(args, result, model_meta: dict | None) -> None:
@@ -42,7 +81,7 @@ def write_link_outputs(args, result, model_meta: dict | None) -> None:
         if result.hard_scores:
             io.write_hard_link_scores(out, result.hard_scores)
         if model_meta is not None:
-            io.save_model(out, result.state_dict, model_meta)
+            io.save_model(out, result.state_dict, model_meta, model_inference(args))
 
 
 def write_run_files(args, result, metrics: dict, perf: dict) -> None:

@@ -29,7 +29,7 @@ from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.node_metric import class_counts, node_metric, resolve_metric
 from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
-from gnnpipe.training.inference import csr_view, plan
+from gnnpipe.training.inference import csr_view, edge_index_of, plan
 from gnnpipe.training.loop import LoopOptions, epoch_seed
 from gnnpipe.training.models import choose_aggregation, trim_kwargs
 from gnnpipe.training.sharding import gather_objects
@@ -531,7 +531,7 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
     for phase in phases:
         csr = message_graphs[phase]
         if id(csr) not in edges:
-            edges[id(csr)] = csr.edge_index()
+            edges[id(csr)] = edge_index_of(csr)  # a mapped scratch table in a stage
             engines[id(csr)] = plan(*csr_view(csr), x.shape[1], cfg) if cfg is not None else None
     return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
                               engines[id(message_graphs[phase])]) for phase in phases}

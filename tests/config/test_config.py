@@ -315,6 +315,8 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
     ({"partition": {"method": "lp", "node_weight": "degree"}},
      r"partition.method='lp' balances node counts .* \(found 'degree', 'none'\)",
      "rules._check_partition_weights"),
+    ({"train": {"model": "mlp", "embeddings": {"dim": 8}}},
+     r"train.embeddings.dim=8: train.model='mlp' is a features-only model", "rules._check_embeddings"),
     ({"train": {"sampler": "neighbor", "neighbor": {"weighted": True}}},
      r"train.neighbor.weighted=true .* dataset.edges.weight set \(found ''\)", "samplers._check_options"),
     ({"dataset": {"storage": {"features": "external"}, "layout": "typed"}},

@@ -225,7 +225,8 @@ def test_the_model_artifact_comes_from_the_s3_remote_and_loads_weights_only(orig
     for name in ("model.pt", "by-path.pt"):
         assert hashlib.sha256((fetched / name).read_bytes()).hexdigest() == digest, name
     payload = torch.load(fetched / "model.pt", map_location="cpu", weights_only=True)
-    assert payload["schema"] == "gnnpipe.model/1"
+    assert payload["schema"] == "gnnpipe.model/2"  # self-contained: what a new graph needs
     assert payload["meta"]["model"] == "sage" and payload["meta"]["num_classes"] == 3
+    assert len(payload["inference"]["classes"]) == 3 and payload["inference"]["features"]
     assert payload["state_dict"] and all(isinstance(t, torch.Tensor)
                                          for t in payload["state_dict"].values())

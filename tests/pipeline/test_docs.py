@@ -65,6 +65,9 @@ SKIPPED = {
     ("docs/sharing.md", "dvc exp run -n lr-02 -S train.lr=0.02"),
     ("docs/sharing.md", "dvc exp list origin"),
     ("docs/sharing.md", "dvc push"),
+    ("docs/sharing.md", "dvc artifacts get git@github.com:me/gnnpipe.git gnn-model -o model.pt"),
+    ("docs/sharing.md", "git clone /path/to/first gnnpipe-2 && cd gnnpipe-2"),
+    ("docs/sharing.md", "dvc remote modify --local s3store connect_timeout 5"),
     ("docs/typed-graphs.md", "dvc exp run --temp -S dataset.source=parquet -S dataset.layout=typed "
                              "-S dataset.edges.timestamp=ts"),
 }

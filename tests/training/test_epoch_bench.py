@@ -1,7 +1,8 @@
 """The epoch benches' own helpers (bench/epoch_steps.py, bench/train_epoch.py,
 bench/typed_epoch.py): fit's step split changes nothing fit computes and accounts for its
-epoch, the OGB-MAG-shaped graph keeps its shape, and the per-hop counts read off a
-breadth-first typed sample are the sampler's."""
+epoch, the bare loop is timed alike, fit's epoch runs the bare loop's tensor ops, the
+OGB-MAG-shaped graph keeps its shape, and the per-hop counts read off a breadth-first typed
+sample are the sampler's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from gnnpipe.config import CheckpointParams, NeighborParams, TrainParams
 from gnnpipe.sampling import HeteroNeighborSampler
 from gnnpipe.sampling.builders import neighbor_batches
+from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import fit
 
@@ -66,6 +68,59 @@ def test_step_clock_splits_fit_without_changing_it():
     model(torch.ones(1, 2)).sum().backward()
     opt.step()
     assert clock.epochs[-1] == before
+
+
+def _bare_loop(tally=None):
+    """The bench's bare loop (``plain_epoch``, trimmed) over ``_fit``'s graph, loader and model."""
+    from bench.epoch_steps import plain_epoch
+    from bench.train_epoch import homogeneous_inputs
+
+    graph = make_tiny_graph(60)
+    cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, batch_size=8,
+                      neighbor=NeighborParams((3, 2)))
+    loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor, 0,
+                              batch_size=cfg.batch_size)
+    torch.manual_seed(0)
+    model = build_model("sage", 2, 3, cfg)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return plain_epoch(model, optimizer, loader.loader, homogeneous_inputs, trim=True,
+                       tally=tally), model
+
+
+def test_plain_epoch_is_timed_as_fit_over_the_whole_epoch():
+    """The bare loop's row uses fit's clock: its split holds every phase but the adapter's and
+    sums to the epoch's wall time, and the clock's hooks are gone afterwards."""
+    from bench.epoch_steps import PHASES
+
+    e, model = _bare_loop()
+    assert e["batches"] == 4 and e["seeds"] == 30
+    split = {k[:-len("_seconds")]: v for k, v in e.items()
+             if k.endswith("_seconds") and k != "seconds"}
+    assert set(split) == set(PHASES) - {"assemble"}
+    assert all(split[p] > 0 for p in ("sample", "gather", "forward", "backward", "optimizer"))
+    assert split["other"] >= 0
+    assert abs(sum(split.values()) - e["seconds"]) < 1e-9
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_fit_runs_the_bare_loops_tensor_work():
+    """One epoch of fit executes exactly the aten ops of the bare loop on the same loader and
+    model (the same steps and one loss sum each): whatever fit adds is Python bookkeeping."""
+    from bench.epoch_steps import Tally, timed_fit
+
+    mine, bare = Tally(), Tally()
+    graph = make_tiny_graph(60)
+    cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, epochs=1, patience=2,
+                      batch_size=8, neighbor=NeighborParams((3, 2)),
+                      checkpoint=CheckpointParams(every=0))
+    loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor, 0,
+                              batch_size=cfg.batch_size)
+    timed_fit(lambda: build_model("sage", 2, 3, cfg), cfg, 0, loader, _no_evaluation(graph),
+              LoopOptions(), tally=mine)
+    _bare_loop(bare)
+    assert mine.batches == bare.batches == 4
+    assert sum(mine.ops.values()) > 100 and mine.calls > bare.calls > 0
+    assert mine.differences(bare) == {}
 
 
 def test_mag_like_graph_has_ogb_mag_shape():

@@ -1,0 +1,206 @@
+"""Predictions on a new graph (gnnpipe/training/new_graph.py): model.pt is self-contained
+(gnnpipe.model/2, weights_only), the training graph scored through the new-graph path equals the
+predict stage's file, a graph with 10% new nodes and edges scores them with the saved feature
+transform (checked against a forward built by hand), and each mismatch is one line with no
+scratch folder left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+
+import gnnpipe
+from gnnpipe import io
+from gnnpipe.cli import main
+from gnnpipe.config import TrainParams
+from gnnpipe.data.edges import normalize_edges
+from gnnpipe.training.models import build_model
+from gnnpipe.training.new_graph import load_model, predict_to_file, read_saved, score
+from conftest import run_stages
+
+N, C, F = 80, 3, 5
+CLASSES = ["ant", "bee", "cow"]
+TRAIN = {"model": "sage", "epochs": 3, "patience": 3, "hidden": 8, "num_layers": 2,
+         "dropout": 0.0}
+
+
+def _tables(n: int, seed: int, ids_from: int = 0) -> tuple[pa.Table, pa.Table]:
+    """A ring plus random chords; string ids ``n00042``; features with a class signal and an
+    offset (so standardize moves them); every sixth label blank."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, C, n)
+    x = rng.normal(size=(n, F)).astype(np.float32) * 3 + 5
+    x[np.arange(n), y] += 4
+    ids = [f"n{i:05d}" for i in range(ids_from, ids_from + n)]
+    labels = [None if i % 6 == 0 else CLASSES[c] for i, c in enumerate(y)]
+    src = np.concatenate([np.arange(n), rng.integers(0, n, n)])
+    dst = np.concatenate([(np.arange(n) + 1) % n, rng.integers(0, n, n)])
+    nodes = pa.table({"id": ids, "x": pa.array(list(x), pa.list_(pa.float32())),
+                      "label": labels})
+    edges = pa.table({"src": [ids[i] for i in src], "dst": [ids[i] for i in dst]})
+    return nodes, edges
+
+
+def _write(folder: Path, nodes: pa.Table, edges: pa.Table) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(nodes, folder / "nodes.parquet")
+    pq.write_table(edges, folder / "edges.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The tables prepared, split (features standardized on the train nodes), trained and
+    predicted by the stages, in this process."""
+    folder = tmp_path_factory.mktemp("new_graph")
+    _write(folder / "tables", *_tables(N, 0))
+    params = {"dataset": {"source": "parquet", "path": "tables"},
+              "features": {"normalize": "standardize"}, "train": TRAIN,
+              "predict": {"top_k": 2}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages(folder, ["prepare", "split", "train", "predict"])
+    return folder
+
+
+@contextlib.contextmanager
+def _cwd(folder: Path):
+    old = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def test_model_file_is_self_contained_and_loads_weights_only(trained):
+    payload = torch.load(trained / "data/model/model.pt", weights_only=True)
+    assert payload["schema"] == "gnnpipe.model/2"
+    inference = payload["inference"]
+    assert inference["classes"] == CLASSES and inference["class_type"] == "string"
+    assert inference["ids"] == {"node": "string"} and inference["feature_widths"] == {"node": F}
+    assert inference["params"]["train"]["hidden"] == TRAIN["hidden"]
+    assert inference["params"]["dataset"]["source"] == "parquet"
+    fitted = io.read_features(trained / "data/features")["node_types"][""]
+    saved = inference["features"]["node_types"][""]
+    assert inference["features"]["meta"]["kind"] == "standardize"
+    assert torch.equal(saved["mean"], fitted["mean"]) and torch.equal(saved["std"], fitted["std"])
+
+
+def test_training_graph_through_the_new_path_equals_the_predict_stage(trained):
+    with _cwd(trained):
+        assert main(["predict", "--model", "data/model/model.pt", "--graph", "tables",
+                     "--out", "scored/train.parquet", "--top-k", "2"]) == 0
+    stage = io.read_node_predictions(trained / "data/predict")
+    mine = pq.read_table(trained / "scored/train.parquet")
+    assert mine.schema.equals(stage.schema, check_metadata=False)
+    for name in stage.column_names:
+        if name != "role":  # a new graph has no split: every row "unused"
+            assert mine.column(name).equals(stage.column(name)), name
+    assert set(mine.column("role").to_pylist()) == {"unused"}
+    api = load_model(trained / "data/model").predict(trained / "tables", top_k=2)
+    assert api.drop_columns("role").equals(mine.drop_columns("role"))
+
+
+def _reference_top(trained: Path, nodes: pa.Table, edges: pa.Table) -> np.ndarray:
+    """The most probable class code of each node, by hand: the saved weights, the split
+    stage's standardization (not one refitted on these nodes) and the undirected, deduplicated,
+    loop-free edges."""
+    ids = {v: i for i, v in enumerate(nodes.column("id").to_pylist())}
+    src = np.array([ids[v] for v in edges.column("src").to_pylist()])
+    dst = np.array([ids[v] for v in edges.column("dst").to_pylist()])
+    csr, _ = normalize_edges(src, dst, len(ids), undirected=True, dedup=True,
+                             remove_self_loops=True)
+    fitted = io.read_features(trained / "data/features")["node_types"][""]
+    x = torch.tensor(np.stack(nodes.column("x").to_pylist()), dtype=torch.float32)
+    model = build_model("sage", F, C, TrainParams(**TRAIN))
+    model.load_state_dict(io.read_model(trained / "data/model")[0])
+    with torch.no_grad():
+        logits = model.eval()((x - fitted["mean"]) / fitted["std"], csr.edge_index())
+    return logits.argmax(1).numpy()
+
+
+def test_a_graph_with_ten_percent_new_nodes_scores_them(trained, tmp_path):
+    nodes, edges = _tables(N, 0)
+    new_nodes, _ = _tables(N // 10, 7, ids_from=N)  # 8 new ids
+    new_nodes = new_nodes.drop_columns("label").append_column(
+        "label", pa.array([None] * new_nodes.num_rows, pa.string()))
+    rng = np.random.default_rng(3)
+    old = nodes.column("id").to_pylist()
+    fresh = new_nodes.column("id").to_pylist()
+    links = pa.table({"src": fresh * 2, "dst": [old[i] for i in rng.integers(0, N, 2 * len(fresh))]})
+    all_nodes, all_edges = pa.concat_tables([nodes, new_nodes]), pa.concat_tables([edges, links])
+    folder = _write(tmp_path / "grown", all_nodes, all_edges)
+    done = predict_to_file(trained / "data/model/model.pt", folder, tmp_path / "p.parquet")
+    table = pq.read_table(tmp_path / "p.parquet")
+    assert done["rows"] == table.num_rows == N + len(fresh)
+    assert table.column("original_id").to_pylist() == old + fresh
+    assert table.column("label").to_pylist()[N:] == [None] * len(fresh)
+    predicted = [CLASSES.index(v) for v in table.column("predicted").to_pylist()]
+    np.testing.assert_array_equal(predicted, _reference_top(trained, all_nodes, all_edges))
+    assert sorted(os.listdir(tmp_path)) == ["grown", "p.parquet"]  # no scratch left
+
+
+def _refused(trained: Path, tmp_path: Path, nodes: pa.Table, edges: pa.Table,
+             model: Path | None = None) -> str:
+    folder = _write(tmp_path / "given", nodes, edges)
+    with pytest.raises(ValueError) as err:
+        predict_to_file(model or trained / "data/model/model.pt", folder, tmp_path / "p.parquet")
+    assert sorted(os.listdir(tmp_path)) == ["given"] + (["m.pt"] if model else [])
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_graph_whose_features_or_classes_differ_is_refused_in_one_line(trained, tmp_path):
+    nodes, edges = _tables(N, 1)
+    narrow = nodes.set_column(1, "x", pa.array([row[:3] for row in nodes.column("x").to_pylist()],
+                                               pa.list_(pa.float32())))
+    assert "have 3 features, the model reads 5" in _refused(trained, tmp_path, narrow, edges)
+    labels = nodes.column("label").to_pylist()
+    labels[4] = "yak"
+    odd = nodes.set_column(2, "label", pa.array(labels))
+    message = _refused(trained, tmp_path / "b", odd, edges)
+    assert "'yak', which is not a class of the model (ant, bee, cow)" in message
+
+
+def test_a_graph_of_other_types_is_refused_in_one_line(trained, tmp_path):
+    saved = read_saved(trained / "data/model")
+    wanted = {**saved.inference["graph"], "node_types": ["paper"]}
+    other = dataclasses.replace(saved, inference={**saved.inference, "graph": wanted})
+    folder = _write(tmp_path / "given", *_tables(N, 1))
+    with pytest.raises(ValueError, match=r"nodes.parquet: the graph's node types \(node\) are "
+                                         r"not the model's \(paper\)"):
+        score(other, folder, tmp_path / "scratch", 64)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"schema": "gnnpipe.model/1"}, "gnnpipe.model/1 model file lacks the feature transform "
+                                    "and classes .*re-run the train stage"),
+    ({"meta": {"task": "link"}}, "a link-prediction model"),
+])
+def test_an_old_or_link_model_is_refused_in_one_line(trained, tmp_path, change, match):
+    payload = torch.load(trained / "data/model/model.pt", weights_only=True)
+    payload["meta"].update(change.get("meta", {}))
+    payload["schema"] = change.get("schema", payload["schema"])
+    torch.save(payload, tmp_path / "m.pt")
+    nodes, edges = _tables(N, 1)
+    assert __import__("re").search(match, _refused(trained, tmp_path, nodes, edges,
+                                                   model=tmp_path / "m.pt"))
+
+
+def test_cli_needs_an_out_file_and_import_gnnpipe_stays_without_torch(trained):
+    with _cwd(trained):
+        assert main(["predict", "--model", "data/model", "--graph", "tables"]) == 1
+    code = "import sys, gnnpipe; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert gnnpipe.load_model is load_model  # the lazy export
