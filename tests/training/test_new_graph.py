@@ -187,10 +187,13 @@ def test_a_graph_of_other_types_is_refused_in_one_line(trained, tmp_path):
     ({"schema": "gnnpipe.model/1"}, "gnnpipe.model/1 model file lacks the feature transform "
                                     "and classes .*re-run the train stage"),
     ({"meta": {"task": "link"}}, "a link-prediction model"),
+    ({"train": {"embeddings": {"dim": 4}}}, "trained with train.embeddings .*a new graph's "
+                                              "nodes have none"),
 ])
-def test_an_old_or_link_model_is_refused_in_one_line(trained, tmp_path, change, match):
+def test_an_old_link_or_embeddings_model_is_refused_in_one_line(trained, tmp_path, change, match):
     payload = torch.load(trained / "data/model/model.pt", weights_only=True)
     payload["meta"].update(change.get("meta", {}))
+    payload["inference"]["params"]["train"].update(change.get("train", {}))
     payload["schema"] = change.get("schema", payload["schema"])
     torch.save(payload, tmp_path / "m.pt")
     nodes, edges = _tables(N, 1)
