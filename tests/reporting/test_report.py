@@ -14,9 +14,30 @@ import pytest
 import yaml
 
 from gnnpipe.cli import main
+from gnnpipe.reporting import figures
 from gnnpipe.reporting.report import ReportInputs, parse_csv, render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("training_curves", "confusion_matrices", "per_class_f1", "degree_histogram")
+DRAW = {name: getattr(figures, name) for name in FIGURES}  # the real ones
+_DRAWN: dict[str, bytes] = {}  # name + repr of the arguments -> PNG, for this module
+
+
+@pytest.fixture(autouse=True)
+def _each_figure_drawn_once(monkeypatch):
+    """A figure drawn once per module for the same arguments (~0.5 s each; most tests render
+    the same histories): the figures are deterministic (test_figures_are_deterministic draws
+    twice for real), so a test sees the bytes a draw would give."""
+    def once(name):
+        def draw(*args, **kwargs):
+            key = f"{name}{(args, sorted(kwargs.items()))!r}"
+            if key not in _DRAWN:
+                _DRAWN[key] = DRAW[name](*args, **kwargs)
+            return _DRAWN[key]
+        return draw
+
+    for name in FIGURES:
+        monkeypatch.setattr(figures, name, once(name))
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -152,7 +173,6 @@ def test_report_names_the_metric_the_run_is_judged_on():
     assert " test average_precision 0.7000 0.2100 +0.4900 " in text
     assert " test accuracy 0.8000 0.8000 +0.0000 " in text
     # the curves are the metric's: the same figure as one drawn from val_roc_auc directly
-    from gnnpipe.reporting import figures
     assert render(inputs).figures["training_curves.png"] == figures.training_curves(
         history, history, "sage", "val_roc_auc", "mlp")
     # histories written before evaluate.metric have val_acc only: those are drawn
@@ -347,10 +367,8 @@ def test_report_shows_the_warnings_of_prepare():
 
 
 def test_figures_are_deterministic():
-    from gnnpipe.reporting import figures
-
-    rows = _inputs().degree_hist
-    assert figures.degree_histogram(rows) == figures.degree_histogram(rows)  # no timestamps
+    rows = _inputs().degree_hist  # drawn twice for real (no module memo): no timestamps
+    assert DRAW["degree_histogram"](rows) == DRAW["degree_histogram"](rows)
 
 
 def test_parse_csv_types_and_errors():
