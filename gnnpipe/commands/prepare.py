@@ -50,7 +50,7 @@ def run(args) -> str:
         graph, report = prepared.graph, prepared.report
         io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
                           compression=storage.compression, features=storage.features,
-                          features_written=stream)
+                          features_written=stream, featureless=prepared.featureless)
         for node_type, ids in prepared.node_ids.items():
             io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
                               storage.compression)

@@ -239,7 +239,15 @@ def _check_embeddings(params: Params) -> None:
         raise ParamsError(f"train.embeddings.dim={cfg.dim} keeps a table of every node on each "
                           f"rank, but train.dist.shard='partition' holds only the rank's shard "
                           f"rows; set train.dist.shard: none or train.embeddings.dim: 0")
-    if cfg.types != "all" and len(set(cfg.types)) != len(cfg.types):
+    if cfg.types == "featureless" and (params.dataset.layout != "typed"
+                                       or params.dataset.source == "synthetic"):
+        # homogeneous sources read feature columns; the built-in typed graph has x everywhere
+        raise ParamsError(f"train.embeddings.types='featureless' gives rows to the node types "
+                          f"without feature columns, but dataset.source="
+                          f"{params.dataset.source!r} with dataset.layout="
+                          f"{params.dataset.layout!r} gives every type features; use "
+                          f"train.embeddings.types: all or name the types")
+    if isinstance(cfg.types, tuple) and len(set(cfg.types)) != len(cfg.types):
         raise ParamsError(f"train.embeddings.types={list(cfg.types)} names a node type twice; "
                           f"name each once")
 

@@ -378,9 +378,9 @@ class EmbeddingsParams:
     saved in model.pt; a node no training step reached reads the mean of the trained rows."""
 
     dim: int = num(0, low=0)  # width of each node's learnable row; 0 = off (features only)
-    # node types that get a table: all (a homogeneous graph's one type), or a list of type names
-    # (e.g. [user] for the featureless users of a typed graph)
-    types: Union[Literal["all"], tuple[str, ...]] = "all"
+    # node types that get a table: all (a homogeneous graph's one type), featureless (the types
+    # that had no feature columns in your tables, as graph.json lists them), or a list of names
+    types: Union[Literal["all", "featureless"], tuple[str, ...]] = "all"
     # concat: [features | embedding] rows into the first layer; alone: the embedding replaces
     # the type's features
     combine: Literal["concat", "alone"] = "concat"

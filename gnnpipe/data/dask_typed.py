@@ -208,7 +208,8 @@ def prepare_typed_blocks(client, cfg: DatasetParams, out: Path, scratch: Path,
         edge_time={e: c.time for e, c in csrs.items() if c.timed},
         reverse={e: r for e, r in edge_types.items() if r is not None},
         link_edge_type=link_edge_type(cfg, [r.edge_type for r in relations], list(edge_types),
-                                      target))
+                                      target),
+        featureless=tuple(featureless))
     graph = write_prepared_maps(out, maps, cfg.storage.compression)
     for t, id_type in zip(types, id_types.values()):
         write_node_ids(out, t.name, t.blocks, t.spec, id_type, cfg.storage.compression)

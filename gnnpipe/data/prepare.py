@@ -21,6 +21,7 @@ function, ``gnnpipe.data.edges.normalize_edges``, to each relation:
 A node type without feature columns gets ``dataset.typed.featureless``: ``degree`` = log1p of
 its in-degree in each edge type that points into it (one column per such type, in edge-type
 order; a type nothing points into gets one column of ones), ``constant`` = one column of ones.
+graph.json lists such types under ``featureless`` (``train.embeddings.types: featureless``).
 Times: a homogeneous graph keeps its node times as sorted numbers (int64 for integers, dates
 and timestamps, else float64) and its edge columns as read (``edge_attrs``); a typed graph
 stores int64 node and edge times (float columns must hold whole numbers).
@@ -148,7 +149,8 @@ class Prepared:
     ``node_ids`` / ``node_time``: per node type, the user's id (N_t,) and the node table's
     timestamp column (N_t,) as read. ``edge_attrs``: per edge type, the weight / timestamp
     column (E,) as read, one row per stored edge in CSR order (a homogeneous graph's go to
-    ``edge_attrs_node__to__node.parquet``).
+    ``edge_attrs_node__to__node.parquet``). ``featureless``: the node types without feature
+    columns (their x is ``dataset.typed.featureless``'s), in node-type order, for graph.json.
     """
 
     graph: Graph
@@ -157,6 +159,7 @@ class Prepared:
     node_time: dict[str, pa.Array] = field(default_factory=dict)
     class_values: pa.Array | None = None  # (C,) the user's label of each code; None: 0..C-1
     edge_attrs: dict[EdgeType, dict[str, pa.Array]] = field(default_factory=dict)
+    featureless: tuple[str, ...] = ()
 
 
 def prepare(cfg: DatasetParams, seed: int) -> tuple[Graph, dict]:
@@ -230,7 +233,8 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
     return Prepared(graph=graph, report=_report(graph, cfg, edges.counts, raw, featureless),
                     node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
                     node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},
-                    class_values=raw.class_values, edge_attrs=edges.attrs)
+                    class_values=raw.class_values, edge_attrs=edges.attrs,
+                    featureless=tuple(t for t in graph.node_types if t in featureless))
 
 
 @dataclass(frozen=True)

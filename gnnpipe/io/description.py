@@ -9,7 +9,9 @@ tensors. It lists (schema ``gnnpipe.graph_description/1``):
   edge type), ``link_edge_type`` (what link prediction holds out by default);
 * the optional tensors, only when present: ``node_time`` (node types with times),
   ``edge_time`` (edge types with times), ``public_roles`` (true: the official split),
-  ``features`` (node types whose x is kept in features_<T>.npy, outside graph.pt).
+  ``features`` (node types whose x is kept in features_<T>.npy, outside graph.pt),
+  ``featureless`` (node types that had no feature columns in the user's tables: their x is
+  prepare's ``dataset.typed.featureless`` default; ``train.embeddings.types: featureless``).
 
 A homogeneous graph is described as ``Graph.homogeneous`` builds it: node type ``node``,
 edge type ``node__to__node`` (its own reverse). Every graph's files follow one layout, named
@@ -20,20 +22,24 @@ never stored as a flag.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.data.graph import Graph, check_name, edge_type_name, layout_of, parse_edge_type
 
-__all__ = ["DESCRIPTION", "DESCRIPTION_SCHEMA", "write_description", "read_description"]
+__all__ = ["DESCRIPTION", "DESCRIPTION_SCHEMA", "write_description", "read_description",
+           "read_featureless"]
 
 DESCRIPTION = "graph.json"
 DESCRIPTION_SCHEMA = "gnnpipe.graph_description/1"
 
 
-def write_description(out: Path, graph: Graph, *, external: list[str] = ()) -> None:
+def write_description(out: Path, graph: Graph, *, external: list[str] = (),
+                      featureless: Iterable[str] = ()) -> None:
     """``graph.json`` of ``graph``; ``external``: the node types whose x is kept in
-    features_<T>.npy."""
+    features_<T>.npy; ``featureless``: the node types whose x prepare made (no feature
+    columns), listed in node-type order whatever order they come in."""
     extras: dict = {}  # the optional tensors, listed only when present
     if graph.node_time:
         extras["node_time"] = list(graph.node_time)
@@ -43,6 +49,9 @@ def write_description(out: Path, graph: Graph, *, external: list[str] = ()) -> N
         extras["public_roles"] = True
     if external:
         extras["features"] = list(external)
+    featureless = set(featureless)
+    if featureless:  # absent, not empty: a graph with features everywhere keeps its bytes
+        extras["featureless"] = [t for t in graph.node_types if t in featureless]
     write_json(Path(out) / DESCRIPTION, {
         "schema": DESCRIPTION_SCHEMA,
         "node_types": [[t, n, int(graph.x[t].shape[1])] for t, n in graph.num_nodes_dict.items()],
@@ -90,8 +99,15 @@ def read_description(prepared: Path) -> dict:
         raise ValueError(f"{path}: 'node_time' must list node types")
     if not isinstance(edge_time, list) or set(edge_time) - names:
         raise ValueError(f"{path}: 'edge_time' must list edge types")
-    features = meta.get("features", [])
-    if not isinstance(features, list) or set(features) - set(types):
-        raise ValueError(f"{path}: 'features' must list node types")
+    for key in ("features", "featureless"):
+        listed = meta.get(key, [])
+        if not isinstance(listed, list) or set(listed) - set(types):
+            raise ValueError(f"{path}: {key!r} must list node types")
     return {**meta, "sizes": types, "edge_type_list": edge_types,
             "layout": layout_of(list(types), edge_types)}
+
+
+def read_featureless(prepared: Path) -> list[str]:
+    """The node types of the prepared graph that had no feature columns (graph.json's
+    ``featureless``, node-type order; [] when every type had features)."""
+    return list(read_description(prepared).get("featureless", []))

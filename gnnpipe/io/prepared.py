@@ -113,7 +113,8 @@ def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
 
 def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
                    compression: str = "zstd", features: str = "inline",
-                   features_written: bool = False, block_rows: int = 65_536) -> None:
+                   features_written: bool = False, block_rows: int = 65_536,
+                   featureless: tuple[str, ...] = ()) -> None:
     """The prepared files of ``graph`` (any number of types) into ``out``, Parquet a row group
     at a time (tensors over memory maps are never copied whole: the block-wise prepare hands
     its maps here, gnnpipe/io/prepared_maps.py).
@@ -125,6 +126,7 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
     once, to features_<T>.npy in row blocks of ``block_rows``, and graph.pt's meta points to it
     (the nodes table then holds node_id and label only). ``features_written``: those files are
     already in ``out`` (streamed by prepare, moved by the block-wise one); ``x`` is not read.
+    ``featureless``: the types without feature columns, for graph.json.
     """
     out = Path(out)
     tensors: dict[str, torch.Tensor] = {}
@@ -161,7 +163,7 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
     if external:
         meta["features"] = external
     save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors, meta=meta)
-    write_description(out, graph, external=list(external))
+    write_description(out, graph, external=list(external), featureless=featureless)
 
 
 def _stream_nodes(path: Path, n: int, y: torch.Tensor | None, x: torch.Tensor | None,

@@ -46,6 +46,7 @@ class PreparedMaps:
     edge_time: dict[EdgeType, Path | None]
     feature_dtype: str = "float32"
     external: bool = False
+    featureless: tuple[str, ...] = ()  # node types without feature columns (graph.json)
 
 
 def _mapped(path: Path | None, shape: tuple[int, ...], dtype) -> torch.Tensor:
@@ -80,7 +81,8 @@ def write_prepared_maps(out: Path, maps: PreparedMaps, compression: str = "zstd"
                   reverse=maps.reverse, link_edge_type=maps.link_edge_type,
                   node_time=node_time, edge_time=edge_time)
     write_prepared(out, graph, feature_dtype=maps.feature_dtype, compression=compression,
-                   features="external" if maps.external else "inline", features_written=True)
+                   features="external" if maps.external else "inline", features_written=True,
+                   featureless=maps.featureless)
     return graph
 
 

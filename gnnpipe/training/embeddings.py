@@ -1,6 +1,8 @@
 """Learnable node embeddings (``train.embeddings``): one trained row per node of the chosen
 node types, looked up by the global node ids each batch carries and put beside (``concat``)
 or instead of (``alone``) the type's features as the model's first-layer input.
+``types: featureless`` names the types graph.json lists as having had no feature columns
+(``resolve``, once, where the model inputs are read).
 
 ``NodeInputs`` owns the tables and turns (feature rows, global node ids) into input rows; the
 homogeneous models (gnnpipe/training/models.py) and the typed ones (gnnpipe/hetero/models.py)
@@ -37,6 +39,7 @@ Memory per node and rank: D float32 (the row) + 2 D float32 (SparseAdam's moment
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -140,6 +143,30 @@ class NodeInputs(nn.Module):
         return self.rows(node_type, x, n_id)
 
 
+def resolve(cfg, node_types: list[str], featureless: list[str]):
+    """``cfg`` (TrainParams) with ``train.embeddings.types: featureless`` replaced by the
+    graph's ``featureless`` types (graph.json's list, node-type order; a homogeneous graph's
+    one type when it is listed); ``cfg`` itself for any other choice. Called once, where the
+    model inputs are read, so the builders and model.pt's meta see the resolved names. A graph
+    whose ``node_types`` all had feature columns is refused in one line."""
+    emb = getattr(cfg, "embeddings", None)
+    if emb is None or emb.dim == 0 or emb.types != "featureless":
+        return cfg
+    if not featureless:
+        raise ValueError(f"train.embeddings.types='featureless', but every node type of the "
+                         f"prepared graph ({', '.join(map(repr, node_types))}) had feature "
+                         f"columns (graph.json lists no featureless type); use "
+                         f"train.embeddings.types: all or name the types")
+    return replace(cfg, embeddings=replace(emb, types=tuple(featureless)))
+
+
+def _types(cfg, node_types: list[str]) -> list[str]:
+    """The node types that get a table under ``cfg`` (EmbeddingsParams), ``resolve``d."""
+    # resolve() runs where the model inputs are read, before any builder
+    assert cfg.types != "featureless", "train.embeddings.types: featureless was not resolved"
+    return list(node_types) if cfg.types == "all" else list(cfg.types)
+
+
 def node_inputs(num_nodes: dict[str, int] | None, cfg) -> NodeInputs | None:
     """The ``NodeInputs`` of ``cfg.embeddings`` (TrainParams) over node type -> node count, or
     None: embeddings off (``dim`` 0, a section without them, or no node counts: the baseline).
@@ -148,7 +175,7 @@ def node_inputs(num_nodes: dict[str, int] | None, cfg) -> NodeInputs | None:
     cfg = getattr(cfg, "embeddings", None)
     if num_nodes is None or cfg is None or cfg.dim == 0:
         return None
-    types = list(num_nodes) if cfg.types == "all" else list(cfg.types)
+    types = _types(cfg, list(num_nodes))
     unknown = [t for t in types if t not in num_nodes]
     if unknown:
         raise ValueError(f"train.embeddings.types names {', '.join(map(repr, unknown))}; the "
@@ -270,7 +297,7 @@ def meta(cfg, node_types: list[str]) -> dict:
     cfg = getattr(cfg, "embeddings", None)
     if cfg is None or cfg.dim == 0:
         return {}
-    types = list(node_types) if cfg.types == "all" else list(cfg.types)
+    types = _types(cfg, node_types)
     return {"embeddings": ",".join(f"{t}:{cfg.dim}" for t in types),
             "embeddings_combine": cfg.combine}
 

@@ -60,8 +60,11 @@ def read_model_inputs(args, cfg, task: str, *, phases: tuple[str, ...] = PHASES,
     """The model inputs of the prepared graph for ``task`` under the train section ``cfg``
     (TrainParams), for ``phases`` only (predict asks for ``test``); ``amp``: feature rows read
     per batch in bfloat16 when stored so (training under autocast). The graph's layout picks
-    the models: the flat ones over a homogeneous graph's one relation, else the typed ones."""
+    the models: the flat ones over a homogeneous graph's one relation, else the typed ones;
+    ``train.embeddings.types: featureless`` becomes graph.json's featureless types."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
+    # train.embeddings.types featureless: the types graph.json lists, named once, here
+    cfg = embeddings.resolve(cfg, list(graph.node_types), io.read_featureless(args.prepared))
     return READERS[graph.layout](args, graph, cfg, task, phases, amp)
 
 

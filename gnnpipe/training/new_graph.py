@@ -191,6 +191,13 @@ def check_matches(prepared: Prepared, saved: SavedModel, where: Path) -> None:
             raise ValueError(f"{where}: the graph's {what} ({', '.join(names)}) are not the "
                              f"model's ({', '.join(model)}); dataset.undirected adds reverse "
                              "types, so give the relations the model was trained on")
+    # a type's degree features and a feature column of the same width would pass unnoticed
+    featureless, trained = list(prepared.featureless), wanted.get("featureless")
+    if trained is not None and featureless != trained:
+        raise ValueError(f"{where}: node types without feature columns here: "
+                         f"{', '.join(featureless) or 'none'}; in the training tables: "
+                         f"{', '.join(trained) or 'none'} (their features are degrees); give "
+                         "each type the feature columns it had in training")
     for t, x in graph.x.items():
         width = saved.inference["feature_widths"][t]
         if int(x.shape[1]) != width:
@@ -223,7 +230,8 @@ def stage_inputs(scratch: Path, prepared: Prepared, saved: SavedModel) -> Simple
     with io.atomic_dir(args.prepared, now=True) as out:
         # x rounded to the dtype training read it in; inline, or external past 1 GiB as prepare
         io.write_prepared(out, graph, feature_dtype=inference["feature_dtype"],
-                          compression="none", features="auto")
+                          compression="none", features="auto",
+                          featureless=list(prepared.featureless))
     features = inference["features"]
     with io.atomic_dir(args.features, now=True) as out:
         write_features(out, features["meta"]["kind"], features["node_types"],
@@ -322,7 +330,13 @@ class Model:
                 saved = dataclasses.replace(saved, dataset=replace(saved.dataset,
                                                                    source="parquet"))
             (scratch / "stage").mkdir()
-            scored = score(saved, folder, scratch / "stage", block_rows)
+            try:
+                scored = score(saved, folder, scratch / "stage", block_rows)
+            except ValueError as err:  # name the given table, not the removed scratch copy
+                if not isinstance(graph, dict):
+                    raise
+                named = str(err).replace(f"{folder}/", "").replace(str(folder), "the tables")
+                raise ValueError(named) from None
         schema, blocks = prediction_blocks(scored, top_k, block_rows)
         return pa.Table.from_batches(
             [pa.record_batch([block[f.name] for f in schema], schema=schema) for block in blocks],

@@ -63,6 +63,7 @@ def model_inference(args) -> dict:
             "classes": classes.to_pylist(), "class_type": str(classes.type), "ids": ids,
             "graph": {"layout": graph.layout, "target": graph.target,
                       "node_types": list(graph.node_types),
+                      "featureless": io.read_featureless(args.prepared),
                       "edge_types": [edge_type_name(e) for e in graph.edge_types]}}
 
 

@@ -185,6 +185,10 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
     assert io.read_typed_node_ids(out, "item").column("original_id").to_pylist() == ITEMS
     meta = json.loads((out / "graph.json").read_text())
     assert meta["node_time"] == ["user"] and "public_roles" not in meta
+    assert meta["featureless"] == ["item"]  # train.embeddings.types: featureless reads it
+    (out / "graph.json").write_text(json.dumps({**meta, "featureless": ["shop"]}))
+    with pytest.raises(ValueError, match="'featureless' must list node types"):
+        io.read_description(out)
 
 
 def test_damaged_time_tensor_is_refused_on_read(tmp_path, monkeypatch):
@@ -211,7 +215,8 @@ def test_builtin_typed_graph_writes_no_extras(tmp_path, monkeypatch, capsys):
                         r"in 5 types, target paper \(\d+ duplicates, \d+ self-loops removed\) "
                         r"-> data/prepared", capsys.readouterr().out.strip())
     meta = json.loads((tmp_path / "data/prepared/graph.json").read_text())
-    assert not {"node_time", "edge_time", "public_roles"} & set(meta)
+    # every type has features: no featureless key (graph.json keeps its bytes)
+    assert not {"node_time", "edge_time", "public_roles", "featureless"} & set(meta)
     assert not list((tmp_path / "data/prepared").glob("node_ids_*"))
 
 

@@ -6,15 +6,22 @@ embeddings beat degree features."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
 import io
 import socket
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.multiprocessing as mp
+import yaml
 
+from gnnpipe import io as gnnpipe_io
+from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, TrainParams, params_from_dict
 from gnnpipe.config.schema import EmbeddingsParams
 from gnnpipe.data.edges import csr_from_edges
@@ -28,6 +35,7 @@ from gnnpipe.splitting.link_split import negative_weights, split_links, typed_ne
 from gnnpipe.training import embeddings
 from gnnpipe.training.inference import LayerwiseInference, csr_view, layerwise_logits
 from gnnpipe.training.link_train import fit_link
+from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import batch_output, node_step
 
@@ -377,3 +385,72 @@ def test_embeddings_beat_degree_features_on_links_made_by_latent_factors():
     degree, learned = _link_fit(graph, 0), _link_fit(graph, 32)
     assert learned["roc_auc"] > degree["roc_auc"] + 0.08, (learned, degree)
     assert learned["mrr"] > degree["mrr"] + 0.03, (learned, degree)
+
+
+# ------------------------------------------------------------------------ types: featureless
+def _featureless_repo(root, featureless: bool) -> argparse.Namespace:
+    """Tiny typed tables prepared and split under ``root``: user (features f0 = id number,
+    labels) buys item, item has tag; item and tag have no feature columns when
+    ``featureless``, else one each. Model-input args of the result."""
+    users, items, tags = 24, 10, 4
+    extra = {} if featureless else {"f0": np.arange(10.0)}
+    tables = {"nodes/user": {"id": np.arange(users), "f0": np.arange(users, dtype=float),
+                             "label": np.arange(users) % 2},
+              "nodes/item": {"id": np.arange(items), **extra},
+              "nodes/tag": {"id": np.arange(tags), **({} if featureless
+                                                     else {"f0": np.arange(4.0)})},
+              "edges/user__buys__item": {"src": np.arange(users), "dst": np.arange(users) % items},
+              "edges/item__has__tag": {"src": np.arange(items), "dst": np.arange(items) % tags}}
+    for name, columns in tables.items():
+        (root / "raw" / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table(columns), root / "raw" / f"{name}.parquet")
+    (root / "params.yaml").write_text(yaml.safe_dump({
+        "dataset": {"source": "parquet", "path": "raw", "layout": "typed",
+                    "nodes": {"features": "f*"}},
+        "split": {"node": {"strategy": "random"}}}))
+    with contextlib.chdir(root):
+        assert main(["prepare"]) == 0 and main(["split"]) == 0
+    return argparse.Namespace(prepared=root / "data/prepared", split=root / "data/split",
+                              features=root / "data/features", propagate=root / "data/propagate",
+                              partition=root / "data/partition")
+
+
+FEATURELESS = TrainParams(hidden=8, embeddings=EmbeddingsParams(dim=4, types="featureless"))
+
+
+def test_featureless_gives_rows_to_exactly_the_types_graph_json_lists(tmp_path):
+    args = _featureless_repo(tmp_path, featureless=True)
+    assert gnnpipe_io.read_featureless(args.prepared) == ["item", "tag"]
+    inputs = read_model_inputs(args, FEATURELESS, "node")
+    model = inputs.model(2)
+    sizes = {t: table.num_nodes for t, table in embeddings.tables(model).items()}
+    assert sizes == {"item": 10, "tag": 4}  # user had f0: no table
+    meta = inputs.meta({"task": "node"})
+    assert meta["embeddings"] == "item:4,tag:4"
+    # the whole-graph forward reads [degree feature | row] for item and tag, x alone for user
+    assert model.node_inputs.width("item", 1) == 5 and model.node_inputs.width("user", 1) == 1
+    phase = inputs.phases["train"]
+    assert model(phase.x, phase.edge_index).shape == (24, 2)
+
+
+def test_featureless_is_refused_on_a_graph_whose_types_all_had_features(tmp_path):
+    args = _featureless_repo(tmp_path, featureless=False)
+    with pytest.raises(ValueError, match=r"train.embeddings.types='featureless', but every node "
+                                         r"type of the prepared graph \('item', 'tag', 'user'\)"):
+        read_model_inputs(args, FEATURELESS, "node")
+    # named types and all are untouched by resolve; featureless without dim is off
+    for cfg in (WITH, TrainParams(embeddings=EmbeddingsParams(dim=0))):
+        assert embeddings.resolve(cfg, ["user"], []) is cfg
+
+
+def test_featureless_is_refused_in_params_where_every_type_has_features():
+    on = {"embeddings": {"dim": 4, "types": "featureless"}}
+    for dataset in ({}, {"layout": "typed"}):  # homogeneous sources; the built-in typed graph
+        with pytest.raises(ParamsError, match=r"train.embeddings.types='featureless' gives rows "
+                                              r"to the node types without feature columns"):
+            params_from_dict({"dataset": dataset, "train": on})
+    typed = params_from_dict({"dataset": {"source": "parquet", "layout": "typed"}, "train": on})
+    assert typed.train.embeddings.types == "featureless"
+    with pytest.raises(ParamsError, match="dim=0 turns embeddings off"):
+        params_from_dict({"dataset": {"source": "parquet", "layout": "typed"},
+                          "train": {"embeddings": {"types": "featureless"}}})

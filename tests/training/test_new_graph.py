@@ -2,13 +2,15 @@
 (gnnpipe.model/2, weights_only), the training graph scored through the new-graph path equals the
 predict stage's file, a graph with 10% new nodes and edges scores them with the saved feature
 transform (checked against a forward built by hand), and each mismatch is one line with no
-scratch folder left behind."""
+scratch folder left behind; the same for typed tables (typed sage, a featureless type), where a
+target node far from every new node scores as in the predict stage."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +28,8 @@ from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
 from gnnpipe.data.edges import normalize_edges
 from gnnpipe.training.models import build_model
-from gnnpipe.training.new_graph import load_model, predict_to_file, read_saved, score
+from gnnpipe.training.new_graph import (load_model, predict_to_file, read_saved, score,
+                                         write_tables)
 from conftest import run_stages
 
 N, C, F = 80, 3, 5
@@ -207,3 +210,181 @@ def test_cli_needs_an_out_file_and_import_gnnpipe_stays_without_torch(trained):
     code = "import sys, gnnpipe; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert gnnpipe.load_model is load_model  # the lazy export
+
+
+# ------------------------------------------------------------------------------ typed graphs
+# papers (features, labels; target) cite papers in a ring with short chords; authors (no
+# features: log1p in-degree, standardized like papers) write the papers of a window of the ring,
+# so a change stays local and most papers are more than two hops from it
+P, A, TF = 60, 20, 4
+TYPED_TRAIN = {**TRAIN, "epochs": 2, "patience": 2}
+
+
+def _typed_tables(seed: int, new: int = 0) -> dict[str, pa.Table]:
+    """Typed tables (``{"nodes/paper": ..., "edges/paper__cites__paper": ...}``) of ``P``
+    papers (string ids ``p00042``) and ``A`` authors (int ids ``1000 + k``); with ``new`` > 0,
+    ``new`` papers and ``new // 2`` authors more, rows after the same old rows, whose edges
+    touch only papers 0..3 and authors 0..1 of the old graph."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, C, P)
+    x = rng.normal(size=(P + new, TF)).astype(np.float32) * 2 + 3
+    x[np.arange(P), y] += 3
+    pid = [f"p{i:05d}" for i in range(P + new)]
+    aid = [1000 + k for k in range(A + new // 2)]
+    labels = [None if i % 5 == 0 else CLASSES[c] for i, c in enumerate(y)] + [None] * new
+    ring = np.arange(P)
+    cites = [(ring, (ring + 1) % P), (ring[::2], (ring[::2] + 3) % P)]
+    writes = [(ring // 3 % A, ring)]  # author k writes papers 3k..3k+2
+    if new:  # new papers cite old ones near paper 0; new authors write new and old papers
+        extra = np.random.default_rng(seed + 1)
+        fresh_p, fresh_a = np.arange(P, P + new), np.arange(A, A + new // 2)
+        cites.append((fresh_p, extra.integers(0, 4, new)))
+        writes += [(extra.integers(0, 2, new), fresh_p),
+                   (np.repeat(fresh_a, 2), extra.choice(np.r_[0:3, P:P + new], 2 * len(fresh_a)))]
+    src, dst = (np.concatenate(part) for part in zip(*cites))
+    w_src, w_dst = (np.concatenate(part) for part in zip(*writes))
+    return {"nodes/paper": pa.table({"id": pid, "x": pa.array(list(x), pa.list_(pa.float32())),
+                                     "label": pa.array(labels, pa.string())}),
+            "nodes/author": pa.table({"id": aid}),
+            "edges/paper__cites__paper": pa.table({"src": [pid[i] for i in src],
+                                                   "dst": [pid[i] for i in dst]}),
+            "edges/author__writes__paper": pa.table({"src": [aid[i] for i in w_src],
+                                                     "dst": [pid[i] for i in w_dst]})}
+
+
+@pytest.fixture(scope="module")
+def typed_trained(tmp_path_factory):
+    """The typed tables prepared, split (features standardized per type on train nodes),
+    trained (typed sage) and predicted by the stages, in this process."""
+    folder = tmp_path_factory.mktemp("new_typed_graph")
+    write_tables(folder / "tables", _typed_tables(0))
+    params = {"dataset": {"source": "parquet", "path": "tables", "layout": "typed"},
+              "features": {"normalize": "standardize"}, "train": TYPED_TRAIN,
+              "predict": {"top_k": 2}}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages(folder, ["prepare", "split", "train", "predict"])
+    return folder
+
+
+def test_typed_training_graph_through_the_new_path_equals_the_predict_stage(typed_trained):
+    inference = torch.load(typed_trained / "data/model/model.pt", weights_only=True)["inference"]
+    assert inference["graph"]["target"] == "paper"
+    assert inference["graph"]["edge_types"] == ["author__writes__paper",
+                                                "paper__rev_writes__author", "paper__cites__paper"]
+    assert set(inference["features"]["node_types"]) == {"author", "paper"}
+    with _cwd(typed_trained):
+        assert main(["predict", "--model", "data/model/model.pt", "--graph", "tables",
+                     "--out", "scored/train.parquet", "--top-k", "2"]) == 0
+    stage = io.read_node_predictions(typed_trained / "data/predict")
+    mine = pq.read_table(typed_trained / "scored/train.parquet")
+    assert mine.num_rows == stage.num_rows == P  # the target's rows only
+    assert mine.schema.equals(stage.schema, check_metadata=False)
+    for name in stage.column_names:
+        if name != "role":
+            assert mine.column(name).equals(stage.column(name)), name
+    assert set(mine.column("role").to_pylist()) == {"unused"}
+
+
+def _no_transform(trained: Path, out: Path) -> Path:
+    """model.pt with its saved feature transform replaced by ``none`` for every type."""
+    payload = torch.load(trained / "data/model/model.pt", weights_only=True)
+    features = payload["inference"]["features"]
+    features["meta"]["kind"] = "none"
+    features["node_types"] = {t: {"num_features": e["num_features"], "fitted_on": "none",
+                                  "nodes": 0} for t, e in features["node_types"].items()}
+    torch.save(payload, out)
+    return out
+
+
+def _far_from(tables: dict[str, pa.Table], new: int, hops: int) -> np.ndarray:
+    """Papers (row numbers) more than ``hops`` hops, over every relation both ways, from each
+    new node and each node an edge of a new node touches."""
+    papers = tables["nodes/paper"].column("id").to_pylist()
+    authors = tables["nodes/author"].column("id").to_pylist()
+    name = {**{p: ("p", p) for p in papers}, **{a: ("a", a) for a in authors}}
+    fresh = {name[v] for v in papers[len(papers) - new:] + authors[len(authors) - new // 2:]}
+    near, links = set(fresh), []
+    for rel in ("edges/paper__cites__paper", "edges/author__writes__paper"):
+        edges = tables[rel]
+        for s, d in zip(edges.column("src").to_pylist(), edges.column("dst").to_pylist()):
+            links.append((name[s], name[d]))
+            if name[s] in fresh or name[d] in fresh:
+                near |= {name[s], name[d]}
+    for _ in range(hops):
+        near |= {b for a, b in links if a in near} | {a for a, b in links if b in near}
+    return np.array([i for i, p in enumerate(papers) if ("p", p) not in near])
+
+
+def test_a_typed_graph_with_ten_percent_new_nodes_scores_them(typed_trained, tmp_path):
+    new = P // 10  # 6 new papers, 3 new authors
+    grown = _typed_tables(0, new=new)
+    old = _typed_tables(0)
+    for key in ("nodes/paper", "nodes/author"):  # the old rows unchanged, new ids after them
+        assert grown[key].slice(0, old[key].num_rows).equals(old[key])
+    folder = write_tables(tmp_path / "grown", grown)
+    model = typed_trained / "data/model/model.pt"
+    assert main(["predict", "--model", str(model), "--graph", str(folder), "--out",
+                 str(tmp_path / "p.parquet"), "--top-k", "2"]) == 0
+    table = pq.read_table(tmp_path / "p.parquet")
+    assert table.num_rows == P + new
+    assert table.column("original_id").to_pylist() == grown["nodes/paper"].column("id").to_pylist()
+    assert table.column("node_id").to_pylist() == list(range(P + new))
+    assert table.column("label").to_pylist()[P:] == [None] * new
+    assert all(p in CLASSES for p in table.column("predicted").to_pylist())
+    assert sorted(os.listdir(tmp_path)) == ["grown", "p.parquet"]  # no scratch left
+    api = load_model(model).predict(grown, top_k=2)  # the same graph as Arrow tables
+    assert api.equals(table)
+    # two layers of sage: a paper more than two hops from every change scores as in training
+    far = _far_from(grown, new, hops=2)
+    assert len(far) > P // 2
+    stage = io.read_node_predictions(typed_trained / "data/predict").take(far)
+    mine = table.take(far)
+    assert mine.column("predicted").equals(stage.column("predicted"))
+    np.testing.assert_allclose(np.stack(mine.column("top_probs").to_pylist()),
+                               np.stack(stage.column("top_probs").to_pylist()), atol=1e-5)
+    # the saved per-type standardization is applied: without it the scores differ (and the
+    # label column is optional: without it the rows are all unlabelled)
+    unlabelled = {**grown, "nodes/paper": grown["nodes/paper"].drop_columns("label")}
+    raw = load_model(_no_transform(typed_trained, tmp_path / "m.pt")).predict(unlabelled, top_k=2)
+    assert raw.column("label").null_count == P + new
+    assert raw.column("original_id").equals(table.column("original_id"))
+    assert not np.allclose(np.stack(raw.column("top_probs").to_pylist()),
+                           np.stack(table.column("top_probs").to_pylist()), atol=1e-3)
+
+
+def _typed_refused(trained: Path, folder: Path, given: dict[str, pa.Table]) -> str:
+    write_tables(folder, given)
+    with pytest.raises(ValueError) as err:
+        predict_to_file(trained / "data/model/model.pt", folder, folder.parent / "p.parquet")
+    assert sorted(os.listdir(folder.parent)) == [folder.name]  # no output, no scratch
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_typed_graph_of_other_types_or_widths_is_refused_in_one_line(typed_trained, tmp_path):
+    tables = _typed_tables(1)
+    renamed = {("edges/author__wrote__paper" if k == "edges/author__writes__paper" else k): v
+               for k, v in tables.items()}
+    message = _typed_refused(typed_trained, tmp_path / "a" / "given", renamed)
+    assert re.search(r"the graph's edge types \(author__wrote__paper, paper__rev_wrote__author, "
+                     r"paper__cites__paper\) are not the model's \(author__writes__paper, "
+                     r"paper__rev_writes__author, paper__cites__paper\)", message), message
+    venues = {**tables, "nodes/venue": pa.table({"id": [1, 2]}),
+              "edges/paper__in__venue": pa.table({"src": ["p00000", "p00001"], "dst": [1, 2]})}
+    message = _typed_refused(typed_trained, tmp_path / "b" / "given", venues)
+    assert "the graph's node types (author, paper, venue) are not the model's (author, paper)" \
+        in message, message
+    paper = tables["nodes/paper"]
+    narrow = {**tables, "nodes/paper": paper.set_column(
+        1, "x", pa.array([r[:3] for r in paper.column("x").to_pylist()], pa.list_(pa.float32())))}
+    message = _typed_refused(typed_trained, tmp_path / "c" / "given", narrow)
+    assert "node type 'paper' has 3 features, the model reads 4" in message, message
+    authors = tables["nodes/author"]  # one column: as wide as the degree features it had
+    featured = {**tables, "nodes/author": authors.append_column(
+        "x", pa.array([[1.0]] * len(authors), pa.list_(pa.float32())))}
+    message = _typed_refused(typed_trained, tmp_path / "d" / "given", featured)
+    assert "node types without feature columns here: none; in the training tables: author" \
+        in message, message
+    with pytest.raises(ValueError) as err:  # Arrow tables: named as given, not the scratch copy
+        load_model(typed_trained / "data/model").predict(narrow)
+    assert str(err.value).startswith("nodes/paper.parquet: node type 'paper' has 3 features")
