@@ -16,7 +16,7 @@ from typing import Iterator
 
 from gnnpipe.runtime import threads
 
-threads.default_waits()  # before any later import loads torch and its OpenMP, which reads them
+threads.default_env()  # before any later import loads torch (its allocator) and OpenMP, which read them
 
 from gnnpipe.pipeline import HELP, STAGES
 

@@ -9,8 +9,10 @@ and a container limited to 2 CPUs does not start 64 threads. A number is taken a
 Results are byte-identical run to run only for the same thread count (torch splits reductions
 into one chunk per thread), which is why the count is pinned here and recorded in the perf files.
 
-How idle threads wait is set here too (``default_waits``, before torch loads OpenMP): they sleep
+How idle threads wait is set here too (``default_env``, before torch loads OpenMP): they sleep
 at once instead of spinning, which changes no result, only how a busy machine's cores are shared.
+So is how torch backs its large CPU buffers: with transparent huge pages, one page fault per
+2 MiB instead of 512 (placement only, no result changes).
 """
 
 from __future__ import annotations
@@ -20,20 +22,27 @@ import os
 from pathlib import Path
 
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
-# OpenMP waits a stage process runs with unless its environment sets them: libgomp's default
-# spins ~300,000 rounds at every barrier before sleeping, and on cores busy with other work the
-# spinning thread burns the time slice its preempted partner needs (bench/default_speed.py)
-WAIT_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+# Environment a stage process runs with unless its environment sets them, read once at start-up:
+ENV_DEFAULTS = {
+    # libgomp's default spins ~300,000 rounds at every barrier before sleeping, and on cores busy
+    # with other work the spinning thread burns the time slice its preempted partner needs
+    # (bench/default_speed.py)
+    "OMP_WAIT_POLICY": "PASSIVE",
+    # c10 madvises buffers >= 2 MiB for huge pages: a fresh ~48 MB feature gather per batch
+    # faulted 4 KiB at a time was a third of a 1M-node epoch (bench/thp.py)
+    "THP_MEM_ALLOC_ENABLE": "1",
+}
 
 
-def default_waits(environ: dict | None = None) -> dict[str, str]:
-    """Put ``WAIT_DEFAULTS`` into ``environ`` (``os.environ``) where it sets nothing; the values
-    the process then has. OpenMP reads them once, when torch loads it: call before importing
-    torch (``gnnpipe.cli`` does, first thing); child processes inherit them."""
+def default_env(environ: dict | None = None) -> dict[str, str]:
+    """Put ``ENV_DEFAULTS`` into ``environ`` (``os.environ``) where it sets nothing; the values
+    the process then has. OpenMP reads them when torch loads it and torch's CPU allocator at its
+    first allocation: call before importing torch (``gnnpipe.cli`` does, first thing); child
+    processes inherit them."""
     environ = os.environ if environ is None else environ
-    for key, value in WAIT_DEFAULTS.items():
+    for key, value in ENV_DEFAULTS.items():
         environ.setdefault(key, value)
-    return {key: environ[key] for key in WAIT_DEFAULTS}
+    return {key: environ[key] for key in ENV_DEFAULTS}
 
 
 def cgroup_cpus(cpu_max: Path = CPU_MAX) -> int | None:
@@ -94,7 +103,8 @@ def apply(threads: int) -> dict:
         pass
     return {"threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
             "cpus_available": available_cpus(), "local_ranks": local_ranks(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", "")}
 
 
 def configure(stage: str, params_path: Path) -> dict | None:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,30 +48,51 @@ def test_cgroup_quota_caps_the_affinity(tmp_path, monkeypatch):
 
 
 def test_idle_openmp_threads_sleep_unless_the_environment_says():
-    assert threads.default_waits({}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert threads.default_env({})["OMP_WAIT_POLICY"] == "PASSIVE"
     chosen = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert threads.default_waits(chosen) == {"OMP_WAIT_POLICY": "ACTIVE"}  # the user's wins
+    assert threads.default_env(chosen)["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's wins
+
+
+def test_large_torch_buffers_use_huge_pages_unless_the_environment_says():
+    assert threads.default_env({})["THP_MEM_ALLOC_ENABLE"] == "1"
+    chosen = {"THP_MEM_ALLOC_ENABLE": "0"}
+    assert threads.default_env(chosen)["THP_MEM_ALLOC_ENABLE"] == "0"  # the user's wins
+    assert chosen == {"THP_MEM_ALLOC_ENABLE": "0", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def test_the_wait_policy_is_set_before_the_stage_process_loads_torch():
-    # OpenMP reads OMP_WAIT_POLICY once, when torch loads it: record its value at that import
+    # OpenMP reads OMP_WAIT_POLICY once, when torch loads it, and torch's allocator
+    # THP_MEM_ALLOC_ENABLE at its first allocation: record both at that import
     spy = ("import os, sys\n"
            "class Spy:\n"
            "    def find_spec(self, name, path=None, target=None):\n"
            "        if name == 'torch':\n"
-           "            print('torch sees', os.environ.get('OMP_WAIT_POLICY'))\n"
+           "            print('torch sees', os.environ.get('OMP_WAIT_POLICY'),\n"
+           "                  os.environ.get('THP_MEM_ALLOC_ENABLE'))\n"
            "sys.meta_path.insert(0, Spy())\n"
            "import gnnpipe.cli\n"
            "print('cli imported')\n"
            "try:\n"
            "    gnnpipe.cli.main(['prepare', '--help'])\n"  # a stage's parser loads torch
            "except SystemExit:\n"
-           "    pass\n")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+           "    pass\n"
+           # 64 MiB: past glibc's largest mmap threshold, so the buffer is a mapping of its own
+           "import torch\n"
+           "buf = torch.empty(2**26, dtype=torch.uint8)\n"
+           "at = buf.data_ptr()\n"
+           "for line in open('/proc/self/smaps'):\n"
+           "    if '-' in line.split()[0]:\n"
+           "        lo, hi = (int(v, 16) for v in line.split()[0].split('-'))\n"
+           "    elif line.startswith('VmFlags') and lo <= at < hi:\n"
+           "        print('huge pages advised', 'hg' in line.split())\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE")}
     out = subprocess.run([sys.executable, "-c", spy], env=env, capture_output=True, text=True,
                          check=True).stdout
     # the cli alone loads no torch (gnnpipe --help starts fast); a stage's first import does
-    assert out.splitlines()[:2] == ["cli imported", "torch sees PASSIVE"]
+    assert out.splitlines()[:2] == ["cli imported", "torch sees PASSIVE 1"]
+    if Path("/sys/kernel/mm/transparent_hugepage").exists():  # torch honours the variable
+        assert out.splitlines()[-1] == "huge pages advised True"
 
 
 def test_train_threads_inherit_the_global_setting_unless_set():
@@ -109,5 +131,6 @@ def test_the_pinned_count_is_recorded_in_the_perf_files(tmp_path, monkeypatch):
     assert train["threads"]["threads"] == 2 and train["threads"]["setting"] == 2
     assert baseline["threads"]["threads"] == 1
     assert train["threads"]["omp_wait_policy"] == os.environ["OMP_WAIT_POLICY"]
+    assert train["threads"]["thp_mem_alloc"] == os.environ["THP_MEM_ALLOC_ENABLE"]
     assert json.loads((tmp_path / "metrics/perf/train.json").read_text())["threads"] == 2
     assert json.loads((tmp_path / "metrics/perf/baseline.json").read_text())["threads"] == 1
