@@ -121,9 +121,17 @@ SLOW_FILES = ("test_pipeline.py", "test_train_resume_ddp.py", "test_hetero_train
               "test_dist_bounds.py",
               "test_dask_prepare.py", "test_dask_analyze.py", "test_report.py", "test_sources.py",
               "test_dask_split.py", "test_dask_propagate.py", "test_curvature_blocks.py",
-              "test_faults.py", "test_link_train.py")
+              "test_faults.py", "test_link_train.py", "test_cluster_saint.py",
+              "test_link_neighbor.py", "test_tls.py", "test_device.py", "test_engine.py")
 
 
 def pytest_collection_modifyitems(items) -> None:
     order = {name: rank for rank, name in enumerate(SLOW_FILES)}
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
+
+
+def pytest_configure(config) -> None:
+    # pytest-xdist >= 3.6 hands out --dist loadfile's files by test count, most first, unless
+    # told not to: the few-test, minutes-long SLOW_FILES would then start last
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False

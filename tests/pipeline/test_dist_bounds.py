@@ -49,22 +49,15 @@ def _stage_folder(tmp_path: Path, dist: dict, graph_bytes: int = 0) -> Path:
     return tmp_path
 
 
-def _train(folder: Path, **env) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gnnpipe", "train"], cwd=folder, text=True,
-                          capture_output=True, timeout=STARTUP_S + 120,
-                          env={**os.environ, "GNNPIPE_PROGRESS": "0", **env})
-    return done, time.monotonic() - started
-
-
 # what a process of its own hides by default (the filters Python starts with), as warnings
 QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
 def _train_here(folder: Path, capfd, caplog, **env) -> tuple[subprocess.CompletedProcess, float]:
-    """``_train`` with the stage in this process (its torchrun agent is still a process): no
-    interpreter start. stderr holds what a stage process would print there: its own and the
-    agent's output, then the warnings and log records that pytest would otherwise keep."""
+    """``gnnpipe train`` in ``folder`` with the stage in this process (its torchrun agent is
+    still a process): no interpreter start. stderr holds what a stage process would print
+    there: its own and the agent's output, then the warnings and log records that pytest would
+    otherwise keep."""
     capfd.readouterr()  # only this run's output
     caplog.clear()
     started = time.monotonic()
@@ -94,7 +87,7 @@ def _one_line(stderr: str) -> str:
 
 # ------------------------------------------------------------------------------ rendezvous
 # machine 0 hosts the store and waits for a machine 1 that never comes (the launch of
-# test_check_resources_false_launches_anyway, in a stage process of its own)
+# test_check_resources_false_launches_anyway)
 HOST_WAITS = ("the rendezvous at train.dist.rdzv_endpoint={endpoint} did not complete within "
               "train.dist.rdzv_timeout_s={timeout}: not all train.dist.nnodes=2 machines joined")
 
@@ -251,7 +244,7 @@ def test_the_stage_refuses_64_ranks_when_memory_is_short(tmp_path, capfd, caplog
     assert "more than the 2.0 GiB available (MemAvailable)" in line
 
 
-def test_check_resources_false_launches_anyway(tmp_path):
+def test_check_resources_false_launches_anyway(tmp_path, capfd, caplog):
     """The override skips the refusal: the launch goes on (to a rendezvous nobody else joins,
     so no rank ever starts), and that rendezvous fails within its bound in one line."""
     meminfo, _ = _fake_machine(tmp_path, 2 * 2**20)
@@ -259,7 +252,7 @@ def test_check_resources_false_launches_anyway(tmp_path):
     folder = _stage_folder(tmp_path / "stage", {
         "nproc": 64, "nnodes": 2, "rdzv_endpoint": endpoint, "rdzv_timeout_s": RDZV_TIMEOUT_S,
         "check_resources": False}, graph_bytes=4096)
-    done, seconds = _train(folder, **{capacity.MEMINFO_ENV: str(meminfo)})
+    done, seconds = _train_here(folder, capfd, caplog, **{capacity.MEMINFO_ENV: str(meminfo)})
     assert done.returncode == 1
     line = _one_line(done.stderr)  # no traceback, no c10d log lines
     assert line.startswith("gnnpipe train: error: distributed training failed: " +

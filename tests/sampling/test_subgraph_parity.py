@@ -325,11 +325,17 @@ def test_saint_node_and_edge_batches_are_induced_and_carry_edge_attributes(setup
         assert batch.train_mask.any()
 
 
+# epochs where best val accuracy is above 0.75 by a margin on training seeds 0-3 (node: 0.77-0.79
+# at 40, edge: 0.85-0.86 at 20; 3 classes: chance is 1/3)
+LEARNS = {"node": FAST, "edge": dataclasses.replace(FAST, epochs=20, patience=20)}
+
+
 @pytest.mark.parametrize("kind", ["node", "edge"])
 def test_training_with_the_node_and_edge_samplers_learns(setup, kind):
     graph, roles, _, _ = setup
     result = _fit_with(graph, roles, adapt.Batches(_saint(graph, roles, kind),
-                                                   adapt.normalized_train_nodes), model="gcn")
+                                                   adapt.normalized_train_nodes), LEARNS[kind],
+                       model="gcn")
     assert result.summary["best_val_acc"] > 0.75, result.summary
 
 
@@ -372,8 +378,9 @@ def test_cluster_batches_in_part_order_with_edge_ids_and_attributes(setup):
 
 def test_training_on_cluster_batches_with_inter_cluster_edges_learns(setup):
     graph, roles, parts, _ = setup
+    cfg = dataclasses.replace(FAST, epochs=20, patience=20)  # 0.81-0.83 on seeds 0-3
     result = _fit_with(graph, roles, adapt.Batches(_cluster(graph, roles, parts, keep=True),
-                                                   adapt.train_nodes))
+                                                   adapt.train_nodes), cfg)
     assert result.summary["best_val_acc"] > 0.75, result.summary
 
 
