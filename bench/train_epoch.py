@@ -32,6 +32,19 @@ hour on 2 cores, and the per-seed cost does not depend on how many seeds an epoc
   ``transform_sampler_output`` reads them off its breadth-first output (``hop_counts``: a few
   tensor ops per batch, timed with the sampler). The model is PyG's ``GraphSAGE`` holding the
   same initial weights as every other row. Runs when torch-sparse is importable.
+- ``DGL (NeighborSampler, SAGEConv)`` (``--dgl PYTHON``, DGL's venv from bench/build_dgl.sh:
+  dgl 2.1.0 on torch 2.2.1): bench/dgl_epoch.py in that venv, one subprocess per round, reading
+  the graph (CSR as DGL's CSC), features, labels, seeds, the probe batch and the round's initial
+  weights from plain numpy files (``write_dgl_inputs``): DGL's own recipe,
+  ``dgl.dataloading.NeighborSampler`` (fan-out reversed: DGL lists it input layer first) with
+  ``prefetch_node_feats`` in DGL's ``DataLoader``, ``SAGEConv('mean')`` layers holding gnnpipe's
+  initial weights (``dgl_epoch.dgl_state``: PyG's ``lin_l`` -> ``fc_neigh`` with its bias on
+  ``fc_self``, ``lin_r`` -> ``fc_self``), Adam. Its initial probe loss is printed beside
+  gnnpipe's (equal to 6 digits when the mapping holds). DGL samples each layer's block from
+  that layer's targets, the seeds included, so the seeds' neighbours are drawn again for the
+  inner layer (~1.7% more nodes per batch at 1M nodes); its ``sample`` is the loader's whole
+  call (DGL slices x and y inside it), ``forward`` model and loss, ``backward``
+  ``loss.backward()``. ``OMP_NUM_THREADS`` = ``--threads`` for DGL's sampler.
 - ``PyG recipe loop on gnnpipe's sampler``: the same plain loop over gnnpipe's ``NodeLoader``
   (untrimmed, scatter): the recipe as it would run with a sampler as fast as gnnpipe's, so
   ``it / fit`` is a lower bound of ``recipe / fit`` (gnnpipe's sampler is the faster one).
@@ -66,6 +79,13 @@ eval mode on one fixed sampled batch of 2,048 train seeds (the same subgraph for
 rows compare on equal input.
 ``load1`` is the 1-minute load average at the end of each epoch.
 
+fit beside DGL (2026-12-07, BENCHMARKS.md, issue 43 item 4; ``--threads 1``, 1M nodes, 20
+batches, ``--dgl .venv-dgl/bin/python``): DGL / ``fit`` (scatter, the default) 0.98x mean
+(paired median 1.05x) at load 2.6-3.2 over 6 rounds, 1.00x (1.08x) at load 3.8-5.8 over 5;
+DGL / ``fit`` (csr) 1.38x (1.51x) and 1.56x (1.55x). The issue's goal, fit >= 2x DGL, is not
+met: DGL's sampler with slicing is as fast as gnnpipe's sample + gather (1.38 / 1.55 s), its
+forward beats the scatter one (1.14 / 1.83 s), its backward is slower (1.06 / 0.24 s).
+
 fit beside the bare loop (2026-12-06, BENCHMARKS.md, issue 43 item 5): one epoch of ``fit``
 runs exactly the bare loop's aten ops (``--ops``: 9,636 at 1M nodes, 20 batches; no op's count
 differs) and ~15 more Python calls per batch (2,398 / 2,384: the CPU ``to_device``, the disabled
@@ -88,14 +108,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gnnpipe.runtime import threads
+
+# before torch loads: every row (and the DGL subprocess) runs with a stage process's environment
+threads.default_env()
 
 import numpy as np
 import torch
@@ -134,7 +162,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--rows", default="all",
                         help="comma-separated row keys to run (fit,fit_csr,peer,peer_best,"
-                             "plain,trim,trim_csr) or all")
+                             "dgl,plain,trim,trim_csr) or all")
     parser.add_argument("--part", choices=("sampled", "full", "both"), default="sampled",
                         help="sampled: the 1M-node mini-batch rows; full: full-batch on the "
                              "default-size graph")
@@ -146,6 +174,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
                         help="train.device of the sampled part's fit rows (every other row: CPU)")
+    parser.add_argument("--dgl", type=Path, default=None,
+                        help="python of DGL's venv (bench/build_dgl.sh): adds the DGL row "
+                             "(bench/dgl_epoch.py, one subprocess per round)")
     return parser.parse_args(argv)
 
 
@@ -220,6 +251,41 @@ def homogeneous_inputs(model: torch.nn.Module, batch, trim: bool) -> tuple:
     return (batch.x, adj), kwargs, batch.y[:batch.batch_size]
 
 
+def write_dgl_inputs(folder: Path, csr, x: torch.Tensor, y: torch.Tensor,
+                     train_idx: torch.Tensor, probe, weights: list[dict], meta: dict) -> None:
+    """What bench/dgl_epoch.py reads, as plain numpy files in ``folder``: the CSR (``indptr``
+    (N + 1,), ``indices`` (E,), int64, rows = targets), ``x`` float32 (N, F), ``y`` int64 (N,),
+    ``train`` int64 (S,), the probe batch (``probe_nid`` global ids (P,), seeds first;
+    ``probe_src``/``probe_dst`` its local edges (E',)), ``weights_{r}.npz`` (round r's initial
+    PyG ``GraphSAGE`` state) and ``meta.json``."""
+    arrays = {"indptr": csr.indptr, "indices": csr.indices, "x": x, "y": y, "train": train_idx,
+              "probe_nid": probe.n_id, "probe_src": probe.edge_index[0],
+              "probe_dst": probe.edge_index[1]}
+    for name, tensor in arrays.items():
+        np.save(folder / f"{name}.npy", tensor.numpy())
+    for r, state in enumerate(weights):
+        np.savez(folder / f"weights_{r}.npz", **{k: v.numpy() for k, v in state.items()})
+    (folder / "meta.json").write_text(json.dumps({**meta, "probe_size": int(probe.batch_size)}))
+
+
+def dgl_round(python: Path, folder: Path, r: int, epochs: int, seed: int,
+              threads: int) -> tuple[dict, list[dict]]:
+    """bench/dgl_epoch.py in DGL's venv for round ``r``: its ``DGL_INIT`` dict (the probe loss
+    at the initial weights, versions) and one dict per epoch; ``threads`` both for torch and
+    for DGL's OpenMP sampler."""
+    script = Path(__file__).resolve().with_name("dgl_epoch.py")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "DGLBACKEND": "pytorch"}
+    done = subprocess.run([str(python), str(script), str(folder), "--round", str(r),
+                           "--epochs", str(epochs), "--seed", str(seed), "--threads",
+                           str(threads)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"bench/dgl_epoch.py failed ({done.returncode}): "
+                         + (done.stderr.strip().splitlines() or ["no stderr"])[-1])
+    lines = [line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith("DGL_")]
+    init = next(json.loads(v) for k, v in lines if k == "DGL_INIT")
+    return init, [json.loads(v) for k, v in lines if k == "DGL_EPOCH"]
+
+
 def pyg_trim_kwargs(batch) -> dict:
     """PyG's ``BasicGNN`` keywords for ``trim_to_layer``: the batch's per-hop counts."""
     return {"num_sampled_nodes_per_hop": list(batch.num_sampled_nodes),
@@ -271,6 +337,23 @@ def sampled(args: argparse.Namespace) -> dict:
     def adam(model):
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
+    dgl_tmp = dgl_dir = init_probe = None
+    if args.dgl is not None:  # the graph, the probe and every round's initial weights, as files
+        tick = time.perf_counter()
+        dgl_tmp = tempfile.TemporaryDirectory(prefix="gnnpipe-dgl-")  # removed on any exit
+        dgl_dir = Path(dgl_tmp.name)
+        weights, init_probe = [], []
+        for r in range(args.rounds):  # what fit and the loop rows of round r start from
+            torch.manual_seed(args.seed + r)
+            model = make_model()
+            weights.append(model.state_dict())
+            init_probe.append(probe_loss(model, probe))
+        write_dgl_inputs(dgl_dir, graph.csr, x, y, train_idx, probe, weights, {
+            "fanout": list(fanout), "batch_size": cfg.batch_size, "hidden": cfg.hidden,
+            "num_layers": cfg.num_layers, "num_classes": num_classes, "dropout": cfg.dropout,
+            "lr": cfg.lr, "weight_decay": cfg.weight_decay})
+        print(f"# DGL inputs written to {dgl_dir} in {time.perf_counter() - tick:.1f} s")
+
     tick = time.perf_counter()
     ours = neighbor_batches(x, y, graph.csr, train_idx, cfg.neighbor, seed=args.seed,
                             batch_size=cfg.batch_size, edge_index=edge_index)
@@ -292,11 +375,11 @@ def sampled(args: argparse.Namespace) -> dict:
             setup["peer_best"] = time.perf_counter() - tick
     print("# loader set-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()))
 
-    keys = ["fit", "fit_csr", "peer", "peer_best", "plain", "trim", "trim_csr"]
+    keys = ["fit", "fit_csr", "peer", "peer_best", "dgl", "plain", "trim", "trim_csr"]
     names = dict(zip(keys, [
         "gnnpipe fit (trim, scatter)", "gnnpipe fit (trim, csr)",
         f"PyG recipe ({peer})" if peer else "PyG recipe",
-        "PyG best (torch-sparse, trim, adj_t)",
+        "PyG best (torch-sparse, trim, adj_t)", "DGL (NeighborSampler, SAGEConv)",
         "PyG recipe loop on gnnpipe's sampler", "  ... + trim (scatter)", "  ... + trim + csr"]))
     run = set(keys if args.rows == "all" else args.rows.split(","))
     epochs: dict[str, list[dict]] = {names[k]: [] for k in keys}
@@ -361,17 +444,36 @@ def sampled(args: argparse.Namespace) -> dict:
             e.update(probe=probe_loss(model, probe), load1=os.getloadavg()[0])
             record(epochs, names[key], e)
 
+    dgl_init: list[dict] = []
+
+    def dgl_row(key: str, r: int) -> None:
+        if dgl_dir is None:
+            if r == 0:
+                print(f"{names[key]:40s} not run: needs --dgl (bench/build_dgl.sh)")
+            return
+        init, rows = dgl_round(args.dgl, dgl_dir, r, args.epochs, args.seed + r, args.threads)
+        # the same weights on the same probe batch: equal losses say the mapping is right
+        init["gnnpipe_probe"] = init_probe[r]
+        dgl_init.append(init)
+        print(f"# DGL round {r} (torch {init['torch']}, dgl {init['dgl']}, {init['threads']} "
+              f"thread(s)): initial probe loss {init['probe']:.6f}, gnnpipe's "
+              f"{init_probe[r]:.6f}")
+        for e in rows:
+            record(epochs, names[key], e)
+
     interleave(keys, run, args.rounds, lambda key, r: (
-        fit_row if key.startswith("fit") else loop_row)(key, r))
+        fit_row if key.startswith("fit") else dgl_row if key == "dgl" else loop_row)(key, r))
+    if dgl_tmp is not None:
+        dgl_tmp.cleanup()
 
     # pairs: fit against the bare loop that does what fit does inside (trim, aggregation)
-    summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "plain")],
+    summary = summarize(epochs, [names[k] for k in ("peer", "peer_best", "dgl", "plain")],
                         [names[k] for k in ("fit", "fit_csr", "plain", "trim", "trim_csr")],
                         pairs=((names["trim"], names["fit"]),
                                (names["trim_csr"], names["fit_csr"])))
     return {"graph": describe(graph), "fanout": list(fanout), "batch_size": cfg.batch_size,
             "seeds_per_epoch": int(train_idx.numel()), "peer": peer or "none",
-            "setup_seconds": setup, "tally": tallies, **summary}
+            "setup_seconds": setup, "tally": tallies, "dgl_init": dgl_init, **summary}
 
 
 def full_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
