@@ -28,7 +28,11 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(BIN)/python -m pip install $(PIP_QUIET) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test]"
+	# uv resolves and installs the same versions in seconds where pip takes minutes (torch,
+	# installed above, already satisfies it and stays); pip itself if uv cannot be had
+	( $(BIN)/python -m pip install $(PIP_QUIET) uv && \
+		$(BIN)/python -m uv pip install $(PIP_QUIET) --python $(BIN)/python -e ".[test]" ) || \
+		$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test]"
 	touch $@
 
 setup: $(STAMP)
