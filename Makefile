@@ -24,12 +24,12 @@ help:
 	@echo "make docs-check  run every documented shell command in a scratch copy (minutes)"
 	@echo "make generate  rewrite dvc.yaml and the params tables from gnnpipe/pipeline.py, config.py"
 
+# The project and its extras through uv: the same versions as pip, in seconds where pip takes
+# minutes (torch, installed first, already satisfies them and stays); pip if uv cannot be had.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(BIN)/python -m pip install $(PIP_QUIET) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	# uv resolves and installs the same versions in seconds where pip takes minutes (torch,
-	# installed above, already satisfies it and stays); pip itself if uv cannot be had
 	( $(BIN)/python -m pip install $(PIP_QUIET) uv && \
 		$(BIN)/python -m uv pip install $(PIP_QUIET) --python $(BIN)/python -e ".[test]" ) || \
 		$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test]"
