@@ -26,12 +26,15 @@ help:
 
 # The project and its extras through uv: the same versions as pip, in seconds where pip takes
 # minutes (torch, installed first, already satisfies them and stays); pip if uv cannot be had.
+# Bytecode compiled here as pip does: under PYTHONDONTWRITEBYTECODE every process would
+# otherwise compile every module it imports, each time.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || \
 		$(BIN)/python -m pip install $(PIP_QUIET) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	( $(BIN)/python -m pip install $(PIP_QUIET) uv && \
-		$(BIN)/python -m uv pip install $(PIP_QUIET) --python $(BIN)/python -e ".[test]" ) || \
+		$(BIN)/python -m uv pip install $(PIP_QUIET) --compile-bytecode --python $(BIN)/python \
+			-e ".[test]" ) || \
 		$(BIN)/python -m pip install $(PIP_QUIET) -e ".[test]"
 	touch $@
 
@@ -60,7 +63,9 @@ repro-scale: setup
 repro-typed-scale: setup
 	$(call run_profile,profiles/typed_scale.yaml)
 
+# gnnpipe's and the tests' bytecode once (seconds), not in every stage process a test starts
 test: setup
+	$(BIN)/python -m compileall -q -j 0 gnnpipe tests bench stages > /dev/null
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 # the generated files: dvc.yaml (stage table + import closure) and the params tables of the docs
