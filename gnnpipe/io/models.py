@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from gnnpipe.io.splits import LINK_EVAL_PHASES
-from gnnpipe.io.tensors import error_reason, load_tensors, save_payload, save_tensors
+from gnnpipe.io.tensors import load_tensors, save_payload, save_tensors
 
 MODEL_SCHEMA = "gnnpipe.model/2"
 MODEL_SCHEMAS = ("gnnpipe.model/1", MODEL_SCHEMA)
@@ -117,22 +117,14 @@ def read_model_file(path: Path, *, inference: bool = False) -> dict:
     if not path.exists():
         raise ValueError(f"{path}: file not found; run the train stage (dvc repro train) or "
                          "fetch the model (dvc artifacts get ... gnn-model)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
-        raise ValueError(f"{path}: not a readable gnnpipe model file ({error_reason(err)})") \
-            from None
-    schema = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
-    if schema not in MODEL_SCHEMAS:
-        raise ValueError(f"{path}: expected a {MODEL_SCHEMA!r} model file, found {schema!r}")
+    payload = load_tensors(path, MODEL_SCHEMAS, {})  # readable, a model schema, a meta mapping
+    schema = payload["schema"]
     if inference and schema != MODEL_SCHEMA:
         raise ValueError(f"{path}: a {schema} model file lacks the feature transform and classes "
                          f"scoring a new graph needs; re-run the train stage (dvc repro train)")
     state = payload.get("state_dict")
     if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
         raise ValueError(f"{path}: 'state_dict' must map parameter names to tensors")
-    if not isinstance(payload.get("meta"), dict):
-        raise ValueError(f"{path}: missing the 'meta' mapping of the {schema!r} schema")
     if schema == MODEL_SCHEMA:
         given = payload.get("inference")
         bad = ([] if isinstance(given, dict) else ["inference"]) or [

@@ -27,8 +27,10 @@ def error_reason(err: BaseException) -> str:
     return (str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)[:200]
 
 
-def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool = False) -> dict:
-    """Read a file written by ``save_tensors`` and check its schema tag, names, dtypes and ranks.
+def load_tensors(path: str | Path, schema: str | tuple[str, ...], spec: TensorSpec, *,
+                 mmap: bool = False) -> dict:
+    """Read a file written by ``save_tensors`` and check its schema tag (``schema``, or one of
+    several versions a reader accepts), names, dtypes and ranks.
 
     Never unpickles arbitrary objects (``weights_only=True``). Raises ``ValueError`` naming the
     file and what was wrong.
@@ -41,11 +43,13 @@ def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool 
     except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
         raise ValueError(f"{path}: not a readable gnnpipe torch artifact "
                          f"({error_reason(err)})") from None
-    if not isinstance(payload, dict) or payload.get("schema") != schema:
+    accepted = (schema,) if isinstance(schema, str) else schema
+    if not isinstance(payload, dict) or payload.get("schema") not in accepted:
         found = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
-        raise ValueError(f"{path}: expected a {schema!r} artifact, found {found!r}")
+        wanted = " or ".join(repr(s) for s in accepted)
+        raise ValueError(f"{path}: expected a {wanted} artifact, found {found!r}")
     if not isinstance(payload.get("meta"), dict):
-        raise ValueError(f"{path}: missing the 'meta' mapping of the {schema!r} schema")
+        raise ValueError(f"{path}: missing the 'meta' mapping of the {payload['schema']!r} schema")
     for name, (dtype, ndim) in spec.items():
         tensor = payload.get(name)
         if not isinstance(tensor, torch.Tensor):
@@ -58,12 +62,6 @@ def load_tensors(path: str | Path, schema: str, spec: TensorSpec, *, mmap: bool 
             raise ValueError(f"{path}: tensor {name!r} must have {ndim} dims, found shape "
                              f"{tuple(tensor.shape)}")
     return payload
-
-
-def save_state_dict(path: str | Path, schema: str, state: Mapping[str, torch.Tensor],
-                    meta: Mapping[str, int | float | str]) -> None:
-    """A model's weights with enough meta (model name, sizes) to rebuild it."""
-    save_payload(path, {"schema": schema, "meta": dict(meta), "state_dict": dict(state)})
 
 
 def save_payload(path: str | Path, payload: dict, *, now: bool = False) -> None:
