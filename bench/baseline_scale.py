@@ -1,20 +1,24 @@
-"""The baseline stage in memory vs by blocks (issue 32 item 5): peak RSS and wall time of
-``gnnpipe baseline`` with ``baseline.source: memory`` and ``blocks``, same prepared graph and
-split, at each size given, for the node or the link task (``--task``).
+"""The baseline stage of two source trees on the same graph (issue 44 item 3: one fit, by
+blocks, against the fit it replaced): peak RSS, wall and CPU time of ``gnnpipe baseline`` run
+from each tree given, same prepared graph, split and params, at each size given, for the node
+or the link task (``--task``).
 
-    python -m bench.baseline_scale --dir /tmp/bscale --nodes 500000 2000000 --features 128
-    python -m bench.baseline_scale --dir /tmp/bscale_link --task link --nodes 200000
+    mkdir -p /tmp/old && git archive HEAD | tar -x -C /tmp/old
+    python -m bench.baseline_scale --dir /tmp/bscale --trees /tmp/old . --nodes 500000
+    python -m bench.baseline_scale --dir /tmp/bscale_default --trees /tmp/old . --nodes 20000 \\
+        --features 64 --avg-degree 10 --classes 5 --epochs 200 --patience 50 --models auto
 
-Per size, one child process prepares and splits a synthetic graph (``--avg-degree`` stored
-edges per node, 10 classes, default stratified 60/20/20 split, or the default link split with
-``--task link``; kept for a later run with the same arguments; prepare's ``dataset.storage.features: auto`` keeps x in graph.pt below 1 GiB,
-in features_node.npy from it); then one child process per source runs the stage
-(``baseline.models``: ``--models``, ``--epochs`` epochs without early stopping, ``threads:
---threads``) and reports its peak RSS (VmHWM of /proc/self/status: anonymous and file-backed
-pages it ever held), its RSS after importing the stage (``base``), the stage's wall time and
-its CPU time (user + system: the figure to trust on a loaded machine). Printed per size: both
-rows, the largest logit (link: pair score) difference between the two predictions and each
-source's best val accuracy (link: MRR).
+Per size, one child process of the first tree prepares and splits a synthetic graph
+(``--avg-degree`` stored edges per node, ``--classes`` classes, the default split; kept for a
+later run with the same arguments); then one child process per tree (``PYTHONPATH`` = the tree,
+so its ``gnnpipe`` is imported; the trees alternate ``--repeat`` times) runs the stage with the
+same params (``baseline.models``: ``--models``, ``--epochs`` / ``--patience``, ``threads:
+--threads``; no ``baseline.source``: a tree that has it resolves ``auto``, in memory on local
+below 1 GiB of features) and reports its peak RSS (VmHWM of /proc/self/status), its RSS after
+importing the stage (``base``), the stage's wall time and its CPU time (user + system: the
+figure to trust on a loaded machine). Printed per size: every run, the ratio of the medians
+(each tree over the first) and the largest logit (link: pair score) difference between the
+trees' predictions and each tree's best val accuracy (link: MRR).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -43,21 +48,22 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _params(args, nodes: int, source: str | None = None) -> dict:
+def _params(args, nodes: int, stage: bool = False) -> dict:
     params = {"dataset": {"synthetic": {"num_nodes": nodes, "num_features": args.features,
-                                        "avg_degree": args.avg_degree, "num_classes": 10},
+                                        "avg_degree": args.avg_degree,
+                                        "num_classes": args.classes},
                           "task": args.task},
               "threads": args.threads}
-    if source is not None:
-        params["baseline"] = {"source": source, "models": args.models, "epochs": args.epochs,
-                              "patience": args.epochs}
+    if stage:
+        models = args.models[0] if args.models == ["auto"] else args.models
+        params["baseline"] = {"models": models, "epochs": args.epochs,
+                              "patience": args.patience or args.epochs}
     return params
 
 
 def child_prepare(args) -> dict:
     from gnnpipe.cli import main
 
-    os.chdir(args.dir)
     params = yaml.safe_dump(_params(args, args.child_nodes))
     if Path("data/split").is_dir() and Path("params.yaml").read_text() == params:
         return {"seconds": 0.0}  # prepared and split by an earlier run with these params
@@ -69,83 +75,107 @@ def child_prepare(args) -> dict:
 
 
 def child_baseline(args) -> dict:
+    import gnnpipe
     from gnnpipe.cli import main
     import gnnpipe.commands.baseline  # noqa: F401 - the stage's imports, counted in ``base``
     import gnnpipe.training.train  # noqa: F401
 
-    os.chdir(args.dir)
-    source = args.child_source
-    Path(f"{source}.yaml").write_text(yaml.safe_dump(_params(args, args.child_nodes, source)))
+    tag = args.child_tag
+    Path(f"{tag}.yaml").write_text(yaml.safe_dump(_params(args, args.child_nodes, stage=True)))
     base = _status_bytes("VmRSS:")
     start, cpu = time.perf_counter(), _cpu_seconds()
-    assert main(["baseline", "--params", f"{source}.yaml", "--out", f"out_{source}",
-                 "--metrics", f"{source}_metrics.json", "--perf", f"{source}_perf.json",
-                 "--history", f"{source}_history.csv"]) == 0
-    return {"source": source, "seconds": round(time.perf_counter() - start, 1),
-            "cpu_s": round(_cpu_seconds() - cpu, 1),
+    assert main(["baseline", "--params", f"{tag}.yaml", "--out", f"out_{tag}",
+                 "--metrics", f"{tag}_metrics.json", "--perf", f"{tag}_perf.json",
+                 "--history", f"{tag}_history.csv"]) == 0
+    return {"tree": str(Path(gnnpipe.__file__).parents[1]),
+            "seconds": round(time.perf_counter() - start, 2),
+            "cpu_s": round(_cpu_seconds() - cpu, 2),
             "peak_mib": round(_status_bytes("VmHWM:") / 2**20),
             "base_mib": round(base / 2**20)}
 
 
-def _child(args, mode: str, nodes: int, source: str = "") -> dict:
-    command = [sys.executable, "-m", "bench.baseline_scale", "--dir", str(args.dir),
+def _child(args, mode: str, nodes: int, tree: Path, tag: str = "") -> dict:
+    # the script by path (not -m from a tree): sys.path[0] is bench/, so PYTHONPATH's tree
+    # provides ``gnnpipe`` ahead of the editable install
+    command = [sys.executable, str(Path(__file__).resolve()), "--dir", str(args.dir),
                "--features", str(args.features), "--avg-degree", str(args.avg_degree),
-               "--task", args.task,
-               "--epochs", str(args.epochs), "--threads", str(args.threads),
-               "--models", *args.models, "--child", mode, "--child-nodes", str(nodes),
-               "--child-source", source]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          env={**os.environ, "GNNPIPE_PROGRESS": "0"})
+               "--classes", str(args.classes), "--task", args.task,
+               "--epochs", str(args.epochs), "--patience", str(args.patience),
+               "--threads", str(args.threads), "--models", *args.models, "--child", mode,
+               "--child-nodes", str(nodes), "--child-tag", tag]
+    folder = args.dir / str(nodes)
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=folder,
+                          env={**os.environ, "GNNPIPE_PROGRESS": "0",
+                               "PYTHONPATH": str(tree.resolve())})
     if done.returncode:
-        raise SystemExit(f"{mode} {nodes} {source} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{mode} {nodes} {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare(folder: Path, task: str) -> dict:
+def compare(folder: Path, task: str, tags: list[str]) -> dict:
     import torch
 
     from gnnpipe import io
 
-    sources = ("memory", "blocks")
-    if task == "link":
-        mem, blk = (io.read_link_predictions(folder / f"out_{s}") for s in sources)
-        diff = max(float((a - b).abs().max()) for p in mem for a, b in zip(mem[p], blk[p]))
-    else:
-        (mem_id, mem), (blk_id, blk) = (io.read_predictions(folder / f"out_{s}") for s in sources)
-        assert torch.equal(mem_id, blk_id)
-        diff = float((mem - blk).abs().max())
+    first, *others = tags
     key = "best_val_mrr" if task == "link" else "best_val_acc"
-    scores = {s: json.loads((folder / f"{s}_metrics.json").read_text())[key] for s in sources}
-    return {"max_logit_diff": diff, key: scores}
+    out = {key: {t: json.loads((folder / f"{t}_metrics.json").read_text())[key] for t in tags}}
+    for other in others:
+        if task == "link":
+            a, b = (io.read_link_predictions(folder / f"out_{t}") for t in (first, other))
+            diff = max(float((x - y).abs().max()) for p in a for x, y in zip(a[p], b[p]))
+        else:
+            (a_id, a), (b_id, b) = (io.read_predictions(folder / f"out_{t}")
+                                    for t in (first, other))
+            diff = float((a - b).abs().max()) if torch.equal(a_id, b_id) else None
+        out[f"max_logit_diff_{other}"] = diff
+    return out
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[500_000, 2_000_000])
+    parser.add_argument("--trees", type=Path, nargs="+", default=[Path(__file__).parents[1]],
+                        help="source trees to compare (the first prepares the graph)")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[500_000])
     parser.add_argument("--features", type=int, default=128)
     parser.add_argument("--avg-degree", type=float, default=4.0)
+    parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--patience", type=int, default=0, help="0: --epochs (no early stop)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--models", nargs="+", default=["mlp"])
     parser.add_argument("--task", choices=["node", "link"], default="node")
     parser.add_argument("--child", choices=["prepare", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--child-nodes", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--child-source", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--child-tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        args.dir = args.dir / str(args.child_nodes)
-        args.dir.mkdir(parents=True, exist_ok=True)
         print(json.dumps((child_prepare if args.child == "prepare" else child_baseline)(args)))
         return 0
+    args.dir = args.dir.resolve()
+    tags = [f"tree{i}" for i in range(len(args.trees))]
     print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs, threads {args.threads}, "
           f"{args.features} features, avg degree {args.avg_degree:g}, {args.epochs} epochs, "
-          f"models {','.join(args.models)}, task {args.task}")
+          f"models {','.join(args.models)}, task {args.task}, trees "
+          + ", ".join(f"{t}={p.resolve()}" for t, p in zip(tags, args.trees)))
     for nodes in args.nodes:
-        prepared = _child(args, "prepare", nodes)
-        rows = [_child(args, "baseline", nodes, source) for source in ("memory", "blocks")]
-        result = {"nodes": nodes, "prepare_split_s": prepared["seconds"], "runs": rows,
-                  **compare(args.dir / str(nodes), args.task), "load": round(os.getloadavg()[0], 1)}
+        prepared = _child(args, "prepare", nodes, args.trees[0])
+        runs = {t: [] for t in tags}
+        for _ in range(args.repeat):  # alternating: load drifts hit every tree alike
+            for tag, tree in zip(tags, args.trees):
+                runs[tag].append(_child(args, "baseline", nodes, tree, tag))
+        median = {t: {k: statistics.median(r[k] for r in rows) for k in ("seconds", "cpu_s",
+                                                                        "peak_mib")}
+                  for t, rows in runs.items()}
+        ratios = {t: {k: round(median[t][k] / max(median[tags[0]][k], 1e-9), 3)
+                      for k in median[t]} for t in tags[1:]}
+        result = {"nodes": nodes, "prepare_split_s": prepared["seconds"], "runs": runs,
+                  "median": median, f"ratio_over_{tags[0]}": ratios,
+                  **compare(args.dir / str(nodes), args.task, tags),
+                  "load": round(os.getloadavg()[0], 1)}
         print(json.dumps(result), flush=True)
     return 0
 

@@ -1,4 +1,4 @@
-"""Peak RSS per Dask worker of propagate's block SpMM (gnnpipe/graphops/dask_propagate.py) on
+"""Peak RSS per Dask worker of propagate's block SpMM (gnnpipe/graphops/propagate.py) on
 random graphs of growing size: the figure that must stay flat as the graph grows.
 
     python bench/dask_propagate.py --nodes 250000 1000000 --degree 10 --features 64
@@ -8,8 +8,9 @@ written to a temp folder, hop 0 written as the stage writes it, then ``--hops`` 
 embedded LocalCluster (``--workers`` of ``--memory-limit``), ``propagate.block_rows`` rows a
 task. Prints one JSON row per size: seconds per hop, the largest worker peak RSS (VmHWM of the
 worker processes, imports included) and this client's (ru_maxrss: the high-water mark of the
-whole run, the bench's own graph building included); with ``--compare-local`` also the local
-engine's seconds per hop in this process and whether the hop files are identical.
+whole run, the bench's own graph building included); with ``--compare-local`` also the same
+tasks' seconds per hop in this process (the local engine) and whether the hop files are
+identical.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from gnnpipe import io  # noqa: E402
 from gnnpipe.config import PropagateParams  # noqa: E402
 from gnnpipe.config.schema import EngineParams  # noqa: E402
 from gnnpipe.data.graph import Csr  # noqa: E402
-from gnnpipe.graphops.dask_propagate import propagate_blocks  # noqa: E402
 from gnnpipe.graphops.propagate import propagate  # noqa: E402
 from gnnpipe.runtime.engine import session  # noqa: E402
 
@@ -56,7 +56,8 @@ def run_size(n: int, args, client) -> dict:
         x0 = io.hop_rows(out, "g", 0, tuple(x.shape), torch.float32)
         peaks, seconds = [], []
         tick = time.perf_counter()
-        for _ in propagate_blocks(client, csr, x0, out, "g", scratch, cfg, "aten", peaks=peaks):
+        for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+                           scratch=scratch, stored_x0=x0, peaks=peaks):
             seconds.append(round(time.perf_counter() - tick, 2))
             tick = time.perf_counter()
         row = {"nodes": n, "edges": n * args.degree, "features": args.features,

@@ -53,13 +53,12 @@ def run_one(prepared: Path, out: Path, block_edges: int, memory_limit: str, task
     from gnnpipe import io
     from gnnpipe.config import params_from_dict
 
-    from gnnpipe.data.graph import Csr
-    from gnnpipe.io.blocks import open_memmap, open_tensor, scratch_beside
+    from gnnpipe.io.blocks import open_memmap, scratch_beside
     from gnnpipe.runtime.engine import session
-    from gnnpipe.splitting.dask_audit import audit_node_blocks
-    from gnnpipe.splitting.dask_link import split_link_blocks
-    from gnnpipe.splitting.dask_link_audit import audit_link_blocks
-    from gnnpipe.splitting.dask_split import BlockSizes, split_node_blocks
+    from gnnpipe.splitting.link_audit import audit_links
+    from gnnpipe.splitting.link_split import split_links
+    from gnnpipe.splitting.split import BlockSizes, split_node_blocks
+    from gnnpipe.splitting.stage import audit_node_blocks
 
     peak = AnonPeak()
     params = params_from_dict({"split": {"assign": "hash", "node": {"mode": "inductive"},
@@ -77,23 +76,22 @@ def run_one(prepared: Path, out: Path, block_edges: int, memory_limit: str, task
         with session(params.cluster) as client:
             client.run(_start_sampler)
             if task == "node":
-                split = split_node_blocks(client, prepared / "graph.pt", n, graph.num_classes,
-                                          cfg, 0, scratch, sizes)
-                report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg.mode)
+                split = split_node_blocks(client, graph, cfg, 0, scratch, prepared / "graph.pt",
+                                          sizes)
+                report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg)
             else:
-                split = split_link_blocks(client, prepared / "graph.pt", n, params.split.link,
-                                          0, scratch, sizes)
-                report = audit_link_blocks(client, prepared / "graph.pt", n, split, sizes)
+                split = split_links(client, graph, prepared / "graph.pt", params.split.link, 0,
+                                    scratch, sizes)
+                report = audit_links(client, graph, split, sizes=sizes)
             workers = client.run(_read_sampler)
         split_s = time.perf_counter() - start
         if task == "node":  # the link tables' streaming is the stage's: timed in split_s's rest
-            csrs = {p: {edge_type: graph.csr[edge_type] if f is None else
-                        Csr(*map(open_tensor, f))} for p, f in split.message.items()}
             with io.atomic_dir(out) as target:
-                io.write_split(target, graph, csrs, {"mode": cfg.mode},
+                io.write_split(target, graph, split.message_graphs(graph), {"mode": cfg.mode},
                                roles=open_memmap(split.roles))
     return {"task": task, "nodes": n, "edges": graph.csr[edge_type].num_edges,
-            "blocks": len(split.blocks), "passed": report["passed"],
+            "blocks": sum(map(len, split.blocks)) if task == "link" else len(split.blocks),
+            "passed": report["passed"],
             "split_s": round(split_s, 1), "wall_s": round(time.perf_counter() - start, 1),
             "stage": peak.read(), "workers": list(workers.values())}
 

@@ -4,6 +4,11 @@ embedded LocalCluster of 2 workers; optionally ``cluster.engine: local`` on the 
 
     python -m bench.prepare_scale --dir /tmp/prep --sizes 1,4,16 --local
     python -m bench.prepare_scale --dir /tmp/prep --sizes 1,4 --local --typed
+    python -m bench.prepare_scale --dir /tmp/prep --sizes 10 --features 128 --trees OLD .
+
+``--trees``: ``gnnpipe prepare`` of each checkout (its own code and params.yaml), alternating,
+on the default params (the embedded synthetic graph) and on the size's tables (directed, on
+``cluster.engine: local``): wall time and peak RSS of each run, old against new in one run.
 
 Size ``s``: ``s * 62,500`` nodes with ``--features`` float32 features and 4 labels, ``s * 1M``
 directed edge rows of random integer ids (string-free, shuffled node table), written as Parquet
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -32,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 BASE_NODES, BASE_EDGES, GROUP = 62_500, 1_000_000, 65_536
 
@@ -134,8 +141,8 @@ def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit:
     """Prepare ``folder``'s tables into ``out`` in this process; wall time and memory peaks."""
     from gnnpipe import io
     from gnnpipe.config import params_from_dict
-    from gnnpipe.data import dask_prepare
-    from gnnpipe.data.dask_typed import prepare_typed_blocks
+    from gnnpipe.data.prepare_tables import prepare_tables
+    from gnnpipe.data.table_blocks import BlockSizes
     from gnnpipe.io.blocks import scratch_beside
     from gnnpipe.runtime.engine import session
 
@@ -145,27 +152,47 @@ def run_one(folder: Path, out: Path, engine: str, block_rows: int, memory_limit:
                                            **typed_keys},
                                "cluster": {"engine": engine, "workers": 2,
                                            "memory_limit": memory_limit}})
-    sizes = dask_prepare.BlockSizes(bucket_rows=block_rows, row_block_edges=block_rows)
+    sizes = BlockSizes(bucket_rows=block_rows, row_block_edges=block_rows)
     start = time.perf_counter()
     workers = {}
-    if engine == "local":
-        from gnnpipe.data.prepare import prepare_dataset
-        prepared = prepare_dataset(params.dataset, 0)
-        with io.atomic_dir(out) as target:
-            io.write_prepared(target, prepared.graph)
-            for node_type, ids in prepared.node_ids.items():
-                io.write_node_ids(target, node_type, ids, prepared.node_time.get(node_type))
-        report = prepared.report
-    else:
-        with session(params.cluster) as client, io.atomic_dir(out) as target, \
-                scratch_beside(out) as scratch:
+    with session(params.cluster) as client, io.atomic_dir(out) as target, \
+            scratch_beside(out) as scratch:
+        if client is not None:
             client.run(_start_sampler)
-            blocks = prepare_typed_blocks if typed else dask_prepare.prepare_blocks
-            report = blocks(client, params.dataset, target, scratch, sizes).report
+        report = prepare_tables(client, params.dataset, target, scratch, sizes).report
+        if client is not None:
             workers = client.run(_read_sampler)
     return {"engine": engine, "nodes": report["nodes"], "input_edges": report["input_edges"],
             "edges": report["edges"], "wall_s": round(time.perf_counter() - start, 1),
             "stage": peak.read(), "workers": list(workers.values())}
+
+
+def compare_trees(trees: list[Path], folder: Path, out: Path, repeats: int,
+                  names: list[str]) -> None:
+    """``gnnpipe prepare`` of each tree (its own code, run from it) on the default params
+    (params.yaml: the embedded synthetic graph) and on ``folder``'s tables, alternating trees
+    ``repeats`` times; one JSON line per run (wall seconds, peak RSS of the stage process)."""
+    cases = {"default": {}, "tables": {"dataset": {"source": "parquet", "path": str(folder),
+                                                   "undirected": False}}}
+    for case, extra in ((name, cases[name]) for name in names):
+        for repeat in range(repeats):
+            for tree in trees:
+                params = yaml.safe_load((tree / "params.yaml").read_text())
+                for section, values in extra.items():
+                    params[section] = {**params[section], **values}
+                file = out / f"params-{case}.yaml"
+                file.write_text(yaml.safe_dump(params))
+                target = out / f"out-{tree.name}-{case}"
+                start = time.perf_counter()
+                child = subprocess.Popen(
+                    [sys.executable, "-m", "gnnpipe", "prepare", "--params", str(file), "--out",
+                     str(target), "--metrics", str(out / "prepare.json")], cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree), "GNNPIPE_PROGRESS": "0"})
+                _, status, usage = os.wait4(child.pid, 0)
+                assert status == 0, f"{tree}: prepare failed"
+                print(json.dumps({"tree": str(tree), "case": case, "repeat": repeat,
+                                  "wall_s": round(time.perf_counter() - start, 2),
+                                  "peak_rss_mb": usage.ru_maxrss // 1024}), flush=True)
 
 
 def main(argv=None) -> None:
@@ -177,6 +204,10 @@ def main(argv=None) -> None:
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--local", action="store_true", help="also cluster.engine: local")
     parser.add_argument("--typed", action="store_true", help="typed tables (two node types)")
+    parser.add_argument("--trees", nargs="+", type=Path, help="compare these checkouts' "
+                        "prepare on the default params and the tables of the first --sizes")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--cases", default="default,tables", help="which of the --trees cases")
     parser.add_argument("--one", nargs=2, metavar=("SCALE", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -185,6 +216,12 @@ def main(argv=None) -> None:
         folder = args.dir / f"{kind}-{scale}"
         print(json.dumps(run_one(folder, args.dir / f"out-{kind}-{scale}-{engine}", engine,
                                  args.block_rows, args.memory_limit, args.typed)))
+        return
+    if args.trees:
+        scale = args.sizes.split(",")[0]
+        write_tables(args.dir / f"tables-{scale}", float(scale), args.features)
+        compare_trees([t.resolve() for t in args.trees], args.dir / f"tables-{scale}", args.dir,
+                      args.repeats, args.cases.split(","))
         return
     for scale in args.sizes.split(","):
         if args.typed:

@@ -4,8 +4,10 @@
     python -m bench.propagate --scale 0.1     # quick
     python -m bench.propagate --sweep         # also block sizes, index width, feature blocks, bf16
 
-Every method computes the same K hops of the same A_hat (gnnpipe's ``normalized_adjacency``):
-  gnnpipe        ``propagate_adjacency`` in row blocks, hops kept in memory (kernel: aten)
+Every method computes the same K hops of the same A_hat (``normalized_adjacency`` here, from
+gnnpipe's block pieces):
+  gnnpipe        ``propagate``'s block tasks in this process (A_hat built by blocks in the
+                 timed run), hops kept in memory (kernel: aten)
   gnnpipe jit    the same with ``propagate.kernel: jit`` (numba, prefetching; when numba imports)
   gnnpipe->disk  the same, each hop streamed to a memory-mappable file (what the stage does)
   torch.sparse   one ``torch.sparse.mm(A_hat, X)`` per hop on the whole matrix
@@ -58,8 +60,39 @@ from bench.common import (PeakMemory, add_graph_args, copy_bandwidth, describe, 
                           print_machine, timed)
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
-from gnnpipe.graphops.propagate import (hop_gathered_bytes, hop_traffic_bytes, hugepage_empty,
-                               jit_missing, normalized_adjacency, propagate_adjacency)
+from gnnpipe.data.graph import Csr
+from gnnpipe.graphops.propagate import (ROW_KERNELS, INT32_MAX, _sparse_csr, adjacency_rows,
+                                        adjacency_values, hop_gathered_bytes, hop_traffic_bytes,
+                                        hugepage_empty, jit_missing, node_scale, propagate)
+
+
+def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
+    """``A_hat`` of the whole graph as one sparse CSR (N, N) float32, int32 indices when they
+    fit: the matrix the block tasks build row block by row block, for the whole-matrix peers."""
+    n = csr.num_nodes
+    indptr, indices, counts = adjacency_rows(csr.indptr.numpy(), csr.indices.numpy(), 0, cfg)
+    scale = node_scale(csr.degrees(), cfg).numpy()
+    indptr, indices, values = map(torch.from_numpy, (
+        indptr, indices, adjacency_values(scale, counts, scale[indices], cfg)))
+    if indices.numel() <= INT32_MAX and n <= INT32_MAX:
+        indptr, indices = indptr.to(torch.int32), indices.to(torch.int32)
+    return _sparse_csr(indptr, indices, values, (n, n))
+
+
+def block_hops(adj: torch.Tensor, x: torch.Tensor, cfg: PropagateParams) -> list[torch.Tensor]:
+    """K hops of a given matrix (a permuted or re-indexed ``A_hat``) in row blocks of
+    ``cfg.block_rows`` by ``cfg.kernel``, float32 in memory (sym / rw: no ppr term)."""
+    crow, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
+    kernel = ROW_KERNELS["aten" if cfg.kernel == "auto" else cfg.kernel]
+    hops, previous = [], x
+    for _ in range(cfg.hops):
+        hop = torch.empty_like(x)
+        for start in range(0, x.shape[0], cfg.block_rows):
+            stop = min(start + cfg.block_rows, x.shape[0])
+            hop[start:stop] = kernel(crow, col, values, previous, start, stop)
+        hops.append(hop)
+        previous = hop
+    return hops
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -422,8 +455,8 @@ def orders(adj: torch.Tensor, x: torch.Tensor, y: torch.Tensor, repeat: int,
     return rows.table
 
 
-def compare_methods(args: argparse.Namespace, cfg: PropagateParams, adj: torch.Tensor,
-                    x: torch.Tensor, reference_bw: float) -> dict:
+def compare_methods(args: argparse.Namespace, cfg: PropagateParams, csr: Csr,
+                    adj: torch.Tensor, x: torch.Tensor, reference_bw: float) -> dict:
     """K hops four ways (module docstring), timed interleaved; per-method figures."""
     n, f, k = x.shape[0], x.shape[1], cfg.hops
     nnz = adj.values().numel()
@@ -442,9 +475,8 @@ def compare_methods(args: argparse.Namespace, cfg: PropagateParams, adj: torch.T
     tmp = Path(tempfile.mkdtemp(prefix="bench_propagate_"))
     aten = dataclasses.replace(cfg, kernel="aten")
     methods = {
-        "gnnpipe": lambda: last(propagate_adjacency(adj, x, aten)),
-        "gnnpipe->disk": lambda: last(propagate_adjacency(adj, x, aten,
-                                                          sink=io.hop_writers(tmp, "bench"))),
+        "gnnpipe": lambda: last(propagate(csr, x, aten)),
+        "gnnpipe->disk": lambda: last(propagate(csr, x, aten, sink=io.hop_writers(tmp, "bench"))),
         "torch.sparse": lambda: _chain(mix(lambda h: torch.sparse.mm(adj, h), x), x, k),
     }
     if not args.no_scipy:
@@ -456,7 +488,7 @@ def compare_methods(args: argparse.Namespace, cfg: PropagateParams, adj: torch.T
         methods["scipy"] = lambda: _chain(scipy_hop, x.numpy(), k)
     if not jit_missing():
         jit = dataclasses.replace(cfg, kernel="jit")  # first (warm-up) call compiles
-        methods["gnnpipe jit"] = lambda: last(propagate_adjacency(adj, x, jit))
+        methods["gnnpipe jit"] = lambda: last(propagate(csr, x, jit))
 
     results, outs, peaks = {}, {}, {}
     for name, fn in methods.items():
@@ -527,7 +559,8 @@ def main(argv=None) -> dict:
     graph_mb = (adj.crow_indices().numel() * adj.crow_indices().element_size()
                 + nnz * (adj.col_indices().element_size() + 4)) / 2**20
     print(f"# one hop = {hop_mb:.0f} MiB, A_hat = {graph_mb:.0f} MiB")
-    results = {} if args.skip_methods else compare_methods(args, cfg, adj, x, reference_bw)
+    results = {} if args.skip_methods else compare_methods(args, cfg, graph.csr, adj, x,
+                                                           reference_bw)
     probes = {}
     if args.roofline:
         print("\n# roofline: one hop, whole matrix, best of repeat")
@@ -549,7 +582,7 @@ def main(argv=None) -> dict:
             one = dataclasses.replace(cfg, hops=1, block_rows=block)
             for label, matrix in (("int64", adj64), ("int32", adj32)):
                 candidates[f"gnnpipe block {block} {label}"] = (
-                    lambda m=matrix, c=one: list(propagate_adjacency(m, x, c)))
+                    lambda m=matrix, c=one: block_hops(m, x, c))
         # feature blocks: F/fb products on contiguous column slices, so the rows gathered per
         # product are fb * 4 bytes (a slice of the operand that might stay in cache)
         def feature_blocks(fb):

@@ -3,8 +3,8 @@ item 1: a constant plus batches plus a few bytes per node), one code tree agains
 the same prepared graph, same run.
 
     git archive HEAD | tar -x -C /tmp/gnnpipe-old            # the tree to compare against
-    nice -n 5 python -m bench.stage_memory --dir /work/stage_mem --nodes 1000000 \\
-        --edges 4000000 --trees old=/tmp/gnnpipe-old new=.
+    nice -n 5 python -m bench.stage_memory --dir /work/stage_mem --nodes 1000000 4000000 \\
+        --trees old=/tmp/gnnpipe-old new=.
 
 Builds the user tables of ``bench/data_path.py`` (``--features`` float32 features, 10 classes)
 and runs prepare, split and baseline once with this repository's code (``cluster.engine:
@@ -15,7 +15,11 @@ on the neighbor sampler for one epoch, evaluation and predict layer by layer
 (``bench.data_path.TreePeaks``): ``anon`` is the stage process's peak anonymous memory
 (RssAnon), ``peak`` its VmHWM (file-backed pages of memory maps too). ``per_node`` is anon / N
 in bytes. ``md5`` hashes each stage's outputs, so trees whose arithmetic is the same show equal
-bytes.
+bytes. With several ``--nodes`` (``--edges`` each, or ``--edges-per-node`` times the nodes; a
+run folder per size under ``--dir``) the last lines give, per tree and stage, the peak at each
+size and ``per_added_node``: the growth of the peak anonymous memory per added node in bytes,
+(anon at the largest - anon at the smallest) / (their node difference): the figure the issue's
+"a constant plus ~32 bytes per node" is about.
 """
 
 from __future__ import annotations
@@ -78,41 +82,77 @@ def _copy_code(tree: Path, run: Path) -> None:
         shutil.copytree(tree / name, run / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
+def run_size(root: Path, nodes: int, edges: int, args) -> list[dict]:
+    """Prepare, split and baseline once for a graph of ``nodes`` / ``edges``, then every tree's
+    stages on it (rows as ``run_stage``'s, with the tree, nodes and edges)."""
+    tables, run = root / "tables", root / "run"
+    write_tables(tables, nodes, edges, args.features)
+    rows = []
+    if not (args.reuse and (run / "data" / "baseline").exists()):
+        scratch_repo(run, tables, "local", dvc=False)
+        _set_params(run, STAGE_PARAMS)
+        for stage in ("prepare", "split", "baseline"):
+            rows.append({"nodes": nodes, "edges": edges, **run_stage(run, stage, nodes)})
+            print(json.dumps(rows[-1]), flush=True)
+    for named in args.trees:
+        name, _, path = named.partition("=")
+        _copy_code(Path(path).resolve(), run)
+        for stage in args.stages.split(","):
+            row = {"tree": name, "nodes": nodes, "edges": edges, **run_stage(run, stage, nodes)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def growth(rows: list[dict]) -> list[dict]:
+    """Per tree and stage: the peak anonymous MiB at each size and the bytes per added node
+    between the smallest and the largest size (None with one size)."""
+    out = []
+    for tree in dict.fromkeys(r["tree"] for r in rows if "tree" in r):
+        for stage in dict.fromkeys(r["stage"] for r in rows if r.get("tree") == tree):
+            mine = sorted((r for r in rows if r.get("tree") == tree and r["stage"] == stage),
+                          key=lambda r: r["nodes"])
+            small, large = mine[0], mine[-1]
+            added = large["nodes"] - small["nodes"]
+            per_added = (round((large["anon_mb"] - small["anon_mb"]) * 2**20 / added, 1)
+                         if added else None)
+            out.append({"tree": tree, "stage": stage,
+                        "anon_mb": {r["nodes"]: r["anon_mb"] for r in mine},
+                        "per_added_node": per_added})
+    return out
+
+
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, required=True, help="tables and the run (scratch)")
-    parser.add_argument("--nodes", type=int, default=1_000_000)
-    parser.add_argument("--edges", type=int, default=4_000_000)
+    parser.add_argument("--dir", type=Path, required=True, help="tables and the runs (scratch)")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1_000_000],
+                        help="graph sizes, each its own run folder under --dir")
+    parser.add_argument("--edges", type=int, nargs="+", default=None,
+                        help="directed edges of each size (default: --edges-per-node x nodes)")
+    parser.add_argument("--edges-per-node", type=int, default=4)
     parser.add_argument("--features", type=int, default=8)
     parser.add_argument("--trees", nargs="+", default=["new=."],
                         help="name=path of each code tree measured, in order")
     parser.add_argument("--stages", default="train,predict,evaluate")
     parser.add_argument("--reuse", action="store_true",
                         help="keep an earlier run's prepare / split / baseline outputs")
-    parser.add_argument("--keep", action="store_true", help="keep the tables and the run")
+    parser.add_argument("--keep", action="store_true", help="keep the tables and the runs")
     args = parser.parse_args(argv)
-    tables, run = args.dir.resolve() / "tables", args.dir.resolve() / "run"
-    write_tables(tables, args.nodes, args.edges, args.features)
+    edges = args.edges or [n * args.edges_per_node for n in args.nodes]
+    if len(edges) != len(args.nodes):
+        parser.error(f"--edges gives {len(edges)} sizes for {len(args.nodes)} --nodes")
+    root = args.dir.resolve()
+    # one size keeps the folder layout of earlier runs (--reuse of a --keep'd run)
     rows = []
-    if not (args.reuse and (run / "data" / "baseline").exists()):
-        scratch_repo(run, tables, "local", dvc=False)
-        _set_params(run, STAGE_PARAMS)
-        for stage in ("prepare", "split", "baseline"):
-            rows.append(run_stage(run, stage, args.nodes))
-            print(json.dumps(rows[-1]), flush=True)
-    for named in args.trees:
-        name, _, path = named.partition("=")
-        _copy_code(Path(path).resolve(), run)
-        for stage in args.stages.split(","):
-            row = {"tree": name, "nodes": args.nodes, "edges": args.edges,
-                   **run_stage(run, stage, args.nodes)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for nodes, count in zip(args.nodes, edges):
+        folder = root if len(args.nodes) == 1 else root / f"n{nodes}"
+        rows += run_size(folder, nodes, count, args)
+    for line in growth(rows):
+        print(json.dumps(line), flush=True)
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)
     return rows
-
 
 if __name__ == "__main__":
     main()

@@ -116,8 +116,8 @@ STAGES: dict[str, Stage] = {
         _perf("--perf", "metrics/perf/propagate.json",
               "seconds, effective GB/s and peak memory (differ run to run)"),
     )),
-    "baseline": Stage(("threads", "seed", "dataset.task", "baseline", "cluster.engine",
-                       "evaluate.seeds", "evaluate.metric", "train.class_weight"), (
+    "baseline": Stage(("threads", "seed", "dataset.task", "baseline", "evaluate.metric",
+                       "train.class_weight"), (
         _in("--prepared", PREPARED, read=["graph.pt"]),
         _in("--split", SPLIT,
             "node roles; for dataset.task link also edges, negatives, message graphs"),
@@ -128,9 +128,9 @@ STAGES: dict[str, Stage] = {
               "wall time and throughput (kept apart: they differ run to run)"),
         _record("--metrics", "metrics/baseline.json"),
         _plot("--history", "metrics/baseline_history.csv"),
-    ), params_help="baseline, what baseline.source: auto decides on: cluster.engine (dask: "
-                   "by blocks) and evaluate.seeds (> 1: in memory), the metric early stopping "
-                   "maximises (evaluate.metric) and the loss's class weights (train.class_weight)"),
+    ), params_help="baseline, the metric early stopping maximises (evaluate.metric) and the "
+                   "loss's class weights (train.class_weight); no cluster key: the same bytes "
+                   "on either engine"),
     # model.pt carries the dataset keys that shape a graph (gnnpipe.training.run_files.GRAPH_KEYS)
     "train": Stage(("threads", "seed", "dataset.task", "dataset.source", "dataset.layout",
                     "dataset.nodes", "dataset.edges", "dataset.undirected", "dataset.dedup",

@@ -116,11 +116,13 @@ def run_stages(folder, stages) -> None:
 # longest first, by file name wherever they live: `make test` hands whole files to two xdist
 # workers (--dist loadfile) in collection order, and one of these last would leave a worker idle
 # while the other finishes it.
-SLOW_FILES = ("test_pipeline.py", "test_train_resume_ddp.py", "test_hetero_train.py",
+SLOW_FILES = ("test_pipeline.py", "test_train_resume_ddp.py", "test_ddp_machines.py",
+              "test_hetero_train.py",
               "test_publish.py", "test_reproducibility.py", "test_share_s3.py",
               "test_dist_bounds.py",
-              "test_dask_prepare.py", "test_dask_analyze.py", "test_report.py", "test_sources.py",
-              "test_dask_split.py", "test_dask_propagate.py", "test_curvature_blocks.py",
+              "test_dask_prepare.py", "test_analyze_engines.py", "test_report.py",
+              "test_sources.py",
+              "test_node_blocks.py", "test_dask_propagate.py", "test_curvature.py",
               "test_faults.py", "test_link_train.py", "test_cluster_saint.py",
               "test_link_neighbor.py", "test_tls.py", "test_device.py", "test_engine.py")
 

@@ -4,33 +4,34 @@ relation (a homogeneous graph: the graph itself; paper cites paper); typed files
 counts and the relation analyzed. Without an own relation (users that only buy items)
 homophily is marked not applicable, with the reason, and degrees / components still
 reported. The bottleneck measure: Balanced Forman curvature of a seeded sample of the
-relation's edges (analyze.curvature), over its undirected simple graph (the local engine builds
-it whole). On ``cluster.engine: dask`` block files are built by tasks from the prepared files'
-rows, and the report of the analyzed relation and the curvature sample (read by rows:
-gnnpipe/graphops/curvature_blocks.py) come from block tasks (gnnpipe/graphops/dask_analyze.py),
-equal to the local ones; a target without an own relation is computed here."""
+relation's edges (analyze.curvature), over its undirected simple graph.
+
+One algorithm on both engines: block tasks (in this process on ``cluster.engine: local``, on
+the Dask workers otherwise) copy the own relation's rows from the prepared files into block
+files, in a temp folder beside the metrics, and the report (gnnpipe/graphops/analyze.py) and
+the curvature sample (gnnpipe/graphops/reach.py) come from block tasks reading them by rows.
+A target without an own relation is computed here, its components by the same block sweeps
+over the whole typed graph (built in memory: PyG's to_homogeneous ids)."""
 
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.graphops.analyze import (analyze_graph, component_stats, connected_components,
-                                      degree_histogram, degree_stats)
+from gnnpipe.graphops.analyze import (analyze_blocks, component_stats, degree_histogram,
+                                      degree_stats, graph_report, min_label_components,
+                                      row_counts)
 from gnnpipe.splitting.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.graphops.curvature_blocks import edge_curvature_blocks
-from gnnpipe.graphops.dask_analyze import BLOCK_ROWS, analyze_blocks
 from gnnpipe.graphops.partition_blocks import build_block_graph
-from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.graphops.partition_lp import DaskBlocks
 from gnnpipe.graphops.reach import edge_curvature
-from gnnpipe.io.csr_blocks import block_folder, stored_prepared_relation
+from gnnpipe.io.csr_blocks import block_folder, block_graph, stored_prepared_relation
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
 from gnnpipe.data.edges import homogeneous_csr
 
 PHASES = ("train", "val", "test")
+BLOCK_ROWS = 1 << 16  # rows per block-building task
 
 
 def run(args) -> str:
@@ -39,18 +40,13 @@ def run(args) -> str:
     params = load_params(args.params)
     typed = read_typed(args, mmap=True)
     graph, own = typed.graph, typed.graph.own_relation()
+    scratch = args.metrics.resolve().parent  # on disk, beside the output; workers see it too
+    scratch.mkdir(parents=True, exist_ok=True)
     with session(params.cluster) as client:
         if own is None:
-            report, histogram = _without_own_relation(graph, params.analyze)
-        elif client is None:
-            report, histogram = analyze_graph(graph.target_view(), params.analyze,
-                                              *_phases(args, typed, own))
-            if params.analyze.curvature.sample_edges > 0:  # local holds the relation whole
-                report["curvature"] = edge_curvature(
-                    symmetric_simple(graph.csr[own]), params.analyze.curvature,
-                    make_rng(params.seed, "analyze-curvature"))
+            report, histogram = _without_own_relation(client, graph, params.analyze, scratch)
         else:
-            report, histogram = _by_blocks(args, params, typed, own, client)
+            report, histogram = _by_blocks(args, params, typed, own, client, scratch)
     if graph.layout != TYPED:
         return _write(args, report, histogram)
     relation = None if own is None else edge_type_name(own)
@@ -62,26 +58,20 @@ def run(args) -> str:
     return _write(args, report, histogram, prefix=prefix)
 
 
-def _by_blocks(args, params, typed, own, client) -> tuple[dict, list]:
-    """The report of the own relation from block tasks: the block files built by tasks from the
-    prepared files' rows (beside the metrics when a real cluster's workers must see them)."""
-    scratch = args.metrics.resolve().parent if params.cluster.address else None
+def _by_blocks(args, params, typed, own, client, scratch) -> tuple[dict, list]:
+    """The report of the own relation and its curvature sample, from block tasks over the block
+    files that tasks build from the prepared files' rows (in a temp folder in ``scratch``)."""
     stored = stored_prepared_relation(args.prepared, own)
     graph = typed.graph
     with block_folder(scratch, name="analyze-graph") as folder:
-        build_block_graph(folder, stored, DaskBlocks(client), BLOCK_ROWS)
+        build_block_graph(folder, stored, client, BLOCK_ROWS)
         report, histogram = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
                                            params.analyze, *_phases(args, typed, own))
         if params.analyze.curvature.sample_edges > 0:
-            report["curvature"] = _curvature(client, folder, stored.num_nodes, params)
+            report["curvature"] = edge_curvature(client, folder, stored.num_nodes,
+                                                 params.analyze.curvature,
+                                                 make_rng(params.seed, "analyze-curvature"))
     return report, histogram
-
-
-def _curvature(client, folder, num_nodes: int, params) -> dict:
-    """analyze.curvature's sample of the own relation's undirected simple graph, from the
-    block files in ``folder``."""
-    return edge_curvature_blocks(client, folder, num_nodes, params.analyze.curvature,
-                                 make_rng(params.seed, "analyze-curvature"))
 
 
 def _phases(args, typed, own) -> tuple:
@@ -92,16 +82,23 @@ def _phases(args, typed, own) -> tuple:
             io.read_typed_role_codes(args.split, typed.graph))
 
 
-def _without_own_relation(graph, cfg) -> tuple[dict, list]:
+def _without_own_relation(client, graph, cfg, scratch) -> tuple[dict, list]:
     """A target type with no relation of its own (users that only buy items): homophily is not
     applicable and says why; degrees are the target's in-degrees summed over every edge type,
     components those of the whole typed graph (every node type, to_homogeneous ids)."""
-    n = graph.num_nodes_dict[graph.target]
-    report, _ = analyze_graph(graph.target_view(), cfg)  # labels, classes: no edges there
+    n, y = graph.num_nodes_dict[graph.target], graph.y.numpy()
+    empty = np.zeros(0, dtype=np.int64)
+    counts = row_counts(np.zeros(n + 1, dtype=np.int64), y, empty, graph.num_classes)
     received = np.zeros(n, dtype=np.int64)  # (N_target,) in-edges of any type
     for edge_type, csr in graph.csr.items():
         if edge_type[2] == graph.target:
             received += csr.degrees().numpy()
+    whole = homogeneous_csr(graph.sizes(), graph.csr)
+    with block_graph(whole, scratch, name="analyze-graph") as folder:
+        _, components = np.unique(min_label_components(client, folder, whole.num_nodes),
+                                  return_inverse=True)
+    # labels, classes and the report's shape: the target's nodes with no edges among them
+    report, _ = graph_report(n, y, graph.num_classes, counts, {}, None, cfg)
     reason = (f"no edge type joins {graph.target!r} nodes to {graph.target!r} nodes, so "
               "same-label neighbours are undefined")
     degree = degree_stats(received)
@@ -110,8 +107,7 @@ def _without_own_relation(graph, cfg) -> tuple[dict, list]:
         homophily={"edge": None, "node": None, "class_insensitive": None, "adjusted": None,
                    "per_class": [None] * graph.num_classes, "applicable": False,
                    "reason": reason},
-        components={**component_stats(connected_components(
-            homogeneous_csr(graph.sizes(), graph.csr))), "over": "every node type"})
+        components={**component_stats(components), "over": "every node type"})
     report["warnings"] = [] if degree["isolated_fraction"] <= cfg.max_isolated_fraction else [
         f"{degree['isolated_fraction']:.1%} of {graph.target} nodes have no in-edges of any "
         f"type (above analyze.max_isolated_fraction={cfg.max_isolated_fraction}); for them a "

@@ -34,7 +34,7 @@ def run(args) -> str:
     io.write_json(args.summary, headline(summary, task))
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)
-    io.write_csv(args.confusion, confusion)
+    io.write_confusion(args.confusion, *confusion)
     warning = summary.get("reach", {}).get("warning")
     return summary["verdict"] + (f"; WARNING: {warning}" if warning else "")
 
@@ -46,7 +46,9 @@ def _score_nodes(args, params, typed):
     graph, own, cfg = typed.graph, typed.graph.own_relation(), params.evaluate
     y, roles = graph.y.numpy(), io.read_typed_role_codes(args.split, graph)  # int8 (N,)
     metric = resolve_metric(cfg.metric, class_counts(y, roles, graph.num_classes))  # as train
-    gnn_pred, mlp_pred = io.read_predictions(args.model), io.read_predictions(args.baseline)
+    # (node_id, logits) of each model, memory-mapped: read a phase's rows at a time
+    gnn_pred, mlp_pred = (io.read_predictions(args.model, mmap=True),
+                          io.read_predictions(args.baseline, mmap=True))
     gnn = score_predictions(*gnn_pred, y, roles, graph.num_classes)
     mlp = score_predictions(*mlp_pred, y, roles, graph.num_classes)
     y_test, gnn_test = on_test(*gnn_pred, y, roles)

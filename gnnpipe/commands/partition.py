@@ -46,12 +46,12 @@ def _whole(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]
 
 
 def _by_blocks(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]:
-    """lp: block tasks on cluster.engine read the split's files by rows and write the shards;
-    the block files lie in the run's scratch, or beside the output when cluster.address names
-    a cluster (whose workers must see them)."""
+    """lp: block tasks (in this process, or on cluster.engine's workers) read the split's files
+    by rows and write the shards; the block files lie in a temp folder beside the output (on
+    disk, not in a memory-backed /tmp; a real cluster's workers see that path too)."""
     graph = stored_message_graph(args.split)
-    scratch = args.out.resolve().parent if params.cluster.address else None
     seed = int(make_rng(params.seed, "partition").integers(0, 2**31 - 1))
+    scratch = args.out.resolve().parent  # exists: the atomic output folder lies in it
     with session(params.cluster) as client:
         done = lp_stage(graph, params.partition, seed, out.resolve(), client, scratch)
     return (graph.num_nodes, *done)

@@ -3,9 +3,11 @@ the prepared files of its types (gnnpipe/io/typed.py): nodes_<type> / edges_<edg
 Parquet, graph.pt and graph.json; for parquet/csv tables also node_ids_<type>.parquet
 (original id of every node) and, with edge weight/timestamp columns of a one-type graph,
 edge_attrs_node__to__node.parquet. With dataset.layout typed: the built-in papers / authors /
-venues graph (source synthetic), or the user's typed tables or OGB-MAG folder. With
-cluster.engine dask: the user's parquet / csv tables by blocks on a Dask cluster
-(gnnpipe/data/dask_prepare.py; typed: dask_typed.py), the same files byte for byte."""
+venues graph (source synthetic), or the user's typed tables or OGB-MAG folder. The user's
+parquet / csv tables (homogeneous or typed) and every homogeneous source's graph (synthetic,
+Planetoid, OGB, PyG: written as tables first) go through one block prepare
+(gnnpipe/data/prepare_tables.py) on either cluster.engine; the typed synthetic graph and
+OGB-MAG are prepared whole, on cluster.engine local only."""
 
 import sys
 from pathlib import Path
@@ -13,56 +15,76 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from gnnpipe import io
+from gnnpipe import io, sources
 from gnnpipe.config import load_params
-from gnnpipe.data.dask_prepare import prepare_blocks, refuse_unsupported
-from gnnpipe.data.dask_typed import prepare_typed_blocks
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE, TYPED
+from gnnpipe.data.prepare_tables import STEPS, by_blocks, prepare_tables, refuse_unsupported
+from gnnpipe.data.source_tables import raw_tables, synthetic_tables
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
+from gnnpipe.runtime.progress import progress
 
 
 def run(args) -> str:
-    """One path for every graph kind and task (both tasks prepare the same graph), in this
-    process or, with ``cluster.engine: dask``, by blocks on a Dask cluster."""
+    """One path for every graph kind and task (both tasks prepare the same graph): the user's
+    tables, or a homogeneous source's graph written as tables, by blocks (``prepare_tables``),
+    in this process or, with ``cluster.engine: dask``, on a Dask cluster; the typed built-in
+    graph and OGB-MAG whole, in this process."""
     params = load_params(args.params)
-    if params.cluster.engine == "dask":
-        refuse_unsupported(params.dataset)  # before a cluster starts
-        blocks = prepare_typed_blocks if params.dataset.layout == TYPED else prepare_blocks
+    dataset = params.dataset
+    if by_blocks(dataset):
         with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
                 scratch_beside(args.out) as scratch:
-            prepared = blocks(client, params.dataset, out, scratch)
-            report = prepared.report
+            source = None  # a source's graph as tables, in scratch
+            if dataset.source == "synthetic":
+                source = synthetic_tables(dataset, params.seed, scratch / "source")
+            elif dataset.source not in ("parquet", "csv"):
+                source = raw_tables(sources.load(dataset, params.seed), dataset,
+                                    scratch / "source")
+            with progress(None, total=STEPS, unit="steps", desc="prepare by blocks") as bar:
+                prepared = prepare_tables(client, dataset if source is None else source.cfg,
+                                          out, scratch, source=source, step=bar.update)
+            report = {**prepared.report, "source": dataset.source}
             _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
-                    params.dataset.storage.compression)
+                    dataset.storage.compression)
         return _finish(args, report)
+    if params.cluster.engine == "dask":
+        refuse_unsupported(dataset)  # before a cluster starts
+    with io.atomic_dir(args.out) as out:
+        report = prepare_whole(params, out)
+    return _finish(args, report)
+
+
+def prepare_whole(params, out: Path) -> dict:
+    """The graph of ``params.dataset`` whole in this process (``prepare_dataset``), its files
+    into ``out``; ``prepare.json``. The sources not read by blocks yet, and the tests' oracle
+    for the block path."""
     dataset = params.dataset
     storage, synthetic = dataset.storage, dataset.synthetic
     # features_node.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
     stream = (dataset.source == "synthetic" and dataset.layout == HOMOGENEOUS
               and io.external_features(storage.features, synthetic.num_nodes,
                                        synthetic.num_features, storage.feature_dtype))
-    with io.atomic_dir(args.out) as out:
-        sink = io.FeatureFileWriter(out, NODE, synthetic.num_nodes, synthetic.num_features,
-                                    storage.feature_dtype, "dataset.synthetic") if stream else None
-        prepared = prepare_dataset(dataset, params.seed, feature_sink=sink)
-        graph, report = prepared.graph, prepared.report
-        io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
-                          compression=storage.compression, features=storage.features,
-                          features_written=stream, featureless=prepared.featureless)
-        for node_type, ids in prepared.node_ids.items():
-            io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
-                              storage.compression)
-        if graph.layout == HOMOGENEOUS and EDGE in prepared.edge_attrs:  # typed: in graph.pt
-            src, dst = graph.csr[EDGE].edge_index().numpy()
-            io.write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE],
-                                storage.compression)
-        classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
-                   if prepared.class_values is None else prepared.class_values)
-        _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
-                storage.compression)
-    return _finish(args, report)
+    sink = io.FeatureFileWriter(out, NODE, synthetic.num_nodes, synthetic.num_features,
+                                storage.feature_dtype, "dataset.synthetic") if stream else None
+    prepared = prepare_dataset(dataset, params.seed, feature_sink=sink)
+    graph, report = prepared.graph, prepared.report
+    io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
+                      compression=storage.compression, features=storage.features,
+                      features_written=stream, featureless=prepared.featureless)
+    for node_type, ids in prepared.node_ids.items():
+        io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
+                          storage.compression)
+    if graph.layout == HOMOGENEOUS and EDGE in prepared.edge_attrs:  # typed: in graph.pt
+        src, dst = graph.csr[EDGE].edge_index().numpy()
+        io.write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE],
+                            storage.compression)
+    classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
+               if prepared.class_values is None else prepared.class_values)
+    _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
+            storage.compression)
+    return report
 
 
 def _finish(args, report: dict) -> str:

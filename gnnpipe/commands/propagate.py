@@ -1,9 +1,10 @@
 """propagate: precompute A_hat^k X (k = 0..propagate.hops) for each distinct phase message graph.
 
 Each phase uses only its own message graph (data/split/meta.json), so inductive splits never
-propagate over val/test edges in training. Hops stream to disk row block by row block; peak
-memory is about the graph plus one hop, not K hops. On ``cluster.engine: dask`` every hop is a
-block SpMM on the cluster (gnnpipe/graphops/dask_propagate.py), byte-identical to the local one."""
+propagate over val/test edges in training. Every hop is block SpMM tasks
+(gnnpipe/graphops/propagate.py) writing the hop file row block by row block: in this process
+(peak memory about the graph plus one hop, not K hops) or, on ``cluster.engine: dask``, on the
+cluster's workers; the same files either way."""
 
 import contextlib
 import dataclasses
@@ -18,7 +19,6 @@ from gnnpipe.splitting.inputs import read_model_typed
 from gnnpipe.data.graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
-from gnnpipe.graphops.dask_propagate import propagate_blocks, x0_rows
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
@@ -58,14 +58,13 @@ def run(args) -> str:
             nnz = csr.num_edges + (csr.num_nodes if cfg.self_loops else 0)  # of A_hat
             kernels[name] = choose_kernel(cfg, nnz, x.shape[1])  # same bits either way
             shown = functools.partial(progress, desc=f"propagate {name}", unit="hop")
-            if client is None:
-                hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
-                                 sink=io.hop_writers(out, name), progress=shown)
-            else:  # X_0 float32 for the workers: hop 0 itself, or a scratch copy under bfloat16
-                x0 = (io.hop_rows(out, name, 0, tuple(x.shape), dtype) if dtype == torch.float32
-                      else x0_rows(scratch / name, x, cfg.block_rows))
-                hops = propagate_blocks(client, csr, x0, out, name, scratch, cfg, kernels[name],
-                                        progress=shown, peaks=worker_peaks)
+            # on dask, X_0 float32 for the workers is hop 0 itself (else a scratch copy)
+            stored_x0 = (io.hop_rows(out, name, 0, tuple(x.shape), dtype)
+                         if client is not None and dtype == torch.float32 else None)
+            hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
+                             client=client, sink=io.hop_writers(out, name),
+                             scratch=scratch / name if scratch else None, stored_x0=stored_x0,
+                             progress=shown, peaks=worker_peaks if client is not None else None)
             tick = time.perf_counter()
             for _ in hops:  # each hop is already on disk when yielded
                 hop_seconds.append(time.perf_counter() - tick)

@@ -1,21 +1,18 @@
 """split: assign node roles (or hold out edges for dataset.task link), build per-phase message
-graphs, audit them, write data/split and data/features. The run of each (cluster.engine,
-dataset.task) is in gnnpipe/splitting/stage.py; here the audit report is published first, and
-the split and the fitted transforms only when every check passed."""
+graphs, audit them, write data/split and data/features. The run of each dataset.task (one
+block algorithm on either cluster.engine) is in gnnpipe/splitting/stage.py; here the audit
+report is published first, and the split and the fitted transforms only when every check
+passed."""
 
 from gnnpipe import io
 from gnnpipe.config import load_params
 from gnnpipe.data import features
 from gnnpipe.splitting import audit, stage
 
-RUNS = {("local", "node"): stage.local_nodes, ("local", "link"): stage.local_links,
-        ("dask", "node"): stage.dask_nodes, ("dask", "link"): stage.dask_links}
-
 
 def run(args):
     params = load_params(args.params)
-    with RUNS[params.cluster.engine, params.dataset.task](args.prepared, params,
-                                                          args.out) as staged:
+    with stage.RUNS[params.dataset.task](args.prepared, params, args.out) as staged:
         _publish(args, params, staged)
     return staged.summary(args.out)
 

@@ -74,7 +74,7 @@ def train_links(args, params, ctx, device):
     """An encoder of every node (type) with a dot-product decoder on the held-out edges (of the
     held-out type); under DDP (link_neighbor) every rank trains."""
     cfg = params.train
-    inputs = read_model_inputs(args, cfg, "link")
+    inputs = read_model_inputs(args, cfg, "link", world_size=ctx.world_size)
     edge_type, sup = read_supervision(args, inputs)
     built = builders.build(link_source(inputs, sup, edge_type), cfg, params.seed, ctx)
     loader, extra = (None, {}) if built is None else (built.loader, built.metrics)

@@ -99,15 +99,11 @@ BASELINE_CHUNK_ROWS = 4096
 
 
 def _check_baseline_blocks(params: Params) -> None:
-    """baseline.source: blocks trains the baseline from row blocks of the features."""
+    """The baseline reads whole chunks of its gradient sum at once."""
     cfg = params.baseline
     if cfg.block_rows % BASELINE_CHUNK_ROWS:
         raise ParamsError(f"baseline.block_rows={cfg.block_rows} must be a multiple of "
                           f"{BASELINE_CHUNK_ROWS} (the node ids of one term of the gradient sum)")
-    if cfg.source == "blocks" and params.evaluate.seeds > 1:
-        raise ParamsError(f"baseline.source='blocks' trains the baseline from row blocks, but "
-                          f"evaluate.seeds={params.evaluate.seeds} retrains it in memory; set "
-                          "baseline.source: memory or auto")
 
 
 def _check_hard_negatives(params: Params) -> None:
@@ -117,16 +113,6 @@ def _check_hard_negatives(params: Params) -> None:
             and params.split.link.num_hard_negatives == 0):
         raise ParamsError(f"evaluate.link.negatives={negatives!r} needs hard negatives from the "
                           "split: set split.link.num_hard_negatives >= 1, or "
-                          "evaluate.link.negatives: random")
-
-
-def _check_hard_on_blocks(params: Params) -> None:
-    """The block link split draws no hard negatives (they rank 2-hop paths over the whole graph)."""
-    if (params.cluster.engine == "dask" and params.dataset.task == "link"
-            and params.split.link.num_hard_negatives > 0):
-        raise ParamsError(f"split.link.num_hard_negatives={params.split.link.num_hard_negatives} "
-                          "is not drawn on cluster.engine: dask (the split by blocks draws "
-                          "random negatives only); set split.link.num_hard_negatives: 0 and "
                           "evaluate.link.negatives: random")
 
 
@@ -372,7 +358,7 @@ RULES = (
     _check_feature_file, _check_typed_source, _check_typed_training, _check_heads,
     _check_rendezvous, _check_sep, _check_residual, _check_layerwise, _check_pairs,
     _check_baseline_models, _check_node_metric, _check_baseline_blocks,
-    _check_hard_negatives, _check_hard_on_blocks, _check_seeds, _check_split_mode,
+    _check_hard_negatives, _check_seeds, _check_split_mode,
     _check_aggregation, _check_engine, _check_cluster_address, _check_partition_weights,
     _check_embeddings)
 

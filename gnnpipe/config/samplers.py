@@ -197,7 +197,8 @@ def _check_options(params) -> None:
         raise ParamsError(
             f"train.dist.shard='partition' with train.sampler={name!r}: a rank holding only "
             "its partition shards trains on ClusterGCN batches, so use train.sampler="
-            f"{'/'.join(with_option('shards'))}")
+            f"{'/'.join(with_option('shards'))}, or train.dist.shard: none (neighbor samplers "
+            "read the shared memory-mapped files on every rank)")
 
 
 def _check_ddp(params) -> None:

@@ -172,11 +172,10 @@ class LinkSplitParams:
 class SplitParams:
     node: NodeSplitParams = field(default_factory=NodeSplitParams)
     link: LinkSplitParams = field(default_factory=LinkSplitParams)
-    # How nodes (strategies random / stratified) or link pairs, their row order and fixed
-    # negatives are drawn: permutation (a seeded shuffle in one process) or hash (seeded hashes
-    # of ids: the same split computed by blocks, on any number of workers; cluster.engine: dask
-    # requires it; gnnpipe/splitting/hash_assign.py)
-    assign: Literal["permutation", "hash"] = "permutation"
+    # How nodes (strategies random / stratified) and link pairs are drawn: hash, a seeded hash
+    # of each id, so the split is computed by blocks on any engine and number of workers
+    # (gnnpipe/splitting/hash_assign.py); the one-process permutation is gone (docs/splits.md)
+    assign: Literal["hash"] = "hash"
 
 
 @dataclass(frozen=True)
@@ -257,10 +256,9 @@ class BaselineParams(FitParams):
     # baseline.models auto: the largest train rows x feature columns gbdt is fitted on
     auto_gbdt_cells: int = num(5_000_000, low=0)
     gbdt: GbdtParams = field(default_factory=GbdtParams)
-    # features: memory (the whole matrix) | blocks (rows read from the prepared file per
-    # block, docs/scaling.md) | auto: blocks on cluster.engine dask or >= 1 GiB of them
-    source: Literal["auto", "memory", "blocks"] = "auto"
-    block_rows: int = num(65_536, low=1)  # blocks: rows read at once, a multiple of 4096
+    # feature rows read from the prepared file at once (a multiple of 4096; results do not
+    # depend on it: the gradient sums fixed 4096-row chunks, docs/evaluation.md)
+    block_rows: int = num(65_536, low=1)
 
 
 @dataclass(frozen=True)

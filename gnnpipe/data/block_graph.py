@@ -1,6 +1,6 @@
 """The CSR of user tables built by blocks, after the id join (``gnnpipe.data.block_ids``): the
 edge policies per block of target rows and the CSR assembled row block by row block into ``.npy``
-memory maps (``gnnpipe.data.dask_prepare`` and ``gnnpipe.data.dask_typed`` run these on Dask
+memory maps (``gnnpipe.data.prepare_tables`` runs these in the stage process or on Dask
 workers), one relation at a time.
 
 Every function reads and writes its own scratch files and returns small summaries, so no process

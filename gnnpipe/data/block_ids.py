@@ -1,5 +1,5 @@
 """User ids to dense ids by a hash-bucketed join (the block-wise prepare,
-``gnnpipe.data.dask_prepare``).
+``gnnpipe.data.prepare_tables``).
 
 Node ``i`` is row ``i`` of the node table, so a node's dense id is its global row. Every node
 block scatters its (id, row) pairs and every edge block its (id, row, end) triples to hash

@@ -1,8 +1,9 @@
-"""The relations of a typed graph built by blocks (``gnnpipe.data.dask_typed``), after the id
-join: each stored edge type's CSR (a relation, and with ``dataset.undirected`` its reverse
-``rev_<rel>`` or both directions of a relation inside one type) and its edge times, per block of
-target rows (``gnnpipe.data.block_graph``); the features of featureless node types from the
-in-degree maps; the target's isolated nodes. The edge types and counts are ``build_typed``'s.
+"""The relations of a graph built by blocks (``gnnpipe.data.prepare_tables``), after the id join:
+each stored edge type's CSR (a relation, and with ``dataset.undirected`` its reverse
+``rev_<rel>`` or both directions of a relation inside one type) and its edge attributes, per block
+of target rows (``gnnpipe.data.block_graph``); the features of featureless node types from the
+in-degree maps; the target's isolated nodes and largest in-degree. The edge types and counts are
+``gnnpipe.data.prepare.build``'s.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import numpy as np
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
                                       route_edges)
-from gnnpipe.data.dask_prepare import BlockSizes
 from gnnpipe.data.graph import EdgeType, edge_type_name, reverse_edge_type
-from gnnpipe.data.table_blocks import Block, NodeSpec, make_features_file
+from gnnpipe.data.table_blocks import Block, BlockSizes, NodeSpec, make_features_file
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, write_rows
 from gnnpipe.runtime.engine import run_blocks
 
@@ -42,14 +42,17 @@ class NodeTable:
 @dataclasses.dataclass(frozen=True)
 class RelationTable:
     """A relation's table (``index`` in name order): its edge type and blocks (scratch rows
-    from ``Block.base``), whether it has edge times and their scratch file (int64 per row)."""
+    from ``Block.base``), whether it has edge times, the attributes each stored edge takes from
+    its input row (name -> scratch file of one value per row, column type) and the sortable
+    times (``order``, one per row) that dedup and copies follow."""
 
     index: int
     edge_type: EdgeType
     path: Path
     blocks: list[Block]
-    timed: bool
-    time_file: Path
+    timed: bool = False
+    attrs: dict = dataclasses.field(default_factory=dict)
+    order: Path | None = None
 
     @property
     def rows(self) -> int:
@@ -79,14 +82,13 @@ def edge_types_of(cfg: DatasetParams, relations: list[RelationTable]
 
 @dataclasses.dataclass(frozen=True)
 class StoredCsr:
-    """One stored edge type's files: indptr (N_dst + 1,), indices (E,) and, ``timed``, int64
-    times (E,) (None: no edges)."""
+    """One stored edge type's files: indptr (N_dst + 1,), indices (E,) and its relation's
+    attributes, name -> (E,) values (None: no edges)."""
 
     indptr: Path
     indices: Path | None
-    time: Path | None
+    attrs: dict[str, Path | None]
     edges: int
-    timed: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _plans(cfg: DatasetParams, types: list[NodeTable], relations: list[RelationT
 def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
                relations: list[RelationTable], edge_types: dict, scratch: Path,
                sizes: BlockSizes) -> tuple[dict[EdgeType, StoredCsr], dict]:
-    """Every stored edge type's CSR (and edge times) into ``scratch/csr``, in three waves (route
+    """Every stored edge type's CSR (and edge attributes) into ``scratch/csr``, in three waves (route
     the edge blocks, build the row blocks, place them); the input, duplicate and self-loop
     counts of ``prepare.json``."""
     plans = _plans(cfg, types, relations, edge_types, scratch, sizes)
@@ -143,12 +145,13 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
                         s == d and cfg.self_loops == "remove")
         routes = tuple(plan.route() for plan in plans.values() if plan.relation is r)
         route_calls += [(len(route_calls) + i, b.base + b.start, b.rows, b.start,
-                         str(scratch / "ids" / "mapped"), policy, routes, r.rows, r.timed)
+                         str(scratch / "ids" / "mapped"), policy, routes, r.rows,
+                         bool(r.attrs))
                         for i, b in enumerate(r.blocks)]
     routed = run_blocks(client, route_edges, route_calls)
     build_calls = [(e, (block, lo, hi, plan.num_src, str(plan.folder), cfg.dedup,
-                        plan.relation.rows, str(plan.relation.time_file) if plan.relation.timed
-                        else "", plan.relation.timed))
+                        plan.relation.rows, str(plan.relation.order or ""),
+                        bool(plan.relation.attrs)))
                    for e, plan in plans.items() for block, lo, hi in plan.bounds]
     built: dict[EdgeType, list] = {e: [] for e in plans}
     for (e, _), block in zip(build_calls, run_blocks(client, build_rows,
@@ -156,22 +159,23 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
         built[e].append(block)
     csrs, place_calls = {}, []
     for e, plan in plans.items():
-        timed = plan.relation.timed
         offsets = np.concatenate([[0], np.cumsum([b.edges for b in built[e]])]).astype(np.int64)
         edges = int(offsets[-1])
         out = scratch / "csr" / edge_type_name(e)
         out.mkdir(parents=True, exist_ok=True)
-        indptr, indices, time = out / "indptr.npy", out / "indices.npy", out / "time.npy"
+        indptr, indices = out / "indptr.npy", out / "indices.npy"
         create_memmap(indptr, (plan.targets + 1,), np.int64)
+        attrs: dict[str, Path | None] = {name: None for name in plan.relation.attrs}
         if edges:
             create_memmap(indices, (edges,), np.int64)
-        if edges and timed:
-            create_memmap(time, (edges,), np.int64)
-        gathers = ((str(plan.relation.time_file), str(time)),) if edges and timed else ()
+            for name, (values, _) in plan.relation.attrs.items():
+                attrs[name] = out / f"{name}.npy"
+                create_memmap(attrs[name], (edges,), open_memmap(values).dtype)
+        gathers = tuple((str(plan.relation.attrs[name][0]), str(path))
+                        for name, path in attrs.items() if path is not None)
         place_calls += [(block, lo, hi, int(offsets[i]), str(plan.folder), str(indptr),
                          str(indices), gathers) for i, (block, lo, hi) in enumerate(plan.bounds)]
-        csrs[e] = StoredCsr(indptr, indices if edges else None,
-                            time if edges and timed else None, edges, timed)
+        csrs[e] = StoredCsr(indptr, indices if edges else None, attrs, edges)
     run_blocks(client, place_rows, place_calls)
     return csrs, _counts(cfg, relations, routed, built)
 
@@ -233,13 +237,15 @@ def degree_features(lo: int, hi: int, indptr_files: tuple[str, ...], x_file: str
     write_rows(Path(x_file), lo, np.log1p(degrees).astype(np.float32))
 
 
-def isolated_targets(csrs: dict, target: str, rows: int) -> int:
-    """Target nodes no edge type points into, over blocks of rows."""
+def received(csrs: dict, target: str, rows: int) -> tuple[int, int]:
+    """Target nodes no edge type points into and the largest number of edges any receives,
+    over blocks of rows."""
     maps = [open_memmap(c.indptr) for e, c in csrs.items() if e[2] == target]
-    isolated = 0
+    isolated = largest = 0
     for lo in range(0, rows, ROW_GROUP_ROWS):
         hi = min(rows, lo + ROW_GROUP_ROWS)
-        received = sum((np.diff(np.asarray(m[lo:hi + 1])) for m in maps),
-                       np.zeros(hi - lo, dtype=np.int64))
-        isolated += int((received == 0).sum())
-    return isolated
+        degrees = sum((np.diff(np.asarray(m[lo:hi + 1])) for m in maps),
+                      np.zeros(hi - lo, dtype=np.int64))
+        isolated += int((degrees == 0).sum())
+        largest = max(largest, int(degrees.max()) if degrees.size else 0)
+    return isolated, largest

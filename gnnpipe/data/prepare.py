@@ -111,7 +111,7 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
     return int(y.max()) + 1
 
 
-def _validate(raw: RawGraph, homogeneous: bool) -> int:
+def validate_raw(raw: RawGraph, homogeneous: bool) -> int:
     """``validate_arrays`` over every node type and relation; the number of classes (the
     user's values, present or not; 1 for an unlabelled link-task graph)."""
     target = raw.nodes[raw.target]
@@ -188,7 +188,7 @@ def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: li
                    target: str) -> EdgeType:
     """``dataset.typed.link_edge_type`` (one of ``edge_types``, the stored ones), or the first of
     the given ``relations`` touching the ``target`` type (else the first relation): the one
-    rule of both prepare paths (this module's ``build`` and gnnpipe/data/dask_typed.py)."""
+    rule of both prepare paths (this module's ``build`` and gnnpipe/data/prepare_tables.py)."""
     wanted = cfg.typed.link_edge_type
     if wanted:
         try:
@@ -211,7 +211,7 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
                          f"{edge_type_name(EDGE)!r} alone is how a homogeneous graph is "
                          "described; rename the type or relation, or use dataset.layout: "
                          "homogeneous")
-    num_classes = _validate(raw, homogeneous)
+    num_classes = validate_raw(raw, homogeneous)
     edges = _edges(raw, cfg, homogeneous)
     x, featureless = _features(raw, edges.csr, cfg.typed.featureless)
     # typed files store int64 times; a homogeneous graph's node times stay sortable numbers

@@ -32,13 +32,26 @@ from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite,
                                   check_timestamps, combine, first_null, fractional_time,
                                   is_numeric, is_timestamp_type, not_whole_time, reason,
                                   time_key)
-from gnnpipe.sources.formats import ParquetTables
+from gnnpipe.sources.formats import CSV_BLOCK_BYTES, ParquetTables
 from gnnpipe.sources.tables import node_ids
 
 # numpy has no bfloat16: its bits are kept as uint16 (as features_<T>.npy holds them)
 STORED_NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
 ID_SCHEMA = {"row": pa.int64()}
 SRC, DST = 0, 1
+
+
+@dataclass(frozen=True)
+class BlockSizes:
+    """Targets of the block sizes (tests make them tiny to get many blocks)."""
+
+    bucket_rows: int = 1 << 22  # node ids + edge ends per join bucket
+    row_block_edges: int = 1 << 22  # stored edges per CSR row block
+    csv_block_bytes: int = CSV_BLOCK_BYTES  # edge CSV blocks
+    node_csv_bytes: int = 1 << 20  # node CSV blocks (pyarrow's default)
+
+
+SIZES = BlockSizes()
 
 
 @dataclass(frozen=True)
@@ -148,28 +161,45 @@ def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], fo
                block_bytes: int, edges: bool = False) -> list[Block]:
     """Convert the CSV ``path`` (``columns``; ``types`` fixed, the rest inferred from its first
     block) to scratch Parquet parts in ``folder``, one block of about ``block_bytes`` each,
-    streaming (one block in memory)."""
-    header = [] if not edges else pacsv.open_csv(
-        path, read_options=pacsv.ReadOptions(block_size=1 << 20)).schema.names
+    streaming (one block in memory). An inferred column a later block cannot convert is widened
+    as the whole-file reader infers it (integers to decimals to text) and the file read again."""
+    header = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 20)
+                            ).schema.names if Path(path).is_file() else []
+    fixed, types = set(types), dict(types)
+    while True:
+        try:
+            return _csv_parts(path, columns, types, folder, block_bytes)
+        except (pa.ArrowInvalid, OSError) as err:
+            late = re.match(r"In CSV column #(\d+): (?:Row #\d+: )?CSV conversion error to "
+                            r"(int64|double)", str(err))
+            name = header[int(late[1])] if late and int(late[1]) < len(header) else None
+            if name is None or name in fixed:
+                text = reason(err, 200)
+                if edges:  # as the local edge reader words it: the column by name too
+                    text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} "
+                                  f"({header[int(m[1])]!r})" if int(m[1]) < len(header) else m[0],
+                                  text)
+                    raise ValueError(f"{path}: {text}") from None
+                raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+            types[name] = _WIDER[late[2]]
+
+
+_WIDER = {"int64": pa.float64(), "double": pa.string()}  # a late cell that does not convert
+
+
+def _csv_parts(path: Path, columns: list[str], types: dict[str, pa.DataType], folder: Path,
+               block_bytes: int) -> list[Block]:
     blocks, start = [], 0
-    try:
-        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_bytes),
-                                convert_options=pacsv.ConvertOptions(include_columns=columns,
-                                                                     column_types=types))
-        for batch in reader:
-            if not batch.num_rows:
-                continue
-            part = folder / f"{len(blocks):06d}.parquet"
-            write_part(part, pa.Table.from_batches([batch]))
-            blocks.append(Block(str(part), 0, start, batch.num_rows, str(path), (len(blocks),)))
-            start += batch.num_rows
-    except (pa.ArrowInvalid, OSError) as err:
-        text = reason(err, 200)
-        if edges:  # as the local edge reader words it: the column by name too
-            text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} ({header[int(m[1])]!r})"
-                          if int(m[1]) < len(header) else m[0], text)
-            raise ValueError(f"{path}: {text}") from None
-        raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+    reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_bytes),
+                            convert_options=pacsv.ConvertOptions(include_columns=columns,
+                                                                 column_types=types))
+    for batch in reader:
+        if not batch.num_rows:
+            continue
+        part = folder / f"{len(blocks):06d}.parquet"
+        write_part(part, pa.Table.from_batches([batch]))
+        blocks.append(Block(str(part), 0, start, batch.num_rows, str(path), (len(blocks),)))
+        start += batch.num_rows
     return blocks
 
 
@@ -237,6 +267,8 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
               or pa.types.is_large_string(ids.type)):
         scan.findings.append(Finding((1, 1), start, "text", (
             f"{where}: id column {spec.id!r} is {ids.type}; expected integer or string ids",)))
+        return scan
+    if not table.num_rows:  # an empty table: no feature or time file to write (build: "no nodes")
         return scan
     x = _features(table, spec, block, scan.findings) if spec.features else None
     if x is not None:
@@ -359,16 +391,6 @@ def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np
     return values.astype(np.int64, copy=False)
 
 
-def edge_times(block: Block, name: str, time_file: str) -> list[Finding]:
-    """A typed relation's edge block: its timestamp column checked (``check_timestamps``, after
-    the ids: key ``(6, batch, 3)``) and its int64 times into rows ``[start, start + rows)`` of
-    ``time_file``."""
-    findings: list[Finding] = []
-    column = combine(read_block(block, [name]).column(name))
-    _times(column, name, block, findings, time_file, True, (6, block.batch, 3))
-    return findings
-
-
 def time_dtype(column_type: pa.DataType) -> np.dtype:
     """The dtype ``time_key`` gives a timestamp column of this type: int64 or float64."""
     return time_key(pa.array([], column_type)).dtype
@@ -455,11 +477,12 @@ def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) ->
 
 # ------------------------------------------------------------------------- edge attributes
 def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_file: str,
-               order_file: str) -> list[Finding]:
-    """A homogeneous edge block's weight and timestamp columns checked as
-    ``sources.tables.read_edges`` checks them (after the ids: keys ``(6, batch, 2)`` and ``(6,
-    batch, 3)``); rows ``[start, start + rows)`` of ``weight_file`` (float32), ``raw_file`` (the
-    timestamps' bits) and ``order_file`` (their ``time_key``) written."""
+               order_file: str, whole: bool = False) -> list[Finding]:
+    """An edge block's weight and timestamp columns checked as ``sources.tables.read_edges``
+    checks them (after the ids: keys ``(6, batch, 2)`` and ``(6, batch, 3)``); rows ``[start,
+    start + rows)`` of ``weight_file`` (float32), ``raw_file`` (the timestamps' bits) and
+    ``order_file`` (their ``time_key``; ``whole``: int64, a typed graph's, after
+    ``whole_times``) written, each only when named."""
     findings: list[Finding] = []
     table = read_block(block, [c for c in (weight, timestamp) if c])
     where, start = block.where, block.start
@@ -477,13 +500,13 @@ def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_
             if bad.any():
                 findings.append(Finding((6, block.batch, 2, 2), start + int(np.argmax(bad)),
                                         "finite", (where, [weight], "weight"), int(bad.sum())))
-            else:
+            elif weight_file:
                 write_rows(Path(weight_file), start, values)
     if timestamp:
         column = combine(table.column(timestamp))
         before = len(findings)
-        _times(column, timestamp, block, findings, order_file, False, (6, block.batch, 3))
-        if len(findings) == before:
+        _times(column, timestamp, block, findings, order_file, whole, (6, block.batch, 3))
+        if len(findings) == before and raw_file:
             bits = column.view(_int_type(column.type)).to_numpy(zero_copy_only=False)
             write_rows(Path(raw_file), start, bits.astype(raw_dtype(column.type)))
     return findings

@@ -22,6 +22,11 @@ Unlabelled nodes (``y == UNLABELLED``) have no class: every measure above runs o
 whose two endpoints are labelled, ``N`` and the class counts are of the labelled nodes, and node
 homophily averages over labelled nodes with at least one labelled neighbour.
 
+The report comes from block tasks (``analyze_blocks``) over the graph in block files
+(gnnpipe/io/csr_blocks.py), on either engine (``runtime.engine.run_blocks``: in the stage
+process or on Dask workers): each task returns its rows' integer ``RowCounts``, which add up to
+the same figures for any block size or worker count; components by min-label sweeps.
+
 Over-smoothing measures of embeddings are in ``gnnpipe.graphops.smoothing``.
 """
 
@@ -29,17 +34,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr, TargetView
+from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
 from gnnpipe.io.common import PHASES
+from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
+                                   read_in_rows, remove_labels, row_ranges, save_node_array)
+from gnnpipe.io.mapped_rows import gather_npy
+from gnnpipe.runtime.engine import run_blocks
 
-
-def _edges(csr: Csr) -> tuple[np.ndarray, np.ndarray]:
-    """``src``, ``dst`` int64 (E,) of every stored edge (``src -> dst``, dst = CSR row)."""
-    return csr.indices.numpy(), csr.targets().numpy()
+BLOCK_ROWS = 1 << 16  # rows per block task
+INT32_NODES = 2**31 - 1  # component labels are int32 up to here
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -54,8 +62,8 @@ def _round(value: float | None, digits: int = 6) -> float | None:
 @dataclass(frozen=True)
 class RowCounts:
     """Integer sums over some rows (target nodes) of a CSR and their in-edges, additive over
-    disjoint row sets (``add``), from which every homophily and degree figure follows exactly:
-    the local engine counts all rows at once, a Dask block task one block of rows.
+    disjoint row sets (``add_counts``), from which every homophily and degree figure follows
+    exactly: a block task counts one block of rows.
 
     Over the edges between two labelled nodes: ``edges``, ``same`` (same label), per class
     ``class_deg`` / ``class_same`` (edges / same-label edges into class k), ``source_class`` /
@@ -159,17 +167,15 @@ def homophily_of(counts: RowCounts, num_classes: int) -> dict:
 
 
 def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
-    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc).
+    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc)
+    of an in-memory ``csr``: ``row_counts`` of all its rows as one block.
 
     ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
     nodes count. Measures that are undefined (no such edges) are None.
     """
-    return homophily_of(_graph_counts(csr, np.asarray(y), num_classes), num_classes)
-
-
-def _graph_counts(csr: Csr, y: np.ndarray, num_classes: int) -> RowCounts:
-    """``RowCounts`` of every row of ``csr`` with labels ``y`` (N,)."""
-    return row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], num_classes)
+    y = np.asarray(y)
+    return homophily_of(row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], num_classes),
+                        num_classes)
 
 
 # ---------------------------------------------------------------------------------- degrees
@@ -227,33 +233,49 @@ def degree_stats(degrees: np.ndarray, nodes: np.ndarray | None = None) -> dict:
 
 
 # ------------------------------------------------------------------------------- components
-def connected_components(csr: Csr) -> np.ndarray:
-    """Weakly connected component of every node: int64 (N,), numbered 0.. by smallest member.
+# Components by blocks of rows: the graph lies in block files (gnnpipe/io/csr_blocks.py: the in-edge
+# CSR and its transpose). Every node's label is the root of its tree (a node of its component,
+# never above its own id). A sweep gives every node the least label among itself and its in- and
+# out-neighbours (block tasks); the stage then hooks every root onto the least label found next to
+# its tree, and pointer jumping (``label = label[label]``) takes every node to its new root. When
+# a sweep finds no smaller label every edge lies inside one tree, and the labels are every
+# component's least node. The stage holds the labels, int32 (N,) (int64 past 2**31 - 1 nodes).
+def min_label_sweep(block: tuple[int, int], folder: str, step: int) -> np.ndarray:
+    """The least label among every row of ``block = (start, stop)`` and its in- and
+    out-neighbours, from ``labels_<step>``: (stop - start,), the labels' dtype."""
+    start, stop = block
+    row, neighbour = read_block_rows(Path(folder), start, stop)
+    new = gather_labels(Path(folder), step, slice(start, stop))
+    np.minimum.at(new, row, gather_labels(Path(folder), step, neighbour))
+    return new
 
-    Vectorised union-find: every round hooks each root that touches a smaller root onto the
-    smallest one it touches, then pointer-jumps until every node points at its root, and drops
-    the edges already inside one component. Each round is O(E) numpy work; graphs take a few
-    rounds (a chain of N nodes takes one), never a Python loop over nodes.
-    """
-    n = csr.num_nodes
-    src, dst = _edges(csr)
-    parent = np.arange(n, dtype=np.int64)
-    while True:
-        root_src, root_dst = parent[src], parent[dst]
-        differ = root_src != root_dst
-        if not differ.any():
+
+def min_label_components(client, folder: Path, n: int, block_rows: int = BLOCK_ROWS
+                         ) -> np.ndarray:
+    """Every node's component, as its least member: int32 (N,) (int64 past 2**31 - 1 nodes),
+    from sweeps by blocks of ``block_rows`` rows on ``client`` (None: in this process)."""
+    labels = np.arange(n, dtype=np.int32 if n <= INT32_NODES else np.int64)
+    calls, step = [(b,) for b in row_ranges(n, block_rows)], 0
+    save_node_array(folder, f"labels_{step}", labels)
+    while n:
+        least = np.concatenate(run_blocks(client, min_label_sweep, calls, folder=str(folder),
+                                          step=step))
+        hooks = least < labels
+        if not hooks.any():
             break
-        src, dst = src[differ], dst[differ]  # edges already inside one component stay done
-        low = np.minimum(root_src[differ], root_dst[differ])
-        high = np.maximum(root_src[differ], root_dst[differ])
-        np.minimum.at(parent, high, low)  # parent[v] <= v always: no cycles
+        # every tree's root hooks onto the least root next to it (a smaller id: no cycles)
+        parent = labels.copy()
+        np.minimum.at(parent, labels[hooks], least[hooks])
         while True:  # pointer jumping to the roots
             grand = parent[parent]
             if np.array_equal(grand, parent):
                 break
             parent = grand
-    _, labels = np.unique(parent, return_inverse=True)  # roots are component minima
-    return labels.astype(np.int64)
+        save_node_array(folder, f"labels_{step + 1}", parent)
+        remove_labels(folder, step)
+        labels, step = parent, step + 1
+    remove_labels(folder, step)
+    return labels
 
 
 def component_stats(labels: np.ndarray) -> dict:
@@ -304,22 +326,11 @@ def train_label_y(roles: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(roles == ROLE_CODES["train"], np.asarray(y, dtype=np.int64), UNLABELLED)
 
 
-def phase_stats(message_graphs: dict[str, Csr], roles: np.ndarray, y: np.ndarray,
-                num_classes: int) -> dict:
-    """``phase_sizes``, and ``train_label_homophily``: the edge homophily over train-graph
-    edges between two train nodes, the homophily the model can exploit with the labels it is
-    allowed to see."""
-    train = message_graphs["train"]
-    counts = _graph_counts(train, train_label_y(roles, y), num_classes)
-    return {**phase_sizes(message_graphs, roles),
-            "train_label_homophily": homophily_of(counts, num_classes)["edge"]}
-
-
 def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCounts,
                  components: dict, phases: dict | None, cfg: AnalyzeParams
                  ) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` from the counts over every row of the graph, its
-    ``component_stats`` and the per-phase figures (None: none); either engine ends here."""
+    ``component_stats`` and the per-phase figures (None: none)."""
     h = homophily_of(counts, num_classes)
     num_edges = int(counts.degree @ counts.degree_nodes)
     report = {
@@ -357,19 +368,54 @@ def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCou
     return report, degree_histogram(counts.degree, counts.degree_nodes)
 
 
-def analyze_graph(graph: TargetView, cfg: AnalyzeParams,
-                  message_graphs: dict[str, Csr] | None = None,
-                  roles: np.ndarray | None = None) -> tuple[dict, list[dict]]:
-    """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot.
+# ------------------------------------------------------------------------ by blocks of rows
+def count_block(block: tuple[int, int], folder: str, labels: str, num_classes: int
+                ) -> RowCounts:
+    """``RowCounts`` of rows ``block = (start, stop)`` of the graph in ``folder``, with the
+    node array ``<labels>.npy`` as the labels."""
+    start, stop = block
+    indptr, indices = read_in_rows(Path(folder), start, stop)
+    y = Path(folder) / f"{labels}.npy"
+    return row_counts(indptr, gather_npy(y, slice(start, stop)), gather_npy(y, indices),
+                      num_classes)
 
-    ``message_graphs`` and ``roles`` (int8 role codes (N,)) add per-phase figures when given.
-    The report's ``warnings`` list says in words what a user should worry about (low homophily
-    above all).
+
+def block_counts(client, folder: Path, n: int, labels: str, num_classes: int,
+                 block_rows: int = BLOCK_ROWS) -> RowCounts:
+    """``RowCounts`` of every row of the graph in ``folder``, added over block tasks (integer
+    sums: the same for any block size, engine or worker count)."""
+    parts = run_blocks(client, count_block, [(b,) for b in row_ranges(n, block_rows)],
+                       folder=str(folder), labels=labels, num_classes=num_classes)
+    empty = np.zeros(0, dtype=np.int64)
+    return add_counts(parts) if parts else row_counts(np.zeros(1, dtype=np.int64), empty, empty,
+                                                      num_classes)
+
+
+def analyze_blocks(client, folder: Path, y: np.ndarray, num_classes: int, cfg: AnalyzeParams,
+                   message_graphs: dict[str, Csr] | None = None,
+                   roles: np.ndarray | None = None, block_rows: int = BLOCK_ROWS
+                   ) -> tuple[dict, list[dict]]:
+    """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot, of the graph
+    in the block files of ``folder`` (``y`` int64 (N,) its labels), by block tasks of
+    ``block_rows`` rows on ``client`` (None: in this process).
+
+    ``message_graphs`` and ``roles`` (int8 role codes (N,)) add per-phase figures when given
+    (the train graph's block files go in a temp folder inside ``folder``). The report's
+    ``warnings`` list says in words what a user should worry about (low homophily above all).
     """
-    y = graph.y.numpy()
-    counts = _graph_counts(graph.csr, y, graph.num_classes)
+    n, c = num_block_nodes(folder), num_classes
+    save_node_array(folder, "y", y)
+    counts = block_counts(client, folder, n, "y", c, block_rows)
+    # numbered 0.. by least member
+    _, components = np.unique(min_label_components(client, folder, n, block_rows),
+                              return_inverse=True)
     phases = None
     if message_graphs is not None and roles is not None:
-        phases = phase_stats(message_graphs, roles, y, graph.num_classes)
-    return graph_report(graph.num_nodes, y, graph.num_classes, counts,
-                        component_stats(connected_components(graph.csr)), phases, cfg)
+        with block_graph(message_graphs["train"], folder, transpose=False,
+                         name="analyze-train") as train_folder:
+            save_node_array(train_folder, "y_train", train_label_y(roles, y))
+            train = block_counts(client, train_folder, n, "y_train", c, block_rows)
+        # the homophily the model can exploit with the labels it is allowed to see
+        phases = {**phase_sizes(message_graphs, roles),
+                  "train_label_homophily": homophily_of(train, c)["edge"]}
+    return graph_report(n, y, c, counts, component_stats(components), phases, cfg)

@@ -23,29 +23,31 @@ import numpy as np
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.graphops.partition import check_num_parts, parts_report, shard_rings, shard_rows
-from gnnpipe.graphops.partition_lp import DaskBlocks, LocalBlocks, lp_parts
+from gnnpipe.graphops.partition_lp import lp_parts
 from gnnpipe.io.csr_blocks import (StoredGraph, block_folder, gather_in_rows, new_block_arrays,
                                    place_in_rows, place_out_rows, read_in_rows, remove_routed,
                                    row_ranges, save_node_array, stored_block_offsets)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.partitions import shard_writer
+from gnnpipe.runtime.engine import run_blocks
 
 SCAN_ROWS = 1 << 20  # rows of the parts file scanned at once for a part's nodes
 
 
-def build_block_graph(folder: Path, graph: StoredGraph, blocks, block_rows: int) -> None:
+def build_block_graph(folder: Path, graph: StoredGraph, client, block_rows: int) -> None:
     """``graph`` (and its transpose) as the block files of ``folder`` (module doc, step 1), by
-    tasks of ``block_rows`` rows on ``blocks`` (a ``LocalBlocks`` or ``DaskBlocks``)."""
+    tasks of ``block_rows`` rows on ``client`` (``runtime.engine.run_blocks``; None: here)."""
     bounds = row_ranges(graph.num_nodes, block_rows)
     new_block_arrays(folder, graph)
     base = stored_block_offsets(graph, bounds)
-    sent = blocks.gather(blocks.map(place_in_rows, [
-        (i, lo, hi, int(base[i])) for i, (lo, hi) in enumerate(bounds)], graph=graph,
-        folder=str(folder), out_blocks=bounds))
+    sent = run_blocks(client, place_in_rows, [
+        ((i, lo, hi, int(base[i])),) for i, (lo, hi) in enumerate(bounds)], graph=graph,
+        folder=str(folder), out_blocks=bounds)
     per_block = np.sum(sent, axis=0) if sent else np.zeros(0, dtype=np.int64)
     out_base = np.concatenate([[0], np.cumsum(per_block)])
-    blocks.gather(blocks.map(place_out_rows, [
-        (i, lo, hi, int(out_base[i])) for i, (lo, hi) in enumerate(bounds)], folder=str(folder)))
+    run_blocks(client, place_out_rows, [
+        ((i, lo, hi, int(out_base[i])),) for i, (lo, hi) in enumerate(bounds)],
+        folder=str(folder))
     remove_routed(folder)
 
 
@@ -90,15 +92,14 @@ def lp_stage(graph: StoredGraph, cfg: PartitionParams, seed: int, out: Path, cli
     (None: the run's scratch)."""
     n, k = graph.num_nodes, cfg.num_parts
     check_num_parts(n, cfg)
-    blocks = DaskBlocks(client) if client else LocalBlocks()
     with block_folder(scratch) as folder:
-        build_block_graph(folder, graph, blocks, cfg.block_rows)
-        parts = (np.zeros(n, dtype=np.int32) if k == 1 else lp_parts(folder, cfg, seed, blocks))
+        build_block_graph(folder, graph, client, cfg.block_rows)
+        parts = (np.zeros(n, dtype=np.int32) if k == 1 else lp_parts(folder, cfg, seed, client))
         assigned = time.perf_counter()
         save_node_array(folder, "parts", parts)
-        cut = sum(blocks.gather(blocks.map(cut_block, row_ranges(n, cfg.block_rows),
-                                           folder=str(folder))))
-        summaries = blocks.gather(blocks.map(
-            write_shard, list(range(k)), folder=str(folder), out=str(out), num_parts=k,
-            num_nodes=n, halo_hops=cfg.halo_hops))
+        cut = sum(run_blocks(client, cut_block, [(b,) for b in row_ranges(n, cfg.block_rows)],
+                             folder=str(folder)))
+        summaries = run_blocks(client, write_shard, [(part,) for part in range(k)],
+                               folder=str(folder), out=str(out), num_parts=k, num_nodes=n,
+                               halo_hops=cfg.halo_hops)
     return parts, parts_report(cut, graph.num_edges, parts, k), summaries, assigned

@@ -28,7 +28,6 @@ Ugander & Backstrom's balanced label propagation, 2013, with exact caps).
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import Csr
+from gnnpipe.runtime.engine import fold_blocks, run_blocks
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
 from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
                                    remove_labels, row_ranges, save_node_array, write_labels)
@@ -308,45 +308,6 @@ def apply_moves(folder: Path, blocks: list[tuple[int, int]], labels: np.ndarray)
 
 
 # ------------------------------------------------------------------------------------ driver
-class LocalBlocks:
-    """Block tasks run in this process, one after another."""
-
-    def map(self, fn, items, **kwargs) -> list:
-        return [fn(item, **kwargs) for item in items]
-
-    def gather(self, handles: list) -> list:
-        return handles
-
-    def fold(self, fn, items, combine, **kwargs):
-        """``combine`` over the results of ``fn`` on ``items`` (at least one), one at a time."""
-        return functools.reduce(combine, (fn(item, **kwargs) for item in items))
-
-
-class DaskBlocks:
-    """Block tasks on a Dask cluster (the block folder on a path every worker sees)."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def map(self, fn, items, **kwargs) -> list:
-        return self.client.map(fn, items, pure=False, **kwargs)
-
-    def gather(self, handles: list) -> list:
-        return self.client.gather(handles)
-
-    def fold(self, fn, items, combine, **kwargs):
-        """``LocalBlocks.fold``, each result fetched and released in submission order (about
-        the order tasks end), so a worker does not hold its finished tasks' results until the
-        map's last task ends (a sweep's histograms: up to 32 bytes a proposal, every block)."""
-        futures, total = self.map(fn, items, **kwargs), None
-        for i, future in enumerate(futures):
-            result = future.result()
-            total = result if total is None else combine(total, result)
-            future.release()
-            futures[i] = None
-        return total
-
-
 def part_caps(num_nodes: int, num_parts: int, imbalance: float) -> np.ndarray:
     """``cap[r]``: most nodes a range of ``r`` final parts may hold, int64 (k + 1,)."""
     r = np.arange(num_parts + 1)
@@ -382,13 +343,14 @@ def split_ranges(labels: np.ndarray, ranges: list[tuple[int, int]], caps: np.nda
 
 
 def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, seed: int,
-            blocks, ranges: list[tuple[int, int]], cap: np.ndarray,
+            client, ranges: list[tuple[int, int]], cap: np.ndarray,
             sibling: np.ndarray | None) -> int:
     """Up to ``cfg.iterations`` synchronous sweeps from ``labels_<step>``; returns the step of
-    the last labels written (``labels`` is updated in place)."""
+    the last labels written (``labels`` is updated in place); tasks on ``client`` (None: here)."""
     n, k = labels.size, cfg.num_parts
+    calls = [(block,) for block in ranges]
     for _ in range(cfg.iterations):
-        hist = blocks.fold(propose_block, ranges, lambda a, b: merge_histograms([a, b], k),
+        hist = fold_blocks(client, propose_block, calls, lambda a, b: merge_histograms([a, b], k),
                            folder=folder, step=step, num_parts=k, seed=seed, sibling=sibling)
         if hist.shape[1] == 0:  # nobody proposes: the stored (empty) proposals go
             for block in ranges:
@@ -396,10 +358,10 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
             break
         limit = None if sibling is None else swap_limits(hist, sibling, CELL_BITS)
         inflow = plan_inflow(hist, np.bincount(labels, minlength=k), cap, limit)
-        found = blocks.gather(blocks.map(block_cell_keys, ranges, folder=folder,
-                                         boundary_cell=inflow.cell))
+        found = run_blocks(client, block_cell_keys, calls, folder=folder,
+                           boundary_cell=inflow.cell)
         lowest = thresholds(inflow, found)
-        moved = sum(blocks.gather(blocks.map(block_moves, ranges, folder=folder, limit=lowest)))
+        moved = sum(run_blocks(client, block_moves, calls, folder=folder, limit=lowest))
         apply_moves(folder, ranges, labels)
         write_labels(folder, step + 1, labels)
         remove_labels(folder, step)
@@ -409,12 +371,11 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
     return step
 
 
-def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.ndarray:
+def lp_parts(folder: Path, cfg: PartitionParams, seed: int, client=None) -> np.ndarray:
     """Part id for every node of the graph in ``folder``: int32 (N,), every part at most
     ``ceil((1 + cfg.imbalance) * N / k)`` nodes. Recursive bisection (each level: the nodes of a
     range of parts split in two, then sweeps that move nodes only between the two halves), then
-    k-way sweeps. ``blocks``: a ``LocalBlocks`` (default) or ``DaskBlocks`` runner."""
-    blocks = blocks or LocalBlocks()
+    k-way sweeps. Block tasks on ``client`` (``runtime.engine.run_blocks``; None: here)."""
     n, k = num_block_nodes(folder), cfg.num_parts
     caps = part_caps(n, k, cfg.imbalance)
     rows = row_ranges(n, cfg.block_rows)
@@ -425,10 +386,10 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, blocks=None) -> np.n
         level_caps = part_caps(n, k, cfg.imbalance * depth / levels)
         ranges, sibling, cap = split_ranges(labels, ranges, level_caps)
         write_labels(folder, step, labels)
-        step = _sweeps(folder, labels, step, cfg, seed, blocks, rows, cap, sibling)
+        step = _sweeps(folder, labels, step, cfg, seed, client, rows, cap, sibling)
         remove_labels(folder, step)
     write_labels(folder, step, labels)
-    step = _sweeps(folder, labels, step, cfg, seed, blocks, rows, np.full(k, caps[1]), None)
+    step = _sweeps(folder, labels, step, cfg, seed, client, rows, np.full(k, caps[1]), None)
     remove_labels(folder, step)
     return labels
 
@@ -438,4 +399,4 @@ def lp_partition(csr: Csr, cfg: PartitionParams, seed: int, client=None,
     """``lp_parts`` of ``csr``: its block files in a temp folder under ``scratch`` (default: the
     run's scratch), the block tasks on ``client`` (a ``distributed.Client``) or in this process."""
     with block_graph(csr, scratch) as folder:
-        return lp_parts(folder, cfg, seed, DaskBlocks(client) if client else LocalBlocks())
+        return lp_parts(folder, cfg, seed, client)

@@ -10,21 +10,46 @@
   over-squashing and bottlenecks on graphs via curvature", Definition 1) on a seeded sample of
   undirected edges; strongly negative edges are the bottlenecks that squash messages.
 
+The curvature sample is of the undirected simple graph of a graph in block files
+(gnnpipe/io/csr_blocks.py: the in-edge CSR and its transpose), by block tasks
+(``runtime.engine.run_blocks``), with no process holding that simple graph. Row ``r`` of the
+simple graph is ``r``'s in- and out-neighbours without ``r``, sorted and deduplicated, so
+everything the sample needs comes from row reads:
+
+1. ``simple_degrees``: each row's simple degree, per row block (tasks); the stage sums them into
+   the simple graph's offsets, int64 (N + 1,), the one per-node array it holds.
+2. ``sample_positions`` draws stored positions of the simple graph without replacement; each
+   maps to its row by the offsets and to its column by reading the drawn rows
+   (``simple_rows``), and ``sample_pairs`` makes the pairs of them.
+3. ``sample_chunks`` cuts the sample by work per edge (the ends' rows and the degrees); per
+   chunk a task (``chunk_curvature``) reads the rows of its ends and of their neighbours, the
+   only rows ``balanced_forman`` expands, into a CSR over every node whose other rows are
+   empty (the same operands in the same order as over the whole simple graph, so the same
+   bits: tests/graphops/test_curvature.py keeps that whole-graph oracle).
+
+Memory: the stage holds the offsets (8 B / node) and the rows of the sample's ends; a task one
+row block's edges, or one chunk's 2-hop rows (about ``chunk_pairs`` of them) and O(N) offsets.
+
 CSR convention (``gnnpipe.data.graph``): row ``v`` lists the sources of the edges into ``v``,
 so an edge ``s -> v`` carries a message from ``s`` to ``v``. Every function is vectorised over
-nodes or edges: memory O(N + E), no Python loop per node or edge.
+nodes or edges, no Python loop per node or edge.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
+import torch
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import contains, row_positions, sorted_unique
 from gnnpipe.graphops.heuristics import chunk_bounds
+from gnnpipe.io.csr_blocks import (gather_block_rows, gather_in_rows, read_block_rows,
+                                   read_in_rows, row_ranges)
+from gnnpipe.runtime.engine import run_blocks
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1
@@ -184,8 +209,9 @@ def _no_warning(c: dict, cfg: ReachParams) -> str:
 
 
 # -------------------------------------------------------------------------- edge curvature
-# 2-hop pairs expanded at once by ``edge_curvature``: bounds its working memory
+# 2-hop pairs expanded at once by a ``chunk_curvature`` task: bounds its working memory
 CHUNK_PAIRS = 1 << 20
+BLOCK_ROWS = 1 << 16  # rows per simple-degree task
 
 
 def sample_positions(stored: int, size: int, rng: np.random.Generator
@@ -210,20 +236,6 @@ def sample_pairs(rows: np.ndarray, cols: np.ndarray, num_nodes: int, size: int, 
         _, first = np.unique(keys, return_index=True)  # first draw of each pair
         keys = np.sort(keys[np.sort(first)[:size]])
     return keys // num_nodes, keys % num_nodes
-
-
-def sample_undirected_edges(csr: Csr, size: int, rng: np.random.Generator
-                            ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """``size`` distinct undirected edges ``(u, v)``, ``u < v``, int64 (S,) each, sorted, drawn
-    uniformly; all of them (and ``exact`` True) when ``2 * size`` reaches the stored edges.
-
-    Stored positions are drawn without replacement in random order and mapped to their pair
-    (``sample_positions``, ``sample_pairs``).
-    """
-    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    pos, exact = sample_positions(indices.size, size, rng)
-    rows = np.searchsorted(indptr, pos, side="right") - 1  # target of each drawn position
-    return (*sample_pairs(rows, indices[pos], indptr.size - 1, size, exact), exact)
 
 
 def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
@@ -303,18 +315,78 @@ def sample_chunks(csr: Csr, degree: np.ndarray, u: np.ndarray, v: np.ndarray, bu
     return [slice(lo, hi) for lo, hi in chunk_bounds(work, budget)]
 
 
-def edge_curvature(csr: Csr, cfg: CurvatureParams, rng: np.random.Generator,
+def simple_degrees(start: int, stop: int, folder: str, num_nodes: int
+                   ) -> tuple[np.ndarray, bool]:
+    """Simple-graph degree of rows ``start..stop`` of the graph in ``folder``, int64
+    (stop - start,), and whether those rows' stored in-edges already are their simple rows
+    (sorted, distinct, no self-loop, the out-edges the same: an undirected simple graph)."""
+    row, neighbour = read_block_rows(Path(folder), start, stop)
+    keep = neighbour != row + start
+    keys = sorted_unique(row[keep] * num_nodes + neighbour[keep])
+    indptr, sources = read_in_rows(Path(folder), start, stop)
+    stored = np.repeat(np.arange(stop - start, dtype=np.int64), np.diff(indptr)) * num_nodes
+    return (np.bincount(keys // num_nodes, minlength=stop - start).astype(np.int64),
+            bool(np.array_equal(keys, stored + sources)))
+
+
+def simple_rows(folder: Path, ids: np.ndarray, num_nodes: int, stored: bool = False) -> Csr:
+    """The simple graph's rows ``ids`` (int64, sorted, distinct) as a CSR over every node:
+    those rows exact (columns sorted), every other row empty. ``stored``: the stored in-edges
+    are the simple rows (``simple_degrees``), read as they are."""
+    if stored:  # an undirected simple graph: half the reads, no sort
+        count, columns = gather_in_rows(Path(folder), ids)
+    else:
+        owner, neighbour = gather_block_rows(Path(folder), ids)
+        keep = neighbour != ids[owner]
+        owner, columns = np.divmod(sorted_unique(owner[keep] * num_nodes + neighbour[keep]),
+                                   num_nodes)
+        count = np.bincount(owner, minlength=ids.size)
+    degree = np.zeros(num_nodes, dtype=np.int64)
+    degree[ids] = count
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    return Csr(torch.from_numpy(indptr), torch.from_numpy(columns))
+
+
+def chunk_curvature(edges: np.ndarray, folder: str, num_nodes: int, stored: bool = False
+                    ) -> np.ndarray:
+    """``balanced_forman`` of the chunk ``edges`` int64 (2, S) (rows u, v) over the simple
+    graph, from the rows of its ends and their neighbours (``stored``: ``simple_rows``'s):
+    float64 (S,)."""
+    u, v = edges
+    ends = sorted_unique(np.concatenate([u, v]))  # np.union1d's hash path is far slower
+    near = sorted_unique(np.concatenate([ends, simple_rows(Path(folder), ends, num_nodes,
+                                                           stored).indices.numpy()]))
+    return balanced_forman(simple_rows(Path(folder), near, num_nodes, stored), u, v)
+
+
+def edge_curvature(client, folder: Path, num_nodes: int, cfg: CurvatureParams,
+                   rng: np.random.Generator, block_rows: int = BLOCK_ROWS,
                    chunk_pairs: int = CHUNK_PAIRS) -> dict:
-    """Balanced Forman curvature on a seeded sample of undirected edges of ``csr`` (simple,
-    undirected: see ``balanced_forman``); ``curvature_report``'s figures.
-    ``gnnpipe.graphops.curvature_blocks`` gives the same from block files."""
+    """Balanced Forman curvature on a seeded sample of ``cfg.sample_edges`` undirected edges of
+    the simple graph of the graph in the block files of ``folder`` (``num_nodes`` nodes; module
+    doc); ``curvature_report``'s figures. Tasks on ``client`` (None: in this process)."""
     if cfg.sample_edges < 1:
         raise ValueError(f"sample_edges={cfg.sample_edges} must be >= 1")
-    u, v, exact = sample_undirected_edges(csr, cfg.sample_edges, rng)
-    ric = np.zeros(u.size)
-    for part in sample_chunks(csr, csr.degrees().numpy(), u, v, chunk_pairs):
-        ric[part] = balanced_forman(csr, u[part], v[part])
-    return curvature_report(u, v, ric, exact, csr.num_edges // 2, cfg)
+    found = run_blocks(client, simple_degrees, row_ranges(num_nodes, block_rows),
+                       folder=str(folder), num_nodes=num_nodes)
+    degree = np.concatenate([np.zeros(0, dtype=np.int64), *(d for d, _ in found)])
+    stored = all(same for _, same in found)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    pos, exact = sample_positions(int(indptr[-1]), cfg.sample_edges, rng)
+    rows = np.searchsorted(indptr, pos, side="right") - 1  # target of each drawn position
+    drawn = simple_rows(folder, sorted_unique(rows), num_nodes, stored)
+    cols = drawn.indices.numpy()[drawn.indptr.numpy()[rows] + pos - indptr[rows]]
+    del drawn
+    u, v = sample_pairs(rows, cols, num_nodes, cfg.sample_edges, exact)
+    ends = simple_rows(folder, sorted_unique(np.concatenate([u, v])), num_nodes, stored)
+    chunks = sample_chunks(ends, degree, u, v, chunk_pairs)
+    del ends
+    ric = run_blocks(client, chunk_curvature, [(np.stack([u[c], v[c]]),) for c in chunks],
+                     folder=str(folder), num_nodes=num_nodes, stored=stored)
+    ric = np.concatenate([np.zeros(0), *ric])
+    return curvature_report(u, v, ric, exact, int(indptr[-1]) // 2, cfg)
 
 
 def curvature_report(u: np.ndarray, v: np.ndarray, ric: np.ndarray, exact: bool,

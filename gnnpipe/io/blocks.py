@@ -22,6 +22,7 @@ import torch
 
 from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.parquet import SCHEMA_KEY
+from gnnpipe.io.routed_tables import bucket_order
 from gnnpipe.io.temps import temp_prefix
 
 # pyarrow's default (and largest unasked) row group: the row groups write_table makes
@@ -58,7 +59,7 @@ def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
     """A producer's ``rows`` (n, ...) for ``buckets`` consumers, grouped by ``bucket`` (n,) in
     one file ``<folder>/rows/<name>.npy`` with the bucket offsets int64 (buckets + 1,) in
     ``<folder>/offsets/<name>.npy``: two files per producer, however many buckets."""
-    order = np.argsort(bucket, kind="stable")
+    order = bucket_order(bucket, buckets)
     offsets = np.zeros(buckets + 1, dtype=np.int64)
     np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
     save_array(Path(folder) / "rows" / f"{name}.npy", rows[order])

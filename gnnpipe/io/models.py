@@ -42,11 +42,11 @@ def write_predictions(out: Path, node_id: torch.Tensor, logits: torch.Tensor) ->
                  {"node_id": node_id, "logits": logits})
 
 
-def read_predictions(model_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """``node_id`` int64 (M,), ``logits`` float32 (M, C)."""
+def read_predictions(model_dir: Path, mmap: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``node_id`` int64 (M,), ``logits`` float32 (M, C); ``mmap``: views of the mapped file."""
     path = Path(model_dir) / "predictions.pt"
     payload = load_tensors(path, "gnnpipe.predictions/1",
-                           {"node_id": (torch.int64, 1), "logits": (torch.float32, 2)})
+                           {"node_id": (torch.int64, 1), "logits": (torch.float32, 2)}, mmap=mmap)
     if payload["node_id"].numel() != payload["logits"].shape[0]:
         raise ValueError(f"{path}: node_id and logits disagree in length")
     return payload["node_id"], payload["logits"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Iterator, Union
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,15 +37,34 @@ def read_table(path: str | Path, schema: ExpectedSchema, name: str) -> pa.Table:
         raise ValueError(f"{path}: file not found; run the stage that produces it first")
     with reading(path, "Parquet file"):
         table = pq.read_table(path)
-    found = (table.schema.metadata or {}).get(SCHEMA_KEY, b"").decode()
+    return table.select(_checked(path, table.schema, schema, name).names)
+
+
+def read_batches(path: str | Path, schema: pa.Schema, name: str, rows: int = 1 << 16
+                 ) -> Iterator[pa.RecordBatch]:
+    """``read_table``'s columns, checked the same way, ``rows`` rows at a time: a reader that
+    keeps one value per row holds no whole column of the file."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    with reading(path, "Parquet file"):
+        handle = pq.ParquetFile(path)
+    _checked(path, handle.schema_arrow, schema, name)
+    with reading(path, "Parquet file"):
+        yield from handle.iter_batches(batch_size=rows, columns=schema.names)
+
+
+def _checked(path: Path, found_schema: pa.Schema, schema: ExpectedSchema, name: str
+             ) -> pa.Schema:
+    found = (found_schema.metadata or {}).get(SCHEMA_KEY, b"").decode()
     if found != name:
         raise ValueError(f"{path}: expected a {name!r} table, found {found or 'an untagged table'!r}")
     if callable(schema):
-        schema = schema(table.schema)
+        schema = schema(found_schema)
     for want in schema:
-        if want.name not in table.column_names:
+        if want.name not in found_schema.names:
             raise ValueError(f"{path}: missing column {want.name!r} ({want.type})")
-        got = table.schema.field(want.name).type
+        got = found_schema.field(want.name).type
         if got != want.type:
             raise ValueError(f"{path}: column {want.name!r} must be {want.type}, found {got}")
-    return table.select(schema.names)
+    return schema

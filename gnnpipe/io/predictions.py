@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.models import read_model_file
 from gnnpipe.io.parquet import SCHEMA_KEY, read_table
 
@@ -133,6 +134,20 @@ def embedding_matrix(table: pa.Table) -> np.ndarray:
     return column.flatten().to_numpy().reshape(len(column), column.type.list_size)
 
 
+def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
+                    rows: int = 1 << 16) -> None:
+    """DVC's ``confusion`` plot file: ``actual,predicted`` and one line per item of ``actual`` /
+    ``predicted`` int (T,) (the bytes ``write_csv`` writes for those rows), written atomically
+    ``rows`` lines at a time: no Python object per item of the whole file."""
+    with atomic_path(path) as tmp, open(tmp, "w") as handle:
+        handle.write("actual,predicted\n")
+        for a in range(0, len(actual), rows):
+            pairs = zip(actual[a:a + rows].tolist(), predicted[a:a + rows].tolist())
+            handle.write("".join(f"{x},{y}\n" for x, y in pairs))
+
+
 __all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "predictions_schema",
            "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
-           "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix"]
+           "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix",
+           "write_confusion"]
+

@@ -1,5 +1,5 @@
 """The prepared graph's files written from memory maps (the block-wise prepare,
-``gnnpipe.data.dask_prepare`` / ``dask_typed``): the graph over the maps goes through the one
+``gnnpipe.data.prepare_tables``): the graph over the maps goes through the one
 writer, ``gnnpipe.io.prepared.write_prepared``, which streams Parquet a row group at a time and
 saves graph.pt from tensors over the maps (torch writes their file-backed pages), so no array of
 the graph's size lands in anonymous memory.
@@ -47,6 +47,7 @@ class PreparedMaps:
     feature_dtype: str = "float32"
     external: bool = False
     featureless: tuple[str, ...] = ()  # node types without feature columns (graph.json)
+    public_roles: np.ndarray | None = None  # int8 (N_target,): a source's official split
 
 
 def _mapped(path: Path | None, shape: tuple[int, ...], dtype) -> torch.Tensor:
@@ -79,7 +80,9 @@ def write_prepared_maps(out: Path, maps: PreparedMaps, compression: str = "zstd"
                  for e, file in maps.edge_time.items()}
     graph = Graph(x=x, csr=csr, target=maps.target, y=y, num_classes=maps.num_classes,
                   reverse=maps.reverse, link_edge_type=maps.link_edge_type,
-                  node_time=node_time, edge_time=edge_time)
+                  node_time=node_time, edge_time=edge_time,
+                  public_roles=None if maps.public_roles is None
+                  else torch.from_numpy(maps.public_roles))
     write_prepared(out, graph, feature_dtype=maps.feature_dtype, compression=compression,
                    features="external" if maps.external else "inline", features_written=True,
                    featureless=maps.featureless)

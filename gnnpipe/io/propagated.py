@@ -84,6 +84,10 @@ class HopWriter:
         assert self._fd is not None, "row access needs torch.serialization.skip_data"
         return RowFile(str(self._tmp.resolve()), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
 
+    def finished_rows(self) -> RowFile:
+        """The rows of the published hop file (after ``finish``), for readers in other processes."""
+        return RowFile(str(self.path.resolve()), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
+
     def finish(self) -> torch.Tensor:
         """Close, rename into place and return the hop, memory-mapped (N, F)."""
         if self._buffer is not None:

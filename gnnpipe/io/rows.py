@@ -39,7 +39,7 @@ def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     every node's label int64 (N,) (a view of the memory-mapped file, no copy: -1 unlabelled)
     and the number of classes, checked; the CSR is not read.
     ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows and their labels through
-    it, the baseline stage's ``baseline.source: blocks`` its blocks."""
+    it, the baseline stage its blocks."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, GRAPH_SCHEMA, {"y": (torch.int64, 1)}, mmap=True)
     source = FeatureSource(stored_features(path, payload, payload["meta"].get("target"),

@@ -161,26 +161,28 @@ def _write_negatives(path: Path, heads: torch.Tensor, targets: torch.Tensor) -> 
 
 
 def stream_link_tables(out: Path, edge_parts: Callable[[str], Iterable[np.ndarray]],
-                       negative_parts: Callable[[str], Iterable[tuple[np.ndarray, np.ndarray]]]
-                       ) -> None:
-    """The files of ``write_link_tables``, byte for byte, from parts in row order:
+                       negative_parts: Callable[..., Iterable[tuple[np.ndarray, np.ndarray]]],
+                       hard: bool = False) -> None:
+    """The files of ``write_split``'s link tables, byte for byte, from parts in row order:
     ``edge_parts(role)`` int64 (m, 2) (src, dst), ``negative_parts(phase)`` the heads (m,) and
-    targets (m, K) of consecutive positives; one part in memory at a time."""
+    targets (m, K) of consecutive positives (``hard``: also ``negative_parts(phase, "h")``, the
+    hard ones); one part in memory at a time."""
     for role in LINK_EDGE_ROLES:
         with table_stream(out / f"edges_{role}.parquet", EDGES_SCHEMA,
                           "gnnpipe.split_edges/1") as add:
             for pairs in edge_parts(role):
                 add(pa.table({"src": pairs[:, 0], "dst": pairs[:, 1]}))
-    for phase in LINK_EVAL_PHASES:
-        offset = 0
-        with table_stream(out / f"negatives_{phase}.parquet", NEGATIVES_SCHEMA,
-                          "gnnpipe.negatives/1") as add:
-            for heads, targets in negative_parts(phase):
-                rows, per = targets.shape
-                add(pa.table({"positive": np.repeat(np.arange(offset, offset + rows,
-                                                              dtype=np.int64), per),
-                              "src": np.repeat(heads, per), "dst": targets.reshape(-1)}))
-                offset += rows
+    for name, prefix in (("n", "negatives"), ("h", "negatives_hard"))[:2 if hard else 1]:
+        for phase in LINK_EVAL_PHASES:
+            offset = 0
+            with table_stream(out / f"{prefix}_{phase}.parquet", NEGATIVES_SCHEMA,
+                              "gnnpipe.negatives/1") as add:
+                for heads, targets in negative_parts(phase, name):
+                    rows, per = targets.shape
+                    add(pa.table({"positive": np.repeat(np.arange(offset, offset + rows,
+                                                                  dtype=np.int64), per),
+                                  "src": np.repeat(heads, per), "dst": targets.reshape(-1)}))
+                    offset += rows
 
 
 def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:

@@ -38,7 +38,7 @@ from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_ty
                                 parse_edge_type)
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, role_codes
 from gnnpipe.io.description import DESCRIPTION, read_description
-from gnnpipe.io.parquet import read_table
+from gnnpipe.io.parquet import read_batches, read_table
 from gnnpipe.io.prepared import (EDGES_SCHEMA_NAME, GRAPH_SCHEMA, NODES_SCHEMA_NAME, edges_file,
                                  node_ids_file, nodes_file, nodes_schema, require_columns,
                                  stored_features)
@@ -251,22 +251,20 @@ def read_typed_role_codes(split: Path, graph: Graph | None = None) -> np.ndarray
                          f"{graph.num_nodes_dict[graph.target]} {graph.target!r} nodes; re-run "
                          "the split stage")
     path = Path(split) / nodes_file(target)
-    table = read_table(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-    if not _ids_in_order(table.column("node_id"), num_nodes):
-        raise ValueError(f"{path}: node_id must be 0..{num_nodes - 1} in order; re-run the split "
-                         "stage")
-    return role_codes(table.column("split"), f"{path}: column 'split'")
-
-
-def _ids_in_order(ids: pa.ChunkedArray, num_nodes: int) -> bool:
-    """Whether ``ids`` are 0..num_nodes-1 in order, checked a chunk (row group) at a time: no
-    int64 (N,) copy of them."""
-    start = 0
-    for chunk in ids.chunks if len(ids) == num_nodes else ():
-        if not np.array_equal(chunk.to_numpy(), np.arange(start, start + len(chunk))):
-            return False
-        start += len(chunk)
-    return len(ids) == num_nodes
+    codes, start = np.empty(num_nodes, dtype=np.int8), 0
+    # a batch of rows at a time: the table's ids and names never sit in memory whole
+    for batch in read_batches(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1"):
+        stop = start + batch.num_rows
+        if stop > num_nodes or not np.array_equal(batch.column("node_id").to_numpy(),
+                                                  np.arange(start, stop)):
+            break
+        codes[start:stop] = role_codes(batch.column("split"), f"{path}: column 'split'")
+        start = stop
+    else:
+        if start == num_nodes:
+            return codes
+    raise ValueError(f"{path}: node_id must be 0..{num_nodes - 1} in order; re-run the split "
+                     "stage")
 
 
 def read_typed_link_split(split: Path, graph: Graph

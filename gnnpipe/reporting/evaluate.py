@@ -22,22 +22,29 @@ from gnnpipe.reporting.node_metric import (METRIC_NAMES, NODE_METRICS, node_metr
 from gnnpipe.reporting.verdict import (BASELINE_NAMES, Causes, Gap, TopClass, causes_of, judge,
                                        paired_gap, paired_metric_gap, sentence)
 
+_ROWS = 1 << 16  # prediction rows turned into labels at a time
+
 
 def _rows(node_id: torch.Tensor, num_nodes: int) -> np.ndarray:
-    """Row of ``node_id`` (M,) that holds each node: int64 (N,), -1 where none does."""
+    """Row of ``node_id`` (M,) that holds each node: int32 (N,) (int64 past 2^31 rows), -1
+    where none does."""
     if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes):
         raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
                          "for another graph: re-run train/baseline")
-    rows = np.full(num_nodes, -1, dtype=np.int64)
-    rows[node_id.numpy()] = np.arange(node_id.numel())
+    dtype = np.int32 if node_id.numel() < 2**31 else np.int64
+    rows = np.full(num_nodes, -1, dtype=dtype)
+    rows[node_id.numpy()] = np.arange(node_id.numel(), dtype=dtype)
     return rows
 
 
 def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int) -> np.ndarray:
-    """Argmax class of every node: int64 (N,), -1 where ``node_id`` (M,) has no row of ``logits`` (M, C)."""
+    """Argmax class of every node: int (N,) of the smallest width the classes of ``logits``
+    (M, C) fit (int16 up to 32,767 classes), -1 where ``node_id`` (M,) has no row of it."""
     rows = _rows(node_id, num_nodes)
-    predicted = np.full(num_nodes, -1, dtype=np.int64)
-    predicted[rows >= 0] = logits.argmax(dim=1).numpy()[rows[rows >= 0]]
+    predicted = np.full(num_nodes, -1, dtype=np.min_scalar_type(-logits.shape[1]))
+    for a in range(0, node_id.numel(), _ROWS):  # argmax by row blocks: no (M,) int64 of it
+        ids = node_id[a:a + _ROWS].numpy()
+        predicted[ids] = logits[a:a + _ROWS].argmax(dim=1).numpy()
     return predicted
 
 
@@ -83,14 +90,14 @@ def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
 
 
 def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: np.ndarray,
-                   role: str = "test") -> list[dict]:
-    """One ``{"actual", "predicted"}`` row per ``role`` node (``roles`` int8 (N,) role codes), for
-    DVC's ``confusion`` plot template."""
+                   role: str = "test") -> tuple[np.ndarray, np.ndarray]:
+    """The rows of DVC's ``confusion`` plot, one per ``role`` node (``roles`` int8 (N,) role
+    codes) in id order, as two columns: actual and predicted class codes, int (T,) each
+    (``io.write_confusion`` writes them)."""
     predicted = predicted_labels(node_id, logits, roles.size)
     nodes = np.flatnonzero(roles == ROLE_CODES[role])
     _check_labelled(nodes, y, role)
-    return [{"actual": int(a), "predicted": int(p)}
-            for a, p in zip(y[nodes].tolist(), predicted[nodes].tolist())]
+    return y[nodes], predicted[nodes]
 
 
 def smoothing(node_id: torch.Tensor, logits: torch.Tensor, message_graph: Csr) -> dict:

@@ -284,12 +284,11 @@ def _against_heuristic(summary: dict, name: str, gnn_rr: np.ndarray, scores: dic
     return {"model": name, "gap": gap.as_dict(), "outcome": result}
 
 
-def link_confusion_rows(pos: torch.Tensor, neg: torch.Tensor) -> list[dict]:
-    """``{"actual", "predicted"}`` (1 = edge) for every positive and its first fixed negative,
-    classified at logit 0 (probability 1/2, the threshold the BCE loss trains for): a balanced
-    confusion matrix for DVC's ``confusion`` plot."""
+def link_confusion_rows(pos: torch.Tensor, neg: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Actual and predicted class (1 = edge), int8 (2P,) each, of every positive and then its
+    first fixed negative, classified at logit 0 (probability 1/2, the threshold the BCE loss
+    trains for): a balanced confusion matrix for DVC's ``confusion`` plot
+    (``io.write_confusion``)."""
     scores = torch.cat([pos, neg[:, 0]])
-    actual = torch.cat([torch.ones_like(pos), torch.zeros_like(pos)]).long()
-    predicted = (scores > 0).long()
-    return [{"actual": int(a), "predicted": int(p)}
-            for a, p in zip(actual.tolist(), predicted.tolist())]
+    actual = np.repeat(np.array([1, 0], dtype=np.int8), pos.numel())
+    return actual, (scores > 0).numpy().astype(np.int8)

@@ -105,10 +105,13 @@ class Hops:
         return state
 
     def scratch_map(self, t: int) -> np.ndarray:
-        """Node type ``t``'s global -> local id map, -1 = not sampled; all -1 between batches."""
+        """Node type ``t``'s global -> local id map, -1 = not sampled; all -1 between batches.
+        int32 below 2**31 nodes: the one array of every node a sampling process holds, 4 bytes
+        a node (readers widen what they take from it to int64)."""
         local = self._maps[t]
         if local is None:
-            local = self._maps[t] = np.full(self.num_nodes[t], -1, dtype=np.int64)
+            local = self._maps[t] = np.full(self.num_nodes[t], -1, dtype=map_dtype(
+                self.num_nodes[t]))
         return local
 
     def _pick(self, plan: EdgePlan, frontier: np.ndarray, k: int, rng: np.random.Generator):
@@ -196,7 +199,7 @@ class Hops:
             pos, owner, src_id = _in_edges(plan, node[plan.dst])
             src_local = _take(local[plan.src], src_id)
             keep = src_local >= 0
-            rows.append([src_local[keep]])
+            rows.append([src_local[keep].astype(np.int64)])
             cols.append([owner[keep]])
             ids.append([pos[keep]])
         return rows, cols, ids
@@ -330,7 +333,7 @@ def _dedupe(local: np.ndarray, src: np.ndarray, n: int) -> tuple[np.ndarray, np.
     unseen slot writes its tag into the map in reverse, so the first slot of each node
     survives (NumPy's last write wins), and that slot's node is new.
     """
-    src_local = _take(local, src)
+    src_local = _take(local, src).astype(np.int64)  # (E,) int64 whatever the map's dtype
     is_new = src_local < 0
     unseen = src[is_new]
     slot = np.arange(unseen.size)
@@ -342,6 +345,12 @@ def _dedupe(local: np.ndarray, src: np.ndarray, n: int) -> tuple[np.ndarray, np.
     src_local[is_new] = n + _take(rank, winner)
     local[fresh] = n + np.arange(fresh.size)
     return src_local, fresh
+
+
+def map_dtype(num_nodes: int) -> type:
+    """The scratch map's dtype for ``num_nodes``: int32 while local ids and the negative tags
+    of ``_dedupe`` (-2 - slot, slot < a hop's edges) fit, else int64."""
+    return np.int32 if num_nodes < 2**31 - 1 else np.int64
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -12,11 +12,7 @@ names the edge type (``message_train[author__writes__paper]_sees_only_train``).
   own relation; for every edge type and phase: its message edges are edges of the prepared
   graph and (inductive) none has an endpoint of the target type outside the roles the phase may
   see (unused unlabelled target nodes are visible to every phase).
-* **Link task**: the held-out edge type ``E`` and its reverse ``R`` projected together onto
-  homogeneous ids (``graph.offsets()``), where an ``E`` edge ``a -> p`` and an ``R`` edge
-  ``p -> a`` are the same unordered pair: so a val/test pair kept in a phase's graph in *either*
-  edge type fails ``message_<phase>_hides_...``. Typed graphs add: negatives are nodes of
-  ``E``'s target type, and every other edge type is a subset of the prepared graph.
+* **Link task**: gnnpipe/splitting/link_audit.py (by blocks); ``raise_if_failed`` here.
 
 Unlabelled nodes (``y == UNLABELLED``) must be "unused" (check ``splits_labelled_only``); an
 unused unlabelled node is a message carrier that every phase may see, inductive train and val
@@ -34,11 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name
-from gnnpipe.data.edges import edge_pairs, homogeneous_csr, sorted_unique
-from gnnpipe.splitting.split import MessageGraphs
+from gnnpipe.runtime.engine import run_blocks
+from gnnpipe.splitting.hash_assign import UNUSED
+from gnnpipe.splitting import split
+from gnnpipe.splitting.split import (BlockSizes, Handle, MessageGraphs, Source, block_edges,
+                                     graph_source, open_array, row_blocks)
 
 PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
@@ -58,25 +57,15 @@ class LeakageError(ValueError):
     """The split audit found information a phase must not see."""
 
 
-def _is_subset(sub: Csr, full: Csr) -> bool:
-    keys, full_keys = sub.edge_keys(), full.edge_keys()
-    pos = torch.searchsorted(full_keys, keys)
-    pos = pos.clamp(max=max(full_keys.numel() - 1, 0))
-    return bool(keys.numel() == 0 or (full_keys.numel() and (full_keys[pos] == keys).all()))
-
-
 def visible_nodes(roles: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
     """bool (N,): nodes whose edges a phase that may see the ``allowed`` roles may hold, i.e.
     those roles plus the unused unlabelled nodes (message carriers of every phase)."""
     return np.isin(roles, allowed) | (~labelled & (roles == "unused"))
 
 
-def label_coverage(roles: np.ndarray, y: np.ndarray) -> dict:
-    """Labelled / unlabelled nodes overall and per role (JSON-ready)."""
-    labelled = y != UNLABELLED
-    return coverage_entry({role: (int((labelled & (roles == role)).sum()),
-                                  int((~labelled & (roles == role)).sum())) for role in ROLES},
-                          int(labelled.sum()), int(y.size))
+def _visible_codes(code: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
+    """``visible_nodes`` of int8 role codes."""
+    return np.isin(code, [ROLES.index(r) for r in allowed]) | (~labelled & (code == UNUSED))
 
 
 def coverage_entry(per_role: dict[str, tuple[int, int]], labelled: int, nodes: int) -> dict:
@@ -88,62 +77,27 @@ def coverage_entry(per_role: dict[str, tuple[int, int]], labelled: int, nodes: i
                          per_role.items()}}
 
 
-def labelled_only_check(roles: np.ndarray, y: np.ndarray) -> dict:
-    """The ``splits_labelled_only`` check: no unlabelled node is in train, val or test."""
-    unlabelled = y == UNLABELLED
-    first = np.flatnonzero(unlabelled & np.isin(roles, PHASES))
-    return labelled_only_entry({role: int((unlabelled & (roles == role)).sum()) for role in PHASES},
-                               (int(first[0]), roles[int(first[0])]) if first.size else None,
-                               int(unlabelled.sum()))
-
-
 def labelled_only_entry(bad: dict[str, int], first: tuple[int, str] | None,
                         unlabelled: int) -> dict:
-    """``labelled_only_check`` from the unlabelled nodes per phase, the first of them (node,
-    role) and the unlabelled nodes in all."""
+    """``splits_labelled_only`` (no unlabelled node is in train, val or test) from the
+    unlabelled nodes per phase, the first of them (node, role) and the unlabelled nodes in all."""
     detail = (f"unlabelled nodes in splits: {bad} (first: node {first[0]}, {first[1]})" if first
               else f"every train/val/test node is labelled; {unlabelled} unlabelled nodes are "
                    "unused")
     return {"check": "splits_labelled_only", "passed": first is None, "detail": detail}
 
 
-def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray,
-                          message_graphs: MessageGraphs, *, future_visible: bool = False) -> dict:
-    """The ``time_respecting`` check of a time split.
-
-    ``roles`` str (N_target,), ``timestamps`` (N_target,) of the ``target`` node type. Fails if
-    a train-phase (val-phase) message edge of any edge type has an endpoint of the target type
-    later than the train (val) cut, the latest timestamp of the train (train and val) nodes;
-    ``future_visible`` (the user chose transductive) marks a failure ``waived``.
-    """
-    endpoints = {phase: [(csr.indices if s == target else None,
-                          csr.targets() if d == target else None)
-                         for (s, _, d), csr in message_graphs[phase].items()]
-                 for phase in TIME_CUT_ROLES}
-    t = torch.from_numpy(np.asarray(timestamps, dtype=np.float64))
-    parts, leaked, first = [], 0, None
-    for phase, cut_roles in TIME_CUT_ROLES.items():
-        cut = t[torch.from_numpy(np.isin(roles, cut_roles))].max()
-        late = t > cut
-        count = total = 0
-        for ends in endpoints[phase]:
-            ends = [e for e in ends if e is not None]
-            if not ends:
-                continue
-            bad = torch.zeros(ends[0].numel(), dtype=torch.bool)
-            for e in ends:
-                bad |= late[e]
-            count, total = count + int(bad.sum()), total + bad.numel()
-            hit = torch.cat([e[bad] for e in ends])
-            hit = hit[late[hit]]
-            if hit.numel() and first is None:
-                node = int(hit.min())
-                first = f" (first: node {node}, {roles[node]}, t={float(t[node]):.6g})"
-        parts.append(f"{phase} phase: {count} of {total} message edges touch a node later than "
-                     f"the {phase} cut t={float(cut):.6g}")
-        leaked += count
-    detail = "; ".join(parts) + (first or "")
-    entry = {"check": "time_respecting", "passed": leaked == 0, "detail": detail}
+def time_respecting_entry(parts: list[tuple[str, int, int, float]], first: str | None,
+                          future_visible: bool) -> dict:
+    """The ``time_respecting`` check of a time split from, per phase (train, val), its message
+    edges of every edge type that touch a target node later than its cut (the latest timestamp
+    of the train (train and val) nodes), those edges in all and the cut; ``first``: the
+    smallest late node of the first edge type holding one; ``future_visible`` (the user chose
+    transductive) marks a failure ``waived``."""
+    detail = "; ".join(f"{phase} phase: {count} of {total} message edges touch a node later "
+                       f"than the {phase} cut t={cut:.6g}" for phase, count, total, cut in parts)
+    leaked = sum(count for _, count, _, _ in parts)
+    entry = {"check": "time_respecting", "passed": leaked == 0, "detail": detail + (first or "")}
     if leaked and future_visible:
         entry["waived"] = True
         entry["detail"] += ("; waived: split.node.mode=transductive was chosen explicitly, so "
@@ -154,56 +108,236 @@ def time_respecting_check(target: str, roles: np.ndarray, timestamps: np.ndarray
     return entry
 
 
+@dataclass(frozen=True)
+class RoleSums:
+    """One block of target rows: nodes per role code, labelled / unlabelled, int64 (4, 2);
+    labelled nodes per phase and class int64 (3, C); the first unlabelled node in a phase (-1:
+    none); per phase (min, max) of its nodes' times (None: none there, or no times)."""
+
+    per_role: np.ndarray
+    per_class: np.ndarray
+    first_unlabelled: int
+    spans: list
+
+
+def audit_roles(lo: int, hi: int, source: Source, roles: Handle, timed: bool) -> RoleSums:
+    """The role sums of target rows ``[lo, hi)``."""
+    code = np.asarray(open_array(roles)[lo:hi]).astype(np.int64)
+    y = np.asarray(open_array(source.y)[lo:hi])
+    labelled = y != UNLABELLED
+    per_role = np.stack([np.bincount(code[labelled], minlength=UNUSED + 1),
+                         np.bincount(code[~labelled], minlength=UNUSED + 1)], axis=1)
+    per_class = np.stack([np.bincount(y[(code == p) & labelled], minlength=source.num_classes)
+                          for p in range(len(PHASES))])
+    in_split = np.flatnonzero(~labelled & (code < UNUSED))
+    spans = [None] * len(PHASES)
+    if timed:
+        t = np.asarray(open_array(source.time)[lo:hi])
+        spans = [(t[code == p].min(), t[code == p].max()) if (code == p).any() else None
+                 for p in range(len(PHASES))]
+    return RoleSums(per_role, per_class, int(in_split[0]) + lo if in_split.size else -1, spans)
+
+
+@dataclass(frozen=True)
+class EdgeSums:
+    """One row block of one edge type, per phase (PHASES order): its message edges, whether
+    they are edges of the prepared graph, (modes inductive / time) those touching a target node
+    the phase may not see and those nodes (a leak's: only a failing audit has any); per time
+    cut phase (train, val) the (late edges, edges touching the target, smallest late node or
+    -1); the own relation's edges per ``min * 4 + max`` of their ends' codes (16,)."""
+
+    edges: list[int]
+    within: list[bool]
+    leaking: list[int]
+    bad_nodes: list[np.ndarray]
+    late: list[tuple[int, int, int]]
+    cross: np.ndarray | None
+
+
+def _within_rows(src: np.ndarray, dst: np.ndarray, full_src: np.ndarray, full_dst: np.ndarray,
+                 lo: int, num_src: int) -> bool:
+    """Every (src, dst) of rows from ``lo`` is an edge (full_src, full_dst) of those rows."""
+    if src.size == 0:
+        return True
+    keys, full = (dst - lo) * num_src + src, (full_dst - lo) * num_src + full_src
+    if full.size == 0:
+        return False
+    if (np.diff(full) < 0).any():  # columns not sorted within rows (not how gnnpipe writes them)
+        full = np.sort(full)
+    pos = np.minimum(np.searchsorted(full, keys), full.size - 1)
+    return bool((full[pos] == keys).all())
+
+
+def audit_rows(lo: int, hi: int, edge_type: EdgeType, source: Source, roles: Handle,
+               message: dict[str, dict[EdgeType, tuple[Handle, Handle] | None]], mode: str,
+               cuts: tuple[float, float] | None) -> EdgeSums:
+    """The audit sums of rows ``[lo, hi)`` of ``edge_type``; ``cuts``: the train and val cuts
+    of a time split (None: no time check)."""
+    role_codes, y = open_array(roles), open_array(source.y)
+    times = None if cuts is None else open_array(source.time)
+    full_src, full_dst = block_edges(*map(open_array, source.csr[edge_type]), lo, hi)
+    s, _, d = edge_type
+    target_ends = [i for i, t in enumerate((s, d)) if t == source.target]
+    cross = None
+    if edge_type == source.own:
+        a = np.asarray(role_codes[full_src]).astype(np.int64)
+        b = np.asarray(role_codes[full_dst]).astype(np.int64)
+        cross = np.bincount(np.minimum(a, b) * 4 + np.maximum(a, b), minlength=16)
+    sums = EdgeSums([], [], [], [], [], cross)
+    for phase in PHASES:
+        files = message[phase][edge_type]
+        src, dst = (full_src, full_dst) if files is None else block_edges(
+            *map(open_array, files), lo, hi)
+        sums.edges.append(int(src.size))
+        sums.within.append(files is None or _within_rows(src, dst, full_src, full_dst, lo,
+                                                         source.sizes[s]))
+        ends = [(src, dst)[i] for i in target_ends]
+        allowed = VISIBLE_ROLES[mode][phase]
+        if allowed is not None and ends:
+            nodes = np.concatenate(ends)
+            unique, inverse = np.unique(nodes, return_inverse=True)  # each end read once
+            seen = _visible_codes(np.asarray(role_codes[unique]),
+                                  np.asarray(y[unique]) != UNLABELLED, allowed)
+            hidden = ~seen[inverse].reshape(len(ends), -1)
+            leak = hidden.any(axis=0)
+            sums.leaking.append(int(leak.sum()))
+            sums.bad_nodes.append(np.unique(nodes[hidden.reshape(-1) & np.tile(leak, len(ends))]))
+        else:
+            sums.leaking.append(0)
+            sums.bad_nodes.append(np.zeros(0, dtype=np.int64))
+        if cuts is not None and phase in TIME_CUT_ROLES and ends:
+            cut = cuts[list(TIME_CUT_ROLES).index(phase)]
+            late = [np.asarray(times[e], dtype=np.float64) > cut for e in ends]
+            bad = np.logical_or.reduce(late)
+            hit = np.concatenate([e[bad][k[bad]] for e, k in zip(ends, late)])
+            sums.late.append((int(bad.sum()), int(bad.size), int(hit.min()) if hit.size else -1))
+        elif cuts is not None and phase in TIME_CUT_ROLES:
+            sums.late.append((0, 0, -1))
+    return sums
+
+
+def audit_nodes(client, source: Source, roles: Handle,
+                message: dict[str, dict[EdgeType, tuple[Handle, Handle] | None]], mode: str, *,
+                timed: bool = False, separated: bool = False, future_visible: bool = False,
+                sizes: BlockSizes | None = None) -> dict:
+    """Audit report (JSON-ready) of the node split ``roles`` (int8 codes (N_target,)) and its
+    message graphs ``message`` (phase -> edge type -> (indptr, indices), None: the prepared
+    CSR) of ``source``'s graph, by blocks on ``client`` (None: in this process).
+    ``report["passed"]`` is False if any check failed (a ``waived`` check does not count; it is
+    listed in ``report["warnings"]``). ``timed`` (strategy time, with node times of the target
+    type): every train node must be no later than every val node, and val no later than test,
+    and the message graphs must respect time (``future_visible`` waives that). ``separated``
+    (strategy cluster by components): no edge of the target's own relation may join two
+    different splits."""
+    sizes = sizes or split.SIZES  # read here: tests set smaller blocks
+    n = source.num_nodes
+    times = timed and source.time is not None
+    blocks = [(lo, min(n, lo + sizes.rows)) for lo in range(0, n, sizes.rows)]
+    found = run_blocks(client, audit_roles, blocks, source=source, roles=roles, timed=times)
+    per_role = sum(b.per_role for b in found)
+    counts = {role: int(per_role[i].sum()) for i, role in enumerate(PHASES)}
+    checks = role_checks(counts, int(per_role[UNUSED].sum()), n)
+    firsts = [b.first_unlabelled for b in found if b.first_unlabelled >= 0]
+
+    def role_at(node: int) -> str:
+        return ROLES[int(open_array(roles)[node])]
+
+    checks.append(labelled_only_entry(
+        {role: int(per_role[i, 1]) for i, role in enumerate(PHASES)},
+        (min(firsts), role_at(min(firsts))) if firsts else None, int(per_role[:, 1].sum())))
+    spans, cuts = {}, None
+    if times:
+        for p, role in enumerate(PHASES):
+            held = [b.spans[p] for b in found if b.spans[p] is not None]
+            if held:
+                spans[role] = (np.min([s[0] for s in held]), np.max([s[1] for s in held]))
+        cuts = tuple(float(np.max([spans[r][1] for r in cut if r in spans] or [np.nan]))
+                     for cut in TIME_CUT_ROLES.values())
+    calls = [(lo, hi, e) for e in source.edge_types
+             for lo, hi in row_blocks(open_array(source.csr[e][0]), sizes)]
+    rows = run_blocks(client, audit_rows, calls, source=source, roles=roles, message=message,
+                      mode=mode, cuts=cuts)
+    by_type = {e: [r for (_, _, t), r in zip(calls, rows) if t == e] for e in source.edge_types}
+    homogeneous = len(source.sizes) == 1 and len(source.edge_types) == 1
+    for i, phase in enumerate(PHASES):
+        allowed = VISIBLE_ROLES[mode][phase]
+        for e, found_e in by_type.items():
+            within = all(r.within[i] for r in found_e)
+            name = f"message_{phase}[{edge_type_name(e)}]"
+            checks.append(within_graph_entry(phase, within) if homogeneous else
+                          {"check": f"{name}_within_graph", "passed": within,
+                           "detail": "every message edge is an edge of the prepared graph"})
+            if allowed is None or source.target not in (e[0], e[2]):
+                continue
+            leaking = sum(r.leaking[i] for r in found_e)
+            if homogeneous:
+                bad = np.unique(np.concatenate([r.bad_nodes[i] for r in found_e] or [[]])
+                                .astype(np.int64))
+                checks.append(sees_only_entry(phase, allowed, leaking, int(bad.size), (
+                    int(bad[0]), role_at(int(bad[0]))) if bad.size else None))
+            else:
+                checks.append({"check": f"{name}_sees_only_{'_'.join(allowed)}",
+                               "passed": leaking == 0,
+                               "detail": f"{leaking} edges touch {source.target} nodes of "
+                                         "other splits"})
+    crossed = [r.cross for r in rows if r.cross is not None]
+    cross = cross_entry(sum(crossed) if crossed else np.zeros(16, dtype=np.int64))
+    if separated:
+        joined = {pair: count for pair, count in cross.items() if count}
+        checks.append({"check": "splits_not_adjacent", "passed": not joined,
+                       "detail": f"edges between splits: {joined}" if joined
+                       else "no edge joins two splits"})
+    if times:
+        ok = all(spans[a][1] <= spans[b][0] for a, b in (("train", "val"), ("val", "test"))
+                 if a in spans and b in spans)
+        checks.append({"check": "splits_in_time_order", "passed": bool(ok), "detail": ", ".join(
+            f"{role} [{float(lo):.6g}, {float(hi):.6g}]" for role, (lo, hi) in spans.items())})
+        checks.append(_time_respecting(by_type, cuts, roles, source, future_visible))
+    per_class = sum(b.per_class for b in found)
+    labelled = int(per_role[:, 0].sum())
+    report = node_report(
+        source, mode, checks, counts, {role: per_class[i] for i, role in enumerate(PHASES)},
+        coverage_entry({role: (int(per_role[i, 0]), int(per_role[i, 1]))
+                        for i, role in enumerate(ROLES)}, labelled, n), cross,
+        {p: {e: sum(r.edges[i] for r in found_e) for e, found_e in by_type.items()}
+         for i, p in enumerate(PHASES)})
+    if times:  # time splits only, so the other splits' reports stay as they were
+        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
+    return report
+
+
+def _time_respecting(by_type: dict[EdgeType, list[EdgeSums]], cuts: tuple[float, float],
+                     roles: Handle, source: Source, future_visible: bool) -> dict:
+    """``time_respecting_entry`` from the edge sums of every edge type."""
+    parts, first = [], None
+    for k, phase in enumerate(TIME_CUT_ROLES):
+        count = total = 0
+        for e, found in by_type.items():
+            if source.target not in (e[0], e[2]):
+                continue
+            count += sum(r.late[k][0] for r in found)
+            total += sum(r.late[k][1] for r in found)
+            hits = [r.late[k][2] for r in found if r.late[k][2] >= 0]
+            if hits and first is None:
+                node = min(hits)
+                first = (f" (first: node {node}, {ROLES[int(open_array(roles)[node])]}, "
+                         f"t={float(open_array(source.time)[node]):.6g})")
+        parts.append((phase, count, total, cuts[k]))
+    return time_respecting_entry(parts, first, future_visible)
+
+
 def audit_node_split(graph: Graph, roles: np.ndarray, message_graphs: MessageGraphs,
                      mode: str, *, timed: bool = False, separated: bool = False,
                      future_visible: bool = False) -> dict:
-    """Audit report (JSON-ready). ``report["passed"]`` is False if any check failed (a
-    ``waived`` check does not count; it is listed in ``report["warnings"]``).
-
-    ``roles`` str (N_target,); ``message_graphs`` phase -> edge type -> CSR. Labels ``graph.y``
-    may be ``UNLABELLED`` (``class_balance`` counts labelled nodes only). ``timed`` (strategy
-    time, with node times of the target type): every train node must be no later than every
-    val node, and val no later than test, and the message graphs must respect time
-    (``time_respecting_check``; ``future_visible`` waives it). ``separated`` (strategy cluster
-    by components): no edge of the target's own relation may join two different splits.
-    """
-    checks: list[dict] = []
-
-    def check(name: str, passed: bool, detail: str) -> None:
-        checks.append({"check": name, "passed": bool(passed), "detail": detail})
-
-    y = graph.y.numpy()
-    full = graph.target_csr()  # no edge at all when the target type has no own relation
-    counts = {role: int((roles == role).sum()) for role in PHASES}
-    checks += role_checks(counts, int((roles == "unused").sum()), roles.size)
-    checks.append(labelled_only_check(roles, y))
-    if graph.is_homogeneous:
-        checks += _message_checks(roles, y != UNLABELLED, message_graphs, graph.edge_types[0],
-                                  full, mode)
-    else:
-        checks += _typed_checks(graph, message_graphs, roles, mode)
-
-    cross = _cross_split_edges(roles, full)
-    if separated:
-        joined = {pair: count for pair, count in cross.items() if count}
-        check("splits_not_adjacent", not joined,
-              f"edges between splits: {joined}" if joined else "no edge joins two splits")
-    times = graph.node_time.get(graph.target) if timed else None
-    if times is not None:
-        order_ok, detail = _time_order(roles, times.numpy())
-        check("splits_in_time_order", order_ok, detail)
-        checks.append(time_respecting_check(graph.target, roles, times.numpy(), message_graphs,
-                                            future_visible=future_visible))
-
-    labelled = y != UNLABELLED
-    report = node_report(
-        graph, mode, checks, counts,
-        {role: np.bincount(y[(roles == role) & labelled], minlength=graph.num_classes)
-         for role in PHASES}, label_coverage(roles, y), cross,
-        {p: {e: message_graphs[p][e].num_edges for e in graph.edge_types} for p in PHASES})
-    if times is not None:  # time splits only, so the other splits' reports stay as they were
-        report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
-    return report
+    """``audit_nodes`` of an in-memory ``graph``, its ``roles`` (str (N_target,)) and
+    ``message_graphs`` (phase -> edge type -> CSR), in this process."""
+    codes = np.full(len(roles), UNUSED, dtype=np.int8)
+    for code, role in enumerate(ROLES):
+        codes[np.asarray(roles) == role] = code
+    message = {p: {e: None if csr is graph.csr[e] else (csr.indptr.numpy(), csr.indices.numpy())
+                   for e, csr in graphs.items()} for p, graphs in message_graphs.items()}
+    return audit_nodes(None, graph_source(graph), codes, message, mode, timed=timed,
+                       separated=separated, future_visible=future_visible)
 
 
 def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dict]:
@@ -217,7 +351,7 @@ def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dic
              "detail": "every node has exactly one role"}]
 
 
-def node_report(graph: Graph, mode: str, checks: list[dict], counts: dict[str, int],
+def node_report(source: Source, mode: str, checks: list[dict], counts: dict[str, int],
                 per_class: dict[str, np.ndarray], coverage: dict, cross: dict[str, int],
                 message_edges: dict[str, dict[EdgeType, int]]) -> dict:
     """The node audit report from its checks and sums: nodes per phase, labelled nodes per phase
@@ -229,7 +363,7 @@ def node_report(graph: Graph, mode: str, checks: list[dict], counts: dict[str, i
         balance[role] = {"count": per_class[role].tolist(),
                          "fraction": [round(c / total, 4) for c in per_class[role].tolist()]}
     missing = {role: [c for c, k in enumerate(balance[role]["count"]) if k == 0] for role in PHASES}
-    own = graph.own_relation()
+    own = source.own
     return {
         "task": "node",
         "mode": mode,
@@ -241,33 +375,11 @@ def node_report(graph: Graph, mode: str, checks: list[dict], counts: dict[str, i
         "label_coverage": coverage,
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
-        "target": graph.target,
+        "target": source.target,
         "cross_split_edges_relation": None if own is None else edge_type_name(own),
         "message_edges": {p: {edge_type_name(e): count for e, count in edges.items()}
                           for p, edges in message_edges.items()},
     }
-
-
-def _message_checks(roles: np.ndarray, labelled: np.ndarray, message_graphs: MessageGraphs,
-                    edge_type: EdgeType, full: Csr, mode: str) -> list[dict]:
-    """Per phase, the one edge type of a homogeneous graph: within the graph, and (inductive)
-    seeing only the allowed roles; the first leaking node named."""
-    checks = []
-    for phase in PHASES:
-        graph = message_graphs[phase][edge_type]
-        checks.append(within_graph_entry(phase, _is_subset(graph, full)))
-        allowed = VISIBLE_ROLES[mode][phase]
-        if allowed is None:
-            continue
-        visible = torch.from_numpy(visible_nodes(roles, labelled, allowed))
-        src, dst = graph.indices, graph.targets()
-        leaking = ~(visible[src] & visible[dst])
-        bad_nodes = torch.unique(torch.cat([src[leaking], dst[leaking]]))
-        bad_nodes = bad_nodes[~visible[bad_nodes]]
-        first = int(bad_nodes[0]) if bad_nodes.numel() else None
-        checks.append(sees_only_entry(phase, allowed, int(leaking.sum()), bad_nodes.numel(),
-                                      None if first is None else (first, roles[first])))
-    return checks
 
 
 def within_graph_entry(phase: str, passed: bool) -> dict:
@@ -282,6 +394,13 @@ def sees_only_entry(phase: str, allowed: tuple[str, ...], leaking: int, bad_node
     return {"check": f"message_{phase}_sees_only_{'_'.join(allowed)}", "passed": leaking == 0,
             "detail": f"{leaking} edges touch {bad_nodes} nodes of other splits"
                       + (f" (first: node {first[0]}, {first[1]})" if first else "")}
+
+
+def cross_entry(counts: np.ndarray) -> dict[str, int]:
+    """``cross_split_edges`` from the edge counts int64 (16,) per ``min * 4 + max`` of the two
+    ends' phase codes (unused: 3)."""
+    return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
+            for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
 
 
 def _within(sub: Csr, full: Csr, num_src: int) -> bool:
@@ -332,266 +451,6 @@ def _typed_checks(graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                            "detail": f"{int(bad.sum())} edges touch {graph.target} nodes of "
                                      "other splits"})
     return checks
-
-
-def _cross_split_edges(roles: np.ndarray, full: Csr) -> dict[str, int]:
-    """Stored edges of the whole graph joining two different splits, per pair of splits."""
-    code = np.full(roles.size, len(PHASES), dtype=np.int64)  # unused
-    for i, role in enumerate(PHASES):
-        code[roles == role] = i
-    code = torch.from_numpy(code)
-    a, b = code[full.indices], code[full.targets()]
-    return cross_entry(torch.bincount(torch.minimum(a, b) * 4 + torch.maximum(a, b),
-                                      minlength=16).numpy())
-
-
-def cross_entry(counts: np.ndarray) -> dict[str, int]:
-    """``cross_split_edges`` from the edge counts int64 (16,) per ``min * 4 + max`` of the two
-    ends' phase codes (unused: 3)."""
-    return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
-            for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
-
-
-def _time_order(roles: np.ndarray, timestamps: np.ndarray) -> tuple[bool, str]:
-    spans = {role: (timestamps[roles == role].min(), timestamps[roles == role].max())
-             for role in PHASES if (roles == role).any()}
-    ok = all(spans[a][1] <= spans[b][0] for a, b in (("train", "val"), ("val", "test"))
-             if a in spans and b in spans)
-    detail = ", ".join(f"{role} [{float(lo):.6g}, {float(hi):.6g}]" for role, (lo, hi) in spans.items())
-    return ok, detail
-
-
-# ------------------------------------------------------------------------------------ links
-# Held-out roles whose pairs each phase's message graph must not hold, in either direction.
-LINK_HIDDEN = {"train": ("val", "test"), "val": ("val", "test"), "test": ("test",)}
-LINK_ROLES = ("message", "train_supervision", "val", "test")
-
-
-def _pairs(edges: torch.Tensor, n: int) -> np.ndarray:
-    """Unordered pair key ``min * N + max`` of every edge of an int64 (2, E): (E,)."""
-    src, dst = edges[0].numpy(), edges[1].numpy()
-    return np.minimum(src, dst) * n + np.maximum(src, dst)
-
-
-Found = tuple[int, int]  # (how many pairs, the smallest pair key; -1 when none)
-
-
-def found(keys: np.ndarray) -> Found:
-    return (int(keys.size), int(keys.min()) if keys.size else -1)
-
-
-def _describe(pairs: Found, n: int) -> str:
-    count, first = pairs
-    return f"{count} pairs (first: {first // n}-{first % n})" if count else "none"
-
-
-# per phase: (the targets' shape, positives, all in range, self-loops, true edges)
-NegativeSums = tuple[tuple[int, ...], int, bool, int, int]
-
-
-@dataclass
-class LinkSums:
-    """What the link audit's checks read, summed over whatever computed them (one process, or
-    the blocks of gnnpipe/splitting/dask_link_audit.py). Per role (LINK_ROLES): ``sizes``
-    positives, ``loops`` self-loops among them, ``outside`` not edges of the graph; ``overlap``
-    "first&second" -> shared pairs (non-empty only); ``mismatch`` pairs in exactly one of
-    message and train_supervision; ``lost`` graph pairs in no role; per phase ``message_edges``,
-    ``within`` (its edges are graph edges), ``leaked`` hidden role -> pairs (non-empty only);
-    per val/test phase ``negatives``: (their shape, positives, in range, self-loops, true
-    edges), and ``hard`` alike for the hard negatives (None: the split drew none)."""
-
-    sizes: dict[str, int]
-    loops: dict[str, int]
-    outside: dict[str, int]
-    overlap: dict[str, Found]
-    mismatch: int
-    lost: Found
-    message_edges: dict[str, int]
-    within: dict[str, bool]
-    leaked: dict[str, dict[str, Found]]
-    negatives: dict[str, NegativeSums]
-    hard: dict[str, NegativeSums] | None = None
-
-
-def link_hidden(phase: str, disjoint: bool) -> tuple[str, ...]:
-    """The roles whose pairs the ``phase`` message graph must not hold, either direction."""
-    return LINK_HIDDEN[phase] + (("train_supervision",) if phase == "train" and disjoint else ())
-
-
-def link_compared(disjoint: bool) -> list[tuple[str, str]]:
-    """The role pairs ``positives_disjoint`` compares, in report order."""
-    roles = (("train_supervision", "message") if disjoint else ("train_supervision",)) \
-        + HELD_OUT_ROLES
-    return [(first, second) for i, first in enumerate(roles) for second in roles[i + 1:]]
-
-
-def audit_link_split(graph: Graph, edge_type: EdgeType, edges: dict[str, torch.Tensor],
-                     negatives: dict[str, torch.Tensor], message_graphs: MessageGraphs, *,
-                     disjoint: bool, hard: dict[str, torch.Tensor] | None = None) -> dict:
-    """Audit report of the link split of ``edge_type`` held out with its reverse (JSON-ready);
-    ``report["passed"]`` False if any check failed.
-
-    ``edges`` role -> int64 (2, E) type-local positives (LINK_ROLES); ``negatives`` "val"/"test"
-    -> int64 (P, K) targets (ids of ``edge_type[2]``) whose heads are ``edges[phase][0]``;
-    ``hard``: the hard negatives in the same form (None: the split drew none), checked alike;
-    ``disjoint``: supervision-only edges exist and must be absent from the train graph.
-    """
-    reverse = graph.reverse.get(edge_type)
-    names = {"edge_type": edge_type_name(edge_type),
-             "reverse_edge_type": None if reverse is None else edge_type_name(reverse)}
-    if graph.is_homogeneous:
-        report = _link_report(graph.csr[edge_type], edges,
-                              {p: message_graphs[p][edge_type] for p in PHASES}, negatives,
-                              disjoint=disjoint, hard=hard)
-        return {**report, **names}
-    held = (edge_type,) if reverse in (None, edge_type) else (edge_type, reverse)
-    offsets = graph.offsets()
-    s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
-    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
-               for role, pair in edges.items()}
-    report = _link_report(
-        _project(graph, graph.csr, held), shifted,
-        {p: _project(graph, message_graphs[p], held) for p in PHASES},
-        {p: negatives[p] + d_off for p in negatives}, disjoint=disjoint,
-        hard=None if hard is None else {p: hard[p] + d_off for p in hard})
-    held_names = "+".join(edge_type_name(e) for e in held)
-    for check in report["checks"]:  # the held-out edge types, together
-        check["check"] = f"{check['check']}[{held_names}]"
-    n_dst = graph.num_nodes_dict[edge_type[2]]
-    for name, drawn in (("negatives", negatives), ("hard_negatives", hard or {})):
-        for phase, targets in drawn.items():
-            typed = bool(((targets >= 0) & (targets < n_dst)).all())
-            report["checks"].append({"check": f"{name}_{phase}_are_{edge_type[2]}_nodes",
-                                     "passed": typed, "detail": f"targets in [0, {n_dst}) of "
-                                                                f"{edge_type[2]}"})
-    report["checks"] += _typed_checks(graph, message_graphs, None, None, skip=held)
-    report.update(passed=all(c["passed"] for c in report["checks"]), **names)
-    return report
-
-
-def _project(graph: Graph, csrs: dict[EdgeType, Csr], types: tuple[EdgeType, ...]) -> Csr:
-    """``types`` edges of ``csrs`` as one square CSR over homogeneous ids."""
-    return homogeneous_csr(graph.sizes(), {e: csrs[e] for e in types})
-
-
-def _link_report(full: Csr, edges: dict[str, torch.Tensor], message_graphs: dict[str, Csr],
-                 negatives: dict[str, torch.Tensor], *, disjoint: bool,
-                 hard: dict[str, torch.Tensor] | None = None) -> dict:
-    """The link audit over one square CSR ``full`` (homogeneous ids), its per-phase message
-    graphs, positives and negatives (random, and ``hard`` where given). Pairs are compared
-    unordered, so an edge counts as present whichever direction is stored."""
-    n = full.num_nodes
-    full_src, full_dst = full.indices.numpy(), full.targets().numpy()
-    full_directed = sorted_unique(full_src * n + full_dst)
-    not_loop = full_src != full_dst
-    full_pairs = sorted_unique(np.minimum(full_src, full_dst)[not_loop] * n
-                           + np.maximum(full_src, full_dst)[not_loop])
-    pairs = {role: sorted_unique(_pairs(edges[role], n)) for role in LINK_ROLES}
-    overlap = {f"{a}&{b}": found(np.intersect1d(pairs[a], pairs[b]))
-               for a, b in link_compared(disjoint)}
-    assigned = sorted_unique(np.concatenate([pairs[role] for role in LINK_ROLES]))
-    leaked, within = {}, {}
-    for phase in PHASES:
-        seen = sorted_unique(_pairs(message_graphs[phase].edge_index(), n))
-        within[phase] = _is_subset(message_graphs[phase], full)
-        leaked[phase] = {role: found(np.intersect1d(seen, pairs[role]))
-                         for role in link_hidden(phase, disjoint)}
-    sums = LinkSums(
-        sizes={role: int(edges[role].shape[1]) for role in LINK_ROLES},
-        loops={role: int((edges[role][0] == edges[role][1]).sum()) for role in LINK_ROLES},
-        outside={role: int((~np.isin(edges[role][0].numpy() * n + edges[role][1].numpy(),
-                                     full_directed)).sum()) for role in LINK_ROLES},
-        overlap={name: pair for name, pair in overlap.items() if pair[0]},
-        mismatch=int(np.setxor1d(pairs["message"], pairs["train_supervision"]).size),
-        lost=found(np.setdiff1d(full_pairs, assigned)),
-        message_edges={phase: message_graphs[phase].num_edges for phase in PHASES},
-        within=within,
-        leaked={phase: {r: pair for r, pair in roles.items() if pair[0]}
-                for phase, roles in leaked.items()},
-        negatives=_negative_sums(negatives, edges, full_pairs, n),
-        hard=None if hard is None else _negative_sums(hard, edges, full_pairs, n))
-    return link_report(sums, n, disjoint=disjoint)
-
-
-def _negative_sums(negatives: dict[str, torch.Tensor], edges: dict[str, torch.Tensor],
-                   full_pairs: np.ndarray, n: int) -> dict[str, NegativeSums]:
-    """``LinkSums.negatives`` of the fixed negatives of each held-out phase (int64 (P, K)
-    targets of the heads ``edges[phase][0]``; ``full_pairs``: the graph's unordered pair keys)."""
-    sums = {}
-    for phase in HELD_OUT_ROLES:
-        targets, heads = negatives[phase], edges[phase][0]
-        shape = tuple(targets.shape)
-        if not (targets.dim() == 2 and targets.shape[0] == heads.numel()):
-            sums[phase] = (shape, heads.numel(), False, 0, 0)
-            continue
-        h = heads[:, None].expand_as(targets).reshape(-1).numpy()
-        t = targets.reshape(-1).numpy()
-        sums[phase] = (
-            shape, heads.numel(), bool(((t >= 0) & (t < n)).all()), int((h == t).sum()),
-            int(np.isin(np.minimum(h, t) * n + np.maximum(h, t), full_pairs).sum()))
-    return sums
-
-
-def link_report(sums: LinkSums, n: int, *, disjoint: bool) -> dict:
-    """The link audit report (JSON-ready) from its sums over a graph of ``n`` nodes."""
-    checks: list[dict] = []
-
-    def check(name: str, passed: bool, detail: str) -> None:
-        checks.append({"check": name, "passed": bool(passed), "detail": detail})
-
-    check("positives_not_self_loops", not any(sums.loops.values()),
-          f"self-loops per role: {sums.loops}")
-    check("positives_are_graph_edges", not any(sums.outside.values()),
-          f"positives that are not edges of the prepared graph: {sums.outside}")
-    overlap = {name: _describe(pair, n) for name, pair in sums.overlap.items()}
-    check("positives_disjoint", not overlap,
-          f"shared pairs: {overlap}" if overlap else "supervision, val and test share no pair"
-          + (" (nor message and supervision)" if disjoint else ""))
-    if not disjoint:
-        check("supervision_is_message", sums.mismatch == 0, "without disjoint_train_ratio every "
-              "training edge both passes messages and supervises")
-    check("every_edge_assigned", sums.lost[0] == 0, f"edges in no role: {_describe(sums.lost, n)}")
-    for phase in PHASES:
-        check(f"message_{phase}_within_graph", sums.within[phase],
-              "every message edge is an edge of the prepared graph")
-        hidden = link_hidden(phase, disjoint)
-        leaked = {role: _describe(pair, n) for role, pair in sums.leaked[phase].items()}
-        check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,
-              f"leaked (either direction): {leaked}" if leaked else
-              f"no {'/'.join(hidden)} pair in either direction")
-    report = {
-        "task": "link",
-        "passed": False,
-        "checks": checks,
-        "sizes": sums.sizes,
-        "message_edges": sums.message_edges,
-        "negatives": _negative_checks("negatives", sums.negatives, n, check),
-        "disjoint_supervision": disjoint,
-    }
-    if sums.hard is not None:  # only where the split drew them: other reports stay as they were
-        report["hard_negatives"] = _negative_checks("hard_negatives", sums.hard, n, check)
-    report["passed"] = all(c["passed"] for c in checks)
-    return report
-
-
-def _negative_checks(name: str, sums: dict[str, NegativeSums], n: int, check) -> dict:
-    """Checks ``<name>_<phase>_...`` from each held-out phase's ``NegativeSums``: one row per
-    positive, in range, no self-loop, no true edge. Returns ``{phase: {"per_positive",
-    "count"}}``."""
-    counts = {}
-    for phase in HELD_OUT_ROLES:
-        shape, positives, in_range, loops, hits = sums[phase]
-        shape_ok = len(shape) == 2 and shape[0] == positives
-        check(f"{name}_{phase}_one_row_per_positive", shape_ok,
-              f"{shape} for {positives} positives")
-        if not shape_ok:
-            continue
-        counts[phase] = {"per_positive": shape[1], "count": shape[0] * shape[1]}
-        check(f"{name}_{phase}_in_range", in_range, f"targets in [0, {n})")
-        check(f"{name}_{phase}_no_self_loops", not loops, f"{loops} negatives are self-loops")
-        check(f"{name}_{phase}_not_edges", not hits,
-              f"{hits} negatives are true edges of the graph (any split, either direction)")
-    return counts
 
 
 def raise_if_failed(report: dict) -> None:

@@ -1,93 +1,118 @@
-"""HeaRT-style hard negatives: for each held-out positive, the non-edges its source would be
-most tempted by.
+"""HeaRT-style hard negatives by blocks: for each held-out positive, the non-edges its source
+would be most tempted by.
 
 Random negatives are mostly far from the source, so any model that scores nearby nodes high
 ranks the positive first and MRR / Hits@K look far better than the model is (Li et al. 2023,
 "Evaluating Graph Neural Networks for Link Prediction: Current Pitfalls and New Benchmarking",
 HeaRT). HeaRT instead corrupts one endpoint of each positive ``(s, d)`` and keeps the candidates
 that a heuristic ranks highest around ``s``. Here the heuristic is resource allocation on the
-train-phase message graph (``gnnpipe/graphops/heuristics.py``, undirected simple view; a typed
-graph's whole train phase, every edge type, with candidates kept to the held-out edge type's
-target type: from an author, 2-hop papers through ``writes`` then ``cites``, never authors):
-``RA(s, c) = sum over w in N(s) & N(c) of 1 / deg w``, nonzero exactly for the 2-hop
-neighbourhood of ``s``. Each positive gets the ``K`` candidates ``(s, c)`` of highest RA:
+train phase's message graph, every edge type over homogeneous ids (``graph.offsets()``), as an
+undirected simple view (both directions, no self-loop, no repeat), with candidates kept to the
+held-out edge type's target type (from an author, 2-hop papers through ``writes`` then
+``cites``, never authors): ``RA(s, c) = sum over w in N(s) & N(c) of 1 / deg w``, nonzero
+exactly for the 2-hop neighbourhood of ``s``. Each positive gets the ``K`` candidates ``(s, c)``
+of highest RA:
 
-* never a true edge: ``(s, c)`` and ``(c, s)`` both absent from ``forbidden`` (the sorted keys
-  ``u * N + v`` of every positive pair of every phase, built by the caller) and from the message
-  graph itself, and ``c != s``;
-* ties in RA are broken by one seeded random priority per node (no bias to low ids);
+* never a true edge: not a pair of the prepared held-out relations (any role, either
+  direction; ``link_split.refused``), not an edge of the view, and ``c != s``;
+* ties in RA are broken by a seeded hash priority per node (no bias to low ids, and the same
+  for any blocks);
 * a source with fewer than ``K`` candidates (an isolated node, a small component) gets the rest
-  from a seeded uniform draw under the same rules (``negatives.NegativeSampler``); only these
-  filled slots may repeat a candidate, as in OGB.
+  from a hashed uniform draw over the target type under the same rules
+  (``negatives.hashed_negatives`` on a stream of its own); only these filled slots may repeat a
+  candidate, as in OGB.
 
-Positives of one source share its top candidates (the candidates do not depend on ``d``, which
-is itself forbidden). Deterministic given the generator's state, and independent of ``budget``.
-
-RA from a chunk of sources is one sparse product ``A[sources] @ D^-1 A`` (scipy's C++ SpGEMM);
-each source then keeps only its best ``k`` + (its refusable pairs) scores by a partial sort before
-the allowed ones are filtered and ranked. Cost, over the distinct sources ``S`` of the positives:
-time O(P2 + R log R) with P2 the 2-hop paths out of ``S`` (sum over s of sum_{w in N(s)} deg w)
-and R = sum_s (k + refusable(s)); memory O(E + |forbidden| + N + budget), a chunk holding the
-2-hop paths of consecutive sources up to ``budget`` (a source past it is a chunk alone, at most
-2E paths). Measured (one thread, this 2-core box), 10,000 sources x 100 negatives: 10.5 s and
-0.66 GB peak on a 200k-node, 1M-edge power-law graph (max degree 29k); 94 s and 1.6 GB on a
-1M-node, 5M-edge one (max degree 194k), mostly the SpGEMM through the hubs.
+Tasks: ``route_view`` (per row block of each edge type's train graph: both directions over
+homogeneous ids, routed to the view's row blocks), ``build_view`` (a row block sorted,
+deduplicated; ``place_csr`` lays the view into memory maps), ``hard_bucket`` (per sorted val /
+test bucket of the link split: the RA ranking of its distinct sources, in chunks of at most
+``BUDGET`` 2-hop paths, one sparse product each, then the fill) into ``h<k>.npy`` beside the
+bucket. A source's ranking reads only its 2-hop rows of the mapped view, so its candidates do
+not depend on the bucket or chunk it is ranked in. Cost per chunk: time O(P2 + R log R) with P2
+its 2-hop paths and R its candidates; memory O(P2).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import zlib
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
-from gnnpipe.data.graph import Csr
-from gnnpipe.data.edges import contains, sorted_unique
-from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights, simple_keys
-from gnnpipe.graphops.partition import symmetric_simple
-from gnnpipe.splitting.negatives import NegativeSampler
+from gnnpipe.data.graph import EdgeType, Graph, edge_type_name
+from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights
+from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
+from gnnpipe.runtime.engine import run_blocks
+from gnnpipe.runtime.rng import mix
+from gnnpipe.splitting import split as split_module
+from gnnpipe.splitting.split import BlockSizes, place_csr, row_blocks
+from gnnpipe.splitting.link_split import HELD_OUT, Held, LinkBlocks, csr_contains, refused
+from gnnpipe.splitting.negatives import hashed_negatives
+
+PRIORITY_STEP = zlib.crc32(b"split.link.hard.priority")  # the tie-break order of candidates
+FILL_STEP = zlib.crc32(b"split.link.hard.fill")  # the uniform fill's draws
 
 
-def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarray,
-                      priority: np.ndarray, targets: tuple[int, int] | None = None,
+def _rows(indptr, indices, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The columns of ``rows`` (k,) of a mapped CSR, concatenated, and each row's count."""
+    start, stop = np.asarray(indptr[rows]), np.asarray(indptr[rows + 1])
+    counts = stop - start
+    flat = np.repeat(start - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) \
+        + np.arange(int(counts.sum()))
+    return np.asarray(indices[flat]), counts
+
+
+def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed: int,
+                      targets: tuple[int, int], refusable: np.ndarray | None = None,
                       budget: int = BUDGET) -> np.ndarray:
     """The ``k`` allowed candidates of highest RA from each of ``sources`` (sorted, distinct,
-    int64 (S,)) on the undirected ``simple`` graph, best first: int64 (S, k), padded with -1
-    where a source has fewer. ``never``: sorted keys ``u * N + v`` of the pairs not allowed
-    (both directions); ``priority`` int64 (N,) orders equal RA (lower first); ``targets``
-    ``[start, stop)``: the only ids a candidate may have (None: any)."""
-    n = simple.num_nodes
-    indptr, cols = simple.indptr.numpy(), simple.indices.numpy()
-    deg = np.diff(indptr)
-    adjacency = sparse.csr_matrix((np.ones(cols.size), cols, indptr), shape=(n, n))
-    # row w of D^-1 A: what w passes on to each neighbour (resource allocation)
-    spread = sparse.csr_matrix((np.repeat(neighbour_weights(deg)["resource_allocation"], deg),
-                                cols, indptr), shape=(n, n))
-    # at most this many of a source's candidates can be refused: its pairs in never, itself
-    refusable = np.bincount(never // n, minlength=n) + 1
-    reach = np.concatenate([[0], np.cumsum(deg[cols])])  # 2-hop paths through each CSR slot
-    paths = reach[indptr[sources + 1]] - reach[indptr[sources]]
+    int64 (S,)) on the undirected simple view ``indptr`` / ``indices`` (mapped), best first:
+    int64 (S, k), padded with -1 where a source has fewer. ``refuse(s, c)`` bool: the pair is
+    not allowed (besides ``c == s``); ``targets`` ``[start, stop)``: the only ids a candidate
+    may have; equal RA ordered by ``mix(seed, PRIORITY_STEP, c)``. ``refusable`` int (S,): at
+    least the candidates ``refuse`` can turn down per source, so only each source's best ``k +
+    refusable`` scores (ties kept) are checked (None: all)."""
     top = np.full((sources.size, k), -1, dtype=np.int64)
+    if not sources.size:
+        return top
+    first, counts = _rows(indptr, indices, sources)
+    deg = np.asarray(indptr[first + 1]) - np.asarray(indptr[first])
+    reach = np.concatenate([[0], np.cumsum(deg)])  # 2-hop paths through each neighbour slot
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    paths = reach[offsets[1:]] - reach[offsets[:-1]]
+    n = int(indptr.shape[0]) - 1
     for start, stop in chunk_bounds(paths, budget):
         chunk = sources[start:stop]
-        ra = adjacency[chunk] @ spread  # (chunk, N): RA(s, c) of every 2-hop candidate
-        if targets is not None:  # RA > 0 everywhere: a zero is a candidate of another type
-            ra.data[(ra.indices < targets[0]) | (ra.indices >= targets[1])] = 0.0
-            ra.eliminate_zeros()
-        keep = np.ones(ra.nnz, dtype=bool)
-        bounds, wanted = ra.indptr, k + refusable[chunk]
-        for row in np.flatnonzero(np.diff(bounds) > wanted):
-            # only the best `wanted` can hold the top k allowed: drop what scores below them
-            values = ra.data[bounds[row]:bounds[row + 1]]
-            cut = np.partition(values, values.size - wanted[row])[values.size - wanted[row]]
-            keep[bounds[row]:bounds[row + 1]] = values >= cut
-        local = np.repeat(np.arange(chunk.size), np.diff(bounds))[keep]
-        cand, score = ra.indices[keep].astype(np.int64), ra.data[keep]
+        cols = first[offsets[start]:offsets[stop]]
+        mids, inverse = np.unique(cols, return_inverse=True)  # the w of N(s), ascending
+        ends, mid_counts = _rows(indptr, indices, mids)
+        weights = neighbour_weights(mid_counts)["resource_allocation"]
+        # row w of D^-1 A: what w passes on to each neighbour (resource allocation)
+        spread = sparse.csr_matrix((np.repeat(weights, mid_counts), ends,
+                                    np.concatenate([[0], np.cumsum(mid_counts)])),
+                                   shape=(mids.size, n))
+        adjacency = sparse.csr_matrix((np.ones(cols.size), inverse, offsets[start:stop + 1]
+                                       - offsets[start]), shape=(chunk.size, mids.size))
+        ra = (adjacency @ spread).tocsr()  # (chunk, N): RA(s, c) of every 2-hop candidate
+        local = np.repeat(np.arange(chunk.size), np.diff(ra.indptr))
+        cand, score = ra.indices.astype(np.int64), ra.data
         s = chunk[local]
-        allowed = (cand != s) & ~contains(never, s * n + cand)
+        keep = (score > 0) & (cand >= targets[0]) & (cand < targets[1]) & (cand != s)
+        local, cand, score, s = local[keep], cand[keep], score[keep], s[keep]
+        if refusable is not None:  # only the best `wanted` can hold the top k allowed
+            bounds = np.searchsorted(local, np.arange(chunk.size + 1))
+            wanted = k + refusable[start:stop]
+            keep = np.ones(local.size, dtype=bool)
+            for row in np.flatnonzero(np.diff(bounds) > wanted):
+                values = score[bounds[row]:bounds[row + 1]]
+                cut = np.partition(values, values.size - wanted[row])[values.size - wanted[row]]
+                keep[bounds[row]:bounds[row + 1]] = values >= cut
+            local, cand, score, s = local[keep], cand[keep], score[keep], s[keep]
+        allowed = ~refuse(s, cand)
         local, cand, score = local[allowed], cand[allowed], score[allowed]
         # per source: highest RA first, then the seeded priority
-        rank = np.lexsort((priority[cand], -score, local))
+        rank = np.lexsort((mix(seed, PRIORITY_STEP, cand), -score, local))
         local, cand = local[rank], cand[rank]
         slot = np.arange(local.size) - np.searchsorted(local, np.arange(chunk.size))[local]
         take = slot < k
@@ -95,54 +120,153 @@ def top_ra_candidates(simple: Csr, sources: np.ndarray, k: int, never: np.ndarra
     return top
 
 
-class HardDraw(NamedTuple):
-    """The hard negatives of a set of positives: ``ids`` int64 (P, per_head), row i for the
-    i-th positive's source; ``ranked`` the number of those P * per_head slots taken from the
-    2-hop ranking (the rest are the uniform fill: a relation with few 2-hop paths, e.g. a
-    bipartite one, gets near-random "hard" negatives, and this count says so)."""
-    ids: np.ndarray
-    ranked: int
+def route_view(block: int, lo: int, hi: int, files: tuple[str, str], offsets: tuple[int, int],
+               starts: np.ndarray, folder: str) -> None:
+    """Rows ``[lo, hi)`` of one edge type's train graph (``files``: its indptr / indices
+    ``.npy``, or the prepared graph.pt and the edge type's name): both directions of every
+    non-loop edge over homogeneous ids (``offsets`` of its source and target types), as
+    (row, column) routed to the view's row blocks beginning at ``starts``."""
+    indptr, indices = _relation(files)
+    ptr = np.asarray(indptr[lo:hi + 1])
+    u = np.asarray(indices[ptr[0]:ptr[-1]]) + offsets[0]
+    v = np.repeat(np.arange(lo, hi), np.diff(ptr)) + offsets[1]
+    proper = u != v
+    rows = np.concatenate([v[proper], u[proper]])
+    pairs = np.stack([rows, np.concatenate([u[proper], v[proper]])], axis=1)
+    save_routed(Path(folder) / "in", f"e{block:06d}", pairs,
+                np.searchsorted(starts, rows, side="right") - 1, starts.size)
 
 
-def hard_negatives(csr: Csr, heads: np.ndarray, per_head: int, forbidden: np.ndarray,
-                   rng: np.random.Generator, targets: tuple[int, int] | None = None,
-                   budget: int = BUDGET) -> HardDraw:
-    """``per_head`` hard negative targets for each positive's source: ``HardDraw`` of int64
-    (P, per_head) ids, row i for ``heads[i]`` (int64 (P,), the sources of the val or test
-    positives), and how many slots the ranking filled.
+def _relation(files: tuple[str, str]):
+    if files[0].endswith(".npy"):
+        return open_memmap(Path(files[0])), open_memmap(Path(files[1]))
+    held = Held(files[0], tuple(files[1].split("__")), None, 0, 0)  # type: ignore[arg-type]
+    return held.open()[0]
 
-    ``csr``: the train-phase message graph (``graphops.heuristics.train_view``). ``forbidden``:
-    sorted int64 keys ``u * N + v`` of every positive pair of every phase (one or both
-    directions; both are checked). ``targets`` ``[start, stop)``: the ids a negative may have
-    (a typed graph: the held-out edge type's target type; None: any). ``rng`` draws the
-    tie-break priority, then the uniform fill. Raises ``ValueError`` when a source has no
-    allowed target at all (linked to every other node).
-    """
-    heads = np.asarray(heads, dtype=np.int64)
-    if per_head < 1:
-        raise ValueError(f"hard negatives: the number per positive must be >= 1, got {per_head}")
-    simple = symmetric_simple(csr)
-    n = simple.num_nodes
-    forbidden = np.asarray(forbidden, dtype=np.int64)
-    # message edges are true edges too; both directions of everything
-    never = np.concatenate([forbidden, simple_keys(simple)])
-    never = sorted_unique(np.concatenate([never, (never % n) * n + never // n]))
-    priority = rng.permutation(n)
-    sources = sorted_unique(heads)
-    out = top_ra_candidates(simple, sources, per_head, never, priority, targets, budget)[
+
+def build_view(block: int, lo: int, hi: int, num_nodes: int, folder: str) -> int:
+    """The view's rows ``[lo, hi)``: distinct columns per row, as ``place_csr`` reads them
+    from ``<folder>/rows/``; returns their count."""
+    pairs = load_routed(Path(folder) / "in", block, np.int64, 2)
+    keys = np.unique(pairs[:, 0] * num_nodes + pairs[:, 1])
+    rows, cols = keys // num_nodes, keys % num_nodes
+    out = Path(folder) / "rows" / f"r{block:06d}"
+    save_array(out / "sources.npy", cols)
+    save_array(out / "ends.npy", np.cumsum(np.bincount(rows - lo, minlength=hi - lo)))
+    return int(keys.size)
+
+
+def hard_rows(indptr, indices, heads: np.ndarray, edges: np.ndarray, per_head: int, refuse,
+              seed: int, targets: tuple[int, int], refusable: np.ndarray | None = None
+              ) -> tuple[np.ndarray, int]:
+    """``per_head`` hard negatives of each positive: int64 (P, per_head) ids in ``targets``
+    ``[start, stop)``, row i for ``heads[i]`` (P,), the positives' ids ``edges`` (P,) seeding
+    the uniform fill; and the slots the ranking filled. The view ``indptr`` / ``indices``,
+    ``refuse(s, c)`` and ``refusable`` (per node, (N,)) as ``top_ra_candidates``, which ranks
+    each distinct head once."""
+    sources = np.unique(heads)
+    top = top_ra_candidates(indptr, indices, sources, per_head, refuse, seed, targets,
+                            None if refusable is None else np.asarray(refusable[sources]))[
         np.searchsorted(sources, heads)]
-    count = (out >= 0).sum(axis=1)
+    count = (top >= 0).sum(axis=1)
     short = np.flatnonzero(count < per_head)
     if short.size:  # too few 2-hop candidates: uniform non-edges for the empty slots
-        weights = None
-        if targets is not None:  # uniform over the target type only
-            weights = np.zeros(n)
-            weights[targets[0]:targets[1]] = 1.0
-        sampler = NegativeSampler(never // n, never % n, n, weights)
-        fill = sampler.sample(heads[short], per_head, rng)
+        start, stop = targets
+        fill = hashed_negatives(heads[short], edges[short], per_head, seed, stop - start, None,
+                                lambda h, t: refuse(h, t + start), step=FILL_STEP) + start
         empty = np.arange(per_head) >= count[short, None]
-        out[short] = np.where(empty, fill, out[short])
-    return HardDraw(out, int(count.sum()))
+        top[short] = np.where(empty, fill, top[short])
+    return top, int(count.sum())
+
+
+def hard_bucket(phase: str, bucket: int, source: str, held: Held, view: tuple[str, str, str],
+                per_head: int, seed: int) -> int:
+    """``per_head`` hard negatives (type-local ids of E[2]) of the positives in
+    ``<source>/b<bucket>.npy`` into ``h<bucket>.npy``; returns the slots the ranking filled."""
+    rels = held.open()
+    indptr, indices = open_memmap(Path(view[0])), open_memmap(Path(view[1]))
+    pairs = np.load(Path(source) / f"b{bucket:06d}.npy")
+    a, p = pairs[:, 0], pairs[:, 1]
+    s_off, d_off = held.offsets
+
+    def refuse(s: np.ndarray, c: np.ndarray) -> np.ndarray:  # homogeneous ids
+        return refused(held, rels, s - s_off, c - d_off) | csr_contains(indptr, indices, c, s)
+
+    ids, ranked = hard_rows(indptr, indices, a + s_off, a * held.num_dst + p, per_head, refuse,
+                            seed, (d_off, d_off + held.num_dst), open_memmap(Path(view[2])))
+    save_array(Path(source) / f"h{bucket:06d}.npy", ids - d_off)
+    return ranked
+
+
+def train_view(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
+               ) -> tuple[str, str, str]:
+    """The train phase's simple undirected view over homogeneous ids into the split's scratch
+    folder: its (indptr, indices) ``.npy`` files, and per node int64 (N,) at least the
+    candidates the ranking can refuse (``top_ra_candidates``'s ``refusable``)."""
+    folder = split.scratch / "view"
+    n = graph.num_nodes
+    starts = np.arange(0, max(n, 1), sizes.rows, dtype=np.int64)
+    view_blocks = [(int(lo), int(min(lo + sizes.rows, n))) for lo in starts]
+    offsets = graph.offsets()
+    calls = []
+    for edge_type in graph.edge_types:
+        files = _train_files(graph, split, edge_type)
+        indptr = _relation(files)[0]
+        calls += [(files, (offsets[edge_type[0]], offsets[edge_type[2]]), lo, hi)
+                  for lo, hi in row_blocks(indptr, sizes)]
+    run_blocks(client, _route_call, [(i, *call) for i, call in enumerate(calls)],
+               starts=starts, folder=str(folder))
+    kept = run_blocks(client, build_view, [(i, lo, hi) for i, (lo, hi) in
+                                           enumerate(view_blocks)],
+                      num_nodes=n, folder=str(folder))
+    indptr_file, indices_file = place_csr(client, folder, view_blocks, kept, n)
+    # what the ranking may turn down per node: its view neighbours, its pairs the view does
+    # not hold (val, test, supervision-only positives), itself (a few bytes per node here)
+    refusable = np.diff(open_memmap(indptr_file)) + 1
+    s_off, d_off = split.held.offsets
+    hidden = HELD_OUT + (("train_supervision",) if split.disjoint else ())
+    for role in hidden:
+        for pairs in split.edge_parts(role):
+            np.add.at(refusable, pairs[:, 0] + s_off, 1)
+            np.add.at(refusable, pairs[:, 1] + d_off, 1)
+    save_array(folder / "refusable.npy", refusable)
+    return str(indptr_file), str(indices_file), str(folder / "refusable.npy")
+
+
+def _route_call(block: int, files, offsets, lo: int, hi: int, starts: np.ndarray,
+                folder: str) -> None:
+    route_view(block, lo, hi, files, offsets, starts, folder)
+
+
+def _train_files(graph: Graph, split: LinkBlocks, edge_type: EdgeType) -> tuple[str, str]:
+    """Where the train graph of ``edge_type`` lies: the split's files for the held relations,
+    else the prepared graph.pt (with the edge type's name)."""
+    if edge_type in split.held.relations:
+        files = split.message["train"][split.held.relations.index(edge_type)]
+        return str(files[0]), str(files[1])
+    return split.held.graph_file, edge_type_name(edge_type)
+
+
+def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, seed: int,
+                        sizes: BlockSizes | None = None) -> dict[str, float]:
+    """``per_head`` hard negatives of every val and test positive of ``split``, beside its
+    sorted buckets (``h<k>.npy``, read by ``LinkBlocks.negative_parts(phase, "h")``); returns
+    phase -> the fraction of slots the 2-hop ranking filled (the rest: uniform). On ``client``
+    (None: in this process)."""
+    if per_head < 1:
+        raise ValueError(f"hard negatives: the number per positive must be >= 1, got {per_head}")
+    view = train_view(client, graph, split, sizes or split_module.SIZES)
+    calls = [(phase, k, str(split.positives[phase][0])) for phase in HELD_OUT
+             for k in range(split.positives[phase][1])]
+    ranked = run_blocks(client, hard_bucket, calls, held=split.held, view=view,
+                        per_head=per_head, seed=seed)
+    sizes_ = {phase: 0 for phase in HELD_OUT}
+    filled = {phase: 0 for phase in HELD_OUT}
+    for (phase, k, _), count in zip(calls, ranked):
+        filled[phase] += count
+        sizes_[phase] += np.load(split.positives[phase][0] / f"b{k:06d}.npy",
+                                 mmap_mode="r").shape[0] * per_head
+    return {phase: filled[phase] / max(sizes_[phase], 1) for phase in HELD_OUT}
 
 
 # below this share of ranked slots the "hard" negatives are mostly uniform ones: say so

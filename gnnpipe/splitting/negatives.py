@@ -22,8 +22,8 @@ Which edges are forbidden is the leakage question:
   ``|E_heldout| / N**2`` per draw, which is what an honest evaluation must accept.
 
 Repeats are possible among the negatives of one positive (sampling with replacement), as in OGB.
-With ``split.assign: hash`` the fixed negatives come from ``hashed_negatives`` instead: each
-slot's draws are hashes of (seed, positive, slot, round), so a block split draws the same ones.
+The split's fixed negatives come from ``hashed_negatives``: each slot's draws are hashes of
+(seed, positive, slot, round), so any blocks draw the same ones.
 """
 
 from __future__ import annotations
@@ -78,14 +78,6 @@ class NegativeSampler:
         u = rng.random(count) * self.cumulative[-1]
         return np.minimum(np.searchsorted(self.cumulative, u, side="right"), self.num_nodes - 1)
 
-    def sample_hashed(self, heads: np.ndarray, edges: np.ndarray, per_head: int,
-                      seed: int) -> np.ndarray:
-        """``hashed_negatives`` of ``heads`` (P,) for the positives ``edges`` (P,) (their
-        ``src * N_dst + dst``), forbidding this sampler's edges: int64 (P, per_head)."""
-        n = self.num_nodes  # no saturation check: a block split could not make it
-        return hashed_negatives(heads, edges, per_head, seed, n, self.cumulative,
-                                lambda h, t: contains(self.forbidden, h * n + t))
-
     def sample(self, heads: np.ndarray, per_head: int, rng: np.random.Generator) -> np.ndarray:
         """Targets int64 (len(heads), per_head); row i holds the negatives of ``heads[i]``."""
         heads = np.asarray(heads, dtype=np.int64)
@@ -115,20 +107,22 @@ def _exhausted(heads: np.ndarray) -> None:
 
 def hashed_negatives(heads: np.ndarray, edges: np.ndarray, per_head: int, seed: int,
                      num_nodes: int, cumulative: np.ndarray | None,
-                     forbidden: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Targets int64 (P, per_head) for ``heads`` (P,) drawn from a hash of (seed, positive,
-    slot, round) instead of a generator (split.assign: hash), so each positive's negatives do
+                     refused: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                     step: int = NEGATIVE_STEP) -> np.ndarray:
+    """Targets int64 (P, per_head) in ``[0, num_nodes)`` for ``heads`` (P,) drawn from a hash
+    of (seed, positive, slot, round) instead of a generator, so each positive's negatives do
     not depend on which block draws them. ``edges`` (P,) int64 ids of the positives;
-    ``cumulative`` (N,) the running sum of integer weights (float or int; None: uniform);
-    ``forbidden(h, t)`` bool: the pair is an edge. A slot is redrawn, next round, while its
-    target is the head or forbidden."""
+    ``cumulative`` (num_nodes,) the running sum of integer weights (float or int; None:
+    uniform); ``refused(h, t)`` bool: the target may not be drawn for the head (a true pair,
+    the head itself). A slot is redrawn, next round, while its target is refused. ``step``: the
+stream (another for each kind of negatives)."""
     slots = np.arange(per_head, dtype=np.uint64)
     with np.errstate(over="ignore"):  # a slot's stream id: the positive's hash plus the slot
-        ids = (mix(seed, NEGATIVE_STEP, np.asarray(edges, dtype=np.int64))[:, None]
+        ids = (mix(seed, step, np.asarray(edges, dtype=np.int64))[:, None]
                + slots[None, :]).reshape(-1)
 
     def draw(chosen: np.ndarray, round_: int) -> np.ndarray:
-        unit = (mix(seed, NEGATIVE_STEP + 1 + round_, chosen) >> np.uint64(11)) * 2.0 ** -53
+        unit = (mix(seed, step + 1 + round_, chosen) >> np.uint64(11)) * 2.0 ** -53
         if cumulative is None:
             return np.floor(unit * num_nodes).astype(np.int64)
         x = np.floor(unit * float(cumulative[-1])).astype(cumulative.dtype)
@@ -139,7 +133,7 @@ def hashed_negatives(heads: np.ndarray, edges: np.ndarray, per_head: int, seed: 
     todo = np.arange(flat_heads.size)
     for round_ in range(1, MAX_ROUNDS + 1):
         h, t = flat_heads[todo], targets[todo]
-        todo = todo[(h == t) | forbidden(h, t)]
+        todo = todo[refused(h, t)]
         if todo.size == 0:
             return targets.reshape(-1, per_head)
         targets[todo] = draw(ids[todo], round_)

@@ -1,11 +1,16 @@
 """Graph-aware node splits that cut an ordering of whole units (``split.node.strategy``).
 
-``cluster``: nodes are grouped (METIS parts, or connected components), the groups are shuffled
-and laid end to end, and each group goes *whole* to the split its midpoint falls in. Edges between
-nodes of different splits then exist only between groups: none with components, only METIS's
-edge cut with parts. Sizes are met to within half a group at each split boundary.
-``time``: nodes sorted by timestamp (ties by node id); the earliest are train, then val, then
-test, so nothing is validated or tested on a node older than one it trained on.
+``time``: nodes ordered by timestamp (ties by node id); the earliest are train, then val, then
+test, so nothing is validated or tested on a node older than one it trained on. The order is
+never sorted in one place: each timestamp maps to an order-preserving uint64 key
+(``time_keys``) and the cut is a key threshold found by blocks (gnnpipe/splitting/split.py),
+ties at a threshold broken by node id.
+``cluster``: nodes are grouped (METIS parts, or connected components of the target's own
+relation), the groups are shuffled and laid end to end, and each group goes *whole* to the
+split its midpoint falls in. Edges between nodes of different splits then exist only between
+groups: none with components, only METIS's edge cut with parts. Sizes are met to within half a
+group at each split boundary. METIS and the components need the whole relation in one process
+(``cluster_codes``): the one strategy that runs only on ``cluster.engine: local``.
 
 Both ignore labels (no stratification): the audit's class balance shows what the split did.
 Only labelled nodes get a split: sizes count labelled nodes (a cluster weighs as many as it has
@@ -19,8 +24,46 @@ import numpy as np
 
 from gnnpipe.config import NodeSplitParams, PartitionParams
 from gnnpipe.data.graph import Csr, TargetView
+from gnnpipe.splitting.hash_assign import UNUSED
 
 PHASES = ("train", "val", "test")
+SIGN = np.uint64(1 << 63)
+NAN_KEY = np.uint64((1 << 64) - 1)  # after every number: NaN sorts last, as numpy sorts it
+
+
+def time_keys(times: np.ndarray) -> np.ndarray:
+    """uint64 (n,) keys ordered as ``times`` (int64 or float): an integer with its sign bit
+    flipped; a float's IEEE bits (all flipped when negative), -0.0 as 0.0, NaN last."""
+    times = np.asarray(times)
+    if times.dtype.kind in "iu":
+        return times.astype(np.int64).view(np.uint64) ^ SIGN
+    values = times.astype(np.float64) + 0.0  # -0.0 + 0.0 is 0.0: equal values, equal keys
+    bits = values.view(np.uint64)
+    keys = np.where(bits & SIGN, ~bits, bits | SIGN)
+    return np.where(np.isnan(values), NAN_KEY, keys)
+
+
+def no_later(keys: np.ndarray, cut: np.uint64) -> np.ndarray:
+    """bool (n,): times (as ``time_keys``) at or before the cut's, as ``t <= cut`` compares
+    floats (a NaN on either side compares False)."""
+    return (keys <= cut) & (keys != NAN_KEY) & (cut != NAN_KEY)
+
+
+def ordered_sizes(cfg: NodeSplitParams, sizes: dict[str, int], labelled: int,
+                  num_nodes: int) -> dict[str, int]:
+    """``sizes`` of the ``labelled`` nodes for a cut of an ordering: fractions that round past
+    the labelled nodes give test the rest; more than there are is an error."""
+    need = sum(sizes.values())
+    fractions = [getattr(cfg, phase) for phase in PHASES]
+    if (need > labelled and all(isinstance(f, float) for f in fractions)
+            and sum(fractions) <= 1 + 1e-9):
+        sizes = dict(sizes, test=labelled - sizes["train"] - sizes["val"])  # rounding overshoot
+        need = labelled
+    if need > labelled:
+        of = "" if labelled == num_nodes else f" labelled nodes (of {num_nodes})"
+        raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's "
+                         f"{labelled}{of}")
+    return sizes
 
 
 def connected_components(csr: Csr) -> np.ndarray:
@@ -75,35 +118,13 @@ def cluster_labels(graph: TargetView, cfg: NodeSplitParams, rng: np.random.Gener
     return assign_parts(graph.csr, parts, rng).astype(np.int64)
 
 
-def ordered_roles(graph: TargetView, cfg: NodeSplitParams, sizes: dict[str, int],
-                  rng: np.random.Generator, roles: np.ndarray,
-                  labelled: np.ndarray | None = None) -> None:
-    """Fill ``roles`` (object (N,), preset to "unused") for strategy ``cluster`` or ``time``.
-
-    ``labelled`` bool (N,) (None: every node): only these nodes get a split.
-    """
-    n = graph.num_nodes
-    if labelled is None:
-        labelled = np.ones(n, dtype=bool)
-    m = int(labelled.sum())
+def cluster_codes(graph: TargetView, cfg: NodeSplitParams, sizes: dict[str, int],
+                  rng: np.random.Generator) -> np.ndarray:
+    """Phase code int8 (N,) of every node for strategy ``cluster`` (3: unused; unlabelled nodes
+    always), ``sizes`` from ``ordered_sizes``."""
+    labelled = graph.y.numpy() != -1
+    n, m = graph.num_nodes, int(labelled.sum())
     of = "" if m == n else f" labelled nodes (of {n})"
-    need = sum(sizes.values())
-    fractions = [getattr(cfg, phase) for phase in PHASES]
-    if need > m and all(isinstance(f, float) for f in fractions) and sum(fractions) <= 1 + 1e-9:
-        sizes = dict(sizes, test=m - sizes["train"] - sizes["val"])  # rounding overshoot only
-        need = m
-    if need > m:
-        raise ValueError(f"split.node train+val+test = {need} nodes exceeds the graph's {m}{of}")
-    names = np.array([*PHASES, "unused"], dtype=object)
-    if cfg.strategy == "time":
-        if graph.timestamps is None:
-            raise ValueError("split.node.strategy=time needs node timestamps, but the prepared "
-                             "graph has none; give the dataset a timestamp column (or "
-                             "dataset.synthetic.timestamps: true), or use another strategy")
-        ids = np.flatnonzero(labelled)
-        order = ids[np.lexsort((ids, graph.timestamps.numpy()[ids]))]  # by time, then node id
-        roles[order] = names[_cut(np.ones(m), sizes)]
-        return
     labels = cluster_labels(graph, cfg, rng)
     clusters, member_of, counts = np.unique(labels, return_inverse=True, return_counts=True)
     if m < n:  # a cluster weighs its labelled members
@@ -119,5 +140,6 @@ def ordered_roles(graph: TargetView, cfg: NodeSplitParams, sizes: dict[str, int]
             f"largest of {clusters.size} clusters ({cfg.cluster}) holds {int(counts.max())} of "
             f"{m}{of or ' nodes'} and clusters are never cut; use more or smaller clusters "
             f"(split.node.cluster=metis with a larger split.node.num_clusters)")
-    roles[:] = names[cluster_role[member_of]]
-    roles[~labelled] = "unused"
+    codes = cluster_role[member_of].astype(np.int8)
+    codes[~labelled] = UNUSED
+    return codes

@@ -1,11 +1,21 @@
-"""Node splits and the per-phase message graphs that make them leak-free, for every graph
-(``gnnpipe.data.graph.Graph``; a homogeneous graph is its one-type case).
+"""The node split, by blocks, for every graph (``gnnpipe.data.graph.Graph``; a homogeneous
+graph is its one-type case), on either engine: block tasks run in the stage process
+(``cluster.engine: local``, ``run_blocks(None, ...)``) or on Dask workers, read only their rows
+and write into ``.npy`` files of a scratch folder; no process holds all node ids or all edges
+(strategy cluster aside: METIS and the components need its relation whole, local only).
 
 Only the target type (``paper``; the one type of a homogeneous graph) carries labels, so only
-its nodes get roles, drawn on the target type alone over its own relation
-(``Graph.target_view``: labels, node times, official split). Message graphs are per edge
-type: a phase's graph drops, in **every** edge type, each edge with an endpoint of the target
-type the phase may not see, so no val/test paper reaches training through an author either.
+its nodes get roles (int8 codes into ``ROLES``: 0 train, 1 val, 2 test, 3 unused). Message
+graphs are per edge type: a phase's graph drops, in **every** edge type, each edge with an
+endpoint of the target type the phase may not see, so no val/test paper reaches training
+through an author either.
+
+Roles. Strategies random / stratified rank each group (the labelled nodes; one class) by the
+seeded key of (seed, node id) (gnnpipe/splitting/hash_assign.py), strategy time the labelled
+nodes by the key of their timestamp, ties by node id (gnnpipe/splitting/ordered_split.py);
+a phase takes the ranks up to its cumulative count, found as key thresholds by radix
+selection (``thresholds``), each node then coded alone from its key (``write_codes``).
+Strategy public copies the dataset's official split; cluster cuts a shuffled order of clusters.
 
 ``transductive``: labels are split, every phase passes messages over the whole graph.
 ``inductive``: the train phase sees only edges among train nodes, the val phase edges among
@@ -13,48 +23,152 @@ train and val nodes, the test phase the whole graph; nodes keep their global ids
 ``time`` (strategy time; what ``mode: auto`` resolves to there): inductive, and unlabelled
 carriers obey the same clock: the train phase sees the train nodes and the unlabelled nodes no
 later than the train cut (the latest train timestamp), the val phase the train and val nodes and
-the unlabelled nodes no later than the val cut, the test phase the whole graph. So no train-phase
-message edge touches a node later than the train cut (the audit's ``time_respecting`` check).
+the unlabelled nodes no later than the val cut, the test phase the whole graph.
 
 Unlabelled nodes (``y == UNLABELLED``) are never in train/val/test: their role is "unused", and
 sizes (fractions or counts) are of the *labelled* nodes. They stay in the graph as ordinary
-message carriers and, having no phase of their own, belong to **every** phase's message graph
-(time mode: every phase at or after their timestamp): inductive mode adds them to the nodes the
-train and val phases see (no label or feature of a val/test node reaches training through them,
-since every edge touching a val/test node is still dropped). A labelled node that no split took
-("unused" by size) stays hidden as before.
+message carriers and belong to **every** phase's message graph (time mode: every phase at or
+after their timestamp). A labelled node that no split took ("unused" by size) stays hidden.
+
+Waves: ``label_counts`` (labelled nodes per class -> phase counts per group); ``key_histogram``
+(radix rounds of the thresholds); strategy time ``tie_counts`` (keys below and at each
+threshold, per block); ``write_codes`` (or ``write_public``) into ``roles.npy``; modes
+inductive / time ``restrict_rows`` per edge type touching the target and row block, then
+``place_rows`` (gnnpipe/data/block_graph.py) into each phase's CSR memory maps.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
 
 import numpy as np
+import torch
 
 from gnnpipe.config import NodeSplitParams
-# ROLES: code order of public_roles
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, EdgeType, Graph, TargetView
-from gnnpipe.data.edges import csr_from_edges, edge_pairs
-from gnnpipe.splitting.hash_assign import key_order, node_keys
-from gnnpipe.splitting.ordered_split import ordered_roles
+from gnnpipe.data.block_graph import place_rows
+from gnnpipe.data.graph import (EDGE, ROLES, UNLABELLED, Csr, EdgeType, Graph,
+                                edge_type_name)
+from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
+from gnnpipe.io.prepared import GRAPH_SCHEMA
+from gnnpipe.io.tensors import load_tensors
+from gnnpipe.runtime.engine import run_blocks
+from gnnpipe.runtime.rng import make_rng
+from gnnpipe.splitting.hash_assign import (UNUSED, node_keys, radix_counts, summed,
+                                           thresholds)
+from gnnpipe.splitting.ordered_split import (cluster_codes, no_later, ordered_sizes,
+                                             time_keys)
 
 PHASES = ("train", "val", "test")
 MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
+# strategies whose roles need a whole relation in one process (refused on cluster.engine dask)
+WHOLE = ("cluster",)
 
 
 @dataclass(frozen=True)
-class NodeSplit:
-    roles: np.ndarray  # str (N_target,): "train" | "val" | "test" | "unused"
-    message_graphs: MessageGraphs  # phases may share one dict, edge types one CSR
-    mode: str
-    # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
-    unlabelled_dropped: dict[str, int] = field(default_factory=dict)
+class BlockSizes:
+    """Targets of the block sizes (tests make them tiny to get many blocks)."""
 
-    def nodes(self, role: str) -> np.ndarray:
-        """Node ids with ``role``: int64 (n_role,), ascending."""
-        return np.flatnonzero(self.roles == role)
+    rows: int = 1 << 20  # nodes per block
+    edges: int = 1 << 22  # stored edges per block
 
 
+SIZES = BlockSizes()
+
+# Where a task reads an array: the array itself (in this process only), an ``.npy`` file, or
+# (graph.pt, tensor name); the paths are what a Dask task gets, every worker maps them.
+Handle = Union[np.ndarray, str, tuple]
+
+
+def open_array(handle: Handle) -> np.ndarray:
+    """The array of a ``Handle``, memory-mapped where it is a file."""
+    if isinstance(handle, np.ndarray):
+        return handle
+    if isinstance(handle, str):
+        return open_memmap(Path(handle))
+    path, name = handle
+    return load_tensors(path, GRAPH_SCHEMA, {}, mmap=True)[name].numpy()
+
+
+@dataclass(frozen=True)
+class Source:
+    """The arrays the node split and its audit read: the target's labels ``y`` (N,), node
+    times (N,) and official split (N,) int8 where the graph has them, ``csr`` edge type ->
+    (indptr, indices) handles; the graph's types and sizes."""
+
+    target: str
+    sizes: dict[str, int]
+    edge_types: tuple[EdgeType, ...]
+    num_classes: int
+    y: Handle
+    csr: dict[EdgeType, tuple[Handle, Handle]]
+    time: Handle | None = None
+    public: Handle | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.sizes[self.target]
+
+    @property
+    def own(self) -> EdgeType | None:
+        """The target type's own relation (None: a user-item graph has none)."""
+        return next((e for e in self.edge_types if e[0] == e[2] == self.target), None)
+
+
+def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
+    """``graph``'s arrays for the tasks: names in ``graph_file`` (its prepared graph.pt, for
+    Dask workers) or, None, the graph's own arrays (tasks in this process)."""
+    def handle(name: str, tensor: torch.Tensor) -> Handle:
+        return (str(graph_file), name) if graph_file is not None else tensor.numpy()
+
+    time = graph.node_time.get(graph.target)
+    return Source(
+        target=graph.target, sizes=graph.num_nodes_dict, edge_types=graph.edge_types,
+        num_classes=graph.num_classes, y=handle("y", graph.y),
+        csr={e: (handle(f"{edge_type_name(e)}.indptr", c.indptr),
+                 handle(f"{edge_type_name(e)}.indices", c.indices)) for e, c in graph.csr.items()},
+        time=None if time is None else handle(f"time.{graph.target}", time),
+        public=None if graph.public_roles is None else handle("public_roles", graph.public_roles))
+
+
+def graph_arrays(graph_file: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The prepared one-type graph's ``indptr`` (N + 1,), ``indices`` (E,) and labels ``y``
+    (N,), memory mapped (the stage process checked the file once)."""
+    e = edge_type_name(EDGE)
+    payload = load_tensors(graph_file, GRAPH_SCHEMA, {f"{e}.indptr": (torch.int64, 1),
+                                                      f"{e}.indices": (torch.int64, 1)}, mmap=True)
+    return payload[f"{e}.indptr"].numpy(), payload[f"{e}.indices"].numpy(), payload["y"].numpy()
+
+
+def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:
+    """Consecutive row ranges of at most ``sizes.rows`` rows and about ``sizes.edges`` edges
+    (at least one row each)."""
+    n = indptr.size - 1
+    bounds, lo = [], 0
+    while lo < n:
+        by_edges = int(np.searchsorted(indptr, indptr[lo] + sizes.edges, side="right")) - 1
+        hi = min(n, lo + sizes.rows, max(lo + 1, by_edges))
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def place_csr(client, folder: Path, blocks: list[tuple[int, int]], kept: list[int],
+              num_nodes: int) -> tuple[Path, Path]:
+    """The CSR of ``folder``'s row blocks as ``indptr.npy`` / ``indices.npy`` in ``folder``."""
+    indptr, indices = folder / "indptr.npy", folder / "indices.npy"
+    create_memmap(indptr, (num_nodes + 1,), np.int64)
+    create_memmap(indices, (int(sum(kept)),), np.int64)
+    offsets = np.concatenate([[0], np.cumsum(kept)[:-1]]).astype(np.int64)
+    run_blocks(client, place_rows, [(i, lo, hi, int(offsets[i])) for i, (lo, hi) in
+                                    enumerate(blocks)],
+               folder=str(folder), indptr_file=str(indptr), indices_file=str(indices))
+    return indptr, indices
+
+
+# ------------------------------------------------------------------------------------ sizes
 def resolve_sizes(cfg: NodeSplitParams, num_nodes: int) -> dict[str, int]:
     """Node count per split. Fractions are rounded at cumulative boundaries, so fractions that
     add up to 1 never round past ``num_nodes`` (0.5/0.25/0.25 of 203 is 102/50/51, not 204)."""
@@ -82,68 +196,6 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
     order = np.argsort(-(quota - counts), kind="stable")
     counts[order[: total - counts.sum()]] += 1
     return np.minimum(counts, sizes)
-
-
-def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator,
-                hash_seed: int | None = None) -> NodeSplit:
-    """Assign every target node a role and build the message graph of each phase and edge type.
-
-    Sizes are fractions of the labelled nodes or counts (``per_class``: the train count is per
-    class); unlabelled nodes are always "unused". Strategies random and stratified rank their
-    nodes by ``rng.permutation``, or (``hash_seed``, split.assign: hash) by the key of
-    (hash_seed, node id) (gnnpipe/splitting/hash_assign.py). Raises ``ValueError`` when the
-    sizes do not fit or a split would be empty.
-    """
-    if cfg.strategy == "cluster" and graph.own_relation() is None:
-        raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
-                         f"type's own relation together, and this graph has no {graph.target} "
-                         f"-> {graph.target} edge type; use random, stratified, time or public")
-    target = graph.target_view()
-    roles, dropped = _roles(target, cfg, rng, hash_seed)
-    if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config.py
-        raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
-                         f"{cfg.strategy!r})")
-    times = (target.timestamps.numpy() if cfg.mode == "time" and target.timestamps is not None
-             else None)
-    return NodeSplit(roles=roles, message_graphs=message_graphs(graph, roles, cfg.mode, times),
-                     mode=cfg.mode, unlabelled_dropped=dropped)
-
-
-def _roles(graph: TargetView, cfg: NodeSplitParams, rng: np.random.Generator,
-           hash_seed: int | None) -> tuple[np.ndarray, dict[str, int]]:
-    """Role of every node of the target type alone: str (N,), and (strategy public) the
-    official split's unlabelled nodes per role."""
-    y = graph.y.numpy()
-    labelled = y != UNLABELLED
-    sizes = checked_sizes(cfg, int(labelled.sum()), graph.num_nodes)
-    roles = np.full(graph.num_nodes, "unused", dtype=object)
-    dropped: dict[str, int] = {}
-
-    def ranked(ids: np.ndarray) -> np.ndarray:  # ids in the order that takes them
-        if hash_seed is None:
-            return ids[rng.permutation(ids.size)]
-        return ids[key_order(node_keys(hash_seed, ids))]
-
-    if cfg.strategy in ("random", "stratified"):
-        stratified = cfg.strategy == "stratified"
-        class_sizes = (np.bincount(y[labelled], minlength=graph.num_classes) if stratified
-                       else np.array([int(labelled.sum())]))
-        counts = phase_counts(cfg, sizes, class_sizes, graph.num_nodes)
-        # stratified: class members (y == c) never include an unlabelled node
-        pools = ([np.flatnonzero(y == c) for c in range(graph.num_classes)] if stratified
-                 else [np.flatnonzero(labelled)])  # every node when all are labelled: arange(n)
-        for group, pool in enumerate(pools):
-            order, bounds = ranked(pool), np.cumsum(counts[:, group])
-            for key, lo, hi in zip(PHASES, np.r_[0, bounds[:-1]], bounds):
-                roles[order[lo:hi]] = key
-    elif cfg.strategy in ("cluster", "time"):  # graph-aware: see gnnpipe/splitting/ordered_split.py
-        ordered_roles(graph, cfg, sizes, rng, roles, labelled)
-    else:  # public: the dataset's official split; sizes do not apply
-        dropped = _public_roles(graph, roles, labelled)
-    for key in PHASES:
-        if not (roles == key).any():
-            raise ValueError(empty_role(key))
-    return roles.astype(str), dropped
 
 
 def empty_role(key: str) -> str:
@@ -198,77 +250,321 @@ def phase_counts(cfg: NodeSplitParams, sizes: dict[str, int], class_sizes: np.nd
     return counts
 
 
-def _public_roles(graph: TargetView, roles: np.ndarray, labelled: np.ndarray) -> dict[str, int]:
-    """Fill ``roles`` from ``graph.public_roles`` (planetoid, ogb, pyg masks; see prepare).
-
-    An official train/val/test node without a label becomes "unused"; returns how many per role.
-    """
-    if graph.public_roles is None:
-        raise ValueError("split.node.strategy=public needs a dataset with an official split "
-                         "(dataset.source planetoid, ogb, or pyg with train/val/test masks); "
-                         "the prepared graph has none")
-    roles[:] = np.asarray(ROLES, dtype=object)[graph.public_roles.numpy()]
-    dropped = {key: int(((roles == key) & ~labelled).sum()) for key in PHASES}
-    roles[~labelled] = "unused"
-    empty = [key for key in PHASES if not (roles == key).any()]
-    if empty:
-        raise ValueError(f"split.node.strategy=public: the dataset's official split has no "
-                         f"labelled {empty[0]} nodes" + (f" ({dropped[empty[0]]} are unlabelled)"
-                                                         if dropped[empty[0]] else ""))
-    return dropped
+# ------------------------------------------------------------------------------ role tasks
+def label_counts(lo: int, hi: int, source: Source) -> np.ndarray:
+    """Labelled nodes per class among target rows ``[lo, hi)``: int64 (C,)."""
+    y = np.asarray(open_array(source.y)[lo:hi])
+    return np.bincount(y[y != UNLABELLED], minlength=source.num_classes)
 
 
-def message_graphs(graph: Graph, roles: np.ndarray, mode: str,
-                   timestamps: np.ndarray | None = None) -> MessageGraphs:
-    """The graph each phase may pass messages over, per edge type (see the module docstring).
-
-    ``roles`` str (N_target,); ``timestamps`` (N_target,), needed by mode ``time``. Unlabelled
-    target nodes (``graph.y``) keep their edges in the inductive train and val graphs.
-    """
-    if mode == "transductive":
-        return {phase: graph.csr for phase in PHASES}
-    seen = phase_visible(roles, mode, graph.y.numpy() != UNLABELLED, timestamps)
-    return {"train": restrict_to(graph, graph.csr, seen["train"]),
-            "val": restrict_to(graph, graph.csr, seen["val"]), "test": graph.csr}
+def _keys(lo: int, hi: int, source: Source, strategy: str, seed: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``[lo, hi)``: their keys uint64 and groups int64 (a class when stratified, else 0;
+    -1: unlabelled, in none)."""
+    y = np.asarray(open_array(source.y)[lo:hi])
+    labelled = y != UNLABELLED
+    if strategy == "time":
+        return time_keys(open_array(source.time)[lo:hi]), np.where(labelled, 0, -1)
+    groups = np.where(labelled, y if strategy == "stratified" else 0, -1)
+    return node_keys(seed, np.arange(lo, hi)), groups
 
 
-def restrict_to(graph: Graph, csrs: dict[EdgeType, Csr], visible: np.ndarray
-                ) -> dict[EdgeType, Csr]:
-    """Every edge type without the edges that touch a target node outside ``visible`` (bool
-    (N_target,)); an edge type not touching the target type is kept as the same object."""
-    out = {}
-    for edge_type, csr in csrs.items():
-        s, _, d = edge_type
-        if graph.target not in (s, d):
-            out[edge_type] = csr
-            continue
-        src, dst = edge_pairs(csr)
-        keep = np.ones(src.size, dtype=bool)
-        if s == graph.target:
-            keep &= visible[src]
-        if d == graph.target:
-            keep &= visible[dst]
-        out[edge_type] = csr_from_edges(src[keep], dst[keep], graph.num_nodes_dict[d],
-                                        graph.num_nodes_dict[s])
+def key_histogram(lo: int, hi: int, source: Source, strategy: str, seed: int,
+                  wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool):
+    """``radix_counts`` of rows ``[lo, hi)``."""
+    keys, groups = _keys(lo, hi, source, strategy, seed)
+    return radix_counts(keys, groups, wanted, prefixes, shift, gather)
+
+
+def tie_counts(lo: int, hi: int, source: Source, strategy: str, seed: int,
+               limits: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """int64 (2, 3, G): per phase and group, the keys of rows ``[lo, hi)`` below its
+    threshold (0) and at it (1)."""
+    keys, groups = _keys(lo, hi, source, strategy, seed)
+    out = np.zeros((2, *limits.shape), dtype=np.int64)
+    member = groups >= 0
+    k, g = keys[member], groups[member]
+    for p in range(limits.shape[0]):
+        lim = limits[p, g]
+        np.add.at(out[0, p], g[k < lim], 1)
+        np.add.at(out[1, p], g[k == lim], 1)
     return out
 
 
-def phase_visible(roles: np.ndarray, mode: str, labelled: np.ndarray | None = None,
-                  timestamps: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """bool (N_target,) per phase "train" / "val": the target nodes whose edges its message
-    graph keeps in mode ``inductive`` or ``time`` (the test phase keeps the whole graph).
+def codes_of(keys: np.ndarray, groups: np.ndarray, limits: np.ndarray, has: np.ndarray,
+             rank: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Phase code int8 (n,) of consecutive rows (0 train, 1 val, 2 test, ``UNUSED``): the first
+    phase p whose threshold of the row's group takes it: a key below ``limits[p, g]``, or at
+    it among the first ``rank[p, g]`` such keys of the group in row order (``before[p, g]`` of
+    them in earlier blocks). ``groups`` -1: unused."""
+    code = np.full(keys.size, UNUSED, dtype=np.int8)
+    member = groups >= 0
+    g, k = groups[member], keys[member]
+    taken = np.full(k.size, UNUSED, dtype=np.int8)
+    for p in range(limits.shape[0] - 1, -1, -1):  # the earliest phase wins
+        lim = limits[p, g]
+        at = k == lim
+        position = np.zeros(k.size, dtype=np.int64)  # 1-based among the group's tied keys
+        for group in np.unique(g[at]).tolist():
+            tied = at & (g == group)
+            position[tied] = before[p, group] + np.arange(1, int(tied.sum()) + 1)
+        inside = has[p, g] & ((k < lim) | (at & (position <= rank[p, g])))
+        taken = np.where(inside, np.int8(p), taken)
+    code[member] = taken
+    return code
 
-    ``roles`` str (N,); ``labelled`` bool (N,) (None: every node): the train and val graphs keep
-    the edges of the unlabelled nodes too (time: only those no later than the phase's cut);
-    ``timestamps`` (N,), needed by mode ``time``."""
-    carriers = np.zeros(roles.size, dtype=bool) if labelled is None else ~labelled
-    is_train, is_val = roles == "train", roles == "val"
-    carriers_train = carriers_val = carriers
-    if mode == "time":
-        if timestamps is None:
-            raise ValueError("split.node.mode=time needs node timestamps; the prepared graph "
-                             "has none")
-        t = np.asarray(timestamps)
-        carriers_train = carriers & (t <= t[is_train].max())  # NaN compares False: hidden
-        carriers_val = carriers & (t <= t[is_train | is_val].max())
-    return {"train": is_train | carriers_train, "val": is_train | is_val | carriers_val}
+
+def write_codes(lo: int, hi: int, before: np.ndarray, source: Source, strategy: str,
+                seed: int, limits: np.ndarray, has: np.ndarray, rank: np.ndarray,
+                roles_file: str) -> np.ndarray:
+    """Phase codes of rows ``[lo, hi)`` into ``roles_file``; returns nodes per code int64 (4,)."""
+    keys, groups = _keys(lo, hi, source, strategy, seed)
+    code = codes_of(keys, groups, limits, has, rank, before)
+    write_rows(Path(roles_file), lo, code)
+    return np.bincount(code, minlength=UNUSED + 1)
+
+
+def write_public(lo: int, hi: int, source: Source, roles_file: str) -> np.ndarray:
+    """The official split's codes of rows ``[lo, hi)`` into ``roles_file``, an unlabelled node
+    unused; returns int64 (2, 4): nodes per code, and per official code the unlabelled ones."""
+    code = np.asarray(open_array(source.public)[lo:hi]).astype(np.int8)
+    unlabelled = np.asarray(open_array(source.y)[lo:hi]) == UNLABELLED
+    dropped = np.bincount(code[unlabelled], minlength=UNUSED + 1)
+    code[unlabelled] = UNUSED
+    write_rows(Path(roles_file), lo, code)
+    return np.stack([np.bincount(code, minlength=UNUSED + 1), dropped])
+
+
+# --------------------------------------------------------------------- message graph tasks
+def phase_sees(code: np.ndarray, labelled: np.ndarray, keys: np.ndarray | None = None,
+               cuts: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """bool per node and phase "train" / "val": the nodes whose edges its message graph keeps
+    (modes inductive / time; the test phase keeps the whole graph): its roles plus the
+    unlabelled nodes, in mode time (``cuts``: the train and val cut as time keys, ``keys`` the
+    nodes' time keys) only those no later than the phase's cut."""
+    carriers = ~labelled
+    train_carriers = val_carriers = carriers
+    if cuts is not None:
+        train_carriers = carriers & no_later(keys, cuts[0])
+        val_carriers = carriers & no_later(keys, cuts[1])
+    return {"train": (code == 0) | train_carriers, "val": (code <= 1) | val_carriers}
+
+
+def _sees(nodes: np.ndarray, source: Source, roles_file: str, cuts: np.ndarray | None
+          ) -> dict[str, np.ndarray]:
+    """``phase_sees`` of target ``nodes`` (int64, any order)."""
+    code = np.asarray(open_memmap(Path(roles_file))[nodes])
+    labelled = np.asarray(open_array(source.y)[nodes]) != UNLABELLED
+    keys = None if cuts is None else time_keys(np.asarray(open_array(source.time)[nodes]))
+    return phase_sees(code, labelled, keys, cuts)
+
+
+def block_edges(indptr: np.ndarray, indices: np.ndarray, lo: int, hi: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Sources and targets int64 (E_block,) of rows ``[lo, hi)``."""
+    ptr = np.asarray(indptr[lo:hi + 1])
+    return np.asarray(indices[ptr[0]:ptr[-1]]), np.repeat(np.arange(lo, hi), np.diff(ptr))
+
+
+def restrict_rows(block: int, lo: int, hi: int, edge_type: EdgeType, source: Source,
+                  roles_file: str, cuts: np.ndarray | None, folder: str) -> dict[str, int]:
+    """Rows ``[lo, hi)`` of ``edge_type`` in the train and val message graphs: the edges whose
+    target-type ends the phase sees, as ``place_rows`` reads them from
+    ``<folder>/<phase>/<edge type>/``; returns the kept edges per phase."""
+    src, dst = block_edges(*map(open_array, source.csr[edge_type]), lo, hi)
+    keep = {phase: np.ones(src.size, dtype=bool) for phase in ("train", "val")}
+    s, _, d = edge_type
+    if s == source.target:
+        unique, inverse = np.unique(src, return_inverse=True)  # each source read once
+        for phase, seen in _sees(unique, source, roles_file, cuts).items():
+            keep[phase] &= seen[inverse]
+    if d == source.target:
+        for phase, seen in _sees(np.arange(lo, hi), source, roles_file, cuts).items():
+            keep[phase] &= seen[dst - lo]
+    for phase, kept in keep.items():
+        out = Path(folder) / phase / edge_type_name(edge_type) / "rows" / f"r{block:06d}"
+        save_array(out / "sources.npy", src[kept])
+        save_array(out / "ends.npy", np.cumsum(np.bincount(dst[kept] - lo, minlength=hi - lo)))
+    return {phase: int(kept.sum()) for phase, kept in keep.items()}
+
+
+# ----------------------------------------------------------------------------------- split
+@dataclass(frozen=True)
+class NodeBlocks:
+    """What ``split_node_blocks`` wrote into its scratch folder: ``roles`` int8 (N_target,)
+    phase codes, per phase the (indptr, indices) ``.npy`` files of the edge types its message
+    graph restricts (the others: the prepared CSR), the target row ``blocks`` of the tasks,
+    the resolved ``mode``; strategy public: per role the official nodes left unlabelled."""
+
+    roles: Path
+    message: dict[str, dict[EdgeType, tuple[Path, Path]]]
+    blocks: list[tuple[int, int]]
+    mode: str
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def message_graphs(self, graph: Graph) -> MessageGraphs:
+        """Phase -> edge type -> the memory-mapped files, or ``graph``'s CSR (the same object:
+        phases holding only those share one file)."""
+        return {phase: {e: Csr(*map(open_tensor, files[e])) if e in files else graph.csr[e]
+                        for e in graph.edge_types} for phase, files in self.message.items()}
+
+
+def split_node_blocks(client, graph: Graph, cfg: NodeSplitParams, seed: int, scratch: Path,
+                      graph_file: Path | None = None, sizes: BlockSizes | None = None
+                      ) -> NodeBlocks:
+    """Roles and message graphs of ``graph``'s node split into ``scratch``, on ``client``
+    (None: in this process, reading ``graph``'s arrays; a client: the tasks map
+    ``graph_file``, its prepared graph.pt). Raises ``ValueError`` when the sizes do not fit,
+    a split would be empty, or the graph lacks what the strategy needs."""
+    source = graph_source(graph, graph_file if client is not None else None)
+    sizes = sizes or SIZES
+    if cfg.strategy == "cluster" and source.own is None:
+        raise ValueError(f"split.node.strategy=cluster keeps clusters of the {graph.target!r} "
+                         f"type's own relation together, and this graph has no {graph.target} "
+                         f"-> {graph.target} edge type; use random, stratified, time or public")
+    n = source.num_nodes
+    blocks = [(lo, min(n, lo + sizes.rows)) for lo in range(0, n, sizes.rows)]
+    roles = scratch / "roles.npy"
+    create_memmap(roles, (n,), np.int8)
+    dropped = _roles(client, graph, source, cfg, seed, blocks, roles)
+    if cfg.mode == "time" and cfg.strategy != "time":  # params files are refused in config
+        raise ValueError(f"split.node.mode=time needs split.node.strategy=time (found "
+                         f"{cfg.strategy!r})")
+    message: dict[str, dict[EdgeType, tuple[Path, Path]]] = {phase: {} for phase in PHASES}
+    if cfg.mode != "transductive":
+        cuts = None
+        if cfg.mode == "time":  # the latest train (train + val) time: the phases' cuts
+            cuts = np.array([_cut_key(client, source, blocks, roles, (0,)),
+                             _cut_key(client, source, blocks, roles, (0, 1))], dtype=np.uint64)
+        for e in source.edge_types:
+            if graph.target not in (e[0], e[2]):
+                continue
+            rows = row_blocks(open_array(source.csr[e][0]), sizes)
+            kept = run_blocks(client, restrict_rows, [(i, *b) for i, b in enumerate(rows)],
+                              edge_type=e, source=source, roles_file=str(roles), cuts=cuts,
+                              folder=str(scratch))
+            for phase in ("train", "val"):
+                message[phase][e] = place_csr(client, scratch / phase / edge_type_name(e), rows,
+                                              [k[phase] for k in kept], source.sizes[e[2]])
+    return NodeBlocks(roles=roles, message=message, blocks=blocks, mode=cfg.mode,
+                      dropped=dropped)
+
+
+def latest_key(lo: int, hi: int, source: Source, roles_file: str, codes: tuple[int, ...]
+               ) -> np.uint64 | None:
+    """The largest time key of rows ``[lo, hi)`` with a code in ``codes``; None: no such row."""
+    taken = np.isin(np.asarray(open_memmap(Path(roles_file))[lo:hi]), codes)
+    if not taken.any():
+        return None
+    return time_keys(np.asarray(open_array(source.time)[lo:hi])[taken]).max()
+
+
+def _cut_key(client, source: Source, blocks, roles: Path, codes: tuple[int, ...]) -> np.uint64:
+    found = [k for k in run_blocks(client, latest_key, blocks, source=source,
+                                   roles_file=str(roles), codes=codes) if k is not None]
+    return max(found)
+
+
+def _roles(client, graph: Graph, source: Source, cfg: NodeSplitParams, seed: int,
+           blocks: list[tuple[int, int]], roles: Path) -> dict[str, int]:
+    """Every target node's phase code into ``roles``; strategy public: the official nodes
+    left unlabelled per role (else empty)."""
+    per_class = sum(run_blocks(client, label_counts, blocks, source=source))
+    labelled, n = int(per_class.sum()), source.num_nodes
+    phase_sizes = checked_sizes(cfg, labelled, n)
+    dropped: dict[str, int] = {}
+    if cfg.strategy == "public":
+        if source.public is None:
+            raise ValueError("split.node.strategy=public needs a dataset with an official split "
+                             "(dataset.source planetoid, ogb, or pyg with train/val/test masks); "
+                             "the prepared graph has none")
+        found = sum(run_blocks(client, write_public, blocks, source=source,
+                               roles_file=str(roles)))
+        dropped = {key: int(found[1, i]) for i, key in enumerate(PHASES)}
+        taken = found[0]
+        empty = [key for i, key in enumerate(PHASES) if not taken[i]]
+        if empty:
+            raise ValueError(f"split.node.strategy=public: the dataset's official split has no "
+                             f"labelled {empty[0]} nodes" + (
+                                 f" ({dropped[empty[0]]} are unlabelled)"
+                                 if dropped[empty[0]] else ""))
+        return dropped
+    if cfg.strategy == "cluster":  # the whole relation in this process (refused on dask)
+        codes = cluster_codes(graph.target_view(), cfg,
+                              ordered_sizes(cfg, phase_sizes, labelled, n),
+                              make_rng(seed, "split"))
+        write_rows(roles, 0, codes)
+        taken = np.bincount(codes, minlength=UNUSED + 1)
+    else:
+        taken = _ranked(client, source, cfg, seed, blocks, roles, per_class, phase_sizes)
+    for code, key in enumerate(PHASES):
+        if not taken[code]:
+            raise ValueError(empty_role(key))
+    return dropped
+
+
+def _ranked(client, source: Source, cfg: NodeSplitParams, seed: int,
+            blocks: list[tuple[int, int]], roles: Path, per_class: np.ndarray,
+            phase_sizes: dict[str, int]) -> np.ndarray:
+    """Strategies random / stratified / time: codes by key thresholds; nodes per code (4,)."""
+    labelled, n = int(per_class.sum()), source.num_nodes
+    if cfg.strategy == "time":
+        phase_sizes = ordered_sizes(cfg, phase_sizes, labelled, n)
+        if source.time is None:
+            raise ValueError("split.node.strategy=time needs node timestamps, but the prepared "
+                             "graph has none; give the dataset a timestamp column (or "
+                             "dataset.synthetic.timestamps: true), or use another strategy")
+        counts = np.array([[phase_sizes[key]] for key in PHASES], dtype=np.int64)
+    else:
+        class_sizes = per_class if cfg.strategy == "stratified" else np.array([labelled])
+        counts = phase_counts(cfg, phase_sizes, class_sizes, n)
+    common = dict(source=source, strategy=cfg.strategy, seed=seed)
+
+    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
+        return summed(run_blocks(client, key_histogram, blocks, wanted=wanted, prefixes=prefixes,
+                                 shift=shift, gather=gather, **common), gather)
+
+    limits, has = thresholds(count, counts)
+    cumulative = np.cumsum(counts, axis=0)
+    if cfg.strategy == "time":  # keys tie: the threshold's ties are taken in node id order
+        found = run_blocks(client, tie_counts, blocks, limits=limits, has=has, **common)
+        below = sum(f[0] for f in found)
+        rank = cumulative - below
+        before = np.cumsum([np.zeros_like(below)] + [f[1] for f in found[:-1]], axis=0)
+    else:  # hash keys never tie: the key at a threshold is the one of its rank
+        rank = np.ones_like(cumulative)
+        before = np.zeros((len(blocks), *cumulative.shape), dtype=np.int64)
+    return sum(run_blocks(client, write_codes, [(lo, hi, before[i]) for i, (lo, hi) in
+                                                enumerate(blocks)],
+                          limits=limits, has=has, rank=rank, roles_file=str(roles), **common))
+
+
+# ------------------------------------------------------------------- in memory (tests, benches)
+@dataclass(frozen=True)
+class NodeSplit:
+    roles: np.ndarray  # str (N_target,): "train" | "val" | "test" | "unused"
+    message_graphs: MessageGraphs  # phases may share one dict, edge types one CSR
+    mode: str
+    # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
+    unlabelled_dropped: dict[str, int] = field(default_factory=dict)
+
+    def nodes(self, role: str) -> np.ndarray:
+        """Node ids with ``role``: int64 (n_role,), ascending."""
+        return np.flatnonzero(self.roles == role)
+
+
+def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator | None = None,
+                seed: int = 0) -> NodeSplit:
+    """``split_node_blocks`` of an in-memory ``graph`` in this process, its files read back
+    into memory (str roles); ``rng``: unused (the split is drawn from ``seed``, as the stage
+    draws it from params ``seed``)."""
+    with tempfile.TemporaryDirectory(prefix="gnnpipe-split-") as scratch:
+        split = split_node_blocks(None, graph, cfg, seed, Path(scratch))
+        roles = np.asarray(ROLES)[np.load(split.roles)].astype(object).astype(str)
+        graphs: MessageGraphs = {}
+        for phase, files in split.message.items():
+            graphs[phase] = graph.csr if not files else {
+                e: Csr(*(torch.from_numpy(np.load(f)) for f in files[e])) if e in files
+                else graph.csr[e] for e in graph.edge_types}
+    return NodeSplit(roles=roles, message_graphs=graphs, mode=cfg.mode,
+                     unlabelled_dropped=split.dropped)

@@ -1,13 +1,13 @@
-"""The split stage's four runs, one per (cluster.engine, dataset.task): each reads the prepared
-graph, splits it, audits the split and fits features.normalize's transforms, and yields what
-the command publishes (gnnpipe/commands/split.py) as a ``Staged``.
+"""The split stage's two runs, one per dataset.task (``RUNS``): each reads the prepared graph,
+splits it, audits the split and fits features.normalize's transforms, and yields what the
+command publishes (gnnpipe/commands/split.py) as a ``Staged``.
 
 A homogeneous graph is split and audited as the one-type case of a typed graph
 (``Graph.homogeneous``); only the files keep the layout of its types (gnnpipe/io/splits.py
-``write_split``). With ``cluster.engine: dask`` both tasks run by blocks (dask_split.py,
-dask_link.py and their audits) in a scratch folder beside data/split, and write the files of
-``split.assign: hash`` on the local engine, byte for byte. Each run is a context manager: what
-its writer reads (the block files) lives until the caller has written.
+``write_split``). Both tasks run the same block tasks on either engine (split.py / audit.py,
+link_split.py / link_audit.py: in the stage process on ``cluster.engine: local``, on Dask
+workers on ``dask``) in a scratch folder beside data/split, and write the same bytes. Each run
+is a context manager: what its writer reads (the block files) lives until the caller wrote.
 """
 
 from __future__ import annotations
@@ -20,23 +20,18 @@ from typing import Callable, Iterator
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.commands.variant import prepared_layout
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.config.schema import Params
 from gnnpipe.data import features
 from gnnpipe.data.features import FeatureTransform
-from gnnpipe.data.graph import ROLES, TYPED, Graph, edge_type_name
+from gnnpipe.data.graph import ROLES, TYPED, Graph
 from gnnpipe.io.blocks import open_memmap, scratch_beside
 from gnnpipe.runtime.engine import session
-from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit
-from gnnpipe.splitting.dask_audit import audit_node_blocks
-from gnnpipe.splitting.dask_link import split_link_blocks
-from gnnpipe.splitting.dask_link_audit import audit_link_blocks
-from gnnpipe.splitting.dask_split import refuse_unsupported, split_node_blocks
-from gnnpipe.splitting.hard_negatives import note_ranked
-from gnnpipe.splitting.link_split import hard_link_negatives, link_meta, split_links
-from gnnpipe.splitting.split import split_nodes
+from gnnpipe.splitting.hard_negatives import hard_link_negatives, note_ranked
+from gnnpipe.splitting.link_audit import audit_links
+from gnnpipe.splitting.link_split import link_meta, split_links
+from gnnpipe.splitting.split import WHOLE, NodeBlocks, graph_source, split_node_blocks
 
 
 @dataclass(frozen=True)
@@ -58,99 +53,85 @@ class Staged:
 
 
 @contextmanager
-def local_nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
-    """The target type's nodes; message graphs per edge type (gnnpipe/splitting/split.py).
-    ``near``: unused (no scratch)."""
-    graph = io.read_graph(prepared)
-    cfg = params.split.node
-    node_split = split_nodes(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
-    report = audit.audit_node_split(
-        graph, node_split.roles, node_split.message_graphs, node_split.mode,
-        timed=cfg.strategy == "time", separated=cfg.strategy == "cluster" and
-        cfg.cluster == "component", future_visible=cfg.future_visible)
-    if cfg.strategy == "public":  # the official train/val/test nodes left without a label
-        report["label_coverage"]["public_split_unlabelled"] = node_split.unlabelled_dropped
-    fitted = features.fit_split(params.features.normalize, graph, node_split.roles)
-    yield _node_staged(params, graph, report, fitted, node_split.mode, lambda out: io.write_split(
-        out, graph, node_split.message_graphs, {"mode": node_split.mode}, roles=node_split.roles))
-
-
-@contextmanager
-def local_links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
-    """Edge hold-out of one edge type with its reverse, fixed negatives, the link audit
-    (gnnpipe/splitting/link_split.py). ``near``: unused (no scratch)."""
-    graph = io.read_graph(prepared)
-    typed = graph.layout == TYPED
-    cfg = params.split.link
-    link = split_links(graph, cfg, make_rng(params.seed, "split"), _hash_seed(params))
-    # a stream of their own: the random negatives stay as they were without hard ones
-    hard, ranked = (hard_link_negatives(graph, link, cfg.num_hard_negatives,
-                                        make_rng(params.seed, "split.hard"))
-                    if cfg.num_hard_negatives else (None, None))
-    report = audit.audit_link_split(graph, link.edge_type, link.edges, link.negatives,
-                                    link.message_graphs, disjoint=cfg.disjoint_train_ratio > 0,
-                                    hard=hard)
-    if ranked is not None:
-        note_ranked(report, ranked)
-    yield _link_staged(params, graph, report, None if typed else link.undirected,
-                       lambda out: io.write_split(
-                           out, graph, link.message_graphs, link_meta(report, cfg, typed),
-                           edges=link.edges, negatives=link.negatives, hard_negatives=hard))
-
-
-@contextmanager
-def dask_nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
-    """``local_nodes`` by blocks of rows on cluster.engine dask: roles, message graphs and
-    audit in a scratch folder beside ``near`` (data/split), removed after the caller wrote."""
+def nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
+    """The target type's roles, message graphs per edge type and the audit, by block tasks
+    (gnnpipe/splitting/split.py, audit.py) on either engine, in a scratch folder beside
+    ``near`` (data/split), removed after the caller wrote."""
     cfg = params.split.node
     graph = _mapped_graph(prepared, params, cfg)
     with scratch_beside(near) as scratch:
         with session(params.cluster) as client:
-            split = split_node_blocks(client, prepared / "graph.pt",
-                                      graph.num_nodes_dict[graph.target], graph.num_classes,
-                                      cfg, params.seed, scratch)
-            report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg.mode)
+            split = split_node_blocks(client, graph, cfg, params.seed, scratch,
+                                      prepared / "graph.pt")
+            report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg)
+        if cfg.strategy == "public":  # the official train/val/test nodes left without a label
+            report["label_coverage"]["public_split_unlabelled"] = split.dropped
         roles = open_memmap(split.roles)  # int8 codes: 0 is train
-        fitted = {"": features.fit(params.features.normalize, graph.x[graph.target],
-                                   np.flatnonzero(roles == 0))}
+        train = np.flatnonzero(roles == ROLES.index("train"))
+        kind = params.features.normalize
+        fitted = ({"": features.fit(kind, graph.x[graph.target], train)}
+                  if graph.layout != TYPED else  # other node types: all their nodes
+                  {t: features.fit(kind, x, train if t == graph.target else None)
+                   for t, x in graph.x.items()})
         yield _node_staged(params, graph, report, fitted, cfg.mode, lambda out: io.write_split(
             out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles))
 
 
+def audit_node_blocks(client, graph: Graph, graph_file: Path, split: NodeBlocks,
+                      cfg: NodeSplitParams) -> dict:
+    """``audit.audit_nodes`` of ``split``'s files (the tasks read ``graph``'s arrays in this
+    process, ``graph_file``'s on a client)."""
+    message = {p: {e: (str(files[e][0]), str(files[e][1])) if e in files else None
+                   for e in graph.edge_types} for p, files in split.message.items()}
+    return audit.audit_nodes(
+        client, graph_source(graph, graph_file if client is not None else None),
+        str(split.roles), message, cfg.mode, timed=cfg.strategy == "time",
+        separated=cfg.strategy == "cluster" and cfg.cluster == "component",
+        future_visible=cfg.future_visible)
+
+
 @contextmanager
-def dask_links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
-    """``local_links`` on cluster.engine dask (homogeneous graphs): held-out pairs, message
-    graphs, negatives and audit by blocks in a scratch folder beside ``near`` (data/split), the
-    pair tables streamed from it by the writer."""
+def links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
+    """Edge hold-out of one edge type with its reverse, fixed (and hard) negatives, the link
+    audit, on either engine: block tasks (gnnpipe/splitting/link_split.py, link_audit.py) in a
+    scratch folder beside ``near`` (data/split), the pair tables streamed from it by the writer.
+    Pairs always take their roles by hash (split.assign is the node task's)."""
     cfg = params.split.link
-    graph = _mapped_graph(prepared, params)
-    n, e = graph.num_nodes_dict[graph.target], graph.link_edge_type
+    graph = io.read_graph(prepared, mmap=True, stored_x=True)
+    typed = graph.layout == TYPED
     with scratch_beside(near) as scratch:
         with session(params.cluster) as client:
-            split = split_link_blocks(client, prepared / "graph.pt", n, cfg, params.seed,
-                                      scratch)
-            report = audit_link_blocks(client, prepared / "graph.pt", n, split)
-        report.update(edge_type=edge_type_name(e), reverse_edge_type=edge_type_name(e))
+            split = split_links(client, graph, prepared / "graph.pt", cfg, params.seed, scratch)
+            hard = cfg.num_hard_negatives
+            ranked = (hard_link_negatives(client, graph, split, hard, params.seed)
+                      if hard else None)
+            report = audit_links(client, graph, split, hard=bool(hard))
+        if ranked is not None:
+            note_ranked(report, ranked)
 
         def write(out: Path) -> None:  # the pair tables streamed from the scratch buckets
-            io.stream_link_tables(out, split.edge_parts, split.negative_parts)
-            io.write_split_files(out, graph, split.message_graphs(e), link_meta(report, cfg, False),
-                                 roles=np.full(n, ROLES.index("unused"), dtype=np.int8),
+            io.stream_link_tables(out, split.edge_parts, split.negative_parts, hard=bool(hard))
+            io.write_split_files(out, graph, split.message_graphs(graph),
+                                 link_meta(report, cfg, typed),
+                                 roles=np.full(graph.num_nodes_dict[graph.target],
+                                               ROLES.index("unused"), dtype=np.int8),
                                  num_negatives={"val": cfg.num_val_negatives,
-                                                "test": cfg.num_test_negatives})
-        yield _link_staged(params, graph, report, split.undirected, write)
+                                                "test": cfg.num_test_negatives},
+                                 num_hard_negatives={"val": hard, "test": hard} if hard else None)
+        yield _link_staged(params, graph, report, None if typed else split.undirected, write)
 
 
-def _hash_seed(params: Params) -> int | None:
-    """split.assign: hash draws from keys of (seed, id); permutation from the stage's rng."""
-    return params.seed if params.split.assign == "hash" else None
+RUNS = {"node": nodes, "link": links}  # dataset.task -> its run, on either engine
 
 
 def _mapped_graph(prepared: Path, params: Params, node: NodeSplitParams | None = None) -> Graph:
-    """The prepared graph for the block split, after its refusals (``node``: the node task's
-    params): checked here once, then memory-mapped (x in its stored dtype, read in row
-    blocks)."""
-    refuse_unsupported(params.split.assign, prepared_layout(prepared), node)
+    """The prepared graph for the block split, memory-mapped (x in its stored dtype, read in
+    row blocks), after the refusal of a strategy that needs a whole relation in one process on
+    cluster.engine dask (``node``: the node task's params)."""
+    if node is not None and params.cluster.engine == "dask" and node.strategy in WHOLE:
+        raise ValueError(f"split.node.strategy={node.strategy} is not split on cluster.engine: "
+                         "dask (METIS and the components need the target's whole relation in "
+                         "one process, docs/scaling.md); use cluster.engine: local")
     return io.read_graph(prepared, mmap=True, stored_x=True)
 
 

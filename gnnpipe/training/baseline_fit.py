@@ -1,16 +1,14 @@
 """The structure-free models of ``baseline.models`` and where their features come from.
 
-``baseline.source`` (resolved once by ``baseline_source``): ``memory`` reads the whole feature
-matrix; ``blocks`` reads feature rows from the prepared file by row blocks and never the
-whole matrix: node task (gnnpipe/training/block_fit.py: the MLP's full-batch objective by
-blocks; gbdt holds only its train and val rows and predicts by blocks; typed files: the
-target type's rows) without the CSR, link task (gnnpipe/training/block_link_fit.py: the
-encoder's full-batch objective by blocks; typed files: every type's rows); ``auto`` picks
-blocks on ``cluster.engine: dask`` or when the float32 features the task reads reach
-``AUTO_BLOCKS_BYTES``. ``NODE_SOURCES[source]`` is ``(read, fits)``: ``read(args)`` gives the
-graph (or its labels), the target's features and the split roles; ``fits[name](x, graph,
-roles, params)`` one model's fit result. The baseline stage and evaluate.seeds both fit through
-these tables; the link task reads through ``read_link_blocks``.
+One fit, read by blocks: feature rows come from the prepared file a block of
+``baseline.block_rows`` node ids at a time and never as the whole matrix. Node task
+(``read_nodes``, ``FIT_NODES``): the target type's labels, its rows as ``ModelFeatures`` and the
+split roles, no CSR; the MLP's full-batch objective by chunks (gnnpipe/training/block_fit.py),
+gbdt holding only its train and val rows. Link task (``read_links``): the encoder's full-batch
+objective by chunks (gnnpipe/training/block_link_fit.py; typed files: every type's rows). The
+gradient is a sum over fixed chunks of ``BASELINE_CHUNK_ROWS`` ids in node order, so the bytes
+written do not depend on ``baseline.block_rows`` nor on ``cluster.engine`` (never read here).
+evaluate.seeds fits through ``FIT_NODES`` too, on the matrix it holds: the same arithmetic.
 
 Every node fit early-stops on the val value of the run's metric and weighs its loss by
 ``train.class_weight`` (``gnnpipe.training.train.objective_for``: the GNN's rule, so the
@@ -24,48 +22,20 @@ from dataclasses import dataclass
 import torch
 
 from gnnpipe import io
-from gnnpipe.commands.variant import feature_shapes, prepared_layout
+from gnnpipe.commands.variant import prepared_layout
 from gnnpipe.data.features import ModelFeatures, read_transform
 from gnnpipe.data.graph import ROLE_CODES, TYPED
 from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
-from gnnpipe.splitting.inputs import TypedSplit, read_model_typed, read_typed
+from gnnpipe.splitting.inputs import TypedSplit, read_typed
 from gnnpipe.training.loop import LoopOptions
 
 # gnnpipe.training.models and train import PyG (about 1.4 s), gbdt LightGBM: imported in the
 # fits, so that `gnnpipe baseline --help` does not pay for them
 
-# baseline.source: auto reads by blocks from this many bytes of float32 target features (as
-# prepare's dataset.storage.features: auto moves x out of graph.pt)
-AUTO_BLOCKS_BYTES = 1 << 30
 
-
-def baseline_source(args, params, task: str) -> str:
-    """``baseline.source`` resolved for ``task`` (node | link): memory | blocks (auto: blocks on
-    ``cluster.engine: dask`` or with float32 features of at least ``AUTO_BLOCKS_BYTES``: the
-    target type's for the node task, every type's for the link task; memory where
-    ``evaluate.seeds`` > 1 retrains the baseline in memory anyway)."""
-    chosen = params.baseline.source
-    if chosen != "auto":
-        return chosen
-    if params.evaluate.seeds > 1:
-        return "memory"
-    if params.cluster.engine == "dask":
-        return "blocks"
-    shapes = feature_shapes(args.prepared)  # graph.json: nothing else is read
-    read = shapes.values() if task == "link" else [shapes[io.read_split_meta(args.split)["target"]]]
-    return "blocks" if sum(n * width * 4 for n, width in read) >= AUTO_BLOCKS_BYTES else "memory"
-
-
-def read_memory(args):
-    """The graph with every node type's model features, the target's x (N, F), its roles (int8
-    codes (N,), ``gnnpipe.data.graph.ROLE_CODES``)."""
-    graph = read_model_typed(args).graph
-    return graph, graph.x[graph.target], io.read_typed_role_codes(args.split, graph)
-
-
-def read_blocks(args):
+def read_nodes(args):
     """The target type's labels and classes (no CSR read), its x as ``ModelFeatures`` (rows
     read by ``pread`` and normalized per request) and the split roles (int8 codes (N,),
     ``gnnpipe.data.graph.ROLE_CODES``)."""
@@ -80,7 +50,7 @@ def read_blocks(args):
     return BlockGraph(y, num_classes, target, layout), x, roles
 
 
-def read_link_blocks(args) -> tuple[TypedSplit, list[tuple]]:
+def read_links(args) -> tuple[TypedSplit, list[tuple]]:
     """The split as the link task reads it, every tensor a map (the features' pages are never
     touched), and per node type in the graph's order ``(type, its first homogeneous id, its x
     as ModelFeatures)``: the ``segments`` of gnnpipe/training/block_link_fit.py (typed files:
@@ -99,8 +69,8 @@ def read_link_blocks(args) -> tuple[TypedSplit, list[tuple]]:
 
 @dataclass(frozen=True)
 class BlockGraph:
-    """What the node fits read of the graph on the blocks path: the target type's labels int64
-    (N,) (-1: unlabelled), the class count, the target's name and the layout."""
+    """What the node fits read of the graph (``read_nodes``: no CSR): the target type's labels
+    int64 (N,) (-1: unlabelled), the class count, the target's name and the layout."""
     y: torch.Tensor
     num_classes: int
     target: str
@@ -129,16 +99,8 @@ def _objective(graph, roles, params):
 
 
 def _fit_mlp(x, graph, roles, params):
-    from gnnpipe.training.models import build_model
-    from gnnpipe.training.train import build_inputs, fit
-
-    cfg = params.baseline
-    return fit(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg),
-               build_inputs(x), graph.y, roles, cfg, baseline_seed(params),
-               options=LoopOptions(progress=progress), objective=_objective(graph, roles, params))
-
-
-def _fit_mlp_blocks(x, graph, roles, params):
+    """The MLP on ``x`` (N, F): a ``ModelFeatures`` (the stage) or a tensor (evaluate.seeds),
+    the same bytes from either (gnnpipe/training/block_fit.py)."""
     from gnnpipe.training.block_fit import fit_blocks
     from gnnpipe.training.models import build_model
 
@@ -157,13 +119,10 @@ def _fit_gbdt(x, graph, roles, params):
                     objective=_objective(graph, roles, params))
 
 
-# the structure-free node models (baseline.models), each fitted on the target's features
+# the structure-free node models (baseline.models), each fitted on the target's features ``x``
+# (a ModelFeatures read by blocks, or a tensor): ``fit(x, graph, roles, params)``; gbdt holds
+# its train and val rows and predicts by blocks of rows (gnnpipe/training/gbdt.py)
 FIT_NODES = {"mlp": _fit_mlp, "gbdt": _fit_gbdt}
-# baseline.source: blocks: x is a ModelFeatures (gbdt reads its train and val rows, predicts by
-# blocks of rows: gnnpipe/training/gbdt.py)
-BLOCK_FIT_NODES = {"mlp": _fit_mlp_blocks, "gbdt": _fit_gbdt}
-# baseline.source (resolved) -> how the node task reads its inputs, and the fits it runs
-NODE_SOURCES = {"memory": (read_memory, FIT_NODES), "blocks": (read_blocks, BLOCK_FIT_NODES)}
 
 
 def baseline_seed(params) -> int:

@@ -1,21 +1,22 @@
-"""The MLP baseline by row blocks (``baseline.source: blocks``): the full-batch objective of
-``gnnpipe.training.train.fit`` (mean cross-entropy over every train node, one Adam step per
-epoch, early stopping on the val value of the run's metric, class weights of
+"""The MLP baseline, the one node fit (the baseline stage's, evaluate.seeds'): the full-batch
+objective of ``gnnpipe.training.train.fit`` (mean cross-entropy over every train node, one Adam
+step per epoch, early stopping on the val value of the run's metric, class weights of
 ``train.class_weight``) computed from feature rows read a block at a time, so the process never
 holds the (N, F) matrix.
 
 Each epoch's gradient is a sum over chunks of ``BASELINE_CHUNK_ROWS`` node ids in node order:
 the gradient of (the chunk's summed train cross-entropy / the train count), added in float32
 (class-weighted: the chunk's sum of w[y_i] l_i / the train nodes' sum of w[y_i], PyTorch's
-weighted mean).
-Blocks of ``block_rows`` node ids (whole chunks) are only what is read at once (one ``pread``
-of the block's range, or the needed rows alone where they are sparse), so the bits do not depend
-on ``block_rows``. Against the in-memory fit: the same function and gradient up to float
-rounding (the sum over train rows is split at chunk boundaries), bit-identical on a graph of
-at most one chunk. Dropout masks are drawn chunk after chunk in node order: torch's CPU dropout
-draws element by element from the generator, so they are the full batch's mask (tested).
-Scoring (per-epoch accuracies, the final logits) runs by chunks too. Held per node: the
-caller's labels and roles, each phase's node ids (int64) and the returned logits (M, C).
+weighted mean). The chunks are fixed: blocks of ``block_rows`` node ids (whole chunks) are only
+what is read at once (one ``pread`` of the block's range, or the needed rows alone where they
+are sparse), and rows come from a file or a tensor alike, so the bytes do not depend on
+``block_rows``, on how rows are read or on the engine (tested). Against ``train.fit`` in memory
+(the tests' oracle): the same function and gradient up to float rounding (the sum over train
+rows is split at chunk boundaries), bit-identical on a graph of at most one chunk. Dropout
+masks are drawn chunk after chunk in node order: torch's CPU dropout draws element by element
+from the generator, so they are the full batch's mask (tested). Scoring (per-epoch accuracies,
+the final logits) runs by chunks too. Held per node: the caller's labels and roles, each
+phase's node ids (int64) and the returned logits (M, C).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class BlockNodeTask:
 
     def place(self, device: torch.device) -> None:
         if device.type != "cpu":
-            raise ValueError("baseline.source=blocks trains on the CPU")
+            raise ValueError("the baseline trains on the CPU")
 
     def batches(self, epoch: int, seed: int):
         return [None]  # one full-batch step; ``step`` reads the blocks
@@ -180,8 +181,9 @@ def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
                roles: np.ndarray, cfg: FitParams, seed: int, *, block_rows: int,
                options: LoopOptions = LoopOptions(),
                objective: Objective = Objective()) -> TrainResult:
-    """``train.fit`` of a row model (the MLP) with the full-batch objective, reading ``features``
-    by blocks of ``block_rows`` node ids (a multiple of ``BASELINE_CHUNK_ROWS``).
+    """``train.fit`` of a row model (the MLP) with the full-batch objective summed over fixed
+    chunks, reading ``features`` by blocks of ``block_rows`` node ids (a multiple of
+    ``BASELINE_CHUNK_ROWS``; the result does not depend on it).
 
     ``features`` (N, F): rows by ``features[lo:hi]`` and ``features[ids]`` (float32 (k, F)):
     a ``gnnpipe.data.features.ModelFeatures`` (pread from the prepared file) or a tensor;
@@ -203,7 +205,7 @@ def fit_blocks(build_model: Callable[[], nn.Module], features, y: torch.Tensor,
     }
     seconds = outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": 1, "threads": torch.get_num_threads(),
-            "device": outcome.device, "source": "blocks", "block_rows": block_rows,
+            "device": outcome.device, "block_rows": block_rows,
             "train_seeds_per_s": round(outcome.epochs_here * task.idx["train"].size
                                        / max(seconds, 1e-9), 1)}
     return TrainResult(node_id=node_id, logits=logits, state_dict=state["best_state"],

@@ -1,7 +1,7 @@
-"""The link task's MLP baseline by row blocks (``baseline.source: blocks``): the full-batch
-objective of ``gnnpipe.training.link_train.fit_link`` (BCE over every supervision positive and
-one fresh negative each, one Adam step per epoch, early stopping on val MRR) computed from
-feature rows read a block at a time, so the process never holds an (N, F) matrix.
+"""The link task's MLP baseline, its one fit: the full-batch objective of
+``gnnpipe.training.link_train.fit_link`` (BCE over every supervision positive and one fresh
+negative each, one Adam step per epoch, early stopping on val MRR) computed from feature rows
+read a block at a time, so the process never holds an (N, F) matrix.
 
 The encoder is per row (the MLP; typed files: ``TypedMLP``'s input map of the row's type, then
 the shared MLP), so an epoch's gradient takes three passes:
@@ -19,10 +19,11 @@ the shared MLP), so an epoch's gradient takes three passes:
 Dropout masks: torch's CPU dropout draws element by element from the generator, so masks drawn
 chunk after chunk over every row are the full batch's (one dropout layer: ``num_layers`` 2;
 deeper MLPs draw each chunk's layers in turn, the same distribution). The chunks and terms are
-fixed, so the bits do not depend on ``block_rows`` (what is read at once); against the
-in-memory fit the same function and gradient up to float summation order. Val / test scoring
-embeds only the rows the candidate lists name, by chunks, in eval mode. Held: the supervision,
-fixed negatives, the endpoints' embeddings (U, H) and the blocks being read.
+fixed, so the bits do not depend on ``block_rows`` (what is read at once) nor on the engine;
+against ``fit_link`` in memory (the tests' oracle) the same function and gradient up to float
+summation order. Val / test scoring embeds only the rows the candidate lists name, by chunks,
+in eval mode. Held: the supervision, fixed negatives, the endpoints' embeddings (U, H) and the
+blocks being read.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class BlockLinkTask(LinkTask):
 
     def place(self, device: torch.device) -> None:
         if device.type != "cpu":
-            raise ValueError("baseline.source=blocks trains on the CPU")
+            raise ValueError("the baseline trains on the CPU")
 
     def step(self, model: nn.Module, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
         heads, targets = self.supervision
@@ -225,6 +226,6 @@ def fit_link_blocks(build_encoder: Callable[[], nn.Module], segments: list[Segme
     perf = {"seconds": round(seconds, 3), "world_size": 1, "device": outcome.device,
             "train_edges_per_s": round(outcome.epochs_here * task.heads.size
                                        / max(seconds, 1e-9), 1),
-            "source": "blocks", "block_rows": block_rows}
+            "block_rows": block_rows}
     return link_result(outcome, lambda phase, sets: task.score_sets(
         outcome.model, task.pair_rows(edges[phase], sets)), negatives, hard_negatives, perf)

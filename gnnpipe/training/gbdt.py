@@ -91,7 +91,7 @@ def fit_gbdt(x: torch.Tensor, y: torch.Tensor, roles: np.ndarray, num_classes: i
     """Fit the booster on ``x`` rows of labelled train nodes and early-stop on labelled val nodes.
 
     ``x`` (N, F) node features (any float dtype, memory-mapped is fine; read as float32), or
-    a ``gnnpipe.data.features.ModelFeatures`` (``baseline.source: blocks``): only the labelled
+    a ``gnnpipe.data.features.ModelFeatures`` (the baseline stage's): only the labelled
     train and val rows are held (LightGBM bins its training matrix in memory), every scored
     row is read in blocks of PREDICT_ROWS,
     ``y`` (N,) int64 class codes in [0, num_classes) or -1 for unlabelled (never fitted nor

@@ -53,6 +53,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.io.temps import scratch_array
+from gnnpipe.runtime.progress import progress
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.training.embeddings import input_table
 from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
@@ -355,7 +356,10 @@ def _layer(engine: LayerwiseInference, ctx: DistContext, widths: dict[str, int],
         bounds = engine.blocks(node_type, ctx)
         lo, hi = (bounds[0][0], bounds[-1][1]) if bounds else (0, 0)  # this rank's rows
         mine = _table(hi - lo, width)
-        for start, stop in bounds:
+        # a line every 30 s off a terminal: a layer over a big graph takes minutes
+        blocks = (progress(bounds, unit=" blocks", desc=f"layer-wise inference ({node_type})")
+                  if ctx.is_main and len(bounds) > 1 else bounds)
+        for start, stop in blocks:
             mine[start - lo:stop - lo] = rows(node_type, start, stop)
         out[node_type] = _all_rows(mine, ctx, engine.num_nodes[node_type])
         del mine

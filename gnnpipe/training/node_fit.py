@@ -65,7 +65,7 @@ def read_node_fit(args, params, ctx) -> NodeFit:
     cfg = params.train
     if cfg.dist.shard == "partition":  # no whole graph on a rank: its shards and their rows
         return _shard_fit(args, params, ctx)
-    inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp)
+    inputs = read_model_inputs(args, cfg, "node", amp=cfg.amp, world_size=ctx.world_size)
     graph = inputs.graph
     roles = io.read_typed_role_codes(args.split, graph)  # int8 (N,)
     fitted = NodeFit(lambda: inputs.model(graph.num_classes), inputs.phases, graph.y, roles,

@@ -406,16 +406,9 @@ RULE_CASES = [  # (params, message, the rule that raises it: module.function)
      "rules._check_node_metric"),
     ({"baseline": {"block_rows": 100_000}},
      "baseline.block_rows=100000 must be a multiple of 4096", "rules._check_baseline_blocks"),
-    ({"baseline": {"source": "blocks"}, "evaluate": {"seeds": 3}},
-     "baseline.source='blocks' trains the baseline from row blocks, but evaluate.seeds=3 "
-     "retrains it in memory; set baseline.source: memory or auto", "rules._check_baseline_blocks"),
     ({"dataset": {"task": "link"}, "split": {"link": {"num_hard_negatives": 0}}},
      r"evaluate.link.negatives='both' needs hard negatives from the split: set "
      r"split.link.num_hard_negatives >= 1", "rules._check_hard_negatives"),
-    ({"dataset": {"task": "link"}, "cluster": {"engine": "dask"}},
-     r"split.link.num_hard_negatives=100 is not drawn on cluster.engine: dask .* set "
-     r"split.link.num_hard_negatives: 0 and evaluate.link.negatives: random",
-     "rules._check_hard_on_blocks"),
     ({"dataset": {"task": "link"}, "evaluate": {"seeds": 3}},
      r"evaluate.seeds=3 retrains node classifiers and needs dataset.task=node \(found 'link'\)",
      "rules._check_seeds"),

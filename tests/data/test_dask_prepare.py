@@ -1,7 +1,8 @@
-"""prepare on cluster.engine: dask (gnnpipe/data/dask_prepare.py): every prepared file byte for
-byte as cluster.engine: local writes it (edge_attrs_node__to__node.parquet included), on tables cut into many
-blocks; the local reader's one-line errors; refusals. The block functions run in this process (a client of None) except in
-one test, on real LocalClusters of 1, 2 and 4 workers (typed tables too: test_dask_typed.py's)."""
+"""prepare of the user's tables by blocks (gnnpipe/data/prepare_tables.py), on both engines:
+every prepared file byte for byte as the whole-graph oracle writes it (edge_attrs_node__to__node
+.parquet included), on tables cut into many blocks; the whole-table reader's one-line errors;
+refusals. The block functions run in this process (a client of None) except in one test, on real
+LocalClusters of 1, 2 and 4 workers (typed tables too: test_dask_typed.py's)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ import pytest
 import yaml
 
 from conftest import scale_cluster
+from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.commands import prepare as command
 from gnnpipe.config import params_from_dict
-from gnnpipe.data import dask_prepare
-from gnnpipe.data.dask_prepare import BlockSizes
+from gnnpipe.data import prepare_tables
+from gnnpipe.data.table_blocks import BlockSizes
 from gnnpipe.data.prepare import prepare_dataset
 
 N, F = 60, 3
-TINY = BlockSizes(bucket_rows=37, row_block_edges=23, csv_block_bytes=300)
+TINY = BlockSizes(bucket_rows=37, row_block_edges=23, csv_block_bytes=300, node_csv_bytes=400)
 
 
 def tables(ids=None, seed: int = 0, labels=None, loops_and_repeats: bool = True,
@@ -85,13 +87,22 @@ def digests(folder: Path) -> dict[str, str]:
 def inline(monkeypatch):
     """cluster.engine: dask with the block functions run in this process, in tiny blocks."""
     monkeypatch.setattr(command, "session", lambda cfg: contextlib.nullcontext(None))
-    monkeypatch.setattr(dask_prepare, "SIZES", TINY)
+    monkeypatch.setattr(prepare_tables, "SIZES", TINY)
+
+
+def whole_graph(tmp_path: Path, name: str, dataset: dict, sections: dict | None = None) -> Path:
+    """The oracle: the same files from the graph whole in memory (``prepare_whole``)."""
+    params = params_from_dict({"dataset": dataset, **(sections or {})})
+    with io.atomic_dir(tmp_path / name) as out:
+        io.write_json(tmp_path / f"{name}.json", command.prepare_whole(params, out))
+    return tmp_path / name
 
 
 def assert_same_as_local(tmp_path: Path, dataset: dict, cluster: dict | None = None,
                          sections: dict | None = None) -> Path:
-    """``sections``: other params sections of both runs."""
-    assert run_prepare(tmp_path, "local", dataset, None, sections)[0] == 0
+    """The block prepare (``cluster``: on Dask) writes the whole-graph oracle's files;
+    ``sections``: other params sections of both runs."""
+    whole_graph(tmp_path, "local", dataset, sections)
     code, out = run_prepare(tmp_path, "dask", dataset, cluster or {"engine": "dask"}, sections)
     assert code == 0
     assert digests(out) == digests(tmp_path / "local")
@@ -135,6 +146,83 @@ def test_blocks_write_the_local_files_byte_for_byte(tmp_path, inline, case):
     assert_same_as_local(tmp_path, {"source": "parquet", "path": str(folder), **extra})
 
 
+def test_local_engine_prepares_tables_by_blocks_beside_the_output(tmp_path, monkeypatch):
+    folder = write(tmp_path / "in", tables())
+    dataset = {"source": "parquet", "path": str(folder), "edges": {"weight": "w"}}
+    oracle = whole_graph(tmp_path, "whole", dataset)
+    seen = []
+
+    def spy(client, cfg, out, scratch, **kwargs):
+        seen.append((client, scratch.parent, scratch.exists()))
+        return prepare_tables.prepare_tables(client, cfg, out, scratch, TINY, **kwargs)
+
+    monkeypatch.setattr(command, "prepare_tables", spy)
+    monkeypatch.setattr(command, "prepare_whole", None)  # the whole-graph path is not taken
+    code, out = run_prepare(tmp_path, "local", dataset)
+    assert code == 0 and seen == [(None, tmp_path, True)]  # in process, scratch beside out
+    assert digests(out) == digests(oracle)
+    assert (tmp_path / "local.json").read_text() == (tmp_path / "whole.json").read_text()
+    assert not list(tmp_path.glob(".local-blocks*"))
+
+
+SYNTHETIC = {
+    "default shape": {},
+    "timestamps, few labels, float16": {"synthetic": {"timestamps": True, "label_rate": 0.2},
+                                        "storage": {"feature_dtype": "float16"}},
+    "external features, directed, loops kept": {"storage": {"features": "external"},
+                                                "undirected": False, "self_loops": "keep"},
+    "a class never drawn": {"synthetic": {"num_classes": 9, "class_imbalance": 4.0}},
+}
+
+
+@pytest.mark.parametrize("case", list(SYNTHETIC))
+def test_the_synthetic_graph_goes_through_the_block_prepare_unchanged(tmp_path, inline, case):
+    extra = SYNTHETIC[case]
+    dataset = {"source": "synthetic", **extra,
+               "synthetic": {"num_nodes": 300, "avg_degree": 6.0, "num_features": 5,
+                             **extra.get("synthetic", {})}}
+    out = assert_same_as_local(tmp_path, dataset)
+    assert not (out / "node_ids_node.parquet").exists()  # node i is row i: no ids to keep
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_block_prepare_reports_its_progress(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GNNPIPE_PROGRESS", "1")  # off a terminal: plain lines
+    folder = write(tmp_path / "in", tables())
+    assert run_prepare(tmp_path, "out", {"source": "parquet", "path": str(folder)})[0] == 0
+    assert "prepare by blocks: 4/4 steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["planetoid", "ogb"])
+def test_the_readers_graphs_go_through_the_block_prepare_unchanged(tmp_path, inline, source):
+    """Their official split (graph.pt's public_roles, prepare.json's public_split) included."""
+    from test_sources import write_ogb, write_planetoid
+
+    if source == "planetoid":
+        write_planetoid(tmp_path / "raw")
+        dataset = {"source": "planetoid", "path": str(tmp_path / "raw"), "name": "Cora"}
+    else:
+        write_ogb(tmp_path / "raw" / "ogbn_tiny")
+        dataset = {"source": "ogb", "path": str(tmp_path / "raw"), "name": "ogbn-tiny"}
+    assert_same_as_local(tmp_path, dataset)
+    assert "public_split" in (tmp_path / "dask.json").read_text()
+
+
+@pytest.mark.parametrize("column, late", [("f_0", 59.5), ("label", "z")])
+def test_a_csv_column_a_later_block_widens_is_read_as_the_whole_file_reads_it(tmp_path, inline,
+                                                                              column, late):
+    """The first CSV block says integers; the last row holds a decimal (or text): read again
+    as decimals (or text), not refused."""
+    data = tables()
+    values = data["nodes"].column(column).to_pylist()
+    text = isinstance(late, str)  # a text column whose first cells read as integers
+    data["nodes"] = _set(data["nodes"], column, pa.array(
+        [str(v) if text else v for v in values[:-1]] + [late]))
+    folder = write(tmp_path / "in", data, fmt="csv")
+    assert_same_as_local(tmp_path, {"source": "csv", "path": str(folder),
+                                    "nodes": {"features": "f_*"}})
+
+
 @pytest.mark.parametrize("ids", ["ints", "leading zeros"])
 def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
     names = np.arange(N) * 7 + 3 if ids == "ints" else np.array([f"{i:04d}" for i in range(N)])
@@ -151,7 +239,7 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypat
     its workers' imports cost seconds a file."""
     from test_dask_typed import typed_dataset, typed_tables, write_typed
 
-    monkeypatch.setattr(dask_prepare, "SIZES", TINY)
+    monkeypatch.setattr(prepare_tables, "SIZES", TINY)
     scale_cluster(dask_cluster, workers)
     cluster = {"engine": "dask", "address": dask_cluster.scheduler_address}
     ids = np.array([f"user-{i}" for i in range(N)])
@@ -338,7 +426,8 @@ def test_bad_csv_edge_ids_give_the_local_message(tmp_path, case):
 def in_blocks(tmp_path: Path, cfg):
     for name in ("out", "scratch"):
         (tmp_path / name).mkdir(exist_ok=True)
-    return dask_prepare.prepare_blocks(None, cfg, tmp_path / "out", tmp_path / "scratch", TINY)
+    return prepare_tables.prepare_tables(None, cfg, tmp_path / "out", tmp_path / "scratch",
+                                         TINY)
 
 
 def params_dataset(folder: Path, **dataset):
@@ -346,8 +435,10 @@ def params_dataset(folder: Path, **dataset):
                                          **dataset}}).dataset
 
 
-def test_sources_the_blocks_do_not_read_are_refused_in_one_line(tmp_path):
-    cfg = params_dataset(tmp_path, source="synthetic")
-    with pytest.raises(ValueError, match=r"^dataset\.\S+ is not prepared on cluster\.engine: "
+@pytest.mark.parametrize("source, layout", [("ogb", "typed"), ("synthetic", "typed")])
+def test_sources_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, source, layout):
+    cfg = params_dataset(tmp_path, source=source, layout=layout)
+    with pytest.raises(ValueError, match=rf"^dataset\.source={source} \(dataset\.layout="
+                                         rf"{layout}\) is not prepared on cluster\.engine: "
                                          r"dask yet .*; use cluster\.engine: local$"):
-        dask_prepare.refuse_unsupported(cfg)
+        prepare_tables.refuse_unsupported(cfg)

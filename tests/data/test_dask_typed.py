@@ -1,6 +1,6 @@
-"""Typed tables prepared on cluster.engine: dask (gnnpipe/data/dask_typed.py): every prepared file
-byte for byte as cluster.engine: local writes it (build_typed), on tables cut into many blocks;
-the local reader's one-line errors on bad tables; clusters of 1, 2 and 4 workers (in
+"""Typed tables prepared by blocks (gnnpipe/data/prepare_tables.py): every prepared file byte for
+byte as the whole-graph oracle writes it (``build``), on tables cut into many blocks; the
+whole-table reader's one-line errors on bad tables; clusters of 1, 2 and 4 workers (in
 tests/data/test_dask_prepare.py, on its module's cluster)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.dask_typed import prepare_typed_blocks
+from gnnpipe.data.prepare_tables import prepare_tables
 from gnnpipe.data.prepare import prepare_dataset
 from test_dask_prepare import TINY, _error, assert_same_as_local, inline  # noqa: F401
 
@@ -180,7 +180,7 @@ def test_bad_typed_tables_give_the_local_message(tmp_path, case):
     local = _error(lambda: prepare_dataset(cfg, 0))
     for name in ("out", "scratch"):
         (tmp_path / name).mkdir()
-    blocks = _error(lambda: prepare_typed_blocks(None, cfg, tmp_path / "out",
+    blocks = _error(lambda: prepare_tables(None, cfg, tmp_path / "out",
                                                  tmp_path / "scratch", TINY))
     assert blocks == local
     assert "\n" not in blocks

@@ -233,14 +233,28 @@ def _record(monkeypatch, module, name, seen: list, stop=False):
     monkeypatch.setattr(module, name, spy)
 
 
+def _record_baseline(monkeypatch, seen: list, stop=False):
+    """The baseline MLP's input rows (a ModelFeatures read by blocks), materialized."""
+    from gnnpipe.training import baseline_fit
+
+    real = baseline_fit.FIT_NODES["mlp"]
+
+    def spy(x, *args):
+        seen.append(x.materialize())
+        if stop:
+            raise ValueError("recorded")
+        return real(x, *args)
+
+    monkeypatch.setitem(baseline_fit.FIT_NODES, "mlp", spy)
+
+
 def test_gnn_baseline_and_propagate_read_the_same_normalized_features(tmp_path, monkeypatch):
     import gnnpipe.training.model_inputs
-    import gnnpipe.training.train
 
     root = _repo(tmp_path, monkeypatch, "standardize")
     expected = _expected_standardized(root)
     seen: list = []
-    _record(monkeypatch, gnnpipe.training.train, "build_inputs", seen)  # the baseline's
+    _record_baseline(monkeypatch, seen)
     _record(monkeypatch, gnnpipe.training.model_inputs, "build_inputs", seen)  # train's
     assert main(["baseline"]) == 0
     assert main(["train"]) == 0
@@ -356,10 +370,9 @@ def test_typed_graph_features_are_normalized_per_type(tmp_path, monkeypatch):
         torch.testing.assert_close(model.graph.x[t], expected, atol=1e-5, rtol=1e-5)
     assert set(audit["node_types"]) == set(raw.graph.node_types)
     import gnnpipe.training.model_inputs
-    import gnnpipe.training.train
 
     seen: list = []
-    _record(monkeypatch, gnnpipe.training.train, "build_inputs", seen, stop=True)  # the typed MLP
+    _record_baseline(monkeypatch, seen, stop=True)  # the typed MLP's target rows
     assert main(["baseline"]) == 1
     _record(monkeypatch, gnnpipe.training.model_inputs, "phase_inputs", seen, stop=True)  # typed GNN
     assert main(["train"]) == 1

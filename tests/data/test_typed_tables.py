@@ -438,7 +438,7 @@ def test_analyze_without_a_target_relation_says_homophily_is_not_applicable(tmp_
 def test_phase_graphs_find_their_edge_times(tmp_path):
     """An inductive split's train graph is a subset of each edge type: its edges keep the
     times of the same edges of the prepared graph (for temporal sampling on a phase)."""
-    from gnnpipe.splitting.split import restrict_to
+    from node_oracle import restrict_to
     from gnnpipe.data.edges import sub_edge_time
 
     graph = prepare_dataset(dataset(make_tables(tmp_path)), 0).graph

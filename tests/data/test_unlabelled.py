@@ -15,7 +15,7 @@ import yaml
 from conftest import as_graph, small_params
 from gnnpipe import io
 from gnnpipe.splitting import audit
-from gnnpipe.graphops.analyze import analyze_graph, homophily, label_distribution
+from gnnpipe.graphops.analyze import homophily, label_distribution
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
 from gnnpipe.data.graph import EDGE, ROLE_CODES, ROLES, UNLABELLED, Csr, Graph, phase_csrs
@@ -28,6 +28,7 @@ from gnnpipe.splitting.split import split_nodes
 
 from test_hetero_data import small_hetero
 from test_report import _inputs
+from tests.graphops.test_analyze import blocks_report as analyze_graph  # the block path, here
 
 PHASES = ("train", "val", "test")
 N = 1500  # small_params' synthetic graph
@@ -248,8 +249,8 @@ def test_a_labelled_node_no_split_took_stays_hidden_in_inductive_graphs(half):
 def test_audit_fails_when_an_unlabelled_node_is_in_a_split(half):
     node_split = _split(half, mode="inductive")
     y = half.y.numpy()
-    check = audit.labelled_only_check(node_split.roles, y)
-    assert check["passed"] and check["check"] == "splits_labelled_only"
+    check = _check(_audit(half, node_split), "splits_labelled_only")
+    assert check["passed"]
     assert "750 unlabelled nodes are unused" in check["detail"]
     victim = int(np.flatnonzero(y == UNLABELLED)[3])
     doctored = node_split.roles.copy()
@@ -266,16 +267,24 @@ def test_audit_fails_when_an_unlabelled_node_is_in_a_split(half):
     assert report["label_coverage"]["per_role"]["train"]["unlabelled"] == 1
 
 
+def _check(report: dict, name: str) -> dict:
+    return next(c for c in report["checks"] if c["check"] == name)
+
+
 def test_label_coverage_counts_exactly():
-    y = np.array([0, 1, -1, 2, -1, 0, -1])
+    y = torch.tensor([0, 1, -1, 2, -1, 0, -1])
     roles = np.array(["train", "train", "train", "val", "unused", "test", "unused"])
-    assert audit.label_coverage(roles, y) == {
+    csr = csr_from_edges(np.array([0, 3]), np.array([1, 5]), 7)  # no edge across phases
+    graph = Graph.homogeneous(csr=csr, x=torch.zeros(7, 2), y=y, num_classes=3)
+    report = audit.audit_node_split(graph, roles, {p: {EDGE: csr} for p in PHASES},
+                                    "transductive")
+    assert report["label_coverage"] == {
         "labelled": 4, "unlabelled": 3, "labelled_fraction": 0.571429,
         "per_role": {"train": {"labelled": 2, "unlabelled": 1},
                      "val": {"labelled": 1, "unlabelled": 0},
                      "test": {"labelled": 1, "unlabelled": 0},
                      "unused": {"labelled": 0, "unlabelled": 2}}}
-    check = audit.labelled_only_check(roles, y)
+    check = _check(report, "splits_labelled_only")
     assert not check["passed"] and "first: node 2, train" in check["detail"]
 
 

@@ -1,8 +1,13 @@
-"""Graph diagnostics against brute-force definitions and scipy, and the low-homophily warning."""
+"""Graph diagnostics against brute-force definitions and scipy, and the low-homophily warning.
+The report comes from block tasks (here in this process; on LocalClusters in
+tests/graphops/test_analyze_engines.py): for any block size it equals a whole-graph oracle kept
+here (the counts of every row at once, scipy's components)."""
 
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,13 +16,61 @@ import torch
 from scipy.sparse.csgraph import connected_components as scipy_components
 
 from conftest import as_graph, small_params
-from gnnpipe.graphops.analyze import (analyze_graph, connected_components, degree_histogram,
-                                      homophily)
-from gnnpipe.config import AnalyzeParams
-from gnnpipe.data.graph import Graph
+from gnnpipe.graphops import analyze
+from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
+                                      degree_histogram, degree_stats, graph_report, homophily,
+                                      homophily_of, min_label_components, phase_sizes,
+                                      row_counts, train_label_y)
+from gnnpipe.config import AnalyzeParams, NodeSplitParams
+from gnnpipe.data.graph import UNLABELLED, Graph, TargetView, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
 from gnnpipe.data.prepare import prepare
 from gnnpipe.io.common import role_codes
+from gnnpipe.io.csr_blocks import block_graph
+from gnnpipe.runtime.rng import make_rng
+
+
+def blocks_report(graph: TargetView, cfg: AnalyzeParams = AnalyzeParams(), *phases,
+                  block_rows: int = BLOCK_ROWS, scratch: Path | None = None
+                  ) -> tuple[dict, list]:
+    """``analyze_blocks`` of ``graph`` written as block files in a temp folder (in ``scratch``,
+    else a fresh one), its tasks in this process."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            block_graph(graph.csr, scratch or Path(tmp), name="analyze-graph") as folder:
+        return analyze_blocks(None, folder, graph.y.numpy(), graph.num_classes, cfg, *phases,
+                              block_rows=block_rows)
+
+
+def _all_rows(csr, y, c):
+    return row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], c)
+
+
+def whole_graph_report(graph: TargetView, cfg: AnalyzeParams, message_graphs=None, roles=None
+                       ) -> tuple[dict, list]:
+    """The oracle: every row counted at once over the graph held whole, scipy's weak
+    components."""
+    y, c, csr = graph.y.numpy(), graph.num_classes, graph.csr
+    phases = None
+    if message_graphs is not None:
+        train = _all_rows(message_graphs["train"], train_label_y(roles, y), c)
+        phases = {**phase_sizes(message_graphs, roles),
+                  "train_label_homophily": homophily_of(train, c)["edge"]}
+    return graph_report(graph.num_nodes, y, c, _all_rows(csr, y, c),
+                        component_stats(scipy_labels(csr)), phases, cfg)
+
+
+def scipy_labels(csr) -> np.ndarray:
+    n = csr.num_nodes
+    adj = sp.coo_matrix((np.ones(csr.num_edges), (csr.indices.numpy(), csr.targets().numpy())),
+                        shape=(n, n))
+    return scipy_components(adj, directed=True, connection="weak")[1]
+
+
+def block_components(csr, block_rows: int = BLOCK_ROWS) -> np.ndarray:
+    """``min_label_components`` of ``csr``, numbered 0.. by least member."""
+    with tempfile.TemporaryDirectory() as tmp, block_graph(csr, Path(tmp)) as folder:
+        labels = min_label_components(None, folder, csr.num_nodes, block_rows)
+    return np.unique(labels, return_inverse=True)[1]
 
 
 def _undirected(src, dst, n):
@@ -106,13 +159,13 @@ def test_directed_adjusted_homophily_uses_source_and_target_class_shares():
 
 # ------------------------------------------------------------------------------- components
 @pytest.mark.parametrize("seed", range(4))
-def test_components_match_scipy(seed):
+def test_components_by_blocks_match_scipy(seed):
     rng = np.random.default_rng(seed)
     n = 300
     m = int(rng.integers(50, 400))  # sparse enough to leave many components and isolated nodes
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     csr = csr_from_edges(src, dst, n)  # directed: components are weak
-    got = connected_components(csr)
+    got = block_components(csr, int(rng.integers(1, 400)))
     adj = sp.coo_matrix((np.ones(m), (src, dst)), shape=(n, n))
     count, want = scipy_components(adj, directed=True, connection="weak")
     assert got.max() + 1 == count
@@ -127,10 +180,10 @@ def test_components_of_a_long_chain_with_shuffled_ids():
     n = 5000
     order = np.random.default_rng(0).permutation(n)
     csr = _undirected(order[:-1], order[1:], n)
-    labels = connected_components(csr)
+    labels = block_components(csr, 700)
     assert labels.max() == 0
     two = _undirected(np.r_[order[:2000 - 1], order[2000:-1]], np.r_[order[1:2000], order[2001:]], n)
-    labels = connected_components(two)
+    labels = block_components(two)
     assert labels.max() == 1
     assert np.bincount(labels).tolist() in ([2000, 3000], [3000, 2000])
 
@@ -154,8 +207,8 @@ def _synthetic(homophily_value: float) -> Graph:
 
 
 def test_low_homophily_warns_and_high_does_not():
-    high, _ = analyze_graph(_synthetic(0.8), AnalyzeParams())
-    low, _ = analyze_graph(_synthetic(0.2), AnalyzeParams())
+    high, _ = blocks_report(_synthetic(0.8), AnalyzeParams())
+    low, _ = blocks_report(_synthetic(0.2), AnalyzeParams())
     assert high["homophily"]["edge"] == pytest.approx(0.8, abs=0.03)
     assert high["homophily"]["adjusted"] > 0.6 and not high["low_homophily"]
     assert not any("homophily" in w for w in high["warnings"])
@@ -168,7 +221,7 @@ def test_low_homophily_warns_and_high_does_not():
 
 
 def test_report_counts_are_consistent(tiny_graph):
-    report, hist = analyze_graph(tiny_graph, AnalyzeParams())
+    report, hist = blocks_report(tiny_graph, AnalyzeParams())
     assert report["nodes"] == tiny_graph.num_nodes
     assert report["edges"] == tiny_graph.csr.num_edges
     assert sum(row["nodes"] for row in hist) == tiny_graph.num_nodes
@@ -180,21 +233,18 @@ def test_report_counts_are_consistent(tiny_graph):
 def test_isolated_nodes_warning():
     csr = _undirected([0, 1], [1, 2], 10)  # 7 of 10 nodes isolated
     graph = Graph.homogeneous(csr, torch.zeros(10, 1), torch.arange(10) % 2, 2).target_view()
-    report, _ = analyze_graph(graph, AnalyzeParams())
+    report, _ = blocks_report(graph, AnalyzeParams())
     assert report["degree"]["isolated_nodes"] == 7
     assert report["components"]["count"] == 8 and report["components"]["singletons"] == 7
     assert any("no neighbours" in w for w in report["warnings"])
 
 
 def test_phase_stats_of_an_inductive_split():
-    graph = _synthetic(0.8)
-    from gnnpipe.config import NodeSplitParams
-    from gnnpipe.runtime.rng import make_rng
     from gnnpipe.splitting.split import split_nodes
-    from gnnpipe.data.graph import phase_csrs
 
+    graph = _synthetic(0.8)
     split = split_nodes(as_graph(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
-    report, _ = analyze_graph(graph, AnalyzeParams(), phase_csrs(split.message_graphs),
+    report, _ = blocks_report(graph, AnalyzeParams(), phase_csrs(split.message_graphs),
                               role_codes(split.roles))
     phases = report["phases"]
     assert phases["train"]["edges"] < phases["val"]["edges"] < phases["test"]["edges"]
@@ -202,3 +252,86 @@ def test_phase_stats_of_an_inductive_split():
     # a train node loses its val/test neighbours in the train graph: more isolated than in full
     assert phases["train"]["isolated_fraction"] > report["degree"]["isolated_fraction"]
     assert phases["train_label_homophily"] == pytest.approx(0.8, abs=0.05)
+
+
+# ------------------------------------------------------------- blocks against the oracle
+def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> TargetView:
+    """Random edges (sparse: many components and isolated nodes), 4 classes, a fifth of the
+    nodes unlabelled."""
+    rng = np.random.default_rng(seed)
+    csr, _ = normalize_edges(rng.integers(0, n, m), rng.integers(0, n, m), n,
+                             undirected=undirected, dedup=undirected, remove_self_loops=False)
+    y = rng.integers(0, 4, n)
+    y[rng.random(n) < 0.2] = UNLABELLED
+    return Graph.homogeneous(csr=csr, x=torch.zeros(n, 1), y=torch.from_numpy(y),
+                             num_classes=4).target_view()
+
+
+def node_phases(graph: TargetView):
+    """An inductive node split's message graphs and role codes of ``graph``."""
+    from gnnpipe.splitting.split import split_nodes
+
+    labelled = Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp_min(0), num_classes=4)
+    split = split_nodes(labelled, NodeSplitParams(mode="inductive"), make_rng(0, "split"))
+    return phase_csrs(split.message_graphs), role_codes(split.roles)
+
+
+@pytest.mark.parametrize("block_rows", [5, 16, 1000])
+@pytest.mark.parametrize("seed, undirected", [(0, True), (1, False)])
+def test_blocks_give_the_whole_graph_report_for_any_block_size(tmp_path, block_rows, seed,
+                                                               undirected):
+    graph = _graph(seed, undirected=undirected)
+    phases = node_phases(graph)
+    want = whole_graph_report(graph, AnalyzeParams(), *phases)
+    got = blocks_report(graph, AnalyzeParams(), *phases, block_rows=block_rows, scratch=tmp_path)
+    assert got == want
+    assert want[0]["components"]["count"] > 5 and want[0]["degree"]["isolated_nodes"] > 0
+    assert list(tmp_path.iterdir()) == []  # block files removed
+
+
+def test_a_link_split_and_an_edgeless_graph_match_the_oracle():
+    graph = _graph(2)
+    assert blocks_report(graph, block_rows=13) == whole_graph_report(graph, AnalyzeParams())
+    empty = csr_from_edges(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 5)
+    bare = Graph.homogeneous(csr=empty, x=torch.zeros(5, 1), y=torch.arange(5) % 2,
+                             num_classes=2).target_view()
+    assert blocks_report(bare) == whole_graph_report(bare, AnalyzeParams())
+
+
+def test_components_of_a_long_shuffled_chain_take_few_sweeps(monkeypatch, tmp_path):
+    """Roots hook onto roots: a 4000-node path in random id order needs a few dozen sweeps."""
+    n = 4000
+    order = np.random.default_rng(0).permutation(n)
+    csr = csr_from_edges(order[:-1], order[1:], n)  # one direction only: weak connectivity
+    sweeps = []
+    real = analyze.min_label_sweep
+    monkeypatch.setattr(analyze, "min_label_sweep",
+                        lambda *a, **k: sweeps.append(a[0]) or real(*a, **k))
+    with block_graph(csr, tmp_path) as folder:
+        labels = min_label_components(None, folder, n, 500)
+    assert (labels == 0).all() and (scipy_labels(csr) == 0).all()
+    assert len(sweeps) // 8 < 20, len(sweeps) // 8  # 9 here
+
+
+def test_component_labels_go_int64_past_int32_nodes(monkeypatch, tmp_path):
+    """Past 2**31 - 1 nodes the labels are stored int64 (here with the limit lowered)."""
+    monkeypatch.setattr(analyze, "INT32_NODES", 10)
+    csr = csr_from_edges(np.array([11, 3]), np.array([2, 4]), 12)
+    with block_graph(csr, tmp_path) as folder:
+        labels = min_label_components(None, folder, 12, 5)
+    assert labels.dtype == np.int64 and labels[11] == 2 and labels[4] == 3
+
+
+def test_degree_figures_from_counts_equal_numpy_on_every_node():
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n = int(rng.integers(1, 400))
+        degrees = (rng.pareto(1.1, n) * rng.integers(1, 20)).astype(np.int64)
+        values, nodes = np.unique(degrees, return_counts=True)
+        p50, p90, p99 = np.percentile(degrees, [50, 90, 99])
+        got = degree_stats(values, nodes)
+        assert got == degree_stats(degrees)
+        assert (got["median"], got["p90"], got["p99"]) == (round(float(p50), 6),
+                                                          round(float(p90), 6),
+                                                          round(float(p99), 6)), trial
+        assert got["mean"] == round(float(degrees.mean()), 6)

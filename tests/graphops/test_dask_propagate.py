@@ -1,6 +1,7 @@
-"""propagate on cluster.engine: dask (gnnpipe/graphops/dask_propagate.py): hop files byte for byte
-as the local engine writes them, on LocalClusters of 1, 2 and 4 workers and any block size; a
-failed task leaves no hop file; the stage end to end; the block inputs and row files."""
+"""propagate's block tasks on cluster.engine: dask (gnnpipe/graphops/propagate.py): hop files byte
+for byte as the same tasks write them in this process, on LocalClusters of 1, 2 and 4 workers and
+any block size; tasks reading files in gather chunks; a failed task leaves no hop file; the stage
+end to end; the row files."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ import yaml
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.edges import normalize_edges
-from gnnpipe.graphops import dask_propagate
-from gnnpipe.graphops.dask_propagate import hop_block, propagate_blocks, x0_rows
+from gnnpipe.graphops import propagate as module
 from gnnpipe.graphops.propagate import propagate
 
 N, F = 300, 5
@@ -79,16 +79,18 @@ def _local_files(tmp: Path, csr, x, cfg) -> dict[str, bytes]:
 
 
 def _dask_files(tmp: Path, client, csr, x, cfg, name: str) -> dict[str, bytes]:
+    """The stage's call on dask: X_0 read from hop 0 (float32) or a scratch copy (bfloat16)."""
     out, scratch = tmp / name, tmp / f"{name}-scratch"
     out.mkdir()
     dtype = getattr(torch, cfg.dtype)
     io.write_hop(out, "g", 0, x.to(dtype))
-    x0 = (io.hop_rows(out, "g", 0, tuple(x.shape), dtype) if cfg.dtype == "float32"
-          else x0_rows(scratch / "g", x, cfg.block_rows))
+    stored = io.hop_rows(out, "g", 0, tuple(x.shape), dtype) if cfg.dtype == "float32" else None
     peaks = []
-    for _ in propagate_blocks(client, csr, x0, out, "g", scratch, cfg, "aten", peaks=peaks):
+    for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+                       scratch=scratch, stored_x0=stored, peaks=peaks):
         pass
-    assert peaks and all(p > 0 for p in peaks)
+    assert len(peaks) == (cfg.hops + 1) * -(-N // cfg.block_rows)  # A_hat, then every hop
+    assert all(p > 0 for p in peaks)
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
 
@@ -108,22 +110,30 @@ def test_any_block_size_gives_the_local_bytes(tmp_path, client_of, monkeypatch, 
         assert _dask_files(tmp_path, client, csr, x, cfg, f"b{block_rows}") == want, block_rows
 
 
-def test_gather_chunks_inside_a_task_give_the_same_rows(tmp_path, monkeypatch):
-    """hop_block in this process, with a gather budget of one or two rows' non-zeros."""
+def test_tasks_reading_files_in_gather_chunks_give_the_same_rows(tmp_path, monkeypatch):
+    """The workers' inputs (files; X_0 a scratch copy under bfloat16), the tasks run here in two
+    blocks, with a gather budget of 20 non-zeros' rows: the bytes of the in-memory run."""
     csr, x = _graph(2)
-    cfg = PropagateParams(hops=1, norm="sym", block_rows=N)
+    dtype = "bfloat16"
+    cfg = PropagateParams(hops=2, norm="ppr", dtype=dtype, block_rows=N)
     want = _local_files(tmp_path, csr, x, cfg)
-    out = tmp_path / "chunks"
+    out, folder = tmp_path / "chunks", tmp_path / "in"
     out.mkdir()
-    io.write_hop(out, "g", 0, x)
-    dask_propagate.write_block_inputs(tmp_path / "in", csr, cfg)
-    writer = io.HopWriter(out, "g", 1, (N, F), torch.float32)
-    x0 = io.hop_rows(out, "g", 0, (N, F), torch.float32)
-    task = dask_propagate.HopTask(str(tmp_path / "in"), x0, x0, writer.rows(), cfg, "aten")
-    monkeypatch.setattr(dask_propagate, "GATHER_BYTES", 4 * F * 3)  # 3 non-zeros a chunk
-    hop_block((0, 100), task)
-    hop_block((100, N), task)
-    writer.finish()
+    io.write_hop(out, "g", 0, x.to(getattr(torch, dtype)))
+    nnz = csr.num_edges + N
+    adjacency = module._adjacency_files(folder, csr, cfg, nnz)
+    x0 = module._x0_file(folder, x, 64)
+    monkeypatch.setattr(module, "GATHER_BYTES", 4 * F * 20)
+    for start, stop in ((100, N), (0, 100)):
+        module.adjacency_block(start, stop, adjacency=adjacency, cfg=cfg)
+    previous = x0
+    for hop in (1, 2):
+        writer = io.HopWriter(out, "g", hop, (N, F), getattr(torch, dtype))
+        task = module.HopTask(adjacency, previous, x0, writer.rows(), cfg, "aten")
+        for start, stop in ((0, 100), (100, N)):
+            module.hop_block(start, stop, task=task)
+        writer.finish()
+        previous = writer.finished_rows()
     assert {p.name: p.read_bytes() for p in sorted(out.iterdir())} == want
 
 
@@ -229,7 +239,7 @@ def test_hop_files_match_the_local_engine_on_4_2_and_1_workers(tmp_path, client_
     assert len(want) == 4
 
 
-def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of, monkeypatch):
+def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of):
     client = client_of(1)
     csr, x = _graph(3)
     out = tmp_path / "out"
@@ -239,6 +249,7 @@ def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of, monkeypatch):
     cfg = PropagateParams(hops=2, block_rows=50)
     bad = dataclasses.replace(x0, path=str(out / "missing.pt"))  # every task fails to read it
     with pytest.raises(FileNotFoundError):
-        for _ in propagate_blocks(client, csr, bad, out, "g", tmp_path / "scratch", cfg, "aten"):
+        for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+                           scratch=tmp_path / "scratch", stored_x0=bad):
             pass
     assert sorted(p.name for p in out.iterdir()) == ["g_hop_0.pt"]  # no half-written hop

@@ -216,26 +216,29 @@ def test_label_counts_count_every_edge_but_self_loops(tmp_path):
 
 
 def test_a_sweep_keeps_its_proposals_in_the_block_folder_not_in_task_results(community_csr,
-                                                                             tmp_path):
+                                                                             tmp_path,
+                                                                             monkeypatch):
     # held as task results, a bisection sweep's proposals (32 B a node) grew lp's workers
-    from gnnpipe.graphops.partition_lp import LocalBlocks, lp_parts
+    from gnnpipe.graphops import partition_lp
+    from gnnpipe.graphops.partition_lp import lp_parts
+    from gnnpipe.runtime import engine
 
     calls = []
 
-    class Recording(LocalBlocks):
-        def map(self, fn, items, **kwargs):
-            results = super().map(fn, items, **kwargs)
-            calls.append((fn.__name__, list(items), results))
-            return results
+    def run(client, fn, items, **common):
+        results = engine.run_blocks(client, fn, items, **common)
+        calls.append((fn.__name__, [item for (item,) in items], results))
+        return results
 
-        def fold(self, fn, items, combine, **kwargs):  # histograms: merged as each task ends
-            results = [fn(item, **kwargs) for item in items]
-            calls.append((fn.__name__, list(items), results))
-            return functools.reduce(combine, results)
+    def fold(client, fn, items, combine, **common):  # histograms: merged as each task ends
+        return functools.reduce(combine, run(client, fn, items, **common))
 
+    monkeypatch.setattr(partition_lp, "run_blocks", run)
+    monkeypatch.setattr(partition_lp, "fold_blocks", fold)
     csr_blocks.write_block_graph(tmp_path, community_csr)
     cfg = PartitionParams(method="lp", num_parts=4, block_rows=700, iterations=3)
-    parts = lp_parts(tmp_path, cfg, 11, Recording())
+    parts = lp_parts(tmp_path, cfg, 11)
+    monkeypatch.undo()
     assert np.array_equal(parts, lp_partition(community_csr, cfg, 11))
     names = {name for name, _, _ in calls}
     assert names == {"propose_block", "block_cell_keys", "block_moves"}

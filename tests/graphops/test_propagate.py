@@ -1,5 +1,6 @@
-"""SIGN precomputation against dense and scipy.sparse references; ppr, bfloat16, streaming to
-disk (memory-mappable files), one hop held at a time, and the stage's per-phase graphs."""
+"""SIGN precomputation against dense and scipy.sparse references and, bit for bit, the
+whole-graph hop loop (an oracle kept here); ppr, bfloat16, streaming to disk (memory-mappable
+files), one hop held at a time, and the stage's per-phase graphs."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import torch
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr, phase_csrs
 from gnnpipe.data.edges import normalize_edges
-from gnnpipe.graphops.propagate import normalized_adjacency, propagate
+from gnnpipe.graphops.propagate import (DTYPES, _sparse_csr, adjacency_rows, adjacency_values,
+                                        node_scale, propagate)
 
 
 def _graph(n=37, m=90, seed=0, isolated=(), undirected=True, loops=False) -> Csr:
@@ -69,6 +71,29 @@ def scipy_adjacency(csr: Csr, norm: str, self_loops: bool) -> sp.csr_matrix:
         return (sp.diags(np.where(deg > 0, 1.0 / deg, 0.0)) @ a).tocsr()
 
 
+def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:
+    """Oracle: A_hat of the whole graph as one sparse CSR (N, N) float32, int64 indices."""
+    indptr, indices, counts = adjacency_rows(csr.indptr.numpy(), csr.indices.numpy(), 0, cfg)
+    scale = node_scale(csr.degrees(), cfg).numpy()
+    values = adjacency_values(scale, counts, scale[indices], cfg)
+    return _sparse_csr(*map(torch.from_numpy, (indptr, indices, values)),
+                       (csr.num_nodes, csr.num_nodes))
+
+
+def oracle_hops(csr: Csr, x: torch.Tensor, cfg: PropagateParams) -> list[torch.Tensor]:
+    """Oracle: the whole-graph hop loop, one ATen product of the whole A_hat per hop, each hop
+    from the previous one as stored."""
+    adj, x0 = normalized_adjacency(csr, cfg), x.float()
+    hops, previous = [], x0
+    for _ in range(cfg.hops):
+        hop = torch.sparse.mm(adj, previous, reduce="sum")
+        if cfg.norm == "ppr":
+            hop.mul_(1.0 - cfg.alpha).add_(x0, alpha=cfg.alpha)
+        hops.append(hop.to(DTYPES[cfg.dtype]))
+        previous = hops[-1].float()
+    return hops
+
+
 def _features(n, f=4, seed=1) -> torch.Tensor:
     return torch.from_numpy(np.random.default_rng(seed).standard_normal((n, f)).astype(np.float32))
 
@@ -97,6 +122,25 @@ def test_propagate_matches_dense_powers(norm, self_loops, block_rows):
         assert got.dtype == torch.float32 and got.shape == x.shape
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5, err_msg=f"hop {k}")
         np.testing.assert_allclose(got.numpy(), want_sp, atol=1e-5, err_msg=f"hop {k} (scipy)")
+
+
+@pytest.mark.parametrize("norm, dtype", [("sym", "float32"), ("rw", "bfloat16"),
+                                         ("ppr", "bfloat16"), ("ppr", "float32")])
+def test_blocks_give_the_whole_graph_oracles_bits(norm, dtype):
+    """Any block size (1 row, 7, all), with and without self-loops, directed with stored
+    loops: the block tasks' hops equal the whole-matrix product's, bit for bit."""
+    for csr in (_graph(isolated=(0, 7)), _graph(n=30, m=80, seed=5, undirected=False,
+                                                 loops=True)):
+        x = _features(csr.num_nodes, f=6, seed=2)
+        for self_loops in (True, False):
+            cfg = PropagateParams(hops=3, norm=norm, self_loops=self_loops, dtype=dtype,
+                                  alpha=0.3, kernel="aten")
+            want = oracle_hops(csr, x, cfg)
+            for block_rows in (1, 7, csr.num_nodes):
+                got = list(propagate(csr, x, PropagateParams(**{**cfg.__dict__,
+                                                                "block_rows": block_rows})))
+                assert all(torch.equal(a, b) for a, b in zip(got, want)), (block_rows,
+                                                                           self_loops)
 
 
 @pytest.mark.parametrize("norm", ["sym", "rw"])
@@ -135,13 +179,31 @@ def test_directed_graph_and_existing_self_loops(norm):
 
 def test_rw_rows_sum_to_one_and_sym_is_symmetric():
     csr = _graph(seed=8)
-    adj = normalized_adjacency(csr, PropagateParams())
-    assert adj.col_indices().dtype == torch.int32 and adj.crow_indices().dtype == torch.int32
     rw = normalized_adjacency(csr, PropagateParams(norm="rw", self_loops=True)).to_dense()
     np.testing.assert_allclose(rw.sum(dim=1).numpy(), np.ones(csr.num_nodes), atol=1e-6)
     sym = normalized_adjacency(csr, PropagateParams(norm="sym", self_loops=True)).to_dense()
     np.testing.assert_allclose(sym.numpy(), sym.numpy().T, atol=1e-7)
     np.testing.assert_allclose(sym.numpy(), dense_adjacency(csr, "sym", True), atol=1e-6)
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_adjacency_blocks_in_any_order_fill_the_whole_matrix(self_loops):
+    """Block tasks of 5 rows, run last block first, write A_hat's column ids (int32) and values
+    where the whole matrix has them."""
+    from gnnpipe.graphops.propagate import Adjacency, adjacency_block
+
+    csr = _graph(seed=8)
+    cfg = PropagateParams(norm="sym", self_loops=self_loops)
+    want = normalized_adjacency(csr, cfg)
+    nnz = want.values().numel()
+    adj = Adjacency(csr.indptr.numpy(), csr.indices.numpy(),
+                    node_scale(csr.degrees(), cfg).numpy(), np.full(nnz, -1, np.int32),
+                    np.full(nnz, np.nan, np.float32))
+    for start in reversed(range(0, csr.num_nodes, 5)):
+        assert adjacency_block(start, min(start + 5, csr.num_nodes), adjacency=adj,
+                               cfg=cfg) > 0  # peak RSS, MiB
+    assert np.array_equal(adj.col, want.col_indices().numpy())
+    assert np.array_equal(adj.values, want.values().numpy())
 
 
 def test_tiny_graph_one_hop_is_neighbour_mean(tiny_graph):

@@ -12,9 +12,9 @@ import pytest
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from gnnpipe.graphops.reach import (BEYOND, accuracy_by_distance, balanced_forman,
-                                    edge_curvature, hops_to_train, sample_undirected_edges)
+from gnnpipe.graphops.reach import BEYOND, accuracy_by_distance, balanced_forman, hops_to_train
 from gnnpipe.graphops.partition import symmetric_simple
+from tests.graphops.test_curvature import block_curvature, sample_undirected_edges
 
 
 def _undirected(edges, n):
@@ -172,8 +172,8 @@ def test_curvature_matches_the_definition_on_random_graphs(seed):
     want = [float(_brute_ric(adj, a, b)) for a, b in zip(u.tolist(), v.tolist())]
     assert np.allclose(balanced_forman(csr, u, v), want)
     assert np.allclose(balanced_forman(csr, v, u), want)  # symmetric in its ends
-    chunked = edge_curvature(csr, CurvatureParams(sample_edges=10**6, most_negative=len(want)),
-                             rng, chunk_pairs=7)
+    cfg = CurvatureParams(sample_edges=10**6, most_negative=len(want))
+    chunked = block_curvature(csr, cfg, rng, chunk_pairs=7, block_rows=9)
     assert [m["curvature"] for m in chunked["most_negative"]] == pytest.approx(sorted(want), abs=1e-6)
 
 
@@ -187,8 +187,8 @@ def _ring_of_cliques(cliques, size):
 
 def test_the_bridges_of_a_ring_of_cliques_are_the_most_negative_edges():
     csr, bridges = _ring_of_cliques(6, 5)
-    out = edge_curvature(csr, CurvatureParams(sample_edges=1000, most_negative=6),
-                         np.random.default_rng(0))
+    out = block_curvature(csr, CurvatureParams(sample_edges=1000, most_negative=6),
+                          np.random.default_rng(0))
     assert out["sample"] == {"edges": 66, "undirected_edges": 66, "exact": True}
     assert {(m["u"], m["v"]) for m in out["most_negative"]} == bridges
     assert all(m["curvature"] == pytest.approx(4 / 5 - 2) for m in out["most_negative"])
@@ -199,8 +199,8 @@ def test_the_bridges_of_a_ring_of_cliques_are_the_most_negative_edges():
 def test_a_sample_is_seeded_uniform_and_says_so():
     csr, bridges = _ring_of_cliques(40, 6)  # 600 clique edges + 40 bridges
     cfg = CurvatureParams(sample_edges=200, most_negative=5)
-    first = edge_curvature(csr, cfg, np.random.default_rng(7))
-    assert first == edge_curvature(csr, cfg, np.random.default_rng(7))
+    first = block_curvature(csr, cfg, np.random.default_rng(7))
+    assert first == block_curvature(csr, cfg, np.random.default_rng(7), block_rows=17)
     assert first["sample"] == {"edges": 200, "undirected_edges": 640, "exact": False}
     assert {(m["u"], m["v"]) for m in first["most_negative"]} <= bridges
     u, v, _ = sample_undirected_edges(csr, 200, np.random.default_rng(3))

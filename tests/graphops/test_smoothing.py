@@ -57,3 +57,27 @@ def test_smoothing_report_uses_only_the_given_nodes(tiny_graph):
     edges = sub.num_edges  # each stored edge joins two orthogonal unit rows: |h_i - h_j|^2 = 2
     assert got["dirichlet_energy"] == pytest.approx(2 * edges / 4, abs=1e-6)
     assert got["cosine_similarity"] == pytest.approx((2 * 2 * 1) / (4 * 3), abs=1e-6)
+
+
+def test_figures_do_not_depend_on_the_block_size():
+    """Row blocks of one edge (and one row) give the figures of one block: the sums really run
+    block by block, and the blocks cover every edge once."""
+    rng = np.random.default_rng(5)
+    csr, _ = normalize_edges(rng.integers(0, 60, 300), rng.integers(0, 60, 300), 60,
+                             undirected=True, dedup=True, remove_self_loops=True)
+    node_id = torch.from_numpy(rng.permutation(60)[:45])  # some nodes given, in no order
+    h = torch.randn(45, 3, generator=torch.Generator().manual_seed(2))
+    whole = smoothing_report(node_id, h, csr)
+    assert smoothing_report(node_id, h, csr, block_floats=1) == whole
+    assert smoothing_report(node_id, h, csr, block_floats=7) == whole
+    # and against the definition over the restricted graph (the old whole-array code)
+    keep = torch.zeros(60, dtype=torch.bool)
+    keep[node_id] = True
+    sub = csr.restrict(keep)
+    full = torch.zeros(60, 3, dtype=torch.float64)
+    full[node_id] = h.double()
+    src, dst = sub.indices, sub.targets()
+    want = float(((full[dst] - full[src]) ** 2).sum()) / 45
+    assert whole["dirichlet_energy"] == pytest.approx(want, abs=1e-6)
+    tiny = dirichlet_energy(full, sub, block_floats=1)
+    assert tiny["dirichlet_energy"] == pytest.approx(want * 45 / 60, rel=1e-12)

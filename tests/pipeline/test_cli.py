@@ -106,10 +106,10 @@ def test_split_stage_fails_on_an_injected_leak(tmp_path, monkeypatch, capsys):
     assert main(["prepare"]) == 0
     import gnnpipe.splitting.split
 
-    def leaky(graph, roles, mode, times=None):  # inductive phases handed the whole graph
-        return {phase: graph.csr for phase in ("train", "val", "test")}
+    def leaky(code, labelled, keys=None, cuts=None):  # inductive phases see every node
+        return {phase: labelled | ~labelled for phase in ("train", "val")}
 
-    monkeypatch.setattr(gnnpipe.splitting.split, "message_graphs", leaky)
+    monkeypatch.setattr(gnnpipe.splitting.split, "phase_sees", leaky)
     assert main(["split"]) == 1
     assert "split audit failed" in capsys.readouterr().err
     report = json.loads((tmp_path / "metrics/split_audit.json").read_text())

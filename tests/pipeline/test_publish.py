@@ -203,7 +203,8 @@ def test_a_full_disk_publishes_nothing(published, monkeypatch, capsys, env, spec
 
 
 def test_a_real_full_disk_publishes_nothing(tmp_path):
-    """A 1 MiB tmpfs (in a user and mount namespace) fits one prepared graph, not two."""
+    """A small tmpfs (in a user and mount namespace), filled after the first prepare to within
+    64 KiB: the second prepare (its block scratch and outputs) meets a real ENOSPC."""
     if not shutil.which("unshare") or subprocess.run(
             ["unshare", "-rm", "true"], capture_output=True).returncode != 0:
         pytest.skip("needs unshare -rm (user and mount namespaces)")
@@ -215,13 +216,15 @@ def test_a_real_full_disk_publishes_nothing(tmp_path):
     driver = "import hashlib\nfrom pathlib import Path\n" + helpers + textwrap.dedent(f"""
         import json, os, subprocess, sys
         work = Path({str(work)!r})
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(work)]).returncode:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(work)]).returncode:
             print(json.dumps({{"skip": "mount -t tmpfs refused"}})); sys.exit()
         os.chdir(work)
         run = lambda: subprocess.run([sys.executable, "-m", "gnnpipe", "prepare", {PERF!r}[0],
                                       {PERF!r}[1]], capture_output=True, text=True)
         Path("params.yaml").write_text({yaml.safe_dump(params)!r})
         first = run()
+        free = os.statvfs(work).f_bavail * os.statvfs(work).f_frsize
+        Path("filler").write_bytes(bytes(max(free - (64 << 10), 0)))
         before = _digest(work)
         Path("params.yaml").write_text({yaml.safe_dump({**params, "seed": 1})!r})
         second = run()
@@ -238,7 +241,7 @@ def test_a_real_full_disk_publishes_nothing(tmp_path):
     assert result["second"] == 1
     err = result["err"].strip()
     assert "\n" not in err and re.fullmatch(
-        r"gnnpipe prepare: error: data/prepared\S*: .*No space left on device.*", err), err
+        r"gnnpipe prepare: error: data/\.?prepared\S*: .*No space left on device.*", err), err
     assert result["same"] and result["temps"] == []
 
 

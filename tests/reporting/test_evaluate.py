@@ -134,9 +134,9 @@ def test_score_predictions_scores_only_split_nodes_and_requires_all():
 
 def test_confusion_rows_follow_the_test_nodes():
     roles = role_codes(np.array(["test", "train", "test"]))
-    rows = confusion_rows(torch.tensor([0, 1, 2]), _logits_for([1, 0, 2], 3), np.array([0, 0, 2]),
-                          roles)
-    assert rows == [{"actual": 0, "predicted": 1}, {"actual": 2, "predicted": 2}]
+    actual, predicted = confusion_rows(torch.tensor([0, 1, 2]), _logits_for([1, 0, 2], 3),
+                                       np.array([0, 0, 2]), roles)
+    assert actual.tolist() == [0, 2] and predicted.tolist() == [1, 2]
 
 
 def _scores(test_acc: float) -> dict:
@@ -287,3 +287,13 @@ def test_on_test_follows_the_test_nodes_in_id_order_whatever_the_row_order():
     assert majority_fraction(np.array([0, 0, 0, 1, -1]), 2) == 0.75
     top = top_class(np.array([1, 0, 0]), torch.tensor([[0.0, 1.0], [0.0, 2.0], [1.0, 0.0]]), 2)
     assert (top.label, top.share, top.true_share) == (1, 2 / 3, 1 / 3)
+
+
+def test_confusion_file_is_written_by_blocks_as_csv_rows(tmp_path):
+    from gnnpipe import io
+
+    actual, predicted = np.array([0, 2, 1, 1, 0]), np.array([1, 2, 1, 0, 0], dtype=np.int16)
+    io.write_confusion(tmp_path / "blocks.csv", actual, predicted, rows=2)
+    io.write_csv(tmp_path / "rows.csv", [{"actual": int(a), "predicted": int(p)}
+                                         for a, p in zip(actual, predicted)])
+    assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "rows.csv").read_bytes()

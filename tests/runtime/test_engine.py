@@ -51,6 +51,66 @@ def test_local_engine_runs_in_process():
         assert client is None
 
 
+def _shifted(value: int, by: int) -> int:
+    return value + by
+
+
+def _digits(a: int, b: int) -> int:  # not commutative: the fold's order shows
+    return a * 10 + b
+
+
+def test_blocks_in_this_process_fold_each_result_as_it_comes():
+    events = []
+
+    def task(value, by):
+        events.append(("run", value))
+        return value + by
+
+    def combine(a, b):
+        events.append(("combine", b))
+        return _digits(a, b)
+
+    calls = [(d,) for d in (2, 7, 1, 8)]
+    assert engine.run_blocks(None, _shifted, calls, by=1) == [3, 8, 2, 9]
+    assert engine.fold_blocks(None, task, calls, combine, by=0) == 2718
+    # one result held at a time: each is folded before the next task runs
+    assert events == [("run", 2), ("run", 7), ("combine", 7), ("run", 1), ("combine", 1),
+                      ("run", 8), ("combine", 8)]
+    with pytest.raises(ValueError, match="no calls"):
+        engine.fold_blocks(None, task, [], combine, by=0)
+
+
+class _Future:
+    def __init__(self, events: list, index: int, value):
+        self.events, self.index, self.value = events, index, value
+
+    def result(self):
+        self.events.append(("result", self.index))
+        return self.value
+
+    def release(self):
+        self.events.append(("release", self.index))
+
+
+class _Client:
+    """Dask's ``map`` surface: tasks run at submission, results wait in futures."""
+
+    def __init__(self):
+        self.events = []
+
+    def map(self, fn, *iterables, pure=True):
+        assert pure is False  # block tasks write files: never deduplicated by Dask
+        return [_Future(self.events, i, fn(*args)) for i, args in enumerate(zip(*iterables))]
+
+
+def test_a_fold_on_dask_fetches_and_releases_every_result_in_call_order():
+    """So a worker never holds all of a map's results (lp's sweep histograms)."""
+    client = _Client()
+    assert engine.fold_blocks(client, _shifted, [(d,) for d in (1, 4, 1, 4)], _digits,
+                              by=0) == 1414
+    assert client.events == [(kind, i) for i in range(4) for kind in ("result", "release")]
+
+
 def test_embedded_cluster_runs_work_with_its_limits_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the per-run scratch folder goes
     import tempfile
@@ -59,6 +119,10 @@ def test_embedded_cluster_runs_work_with_its_limits_and_leaves_nothing(tmp_path,
     before = _children(os.getpid())
     with engine.session(cfg) as client:
         assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6
+        # the one block executor on Dask: results (and a fold) in call order, common kwargs
+        calls = [(d,) for d in (3, 1, 4, 1, 5)]
+        assert engine.run_blocks(client, _shifted, calls, by=10) == [13, 11, 14, 11, 15]
+        assert engine.fold_blocks(client, _shifted, calls, _digits, by=0) == 31415
         workers = client.scheduler_info()["workers"].values()
         assert len(workers) == 2
         assert {w["memory_limit"] for w in workers} == {256 * 2**20}

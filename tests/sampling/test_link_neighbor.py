@@ -17,7 +17,7 @@ from conftest import as_graph, small_params
 from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainParams,
                             params_from_dict, replace)
 from gnnpipe.training.distributed import DistContext
-from gnnpipe.splitting.link_split import split_links
+from link_oracle import split_links
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.loop import Checkpointing, LoopOptions
 from gnnpipe.reporting.metrics import link_metrics

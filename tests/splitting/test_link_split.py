@@ -15,8 +15,9 @@ from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.graph import EDGE, ROLE_CODES, Graph, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from gnnpipe.splitting.link_split import is_symmetric, split_links
+from link_oracle import is_symmetric, split_links
 from gnnpipe.runtime.rng import make_rng
+import link_oracle
 from conftest import as_graph
 
 
@@ -32,7 +33,7 @@ def _split(csr, seed=0, **kw):
 
 
 def _audit(csr, link, disjoint=False):
-    return audit.audit_link_split(_graph(csr), link.edge_type, link.edges, link.negatives,
+    return link_oracle.audit_link_split(_graph(csr), link.edge_type, link.edges, link.negatives,
                                   link.message_graphs, disjoint=disjoint)
 
 
@@ -281,11 +282,14 @@ def test_split_stage_writes_a_link_split_with_a_passing_audit(tmp_path, monkeypa
 
 
 def test_split_stage_fails_on_an_injected_link_leak(tmp_path, monkeypatch, capsys):
-    from gnnpipe.splitting import stage
+    from gnnpipe.splitting import link_split, stage
 
-    def leaky_split(graph, cfg, rng, hash_seed):
-        link = split_links(graph, cfg, rng, hash_seed)
-        return dataclasses.replace(link, message_graphs=dict(link.message_graphs, train=graph.csr))
+    def leaky_split(client, graph, graph_file, *args):  # train's graph: the prepared one
+        split = link_split.split_links(client, graph, graph_file, *args)
+        for path, tensor in zip(split.message["train"][0], (graph.csr[EDGE].indptr,
+                                                             graph.csr[EDGE].indices)):
+            np.save(path, tensor.numpy())
+        return split
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(stage, "split_links", leaky_split)

@@ -11,13 +11,13 @@ import torch
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.graph import EDGE, Csr, Graph
-from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import message_graphs, split_nodes
+from gnnpipe.splitting.split import split_nodes
+from node_oracle import message_graphs
 from conftest import as_graph
 
 
 def _split(graph, seed=0, **kw):
-    return split_nodes(as_graph(graph), NodeSplitParams(**kw), make_rng(seed, "split"))
+    return split_nodes(as_graph(graph), NodeSplitParams(**kw), seed=seed)
 
 
 def _audit(graph, node_split):

@@ -1,21 +1,17 @@
 """The split stage's runs (gnnpipe/splitting/stage.py), without the CLI: each yields the audit
-report, the fitted transforms, a writer and the stage's line; the block runs of cluster.engine
-dask (block functions in this process) yield the local hash run's report, transforms and line;
-a typed graph's line names its types."""
+report, the fitted transforms, a writer and the stage's line; a typed graph's line names its
+types. (Equal bytes across engines and block sizes: test_node_blocks.py, test_link_blocks.py.)"""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import torch
 
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.prepare import prepare
-from gnnpipe.splitting import dask_split, stage
-from gnnpipe.splitting.dask_split import BlockSizes
+from gnnpipe.splitting import stage
 
 SPLIT = {"assign": "hash", "node": {"strategy": "stratified", "mode": "inductive"},
          "link": {"num_val_negatives": 5, "num_test_negatives": 5, "num_hard_negatives": 0}}
@@ -41,45 +37,21 @@ def _params(task: str, engine: str = "local"):
                              "cluster": {"engine": engine}})
 
 
-@contextmanager
-def _here(cfg):
-    yield None  # the block functions run in this process
-
-
 def _staged(run, prepared: Path, params, tmp_path: Path):
     with run(prepared, params, tmp_path / "split") as staged:
         staged.write(tmp_path / "written")
         return staged
 
 
-@pytest.mark.parametrize("task, local, blocks", [("node", stage.local_nodes, stage.dask_nodes),
-                                                 ("link", stage.local_links, stage.dask_links)])
-def test_the_block_run_stages_what_the_local_hash_run_stages(prepared, tmp_path, monkeypatch,
-                                                             task, local, blocks):
-    monkeypatch.setattr(stage, "session", _here)
-    monkeypatch.setattr(dask_split, "SIZES", BlockSizes(rows=97, edges=20_000))
-    graph = prepared["homogeneous"]
-    mine = _staged(local, graph, _params(task), tmp_path / "local")
-    theirs = _staged(blocks, graph, _params(task, "dask"), tmp_path / "dask")
-    assert mine.report["passed"] and theirs.report == mine.report
-    assert list(theirs.fitted) == list(mine.fitted) == [""]
-    assert all(torch.equal(theirs.fitted[""].stats[k], v)
-               for k, v in mine.fitted[""].stats.items())
-    assert theirs.line == mine.line
-    assert sorted(p.name for p in (tmp_path / "dask/written").iterdir()) == \
-        sorted(p.name for p in (tmp_path / "local/written").iterdir())
-    assert not list((tmp_path / "dask").glob(".split-blocks*"))  # scratch gone after the block
-
-
 def test_a_staged_line_names_the_types_and_ends_with_the_folder_and_warnings(prepared, tmp_path):
-    node = _staged(stage.local_nodes, prepared["homogeneous"], _params("node"), tmp_path / "n")
+    node = _staged(stage.nodes, prepared["homogeneous"], _params("node"), tmp_path / "n")
     assert node.summary(Path("data/split")) == \
         f"{node.report['sizes']} (inductive), audit passed -> data/split"
-    typed = _staged(stage.local_nodes, prepared["typed"], _params("node"), tmp_path / "t")
+    typed = _staged(stage.nodes, prepared["typed"], _params("node"), tmp_path / "t")
     assert typed.line == f"paper nodes {typed.report['sizes']} (inductive), audit passed per " \
                          "edge type"
     assert set(typed.fitted) == {"paper", "author", "venue"}
-    link = _staged(stage.local_links, prepared["typed"], _params("link"), tmp_path / "l")
+    link = _staged(stage.links, prepared["typed"], _params("link"), tmp_path / "l")
     assert link.line.startswith("author__writes__paper (+ reverse paper__rev_writes__author) "
                                 "pairs {")
     assert link.report["negative_strategy"] == "uniform" and "undirected" not in link.report
@@ -87,10 +59,12 @@ def test_a_staged_line_names_the_types_and_ends_with_the_folder_and_warnings(pre
     assert warned.summary(Path("out")) == "line -> out; WARNING: a: b"
 
 
-@pytest.mark.parametrize("task, run", [("node", stage.dask_nodes), ("link", stage.dask_links)])
-def test_a_block_run_refuses_a_typed_graph_before_any_scratch(prepared, tmp_path, task, run):
-    with pytest.raises(ValueError, match=r"^the prepared graph's layout=typed is not split on "
-                                         r"cluster\.engine: dask"):
-        with run(prepared["typed"], _params(task, "dask"), tmp_path / "split"):
+def test_the_cluster_strategy_is_refused_on_dask_before_any_scratch(prepared, tmp_path):
+    """METIS / components need the whole relation: one line, no scratch folder, no cluster."""
+    params = params_from_dict({"split": {"node": {"strategy": "cluster"}},
+                               "cluster": {"engine": "dask"}})
+    with pytest.raises(ValueError, match=r"^split\.node\.strategy=cluster is not split on "
+                                         r"cluster\.engine: dask \(METIS"):
+        with stage.nodes(prepared["typed"], params, tmp_path / "split"):
             pass
     assert not list(tmp_path.iterdir())

@@ -1,7 +1,7 @@
-"""baseline.source: blocks: the MLP's full-batch objective by row blocks equals the in-memory fit
-(bit for bit on a one-chunk graph, within float rounding beyond), its bits do not depend on
-block_rows or on how rows are read, gbdt is unchanged. (The rules refusing what blocks cannot
-do: tests/config/test_config.py RULE_CASES.)"""
+"""The baseline's one node fit: the MLP's full-batch objective by row blocks equals the in-memory
+fit (the oracle: bit for bit on a one-chunk graph, within float rounding beyond); its bits do
+not depend on block_rows, on how rows are read or on cluster.engine, and the stage reads no
+graph. (block_rows a multiple of 4096: tests/config/test_config.py RULE_CASES.)"""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.training.baseline_fit import AUTO_BLOCKS_BYTES, baseline_source
-from gnnpipe.config import FitParams
+from gnnpipe.config import FitParams, load_params
 from gnnpipe.data.features import ModelFeatures
 from gnnpipe.data.features import fit as fit_transform
 from gnnpipe.data.graph import ROLE_CODES, ROLES
-from gnnpipe.config.loading import params_from_dict
 from gnnpipe.io.rows import FeatureSource, open_node_source
+from gnnpipe.splitting.inputs import read_model_typed
+from gnnpipe.training.baseline_fit import baseline_seed
 from gnnpipe.training.block_fit import fit_blocks
 from gnnpipe.training.models import build_model
-from gnnpipe.training.train import build_inputs, fit
+from gnnpipe.training.train import build_inputs, fit, objective_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -61,7 +61,7 @@ def test_one_chunk_graph_is_bit_identical_to_the_in_memory_fit():
     """At most 4096 nodes: one chunk, the same matrices and dropout draws as the full batch."""
     memory, (blocks,) = _fits(3000, dropout=0.5)
     assert _same(memory, blocks)
-    assert blocks.perf["source"] == "blocks"
+    assert blocks.perf["block_rows"] == 4096
 
 
 def test_many_chunks_equal_the_in_memory_fit_within_rounding():
@@ -154,8 +154,7 @@ def test_a_slice_of_the_file_is_one_read_of_the_same_rows(tmp_path, monkeypatch)
 # ------------------------------------------------------------------------------ the stage
 TINY = {"dataset": {"synthetic": {"num_nodes": 9000, "num_features": 8, "num_classes": 3,
                                   "avg_degree": 4.0, "label_rate": 0.8}},
-        "baseline": {"epochs": 5, "patience": 5, "hidden": 8, "models": ["mlp", "gbdt"],
-                     "gbdt": {"max_rounds": 4}}}
+        "baseline": {"epochs": 5, "patience": 5, "hidden": 8, "models": ["mlp"]}}
 
 
 @pytest.fixture(scope="module")
@@ -168,52 +167,59 @@ def prepared(tmp_path_factory):
     return folder
 
 
-def _baseline(folder, name: str, **keys) -> tuple:
+def _baseline(folder, name: str, engine: str = "local", **keys) -> dict[str, bytes]:
+    """The stage's written files, name -> bytes (perf apart: wall clock)."""
     params = folder / f"{name}.yaml"
-    params.write_text(yaml.safe_dump({**TINY, "baseline": {**TINY["baseline"], **keys}}))
+    params.write_text(yaml.safe_dump({**TINY, "baseline": {**TINY["baseline"], **keys},
+                                      "cluster": {"engine": engine}}))
     out = folder / name
     with contextlib.chdir(folder):
         assert main(["baseline", "--params", str(params), "--out", str(out / "model"),
                      *[arg for option in ("metrics", "perf", "history")
                        for arg in (f"--{option}", str(out / f"{option}.out"))]]) == 0
-    return (io.read_predictions(out / "model"),
-            {k: json.loads((out / f"{k}.out").read_text()) for k in ("metrics", "perf")})
+    files = {p.name: p.read_bytes() for p in sorted((out / "model").iterdir())}
+    return {**files, **{k: (out / f"{k}.out").read_bytes() for k in ("metrics", "history")}}
 
 
 def _never(*args, **kwargs):
-    raise AssertionError("the blocks path read the whole graph")
+    raise AssertionError("the baseline read the whole graph")
 
 
-def test_the_stage_by_blocks_writes_the_in_memory_results(prepared, monkeypatch):
-    """Unlabelled nodes included (read with -1 labels, never fitted); gbdt's bits are the
-    same, the mlp's within rounding; the chosen model and every val accuracy agree."""
+def test_the_stage_writes_the_same_bytes_for_any_block_size_and_engine(prepared, monkeypatch):
+    """The mlp (gbdt has no reduction order of ours), unlabelled nodes included (read with -1
+    labels, never fitted): 3 blocks on local and 1 on dask write the same files, byte for byte,
+    and never read the graph (CSR, message graphs, the whole matrix)."""
     assert (open_node_source(prepared / "data" / "prepared")[1] == -1).any()
-    (mem_id, mem_logits), mem = _baseline(prepared, "memory", source="memory")
-    with monkeypatch.context() as patch:  # blocks never read the graph (CSR, message graphs)
-        patch.setattr("gnnpipe.training.baseline_fit.read_model_typed", _never)
+    with monkeypatch.context() as patch:
         patch.setattr("gnnpipe.io.read_graph", _never)
-        (blk_id, blk_logits), blk = _baseline(prepared, "blocks", source="blocks",
-                                              block_rows=4096)
-    assert torch.equal(mem_id, blk_id) and torch.allclose(mem_logits, blk_logits, atol=1e-5)
-    assert blk["metrics"] == {**mem["metrics"], "source": "blocks"}
-    (gbdt_mem, _), _ = _baseline(prepared, "gbdt_memory", source="memory", models=["gbdt"])
-    (gbdt_blk, _), _ = _baseline(prepared, "gbdt_blocks", source="blocks", models=["gbdt"])
-    assert torch.equal(gbdt_mem[1], gbdt_blk[1])
+        patch.setattr(ModelFeatures, "materialize", _never)
+        local = _baseline(prepared, "local", block_rows=4096)
+        dask = _baseline(prepared, "dask", engine="dask", block_rows=65_536)
+    assert local.keys() == dask.keys() and "predictions.pt" in local
+    assert all(local[name] == dask[name] for name in local)
+    assert json.loads(local["metrics"])["model"] == "mlp"
+
+
+def test_the_stage_fits_the_in_memory_oracle_within_rounding(prepared):
+    """The mlp the stage writes (features from the file, normalized per block) against
+    ``train.fit`` on the whole normalized matrix: 3 chunks, so within float rounding."""
+    written = _baseline(prepared, "oracle")
+    with contextlib.chdir(prepared):
+        params = load_params(prepared / "oracle.yaml")
+        graph = read_model_typed(_Args(prepared)).graph
+    roles = io.read_typed_role_codes(prepared / "data" / "split", graph)
+    cfg = params.baseline
+    memory = fit(lambda: build_model("mlp", graph.x[graph.target].shape[1], graph.num_classes,
+                                     cfg), build_inputs(graph.x[graph.target]), graph.y, roles,
+                 cfg, baseline_seed(params),
+                 objective=objective_for(params, graph.y, roles, graph.num_classes))
+    node_id, logits = io.read_predictions(prepared / "oracle" / "model")
+    assert torch.equal(node_id, memory.node_id)
+    assert torch.allclose(logits, memory.logits, atol=1e-5, rtol=0)
+    assert json.loads(written["metrics"])["best_epoch"] == memory.summary["best_epoch"]
 
 
 class _Args:
     def __init__(self, folder):
         self.prepared, self.split = folder / "data" / "prepared", folder / "data" / "split"
-
-
-def test_auto_reads_by_blocks_on_dask_or_past_the_size(prepared, monkeypatch):
-    args = _Args(prepared)
-    source = lambda raw: baseline_source(args, params_from_dict(raw), "node")
-    assert source({}) == "memory"
-    assert source({"cluster": {"engine": "dask"}}) == "blocks"
-    assert source({"cluster": {"engine": "dask"}, "evaluate": {"seeds": 2}}) == "memory"
-    assert source({"baseline": {"source": "memory"}, "cluster": {"engine": "dask"}}) == "memory"
-    width = TINY["dataset"]["synthetic"]["num_features"]
-    monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", 9000 * width * 4)
-    assert source({}) == "blocks"
-    assert AUTO_BLOCKS_BYTES == 1 << 30
+        self.features = folder / "data" / "features"

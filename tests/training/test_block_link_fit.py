@@ -1,7 +1,8 @@
-"""baseline.source: blocks for the link task: the encoder's full-batch objective by row blocks
-equals fit_link in memory within float rounding (homogeneous and typed), its bits do not depend
-on block_rows, and no request reads more rows than a block. (The stage: tests/training/
-test_block_fit.py.)"""
+"""The link task's one baseline fit: the encoder's full-batch objective by row blocks equals
+fit_link in memory (the oracle) within float rounding (homogeneous and typed), its bits do not
+depend on block_rows, and no request reads more rows than a block; the stage (link, typed node,
+typed link) writes the same bytes for any block_rows and cluster.engine without building the
+whole matrix."""
 
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ import yaml
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import FitParams
-from gnnpipe.config.loading import params_from_dict
 from gnnpipe.data.features import ModelFeatures
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.splitting.negatives import NegativeSampler
-from gnnpipe.training.baseline_fit import baseline_source
 from gnnpipe.training.block_link_fit import fit_link_blocks
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.models import build_model
@@ -101,7 +100,7 @@ def test_blocks_equal_fit_link_in_memory_and_block_rows_do_not_change_the_bits()
         assert features.largest <= min(rows, n) and (rows >= n or features.largest < n)
     _close(memory, blocks[0])
     assert all(_same(blocks[0], other) for other in blocks[1:])
-    assert blocks[0].perf["source"] == "blocks"
+    assert [b.perf["block_rows"] for b in blocks] == [4096, 8192, 12_288]
 
 
 def test_typed_blocks_equal_the_per_type_encoders_in_memory():
@@ -133,9 +132,11 @@ def test_block_rows_must_be_whole_chunks():
 
 
 # ------------------------------------------------------------------------------ the stage
-STAGE = {"dataset": {"synthetic": {"num_nodes": 3000, "num_features": 8, "num_classes": 3,
+# 5000 nodes (typed: 5000 papers, 5000 authors): two blocks of 4096 ids; the mlp alone (gbdt's
+# bytes: tests/training/test_block_fit.py)
+STAGE = {"dataset": {"synthetic": {"num_nodes": 5000, "num_features": 8, "num_classes": 3,
                                    "avg_degree": 4.0}},
-         "baseline": {"epochs": 3, "patience": 3, "hidden": 8}}
+         "baseline": {"epochs": 3, "patience": 3, "hidden": 8, "models": ["mlp"]}}
 VARIANTS = {"link": {"task": "link"}, "typed": {"layout": "typed"},
             "typed_link": {"task": "link", "layout": "typed"}}
 
@@ -151,59 +152,47 @@ def variant(request, tmp_path_factory):
     return folder, params
 
 
-def _baseline(folder, params, name: str, source: str) -> dict:
+# what the params rules let dask run (hard link negatives are refused there)
+ON_DASK = {"split": {"link": {"num_hard_negatives": 0}},
+           "evaluate": {"link": {"negatives": "random"}}}
+
+
+def _baseline(folder, params, name: str, engine: str, block_rows: int) -> dict[str, bytes]:
+    """The stage's written files, name -> bytes (perf apart: wall clock)."""
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({**params, "baseline": {**params["baseline"],
-                                                           "source": source}}))
+    path.write_text(yaml.safe_dump({**params, **ON_DASK, "cluster": {"engine": engine},
+                                    "baseline": {**params["baseline"],
+                                                 "block_rows": block_rows}}))
     out = folder / name
     with contextlib.chdir(folder):
         assert main(["baseline", "--params", str(path), "--out", str(out / "model"),
                      *[arg for option in ("metrics", "perf", "history")
                        for arg in (f"--{option}", str(out / f"{option}.out"))]]) == 0
-    return {"metrics": json.loads((out / "metrics.out").read_text()), "out": out / "model"}
+    files = {p.name: p.read_bytes() for p in sorted((out / "model").iterdir())}
+    return {**files, **{k: (out / f"{k}.out").read_bytes() for k in ("metrics", "history")}}
 
 
 def _never(*args, **kwargs):
-    raise AssertionError("the blocks path read the whole feature matrix")
+    raise AssertionError("the baseline read the whole feature matrix")
 
 
-def test_the_stage_by_blocks_writes_the_in_memory_results(variant, monkeypatch):
-    """Link (either layout): the same pairs' scores within rounding; typed node task: the
-    target's logits. Metrics agree but for the source tag; the whole matrix is never built."""
+def test_the_stage_writes_the_same_bytes_for_any_block_size_and_engine(variant, monkeypatch):
+    """Link (either layout): the pairs' scores; typed node task: the target's logits. Two
+    blocks of 4096 ids on local, one of 65,536 on dask: the same bytes (4096 ids per chunk
+    either way); the whole matrix is never built."""
     folder, params = variant
-    memory = _baseline(folder, params, "memory", "memory")
     with monkeypatch.context() as patch:
-        patch.setattr("gnnpipe.commands.baseline.read_model_typed", _never)
-        patch.setattr("gnnpipe.training.baseline_fit.read_model_typed", _never)
+        patch.setattr("gnnpipe.splitting.inputs.model_features", _never)
         patch.setattr(ModelFeatures, "materialize", _never)
-        blocks = _baseline(folder, params, "blocks", "blocks")
-    assert blocks["metrics"] == {**memory["metrics"], "source": "blocks"}
+        local = _baseline(folder, params, "local", "local", 4096)
+        dask = _baseline(folder, params, "dask", "dask", 65_536)
+    assert local.keys() == dask.keys() and "metrics" in local
+    assert all(local[name] == dask[name] for name in local)
+    metrics = json.loads(local["metrics"])
+    assert "source" not in metrics
     if params["dataset"].get("task") == "link":
-        mem, blk = (io.read_link_predictions(run["out"]) for run in (memory, blocks))
-        assert mem.keys() == blk.keys()
-        for phase in mem:
-            for a, b in zip(mem[phase], blk[phase], strict=True):
-                assert torch.allclose(a, b, atol=1e-5, rtol=0)
+        scores = io.read_link_predictions(folder / "local" / "model")
+        assert scores.keys() == {"val", "test"}
     else:
-        (mem_id, mem), (blk_id, blk) = (io.read_predictions(run["out"])
-                                        for run in (memory, blocks))
-        assert torch.equal(mem_id, blk_id) and torch.allclose(mem, blk, atol=1e-5, rtol=0)
-
-
-def test_auto_counts_the_float32_features_the_task_reads(variant, monkeypatch):
-    """Link: every type's features; the node task: the target type's."""
-    folder, params = variant
-    args = type("Args", (), {"prepared": folder / "data" / "prepared",
-                             "split": folder / "data" / "split"})
-    meta = io.read_description(args.prepared)
-    task = params["dataset"].get("task", "node")
-    link = task == "link"
-    size = sum(n * width * 4 for t, n, width in meta["node_types"]
-               if link or t == meta["target"])
-    auto = params_from_dict(params)
-    for threshold, source in ((size, "blocks"), (size + 1, "memory")):
-        monkeypatch.setattr("gnnpipe.training.baseline_fit.AUTO_BLOCKS_BYTES", threshold)
-        assert baseline_source(args, auto, task) == source
-    dask = params_from_dict({**params, "cluster": {"engine": "dask"}, "split": {
-        "link": {"num_hard_negatives": 0}}, "evaluate": {"link": {"negatives": "random"}}})
-    assert baseline_source(args, dask, task) == "blocks"
+        node_id, logits = io.read_predictions(folder / "local" / "model")
+        assert node_id.numel() == logits.shape[0] > 0

@@ -152,7 +152,7 @@ def test_balanced_gnn_on_a_neighbor_loader_predicts_the_minority(imbalanced):
 
 
 def test_blocks_baseline_fits_the_same_weighted_objective():
-    """baseline.source: blocks with balanced weights equals the in-memory fit (one chunk)
+    """The blocks baseline with balanced weights equals the in-memory fit (one chunk)
     within float rounding, and differs from the unweighted fit."""
     rng = np.random.default_rng(0)
     n = 3000

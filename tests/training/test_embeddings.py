@@ -31,7 +31,8 @@ from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import builders
-from gnnpipe.splitting.link_split import negative_weights, split_links, typed_negative_sampler
+from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
+from link_oracle import split_links
 from gnnpipe.training import embeddings
 from gnnpipe.training.inference import LayerwiseInference, csr_view, layerwise_logits
 from gnnpipe.training.link_train import fit_link

@@ -15,7 +15,7 @@ from gnnpipe.cli import main
 from gnnpipe.config import (InferenceParams, LinkSplitParams, NodeSplitParams, TrainParams,
                             params_from_dict)
 from gnnpipe.training.inference import NODE, LayerwiseInference, csr_view
-from gnnpipe.splitting.link_split import split_links
+from link_oracle import split_links
 from gnnpipe.training.link_train import embed, encode, fit_link
 from gnnpipe.training.models import build_model
 from gnnpipe.splitting.negatives import training_sampler

@@ -19,7 +19,7 @@ from gnnpipe.config import EvaluateParams, LinkSplitParams, TrainParams
 from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.link_evaluate import (compare_links, reciprocal_ranks,
                                              score_link_predictions)
-from gnnpipe.splitting.link_split import split_links
+from link_oracle import split_links
 from gnnpipe.training.link_train import fit_link, score_phase
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.training.models import build_model
