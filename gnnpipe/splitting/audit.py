@@ -405,21 +405,8 @@ def cross_entry(counts: np.ndarray) -> dict[str, int]:
 
 def _within(sub: Csr, full: Csr, num_src: int) -> bool:
     """Every edge of ``sub`` is an edge of ``full`` (same edge type)."""
-    if sub is full:
-        return True
-
-    def keys(csr: Csr) -> np.ndarray:  # (E,) dst * N_src + src: ascending for a sorted CSR
-        return csr.targets().numpy() * num_src + csr.indices.numpy()
-
-    small, big = keys(sub), keys(full)
-    if small.size == 0:
-        return True
-    if big.size == 0:
-        return False
-    if (np.diff(big) < 0).any():  # columns not sorted within rows (not how gnnpipe writes them)
-        big = np.sort(big)
-    pos = np.minimum(np.searchsorted(big, small), big.size - 1)
-    return bool((big[pos] == small).all())
+    return sub is full or _within_rows(sub.indices.numpy(), sub.targets().numpy(),
+                                       full.indices.numpy(), full.targets().numpy(), 0, num_src)
 
 
 def _typed_checks(graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],

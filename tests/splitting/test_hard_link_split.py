@@ -31,16 +31,6 @@ def _graph(n: int = 120, e: int = 500, seed: int = 0):
                              num_classes=1)
 
 
-def _true_pairs(graph) -> set[tuple[int, int]]:
-    """Every edge of the prepared graph, both directions, over homogeneous ids."""
-    offsets, pairs = graph.offsets(), set()
-    for (s, _, d), csr in graph.csr.items():
-        a, b = edge_pairs(csr)
-        for u, v in zip((a + offsets[s]).tolist(), (b + offsets[d]).tolist()):
-            pairs |= {(u, v), (v, u)}
-    return pairs
-
-
 def _hard(graph, k=10, seed=0, **cfg):
     link = split_links(graph, LinkSplitParams(num_val_negatives=5, num_test_negatives=5, **cfg),
                        make_rng(seed, "split"))
@@ -51,7 +41,7 @@ def _hard(graph, k=10, seed=0, **cfg):
 def test_hard_negatives_are_never_a_true_edge_of_any_role_nor_the_source(disjoint):
     graph = _graph()
     link, hard = _hard(graph, disjoint_train_ratio=disjoint)
-    true = _true_pairs(graph)
+    true = link_oracle.true_pairs(graph)
     for phase in ("val", "test"):
         heads = link.edges[phase][0]
         assert hard[phase].shape == (heads.numel(), 10)
@@ -96,7 +86,7 @@ def test_typed_hard_negatives_are_papers_reached_through_other_edge_types():
     graph = small_hetero()
     link, hard = _hard(graph)
     n_papers, offsets = graph.num_nodes_dict["paper"], graph.offsets()
-    true = _true_pairs(graph)
+    true = link_oracle.true_pairs(graph)
     for phase in ("val", "test"):
         targets = hard[phase]
         assert ((targets >= 0) & (targets < n_papers)).all()

@@ -170,16 +170,6 @@ def test_a_relation_without_a_pair_of_distinct_nodes_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------------------ hard negatives
-def _true_pairs(graph: Graph) -> set[tuple[int, int]]:
-    """Every edge of the prepared graph, both directions, over homogeneous ids."""
-    offsets, pairs = graph.offsets(), set()
-    for (s, _, d), csr in graph.csr.items():
-        a, b = edge_pairs(csr)
-        for u, v in zip((a + offsets[s]).tolist(), (b + offsets[d]).tolist()):
-            pairs |= {(u, v), (v, u)}
-    return pairs
-
-
 @pytest.mark.parametrize("name", ["undirected", "typed"])
 def test_hard_negatives_are_the_best_allowed_ra_candidates_for_any_blocks(prepared, tmp_path,
                                                                         name):
@@ -206,7 +196,7 @@ def test_hard_negatives_are_the_best_allowed_ra_candidates_for_any_blocks(prepar
     np.fill_diagonal(view, 0)
     deg = view.sum(1)
     ra = view @ (view / np.where(deg > 0, deg, 1)[:, None])
-    true = _true_pairs(mapped)
+    true = link_oracle.true_pairs(mapped)
     heads = np.concatenate(list(split.edge_parts("test")))[:, 0] + s_off
     for head, row in zip(heads.tolist(), (drawn[ONE.rows]["test"] + d_off).tolist()):
         assert all(d_off <= t < d_off + mapped.num_nodes_dict[e[2]] for t in row)
