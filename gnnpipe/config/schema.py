@@ -266,7 +266,8 @@ class InferenceParams:
     """Evaluation forward (gnnpipe/training/inference.py): the whole graph at once, or layer by
     layer over blocks of target nodes (peak memory ~ N x hidden x 2 + block edges x width)."""
 
-    # auto: layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS
+    # auto: layerwise once num_edges x max(in_dim, hidden) passes inference.AUTO_MESSAGE_FLOATS,
+    # and always on several DDP ranks (each would hold every edge's messages otherwise)
     mode: Literal["full", "layerwise", "auto"] = "auto"
     block_edges: int = num(2_000_000, low=1, high=2**31 - 1)  # edges + rows per block
 
