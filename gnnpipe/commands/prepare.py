@@ -4,10 +4,9 @@ Parquet, graph.pt and graph.json; for parquet/csv tables also node_ids_<type>.pa
 (original id of every node) and, with edge weight/timestamp columns of a one-type graph,
 edge_attrs_node__to__node.parquet. With dataset.layout typed: the built-in papers / authors /
 venues graph (source synthetic), or the user's typed tables or OGB-MAG folder. The user's
-parquet / csv tables (homogeneous or typed) and every homogeneous source's graph (synthetic,
-Planetoid, OGB, PyG: written as tables first) go through one block prepare
-(gnnpipe/data/prepare_tables.py) on either cluster.engine; the typed synthetic graph and
-OGB-MAG are prepared whole, on cluster.engine local only."""
+parquet / csv tables (homogeneous or typed) and every source's graph (synthetic, Planetoid,
+OGB, PyG, OGB-MAG: written as tables first) go through one block prepare
+(gnnpipe/data/prepare_tables.py) on either cluster.engine."""
 
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pyarrow as pa
 from gnnpipe import io, sources
 from gnnpipe.config import load_params
 from gnnpipe.data.prepare import prepare_dataset
-from gnnpipe.data.prepare_tables import STEPS, by_blocks, prepare_tables, refuse_unsupported
+from gnnpipe.data.prepare_tables import STEPS, prepare_tables
 from gnnpipe.data.source_tables import raw_tables, synthetic_tables
 from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE
 from gnnpipe.io.blocks import scratch_beside
@@ -27,39 +26,31 @@ from gnnpipe.runtime.progress import progress
 
 
 def run(args) -> str:
-    """One path for every graph kind and task (both tasks prepare the same graph): the user's
-    tables, or a homogeneous source's graph written as tables, by blocks (``prepare_tables``),
-    in this process or, with ``cluster.engine: dask``, on a Dask cluster; the typed built-in
-    graph and OGB-MAG whole, in this process."""
+    """One path for every graph kind, source and task (both tasks prepare the same graph): the
+    user's tables, or a source's graph written as tables, by blocks (``prepare_tables``), in
+    this process or, with ``cluster.engine: dask``, on a Dask cluster."""
     params = load_params(args.params)
     dataset = params.dataset
-    if by_blocks(dataset):
-        with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
-                scratch_beside(args.out) as scratch:
-            source = None  # a source's graph as tables, in scratch
-            if dataset.source == "synthetic":
-                source = synthetic_tables(dataset, params.seed, scratch / "source")
-            elif dataset.source not in ("parquet", "csv"):
-                source = raw_tables(sources.load(dataset, params.seed), dataset,
-                                    scratch / "source")
-            with progress(None, total=STEPS, unit="steps", desc="prepare by blocks") as bar:
-                prepared = prepare_tables(client, dataset if source is None else source.cfg,
-                                          out, scratch, source=source, step=bar.update)
-            report = {**prepared.report, "source": dataset.source}
-            _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
-                    dataset.storage.compression)
-        return _finish(args, report)
-    if params.cluster.engine == "dask":
-        refuse_unsupported(dataset)  # before a cluster starts
-    with io.atomic_dir(args.out) as out:
-        report = prepare_whole(params, out)
+    with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
+            scratch_beside(args.out) as scratch:
+        source = None  # a source's graph as tables, in scratch
+        if dataset.source == "synthetic":
+            source = synthetic_tables(dataset, params.seed, scratch / "source")
+        elif dataset.source not in ("parquet", "csv"):
+            source = raw_tables(sources.load(dataset, params.seed), dataset, scratch / "source")
+        with progress(None, total=STEPS, unit="steps", desc="prepare by blocks") as bar:
+            prepared = prepare_tables(client, dataset if source is None else source.cfg,
+                                      out, scratch, source=source, step=bar.update)
+        report = {**prepared.report, "source": dataset.source}
+        _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
+                dataset.storage.compression)
     return _finish(args, report)
 
 
 def prepare_whole(params, out: Path) -> dict:
     """The graph of ``params.dataset`` whole in this process (``prepare_dataset``), its files
-    into ``out``; ``prepare.json``. The sources not read by blocks yet, and the tests' oracle
-    for the block path."""
+    into ``out``; ``prepare.json``. The tests' oracle for the block path (``run`` prepares
+    every source by blocks)."""
     dataset = params.dataset
     storage, synthetic = dataset.storage, dataset.synthetic
     # features_node.npy of a synthetic graph is streamed in row blocks: x is never whole in memory

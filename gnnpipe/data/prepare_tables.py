@@ -1,6 +1,7 @@
-"""prepare by blocks: the user's node and edge tables (``dataset.source: parquet | csv``) to the
-prepared files, with no process holding all edges or all features of a type. A homogeneous graph
-is the one-type case: one node table (type ``node``) and one edge table (``node to node``); a
+"""prepare by blocks: the user's node and edge tables (``dataset.source: parquet | csv``), or any
+other source's graph written as such tables (``gnnpipe.data.source_tables``), to the prepared
+files, with no process holding all edges or all features of a type. A homogeneous graph is the
+one-type case: one node table (type ``node``) and one edge table (``node to node``); a
 typed graph (``dataset.layout: typed``) has one table per node type and one per relation.
 
 The work runs on an executor (``gnnpipe.runtime.engine.run_blocks``: ``client=None`` runs the
@@ -78,20 +79,6 @@ class BlockPrepared:
     total: int
 
 
-def by_blocks(cfg: DatasetParams) -> bool:
-    """Whether ``cfg``'s graph is prepared here: the user's tables, or a homogeneous source's
-    graph as tables (``gnnpipe.data.source_tables``)."""
-    return cfg.source in ("parquet", "csv") or cfg.layout != TYPED
-
-
-def refuse_unsupported(cfg: DatasetParams) -> None:
-    """One line naming the first option the block path does not read yet."""
-    if not by_blocks(cfg):
-        raise ValueError(f"dataset.source={cfg.source} (dataset.layout={cfg.layout}) is not "
-                         "prepared on cluster.engine: dask yet (the user's parquet / csv tables "
-                         "and every homogeneous source are); use cluster.engine: local")
-
-
 # ------------------------------------------------------------------------------------ tables
 def node_spec(cfg: DatasetParams, path: Path, tables, *, typed: bool) -> NodeSpec:
     """The columns a node table is read with (``sources.tables.node_table_columns``); a typed
@@ -165,12 +152,17 @@ class _Layout:
     paths: dict[str, Path]
     root: Path
     typed: object = None  # sources.tables.TypedTables of a typed graph
+    stems: tuple[str, ...] | None = None  # a source's relation order (else file name order)
 
     @classmethod
-    def of(cls, cfg: DatasetParams) -> "_Layout":
+    def of(cls, cfg: DatasetParams, order: tuple | None = None) -> "_Layout":
+        """``order``: a source's (node types, relation stems) in its own order."""
         if cfg.layout == TYPED:
             typed = typed_tables(cfg)
-            return cls(typed.tables, typed.paths, Path(cfg.path), typed)
+            if order is None:
+                return cls(typed.tables, typed.paths, Path(cfg.path), typed)
+            typed = dataclasses.replace(typed, paths={t: typed.paths[t] for t in order[0]})
+            return cls(typed.tables, typed.paths, Path(cfg.path), typed, order[1])
         root = table_folder(cfg)
         nodes_path = root / (cfg.nodes.file or f"nodes.{cfg.source}")
         check_table_path(nodes_path, "nodes", cfg)
@@ -186,6 +178,8 @@ class _Layout:
             paths = edge_tables(self.typed, cfg.source)
         except ValueError as err:
             return [], [_text((2, 0), str(err))]
+        if self.stems is not None:
+            paths = {stem: paths[stem] for stem in self.stems}
         found, findings = [], []
         for index, (stem, path) in enumerate(paths.items()):
             try:
@@ -320,12 +314,12 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
     process); write the prepared files and node_ids_<type>.parquet (a one-type graph's edge
     attributes too) into ``out``. ``scratch``: a folder every worker sees, on ``out``'s
     filesystem. A source's tables (``source``, ``gnnpipe.data.source_tables``) give their class
-    codes and values (a superset of the labels), its official split and no node ids (node i is
-    row i).
+    codes and values (a superset of the labels), its official split, its order of node types and
+    relations, the input its warnings name, and no node ids (node i is row i).
     ``step(1)`` after each of the ``STEPS`` waves (a progress bar's ``update``)."""
     assert cfg.source in ("parquet", "csv"), cfg.source
     sizes = sizes or SIZES
-    layout = _Layout.of(cfg)
+    layout = _Layout.of(cfg, None if source is None else source.order)
     typed = layout.typed is not None
 
     # 1. node blocks of every type (the target's labels with them)
@@ -428,7 +422,8 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
         report.update(max_degree=max_degree, mean_degree=round(num_edges / target_type.rows, 4))
     if has_labels and pa.types.is_string(classes.type):
         report["class_names"] = [str(v) for v in classes.to_pylist()]
-    empty = [str(r.path) for r in relations if r.rows == 0]
+    where = {} if source is None else source.where  # a source's tables: name its input
+    empty = [where.get(str(r.path), str(r.path)) for r in relations if r.rows == 0]
     if empty:
         report["warnings"] = [no_edges_warning(where) for where in empty]
     labelled_nodes = sum(s.labelled for s in target_scans) if has_labels else target_type.rows

@@ -1,14 +1,17 @@
-"""Every homogeneous source handed to the one prepare as tables: the built-in graph
-(``dataset.source: synthetic``) and the Planetoid / OGB / PyG readers' graphs written to a scratch
-folder as the node and edge tables ``gnnpipe.data.prepare_tables`` reads by blocks, with the
-dataset params that read them (node ``i`` is row ``i``; labels as class codes). The graphs are
-the ones the whole-graph prepare builds (the synthetic one drawn by the same streams in the same
-order), so the prepared files are its files, byte for byte.
+"""Every source handed to the one prepare as tables: the built-in graphs (``dataset.source:
+synthetic``, homogeneous or papers / authors / venues) and the Planetoid / OGB / PyG / OGB-MAG
+readers' graphs written to a scratch folder as the node and edge tables
+``gnnpipe.data.prepare_tables`` reads by blocks (a typed graph as typed tables: ``nodes/<type>``,
+``edges/<src>__<rel>__<dst>``, in the source's type order), with the dataset params that read
+them (node ``i`` is row ``i``; labels as class codes). The graphs are the ones the whole-graph
+prepare builds (the synthetic ones drawn by the same streams in the same order), so the prepared
+files are its files, byte for byte.
 
-The synthetic features are streamed from the generator a row block at a time
-(``synthetic.BLOCK_VALUES``) into a features-only scratch table, then joined to the ids, labels
-and timestamps a row group at a time: no process holds all features. The readers' graphs are
-in memory already (as before).
+The synthetic features (the typed graph's paper features) are streamed from the generator a row
+block at a time (``synthetic.BLOCK_VALUES``) into a features-only scratch table, then joined to
+the ids, labels and timestamps a row group at a time: no process holds all of them. The readers'
+graphs are in memory already (as before), like the synthetic edges and the typed graph's author
+and venue features.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams, NodeTableParams
 from gnnpipe.data import synthetic
-from gnnpipe.data.graph import EDGE, NODE
+from gnnpipe.data.graph import EDGE, NODE, TYPED, edge_type_name
 from gnnpipe.data.prepare import validate_raw
 from gnnpipe.runtime.rng import make_rng
+from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
 GROUP_ROWS = 1 << 17  # rows per row group of the scratch tables: a block of the prepare
@@ -34,12 +38,18 @@ GROUP_ROWS = 1 << 17  # rows per row group of the scratch tables: a block of the
 class SourceTables:
     """The scratch tables' dataset params (``source: parquet``; their label column holds class
     codes), every code (C,) for the block prepare, the user's value of each code (C,) for
-    classes.parquet, and the source's official split (int8 (N,) codes into ``ROLES``, or None)."""
+    classes.parquet, the source's official split (int8 (N,) codes into ``ROLES``, or None),
+    for typed tables the source's order of node types and of relation tables (stems), which the
+    prepared files keep (the tables' own order is by name), and what messages name instead of
+    each scratch edge table."""
 
     cfg: DatasetParams
     codes: pa.Array
     class_values: pa.Array
     public_roles: np.ndarray | None = None
+    order: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # edge table path -> where the source read its rows, for messages (never a scratch path)
+    where: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _list_column(x: np.ndarray) -> pa.Array:
@@ -47,10 +57,59 @@ def _list_column(x: np.ndarray) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), rows.shape[1])
 
 
-class _FeatureTable:
-    """The generator's feature blocks float32 (B, F) appended to one Parquet column ``x``."""
+def _write_nodes(path: Path, num_nodes: int, x_groups, width: int, y: np.ndarray | None,
+                 time) -> None:
+    """A node table: id, x (the (B, F) list column of each of ``x_groups`` in turn; none when
+    ``x_groups`` is None: a featureless type), label (``y``: null when -1; none when None), t
+    (``time`` (N,) as read, numpy or Arrow; none when None), a row group at a time."""
+    fields = [("id", pa.int64())]
+    fields += [("x", pa.list_(pa.float32(), width))] if x_groups is not None else []
+    fields += [("label", pa.int64())] if y is not None else []
+    if time is not None:
+        fields.append(("t", time.type if isinstance(time, pa.Array)
+                       else pa.from_numpy_dtype(time.dtype)))
+    if x_groups is None:
+        x_groups = (range(lo, min(lo + GROUP_ROWS, num_nodes))
+                    for lo in range(0, max(num_nodes, 1), GROUP_ROWS))
+    lo = 0
+    with pq.ParquetWriter(path, pa.schema(fields), compression="none") as writer:
+        for x in x_groups:
+            hi = lo + len(x)
+            columns = {"id": np.arange(lo, hi)}
+            if "x" in writer.schema.names:
+                columns["x"] = x
+            if y is not None:
+                columns["label"] = pa.array(y[lo:hi], mask=y[lo:hi] < 0)
+            if time is not None:
+                columns["t"] = time[lo:hi]
+            writer.write_table(pa.table(columns, schema=writer.schema))
+            lo = hi
+
+
+def _write_edges(path: Path, src: np.ndarray, dst: np.ndarray, time=None) -> None:
+    """An edge table: src, dst (int64 (E,)), ts (``time`` (E,) as read, Arrow; none when
+    None), a row group of ``GROUP_ROWS`` at a time."""
+    fields = [("src", pa.int64()), ("dst", pa.int64())]
+    fields += [("ts", time.type)] if time is not None else []
+    with pq.ParquetWriter(path, pa.schema(fields), compression="none") as writer:
+        for lo in range(0, max(src.size, 1), GROUP_ROWS):
+            columns = {"src": src[lo:lo + GROUP_ROWS], "dst": dst[lo:lo + GROUP_ROWS]}
+            if time is not None:
+                columns["ts"] = time[lo:lo + GROUP_ROWS]
+            writer.write_table(pa.table(columns, schema=writer.schema))
+
+
+def _groups(x: np.ndarray):
+    """``x`` float32 (N, F) as list columns of ``GROUP_ROWS`` rows."""
+    return (_list_column(x[lo:lo + GROUP_ROWS]) for lo in range(0, len(x), GROUP_ROWS))
+
+
+class _StreamedFeatures:
+    """The generator's feature blocks float32 (B, F) appended to one scratch Parquet column
+    ``x`` (``write``), read back a row group at a time (``groups``), removed by ``close``."""
 
     def __init__(self, path: Path, width: int):
+        self.path = path
         self.schema = pa.schema([("x", pa.list_(pa.float32(), width))])
         self.writer = pq.ParquetWriter(path, self.schema, compression="none")
 
@@ -59,29 +118,14 @@ class _FeatureTable:
             self.writer.write_table(pa.table({"x": _list_column(block[lo:lo + GROUP_ROWS])},
                                              schema=self.schema))
 
+    def groups(self):
+        self.writer.close()
+        x_table = pq.ParquetFile(self.path)
+        return (x_table.read_row_group(g).column("x") for g in range(x_table.num_row_groups))
 
-def _write_tables(folder: Path, x_groups, y: np.ndarray, time: np.ndarray | None,
-                  src: np.ndarray, dst: np.ndarray, width: int) -> None:
-    """nodes.parquet (id, x: the (B, F) list column of each of ``x_groups`` in turn, label: null
-    when -1, t) and edges.parquet (src, dst), a row group of ``GROUP_ROWS`` at a time."""
-    fields = [("id", pa.int64()), ("x", pa.list_(pa.float32(), width)), ("label", pa.int64())]
-    fields += [("t", pa.float64())] if time is not None else []
-    lo = 0
-    with pq.ParquetWriter(folder / "nodes.parquet", pa.schema(fields),
-                          compression="none") as writer:
-        for x in x_groups:
-            hi = lo + len(x)
-            columns = {"id": np.arange(lo, hi), "x": x,
-                       "label": pa.array(y[lo:hi], mask=y[lo:hi] < 0)}
-            if time is not None:
-                columns["t"] = time[lo:hi]
-            writer.write_table(pa.table(columns, schema=writer.schema))
-            lo = hi
-    edge_schema = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
-    with pq.ParquetWriter(folder / "edges.parquet", edge_schema, compression="none") as writer:
-        for lo in range(0, max(src.size, 1), GROUP_ROWS):
-            writer.write_table(pa.table({"src": src[lo:lo + GROUP_ROWS],
-                                         "dst": dst[lo:lo + GROUP_ROWS]}, schema=edge_schema))
+    def close(self) -> None:
+        self.writer.close()
+        self.path.unlink(missing_ok=True)
 
 
 def _tables_cfg(cfg: DatasetParams, folder: Path, timed: bool, classes: int) -> DatasetParams:
@@ -93,37 +137,81 @@ def _tables_cfg(cfg: DatasetParams, folder: Path, timed: bool, classes: int) -> 
 
 
 def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTables:
-    """Draw ``cfg.synthetic``'s homogeneous graph from ``seed``'s prepare stream (labels kept
-    by its labels stream, as ``sources.builtin.read``) into ``folder``'s tables; features
-    streamed through a features-only scratch table."""
+    """Draw ``cfg.synthetic``'s graph of ``cfg.layout`` from ``seed``'s prepare stream (the
+    homogeneous one's labels kept by its labels stream, as ``sources.builtin.read``) into
+    ``folder``'s tables; the (paper) features streamed through a features-only scratch table."""
     syn = cfg.synthetic
     folder.mkdir(parents=True, exist_ok=True)
-    features = _FeatureTable(folder / "x.parquet", syn.num_features)
+    features = _StreamedFeatures(folder / "x.parquet", syn.num_features)
     try:
+        if cfg.layout == TYPED:
+            raw = builtin.typed_graph(syn, make_rng(seed, "prepare"), features.write)
+            return _typed_tables(raw, cfg, folder,
+                                 {"paper": (features.groups(), syn.num_features)})
         raw = synthetic.generate(syn, make_rng(seed, "prepare"), features.write)
+        y = synthetic.keep_labels(raw["y"], syn.label_rate, make_rng(seed, "labels"))
+        _write_nodes(folder / "nodes.parquet", y.size, features.groups(), syn.num_features, y,
+                     raw.get("timestamps"))
     finally:
-        features.writer.close()
-    y = synthetic.keep_labels(raw["y"], syn.label_rate, make_rng(seed, "labels"))
-    x_table = pq.ParquetFile(folder / "x.parquet")
-    _write_tables(folder, (x_table.read_row_group(g).column("x")
-                           for g in range(x_table.num_row_groups)),
-                  y, raw.get("timestamps"), raw["src"], raw["dst"], syn.num_features)
-    (folder / "x.parquet").unlink()
+        features.close()
+    _write_edges(folder / "edges.parquet", raw["src"], raw["dst"])
     codes = pa.array(np.arange(int(y.max()) + 1), pa.int64())
-    return SourceTables(_tables_cfg(cfg, folder, "timestamps" in raw, len(codes)), codes, codes)
+    return SourceTables(_tables_cfg(cfg, folder, "timestamps" in raw, len(codes)), codes, codes,
+                        where={str(folder / "edges.parquet"): builtin.WHERE})
 
 
 def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path) -> SourceTables:
-    """A homogeneous source's graph (Planetoid, OGB, PyG: read whole by its reader, validated by
-    prepare's checks with their messages) as ``folder``'s tables."""
+    """A source's graph (Planetoid, OGB, PyG, OGB-MAG, the typed built-in graph: read whole by
+    its reader, validated by prepare's checks with their messages) as ``folder``'s tables."""
+    if cfg.layout == TYPED:
+        return _typed_tables(raw, cfg, folder)
     classes = validate_raw(raw, True)
     node, relation = raw.nodes[NODE], raw.relations[EDGE]
     folder.mkdir(parents=True, exist_ok=True)
-    x = node.x
-    _write_tables(folder, (_list_column(x[lo:lo + GROUP_ROWS])
-                           for lo in range(0, len(x), GROUP_ROWS)),
-                  raw.y, None, relation.src, relation.dst, x.shape[1])
+    _write_nodes(folder / "nodes.parquet", node.num_nodes, _groups(node.x), node.x.shape[1],
+                 raw.y, None)
+    _write_edges(folder / "edges.parquet", relation.src, relation.dst)
     codes = pa.array(np.arange(classes), pa.int64())
     return SourceTables(_tables_cfg(cfg, folder, False, classes), codes,
                         codes if raw.class_values is None else raw.class_values,
-                        raw.public_roles)
+                        raw.public_roles, where={str(folder / "edges.parquet"): relation.where})
+
+
+def _typed_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
+                  streamed: dict | None = None) -> SourceTables:
+    """A typed graph as ``folder``'s typed tables: ``nodes/<type>.parquet`` (id; x when the type
+    has features, or from ``streamed``: type -> (its list columns, width); label on the target,
+    null when -1; t when it has times) and ``edges/<src>__<rel>__<dst>.parquet`` (src, dst, ts
+    when timed); the target and the link relation named in the params, as ``build`` reads
+    them from the raw graph."""
+    classes = validate_raw(raw, False)
+    assert not any(r.weight is not None for r in raw.relations.values())  # typed: no weights
+    streamed = streamed or {}
+    (folder / "nodes").mkdir(parents=True, exist_ok=True)
+    (folder / "edges").mkdir(exist_ok=True)
+    for node_type, node in raw.nodes.items():
+        groups, width = streamed.get(node_type, (None, 0) if node.x is None
+                                     else (_groups(node.x), node.x.shape[1]))
+        _write_nodes(folder / "nodes" / f"{node_type}.parquet", node.num_nodes, groups, width,
+                     raw.y if node_type == raw.target and raw.labelled else None, node.time)
+    where = {}
+    for edge_type, rel in raw.relations.items():
+        path = folder / "edges" / f"{edge_type_name(edge_type)}.parquet"
+        _write_edges(path, rel.src, rel.dst, rel.time)
+        where[str(path)] = rel.where
+    link = cfg.typed.link_edge_type or (edge_type_name(raw.link_relation)
+                                        if raw.link_relation else "")
+    tables_cfg = dataclasses.replace(
+        cfg, source="parquet", path=str(folder),
+        nodes=NodeTableParams(id="id", features="x", label="label",
+                              timestamp="t" if any(n.time is not None
+                                                   for n in raw.nodes.values()) else ""),
+        edges=EdgeTableParams(timestamp="ts" if any(r.time is not None
+                                                    for r in raw.relations.values()) else ""),
+        typed=dataclasses.replace(cfg.typed, target=raw.target, link_edge_type=link),
+        max_classes=max(cfg.max_classes, classes))
+    codes = pa.array(np.arange(classes), pa.int64())
+    return SourceTables(tables_cfg, codes, codes if raw.class_values is None
+                        else raw.class_values, raw.public_roles,
+                        (tuple(raw.nodes), tuple(edge_type_name(e) for e in raw.relations)),
+                        where)

@@ -137,16 +137,19 @@ def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
     return out.astype(np.int64)
 
 
-def generate_typed(syn: SyntheticParams, rng: np.random.Generator) -> dict:
+def generate_typed(syn: SyntheticParams, rng: np.random.Generator,
+                   feature_sink: Callable[[np.ndarray], None] | None = None) -> dict:
     """The typed graph's raw arrays, before the dataset's edge policies
     (``gnnpipe.sources.builtin.typed_graph`` makes them a ``RawGraph`` for prepare's ``build``):
-    ``x`` node type -> float32 (N_t, F_t), ``y`` int64 (P,) paper labels (-1: unlabelled, by
-    ``label_rate``; every class drawn keeps a label), ``relations`` edge type -> (src,
-    dst) int64 (E,) type-local ids, in the order ``cites``, ``writes``, ``published_in``
+    ``x`` node type -> float32 (N_t, F_t) (``feature_sink``: the papers' handed over in row
+    blocks, as ``generate`` does, and ``x["paper"]`` None), ``y`` int64 (P,) paper labels (-1:
+    unlabelled, by ``label_rate``; every class drawn keeps a label), ``relations`` edge type ->
+    (src, dst) int64 (E,) type-local ids, in the order ``cites``, ``writes``, ``published_in``
     (``cites``: the undirected draws of ``generate``; repeats and self-loops are left to the
     policies, as with any input)."""
     c = syn.num_classes
-    papers = generate(syn, rng)  # x (P, F), y (P,), cites src/dst (draws, before edge policies)
+    # x (P, F), y (P,), cites src/dst (draws, before edge policies)
+    papers = generate(syn, rng, feature_sink)
     num_papers = papers["y"].size
     y = papers["y"]
 
@@ -170,7 +173,7 @@ def generate_typed(syn: SyntheticParams, rng: np.random.Generator) -> dict:
                      rng.integers(0, num_venues, size=num_papers))
     if syn.label_rate < 1.0:  # drawn last, so a fully labelled graph's draws are unchanged
         y = keep_labels(y, syn.label_rate, np.random.default_rng(rng.integers(2**63)))
-    return {"x": {"paper": papers["x"], "author": x_author, "venue": x_venue}, "y": y,
+    return {"x": {"paper": papers.get("x"), "author": x_author, "venue": x_venue}, "y": y,
             "relations": {CITES: (papers["src"], papers["dst"]),
                           WRITES: (author.astype(np.int64), paper.astype(np.int64)),
                           PUBLISHED_IN: (np.arange(num_papers, dtype=np.int64),

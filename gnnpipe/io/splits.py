@@ -18,7 +18,7 @@ from gnnpipe.data.graph import (ROLES, Csr, EdgeType, Graph, check_name, edge_ty
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
-from gnnpipe.io.parquet import read_table, write_table
+from gnnpipe.io.parquet import read_batches, read_table, write_table
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
@@ -202,42 +202,64 @@ def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def read_link_negatives(split: Path, edges: dict[str, torch.Tensor],
-                        num_nodes: int) -> dict[str, torch.Tensor]:
-    """Fixed negatives per val/test positive: int64 (P, K), row i pairs with ``edges[phase][:, i]``."""
+def read_link_negatives(split: Path, edges: dict[str, torch.Tensor], num_nodes: int,
+                        rows: dict[str, slice] | None = None) -> dict[str, torch.Tensor]:
+    """Fixed negatives per val/test positive: int64 (P, K), row i pairs with
+    ``edges[phase][:, i]``; ``rows`` phase -> the positives whose rows to read (a DDP rank's
+    share, ``gnnpipe.training.distributed.share_rows``): (len, K), the rest never in memory."""
     per = read_split_meta(split).get("num_negatives", {})
     return {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
-                                        per.get(phase), edges[phase][0].numpy(), num_nodes, phase)
+                                        per.get(phase), edges[phase][0].numpy(), num_nodes, phase,
+                                        None if rows is None else rows[phase])
             for phase in LINK_EVAL_PHASES}
 
 
-def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor],
-                        num_dst: int) -> dict[str, torch.Tensor] | None:
+def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: int,
+                        rows: dict[str, slice] | None = None) -> dict[str, torch.Tensor] | None:
     """The hard negatives per val/test positive (``negatives_hard_<phase>.parquet``): int64
     (P, K) ids of the held-out edge type's dst type (< ``num_dst``), row i pairing with
-    ``edges[phase][:, i]`` (type-local); None when the split drew none."""
+    ``edges[phase][:, i]`` (type-local), ``rows`` as ``read_link_negatives``; None when the
+    split drew none."""
     per = read_split_meta(split).get("num_hard_negatives")
     if per is None:
         return None
     return {phase: read_negatives_table(Path(split) / f"negatives_hard_{phase}.parquet",
-                                        per.get(phase), edges[phase][0].numpy(), num_dst, phase)
+                                        per.get(phase), edges[phase][0].numpy(), num_dst, phase,
+                                        None if rows is None else rows[phase])
             for phase in LINK_EVAL_PHASES}
 
 
-def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int,
-                         phase: str) -> torch.Tensor:
+NEGATIVE_BATCH_ROWS = 1 << 18  # rows decoded at a time (6 MiB of int64 columns)
+
+
+def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int, phase: str,
+                         rows: slice | None = None) -> torch.Tensor:
     """One negatives file of ``phase``: ``k`` (meta.json's count) rows per head of ``heads``
-    (P,), grouped by positive, dst ids in ``[0, num_dst)``: int64 (P, k)."""
-    table = read_table(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
-    if not isinstance(k, int) or k < 1 or table.num_rows != heads.size * k:
-        raise ValueError(f"{path}: {table.num_rows} rows do not make {k!r} negatives for each "
+    (P,), grouped by positive, dst ids in ``[0, num_dst)``: int64 (P, k), or with ``rows`` (a
+    slice of the positives, step 1) only theirs, (len, k). Read by batches: one batch and
+    the result in memory; the rows kept are checked, the row count of the whole file."""
+    rows = slice(0, heads.size) if rows is None else rows
+    valid_k = isinstance(k, int) and k >= 1
+    lo, hi = (rows.start * k, rows.stop * k) if valid_k else (0, 0)
+    dst = np.empty(hi - lo, dtype=np.int64)
+    found, grouped = 0, True
+    for batch in read_batches(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1",
+                              NEGATIVE_BATCH_ROWS):
+        a, b = max(lo, found), min(hi, found + batch.num_rows)  # file rows kept of this batch
+        if a < b:
+            owner = np.arange(a, b) // k  # the positive of each row kept
+            positive = batch.column("positive").to_numpy()[a - found:b - found]
+            src = batch.column("src").to_numpy()[a - found:b - found]
+            # a wrong row count is the first thing said: checked once every row is counted
+            grouped &= np.array_equal(positive, owner) and np.array_equal(src, heads[owner])
+            dst[a - lo:b - lo] = batch.column("dst").to_numpy()[a - found:b - found]
+        found += batch.num_rows
+    if not valid_k or found != heads.size * k:
+        raise ValueError(f"{path}: {found} rows do not make {k!r} negatives for each "
                          f"of the {heads.size} {phase} positives")
-    positive = table.column("positive").to_numpy()
-    src, dst = table.column("src").to_numpy(), table.column("dst").to_numpy()
-    if (not np.array_equal(positive, np.repeat(np.arange(heads.size), k))
-            or not np.array_equal(src, np.repeat(heads, k))):
+    if not grouped:
         raise ValueError(f"{path}: rows must be grouped by positive, each with that "
                          f"positive's source as src")
     if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
         raise ValueError(f"{path}: node ids outside [0, {num_dst})")
-    return torch.from_numpy(dst.astype(np.int64).reshape(heads.size, k))
+    return torch.from_numpy(dst.reshape(rows.stop - rows.start, k))

@@ -28,6 +28,7 @@ stages' capability checks; the files do not depend on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -267,10 +268,11 @@ def read_typed_role_codes(split: Path, graph: Graph | None = None) -> np.ndarray
                      "stage")
 
 
-def read_typed_link_split(split: Path, graph: Graph
+def read_typed_link_split(split: Path, graph: Graph, rows: Callable[[int], slice] | None = None
                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
-    negatives per val/test phase (int64 (P, K) ids of its dst type)."""
+    negatives per val/test phase (int64 (P, K) ids of its dst type; ``rows(P)``: only the rows
+    of those positives, ``gnnpipe.io.splits.read_link_negatives``)."""
     meta = read_split_meta(split)
     if meta.get("task") != "link":
         raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "
@@ -288,6 +290,7 @@ def read_typed_link_split(split: Path, graph: Graph
         edges[role] = torch.from_numpy(pair.astype(np.int64))
     negatives = {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
                                              meta.get("num_negatives", {}).get(phase),
-                                             edges[phase][0].numpy(), n_dst, phase)
+                                             edges[phase][0].numpy(), n_dst, phase,
+                                             None if rows is None else rows(edges[phase].shape[1]))
                  for phase in LINK_EVAL_PHASES}
     return edge_type, edges, negatives

@@ -31,11 +31,13 @@ def read(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
                                 time=None if time is None else pa.array(time))
 
 
-def typed_graph(syn: SyntheticParams, rng: np.random.Generator) -> RawGraph:
+def typed_graph(syn: SyntheticParams, rng: np.random.Generator, feature_sink=None) -> RawGraph:
     """``synthetic.generate_typed``'s arrays drawn by ``rng``: node types paper (the target),
-    author, venue; relations cites, writes (the link task's), published_in."""
-    raw = synthetic.generate_typed(syn, rng)
-    nodes = {t: RawNodeType(num_nodes=len(x), x=x, where=WHERE) for t, x in raw["x"].items()}
+    author, venue; relations cites, writes (the link task's), published_in. ``feature_sink``:
+    the papers' features handed over in row blocks (paper's ``x`` then None)."""
+    raw = synthetic.generate_typed(syn, rng, feature_sink)
+    nodes = {t: RawNodeType(num_nodes=raw["y"].size if x is None else len(x), x=x, where=WHERE)
+             for t, x in raw["x"].items()}
     relations = {e: RawRelation(src, dst, WHERE) for e, (src, dst) in raw["relations"].items()}
     return RawGraph(nodes=nodes, relations=relations, target="paper", y=raw["y"], where=WHERE,
                     link_relation=synthetic.WRITES)

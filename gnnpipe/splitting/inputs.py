@@ -4,6 +4,7 @@ supervision (positives, fixed negatives, the training negative sampler)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -12,6 +13,7 @@ from gnnpipe import io
 from gnnpipe.data.features import ModelFeatures, read_transform
 from gnnpipe.data.graph import HOMOGENEOUS, TYPED, Csr, Graph
 from gnnpipe.io.rows import FeatureSource
+from gnnpipe.io.splits import LINK_EVAL_PHASES as EVAL_PHASES
 from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
 from gnnpipe.splitting.negatives import degree_weights, training_sampler
 
@@ -29,7 +31,8 @@ class TypedSplit:
 class LinkSupervision:
     """Positives per role (2, E_role) and fixed negatives per phase (E_phase, K) in the
     model's node ids, the sampler of training negatives and the split's hard negatives per
-    phase (E_phase, K_hard), None where it drew none."""
+    phase (E_phase, K_hard), None where it drew none. Read with ``rows`` (a DDP rank's share),
+    both negatives hold only the rows of those positives (the positives stay whole)."""
 
     edges: dict
     negatives: dict
@@ -89,30 +92,39 @@ def read_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> Typed
     return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph, mmap=mmap)[1])
 
 
-def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr]) -> LinkSupervision:
+def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr],
+                          rows: Callable[[int], slice] | None = None) -> LinkSupervision:
     """Homogeneous link split: negatives avoid only what training may see
     (gnnpipe/splitting/negatives.py), drawn with the strategy of the fixed ones, so training and
-    evaluation ask one question."""
+    evaluation ask one question. ``rows(P)``: the val / test positives (of P) whose fixed and
+    hard negatives this process reads (None: all)."""
 
     edges = io.read_link_edges(args.split, num_nodes)
-    negatives = io.read_link_negatives(args.split, edges, num_nodes)
+    shares = _shares(edges, rows)
+    negatives = io.read_link_negatives(args.split, edges, num_nodes, shares)
     visible = torch.cat([edges["message"], edges["train_supervision"]], dim=1).numpy()
     weights = None
     if io.read_split_meta(args.split).get("negative_strategy") == "degree":
         weights = degree_weights(graphs["train"].degrees().numpy())
     return LinkSupervision(edges, negatives,
                            training_sampler(visible[0], visible[1], num_nodes, weights),
-                           io.read_hard_negatives(args.split, edges, num_nodes))
+                           io.read_hard_negatives(args.split, edges, num_nodes, shares))
 
 
-def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSupervision]:
+def _shares(edges: dict, rows: Callable[[int], slice] | None) -> dict[str, slice] | None:
+    return None if rows is None else {p: rows(edges[p].shape[1]) for p in EVAL_PHASES}
+
+
+def read_typed_link_supervision(args, typed: TypedSplit,
+                                rows: Callable[[int], slice] | None = None
+                                ) -> tuple[tuple, LinkSupervision]:
     """The held-out edge type and its supervision shifted to ``to_homogeneous`` ids (the
     typed models' output rows), with typed training negatives. A homogeneous layout: the ids
     are the graph's own (offset 0), and uniform negatives are drawn unweighted, as
-    ``read_link_supervision`` draws them (the same draws)."""
+    ``read_link_supervision`` draws them (the same draws). ``rows`` as there."""
 
     graph = typed.graph
-    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph)
+    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph, rows)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
     shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
@@ -123,7 +135,8 @@ def read_typed_link_supervision(args, typed: TypedSplit) -> tuple[tuple, LinkSup
     weights = (None if strategy == "uniform" and graph.layout == HOMOGENEOUS else
                negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
     sampler = typed_negative_sampler(graph, edge_type, visible[0], visible[1], weights)
-    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes_dict[edge_type[2]])
+    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes_dict[edge_type[2]],
+                                  _shares(edges, rows))
     return edge_type, LinkSupervision(
         shifted, shifted_negatives, sampler,
         None if hard is None else {phase: targets + d_off for phase, targets in hard.items()})

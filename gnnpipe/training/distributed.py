@@ -204,6 +204,37 @@ def all_reduce_sum(values: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     return out
 
 
+def share_rows(count: int, ctx: DistContext) -> slice:
+    """This rank's rows of a table of ``count`` rows scored in shares (the val / test positives
+    and their fixed negatives): consecutive blocks of ceil(count / world), the last ones
+    shorter (or empty), so ``gather_rows`` puts them back in order with no index."""
+    per = -(-count // ctx.world_size)
+    lo = min(count, ctx.rank * per)
+    return slice(lo, min(count, lo + per))
+
+
+def gather_rows(share: torch.Tensor, count: int, ctx: DistContext, *, to_all: bool = False
+                ) -> torch.Tensor | None:
+    """Every rank's ``share`` (rows ``share_rows(count, ctx)`` of a (count, ...) CPU tensor)
+    concatenated in rank order: (count, ...) on rank 0, None on the others (``to_all``: on
+    every rank). One process: ``share`` itself."""
+    if ctx.world_size == 1 or count == 0:  # nothing to send: no rank enters a collective
+        return share if ctx.world_size == 1 or to_all or ctx.is_main else None
+    per = -(-count // ctx.world_size)
+    padded = share.new_zeros((per, *share.shape[1:]))  # gloo gathers equal shapes
+    padded[:share.shape[0]] = share
+    if not (to_all or ctx.is_main):
+        dist.gather(padded, None, dst=0)
+        return None
+    out = share.new_empty((per * ctx.world_size, *share.shape[1:]))
+    blocks = list(out.split(per))  # contiguous views: received in place
+    if to_all:
+        dist.all_gather(blocks, padded)
+    else:
+        dist.gather(padded, blocks, dst=0)
+    return out[:count]
+
+
 def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,
                   stage_argv: list[str], rdzv_timeout_s: float = 300.0) -> list[str]:
     """The command that runs ``gnnpipe <stage_argv>`` under torchrun's agent

@@ -20,7 +20,9 @@ gnnpipe/reporting/collapse.py): a collapsed encoder shows there, and the summary
 val pairs on the val graph, test pairs on the test graph, so each phase sees only its own graph
 (whole graph, for every sampler): one forward, or layer by layer over target blocks when the phase input carries a
 ``layerwise`` engine (``train.inference``, gnnpipe/training/inference.py; the same embeddings to
-1e-5 in bounded memory, split across DDP ranks). Randomness (initialisation, and per
+1e-5 in bounded memory, split across DDP ranks); under DDP each rank reads and scores only its
+share of the val / test positives with their negatives, and the per-positive ranks (each epoch)
+and scores (at the end, on rank 0) are gathered in order. Randomness (initialisation, and per
 ``(seed, epoch)`` dropout, negatives and sampling) comes only from ``seed``, so a run resumed from a
 checkpoint repeats an uninterrupted one; ``fork_rng`` keeps the caller's global torch RNG untouched.
 """
@@ -39,7 +41,7 @@ from torch import nn
 from gnnpipe.training import device as devices
 from gnnpipe.training import loop
 from gnnpipe.config import FitParams
-from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum
+from gnnpipe.training.distributed import SINGLE, DistContext, gather_rows, share_rows
 from gnnpipe.reporting.collapse import collapse, collapse_warning
 from gnnpipe.reporting.metrics import ranks_and_ties
 from gnnpipe.splitting.negatives import NegativeSampler
@@ -132,19 +134,38 @@ def _pair_step(model: nn.Module, inputs: PhaseInput, supervision: torch.Tensor,
     return pair_scores(z, pairs[0], pairs[1]), batch.target
 
 
-def val_scores(pos: np.ndarray, neg: np.ndarray) -> dict[str, float]:
+def val_scores(pos: np.ndarray, neg: np.ndarray, ctx: DistContext = SINGLE,
+               total: int = 0) -> dict[str, float]:
     """An epoch's val figures from the val positives (P,) and their fixed negatives (P, K):
     the MRR early stopping maximises, and the share of (positive, negative) pairs tied within
     float rounding (``metrics.ranks_and_ties``, one comparison for both; 1 for a collapsed
-    encoder)."""
+    encoder). Under DDP ``pos`` / ``neg`` are this rank's rows ``share_rows(total, ctx)`` of
+    the ``total`` positives: every rank's per-positive ranks and ties are gathered in order
+    first, so each rank computes one process's figures from the same numbers."""
     ranks, ties = ranks_and_ties(pos, neg)  # per positive: no sort of all scores
+    pairs = neg.size
+    if ctx.world_size > 1:  # 16 B per positive: the rows of the shares, in order
+        ranks = gather_rows(torch.from_numpy(ranks), total, ctx, to_all=True).numpy()
+        ties = gather_rows(torch.from_numpy(ties), total, ctx, to_all=True).numpy()
+        pairs = total * neg.shape[1]
     return {"val_mrr": float((1.0 / ranks).mean()),  # metrics.mrr's arithmetic
-            "val_tied_share": float(ties.sum()) / max(neg.size, 1)}
+            "val_tied_share": float(ties.sum()) / max(pairs, 1)}
+
+
+def _check_share(name: str, targets: torch.Tensor, rows: slice, positives: torch.Tensor,
+                 ctx: DistContext) -> None:
+    """``targets`` must be the negatives of this rank's ``rows`` of ``positives`` (2, P)."""
+    if targets.shape[0] != rows.stop - rows.start:
+        raise ValueError(f"{name}: {targets.shape[0]} rows of negatives for rank {ctx.rank}'s "
+                         f"{rows.stop - rows.start} of {positives.shape[1]} positives; read them "
+                         "with gnnpipe.training.model_inputs.read_supervision")
 
 
 class LinkTask:
     """Link prediction hooks for ``loop.run`` (see ``fit_link``): BCE on supervision positives
-    and fresh negatives, early stopping on val MRR (``val_scores``)."""
+    and fresh negatives, early stopping on val MRR (``val_scores``). Each rank of ``ctx`` scores
+    its ``rows`` (``share_rows``) of the val / test positives: ``negatives`` holds only
+    theirs."""
 
     best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
     examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed
@@ -154,6 +175,9 @@ class LinkTask:
                  loader: Iterable | None = None, ctx: DistContext = SINGLE):
         self.inputs, self.edges, self.negatives, self.sampler = inputs, edges, negatives, sampler
         self.loader, self.ctx = loader, ctx
+        self.rows = {p: share_rows(edges[p].shape[1], ctx) for p in negatives}
+        for phase, rows in self.rows.items():
+            _check_share(phase, negatives[phase], rows, edges[phase], ctx)
         self.supervision = edges["train_supervision"]
         self.heads = self.supervision[0].numpy()
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
@@ -191,15 +215,16 @@ class LinkTask:
     def counts(self) -> list[float]:
         return []
 
+    def positives(self, phase: str) -> torch.Tensor:
+        """This rank's share of ``phase``'s positives (2, P_rank): the rows of its negatives."""
+        return self.edges[phase][:, self.rows[phase]]
+
     def score(self, model: nn.Module) -> dict[str, float]:
-        pos, neg = score_phase(model, self.inputs["val"], self.edges["val"], self.negatives["val"],
-                               self.ctx)
-        scores = val_scores(pos.numpy(), neg.numpy())
-        # the ranks hold the same weights and score the same pairs; averaging makes their
-        # early-stopping decisions identical by construction, not by floating-point luck
-        total = all_reduce_sum(torch.tensor(list(scores.values())), self.ctx)
-        return {key: float(value) / self.ctx.world_size
-                for key, value in zip(scores, total.tolist())}
+        pos, neg = score_phase(model, self.inputs["val"], self.positives("val"),
+                               self.negatives["val"], self.ctx)
+        # every rank gets every share's ranks: their early-stopping decisions are identical
+        # by construction, not by floating-point luck
+        return val_scores(pos.numpy(), neg.numpy(), self.ctx, self.edges["val"].shape[1])
 
 
 def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInput],
@@ -219,7 +244,10 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     negatives with the same rule) replaces that step by mini-batches of supervision edges on sampled
     subgraphs of the train graph; ``inputs["train"]`` is then not encoded. Under DDP
     (``options.ctx``, with a loader only) gradients are averaged, losses summed across ranks
-    and every rank takes the same early-stopping decision. ``options.checkpointing`` saves
+    and every rank takes the same early-stopping decision; ``negatives`` and ``hard_negatives``
+    are then the rows of the rank's share of the positives only (``distributed.share_rows``, as
+    ``model_inputs.read_supervision`` reads them): each rank scores its share, and rank 0's
+    result holds every rank's scores in order (the others' none). ``options.checkpointing`` saves
     every N epochs and resumes from a saved state: every epoch reseeds from ``(seed, epoch)``,
     so a resumed run ends with the same weights and scores as an uninterrupted one.
     """
@@ -228,6 +256,8 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
     assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
     task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
+    for phase, targets in (hard_negatives or {}).items():
+        _check_share(f"{phase} hard", targets, task.rows[phase], edges[phase], ctx)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, seconds = outcome.model, outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
@@ -237,9 +267,14 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)
-    return link_result(outcome, lambda phase, sets: score_sets(
-        model, task.inputs[phase], task.edges[phase], sets, ctx), task.negatives, hard_negatives,
-        perf, warn=ctx.is_main)
+
+    def score(phase: str, sets: list[torch.Tensor]) -> tuple:
+        # this rank's share; rank 0 gathers every share, in order (None on the others)
+        pos, negs = score_sets(model, task.inputs[phase], task.positives(phase), sets, ctx)
+        total = task.edges[phase].shape[1]
+        return gather_rows(pos, total, ctx), [gather_rows(n, total, ctx) for n in negs]
+
+    return link_result(outcome, score, task.negatives, hard_negatives, perf, warn=ctx.is_main)
 
 
 def link_result(outcome: loop.LoopOutcome,
@@ -250,12 +285,16 @@ def link_result(outcome: loop.LoopOutcome,
     phase's scores by ``score(phase, negative sets)`` (positives (P,), each set (P, K_i): one
     encoding per phase scores the fixed and the hard negatives), the summary (with the
     ``collapse`` figures of the val and test scores against their fixed negatives) and
-    ``perf``. ``warn``: this process prints the one-line warning of collapsed scores (rank 0)."""
+    ``perf``. ``warn``: this process prints the one-line warning of collapsed scores (rank 0).
+    ``score`` giving None (a DDP rank but 0, which holds every rank's scores): no scores, no
+    ``collapse``."""
     model, state, history = outcome.model, outcome.state, outcome.history
     scores, hard_scores = {}, {}
     for phase in EVAL_PHASES:
         sets = [negatives[phase]] + ([] if hard_negatives is None else [hard_negatives[phase]])
         pos, negs = score(phase, sets)
+        if pos is None:
+            continue
         scores[phase] = (pos, negs[0])
         if hard_negatives is not None:
             hard_scores[phase] = negs[1]
@@ -266,7 +305,7 @@ def link_result(outcome: loop.LoopOutcome,
         "epochs_run": len(history),
         "parameters": sum(p.numel() for p in model.parameters()),
         "collapse": {phase: collapse(*(t.numpy() for t in scores[phase]))
-                     for phase in EVAL_PHASES},
+                     for phase in scores},
     }
     warning = collapse_warning(summary["collapse"], f"the {type(model).__name__} encoder")
     if warning and warn:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from torch import nn
 
@@ -17,7 +18,8 @@ from gnnpipe.splitting.inputs import (LinkSupervision, TypedSplit, lazy_model_fe
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.training import embeddings
+from gnnpipe.training import distributed, embeddings
+from gnnpipe.training.distributed import DistContext
 from gnnpipe.training.inference import AUTO_MODELS
 from gnnpipe.training.models import build_model
 from gnnpipe.io.common import PHASES
@@ -136,14 +138,20 @@ def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
                        lambda task_meta: {**described, **task_meta})
 
 
-def read_supervision(args, inputs: ModelInputs) -> tuple[tuple | None, LinkSupervision]:
+def read_supervision(args, inputs: ModelInputs, ctx: DistContext | None = None
+                     ) -> tuple[tuple | None, LinkSupervision]:
     """The held-out edge type (None: homogeneous layout) and the link supervision in the
-    model's output rows (typed: ``to_homogeneous`` ids)."""
+    model's output rows (typed: ``to_homogeneous`` ids), with the fixed and hard negatives of
+    ``ctx``'s share of the val / test positives only (``distributed.share_rows``: each rank
+    scores its share; None: this process's rank under torchrun, all of them in one)."""
+    ctx = distributed.context_from_env() if ctx is None else ctx
+    rows = None if ctx.world_size == 1 else partial(distributed.share_rows, ctx=ctx)
     if inputs.graph.layout == HOMOGENEOUS:
-        return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs)
+        return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs,
+                                           rows)
     typed = TypedSplit(inputs.graph, io.read_split_meta(args.split),
                        inputs.message_graphs)
-    return read_typed_link_supervision(args, typed)
+    return read_typed_link_supervision(args, typed, rows)
 
 
 READERS = {HOMOGENEOUS: _homogeneous, TYPED: _typed}

@@ -1,8 +1,9 @@
 """prepare of the user's tables by blocks (gnnpipe/data/prepare_tables.py), on both engines:
 every prepared file byte for byte as the whole-graph oracle writes it (edge_attrs_node__to__node
 .parquet included), on tables cut into many blocks; the whole-table reader's one-line errors;
-refusals. The block functions run in this process (a client of None) except in one test, on real
-LocalClusters of 1, 2 and 4 workers (typed tables too: test_dask_typed.py's)."""
+the tables the sources write (gnnpipe/data/source_tables.py). The block functions run in this
+process (a client of None) except in one test, on real LocalClusters of 1, 2 and 4 workers
+(typed tables and the typed synthetic graph too: test_dask_typed.py's)."""
 
 from __future__ import annotations
 
@@ -172,6 +173,7 @@ SYNTHETIC = {
     "external features, directed, loops kept": {"storage": {"features": "external"},
                                                 "undirected": False, "self_loops": "keep"},
     "a class never drawn": {"synthetic": {"num_classes": 9, "class_imbalance": 4.0}},
+    "no edge drawn: the warning names the source": {"synthetic": {"avg_degree": 0.001}},
 }
 
 
@@ -235,9 +237,9 @@ def test_csv_tables_by_blocks_match_local(tmp_path, inline, ids):
 @pytest.mark.parametrize("workers", [4, 2, 1])
 def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypatch, dask_cluster,
                                                              workers):
-    """Homogeneous and typed tables (test_dask_typed.py's) on one module cluster: a cluster and
-    its workers' imports cost seconds a file."""
-    from test_dask_typed import typed_dataset, typed_tables, write_typed
+    """Homogeneous and typed tables and the typed synthetic graph (test_dask_typed.py's) on one
+    module cluster: a cluster and its workers' imports cost seconds a file."""
+    from test_dask_typed import typed_dataset, typed_synthetic, typed_tables, write_typed
 
     monkeypatch.setattr(prepare_tables, "SIZES", TINY)
     scale_cluster(dask_cluster, workers)
@@ -250,6 +252,9 @@ def test_clusters_of_4_2_and_1_workers_write_the_local_files(tmp_path, monkeypat
     root = write_typed(tmp_path / "typed-in", typed_tables(seed=workers))
     (tmp_path / "typed").mkdir()
     assert_same_as_local(tmp_path / "typed", typed_dataset(root), cluster)
+    (tmp_path / "synthetic").mkdir()
+    assert_same_as_local(tmp_path / "synthetic", typed_synthetic(), cluster,
+                         {"seed": workers})
     assert not list(tmp_path.rglob(".dask-blocks*"))  # the scratch folders are gone
 
 
@@ -433,12 +438,3 @@ def in_blocks(tmp_path: Path, cfg):
 def params_dataset(folder: Path, **dataset):
     return params_from_dict({"dataset": {"source": "parquet", "path": str(folder),
                                          **dataset}}).dataset
-
-
-@pytest.mark.parametrize("source, layout", [("ogb", "typed"), ("synthetic", "typed")])
-def test_sources_the_blocks_do_not_read_are_refused_in_one_line(tmp_path, source, layout):
-    cfg = params_dataset(tmp_path, source=source, layout=layout)
-    with pytest.raises(ValueError, match=rf"^dataset\.source={source} \(dataset\.layout="
-                                         rf"{layout}\) is not prepared on cluster\.engine: "
-                                         r"dask yet .*; use cluster\.engine: local$"):
-        prepare_tables.refuse_unsupported(cfg)

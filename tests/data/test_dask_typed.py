@@ -1,5 +1,6 @@
 """Typed tables prepared by blocks (gnnpipe/data/prepare_tables.py): every prepared file byte for
-byte as the whole-graph oracle writes it (``build``), on tables cut into many blocks; the
+byte as the whole-graph oracle writes it (``build``), on tables cut into many blocks; the typed
+synthetic graph and OGB-MAG written as typed tables first (gnnpipe/data/source_tables.py); the
 whole-table reader's one-line errors on bad tables; clusters of 1, 2 and 4 workers (in
 tests/data/test_dask_prepare.py, on its module's cluster)."""
 
@@ -99,6 +100,49 @@ def test_typed_csv_tables_and_float_times_match_local(tmp_path, inline):
     tables = typed_tables(seed=1, times=np.arange(USERS, dtype=np.float64) * 2)
     root = write_typed(tmp_path / "in", tables, fmt="csv")
     assert_same_as_local(tmp_path, typed_dataset(root, "csv"))
+
+
+SYNTHETIC = {  # the built-in typed graph (papers / authors / venues) under the edge policies
+    "default": {},
+    "directed, loops and copies kept, few labels": {
+        "undirected": False, "dedup": False, "self_loops": "keep",
+        "synthetic": {"label_rate": 0.3}},
+    "link task on cites": {"task": "link", "typed": {"link_edge_type": "paper__cites__paper"}},
+    "no cites drawn: the warning names the source": {"synthetic": {"avg_degree": 0.001}},
+}
+
+
+def typed_synthetic(**extra) -> dict:
+    return {"layout": "typed", **extra,
+            "synthetic": {"num_nodes": 120, "num_authors": 30, "num_venues": 4,
+                          "num_features": 6, **extra.get("synthetic", {})}}
+
+
+@pytest.mark.parametrize("case", list(SYNTHETIC))
+def test_the_typed_synthetic_graph_goes_through_the_block_prepare_unchanged(tmp_path, inline,
+                                                                            case):
+    """Written as typed tables in its own type order (paper, author, venue; cites, writes,
+    published_in, not the tables' name order) with writes as the link relation: the oracle's
+    files, prepare.json included, on cluster.engine: dask."""
+    link = {"split": {"link": {"num_hard_negatives": 0}},
+            "evaluate": {"link": {"negatives": "random"}}}
+    out = assert_same_as_local(tmp_path, typed_synthetic(**SYNTHETIC[case]), None,
+                               link if SYNTHETIC[case].get("task") == "link" else None)
+    assert not list(out.glob("node_ids_*"))  # node i is row i of every type: no ids to keep
+
+
+def test_ogb_mag_goes_through_the_block_prepare_unchanged(tmp_path, inline):
+    """Featureless types, paper years, sparse class ids and the official split."""
+    import gzip
+
+    from test_ogb_mag import make_mag
+
+    mag = make_mag(tmp_path / "ogbn_mag")
+    (mag / "raw/node-label/paper/node-label.csv.gz").write_bytes(gzip.compress(
+        "".join(f"{(10, 20, 70)[p % 3]}\n" for p in range(8)).encode()))
+    assert_same_as_local(tmp_path, {"source": "ogb", "path": str(mag), "layout": "typed"})
+    report = (tmp_path / "dask.json").read_text()
+    assert "public_split" in report and "featureless" in report
 
 
 # ------------------------------------------------------------------------------- bad inputs
