@@ -12,8 +12,6 @@ relation).
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
 from gnnpipe.data.edges import homogeneous_csr
@@ -66,6 +64,10 @@ def even_walk_labels(simple: Csr) -> np.ndarray:
     A common neighbour is a walk of length 2, so a pair of unequal labels has none by
     construction: the two sides of a bipartite graph (users and the items they rated), or two
     components. In a component with an odd cycle every pair has equal labels."""
+    # scipy costs ~0.4 s to import: split and evaluate reach this module without calling this
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     n = simple.num_nodes
     rows, cols = simple.targets().numpy(), simple.indices.numpy()
     cover = coo_matrix((np.ones(2 * rows.size, dtype=np.int8),

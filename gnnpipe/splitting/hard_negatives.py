@@ -38,7 +38,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from scipy import sparse
 
 from gnnpipe.data.graph import EdgeType, Graph, edge_type_name
 from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights
@@ -73,6 +72,8 @@ def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed
     may have; equal RA ordered by ``mix(seed, PRIORITY_STEP, c)``. ``refusable`` int (S,): at
     least the candidates ``refuse`` can turn down per source, so only each source's best ``k +
     refusable`` scores (ties kept) are checked (None: all)."""
+    from scipy import sparse  # ~0.4 s: only hard negatives need it, not every split
+
     top = np.full((sources.size, k), -1, dtype=np.int64)
     if not sources.size:
         return top
