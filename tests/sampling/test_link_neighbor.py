@@ -16,7 +16,7 @@ from conftest import as_graph, small_params
 
 from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainParams,
                             params_from_dict, replace)
-from gnnpipe.training.distributed import DistContext
+from gnnpipe.training.distributed import DistContext, share_rows
 from link_oracle import split_links
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.loop import Checkpointing, LoopOptions
@@ -295,8 +295,10 @@ def _ddp_fit(batch_size: int, ctx: DistContext):
     data = (graph, link, training_sampler(visible[0], visible[1], graph.num_nodes))
     cfg = dataclasses.replace(DDP_CFG, batch_size=batch_size)
     inputs = build_inputs(graph.x, message_graphs=phase_csrs(link.message_graphs))
+    # each rank scores its share of the val / test positives: it holds only their negatives
+    negatives = {p: n[share_rows(link.edges[p].shape[1], ctx)] for p, n in link.negatives.items()}
     return fit_link(lambda: build_model("sage", graph.x.shape[1], cfg.hidden, cfg), inputs,
-                    link.edges, link.negatives, data[2], cfg, 0,
+                    link.edges, negatives, data[2], cfg, 0,
                     loader=adapt.Batches(_loader(data, cfg, seed=1, ctx=ctx), adapt.pairs),
                     options=LoopOptions(ctx=ctx))
 
@@ -311,7 +313,8 @@ def _ddp_worker(rank: int, port: int, batch_size: int, queue) -> None:
     try:
         result = _ddp_fit(batch_size, ctx)
         # small items only: a pipe holds ~64 KB and the parent reads after the workers exit
-        queue.put((rank, result.history, result.scores["test"][0].tolist()))
+        scores = result.scores["test"][0].tolist() if result.scores else None  # rank 0's
+        queue.put((rank, result.history, scores))
     finally:
         distributed.shutdown()
 
