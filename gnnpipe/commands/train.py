@@ -75,7 +75,7 @@ def train_links(args, params, ctx, device):
     held-out type); under DDP (link_neighbor) every rank trains."""
     cfg = params.train
     inputs = read_model_inputs(args, cfg, "link", world_size=ctx.world_size)
-    edge_type, sup = read_supervision(args, inputs)
+    edge_type, sup = read_supervision(args, inputs, ctx)
     built = builders.build(link_source(inputs, sup, edge_type), cfg, params.seed, ctx)
     loader, extra = (None, {}) if built is None else (built.loader, built.metrics)
     checkpointing = checkpointing_for(args, cfg, {"task": "link", **to_dict(cfg)}, params.seed,

@@ -138,13 +138,12 @@ def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
                        lambda task_meta: {**described, **task_meta})
 
 
-def read_supervision(args, inputs: ModelInputs, ctx: DistContext | None = None
+def read_supervision(args, inputs: ModelInputs, ctx: DistContext
                      ) -> tuple[tuple | None, LinkSupervision]:
     """The held-out edge type (None: homogeneous layout) and the link supervision in the
     model's output rows (typed: ``to_homogeneous`` ids), with the fixed and hard negatives of
     ``ctx``'s share of the val / test positives only (``distributed.share_rows``: each rank
-    scores its share; None: this process's rank under torchrun, all of them in one)."""
-    ctx = distributed.context_from_env() if ctx is None else ctx
+    scores its share; one process: all of them)."""
     rows = None if ctx.world_size == 1 else partial(distributed.share_rows, ctx=ctx)
     if inputs.graph.layout == HOMOGENEOUS:
         return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs,

@@ -19,7 +19,7 @@ import yaml
 from gnnpipe.cli import main
 from gnnpipe.config import load_params
 from gnnpipe.io import splits
-from gnnpipe.training.distributed import DistContext, gather_rows, share_rows
+from gnnpipe.training.distributed import SINGLE, DistContext, gather_rows, share_rows
 from gnnpipe.training.link_train import LinkTask, val_scores
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
 
@@ -58,7 +58,7 @@ def test_each_rank_reads_only_its_rows_of_the_negatives(link_split, world, monke
     args, params = link_split
     monkeypatch.setattr(splits, "NEGATIVE_BATCH_ROWS", 7)
     inputs = read_model_inputs(args, params.train, "link")
-    _, whole = read_supervision(args, inputs)
+    _, whole = read_supervision(args, inputs, SINGLE)
     assert whole.hard is not None
     shares = [read_supervision(args, inputs, DistContext(r, world, r))[1] for r in range(world)]
     for phase in ("val", "test"):

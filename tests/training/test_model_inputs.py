@@ -18,6 +18,7 @@ from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.data.graph import EDGE, ROLE_CODES
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
+from gnnpipe.training.distributed import SINGLE
 from gnnpipe.io.common import PHASES
 
 SMALL = {"train": {"epochs": 1, "hidden": 8}, "features": {"normalize": "standardize"}}
@@ -78,7 +79,7 @@ def test_each_phase_sees_its_own_message_graph_and_the_normalized_features(split
             assert set(given) == set(expected[phase])
             assert all(torch.equal(given[e], expected[phase][e]) for e in given), phase
     if task == "link":  # the held-out test edges are in no phase's message graph
-        edge_type, sup = read_supervision(args, inputs)
+        edge_type, sup = read_supervision(args, inputs, SINGLE)
         held_out = sup.edges["test"].clone()
         seen = inputs.phases["test"].edge_index
         if edge_type is not None:  # back from the typed models' output rows to type-local ids
@@ -134,7 +135,7 @@ def test_roles_and_supervision_are_of_the_target(split_repo):
         assert roles.dtype == np.int8 and roles.shape == inputs.graph.y.shape
         assert (roles == ROLE_CODES["train"]).any()
         return
-    edge_type, sup = read_supervision(args, inputs)
+    edge_type, sup = read_supervision(args, inputs, SINGLE)
     assert (edge_type is None) == (kind == "homogeneous")
     if edge_type is not None:  # typed: ids of the typed models' output rows (offsets)
         offsets = inputs.graph.offsets()
@@ -168,7 +169,7 @@ def test_the_typed_view_reads_what_the_model_inputs_read(split_repo):
                               io.read_typed_role_codes(args.split, inputs.graph))
         return
     edge_type, sup = read_typed_link_supervision(args, typed)
-    _, expected = read_supervision(args, inputs)
+    _, expected = read_supervision(args, inputs, SINGLE)
     assert edge_type == io.read_typed_link_split(args.split, typed.graph)[0]
     assert all(torch.equal(sup.edges[r], expected.edges[r]) for r in expected.edges)
     assert all(torch.equal(sup.negatives[p], expected.negatives[p]) for p in expected.negatives)
