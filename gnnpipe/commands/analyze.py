@@ -16,9 +16,9 @@ over the whole typed graph (built in memory: PyG's to_homogeneous ids)."""
 import numpy as np
 
 from gnnpipe import io
-from gnnpipe.graphops.analyze import (analyze_blocks, component_stats, degree_histogram,
-                                      degree_stats, graph_report, min_label_components,
-                                      row_counts)
+from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
+                                      degree_histogram, degree_stats, graph_report,
+                                      min_label_components, row_counts)
 from gnnpipe.splitting.inputs import read_typed
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
@@ -31,7 +31,6 @@ from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
 from gnnpipe.data.edges import homogeneous_csr
 
 PHASES = ("train", "val", "test")
-BLOCK_ROWS = 1 << 16  # rows per block-building task
 
 
 def run(args) -> str:

@@ -27,9 +27,3 @@ def prepared_layout(prepared: Path) -> str:
     """Whether the graph in ``data/prepared`` is homogeneous or typed, derived from the types
     graph.json lists: for capability checks (one relation), not a file format."""
     return read_description(prepared)["layout"]
-
-
-def feature_shapes(prepared: Path) -> dict[str, tuple[int, int]]:
-    """Node type -> (nodes, feature width) of the graph in ``data/prepared``, from graph.json
-    (nothing else read): what a stage would read, for choosing how to read it."""
-    return {t: (n, width) for t, n, width in read_description(prepared)["node_types"]}

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnnpipe.data.edges import edge_pairs
-from gnnpipe.data.graph import ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name
+from gnnpipe.data.graph import ROLES, UNLABELLED, EdgeType, Graph, edge_type_name
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting.hash_assign import UNUSED
 from gnnpipe.splitting import split
@@ -43,7 +42,7 @@ PHASES = ("train", "val", "test")
 HELD_OUT_ROLES = ("val", "test")
 
 # Nodes whose edges each phase's message graph may contain, by mode (plus, always, the unused
-# unlabelled nodes: see ``visible_nodes``).
+# unlabelled nodes: see ``_visible_codes``).
 VISIBLE_ROLES = {
     "transductive": {"train": None, "val": None, "test": None},  # None: the whole graph
     "inductive": {"train": ("train",), "val": ("train", "val"), "test": None},
@@ -57,14 +56,9 @@ class LeakageError(ValueError):
     """The split audit found information a phase must not see."""
 
 
-def visible_nodes(roles: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
-    """bool (N,): nodes whose edges a phase that may see the ``allowed`` roles may hold, i.e.
-    those roles plus the unused unlabelled nodes (message carriers of every phase)."""
-    return np.isin(roles, allowed) | (~labelled & (roles == "unused"))
-
-
 def _visible_codes(code: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
-    """``visible_nodes`` of int8 role codes."""
+    """Nodes (int8 role codes) a phase allowed ``allowed`` may see: those roles plus the unused
+    unlabelled nodes (message carriers of every phase)."""
     return np.isin(code, [ROLES.index(r) for r in allowed]) | (~labelled & (code == UNUSED))
 
 
@@ -401,43 +395,6 @@ def cross_entry(counts: np.ndarray) -> dict[str, int]:
     ends' phase codes (unused: 3)."""
     return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
             for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
-
-
-def _within(sub: Csr, full: Csr, num_src: int) -> bool:
-    """Every edge of ``sub`` is an edge of ``full`` (same edge type)."""
-    return sub is full or _within_rows(sub.indices.numpy(), sub.targets().numpy(),
-                                       full.indices.numpy(), full.targets().numpy(), 0, num_src)
-
-
-def _typed_checks(graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
-                  roles: np.ndarray | None, mode: str | None,
-                  skip: tuple[EdgeType, ...] = ()) -> list[dict]:
-    checks = []
-    for phase in PHASES:
-        for edge_type in graph.edge_types:
-            if edge_type in skip:
-                continue
-            name = f"message_{phase}[{edge_type_name(edge_type)}]"
-            csr = message_graphs[phase][edge_type]
-            checks.append({"check": f"{name}_within_graph",
-                           "passed": _within(csr, graph.csr[edge_type],
-                                             graph.num_nodes_dict[edge_type[0]]),
-                           "detail": "every message edge is an edge of the prepared graph"})
-            allowed = VISIBLE_ROLES[mode][phase] if mode else None
-            if allowed is None or graph.target not in (edge_type[0], edge_type[2]):
-                continue
-            visible = visible_nodes(roles, graph.y.numpy() != UNLABELLED, allowed)
-            src, dst = edge_pairs(csr)
-            bad = np.zeros(src.size, dtype=bool)
-            if edge_type[0] == graph.target:
-                bad |= ~visible[src]
-            if edge_type[2] == graph.target:
-                bad |= ~visible[dst]
-            checks.append({"check": f"{name}_sees_only_{'_'.join(allowed)}",
-                           "passed": not bad.any(),
-                           "detail": f"{int(bad.sum())} edges touch {graph.target} nodes of "
-                                     "other splits"})
-    return checks
 
 
 def raise_if_failed(report: dict) -> None:

@@ -49,7 +49,7 @@ import torch
 
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.block_graph import place_rows
-from gnnpipe.data.graph import (EDGE, ROLES, UNLABELLED, Csr, EdgeType, Graph,
+from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph,
                                 edge_type_name)
 from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
 from gnnpipe.io.prepared import GRAPH_SCHEMA
@@ -131,15 +131,6 @@ def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
                  handle(f"{edge_type_name(e)}.indices", c.indices)) for e, c in graph.csr.items()},
         time=None if time is None else handle(f"time.{graph.target}", time),
         public=None if graph.public_roles is None else handle("public_roles", graph.public_roles))
-
-
-def graph_arrays(graph_file: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The prepared one-type graph's ``indptr`` (N + 1,), ``indices`` (E,) and labels ``y``
-    (N,), memory mapped (the stage process checked the file once)."""
-    e = edge_type_name(EDGE)
-    payload = load_tensors(graph_file, GRAPH_SCHEMA, {f"{e}.indptr": (torch.int64, 1),
-                                                      f"{e}.indices": (torch.int64, 1)}, mmap=True)
-    return payload[f"{e}.indptr"].numpy(), payload[f"{e}.indices"].numpy(), payload["y"].numpy()
 
 
 def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:
