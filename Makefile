@@ -63,10 +63,12 @@ repro-scale: setup
 repro-typed-scale: setup
 	$(call run_profile,profiles/typed_scale.yaml)
 
-# gnnpipe's and the tests' bytecode once (seconds), not in every stage process a test starts
+# gnnpipe's and the tests' bytecode once (seconds), not in every stage process a test starts;
+# the 25 slowest tests are printed, so a CI log shows where the 10-minute budget goes
 test: setup
 	$(BIN)/python -m compileall -q -j 0 gnnpipe tests bench stages > /dev/null
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile \
+		--durations=25
 
 # the generated files: dvc.yaml (stage table + import closure) and the params tables of the docs
 generate: setup

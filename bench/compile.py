@@ -38,7 +38,7 @@ from gnnpipe.config import load_params, replace
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.loop import COMPILE_BACKEND, LoopOptions
 from gnnpipe.training.models import build_model
-from gnnpipe.data.prepare import prepare
+from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.runtime.rng import make_rng, torch_seed
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
@@ -160,7 +160,7 @@ def main(argv=None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     params = load_params(args.params)
-    typed = prepare(params.dataset, params.seed)[0]
+    typed = prepared_graph(params)
     node_split = split_nodes(typed, params.split.node, make_rng(params.seed, "split"))
     graph = typed.target_view()
     print_machine()

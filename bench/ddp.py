@@ -39,7 +39,7 @@ import yaml
 from bench.common import add_graph_args, describe, load_graph, print_machine
 from gnnpipe import io
 from gnnpipe.config import NodeSplitParams, PartitionParams
-from gnnpipe.graphops.partition import assign_parts, build_shards, partition_report
+from gnnpipe.graphops.partition import assign_parts, csr_rows, partition_report, write_shard
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.data.graph import EDGE, Graph
@@ -78,10 +78,8 @@ def write_artifacts(args: argparse.Namespace, work: Path) -> str:
     cfg = PartitionParams(num_parts=args.parts, halo_hops=1)
     parts = assign_parts(csr, cfg, make_rng(args.seed, "partition"))
     io.write_partition(work / "partition", parts)
-    halo = 0
-    for shard in build_shards(csr, parts, args.parts, cfg.halo_hops):
-        io.write_partition_shard(work / "partition", shard)
-        halo += shard.node_id.numel() - shard.num_owned
+    halo = sum(write_shard(csr_rows(csr), parts == part, work / "partition", part, args.parts,
+                           csr.num_nodes, cfg.halo_hops)["halo"] for part in range(args.parts))
     io.write_partition_meta(work / "partition", {
         "num_parts": args.parts, "halo_hops": cfg.halo_hops, "num_nodes": csr.num_nodes,
         "graph": "train", "method": "metis", "backend": "pymetis"})

@@ -92,13 +92,18 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
         batch = NodeDataModule(inputs, graph.y, roles, cfg).phase_batches["test"]
         return torch.no_grad()(lambda: module.predict_step(batch, 0))  # as Trainer.predict
     from gnnpipe.config import PartitionParams
-    from gnnpipe.graphops.partition import assign_parts, build_shard
+    from gnnpipe import io
+    from gnnpipe.graphops.partition import assign_parts, csr_rows, write_shard
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 
     parts = assign_parts(graph.csr, PartitionParams(num_parts=2, method="bfs"),
                          make_rng(args.seed, "partition"))
-    shard = build_shard(graph.csr, parts, 0, 2, 2)
+    with tempfile.TemporaryDirectory(prefix="bench-shard-") as out:  # as the stage writes it
+        write_shard(csr_rows(graph.csr), parts == 0, Path(out), 0, 2, graph.num_nodes, 2)
+        io.write_partition_meta(Path(out), {"num_parts": 2, "halo_hops": 2,
+                                            "num_nodes": graph.num_nodes})
+        shard = io.read_partition_shard(Path(out), 0)
     ids = shard.node_id.sort().values  # the rank's rows, as shard_setup reads them
     rows = NodeRows(graph.x[ids], graph.y[ids], ids)
     evaluator = ShardEvaluator([shard], rows, torch.zeros(ids.numel(), dtype=torch.int8), cfg)

@@ -6,8 +6,7 @@ same run, on the same graph, seeds and fan-outs.
     python -m bench.hetero_sampler --scale 0.1 --seeds 20480     # quick
     python -m bench.hetero_sampler --scale 0.25 --trees OLD .    # against another tree
 
-The graph is the built-in typed one (``gnnpipe.sources.builtin.typed_graph`` through prepare's
-``build``: papers cite papers, authors write papers, papers sit in venues, reverse types
+The graph is the built-in typed one (the prepare stage's, ``prepared_graph``: papers cite papers, authors write papers, papers sit in venues, reverse types
 stored): ``--scale`` * 1M papers with ``--avg-degree`` cites per paper, ``--authors`` and
 ``--venues`` scaled alike. Run it with the python of a venv that has torch-sparse
 (``bash bench/build_peers.sh VENV``) for the peer rows;
@@ -38,10 +37,8 @@ from bench.common import machine, print_machine
 from bench.trees import add_tree_args, compare_trees
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import Csr
-from gnnpipe.data.prepare import build
-from gnnpipe.runtime.rng import make_rng
+from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.sampling import HeteroNeighborSampler
-from gnnpipe.sources.builtin import typed_graph
 
 BASE_PAPERS, BASE_AUTHORS, BASE_VENUES = 1_000_000, 200_000, 1_000
 VARIANTS = {  # extra rows: gnnpipe's sampler in its other modes (sampler only)
@@ -81,8 +78,7 @@ def load_typed_graph(args) -> tuple[dict[str, torch.Tensor], dict[tuple, Csr]]:
         "num_nodes": papers, "num_authors": authors, "num_venues": venues,
         "avg_degree": args.avg_degree, "authors_per_paper": args.authors_per_paper,
         "num_features": args.features, "num_classes": 10}}})
-    graph = build(typed_graph(params.dataset.synthetic, make_rng(args.seed, "bench")),
-                  params.dataset).graph
+    graph = prepared_graph(params)
     x, csr = dict(graph.x), dict(graph.csr)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """What a pipeline run costs besides the stages' work, two trees in one run (issue 46).
 
     python -m bench.iteration --old OLD_TREE [--new .] [--dir /tmp/iteration] [--repro]
-                              [--stages prepare,split,...]
+                              [--exp [LR]] [--stages prepare,split,...]
 
 Each tree is copied into ``DIR/<old|new>`` (a plain copy: sources, ``stages/``, ``dvc.yaml``,
 ``params.yaml``, ``data/raw`` and the placeholders beside it; no outputs, no ``.git``), its bytecode compiled (as
@@ -12,8 +12,11 @@ Per stage and tree: the process's wall seconds, its import closure's seconds (th
 imports that ``-X importtime`` reports, lazy ones inside ``run`` included: the real start-up)
 and the stage's own seconds (its ``metrics/perf/stages/<s>.json``, which starts after the
 imports). ``--repro`` then times ``dvc repro -f`` in each copy (``git init`` + commit there, so
-``/work``'s repository is never touched) against the sum of the stages' own seconds. Prints a
-table and the new / old ratios; writes ``DIR/iteration.json``.
+``/work``'s repository is never touched) against the sum of the stages' own seconds. ``--exp``
+(after the repro, which it implies) commits that state in each copy and times ``dvc exp run -S
+train.lr=LR`` (default: half of params.yaml's), a one-param experiment: the stages it re-runs
+(train, predict, evaluate, report: those whose perf file it rewrote) against their own seconds.
+Prints a table and the new / old ratios; writes ``DIR/iteration.json``.
 """
 
 from __future__ import annotations
@@ -58,11 +61,19 @@ def copy_tree(tree: Path, dest: Path) -> Path:
     (dest / "metrics" / "perf" / "stages").mkdir(parents=True, exist_ok=True)
     quiet = {"cwd": dest, "check": True, "stdout": subprocess.DEVNULL}
     subprocess.run(["git", "init", "-q"], **quiet)
-    subprocess.run(["git", "add", "-A"], **quiet)
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost",
-                    "commit", "-qm", "tree"], **quiet)
+    # the copy's own repository: `dvc exp run` commits experiments there under this name
+    subprocess.run(["git", "config", "user.name", "bench"], **quiet)
+    subprocess.run(["git", "config", "user.email", "bench@localhost"], **quiet)
+    commit(dest)
     subprocess.run([sys.executable, "-m", "compileall", "-q", "gnnpipe", "stages"], **quiet)
     return dest
+
+
+def commit(copy: Path) -> None:
+    """Everything in ``copy`` (its own repository) committed: what ``dvc exp run`` starts from."""
+    quiet = {"cwd": copy, "check": True, "stdout": subprocess.DEVNULL}
+    subprocess.run(["git", "add", "-A"], **quiet)
+    subprocess.run(["git", "commit", "-qm", "tree", "--allow-empty"], **quiet)
 
 
 def import_closure(stderr: str) -> tuple[float, list[str]]:
@@ -101,14 +112,44 @@ def run_stage(copy: Path, stage: str) -> dict:
     return {"wall": wall, "imports": imports, "own": own, "heavy": heavy, "modules": modules}
 
 
-def repro(copy: Path) -> float:
-    """Seconds of ``dvc repro -f`` in ``copy`` (its own git repository and DVC cache)."""
+def dvc(copy: Path, *args: str) -> float:
+    """Seconds of ``dvc ARGS`` in ``copy`` (its own git repository and DVC cache)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": str(copy), "GNNPIPE_PROGRESS": "0"}
     started = time.perf_counter()
-    subprocess.run([str(Path(sys.executable).parent / "dvc"), "repro", "-f", "-q"], env=env,
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), *args, "-q"], env=env,
                    cwd=copy, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
+
+
+def repro(copy: Path) -> float:
+    """Seconds of ``dvc repro -f`` in ``copy``."""
+    return dvc(copy, "repro", "-f")
+
+
+def perf_files(copy: Path) -> dict[str, tuple[int, float]]:
+    """stage -> (mtime ns, its own seconds) of each ``metrics/perf/stages/<stage>.json``."""
+    return {path.stem: (path.stat().st_mtime_ns, json.loads(path.read_text())["seconds"])
+            for path in (copy / "metrics" / "perf" / "stages").glob("*.json")}
+
+
+def exp_run(copy: Path, lr: float) -> dict:
+    """``dvc exp run -S train.lr=<lr>`` in ``copy`` from its committed, reproduced state:
+    seconds, the stages it re-ran (their perf file rewritten) and their own seconds."""
+    commit(copy)
+    before = perf_files(copy)
+    seconds = dvc(copy, "exp", "run", "-S", f"train.lr={lr}")
+    after = perf_files(copy)
+    ran = sorted((s for s in after if after[s][0] != before.get(s, (None,))[0]),
+                 key=STAGES.index)
+    return {"exp": seconds, "exp_stages": ran, "exp_own": sum(after[s][1] for s in ran)}
+
+
+def default_lr(tree: Path) -> float:
+    """``train.lr`` of ``tree``'s params.yaml."""
+    import yaml
+
+    return float(yaml.safe_load((tree / "params.yaml").read_text())["train"]["lr"])
 
 
 def import_seconds(copy: Path, modules: list[str]) -> float:
@@ -135,7 +176,11 @@ def main(argv=None) -> None:
                         help="then time each stage's import closure alone this many times per "
                              "tree (alternating), median")
     parser.add_argument("--repro", action="store_true", help="also time `dvc repro -f`")
+    parser.add_argument("--exp", nargs="?", type=float, const=0.0, default=None, metavar="LR",
+                        help="also (after --repro, implied) time `dvc exp run -S train.lr=LR` "
+                             "(default: half of params.yaml's train.lr)")
     args = parser.parse_args(argv)
+    args.repro = args.repro or args.exp is not None
     stages = args.stages.split(",")
     copies = {name: copy_tree(tree.resolve(), args.dir / name)
               for name, tree in (("old", args.old), ("new", args.new))}
@@ -181,6 +226,14 @@ def main(argv=None) -> None:
             summary[name]["repro_own"] = own
             print(f"{name}: dvc repro -f {summary[name]['repro']:.1f} s, stages' own {own:.1f} s "
                   f"({summary[name]['repro'] / own:.2f}x)", flush=True)
+    if args.exp is not None:
+        lr = args.exp or default_lr(copies["new"]) / 2
+        for name in ("new", "old"):  # the other order than the repro's last: load hits both
+            row = summary[name] | exp_run(copies[name], lr)
+            summary[name] = row
+            print(f"{name}: dvc exp run -S train.lr={lr:g} {row['exp']:.1f} s, re-ran "
+                  f"{','.join(row['exp_stages'])}: own {row['exp_own']:.1f} s "
+                  f"({row['exp'] / row['exp_own']:.2f}x)", flush=True)
     (args.dir / "iteration.json").write_text(json.dumps({"rows": rows, "summary": summary},
                                                          indent=1))
 

@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,8 +41,8 @@ import numpy as np
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
-from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, build_shards, halo_report,
-                               partition_report, resolve_backend, shard_summary)
+from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, csr_rows, halo_report,
+                               partition_report, resolve_backend, write_shard)
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 
@@ -59,6 +60,14 @@ def _worker_reset() -> bool:
     from bench.common import reset_peak_rss
 
     return reset_peak_rss()
+
+
+def _shards(csr, parts: np.ndarray, num_parts: int, halo_hops: int) -> list[dict]:
+    """Every part's shard, written as the partition stage writes it (into a temp folder);
+    their sizes."""
+    with tempfile.TemporaryDirectory(prefix="bench-shards-") as out:
+        return [write_shard(csr_rows(csr), parts == part, Path(out), part, num_parts,
+                            csr.num_nodes, halo_hops) for part in range(num_parts)]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -217,8 +226,7 @@ def main(argv=None) -> dict:
     if args.halo_hops >= 0 and "metis/pymetis" in kept:
         with PeakMemory() as mem:
             tick = time.perf_counter()
-            summaries = [shard_summary(s) for s in build_shards(csr, kept["metis/pymetis"],
-                                                                args.parts, args.halo_hops)]
+            summaries = _shards(csr, kept["metis/pymetis"], args.parts, args.halo_hops)
             seconds = time.perf_counter() - tick
         shards = {"halo_hops": args.halo_hops, "seconds": seconds, "peak_added_mb": mem.added_mb,
                   **halo_report(summaries),
@@ -227,8 +235,7 @@ def main(argv=None) -> dict:
               f"+{mem.added_mb:.0f} MiB; halo / owned = {shards['halo_fraction']:.2f}; "
               f"halo per part {min(shards['halo_sizes']):,} .. {max(shards['halo_sizes']):,}")
         if "random" in kept:
-            rand = [shard_summary(s) for s in build_shards(csr, kept["random"], args.parts,
-                                                           args.halo_hops)]
+            rand = _shards(csr, kept["random"], args.parts, args.halo_hops)
             shards["random_halo_fraction"] = halo_report(rand)["halo_fraction"]
             print(f"# (random parts: halo / owned = {shards['random_halo_fraction']:.2f})")
 

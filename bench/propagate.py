@@ -17,7 +17,7 @@ Bandwidth, per hop, divided by the best wall seconds of that hop:
                  once, X_{k-1} read once, X_k written once (+ X_0 read once for ppr);
                  ``gnnpipe.graphops.propagate.hop_traffic_bytes``
   gathered GB/s  the same with X_{k-1} read as one F-wide row per stored non-zero, what a CSR
-                 kernel touches (``gnnpipe.graphops.propagate.hop_gathered_bytes``)
+                 kernel touches (``hop_gathered_bytes`` here)
   of copy        eff GB/s / the STREAM-like copy bandwidth (bytes read + bytes written per
                  second, ``bench.common.copy_bandwidth``) measured at the start of the same run
 CPU seconds (all threads) are printed beside wall seconds: the box is shared, and CPU time is
@@ -62,8 +62,23 @@ from gnnpipe import io
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.graphops.propagate import (ROW_KERNELS, INT32_MAX, _sparse_csr, adjacency_rows,
-                                        adjacency_values, hop_gathered_bytes, hop_traffic_bytes,
+                                        adjacency_values, hop_traffic_bytes,
                                         hugepage_empty, jit_missing, node_scale, propagate)
+
+
+def hop_gathered_bytes(num_nodes: int, num_edges: int, num_features: int, *,
+                       in_itemsize: int = 4, out_itemsize: int = 4,
+                       index_itemsize: int | None = None, ppr: bool = False) -> int:
+    """Bytes a CSR kernel touches in one hop: ``hop_traffic_bytes`` with X_{k-1} read as one
+    F-wide row per stored non-zero (``num_edges`` rows) instead of once per node.
+
+    Each row read lands at a random address of X_{k-1}; on graphs without locality nearly all
+    of them come from DRAM, so this, not ``hop_traffic_bytes``, is what the memory moves.
+    (Below ``hop_traffic_bytes`` only when there are fewer non-zeros than nodes.)
+    """
+    least = hop_traffic_bytes(num_nodes, num_edges, num_features, in_itemsize=in_itemsize,
+                              out_itemsize=out_itemsize, index_itemsize=index_itemsize, ppr=ppr)
+    return least + (num_edges - num_nodes) * num_features * in_itemsize
 
 
 def normalized_adjacency(csr: Csr, cfg: PropagateParams) -> torch.Tensor:

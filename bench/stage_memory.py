@@ -94,6 +94,8 @@ def run_size(root: Path, nodes: int, edges: int, args) -> list[dict]:
         for stage in ("prepare", "split", "baseline"):
             rows.append({"nodes": nodes, "edges": edges, **run_stage(run, stage, nodes)})
             print(json.dumps(rows[-1]), flush=True)
+    # set on every run (--reuse too): every tree of this run reads the same blocks
+    _set_params(run, {"train": {"inference": {"block_edges": args.block_edges}}})
     for named in args.trees:
         name, _, path = named.partition("=")
         _copy_code(Path(path).resolve(), run)
@@ -135,6 +137,11 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--trees", nargs="+", default=["new=."],
                         help="name=path of each code tree measured, in order")
     parser.add_argument("--stages", default="train,predict,evaluate")
+    parser.add_argument("--block-edges", type=int,
+                        default=STAGE_PARAMS["train"]["inference"]["block_edges"],
+                        help="train.inference.block_edges: in-edges per layer-wise block. A "
+                             "block is the batch of layer-wise predict: for per_added_node to be "
+                             "the per-node cost, the smallest graph's edges must fill several")
     parser.add_argument("--reuse", action="store_true",
                         help="keep an earlier run's prepare / split / baseline outputs")
     parser.add_argument("--keep", action="store_true", help="keep the tables and the runs")

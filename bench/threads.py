@@ -21,7 +21,7 @@ from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams, params_
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.models import build_model
-from gnnpipe.data.prepare import prepare
+from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args()
     params = params_from_dict({"dataset": {"synthetic": {"num_nodes": args.nodes}}})
-    typed = prepare(params.dataset, 0)[0]
+    typed = prepared_graph(params)
     roles = role_codes(split_nodes(typed, NodeSplitParams(), make_rng(0, "split")).roles)
     graph = typed.target_view()
     cfg = TrainParams(epochs=args.epochs, patience=args.epochs)

@@ -81,7 +81,9 @@ def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentPa
                                  help=artifact.help or KIND_HELP[artifact.kind])
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
-        sub.set_defaults(run=module.run)
+        # a command with TORCH = False never runs torch: its threads are not pinned (that would
+        # import torch, about 1.3 s, for nothing)
+        sub.set_defaults(run=module.run, uses_torch=getattr(module, "TORCH", True))
     return parser
 
 
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with stage_process(args):
-            pinned = threads.configure(args.stage, args.params)  # params threads, before torch work
+            # params threads, before torch work (None: a stage that runs no torch)
+            pinned = threads.configure(args.stage, args.params) if args.uses_torch else None
             message = args.run(args)
             if args.resources is not None and not resources.is_worker_process():
                 outputs = [path for path in (getattr(args, "out", None),) if path is not None]

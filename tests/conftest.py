@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from gnnpipe.config import Params, params_from_dict
 from gnnpipe.data.graph import Graph, TargetView
 from gnnpipe.data.edges import normalize_edges
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 
 
 @pytest.fixture(autouse=True)

@@ -10,22 +10,25 @@ One algorithm on both engines: block tasks (in this process on ``cluster.engine:
 the Dask workers otherwise) copy the own relation's rows from the prepared files into block
 files, in a temp folder beside the metrics, and the report (gnnpipe/graphops/analyze.py) and
 the curvature sample (gnnpipe/graphops/reach.py) come from block tasks reading them by rows.
-A target without an own relation is computed here, its components by the same block sweeps
-over the whole typed graph (built in memory: PyG's to_homogeneous ids)."""
+A target without an own relation is computed here, its components those of the whole typed
+graph, built in memory (PyG's to_homogeneous ids) and labelled there (``connected_components``)."""
+
+import functools
 
 import numpy as np
 
 from gnnpipe import io
 from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
-                                      degree_histogram, degree_stats, graph_report,
-                                      min_label_components, row_counts)
+                                      degree_histogram, degree_stats, graph_report, row_counts)
 from gnnpipe.splitting.inputs import read_typed
+from gnnpipe.splitting.ordered_split import connected_components
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
-from gnnpipe.graphops.partition_blocks import build_block_graph
 from gnnpipe.graphops.reach import edge_curvature
-from gnnpipe.io.csr_blocks import block_folder, block_graph, stored_prepared_relation
-from gnnpipe.runtime.engine import session
+from gnnpipe.io.blocks import temp_folder
+from gnnpipe.io.csr_blocks import (build_block_graph, stored_message_relation,
+                                   stored_prepared_relation)
+from gnnpipe.runtime.engine import run_blocks, session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
 from gnnpipe.data.edges import homogeneous_csr
@@ -39,12 +42,12 @@ def run(args) -> str:
     params = load_params(args.params)
     typed = read_typed(args, mmap=True)
     graph, own = typed.graph, typed.graph.own_relation()
-    scratch = args.metrics.resolve().parent  # on disk, beside the output; workers see it too
-    scratch.mkdir(parents=True, exist_ok=True)
-    with session(params.cluster) as client:
-        if own is None:
-            report, histogram = _without_own_relation(client, graph, params.analyze, scratch)
-        else:
+    if own is None:
+        report, histogram = _without_own_relation(graph, params.analyze)
+    else:
+        scratch = args.metrics.resolve().parent  # on disk, beside the output; workers see it
+        scratch.mkdir(parents=True, exist_ok=True)
+        with session(params.cluster) as client:
             report, histogram = _by_blocks(args, params, typed, own, client, scratch)
     if graph.layout != TYPED:
         return _write(args, report, histogram)
@@ -62,8 +65,8 @@ def _by_blocks(args, params, typed, own, client, scratch) -> tuple[dict, list]:
     files that tasks build from the prepared files' rows (in a temp folder in ``scratch``)."""
     stored = stored_prepared_relation(args.prepared, own)
     graph = typed.graph
-    with block_folder(scratch, name="analyze-graph") as folder:
-        build_block_graph(folder, stored, client, BLOCK_ROWS)
+    with temp_folder(scratch, "analyze-graph") as folder:
+        build_block_graph(folder, stored, functools.partial(run_blocks, client), BLOCK_ROWS)
         report, histogram = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
                                            params.analyze, *_phases(args, typed, own))
         if params.analyze.curvature.sample_edges > 0:
@@ -74,14 +77,16 @@ def _by_blocks(args, params, typed, own, client, scratch) -> tuple[dict, list]:
 
 
 def _phases(args, typed, own) -> tuple:
-    """``(message_graphs, roles)`` of the own relation for a node split; () for a link split."""
+    """``(message_graphs, roles, train)`` of the own relation for a node split (``train``: its
+    train-phase graph where the split stored it); () for a link split."""
     if split_task(args.split) != "node":
         return ()
     return ({p: typed.graphs[p][own] for p in PHASES},
-            io.read_typed_role_codes(args.split, typed.graph))
+            io.read_typed_role_codes(args.split, typed.graph),
+            stored_message_relation(args.split, own))
 
 
-def _without_own_relation(client, graph, cfg, scratch) -> tuple[dict, list]:
+def _without_own_relation(graph, cfg) -> tuple[dict, list]:
     """A target type with no relation of its own (users that only buy items): homophily is not
     applicable and says why; degrees are the target's in-degrees summed over every edge type,
     components those of the whole typed graph (every node type, to_homogeneous ids)."""
@@ -92,10 +97,7 @@ def _without_own_relation(client, graph, cfg, scratch) -> tuple[dict, list]:
     for edge_type, csr in graph.csr.items():
         if edge_type[2] == graph.target:
             received += csr.degrees().numpy()
-    whole = homogeneous_csr(graph.sizes(), graph.csr)
-    with block_graph(whole, scratch, name="analyze-graph") as folder:
-        _, components = np.unique(min_label_components(client, folder, whole.num_nodes),
-                                  return_inverse=True)
+    components = connected_components(homogeneous_csr(graph.sizes(), graph.csr))
     # labels, classes and the report's shape: the target's nodes with no edges among them
     report, _ = graph_report(n, y, graph.num_classes, counts, {}, None, cfg)
     reason = (f"no edge type joins {graph.target!r} nodes to {graph.target!r} nodes, so "

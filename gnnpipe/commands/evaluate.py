@@ -17,9 +17,9 @@ from gnnpipe.data.graph import ROLE_CODES, TYPED, edge_type_name
 from gnnpipe.graphops.reach import accuracy_by_distance, hops_to_train
 from gnnpipe.reporting.eval_inputs import (baseline_candidates, baseline_model, collapse_causes,
                                            link_predictions, low_homophily)
-from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_on_test, judged_gap,
-                                        majority_fraction, on_test, score_predictions, smoothing,
-                                        top_class)
+from gnnpipe.reporting.evaluate import (compare, confusion_rows, correct_of, correct_on_test,
+                                        judged_gap, majority_fraction, on_test,
+                                        score_predictions, smoothing, top_class)
 from gnnpipe.reporting.link_evaluate import NEGATIVE_SETS, evaluate_links, link_confusion_rows
 from gnnpipe.reporting.node_metric import METRIC_NAMES, class_counts, resolve_metric
 from gnnpipe.reporting.summary import headline
@@ -70,6 +70,7 @@ def _score_nodes(args, params, typed):
         summary["verdict"] += "; " + seeds_sentence(
             summary["seeds"], METRIC_NAMES[metric], params.train.model,
             f"the {BASELINE_NAMES[baseline]}")
+    gnn_rows = confusion_rows(*gnn_pred, y, roles, "test")  # the GNN's test argmax, once
     if own is None:
         summary["smoothing_not_applicable"] = (f"the graph has no {graph.target} -> "
                                                f"{graph.target} edge type")
@@ -77,13 +78,13 @@ def _score_nodes(args, params, typed):
         test_graph = typed.graphs["test"][own]
         summary["smoothing"] = {"gnn": smoothing(*gnn_pred, test_graph),
                                 "mlp": smoothing(*mlp_pred, test_graph)}
-        summary["reach"] = _reach(params, test_graph, roles, correct_on_test(*gnn_pred, y, roles),
+        summary["reach"] = _reach(params, test_graph, roles, correct_of(*gnn_rows),
                                   correct_on_test(*mlp_pred, y, roles))
     if graph.layout == TYPED:  # typed files name the relation and the node type scored
         if own is not None:
             summary["smoothing"]["relation"] = edge_type_name(own)
         summary["node_type"] = graph.target
-    return summary, {"gnn": gnn, "mlp": mlp}, confusion_rows(*gnn_pred, y, roles, "test")
+    return summary, {"gnn": gnn, "mlp": mlp}, gnn_rows
 
 
 def _score_links(args, params, typed):

@@ -2,7 +2,8 @@
 shard per part (its nodes and their partition.halo_hops in-neighbourhood, as a local CSR with
 global ids), so a ClusterGCN batch or a distributed rank reads only its own part_<k>/.
 ``lp`` reads the graph by blocks of rows (gnnpipe/graphops/partition_blocks.py); the other
-methods read it whole."""
+methods read it whole. Either way each shard is written as its rows are read
+(``graphops.partition.write_shard``)."""
 
 import resource
 import time
@@ -11,9 +12,9 @@ import numpy as np
 
 from gnnpipe import io
 from gnnpipe.config import load_params
-from gnnpipe.graphops.partition import (assign_parts, build_shards, halo_report, partition_report,
-                                        projection_meta, resolve_backend, shard_summary,
-                                        train_projection)
+from gnnpipe.graphops.partition import (assign_parts, csr_rows, halo_report, partition_report,
+                                        projection_meta, resolve_backend, write_shard)
+from gnnpipe.graphops.heuristics import train_projection
 from gnnpipe.graphops.partition_blocks import lp_stage
 from gnnpipe.io.csr_blocks import stored_message_graph
 from gnnpipe.runtime.engine import session
@@ -37,11 +38,9 @@ def _whole(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]
     parts = assign_parts(csr, cfg, make_rng(params.seed, "partition"))
     assigned = time.perf_counter()
     report = partition_report(csr, parts, cfg.num_parts)
-    summaries = []
-    for shard in progress(build_shards(csr, parts, cfg.num_parts, cfg.halo_hops),
-                          desc="shards", unit="part", total=cfg.num_parts):
-        io.write_partition_shard(out, shard)
-        summaries.append(shard_summary(shard))
+    rows, n, k = csr_rows(csr), csr.num_nodes, cfg.num_parts
+    summaries = [write_shard(rows, parts == part, out, part, k, n, cfg.halo_hops)
+                 for part in progress(range(k), desc="shards", unit="part")]
     return csr.num_nodes, parts, report, summaries, assigned
 
 

@@ -105,7 +105,8 @@ def predict_links(args, params, ctx):
     inputs = read_model_inputs(args, cfg, "link", phases=("test",))
     graph = inputs.graph
     edge_type = parse_edge_type(io.read_split_meta(args.split)["edge_type"])
-    ids = read_node_ids_of(args.prepared, graph)
+    # candidate pairs are looked up among every id; else the ids are read as they are written
+    ids = read_node_ids_of(args.prepared, graph, whole=bool(pcfg.pairs))
     offsets = graph.offsets()  # rows of the decoder's z
     src, dst = edge_type[0], edge_type[2]
     pairs = candidate_pairs(params.predict.pairs, args.pairs_dir, ids[src], ids[dst])

@@ -9,73 +9,53 @@ OGB, PyG, OGB-MAG: written as tables first) go through one block prepare
 (gnnpipe/data/prepare_tables.py) on either cluster.engine."""
 
 import sys
+import tempfile
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from gnnpipe import io, sources
 from gnnpipe.config import load_params
-from gnnpipe.data.prepare import prepare_dataset
+from gnnpipe.data.graph import Graph
 from gnnpipe.data.prepare_tables import STEPS, prepare_tables
 from gnnpipe.data.source_tables import raw_tables, synthetic_tables
-from gnnpipe.data.graph import EDGE, HOMOGENEOUS, NODE
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
 
 
 def run(args) -> str:
-    """One path for every graph kind, source and task (both tasks prepare the same graph): the
-    user's tables, or a source's graph written as tables, by blocks (``prepare_tables``), in
-    this process or, with ``cluster.engine: dask``, on a Dask cluster."""
-    params = load_params(args.params)
+    """One path for every graph kind, source and task (both tasks prepare the same graph)."""
+    return _finish(args, prepare_to(load_params(args.params), args.out))
+
+
+def prepare_to(params, out: Path) -> dict:
+    """The user's tables, or a source's graph written as tables, by blocks (``prepare_tables``)
+    in this process or, with ``cluster.engine: dask``, on a Dask cluster; the prepared files
+    into ``out`` (atomically); ``prepare.json``."""
     dataset = params.dataset
-    with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
-            scratch_beside(args.out) as scratch:
+    with session(params.cluster) as client, io.atomic_dir(out) as folder, \
+            scratch_beside(out) as scratch:
         source = None  # a source's graph as tables, in scratch
         if dataset.source == "synthetic":
             source = synthetic_tables(dataset, params.seed, scratch / "source")
         elif dataset.source not in ("parquet", "csv"):
-            source = raw_tables(sources.load(dataset, params.seed), dataset, scratch / "source")
+            source = raw_tables(sources.load(dataset), dataset, scratch / "source")
         with progress(None, total=STEPS, unit="steps", desc="prepare by blocks") as bar:
             prepared = prepare_tables(client, dataset if source is None else source.cfg,
-                                      out, scratch, source=source, step=bar.update)
+                                      folder, scratch, source=source, step=bar.update)
         report = {**prepared.report, "source": dataset.source}
-        _labels(out, prepared.labelled, prepared.total, prepared.class_values, report,
+        _labels(folder, prepared.labelled, prepared.total, prepared.class_values, report,
                 dataset.storage.compression)
-    return _finish(args, report)
-
-
-def prepare_whole(params, out: Path) -> dict:
-    """The graph of ``params.dataset`` whole in this process (``prepare_dataset``), its files
-    into ``out``; ``prepare.json``. The tests' oracle for the block path (``run`` prepares
-    every source by blocks)."""
-    dataset = params.dataset
-    storage, synthetic = dataset.storage, dataset.synthetic
-    # features_node.npy of a synthetic graph is streamed in row blocks: x is never whole in memory
-    stream = (dataset.source == "synthetic" and dataset.layout == HOMOGENEOUS
-              and io.external_features(storage.features, synthetic.num_nodes,
-                                       synthetic.num_features, storage.feature_dtype))
-    sink = io.FeatureFileWriter(out, NODE, synthetic.num_nodes, synthetic.num_features,
-                                storage.feature_dtype, "dataset.synthetic") if stream else None
-    prepared = prepare_dataset(dataset, params.seed, feature_sink=sink)
-    graph, report = prepared.graph, prepared.report
-    io.write_prepared(out, graph, feature_dtype=storage.feature_dtype,
-                      compression=storage.compression, features=storage.features,
-                      features_written=stream, featureless=prepared.featureless)
-    for node_type, ids in prepared.node_ids.items():
-        io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
-                          storage.compression)
-    if graph.layout == HOMOGENEOUS and EDGE in prepared.edge_attrs:  # typed: in graph.pt
-        src, dst = graph.csr[EDGE].edge_index().numpy()
-        io.write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE],
-                            storage.compression)
-    classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
-               if prepared.class_values is None else prepared.class_values)
-    _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
-            storage.compression)
     return report
+
+
+def prepared_graph(params) -> Graph:
+    """``params.dataset``'s graph prepared (``prepare_to``) in a temporary folder and read back
+    whole into memory: for benches that start from a graph."""
+    with tempfile.TemporaryDirectory(prefix="gnnpipe-prepare-") as folder:
+        prepare_to(params, Path(folder) / "prepared")
+        return io.read_graph(Path(folder) / "prepared")
 
 
 def _finish(args, report: dict) -> str:

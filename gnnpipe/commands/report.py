@@ -12,6 +12,9 @@ from gnnpipe import io
 from gnnpipe.reporting.report import ReportInputs, parse_csv, render
 from gnnpipe.reporting.sweep import SWEEP_PARAM, metric_column, render_sweep, sweep_rows
 
+# the report reads JSON, CSV and Parquet and draws with matplotlib: no torch, so the cli pins no
+# torch threads and the stage starts without importing it (tests/pipeline/test_startup.py)
+TORCH = False
 
 
 def add_arguments(parser):

@@ -16,16 +16,14 @@ from gnnpipe.config import load_params, to_dict
 from gnnpipe.data.graph import edge_type_name
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.rng import torch_seed
-from gnnpipe.sampling import builders
 from gnnpipe.training import device as devices
 from gnnpipe.training import distributed, embeddings
-from gnnpipe.training.link_train import fit_link
-from gnnpipe.training.loader_sources import link_source
 from gnnpipe.training.loop import LoopOptions
-from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
-from gnnpipe.training.node_fit import fit_nodes, read_node_fit
 from gnnpipe.training.run_files import (best_line, checkpointing_for, finish_run,
                                         write_link_outputs, write_node_outputs)
+
+# the modules that build PyG objects (about 2 s with its torch._dynamo chain) are imported by
+# the task that runs them: `gnnpipe train --help` and the launching process start without PyG
 
 
 def run(args):
@@ -52,6 +50,8 @@ def _options(cfg, ctx, checkpointing, device, compile_model: bool = False) -> Lo
 def train_nodes(args, params, ctx, device):
     """Node classification: the whole graph's inputs, or (train.dist.shard: partition) the
     rank's shards."""
+    from gnnpipe.training.node_fit import fit_nodes, read_node_fit
+
     cfg = params.train
     fitted = read_node_fit(args, params, ctx)
     # the metric is in the key: a checkpoint's best score is of the metric it early-stopped on
@@ -73,6 +73,11 @@ def train_nodes(args, params, ctx, device):
 def train_links(args, params, ctx, device):
     """An encoder of every node (type) with a dot-product decoder on the held-out edges (of the
     held-out type); under DDP (link_neighbor) every rank trains."""
+    from gnnpipe.sampling import builders
+    from gnnpipe.training.link_train import fit_link
+    from gnnpipe.training.loader_sources import link_source
+    from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
+
     cfg = params.train
     inputs = read_model_inputs(args, cfg, "link", world_size=ctx.world_size)
     edge_type, sup = read_supervision(args, inputs, ctx)

@@ -73,8 +73,7 @@ def scatter_edges(block: Block, names: tuple[str, str], id_types: tuple[pa.DataT
                   buckets: tuple[int, int], folders: tuple[str, str]) -> list[Finding]:
     """The block's (id, row, end) triples of each end routed to their buckets as producer
     ``e<first row>_<end>`` of ``folders[end]`` (rows: scratch rows, ``block.base`` on); its
-    type, null, blank and foreign-id findings (``sources.tables.read_edges``'s checks, rows of
-    the user's table)."""
+    type, null, blank and foreign-id findings (rows of the user's table)."""
     try:
         table = read_block(block, list(dict.fromkeys(names)))
     except ValueError as err:

@@ -2,8 +2,7 @@
 each stored edge type's CSR (a relation, and with ``dataset.undirected`` its reverse
 ``rev_<rel>`` or both directions of a relation inside one type) and its edge attributes, per block
 of target rows (``gnnpipe.data.block_graph``); the features of featureless node types from the
-in-degree maps; the target's isolated nodes and largest in-degree. The edge types and counts are
-``gnnpipe.data.prepare.build``'s.
+in-degree maps; the target's isolated nodes and largest in-degree.
 """
 
 from __future__ import annotations

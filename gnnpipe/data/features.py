@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import HOMOGENEOUS
+from gnnpipe.data.graph import HOMOGENEOUS, ROLES
 from gnnpipe.io.features import FEATURE_KINDS, read_features, write_features
 
 BLOCK_ROWS = 65_536
@@ -119,8 +119,12 @@ def _blocks(x: torch.Tensor, ids: np.ndarray, block_rows: int):
 
 
 def fit_rows(roles: np.ndarray | None) -> np.ndarray | None:
-    """The nodes column statistics may use: the train nodes of ``roles`` (None: all nodes)."""
-    return None if roles is None else np.flatnonzero(np.asarray(roles) == "train")
+    """The nodes column statistics may use: the train nodes of ``roles`` (N,), str names or
+    int8 codes of ``ROLES`` (None: all nodes)."""
+    if roles is None:
+        return None
+    roles = np.asarray(roles)
+    return np.flatnonzero(roles == (ROLES.index("train") if roles.dtype == np.int8 else "train"))
 
 
 def fit_graph(kind: str, x: torch.Tensor, roles: np.ndarray | None) -> dict[str, FeatureTransform]:

@@ -21,7 +21,10 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
+
+from gnnpipe import LazyModule
+
+torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ are small summaries:
    (``gnnpipe.io.prepared_maps``): a one-type graph keeps its edge weight / timestamp columns as
    read (edge_attrs_node__to__node.parquet), a typed graph int64 edge times in graph.pt.
 
-Every failed check is a ``Finding`` keyed as the whole-table reader (``gnnpipe.sources.tables``,
-``gnnpipe.data.prepare.build``) meets it: node types in order (ids, repeats, features, times),
-then the target's labels, then the relations in order (ids per batch, weights, times), then the
-build's checks (layout, no nodes, fractional times, a reverse name taken, the link edge type);
-the smallest is raised with the reader's message.
+Every failed check is a ``Finding`` keyed in the order a reader of whole tables meets it (the
+tests' oracle, tests/graph_oracle.py, is one): node types in order (ids, repeats, features,
+times), then the target's labels, then the relations in order (ids per batch, weights,
+times), then the build's checks (layout, no nodes, fractional times, a reverse name taken, the
+link edge type); the smallest is raised with the reader's message.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.block_relations import (NodeTable, RelationTable, build_csrs, edge_types_of,
                                           featureless_blocks, featureless_width, received,
                                           table_width)
-from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, edge_type_name,
-                                layout_of, reverse_edge_type)
-from gnnpipe.data.prepare import link_edge_type, reverse_taken
+from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, EdgeType,
+                                edge_type_name, layout_of, parse_edge_type, reverse_edge_type)
 from gnnpipe.data.source_tables import SourceTables
 from gnnpipe.data.table_blocks import (SIZES, Block, BlockSizes, Finding, NodeSpec, csv_blocks,
                                        edge_attrs, label_codes_block, make_features_file,
@@ -193,6 +192,31 @@ class _Layout:
         return found, findings
 
 
+def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
+                   target: str) -> EdgeType:
+    """``dataset.typed.link_edge_type`` (one of ``edge_types``, the stored ones), or the first of
+    the given ``relations`` touching the ``target`` type (else the first relation)."""
+    wanted = cfg.typed.link_edge_type
+    if wanted:
+        try:
+            edge_type = parse_edge_type(wanted)
+        except ValueError:
+            edge_type = None
+        if edge_type not in edge_types:
+            raise ValueError(f"dataset.typed.link_edge_type={wanted!r} is not an edge type of "
+                             f"the graph ({', '.join(edge_type_name(e) for e in edge_types)})")
+        return edge_type
+    touching = [e for e in relations if target in (e[0], e[2])]
+    return (touching or relations)[0]
+
+
+def reverse_taken(where, rev: EdgeType, other) -> str:
+    """The one line for a relation whose added reverse ``rev`` is a given table's name too
+    (``where``, ``other``: the two tables)."""
+    return (f"{where}: dataset.undirected=true adds its reverse {edge_type_name(rev)}, but "
+            f"{other} already has that name; rename one table or set dataset.undirected: false")
+
+
 def _rekey(finding: Finding, key: tuple) -> Finding:
     return dataclasses.replace(finding, key=key)
 
@@ -268,7 +292,7 @@ def _attr_files(cfg: DatasetParams, r: RelationTable, typed: bool, scratch: Path
                 ) -> RelationTable:
     """The relation with its per-input-row files: ``weight`` float32 and ``timestamp`` (the
     column's bits) of a one-type graph, or a typed graph's int64 ``time``; ``order``: the sortable
-    times dedup and copies follow. None without rows (the whole-table reader keeps none)."""
+    times dedup and copies follow. None without rows."""
     if not r.rows or not (cfg.edges.weight or r.timed):
         return r
     attrs, order = {}, None
@@ -324,7 +348,9 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
 
     # 1. node blocks of every type (the target's labels with them)
     types, findings = _node_types(cfg, layout, scratch, sizes)
-    target, has_labels = NODE, types[0].spec is not None
+    # a link task's one-type graph may have no label column (as a typed graph's): one class
+    target, has_labels = NODE, types[0].spec is not None and bool(
+        types[0].spec.label or cfg.task == "node")
     if typed:
         labelled = [t.name for t in types if t.spec is not None and t.spec.label]
         try:

@@ -1,11 +1,10 @@
 """Every source handed to the one prepare as tables: the built-in graphs (``dataset.source:
 synthetic``, homogeneous or papers / authors / venues) and the Planetoid / OGB / PyG / OGB-MAG
-readers' graphs written to a scratch folder as the node and edge tables
-``gnnpipe.data.prepare_tables`` reads by blocks (a typed graph as typed tables: ``nodes/<type>``,
-``edges/<src>__<rel>__<dst>``, in the source's type order), with the dataset params that read
-them (node ``i`` is row ``i``; labels as class codes). The graphs are the ones the whole-graph
-prepare builds (the synthetic ones drawn by the same streams in the same order), so the prepared
-files are its files, byte for byte.
+readers' graphs (validated here first, ``validate_raw``, with the messages that name their
+input) written to a scratch folder as the node and edge tables ``gnnpipe.data.prepare_tables``
+reads by blocks (a typed graph as typed tables: ``nodes/<type>``, ``edges/<src>__<rel>__<dst>``,
+in the source's type order), with the dataset params that read them (node ``i`` is row ``i``;
+labels as class codes).
 
 The synthetic features (the typed graph's paper features) are streamed from the generator a row
 block at a time (``synthetic.BLOCK_VALUES``) into a features-only scratch table, then joined to
@@ -24,10 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams, NodeTableParams
-from gnnpipe.data import synthetic
-from gnnpipe.data.graph import EDGE, NODE, TYPED, edge_type_name
-from gnnpipe.data.prepare import validate_raw
-from gnnpipe.runtime.rng import make_rng
+from gnnpipe.data.graph import EDGE, NODE, TYPED, UNLABELLED, edge_type_name
 from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
@@ -128,36 +124,108 @@ class _StreamedFeatures:
         self.path.unlink(missing_ok=True)
 
 
-def _tables_cfg(cfg: DatasetParams, folder: Path, timed: bool, classes: int) -> DatasetParams:
+def _tables_cfg(cfg: DatasetParams, folder: Path, classes: int, node_time: bool = False,
+               edge_time: bool = False, **typed) -> DatasetParams:
+    """The params that read ``folder``'s tables: ``source: parquet``, columns id / x / label /
+    t (``node_time``) and src / dst / ts (``edge_time``); ``typed``: dataset.typed keys."""
     return dataclasses.replace(
         cfg, source="parquet", path=str(folder),
         nodes=NodeTableParams(id="id", features="x", label="label",
-                              timestamp="t" if timed else ""),
-        edges=EdgeTableParams(), max_classes=max(cfg.max_classes, classes))
+                              timestamp="t" if node_time else ""),
+        edges=EdgeTableParams(timestamp="ts" if edge_time else ""),
+        typed=dataclasses.replace(cfg.typed, **typed), max_classes=max(cfg.max_classes, classes))
 
 
 def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTables:
-    """Draw ``cfg.synthetic``'s graph of ``cfg.layout`` from ``seed``'s prepare stream (the
-    homogeneous one's labels kept by its labels stream, as ``sources.builtin.read``) into
+    """``cfg.synthetic``'s graph of ``cfg.layout`` drawn from ``seed`` (``sources.builtin``) into
     ``folder``'s tables; the (paper) features streamed through a features-only scratch table."""
     syn = cfg.synthetic
     folder.mkdir(parents=True, exist_ok=True)
     features = _StreamedFeatures(folder / "x.parquet", syn.num_features)
     try:
         if cfg.layout == TYPED:
-            raw = builtin.typed_graph(syn, make_rng(seed, "prepare"), features.write)
+            raw = builtin.typed_graph(syn, seed, features.write)
             return _typed_tables(raw, cfg, folder,
                                  {"paper": (features.groups(), syn.num_features)})
-        raw = synthetic.generate(syn, make_rng(seed, "prepare"), features.write)
-        y = synthetic.keep_labels(raw["y"], syn.label_rate, make_rng(seed, "labels"))
+        raw = builtin.homogeneous(syn, seed, features.write)
+        y = raw["y"]
         _write_nodes(folder / "nodes.parquet", y.size, features.groups(), syn.num_features, y,
                      raw.get("timestamps"))
     finally:
         features.close()
     _write_edges(folder / "edges.parquet", raw["src"], raw["dst"])
     codes = pa.array(np.arange(int(y.max()) + 1), pa.int64())
-    return SourceTables(_tables_cfg(cfg, folder, "timestamps" in raw, len(codes)), codes, codes,
+    return SourceTables(_tables_cfg(cfg, folder, len(codes), "timestamps" in raw), codes, codes,
                         where={str(folder / "edges.parquet"): builtin.WHERE})
+
+
+# ------------------------------------------------------------------------------ validation
+def check_features(x: np.ndarray, where: str) -> None:
+    """``x`` float (N, F) is 2-D and finite (a streamed ``np.memmap`` was checked block by
+    block as it was written)."""
+    if x.ndim != 2:
+        raise ValueError(f"{where}: features must be a 2-D (nodes, features) array, got shape "
+                         f"{x.shape}")
+    bad_rows = np.zeros(0, bool) if isinstance(x, np.memmap) else ~np.isfinite(x).all(axis=1)
+    if bad_rows.any():
+        raise ValueError(f"{where}: features contain NaN or inf in {int(bad_rows.sum())} rows "
+                         f"(first: node {int(np.argmax(bad_rows))})")
+
+
+def check_labels(y: np.ndarray, n: int, where: str) -> None:
+    """``y`` (n,) integer codes, ``UNLABELLED`` (-1) or more."""
+    if y.shape != (n,):
+        raise ValueError(f"{where}: labels have shape {y.shape} but there are {n} feature rows")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"{where}: labels must be integers, got {y.dtype}")
+    if y.size and y.min() < UNLABELLED:
+        raise ValueError(f"{where}: label column has negative value {int(y.min())}")
+
+
+def check_edge_ids(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int,
+                   where: str) -> None:
+    """``src`` / ``dst`` 1-D integer (E,) in ``[0, num_src)`` / ``[0, num_dst)``."""
+    if src.shape != dst.shape or src.ndim != 1:
+        raise ValueError(f"{where}: edge src and dst must be 1-D of equal length, got "
+                         f"{src.shape} and {dst.shape}")
+    for name, ids, n in (("src", src, num_src), ("dst", dst, num_dst)):
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"{where}: edge column {name!r} must hold integer node ids, got "
+                             f"{ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            bad = ids[(ids < 0) | (ids >= n)][0]
+            raise ValueError(f"{where}: edge column {name!r} has node id {int(bad)} outside "
+                             f"[0, {n}) ({n} nodes)")
+
+
+def check_classes(labelled: np.ndarray, where: str) -> None:
+    """``labelled`` int64 (L,) class codes >= 0 hold at least two classes, whatever their values."""
+    if labelled.size == 0:
+        raise ValueError(f"{where}: no node has a label; node classification needs labels")
+    if np.count_nonzero(np.bincount(labelled)) < 2:
+        raise ValueError(f"{where}: labels hold a single class; node classification needs >= 2")
+
+
+def validate_raw(raw: RawGraph, homogeneous: bool) -> int:
+    """A reader's raw graph checked (features 2-D and finite, labels, edge ids in range, two
+    classes when labelled); the number of classes (the user's values, present or not; 1 for an
+    unlabelled link-task graph)."""
+    target = raw.nodes[raw.target]
+    for node in raw.nodes.values():
+        if node.x is not None:
+            check_features(node.x, node.where)
+    if target.num_nodes == 0:
+        raise ValueError(f"{target.where}: the graph has no nodes" if homogeneous else
+                         f"{target.where}: the target node type {raw.target!r} has no nodes")
+    check_labels(raw.y, target.num_nodes, target.where)
+    for (s, _, d), rel in raw.relations.items():
+        check_edge_ids(rel.src, rel.dst, raw.nodes[s].num_nodes, raw.nodes[d].num_nodes,
+                       rel.where)
+    if raw.labelled:
+        check_classes(raw.y[raw.y != UNLABELLED], target.where)
+    if raw.class_values is not None:  # classes are the user's values, present or not
+        return len(raw.class_values)
+    return int(raw.y.max()) + 1 if raw.labelled else 1
 
 
 def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path) -> SourceTables:
@@ -172,7 +240,7 @@ def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path) -> SourceTables:
                  raw.y, None)
     _write_edges(folder / "edges.parquet", relation.src, relation.dst)
     codes = pa.array(np.arange(classes), pa.int64())
-    return SourceTables(_tables_cfg(cfg, folder, False, classes), codes,
+    return SourceTables(_tables_cfg(cfg, folder, classes), codes,
                         codes if raw.class_values is None else raw.class_values,
                         raw.public_roles, where={str(folder / "edges.parquet"): relation.where})
 
@@ -201,15 +269,10 @@ def _typed_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
         where[str(path)] = rel.where
     link = cfg.typed.link_edge_type or (edge_type_name(raw.link_relation)
                                         if raw.link_relation else "")
-    tables_cfg = dataclasses.replace(
-        cfg, source="parquet", path=str(folder),
-        nodes=NodeTableParams(id="id", features="x", label="label",
-                              timestamp="t" if any(n.time is not None
-                                                   for n in raw.nodes.values()) else ""),
-        edges=EdgeTableParams(timestamp="ts" if any(r.time is not None
-                                                    for r in raw.relations.values()) else ""),
-        typed=dataclasses.replace(cfg.typed, target=raw.target, link_edge_type=link),
-        max_classes=max(cfg.max_classes, classes))
+    tables_cfg = _tables_cfg(cfg, folder, classes,
+                             any(n.time is not None for n in raw.nodes.values()),
+                             any(r.time is not None for r in raw.relations.values()),
+                             target=raw.target, link_edge_type=link)
     codes = pa.array(np.arange(classes), pa.int64())
     return SourceTables(tables_cfg, codes, codes if raw.class_values is None
                         else raw.class_values, raw.public_roles,

@@ -19,8 +19,8 @@ The typed graph (``dataset.layout: typed``):
   ``published_in``: one venue per paper, of the paper's class with probability ``homophily``.
 
 Relations: ``paper cites paper``, ``author writes paper`` and ``paper published_in venue``,
-drawn as raw rows: prepare's ``build`` applies the dataset's edge policies to them as to any
-input (gnnpipe/data/prepare.py), so by default ``cites`` is stored both ways (its own reverse)
+drawn as raw rows: prepare applies the dataset's edge policies to them as to any input
+(gnnpipe/data/prepare_tables.py), so by default ``cites`` is stored both ways (its own reverse)
 and the other two get their reverses ``paper rev_writes author`` / ``venue rev_published_in
 paper``, and every node type both sends and receives messages. Deterministic for a given seed.
 """
@@ -140,7 +140,7 @@ def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,
 def generate_typed(syn: SyntheticParams, rng: np.random.Generator,
                    feature_sink: Callable[[np.ndarray], None] | None = None) -> dict:
     """The typed graph's raw arrays, before the dataset's edge policies
-    (``gnnpipe.sources.builtin.typed_graph`` makes them a ``RawGraph`` for prepare's ``build``):
+    (``gnnpipe.sources.builtin.typed_graph`` makes them a ``RawGraph`` for the prepare):
     ``x`` node type -> float32 (N_t, F_t) (``feature_sink``: the papers' handed over in row
     blocks, as ``generate`` does, and ``x["paper"]`` None), ``y`` int64 (P,) paper labels (-1:
     unlabelled, by ``label_rate``; every class drawn keeps a label), ``relations`` edge type ->

@@ -214,7 +214,7 @@ class NodeSpec:
     """What a node block holds: ``id``, ``label`` (none: ""), feature ``features`` (one list
     column of ``width`` when ``is_list``; none: a featureless type), ``text_ids`` (CSV: ids read
     as text), ``unlabeled`` values, an optional ``timestamp`` column (``whole_times``: stored as
-    int64, a float must be whole, the typed rule of ``gnnpipe.data.prepare.int_times``)."""
+    int64, a float must be whole: the typed rule)."""
 
     id: str
     label: str
@@ -382,7 +382,7 @@ def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], t
 
 def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np.ndarray | None:
     """``time_key`` values as int64, or None after a finding (key ``(99,)``: the typed graph
-    checks it last) for a fractional float (``gnnpipe.data.prepare.int_times``' message)."""
+    checks it last) for a fractional float (``not_whole_time``'s message)."""
     row = fractional_time(values)
     if row is not None:
         findings.append(Finding((99,), block.start + row, "text", (
@@ -478,11 +478,10 @@ def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) ->
 # ------------------------------------------------------------------------- edge attributes
 def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_file: str,
                order_file: str, whole: bool = False) -> list[Finding]:
-    """An edge block's weight and timestamp columns checked as ``sources.tables.read_edges``
-    checks them (after the ids: keys ``(6, batch, 2)`` and ``(6, batch, 3)``); rows ``[start,
-    start + rows)`` of ``weight_file`` (float32), ``raw_file`` (the timestamps' bits) and
-    ``order_file`` (their ``time_key``; ``whole``: int64, a typed graph's, after
-    ``whole_times``) written, each only when named."""
+    """An edge block's weight and timestamp columns checked (after the ids: keys ``(6, batch,
+    2)`` and ``(6, batch, 3)``); rows ``[start, start + rows)`` of ``weight_file`` (float32),
+    ``raw_file`` (the timestamps' bits) and ``order_file`` (their ``time_key``; ``whole``:
+    int64, a typed graph's, after ``whole_times``) written, each only when named."""
     findings: list[Finding] = []
     table = read_block(block, [c for c in (weight, timestamp) if c])
     where, start = block.where, block.start

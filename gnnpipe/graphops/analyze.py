@@ -41,10 +41,12 @@ import numpy as np
 from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
 from gnnpipe.io.common import PHASES
-from gnnpipe.io.csr_blocks import (block_graph, gather_labels, num_block_nodes, read_block_rows,
-                                   read_in_rows, remove_labels, row_ranges, save_node_array)
+from gnnpipe.io.csr_blocks import (StoredGraph, gather_labels, num_block_nodes, read_block_rows,
+                                   read_in_rows, remove_labels, row_ranges, save_node_array,
+                                   stored_rows)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.runtime.engine import run_blocks
+from gnnpipe.splitting.ordered_split import roots
 
 BLOCK_ROWS = 1 << 16  # rows per block task
 INT32_NODES = 2**31 - 1  # component labels are int32 up to here
@@ -166,18 +168,6 @@ def homophily_of(counts: RowCounts, num_classes: int) -> dict:
     }
 
 
-def homophily(csr: Csr, y: np.ndarray, num_classes: int) -> dict:
-    """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc)
-    of an in-memory ``csr``: ``row_counts`` of all its rows as one block.
-
-    ``y`` int (N,) in ``[0, num_classes)`` or ``UNLABELLED``: only edges between two labelled
-    nodes count. Measures that are undefined (no such edges) are None.
-    """
-    y = np.asarray(y)
-    return homophily_of(row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], num_classes),
-                        num_classes)
-
-
 # ---------------------------------------------------------------------------------- degrees
 def degree_histogram(degrees: np.ndarray, nodes: np.ndarray | None = None) -> list[dict]:
     """Log2 bins for ``dvc plots``: bin 0 holds degree 0, bin b >= 1 degrees [2^(b-1), 2^b - 1].
@@ -266,11 +256,7 @@ def min_label_components(client, folder: Path, n: int, block_rows: int = BLOCK_R
         # every tree's root hooks onto the least root next to it (a smaller id: no cycles)
         parent = labels.copy()
         np.minimum.at(parent, labels[hooks], least[hooks])
-        while True:  # pointer jumping to the roots
-            grand = parent[parent]
-            if np.array_equal(grand, parent):
-                break
-            parent = grand
+        parent = roots(parent)
         save_node_array(folder, f"labels_{step + 1}", parent)
         remove_labels(folder, step)
         labels, step = parent, step + 1
@@ -279,7 +265,10 @@ def min_label_components(client, folder: Path, n: int, block_rows: int = BLOCK_R
 
 
 def component_stats(labels: np.ndarray) -> dict:
+    """Count, largest and singletons of the components that ``labels`` (N,) name by any
+    non-negative ids (the least member, or 0..C-1)."""
     sizes = np.bincount(labels) if labels.size else np.zeros(0, dtype=np.int64)
+    sizes = sizes[sizes > 0]  # ids no component takes
     largest = int(sizes.max(initial=0))
     return {"count": int(sizes.size), "largest": largest,
             "largest_fraction": round(largest / max(labels.size, 1), 6),
@@ -369,23 +358,28 @@ def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCou
 
 
 # ------------------------------------------------------------------------ by blocks of rows
-def count_block(block: tuple[int, int], folder: str, labels: str, num_classes: int
-                ) -> RowCounts:
-    """``RowCounts`` of rows ``block = (start, stop)`` of the graph in ``folder``, with the
-    node array ``<labels>.npy`` as the labels."""
+def count_block(block: tuple[int, int], folder: str, labels: str, num_classes: int,
+                graph: StoredGraph | None = None) -> RowCounts:
+    """``RowCounts`` of rows ``block = (start, stop)`` of the graph in ``folder`` (or of the
+    stored ``graph``, read where it lies), with the node array ``<labels>.npy`` of ``folder`` as
+    the labels."""
     start, stop = block
-    indptr, indices = read_in_rows(Path(folder), start, stop)
+    if graph is None:
+        indptr, indices = read_in_rows(Path(folder), start, stop)
+    else:
+        degree, indices = stored_rows(graph, start, stop)
+        indptr = np.concatenate([[0], np.cumsum(degree)])
     y = Path(folder) / f"{labels}.npy"
     return row_counts(indptr, gather_npy(y, slice(start, stop)), gather_npy(y, indices),
                       num_classes)
 
 
 def block_counts(client, folder: Path, n: int, labels: str, num_classes: int,
-                 block_rows: int = BLOCK_ROWS) -> RowCounts:
-    """``RowCounts`` of every row of the graph in ``folder``, added over block tasks (integer
-    sums: the same for any block size, engine or worker count)."""
+                 block_rows: int = BLOCK_ROWS, graph: StoredGraph | None = None) -> RowCounts:
+    """``RowCounts`` of every row of the graph in ``folder`` (or of ``graph``), added over
+    block tasks (integer sums: the same for any block size, engine or worker count)."""
     parts = run_blocks(client, count_block, [(b,) for b in row_ranges(n, block_rows)],
-                       folder=str(folder), labels=labels, num_classes=num_classes)
+                       folder=str(folder), labels=labels, num_classes=num_classes, graph=graph)
     empty = np.zeros(0, dtype=np.int64)
     return add_counts(parts) if parts else row_counts(np.zeros(1, dtype=np.int64), empty, empty,
                                                       num_classes)
@@ -393,29 +387,26 @@ def block_counts(client, folder: Path, n: int, labels: str, num_classes: int,
 
 def analyze_blocks(client, folder: Path, y: np.ndarray, num_classes: int, cfg: AnalyzeParams,
                    message_graphs: dict[str, Csr] | None = None,
-                   roles: np.ndarray | None = None, block_rows: int = BLOCK_ROWS
-                   ) -> tuple[dict, list[dict]]:
+                   roles: np.ndarray | None = None, train: StoredGraph | None = None,
+                   block_rows: int = BLOCK_ROWS) -> tuple[dict, list[dict]]:
     """``(report, degree_histogram_rows)`` for ``metrics/graph.json`` and its plot, of the graph
     in the block files of ``folder`` (``y`` int64 (N,) its labels), by block tasks of
     ``block_rows`` rows on ``client`` (None: in this process).
 
-    ``message_graphs`` and ``roles`` (int8 role codes (N,)) add per-phase figures when given
-    (the train graph's block files go in a temp folder inside ``folder``). The report's
-    ``warnings`` list says in words what a user should worry about (low homophily above all).
+    ``message_graphs`` (their offsets), ``roles`` (int8 role codes (N,)) and ``train`` (the
+    train phase's stored graph, read by rows where it lies) add per-phase figures when given.
+    The report's ``warnings`` list says in words what a user should worry about (low homophily
+    above all).
     """
     n, c = num_block_nodes(folder), num_classes
     save_node_array(folder, "y", y)
     counts = block_counts(client, folder, n, "y", c, block_rows)
-    # numbered 0.. by least member
-    _, components = np.unique(min_label_components(client, folder, n, block_rows),
-                              return_inverse=True)
+    components = min_label_components(client, folder, n, block_rows)
     phases = None
-    if message_graphs is not None and roles is not None:
-        with block_graph(message_graphs["train"], folder, transpose=False,
-                         name="analyze-train") as train_folder:
-            save_node_array(train_folder, "y_train", train_label_y(roles, y))
-            train = block_counts(client, train_folder, n, "y_train", c, block_rows)
+    if message_graphs is not None and roles is not None and train is not None:
+        save_node_array(folder, "y_train", train_label_y(roles, y))
+        train_counts = block_counts(client, folder, n, "y_train", c, block_rows, train)
         # the homophily the model can exploit with the labels it is allowed to see
         phases = {**phase_sizes(message_graphs, roles),
-                  "train_label_homophily": homophily_of(train, c)["edge"]}
+                  "train_label_homophily": homophily_of(train_counts, c)["edge"]}
     return graph_report(n, y, c, counts, component_stats(components), phases, cfg)

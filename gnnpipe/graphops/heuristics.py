@@ -3,7 +3,8 @@ and the small array helpers over it.
 
 Both read the **train-phase message graph** as one undirected simple graph
 (``graphops.partition.symmetric_simple``); a typed graph is read whole, every edge type of its
-train phase projected onto ``Graph.offsets()`` ids (``train_view``), so a path
+train phase projected onto ``Graph.offsets()`` ids (``train_view``; the partitioner's
+``train_projection`` of the same graph), so a path
 ``author -> paper -> paper`` counts as a 2-hop path like any other. ``even_walk_labels`` tells
 which pairs can have a common neighbour at all (none across the two sides of a bipartite
 relation).
@@ -13,18 +14,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnnpipe.data.graph import Csr, EdgeType, Graph
+from gnnpipe.data.graph import TYPED, Csr, EdgeType, Graph, layout_of
 from gnnpipe.data.edges import homogeneous_csr
 
 BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
 
 
+def train_projection(sizes: list[tuple[str, int]], train: dict[EdgeType, Csr]) -> Csr:
+    """The train phase's message graphs (edge type -> CSR) of a split with node types ``sizes``
+    (``(type, num_nodes)`` in order) as one square CSR over every node, PyG's
+    ``to_homogeneous`` ids; a homogeneous layout's one CSR as it is. What the partitioner
+    partitions and the heuristics read."""
+    if layout_of([t for t, _ in sizes], list(train)) != TYPED:
+        (csr,) = train.values()
+        return csr
+    return homogeneous_csr(sizes, train)
+
+
 def train_view(graph: Graph, train_graphs: dict[EdgeType, Csr]) -> Csr:
-    """The train phase's message graphs (edge type -> CSR) as one square CSR over the
-    homogeneous ids of ``graph`` (a homogeneous graph: its one CSR, as it is)."""
-    if graph.is_homogeneous:
-        return train_graphs[graph.edge_types[0]]
-    return homogeneous_csr(graph.sizes(), train_graphs)
+    """``train_projection`` over the node types of ``graph``."""
+    return train_projection(graph.sizes(), train_graphs)
 
 
 def chunk_bounds(work: np.ndarray, budget: int) -> list[tuple[int, int]]:

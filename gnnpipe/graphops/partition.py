@@ -2,7 +2,7 @@
 
 Methods: ``metis`` (min-cut k-way through pymetis, torch-sparse or pyg-lib), ``lp`` (balanced
 label propagation by blocks of rows, partition_lp.py: no process holds the graph), ``random`` and
-``bfs`` (contiguous chunks of a breadth-first order) as cheap baselines. A ``PartShard`` holds one
+``bfs`` (contiguous chunks of a breadth-first order) as cheap baselines. A shard holds one
 part's nodes plus their k-hop in-neighbourhood (the halo) as a local CSR, so a ClusterGCN batch
 or a distributed rank loads one file and never the whole graph.
 """
@@ -19,10 +19,10 @@ import torch
 
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import TYPED, Csr, EdgeType, layout_of
-from gnnpipe.data.edges import homogeneous_csr, row_positions
-from gnnpipe.graphops.part_shard import PartShard
+from gnnpipe.data.edges import row_positions
 from gnnpipe.graphops.partition_lp import lp_partition
 from gnnpipe.graphops.rings import Rings
+from gnnpipe.io.partitions import shard_writer
 
 INSTALL_HINT = {  # what an explicit partition.backend needs
     "pyg_lib": ("pyg-lib (not on PyPI: pip install pyg-lib -f "
@@ -34,18 +34,8 @@ INSTALL_HINT = {  # what an explicit partition.backend needs
 
 
 # ------------------------------------------------------------------------------- graph prep
-def train_projection(sizes: list[tuple[str, int]], train: dict[EdgeType, Csr]) -> Csr:
-    """The graph every method partitions: the train phase's message graphs (edge type -> CSR)
-    of a split with node types ``sizes`` (``(type, num_nodes)`` in order) as one CSR over
-    every node, PyG's ``to_homogeneous`` ids; a homogeneous layout's one CSR as it is."""
-    if layout_of([t for t, _ in sizes], list(train)) != TYPED:
-        (csr,) = train.values()
-        return csr
-    return homogeneous_csr(sizes, train)
-
-
 def projection_meta(sizes: list[tuple[str, int]], edge_types: list[EdgeType]) -> dict:
-    """What data/partition's meta.json adds about ``train_projection``: a typed split's type
+    """What data/partition's meta.json adds about ``heuristics.train_projection``: a typed split's type
     offsets ``[type, first id, num_nodes]``; nothing for a homogeneous layout."""
     if layout_of([t for t, _ in sizes], edge_types) != TYPED:
         return {}
@@ -318,48 +308,18 @@ def shard_rows(rows: RowReader, rings: Rings
         yield chunk, row_degree, np.bincount(rows_here, minlength=row_degree.size), kept
 
 
-def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,
-             halo_hops: int) -> PartShard:
-    """The shard of ``part`` in memory from its ``owned`` nodes (bool (N,), used as scratch):
-    their ``halo_hops``-hop in-neighbours and the induced edges, every row read through ``rows``
-    (``csr_rows``, or a reader of memory-mapped block files) ``SHARD_ROWS`` at a time
-    (``shard_rings``, ``shard_rows``; ``io.shard_writer`` takes them to disk without this)."""
+def write_shard(rows: RowReader, owned: np.ndarray, out: Path, part: int, num_parts: int,
+                num_nodes: int, halo_hops: int) -> dict:
+    """The shard of ``part`` (its ``owned`` nodes, bool (N,), used as scratch; their
+    ``halo_hops``-hop in-neighbours; the induced edges) into ``out`` (``part_<part>/``), written
+    as its rows are read through ``rows`` (``csr_rows``, or a reader of the block files): a
+    task holds the rings' bitmaps and one read, never the shard's edges. Returns its sizes
+    (owned, halo, edges) for ``halo_report``."""
     rings = shard_rings(rows, owned, halo_hops)
-    none = np.zeros(0, dtype=np.int64)  # an empty part has no rows
-    node_id, degree, counts, kept = ([none] for _ in range(4))
-    for row_ids, row_degree, row_counts, row_kept in shard_rows(rows, rings):
-        node_id.append(row_ids)
-        degree.append(row_degree)
-        counts.append(row_counts)
-        kept.append(row_kept)
-    node_id = np.concatenate(node_id)
-    local_indptr = np.zeros(node_id.size + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(counts), out=local_indptr[1:])
-    return PartShard(part=part, num_parts=num_parts, num_nodes=num_nodes,
-                     node_id=torch.from_numpy(node_id),
-                     ring_ptr=torch.from_numpy(rings.ptr.copy()),
-                     csr=Csr(torch.from_numpy(local_indptr),
-                             torch.from_numpy(np.concatenate(kept))),
-                     degree=torch.from_numpy(np.concatenate(degree).astype(np.int64)))
-
-
-def build_shard(csr: Csr, parts: np.ndarray, part: int, num_parts: int,
-                halo_hops: int) -> PartShard:
-    """The shard of ``part``: its nodes, their ``halo_hops``-hop in-neighbours, induced edges."""
-    return shard_of(csr_rows(csr), parts == part, part, num_parts, csr.num_nodes, halo_hops)
-
-
-def build_shards(csr: Csr, parts: np.ndarray, num_parts: int,
-                 halo_hops: int) -> Iterator[PartShard]:
-    """Shards of parts ``0..num_parts-1``, one at a time (so only one is in memory)."""
-    for part in range(num_parts):
-        yield build_shard(csr, parts, part, num_parts, halo_hops)
-
-
-def shard_summary(shard: PartShard) -> dict:
-    """Sizes of one shard, for ``metrics/partition.json``."""
-    return {"owned": shard.num_owned, "halo": int(shard.node_id.numel()) - shard.num_owned,
-            "edges": shard.csr.num_edges}
+    with shard_writer(out, part, num_parts, num_nodes, rings.ptr) as writer:
+        for chunk in shard_rows(rows, rings):
+            writer.add(*chunk)
+    return writer.summary
 
 
 def halo_report(summaries: list[dict]) -> dict:

@@ -39,6 +39,7 @@ import torch
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.blocks import create_memmap, save_array, write_rows
+from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.propagated import RowFile, npy_rows
 from gnnpipe.runtime.engine import run_blocks
@@ -148,21 +149,6 @@ def hop_traffic_bytes(num_nodes: int, num_edges: int, num_features: int, *, in_i
     graph = (num_nodes + 1) * index_itemsize + num_edges * (index_itemsize + 4)
     rows = num_nodes * num_features
     return graph + rows * (in_itemsize + out_itemsize + (4 if ppr else 0))
-
-
-def hop_gathered_bytes(num_nodes: int, num_edges: int, num_features: int, *,
-                       in_itemsize: int = 4, out_itemsize: int = 4,
-                       index_itemsize: int | None = None, ppr: bool = False) -> int:
-    """Bytes a CSR kernel touches in one hop: ``hop_traffic_bytes`` with X_{k-1} read as one
-    F-wide row per stored non-zero (``num_edges`` rows) instead of once per node.
-
-    Each row read lands at a random address of X_{k-1}; on graphs without locality nearly all
-    of them come from DRAM, so this, not ``hop_traffic_bytes``, is what the memory moves.
-    (Below ``hop_traffic_bytes`` only when there are fewer non-zeros than nodes.)
-    """
-    least = hop_traffic_bytes(num_nodes, num_edges, num_features, in_itemsize=in_itemsize,
-                              out_itemsize=out_itemsize, index_itemsize=index_itemsize, ppr=ppr)
-    return least + (num_edges - num_nodes) * num_features * in_itemsize
 
 
 def choose_kernel(cfg: PropagateParams, num_edges: int, num_features: int) -> str:
@@ -379,7 +365,7 @@ def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, client=None,
         raise ValueError(f"features have {n} rows for a graph of {csr.num_nodes} nodes")
     nnz = csr.num_edges + (n if cfg.self_loops else 0)
     kernel = choose_kernel(cfg, nnz, width)
-    blocks = [(lo, min(n, lo + cfg.block_rows)) for lo in range(0, n, cfg.block_rows)]
+    blocks = row_ranges(n, cfg.block_rows)
     x0 = x if x.dtype == torch.float32 else x.to(torch.float32)  # (N, F)
     if client is None:  # arrays in memory: the graph's own, A_hat, the operand X_{k-1}
         adjacency = Adjacency(csr.indptr.numpy(), csr.indices.numpy(),

@@ -20,9 +20,10 @@ import torch
 from gnnpipe.data.graph import Csr
 from gnnpipe.runtime.progress import progress
 
-# float64 values of gathered embedding rows per block (32 MiB each; a block holds about three
-# such arrays): a constant, however many nodes and edges the graph has
-BLOCK_FLOATS = 1 << 22
+# float64 values of gathered embedding rows per block (8 MiB each; a block holds about three
+# such arrays): a constant, however many nodes and edges the graph has, that a graph of a
+# few hundred thousand nodes already fills
+BLOCK_FLOATS = 1 << 20
 
 
 def mean_cosine_similarity(h: torch.Tensor, block_floats: int = BLOCK_FLOATS) -> float:
@@ -64,7 +65,7 @@ def dirichlet_energy(h: torch.Tensor, csr: Csr, block_floats: int = BLOCK_FLOATS
     n = csr.num_nodes
     if h.shape[0] != n:
         raise ValueError(f"{h.shape[0]} embeddings for a graph of {n} nodes")
-    edge_h, edge_scaled, mass = _edge_sums(h, _row_map(torch.arange(n), n), csr, block_floats)
+    edge_h, edge_scaled, mass = _edge_sums(h, row_map(torch.arange(n), n), csr, block_floats)
     return {"dirichlet_energy": edge_h / max(n, 1),
             "rayleigh_quotient": 0.5 * edge_scaled / mass if mass > 0 else 0.0}
 
@@ -76,7 +77,7 @@ def smoothing_report(node_id: torch.Tensor, h: torch.Tensor, csr: Csr,
     The energy is taken over the edges of ``csr`` between two of the given nodes.
     """
     n = csr.num_nodes
-    edge_h, edge_scaled, mass = _edge_sums(h, _row_map(node_id, n), csr, block_floats)
+    edge_h, edge_scaled, mass = _edge_sums(h, row_map(node_id, n), csr, block_floats)
     energy = edge_h / max(n, 1)
     energy *= n / node_id.numel()  # the mean over the given nodes only
     rayleigh = 0.5 * edge_scaled / mass if mass > 0 else 0.0
@@ -94,8 +95,20 @@ def _float64(rows: np.ndarray) -> np.ndarray:
     return rows.astype(np.float64, copy=False)
 
 
-def _row_map(node_id: torch.Tensor, num_nodes: int) -> np.ndarray:
-    """Row of ``h`` holding each node, -1 where none: int32 (N,) (int64 past 2^31 rows)."""
+def check_node_ids(node_id, num_nodes: int) -> None:
+    """Refuse in one line rows ``node_id`` (M,) naming a node outside ``[0, num_nodes)``:
+    predictions written for another graph."""
+    ids = node_id.numpy() if isinstance(node_id, torch.Tensor) else np.asarray(node_id)
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
+        raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
+                         "for another graph: re-run train/baseline")
+
+
+def row_map(node_id, num_nodes: int) -> np.ndarray:
+    """Row of ``node_id`` (M,) (a tensor or an array) that holds each node: int32 (N,) (int64
+    past 2^31 rows), -1 where none does; ids outside ``[0, num_nodes)`` are refused
+    (``check_node_ids``)."""
+    check_node_ids(node_id, num_nodes)
     ids = node_id.numpy() if isinstance(node_id, torch.Tensor) else np.asarray(node_id)
     dtype = np.int32 if ids.size < 2**31 else np.int64
     row = np.full(num_nodes, -1, dtype=dtype)

@@ -10,11 +10,12 @@ PHASES = ("train", "val", "test")
 
 
 def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
-                 phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
+                 phases: tuple[str, ...] = PHASES, world_size: int = 1
+                 ) -> dict[str, PhaseInput]:
     """Phase of ``phases`` -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole
     graph's features and the phase's own typed edges (phases sharing a message graph share the
     tensors). ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
-    ``gnnpipe.training.inference.plan``); None: full forwards."""
+    ``gnnpipe.training.inference.plan``, on ``world_size`` DDP ranks); None: full forwards."""
     built: dict[int, tuple] = {}
     out = {}
     for phase in phases:
@@ -25,8 +26,7 @@ def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
                 # train.embeddings widen the input rows the auto threshold weighs
                 dim = getattr(getattr(cfg, "embeddings", None), "dim", 0)
                 in_dim = max(int(x.shape[1]) for x in graph.x.values()) + dim
-                engine = plan(graphs[phase], graph.num_nodes_dict,
-                              in_dim, cfg)
+                engine = plan(graphs[phase], graph.num_nodes_dict, in_dim, cfg, world_size)
             built[key] = ({e: csr.edge_index() for e, csr in graphs[phase].items()}, engine)
         edges, engine = built[key]
         out[phase] = PhaseInput(graph.x, edges, engine)  # type: ignore[arg-type]

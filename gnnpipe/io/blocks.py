@@ -18,29 +18,36 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
+from gnnpipe import LazyModule
 from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.parquet import SCHEMA_KEY
 from gnnpipe.io.routed_tables import bucket_order
 from gnnpipe.io.temps import temp_prefix
+
+torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
 
 # pyarrow's default (and largest unasked) row group: the row groups write_table makes
 ROW_GROUP_ROWS = 1024 * 1024
 
 
 @contextlib.contextmanager
-def scratch_beside(path: Path) -> Iterator[Path]:
-    """A fresh folder ``.<name>-blocks.p<pid>-<host>.<8 chars>.tmp`` beside ``path``, removed at
-    exit (also after an error)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(path.with_name(f"{path.name}-blocks")),
-                                   suffix=".tmp", dir=path.parent))
+def temp_folder(where: Path | None, name: str) -> Iterator[Path]:
+    """A fresh folder ``.<name>.p<pid>-<host>.<8 chars>.tmp`` in ``where`` (None: the run's
+    temp folder), absolute (workers run elsewhere), removed at exit (also after an error)."""
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path(name)), suffix=".tmp",
+                                   dir=where)).resolve()
     try:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_beside(path: Path):
+    """A ``temp_folder`` ``.<name>-blocks...`` beside ``path`` (its folder created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return temp_folder(path.parent, f"{path.name}-blocks")
 
 
 def write_part(path: Path, table: pa.Table) -> None:
@@ -59,9 +66,7 @@ def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
     """A producer's ``rows`` (n, ...) for ``buckets`` consumers, grouped by ``bucket`` (n,) in
     one file ``<folder>/rows/<name>.npy`` with the bucket offsets int64 (buckets + 1,) in
     ``<folder>/offsets/<name>.npy``: two files per producer, however many buckets."""
-    order = bucket_order(bucket, buckets)
-    offsets = np.zeros(buckets + 1, dtype=np.int64)
-    np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
+    order, offsets = bucket_order(bucket, buckets)
     save_array(Path(folder) / "rows" / f"{name}.npy", rows[order])
     save_array(Path(folder) / "offsets" / f"{name}.npy", offsets)
 

@@ -5,26 +5,47 @@ from __future__ import annotations
 import contextlib
 import pickle
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import torch
 
+from gnnpipe import LazyModule
 from gnnpipe.data.graph import ROLES, Csr
+
+torch = LazyModule("torch", globals())  # the report and `gnnpipe --help` start without it
 
 PHASES = ("train", "val", "test")
 
 EDGES_SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
 SPLIT_SCHEMA = pa.schema([("node_id", pa.int64()), ("split", pa.string())])
 PARTS_SCHEMA = pa.schema([("node_id", pa.int64()), ("part", pa.int32())])
-CSR_SPEC = {"indptr": (torch.int64, 1), "indices": (torch.int64, 1)}  # partition shards
+
+
+class TorchDtypes(Mapping):
+    """``{name: torch.<name>}`` for ``names``, looked up (torch imported) on first use, so that
+    a module holding such a table imports without torch."""
+
+    def __init__(self, *names: str):
+        self._names = names
+
+    def __getitem__(self, name: str):
+        if name not in self._names:
+            raise KeyError(name)
+        return getattr(torch, name)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 # graph.pt may hold x in these (dataset.storage.feature_dtype); read_graph returns float32
-FEATURE_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+FEATURE_DTYPES = TorchDtypes("float32", "float16", "bfloat16")
 
 
 # what pyarrow, torch and the OS raise on a damaged or unreadable file (pyarrow's OSError is
@@ -65,12 +86,16 @@ def role_names(codes: np.ndarray) -> pa.Array:
     return pa.array(ROLES).take(pa.array(codes))
 
 
-def check_csr(csr: Csr, num_nodes: int, where: Path) -> Csr:
+def check_csr(csr: Csr, num_nodes: int, where: Path | str, num_sources: int | None = None,
+              ids: str = "node") -> Csr:
+    """``csr`` after checking it has ``num_nodes`` rows, valid offsets and column ids of ``ids``
+    nodes in ``[0, num_sources)`` (None: ``num_nodes``); a one-line ValueError naming ``where``."""
     indptr, indices = csr.indptr, csr.indices
+    sources = num_nodes if num_sources is None else num_sources
     if indptr.numel() != num_nodes + 1:
         raise ValueError(f"{where}: indptr has {indptr.numel()} entries, expected {num_nodes + 1}")
     if indptr[0] != 0 or indptr[-1] != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
         raise ValueError(f"{where}: indptr is not a valid CSR offset array")
-    if indices.numel() and (indices.min() < 0 or indices.max() >= num_nodes):
-        raise ValueError(f"{where}: indices hold node ids outside [0, {num_nodes})")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= sources):
+        raise ValueError(f"{where}: indices hold {ids} ids outside [0, {sources})")
     return csr

@@ -1,25 +1,22 @@
-"""A graph as memory-mappable .npy files, read one block of rows at a time (partition.method lp).
+"""A graph as memory-mappable .npy files, read one block of rows at a time (partition lp, analyze).
 
 A folder holds ``indptr.npy`` int64 (N + 1,) and ``indices.npy`` (E,) of the in-edge CSR,
-``out_indptr.npy`` / ``out_indices.npy`` of its transpose (the out-edges), and one
-``labels_<t>.npy`` int32 (N,) per iteration. A block task reads only its rows' slices of the edge
+``out_indptr.npy`` / ``out_indices.npy`` of its transpose (the out-edges), and per-node arrays
+such as ``labels_<t>.npy`` int32 (N,). A block task reads only its rows' slices of the edge
 arrays and the labels it needs (``gnnpipe.io.mapped_rows.gather_npy``), so no process needs the
-whole graph; on a cluster the folder lies on a path every worker sees. The transpose is built
-here by row blocks as well (O(N) memory plus one block's edges). ``build_block_graph``'s tasks
-write the same files straight from a phase's stored message graph (``stored_message_graph``:
-the split's CSR files, memory-mapped) by row blocks, so the whole graph is never read into one
-process.
+whole graph; on a cluster the folder lies on a path every worker sees. ``build_block_graph`` is
+the one writer: its tasks copy row blocks of a stored graph (``stored_message_graph``,
+``stored_prepared_relation``: CSR files, memory-mapped) and route every edge to the row block
+of its source, whose task writes that block of the transpose.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable
 
 import numpy as np
 import torch
@@ -30,11 +27,7 @@ from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_row
 from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
-from gnnpipe.io.temps import temp_prefix
-from gnnpipe.io.tensors import load_tensors
-
-EDGE_BLOCK = 1 << 22  # edges handled at once while writing the transpose
-
+from gnnpipe.io.tensors import load_tensors, save_tensors
 
 def _save(path: Path, array: np.ndarray) -> None:
     """np.save through a temp name: a reader never maps a half-written array."""
@@ -42,72 +35,6 @@ def _save(path: Path, array: np.ndarray) -> None:
     with open(tmp, "wb") as handle:  # a handle: np.save would append ".npy" to the temp name
         np.save(handle, array)
     os.replace(tmp, path)
-
-
-def _row_blocks(indptr: np.ndarray, edges: int) -> list[tuple[int, int]]:
-    """Consecutive row ranges holding about ``edges`` edges each (at least one row)."""
-    n = indptr.size - 1
-    cuts = np.searchsorted(indptr, np.arange(edges, int(indptr[-1]), edges), side="right") - 1
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, n), [n]]))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-
-
-def write_block_graph(folder: Path, csr: Csr, transpose: bool = True) -> None:
-    """``csr`` and (unless ``transpose`` is False) its transpose as .npy files in ``folder``
-    (created)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    _save(folder / "indptr.npy", csr.indptr.numpy())
-    _save(folder / "indices.npy", csr.indices.numpy())
-    if not transpose:
-        return
-    indptr = np.load(folder / "indptr.npy", mmap_mode="r")
-    indices = np.load(folder / "indices.npy", mmap_mode="r")
-    n, blocks = indptr.size - 1, _row_blocks(np.asarray(indptr), EDGE_BLOCK)
-    out_degree = np.zeros(n, dtype=np.int64)
-    for start, stop in blocks:
-        out_degree += np.bincount(indices[indptr[start]:indptr[stop]], minlength=n)
-    out_indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(out_degree, out=out_indptr[1:])
-    _save(folder / "out_indptr.npy", out_indptr)
-    tmp = folder / f".out_indices.npy.{os.getpid()}.tmp"
-    out_indices = np.lib.format.open_memmap(tmp, mode="w+", dtype=indices.dtype,
-                                            shape=(int(out_indptr[-1]),))
-    cursor = out_indptr[:-1].copy()  # next free slot of every source's out-list
-    for start, stop in blocks:
-        src = np.asarray(indices[indptr[start]:indptr[stop]])
-        dst = np.repeat(np.arange(start, stop, dtype=src.dtype), np.diff(indptr[start:stop + 1]))
-        order = np.argsort(src, kind="stable")  # targets stay ascending in every out-list
-        src, dst = src[order], dst[order]
-        first = np.ones(src.size, dtype=bool)
-        first[1:] = src[1:] != src[:-1]
-        run_start = np.flatnonzero(first)
-        rank = np.arange(src.size) - np.repeat(run_start, np.diff(np.append(run_start, src.size)))
-        out_indices[cursor[src] + rank] = dst
-        cursor[src[run_start]] += np.diff(np.append(run_start, src.size))  # sources distinct
-    out_indices.flush()
-    del out_indices
-    os.replace(tmp, folder / "out_indices.npy")
-
-
-@contextlib.contextmanager
-def block_folder(where: Path | None = None, name: str = "partition-lp") -> Iterator[Path]:
-    """A fresh temp folder in ``where`` (default: the run's scratch, the system temp), removed
-    at exit; a killed run's folder is swept like any temp."""
-    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(Path(name)), suffix=".tmp",
-                                   dir=where)).resolve()  # absolute: workers run elsewhere
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def block_graph(csr: Csr, where: Path | None = None, transpose: bool = True,
-                name: str = "partition-lp") -> Iterator[Path]:
-    """A ``block_folder`` holding ``csr`` as block files (``write_block_graph``)."""
-    with block_folder(where, name) as folder:
-        write_block_graph(folder, csr, transpose)
-        yield folder
 
 
 def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
@@ -228,11 +155,36 @@ def stored_prepared_relation(prepared: Path, edge_type: tuple[str, str, str]) ->
     """The prepared graph's relation ``edge_type`` between nodes of one type (a target's own
     relation) as a ``StoredGraph`` over that type's ids, checked as ``stored_message_graph``
     checks."""
-    meta = read_description(prepared)
-    label = str(Path(prepared) / "graph.pt")
-    node_type, n = edge_type[2], meta["sizes"][edge_type[2]]
-    relation = StoredRelation(str(Path(label).resolve()), label, GRAPH_SCHEMA,
-                              f"{edge_type_name(edge_type)}.", 0, n, 0, n, node_type, 0)
+    n = read_description(prepared)["sizes"][edge_type[2]]
+    return _own_relation(Path(prepared) / "graph.pt", GRAPH_SCHEMA, edge_type, n)
+
+
+def stored_message_relation(split: Path, edge_type: tuple[str, str, str],
+                            phase: str = "train") -> StoredGraph:
+    """``stored_prepared_relation`` of ``phase``'s message graph in ``split``."""
+    meta = read_split_meta(split)
+    return _own_relation(Path(split) / meta["message_graph"][phase], MESSAGE_SCHEMA, edge_type,
+                         dict(meta["sizes"])[edge_type[2]])
+
+
+CSR_SCHEMA = "gnnpipe.block_csr/1"
+
+
+def save_stored_csr(file: Path, csr: Csr) -> StoredGraph:
+    """An in-memory ``csr`` saved to the torch file ``file`` as a one-relation ``StoredGraph``
+    over its N nodes, for ``build_block_graph`` (lp of a graph held in memory, tests, benches)."""
+    save_tensors(file, CSR_SCHEMA, {"csr.indptr": csr.indptr.long(),
+                                    "csr.indices": csr.indices.long()})
+    n = csr.num_nodes
+    relation = StoredRelation(str(Path(file).resolve()), str(file), CSR_SCHEMA, "csr.", 0, n, 0,
+                              n, "node", 0)
+    return StoredGraph(n, (_checked(relation),), False)
+
+
+def _own_relation(file: Path, schema: str, edge_type: tuple[str, str, str], n: int
+                  ) -> StoredGraph:
+    relation = StoredRelation(str(file.resolve()), str(file), schema,
+                              f"{edge_type_name(edge_type)}.", 0, n, 0, n, edge_type[2], 0)
     return StoredGraph(n, (_checked(relation),), False)
 
 
@@ -336,6 +288,24 @@ def stored_block_offsets(graph: StoredGraph, bounds: list[tuple[int, int]]) -> n
         before += indptr[torch.from_numpy(local)].numpy()
         del indptr
     return before
+
+
+Run = Callable[..., list]  # runtime.engine.run_blocks bound to a client: (fn, calls, **common)
+
+
+def build_block_graph(folder: Path, graph: StoredGraph, run: Run, block_rows: int) -> None:
+    """``graph`` (and its transpose) as the block files of ``folder`` (module doc), by tasks of
+    ``block_rows`` rows that ``run`` runs (in this process or on the workers)."""
+    bounds = row_ranges(graph.num_nodes, block_rows)
+    new_block_arrays(folder, graph)
+    base = stored_block_offsets(graph, bounds)
+    sent = run(place_in_rows, [((i, lo, hi, int(base[i])),) for i, (lo, hi) in enumerate(bounds)],
+               graph=graph, folder=str(folder), out_blocks=bounds)
+    per_block = np.sum(sent, axis=0) if sent else np.zeros(0, dtype=np.int64)
+    out_base = np.concatenate([[0], np.cumsum(per_block)])
+    run(place_out_rows, [((i, lo, hi, int(out_base[i])),) for i, (lo, hi) in enumerate(bounds)],
+        folder=str(folder))
+    remove_routed(folder)
 
 
 def gather_in_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

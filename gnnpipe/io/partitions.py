@@ -17,7 +17,7 @@ from gnnpipe.io.atomic import atomic_dir, read_json, write_json
 from gnnpipe.io.common import PARTS_SCHEMA, check_csr
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import error_reason
-from gnnpipe.graphops.part_shard import PartShard
+from gnnpipe.io.part_shard import PartShard
 
 
 # partition/ node_to_part.parquet, meta.json, part_<k>/ (one PartShard each): the int64 arrays

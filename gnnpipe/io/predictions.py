@@ -25,8 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.common import reading
 from gnnpipe.io.models import read_model_file
-from gnnpipe.io.parquet import SCHEMA_KEY, read_table
+from gnnpipe.io.parquet import SCHEMA_KEY, read_batches, read_table
+from gnnpipe.io.prepared import node_ids_file
 
 PREDICTIONS, EMBEDDINGS, PAIR_SCORES = ("gnnpipe.node_predictions/1", "gnnpipe.embeddings/1",
                                         "gnnpipe.pair_scores/1")
@@ -134,6 +136,60 @@ def embedding_matrix(table: pa.Table) -> np.ndarray:
     return column.flatten().to_numpy().reshape(len(column), column.type.list_size)
 
 
+class StreamedIds:
+    """The ``original_id`` column of a prepared node type's ``node_ids_<T>.parquet``, read
+    ``batch_rows`` rows at a time: what the predict stage's writers slice
+    (``slice(offset, length)`` in ascending offsets, as ``pa.Array.slice``; a lower offset
+    starts a new pass), so no whole column of user ids is held, only the rows from the last
+    offset asked to the end of the last batch read. ``type``: the id type; ``len()``: the node
+    count. A file whose ``node_id`` is not 0..N-1 in order is refused in one line."""
+
+    def __init__(self, prepared: Path, node_type: str, num_nodes: int,
+                 batch_rows: int = 1 << 16):
+        self.path = Path(prepared) / node_ids_file(node_type)
+        with reading(self.path, "Parquet file"):
+            handle = pq.ParquetFile(self.path)
+        self.type = _id_type(self.path, handle.schema_arrow, "original_id")
+        self._schema = pa.schema([("node_id", pa.int64()), ("original_id", self.type)])
+        self._rows, self._batch_rows = handle.metadata.num_rows, batch_rows
+        if self._rows != num_nodes:
+            raise ValueError(f"{self.path}: {self._rows} ids for {num_nodes} nodes; re-run the "
+                             "prepare stage")
+        self._restart()
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def held(self) -> int:
+        """Ids held now."""
+        return len(self._held)
+
+    def _restart(self) -> None:
+        self._batches = read_batches(self.path, self._schema, "gnnpipe.node_ids/1",
+                                     self._batch_rows)
+        self._held, self._start = pa.array([], self.type), 0  # ids [start, start + len(held))
+
+    def slice(self, offset: int, length: int) -> pa.Array:
+        """``original_id`` of nodes ``[offset, offset + length)``."""
+        if offset < self._start:
+            self._restart()
+        while self._start + len(self._held) < offset + length:
+            batch = next(self._batches, None)
+            begin = self._start + len(self._held)
+            if batch is None:
+                raise ValueError(f"{self.path}: ends at node {begin - 1}; re-run the prepare "
+                                 "stage")
+            if not np.array_equal(batch.column("node_id").to_numpy(),
+                                  np.arange(begin, begin + batch.num_rows)):
+                raise ValueError(f"{self.path}: node_id must be 0..{self._rows - 1} in order")
+            # rows before the offset are never asked again
+            skip = min(max(0, offset - self._start), len(self._held))
+            self._held = pa.concat_arrays([self._held.slice(skip), batch.column("original_id")])
+            self._start += skip
+        return self._held.slice(offset - self._start, length)
+
+
 def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
                     rows: int = 1 << 16) -> None:
     """DVC's ``confusion`` plot file: ``actual,predicted`` and one line per item of ``actual`` /
@@ -149,5 +205,5 @@ def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
 __all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "predictions_schema",
            "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
            "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix",
-           "write_confusion"]
+           "write_confusion", "StreamedIds"]
 

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import torch
 
+from gnnpipe import LazyModule
 from gnnpipe.data.graph import EdgeType, Graph, edge_type_name
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, FEATURE_DTYPES
 from gnnpipe.io.description import write_description
 from gnnpipe.io.parquet import read_table, write_table
 from gnnpipe.io.tensors import save_tensors
+
+torch = LazyModule("torch", globals())  # imported on first use: the report reads classes alone
 
 GRAPH_SCHEMA = "gnnpipe.graph/2"
 NODES_SCHEMA_NAME = "gnnpipe.nodes/2"

@@ -14,22 +14,22 @@ import numpy as np
 import pyarrow as pa
 
 
-def bucket_order(bucket: np.ndarray, buckets: int) -> np.ndarray | slice:
-    """The stable order (n,) that groups rows by ``bucket`` (n,) in ``[0, buckets)``: all rows
-    when already grouped (a join's rows come in block order), else numpy's radix sort for
-    16-bit keys (~3x its merge sort of int64 keys)."""
+def bucket_order(bucket: np.ndarray, buckets: int) -> tuple[np.ndarray | slice, np.ndarray]:
+    """The stable order (n,) that groups rows by ``bucket`` (n,) in ``[0, buckets)`` (all rows
+    when already grouped: a join's rows come in block order; else numpy's radix sort for 16-bit
+    keys, ~3x its merge sort of int64 keys), and the groups' offsets int64 (buckets + 1,)."""
+    offsets = np.zeros(buckets + 1, dtype=np.int64)
+    np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
     if not (bucket[1:] < bucket[:-1]).any():
-        return slice(None)
+        return slice(None), offsets
     keys = bucket.astype(np.int16, copy=False) if buckets <= 1 << 15 else bucket
-    return np.argsort(keys, kind="stable")
+    return np.argsort(keys, kind="stable"), offsets
 
 
 def save_routed_table(folder: Path, name: str, table: pa.Table, bucket: np.ndarray,
                       buckets: int) -> None:
     """``table``'s rows (n,) for ``buckets`` consumers, grouped by ``bucket`` int (n,) (stable)."""
-    order = bucket_order(bucket, buckets)
-    offsets = np.zeros(buckets + 1, dtype=np.int64)
-    np.cumsum(np.bincount(bucket, minlength=buckets), out=offsets[1:])
+    order, offsets = bucket_order(bucket, buckets)
     rows = table if isinstance(order, slice) else table.take(pa.array(order))
     batch = pa.record_batch([rows.column(i).combine_chunks() for i in range(rows.num_columns)],
                             schema=rows.schema)

@@ -19,7 +19,7 @@ from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
 from gnnpipe.io.parquet import read_batches, read_table, write_table
-from gnnpipe.io.tensors import load_tensors, save_tensors
+from gnnpipe.io.tensors import save_tensors
 
 MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
 
@@ -185,48 +185,58 @@ def stream_link_tables(out: Path, edge_parts: Callable[[str], Iterable[np.ndarra
                     offset += rows
 
 
-def read_link_edges(split: Path, num_nodes: int) -> dict[str, torch.Tensor]:
-    """Positive edges per role: int64 (2, E_role), node ids checked against ``num_nodes``."""
+def read_link_meta(split: Path) -> dict:
+    """``read_split_meta`` of a link split (another task: an error saying so)."""
     meta = read_split_meta(split)
     if meta.get("task") != "link":
         raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not 'link'; "
                          "re-run the split stage with dataset.task: link")
+    return meta
+
+
+def read_link_edges(split: Path, num_src: int, num_dst: int | None = None
+                    ) -> dict[str, torch.Tensor]:
+    """Positive edges per role: int64 (2, E_role), sources checked against ``num_src``, targets
+    against ``num_dst`` (None: ``num_src``, one node type)."""
+    read_link_meta(split)
+    num_dst = num_src if num_dst is None else num_dst
     out = {}
     for role in LINK_EDGE_ROLES:
         path = Path(split) / f"edges_{role}.parquet"
         table = read_table(path, EDGES_SCHEMA, "gnnpipe.split_edges/1")
         pair = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()])
-        if pair.size and (pair.min() < 0 or pair.max() >= num_nodes):
-            raise ValueError(f"{path}: node ids outside [0, {num_nodes})")
+        if pair.size and (pair.min() < 0 or pair[0].max() >= num_src
+                          or pair[1].max() >= num_dst):
+            raise ValueError(f"{path}: node ids outside [0, {num_src}) (src) or "
+                             f"[0, {num_dst}) (dst)")
         out[role] = torch.from_numpy(pair.astype(np.int64))
     return out
 
 
-def read_link_negatives(split: Path, edges: dict[str, torch.Tensor], num_nodes: int,
-                        rows: dict[str, slice] | None = None) -> dict[str, torch.Tensor]:
-    """Fixed negatives per val/test positive: int64 (P, K), row i pairs with
-    ``edges[phase][:, i]``; ``rows`` phase -> the positives whose rows to read (a DDP rank's
-    share, ``gnnpipe.training.distributed.share_rows``): (len, K), the rest never in memory."""
-    per = read_split_meta(split).get("num_negatives", {})
-    return {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
-                                        per.get(phase), edges[phase][0].numpy(), num_nodes, phase,
+def read_link_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: int,
+                        rows: dict[str, slice] | None = None, hard: bool = False
+                        ) -> dict[str, torch.Tensor] | None:
+    """Fixed negatives per val/test positive: int64 (P, K) ids (< ``num_dst``) of the held-out
+    edge type's dst type, row i pairing with ``edges[phase][:, i]``; ``rows`` phase -> the
+    positives whose rows to read (a DDP rank's share,
+    ``gnnpipe.training.distributed.share_rows``): (len, K), the rest never in memory.
+    ``hard``: the hard ones (``negatives_hard_<phase>.parquet``), None when the split drew
+    none."""
+    meta = read_split_meta(split)
+    per = meta.get("num_hard_negatives") if hard else meta.get("num_negatives", {})
+    if per is None:
+        return None
+    prefix = "negatives_hard" if hard else "negatives"
+    return {phase: read_negatives_table(Path(split) / f"{prefix}_{phase}.parquet",
+                                        per.get(phase), edges[phase][0].numpy(), num_dst, phase,
                                         None if rows is None else rows[phase])
             for phase in LINK_EVAL_PHASES}
 
 
 def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: int,
                         rows: dict[str, slice] | None = None) -> dict[str, torch.Tensor] | None:
-    """The hard negatives per val/test positive (``negatives_hard_<phase>.parquet``): int64
-    (P, K) ids of the held-out edge type's dst type (< ``num_dst``), row i pairing with
-    ``edges[phase][:, i]`` (type-local), ``rows`` as ``read_link_negatives``; None when the
-    split drew none."""
-    per = read_split_meta(split).get("num_hard_negatives")
-    if per is None:
-        return None
-    return {phase: read_negatives_table(Path(split) / f"negatives_hard_{phase}.parquet",
-                                        per.get(phase), edges[phase][0].numpy(), num_dst, phase,
-                                        None if rows is None else rows[phase])
-            for phase in LINK_EVAL_PHASES}
+    """``read_link_negatives`` of the hard negatives (None: the split drew none)."""
+    return read_link_negatives(split, edges, num_dst, rows, hard=True)
 
 
 NEGATIVE_BATCH_ROWS = 1 << 18  # rows decoded at a time (6 MiB of int64 columns)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-import torch
-
+from gnnpipe import LazyModule
 from gnnpipe.io.atomic import atomic_path
 
+torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
+
 # name -> (dtype, ndim); dtype None accepts any floating dtype
-TensorSpec = Mapping[str, tuple[torch.dtype | None, int]]
+TensorSpec = Mapping[str, tuple["torch.dtype | None", int]]  # a string: torch stays unimported
 
 
 def save_tensors(path: str | Path, schema: str, tensors: Mapping[str, torch.Tensor],

@@ -37,14 +37,14 @@ import torch
 
 from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name,
                                 parse_edge_type)
-from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, role_codes
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, check_csr, role_codes
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_batches, read_table
 from gnnpipe.io.prepared import (EDGES_SCHEMA_NAME, GRAPH_SCHEMA, NODES_SCHEMA_NAME, edges_file,
                                  node_ids_file, nodes_file, nodes_schema, require_columns,
                                  stored_features)
-from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, MESSAGE_SCHEMA,
-                               read_negatives_table, read_split_meta)
+from gnnpipe.io.splits import (LINK_EVAL_PHASES, MESSAGE_SCHEMA, read_link_edges, read_link_meta,
+                               read_link_negatives, read_split_meta)
 from gnnpipe.io.tensors import load_tensors
 
 __all__ = ["read_graph", "read_typed_node_ids", "read_typed_node_table",
@@ -161,17 +161,8 @@ def _check_times(times, num_nodes: int, path: Path, node_type: str) -> torch.Ten
 
 
 def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
-    """Rows = ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
-    indptr, indices = csr.indptr, csr.indices
-    if indptr.numel() != sizes[edge_type[2]] + 1:
-        raise ValueError(f"{where}: indptr has {indptr.numel()} entries, expected "
-                         f"{sizes[edge_type[2]] + 1}")
-    if indptr[0] != 0 or indptr[-1] != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
-        raise ValueError(f"{where}: indptr is not a valid CSR offset array")
-    if indices.numel() and (indices.min() < 0 or indices.max() >= sizes[edge_type[0]]):
-        raise ValueError(f"{where}: indices hold {edge_type[0]} ids outside "
-                         f"[0, {sizes[edge_type[0]]})")
-    return csr
+    """``check_csr`` of a relation: rows ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
+    return check_csr(csr, sizes[edge_type[2]], where, sizes[edge_type[0]], edge_type[0])
 
 
 def read_typed_node_table(prepared: Path, node_type: str) -> pa.Table:
@@ -273,24 +264,8 @@ def read_typed_link_split(split: Path, graph: Graph, rows: Callable[[int], slice
     """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
     negatives per val/test phase (int64 (P, K) ids of its dst type; ``rows(P)``: only the rows
     of those positives, ``gnnpipe.io.splits.read_link_negatives``)."""
-    meta = read_split_meta(split)
-    if meta.get("task") != "link":
-        raise ValueError(f"{Path(split) / 'meta.json'}: task is {meta.get('task')!r}, not "
-                         "'link'; re-run the split stage with dataset.task: link")
-    edge_type = parse_edge_type(meta["edge_type"])
-    n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
-    edges = {}
-    for role in LINK_EDGE_ROLES:
-        path = Path(split) / f"edges_{role}.parquet"
-        table = read_table(path, EDGES_SCHEMA, "gnnpipe.split_edges/1")
-        pair = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()])
-        if pair.size and (pair[0].min() < 0 or pair[0].max() >= n_src or pair[1].min() < 0
-                          or pair[1].max() >= n_dst):
-            raise ValueError(f"{path}: ids outside the sizes of {edge_type_name(edge_type)}")
-        edges[role] = torch.from_numpy(pair.astype(np.int64))
-    negatives = {phase: read_negatives_table(Path(split) / f"negatives_{phase}.parquet",
-                                             meta.get("num_negatives", {}).get(phase),
-                                             edges[phase][0].numpy(), n_dst, phase,
-                                             None if rows is None else rows(edges[phase].shape[1]))
-                 for phase in LINK_EVAL_PHASES}
-    return edge_type, edges, negatives
+    edge_type = parse_edge_type(read_link_meta(split)["edge_type"])
+    n_dst = graph.num_nodes_dict[edge_type[2]]
+    edges = read_link_edges(split, graph.num_nodes_dict[edge_type[0]], n_dst)
+    shares = None if rows is None else {p: rows(edges[p].shape[1]) for p in LINK_EVAL_PHASES}
+    return edge_type, edges, read_link_negatives(split, edges, n_dst, shares)

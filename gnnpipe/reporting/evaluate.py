@@ -15,7 +15,7 @@ import torch
 
 from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
-from gnnpipe.graphops.smoothing import smoothing_report
+from gnnpipe.graphops.smoothing import check_node_ids, row_map, smoothing_report
 from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.node_metric import (METRIC_NAMES, NODE_METRICS, node_metric, node_metrics,
                                            resampled_metric)
@@ -25,22 +25,10 @@ from gnnpipe.reporting.verdict import (BASELINE_NAMES, Causes, Gap, TopClass, ca
 _ROWS = 1 << 16  # prediction rows turned into labels at a time
 
 
-def _rows(node_id: torch.Tensor, num_nodes: int) -> np.ndarray:
-    """Row of ``node_id`` (M,) that holds each node: int32 (N,) (int64 past 2^31 rows), -1
-    where none does."""
-    if node_id.numel() and (int(node_id.min()) < 0 or int(node_id.max()) >= num_nodes):
-        raise ValueError(f"predictions hold node ids outside [0, {num_nodes}); they were written "
-                         "for another graph: re-run train/baseline")
-    dtype = np.int32 if node_id.numel() < 2**31 else np.int64
-    rows = np.full(num_nodes, -1, dtype=dtype)
-    rows[node_id.numpy()] = np.arange(node_id.numel(), dtype=dtype)
-    return rows
-
-
 def predicted_labels(node_id: torch.Tensor, logits: torch.Tensor, num_nodes: int) -> np.ndarray:
     """Argmax class of every node: int (N,) of the smallest width the classes of ``logits``
     (M, C) fit (int16 up to 32,767 classes), -1 where ``node_id`` (M,) has no row of it."""
-    rows = _rows(node_id, num_nodes)
+    check_node_ids(node_id, num_nodes)
     predicted = np.full(num_nodes, -1, dtype=np.min_scalar_type(-logits.shape[1]))
     for a in range(0, node_id.numel(), _ROWS):  # argmax by row blocks: no (M,) int64 of it
         ids = node_id[a:a + _ROWS].numpy()
@@ -52,7 +40,7 @@ def _phase_rows(node_id: torch.Tensor, roles: np.ndarray, y: np.ndarray, role: s
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``role`` nodes in id order and the prediction row of each, int64 (T,) both; every
     one must have a prediction and a label."""
-    rows = _rows(node_id, roles.size)
+    rows = row_map(node_id, roles.size)
     nodes = np.flatnonzero(roles == ROLE_CODES[role])
     missing = nodes[rows[nodes] < 0]
     if missing.size:
@@ -93,7 +81,7 @@ def confusion_rows(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, r
                    role: str = "test") -> tuple[np.ndarray, np.ndarray]:
     """The rows of DVC's ``confusion`` plot, one per ``role`` node (``roles`` int8 (N,) role
     codes) in id order, as two columns: actual and predicted class codes, int (T,) each
-    (``io.write_confusion`` writes them)."""
+    (``io.write_confusion`` writes them; ``correct_of`` compares them)."""
     predicted = predicted_labels(node_id, logits, roles.size)
     nodes = np.flatnonzero(roles == ROLE_CODES[role])
     _check_labelled(nodes, y, role)
@@ -114,10 +102,15 @@ def correct_on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray,
                     roles: np.ndarray) -> np.ndarray:
     """1.0 where the prediction of a test node is right, else 0.0: float (T,) over the test
     nodes in id order (the per-item scores of the verdict's paired bootstrap; ``roles`` int8 (N,)
-    role codes)."""
-    predicted = predicted_labels(node_id, logits, roles.size)
-    nodes = np.flatnonzero(roles == ROLE_CODES["test"])
-    return (predicted[nodes] == y[nodes]).astype(np.float64)
+    role codes). A caller holding ``confusion_rows`` of the test nodes passes them to
+    ``correct_of`` instead: one argmax of the logits, not two."""
+    return correct_of(*confusion_rows(node_id, logits, y, roles, "test"))
+
+
+def correct_of(actual: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """1.0 where ``predicted`` equals ``actual`` (``confusion_rows``' columns, (T,) each), else
+    0.0: float64 (T,)."""
+    return (predicted == actual).astype(np.float64)
 
 
 def majority_fraction(y: np.ndarray, num_classes: int) -> float | None:

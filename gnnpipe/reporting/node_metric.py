@@ -14,12 +14,14 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import torch
 
+from gnnpipe import LazyModule
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.metrics import (TIE_RTOL, average_precision, classification_metrics,
                                        confusion_matrix, per_class_f1, roc_auc, tie_groups)
+
+torch = LazyModule("torch", globals())  # imported on first use: the report needs none
 
 SPLIT_CODES = tuple(ROLE_CODES[phase] for phase in PHASES)  # the nodes a run is judged over
 NODE_METRICS = ("accuracy", "macro_f1", "roc_auc", "average_precision")
@@ -52,14 +54,21 @@ def resolve_metric(choice: str, counts: np.ndarray) -> str:
     return "macro_f1" if counts.sum() and counts.max() * 2 > counts.sum() else "accuracy"
 
 
-def ranking_scores(logits: torch.Tensor | np.ndarray) -> np.ndarray:
+def ranking_scores(logits: torch.Tensor | np.ndarray, rows: int = 1 << 16) -> np.ndarray:
     """float64 (M, C) per-class scores to rank: log-softmax of ``logits`` (M, C); two classes:
-    column 1 is the log-odds ``logit_1 - logit_0`` (column 0 its negative)."""
-    z = torch.as_tensor(logits).double()
-    if z.shape[1] == 2:
-        odds = (z[:, 1] - z[:, 0]).numpy()
-        return np.stack([-odds, odds], axis=1)
-    return torch.log_softmax(z, dim=1).numpy()
+    column 1 is the log-odds ``logit_1 - logit_0`` (column 0 its negative). Filled ``rows``
+    rows at a time (each row's value is the whole-array one): the output is the only (M, C)
+    float64 table, no float64 copy of the logits beside it."""
+    z = torch.as_tensor(logits)
+    out = np.empty((z.shape[0], z.shape[1]), dtype=np.float64)
+    for a in range(0, z.shape[0], rows):
+        block = z[a:a + rows].double()  # (B, C)
+        if z.shape[1] == 2:
+            odds = (block[:, 1] - block[:, 0]).numpy()
+            out[a:a + rows, 0], out[a:a + rows, 1] = -odds, odds
+        else:
+            out[a:a + rows] = torch.log_softmax(block, dim=1).numpy()
+    return out
 
 
 def ranking_metric(metric: str, y: np.ndarray, scores: np.ndarray) -> float | None:

@@ -21,8 +21,9 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
-# bootstrap indices drawn per chunk (samples x items): bounds memory at ~32 MB for any test set
-_CHUNK_ITEMS = 1 << 22
+# bootstrap indices drawn per chunk (samples x items): ~8 MB of int64 draws and 8 MB of their
+# float64 scores for any test set of up to 2^20 items (the draws do not depend on it)
+_CHUNK_ITEMS = 1 << 20
 # the same for a recomputed metric: the draws and a few (samples x items) temporaries of the
 # metric at ~8 MB each
 _METRIC_CHUNK_ITEMS = 1 << 20

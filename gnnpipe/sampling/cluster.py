@@ -33,7 +33,8 @@ import torch
 from torch_geometric.data import Data
 
 from gnnpipe.data.graph import Csr
-from gnnpipe.graphops.partition import PartShard, rank_parts
+from gnnpipe.graphops.partition import rank_parts
+from gnnpipe.io.part_shard import PartShard
 from gnnpipe.sampling.subgraph import induced_edges, sort_edges, with_inter_edges
 from gnnpipe.training.sharding import NodeRows
 

@@ -1,5 +1,8 @@
-"""Dataset sources of the prepare stage: local files in, one ``RawGraph`` out (no network): node
-types and relations, one of each for a homogeneous source (``RawGraph.homogeneous``).
+"""Dataset sources read whole by their own readers: local files in, one ``RawGraph`` out (no
+network): node types and relations, one of each for a homogeneous source
+(``RawGraph.homogeneous``). The prepare writes their graph as tables for its block path
+(``gnnpipe.data.source_tables.raw_tables``); the user's parquet / csv tables are read by blocks
+(gnnpipe/sources/tables.py: their layout), the built-in graphs drawn by gnnpipe/sources/builtin.py.
 
 ``load`` dispatches on ``dataset.layout`` and ``dataset.source``; each reader lives in its own
 module and raises a one-line ``ValueError`` naming the file and column of any bad input.
@@ -11,25 +14,17 @@ import importlib
 from pathlib import Path
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
-READERS = {"parquet": "tables", "csv": "tables", "planetoid": "planetoid", "ogb": "ogb",
-           "pyg": "pyg"}
-TYPED_READERS = {"parquet": "tables", "csv": "tables", "ogb": "ogb_mag"}
-INPUT = {"parquet": "a folder with the node and edge tables",
-         "csv": "a folder with the node and edge tables",
-         "planetoid": "the folder with the ind.<name>.* files",
+READERS = {"planetoid": "planetoid", "ogb": "ogb", "pyg": "pyg"}
+TYPED_READERS = {"ogb": "ogb_mag"}
+INPUT = {"planetoid": "the folder with the ind.<name>.* files",
          "ogb": "the OGB dataset folder (raw/, split/)", "pyg": "the .pt file"}
 
 
-def load(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
-    """The raw graph of ``cfg.source``; ``seed`` only drives the synthetic generator.
-    ``feature_sink`` (homogeneous synthetic only; ``gnnpipe.io.FeatureFileWriter``) takes the
-    features in row blocks; ``x`` is then its memory-mapped file."""
+def load(cfg: DatasetParams) -> RawGraph:
+    """The raw graph of ``cfg.source`` (planetoid, ogb, pyg; typed: ogb)."""
     typed = cfg.layout == "typed"
-    if cfg.source == "synthetic":
-        return builtin.read(cfg, seed, feature_sink)
     if cfg.path == DatasetParams.path and not Path(cfg.path).exists():  # the default, absent
         if typed:
             raise ValueError(f"dataset.layout=typed needs dataset.path: the folder of the typed "

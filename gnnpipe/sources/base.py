@@ -192,35 +192,6 @@ def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path 
     return names, False
 
 
-def features(table: pa.Table, names: list[str], is_list: bool, file: Path | str) -> np.ndarray:
-    """Node features float32 (N, F) from one list column or several scalar columns."""
-    if is_list:
-        name = names[0]
-        column = combine(table.column(name))
-        check_no_nulls(column, file, name, "feature")
-        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-        if lengths.size and lengths.min() != lengths.max():
-            bad = int(np.argmax(lengths != lengths[0]))
-            raise ValueError(f"{file}: feature column {name!r} has lists of different lengths "
-                             f"({lengths[0]} in row 0, {lengths[bad]} in row {bad})")
-        flat = column.flatten()
-        if not is_numeric(flat.type):
-            raise ValueError(f"{file}: feature column {name!r} holds {flat.type}; expected numbers")
-        if flat.null_count:
-            row = first_null(flat) // max(int(lengths[0]), 1)
-            raise ValueError(f"{file}: feature column {name!r} has null entries (first: row {row})")
-        width = int(lengths[0]) if lengths.size else 0
-        x = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column), width)
-    else:
-        x = np.empty((table.num_rows, len(names)), dtype=np.float32)
-        for j, name in enumerate(names):
-            column = combine(table.column(name))
-            check_no_nulls(column, file, name, "feature")
-            x[:, j] = column.to_numpy(zero_copy_only=False)
-    check_finite(x, file, names, "feature")
-    return x
-
-
 def time_key(column: pa.Array) -> np.ndarray:
     """A sortable number per row of a timestamp column: int64 for ints/dates/times, else float64."""
     dtype = column.type
@@ -333,7 +304,7 @@ class RawRelation:
 
 @dataclass(frozen=True)
 class RawGraph:
-    """A source's graph before the edge policies (``gnnpipe.data.prepare.build`` applies them).
+    """A source's graph before the edge policies (the prepare applies them).
     Node types and relations in the source's order; ``y`` int64 (N_target,) (all zeros and one
     class when a link-task graph has no labels); ``public_roles`` int8 (N_target,) codes into
     ``ROLES`` (the dataset's official split). A homogeneous source's graph is the one-type case

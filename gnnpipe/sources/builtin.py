@@ -1,14 +1,16 @@
-"""The built-in synthetic graphs (gnnpipe/data/synthetic.py) as raw graphs, so prepare's
-``build`` validates them and applies the ``dataset.*`` edge policies as for any input: the
-homogeneous graph (``dataset.layout: homogeneous``) and the papers / authors / venues graph
-(``typed``)."""
+"""The built-in synthetic graphs (gnnpipe/data/synthetic.py) drawn from a seed's named streams,
+the one place their draws are made (``gnnpipe.data.source_tables.synthetic_tables`` writes them
+as tables for the prepare, which validates them and applies the ``dataset.*`` edge policies as
+for any input): the homogeneous graph (``dataset.layout: homogeneous``) and the papers / authors
+/ venues graph (``typed``)."""
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
+from typing import Callable
 
-from gnnpipe.config import DatasetParams, SyntheticParams
+import numpy as np
+
+from gnnpipe.config import SyntheticParams
 from gnnpipe.data import synthetic
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation
@@ -16,26 +18,22 @@ from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation
 WHERE = "dataset.synthetic"
 
 
-def read(cfg: DatasetParams, seed: int, feature_sink=None) -> RawGraph:
-    """The built-in graph of ``cfg.layout``, drawn from ``seed``'s prepare stream.
-    ``feature_sink`` (homogeneous only): the features handed over in row blocks, ``x`` then
-    its memory-mapped file."""
-    if cfg.layout == "typed":
-        return typed_graph(cfg.synthetic, make_rng(seed, "prepare"))
-    raw = synthetic.generate(cfg.synthetic, make_rng(seed, "prepare"),
-                             None if feature_sink is None else feature_sink.write)
-    x = raw["x"] if feature_sink is None else feature_sink.close()
-    y = synthetic.keep_labels(raw["y"], cfg.synthetic.label_rate, make_rng(seed, "labels"))
-    time = raw.get("timestamps")
-    return RawGraph.homogeneous(x, y, raw["src"], raw["dst"], WHERE,
-                                time=None if time is None else pa.array(time))
+def homogeneous(syn: SyntheticParams, seed: int,
+                feature_sink: Callable[[np.ndarray], None] | None = None) -> dict:
+    """``synthetic.generate``'s arrays drawn by ``seed``'s prepare stream, ``y`` with all but
+    ``label_rate`` of each class unlabelled (-1) by its labels stream; ``feature_sink``: the
+    features handed over in row blocks (no ``x`` then)."""
+    raw = synthetic.generate(syn, make_rng(seed, "prepare"), feature_sink)
+    return {**raw, "y": synthetic.keep_labels(raw["y"], syn.label_rate, make_rng(seed, "labels"))}
 
 
-def typed_graph(syn: SyntheticParams, rng: np.random.Generator, feature_sink=None) -> RawGraph:
-    """``synthetic.generate_typed``'s arrays drawn by ``rng``: node types paper (the target),
-    author, venue; relations cites, writes (the link task's), published_in. ``feature_sink``:
-    the papers' features handed over in row blocks (paper's ``x`` then None)."""
-    raw = synthetic.generate_typed(syn, rng, feature_sink)
+def typed_graph(syn: SyntheticParams, seed: int,
+                feature_sink: Callable[[np.ndarray], None] | None = None) -> RawGraph:
+    """``synthetic.generate_typed``'s arrays drawn by ``seed``'s prepare stream: node types
+    paper (the target), author, venue; relations cites, writes (the link task's),
+    published_in. ``feature_sink``: the papers' features handed over in row blocks (paper's
+    ``x`` then None)."""
+    raw = synthetic.generate_typed(syn, make_rng(seed, "prepare"), feature_sink)
     nodes = {t: RawNodeType(num_nodes=raw["y"].size if x is None else len(x), x=x, where=WHERE)
              for t, x in raw["x"].items()}
     relations = {e: RawRelation(src, dst, WHERE) for e, (src, dst) in raw["relations"].items()}

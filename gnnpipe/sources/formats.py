@@ -104,7 +104,7 @@ class CsvTables:
         schema = self.schema(path)
         _check_columns(schema, columns, path, key_of)
         header = schema.names
-        # Fixed types, not inferred from the first block: ids as text (read_edges matches them
+        # Fixed types, not inferred from the first block: ids as text (the id join matches them
         # to the node ids by gnnpipe.data.ids' rule, so "007" is never node 7), weights as floats.
         types = {name: pa.string() if key in ("src", "dst") else pa.float64()
                  for name, key in key_of.items() if key != "timestamp"}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnnpipe.data.graph import ROLES, UNLABELLED, EdgeType, Graph, edge_type_name
+from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting.hash_assign import UNUSED
 from gnnpipe.splitting import split
@@ -148,7 +149,7 @@ class EdgeSums:
     cross: np.ndarray | None
 
 
-def _within_rows(src: np.ndarray, dst: np.ndarray, full_src: np.ndarray, full_dst: np.ndarray,
+def within_rows(src: np.ndarray, dst: np.ndarray, full_src: np.ndarray, full_dst: np.ndarray,
                  lo: int, num_src: int) -> bool:
     """Every (src, dst) of rows from ``lo`` is an edge (full_src, full_dst) of those rows."""
     if src.size == 0:
@@ -183,7 +184,7 @@ def audit_rows(lo: int, hi: int, edge_type: EdgeType, source: Source, roles: Han
         src, dst = (full_src, full_dst) if files is None else block_edges(
             *map(open_array, files), lo, hi)
         sums.edges.append(int(src.size))
-        sums.within.append(files is None or _within_rows(src, dst, full_src, full_dst, lo,
+        sums.within.append(files is None or within_rows(src, dst, full_src, full_dst, lo,
                                                          source.sizes[s]))
         ends = [(src, dst)[i] for i in target_ends]
         allowed = VISIBLE_ROLES[mode][phase]
@@ -226,7 +227,7 @@ def audit_nodes(client, source: Source, roles: Handle,
     sizes = sizes or split.SIZES  # read here: tests set smaller blocks
     n = source.num_nodes
     times = timed and source.time is not None
-    blocks = [(lo, min(n, lo + sizes.rows)) for lo in range(0, n, sizes.rows)]
+    blocks = row_ranges(n, sizes.rows)
     found = run_blocks(client, audit_roles, blocks, source=source, roles=roles, timed=times)
     per_role = sum(b.per_role for b in found)
     counts = {role: int(per_role[i].sum()) for i, role in enumerate(PHASES)}

@@ -39,13 +39,16 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnpipe.data.edges import row_positions
 from gnnpipe.data.graph import EdgeType, Graph, edge_type_name
 from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights
 from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
+from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import BlockSizes, place_csr, row_blocks
+from gnnpipe.splitting.split import (BlockSizes, block_edges, open_array, place_csr, row_blocks,
+                                    save_rows)
 from gnnpipe.splitting.link_split import HELD_OUT, Held, LinkBlocks, csr_contains, refused
 from gnnpipe.splitting.negatives import hashed_negatives
 
@@ -55,11 +58,8 @@ FILL_STEP = zlib.crc32(b"split.link.hard.fill")  # the uniform fill's draws
 
 def _rows(indptr, indices, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The columns of ``rows`` (k,) of a mapped CSR, concatenated, and each row's count."""
-    start, stop = np.asarray(indptr[rows]), np.asarray(indptr[rows + 1])
-    counts = stop - start
-    flat = np.repeat(start - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) \
-        + np.arange(int(counts.sum()))
-    return np.asarray(indices[flat]), counts
+    counts = np.asarray(indptr[rows + 1]) - np.asarray(indptr[rows])
+    return np.asarray(indices[row_positions(indptr, rows)]), counts
 
 
 def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed: int,
@@ -121,28 +121,19 @@ def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed
     return top
 
 
-def route_view(block: int, lo: int, hi: int, files: tuple[str, str], offsets: tuple[int, int],
+def route_view(block: int, files: tuple, offsets: tuple[int, int], lo: int, hi: int,
                starts: np.ndarray, folder: str) -> None:
     """Rows ``[lo, hi)`` of one edge type's train graph (``files``: its indptr / indices
     ``.npy``, or the prepared graph.pt and the edge type's name): both directions of every
     non-loop edge over homogeneous ids (``offsets`` of its source and target types), as
     (row, column) routed to the view's row blocks beginning at ``starts``."""
-    indptr, indices = _relation(files)
-    ptr = np.asarray(indptr[lo:hi + 1])
-    u = np.asarray(indices[ptr[0]:ptr[-1]]) + offsets[0]
-    v = np.repeat(np.arange(lo, hi), np.diff(ptr)) + offsets[1]
+    u, v = block_edges(*map(open_array, files), lo, hi)
+    u, v = u + offsets[0], v + offsets[1]
     proper = u != v
     rows = np.concatenate([v[proper], u[proper]])
     pairs = np.stack([rows, np.concatenate([u[proper], v[proper]])], axis=1)
     save_routed(Path(folder) / "in", f"e{block:06d}", pairs,
                 np.searchsorted(starts, rows, side="right") - 1, starts.size)
-
-
-def _relation(files: tuple[str, str]):
-    if files[0].endswith(".npy"):
-        return open_memmap(Path(files[0])), open_memmap(Path(files[1]))
-    held = Held(files[0], tuple(files[1].split("__")), None, 0, 0)  # type: ignore[arg-type]
-    return held.open()[0]
 
 
 def build_view(block: int, lo: int, hi: int, num_nodes: int, folder: str) -> int:
@@ -151,10 +142,7 @@ def build_view(block: int, lo: int, hi: int, num_nodes: int, folder: str) -> int
     pairs = load_routed(Path(folder) / "in", block, np.int64, 2)
     keys = np.unique(pairs[:, 0] * num_nodes + pairs[:, 1])
     rows, cols = keys // num_nodes, keys % num_nodes
-    out = Path(folder) / "rows" / f"r{block:06d}"
-    save_array(out / "sources.npy", cols)
-    save_array(out / "ends.npy", np.cumsum(np.bincount(rows - lo, minlength=hi - lo)))
-    return int(keys.size)
+    return save_rows(Path(folder), block, lo, hi, cols, rows)
 
 
 def hard_rows(indptr, indices, heads: np.ndarray, edges: np.ndarray, per_head: int, refuse,
@@ -199,7 +187,7 @@ def hard_bucket(phase: str, bucket: int, source: str, held: Held, view: tuple[st
     return ranked
 
 
-def train_view(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
+def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
                ) -> tuple[str, str, str]:
     """The train phase's simple undirected view over homogeneous ids into the split's scratch
     folder: its (indptr, indices) ``.npy`` files, and per node int64 (N,) at least the
@@ -207,15 +195,14 @@ def train_view(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
     folder = split.scratch / "view"
     n = graph.num_nodes
     starts = np.arange(0, max(n, 1), sizes.rows, dtype=np.int64)
-    view_blocks = [(int(lo), int(min(lo + sizes.rows, n))) for lo in starts]
+    view_blocks = row_ranges(n, sizes.rows)
     offsets = graph.offsets()
     calls = []
     for edge_type in graph.edge_types:
         files = _train_files(graph, split, edge_type)
-        indptr = _relation(files)[0]
         calls += [(files, (offsets[edge_type[0]], offsets[edge_type[2]]), lo, hi)
-                  for lo, hi in row_blocks(indptr, sizes)]
-    run_blocks(client, _route_call, [(i, *call) for i, call in enumerate(calls)],
+                  for lo, hi in row_blocks(open_array(files[0]), sizes)]
+    run_blocks(client, route_view, [(i, *call) for i, call in enumerate(calls)],
                starts=starts, folder=str(folder))
     kept = run_blocks(client, build_view, [(i, lo, hi) for i, (lo, hi) in
                                            enumerate(view_blocks)],
@@ -234,18 +221,14 @@ def train_view(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
     return str(indptr_file), str(indices_file), str(folder / "refusable.npy")
 
 
-def _route_call(block: int, files, offsets, lo: int, hi: int, starts: np.ndarray,
-                folder: str) -> None:
-    route_view(block, lo, hi, files, offsets, starts, folder)
-
-
-def _train_files(graph: Graph, split: LinkBlocks, edge_type: EdgeType) -> tuple[str, str]:
-    """Where the train graph of ``edge_type`` lies: the split's files for the held relations,
-    else the prepared graph.pt (with the edge type's name)."""
+def _train_files(graph: Graph, split: LinkBlocks, edge_type: EdgeType) -> tuple:
+    """The train graph of ``edge_type`` as (indptr, indices) ``Handle``s: the split's files for
+    the held relations, else the prepared graph.pt's tensors."""
     if edge_type in split.held.relations:
         files = split.message["train"][split.held.relations.index(edge_type)]
         return str(files[0]), str(files[1])
-    return split.held.graph_file, edge_type_name(edge_type)
+    name = edge_type_name(edge_type)
+    return tuple((split.held.graph_file, f"{name}.{part}") for part in ("indptr", "indices"))
 
 
 def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, seed: int,
@@ -256,7 +239,7 @@ def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, 
     (None: in this process)."""
     if per_head < 1:
         raise ValueError(f"hard negatives: the number per positive must be >= 1, got {per_head}")
-    view = train_view(client, graph, split, sizes or split_module.SIZES)
+    view = train_view_files(client, graph, split, sizes or split_module.SIZES)
     calls = [(phase, k, str(split.positives[phase][0])) for phase in HELD_OUT
              for k in range(split.positives[phase][1])]
     ranked = run_blocks(client, hard_bucket, calls, held=split.held, view=view,

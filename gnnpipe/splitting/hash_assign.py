@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from gnnpipe.data.graph import ROLE_CODES
+from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
 
 RADIX_BITS = 8
@@ -127,10 +128,17 @@ def summed(results: list, gather: bool):
     return sum(results)
 
 
-def thresholds(count: Count, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def thresholds(client, histogram, calls: list[tuple], counts: np.ndarray, **common
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Key thresholds of every phase and group from the phase counts int64 (3, G): the key of
     rank ``counts[:p + 1, g].sum()`` in group g, uint64 (3, G), and whether it exists (a
-    cumulative count of 0 takes no key), bool (3, G)."""
+    cumulative count of 0 takes no key), bool (3, G). ``histogram(*call, wanted=, prefixes=,
+    shift=, gather=, **common)`` is one block's ``radix_counts``, run for every call on
+    ``client`` (``runtime.engine.run_blocks``)."""
+    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
+        return summed(run_blocks(client, histogram, calls, wanted=wanted, prefixes=prefixes,
+                                 shift=shift, gather=gather, **common), gather)
+
     cumulative = np.cumsum(counts, axis=0)
     phases, groups = np.nonzero(cumulative > 0)
     keys = np.zeros(counts.shape, dtype=np.uint64)

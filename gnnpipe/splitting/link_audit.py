@@ -31,9 +31,10 @@ from gnnpipe.io.blocks import load_routed, open_memmap, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import BlockSizes
-from gnnpipe.splitting.link_split import (EDGE_ROLES, PHASES, Held, LinkBlocks, block_edges,
-                                          bucket_bits, csr_contains, is_pair)
+from gnnpipe.splitting.audit import within_rows
+from gnnpipe.splitting.split import BlockSizes, block_edges
+from gnnpipe.splitting.link_split import (EDGE_ROLES, PHASES, Held, LinkBlocks, bucket_bits,
+                                          bucket_of, csr_contains, is_pair)
 
 HELD_OUT_ROLES = ("val", "test")
 # Held-out roles whose pairs each phase's message graph must not hold, in either direction.
@@ -99,10 +100,8 @@ def _route(keys: np.ndarray, tags: np.ndarray, bits: int, folder: str, name: str
     first = np.r_[True, keys[1:] != keys[:-1]] if keys.size else np.zeros(0, dtype=bool)
     starts = np.flatnonzero(first)
     keys, tags = keys[starts], np.bitwise_or.reduceat(tags, starts) if starts.size else tags
-    bucket = (np.zeros(keys.size, dtype=np.int64) if bits == 0 else
-              (mix(0, ROUTE_STEP, keys) >> np.uint64(64 - bits)).astype(np.int64))
     save_routed(Path(folder) / "audit", name, np.stack([keys, tags.astype(np.int64)], axis=1),
-                bucket, 1 << bits)
+                bucket_of(mix(0, ROUTE_STEP, keys), bits), 1 << bits)
 
 
 def _homogeneous(held: Held, rel: int, src: np.ndarray, dst: np.ndarray
@@ -125,18 +124,15 @@ def graph_block(block: int, rel: int, local: int, lo: int, hi: int, held: Held,
     """Rows ``[lo, hi)`` of relation ``rel``: pair records of the graph and of every phase's
     message graph; per phase whether its rows are rows of the graph."""
     rels = held.open()
-    src, dst, _, _ = block_edges(rels, rel, lo, hi)
+    src, dst = block_edges(*rels[rel], lo, hi)
     n_src = held.num_src if rel == 0 else held.num_dst
-    full = (dst - lo) * n_src + src  # ascending: rows sorted
     keys = [_pair_records(held, rel, src, dst)]
     tags = [np.full(keys[0].size, FULL, dtype=np.int64)]
     within = {}
     for phase in PHASES:
         mapped = tuple(open_memmap(Path(f)) for f in message[phase][rel])
-        m_src, m_dst, _, _ = block_edges((mapped,), 0, lo, hi)
-        own = (m_dst - lo) * n_src + m_src
-        pos = np.minimum(np.searchsorted(full, own), max(full.size - 1, 0))
-        within[phase] = bool(own.size == 0 or (full.size and (full[pos] == own).all()))
+        m_src, m_dst = block_edges(*mapped, lo, hi)
+        within[phase] = within_rows(m_src, m_dst, src, dst, lo, n_src)
         keys.append(_pair_records(held, rel, m_src, m_dst))
         tags.append(np.full(keys[-1].size, PHASE_BIT[phase], dtype=np.int64))
     _route(np.concatenate(keys), np.concatenate(tags), bits, folder, f"g{block:06d}")

@@ -65,8 +65,8 @@ from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import BlockSizes, place_csr, row_blocks
-from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, summed, thresholds
+from gnnpipe.splitting.split import BlockSizes, block_edges, place_csr, row_blocks, save_rows
+from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, thresholds
 from gnnpipe.splitting.negatives import NegativeSampler, hashed_negatives
 
 PHASES = ("train", "val", "test")
@@ -214,15 +214,10 @@ def csr_contains(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray,
     return found
 
 
-def block_edges(rels, rel: int, lo: int, hi: int
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows ``[lo, hi)`` of relation ``rel`` (``rels``: ``Held.open``): its stored sources and
-    targets, and each edge's pair ends ``(a, p)`` (an E[0] node, an E[2] node), int64 (m,)."""
-    indptr, indices = rels[rel]
-    ptr = np.asarray(indptr[lo:hi + 1])
-    src = np.asarray(indices[ptr[0]:ptr[-1]])
-    dst = np.repeat(np.arange(lo, hi), np.diff(ptr))
-    return (src, dst, src, dst) if rel == 0 else (src, dst, dst, src)
+def pair_ends(rel: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each edge of relation ``rel`` (0: E, 1: R) as its pair ends ``(a, p)`` (an E[0] node,
+    an E[2] node): an R edge ``p -> a`` turned around."""
+    return (src, dst) if rel == 0 else (dst, src)
 
 
 def loops(held: Held, a: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -249,7 +244,7 @@ def scan_pairs(block: int, rel: int, local: int, lo: int, hi: int, held: Held, s
     """Rows ``[lo, hi)`` of relation ``rel``: the keys of the pairs counted here into
     ``pairs/e<block>.npy``; returns (pairs, edges whose reverse is not stored)."""
     rels = held.open()
-    _, _, a, p = block_edges(rels, rel, lo, hi)
+    a, p = pair_ends(rel, *block_edges(*rels[rel], lo, hi))
     counted, reverse = _counted(held, rels, rel, a, p)
     pairs = sorted_unique(held.pair_keys(a[counted], p[counted]))
     save_array(Path(folder) / "pairs" / f"e{block:06d}.npy", hash_assign.pair_keys(seed, pairs))
@@ -275,7 +270,8 @@ def bucket_bits(items: int, target: int) -> int:
     return max(0, int(np.ceil(np.log2(max(1.0, items / target)))))
 
 
-def _bucket(keys: np.ndarray, bits: int) -> np.ndarray:
+def bucket_of(keys: np.ndarray, bits: int) -> np.ndarray:
+    """Bucket int64 (n,) of uint64 ``keys``: their top ``bits`` bits (0 bits: one bucket)."""
     return (np.zeros(keys.size, dtype=np.int64) if bits == 0
             else (keys >> np.uint64(64 - bits)).astype(np.int64))
 
@@ -287,16 +283,15 @@ def link_rows(block: int, rel: int, local: int, lo: int, hi: int, held: Held, se
     ``<folder>/m<rel>/<phase>/``, the positives of each role of ``bits`` routed to its buckets
     in ``<folder>/pos/<role>/``; returns the kept edges per phase."""
     rels = held.open()
-    src, dst, a, p = block_edges(rels, rel, lo, hi)
+    src, dst = block_edges(*rels[rel], lo, hi)
+    a, p = pair_ends(rel, src, dst)
     loop = loops(held, a, p)
     code = np.where(loop, np.int8(-1), pair_codes(held.pair_keys(a, p), seed, limits, has))
     kept = {}
     for phase in phases:
         keep = loop | np.isin(code, _VISIBLE_CODES[phase])
-        out = Path(folder) / f"m{rel}" / phase / "rows" / f"r{local:06d}"
-        save_array(out / "sources.npy", src[keep])
-        save_array(out / "ends.npy", np.cumsum(np.bincount(dst[keep] - lo, minlength=hi - lo)))
-        kept[phase] = int(keep.sum())
+        kept[phase] = save_rows(Path(folder) / f"m{rel}" / phase, local, lo, hi, src[keep],
+                                dst[keep])
     if held.own_reverse:  # every directed edge of a pair; undirected: each pair once
         take = ~loop & (a < p) if undirected else ~loop
     else:  # each pair once, at the edge that counts it
@@ -310,7 +305,7 @@ def link_rows(block: int, rel: int, local: int, lo: int, hi: int, held: Held, se
     for role, width in bits.items():
         chosen = pos_code == ROLE_CODES[role]
         pairs = np.stack([pos_src[chosen], pos_dst[chosen]], axis=1)
-        bucket = _bucket(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]), width)
+        bucket = bucket_of(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]), width)
         save_routed(Path(folder) / "pos" / role, f"e{block:06d}", pairs, bucket, 1 << width)
     return kept
 
@@ -397,13 +392,8 @@ def split_links(client, graph: Graph, graph_file: Path, cfg: LinkSplitParams, se
     n_val, n_test, n_disjoint = pair_counts(
         num_pairs, cfg, "the graph's {n} edges (undirected pairs)" if held.homogeneous
         else "the {n} " + edge_type_name(e) + " pairs")
-
-    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
-        return summed(run_blocks(client, pair_histogram, numbered, folder=str(scratch),
-                                 wanted=wanted, prefixes=prefixes, shift=shift, gather=gather),
-                      gather)
-
-    limits, has = thresholds(count, np.array([[n_val], [n_test], [n_disjoint]]))
+    limits, has = thresholds(client, pair_histogram, numbered,
+                             np.array([[n_val], [n_test], [n_disjoint]]), folder=str(scratch))
     disjoint = n_disjoint > 0
     phases = PHASES if disjoint else ("train", "test")
     # per role: sort buckets of about sizes.edges numbers (a pair: at most two directed

@@ -66,15 +66,25 @@ def ordered_sizes(cfg: NodeSplitParams, sizes: dict[str, int], labelled: int,
     return sizes
 
 
+def roots(parent: np.ndarray) -> np.ndarray:
+    """Pointer jumping: every node's root (N,) in the forest ``parent`` (N,) (roots point at
+    themselves)."""
+    while True:
+        grand = parent[parent]
+        if np.array_equal(grand, parent):
+            return parent
+        parent = grand
+
+
 def connected_components(csr: Csr) -> np.ndarray:
-    """Weakly connected component of every node: int64 (N,), labelled by its smallest node id.
+    """Weakly connected component of every node of an in-memory ``csr``: int64 (N,), labelled
+    by its least member (``graphops.analyze.min_label_components``' labels, in memory).
 
     Vectorised hook-and-compress (Shiloach-Vishkin style): each round hooks every tree root that
     has an edge to a smaller root under the smallest such root, then pointer-jumps until every
     node points at its root. Parents only ever decrease, so no cycle can form.
     """
-    n = csr.num_nodes
-    parent = np.arange(n, dtype=np.int64)
+    parent = np.arange(csr.num_nodes, dtype=np.int64)
     src, dst = csr.indices.numpy(), csr.targets().numpy()
     while True:
         root_src, root_dst = parent[src], parent[dst]
@@ -85,11 +95,7 @@ def connected_components(csr: Csr) -> np.ndarray:
         low = np.minimum(root_src[across], root_dst[across])
         high = np.maximum(root_src[across], root_dst[across])
         np.minimum.at(parent, high, low)
-        while True:  # compress: parent[v] becomes v's root
-            grand = parent[parent]
-            if np.array_equal(grand, parent):
-                break
-            parent = grand
+        parent = roots(parent)
 
 
 def _cut(weights: np.ndarray, sizes: dict[str, int]) -> np.ndarray:

@@ -52,12 +52,12 @@ from gnnpipe.data.block_graph import place_rows
 from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph,
                                 edge_type_name)
 from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
+from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.hash_assign import (UNUSED, node_keys, radix_counts, summed,
-                                           thresholds)
+from gnnpipe.splitting.hash_assign import UNUSED, node_keys, radix_counts, thresholds
 from gnnpipe.splitting.ordered_split import (cluster_codes, no_later, ordered_sizes,
                                              time_keys)
 
@@ -144,6 +144,16 @@ def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:
         bounds.append((lo, hi))
         lo = hi
     return bounds
+
+
+def save_rows(folder: Path, block: int, lo: int, hi: int, sources: np.ndarray,
+              rows: np.ndarray) -> int:
+    """Rows ``[lo, hi)`` of a CSR as block ``block`` in ``<folder>/rows/`` (what ``place_rows``
+    reads): the ``sources`` (m,) of its edges, their ``rows`` (m,) ascending; returns m."""
+    out = Path(folder) / "rows" / f"r{block:06d}"
+    save_array(out / "sources.npy", sources)
+    save_array(out / "ends.npy", np.cumsum(np.bincount(rows - lo, minlength=hi - lo)))
+    return int(sources.size)
 
 
 def place_csr(client, folder: Path, blocks: list[tuple[int, int]], kept: list[int],
@@ -372,11 +382,8 @@ def restrict_rows(block: int, lo: int, hi: int, edge_type: EdgeType, source: Sou
     if d == source.target:
         for phase, seen in _sees(np.arange(lo, hi), source, roles_file, cuts).items():
             keep[phase] &= seen[dst - lo]
-    for phase, kept in keep.items():
-        out = Path(folder) / phase / edge_type_name(edge_type) / "rows" / f"r{block:06d}"
-        save_array(out / "sources.npy", src[kept])
-        save_array(out / "ends.npy", np.cumsum(np.bincount(dst[kept] - lo, minlength=hi - lo)))
-    return {phase: int(kept.sum()) for phase, kept in keep.items()}
+    return {phase: save_rows(Path(folder) / phase / edge_type_name(edge_type), block, lo, hi,
+                             src[kept], dst[kept]) for phase, kept in keep.items()}
 
 
 # ----------------------------------------------------------------------------------- split
@@ -414,7 +421,7 @@ def split_node_blocks(client, graph: Graph, cfg: NodeSplitParams, seed: int, scr
                          f"type's own relation together, and this graph has no {graph.target} "
                          f"-> {graph.target} edge type; use random, stratified, time or public")
     n = source.num_nodes
-    blocks = [(lo, min(n, lo + sizes.rows)) for lo in range(0, n, sizes.rows)]
+    blocks = row_ranges(n, sizes.rows)
     roles = scratch / "roles.npy"
     create_memmap(roles, (n,), np.int8)
     dropped = _roles(client, graph, source, cfg, seed, blocks, roles)
@@ -510,12 +517,7 @@ def _ranked(client, source: Source, cfg: NodeSplitParams, seed: int,
         class_sizes = per_class if cfg.strategy == "stratified" else np.array([labelled])
         counts = phase_counts(cfg, phase_sizes, class_sizes, n)
     common = dict(source=source, strategy=cfg.strategy, seed=seed)
-
-    def count(wanted: np.ndarray, prefixes: np.ndarray, shift: int, gather: bool = False):
-        return summed(run_blocks(client, key_histogram, blocks, wanted=wanted, prefixes=prefixes,
-                                 shift=shift, gather=gather, **common), gather)
-
-    limits, has = thresholds(count, counts)
+    limits, has = thresholds(client, key_histogram, blocks, counts, **common)
     cumulative = np.cumsum(counts, axis=0)
     if cfg.strategy == "time":  # keys tie: the threshold's ties are taken in node id order
         found = run_blocks(client, tie_counts, blocks, limits=limits, has=has, **common)

@@ -66,13 +66,8 @@ def nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
             report = audit_node_blocks(client, graph, prepared / "graph.pt", split, cfg)
         if cfg.strategy == "public":  # the official train/val/test nodes left without a label
             report["label_coverage"]["public_split_unlabelled"] = split.dropped
-        roles = open_memmap(split.roles)  # int8 codes: 0 is train
-        train = np.flatnonzero(roles == ROLES.index("train"))
-        kind = params.features.normalize
-        fitted = ({"": features.fit(kind, graph.x[graph.target], train)}
-                  if graph.layout != TYPED else  # other node types: all their nodes
-                  {t: features.fit(kind, x, train if t == graph.target else None)
-                   for t, x in graph.x.items()})
+        roles = open_memmap(split.roles)  # int8 codes of ROLES
+        fitted = features.fit_split(params.features.normalize, graph, roles)
         yield _node_staged(params, graph, report, fitted, cfg.mode, lambda out: io.write_split(
             out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles))
 

@@ -102,12 +102,13 @@ def _fit_mlp(x, graph, roles, params):
     """The MLP on ``x`` (N, F): a ``ModelFeatures`` (the stage) or a tensor (evaluate.seeds),
     the same bytes from either (gnnpipe/training/block_fit.py)."""
     from gnnpipe.training.block_fit import fit_blocks
-    from gnnpipe.training.models import build_model
+    from gnnpipe.training.mlp import FeatureMLP  # build_model("mlp", ...) without PyG
 
     cfg = params.baseline
-    return fit_blocks(lambda: build_model("mlp", x.shape[1], graph.num_classes, cfg), x,
-                      graph.y, roles, cfg, baseline_seed(params), block_rows=cfg.block_rows,
-                      options=LoopOptions(progress=progress),
+    build = lambda: FeatureMLP(x.shape[1], cfg.hidden, graph.num_classes, cfg.num_layers,
+                               cfg.dropout)
+    return fit_blocks(build, x, graph.y, roles, cfg, baseline_seed(params),
+                      block_rows=cfg.block_rows, options=LoopOptions(progress=progress),
                       objective=_objective(graph, roles, params))
 
 

@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import datetime
 import json
+import math
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -217,7 +219,9 @@ def gather_rows(share: torch.Tensor, count: int, ctx: DistContext, *, to_all: bo
                 ) -> torch.Tensor | None:
     """Every rank's ``share`` (rows ``share_rows(count, ctx)`` of a (count, ...) CPU tensor)
     concatenated in rank order: (count, ...) on rank 0, None on the others (``to_all``: on
-    every rank). One process: ``share`` itself."""
+    every rank). One process: ``share`` itself. Rank 0's whole table (the val / test scores a
+    link fit writes) is received into a mapped scratch file beside the stage's outputs where
+    the stage set one (``rows_table``), not into anonymous memory."""
     if ctx.world_size == 1 or count == 0:  # nothing to send: no rank enters a collective
         return share if ctx.world_size == 1 or to_all or ctx.is_main else None
     per = -(-count // ctx.world_size)
@@ -226,13 +230,32 @@ def gather_rows(share: torch.Tensor, count: int, ctx: DistContext, *, to_all: bo
     if not (to_all or ctx.is_main):
         dist.gather(padded, None, dst=0)
         return None
-    out = share.new_empty((per * ctx.world_size, *share.shape[1:]))
+    # to_all: small per-epoch figures, in memory; rank 0's gather: the whole table, mapped
+    out = (share.new_empty if to_all else partial(rows_table, share))(
+        (per * ctx.world_size, *share.shape[1:]))
     blocks = list(out.split(per))  # contiguous views: received in place
     if to_all:
         dist.all_gather(blocks, padded)
     else:
         dist.gather(padded, blocks, dst=0)
     return out[:count]
+
+
+def rows_table(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """An uninitialised CPU tensor of ``shape`` and ``like``'s dtype whose pages belong to a
+    mapped scratch file (``gnnpipe.io.temps.scratch_array``: written back to disk under
+    pressure, never anonymous memory, unlinked at once); in memory outside a stage or for a
+    dtype numpy has not."""
+    from gnnpipe.io.temps import scratch_array  # the stage's scratch folder: gnnpipe/io
+
+    try:
+        dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
+    except TypeError:  # bfloat16: no numpy twin
+        dtype = None
+    width = math.prod(shape[1:])
+    mapped = None if dtype is None else scratch_array(shape[0], width, dtype)
+    return torch.empty(shape, dtype=like.dtype) if mapped is None else torch.from_numpy(
+        mapped).view(shape)
 
 
 def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,

@@ -29,7 +29,8 @@ A block's rows per conv:
 * sep (``SepConv``): the block's own rows through the ego weights beside the neighbour mean of
   the whole table's projected rows, one sparse-dense product as for mean SAGE;
 * GAT (attention is per edge) and other SAGE aggregations: the block's sources and edges
-  gathered into local ids (``Block``, cached between layers);
+  gathered into local ids (``Block``, cached for later layers and calls; predict's one call,
+  ``reuse=False``, keeps a block only while a later layer gathers it and none after);
 * R-GCN: ``RGCNConv`` on the homogeneous view, (every source, the block's rows) bipartite.
 ``hgt`` normalises attention over every in-edge of a node across edge types inside one conv
 call and is not blocked (full forward only; ``config._check_layerwise``).
@@ -109,7 +110,7 @@ def cost_prefix(csrs: list[Csr], num_rows: int) -> torch.Tensor:
     over ``csrs`` (the edge types into it) plus one per row (isolated rows cost too)."""
     prefix = torch.arange(num_rows + 1, dtype=torch.int64)
     for csr in csrs:
-        prefix = prefix + csr.indptr
+        prefix += csr.indptr  # in place: one (N + 1,) table, not a second while summing
     return prefix
 
 
@@ -232,11 +233,16 @@ class LayerwiseInference:
     """
 
     def __init__(self, graph: dict[EdgeType, Csr], num_nodes: dict[str, int], block_edges: int,
-                 aligned: bool = False):
+                 aligned: bool = False, reuse: bool = True):
         self.graph, self.num_nodes, self.block_edges = graph, dict(num_nodes), block_edges
         # aligned: under DDP each rank takes whole blocks of the one-process cut, so every row
         # is computed in the same block as by one process (bit-identical outputs: predict)
         self.aligned = aligned
+        # reuse: later calls may read the gathered blocks again (train evaluates every epoch);
+        # False (predict's one call): blocks are kept only while a later layer of the call
+        # gathers, and dropped when it ends
+        self.reuse = reuse
+        self._keep = True  # whether gather() caches now (set per layer by the caller)
         self.into = {t: [e for e in graph if e[2] == t] for t in self.num_nodes}  # in-edge types
         self._prefix: dict[str, torch.Tensor] = {}
         self._blocks: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
@@ -285,10 +291,26 @@ class LayerwiseInference:
         block = gather_block(self.graph[edge_type], start, stop)
         self._builds += 1
         nbytes = block.n_id.numel() * 8 + block.edge_index.numel() * 4
-        if self._cached_bytes + nbytes <= GATHER_CACHE_BYTES:
+        if self._keep and self._cached_bytes + nbytes <= GATHER_CACHE_BYTES:
             self._gathered[key] = (block.n_id, block.edge_index.int())
             self._cached_bytes += nbytes
         return block
+
+    def keep_gathered(self, later: bool) -> None:
+        """Whether the blocks gathered from now on are cached: when a later call may read them
+        (``reuse``) or ``later``, a later layer of this call gathers."""
+        self._keep = self.reuse or later
+
+    def end_call(self) -> None:
+        """One call is done: without ``reuse`` nothing reads its gathered blocks again."""
+        if not self.reuse:
+            self._gathered.clear()
+            self._cached_bytes = 0
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of the gathered blocks kept now (at most ``GATHER_CACHE_BYTES``)."""
+        return self._cached_bytes
 
     @property
     def num_gathered(self) -> int:
@@ -309,18 +331,22 @@ class LayerwiseInference:
 
 
 def plan(graph: dict[EdgeType, Csr], num_nodes: dict[str, int], in_dim: int,
-         cfg) -> LayerwiseInference | None:
+         cfg, world_size: int = 1) -> LayerwiseInference | None:
     """The layer-wise engine for a phase graph if ``cfg.inference.mode`` (TrainParams) asks
     for one, else None (a full forward; also for a ``cfg`` without an inference section).
     ``auto``: layer-wise for ``AUTO_MODELS`` once a full forward's per-layer messages, all edge
-    types' edges x max(in_dim, hidden) floats, pass ``AUTO_MESSAGE_FLOATS``."""
+    types' edges x max(in_dim, hidden) floats, pass ``AUTO_MESSAGE_FLOATS``, and always when
+    ``world_size`` > 1 DDP ranks share the graph's blocks: a whole-graph forward would run on
+    every rank, each holding every edge's messages (2M nodes: 1.43 GiB a rank against 0.58,
+    bench/rank_memory.py), where the engine gives each rank its share of the blocks. A rank
+    evaluating only its own graph (a partition shard) passes 1."""
     inference = getattr(cfg, "inference", None)
     mode = "full" if inference is None else inference.mode
     if mode == "full":
         return None
     edges = sum(csr.num_edges for csr in graph.values())
-    if mode == "auto" and (cfg.model not in AUTO_MODELS or
-                           edges * max(in_dim, cfg.hidden) <= AUTO_MESSAGE_FLOATS):
+    if mode == "auto" and (cfg.model not in AUTO_MODELS or (
+            world_size <= 1 and edges * max(in_dim, cfg.hidden) <= AUTO_MESSAGE_FLOATS)):
         return None
     return LayerwiseInference(graph, num_nodes, inference.block_edges)
 
@@ -527,7 +553,7 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
         inv_sqrt = engine.inv_sqrt_degree(edge_type, fill)
         xlin = _row_map(conv.lin, h, conv.out_channels)  # the full forward's lin, once
         return lambda a, b: _gcn_rows(conv, xlin, csr, a, b, inv_sqrt, fill)
-    if _is_mean_sage(conv) and isinstance(h, torch.Tensor):  # else gathers per block
+    if not _gathers(conv, h):  # mean SAGE on a table: one sparse-dense product per block
         table = h if h.dtype == torch.float32 else h.float()
         return lambda a, b: _sage_rows(conv, table, table[a:b], csr, a, b)
     if isinstance(conv, SepConv):  # the forward's narrow projection, once over every row
@@ -542,6 +568,15 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
     return gathered
 
 
+def _gathers(conv: nn.Module, h) -> bool:
+    """Whether ``_conv_rows`` gathers each block of ``conv``'s layer into local ids (GAT, other
+    SAGE aggregations, mean SAGE over features read per batch) rather than reading whole
+    tables (GCN, sep, mean SAGE over a table)."""
+    if isinstance(conv, (GCNConv, SepConv)):
+        return False
+    return not (_is_mean_sage(conv) and isinstance(h, torch.Tensor))
+
+
 def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
                with_hidden: bool):
     """gcn, sage, gat, sep: each conv's rows, then ``finish_layer``; jk and the linear head
@@ -553,9 +588,13 @@ def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
     num_nodes = engine.num_nodes[node_type]
     jk, head = hasattr(model, "jk"), hasattr(model, "lin")
     h, tables, hidden = x, [], None
+    # layers after the first read tables (tensors): whether each gathers is known up front
+    gathers = [_gathers(conv, x if layer == 0 else torch.empty(0))
+               for layer, conv in enumerate(model.convs)]
     for layer, conv in enumerate(model.convs):
         if layer == model.num_layers - 1 and not head:
             hidden = h  # (N, width): what the last conv reads
+        engine.keep_gathered(any(gathers[layer + 1:]))
         rows = _conv_rows(conv, h, engine)
 
         def finished(_, a, b, layer=layer, rows=rows, h=h):
@@ -564,6 +603,7 @@ def _basic_gnn(model: BasicGNN, x, engine: LayerwiseInference, ctx: DistContext,
         del rows, finished  # the layer's scratch (GCN's lin table) goes before the next table
         if jk:
             tables.append(h)
+    engine.end_call()
     if not head:
         return (h, hidden.float()) if with_hidden else h
     tables = tables if jk else [h]

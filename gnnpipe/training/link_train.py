@@ -141,43 +141,50 @@ def val_scores(pos: np.ndarray, neg: np.ndarray, ctx: DistContext = SINGLE,
     float rounding (``metrics.ranks_and_ties``, one comparison for both; 1 for a collapsed
     encoder). Under DDP ``pos`` / ``neg`` are this rank's rows ``share_rows(total, ctx)`` of
     the ``total`` positives: every rank's per-positive ranks and ties are gathered in order
-    first, so each rank computes one process's figures from the same numbers."""
+    first (one collective), so each rank computes one process's figures from the same
+    numbers."""
     ranks, ties = ranks_and_ties(pos, neg)  # per positive: no sort of all scores
     pairs = neg.size
     if ctx.world_size > 1:  # 16 B per positive: the rows of the shares, in order
-        ranks = gather_rows(torch.from_numpy(ranks), total, ctx, to_all=True).numpy()
-        ties = gather_rows(torch.from_numpy(ties), total, ctx, to_all=True).numpy()
+        # ties (int64 counts <= K) are exact in float64: one (P, 2) gather carries both
+        both = np.stack([ranks, ties.astype(np.float64)], axis=1)
+        both = gather_rows(torch.from_numpy(both), total, ctx, to_all=True).numpy()
+        ranks, ties = both[:, 0], both[:, 1].astype(np.int64)
         pairs = total * neg.shape[1]
     return {"val_mrr": float((1.0 / ranks).mean()),  # metrics.mrr's arithmetic
             "val_tied_share": float(ties.sum()) / max(pairs, 1)}
 
 
-def _check_share(name: str, targets: torch.Tensor, rows: slice, positives: torch.Tensor,
-                 ctx: DistContext) -> None:
-    """``targets`` must be the negatives of this rank's ``rows`` of ``positives`` (2, P)."""
-    if targets.shape[0] != rows.stop - rows.start:
-        raise ValueError(f"{name}: {targets.shape[0]} rows of negatives for rank {ctx.rank}'s "
-                         f"{rows.stop - rows.start} of {positives.shape[1]} positives; read them "
-                         "with gnnpipe.training.model_inputs.read_supervision")
+def _check_shares(sets: dict[str, dict[str, torch.Tensor]], rows: dict[str, slice],
+                  edges: dict[str, torch.Tensor], ctx: DistContext) -> None:
+    """Each set's (``""``: the fixed negatives, ``" hard"``: the hard ones) phase -> (P_rank, K)
+    targets must be the negatives of this rank's ``rows[phase]`` of ``edges[phase]`` (2, P)."""
+    for name, negatives in sets.items():
+        for phase, targets in negatives.items():
+            share, total = rows[phase].stop - rows[phase].start, edges[phase].shape[1]
+            if targets.shape[0] != share:
+                raise ValueError(f"{phase}{name}: {targets.shape[0]} rows of negatives for rank "
+                                 f"{ctx.rank}'s {share} of {total} positives; read them with "
+                                 "gnnpipe.training.model_inputs.read_supervision")
 
 
 class LinkTask:
     """Link prediction hooks for ``loop.run`` (see ``fit_link``): BCE on supervision positives
     and fresh negatives, early stopping on val MRR (``val_scores``). Each rank of ``ctx`` scores
-    its ``rows`` (``share_rows``) of the val / test positives: ``negatives`` holds only
-    theirs."""
+    its ``rows`` (``share_rows``) of the val / test positives: ``negatives`` (and
+    ``hard_negatives``, scored once the weights are chosen) hold only theirs."""
 
     best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
     examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed
 
     def __init__(self, inputs: dict[str, PhaseInput], edges: dict[str, torch.Tensor],
                  negatives: dict[str, torch.Tensor], sampler: NegativeSampler,
-                 loader: Iterable | None = None, ctx: DistContext = SINGLE):
+                 loader: Iterable | None = None, ctx: DistContext = SINGLE,
+                 hard_negatives: dict[str, torch.Tensor] | None = None):
         self.inputs, self.edges, self.negatives, self.sampler = inputs, edges, negatives, sampler
         self.loader, self.ctx = loader, ctx
         self.rows = {p: share_rows(edges[p].shape[1], ctx) for p in negatives}
-        for phase, rows in self.rows.items():
-            _check_share(phase, negatives[phase], rows, edges[phase], ctx)
+        _check_shares({"": negatives, " hard": hard_negatives or {}}, self.rows, edges, ctx)
         self.supervision = edges["train_supervision"]
         self.heads = self.supervision[0].numpy()
         self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
@@ -255,9 +262,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     if edges["train_supervision"].shape[1] == 0:
         raise ValueError("no train supervision edges to learn from; re-run the split stage")
     assert ctx.world_size == 1 or loader is not None, "config._check_link_processes"
-    task = LinkTask(inputs, edges, negatives, sampler, loader, ctx)
-    for phase, targets in (hard_negatives or {}).items():
-        _check_share(f"{phase} hard", targets, task.rows[phase], edges[phase], ctx)
+    task = LinkTask(inputs, edges, negatives, sampler, loader, ctx, hard_negatives)
     outcome = loop.run(task, build_encoder, cfg, seed, options)
     model, seconds = outcome.model, outcome.seconds
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,

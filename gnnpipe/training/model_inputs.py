@@ -20,7 +20,6 @@ from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.training import distributed, embeddings
 from gnnpipe.training.distributed import DistContext
-from gnnpipe.training.inference import AUTO_MODELS
 from gnnpipe.training.models import build_model
 from gnnpipe.io.common import PHASES
 from gnnpipe.training.train import PhaseInput, build_inputs
@@ -66,26 +65,15 @@ def read_model_inputs(args, cfg, task: str, *, phases: tuple[str, ...] = PHASES,
     the models: the flat ones over a homogeneous graph's one relation, else the typed ones;
     ``train.embeddings.types: featureless`` becomes graph.json's featureless types.
     ``world_size`` > 1 (DDP ranks): ``train.inference.mode: auto`` is layer-wise
-    (``rank_inference``)."""
-    cfg = rank_inference(cfg, world_size)
+    (``gnnpipe.training.inference.plan``)."""
     graph = io.read_graph(args.prepared, mmap=True, stored_x=True)
     # train.embeddings.types featureless: the types graph.json lists, named once, here
     cfg = embeddings.resolve(cfg, list(graph.node_types), io.read_featureless(args.prepared))
-    return READERS[graph.layout](args, graph, cfg, task, phases, amp)
+    return READERS[graph.layout](args, graph, cfg, task, phases, amp, world_size)
 
 
-def rank_inference(cfg, world_size: int):
-    """``cfg`` (TrainParams) with ``train.inference.mode: auto`` resolved to ``layerwise`` on
-    several ranks, for the models auto may block (``AUTO_MODELS``): a whole-graph forward would
-    run on every rank, each holding the whole graph's per-edge messages (2M nodes: 1.43 GiB a
-    rank against 0.58, bench/rank_memory.py), where the layer-wise engine gives each rank its
-    share of the blocks and keeps the layer tables in mapped files. One process: unchanged."""
-    if world_size <= 1 or cfg.inference.mode != "auto" or cfg.model not in AUTO_MODELS:
-        return cfg
-    return replace(cfg, inference=replace(cfg.inference, mode="layerwise"))
-
-
-def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
+def _homogeneous(args, graph, cfg, task: str, phases, amp: bool, world_size: int
+                 ) -> ModelInputs:
     stored = graph.target_view().x
     if task == "node" and samplers.out_of_core(cfg):  # rows per batch of the mapped file
         x = lazy_model_features(args, stored, amp=amp)
@@ -105,7 +93,7 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
         given = build_inputs(x, phases=phases)
     else:
         given = whole_features(build_inputs(x, message_graphs=graphs, cfg=cfg,
-                                            phases=phases))
+                                            phases=phases, world_size=world_size))
     in_dim = int(x.shape[1])
     num_nodes = {graph.target: graph.num_nodes}  # train.embeddings: a row per node
 
@@ -121,10 +109,10 @@ def _homogeneous(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
                                                         num_hops, num_nodes), meta)
 
 
-def _typed(args, graph, cfg, task: str, phases, amp: bool) -> ModelInputs:
+def _typed(args, graph, cfg, task: str, phases, amp: bool, world_size: int) -> ModelInputs:
     typed = read_model_typed(args, graph=graph, mmap=True)  # message graphs: mapped
     graph = typed.graph
-    given = phase_inputs(graph, typed.graphs, cfg, phases=phases)
+    given = phase_inputs(graph, typed.graphs, cfg, phases=phases, world_size=world_size)
     dims = {t: int(x.shape[1]) for t, x in graph.x.items()}
     described = {"model": cfg.model, "target": graph.target,
                  "node_types": ",".join(graph.node_types),

@@ -31,7 +31,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import MLP, GCNConv, MessagePassing, SAGEConv
+from torch_geometric.nn import GCNConv, MessagePassing, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -39,6 +39,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpipe.config import FitParams, TrainParams
 from gnnpipe.data.graph import EdgeType
 from gnnpipe.training.embeddings import attach, input_rows, node_inputs
+from gnnpipe.training.mlp import MLP, FeatureMLP  # PyG's MLP in torch alone (the baseline's)
 
 Metadata = tuple[list[str], list[EdgeType]]
 
@@ -373,18 +374,6 @@ class SepGNN(_Sampled, _Residual, BasicGNN):
 
     def init_conv(self, in_channels: int, out_channels: int, **kwargs) -> MessagePassing:
         return SepConv(in_channels, out_channels)
-
-
-class FeatureMLP(nn.Module):
-    """PyG ``MLP`` that accepts and ignores ``edge_index``."""
-
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float):
-        super().__init__()
-        self.mlp = MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim,
-                       num_layers=num_layers, dropout=dropout, norm=None)
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
-        return self.mlp(x)
 
 
 class SIGN(nn.Module):

@@ -3,9 +3,10 @@
 
 One path, the pipeline's own. The tables (the layout prepare reads, homogeneous or typed; the
 format and column names the model was trained with, saved in model.pt: gnnpipe/io/models.py)
-are read and validated by prepare's readers (gnnpipe/sources/tables.py) and built with the
-model's edge policies (``gnnpipe.data.prepare.build``); they go into a scratch folder as
-prepare, split and data/features would write them, with the model's saved feature transform
+go through the prepare's block path (``gnnpipe.data.prepare_tables``, in this process) with the
+model's edge policies, unlabelled (the label column is optional here and read on its own); they
+go into a scratch folder as prepare, split and data/features would write them, with the model's
+saved feature transform
 (never one fitted on the new graph), every phase's message graph the whole new graph and every
 node's role ``unused``; the predict stage's model inputs and forward then read them
 (``read_model_inputs``, ``trained_outputs``: full or layer-wise, as train.inference says). The
@@ -39,13 +40,13 @@ import torch
 from gnnpipe import io
 from gnnpipe.config import DatasetParams, TrainParams, replace
 from gnnpipe.config.loading import section_from_dict
-from gnnpipe.data.graph import HOMOGENEOUS, ROLE_CODES, UNLABELLED, edge_type_name
-from gnnpipe.data.prepare import Prepared, build
+from gnnpipe.data.graph import HOMOGENEOUS, ROLE_CODES, UNLABELLED, Graph, edge_type_name
+from gnnpipe.data.prepare_tables import prepare_tables
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.io.common import PHASES
 from gnnpipe.io.features import write_features
 from gnnpipe.sources import tables
-from gnnpipe.sources.base import RawGraph, label_codes
+from gnnpipe.sources.base import label_codes
 from gnnpipe.sources.formats import CsvTables, ParquetTables
 from gnnpipe.training.distributed import SINGLE
 from gnnpipe.training.model_inputs import read_model_inputs
@@ -123,37 +124,33 @@ def dataset_for(saved: SavedModel, folder: Path) -> DatasetParams:
     return replace(saved.dataset, path=str(folder), source=table_format(saved, folder))
 
 
-def read_graph_tables(cfg: DatasetParams, target: str
-                      ) -> tuple[RawGraph, pa.ChunkedArray | None, Path]:
-    """The raw graph of the tables (prepare's readers), its ``target`` type's label column
-    (None without one: labels are optional here) and that node table's path."""
+def prepare_graph(cfg: DatasetParams, target: str, saved: SavedModel, out: Path,
+                  scratch: Path) -> Graph:
+    """The tables prepared by blocks into ``out`` (``scratch``: an empty folder for the blocks)
+    without labels (the link task's unlabelled read), features rounded to the dtype training
+    read them in, inline or external past 1 GiB as prepare; the graph, memory-mapped."""
+    typed = {} if cfg.layout == HOMOGENEOUS else {"typed": {"target": target,
+                                                           "link_edge_type": ""}}
+    unlabelled = replace(cfg, task="link", nodes={"label": ""}, storage={
+        "feature_dtype": saved.inference["feature_dtype"], "compression": "none",
+        "features": "auto"}, **typed)
+    scratch.mkdir(parents=True)
+    # now=True: in place at once, also inside a stage's publishing() (which defers the rest)
+    with io.atomic_dir(out, now=True) as folder:
+        prepare_tables(None, unlabelled, folder, scratch)
+    return io.read_graph(out, mmap=True)
+
+
+def label_column(cfg: DatasetParams, target: str) -> tuple[Path, pa.ChunkedArray | None]:
+    """The ``target`` type's node table and its label column (None without one: labels are
+    optional here)."""
     reader = ParquetTables() if cfg.source == "parquet" else CsvTables()
-    if cfg.layout == HOMOGENEOUS:  # tables.read, with the label column optional
-        root = tables.table_folder(cfg)
-        nodes_path = root / (cfg.nodes.file or f"nodes.{cfg.source}")
-        edges_path = root / (cfg.edges.file or f"edges.{cfg.source}")
-        tables.check_table_path(nodes_path, "nodes", cfg)
-        nodes, label = tables.read_nodes(reader, nodes_path, cfg, typed=True)
-        if nodes.x is None:
-            raise ValueError(f"{nodes_path}: no feature column matches dataset.nodes.features="
-                             f"{cfg.nodes.features!r}, which the model was trained with")
-        tables.check_table_path(edges_path, "edges", cfg)
-        lookup = (tables.IdLookup(nodes.ids), nodes_path)
-        src, dst, weight, time = tables.read_edges(reader, edges_path, cfg.edges,
-                                                   {"src": lookup, "dst": lookup}, cfg.nodes.id)
-        raw = RawGraph.homogeneous(nodes.x, np.full(nodes.num_nodes, UNLABELLED, np.int64), src,
-                                   dst, str(root), ids=nodes.ids, time=nodes.time,
-                                   edge_time=time, edge_weight=weight,
-                                   edges_where=str(edges_path))
-        return dataclasses.replace(raw, labelled=False), label, nodes_path
-    # tables.read_typed without labels (the link task's unlabelled read), then the target's
-    # label column on its own: its values are checked against the model's classes
-    raw = tables.read_typed(replace(cfg, task="link", nodes={"label": ""},
-                                    typed={"target": target, "link_edge_type": ""}))
-    path = tables.typed_tables(cfg).paths[target]
-    label = (reader.read(path, [cfg.nodes.label]).column(cfg.nodes.label)
-             if cfg.nodes.label and cfg.nodes.label in reader.schema(path).names else None)
-    return raw, label, path
+    path = (tables.table_folder(cfg) / (cfg.nodes.file or f"nodes.{cfg.source}")
+            if cfg.layout == HOMOGENEOUS else tables.typed_tables(cfg).paths[target])
+    name = cfg.nodes.label
+    if not name or name not in reader.schema(path).names:
+        return path, None
+    return path, reader.read(path, [name]).column(name)
 
 
 def labels_in_classes(column: pa.ChunkedArray | None, num_nodes: int, path: Path,
@@ -179,10 +176,10 @@ def labels_in_classes(column: pa.ChunkedArray | None, num_nodes: int, path: Path
     return np.where(codes >= 0, found[np.maximum(codes, 0)], UNLABELLED)
 
 
-def check_matches(prepared: Prepared, saved: SavedModel, where: Path) -> None:
-    """The graph's layout, node and edge types and feature widths are the model's, else one
-    line naming what differs."""
-    graph, wanted = prepared.graph, saved.inference["graph"]
+def check_matches(graph: Graph, featureless: list[str], saved: SavedModel, where: Path) -> None:
+    """The graph's layout, node and edge types and feature widths (``featureless``: its types
+    without feature columns) are the model's, else one line naming what differs."""
+    wanted = saved.inference["graph"]
     given = {"node types": list(graph.node_types),
              "edge types": [edge_type_name(e) for e in graph.edge_types]}
     for what, names in given.items():
@@ -192,7 +189,7 @@ def check_matches(prepared: Prepared, saved: SavedModel, where: Path) -> None:
                              f"model's ({', '.join(model)}); dataset.undirected adds reverse "
                              "types, so give the relations the model was trained on")
     # a type's degree features and a feature column of the same width would pass unnoticed
-    featureless, trained = list(prepared.featureless), wanted.get("featureless")
+    trained = wanted.get("featureless")
     if trained is not None and featureless != trained:
         raise ValueError(f"{where}: node types without feature columns here: "
                          f"{', '.join(featureless) or 'none'}; in the training tables: "
@@ -220,19 +217,10 @@ class Scored:
     how: str
 
 
-def stage_inputs(scratch: Path, prepared: Prepared, saved: SavedModel) -> SimpleNamespace:
-    """The new graph as prepare, split and data/features would write it, in ``scratch``: the
-    stage arguments ``read_model_inputs`` reads (module docstring)."""
-    graph, inference = prepared.graph, saved.inference
-    args = SimpleNamespace(**{name: scratch / name for name in
-                              ("prepared", "split", "features", "propagate", "partition")})
-    # now=True: in place at once, also inside a stage's publishing() (which defers the rest)
-    with io.atomic_dir(args.prepared, now=True) as out:
-        # x rounded to the dtype training read it in; inline, or external past 1 GiB as prepare
-        io.write_prepared(out, graph, feature_dtype=inference["feature_dtype"],
-                          compression="none", features="auto",
-                          featureless=list(prepared.featureless))
-    features = inference["features"]
+def stage_inputs(args: SimpleNamespace, graph: Graph, saved: SavedModel) -> None:
+    """The rest of the new graph's stage files beside ``args.prepared`` (module docstring): the
+    saved feature transform and a split whose every phase sees the whole graph."""
+    features = saved.inference["features"]
     with io.atomic_dir(args.features, now=True) as out:
         write_features(out, features["meta"]["kind"], features["node_types"],
                        typed=bool(features["meta"]["typed"]))
@@ -240,7 +228,6 @@ def stage_inputs(scratch: Path, prepared: Prepared, saved: SavedModel) -> Simple
     with io.atomic_dir(args.split, now=True) as out:
         io.write_split(out, graph, {phase: graph.csr for phase in PHASES},
                        {"mode": "transductive"}, roles=unused)
-    return args
 
 
 def score(saved: SavedModel, graph_dir: Path, scratch: Path, block_rows: int) -> Scored:
@@ -248,17 +235,19 @@ def score(saved: SavedModel, graph_dir: Path, scratch: Path, block_rows: int) ->
     docstring); ``scratch``: an empty folder for the stage files."""
     cfg = dataset_for(saved, graph_dir)
     target = saved.inference["graph"]["target"]
-    raw, label, where = read_graph_tables(cfg, target)
-    prepared = build(raw, cfg)
-    check_matches(prepared, saved, where)
+    args = SimpleNamespace(**{name: scratch / name for name in
+                              ("prepared", "split", "features", "propagate", "partition")})
+    graph = prepare_graph(cfg, target, saved, args.prepared, scratch / "blocks")
+    where, label = label_column(cfg, target)
+    check_matches(graph, io.read_featureless(args.prepared), saved, where)
     classes = saved.classes
-    y = labels_in_classes(label, prepared.graph.num_nodes_dict[target], where, cfg, classes)
-    args = stage_inputs(scratch, prepared, saved)
+    y = labels_in_classes(label, graph.num_nodes_dict[target], where, cfg, classes)
+    stage_inputs(args, graph, saved)
     inputs = read_model_inputs(args, saved.train, "node", phases=("test",))
     logits, _, how = trained_outputs(inputs, saved.path, SINGLE, len(classes), "target",
                                      {"num_classes": len(classes)}, block_rows)
-    return Scored(logits.float(), torch.from_numpy(y), user_ids(prepared.node_ids[target]),
-                  classes, how)
+    ids = io.read_typed_node_ids(args.prepared, target).column("original_id").combine_chunks()
+    return Scored(logits.float(), torch.from_numpy(y), user_ids(ids), classes, how)
 
 
 def user_ids(ids: pa.Array) -> pa.Array:

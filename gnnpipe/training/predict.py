@@ -5,8 +5,10 @@ Every node is scored with the trained weights on the message graph the test phas
 input of the model's last layer is kept on the way as the node's embedding
 (``gnnpipe.training.models.forward_with_hidden``). Per-node outputs are converted one block of
 ``predict.block_rows`` rows at a time, so no second full copy of the logits or embeddings
-exists as Arrow. Candidate pairs of ``predict.pairs`` are mapped from the user's ids to node
-ids with one vectorized lookup, refused in one line when any id is unknown.
+exists as Arrow, and the user ids beside them are read from data/prepared as they are written
+(``read_node_ids_of``): no (N,) column of them is held. Candidate pairs of ``predict.pairs``
+are mapped from the user's ids to node ids with one vectorized lookup (every id read, then),
+refused in one line when any id is unknown.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gnnpipe import io
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.data.graph import HOMOGENEOUS, TYPED, UNLABELLED
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
+from gnnpipe.io.predictions import StreamedIds
 from gnnpipe.reporting.collapse import collapse
 from gnnpipe.training.inference import layerwise_logits
 from gnnpipe.training.link_train import pair_scores
@@ -106,6 +109,22 @@ def embedding_blocks(hidden: torch.Tensor, original_ids: pa.Array, dtype: str,
 def default_ids(num_nodes: int) -> pa.Array:
     """``original_id`` of a source without user ids: the node id itself."""
     return pa.array(np.arange(num_nodes, dtype=np.int64))
+
+
+class RangeIds:
+    """``default_ids(num_nodes)`` made a block at a time (``slice`` as ``pa.Array.slice``):
+    no (N,) column of ids that are the row numbers."""
+
+    type = pa.int64()
+
+    def __init__(self, num_nodes: int):
+        self._rows = num_nodes
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def slice(self, offset: int, length: int) -> pa.Array:
+        return pa.array(np.arange(offset, min(offset + length, self._rows), dtype=np.int64))
 
 
 # ------------------------------------------------------------------------------------ pairs
@@ -233,6 +252,7 @@ def model_outputs(model: nn.Module, phase: PhaseInput, ctx: DistContext, block_r
     hidden_of = getattr(model, "forward_with_hidden", None) or partial(forward_with_hidden, model)
     if phase.layerwise is not None:
         phase.layerwise.aligned = True  # ranks take whole blocks of one process's cut: its bytes
+        phase.layerwise.reuse = False  # one call: no gathered block is kept past its last read
         out, hidden = layerwise_logits(model, phase.x, phase.layerwise, ctx, with_hidden=True)
         return (out, hidden, "layerwise") if ctx.is_main else (None, None, "layerwise")
     if not ctx.is_main:
@@ -268,14 +288,20 @@ def trained_outputs(inputs, model_dir: Path, ctx: DistContext, out_dim: int, out
     return model_outputs(model, inputs.phases["test"], SINGLE if typed else ctx, block_rows)
 
 
-def read_node_ids_of(prepared: Path, graph) -> dict:
-    """Node type -> ``original_id`` (N_t,) of its every node in ``prepared``: the user's ids
-    when the source had them, else 0..N-1."""
+def read_node_ids_of(prepared: Path, graph, whole: bool = False) -> dict:
+    """Node type -> ``original_id`` of its every node in ``prepared``: the user's ids when the
+    source had them, else 0..N-1. Read a block at a time as the writers slice them
+    (``StreamedIds``, ``RangeIds``: ``len``, ``type``, ``slice``), so no (N,) column is held;
+    ``whole``: one (N_t,) ``pa.Array`` each (a lookup of candidate pairs needs them all)."""
     ids = {}
     for t, num_nodes in graph.num_nodes_dict.items():
         path = prepared / io.node_ids_file(t)
-        ids[t] = default_ids(num_nodes) if not path.exists() else io.read_typed_node_ids(
-            prepared, t).column("original_id").combine_chunks()
+        if not path.exists():
+            ids[t] = default_ids(num_nodes) if whole else RangeIds(num_nodes)
+        elif not whole:
+            ids[t] = StreamedIds(prepared, t, num_nodes)
+        else:
+            ids[t] = io.read_typed_node_ids(prepared, t).column("original_id").combine_chunks()
         if len(ids[t]) != num_nodes:
             raise ValueError(f"{path}: {len(ids[t])} ids for {num_nodes} nodes; re-run the "
                              "prepare stage")

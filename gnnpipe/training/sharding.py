@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from gnnpipe.training.distributed import DistContext
-from gnnpipe.graphops.partition import PartShard
+from gnnpipe.io.part_shard import PartShard
 
 
 @dataclass(frozen=True)

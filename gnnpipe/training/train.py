@@ -28,10 +28,10 @@ from gnnpipe.config import FitParams
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.node_metric import class_counts, node_metric, resolve_metric
-from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
-from gnnpipe.training.inference import csr_view, edge_index_of, plan
+from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, rows_table, shard
 from gnnpipe.training.loop import LoopOptions, epoch_seed
-from gnnpipe.training.models import choose_aggregation, trim_kwargs
+# gnnpipe.training.inference and .models (PyG, about 2 s) are imported where they run: the
+# baseline's MLP fit and gbdt (block_fit, gbdt) use this module without PyG
 from gnnpipe.training.sharding import gather_objects
 
 TRAIN, VAL, UNUSED = ROLE_CODES["train"], ROLE_CODES["val"], ROLE_CODES["unused"]
@@ -190,6 +190,8 @@ def batch_output(model: nn.Module, batch) -> torch.Tensor:
     Per-hop counts trim each layer to what the loss rows need (gnnpipe.training.models);
     ``edge_weight`` goes to models that take one (PyG's ``supports_edge_weight``: gcn) and is left
     out otherwise."""
+    from gnnpipe.training.models import trim_kwargs
+
     user = _unwrap(model)
     kwargs = trim_kwargs(user, batch)
     if batch.edge_weight is not None and getattr(user, "supports_edge_weight", False):
@@ -320,6 +322,8 @@ def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tens
     user = _unwrap(model)
     if getattr(user, "aggregation", None) != "auto":
         return None
+    from gnnpipe.training.models import choose_aggregation  # a graph model: PyG is loaded
+
     return choose_aggregation(user, lambda: loss(user))
 
 
@@ -466,9 +470,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
         logits = torch.empty(0)  # only rank 0 writes artifacts
         if ctx.is_main or any(inputs[p].layerwise is not None for p in PHASES):
             with torch.no_grad():  # layer-wise: all ranks compute, only rank 0 keeps the logits
-                outputs = _phase_outputs(model, task.inputs, {p: idx[p] for p in PHASES}, ctx)
-                if ctx.is_main:
-                    logits = torch.cat([outputs[p].cpu() for p in PHASES]).float()
+                logits = _split_logits(model, task.inputs, idx, ctx)
     history = outcome.history
     summary = {
         "best_epoch": state["best_epoch"],
@@ -491,6 +493,33 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
                        perf_history=outcome.perf_history)
 
 
+def _split_logits(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, torch.Tensor],
+                  ctx: DistContext) -> torch.Tensor:
+    """Logits float32 (M, C) of ``idx``'s train, val then test nodes, each on its phase's graph,
+    on rank 0 (empty on the others, which join the layer-wise collectives). Where every phase
+    evaluates layer by layer on the CPU, the rows are copied from the engine's table into one
+    mapped scratch table (``distributed.rows_table``): rank 0 holds no anonymous copy of the
+    split's logits (2M nodes, 10 classes: 40 MiB as two copies), the same values."""
+    on_cpu = devices.model_device(_unwrap(model)).type == "cpu"  # the same on every rank
+    if not (on_cpu and all(inputs[p].layerwise is not None for p in PHASES)):
+        outputs = _phase_outputs(model, inputs, {p: idx[p] for p in PHASES}, ctx)
+        return (torch.cat([outputs[p].cpu() for p in PHASES]).float() if ctx.is_main
+                else torch.empty(0))
+    logits, start = None, 0
+    for phase in PHASES:  # phases sharing an engine share its memoised table
+        full = layerwise_output(model, inputs[phase], ctx)  # (N, C): a collective
+        if not ctx.is_main:
+            continue
+        assert full.dtype == torch.float32, "layer-wise tables are float32"
+        if logits is None:
+            total = sum(idx[p].numel() for p in PHASES)
+            logits = rows_table(full, (total, *full.shape[1:]))
+        stop = start + idx[phase].numel()
+        torch.index_select(full, 0, idx[phase], out=logits[start:stop])
+        start = stop
+    return logits if logits is not None else torch.empty(0)
+
+
 def _evaluator_outputs(model: nn.Module, evaluator: Evaluator,
                        ctx: DistContext) -> tuple[torch.Tensor, torch.Tensor]:
     """Every rank's evaluator logits, on rank 0 in ``fit``'s order: train, val then test nodes,
@@ -507,13 +536,14 @@ def _evaluator_outputs(model: nn.Module, evaluator: Evaluator,
 
 def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
                  hops: dict[str, list[torch.Tensor]] | None = None,
-                 cfg=None, phases: tuple[str, ...] = PHASES) -> dict[str, PhaseInput]:
+                 cfg=None, phases: tuple[str, ...] = PHASES, world_size: int = 1
+                 ) -> dict[str, PhaseInput]:
     """Per-phase model inputs of ``phases``, sharing tensors between phases that share a graph.
 
     ``message_graphs`` (phase -> Csr) for graph models; ``hops`` (phase -> [X_0..X_K]) for sign;
     neither for the MLP. Exactly the phase's own message graph is used: no phase sees more.
     ``cfg`` (TrainParams) picks the evaluation forward per graph (``train.inference``, see
-    ``gnnpipe.training.inference.plan``); None: full-graph forwards.
+    ``gnnpipe.training.inference.plan``, on ``world_size`` DDP ranks); None: full-graph forwards.
     """
     if hops is not None:
         cache: dict[int, torch.Tensor] = {}
@@ -526,12 +556,15 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         return out
     if message_graphs is None:
         return {phase: PhaseInput(x) for phase in phases}
+    from gnnpipe.training.inference import csr_view, edge_index_of, plan
+
     edges: dict[int, torch.Tensor] = {}
     engines: dict[int, Callable | None] = {}
     for phase in phases:
         csr = message_graphs[phase]
         if id(csr) not in edges:
             edges[id(csr)] = edge_index_of(csr)  # a mapped scratch table in a stage
-            engines[id(csr)] = plan(*csr_view(csr), x.shape[1], cfg) if cfg is not None else None
+            engines[id(csr)] = (plan(*csr_view(csr), x.shape[1], cfg, world_size)
+                                if cfg is not None else None)
     return {phase: PhaseInput(x, edges[id(message_graphs[phase])],
                               engines[id(message_graphs[phase])]) for phase in phases}

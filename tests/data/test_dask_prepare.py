@@ -25,7 +25,7 @@ from gnnpipe.commands import prepare as command
 from gnnpipe.config import params_from_dict
 from gnnpipe.data import prepare_tables
 from gnnpipe.data.table_blocks import BlockSizes
-from gnnpipe.data.prepare import prepare_dataset
+from graph_oracle import prepare_dataset, prepare_whole
 
 N, F = 60, 3
 TINY = BlockSizes(bucket_rows=37, row_block_edges=23, csv_block_bytes=300, node_csv_bytes=400)
@@ -95,7 +95,7 @@ def whole_graph(tmp_path: Path, name: str, dataset: dict, sections: dict | None 
     """The oracle: the same files from the graph whole in memory (``prepare_whole``)."""
     params = params_from_dict({"dataset": dataset, **(sections or {})})
     with io.atomic_dir(tmp_path / name) as out:
-        io.write_json(tmp_path / f"{name}.json", command.prepare_whole(params, out))
+        io.write_json(tmp_path / f"{name}.json", prepare_whole(params, out))
     return tmp_path / name
 
 
@@ -158,7 +158,6 @@ def test_local_engine_prepares_tables_by_blocks_beside_the_output(tmp_path, monk
         return prepare_tables.prepare_tables(client, cfg, out, scratch, TINY, **kwargs)
 
     monkeypatch.setattr(command, "prepare_tables", spy)
-    monkeypatch.setattr(command, "prepare_whole", None)  # the whole-graph path is not taken
     code, out = run_prepare(tmp_path, "local", dataset)
     assert code == 0 and seen == [(None, tmp_path, True)]  # in process, scratch beside out
     assert digests(out) == digests(oracle)

@@ -16,7 +16,7 @@ import pytest
 
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.prepare_tables import prepare_tables
-from gnnpipe.data.prepare import prepare_dataset
+from graph_oracle import prepare_dataset
 from test_dask_prepare import TINY, _error, assert_same_as_local, inline  # noqa: F401
 
 USERS, ITEMS, SHOPS = 40, 25, 6

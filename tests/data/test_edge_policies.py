@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.prepare import build
+from graph_oracle import build
 from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import EDGE
 from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation

@@ -18,7 +18,8 @@ from torch_geometric.transforms import NormalizeFeatures
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.data.graph import ROLE_CODES
-from gnnpipe.data.features import FeatureTransform, fit, fit_typed, read_transform, write_transforms
+from gnnpipe.data.features import (FeatureTransform, fit, fit_rows, fit_typed, read_transform,
+                                   write_transforms)
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 12, "num_classes": 3}},
          "train": {"epochs": 3, "patience": 3, "hidden": 8},
@@ -180,6 +181,14 @@ def test_typed_fit_is_per_type_target_train_others_all(tmp_path):
         read_transform(tmp_path, "venue")
     with pytest.raises(ValueError, match="fitted on a typed graph, read for a homogeneous"):
         read_transform(tmp_path)
+
+
+def test_fit_rows_reads_int8_role_codes_as_the_role_names():
+    """The split stage fits on its int8 role codes (``ROLES`` order): the train rows of the
+    names."""
+    names = np.array(["train", "val", "test", "unused", "train"])
+    codes = np.array([0, 1, 2, 3, 0], dtype=np.int8)
+    assert fit_rows(codes).tolist() == fit_rows(names).tolist() == [0, 4]
 
 
 # --- the stages ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from gnnpipe import io
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import edge_pairs, homogeneous_csr
-from gnnpipe.data.prepare import prepare_dataset
+from graph_oracle import prepare_dataset
 from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES
 from conftest import as_graph
 

@@ -15,7 +15,7 @@ from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import ROLES
 from gnnpipe.data.edges import edge_pairs
-from gnnpipe.data.prepare import prepare_dataset
+from graph_oracle import prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 

@@ -6,6 +6,7 @@ node, a lost edge or a wrong id map shows up as a plain inequality.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import pickle
@@ -23,12 +24,12 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.cli import main
+from gnnpipe.commands.prepare import prepare_to
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
 from gnnpipe.data.graph import EDGE, NODE, ROLES, TargetView
 from gnnpipe.data.edges import normalize_edges
-from gnnpipe.data.prepare import build, prepare_dataset
+from graph_oracle import build, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.sources import formats, tables
 from gnnpipe.sources.base import RawGraph
 from gnnpipe.splitting.split import split_nodes
 from conftest import as_graph
@@ -220,47 +221,6 @@ def test_edge_policies_are_applied_and_counted(tmp_path, policy):
     assert report["duplicates_removed"] == (0 if not dedup else 2 if undirected else 1)
     assert report["edges"] == prepared.graph.target_view().csr.num_edges
     assert report["isolated_nodes"] == 0
-
-
-def test_edges_stream_in_chunks_with_a_progress_bar(tmp_path, monkeypatch):
-    counted = []
-
-    class Bar:
-        def __init__(self, iterable=None, **kwargs):
-            counted.append(kwargs.get("total"))
-
-        def update(self, rows):
-            counted.append(rows)
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(tables, "progress", Bar)
-    monkeypatch.setattr(formats, "EDGE_BATCH_ROWS", 10)
-    folder = write_tables(tmp_path, STR_IDS, row_group=7)
-    cfg = dataset("parquet", folder)
-    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
-    edges = reference()["src"].size
-    assert counted[0] == edges and sum(counted[1:]) == edges and len(counted) > 4
-    assert max(counted[1:]) <= 10  # never more than one chunk in memory at once
-
-    counted.clear()
-    monkeypatch.setattr(formats, "CSV_BLOCK_BYTES", 64)
-    folder = write_tables(tmp_path / "csv", STR_IDS, fmt="csv", list_column=False)
-    cfg = dataset("csv", folder, nodes={"features": "f_*"})
-    assert_same_graph(prepare_dataset(cfg, 0).graph.target_view(), expected_graph(cfg))
-    assert counted[0] is None and sum(counted[1:]) == edges and len(counted) > 4
-
-
-@pytest.mark.parametrize("scale", [1, 3, 10**9], ids=["dense", "gaps", "wide"])
-def test_id_lookup_maps_every_id_to_its_row_and_unknown_ids_to_minus_one(scale):
-    ids = np.random.default_rng(1).permutation(50) * scale - 20 * scale
-    lookup = tables.IdLookup(pa.array(ids))
-    assert (lookup._table is None) == (scale == 10**9)
-    queries = np.concatenate([ids[::-1], [ids.max() + 1, ids.min() - 1, 7 * scale + 1]])
-    row = {int(v): i for i, v in enumerate(ids)}
-    want = [row.get(int(q), -1) for q in queries]
-    assert lookup(pa.array(queries)).tolist() == want
 
 
 def test_parquet_folders_of_parts_are_read_in_name_order(tmp_path):
@@ -469,20 +429,27 @@ def test_bad_list_features_and_bad_csv_values(tmp_path):
         prepare_dataset(dataset("csv", folder), 0)
 
 
+def block_prepare(cfg: DatasetParams, out: Path) -> dict:
+    """The prepare stage's own path on ``cfg`` (by blocks, in this process): prepare.json."""
+    return prepare_to(dataclasses.replace(params_from_dict({}), dataset=cfg), out)
+
+
 def test_wrong_paths_say_what_is_expected(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match=r"dataset\.source=parquet needs dataset\.path"):
-        prepare_dataset(params_from_dict({"dataset": {"source": "parquet"}}).dataset, 0)
+    with pytest.raises(ValueError, match=r"^dataset\.path='data/raw' is not a folder; dataset\."
+                                         r"source=parquet reads the node and edge tables"):
+        block_prepare(params_from_dict({"dataset": {"source": "parquet"}}).dataset, tmp_path / "o")
     # data/raw, the default, is the place for the user's files: a missing table is named
     (tmp_path / "data/raw").mkdir(parents=True)
     with pytest.raises(ValueError, match=r"^data/raw/nodes\.csv: file not found \(dataset\.nodes"
                                          r"\.file; dataset\.source=csv reads the node and edge "
                                          r"tables from dataset\.path='data/raw'\)$"):
-        prepare_dataset(dataset("csv", "data/raw"), 0)
+        block_prepare(dataset("csv", "data/raw"), tmp_path / "o")
     with pytest.raises(ValueError, match=r"dataset\.path='.*nowhere' is not a folder"):
-        prepare_dataset(dataset("csv", tmp_path / "nowhere"), 0)
+        block_prepare(dataset("csv", tmp_path / "nowhere"), tmp_path / "o")
     with pytest.raises(ValueError, match=r"nodes\.parquet: file not found"):
-        prepare_dataset(dataset("parquet", tmp_path), 0)
+        block_prepare(dataset("parquet", tmp_path), tmp_path / "o")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no output, no scratch
 
 
 def test_config_admits_the_new_sources_and_rejects_others():

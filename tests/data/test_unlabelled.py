@@ -15,14 +15,15 @@ import yaml
 from conftest import as_graph, small_params
 from gnnpipe import io
 from gnnpipe.splitting import audit
-from gnnpipe.graphops.analyze import homophily, label_distribution
+from gnnpipe.graphops.analyze import label_distribution
+from test_analyze import homophily
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
 from gnnpipe.data.graph import EDGE, ROLE_CODES, ROLES, UNLABELLED, Csr, Graph, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.reporting.metrics import classification_metrics
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 

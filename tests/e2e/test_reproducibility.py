@@ -85,7 +85,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.training.train import build_inputs, fit
 
     from conftest import small_params
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     params = small_params(num_nodes=1500, num_features=16)
     typed = prepare(params.dataset, params.seed)[0]
@@ -120,7 +120,7 @@ sys.path.insert(0, {tests!r})
 from conftest import small_params
 from gnnpipe.config import NodeSplitParams, TrainParams
 from gnnpipe.training.models import build_model
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.io.common import role_codes

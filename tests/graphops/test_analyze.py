@@ -18,15 +18,16 @@ from scipy.sparse.csgraph import connected_components as scipy_components
 from conftest import as_graph, small_params
 from gnnpipe.graphops import analyze
 from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
-                                      degree_histogram, degree_stats, graph_report, homophily,
-                                      homophily_of, min_label_components, phase_sizes,
-                                      row_counts, train_label_y)
+                                      degree_histogram, degree_stats, graph_report, homophily_of,
+                                      min_label_components, phase_sizes, row_counts,
+                                      train_label_y)
 from gnnpipe.config import AnalyzeParams, NodeSplitParams
 from gnnpipe.data.graph import UNLABELLED, Graph, TargetView, phase_csrs
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.io.common import role_codes
-from gnnpipe.io.csr_blocks import block_graph
+from block_files import block_graph
+from gnnpipe.io.csr_blocks import save_stored_csr
 from gnnpipe.runtime.rng import make_rng
 
 
@@ -37,12 +38,27 @@ def blocks_report(graph: TargetView, cfg: AnalyzeParams = AnalyzeParams(), *phas
     else a fresh one), its tasks in this process."""
     with tempfile.TemporaryDirectory() as tmp, \
             block_graph(graph.csr, scratch or Path(tmp), name="analyze-graph") as folder:
-        return analyze_blocks(None, folder, graph.y.numpy(), graph.num_classes, cfg, *phases,
-                              block_rows=block_rows)
+        return analyze_blocks(None, folder, graph.y.numpy(), graph.num_classes, cfg,
+                              *with_train(folder, *phases), block_rows=block_rows)
+
+
+def with_train(folder: Path, message_graphs=None, roles=None) -> tuple:
+    """``analyze_blocks``'s phase arguments: the train graph saved in ``folder`` as a stored
+    graph (as the split stores it), read by rows where it lies; () without phases."""
+    if message_graphs is None:
+        return ()
+    return message_graphs, roles, save_stored_csr(folder / "train.pt", message_graphs["train"])
 
 
 def _all_rows(csr, y, c):
     return row_counts(csr.indptr.numpy(), y, y[csr.indices.numpy()], c)
+
+
+def homophily(csr, y, num_classes: int) -> dict:
+    """The oracle's ``homophily_of`` of an in-memory ``csr``, all rows as one block (``y`` int
+    (N,), ``UNLABELLED`` for none)."""
+    y = np.asarray(y)
+    return homophily_of(_all_rows(csr, y, num_classes), num_classes)
 
 
 def whole_graph_report(graph: TargetView, cfg: AnalyzeParams, message_graphs=None, roles=None
@@ -320,6 +336,15 @@ def test_component_labels_go_int64_past_int32_nodes(monkeypatch, tmp_path):
     with block_graph(csr, tmp_path) as folder:
         labels = min_label_components(None, folder, 12, 5)
     assert labels.dtype == np.int64 and labels[11] == 2 and labels[4] == 3
+
+
+def test_component_figures_take_least_member_labels_as_they_come():
+    """``component_stats`` of least-member labels (ids with gaps, as the sweeps and
+    ``connected_components`` give them) equals that of the labels numbered 0..C-1."""
+    labels = np.array([0, 0, 2, 2, 2, 5, 6, 6], dtype=np.int32)
+    expected = {"count": 4, "largest": 3, "largest_fraction": 0.375, "singletons": 1}
+    assert component_stats(labels) == expected
+    assert component_stats(np.unique(labels, return_inverse=True)[1]) == expected
 
 
 def test_degree_figures_from_counts_equal_numpy_on_every_node():

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from gnnpipe.config import AnalyzeParams
-from gnnpipe.io.csr_blocks import block_graph
-from tests.graphops.test_analyze import _graph, blocks_report, node_phases, whole_graph_report
+from block_files import block_graph
+from tests.graphops.test_analyze import (_graph, blocks_report, node_phases, whole_graph_report,
+                                        with_train)
 
 
 # ---------------------------------------------------------------------- on LocalClusters
@@ -108,7 +109,7 @@ def test_clusters_of_4_2_and_1_workers_give_the_local_report_and_curvature_sampl
     with _client(cluster, workers) as client:
         with block_graph(graph.csr, tmp_path) as folder:
             got = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
-                                 AnalyzeParams(), *phases, block_rows=40)
+                                 AnalyzeParams(), *with_train(folder, *phases), block_rows=40)
         assert got == whole_graph_report(graph, AnalyzeParams(), *phases), workers
         assert got == blocks_report(graph, AnalyzeParams(), *phases, block_rows=33)
         with block_graph(csr, tmp_path) as folder:

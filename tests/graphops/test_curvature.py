@@ -18,7 +18,7 @@ from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.graphops.reach import (CHUNK_PAIRS, balanced_forman, curvature_report,
                                     edge_curvature, sample_chunks, sample_pairs,
                                     sample_positions, simple_degrees, simple_rows)
-from gnnpipe.io.csr_blocks import block_graph
+from block_files import block_graph
 
 
 # ----------------------------------------------------------------------- whole-graph oracle

@@ -16,10 +16,10 @@ from gnnpipe.data import synthetic
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.data.graph import EDGE, NODE, Csr
 from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, build_shard,
-                               build_shards, halo_report, partition_report, rank_parts,
-                               projection_meta, resolve_backend, shard_summary,
-                               train_projection)
+from gnnpipe.graphops.heuristics import train_projection
+from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, halo_report,
+                               partition_report, rank_parts, projection_meta, resolve_backend)
+from shard_oracle import build_shard, build_shards, shard_summary
 
 # pymetis >= 2025.2 deprecates the xadj/adjncy keywords: gnnpipe passes a CSRAdjacency instead
 pytestmark = pytest.mark.filterwarnings("error:Passing xadj/adjncy is deprecated")
@@ -433,17 +433,6 @@ def test_halo_follows_in_edges_of_a_directed_graph():
     assert shard.csr.edge_index().tolist() == [[1, 2], [0, 1]]  # 2->0 and 3->2, local ids
 
 
-def test_to_local_maps_back_and_marks_absent_ids(community_csr):
-    parts = _parts(community_csr, "metis", 4)
-    shard = build_shard(community_csr, parts, 1, 4, 1)
-    assert torch.equal(shard.to_local(shard.node_id), torch.arange(shard.node_id.numel()))
-    outside = torch.from_numpy(np.setdiff1d(np.arange(community_csr.num_nodes),
-                                            shard.node_id.numpy()))
-    assert outside.numel() > 0 and bool((shard.to_local(outside) == -1).all())
-    empty = build_shard(community_csr, np.zeros(community_csr.num_nodes, np.int32), 1, 2, 1)
-    assert empty.node_id.numel() == 0 and empty.to_local(torch.tensor([0, 5])).tolist() == [-1, -1]
-
-
 def test_halo_report_sums_shards(tiny_graph):
     parts = np.array([0] * 6 + [1] * 6, dtype=np.int32)
     summaries = [shard_summary(s) for s in build_shards(tiny_graph.csr, parts, 2, 1)]
@@ -511,16 +500,14 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     # lp's shard tasks stream a shard's edges to disk (io.shard_writer) as they read its rows
     from gnnpipe import io
     from gnnpipe.graphops import partition
-    from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows
+    from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows, write_shard
 
     parts = _parts(community_csr, "random", 3)
     io.write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
     rows = csr_rows(community_csr)
     rings = shard_rings(rows, parts == 1, 2)
     monkeypatch.setattr(partition, "SHARD_ROWS", 50)
-    with io.shard_writer(tmp_path / "rows", 1, 3, community_csr.num_nodes, rings.ptr) as writer:
-        for chunk in shard_rows(rows, rings):
-            writer.add(*chunk)
+    summary = write_shard(rows, parts == 1, tmp_path / "rows", 1, 3, community_csr.num_nodes, 2)
     with pytest.raises(RuntimeError, match="disk gone"):
         with io.shard_writer(tmp_path / "rows", 2, 3, community_csr.num_nodes, rings.ptr) as w:
             w.add(*next(shard_rows(rows, rings)))
@@ -531,7 +518,7 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     for name in names:
         assert ((tmp_path / "rows/part_1" / name).read_bytes()
                 == (tmp_path / "whole/part_1" / name).read_bytes()), name
-    assert writer.summary == shard_summary(build_shard(community_csr, parts, 1, 3, 2))
+    assert summary == shard_summary(build_shard(community_csr, parts, 1, 3, 2))
     assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["part_1"]  # no part_2, no temp
 
 

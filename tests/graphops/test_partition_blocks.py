@@ -1,11 +1,13 @@
 """partition.method lp by blocks (gnnpipe/graphops/partition_blocks.py): the block files built
-from the split's stored graph are those of the whole graph, byte for byte; parts, report and
+from the split's stored graph (typed relations merged, uneven blocks) are those of the whole
+graph's CSR, byte for byte; parts, report and
 shards equal the whole-graph path's in this process and on 2 and 1 Dask workers, as lp's parts of
 a whole CSR do (test_partition_lp.py's Dask case, here to share the cluster); the stage never
 reads the graph whole; a bad stored graph fails in the same one line."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +19,17 @@ from conftest import scale_cluster
 from gnnpipe import io
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
-from gnnpipe.graphops.partition import (assign_parts, build_shards, partition_report,
-                                        shard_summary, train_projection)
-from gnnpipe.graphops.partition_blocks import build_block_graph, lp_stage
+from gnnpipe.graphops.heuristics import train_projection
+from gnnpipe.graphops.partition import assign_parts, partition_report
+from gnnpipe.graphops.partition_blocks import lp_stage
 from gnnpipe.graphops.partition_lp import lp_partition
 from gnnpipe.io import csr_blocks
+from gnnpipe.io.csr_blocks import build_block_graph
+from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import make_rng
 from test_partition_lp import community_csr  # noqa: F401 (a fixture)
+from block_files import write_blocks
+from shard_oracle import build_shards, shard_summary
 
 FILES = ("indptr.npy", "indices.npy", "out_indptr.npy", "out_indices.npy")
 
@@ -55,11 +61,12 @@ def splits(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("layout", ["homogeneous", "typed"])
 def test_block_files_from_the_split_are_those_of_the_whole_graph(splits, layout, tmp_path):
     whole = train_graph(splits[layout])
-    csr_blocks.write_block_graph(tmp_path / "whole", whole)
+    write_blocks(tmp_path / "whole", whole)
     graph = csr_blocks.stored_message_graph(splits[layout])
     assert (graph.num_nodes, graph.num_edges) == (whole.num_nodes, whole.num_edges)
     (tmp_path / "blocks").mkdir()
-    build_block_graph(tmp_path / "blocks", graph, None, 97)  # many uneven blocks
+    # many uneven blocks
+    build_block_graph(tmp_path / "blocks", graph, functools.partial(run_blocks, None), 97)
     assert sorted(p.name for p in (tmp_path / "blocks").iterdir()) == sorted(FILES)
     for name in FILES:
         assert (tmp_path / "blocks" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
@@ -174,6 +181,7 @@ def test_a_stored_graph_with_ids_out_of_range_fails_in_the_same_line(splits, tmp
 
 def test_shards_are_read_in_chunks_and_do_not_depend_on_their_size(splits, monkeypatch):
     # a ring read whole (not in SHARD_ROWS chunks) put lp's 160M shard tasks past 1 GiB
+    import shard_oracle
     from gnnpipe.graphops import partition
 
     csr = train_graph(splits["homogeneous"])
@@ -187,7 +195,7 @@ def test_shards_are_read_in_chunks_and_do_not_depend_on_their_size(splits, monke
         rows = real_rows(csr)
         return lambda ids: (reads.append(ids.size), rows(ids))[1]
 
-    monkeypatch.setattr(partition, "csr_rows", counted)
+    monkeypatch.setattr(shard_oracle, "csr_rows", counted)
     for a, b in zip(whole, build_shards(csr, parts, 3, 2)):
         assert all(torch.equal(x, y) for x, y in [(a.node_id, b.node_id), (a.degree, b.degree),
                                                   (a.csr.indptr, b.csr.indptr),

@@ -17,6 +17,7 @@ from gnnpipe.graphops.partition import assign_parts, partition_report
 from gnnpipe.graphops.partition_lp import (GAIN_ZERO, lp_partition, part_caps, permute,
                                            plan_inflow, split_ranges, swap_limits)
 from gnnpipe.io import csr_blocks
+from block_files import write_blocks
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +35,11 @@ def _lp(csr, k=4, **kw):
                         np.random.default_rng(0))
 
 
-def test_block_files_hold_the_graph_and_its_transpose(tmp_path, monkeypatch):
+def test_block_files_hold_the_graph_and_its_transpose(tmp_path):
     rng = np.random.default_rng(1)
     src, dst = rng.integers(0, 50, 400), rng.integers(0, 50, 400)  # directed, loops, repeats
     csr = csr_from_edges(src, dst, 50)
-    monkeypatch.setattr(csr_blocks, "EDGE_BLOCK", 37)  # the transpose is built in many blocks
-    csr_blocks.write_block_graph(tmp_path, csr)
+    write_blocks(tmp_path, csr, block_rows=7)  # the transpose is built in many blocks
     assert csr_blocks.num_block_nodes(tmp_path) == 50
     row, neighbour = csr_blocks.read_block_rows(tmp_path, 10, 20)
     expected = [(v, u) for u, v in zip(csr.indices.tolist(), csr.targets().tolist())
@@ -167,7 +167,7 @@ def test_propose_reads_the_labels_of_its_rows_and_their_neighbours_only(tmp_path
 
     rng = np.random.default_rng(2)
     csr = csr_from_edges(rng.integers(0, 400, 1600), rng.integers(0, 400, 1600), 400)
-    csr_blocks.write_block_graph(tmp_path, csr)
+    write_blocks(tmp_path, csr)
     csr_blocks.write_labels(tmp_path, 0, rng.integers(0, 4, 400))
     asked = []
     real = partition_lp.gather_labels
@@ -203,7 +203,7 @@ def test_label_counts_count_every_edge_but_self_loops(tmp_path):
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
     src[:20] = dst[:20]  # self-loops, some repeated
-    csr_blocks.write_block_graph(tmp_path, csr_from_edges(src, dst, 40))
+    write_blocks(tmp_path, csr_from_edges(src, dst, 40))
     labels = rng.integers(0, 5, 40)
     row, neighbour = csr_blocks.read_block_rows(tmp_path, 10, 30)
     expected = np.zeros((20, 5), dtype=np.int64)
@@ -235,7 +235,7 @@ def test_a_sweep_keeps_its_proposals_in_the_block_folder_not_in_task_results(com
 
     monkeypatch.setattr(partition_lp, "run_blocks", run)
     monkeypatch.setattr(partition_lp, "fold_blocks", fold)
-    csr_blocks.write_block_graph(tmp_path, community_csr)
+    write_blocks(tmp_path, community_csr)
     cfg = PartitionParams(method="lp", num_parts=4, block_rows=700, iterations=3)
     parts = lp_parts(tmp_path, cfg, 11)
     monkeypatch.undo()

@@ -547,7 +547,8 @@ def _vm_flags(address: int) -> str:
 
 
 def test_gathered_bytes_read_one_row_per_non_zero():
-    from gnnpipe.graphops.propagate import hop_gathered_bytes, hop_traffic_bytes
+    from bench.propagate import hop_gathered_bytes
+    from gnnpipe.graphops.propagate import hop_traffic_bytes
 
     # 10 nodes, 30 non-zeros, F = 4, int32: graph 11*4 + 30*8, 30 rows of 16 B read, 10 written
     assert hop_gathered_bytes(10, 30, 4) == 11 * 4 + 30 * 8 + 30 * 16 + 10 * 16

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from gnnpipe.config import PropagateParams
-from gnnpipe.graphops.propagate import hop_gathered_bytes, hop_traffic_bytes, jit_missing
+from gnnpipe.graphops.propagate import hop_traffic_bytes, jit_missing
 
 # bench/ is a folder of the repository, not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.propagate import normalized_adjacency  # noqa: E402
+from bench.propagate import hop_gathered_bytes, normalized_adjacency  # noqa: E402
 
 
 @pytest.fixture(scope="module")

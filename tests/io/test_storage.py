@@ -7,7 +7,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.config import DatasetParams, SyntheticParams
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from conftest import as_graph
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # What io may import besides itself: the plain data types it stores, which import nothing of
 # gnnpipe but each other
-IO_ALLOWED = {"gnnpipe", "gnnpipe.data.graph", "gnnpipe.data.edges", "gnnpipe.graphops.part_shard"}
+IO_ALLOWED = {"gnnpipe", "gnnpipe.data.graph", "gnnpipe.data.edges"}
 
 MODULES = dvc_yaml.module_files()
 GRAPH = dvc_yaml.import_graph()  # what a module can run, subprocesses and importlib included
@@ -142,7 +142,7 @@ def test_dvc_yaml_is_generated_from_the_stage_table(capsys):
 
 
 @pytest.mark.parametrize("edit, names", [
-    (("      - gnnpipe/training/models.py\n", ""), "baseline deps +gnnpipe/training/models.py"),
+    (("      - gnnpipe/training\n", ""), "baseline deps +gnnpipe/training"),
     (("      - data/pairs\n", "      - data/pairs\n      - gnnpipe/nothing.py\n"),
      "predict deps -gnnpipe/nothing.py"),
     (("      - metrics/perf/train.json  #", "      - metrics/perf/train.json:\n"
@@ -193,10 +193,22 @@ def test_dvc_deps_cover_the_stage_import_closure(stage):
         for m, chain in sorted(uncovered.items()))
 
 
-def test_whole_folders_name_packages():
-    """A WHOLE entry that is no package (moved or renamed) would silently list files instead."""
-    for package in dvc_yaml.WHOLE:
+def test_per_file_entries_name_packages():
+    """A PER_FILE entry that is no package (moved or renamed) would silently make it a folder."""
+    for package in dvc_yaml.PER_FILE:
         assert MODULES[package].name == "__init__.py", package
+
+
+def test_a_package_is_one_folder_dep_and_the_commands_are_files():
+    """dvc.lock stays small (docs/pipeline.md): a reached subpackage is its folder, and a
+    stage lists its own command module, not the others'."""
+    deps = set(dvc_yaml.code_deps("train", GRAPH))
+    assert {"gnnpipe/training", "gnnpipe/io", "gnnpipe/commands/train.py"} <= deps
+    assert not any(d.startswith(("gnnpipe/training/", "gnnpipe/io/")) for d in deps)
+    assert "gnnpipe/commands" not in deps and "gnnpipe/commands/predict.py" not in deps
+    fine = dvc_yaml.code_deps("train", GRAPH, per_file=tuple(
+        m for m in MODULES if MODULES[m].name == "__init__.py"))
+    assert "gnnpipe/training/models.py" in fine and len(fine) > len(deps)
 
 
 def test_each_input_is_an_earlier_stage_output_or_committed():

@@ -1,7 +1,7 @@
 """A stage imports only what it uses (issue 46): PyG and its ``torch._dynamo`` chain only where
-PyG objects are built (train, predict, baseline's PyG ``MLP``: inside their ``run``), scipy only
-where a sparse product runs; ``gnnpipe --help`` imports no torch. Checked in one fresh
-interpreter's ``sys.modules``."""
+PyG objects are built (train, predict: inside their ``run``; the baseline's MLP is torch alone,
+gnnpipe/training/mlp.py), scipy only where a sparse product runs; ``gnnpipe --help`` imports no
+torch, the report none at all. Checked in fresh interpreters' ``sys.modules``."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # every command module that does not build PyG objects at import (what `gnnpipe <stage> --help`
-# loads), and the library modules split's, analyze's and evaluate's runs reach
+# loads), and the library modules split's, analyze's, evaluate's and the baseline MLP's runs reach
 LEAN = ("gnnpipe.commands.prepare", "gnnpipe.commands.split", "gnnpipe.commands.analyze",
         "gnnpipe.commands.partition", "gnnpipe.commands.propagate", "gnnpipe.commands.baseline",
         "gnnpipe.commands.evaluate", "gnnpipe.commands.report", "gnnpipe.graphops.heuristics",
-        "gnnpipe.graphops.reach", "gnnpipe.splitting.hard_negatives")
+        "gnnpipe.graphops.reach", "gnnpipe.splitting.hard_negatives",
+        "gnnpipe.training.baseline_fit", "gnnpipe.training.block_fit", "gnnpipe.training.mlp")
 HEAVY = ("torch_geometric", "torch._dynamo", "scipy")
 
 PROBE = f"""
@@ -36,3 +37,56 @@ def test_help_and_lean_stages_skip_pyg_and_scipy():
                           text=True, check=True)
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert loaded == {"help": [], "lean": []}
+
+
+# the report reads JSON, CSV and Parquet: its command, its parser and every gnnpipe.io name its
+# run uses (read_classes on a real classes.parquet) import no torch (about 1.3 s), and the cli
+# pins no torch threads for it
+REPORT_PROBE = """
+import json, sys
+import pyarrow as pa
+from gnnpipe.cli import build_parser
+args = build_parser(("report",)).parse_args(["report"])
+from gnnpipe import io
+io.write_classes(sys.argv[1], pa.array(["cat", "dog"]))
+names = io.read_classes(sys.argv[1]).to_pylist()
+for name in ("read_json", "atomic_path", "atomic_dir", "write_csv", "write_text"):
+    getattr(io, name)
+import gnnpipe.reporting.figures
+print(json.dumps({"names": names, "uses_torch": getattr(args, "uses_torch", True),
+                  "loaded": [m for m in ("torch", "torch_geometric", "lightgbm") if m in sys.modules]}))
+"""
+
+
+def test_report_starts_without_torch(tmp_path):
+    done = subprocess.run([sys.executable, "-c", REPORT_PROBE, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == {"names": ["cat", "dog"],
+                                                        "uses_torch": False, "loaded": []}
+
+
+def test_io_names_are_their_familys():
+    """gnnpipe.io imports a family on the first use of one of its names (FAMILIES): each listed
+    name is the object that family exports, and every name a family exports is reachable."""
+    import gnnpipe.io as io
+    from gnnpipe import LazyModule
+
+    for family, names in io.FAMILIES.items():
+        exported = io.exported(family)
+        for name in names:
+            assert name in exported, f"gnnpipe.io.FAMILIES[{family!r}] lists {name}, not there"
+            assert getattr(io, name) is exported[name], name
+        for name, value in exported.items():
+            if not isinstance(value, (type(io), LazyModule)):  # a module it imported: no reader
+                assert getattr(io, name) is value, f"gnnpipe.io.{name} is not {family}'s"
+    assert io.splits.__name__ == "gnnpipe.io.splits"  # a submodule by attribute
+
+
+def test_train_help_skips_pyg():
+    """`gnnpipe train --help` builds the train command's parser: PyG is imported by the task
+    that trains (commands/train.py: train_nodes, train_links), not by the module."""
+    probe = ("import sys\nfrom gnnpipe.cli import build_parser\nbuild_parser(('train',))\n"
+             "print([m for m in ('torch_geometric', 'torch._dynamo') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"

@@ -73,7 +73,7 @@ class _OneWay(nn.Module):
 def collapsed_run():
     """A sage encoder wrapped by ``_OneWay`` and a working MLP, trained on the same split of a
     small homophilous synthetic graph."""
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     params = small_params(num_nodes=600)
     graph = prepare(params.dataset, params.seed)[0].target_view()

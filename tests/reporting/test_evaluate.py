@@ -175,6 +175,59 @@ def test_correct_on_test_is_one_score_per_test_node_in_id_order():
     assert correct_on_test(torch.arange(5), logits, y, roles).tolist() == [1.0, 1.0, 0.0]
 
 
+def test_correct_of_the_confusion_rows_is_correct_on_test_from_one_argmax(monkeypatch):
+    """evaluate takes the GNN's test argmax once (``confusion_rows``) for both the confusion
+    file and the reach figures (``correct_of``); the result is ``correct_on_test``'s."""
+    from gnnpipe.reporting import evaluate
+
+    rng = np.random.default_rng(0)
+    roles = rng.integers(0, 4, 200).astype(np.int8)
+    y = rng.integers(0, 5, 200)
+    logits = torch.randn(200, 5, generator=torch.Generator().manual_seed(1))
+    want = correct_on_test(torch.arange(200), logits, y, roles)
+    calls = []
+    argmax = evaluate.predicted_labels
+    monkeypatch.setattr(evaluate, "predicted_labels", lambda *a: calls.append(1) or argmax(*a))
+    rows = confusion_rows(torch.arange(200), logits, y, roles, "test")
+    assert np.array_equal(evaluate.correct_of(*rows), want) and len(calls) == 1
+
+
+def test_predicted_labels_build_no_row_map(monkeypatch):
+    """Only the range of the ids is checked: no (N,) row map for a scatter by node id."""
+    from gnnpipe.reporting import evaluate
+
+    def refuse(*args):
+        raise AssertionError("row map built")
+    monkeypatch.setattr(evaluate, "row_map", refuse)
+    got = predicted_labels(torch.tensor([3, 0]), _logits_for([2, 1], 3), 5)
+    assert got.tolist() == [1, -1, -1, 2, -1]
+
+
+def test_evaluate_and_smoothing_share_one_row_map():
+    from gnnpipe.graphops import smoothing as graph_smoothing
+    from gnnpipe.reporting import evaluate
+
+    assert evaluate.row_map is graph_smoothing.row_map
+    assert graph_smoothing.row_map(torch.tensor([2, 0]), 4).tolist() == [1, -1, 0, -1]
+    with pytest.raises(ValueError, match="outside \\[0, 4\\)"):
+        graph_smoothing.row_map(np.array([4]), 4)
+
+
+@pytest.mark.parametrize("classes", [2, 3, 10])
+def test_ranking_scores_by_row_blocks_are_the_whole_arrays_bytes(classes):
+    """One (M, C) float64 table filled by row blocks holds the bytes of the whole-array
+    log-softmax (or log-odds), so every ranking metric is unchanged."""
+    from gnnpipe.reporting.node_metric import ranking_scores
+
+    logits = torch.randn(1001, classes, generator=torch.Generator().manual_seed(classes)) * 9
+    z = logits.double()
+    whole = (torch.log_softmax(z, dim=1).numpy() if classes > 2 else
+             np.stack([-(z[:, 1] - z[:, 0]).numpy(), (z[:, 1] - z[:, 0]).numpy()], axis=1))
+    for rows in (1, 64, 1 << 16):
+        got = ranking_scores(logits, rows=rows)
+        assert got.dtype == np.float64 and got.tobytes() == whole.tobytes()
+
+
 def test_smoothing_of_identical_outputs_is_fully_smoothed(tiny_graph):
     n = tiny_graph.num_nodes
     same = smoothing(torch.arange(n), torch.ones(n, 3), tiny_graph.csr)

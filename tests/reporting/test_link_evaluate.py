@@ -295,7 +295,7 @@ def test_a_typed_relation_with_two_hop_paths_keeps_the_shared_neighbour_heuristi
     """author writes paper, paper cites paper: source and destination types differ, yet an
     author and a paper share a neighbour (a paper the author wrote that cites it)."""
     from gnnpipe.config import params_from_dict
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     graph = prepare(params_from_dict({"dataset": {"layout": "typed", "synthetic": {
         "num_nodes": 300, "num_authors": 80, "num_venues": 5}}}).dataset, 0)[0]

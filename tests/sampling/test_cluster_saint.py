@@ -18,7 +18,8 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import csr_from_edges
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
-from gnnpipe.graphops.partition import assign_parts, build_shard
+from gnnpipe.graphops.partition import assign_parts
+from shard_oracle import build_shard
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.cluster import ClusterLoader, GraphParts, ShardParts, cluster_schedule
@@ -60,7 +61,7 @@ def _check_induced(batch, csr: Csr, edges: set, roles: np.ndarray, x: torch.Tens
 def setup(request):
     """A 1500-node graph, its transductive split, a 6-part METIS partition and 1-hop shards."""
     from conftest import small_params
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     params = small_params()
     graph = prepare(params.dataset, params.seed)[0].target_view()

@@ -23,7 +23,7 @@ from gnnpipe.training.loop import Checkpointing, LoopOptions
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.training.models import build_model
 from gnnpipe.splitting.negatives import edge_keys_both_directions, training_sampler
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader

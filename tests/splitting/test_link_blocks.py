@@ -24,7 +24,7 @@ from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.data.graph import Graph
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting import audit

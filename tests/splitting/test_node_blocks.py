@@ -22,7 +22,7 @@ from gnnpipe.config import NodeSplitParams, params_from_dict
 from gnnpipe.config.errors import ParamsError
 from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import EDGE, Csr, Graph
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.splitting import audit, hash_assign, split
 from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys, summed
 from gnnpipe.splitting.ordered_split import ordered_sizes

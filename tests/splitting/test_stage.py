@@ -10,7 +10,7 @@ import pytest
 
 from gnnpipe import io
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.splitting import stage
 
 SPLIT = {"assign": "hash", "node": {"strategy": "stratified", "mode": "inductive"},

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from gnnpipe.config import FitParams, NodeSplitParams, TrainParams, params_from_dict
 from gnnpipe.data.graph import ROLE_CODES
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.io.common import PHASES, role_codes
 from gnnpipe.reporting.node_metric import node_metrics
 from gnnpipe.runtime.rng import make_rng

@@ -58,7 +58,8 @@ def _shard_setup():
 
     from gnnpipe.config import PartitionParams, TrainParams
     from gnnpipe.data.edges import csr_from_edges
-    from gnnpipe.graphops.partition import assign_parts, build_shard
+    from gnnpipe.graphops.partition import assign_parts
+    from shard_oracle import build_shard
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.training.models import build_model
 

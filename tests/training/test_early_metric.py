@@ -14,7 +14,7 @@ import torch
 
 from gnnpipe.config import FitParams, NodeSplitParams, TrainParams
 from gnnpipe.data.graph import ROLE_CODES
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.reporting.node_metric import node_metric
 from gnnpipe.runtime.rng import make_rng

@@ -19,8 +19,9 @@ from link_oracle import split_links
 from gnnpipe.training.link_train import embed, encode, fit_link
 from gnnpipe.training.models import build_model
 from gnnpipe.splitting.negatives import training_sampler
-from gnnpipe.graphops.partition import assign_parts, build_shard
-from gnnpipe.data.prepare import prepare
+from gnnpipe.graphops.partition import assign_parts
+from shard_oracle import build_shard
+from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 from gnnpipe.splitting.split import split_nodes

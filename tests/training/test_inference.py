@@ -23,12 +23,14 @@ from gnnpipe.training.inference import (AUTO_MESSAGE_FLOATS, EDGE, NODE, Layerwi
                                cost_prefix, gcn_inv_sqrt_degree, layerwise_logits, csr_view,
                                plan, rank_rows, row_blocks)
 from gnnpipe.io.common import role_codes
+from gnnpipe.io.temps import SCRATCH_ENV
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.splitting.split import split_nodes
 from gnnpipe.training.train import build_inputs, fit
 from conftest import as_graph
+from mapped_pages import mapped_file
 
 NUM_NODES, IN_DIM, CLASSES = 60, 6, 4
 
@@ -196,6 +198,17 @@ def test_auto_keeps_the_default_graph_on_the_full_forward():
     assert forced.block_edges == 123
 
 
+def test_auto_blocks_any_graph_on_several_ranks():
+    """The one auto rule: on DDP ranks that share a graph's blocks a whole-graph forward would
+    run on every rank, so auto is layer-wise however small the graph; one process, a model
+    auto cannot block and ``full`` keep the full forward."""
+    default, small = TrainParams(), csr_view(_csr_with(10))
+    assert plan(*small, 4, default) is None
+    assert isinstance(plan(*small, 4, default, world_size=2), LayerwiseInference)
+    assert plan(*small, 4, dataclasses.replace(default, model="mlp"), world_size=2) is None
+    assert plan(*small, 4, replace(default, inference={"mode": "full"}), world_size=2) is None
+
+
 def test_memo_skips_recomputing_for_unchanged_weights(csr, features):
     model = _model("sage")
     engine = LayerwiseInference(*csr_view(csr), 9)
@@ -298,7 +311,10 @@ def test_typed_plan_counts_every_edge_type():
 
 
 # ------------------------------------------------------------------------------ fit integration
-def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
+def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph, tmp_path,
+                                                                 monkeypatch):
+    """The same logits to 1e-5; the layer-wise fit's (rank 0's split logits) in a mapped
+    scratch table of the stage's folder, not anonymous memory."""
     roles = role_codes(split_nodes(as_graph(small_graph), NodeSplitParams(),
                                    make_rng(0, "split")).roles)
     graphs = {p: small_graph.csr for p in ("train", "val", "test")}
@@ -308,10 +324,14 @@ def test_fit_with_layerwise_evaluation_matches_the_full_forward(small_graph):
         mode_cfg = replace(cfg, inference={"mode": mode, "block_edges": 2000})
         inputs = build_inputs(small_graph.x, message_graphs=graphs, cfg=mode_cfg)
         assert (inputs["val"].layerwise is not None) == (mode == "layerwise")
+        if mode == "layerwise":
+            monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
         results[mode] = fit(lambda: build_model("gcn", small_graph.x.shape[1], 3, mode_cfg),
                             inputs, small_graph.y, roles, mode_cfg, 0)
     full, lw = results["full"], results["layerwise"]
     assert lw.perf["eval_inference"] == "layerwise" and "eval_inference" not in full.perf
+    assert mapped_file(lw.logits).endswith("(deleted)")
+    assert not mapped_file(full.logits).endswith("(deleted)")
     assert torch.equal(full.node_id, lw.node_id)
     torch.testing.assert_close(lw.logits, full.logits, atol=1e-5, rtol=1e-5)
     assert [h["val_acc"] for h in lw.history] == [h["val_acc"] for h in full.history]

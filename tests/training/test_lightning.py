@@ -22,7 +22,7 @@ from gnnpipe.config import (InferenceParams, NeighborParams, NodeSplitParams, Pa
 from gnnpipe.training.lightning import NodeClassifier, NodeDataModule, fit_lightning
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from gnnpipe.splitting.split import split_nodes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import os
 import traceback
 
 import numpy as np
@@ -16,10 +17,14 @@ import torch
 import torch.distributed as dist
 import yaml
 
+from mapped_pages import mapped_file
+
 from gnnpipe.cli import main
 from gnnpipe.config import load_params
 from gnnpipe.io import splits
+from gnnpipe.io.temps import SCRATCH_ENV, SCRATCH_NAME
 from gnnpipe.training.distributed import SINGLE, DistContext, gather_rows, share_rows
+from gnnpipe.training import link_train
 from gnnpipe.training.link_train import LinkTask, val_scores
 from gnnpipe.training.model_inputs import read_model_inputs, read_supervision
 
@@ -96,16 +101,33 @@ def test_a_task_refuses_negatives_that_are_not_its_share():
     LinkTask({}, edges, whole, None)  # one process: every row
     with pytest.raises(ValueError, match="val: 5 rows of negatives for rank 1's 2 of 5"):
         LinkTask({}, edges, whole, None, ctx=DistContext(1, 2, 1))
+    share = {p: t[3:] for p, t in whole.items()}  # rank 1's rows 3..4
+    LinkTask({}, edges, share, None, ctx=DistContext(1, 2, 1), hard_negatives=share)
+    with pytest.raises(ValueError, match="test hard: 5 rows of negatives for rank 1's 2 of 5"):
+        LinkTask({}, edges, share, None, ctx=DistContext(1, 2, 1),
+                 hard_negatives={"val": share["val"], "test": whole["test"]})
 
 
 def _rank(rank: int, world: int, init: str, pos, neg, out) -> None:
-    """One forked rank: its share's val figures and the gathered scores."""
+    """One forked rank: its share's val figures and the gathered scores (rank 0: in a mapped
+    scratch file of the stage's folder, ``GNNPIPE_SCRATCH_DIR``)."""
     try:
+        os.environ[SCRATCH_ENV] = init.removeprefix("file://").rsplit("/", 1)[0]
         ctx = DistContext(rank, world, rank)
         dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
         rows = share_rows(pos.shape[0], ctx)
+        calls = []  # val_scores' collectives: one stacked gather of ranks and ties
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return gather_rows(*args, **kwargs)
+
+        link_train.gather_rows = counted  # this forked rank's module only
         figures = val_scores(pos[rows].numpy(), neg[rows].numpy(), ctx, pos.shape[0])
+        figures["collectives"] = len(calls)
         gathered = gather_rows(neg[rows], pos.shape[0], ctx)
+        if gathered is not None:
+            figures["mapped"] = mapped_file(gathered)
         out.put((rank, figures, None if gathered is None else gathered.numpy()))
         dist.destroy_process_group()
     except Exception:  # the parent asserts on it
@@ -128,8 +150,11 @@ def test_ranks_gather_one_process_figures_and_scores(tmp_path):
     results = dict((r, (f, g)) for r, f, g in (out.get(timeout=60) for _ in procs))
     for proc in procs:
         proc.join(timeout=30)
-    expected = val_scores(pos.numpy(), neg.numpy())
+    expected = {**val_scores(pos.numpy(), neg.numpy()), "collectives": 1}
     assert 0 < expected["val_tied_share"] < 1
+    mapped = results[0][0].pop("mapped")  # rank 0's whole table: a scratch file, unlinked
+    assert SCRATCH_NAME.name in mapped and mapped.endswith("(deleted)"), mapped
+    assert not list(tmp_path.glob(f".{SCRATCH_NAME.name}*"))  # nothing left on disk
     for rank in range(world):
         assert results[rank][0] == expected, results[rank][0]
     assert np.array_equal(results[0][1], neg.numpy())

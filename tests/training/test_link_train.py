@@ -40,7 +40,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def link_data():
     from conftest import small_params
-    from gnnpipe.data.prepare import prepare
+    from graph_oracle import prepare
 
     params = small_params()
     graph = prepare(params.dataset, params.seed)[0].target_view()

@@ -46,6 +46,17 @@ def split_repo(request, tmp_path_factory):
     return args, load_params(root / "params.yaml"), kind, task
 
 
+def test_auto_evaluates_layer_by_layer_on_several_ranks(split_repo):
+    """``world_size`` reaches ``inference.plan`` for both layouts: the small graph keeps auto's
+    full forward in one process and evaluates layer by layer on two ranks."""
+    args, params, _, task = split_repo
+    assert params.train.inference.mode == "auto"
+    one = read_model_inputs(args, params.train, task)
+    two = read_model_inputs(args, params.train, task, world_size=2)
+    assert all(one.phases[p].layerwise is None for p in PHASES)
+    assert all(two.phases[p].layerwise is not None for p in PHASES)
+
+
 def _message_edges(args, inputs, kind):
     """phase -> the message graph's edge_index (homogeneous) or edge type -> edge_index."""
     if kind == "homogeneous":

@@ -86,3 +86,62 @@ def test_improved_gcn_is_refused_not_silently_different(graph):
     model = GCN(F, 8, 2, C, improved=True).eval()
     with pytest.raises(ValueError, match="train.inference.mode: full"):
         layerwise_logits(model, x, LayerwiseInference(*csr_view(csr), 40))
+
+
+class _RowsPerRequest:
+    """Features read per request (as ``ModelFeatures``): not a tensor, so mean SAGE gathers
+    its first layer's blocks."""
+
+    def __init__(self, x):
+        self.x, self.shape, self.dtype = x, x.shape, x.dtype
+
+    def __getitem__(self, index):
+        return self.x[index]
+
+
+def _engines(csr, block_edges):
+    """The same engine twice: for calls that come again (train) and for one call (predict)."""
+    return (LayerwiseInference(*csr_view(csr), block_edges),
+            LayerwiseInference(*csr_view(csr), block_edges, reuse=False))
+
+
+@pytest.mark.parametrize("name, lazy", [("gat", False), ("max-sage", False), ("sage", True)])
+def test_one_call_keeps_no_gathered_block_past_its_last_read(graph, name, lazy):
+    """predict's engine (``reuse=False``) caches a block only while a later layer of the call
+    gathers it again and holds none when the call ends; its outputs are the caching engine's,
+    bit for bit. Mean SAGE over per-request features gathers the first layer only: nothing is
+    ever kept."""
+    csr, x = graph
+    torch.manual_seed(0)
+    model = (GraphSAGE(F, 8, 3, C, aggr="max") if name == "max-sage" else
+             build_model(name, F, C, TrainParams(model=name, hidden=8, num_layers=3))).eval()
+    features = _RowsPerRequest(x) if lazy else x
+    again, once = _engines(csr, 200)
+    want = layerwise_logits(model, features, again, with_hidden=True)
+    got = layerwise_logits(model, features, once, with_hidden=True)
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+    assert again.cached_bytes > 0 and once.cached_bytes == 0
+    # each block is gathered once: later gathering layers read what the first one kept
+    assert once.num_gathered == again.num_gathered == len(once.blocks("node"))
+    if lazy:  # layer 0 alone gathers: nothing to keep, not even during the call
+        seen = []
+        gather = once.gather
+        once.gather = lambda *a: (seen.append(once.cached_bytes), gather(*a))[1]
+        layerwise_logits(model, features, once)
+        assert seen and max(seen) == 0
+
+
+def test_predict_outputs_leave_no_gathered_blocks(graph):
+    """``model_outputs`` (the predict stage's forward) runs the engine as one call."""
+    from gnnpipe.training.distributed import SINGLE
+    from gnnpipe.training.predict import model_outputs
+    from gnnpipe.training.train import PhaseInput
+
+    csr, x = graph
+    torch.manual_seed(0)
+    model = build_model("gat", F, C, TrainParams(model="gat", hidden=8)).eval()
+    engine = LayerwiseInference(*csr_view(csr), 200)
+    phase = PhaseInput(x=x, edge_index=None, layerwise=engine)
+    out, hidden, how = model_outputs(model, phase, SINGLE, block_rows=64)
+    assert how == "layerwise" and engine.num_gathered > 0 and engine.cached_bytes == 0
+    torch.testing.assert_close(out, _full(model, x, csr)[0], atol=1e-5, rtol=1e-5)

@@ -12,7 +12,7 @@ from test_inference import awkward_csr
 
 from gnnpipe.config import (NeighborParams, NodeSplitParams, ParamsError, TrainParams,
                             params_from_dict)
-from gnnpipe.data.prepare import prepare
+from graph_oracle import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches

@@ -1,5 +1,6 @@
 """``PartShard``: one part of a partitioned graph with its halo, the unit a ClusterGCN batch or
-a DDP rank reads (written by gnnpipe/graphops/partition.py, stored by gnnpipe/io/partitions.py)."""
+a DDP rank reads (written by gnnpipe/graphops/partition.py, stored by gnnpipe/io/partitions.py:
+a stored type, so it lives in io, which imports no algorithm package)."""
 
 from __future__ import annotations
 
@@ -42,14 +43,3 @@ class PartShard:
     def owned(self) -> torch.Tensor:
         """Global ids of the part's own nodes, int64 (num_owned,), ascending."""
         return self.node_id[:self.num_owned]
-
-    def to_local(self, global_ids: torch.Tensor) -> torch.Tensor:
-        """Local id of each global id (int64, shape of ``global_ids``); -1 if not in the shard."""
-        missing = torch.full_like(global_ids, -1)
-        if self.node_id.numel() == 0:
-            return missing
-        order = torch.argsort(self.node_id)
-        sorted_ids = self.node_id[order]
-        pos = torch.searchsorted(sorted_ids, global_ids).clamp_(max=sorted_ids.numel() - 1)
-        found = sorted_ids[pos] == global_ids
-        return torch.where(found, order[pos], missing)
