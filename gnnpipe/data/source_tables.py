@@ -6,11 +6,12 @@ reads by blocks (a typed graph as typed tables: ``nodes/<type>``, ``edges/<src>_
 in the source's type order), with the dataset params that read them (node ``i`` is row ``i``;
 labels as class codes).
 
-The synthetic features (the typed graph's paper features) are streamed from the generator a row
-block at a time (``synthetic.BLOCK_VALUES``) into a features-only scratch table, then joined to
-the ids, labels and timestamps a row group at a time: no process holds all of them. The readers'
-graphs are in memory already (as before), like the synthetic edges and the typed graph's author
-and venue features.
+The homogeneous synthetic graph's features and edges are streamed from the generator a block at a
+time (``synthetic.generate``'s sinks): its edges straight into the edge table, its features (and
+the typed graph's paper features) into a features-only scratch table, then joined to the ids,
+labels and timestamps a row group at a time: no process holds all of them. The readers' graphs
+are in memory already (as before), like the typed graph's relations and author and venue
+features.
 """
 
 from __future__ import annotations
@@ -82,17 +83,35 @@ def _write_nodes(path: Path, num_nodes: int, x_groups, width: int, y: np.ndarray
             lo = hi
 
 
-def _write_edges(path: Path, src: np.ndarray, dst: np.ndarray, time=None) -> None:
-    """An edge table: src, dst (int64 (E,)), ts (``time`` (E,) as read, Arrow; none when
-    None), a row group of ``GROUP_ROWS`` at a time."""
-    fields = [("src", pa.int64()), ("dst", pa.int64())]
-    fields += [("ts", time.type)] if time is not None else []
-    with pq.ParquetWriter(path, pa.schema(fields), compression="none") as writer:
-        for lo in range(0, max(src.size, 1), GROUP_ROWS):
+class _EdgeTable:
+    """An edge table: src, dst (int64 (E,)), ts (``time_type``; none when None), the rows of
+    each ``add`` (``time``: (E,) Arrow) in row groups of ``GROUP_ROWS``."""
+
+    def __init__(self, path: Path, time_type: pa.DataType | None = None):
+        fields = [("src", pa.int64()), ("dst", pa.int64())]
+        fields += [("ts", time_type)] if time_type is not None else []
+        self.writer = pq.ParquetWriter(path, pa.schema(fields), compression="none")
+        self.rows = 0
+
+    def add(self, src: np.ndarray, dst: np.ndarray, time=None) -> None:
+        for lo in range(0, src.size, GROUP_ROWS):
             columns = {"src": src[lo:lo + GROUP_ROWS], "dst": dst[lo:lo + GROUP_ROWS]}
             if time is not None:
                 columns["ts"] = time[lo:lo + GROUP_ROWS]
-            writer.write_table(pa.table(columns, schema=writer.schema))
+            self.writer.write_table(pa.table(columns, schema=self.writer.schema))
+        self.rows += src.size
+
+    def close(self) -> None:
+        if self.rows == 0:  # a table without edges still has its one (empty) row group
+            self.add(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.writer.close()
+
+
+def _write_edges(path: Path, src: np.ndarray, dst: np.ndarray, time=None) -> None:
+    """An edge table of whole columns (``time``: Arrow or None)."""
+    table = _EdgeTable(path, None if time is None else time.type)
+    table.add(src, dst, time)
+    table.close()
 
 
 def _groups(x: np.ndarray):
@@ -147,13 +166,16 @@ def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTable
             raw = builtin.typed_graph(syn, seed, features.write)
             return _typed_tables(raw, cfg, folder,
                                  {"paper": (features.groups(), syn.num_features)})
-        raw = builtin.homogeneous(syn, seed, features.write)
+        edges = _EdgeTable(folder / "edges.parquet")
+        try:
+            raw = builtin.homogeneous(syn, seed, features.write, edges.add)
+        finally:
+            edges.close()
         y = raw["y"]
         _write_nodes(folder / "nodes.parquet", y.size, features.groups(), syn.num_features, y,
                      raw.get("timestamps"))
     finally:
         features.close()
-    _write_edges(folder / "edges.parquet", raw["src"], raw["dst"])
     codes = pa.array(np.arange(int(y.max()) + 1), pa.int64())
     return SourceTables(_tables_cfg(cfg, folder, len(codes), "timestamps" in raw), codes, codes,
                         where={str(folder / "edges.parquet"): builtin.WHERE})

@@ -1,5 +1,6 @@
 """The built-in datasets: a contextual, degree-corrected stochastic block model, alone
-(``generate``) or as the papers of a papers / authors / venues graph (``generate_typed``).
+(``generate``, drawn by blocks with a stream per block) or as the papers of a papers / authors /
+venues graph (``generate_typed``).
 
 Node ``v`` gets class ``y[v]``, a degree propensity ``theta[v]`` (log-normal, ``degree_skew`` is
 its sigma) and features ``x[v] = mu[y[v]] + noise``. Each edge picks a source with probability
@@ -37,24 +38,48 @@ from gnnpipe.data.graph import reverse_edge_type
 
 # values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
 BLOCK_VALUES = 1 << 24
+NODE_BLOCK = 1 << 16  # nodes per block of node draws (class, propensity, features, time)
+EDGE_BLOCK = 1 << 20  # edge draws per block
+NODES, FEATURES, TIMES, EDGES, MEANS = range(5)  # the parts of a graph's streams
+
+
+def block_rng(key: int, part: int, block: int) -> np.random.Generator:
+    """The stream of one block of one ``part`` of the graph drawn under ``key``: each block's
+    draws are its own, whatever is drawn before it or how many blocks there are."""
+    return np.random.default_rng([key, part, block])
+
+
+def _blocks(total: int, size: int) -> list[tuple[int, int, int]]:
+    """(block, lo, hi) of ``total`` rows in blocks of ``size``."""
+    return [(b, lo, min(lo + size, total)) for b, lo in enumerate(range(0, total, size))]
 
 
 def generate(cfg: SyntheticParams, rng: np.random.Generator,
-             feature_sink: Callable[[np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
+             feature_sink: Callable[[np.ndarray], None] | None = None,
+             edge_sink: Callable[[np.ndarray, np.ndarray], None] | None = None
+             ) -> dict[str, np.ndarray]:
     """Raw graph arrays: ``x`` float32 (N, F), ``y`` int64 (N,), ``src``/``dst`` int64 (M,),
     plus ``timestamps`` float64 (N,) when ``cfg.timestamps``.
 
-    ``feature_sink``: x is instead handed over in consecutive row blocks (float32 (B, F), about
-    ``BLOCK_VALUES`` values each) and never held whole; the output then has no ``x``. The
-    values are the same either way (the generator draws the same stream in the same order).
+    Drawn by blocks, each from its own stream (``block_rng`` under one key from ``rng``):
+    ``NODE_BLOCK`` nodes' classes and propensities, then ``EDGE_BLOCK`` edge draws at a time,
+    then the nodes' features and times. Per node the generator holds a few numbers (class,
+    propensity, the two cumulative propensities an edge end is drawn from), never a feature
+    row or the edge list: ``feature_sink`` takes x in consecutive row blocks (float32 (B, F),
+    about ``BLOCK_VALUES`` values each; the output then has no ``x``), ``edge_sink`` the edges
+    as (src, dst) int64 blocks (no ``src`` / ``dst`` then). The values are the same either way.
 
     ``M = round(N * avg_degree / 2)`` undirected edge draws; duplicates and self-loops may occur
     and are left to the dataset's edge policies, as with any real input.
     """
     n, c, f = cfg.num_nodes, cfg.num_classes, cfg.num_features
+    key = int(rng.integers(2**63))
     weights = (np.arange(c) + 1.0) ** -cfg.class_imbalance
-    y = rng.choice(c, size=n, p=weights / weights.sum()).astype(np.int64)
-    theta = np.exp(cfg.degree_skew * rng.standard_normal(n))
+    y, theta = np.empty(n, dtype=np.int64), np.empty(n)
+    for b, lo, hi in _blocks(n, NODE_BLOCK):
+        draw = block_rng(key, NODES, b)
+        y[lo:hi] = draw.choice(c, size=hi - lo, p=weights / weights.sum())
+        theta[lo:hi] = np.exp(cfg.degree_skew * draw.standard_normal(hi - lo))
 
     # Nodes grouped by class with cumulative propensity, so "a node of class k drawn
     # proportionally to theta" is one searchsorted into that class's slice.
@@ -65,32 +90,49 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator,
     low = np.where(class_start > 0, cum[np.maximum(class_start - 1, 0)], 0.0)
     high = cum[np.maximum(class_end - 1, 0)]
     populated = class_end > class_start
+    src_cum = np.cumsum(theta, out=theta)  # (N,): a source is drawn proportionally to theta
 
-    m = int(round(n * cfg.avg_degree / 2))
-    src = rng.choice(n, size=m, p=theta / theta.sum())
-    same = rng.random(m) < cfg.homophily
-    shift = rng.integers(1, c, size=m)  # another class, uniformly
-    target_class = np.where(same, y[src], (y[src] + shift) % c)
-    target_class = np.where(populated[target_class], target_class, y[src])
-    u = low[target_class] + rng.random(m) * (high[target_class] - low[target_class])
-    pos = np.searchsorted(cum, u, side="right")
-    pos = np.clip(pos, class_start[target_class], class_end[target_class] - 1)
-    dst = by_class[pos]
+    src_parts, dst_parts = [], []
+    for b, lo, hi in _blocks(int(round(n * cfg.avg_degree / 2)), EDGE_BLOCK):
+        draw = block_rng(key, EDGES, b)
+        src = np.minimum(np.searchsorted(src_cum, draw.random(hi - lo) * src_cum[-1],
+                                         side="right"), n - 1)
+        same = draw.random(hi - lo) < cfg.homophily
+        shift = draw.integers(1, c, size=hi - lo)  # another class, uniformly
+        target_class = np.where(same, y[src], (y[src] + shift) % c)
+        target_class = np.where(populated[target_class], target_class, y[src])
+        u = low[target_class] + draw.random(hi - lo) * (high[target_class] - low[target_class])
+        pos = np.searchsorted(cum, u, side="right")
+        pos = np.clip(pos, class_start[target_class], class_end[target_class] - 1)
+        if edge_sink is None:
+            src_parts.append(src)
+            dst_parts.append(by_class[pos])
+        else:
+            edge_sink(src.astype(np.int64), by_class[pos].astype(np.int64))
+    del theta, src_cum, by_class, cum
 
-    means = class_means(rng, c, f, cfg.feature_signal)
-    x = None
-    if feature_sink is None:  # before the edge copies below: prepare's peak memory stays put
-        x = (means[y] + rng.standard_normal((n, f))).astype(np.float32)  # unit noise
-    else:
-        step = max(1, BLOCK_VALUES // max(f, 1))
-        for lo in range(0, n, step):
-            rows = y[lo:lo + step]
-            feature_sink((means[rows] + rng.standard_normal((rows.size, f))).astype(np.float32))
-    out = {"y": y, "src": src.astype(np.int64), "dst": dst.astype(np.int64)}
+    means = class_means(block_rng(key, MEANS, 0), c, f, cfg.feature_signal)
+    rows = max(1, BLOCK_VALUES // max(f, 1))  # a node block's features, a slice at a time
+    x = [] if feature_sink is None else None
+    for b, lo, hi in _blocks(n, NODE_BLOCK):
+        draw = block_rng(key, FEATURES, b)
+        for start in range(lo, hi, rows):
+            classes = y[start:min(start + rows, hi)]
+            block = (means[classes] + draw.standard_normal((classes.size, f))).astype(np.float32)
+            if feature_sink is None:  # unit noise around the class mean
+                x.append(block)
+            else:
+                feature_sink(block)
+    out = {"y": y}
+    if edge_sink is None:
+        empty = np.zeros(0, dtype=np.int64)
+        out["src"] = np.concatenate(src_parts).astype(np.int64) if src_parts else empty
+        out["dst"] = np.concatenate(dst_parts).astype(np.int64) if dst_parts else empty
     if x is not None:
-        out["x"] = x
-    if cfg.timestamps:  # drawn last, so the graph itself is the same with or without them
-        out["timestamps"] = rng.random(n)  # float64 (N,): arrival time of every node
+        out["x"] = np.concatenate(x) if x else np.zeros((0, f), dtype=np.float32)
+    if cfg.timestamps:  # float64 (N,): arrival time of every node, a block at a time
+        out["timestamps"] = np.concatenate(
+            [block_rng(key, TIMES, b).random(hi - lo) for b, lo, hi in _blocks(n, NODE_BLOCK)])
     return out
 
 

@@ -19,11 +19,12 @@ WHERE = "dataset.synthetic"
 
 
 def homogeneous(syn: SyntheticParams, seed: int,
-                feature_sink: Callable[[np.ndarray], None] | None = None) -> dict:
+                feature_sink: Callable[[np.ndarray], None] | None = None,
+                edge_sink: Callable[[np.ndarray, np.ndarray], None] | None = None) -> dict:
     """``synthetic.generate``'s arrays drawn by ``seed``'s prepare stream, ``y`` with all but
-    ``label_rate`` of each class unlabelled (-1) by its labels stream; ``feature_sink``: the
-    features handed over in row blocks (no ``x`` then)."""
-    raw = synthetic.generate(syn, make_rng(seed, "prepare"), feature_sink)
+    ``label_rate`` of each class unlabelled (-1) by its labels stream; ``feature_sink`` /
+    ``edge_sink``: the features / edges handed over in blocks (no ``x`` / ``src``, ``dst``)."""
+    raw = synthetic.generate(syn, make_rng(seed, "prepare"), feature_sink, edge_sink)
     return {**raw, "y": synthetic.keep_labels(raw["y"], syn.label_rate, make_rng(seed, "labels"))}
 
 

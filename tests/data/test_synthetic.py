@@ -61,6 +61,27 @@ def test_different_seed_gives_different_arrays():
         assert not np.array_equal(first[key], other[key]), key
 
 
+def test_each_node_block_draws_from_its_own_stream(monkeypatch):
+    """A block's classes and features are the same whatever the number of nodes after it (the
+    generator draws node blocks, then edges, then features, each block from its own stream)."""
+    monkeypatch.setattr(synthetic, "NODE_BLOCK", 100)
+    small, big = (_gen(dataclasses.replace(SMALL, num_nodes=n)) for n in (250, 700))
+    assert np.array_equal(small["y"][:200], big["y"][:200])
+    assert np.array_equal(small["x"][:200], big["x"][:200])
+    assert not np.array_equal(small["src"][:100], big["src"][:100])  # sources: over all nodes
+
+
+def test_edges_streamed_by_blocks_equal_the_whole_draw(monkeypatch):
+    monkeypatch.setattr(synthetic, "EDGE_BLOCK", 1000)
+    whole, blocks = _gen(), []
+    streamed = synthetic.generate(SMALL, make_rng(0, "prepare"),
+                                  edge_sink=lambda src, dst: blocks.append((src, dst)))
+    assert "src" not in streamed and [len(s) for s, _ in blocks] == [1000] * 4 + [500]
+    assert np.array_equal(np.concatenate([s for s, _ in blocks]), whole["src"])
+    assert np.array_equal(np.concatenate([d for _, d in blocks]), whole["dst"])
+    assert np.array_equal(streamed["x"], whole["x"]) and np.array_equal(streamed["y"], whole["y"])
+
+
 def test_prepare_is_deterministic_and_reports_edge_policies():
     params = small_params()
     g1, r1 = prepare(params.dataset, params.seed)
