@@ -32,14 +32,8 @@ from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.pipeline import PREDICT
 from gnnpipe.data.graph import ROLES, TYPED, edge_type_name, parse_edge_type
+from gnnpipe.io.predictions import DEFAULT_TOP_K
 from gnnpipe.training import distributed
-from gnnpipe.training.model_inputs import read_model_inputs
-from gnnpipe.training.new_graph import DEFAULT_TOP_K, predict_to_file
-from gnnpipe.reporting.collapse import collapse_warning
-from gnnpipe.training.predict import (candidate_pairs, embeddings_line, held_out_collapse,
-                                      label_counts, node_prediction_blocks, pair_score_blocks,
-                                      prediction_metrics, read_classes_of, read_node_ids_of,
-                                      trained_outputs, write_embeddings)
 
 
 STAGE_OUT = Path(PREDICT)  # the stage's own --out default
@@ -69,6 +63,12 @@ def run(args):
 
 
 def predict_nodes(args, params, ctx):
+    # the model code (PyG) is imported by the runs, so `gnnpipe predict --help` starts fast
+    from gnnpipe.training.model_inputs import read_model_inputs
+    from gnnpipe.training.predict import (embeddings_line, label_counts, node_prediction_blocks,
+                                          prediction_metrics, read_classes_of, read_node_ids_of,
+                                          trained_outputs, write_embeddings)
+
     pcfg = params.predict
     inputs = read_model_inputs(args, params.train, "node", phases=("test",))
     graph, target = inputs.graph, inputs.graph.target
@@ -101,6 +101,12 @@ def predict_nodes(args, params, ctx):
 
 
 def predict_links(args, params, ctx):
+    from gnnpipe.reporting.collapse import collapse_warning
+    from gnnpipe.training.model_inputs import read_model_inputs
+    from gnnpipe.training.predict import (candidate_pairs, embeddings_line, held_out_collapse,
+                                          pair_score_blocks, prediction_metrics,
+                                          read_node_ids_of, trained_outputs, write_embeddings)
+
     pcfg, cfg = params.predict, params.train
     inputs = read_model_inputs(args, cfg, "link", phases=("test",))
     graph = inputs.graph
@@ -136,6 +142,8 @@ def predict_links(args, params, ctx):
 
 
 def predict_new_graph(args) -> str:
+    from gnnpipe.training.new_graph import predict_to_file
+
     if args.out == STAGE_OUT:
         raise ValueError("--graph needs --out FILE.parquet: where the new graph's predictions go "
                          f"({STAGE_OUT} is the predict stage's folder)")

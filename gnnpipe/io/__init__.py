@@ -29,7 +29,7 @@ FAMILIES = {
                    "write_partition", "read_partition", "write_partition_shard",
                    "write_partition_meta", "read_partition_meta", "read_partition_shard"),
     "predictions": ("PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES",
-                    "predictions_schema", "embeddings_schema", "pair_scores_schema",
+                    "DEFAULT_TOP_K", "predictions_schema", "embeddings_schema", "pair_scores_schema",
                     "write_blocks", "read_node_predictions", "read_embeddings", "read_pair_scores",
                     "read_model", "embedding_matrix", "write_confusion"),
     "prepared": ("ROW_GROUP_ROWS", "GRAPH_SCHEMA", "NODES_SCHEMA_NAME", "EDGES_SCHEMA_NAME",

@@ -34,6 +34,7 @@ PREDICTIONS, EMBEDDINGS, PAIR_SCORES = ("gnnpipe.node_predictions/1", "gnnpipe.e
                                         "gnnpipe.pair_scores/1")
 ID_TYPES = (pa.int64(), pa.string())
 EMBEDDING_TYPES = {"float32": pa.float32(), "float16": pa.float16()}
+DEFAULT_TOP_K = 3  # class probabilities a new graph's predictions keep per node (--top-k)
 
 
 def predictions_schema(id_type: pa.DataType, label_type: pa.DataType) -> pa.Schema:
@@ -202,8 +203,8 @@ def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
             handle.write("".join(f"{x},{y}\n" for x, y in pairs))
 
 
-__all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "predictions_schema",
-           "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
+__all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "DEFAULT_TOP_K",
+           "predictions_schema", "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
            "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix",
            "write_confusion", "StreamedIds"]
 

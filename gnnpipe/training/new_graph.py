@@ -45,6 +45,7 @@ from gnnpipe.data.prepare_tables import prepare_tables
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.io.common import PHASES
 from gnnpipe.io.features import write_features
+from gnnpipe.io.predictions import DEFAULT_TOP_K
 from gnnpipe.sources import tables
 from gnnpipe.sources.base import label_codes
 from gnnpipe.sources.formats import CsvTables, ParquetTables
@@ -53,7 +54,7 @@ from gnnpipe.training.model_inputs import read_model_inputs
 from gnnpipe.training.predict import node_prediction_blocks, trained_outputs
 
 TABLE_FORMATS = ("parquet", "csv")
-DEFAULT_TOP_K, DEFAULT_BLOCK_ROWS = 3, 65_536
+DEFAULT_BLOCK_ROWS = 65_536
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # every command module that does not build PyG objects at import (what `gnnpipe <stage> --help`
@@ -82,10 +84,12 @@ def test_io_names_are_their_familys():
     assert io.splits.__name__ == "gnnpipe.io.splits"  # a submodule by attribute
 
 
-def test_train_help_skips_pyg():
-    """`gnnpipe train --help` builds the train command's parser: PyG is imported by the task
-    that trains (commands/train.py: train_nodes, train_links), not by the module."""
-    probe = ("import sys\nfrom gnnpipe.cli import build_parser\nbuild_parser(('train',))\n"
+@pytest.mark.parametrize("stage", ["train", "predict"])
+def test_help_of_a_model_stage_skips_pyg(stage):
+    """`gnnpipe train --help` / `predict --help` build the command's parser: PyG is imported by
+    the runs (commands/train.py: train_nodes, train_links; commands/predict.py: predict_nodes,
+    predict_links, predict_new_graph), not by the module."""
+    probe = (f"import sys\nfrom gnnpipe.cli import build_parser\nbuild_parser(({stage!r},))\n"
              "print([m for m in ('torch_geometric', 'torch._dynamo') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                           text=True, check=True)
