@@ -247,7 +247,23 @@ def phase_counts(cfg: NodeSplitParams, sizes: dict[str, int], class_sizes: np.nd
                 raise ValueError(f"split.node.{key}={sizes[key]} nodes, but only "
                                  f"{int(remaining.sum())} remain after the earlier splits")
             counts[i] = _apportion(sizes[key], remaining)
+        if key == "train":
+            counts[i] = _one_each(counts[i], remaining)
         remaining -= counts[i]
+    return counts
+
+
+def _one_each(counts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Train counts (G,) where every group with a node has at least one: a class whose few
+    nodes all went to val / test could never be learnt. Each is taken from the group with the
+    most (ties: the lowest id), so a split whose groups all have one is unchanged."""
+    counts = counts.copy()
+    for group in np.flatnonzero((sizes > 0) & (counts == 0)):
+        donor = int(np.argmax(counts))
+        if counts[donor] <= 1:
+            break  # fewer train nodes than groups: nothing to move
+        counts[donor] -= 1
+        counts[group] = 1
     return counts
 
 

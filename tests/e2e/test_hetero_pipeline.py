@@ -112,7 +112,9 @@ def test_link_task_runs_every_stage_through_the_cli(tmp_path, monkeypatch):
         "num_authors": 200, "num_venues": 6}},
         "split": {"link": {"num_val_negatives": 20, "num_test_negatives": 20}},
         "partition": {"num_parts": 2},
-        "train": {"epochs": 80, "patience": 80, "hidden": 16, "lr": 0.02, "dropout": 0.2},
+        # lr 0.005: at 0.02 the encoder learned on some draws of this small graph and not on
+        # others (test AUC 0.49-0.69 over seeds 0-2); at 0.005 it learns on each (0.65-0.72)
+        "train": {"epochs": 80, "patience": 80, "hidden": 16, "lr": 0.005, "dropout": 0.2},
         "baseline": {"epochs": 40, "patience": 40, "hidden": 16, "lr": 0.02, "dropout": 0.2}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
