@@ -92,6 +92,14 @@ def test_class_with_one_member_is_kept_in_train_and_reported(small_graph):
     assert report["classes_missing"] == {"val": [2], "test": [2]}
 
 
+def test_every_labelled_class_gets_a_train_node_from_the_largest():
+    from gnnpipe.splitting.split import _one_each
+
+    assert _one_each(np.array([5, 0, 3, 0]), np.array([10, 1, 6, 0])).tolist() == [4, 1, 3, 0]
+    assert _one_each(np.array([1, 0]), np.array([1, 1])).tolist() == [1, 0]  # one to give: kept
+    assert _one_each(np.array([2, 2, 0, 0]), np.array([4, 4, 2, 1])).tolist() == [1, 1, 1, 1]
+
+
 def test_transductive_phases_share_the_whole_graph(small_graph):
     node_split = _split(small_graph)
     graphs = node_split.message_graphs
