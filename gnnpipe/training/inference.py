@@ -553,13 +553,13 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
         inv_sqrt = engine.inv_sqrt_degree(edge_type, fill)
         xlin = _row_map(conv.lin, h, conv.out_channels)  # the full forward's lin, once
         return lambda a, b: _gcn_rows(conv, xlin, csr, a, b, inv_sqrt, fill)
-    if _is_mean_sage(conv) and isinstance(h, torch.Tensor):  # one sparse-dense product a block
-        table = h if h.dtype == torch.float32 else h.float()
-        return lambda a, b: _sage_rows(conv, table, table[a:b], csr, a, b)
     if isinstance(conv, SepConv):  # the forward's narrow projection, once over every row
         znbr = _row_map(lambda r: torch.nn.functional.linear(r, conv.lin_nbr.weight), h,
                         conv.lin_nbr.out_features)
         return lambda a, b: _sep_rows(conv, znbr, h[a:b].float(), csr, a, b)
+    if not _gathers(conv, h):  # mean SAGE on a table: one sparse-dense product per block
+        table = h if h.dtype == torch.float32 else h.float()
+        return lambda a, b: _sage_rows(conv, table, table[a:b], csr, a, b)
 
     def gathered(a: int, b: int) -> torch.Tensor:  # bipartite: sources -> the B targets
         block = engine.gather(edge_type, a, b)
