@@ -10,6 +10,7 @@ from torch_geometric.nn import GCN, GraphSAGE
 
 from gnnpipe.config import TrainParams
 from gnnpipe.data.edges import csr_from_edges
+from gnnpipe.training import inference
 from gnnpipe.training.inference import LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
 
@@ -129,6 +130,27 @@ def test_one_call_keeps_no_gathered_block_past_its_last_read(graph, name, lazy):
         once.gather = lambda *a: (seen.append(once.cached_bytes), gather(*a))[1]
         layerwise_logits(model, features, once)
         assert seen and max(seen) == 0
+
+
+@pytest.mark.parametrize("hidden, gathers", [(4, False), (8, True)])
+def test_narrowing_sage_over_rows_read_per_request_projects_first(graph, hidden, gathers):
+    """Mean SAGE whose first layer narrows features read per request (F=7 -> 4) projects every
+    row once and takes the table path: no block is gathered, and the logits and hidden rows are
+    the full forward's to float rounding (the projected mean sums in another order); widening
+    (7 -> 8) still gathers its first layer's blocks. Nodes 280.. have no in-edges: lin_l's bias
+    alone, as PyG's 0-mean gives."""
+    csr, x = graph
+    torch.manual_seed(0)
+    model = build_model("sage", F, C, TrainParams(model="sage", hidden=hidden,
+                                                  num_layers=2)).eval()
+    engine = LayerwiseInference(*csr_view(csr), 300, reuse=False)
+    got = layerwise_logits(model, _RowsPerRequest(x), engine, with_hidden=True)
+    want = _full(model, x, csr)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert (engine.num_gathered > 0) == gathers
+    assert inference._projects_first(model.convs[0], _RowsPerRequest(x)) == (not gathers)
+    assert not inference._projects_first(model.convs[0], x)  # a table: the mean over it
 
 
 def test_predict_outputs_leave_no_gathered_blocks(graph):
