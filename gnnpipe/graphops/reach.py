@@ -53,6 +53,7 @@ from gnnpipe.runtime.engine import run_blocks
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
 BEYOND = -1
+PULL_EDGES = 1 << 22  # edges per row block of a BFS level's pull (4 MiB of flags)
 
 
 # ------------------------------------------------------------------------------ hops to train
@@ -63,7 +64,8 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
     Direction: distance ``d`` means a directed path ``t -> ... -> v`` of ``d`` edges from a train
     node ``t``, i.e. after ``d`` layers of message passing on ``csr`` some train node's input has
     reached ``v``; train nodes are at 0. Level-synchronous pull BFS: each level marks every
-    unreached node with a source in the frontier, one O(E) gather per level.
+    unreached node with a source in the frontier, one O(E) gather per level, by row blocks of
+    ``PULL_EDGES`` edges (memory: O(N) flags and one block's).
     """
     if max_hops < 0:
         raise ValueError(f"max_hops={max_hops} must be >= 0")
@@ -76,16 +78,32 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
     distance[train_mask] = 0
     frontier = train_mask.copy()
     has_rows = indptr[1:] > indptr[:-1]
-    in_frontier = np.zeros(indices.size + 1, dtype=bool)  # (E + 1,): a False past the end
+    blocks = _row_blocks(indptr, PULL_EDGES)
     for hop in range(1, max_hops + 1):
         if not frontier.any():
             break
-        np.take(frontier, indices, out=in_frontier[:-1])  # is each edge's source in the frontier
-        # (N,): some source of v is; an empty row reads its successor's first edge, masked
-        pulled = np.logical_or.reduceat(in_frontier, indptr[:-1]) & has_rows
-        frontier = pulled & (distance == BEYOND)
+        pulled = np.zeros(num_nodes, dtype=bool)
+        for r0, r1 in blocks:  # bounded temporaries: an O(E) gather per level, by row blocks
+            e0, e1 = int(indptr[r0]), int(indptr[r1])
+            in_frontier = np.zeros(e1 - e0 + 1, dtype=bool)  # a False past the block's end
+            np.take(frontier, indices[e0:e1], out=in_frontier[:-1])  # each edge's source in it?
+            # some source of v is; an empty row reads its successor's first edge, masked
+            pulled[r0:r1] = np.logical_or.reduceat(in_frontier, indptr[r0:r1] - e0)
+        frontier = pulled & has_rows & (distance == BEYOND)
         distance[frontier] = hop
     return distance
+
+
+def _row_blocks(indptr: np.ndarray, edges: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges ``[(r0, r1), ...]`` covering every row, each with at most
+    ``edges`` edges unless one row alone has more."""
+    blocks, r0, n = [], 0, indptr.size - 1
+    while r0 < n:
+        r1 = int(np.searchsorted(indptr, indptr[r0] + edges, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), n)
+        blocks.append((r0, r1))
+        r0 = r1
+    return blocks
 
 
 # --------------------------------------------------------------------- accuracy by distance

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
-from gnnpipe.data.edges import csr_from_edges, normalize_edges
+from gnnpipe.data.edges import csr_from_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops.reach import BEYOND, accuracy_by_distance, balanced_forman, hops_to_train
 from gnnpipe.graphops.partition import symmetric_simple
 from tests.graphops.test_curvature import block_curvature, sample_undirected_edges
@@ -82,6 +83,24 @@ def test_hops_on_a_grid_and_random_digraphs_match_a_plain_bfs(seed):
     src, dst = rng.integers(0, n - 5, 150), rng.integers(0, n - 5, 150)
     digraph = csr_from_edges(src, dst, n)
     train = rng.random(n) < 0.1
+    assert np.array_equal(hops_to_train(digraph, train, 6), _plain_bfs(digraph, train, 6))
+
+
+@pytest.mark.parametrize("pull_edges", [1, 3, 17])
+def test_hops_by_small_row_blocks_match_a_plain_bfs(monkeypatch, pull_edges):
+    """Each level pulls by row blocks of ``PULL_EDGES`` edges (a row with more is a block of
+    its own; empty rows at block ends): the distances are the whole pull's."""
+    from gnnpipe.graphops import reach
+    rng = np.random.default_rng(7)
+    n = 90
+    src, dst = rng.integers(0, n - 5, 260), rng.integers(0, n - 5, 260)
+    src[:25] = 3  # row 3's sources: a node whose in-edges fill several blocks
+    digraph = csr_from_edges(dst, src, n)
+    train = rng.random(n) < 0.08
+    monkeypatch.setattr(reach, "PULL_EDGES", pull_edges)
+    blocks = reach._row_blocks(digraph.indptr.numpy(), pull_edges)
+    assert blocks[0][0] == 0 and blocks[-1][1] == n and len(blocks) > 1
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     assert np.array_equal(hops_to_train(digraph, train, 6), _plain_bfs(digraph, train, 6))
 
 
