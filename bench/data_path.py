@@ -12,6 +12,24 @@ shuffled int64 ids, 128 float32 features (a list column, one class-mean signal c
 labels; an edge table of ``EDGES`` directed rows, 80% inside the source's class. Prepared with
 ``dataset.undirected: false``, so the stored edges are the rows less duplicates and self-loops.
 
+``--shape mag`` runs a typed graph shaped like OGB-MAG instead (issue 44 item 4):
+
+    nice -n 5 python -m bench.data_path --dir /work/scale_data --shape mag --sizes 10M,40M \
+        --local ''
+
+a size counts edge rows in all (``NODES:EDGES``: papers and edge rows; ``736389:21111007`` is
+OGB-MAG's own size), split over OGB-MAG's relations in its proportions (``MAG_EDGES``):
+author writes paper 34%, paper cites paper 26%, paper has_topic field_of_study 36%, author
+affiliated_with institution 5%; the node types keep OGB-MAG's ratios to papers (``MAG_NODES``:
+10M = 349k papers, 537k authors, 4.1k institutions, 28k fields of study; 40M = 1.40M papers).
+``write_mag_tables`` writes ``nodes/<type>.parquet`` and ``edges/<src>__<rel>__<dst>.parquet``
+a row group at a time: papers with 128 float32 features (unit noise plus a class mean), one
+of 349 labels and a year; authors, institutions and fields with ids only (featureless: degree
+features, as OGB-MAG has them); each relation's rows 80% inside the source's class.
+``MAG_PARAMS`` on top of ``PARAMS``: ``dataset.layout: typed``, target paper,
+``dataset.undirected: true`` (each relation gains its reverse, so about twice the rows are
+stored), the MLP baseline only; the same stages, where propagate marks itself not applicable.
+
 Each size runs in a scratch copy of the pipeline (dvc.yaml, stages, gnnpipe; the tables stay
 outside, ``dataset.path``), one stage after another with the command dvc.yaml gives it (the
 ``gnnpipe`` CLI), ``PARAMS`` on top of params.yaml: ``partition.method: lp``, ``split.assign:
@@ -58,15 +76,37 @@ PARAMS = {  # on top of the repository's params.yaml; dataset.path and cluster.e
     "cluster": {"workers": 2, "memory_limit": "1GiB"},
 }
 
+# --shape mag: OGB-MAG's node and edge counts (ogbn-mag, node types and relations in name order)
+MAG_NODES = {"author": 1_134_649, "field_of_study": 59_965, "institution": 8_740,
+             "paper": 736_389}
+MAG_EDGES = {"author__affiliated_with__institution": 1_043_998,
+             "author__writes__paper": 7_145_660, "paper__cites__paper": 5_416_271,
+             "paper__has_topic__field_of_study": 7_505_078}
+MAG_CLASSES = 349  # ogbn-mag's venue classes
+MAG_PARAMS = {  # on top of PARAMS: a typed node task on papers; the reverses let every type send
+    "dataset": {"layout": "typed", "undirected": True, "nodes": {"timestamp": "year"},
+                "typed": {"target": "paper", "featureless": "degree"}},
+    "baseline": {"models": ["mlp"]},  # auto fits gbdt (349 classes) at 10M and not at 40M
+}
 
-def parse_size(text: str) -> tuple[str, int, int]:
-    """``(name, nodes, edges)`` of ``10M`` / ``40M`` / ``160M`` or ``NODES:EDGES``."""
-    if text in NAMED:
-        return (text, *NAMED[text])
+
+def parse_size(text: str, shape: str = "homogeneous") -> tuple[str, int, int]:
+    """``(name, nodes, edges)`` of ``10M`` / ``40M`` / ``160M`` or ``NODES:EDGES``; with
+    ``shape="mag"`` ``nodes`` counts papers, for a named size OGB-MAG's papers per edge row
+    times ``edges``, and the name starts with ``mag-``."""
     nodes, sep, edges = text.partition(":")
-    if not sep or not nodes.isdigit() or not edges.isdigit() or int(nodes) < 2:
+    if text in NAMED:
+        nodes, edges = NAMED[text]
+        name = text
+    elif not sep or not nodes.isdigit() or not edges.isdigit() or int(nodes) < 2:
         raise ValueError(f"--sizes: {text!r} is not one of {', '.join(NAMED)} or NODES:EDGES")
-    return text.replace(":", "x"), int(nodes), int(edges)
+    else:
+        nodes, edges, name = int(nodes), int(edges), text.replace(":", "x")
+    if shape != "mag":
+        return name, nodes, edges
+    if text in NAMED:
+        nodes = round(edges * MAG_NODES["paper"] / sum(MAG_EDGES.values()))
+    return f"mag-{name}", nodes, edges
 
 
 def merged(base: dict, over: dict) -> dict:
@@ -78,6 +118,39 @@ def merged(base: dict, over: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------- the user tables
+def _features(x: np.ndarray):
+    """(B, F) float32 rows as a Parquet fixed-size list column."""
+    import pyarrow as pa
+
+    return pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), x.shape[1])
+
+
+def _edge_rows(rng: np.random.Generator, rows: int, n_src: int, n_dst: int, classes: int,
+               homophily: float) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` dense (src, dst) pairs, (rows,) each: src uniform, dst inside the source's class
+    (dense ``i`` of any type is class ``i % classes``) with probability ``homophily``, else
+    uniform."""
+    src = rng.integers(0, n_src, rows)
+    dst = rng.integers(0, n_dst, rows)
+    same = rng.random(rows) < homophily
+    inside = src % classes + rng.integers(0, -(-n_dst // classes), rows) * classes
+    return src, np.where(same & (inside < n_dst), inside, dst)
+
+
+def _write_pairs(path: Path, rng: np.random.Generator, rows: int, src_ids: np.ndarray,
+                 dst_ids: np.ndarray, classes: int, homophily: float) -> None:
+    """An edge table of ``rows`` (src, dst) user ids, one row group of ``_edge_rows`` at a
+    time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(path, pa.schema([("src", pa.int64()), ("dst", pa.int64())])) as writer:
+        for lo in range(0, rows, GROUP):
+            src, dst = _edge_rows(rng, min(GROUP, rows - lo), len(src_ids), len(dst_ids),
+                                  classes, homophily)
+            writer.write_table(pa.table({"src": src_ids[src], "dst": dst_ids[dst]}))
+
+
 def write_tables(folder: Path, nodes: int, edges: int, features: int = 128, classes: int = 10,
                  homophily: float = 0.8) -> None:
     """nodes.parquet / edges.parquet written a row group at a time (never all edges at once);
@@ -98,23 +171,74 @@ def write_tables(folder: Path, nodes: int, edges: int, features: int = 128, clas
             dense = np.arange(lo, min(lo + GROUP, nodes))
             x = rng.standard_normal((len(dense), features), dtype=np.float32)
             x[np.arange(len(dense)), dense % classes % features] += 1.0  # a class signal
-            writer.write_table(pa.table({
-                "id": ids[dense],
-                "x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), features),
-                "label": dense % classes}, schema=schema))
-    per_class = -(-nodes // classes)  # dense ids c, c + C, c + 2C, ... are class c
-    with pq.ParquetWriter(folder / ".edges.parquet.tmp",
-                          pa.schema([("src", pa.int64()), ("dst", pa.int64())])) as writer:
-        for lo in range(0, edges, GROUP):
-            rows = min(GROUP, edges - lo)
-            src = rng.integers(0, nodes, rows)
-            dst = rng.integers(0, nodes, rows)
-            same = rng.random(rows) < homophily
-            inside = src % classes + rng.integers(0, per_class, rows) * classes
-            dst = np.where(same & (inside < nodes), inside, dst)
-            writer.write_table(pa.table({"src": ids[src], "dst": ids[dst]}))
+            writer.write_table(pa.table({"id": ids[dense], "x": _features(x),
+                                         "label": dense % classes}, schema=schema))
+    _write_pairs(folder / ".edges.parquet.tmp", rng, edges, ids, ids, classes, homophily)
     os.replace(folder / ".nodes.parquet.tmp", folder / "nodes.parquet")
     os.replace(folder / ".edges.parquet.tmp", folder / "edges.parquet")
+
+
+def mag_counts(papers: int, edges: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows per node table (type -> count) and per edge table (``src__rel__dst`` -> count) of
+    a graph with OGB-MAG's proportions, ``papers`` papers and ``edges`` edge rows in all (the
+    last relation takes the rounding)."""
+    nodes = {t: max(1, round(n * papers / MAG_NODES["paper"])) for t, n in MAG_NODES.items()}
+    nodes["paper"] = papers
+    total = sum(MAG_EDGES.values())
+    rows = {r: round(n * edges / total) for r, n in MAG_EDGES.items()}
+    last = next(reversed(rows))
+    rows[last] = edges - sum(rows.values()) + rows[last]
+    return nodes, rows
+
+
+def write_mag_tables(folder: Path, papers: int, edges: int, features: int = 128,
+                     classes: int = MAG_CLASSES, homophily: float = 0.8) -> None:
+    """Typed tables shaped like OGB-MAG (``mag_counts``) under ``folder/nodes`` and
+    ``folder/edges`` (``dataset.layout: typed``), a row group at a time, seeded per table.
+    ``nodes/paper.parquet``: id, x (``features`` float32: unit noise plus the mean of its
+    class), label (``i % classes`` for dense paper ``i``), year (2010..2019); author,
+    institution and field_of_study: id only (featureless, as in OGB-MAG). Every type's dense
+    ``i`` has id ``perm[i] * 3 + 1000`` and class ``i % classes``, and each relation's dst is in
+    its src's class with probability ``homophily`` (``_edge_rows``). Skipped when ``edges/``
+    exists (moved in last)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if (folder / "edges").exists():
+        return
+    counts, rows = mag_counts(papers, edges)
+    tmp = folder / ".mag.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "nodes").mkdir(parents=True)
+    (tmp / "edges").mkdir()
+    ids = {t: np.random.default_rng([0, k]).permutation(n).astype(np.int64) * 3 + 1000
+           for k, (t, n) in enumerate(counts.items())}  # type -> (N_t,) user id of dense i
+    rng = np.random.default_rng([1, 0])
+    means = rng.standard_normal((classes, features)).astype(np.float32) * (2 / features ** 0.5)
+    schema = pa.schema([("id", pa.int64()), ("x", pa.list_(pa.float32(), features)),
+                        ("label", pa.int64()), ("year", pa.int64())])
+    with pq.ParquetWriter(tmp / "nodes" / "paper.parquet", schema) as writer:
+        for lo in range(0, papers, GROUP):
+            dense = np.arange(lo, min(lo + GROUP, papers))
+            x = rng.standard_normal((len(dense), features), dtype=np.float32)
+            x += means[dense % classes]  # the class signal, norm about 2
+            writer.write_table(pa.table({"id": ids["paper"][dense], "x": _features(x),
+                                         "label": dense % classes,
+                                         "year": 2010 + rng.integers(0, 10, len(dense))},
+                                        schema=schema))
+    for node_type, table_ids in ids.items():
+        if node_type != "paper":
+            pq.write_table(pa.table({"id": table_ids}), tmp / "nodes" / f"{node_type}.parquet",
+                           row_group_size=GROUP)
+    for k, (relation, n) in enumerate(rows.items()):
+        src, _, dst = relation.split("__")
+        _write_pairs(tmp / "edges" / f"{relation}.parquet", np.random.default_rng([2, k]), n,
+                     ids[src], ids[dst], classes, homophily)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder / "nodes", ignore_errors=True)
+    os.replace(tmp / "nodes", folder / "nodes")
+    os.replace(tmp / "edges", folder / "edges")
+    tmp.rmdir()
 
 
 # ------------------------------------------------------------------------- memory sampling
@@ -225,14 +349,16 @@ def summarize(root: int, hwm: dict[int, float], anon: dict[int, float], group: d
 
 
 # ------------------------------------------------------------------------------- the runs
-def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool, cache_type: str = "") -> None:
-    """The pipeline copied into ``run`` with ``PARAMS`` for ``tables`` on ``engine``; a git
-    repository with one commit when DVC is to be timed there (``cache_type``: its
-    ``cache.type``, DVC's default when empty)."""
+def scratch_repo(run: Path, tables: Path, engine: str, dvc: bool, cache_type: str = "", *,
+                 params: dict | None = None) -> None:
+    """The pipeline copied into ``run`` with ``params`` (default ``PARAMS``) for ``tables`` on
+    ``engine``; a git repository with one commit when DVC is to be timed there (``cache_type``:
+    its ``cache.type``, DVC's default when empty)."""
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(REPO, run, ignore=_not_copied)
-    params = merged(yaml.safe_load((REPO / "params.yaml").read_text()), merged(PARAMS, {
-        "dataset": {"path": str(tables)}, "cluster": {"engine": engine}}))
+    params = merged(yaml.safe_load((REPO / "params.yaml").read_text()), merged(
+        PARAMS if params is None else params,
+        {"dataset": {"path": str(tables)}, "cluster": {"engine": engine}}))
     (run / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     if dvc:
         (run / ".gitignore").write_text("__pycache__/\n")
@@ -322,7 +448,8 @@ def run_size(args, size: tuple[str, int, int], engine: str) -> list[dict]:
     tables, run = args.dir / f"tables-{name}", args.dir / f"run-{name}-{engine}"
     dvc = args.dvc and engine == "dask"
     if not (args.resume and (run / "params.yaml").exists()):
-        scratch_repo(run, tables, engine, dvc, args.cache_type)
+        scratch_repo(run, tables, engine, dvc, args.cache_type,
+                     params=merged(PARAMS, MAG_PARAMS) if args.shape == "mag" else PARAMS)
     rows, missing = [], set()
     for stage in args.stages:
         blocked = sorted(missing & stage_deps(run, stage))
@@ -373,6 +500,9 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--engines", default="dask", help="engines of every size: dask, local")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--features", type=int, default=128)
+    parser.add_argument("--shape", choices=("homogeneous", "mag"), default="homogeneous",
+                        help="mag: typed tables shaped like OGB-MAG (write_mag_tables); sizes "
+                             "count edge rows, NODES:EDGES = papers:edge rows")
     parser.add_argument("--dvc", action="store_true", help="time DVC on each dask run")
     parser.add_argument("--keep", action="store_true", help="keep the tables and runs")
     parser.add_argument("--resume", action="store_true",
@@ -391,9 +521,10 @@ def main(argv=None) -> list[dict]:
     local = set(filter(None, args.local.split(",")))
     rows = []
     for text in args.sizes.split(","):
-        size = parse_size(text)
+        size = parse_size(text, args.shape)
         start = time.perf_counter()
-        write_tables(args.dir / f"tables-{size[0]}", size[1], size[2], args.features)
+        write = write_mag_tables if args.shape == "mag" else write_tables
+        write(args.dir / f"tables-{size[0]}", size[1], size[2], args.features)
         print(f"# {size[0]}: tables written in {time.perf_counter() - start:.0f} s", flush=True)
         engines = args.engines.split(",") + (["local"] if text in local else [])
         for engine in dict.fromkeys(engines):
