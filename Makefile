@@ -14,7 +14,7 @@ TEST_JOBS ?= 2
 .PHONY: exp setup repro repro-scale repro-typed-scale test clean-data help docs docs-check generate
 
 help:
-	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro)"
+	@echo "make repro   set up $(VENV) and run the whole pipeline (dvc repro, warm stages; WARM= cold)"
 	@echo "make test    set up $(VENV) and run the test suite"
 	@echo "make exp     dvc exp show narrowed to 120 columns (headline metrics, model params)"
 	@echo "make repro-scale  the 1M-node profile (profiles/scale.yaml) as a dvc experiment"
@@ -40,10 +40,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# preflight: params checked (and dataset.path present) before DVC removes any output
+# preflight: params checked (and dataset.path present) before DVC removes any output. The stages
+# run in forks of a warm server that imported torch & co. once (same output bytes; `make repro
+# WARM=` runs each stage cold: docs/pipeline.md, "What a run costs besides the stages")
+WARM ?= $(BIN)/gnnpipe warm --
 repro: setup
 	$(BIN)/python -m gnnpipe.preflight
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(WARM) $(BIN)/dvc repro
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc metrics show
 
 # experiments side by side in 120 columns (the headline and the model's params; more: ARGS=...)

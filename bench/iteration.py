@@ -1,7 +1,7 @@
 """What a pipeline run costs besides the stages' work, two trees in one run (issue 46).
 
     python -m bench.iteration --old OLD_TREE [--new .] [--dir /tmp/iteration] [--repro]
-                              [--exp [LR]] [--stages prepare,split,...]
+                              [--exp [LR]] [--warm] [--stages prepare,split,...]
 
 Each tree is copied into ``DIR/<old|new>`` (a plain copy: sources, ``stages/``, ``dvc.yaml``,
 ``params.yaml``, ``data/raw`` and the placeholders beside it; no outputs, no ``.git``), its bytecode compiled (as
@@ -16,6 +16,11 @@ imports). ``--repro`` then times ``dvc repro -f`` in each copy (``git init`` + c
 (after the repro, which it implies) commits that state in each copy and times ``dvc exp run -S
 train.lr=LR`` (default: half of params.yaml's), a one-param experiment: the stages it re-runs
 (train, predict, evaluate, report: those whose perf file it rewrote) against their own seconds.
+``--warm`` runs the new tree's ``dvc repro -f`` and ``dvc exp run`` through its warm stage
+server (``gnnpipe warm -- dvc ...``, gnnpipe/runtime/warm.py) and the old tree's as they are: with
+``--old .`` that is the cold path against the warm one on the same code (``--stages ''`` skips the
+per-stage table, which only times cold processes). A warm stage's own seconds shrink too where
+its run imported PyG or lightgbm lazily, so the wall ratios new / old are printed beside.
 Prints a table and the new / old ratios; writes ``DIR/iteration.json``.
 """
 
@@ -112,19 +117,22 @@ def run_stage(copy: Path, stage: str) -> dict:
     return {"wall": wall, "imports": imports, "own": own, "heavy": heavy, "modules": modules}
 
 
-def dvc(copy: Path, *args: str) -> float:
-    """Seconds of ``dvc ARGS`` in ``copy`` (its own git repository and DVC cache)."""
+def dvc(copy: Path, *args: str, warm: bool = False) -> float:
+    """Seconds of ``dvc ARGS`` in ``copy`` (its own git repository and DVC cache); ``warm``:
+    through the copy's ``gnnpipe warm --`` (its server's start and stop timed too)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": str(copy), "GNNPIPE_PROGRESS": "0"}
+    env.pop("GNNPIPE_WARM", None)
+    prefix = [sys.executable, "-m", "gnnpipe", "warm", "--"] if warm else []
     started = time.perf_counter()
-    subprocess.run([str(Path(sys.executable).parent / "dvc"), *args, "-q"], env=env,
+    subprocess.run([*prefix, str(Path(sys.executable).parent / "dvc"), *args, "-q"], env=env,
                    cwd=copy, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
-def repro(copy: Path) -> float:
+def repro(copy: Path, warm: bool = False) -> float:
     """Seconds of ``dvc repro -f`` in ``copy``."""
-    return dvc(copy, "repro", "-f")
+    return dvc(copy, "repro", "-f", warm=warm)
 
 
 def perf_files(copy: Path) -> dict[str, tuple[int, float]]:
@@ -133,12 +141,12 @@ def perf_files(copy: Path) -> dict[str, tuple[int, float]]:
             for path in (copy / "metrics" / "perf" / "stages").glob("*.json")}
 
 
-def exp_run(copy: Path, lr: float) -> dict:
+def exp_run(copy: Path, lr: float, warm: bool = False) -> dict:
     """``dvc exp run -S train.lr=<lr>`` in ``copy`` from its committed, reproduced state:
     seconds, the stages it re-ran (their perf file rewritten) and their own seconds."""
     commit(copy)
     before = perf_files(copy)
-    seconds = dvc(copy, "exp", "run", "-S", f"train.lr={lr}")
+    seconds = dvc(copy, "exp", "run", "-S", f"train.lr={lr}", warm=warm)
     after = perf_files(copy)
     ran = sorted((s for s in after if after[s][0] != before.get(s, (None,))[0]),
                  key=STAGES.index)
@@ -179,9 +187,14 @@ def main(argv=None) -> None:
     parser.add_argument("--exp", nargs="?", type=float, const=0.0, default=None, metavar="LR",
                         help="also (after --repro, implied) time `dvc exp run -S train.lr=LR` "
                              "(default: half of params.yaml's train.lr)")
+    parser.add_argument("--warm", action="store_true",
+                        help="the new tree's dvc runs through `gnnpipe warm --` (its warm stage "
+                             "server); with --old . : cold against warm on the same code")
     args = parser.parse_args(argv)
     args.repro = args.repro or args.exp is not None
-    stages = args.stages.split(",")
+    stages = [stage for stage in args.stages.split(",") if stage]
+    warm = {"old": False, "new": args.warm}
+    tag = {name: " (warm)" if on else "" for name, on in warm.items()}
     copies = {name: copy_tree(tree.resolve(), args.dir / name)
               for name, tree in (("old", args.old), ("new", args.new))}
     rows: dict[str, dict[str, dict]] = {name: {} for name in copies}
@@ -196,12 +209,13 @@ def main(argv=None) -> None:
     for name in copies:
         summary[name] = {key: sum(r[key] for r in rows[name].values())
                          for key in ("wall", "imports", "own")}
-    for name in copies:
+    for name in copies if stages else ():
         s = summary[name]
         print(f"{name}: stage processes {s['wall']:.1f} s, imports {s['imports']:.1f} s, "
               f"stages' own {s['own']:.1f} s (wall / own {s['wall'] / s['own']:.2f}x)")
-    print(f"imports new / old: {summary['new']['imports'] / summary['old']['imports']:.2f}x")
-    if args.rounds:
+    if stages:
+        print(f"imports new / old: {summary['new']['imports'] / summary['old']['imports']:.2f}x")
+    if args.rounds and stages:
         print(f"{'stage':10s} {'old s':>6s} {'new s':>6s}  import closure alone, median of "
               f"{args.rounds}")
         for stage in stages:
@@ -220,20 +234,26 @@ def main(argv=None) -> None:
               f"{summary['new']['startup']:.1f} s ({summary['new']['startup'] / summary['old']['startup']:.2f}x)")
     if args.repro:
         for name in copies:
-            summary[name]["repro"] = repro(copies[name])
+            summary[name]["repro"] = repro(copies[name], warm[name])
             own = sum(json.loads(p.read_text())["seconds"] for p in
                       (copies[name] / "metrics" / "perf" / "stages").glob("*.json"))
             summary[name]["repro_own"] = own
-            print(f"{name}: dvc repro -f {summary[name]['repro']:.1f} s, stages' own {own:.1f} s "
-                  f"({summary[name]['repro'] / own:.2f}x)", flush=True)
+            print(f"{name}: dvc repro -f{tag[name]} {summary[name]['repro']:.1f} s, stages' own "
+                  f"{own:.1f} s ({summary[name]['repro'] / own:.2f}x)", flush=True)
+        print(f"dvc repro -f new / old: {summary['new']['repro'] / summary['old']['repro']:.2f}x"
+              f" (new against old's stages' own: "
+              f"{summary['new']['repro'] / summary['old']['repro_own']:.2f}x)")
     if args.exp is not None:
         lr = args.exp or default_lr(copies["new"]) / 2
         for name in ("new", "old"):  # the other order than the repro's last: load hits both
-            row = summary[name] | exp_run(copies[name], lr)
+            row = summary[name] | exp_run(copies[name], lr, warm[name])
             summary[name] = row
-            print(f"{name}: dvc exp run -S train.lr={lr:g} {row['exp']:.1f} s, re-ran "
+            print(f"{name}: dvc exp run{tag[name]} -S train.lr={lr:g} {row['exp']:.1f} s, re-ran "
                   f"{','.join(row['exp_stages'])}: own {row['exp_own']:.1f} s "
                   f"({row['exp'] / row['exp_own']:.2f}x)", flush=True)
+        print(f"dvc exp run new / old: {summary['new']['exp'] / summary['old']['exp']:.2f}x "
+              f"(new against old's stages' own: "
+              f"{summary['new']['exp'] / summary['old']['exp_own']:.2f}x)")
     (args.dir / "iteration.json").write_text(json.dumps({"rows": rows, "summary": summary},
                                                          indent=1))
 

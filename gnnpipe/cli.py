@@ -46,6 +46,9 @@ GNNPIPE_PROGRESS=0 to hide progress bars.
 """
 
 
+WARM_HELP = ("gnnpipe warm -- dvc repro (or dvc exp run ...): the stages skip their imports "
+             "(a warm server forks each one); same outputs")
+
 # an option's help where the stage table gives none (argparse shows a default only with a help)
 KIND_HELP = {"in": "an upstream stage's output this stage reads",
              "out": "where this stage writes its output",
@@ -84,12 +87,24 @@ def build_parser(stages: tuple[str, ...] = tuple(STAGES)) -> argparse.ArgumentPa
         # a command with TORCH = False never runs torch: its threads are not pinned (that would
         # import torch, about 1.3 s, for nothing)
         sub.set_defaults(run=module.run, uses_torch=getattr(module, "TORCH", True))
+    # not a stage (no dvc.yaml entry): main runs it before parsing (gnnpipe/runtime/warm.py)
+    subparsers.add_parser("warm", help=WARM_HELP)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one stage; user errors print one line to stderr and return 1 (no traceback)."""
+    console = argv is None  # `gnnpipe` / `python -m gnnpipe`, not a caller's own process
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["warm"]:
+        from gnnpipe.runtime import warm
+        return warm.command(argv[1:])
+    if os.environ.get("GNNPIPE_WARM") and argv[:1] and argv[0] in STAGES:
+        # started under `gnnpipe warm`: a fork of its server runs the stage, imports done
+        from gnnpipe.runtime import warm
+        served = warm.serve(argv, console)
+        if served is not None:
+            return served
     # a known stage name builds only its own subcommand, so a stage imports its command alone
     named = tuple(a for a in argv[:1] if a in STAGES)
     args = build_parser(named).parse_args(argv)
