@@ -19,6 +19,8 @@ import datetime
 import os
 import platform
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,8 +31,10 @@ import torch
 from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
 from gnnpipe.data.graph import Csr, Graph, TargetView
-from gnnpipe.data.edges import normalize_edges
 from gnnpipe.runtime.rng import make_rng
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from graph_oracle import normalize_edges  # noqa: E402 (the edge policies, whole)
 
 BASE_NODES = 1_000_000
 
@@ -67,6 +71,17 @@ def build_graph(cfg: SyntheticParams, seed: int = 0) -> TargetView:
                              remove_self_loops=True)
     return Graph.homogeneous(csr, torch.from_numpy(raw["x"]), torch.from_numpy(raw["y"]),
                              cfg.num_classes).target_view()
+
+
+def prepared_graph(params) -> Graph:
+    """``params.dataset``'s graph prepared by the prepare stage's code (``prepare_to``) in a
+    temporary folder and read back whole into memory: for benches that start from a graph."""
+    from gnnpipe import io
+    from gnnpipe.commands.prepare import prepare_to
+
+    with tempfile.TemporaryDirectory(prefix="gnnpipe-prepare-") as folder:
+        prepare_to(params, Path(folder) / "prepared")
+        return io.read_graph(Path(folder) / "prepared")
 
 
 def load_graph(args: argparse.Namespace) -> TargetView:

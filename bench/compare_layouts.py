@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the whole-table readers
 from compare_artifacts import PIPELINES, run_pipeline, save_and_compare  # noqa: E402
 
 
@@ -56,6 +57,7 @@ def read_values(root: Path) -> dict[str, str]:
     import numpy as np
 
     from gnnpipe import io
+    from prepared_oracle import read_typed_edge_table, read_typed_node_table
     from gnnpipe.data.graph import ROLE_CODES, ROLES, edge_type_name
 
     prepared, split = root / "data/prepared", root / "data/split"
@@ -79,14 +81,14 @@ def read_values(root: Path) -> dict[str, str]:
     if graph.public_roles is not None:
         out["graph.public_roles"] = _digest(graph.public_roles)
     for t in graph.node_types:
-        _columns(f"nodes.{t}", io.read_typed_node_table(prepared, t), out)
+        _columns(f"nodes.{t}", read_typed_node_table(prepared, t), out)
         try:
             _columns(f"node_ids.{t}", io.read_typed_node_ids(prepared, t), out)
         except ValueError as err:
             if "file not found" not in str(err):
                 raise
     for e in graph.edge_types:
-        _columns(f"edges.{edge_type_name(e)}", io.read_typed_edge_table(prepared, e), out)
+        _columns(f"edges.{edge_type_name(e)}", read_typed_edge_table(prepared, e), out)
     try:
         # main before the one layout read it without an edge type
         one_type = io.read_edge_attrs.__code__.co_argcount == 1

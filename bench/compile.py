@@ -33,15 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import describe, machine, print_machine
+from bench.common import describe, machine, prepared_graph, print_machine
 from gnnpipe.config import load_params, replace
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.loop import COMPILE_BACKEND, LoopOptions
 from gnnpipe.training.models import build_model
-from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.runtime.rng import make_rng, torch_seed
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.splitting.split import split_nodes
+from tests.split_oracle import split_nodes
 from gnnpipe.training.train import _loss, _step, build_inputs, fit
 from gnnpipe.data.graph import phase_csrs
 

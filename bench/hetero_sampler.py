@@ -33,11 +33,10 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from bench.common import machine, print_machine
+from bench.common import machine, prepared_graph, print_machine
 from bench.trees import add_tree_args, compare_trees
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import Csr
-from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.sampling import HeteroNeighborSampler
 
 BASE_PAPERS, BASE_AUTHORS, BASE_VENUES = 1_000_000, 200_000, 1_000

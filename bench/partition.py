@@ -34,17 +34,19 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+# lp of a CSR in memory is a test oracle (tests/graphops/lp_oracle.py, with its block_files)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "graphops"))
 
 import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
-from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, csr_rows, halo_report,
+from gnnpipe.graphops.partition import (symmetric_simple, csr_rows, halo_report,
                                partition_report, resolve_backend, write_shard)
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
+from lp_oracle import assign_parts
 
 METHODS = ("metis/pymetis", "metis/torch_sparse", "metis/pyg_lib", "lp", "lp/dask", "bfs",
            "random")

@@ -394,7 +394,8 @@ def _jit_rows(rows: _Rows, crow, col, banded, values, operand, reference) -> dic
 
     propagate_kernel.spmm_rows(crow, col, values, operand, 0, 1)  # one row: the fixed cost
     first = time.perf_counter() - started
-    cached = propagate_kernel.compiled_from_cache()
+    stats = propagate_kernel._kernel.stats  # numba's: machine code from its on-disk cache?
+    cached = bool(stats.cache_hits) and not stats.cache_misses
     print(f"# numba kernel: import + first call (one row) {first:.2f} s "
           f"({'machine code from the cache' if cached else 'compiled'})", flush=True)
     ahead = propagate_kernel.PREFETCH_AHEAD

@@ -11,10 +11,10 @@ checkpoint): ``neighbor`` (one process, the whole graph memory-mapped, as in the
 and ``shard`` (``train.sampler: cluster``, ``train.dist.shard: partition``, 2 ``torchrun``
 ranks, each holding its own parts); issue 43 item 2: ``neighbor2`` / ``neighbor2auto``
 (``train.sampler: neighbor`` on 2 ranks over the shared memory-mapped files, evaluation
-``layerwise`` / ``auto``) and ``link2`` (``link_neighbor`` on 2 ranks; ``--task link`` splits
-for it). ``--trees old=DIR,new=DIR`` runs the train stage with each tree's code on the same
-data, interleaved (``--rounds``); the upstream stages run with the first tree's code and
-params. Memory is sampled from /proc every 0.1 s
+``layerwise`` / ``auto``) and ``link2`` / ``link1`` (``link_neighbor`` on 2 ranks / in one
+process; ``--task link`` splits for them). ``--trees old=DIR,new=DIR`` runs the train stage
+with each tree's code on the same data, interleaved (``--rounds``); the upstream stages run
+with the first tree's code and params. Memory is sampled from /proc every 0.1 s
 (``bench.data_path.TreePeaks``): ``anon`` is the peak anonymous memory (RssAnon) of a process,
 ``peak`` its VmHWM (which also counts file-backed pages of the memory maps). Per-node arrays are
 reported as bytes per node of the graph, from their element sizes.
@@ -42,6 +42,9 @@ VARIANTS = {
     "neighbor2auto": {"train": {"sampler": "neighbor", "dist": {"shard": "none", "nproc": 2},
                                 "inference": {"mode": "auto"}}},
     "link2": {"train": {"sampler": "link_neighbor", "dist": {"shard": "none", "nproc": 2},
+                        "inference": {"mode": "layerwise"}}},  # needs --task link
+    # issue 43 item 1: the same in one process (its link edges and negative keys alike)
+    "link1": {"train": {"sampler": "link_neighbor", "dist": {"shard": "none", "nproc": 1},
                         "inference": {"mode": "layerwise"}}},  # needs --task link
 }
 

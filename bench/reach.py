@@ -13,12 +13,11 @@ above the RSS before each call (graph paged in first); best of ``--repeat`` wall
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `bench` and `gnnpipe` importable
+if __package__ in (None, ""):  # run as a script: make `bench`, `gnnpipe` and `tests` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -26,9 +25,8 @@ from bench.common import PeakMemory, add_graph_args, describe, load_graph, print
 from gnnpipe.config.schema import CurvatureParams
 from gnnpipe.graphops.reach import BEYOND, edge_curvature, hops_to_train
 from gnnpipe.io.blocks import temp_folder
-from gnnpipe.io.csr_blocks import build_block_graph, save_stored_csr
-from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import make_rng
+from tests.graphops.block_files import write_blocks
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -74,8 +72,7 @@ def main(argv=None) -> dict:
         fn = lambda: edge_curvature(None, folder, csr.num_nodes, cfg,  # noqa: E731
                                     make_rng(args.seed, "bench-curvature"))
         with temp_folder(None, "bench-reach") as folder:  # the block files analyze reads
-            build_block_graph(folder, save_stored_csr(folder / "csr.pt", csr),
-                              functools.partial(run_blocks, None), 1 << 16)
+            write_blocks(folder, csr)
             row, out = measure(fn, args.repeat)
         q = out["quantiles"]
         results["curvature"].append({**row, "sample": out["sample"], "quantiles": q,

@@ -13,18 +13,22 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
-import numpy as np
-import torch
+if __package__ in (None, ""):  # run as a script: make `bench`, `gnnpipe` and `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from bench.common import prepared_graph
 from gnnpipe.config import NeighborParams, NodeSplitParams, TrainParams, params_from_dict
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.models import build_model
-from gnnpipe.commands.prepare import prepared_graph
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.splitting.split import split_nodes
+from tests.split_oracle import split_nodes
 from gnnpipe.training.train import build_inputs, fit
 
 

@@ -15,8 +15,7 @@ import torch  # noqa: E402
 
 from gnnpipe.config import Params, params_from_dict
 from gnnpipe.data.graph import Graph, TargetView
-from gnnpipe.data.edges import normalize_edges
-from graph_oracle import prepare
+from graph_oracle import normalize_edges, prepare
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ and the maker of the in-memory ``Prepared`` graphs many tests start from.
 ``prepare_dataset(cfg, seed)``: ``load`` (the built-in graphs drawn by the library's own streams,
 ``gnnpipe.sources.builtin``; the user's tables read whole here; any other source by its library
 reader) then ``build``, which validates the raw graph and applies the edge policies, labels and
-times with ``gnnpipe.data.edges.normalize_edges``, as the block prepare does:
+times with ``normalize_edges`` (below), as the block prepare does:
 
 * a relation between two types is stored as given and, when undirected, also flipped as its
   reverse ``rev_<rel>``; a relation inside one type is stored in both directions when undirected
@@ -33,7 +33,7 @@ import torch
 from gnnpipe import io, sources
 from gnnpipe.commands.prepare import _labels
 from gnnpipe.config import DatasetParams, EdgeTableParams
-from gnnpipe.data.edges import edge_pairs, normalize_edges
+from gnnpipe.data.edges import csr_from_edges, edge_pairs, sorted_unique
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, Csr,
                                 EdgeType, Graph, edge_type_name, layout_of, reverse_edge_type)
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
@@ -46,9 +46,100 @@ from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, check_fini
                                   check_no_nulls, check_timestamps, combine, first_null,
                                   fractional_time, is_numeric, label_codes, no_edges_warning,
                                   not_whole_time, time_key)
+from gnnpipe.data.synthetic import PUBLISHED_IN, WRITES
 from gnnpipe.sources.formats import CsvTables, ParquetTables
 from gnnpipe.sources.tables import (check_table_path, edge_tables, node_ids, node_table_columns,
                                     relation_of, table_folder, typed_tables, typed_target)
+from prepared_oracle import write_edge_attrs, write_node_ids
+
+# the reverses prepare adds to the built-in typed graph with dataset.undirected
+REV_WRITES, REV_PUBLISHED_IN = reverse_edge_type(WRITES), reverse_edge_type(PUBLISHED_IN)
+
+
+# ---------------------------------------------------------------------------- the edge policies
+@dataclass(frozen=True)
+class EdgeReport:
+    """What the edge policies did. Counts are input rows, except ``output_edges`` (stored, directed).
+
+    ``rows`` (``normalize_edges(..., with_rows=True)``): int64 (output_edges,), the input row
+    behind each stored edge in CSR order (``csr.edge_index()``), for edge weights and times.
+    """
+
+    input_edges: int
+    self_loops_removed: int
+    duplicates_removed: int  # for undirected graphs (u, v) and (v, u) count as the same edge
+    output_edges: int
+    rows: np.ndarray | None = None
+
+
+def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirected: bool,
+                    dedup: bool, remove_self_loops: bool, num_src: int | None = None,
+                    order: np.ndarray | None = None, with_rows: bool = False
+                    ) -> tuple[Csr, EdgeReport]:
+    """Apply a graph's edge policies to its input rows and build the CSR, whole (the block
+    prepare's rule, gnnpipe/data/block_graph.py): both graph kinds (a homogeneous graph, each
+    relation of a typed one).
+
+    ``src`` int (E,) in ``[0, num_src)`` (default ``num_nodes``), ``dst`` int (E,) in
+    ``[0, num_nodes)``, already checked. ``remove_self_loops`` drops rows with ``src == dst``;
+    ``dedup`` keeps one row per pair (unordered when ``undirected``): the one with the
+    smallest ``order`` (E,) (e.g. a timestamp), then the first; ``undirected`` stores both
+    directions of every kept row (a self-loop once; needs ``num_src == num_nodes``).
+
+    ``with_rows``: ``report.rows`` is the input row behind each stored edge. Copies of one
+    stored edge (no dedup) take their rows by (``order``, row), both directions of an
+    undirected row alike.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    num_src = num_nodes if num_src is None else num_src
+    assert not undirected or num_src == num_nodes, "undirected pairs need one node set"
+    input_edges = int(src.size)
+    rows = np.arange(input_edges, dtype=np.int64) if with_rows else None
+    loops_removed = 0
+    if remove_self_loops:
+        keep = src != dst
+        loops_removed = input_edges - int(np.count_nonzero(keep))
+        if loops_removed:
+            src, dst = src[keep], dst[keep]
+            rows = None if rows is None else rows[keep]
+    if undirected:  # key of the unordered pair
+        keys = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
+    else:
+        keys = src * num_nodes + dst
+    if rows is None:  # the stored edges alone: sorted pair keys are enough
+        unique_keys = sorted_unique(keys) if dedup else keys
+        dups_removed = int(keys.size - unique_keys.size)
+        src, dst = unique_keys // num_nodes, unique_keys % num_nodes
+    else:
+        if dedup and keys.size:  # the earliest row of each pair (lexsort is stable: then first)
+            by_key = (np.argsort(keys, kind="stable") if order is None
+                      else np.lexsort((order[rows], keys)))
+            first = np.ones(by_key.size, dtype=bool)
+            np.not_equal(keys[by_key[1:]], keys[by_key[:-1]], out=first[1:])
+            kept = np.sort(by_key[first])
+            dups_removed = int(keys.size - kept.size)
+        else:
+            kept = np.arange(keys.size)
+            dups_removed = 0
+            if order is not None:
+                kept = kept[np.argsort(order[rows], kind="stable")]
+        src, dst, rows = src[kept], dst[kept], rows[kept]
+    if undirected:
+        proper = src != dst
+        if rows is not None:  # both directions of a row side by side
+            both = np.stack([np.ones_like(proper), proper], axis=1).ravel()
+            src, dst = (np.stack([src, dst], axis=1).ravel()[both],
+                        np.stack([dst, src], axis=1).ravel()[both])
+            rows = np.repeat(rows, 2)[both]
+        else:
+            src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
+    csr = csr_from_edges(src, dst, num_nodes, num_src)
+    if rows is not None:  # into csr_from_edges's order: by dst, then src, copies as they came
+        rows = rows[np.argsort(dst * max(num_src, 1) + src, kind="stable")]
+    report = EdgeReport(input_edges=input_edges, self_loops_removed=loops_removed,
+                        duplicates_removed=dups_removed, output_edges=csr.num_edges, rows=rows)
+    return csr, report
 
 
 # ------------------------------------------------------------------------------------ the load
@@ -517,12 +608,11 @@ def prepare_whole(params, out: Path) -> dict:
                       compression=storage.compression, features=storage.features,
                       featureless=prepared.featureless)
     for node_type, ids in prepared.node_ids.items():
-        io.write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
-                          storage.compression)
+        write_node_ids(out, node_type, ids, prepared.node_time.get(node_type),
+                       storage.compression)
     if graph.layout == HOMOGENEOUS and EDGE in prepared.edge_attrs:  # typed: in graph.pt
         src, dst = graph.csr[EDGE].edge_index().numpy()
-        io.write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE],
-                            storage.compression)
+        write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE], storage.compression)
     classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                if prepared.class_values is None else prepared.class_values)
     _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,

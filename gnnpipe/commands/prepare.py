@@ -9,14 +9,12 @@ OGB, PyG, OGB-MAG: written as tables first) go through one block prepare
 (gnnpipe/data/prepare_tables.py) on either cluster.engine."""
 
 import sys
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 
 from gnnpipe import io, sources
 from gnnpipe.config import load_params
-from gnnpipe.data.graph import Graph
 from gnnpipe.data.prepare_tables import STEPS, prepare_tables
 from gnnpipe.data.source_tables import raw_tables, synthetic_tables
 from gnnpipe.io.blocks import scratch_beside
@@ -48,14 +46,6 @@ def prepare_to(params, out: Path) -> dict:
         _labels(folder, prepared.labelled, prepared.total, prepared.class_values, report,
                 dataset.storage.compression)
     return report
-
-
-def prepared_graph(params) -> Graph:
-    """``params.dataset``'s graph prepared (``prepare_to``) in a temporary folder and read back
-    whole into memory: for benches that start from a graph."""
-    with tempfile.TemporaryDirectory(prefix="gnnpipe-prepare-") as folder:
-        prepare_to(params, Path(folder) / "prepared")
-        return io.read_graph(Path(folder) / "prepared")
 
 
 def _finish(args, report: dict) -> str:

@@ -10,9 +10,10 @@ holds more than an edge block or a row block of edges:
   stored direction sent to the row block of its target, in one routed file per edge block
   (``gnnpipe.io.blocks.save_routed``), for the relation and, flipped, for its reverse;
 * ``build_rows``: a row block's incoming edges sorted by (target, source) and deduplicated,
-  the local rule of ``gnnpipe.data.edges.normalize_edges`` (an undirected pair is stored in both
-  directions, so deduplicating directed edges per target deduplicates the unordered pairs); with
-  edge attributes, each stored edge's input row, chosen and ordered as ``normalize_edges`` does;
+  the local rule of the whole-graph ``normalize_edges`` (tests/graph_oracle.py; an undirected
+  pair is stored in both directions, so deduplicating directed edges per target deduplicates the
+  unordered pairs); with edge attributes, each stored edge's input row, chosen and ordered as
+  ``normalize_edges`` does;
 * ``place_rows``: the sorted block into ``indptr`` / ``indices`` at its global offset, and the
   attributes of its input rows into their CSR-order files.
 """

@@ -33,7 +33,6 @@ from typing import Callable
 import numpy as np
 
 from gnnpipe.config import SyntheticParams
-from gnnpipe.data.graph import reverse_edge_type
 
 
 # values per streamed feature block: 16M float64 draws (128 MiB) whatever the width
@@ -160,8 +159,6 @@ def keep_labels(y: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndar
 CITES = ("paper", "cites", "paper")
 WRITES = ("author", "writes", "paper")  # the link task's relation
 PUBLISHED_IN = ("paper", "published_in", "venue")
-# the reverses prepare adds with dataset.undirected (``reverse_edge_type``)
-REV_WRITES, REV_PUBLISHED_IN = reverse_edge_type(WRITES), reverse_edge_type(PUBLISHED_IN)
 
 
 def _pick_in_class(classes: np.ndarray, wanted: np.ndarray, num_classes: int,

@@ -37,7 +37,6 @@ from gnnpipe.sources.tables import node_ids
 
 # numpy has no bfloat16: its bits are kept as uint16 (as features_<T>.npy holds them)
 STORED_NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
-ID_SCHEMA = {"row": pa.int64()}
 SRC, DST = 0, 1
 
 

@@ -20,7 +20,6 @@ import torch
 from gnnpipe.config import PartitionParams
 from gnnpipe.data.graph import TYPED, Csr, EdgeType, layout_of
 from gnnpipe.data.edges import row_positions
-from gnnpipe.graphops.partition_lp import lp_partition
 from gnnpipe.graphops.rings import Rings
 from gnnpipe.io.partitions import shard_writer
 
@@ -226,21 +225,20 @@ def check_num_parts(num_nodes: int, cfg: PartitionParams) -> str:
     return resolve_backend(cfg)
 
 
-def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator, client=None,
-                 scratch: Path | None = None) -> np.ndarray:
-    """Part id for every node: int32, shape (N,), values in ``[0, num_parts)``. ``lp`` runs its
-    block tasks on ``client`` (a ``distributed.Client``; None: this process), its block files in
-    ``scratch`` (None: the run's scratch)."""
+def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator) -> np.ndarray:
+    """Part id for every node of the whole ``csr`` (metis, random, bfs; lp goes by blocks,
+    gnnpipe/graphops/partition_blocks.py): int32, shape (N,), values in ``[0, num_parts)``."""
     n = csr.num_nodes
     backend = check_num_parts(n, cfg)
+    if cfg.method == "lp":
+        raise ValueError("partition.method=lp partitions the stored graph by blocks "
+                         "(partition_blocks.lp_stage), not a CSR in memory")
     if cfg.num_parts == 1:
         return np.zeros(n, dtype=np.int32)
     if cfg.method == "random":
         return rng.integers(0, cfg.num_parts, size=n).astype(np.int32)
     if cfg.method == "bfs":
         return _chunk_order(bfs_order(csr, rng), _node_weights(csr, cfg), cfg.num_parts)
-    if cfg.method == "lp":
-        return lp_partition(csr, cfg, int(rng.integers(0, 2**31 - 1)), client, scratch)
     return _metis(csr, cfg, backend, int(rng.integers(0, 2**31 - 1)))
 
 

@@ -28,20 +28,16 @@ Ugander & Backstrom's balanced label propagation, 2013, with exact caps).
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.data.graph import Csr
 from gnnpipe.runtime.engine import fold_blocks, run_blocks
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
-from gnnpipe.io.blocks import temp_folder
-from gnnpipe.io.csr_blocks import (build_block_graph, gather_labels, num_block_nodes,
-                                   read_block_rows, remove_labels, row_ranges, save_node_array,
-                                   save_stored_csr, write_labels)
+from gnnpipe.io.csr_blocks import (gather_labels, num_block_nodes, read_block_rows,
+                                   remove_labels, row_ranges, save_node_array, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
 COUNT_CELLS = 1 << 22  # (rows, parts) label counts held at once inside a block
@@ -395,14 +391,3 @@ def lp_parts(folder: Path, cfg: PartitionParams, seed: int, client=None) -> np.n
     step = _sweeps(folder, labels, step, cfg, seed, client, rows, np.full(k, caps[1]), None)
     remove_labels(folder, step)
     return labels
-
-
-def lp_partition(csr: Csr, cfg: PartitionParams, seed: int, client=None,
-                 scratch: Path | None = None) -> np.ndarray:
-    """``lp_parts`` of an in-memory ``csr``: saved as a stored graph in a temp folder under
-    ``scratch`` (default: the run's scratch), its block files built there (``build_block_graph``),
-    the block tasks on ``client`` (a ``distributed.Client``) or in this process."""
-    with temp_folder(scratch, "partition-lp") as folder:
-        graph = save_stored_csr(folder / "csr.pt", csr)
-        build_block_graph(folder, graph, functools.partial(run_blocks, client), cfg.block_rows)
-        return lp_parts(folder, cfg, seed, client)

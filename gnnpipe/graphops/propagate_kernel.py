@@ -106,10 +106,3 @@ def spmm_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: to
     _kernel(crow.numpy(), col.numpy(), values.numpy(), x.numpy(), out.numpy(), start, stop,
             ahead)
     return out
-
-
-def compiled_from_cache() -> bool:
-    """Whether the kernel's machine code came from numba's on-disk cache (after a first call)."""
-    stats = _kernel.stats
-    return bool(stats.cache_hits) and not stats.cache_misses
-

@@ -48,33 +48,16 @@ def mean_cosine_similarity(h: torch.Tensor, block_floats: int = BLOCK_FLOATS) ->
     return (float(np.square(total).sum()) - nonzero) / (n * (n - 1))
 
 
-def dirichlet_energy(h: torch.Tensor, csr: Csr, block_floats: int = BLOCK_FLOATS) -> dict:
-    """Dirichlet energy of embeddings ``h`` (N, D) on the message graph ``csr`` (N nodes).
-
-    * ``dirichlet_energy`` = ``1/N * sum_{j -> i} |h_i - h_j|^2`` (Rusch, Bronstein & Mishra 2023),
-      summing over stored edges (each undirected edge twice). Tends to 0 as a deep GNN
-      over-smooths, but it also scales with ``|h|``.
-    * ``rayleigh_quotient`` = ``tr(h^T L h) / tr(h^T h)`` with ``L = I - D^-1/2 A D^-1/2`` over the
-      non-isolated nodes, i.e.
-      ``1/2 * sum_{j -> i} |h_i/sqrt(d_i) - h_j/sqrt(d_j)|^2 / sum |h_i|^2``: scale-free, in [0, 2],
-      and 0 also in GCN's limit ``h_i ~ sqrt(d_i)``.
-    Both use ``sum_{j -> i} |g_i - g_j|^2 = sum_i din_i |g_i|^2 + sum_j dout_j |g_j|^2
-    - 2 sum_i g_i . (A g)_i``: per row block one segment sum of the sources' rows instead of two
-    rows per edge, in float64 so the difference of large sums stays exact enough.
-    """
-    n = csr.num_nodes
-    if h.shape[0] != n:
-        raise ValueError(f"{h.shape[0]} embeddings for a graph of {n} nodes")
-    edge_h, edge_scaled, mass = _edge_sums(h, row_map(torch.arange(n), n), csr, block_floats)
-    return {"dirichlet_energy": edge_h / max(n, 1),
-            "rayleigh_quotient": 0.5 * edge_scaled / mass if mass > 0 else 0.0}
-
-
 def smoothing_report(node_id: torch.Tensor, h: torch.Tensor, csr: Csr,
                      block_floats: int = BLOCK_FLOATS) -> dict:
-    """Over-smoothing figures of embeddings ``h`` (M, D) for nodes ``node_id`` (M,) on ``csr``.
+    """Over-smoothing figures of embeddings ``h`` (M, D) for nodes ``node_id`` (M,) on ``csr``,
+    over the stored edges of ``csr`` between two given nodes (each undirected edge twice):
 
-    The energy is taken over the edges of ``csr`` between two of the given nodes.
+    * ``cosine_similarity``: ``mean_cosine_similarity(h)``;
+    * ``dirichlet_energy`` = ``1/M * sum_{j -> i} |h_i - h_j|^2`` (Rusch, Bronstein & Mishra
+      2023): tends to 0 as a deep GNN over-smooths, but it also scales with ``|h|``;
+    * ``rayleigh_quotient`` = ``tr(h^T L h) / tr(h^T h)`` with ``L = I - D^-1/2 A D^-1/2`` over the
+      non-isolated nodes: scale-free, in [0, 2], and 0 also in GCN's limit ``h_i ~ sqrt(d_i)``.
     """
     n = csr.num_nodes
     edge_h, edge_scaled, mass = _edge_sums(h, row_map(node_id, n), csr, block_floats)
@@ -142,7 +125,9 @@ def _edge_sums(h, row: np.ndarray, csr: Csr, block_floats: int) -> tuple[float, 
     """``sum_{j -> i} |g_i - g_j|^2`` over the stored edges between two nodes that have a row of
     ``h`` (M, D) (``row`` int (N,), -1: none), for ``g = h`` and for ``g_i = h_i / sqrt(d_i)``
     (``d``: in-degree over those edges, at least 1), and the mass ``sum |h_i|^2`` over the
-    nodes with ``d_i > 0``. Two passes over row blocks: the degrees, then the sums."""
+    nodes with ``d_i > 0``. Two passes over row blocks: the degrees, then the sums, by
+    ``sum_{j -> i} |g_i - g_j|^2 = sum_i din_i |g_i|^2 + sum_j dout_j |g_j|^2
+    - 2 sum_i g_i . (A g)_i`` (one segment sum of the sources' rows per block, in float64)."""
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
     h = _array(h)
     m, width = h.shape[0], max(int(h.shape[1]), 1)

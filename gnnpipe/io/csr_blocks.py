@@ -21,13 +21,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
+from gnnpipe.data.graph import HOMOGENEOUS, edge_type_name
 from gnnpipe.io.description import read_description
 from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
 from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
-from gnnpipe.io.tensors import load_tensors, save_tensors
+from gnnpipe.io.tensors import load_tensors
 
 def _save(path: Path, array: np.ndarray) -> None:
     """np.save through a temp name: a reader never maps a half-written array."""
@@ -165,20 +165,6 @@ def stored_message_relation(split: Path, edge_type: tuple[str, str, str],
     meta = read_split_meta(split)
     return _own_relation(Path(split) / meta["message_graph"][phase], MESSAGE_SCHEMA, edge_type,
                          dict(meta["sizes"])[edge_type[2]])
-
-
-CSR_SCHEMA = "gnnpipe.block_csr/1"
-
-
-def save_stored_csr(file: Path, csr: Csr) -> StoredGraph:
-    """An in-memory ``csr`` saved to the torch file ``file`` as a one-relation ``StoredGraph``
-    over its N nodes, for ``build_block_graph`` (lp of a graph held in memory, tests, benches)."""
-    save_tensors(file, CSR_SCHEMA, {"csr.indptr": csr.indptr.long(),
-                                    "csr.indices": csr.indices.long()})
-    n = csr.num_nodes
-    relation = StoredRelation(str(Path(file).resolve()), str(file), CSR_SCHEMA, "csr.", 0, n, 0,
-                              n, "node", 0)
-    return StoredGraph(n, (_checked(relation),), False)
 
 
 def _own_relation(file: Path, schema: str, edge_type: tuple[str, str, str], n: int

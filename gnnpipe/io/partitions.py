@@ -142,15 +142,6 @@ def read_partition(partition: Path) -> np.ndarray:
     return table.column("part").to_numpy()
 
 
-def write_partition_shard(out: Path, shard: PartShard) -> None:
-    """``shard`` (in memory) into ``out/part_<k>/``: the bytes ``ShardWriter`` streams."""
-    indptr = shard.csr.indptr.numpy()
-    with shard_writer(out, shard.part, shard.num_parts, shard.num_nodes,
-                      shard.ring_ptr.numpy()) as writer:
-        writer.add(shard.node_id.numpy(), shard.degree.numpy(), np.diff(indptr),
-                   shard.csr.indices.numpy())
-
-
 def write_partition_meta(out: Path, meta: dict) -> None:
     """``meta.json``: num_parts, halo_hops, num_nodes and how the parts were made."""
     write_json(out / "meta.json", meta)

@@ -131,12 +131,6 @@ def read_model(model_dir: Path) -> tuple[dict, dict]:
     return payload["state_dict"], payload["meta"]
 
 
-def embedding_matrix(table: pa.Table) -> np.ndarray:
-    """The ``embedding`` column as one (N, H) array (float32 or float16)."""
-    column = table.column("embedding").combine_chunks()
-    return column.flatten().to_numpy().reshape(len(column), column.type.list_size)
-
-
 class StreamedIds:
     """The ``original_id`` column of a prepared node type's ``node_ids_<T>.parquet``, read
     ``batch_rows`` rows at a time: what the predict stage's writers slice
@@ -205,6 +199,5 @@ def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
 
 __all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "DEFAULT_TOP_K",
            "predictions_schema", "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
-           "read_embeddings", "read_pair_scores", "read_model", "embedding_matrix",
-           "write_confusion", "StreamedIds"]
+           "read_embeddings", "read_pair_scores", "read_model", "write_confusion", "StreamedIds"]
 

@@ -251,32 +251,6 @@ def require_columns(fields: dict[str, pa.DataType], optional: tuple[str, ...]):
     return expected
 
 
-def write_node_ids(out: Path, node_type: str, original_id: pa.Array,
-                   timestamp: pa.Array | None = None, compression: str = "zstd") -> None:
-    """``node_ids_<node_type>.parquet``: row ``i`` maps node ``i`` of that type back to the id it
-    has in the user's table.
-
-    ``original_id`` (N,) int or string, ``timestamp`` (N,) optional (the node table's column as
-    read), both in node order.
-    """
-    columns = {"node_id": pa.array(np.arange(len(original_id), dtype=np.int64)),
-               "original_id": original_id}
-    if timestamp is not None:
-        columns["timestamp"] = timestamp
-    table = pa.table(columns)
-    write_table(Path(out) / node_ids_file(node_type), table, table.schema, "gnnpipe.node_ids/1",
-                compression)
-
-
-def write_edge_attrs(out: Path, edge_type: EdgeType, src: np.ndarray, dst: np.ndarray,
-                     attrs: dict[str, pa.Array], compression: str = "zstd") -> None:
-    """``edge_attrs_<E>.parquet``: ``weight`` / ``timestamp`` per stored edge of ``edge_type``,
-    rows as its edges table."""
-    table = pa.table({"src": src, "dst": dst, **attrs})
-    write_table(Path(out) / edge_attrs_file(edge_type), table, table.schema,
-                "gnnpipe.edge_attrs/1", compression)
-
-
 def read_edge_attrs(prepared: Path, edge_type: EdgeType) -> pa.Table:
     """``edge_attrs_<E>.parquet``: src, dst int64 and the optional weight / timestamp."""
     return read_table(Path(prepared) / edge_attrs_file(edge_type),

@@ -104,8 +104,8 @@ def _from_raw(values: np.ndarray, column_type: pa.DataType) -> pa.Array:
 def write_edge_attr_maps(out: Path, edge_type: EdgeType, indptr: np.ndarray,
                          indices: np.ndarray, attrs: dict[str, tuple[np.ndarray, pa.DataType]],
                          compression: str) -> None:
-    """edge_attrs_<E>.parquet of ``edge_type``, the bytes ``gnnpipe.io.prepared.write_edge_attrs``
-    writes: (src, dst) of every stored edge in CSR order and each attribute (E,) of ``attrs``
+    """edge_attrs_<E>.parquet of ``edge_type`` (the bytes of the whole-table writer
+    ``tests/prepared_oracle.write_edge_attrs``): (src, dst) of every stored edge in CSR order and each attribute (E,) of ``attrs``
     (name -> its values as stored bits (``raw_dtype``) or float32, and its column type), a row
     group at a time."""
     schema = pa.schema([("src", pa.int64()), ("dst", pa.int64())]

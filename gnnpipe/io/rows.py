@@ -200,12 +200,3 @@ class FeatureSource:
         if self.mapped:
             _madvise_dontneed(self.x)
             self._base = min(self._base, _resident_file_bytes())
-
-
-def read_feature_source(prepared: Path) -> FeatureSource:
-    """The target type's stored features (x in graph.pt, or the features_<T>.npy its meta
-    names), memory-mapped, for reads of the rows a batch needs."""
-    path = Path(prepared) / "graph.pt"
-    payload = load_tensors(path, GRAPH_SCHEMA, {}, mmap=True)
-    return FeatureSource(stored_features(path, payload, payload["meta"].get("target"),
-                                         mmap=True), mapped=True)

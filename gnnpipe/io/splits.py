@@ -273,3 +273,86 @@ def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int, phase: 
     if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
         raise ValueError(f"{path}: node ids outside [0, {num_dst})")
     return torch.from_numpy(dst.reshape(rows.stop - rows.start, k))
+
+
+# ------------------------------------------------------------ link edges by Parquet batches
+EDGE_BATCH_ROWS = 1 << 18  # edges decoded at a time (4 MiB of int64 columns)
+
+
+def link_edge_blocks(split: Path, role: str, num_src: int, num_dst: int | None = None,
+                     rows: int | None = None) -> Iterable[np.ndarray]:
+    """``edges_<role>.parquet`` by batches of ``rows`` edges (None: ``EDGE_BATCH_ROWS``), in
+    file order: int64 (2, m) (src, dst) each, ids checked as ``read_link_edges`` checks them
+    (one batch in memory)."""
+    num_dst = num_src if num_dst is None else num_dst
+    path = Path(split) / f"edges_{role}.parquet"
+    for batch in read_batches(path, EDGES_SCHEMA, "gnnpipe.split_edges/1",
+                              rows or EDGE_BATCH_ROWS):
+        pair = np.stack([batch.column("src").to_numpy(), batch.column("dst").to_numpy()]
+                        ).astype(np.int64, copy=False)
+        if pair.size and (pair.min() < 0 or pair[0].max() >= num_src
+                          or pair[1].max() >= num_dst):
+            raise ValueError(f"{path}: node ids outside [0, {num_src}) (src) or "
+                             f"[0, {num_dst}) (dst)")
+        yield pair
+
+
+def read_link_edges_mapped(split: Path, num_src: int, num_dst: int | None = None,
+                           roles: tuple[str, ...] = LINK_EDGE_ROLES) -> dict[str, torch.Tensor]:
+    """``read_link_edges`` of ``roles``: int64 (2, E_role) each, filled batch by batch
+    (``link_edge_blocks``) into a mapped scratch table (``gnnpipe.io.temps.scratch_array``:
+    file pages the kernel writes back under pressure, not anonymous memory; in memory
+    outside a stage's scratch folder), so only one batch is ever decoded in memory."""
+    import pyarrow.parquet as pq
+
+    from gnnpipe.io.common import reading
+    from gnnpipe.io.temps import scratch_array
+
+    read_link_meta(split)
+    out = {}
+    for role in roles:
+        path = Path(split) / f"edges_{role}.parquet"
+        if not path.exists():
+            raise ValueError(f"{path}: file not found; run the stage that produces it first")
+        with reading(path, "Parquet file"):  # the row count from the footer: nothing decoded
+            count = pq.ParquetFile(path).metadata.num_rows
+        pair = scratch_array(2, count, np.int64)
+        pair = np.empty((2, count), dtype=np.int64) if pair is None else pair
+        filled = 0
+        for block in link_edge_blocks(split, role, num_src, num_dst):
+            pair[:, filled:filled + block.shape[1]] = block
+            filled += block.shape[1]
+        assert filled == count, f"{path}: footer says {count} rows, batches gave {filled}"
+        out[role] = torch.from_numpy(pair)
+    return out
+
+
+TRAINING_LINK_ROLES = ("train_supervision", "val", "test")  # the positives training holds
+
+
+def read_training_link_split(split: Path, graph: Graph,
+                             rows: Callable[[int], slice] | None = None
+                             ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``gnnpipe.io.typed.read_typed_link_split`` as training reads it: the held-out edge
+    type, its ``TRAINING_LINK_ROLES`` positives (type-local int64 (2, E)) in mapped scratch
+    tables (``read_link_edges_mapped``; the message edges are not held: ``visible_link_blocks``
+    streams them) and the fixed negatives of the ``rows(P)`` share of each val / test phase."""
+    edge_type = parse_edge_type(read_link_meta(split)["edge_type"])
+    n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
+    edges = read_link_edges_mapped(split, n_src, n_dst, TRAINING_LINK_ROLES)
+    shares = None if rows is None else {p: rows(edges[p].shape[1]) for p in LINK_EVAL_PHASES}
+    return edge_type, edges, read_link_negatives(split, edges, n_dst, shares)
+
+
+def visible_link_blocks(split: Path, num_src: int, num_dst: int, shift: tuple[int, int] = (0, 0)
+                        ) -> Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]:
+    """The edges training may see (message and train supervision) for
+    ``gnnpipe.splitting.negatives.training_sampler_of_blocks``: each call yields their
+    (src (m,), dst (m,)) batches anew, ``shift`` (src, dst) added (``to_homogeneous`` ids)."""
+
+    def blocks():
+        for role in ("message", "train_supervision"):
+            for pair in link_edge_blocks(split, role, num_src, num_dst):
+                yield pair[0] + shift[0], pair[1] + shift[1]
+
+    return blocks

@@ -37,19 +37,17 @@ import torch
 
 from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name,
                                 parse_edge_type)
-from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, check_csr, role_codes
+from gnnpipe.io.common import PHASES, SPLIT_SCHEMA, check_csr, role_codes
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_batches, read_table
-from gnnpipe.io.prepared import (EDGES_SCHEMA_NAME, GRAPH_SCHEMA, NODES_SCHEMA_NAME, edges_file,
-                                 node_ids_file, nodes_file, nodes_schema, require_columns,
+from gnnpipe.io.prepared import (GRAPH_SCHEMA, node_ids_file, nodes_file, require_columns,
                                  stored_features)
 from gnnpipe.io.splits import (LINK_EVAL_PHASES, MESSAGE_SCHEMA, read_link_edges, read_link_meta,
                                read_link_negatives, read_split_meta)
 from gnnpipe.io.tensors import load_tensors
 
-__all__ = ["read_graph", "read_typed_node_ids", "read_typed_node_table",
-           "read_typed_edge_table", "read_typed_message_graphs", "read_typed_role_codes",
-           "read_typed_link_split"]
+__all__ = ["read_graph", "read_typed_node_ids", "read_typed_message_graphs",
+           "read_typed_role_codes", "read_typed_link_split"]
 
 # a node time: int64 (typed tables, seconds), or float (a homogeneous source's own times)
 TIME_DTYPES = (torch.int64, torch.float64, torch.float32)
@@ -163,42 +161,6 @@ def _check_times(times, num_nodes: int, path: Path, node_type: str) -> torch.Ten
 def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
     """``check_csr`` of a relation: rows ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
     return check_csr(csr, sizes[edge_type[2]], where, sizes[edge_type[0]], edge_type[0])
-
-
-def read_typed_node_table(prepared: Path, node_type: str) -> pa.Table:
-    """``nodes_<T>.parquet``: node_id (0..N-1 in order), label (target type only), x (F,)
-    float32 or float16 (none where features_<T>.npy keeps it)."""
-    meta = _described(prepared, node_type)
-    width = (None if node_type in meta.get("features", []) else
-             {entry[0]: entry[2] for entry in meta["node_types"]}[node_type])
-    path = Path(prepared) / nodes_file(node_type)
-
-    def expected(found: pa.Schema) -> pa.Schema:  # x float16 with storage.feature_dtype float16
-        x_type = found.field("x").type if "x" in found.names else None
-        half = isinstance(x_type, pa.FixedSizeListType) and x_type.value_type == pa.float16()
-        return nodes_schema(width, node_type == meta["target"],
-                            pa.float16() if half else pa.float32())
-
-    table = read_table(path, expected, NODES_SCHEMA_NAME)
-    if not np.array_equal(table.column("node_id").to_numpy(), np.arange(meta["sizes"][node_type])):
-        raise ValueError(f"{path}: node_id must be 0..{meta['sizes'][node_type] - 1} in order")
-    return table
-
-
-def read_typed_edge_table(prepared: Path, edge_type: EdgeType) -> pa.Table:
-    """``edges_<src__rel__dst>.parquet``: src, dst (type-local ids, checked against sizes)."""
-    meta = read_description(prepared)
-    if edge_type not in meta["edge_type_list"]:
-        raise ValueError(f"{prepared}: no edge type {edge_type_name(edge_type)!r}")
-    sizes = meta["sizes"]
-    path = Path(prepared) / edges_file(edge_type)
-    table = read_table(path, EDGES_SCHEMA, EDGES_SCHEMA_NAME)
-    for column, node_type in (("src", edge_type[0]), ("dst", edge_type[2])):
-        ids = table.column(column).to_numpy()
-        if ids.size and (ids.min() < 0 or ids.max() >= sizes[node_type]):
-            raise ValueError(f"{path}: column {column!r} holds {node_type} ids outside "
-                             f"[0, {sizes[node_type]})")
-    return table
 
 
 # -------------------------------------------------------------------------------------- split

@@ -31,16 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnnpipe.data.graph import ROLES, UNLABELLED, EdgeType, Graph, edge_type_name
+from gnnpipe.data.graph import ROLES, UNLABELLED, EdgeType, edge_type_name
 from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting.hash_assign import UNUSED
 from gnnpipe.splitting import split
-from gnnpipe.splitting.split import (BlockSizes, Handle, MessageGraphs, Source, block_edges,
-                                     graph_source, open_array, row_blocks)
+from gnnpipe.splitting.split import (BlockSizes, Handle, Source, block_edges, open_array,
+                                     row_blocks)
 
 PHASES = ("train", "val", "test")
-HELD_OUT_ROLES = ("val", "test")
 
 # Nodes whose edges each phase's message graph may contain, by mode (plus, always, the unused
 # unlabelled nodes: see ``_visible_codes``).
@@ -319,20 +318,6 @@ def _time_respecting(by_type: dict[EdgeType, list[EdgeSums]], cuts: tuple[float,
                          f"t={float(open_array(source.time)[node]):.6g})")
         parts.append((phase, count, total, cuts[k]))
     return time_respecting_entry(parts, first, future_visible)
-
-
-def audit_node_split(graph: Graph, roles: np.ndarray, message_graphs: MessageGraphs,
-                     mode: str, *, timed: bool = False, separated: bool = False,
-                     future_visible: bool = False) -> dict:
-    """``audit_nodes`` of an in-memory ``graph``, its ``roles`` (str (N_target,)) and
-    ``message_graphs`` (phase -> edge type -> CSR), in this process."""
-    codes = np.full(len(roles), UNUSED, dtype=np.int8)
-    for code, role in enumerate(ROLES):
-        codes[np.asarray(roles) == role] = code
-    message = {p: {e: None if csr is graph.csr[e] else (csr.indptr.numpy(), csr.indices.numpy())
-                   for e, csr in graphs.items()} for p, graphs in message_graphs.items()}
-    return audit_nodes(None, graph_source(graph), codes, message, mode, timed=timed,
-                       separated=separated, future_visible=future_visible)
 
 
 def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dict]:

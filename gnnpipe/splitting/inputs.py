@@ -11,11 +11,11 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.data.features import ModelFeatures, read_transform
-from gnnpipe.data.graph import HOMOGENEOUS, TYPED, Csr, Graph
+from gnnpipe.data.graph import HOMOGENEOUS, TYPED, Graph
 from gnnpipe.io.rows import FeatureSource
 from gnnpipe.io.splits import LINK_EVAL_PHASES as EVAL_PHASES
-from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
-from gnnpipe.splitting.negatives import degree_weights, training_sampler
+from gnnpipe.splitting.link_split import negative_weights
+from gnnpipe.splitting.negatives import training_sampler_of_blocks
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class TypedSplit:
 
 @dataclass(frozen=True)
 class LinkSupervision:
-    """Positives per role (2, E_role) and fixed negatives per phase (E_phase, K) in the
+    """Positives per role but the message edges (2, E_role: in a stage, mapped scratch
+    tables, ``io.read_training_link_split``) and fixed negatives per phase (E_phase, K) in the
     model's node ids, the sampler of training negatives and the split's hard negatives per
     phase (E_phase, K_hard), None where it drew none. Read with ``rows`` (a DDP rank's share),
     both negatives hold only the rows of those positives (the positives stay whole)."""
@@ -92,25 +93,6 @@ def read_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> Typed
     return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph, mmap=mmap)[1])
 
 
-def read_link_supervision(args, num_nodes: int, graphs: dict[str, Csr],
-                          rows: Callable[[int], slice] | None = None) -> LinkSupervision:
-    """Homogeneous link split: negatives avoid only what training may see
-    (gnnpipe/splitting/negatives.py), drawn with the strategy of the fixed ones, so training and
-    evaluation ask one question. ``rows(P)``: the val / test positives (of P) whose fixed and
-    hard negatives this process reads (None: all)."""
-
-    edges = io.read_link_edges(args.split, num_nodes)
-    shares = _shares(edges, rows)
-    negatives = io.read_link_negatives(args.split, edges, num_nodes, shares)
-    visible = torch.cat([edges["message"], edges["train_supervision"]], dim=1).numpy()
-    weights = None
-    if io.read_split_meta(args.split).get("negative_strategy") == "degree":
-        weights = degree_weights(graphs["train"].degrees().numpy())
-    return LinkSupervision(edges, negatives,
-                           training_sampler(visible[0], visible[1], num_nodes, weights),
-                           io.read_hard_negatives(args.split, edges, num_nodes, shares))
-
-
 def _shares(edges: dict, rows: Callable[[int], slice] | None) -> dict[str, slice] | None:
     return None if rows is None else {p: rows(edges[p].shape[1]) for p in EVAL_PHASES}
 
@@ -119,24 +101,34 @@ def read_typed_link_supervision(args, typed: TypedSplit,
                                 rows: Callable[[int], slice] | None = None
                                 ) -> tuple[tuple, LinkSupervision]:
     """The held-out edge type and its supervision shifted to ``to_homogeneous`` ids (the
-    typed models' output rows), with typed training negatives. A homogeneous layout: the ids
-    are the graph's own (offset 0), and uniform negatives are drawn unweighted, as
-    ``read_link_supervision`` draws them (the same draws). ``rows`` as there."""
+    typed models' output rows), with training negatives that avoid only what training may see
+    (gnnpipe/splitting/negatives.py), drawn with the strategy of the fixed ones, so training
+    and evaluation ask one question. A homogeneous layout is the one-type case: ids are the
+    graph's own (offset 0), uniform negatives are drawn unweighted. ``rows(P)``: the val / test
+    positives (of P) whose fixed and hard negatives this process reads (None: all)."""
 
     graph = typed.graph
-    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph, rows)
+    # train supervision, val and test positives: mapped scratch tables (no message edges)
+    edge_type, edges, negatives = io.read_training_link_split(args.split, graph, rows)
+    n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
+    hard = io.read_hard_negatives(args.split, edges, n_dst, _shares(edges, rows))
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
-    shifted = {role: torch.stack([pair[0] + s_off, pair[1] + d_off])
-               for role, pair in edges.items()}
-    shifted_negatives = {phase: targets + d_off for phase, targets in negatives.items()}
-    visible = torch.cat([edges["message"], edges["train_supervision"]], dim=1).numpy()
+    if s_off or d_off:  # in place, once the negatives are checked against the type-local heads
+        for pair in edges.values():  # this process's own tables
+            pair[0] += s_off
+            pair[1] += d_off
     strategy = typed.meta.get("negative_strategy", "uniform")
     weights = (None if strategy == "uniform" and graph.layout == HOMOGENEOUS else
                negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
-    sampler = typed_negative_sampler(graph, edge_type, visible[0], visible[1], weights)
-    hard = io.read_hard_negatives(args.split, edges, graph.num_nodes_dict[edge_type[2]],
-                                  _shares(edges, rows))
+    # the edges training may see, streamed by batches into mapped keys (to_homogeneous ids)
+    visible = io.visible_link_blocks(args.split, n_src, n_dst, (s_off, d_off))
     return edge_type, LinkSupervision(
-        shifted, shifted_negatives, sampler,
-        None if hard is None else {phase: targets + d_off for phase, targets in hard.items()})
+        edges, {phase: _shift(ids, d_off) for phase, ids in negatives.items()},
+        training_sampler_of_blocks(visible, graph.num_nodes, weights),
+        None if hard is None else {phase: _shift(ids, d_off) for phase, ids in hard.items()})
+
+
+def _shift(ids: torch.Tensor, offset: int) -> torch.Tensor:
+    """``ids`` + ``offset`` (offset 0, a homogeneous graph's: ``ids`` itself, no copy)."""
+    return ids + offset if offset else ids

@@ -67,7 +67,7 @@ from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import split as split_module
 from gnnpipe.splitting.split import BlockSizes, block_edges, place_csr, row_blocks, save_rows
 from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, thresholds
-from gnnpipe.splitting.negatives import NegativeSampler, hashed_negatives
+from gnnpipe.splitting.negatives import NegativeSampler, hashed_negatives, training_sampler
 
 PHASES = ("train", "val", "test")
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
@@ -437,10 +437,11 @@ def negative_weights(graph: Graph, edge_type: EdgeType, strategy: str,
 
 def typed_negative_sampler(graph: Graph, edge_type: EdgeType, src: np.ndarray,
                            dst: np.ndarray, weights: np.ndarray | None) -> NegativeSampler:
-    """A sampler over homogeneous ids forbidding the type-local pairs ``src`` -> ``dst``."""
+    """``training_sampler`` over homogeneous ids forbidding the type-local pairs ``src`` ->
+    ``dst`` (the edges training may see)."""
     offsets = graph.offsets()
-    return NegativeSampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
-                           graph.num_nodes, weights)
+    return training_sampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
+                            graph.num_nodes, weights)
 
 
 def link_meta(report: dict, cfg: LinkSplitParams, typed: bool) -> dict:

@@ -29,7 +29,7 @@ The split's fixed negatives come from ``hashed_negatives``: each slot's draws ar
 from __future__ import annotations
 
 import zlib
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -47,19 +47,115 @@ def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) 
     return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
 
 
+BUCKET_KEYS = 1 << 20  # keys sorted at a time by forbidden_keys (8 MiB of int64)
+
+
+def forbidden_keys(blocks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+                   num_nodes: int, alloc: Callable[[int], np.ndarray | None] | None = None
+                   ) -> np.ndarray:
+    """``edge_keys_both_directions`` of every edge of the (src (m,), dst (m,)) blocks that
+    ``blocks()`` yields (called twice: to count, then to place), built without the whole key
+    set in anonymous memory: the 2E keys go by head into buckets of consecutive heads (about
+    ``BUCKET_KEYS`` keys each; one head's keys are never split) of ``alloc(2E)`` (an int64
+    (2E,) array, e.g. ``mapped_keys``'s scratch file; None, or alloc giving None: memory), then
+    each bucket is sorted and deduplicated in turn and moved down. Returns the sorted unique
+    keys (K,): the first K entries of that array (in memory: a copy of them). Memory: an int64
+    count per node, ``BUCKET_KEYS`` / 4 edges of a block and one bucket at a time."""
+
+    def chunks():  # a big block (a whole edge list) a slice at a time
+        step = max(1, BUCKET_KEYS // 4)
+        for src, dst in blocks():
+            for lo in range(0, len(src), step):
+                yield (np.asarray(src[lo:lo + step], dtype=np.int64),
+                       np.asarray(dst[lo:lo + step], dtype=np.int64))
+
+    counts = np.zeros(num_nodes, dtype=np.int64)  # keys per head
+    for src, dst in chunks():
+        counts += np.bincount(np.concatenate([src, dst]), minlength=num_nodes)
+    total = int(counts.sum())
+    first = np.cumsum(counts)
+    first -= counts  # where each head's keys begin
+    del counts
+    bucket = first // BUCKET_KEYS
+    lows = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])  # first head of each bucket
+    begins = np.r_[first[lows], total]  # the buckets' key ranges [begins[i], begins[i + 1])
+    del first, bucket
+    keys = None if alloc is None else alloc(total)
+    mapped = keys is not None
+    keys = keys if mapped else np.empty(total, dtype=np.int64)
+    fill = begins[:-1].copy()
+    for src, dst in chunks():
+        block = np.sort(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
+        owner = np.searchsorted(lows, block // num_nodes, side="right") - 1  # ascending
+        per = np.bincount(owner, minlength=lows.size)
+        # the i-th key of a bucket in this block goes after what earlier blocks put there
+        keys[fill[owner] + np.arange(block.size) - (np.cumsum(per) - per)[owner]] = block
+        fill += per
+    kept = 0
+    for lo, hi in zip(begins[:-1], begins[1:]):
+        unique = sorted_unique(keys[lo:hi])  # a sorted copy: the slots below are free
+        keys[kept:kept + unique.size] = unique
+        kept += unique.size
+    return keys[:kept] if mapped else keys[:kept].copy()  # memory: only the K kept
+
+
+def mapped_keys(count: int) -> np.ndarray | None:
+    """``forbidden_keys``' int64 (count,) array in a mapped scratch file of the stage
+    (``gnnpipe.io.temps.scratch_array``: file pages, never anonymous memory, unlinked at once);
+    None outside a stage (or for no keys): memory."""
+    from gnnpipe.io.temps import scratch_array
+
+    keys = scratch_array(count, 1, np.int64)
+    return None if keys is None else keys.reshape(count)
+
+
+def saturated_heads(forbidden: np.ndarray, num_nodes: int) -> np.ndarray:
+    """bool (N,): the heads whose forbidden keys (sorted unique (K,) ``u * N + v``) reach every
+    other node, so no negative exists for them; read ``BUCKET_KEYS`` keys / heads at a time."""
+    partners = np.zeros(num_nodes, dtype=np.int64)  # forbidden targets per head
+    for lo in range(0, forbidden.size, BUCKET_KEYS):
+        heads = np.asarray(forbidden[lo:lo + BUCKET_KEYS]) // num_nodes  # ascending
+        partners[heads[0]:heads[-1] + 1] += np.bincount(heads - heads[0])
+    for lo in range(0, num_nodes, BUCKET_KEYS):  # a self-loop key is no partner
+        loops = np.arange(lo, min(num_nodes, lo + BUCKET_KEYS), dtype=np.int64) * (num_nodes + 1)
+        partners[lo:lo + loops.size] -= contains(forbidden, loops)
+    return partners >= num_nodes - 1
+
+
 class NegativeSampler:
     """Draws targets ``t`` for heads ``h`` with ``t != h`` and ``(h, t)`` not a forbidden edge.
 
     ``forbidden_src``/``forbidden_dst`` (E,): the forbidden edges, either direction counts.
     ``weights`` (N,) non-negative: draw targets in proportion to them (``None``: uniformly).
+    ``of_keys`` builds one over keys ``forbidden_keys`` already built (e.g. memory-mapped).
     """
 
     def __init__(self, forbidden_src: np.ndarray, forbidden_dst: np.ndarray, num_nodes: int,
                  weights: np.ndarray | None = None):
+        self._check_nodes(num_nodes)
+        # keys in a mapped scratch file under a stage: no O(E) array in anonymous memory
+        self._setup(forbidden_keys(lambda: [(forbidden_src, forbidden_dst)], num_nodes,
+                                   mapped_keys), num_nodes, weights)
+
+    @classmethod
+    def of_keys(cls, forbidden: np.ndarray, num_nodes: int,
+                weights: np.ndarray | None = None) -> NegativeSampler:
+        """A sampler over ``forbidden``: the sorted unique int64 keys (K,) of
+        ``forbidden_keys``, kept as given (a memory-mapped array stays file pages: searched in
+        place, never copied)."""
+        cls._check_nodes(num_nodes)
+        sampler = cls.__new__(cls)
+        sampler._setup(forbidden, num_nodes, weights)
+        return sampler
+
+    @staticmethod
+    def _check_nodes(num_nodes: int) -> None:
         if num_nodes < 2:
             raise ValueError("negative sampling needs a graph of at least 2 nodes")
+
+    def _setup(self, forbidden: np.ndarray, num_nodes: int, weights: np.ndarray | None) -> None:
         self.num_nodes = num_nodes
-        self.forbidden = edge_keys_both_directions(forbidden_src, forbidden_dst, num_nodes)
+        self.forbidden = forbidden
         self.cumulative = None
         if weights is not None:
             weights = np.asarray(weights, dtype=np.float64)
@@ -68,9 +164,7 @@ class NegativeSampler:
                                  "(degree negatives need a train graph with edges)")
             self.cumulative = np.cumsum(weights)
         # A head adjacent to every other node has no valid negative at all.
-        partners = np.bincount(self.forbidden // num_nodes, minlength=num_nodes)
-        self.saturated = partners - contains(self.forbidden,
-                                             np.arange(num_nodes) * (num_nodes + 1)) >= num_nodes - 1
+        self.saturated = saturated_heads(forbidden, num_nodes)
 
     def _draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
         if self.cumulative is None:
@@ -140,11 +234,6 @@ stream (another for each kind of negatives)."""
     _exhausted(flat_heads[todo])
 
 
-def degree_weights(degrees: np.ndarray) -> np.ndarray:
-    """Target weights of ``negative_strategy: degree``: the train graph's degree, float64 (N,)."""
-    return np.asarray(degrees, dtype=np.float64)
-
-
 def training_sampler(visible_src: np.ndarray, visible_dst: np.ndarray, num_nodes: int,
                      weights: np.ndarray | None = None) -> NegativeSampler:
     """The per-epoch sampler of training: forbids only the edges training may see.
@@ -153,3 +242,13 @@ def training_sampler(visible_src: np.ndarray, visible_dst: np.ndarray, num_nodes
     the module docstring for why held-out edges must not be forbidden here.
     """
     return NegativeSampler(visible_src, visible_dst, num_nodes, weights)
+
+
+def training_sampler_of_blocks(visible: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+                               num_nodes: int, weights: np.ndarray | None = None
+                               ) -> NegativeSampler:
+    """``training_sampler`` over the (src, dst) blocks ``visible()`` yields (the same edges,
+    the same draws), its keys built by ``forbidden_keys`` into ``mapped_keys``: no O(E) array
+    of edges or keys in anonymous memory at any point."""
+    return NegativeSampler.of_keys(forbidden_keys(visible, num_nodes, mapped_keys), num_nodes,
+                                   weights)

@@ -39,7 +39,6 @@ inductive / time ``restrict_rows`` per edge type touching the target and row blo
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -49,8 +48,7 @@ import torch
 
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.block_graph import place_rows
-from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph,
-                                edge_type_name)
+from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph, edge_type_name
 from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
 from gnnpipe.io.csr_blocks import row_ranges
 from gnnpipe.io.prepared import GRAPH_SCHEMA
@@ -546,34 +544,3 @@ def _ranked(client, source: Source, cfg: NodeSplitParams, seed: int,
     return sum(run_blocks(client, write_codes, [(lo, hi, before[i]) for i, (lo, hi) in
                                                 enumerate(blocks)],
                           limits=limits, has=has, rank=rank, roles_file=str(roles), **common))
-
-
-# ------------------------------------------------------------------- in memory (tests, benches)
-@dataclass(frozen=True)
-class NodeSplit:
-    roles: np.ndarray  # str (N_target,): "train" | "val" | "test" | "unused"
-    message_graphs: MessageGraphs  # phases may share one dict, edge types one CSR
-    mode: str
-    # strategy public: official train/val/test nodes that are unlabelled, per role (now unused)
-    unlabelled_dropped: dict[str, int] = field(default_factory=dict)
-
-    def nodes(self, role: str) -> np.ndarray:
-        """Node ids with ``role``: int64 (n_role,), ascending."""
-        return np.flatnonzero(self.roles == role)
-
-
-def split_nodes(graph: Graph, cfg: NodeSplitParams, rng: np.random.Generator | None = None,
-                seed: int = 0) -> NodeSplit:
-    """``split_node_blocks`` of an in-memory ``graph`` in this process, its files read back
-    into memory (str roles); ``rng``: unused (the split is drawn from ``seed``, as the stage
-    draws it from params ``seed``)."""
-    with tempfile.TemporaryDirectory(prefix="gnnpipe-split-") as scratch:
-        split = split_node_blocks(None, graph, cfg, seed, Path(scratch))
-        roles = np.asarray(ROLES)[np.load(split.roles)].astype(object).astype(str)
-        graphs: MessageGraphs = {}
-        for phase, files in split.message.items():
-            graphs[phase] = graph.csr if not files else {
-                e: Csr(*(torch.from_numpy(np.load(f)) for f in files[e])) if e in files
-                else graph.csr[e] for e in graph.edge_types}
-    return NodeSplit(roles=roles, message_graphs=graphs, mode=cfg.mode,
-                     unlabelled_dropped=split.dropped)

@@ -48,8 +48,6 @@ from torch import nn
 
 from gnnpipe.training.distributed import SINGLE, DistContext
 
-FALLBACK = "mean of the type's trained rows"  # what an untrained row reads in eval mode
-
 
 class NodeTable(nn.Module):
     """One node type's rows: ``embedding.weight`` (N_t, D) with sparse gradients and the
@@ -273,14 +271,15 @@ def tables(model: nn.Module) -> dict[str, NodeTable]:
 
 
 def untrained_rows(model: nn.Module) -> dict[str, int]:
-    """Node type -> rows no training step reached (they read ``FALLBACK`` in eval mode)."""
+    """Node type -> rows no training step reached (in eval mode they read the mean of the
+    type's trained rows)."""
     return {t: int((~table.trained).sum()) for t, table in tables(model).items()}
 
 
 def remap_rows(model: nn.Module, rows: dict[str, torch.Tensor | None]) -> None:
     """Score another graph with ``model``: ``rows[t]`` int64 (M_t,) is the trained table's row
     of each of that graph's type-``t`` nodes (matched by the user's ids), -1 for a node the
-    table has no row of (it reads ``FALLBACK``); None restores the table's own ids."""
+    table has no row of (it reads the mean of trained rows); None restores the table's own ids."""
     for t, table in tables(model).items():
         given = rows.get(t)
         if given is not None and (given.dtype != torch.int64 or given.dim() != 1 or bool(
@@ -304,8 +303,8 @@ def meta(cfg, node_types: list[str]) -> dict:
 
 def summary(state_dict: dict, meta: dict) -> dict:
     """What train.json and the report say of a trained model's embeddings: model.pt's ``meta``
-    entries (``meta``) and, per type, the rows no training step reached (they read
-    ``FALLBACK``), from the ``trained`` masks of ``state_dict``; {} without embeddings."""
+    entries (``meta``) and, per type, the rows no training step reached (they read the mean of
+    trained rows), from the ``trained`` masks of ``state_dict``; {} without embeddings."""
     if "embeddings" not in meta:
         return {}
     types = [entry.rsplit(":", 1)[0] for entry in meta["embeddings"].split(",")]

@@ -13,7 +13,7 @@ from torch import nn
 
 from gnnpipe import io
 from gnnpipe.splitting.inputs import (LinkSupervision, TypedSplit, lazy_model_features,
-                                     model_features, read_link_supervision, read_model_typed,
+                                     model_features, read_model_typed,
                                      read_typed_link_supervision, whole_features)
 from gnnpipe.config import samplers
 from gnnpipe.hetero.inputs import phase_inputs
@@ -23,7 +23,7 @@ from gnnpipe.training.distributed import DistContext
 from gnnpipe.training.models import build_model
 from gnnpipe.io.common import PHASES
 from gnnpipe.training.train import PhaseInput, build_inputs
-from gnnpipe.data.graph import HOMOGENEOUS, TYPED, edge_type_name, phase_csrs
+from gnnpipe.data.graph import EDGE, HOMOGENEOUS, TYPED, edge_type_name, phase_csrs
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,12 @@ def read_supervision(args, inputs: ModelInputs, ctx: DistContext
     ``ctx``'s share of the val / test positives only (``distributed.share_rows``: each rank
     scores its share; one process: all of them)."""
     rows = None if ctx.world_size == 1 else partial(distributed.share_rows, ctx=ctx)
-    if inputs.graph.layout == HOMOGENEOUS:
-        return None, read_link_supervision(args, inputs.graph.num_nodes, inputs.message_graphs,
-                                           rows)
-    typed = TypedSplit(inputs.graph, io.read_split_meta(args.split),
-                       inputs.message_graphs)
-    return read_typed_link_supervision(args, typed, rows)
+    graphs, homogeneous = inputs.message_graphs, inputs.graph.layout == HOMOGENEOUS
+    if homogeneous:  # phase -> Csr: its one edge type's
+        graphs = {phase: {EDGE: csr} for phase, csr in graphs.items()}
+    typed = TypedSplit(inputs.graph, io.read_split_meta(args.split), graphs)
+    edge_type, sup = read_typed_link_supervision(args, typed, rows)
+    return (None if homogeneous else edge_type), sup
 
 
 READERS = {HOMOGENEOUS: _homogeneous, TYPED: _typed}

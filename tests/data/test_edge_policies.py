@@ -2,7 +2,7 @@
 which input row each stored edge comes from (edge weights / times follow it), for directed and
 undirected input, with and without dedup and self-loop removal.
 
-Rule (``gnnpipe.data.graph.normalize_edges``): self-loops go first (same-type edges only);
+Rule (tests/graph_oracle.py ``normalize_edges``): self-loops go first (same-type edges only);
 dedup keeps, per pair (unordered when undirected), the row with the earliest time, then the
 first row; an undirected edge is stored both ways (a kept self-loop once), both directions from
 the same row. Copies of one stored edge (no dedup) come by (time, row), in either layout.

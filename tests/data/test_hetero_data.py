@@ -13,8 +13,9 @@ from gnnpipe import io
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import edge_pairs, homogeneous_csr
-from graph_oracle import prepare_dataset
-from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_WRITES, WRITES
+from graph_oracle import REV_WRITES, prepare_dataset
+from prepared_oracle import read_typed_edge_table, read_typed_node_table, write_node_ids
+from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, WRITES
 from conftest import as_graph
 
 SMALL = {"num_nodes": 600, "num_features": 16, "num_classes": 3,
@@ -83,13 +84,13 @@ def test_artifacts_round_trip_with_tables(tmp_path):
     assert torch.equal(back.y, g.y) and back.num_classes == g.num_classes
     for t in g.node_types:
         assert torch.equal(back.x[t], g.x[t])
-        table = io.read_typed_node_table(tmp_path, t)
+        table = read_typed_node_table(tmp_path, t)
         assert ("label" in table.column_names) == (t == "paper")
         x = np.stack(table.column("x").to_numpy(zero_copy_only=False))
         assert np.array_equal(x, g.x[t].numpy())
     for e in g.edge_types:
         assert torch.equal(back.csr[e].indptr, g.csr[e].indptr)
-        table = io.read_typed_edge_table(tmp_path, e)
+        table = read_typed_edge_table(tmp_path, e)
         src, dst = edge_pairs(g.csr[e])
         assert np.array_equal(table.column("src").to_numpy(), src)
         assert np.array_equal(table.column("dst").to_numpy(), dst)
@@ -117,25 +118,25 @@ def test_typed_readers_read_a_homogeneous_graph_as_its_one_type_graph(tmp_path, 
     """The homogeneous graph's files read as the typed graph of node type NODE and edge
     type EDGE: the same tensors, and the tables of that type."""
     io.write_prepared(tmp_path, as_graph(tiny_graph))
-    io.write_node_ids(tmp_path, NODE, pa.array([f"n{i}" for i in range(12)]))
+    write_node_ids(tmp_path, NODE, pa.array([f"n{i}" for i in range(12)]))
     back = io.read_graph(tmp_path)
     assert back.layout == "homogeneous" and back.metadata() == ([NODE], [EDGE])
     assert back.target == NODE and back.reverse == {EDGE: EDGE} and back.link_edge_type == EDGE
     assert torch.equal(back.x[NODE], tiny_graph.x) and torch.equal(back.y, tiny_graph.y)
     assert torch.equal(back.csr[EDGE].indptr, tiny_graph.csr.indptr)
     assert torch.equal(back.csr[EDGE].indices, tiny_graph.csr.indices)
-    nodes = io.read_typed_node_table(tmp_path, NODE)
+    nodes = read_typed_node_table(tmp_path, NODE)
     assert nodes.column("label").to_pylist() == tiny_graph.y.tolist()
     src, dst = tiny_graph.csr.edge_index().numpy()
-    edges = io.read_typed_edge_table(tmp_path, EDGE)
+    edges = read_typed_edge_table(tmp_path, EDGE)
     assert np.array_equal(edges.column("src").to_numpy(), src)
     assert np.array_equal(edges.column("dst").to_numpy(), dst)
     ids = io.read_typed_node_ids(tmp_path, NODE)
     assert ids.column("original_id").to_pylist() == [f"n{i}" for i in range(12)]
     with pytest.raises(ValueError, match="no node type 'paper'"):
-        io.read_typed_node_table(tmp_path, "paper")
+        read_typed_node_table(tmp_path, "paper")
     with pytest.raises(ValueError, match="no edge type 'paper__cites__paper'"):
-        io.read_typed_edge_table(tmp_path, CITES)
+        read_typed_edge_table(tmp_path, CITES)
 
 
 def test_schema_checks_name_file_and_problem(tmp_path):
@@ -154,9 +155,9 @@ def test_schema_checks_name_file_and_problem(tmp_path):
     meta_path.write_text(json.dumps(meta))
     (tmp_path / "edges_author__writes__paper.parquet").write_bytes(b"not parquet")
     with pytest.raises(ValueError, match="edges_author__writes__paper.parquet: not a readable"):
-        io.read_typed_edge_table(tmp_path, WRITES)
+        read_typed_edge_table(tmp_path, WRITES)
     with pytest.raises(ValueError, match="no node type 'user'"):
-        io.read_typed_node_table(tmp_path, "user")
+        read_typed_node_table(tmp_path, "user")
 
 
 def test_out_of_range_ids_in_graph_pt_are_refused(tmp_path):

@@ -17,7 +17,7 @@ from gnnpipe.data.graph import ROLES
 from gnnpipe.data.edges import edge_pairs
 from graph_oracle import prepare_dataset
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 
 COUNTS = {"author": 5, "field_of_study": 3, "institution": 2, "paper": 8}
 RELATIONS = {

@@ -27,11 +27,11 @@ from gnnpipe.cli import main
 from gnnpipe.commands.prepare import prepare_to
 from gnnpipe.config import DatasetParams, NodeSplitParams, ParamsError, params_from_dict
 from gnnpipe.data.graph import EDGE, NODE, ROLES, TargetView
-from gnnpipe.data.edges import normalize_edges
-from graph_oracle import build, prepare_dataset
+from graph_oracle import build, normalize_edges, prepare_dataset
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sources.base import RawGraph
-from gnnpipe.splitting.split import split_nodes
+from prepared_oracle import read_typed_edge_table, write_edge_attrs, write_node_ids
+from split_oracle import split_nodes
 from conftest import as_graph
 
 N, F, C = 40, 3, 4
@@ -106,7 +106,7 @@ def test_parquet_tables_round_trip_and_keep_the_id_map(tmp_path, ids):
     prepared = prepare_dataset(cfg, seed=0)
     assert_same_graph(prepared.graph.target_view(), expected_graph(cfg))
     io.write_prepared(tmp_path / "out", prepared.graph)
-    io.write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE])
+    write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE])
     back = io.read_typed_node_ids(tmp_path / "out", NODE)
     assert back.column("node_id").to_pylist() == list(range(N))
     assert back.column("original_id").to_pylist() == list(ids.tolist())
@@ -256,7 +256,7 @@ def test_node_timestamps_reach_the_graph_and_the_id_map(tmp_path):
     prepared = prepare_dataset(dataset("parquet", folder, nodes={"timestamp": "when"}), 0)
     assert prepared.graph.target_view().timestamps.tolist() == (np.arange(N) * 10).tolist()
     io.write_prepared(tmp_path / "out", prepared.graph)
-    io.write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE], prepared.node_time[NODE])
+    write_node_ids(tmp_path / "out", NODE, prepared.node_ids[NODE], prepared.node_time[NODE])
     assert io.read_typed_node_ids(tmp_path / "out", NODE).column("timestamp").type == \
         pa.timestamp("ms")
 
@@ -275,7 +275,7 @@ def test_edge_weight_and_timestamp_follow_the_kept_row(tmp_path):
     got = {(int(a), int(b)): (w, t) for a, b, w, t in zip(
         s, d, prepared.edge_attrs[EDGE]["weight"].to_pylist(), prepared.edge_attrs[EDGE]["timestamp"].to_pylist())}
     assert got == {(0, 1): (2.0, 5), (1, 0): (2.0, 5), (2, 3): (3.0, 7), (3, 2): (3.0, 7)}
-    io.write_edge_attrs(tmp_path / "out", EDGE, s, d, prepared.edge_attrs[EDGE])
+    write_edge_attrs(tmp_path / "out", EDGE, s, d, prepared.edge_attrs[EDGE])
     table = io.read_edge_attrs(tmp_path / "out", EDGE)
     assert table.column_names == ["src", "dst", "weight", "timestamp"]
 
@@ -682,7 +682,7 @@ def test_cli_prepare_writes_id_map_and_edge_attrs(tmp_path, monkeypatch):
     ids = io.read_typed_node_ids(out, NODE).column("original_id").to_pylist()
     assert ids == STR_IDS.tolist()
     attrs = io.read_edge_attrs(out, EDGE)
-    assert attrs.num_rows == io.read_typed_edge_table(out, EDGE).num_rows
+    assert attrs.num_rows == read_typed_edge_table(out, EDGE).num_rows
     assert _cli_prepare(tmp_path, folder, nodes={"label": "class"})[0] == 1
 
 

@@ -10,9 +10,10 @@ import pytest
 from gnnpipe.data import synthetic
 from gnnpipe.config import SyntheticParams
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.edges import edge_pairs, normalize_edges
-from graph_oracle import prepare, prepare_dataset, validate_arrays
-from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, REV_PUBLISHED_IN, REV_WRITES, WRITES
+from gnnpipe.data.edges import edge_pairs
+from graph_oracle import (REV_PUBLISHED_IN, REV_WRITES, normalize_edges, prepare, prepare_dataset,
+                          validate_arrays)
+from gnnpipe.data.synthetic import CITES, PUBLISHED_IN, WRITES
 from gnnpipe.runtime.rng import make_rng
 
 from conftest import small_params

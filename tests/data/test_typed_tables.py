@@ -436,29 +436,6 @@ def test_analyze_without_a_target_relation_says_homophily_is_not_applicable(tmp_
     assert set(report["types"]["node_types"]) == {"user", "item"}
 
 
-def test_phase_graphs_find_their_edge_times(tmp_path):
-    """An inductive split's train graph is a subset of each edge type: its edges keep the
-    times of the same edges of the prepared graph (for temporal sampling on a phase)."""
-    from node_oracle import restrict_to
-    from gnnpipe.data.edges import sub_edge_time
-
-    graph = prepare_dataset(dataset(make_tables(tmp_path)), 0).graph
-    visible = np.array([True, False, True, True, False, True])
-    phase = restrict_to(graph, graph.csr, visible)
-    for edge_type, time in graph.edge_time.items():
-        full_src, full_dst = edge_pairs(graph.csr[edge_type])
-        by_pair = dict(zip(zip(full_src.tolist(), full_dst.tolist()), time.tolist()))
-        src, dst = edge_pairs(phase[edge_type])
-        assert 0 < src.size < full_src.size
-        got = sub_edge_time(graph.csr[edge_type], time, phase[edge_type],
-                            graph.num_nodes_dict[edge_type[0]])
-        assert got.tolist() == [by_pair[p] for p in zip(src.tolist(), dst.tolist())]
-    with pytest.raises(ValueError, match="edges that the full graph does not"):
-        rev = ("item", "rev_buys", "user")
-        sub_edge_time(phase[rev], graph.edge_time[rev][:phase[rev].num_edges],
-                      graph.csr[rev], graph.num_nodes_dict["item"])
-
-
 def test_cluster_split_needs_a_target_relation(tmp_path, monkeypatch, capsys):
     make_tables(tmp_path / "raw", follows=False)
     params = {"dataset": {"source": "parquet", "path": "raw", "layout": "typed",

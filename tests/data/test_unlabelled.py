@@ -20,12 +20,12 @@ from test_analyze import homophily
 from gnnpipe.config import AnalyzeParams, NodeSplitParams, params_from_dict
 from gnnpipe.reporting.evaluate import confusion_rows, score_predictions
 from gnnpipe.data.graph import EDGE, ROLE_CODES, ROLES, UNLABELLED, Csr, Graph, phase_csrs
-from gnnpipe.data.edges import csr_from_edges, edge_pairs, normalize_edges
+from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from gnnpipe.data.synthetic import CITES, WRITES
 from gnnpipe.reporting.metrics import classification_metrics
-from graph_oracle import prepare
+from graph_oracle import normalize_edges, prepare
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import audit_node_split, split_nodes
 
 from test_hetero_data import small_hetero
 from test_report import _inputs
@@ -56,8 +56,8 @@ def _split(graph, **kw):
 
 
 def _audit(graph, node_split, **kw):
-    return audit.audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
-                                  node_split.mode, **kw)
+    return audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
+                            node_split.mode, **kw)
 
 
 def _failed(report):
@@ -183,12 +183,12 @@ def test_typed_split_keeps_unlabelled_papers_out_of_splits_and_in_every_graph():
         s, d = edge_pairs(node_split.message_graphs["train"][edge_type])
         assert np.array_equal(np.sort(s * n + d), np.sort(src[keep] * n + dst[keep])), edge_type
         assert unlabelled[d].any()
-    report = audit.audit_node_split(graph, roles, node_split.message_graphs, node_split.mode)
+    report = audit_node_split(graph, roles, node_split.message_graphs, node_split.mode)
     assert report["passed"], _failed(report)
     assert report["label_coverage"]["unlabelled"] == n // 2
     doctored = roles.copy()
     doctored[np.flatnonzero(unlabelled)[0]] = "val"
-    report = audit.audit_node_split(graph, doctored, node_split.message_graphs, node_split.mode)
+    report = audit_node_split(graph, doctored, node_split.message_graphs, node_split.mode)
     assert "splits_labelled_only" in _failed(report)
 
 
@@ -214,9 +214,9 @@ def test_unlabelled_nodes_are_in_every_inductive_phase_graph(half):
     bridge = np.flatnonzero(carriers[full_src] & (roles[full_dst] == "test"))[0]
     leaked = csr_from_edges(np.append(leak_src, full_src[bridge]),
                             np.append(leak_dst, full_dst[bridge]), half.num_nodes)
-    report = audit.audit_node_split(as_graph(half), roles,
-                                    {**node_split.message_graphs, "train": {EDGE: leaked}},
-                                    "inductive")
+    report = audit_node_split(as_graph(half), roles,
+                              {**node_split.message_graphs, "train": {EDGE: leaked}},
+                              "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
 
 
@@ -240,9 +240,9 @@ def test_a_labelled_node_no_split_took_stays_hidden_in_inductive_graphs(half):
     edge = np.flatnonzero(spare[full_src] & (roles[full_dst] == "train"))[0]
     leaked = csr_from_edges(np.append(src, full_src[edge]), np.append(dst, full_dst[edge]),
                             half.num_nodes)
-    report = audit.audit_node_split(as_graph(half), roles,
-                                    {**node_split.message_graphs, "train": {EDGE: leaked}},
-                                    "inductive")
+    report = audit_node_split(as_graph(half), roles,
+                              {**node_split.message_graphs, "train": {EDGE: leaked}},
+                              "inductive")
     assert _failed(report) == ["message_train_sees_only_train"]
 
 
@@ -256,8 +256,8 @@ def test_audit_fails_when_an_unlabelled_node_is_in_a_split(half):
     victim = int(np.flatnonzero(y == UNLABELLED)[3])
     doctored = node_split.roles.copy()
     doctored[victim] = "train"
-    report = audit.audit_node_split(as_graph(half), doctored, node_split.message_graphs,
-                                    "inductive")
+    report = audit_node_split(as_graph(half), doctored, node_split.message_graphs,
+                              "inductive")
     assert not report["passed"]
     assert "splits_labelled_only" in _failed(report)
     detail = next(c["detail"] for c in report["checks"] if c["check"] == "splits_labelled_only")
@@ -277,8 +277,8 @@ def test_label_coverage_counts_exactly():
     roles = np.array(["train", "train", "train", "val", "unused", "test", "unused"])
     csr = csr_from_edges(np.array([0, 3]), np.array([1, 5]), 7)  # no edge across phases
     graph = Graph.homogeneous(csr=csr, x=torch.zeros(7, 2), y=y, num_classes=3)
-    report = audit.audit_node_split(graph, roles, {p: {EDGE: csr} for p in PHASES},
-                                    "transductive")
+    report = audit_node_split(graph, roles, {p: {EDGE: csr} for p in PHASES},
+                              "transductive")
     assert report["label_coverage"] == {
         "labelled": 4, "unlabelled": 3, "labelled_fraction": 0.571429,
         "per_role": {"train": {"labelled": 2, "unlabelled": 1},

@@ -80,7 +80,7 @@ def test_two_thread_training_is_byte_identical_under_load():
     from gnnpipe.training.models import build_model
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.sampling.builders import neighbor_batches
-    from gnnpipe.splitting.split import split_nodes
+    from split_oracle import split_nodes
     from gnnpipe.io.common import role_codes
     from gnnpipe.training.train import build_inputs, fit
 
@@ -122,7 +122,7 @@ from gnnpipe.config import NodeSplitParams, TrainParams
 from gnnpipe.training.models import build_model
 from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 torch.set_num_threads(1)

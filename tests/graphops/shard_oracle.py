@@ -1,8 +1,10 @@
 """A shard held in memory (``PartShard``), the oracle the streamed shards of
-gnnpipe/graphops/partition.py (``write_shard``) are checked against, and its sizes."""
+gnnpipe/graphops/partition.py (``write_shard``) are checked against, its sizes, and its files
+(``write_partition_shard``: the bytes ``gnnpipe.io.partitions.ShardWriter`` streams)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -10,6 +12,7 @@ import torch
 
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.part_shard import PartShard
+from gnnpipe.io.partitions import shard_writer
 from gnnpipe.graphops.partition import RowReader, csr_rows, shard_rings, shard_rows
 
 
@@ -55,3 +58,12 @@ def shard_summary(shard: PartShard) -> dict:
     """Sizes of one shard, for ``metrics/partition.json``."""
     return {"owned": shard.num_owned, "halo": int(shard.node_id.numel()) - shard.num_owned,
             "edges": shard.csr.num_edges}
+
+
+def write_partition_shard(out: Path, shard: PartShard) -> None:
+    """``shard`` (in memory) into ``out/part_<k>/``: the bytes ``ShardWriter`` streams."""
+    indptr = shard.csr.indptr.numpy()
+    with shard_writer(out, shard.part, shard.num_parts, shard.num_nodes,
+                      shard.ring_ptr.numpy()) as writer:
+        writer.add(shard.node_id.numpy(), shard.degree.numpy(), np.diff(indptr),
+                   shard.csr.indices.numpy())

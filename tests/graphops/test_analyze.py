@@ -23,11 +23,10 @@ from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stat
                                       train_label_y)
 from gnnpipe.config import AnalyzeParams, NodeSplitParams
 from gnnpipe.data.graph import UNLABELLED, Graph, TargetView, phase_csrs
-from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from graph_oracle import prepare
+from gnnpipe.data.edges import csr_from_edges
+from graph_oracle import normalize_edges, prepare
 from gnnpipe.io.common import role_codes
-from block_files import block_graph
-from gnnpipe.io.csr_blocks import save_stored_csr
+from block_files import block_graph, save_stored_csr
 from gnnpipe.runtime.rng import make_rng
 
 
@@ -256,7 +255,7 @@ def test_isolated_nodes_warning():
 
 
 def test_phase_stats_of_an_inductive_split():
-    from gnnpipe.splitting.split import split_nodes
+    from split_oracle import split_nodes
 
     graph = _synthetic(0.8)
     split = split_nodes(as_graph(graph), NodeSplitParams(mode="inductive"), make_rng(0, "split"))
@@ -285,7 +284,7 @@ def _graph(seed: int, n: int = 150, m: int = 120, undirected: bool = True) -> Ta
 
 def node_phases(graph: TargetView):
     """An inductive node split's message graphs and role codes of ``graph``."""
-    from gnnpipe.splitting.split import split_nodes
+    from split_oracle import split_nodes
 
     labelled = Graph.homogeneous(csr=graph.csr, x=graph.x, y=graph.y.clamp_min(0), num_classes=4)
     split = split_nodes(labelled, NodeSplitParams(mode="inductive"), make_rng(0, "split"))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gnnpipe.config.schema import CurvatureParams
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.graphops.reach import (CHUNK_PAIRS, balanced_forman, curvature_report,
                                     edge_curvature, sample_chunks, sample_pairs,

@@ -18,7 +18,7 @@ import yaml
 
 from gnnpipe import io
 from gnnpipe.config import PropagateParams
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops import propagate as module
 from gnnpipe.graphops.propagate import propagate
 

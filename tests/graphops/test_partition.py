@@ -15,11 +15,12 @@ import torch
 from gnnpipe.data import synthetic
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.data.graph import EDGE, NODE, Csr
-from gnnpipe.data.edges import csr_from_edges, normalize_edges
+from gnnpipe.data.edges import csr_from_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops.heuristics import train_projection
 from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, halo_report,
                                partition_report, rank_parts, projection_meta, resolve_backend)
-from shard_oracle import build_shard, build_shards, shard_summary
+from shard_oracle import build_shard, build_shards, shard_summary, write_partition_shard
 
 # pymetis >= 2025.2 deprecates the xadj/adjncy keywords: gnnpipe passes a CSRAdjacency instead
 pytestmark = pytest.mark.filterwarnings("error:Passing xadj/adjncy is deprecated")
@@ -458,7 +459,7 @@ def test_shard_files_round_trip_and_a_rank_reads_only_its_own(community_csr, tmp
     parts = _parts(community_csr, "metis", 4)
     shards = list(build_shards(community_csr, parts, 4, 1))
     for shard in shards:
-        io.write_partition_shard(tmp_path, shard)
+        write_partition_shard(tmp_path, shard)
     io.write_partition_meta(tmp_path, {"num_parts": 4, "halo_hops": 1,
                                        "num_nodes": community_csr.num_nodes})
     for k in (0, 2, 3):  # other ranks' files: never read
@@ -486,7 +487,7 @@ def test_shard_reader_rejects_a_shard_of_another_partition(community_csr, tmp_pa
     from gnnpipe import io
 
     parts = _parts(community_csr, "random", 2)
-    io.write_partition_shard(tmp_path, build_shard(community_csr, parts, 1, 2, 1))
+    write_partition_shard(tmp_path, build_shard(community_csr, parts, 1, 2, 1))
     io.write_partition_meta(tmp_path, {"num_parts": 3, "halo_hops": 1, "num_nodes": 2000})
     with pytest.raises(ValueError, match=r"part_1: shard meta .* disagrees with meta\.json"):
         io.read_partition_shard(tmp_path, 1)
@@ -503,7 +504,7 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows, write_shard
 
     parts = _parts(community_csr, "random", 3)
-    io.write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
+    write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))
     rows = csr_rows(community_csr)
     rings = shard_rings(rows, parts == 1, 2)
     monkeypatch.setattr(partition, "SHARD_ROWS", 50)

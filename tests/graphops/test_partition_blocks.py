@@ -20,16 +20,16 @@ from gnnpipe import io
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.graphops.heuristics import train_projection
-from gnnpipe.graphops.partition import assign_parts, partition_report
+from gnnpipe.graphops.partition import partition_report
 from gnnpipe.graphops.partition_blocks import lp_stage
-from gnnpipe.graphops.partition_lp import lp_partition
 from gnnpipe.io import csr_blocks
 from gnnpipe.io.csr_blocks import build_block_graph
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import make_rng
 from test_partition_lp import community_csr  # noqa: F401 (a fixture)
 from block_files import write_blocks
-from shard_oracle import build_shards, shard_summary
+from lp_oracle import assign_parts, lp_partition
+from shard_oracle import build_shards, shard_summary, write_partition_shard
 
 FILES = ("indptr.npy", "indices.npy", "out_indptr.npy", "out_indices.npy")
 
@@ -78,7 +78,7 @@ def _whole_path(csr, cfg, out: Path):
     out.mkdir()
     summaries = []
     for shard in build_shards(csr, parts, cfg.num_parts, cfg.halo_hops):
-        io.write_partition_shard(out, shard)
+        write_partition_shard(out, shard)
         summaries.append(shard_summary(shard))
     return parts, partition_report(csr, parts, cfg.num_parts), summaries
 

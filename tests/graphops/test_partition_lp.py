@@ -12,12 +12,14 @@ import pytest
 from gnnpipe.config import PartitionParams, SyntheticParams
 from gnnpipe.data import synthetic
 from gnnpipe.data.graph import Csr
-from gnnpipe.data.edges import csr_from_edges, normalize_edges
-from gnnpipe.graphops.partition import assign_parts, partition_report
-from gnnpipe.graphops.partition_lp import (GAIN_ZERO, lp_partition, part_caps, permute,
-                                           plan_inflow, split_ranges, swap_limits)
+from gnnpipe.data.edges import csr_from_edges
+from graph_oracle import normalize_edges
+from gnnpipe.graphops.partition import partition_report
+from gnnpipe.graphops.partition_lp import (GAIN_ZERO, part_caps, permute, plan_inflow,
+                                           split_ranges, swap_limits)
 from gnnpipe.io import csr_blocks
 from block_files import write_blocks
+from lp_oracle import assign_parts, lp_partition
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +115,14 @@ def test_lp_is_balanced_and_cuts_far_less_than_random(community_csr):
     assert max(report["part_sizes"]) <= np.ceil(1.03 * community_csr.num_nodes / 4)
     assert report["edge_cut_fraction"] < 0.3  # random: 0.75
     assert np.array_equal(parts, _lp(community_csr, k=4, imbalance=0.03))
+
+
+def test_the_library_leaves_lp_of_a_csr_in_memory_to_the_oracle(community_csr):
+    from gnnpipe.graphops import partition
+
+    with pytest.raises(ValueError, match="partition.method=lp partitions the stored graph by"):
+        partition.assign_parts(community_csr, PartitionParams(method="lp", num_parts=2),
+                               np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("k", [3, 7])

@@ -13,7 +13,7 @@ import torch
 
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr, phase_csrs
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops.propagate import (DTYPES, _sparse_csr, adjacency_rows, adjacency_values,
                                         node_scale, propagate)
 

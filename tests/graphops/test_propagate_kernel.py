@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gnnpipe.config import PropagateParams
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.graphops.propagate import FMA_CAPABILITIES, _sparse_csr, choose_kernel, propagate
 
 kernel = pytest.importorskip("gnnpipe.graphops.propagate_kernel", reason="numba is not installed")

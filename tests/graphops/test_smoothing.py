@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnpipe.data.edges import normalize_edges
-from gnnpipe.graphops.smoothing import dirichlet_energy, mean_cosine_similarity, smoothing_report
+from graph_oracle import normalize_edges
+from gnnpipe.graphops.smoothing import mean_cosine_similarity, smoothing_report
 
 
 def test_cosine_similarity_matches_pairwise_mean():
@@ -20,6 +20,11 @@ def test_cosine_similarity_matches_pairwise_mean():
     assert mean_cosine_similarity(torch.ones(10, 3) * 7) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="at least 2"):
         mean_cosine_similarity(torch.ones(1, 3))
+
+
+def every_node(h: torch.Tensor, csr, **kw) -> dict:
+    """``smoothing_report`` with every node of ``csr`` given (rounded to 6 places)."""
+    return smoothing_report(torch.arange(csr.num_nodes), h, csr, **kw)
 
 
 def test_dirichlet_energy_matches_definition_and_vanishes_when_smoothed():
@@ -36,14 +41,14 @@ def test_dirichlet_energy_matches_definition_and_vanishes_when_smoothed():
     inv = torch.where(has, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
     lap = torch.diag(has.double()) - inv[:, None] * adj * inv[None, :]
     rayleigh = float(torch.trace(h.T @ lap @ h) / h[has].square().sum())
-    got = dirichlet_energy(h, csr)
-    assert got["dirichlet_energy"] == pytest.approx(want, rel=1e-9)
-    assert got["rayleigh_quotient"] == pytest.approx(rayleigh, rel=1e-9)
-    constant = dirichlet_energy(torch.ones(30, 4), csr)
+    got = every_node(h, csr)
+    assert got["dirichlet_energy"] == pytest.approx(want, abs=1e-6)
+    assert got["rayleigh_quotient"] == pytest.approx(rayleigh, abs=1e-6)
+    constant = every_node(torch.ones(30, 4), csr)
     assert constant["dirichlet_energy"] == 0.0
     # GCN's over-smoothed limit, h_i ~ sqrt(d_i), has zero normalised energy but not zero raw energy
-    limit = dirichlet_energy(deg.sqrt()[:, None].repeat(1, 3), csr)
-    assert limit["rayleigh_quotient"] == pytest.approx(0.0, abs=1e-12)
+    limit = every_node(deg.sqrt()[:, None].repeat(1, 3), csr)
+    assert limit["rayleigh_quotient"] == pytest.approx(0.0, abs=1e-6)
     assert limit["dirichlet_energy"] > 0
 
 
@@ -79,5 +84,5 @@ def test_figures_do_not_depend_on_the_block_size():
     src, dst = sub.indices, sub.targets()
     want = float(((full[dst] - full[src]) ** 2).sum()) / 45
     assert whole["dirichlet_energy"] == pytest.approx(want, abs=1e-6)
-    tiny = dirichlet_energy(full, sub, block_floats=1)
-    assert tiny["dirichlet_energy"] == pytest.approx(want * 45 / 60, rel=1e-12)
+    tiny = every_node(full, sub, block_floats=1)
+    assert tiny["dirichlet_energy"] == pytest.approx(want * 45 / 60, abs=1e-6)

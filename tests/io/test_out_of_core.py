@@ -18,8 +18,9 @@ from gnnpipe.cli import main
 from gnnpipe.config import params_from_dict
 from gnnpipe.data.features import ModelFeatures, fit
 from gnnpipe.data.graph import NODE
-from gnnpipe.io.rows import FeatureSource, read_feature_source
+from gnnpipe.io.rows import FeatureSource, open_node_source
 from gnnpipe.runtime.rng import make_rng
+from prepared_oracle import read_typed_node_table
 from conftest import as_graph
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 500, "num_features": 13, "num_classes": 3}},
@@ -71,10 +72,10 @@ def test_external_features_read_back_as_inline_ones(tmp_path, tiny_graph, dtype)
         assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
         assert torch.equal(io.read_graph(external, mmap=mmap, stored_x=True).target_view().x,
                            io.read_graph(inline, mmap=mmap, stored_x=True).target_view().x)
-    source = read_feature_source(external)
+    source = open_node_source(external)[0]
     assert source.mapped and source.dtype == io.FEATURE_DTYPES[dtype]
     # x once, on disk
-    assert io.read_typed_node_table(external, NODE).column_names == ["node_id", "label"]
+    assert read_typed_node_table(external, NODE).column_names == ["node_id", "label"]
 
 
 def test_inline_default_writes_todays_bytes(tmp_path, tiny_graph):
@@ -104,7 +105,7 @@ def test_bad_feature_files_are_refused_in_one_line(tmp_path, tiny_graph):
         io.read_graph(tmp_path)
     path.unlink()
     with pytest.raises(ValueError, match="features_node.npy: file not found"):
-        read_feature_source(tmp_path)
+        open_node_source(tmp_path)
 
 
 def test_streamed_synthetic_features_equal_the_in_memory_ones(monkeypatch):

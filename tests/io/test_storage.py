@@ -8,6 +8,7 @@ import torch
 from gnnpipe import io
 from gnnpipe.config import DatasetParams, SyntheticParams
 from graph_oracle import prepare
+from prepared_oracle import read_typed_edge_table, read_typed_node_table
 from conftest import as_graph
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -47,7 +48,7 @@ def test_half_precision_halves_x_and_reads_back_as_the_rounded_float32(graph, tm
     half_pt, half_pq = _x_bytes(half)
     assert full_pt - half_pt == pytest.approx(x_bytes / 2, rel=0.01)
     assert half_pq < 0.75 * full_pq  # float16 column, or bfloat16's zero low mantissa bits
-    table = io.read_typed_node_table(half, "node")
+    table = read_typed_node_table(half, "node")
     rows = np.stack(table.column("x").to_numpy(zero_copy_only=False))
     assert np.array_equal(rows.astype(np.float32), back.x.numpy())
     assert torch.equal(back.csr.indices, graph.csr.indices) and torch.equal(back.y, graph.y)
@@ -58,7 +59,7 @@ def test_compression_codecs_round_trip(graph, tmp_path, codec):
     io.write_prepared(tmp_path, as_graph(graph), compression=codec)
     meta = pq.ParquetFile(tmp_path / "edges_node__to__node.parquet").metadata.row_group(0).column(0)
     assert meta.compression == {"none": "UNCOMPRESSED", "lz4": "LZ4"}.get(codec, codec.upper())
-    edges = io.read_typed_edge_table(tmp_path, ("node", "to", "node"))
+    edges = read_typed_edge_table(tmp_path, ("node", "to", "node"))
     src, dst = graph.csr.edge_index().numpy()
     assert np.array_equal(edges.column("src").to_numpy(), src)
     assert np.array_equal(edges.column("dst").to_numpy(), dst)

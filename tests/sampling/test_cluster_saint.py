@@ -28,7 +28,7 @@ from gnnpipe.sampling.saint import (SaintLoader, SaintSampler, estimate_norm, no
 from gnnpipe.training.distributed import SINGLE
 from gnnpipe.training.sharding import (NodeRows, ShardEvaluator, shard_node_ids,
                                        shard_part_counts)
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import _step, build_inputs, fit, phase_index
 from conftest import as_graph

@@ -14,7 +14,8 @@ from torch_geometric.sampler import NegativeSampling
 
 from gnnpipe.config import NeighborParams, params_from_dict
 from gnnpipe.training.distributed import DistContext
-from gnnpipe.data.synthetic import REV_WRITES, WRITES
+from gnnpipe.data.synthetic import WRITES
+from graph_oracle import REV_WRITES
 from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
 from link_oracle import split_links
 from gnnpipe.runtime.rng import make_rng

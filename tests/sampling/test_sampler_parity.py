@@ -502,6 +502,7 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     from gnnpipe.data.graph import Graph
     from gnnpipe.data.edges import csr_from_edges
     from gnnpipe.sampling.builders import build
+    from prepared_oracle import write_edge_attrs
 
     rng = np.random.default_rng(3)
     n = 50
@@ -513,7 +514,7 @@ def _weighted_setup(tmp_path, weighted: bool, with_weights: bool = True):
     io.write_prepared(tmp_path, Graph.homogeneous(csr, torch.zeros(n, 2),
                                                   torch.zeros(n, dtype=torch.long), 2))
     if with_weights:
-        io.write_edge_attrs(tmp_path, EDGE, src, dst, {"weight": pa.array(weight)})
+        write_edge_attrs(tmp_path, EDGE, src, dst, {"weight": pa.array(weight)})
     keep = dst >= 10
     train = csr_from_edges(src[keep], dst[keep], n)
     params = params_from_dict({

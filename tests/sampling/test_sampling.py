@@ -24,7 +24,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 

@@ -21,7 +21,7 @@ from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.builders import shadow_batches
 from gnnpipe.sampling.shadow import ShadowKHopSampler, shadow_loader
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import _step, build_inputs, fit
 from conftest import as_graph

@@ -450,7 +450,7 @@ def test_the_train_step_reads_the_roots_in_both_layouts():
 def test_fit_on_pyg_layout_shadow_batches_matches_roots_first(small_graph):
     from gnnpipe.config import NodeSplitParams
     from gnnpipe.runtime.rng import make_rng
-    from gnnpipe.splitting.split import split_nodes
+    from split_oracle import split_nodes
     from gnnpipe.io.common import role_codes
     from gnnpipe.training.train import build_inputs, fit
 

@@ -13,12 +13,13 @@ from gnnpipe import io
 from gnnpipe.splitting import audit
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import params_from_dict
-from gnnpipe.data.synthetic import CITES, REV_WRITES, WRITES
+from gnnpipe.data.synthetic import CITES, WRITES
+from graph_oracle import REV_WRITES
 from gnnpipe.data.graph import EDGE, NODE
 from gnnpipe.data.edges import csr_from_edges, edge_pairs
 from link_oracle import split_links
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import audit_node_split, split_nodes
 import link_oracle
 from conftest import as_graph
 
@@ -58,7 +59,7 @@ def test_typed_node_split_is_disjoint_and_covers_the_target_type(graph):
     counts = {r: int((split.roles == r).sum()) for r in ("train", "val", "test")}
     assert counts == {"train": 360, "val": 120, "test": 120}
     assert all(split.message_graphs[p] is graph.csr for p in ("train", "val", "test"))
-    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode)
+    report = audit_node_split(graph, split.roles, split.message_graphs, split.mode)
     assert report["passed"], failed(report)
     assert report["sizes"] == counts and report["target"] == "paper"
 
@@ -75,7 +76,7 @@ def test_inductive_phase_graphs_hide_other_papers_in_every_edge_type(graph):
     # authors and venues keep their edges among train papers: the typed graph is not emptied
     assert 0 < split.message_graphs["train"][WRITES].num_edges < graph.csr[WRITES].num_edges
     assert split.message_graphs["test"] is graph.csr
-    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode)
+    report = audit_node_split(graph, split.roles, split.message_graphs, split.mode)
     assert report["passed"], failed(report)
     names = [c["check"] for c in report["checks"]]
     assert "message_train[author__writes__paper]_sees_only_train" in names
@@ -96,7 +97,7 @@ def test_node_audit_catches_a_test_paper_in_any_train_edge_type(graph, edge_type
     first = int(np.flatnonzero(ok)[0])
     src, dst = int(src[first]), int(dst[first])
     graphs["train"][edge_type] = _with_edge(graph, graphs["train"][edge_type], edge_type, src, dst)
-    report = audit.audit_node_split(graph, split.roles, graphs, split.mode)
+    report = audit_node_split(graph, split.roles, graphs, split.mode)
     name = "__".join(edge_type)
     assert failed(report) == [f"message_train[{name}]_sees_only_train"]
     with pytest.raises(audit.LeakageError, match=rf"message_train\[{name}\]_sees_only_train: 1 "
@@ -266,8 +267,8 @@ def test_component_clusters_audit_every_split_pair_of_the_own_relation(graph):
     """``separated`` (strategy cluster by components) checks the target's own relation of a
     typed graph as of a homogeneous one: a cites edge between two splits fails it."""
     split = node_split(graph, "transductive")
-    report = audit.audit_node_split(graph, split.roles, split.message_graphs, split.mode,
-                                    separated=True)
+    report = audit_node_split(graph, split.roles, split.message_graphs, split.mode,
+                              separated=True)
     assert failed(report) == ["splits_not_adjacent"]
     assert report["cross_split_edges_relation"] == "paper__cites__paper"
 
@@ -279,8 +280,8 @@ def test_one_audit_report_layout_for_both_kinds(graph, small_graph):
     reports = {}
     for name, g in (("typed", graph), ("homogeneous", homogeneous)):
         split = node_split(g)
-        reports[name, "node"] = audit.audit_node_split(g, split.roles, split.message_graphs,
-                                                       split.mode)
+        reports[name, "node"] = audit_node_split(g, split.roles, split.message_graphs,
+                                                 split.mode)
         link = link_split(g)
         reports[name, "link"] = link_oracle.audit_link_split(g, link.edge_type, link.edges,
                                                        link.negatives, link.message_graphs,

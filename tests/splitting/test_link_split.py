@@ -14,7 +14,8 @@ from gnnpipe.splitting import audit
 from gnnpipe.cli import main
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.graph import EDGE, ROLE_CODES, Graph, phase_csrs
-from gnnpipe.data.edges import csr_from_edges, normalize_edges
+from gnnpipe.data.edges import csr_from_edges
+from graph_oracle import normalize_edges
 from link_oracle import is_symmetric, split_links
 from gnnpipe.runtime.rng import make_rng
 import link_oracle

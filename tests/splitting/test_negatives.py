@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gnnpipe.data.edges import contains
-from gnnpipe.splitting.negatives import NegativeSampler, degree_weights, training_sampler
+from gnnpipe.splitting.negatives import NegativeSampler, training_sampler
 
 
 def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +70,7 @@ def test_degree_negatives_follow_the_degree_and_never_pick_zero_degree_targets()
     dst = rng.integers(0, n, 600)
     degrees = np.zeros(n)
     degrees[:100] = np.arange(1, 101)  # nodes 100.. have degree 0 in the train graph
-    sampler = NegativeSampler(src, dst, n, degree_weights(degrees))
+    sampler = NegativeSampler(src, dst, n, degrees)  # the train graph's degrees: weights
     targets = sampler.sample(np.arange(n), 200, np.random.default_rng(1)).reshape(-1)
     assert not (targets >= 100).any()
     counts = np.bincount(targets, minlength=n)[:100]

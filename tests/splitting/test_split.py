@@ -11,7 +11,7 @@ import torch
 from gnnpipe.splitting import audit
 from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.graph import EDGE, Csr, Graph
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import audit_node_split, split_nodes
 from node_oracle import message_graphs
 from conftest import as_graph
 
@@ -21,8 +21,8 @@ def _split(graph, seed=0, **kw):
 
 
 def _audit(graph, node_split):
-    return audit.audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
-                                  node_split.mode)
+    return audit_node_split(as_graph(graph), node_split.roles, node_split.message_graphs,
+                            node_split.mode)
 
 
 def test_a_homogeneous_graph_is_the_one_type_case_of_a_typed_graph(small_graph):
@@ -126,7 +126,7 @@ def test_inductive_message_graphs_hide_val_and_test(small_graph):
 def test_audit_catches_a_test_edge_in_the_train_graph(small_graph):
     node_split = _split(small_graph, mode="inductive")
     leaky = dict(node_split.message_graphs, train={EDGE: small_graph.csr})  # the classic mistake
-    report = audit.audit_node_split(as_graph(small_graph), node_split.roles, leaky, "inductive")
+    report = audit_node_split(as_graph(small_graph), node_split.roles, leaky, "inductive")
     assert not report["passed"]
     failed = [c["check"] for c in report["checks"] if not c["passed"]]
     assert failed == ["message_train_sees_only_train"]
@@ -139,8 +139,8 @@ def test_audit_catches_an_edge_the_graph_does_not_have(tiny_graph):
     invented = Csr(tiny_graph.csr.indptr.clone(), tiny_graph.csr.indices.clone())
     invented.indices[0] = 6  # node 0 never linked to node 6
     graphs = {"train": tiny_graph.csr, "val": tiny_graph.csr, "test": invented}
-    report = audit.audit_node_split(as_graph(tiny_graph), roles,
-                                    {p: {EDGE: csr} for p, csr in graphs.items()}, "transductive")
+    report = audit_node_split(as_graph(tiny_graph), roles,
+                              {p: {EDGE: csr} for p, csr in graphs.items()}, "transductive")
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["message_test_within_graph"]
 
 
@@ -158,7 +158,7 @@ def test_message_graphs_restrict_by_role(tiny_graph):
 # time)
 def _caveman(num_caves: int = 12, size: int = 10) -> Graph:
     """Cliques of ``size`` nodes joined in a ring by one edge each, plus 3 isolated nodes."""
-    from gnnpipe.data.edges import normalize_edges
+    from graph_oracle import normalize_edges
 
     u, v = np.triu_indices(size, k=1)
     starts = np.arange(num_caves) * size
@@ -208,8 +208,8 @@ def test_component_clusters_leave_no_edge_between_splits():
     roles = node_split.roles
     for cave in range(12):  # whole caves only
         assert np.unique(roles[cave * 10:(cave + 1) * 10]).size == 1
-    report = audit.audit_node_split(as_graph(graph), roles, node_split.message_graphs,
-                                    "transductive", separated=True)
+    report = audit_node_split(as_graph(graph), roles, node_split.message_graphs,
+                              "transductive", separated=True)
     assert report["passed"] and set(report["cross_split_edges"].values()) == {0}
     counts = {r: int((roles == r).sum()) for r in ("train", "val", "test")}
     # 123 nodes: 62 + 31 + 31 by rounding is one too many; sizes are met to within a cave
@@ -220,8 +220,8 @@ def test_component_clusters_leave_no_edge_between_splits():
 def test_separated_audit_fails_when_splits_touch(tiny_graph):
     roles = np.array(["train"] * 6 + ["val"] * 3 + ["test"] * 3)
     graphs = {p: {EDGE: tiny_graph.csr} for p in ("train", "val", "test")}
-    report = audit.audit_node_split(as_graph(tiny_graph), roles, graphs, "transductive",
-                                    separated=True)
+    report = audit_node_split(as_graph(tiny_graph), roles, graphs, "transductive",
+                              separated=True)
     assert [c["check"] for c in report["checks"] if not c["passed"]] == ["splits_not_adjacent"]
 
 
@@ -254,14 +254,14 @@ def test_time_split_orders_splits_by_timestamp_and_the_audit_proves_it(small_gra
     assert ts[roles == "train"].max() <= ts[roles == "val"].min()
     assert ts[roles == "val"].max() <= ts[roles == "test"].min()
     assert [(roles == r).sum() for r in ("train", "val", "test")] == [750, 300, 450]
-    report = audit.audit_node_split(as_graph(graph), roles, node_split.message_graphs,
-                                    "inductive", timed=True)
+    report = audit_node_split(as_graph(graph), roles, node_split.message_graphs,
+                              "inductive", timed=True)
     assert report["passed"]
     swapped = roles.copy()
     first_train, last_test = np.argmin(np.where(roles == "train", ts, np.inf)), np.argmax(ts)
     swapped[[first_train, last_test]] = ["test", "train"]
-    report = audit.audit_node_split(as_graph(graph), swapped, node_split.message_graphs,
-                                    "inductive", timed=True)
+    report = audit_node_split(as_graph(graph), swapped, node_split.message_graphs,
+                              "inductive", timed=True)
     assert "splits_in_time_order" in [c["check"] for c in report["checks"] if not c["passed"]]
 
 

@@ -19,7 +19,7 @@ from gnnpipe.io.common import PHASES, role_codes
 from gnnpipe.reporting.node_metric import node_metrics
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.batch import LossBatch
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.training.block_fit import fit_blocks
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import (NodeTask, Objective, _loss, balanced_weights, build_inputs,

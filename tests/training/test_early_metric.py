@@ -18,7 +18,7 @@ from graph_oracle import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.reporting.node_metric import node_metric
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.training.block_fit import fit_blocks
 from gnnpipe.training.distributed import DistContext
 from gnnpipe.training.loop import Checkpointing, LoopOptions

@@ -22,9 +22,10 @@ from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.graphops.partition import assign_parts
 from shard_oracle import build_shard
 from graph_oracle import prepare
+from prepared_oracle import embedding_matrix
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.sharding import NodeRows, ShardEvaluator
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import PHASES, role_codes
 from gnnpipe.training.train import PhaseInput, build_inputs
 from gnnpipe.data.graph import EDGE, phase_csrs
@@ -200,7 +201,7 @@ def test_link_stages_train_and_predict_layer_by_layer(tmp_path):
                            ("split", "train", "predict"), dataset={"task": "link"},
                            split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
     _same_link_scores(full, layered)
-    emb = [io.embedding_matrix(io.read_embeddings(f / "data/predict")) for f in (full, layered)]
+    emb = [embedding_matrix(io.read_embeddings(f / "data/predict")) for f in (full, layered)]
     np.testing.assert_allclose(emb[1], emb[0], atol=1e-5)
     assert emb[0].shape == (graph.num_nodes, TRAIN["hidden"])
 
@@ -241,6 +242,6 @@ def test_typed_link_stages_train_and_predict_layer_by_layer(tmp_path):
                            split={"link": {"num_val_negatives": 5, "num_test_negatives": 5}})
     _same_link_scores(full, layered)
     for node_type in ("paper", "author", "venue"):
-        emb = [io.embedding_matrix(io.read_embeddings(f / "data/predict", node_type))
+        emb = [embedding_matrix(io.read_embeddings(f / "data/predict", node_type))
                for f in (full, layered)]
         np.testing.assert_allclose(emb[1], emb[0], atol=1e-5)

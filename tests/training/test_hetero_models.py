@@ -17,7 +17,7 @@ from gnnpipe.training.link_train import fit_link
 from gnnpipe.reporting.metrics import roc_auc
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
 

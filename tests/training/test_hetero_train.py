@@ -28,7 +28,7 @@ from gnnpipe.training.loop import LoopOptions
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import fit
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.cli import main
 
 from conftest import run_stages

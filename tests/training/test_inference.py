@@ -27,7 +27,7 @@ from gnnpipe.io.temps import SCRATCH_ENV
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.training.train import build_inputs, fit
 from conftest import as_graph
 from mapped_pages import mapped_file

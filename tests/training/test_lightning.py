@@ -25,7 +25,7 @@ from gnnpipe.training.models import build_model
 from graph_oracle import prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES, role_codes
 from gnnpipe.training.train import build_inputs, fit

@@ -10,6 +10,7 @@ import contextlib
 import multiprocessing
 import os
 import traceback
+from functools import partial
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from gnnpipe.cli import main
 from gnnpipe.config import load_params
 from gnnpipe.io import splits
 from gnnpipe.io.temps import SCRATCH_ENV, SCRATCH_NAME
+from gnnpipe.io.typed import read_typed_link_split
 from gnnpipe.training.distributed import SINGLE, DistContext, gather_rows, share_rows
 from gnnpipe.training import link_train
 from gnnpipe.training.link_train import LinkTask, val_scores
@@ -159,3 +161,46 @@ def test_ranks_gather_one_process_figures_and_scores(tmp_path):
         assert results[rank][0] == expected, results[rank][0]
     assert np.array_equal(results[0][1], neg.numpy())
     assert results[1][1] is None and results[2][1] is None
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_training_reads_the_link_edges_into_scratch_files(link_split, world, tmp_path,
+                                                          monkeypatch):
+    """Under a stage's scratch folder each process's train supervision, val and test positives
+    are read by Parquet batches (7 edges each here) into unlinked mapped scratch tables, equal to
+    the whole read, with the negatives of its share; the message edges are not held."""
+    args, params = link_split
+    monkeypatch.setattr(splits, "EDGE_BATCH_ROWS", 7)
+    graph = read_model_inputs(args, params.train, "link").graph
+    edge_type, whole, negatives = read_typed_link_split(args.split, graph)
+    monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
+    rows = partial(share_rows, ctx=DistContext(world - 1, world, world - 1))
+    got_type, edges, shares = splits.read_training_link_split(args.split, graph, rows)
+    assert got_type == edge_type and set(edges) == {"train_supervision", "val", "test"}
+    for role, pair in edges.items():
+        where = mapped_file(pair)
+        assert SCRATCH_NAME.name in where and where.endswith("(deleted)"), (role, where)
+        assert torch.equal(pair, whole[role]), role
+    for phase, targets in shares.items():
+        assert torch.equal(targets, negatives[phase][rows(whole[phase].shape[1])]), phase
+
+
+def test_a_rank_searches_its_forbidden_keys_in_a_scratch_file(link_split, tmp_path, monkeypatch):
+    """A rank's training negative sampler (read_supervision under a stage's scratch folder)
+    holds its sorted keys in an unlinked scratch file, and its link edges in others: the
+    edges, keys and draws of the in-memory read."""
+    args, params = link_split
+    inputs = read_model_inputs(args, params.train, "link")
+    _, memory = read_supervision(args, inputs, SINGLE)
+    monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
+    _, sup = read_supervision(args, inputs, DistContext(1, 2, 1))
+    where = mapped_file(torch.from_numpy(sup.sampler.forbidden))
+    assert SCRATCH_NAME.name in where and where.endswith("(deleted)"), where
+    assert set(sup.edges) == {"train_supervision", "val", "test"}  # the message edges: keys
+    for role, pair in sup.edges.items():  # whole (typed: shifted in place), shares are views
+        assert mapped_file(pair).endswith("(deleted)") and torch.equal(
+            pair, memory.edges[role]), role
+    assert np.array_equal(sup.sampler.forbidden, memory.sampler.forbidden)
+    heads = memory.edges["train_supervision"][0].numpy()
+    assert np.array_equal(sup.sampler.sample(heads, 2, np.random.default_rng(3)),
+                          memory.sampler.sample(heads, 2, np.random.default_rng(3)))

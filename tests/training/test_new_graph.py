@@ -26,7 +26,7 @@ import gnnpipe
 from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.training.models import build_model
 from gnnpipe.training.new_graph import (load_model, predict_to_file, read_saved, score,
                                          write_tables)

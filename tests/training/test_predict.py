@@ -20,11 +20,12 @@ from gnnpipe import io
 from gnnpipe.cli import main
 from gnnpipe.config import TrainParams
 from gnnpipe.data.graph import EDGE, UNLABELLED, Graph
-from gnnpipe.data.edges import normalize_edges
+from graph_oracle import normalize_edges
 from gnnpipe.training.inference import NODE, LayerwiseInference, layerwise_logits, csr_view
 from gnnpipe.training.models import build_model, forward_with_hidden
 from gnnpipe.training.predict import held_out_collapse
 from gnnpipe.reporting.collapse import collapse
+from prepared_oracle import embedding_matrix, write_node_ids
 from conftest import as_graph
 
 N, C, F = 90, 3, 6
@@ -76,7 +77,7 @@ def _prepare(folder: Path, graph: Graph, ids: pa.Array | None, classes: list | N
     out.mkdir(parents=True)
     io.write_prepared(out, as_graph(graph))
     if ids is not None:
-        io.write_node_ids(out, NODE, ids)
+        write_node_ids(out, NODE, ids)
     if classes is not None:
         io.write_classes(out, pa.array(classes))
 
@@ -153,7 +154,7 @@ def test_embeddings_are_the_last_hidden_layer_in_row_groups(node_run):
         assert pq.ParquetFile(folder / "data/predict" / name).num_row_groups == math.ceil(N / 7)
     table = io.read_embeddings(folder / "data/predict")
     assert table.column("original_id").to_pylist() == _ids().to_pylist()
-    emb = io.embedding_matrix(table)
+    emb = embedding_matrix(table)
     assert emb.shape == (N, TRAIN["hidden"]) and emb.dtype == np.float32
     cfg = TrainParams(**TRAIN)
     model = build_model("sage", F, C, cfg)
@@ -172,8 +173,8 @@ def test_float16_embeddings_and_top_k_capped_at_the_classes(node_run):
     assert _predict(folder, "half.yaml", "half") == 0
     half = io.read_embeddings(folder / "data/half")
     assert half.schema.field("embedding").type == pa.list_(pa.float16(), TRAIN["hidden"])
-    full = io.embedding_matrix(io.read_embeddings(folder / "data/predict"))
-    assert np.array_equal(io.embedding_matrix(half), full.astype(np.float16))
+    full = embedding_matrix(io.read_embeddings(folder / "data/predict"))
+    assert np.array_equal(embedding_matrix(half), full.astype(np.float16))
     lists = io.read_node_predictions(folder / "data/half").column("top_labels").to_pylist()
     assert all(sorted(row) == CLASSES for row in lists)  # k = min(10, C): every class once
     assert pq.ParquetFile(folder / "data/half/embeddings.parquet").num_row_groups == 1  # 65536 rows
@@ -186,7 +187,7 @@ def test_layerwise_prediction_equals_the_full_forward(node_run):
     assert _predict(folder, "lw.yaml", "lw") == 0
     assert io.read_json(folder / "metrics/lw.json")["inference"] == "layerwise"
     for read in (lambda d: np.array(io.read_node_predictions(d).column("top_probs").to_pylist()),
-                 lambda d: io.embedding_matrix(io.read_embeddings(d))):
+                 lambda d: embedding_matrix(io.read_embeddings(d))):
         np.testing.assert_allclose(read(folder / "data/lw"), read(folder / "data/predict"),
                                    atol=1e-5)
 
@@ -342,7 +343,7 @@ def test_link_pairs_are_scored_with_the_train_decoder(link_run):
     np.testing.assert_allclose(scores.column("score").to_numpy(), trained.numpy(), atol=1e-5)
     np.testing.assert_allclose(scores.column("prob").to_numpy(),
                                torch.sigmoid(trained).numpy(), atol=1e-6)
-    emb = io.embedding_matrix(io.read_embeddings(folder / "data/pairs"))
+    emb = embedding_matrix(io.read_embeddings(folder / "data/pairs"))
     assert emb.shape == (N, TRAIN["hidden"])
     dots = (emb[test_pos[0]] * emb[test_pos[1]]).sum(1)
     np.testing.assert_allclose(scores.column("score").to_numpy(), dots, atol=1e-5)
@@ -458,7 +459,7 @@ def test_typed_link_pairs_score_like_train_and_every_type_gets_embeddings(tmp_pa
     assert scores.column("src").to_pylist() == src.tolist()
     trained = io.read_link_predictions(tmp_path / "data/model")["test"][0]
     np.testing.assert_allclose(scores.column("score").to_numpy(), trained.numpy(), atol=1e-5)
-    emb = {t: io.embedding_matrix(io.read_embeddings(out, t)) for t in graph.node_types}
+    emb = {t: embedding_matrix(io.read_embeddings(out, t)) for t in graph.node_types}
     assert {t: e.shape[0] for t, e in emb.items()} == {"paper": 240, "author": 80, "venue": 6}
     dots = (emb[edge_type[0]][src] * emb[edge_type[2]][dst]).sum(1)
     np.testing.assert_allclose(scores.column("score").to_numpy(), dots, atol=1e-5)

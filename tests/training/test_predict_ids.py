@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 import torch
 
-from gnnpipe import io
 from gnnpipe.io.parquet import write_table
 from gnnpipe.io.predictions import StreamedIds
+from prepared_oracle import write_node_ids
 from gnnpipe.training.predict import (RangeIds, default_ids, embedding_blocks,
                                       node_prediction_blocks)
 
@@ -23,7 +23,7 @@ def ids(tmp_path, request):
     whole column."""
     values = np.arange(N, dtype=np.int64) * 7 + 3
     column = pa.array(values) if request.param == "int" else pa.array([f"u{v}" for v in values])
-    io.write_node_ids(tmp_path, "node", column)
+    write_node_ids(tmp_path, "node", column)
     return tmp_path, column
 
 

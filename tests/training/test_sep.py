@@ -16,7 +16,7 @@ from graph_oracle import prepare
 from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.training.inference import LayerwiseInference, csr_view, layerwise_logits, plan
 from gnnpipe.training.models import SepConv, SepGNN, build_model, forward_with_hidden
 from gnnpipe.training.train import build_inputs, fit

@@ -14,7 +14,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.graphops.propagate import propagate
 from gnnpipe.io.common import role_codes
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.split import split_nodes
+from split_oracle import split_nodes
 from gnnpipe.training.train import build_inputs, fit
 from gnnpipe.data.graph import phase_csrs
 from conftest import as_graph
