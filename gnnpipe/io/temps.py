@@ -193,6 +193,7 @@ def scratch_array(rows: int, width: int, dtype=np.float32) -> np.ndarray | None:
     nbytes = rows * width * np.dtype(dtype).itemsize
     if folder is None or nbytes == 0:
         return None
+    folder.mkdir(parents=True, exist_ok=True)  # a stage's output folder exists only once written
     fd, name = tempfile.mkstemp(prefix=temp_prefix(SCRATCH_NAME), suffix=".tmp", dir=folder)
     try:
         try:

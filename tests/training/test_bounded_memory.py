@@ -73,6 +73,16 @@ def test_layer_tables_are_unlinked_scratch_files_with_the_in_memory_bytes(graph,
     assert os.listdir(tmp_path) == []
 
 
+def test_a_scratch_table_beside_an_output_folder_not_yet_written_creates_it(tmp_path):
+    """A stage maps scratch tables before its output folder exists (the baseline's link
+    sampler keys, read before it writes ``--out``): the folder is made, the file unlinked."""
+    out = tmp_path / "local" / "model"
+    with scratch_beside(out):
+        table = scratch_array(5, 2, np.int64)
+    assert table is not None and table.shape == (5, 2)
+    assert (tmp_path / "local").is_dir() and os.listdir(tmp_path / "local") == []
+
+
 def test_typed_tables_are_scratch_files_too(tmp_path):
     from gnnpipe.hetero.models import build_hetero_model
 
