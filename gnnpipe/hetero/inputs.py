@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
-from gnnpipe.training.inference import plan
+from gnnpipe.training.inference import edge_index_of, plan
 from gnnpipe.training.train import PhaseInput
 
 PHASES = ("train", "val", "test")
@@ -15,7 +15,9 @@ def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
     """Phase of ``phases`` -> ``PhaseInput(x_dict, edge_index_dict, layerwise)``: the whole
     graph's features and the phase's own typed edges (phases sharing a message graph share the
     tensors). ``cfg`` (TrainParams) picks each graph's evaluation forward (``train.inference``,
-    ``gnnpipe.training.inference.plan``, on ``world_size`` DDP ranks); None: full forwards."""
+    ``gnnpipe.training.inference.plan``, on ``world_size`` DDP ranks); None: full forwards.
+    The edges are ``edge_index_of`` tables: in a stage, mapped scratch files (no 16 anonymous
+    bytes an edge)."""
     built: dict[int, tuple] = {}
     out = {}
     for phase in phases:
@@ -27,7 +29,7 @@ def phase_inputs(graph: Graph, graphs: dict[str, dict[EdgeType, Csr]], cfg=None,
                 dim = getattr(getattr(cfg, "embeddings", None), "dim", 0)
                 in_dim = max(int(x.shape[1]) for x in graph.x.values()) + dim
                 engine = plan(graphs[phase], graph.num_nodes_dict, in_dim, cfg, world_size)
-            built[key] = ({e: csr.edge_index() for e, csr in graphs[phase].items()}, engine)
+            built[key] = ({e: edge_index_of(csr) for e, csr in graphs[phase].items()}, engine)
         edges, engine = built[key]
         out[phase] = PhaseInput(graph.x, edges, engine)  # type: ignore[arg-type]
     return out

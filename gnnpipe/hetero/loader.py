@@ -9,17 +9,19 @@ import torch
 from torch_geometric.data import HeteroData
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
+from gnnpipe.training.inference import edge_index_of
 
 
 def hetero_data(graph: Graph, train_graph: dict[EdgeType, Csr]) -> HeteroData:
     """Features of every type, target labels, and the train graph's edges in CSR order (the
-    samplers' edge ids as they are)."""
+    samplers' edge ids as they are), ``edge_index_of`` tables: in a stage, mapped scratch files
+    (the loaders read only their shapes and per-batch rows)."""
     data = HeteroData()
     for node_type, x in graph.x.items():
         data[node_type].x = x
     data[graph.target].y = graph.y
     for edge_type, csr in train_graph.items():
-        data[edge_type].edge_index = csr.edge_index()
+        data[edge_type].edge_index = edge_index_of(csr)
     return data
 
 

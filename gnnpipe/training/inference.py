@@ -663,14 +663,15 @@ def _width(model: BasicGNN, layer: int) -> int:
     return conv.out_channels * heads
 
 
-def _input_rows(model: nn.Module, x: dict[str, torch.Tensor], step: int) -> dict:
-    """ReLU of a typed model's per-type input maps, (N_t, hidden) per type, in row blocks."""
-    out = {}
+def _input_rows(model: nn.Module, x: dict[str, torch.Tensor]) -> dict:
+    """ReLU of a typed model's per-type input maps, (N_t, hidden) per type, in blocks of
+    ``ROW_STEP`` rows (a (ROW_STEP, hidden) map is the one temporary, not (N_t, hidden))."""
+    out, step = {}, ROW_STEP
     for t, lin in zip(model.inputs.types, model.inputs.maps):
         rows = x[t]
         out[t] = _table(rows.shape[0], lin.out_features)
         for a in range(0, rows.shape[0], step):
-            out[t][a:a + step] = torch.relu(lin(rows[a:a + step].float()))
+            out[t][a:a + step] = lin(rows[a:a + step].float()).relu_()
     return out
 
 
@@ -678,7 +679,7 @@ def _typed_sage(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseI
                 ctx: DistContext, with_hidden: bool):
     """``to_hetero(GraphSAGE)``: per destination type, each in-edge type's conv summed in
     edge-type order (types without in-edges drop out, as in to_hetero), ReLU between layers."""
-    h = _input_rows(model, x, engine.block_edges)
+    h = _input_rows(model, x)
     convs = model.body.convs
     hidden = h
     for layer, layer_convs in enumerate(convs):
@@ -693,11 +694,16 @@ def _typed_sage(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseI
                     conv = layer_convs[edge_type_name(e)]
                     assert _is_mean_sage(conv), "gnnpipe's typed sage is mean SAGEConv"
                     y = _sage_rows(conv, h[e[0]], h[d][a:b], engine.graph[e], a, b)
-                    acc = y if acc is None else acc + y  # to_hetero sums in edge-type order
+                    # to_hetero sums in edge-type order; in place: no third (B, C) block
+                    acc = y if acc is None else acc.add_(y)
             return acc
-        h = _layer(engine, ctx, {d: width for d, into in engine.into.items() if into and d in h},
+        last = layer == len(convs) - 1
+        # the last layer computes only the rows model.select returns: a (N_t, C) table and
+        # (B, C) block temporaries per other type are never read
+        h = _layer(engine, ctx, {d: width for d, into in engine.into.items() if into and d in h
+                                 and not (last and model.out == "target" and d != model.target)},
                    rows)
-        if layer < len(convs) - 1:  # GraphSAGE: act (dropout: eval) between layers
+        if not last:  # GraphSAGE: act (dropout: eval) between layers
             h = {t: v.relu_() for t, v in h.items()}  # in place: no second table
     return (model.select(h), hidden) if with_hidden else model.select(h)
 
@@ -707,13 +713,13 @@ def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInferen
     """R-GCN on the homogeneous view (types concatenated in ``model.node_types`` order): per
     destination type and block, every in-edge (source offset by its type's start, relation =
     edge type index), ReLU before every conv (the forward's order)."""
-    h = _input_rows(model, x, engine.block_edges)
+    h = _input_rows(model, x)
     types = model.node_types
     sizes = [h[t].shape[0] for t in types]
     start_of = dict(zip(types, torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()))
     relation = {e: i for i, e in enumerate(model.edge_types)}
     z, hidden = _cat_rows([h[t] for t in types]), None
-    for conv in model.convs:
+    for i, conv in enumerate(model.convs):
         hidden = _table(*z.shape)  # after the loop: what the last conv read
         for a in range(0, z.shape[0], ROW_STEP):
             hidden[a:a + ROW_STEP] = z[a:a + ROW_STEP]
@@ -731,6 +737,11 @@ def _rgcn(model: nn.Module, x: dict[str, torch.Tensor], engine: LayerwiseInferen
                 2, 0, dtype=torch.int64)
             rel = torch.cat(rels) if rels else torch.empty(0, dtype=torch.int64)
             return conv((view, view[start_of[d] + a:start_of[d] + b]), ei, rel)
+        if i == len(model.convs) - 1 and model.out == "target":
+            # the last conv computes only the rows model.select returns: no (N_t, C) table
+            # and (B, C) blocks of the other types
+            out = _layer(engine, ctx, {model.target: conv.out_channels}, rows)[model.target]
+            return (out, dict(zip(types, hidden.split(sizes)))) if with_hidden else out
         z = _cat_rows(list(_layer(engine, ctx, {t: conv.out_channels for t in types},
                                   rows).values()))
     out = model.select(dict(zip(types, z.split(sizes))))

@@ -218,3 +218,94 @@ def test_phase_edge_lists_are_scratch_tables_with_the_csr_edges(graph, tmp_path)
     assert (_mapped_file(got) or "").startswith(f"{tmp_path}/.layerwise.")
     assert got.dtype == torch.int64 and torch.equal(got, want)
     assert os.listdir(tmp_path) == []
+
+
+def _typed_graph():
+    """Two node types, three edge types (``a`` -> ``b``, ``b`` -> ``a``, ``a`` -> ``a``)."""
+    rng = np.random.default_rng(5)
+    sizes = {"a": 60, "b": 40}
+    graph = {("a", "to", "b"): csr_from_edges(rng.integers(0, 60, 300),
+                                              rng.integers(0, 40, 300), 40),
+             ("b", "rev", "a"): csr_from_edges(rng.integers(0, 40, 300),
+                                               rng.integers(0, 60, 300), 60),
+             ("a", "self", "a"): csr_from_edges(rng.integers(0, 60, 200),
+                                                rng.integers(0, 60, 200), 60)}
+    gen = torch.Generator().manual_seed(6)
+    x = {"a": torch.randn(60, 4, generator=gen), "b": torch.randn(40, 3, generator=gen)}
+    return graph, sizes, x
+
+
+def test_typed_phase_and_loader_edge_lists_are_scratch_tables(tmp_path):
+    """The typed phase inputs and the typed loaders' HeteroData hold each edge type's edge
+    list in a mapped scratch table (in a stage), never ``Csr.edge_index``'s 16 anonymous bytes
+    an edge, with its values."""
+    from gnnpipe.hetero.inputs import phase_inputs
+    from gnnpipe.hetero.loader import hetero_data
+
+    graph, sizes, x = _typed_graph()
+    typed = Graph(x=x, csr=graph, target="a", y=torch.zeros(60, dtype=torch.int64),
+                  num_classes=C, reverse={}, link_edge_type=("a", "to", "b"))
+    phases = {p: graph for p in ("train", "val", "test")}
+    with scratch_beside(tmp_path / "model"):
+        given = phase_inputs(typed, phases)
+        data = hetero_data(typed, graph)
+    assert given["train"].edge_index is given["test"].edge_index  # one table per graph
+    for edge_type, csr in graph.items():
+        for got in (given["train"].edge_index[edge_type], data[edge_type].edge_index):
+            assert (_mapped_file(got) or "").startswith(f"{tmp_path}/.layerwise.")
+            assert got.dtype == torch.int64 and torch.equal(got, csr.edge_index())
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["sage", "rgcn"])
+@pytest.mark.parametrize("out", ["target", "all"])
+def test_typed_last_layer_computes_only_the_rows_it_returns(name, out, monkeypatch):
+    """The last layer of layer-wise typed SAGE / R-GCN fills only the target's (N_t, C) table
+    when the model returns the target's rows (``out="all"``: every type's), with the full
+    forward's output."""
+    from gnnpipe.hetero.models import build_hetero_model
+
+    graph, sizes, x = _typed_graph()
+    torch.manual_seed(0)
+    model = build_hetero_model(name, (["a", "b"], list(graph)), {"a": 4, "b": 3}, C, "b",
+                               TrainParams(model=name, hidden=8, num_layers=2),
+                               out=out).eval()
+    layers = []
+    real = inference._layer
+
+    def recorded(engine, ctx, widths, rows):
+        layers.append(sorted(widths))
+        return real(engine, ctx, widths, rows)
+
+    monkeypatch.setattr(inference, "_layer", recorded)
+    got = layerwise_logits(model, x, LayerwiseInference(graph, sizes, 50))
+    assert len(layers) >= 2 and all(widths == ["a", "b"] for widths in layers[:-1])
+    assert layers[-1] == (["b"] if out == "target" else ["a", "b"])
+    edges = {e: csr.edge_index() for e, csr in graph.items()}
+    with torch.no_grad():
+        want = model(x, edges)
+    assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+
+
+def test_typed_input_maps_run_on_row_blocks_not_whole_types(monkeypatch):
+    """Layer-wise typed models map each type's input rows ``ROW_STEP`` rows at a time (not a
+    block of ``block_edges`` rows: a (N_t, hidden) temporary per type at scale), with the full
+    forward's output."""
+    from gnnpipe.hetero.models import build_hetero_model
+
+    graph, sizes, x = _typed_graph()
+    monkeypatch.setattr(inference, "ROW_STEP", 16)
+    for name in ("sage", "rgcn"):
+        torch.manual_seed(0)
+        model = build_hetero_model(name, (["a", "b"], list(graph)), {"a": 4, "b": 3}, C, "a",
+                                   TrainParams(model=name, hidden=8)).eval()
+        rows = []
+        hooks = [lin.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
+                 for lin in model.inputs.maps]
+        got = layerwise_logits(model, x, LayerwiseInference(graph, sizes, 1000))
+        for hook in hooks:
+            hook.remove()
+        assert rows and max(rows) == 16 and sum(rows) == sum(sizes.values()), name
+        with torch.no_grad():
+            want = model(x, {e: csr.edge_index() for e, csr in graph.items()})
+        assert torch.allclose(got, want, atol=1e-5), name
