@@ -24,6 +24,7 @@ from gnnpipe.reporting.link_evaluate import NEGATIVE_SETS, evaluate_links, link_
 from gnnpipe.reporting.node_metric import METRIC_NAMES, class_counts, resolve_metric
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.verdict import BASELINE_NAMES, Causes, seed_run, seeds_sentence
+from gnnpipe.runtime.resources import release_memory
 from gnnpipe.splitting.inputs import read_typed
 
 
@@ -45,6 +46,7 @@ def _score_nodes(args, params, typed):
     user-item graph has no edge between two target nodes to smooth over)."""
     graph, own, cfg = typed.graph, typed.graph.own_relation(), params.evaluate
     y, roles = graph.y.numpy(), io.read_typed_role_codes(args.split, graph)  # int8 (N,)
+    release_memory()  # Arrow's pool keeps the role table's batches (54 MiB at 8M nodes)
     metric = resolve_metric(cfg.metric, class_counts(y, roles, graph.num_classes))  # as train
     # (node_id, logits) of each model, memory-mapped: read a phase's rows at a time
     gnn_pred, mlp_pred = (io.read_predictions(args.model, mmap=True),

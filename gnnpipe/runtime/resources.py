@@ -59,6 +59,33 @@ def stage_record(stage: str, seconds: float, outputs: list[Path]) -> dict:
     }
 
 
+def _malloc_trim():
+    """glibc's malloc_trim where it exists (Linux with glibc), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> bool:
+    """Hand memory this process freed back to the OS: pyarrow's pool (when pyarrow is loaded)
+    and glibc's heap (``malloc_trim(0)``). Freed small blocks otherwise stay in the process's
+    anonymous memory, so a later phase's peak sits on the previous phase's garbage (an epoch's
+    batches under layer-wise evaluation: 445 MiB at 1.9M typed nodes). True when glibc trimmed."""
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is None:
+        return False
+    _MALLOC_TRIM(0)
+    return True
+
+
 def is_worker_process() -> bool:
     """True inside a torchrun rank: the launching process writes the stage record, not ranks."""
     return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ

@@ -57,6 +57,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.io.temps import scratch_array
 from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.resources import release_memory
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.training.embeddings import input_table
 from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
@@ -527,6 +528,7 @@ def layerwise_logits(model: nn.Module, x, engine: LayerwiseInference,
     captured on the way at no extra pass."""
     typed = isinstance(x, dict)
     check_supported(model, typed)
+    release_memory()  # the epoch's freed batches: give them back before the blocks allocate
     was_training = model.training
     model.eval()
     try:
