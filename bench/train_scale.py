@@ -162,7 +162,7 @@ def main(argv=None) -> list[dict]:
         if not args.keep:
             shutil.rmtree(args.dir / f"run-{size[0]}", ignore_errors=True)
             shutil.rmtree(args.dir / f"tables-{size[0]}", ignore_errors=True)
-    print(dp.markdown([]) if not rows else markdown(rows))
+    print(markdown(rows))
     return rows
 
 
