@@ -48,7 +48,7 @@ from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import contains, row_positions, sorted_unique
 from gnnpipe.graphops.heuristics import chunk_bounds
 from gnnpipe.io.csr_blocks import (gather_block_rows, gather_in_rows, read_block_rows,
-                                   read_in_rows, row_ranges)
+                                   read_in_rows, row_ranges, rows_by_edges)
 from gnnpipe.runtime.engine import run_blocks
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
@@ -78,7 +78,7 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
     distance[train_mask] = 0
     frontier = train_mask.copy()
     has_rows = indptr[1:] > indptr[:-1]
-    blocks = _row_blocks(indptr, PULL_EDGES)
+    blocks = rows_by_edges(indptr, PULL_EDGES)
     for hop in range(1, max_hops + 1):
         if not frontier.any():
             break
@@ -92,18 +92,6 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
         frontier = pulled & has_rows & (distance == BEYOND)
         distance[frontier] = hop
     return distance
-
-
-def _row_blocks(indptr: np.ndarray, edges: int) -> list[tuple[int, int]]:
-    """Consecutive row ranges ``[(r0, r1), ...]`` covering every row, each with at most
-    ``edges`` edges unless one row alone has more."""
-    blocks, r0, n = [], 0, indptr.size - 1
-    while r0 < n:
-        r1 = int(np.searchsorted(indptr, indptr[r0] + edges, side="right")) - 1
-        r1 = min(max(r1, r0 + 1), n)
-        blocks.append((r0, r1))
-        r0 = r1
-    return blocks
 
 
 # --------------------------------------------------------------------- accuracy by distance

@@ -12,12 +12,11 @@ block by block in float64, so a figure can differ from a whole-array sum in its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.csr_blocks import rows_by_edges
 from gnnpipe.runtime.progress import progress
 
 # float64 values of gathered embedding rows per block (8 MiB each; a block holds about three
@@ -99,17 +98,6 @@ def row_map(node_id, num_nodes: int) -> np.ndarray:
     return row
 
 
-def _blocks(indptr: np.ndarray, edges: int) -> Iterator[tuple[int, int]]:
-    """Consecutive row ranges of about ``edges`` in-edges and at most that many rows (one row
-    each at least)."""
-    n, lo = indptr.size - 1, 0
-    while lo < n:
-        by_edges = int(np.searchsorted(indptr, indptr[lo] + edges, side="right")) - 1
-        hi = min(n, lo + edges, max(lo + 1, by_edges))
-        yield lo, hi
-        lo = hi
-
-
 def _kept_edges(row: np.ndarray, indptr: np.ndarray, indices: np.ndarray, lo: int, hi: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The in-edges of rows ``[lo, hi)`` between two given nodes, in CSR order: the source's row
@@ -134,7 +122,7 @@ def _edge_sums(h, row: np.ndarray, csr: Csr, block_floats: int) -> tuple[float, 
     edges = max(1, block_floats // width)
     din = np.zeros(m, dtype=np.int32)  # (M,) kept edges into each given node
     dout = np.zeros(m, dtype=np.int32)  # (M,) kept edges out of it
-    blocks = list(_blocks(indptr, edges))
+    blocks = rows_by_edges(indptr, edges, edges)
     bar = progress(None, total=2 * len(blocks), unit=" blocks", desc="over-smoothing")
     for lo, hi in blocks:
         src, dst = _kept_edges(row, indptr, indices, lo, hi)

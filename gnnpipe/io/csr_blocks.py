@@ -42,6 +42,22 @@ def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
     return [(lo, min(num_rows, lo + rows)) for lo in range(0, num_rows, rows)]
 
 
+def rows_by_edges(indptr: np.ndarray, edges: int, rows: int | None = None
+                  ) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` row ranges of a CSR's ``indptr`` (N + 1,) covering every row,
+    each with about ``edges`` edges (at most, unless one row alone has more) and at most ``rows``
+    rows (None: no row cap); one row at least."""
+    n = indptr.size - 1
+    rows = n if rows is None else rows
+    bounds, lo = [], 0
+    while lo < n:
+        by_edges = int(np.searchsorted(indptr, indptr[lo] + edges, side="right")) - 1
+        hi = min(n, lo + rows, max(lo + 1, by_edges))
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
 def num_block_nodes(folder: Path) -> int:
     return int(npy_layout(Path(folder) / "indptr.npy")[0][0] - 1)
 

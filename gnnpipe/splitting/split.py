@@ -50,7 +50,7 @@ from gnnpipe.config import NodeSplitParams
 from gnnpipe.data.block_graph import place_rows
 from gnnpipe.data.graph import UNLABELLED, Csr, EdgeType, Graph, edge_type_name
 from gnnpipe.io.blocks import create_memmap, open_memmap, open_tensor, save_array, write_rows
-from gnnpipe.io.csr_blocks import row_ranges
+from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
@@ -134,14 +134,7 @@ def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
 def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:
     """Consecutive row ranges of at most ``sizes.rows`` rows and about ``sizes.edges`` edges
     (at least one row each)."""
-    n = indptr.size - 1
-    bounds, lo = [], 0
-    while lo < n:
-        by_edges = int(np.searchsorted(indptr, indptr[lo] + sizes.edges, side="right")) - 1
-        hi = min(n, lo + sizes.rows, max(lo + 1, by_edges))
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
+    return rows_by_edges(indptr, sizes.edges, sizes.rows)
 
 
 def save_rows(folder: Path, block: int, lo: int, hi: int, sources: np.ndarray,

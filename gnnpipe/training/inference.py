@@ -426,26 +426,17 @@ def _mean_rows(src: torch.Tensor, csr: Csr, start: int, stop: int) -> torch.Tens
 
 
 def _sage_rows(conv: SAGEConv, src: torch.Tensor, dst: torch.Tensor, csr: Csr, start: int,
-               stop: int) -> torch.Tensor:
+               stop: int, projected: bool = False) -> torch.Tensor:
     """``conv`` on targets ``[start, stop)`` (B, out) from the whole source table ``src``
-    (N_src, F) and the targets' own rows ``dst`` (B, F), float32 (``_mean_rows``)."""
-    out = conv.lin_l(_mean_rows(src, csr, start, stop))
-    if conv.root_weight:
-        out = out + conv.lin_r(dst)
-    if conv.normalize:
-        out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
-    return out
-
-
-def _projected_sage_rows(conv: SAGEConv, zl: torch.Tensor, dst: torch.Tensor, csr: Csr,
-                         start: int, stop: int) -> torch.Tensor:
-    """``conv`` on targets ``[start, stop)`` (B, out) from ``zl``, every node's rows through
-    ``lin_l`` without its bias (N, out), and the targets' own rows ``dst`` (B, F): the mean of
-    projected rows is the projection of the mean (``lin_l`` is linear; a row without in-edges
-    gets the bias alone, as PyG's 0-mean does), equal to ``_sage_rows`` up to float rounding."""
-    out = _mean_rows(zl, csr, start, stop)
-    if conv.lin_l.bias is not None:
-        out = out + conv.lin_l.bias
+    (N_src, F) and the targets' own rows ``dst`` (B, F), float32 (``_mean_rows``).
+    ``projected``: ``src`` holds every row through ``lin_l`` without its bias (N_src, out); the
+    mean of projected rows is the projection of the mean (``lin_l`` is linear; a row without
+    in-edges gets the bias alone, as PyG's 0-mean does), equal up to float rounding."""
+    mean = _mean_rows(src, csr, start, stop)
+    if not projected:
+        out = conv.lin_l(mean)
+    else:
+        out = mean if conv.lin_l.bias is None else mean + conv.lin_l.bias
     if conv.root_weight:
         out = out + conv.lin_r(dst)
     if conv.normalize:
@@ -580,7 +571,7 @@ def _conv_rows(conv: nn.Module, h, engine: LayerwiseInference):
     if _projects_first(conv, h):  # one sequential pass over the features, no block gathers
         zl = _row_map(lambda r: torch.nn.functional.linear(r, conv.lin_l.weight), h,
                       conv.out_channels)
-        return lambda a, b: _projected_sage_rows(conv, zl, h[a:b].float(), csr, a, b)
+        return lambda a, b: _sage_rows(conv, zl, h[a:b].float(), csr, a, b, projected=True)
     if not _gathers(conv, h):  # mean SAGE on a table: one sparse-dense product per block
         table = h if h.dtype == torch.float32 else h.float()
         return lambda a, b: _sage_rows(conv, table, table[a:b], csr, a, b)

@@ -91,6 +91,7 @@ def test_hops_by_small_row_blocks_match_a_plain_bfs(monkeypatch, pull_edges):
     """Each level pulls by row blocks of ``PULL_EDGES`` edges (a row with more is a block of
     its own; empty rows at block ends): the distances are the whole pull's."""
     from gnnpipe.graphops import reach
+    from gnnpipe.io.csr_blocks import rows_by_edges
     rng = np.random.default_rng(7)
     n = 90
     src, dst = rng.integers(0, n - 5, 260), rng.integers(0, n - 5, 260)
@@ -98,7 +99,7 @@ def test_hops_by_small_row_blocks_match_a_plain_bfs(monkeypatch, pull_edges):
     digraph = csr_from_edges(dst, src, n)
     train = rng.random(n) < 0.08
     monkeypatch.setattr(reach, "PULL_EDGES", pull_edges)
-    blocks = reach._row_blocks(digraph.indptr.numpy(), pull_edges)
+    blocks = rows_by_edges(digraph.indptr.numpy(), pull_edges)
     assert blocks[0][0] == 0 and blocks[-1][1] == n and len(blocks) > 1
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     assert np.array_equal(hops_to_train(digraph, train, 6), _plain_bfs(digraph, train, 6))
