@@ -42,7 +42,7 @@ FAMILIES = {
     "splits": ("MESSAGE_SCHEMA", "write_split", "write_split_files", "read_split_meta",
                "LINK_EDGE_ROLES", "NEGATIVES_SCHEMA", "write_link_tables", "stream_link_tables",
                "read_link_meta", "read_link_edges", "read_link_negatives", "read_hard_negatives",
-               "NEGATIVE_BATCH_ROWS", "read_negatives_table", "read_training_link_split",
+               "NEGATIVE_BATCH_ROWS", "read_negatives_table", "TRAINING_LINK_ROLES",
                "visible_link_blocks"),
     "typed": ("read_graph", "read_typed_node_ids", "read_typed_message_graphs",
               "read_typed_role_codes", "read_typed_link_split"),

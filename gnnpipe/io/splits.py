@@ -18,7 +18,7 @@ from gnnpipe.data.graph import (ROLES, Csr, EdgeType, Graph, check_name, edge_ty
 from gnnpipe.io.atomic import read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
-from gnnpipe.io.parquet import read_batches, read_table, write_table
+from gnnpipe.io.parquet import read_batches, write_table
 from gnnpipe.io.tensors import save_tensors
 
 MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
@@ -194,25 +194,6 @@ def read_link_meta(split: Path) -> dict:
     return meta
 
 
-def read_link_edges(split: Path, num_src: int, num_dst: int | None = None
-                    ) -> dict[str, torch.Tensor]:
-    """Positive edges per role: int64 (2, E_role), sources checked against ``num_src``, targets
-    against ``num_dst`` (None: ``num_src``, one node type)."""
-    read_link_meta(split)
-    num_dst = num_src if num_dst is None else num_dst
-    out = {}
-    for role in LINK_EDGE_ROLES:
-        path = Path(split) / f"edges_{role}.parquet"
-        table = read_table(path, EDGES_SCHEMA, "gnnpipe.split_edges/1")
-        pair = np.stack([table.column("src").to_numpy(), table.column("dst").to_numpy()])
-        if pair.size and (pair.min() < 0 or pair[0].max() >= num_src
-                          or pair[1].max() >= num_dst):
-            raise ValueError(f"{path}: node ids outside [0, {num_src}) (src) or "
-                             f"[0, {num_dst}) (dst)")
-        out[role] = torch.from_numpy(pair.astype(np.int64))
-    return out
-
-
 def read_link_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: int,
                         rows: dict[str, slice] | None = None, hard: bool = False
                         ) -> dict[str, torch.Tensor] | None:
@@ -282,7 +263,7 @@ EDGE_BATCH_ROWS = 1 << 18  # edges decoded at a time (4 MiB of int64 columns)
 def link_edge_blocks(split: Path, role: str, num_src: int, num_dst: int | None = None,
                      rows: int | None = None) -> Iterable[np.ndarray]:
     """``edges_<role>.parquet`` by batches of ``rows`` edges (None: ``EDGE_BATCH_ROWS``), in
-    file order: int64 (2, m) (src, dst) each, ids checked as ``read_link_edges`` checks them
+    file order: int64 (2, m) (src, dst) each, ids checked against ``num_src`` / ``num_dst``
     (one batch in memory)."""
     num_dst = num_src if num_dst is None else num_dst
     path = Path(split) / f"edges_{role}.parquet"
@@ -297,12 +278,13 @@ def link_edge_blocks(split: Path, role: str, num_src: int, num_dst: int | None =
         yield pair
 
 
-def read_link_edges_mapped(split: Path, num_src: int, num_dst: int | None = None,
-                           roles: tuple[str, ...] = LINK_EDGE_ROLES) -> dict[str, torch.Tensor]:
-    """``read_link_edges`` of ``roles``: int64 (2, E_role) each, filled batch by batch
-    (``link_edge_blocks``) into a mapped scratch table (``gnnpipe.io.temps.scratch_array``:
-    file pages the kernel writes back under pressure, not anonymous memory; in memory
-    outside a stage's scratch folder), so only one batch is ever decoded in memory."""
+def read_link_edges(split: Path, num_src: int, num_dst: int | None = None,
+                    roles: tuple[str, ...] = LINK_EDGE_ROLES) -> dict[str, torch.Tensor]:
+    """Positive edges per role of ``roles``: int64 (2, E_role), sources checked against
+    ``num_src``, targets against ``num_dst`` (None: ``num_src``, one node type). Filled batch by
+    batch (``link_edge_blocks``) into a mapped scratch table (``gnnpipe.io.temps.scratch_array``:
+    file pages the kernel writes back under pressure, not anonymous memory; in memory outside a
+    stage's scratch folder), so only one batch is ever decoded in memory."""
     import pyarrow.parquet as pq
 
     from gnnpipe.io.common import reading
@@ -328,20 +310,6 @@ def read_link_edges_mapped(split: Path, num_src: int, num_dst: int | None = None
 
 
 TRAINING_LINK_ROLES = ("train_supervision", "val", "test")  # the positives training holds
-
-
-def read_training_link_split(split: Path, graph: Graph,
-                             rows: Callable[[int], slice] | None = None
-                             ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``gnnpipe.io.typed.read_typed_link_split`` as training reads it: the held-out edge
-    type, its ``TRAINING_LINK_ROLES`` positives (type-local int64 (2, E)) in mapped scratch
-    tables (``read_link_edges_mapped``; the message edges are not held: ``visible_link_blocks``
-    streams them) and the fixed negatives of the ``rows(P)`` share of each val / test phase."""
-    edge_type = parse_edge_type(read_link_meta(split)["edge_type"])
-    n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
-    edges = read_link_edges_mapped(split, n_src, n_dst, TRAINING_LINK_ROLES)
-    shares = None if rows is None else {p: rows(edges[p].shape[1]) for p in LINK_EVAL_PHASES}
-    return edge_type, edges, read_link_negatives(split, edges, n_dst, shares)
 
 
 def visible_link_blocks(split: Path, num_src: int, num_dst: int, shift: tuple[int, int] = (0, 0)

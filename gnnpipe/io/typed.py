@@ -42,8 +42,8 @@ from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_batches, read_table
 from gnnpipe.io.prepared import (GRAPH_SCHEMA, node_ids_file, nodes_file, require_columns,
                                  stored_features)
-from gnnpipe.io.splits import (LINK_EVAL_PHASES, MESSAGE_SCHEMA, read_link_edges, read_link_meta,
-                               read_link_negatives, read_split_meta)
+from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, MESSAGE_SCHEMA, read_link_edges,
+                               read_link_meta, read_link_negatives, read_split_meta)
 from gnnpipe.io.tensors import load_tensors
 
 __all__ = ["read_graph", "read_typed_node_ids", "read_typed_message_graphs",
@@ -221,13 +221,16 @@ def read_typed_role_codes(split: Path, graph: Graph | None = None) -> np.ndarray
                      "stage")
 
 
-def read_typed_link_split(split: Path, graph: Graph, rows: Callable[[int], slice] | None = None
+def read_typed_link_split(split: Path, graph: Graph, rows: Callable[[int], slice] | None = None,
+                          roles: tuple[str, ...] = LINK_EDGE_ROLES
                           ) -> tuple[EdgeType, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The held-out edge type, its positives per role (type-local int64 (2, E)) and the fixed
-    negatives per val/test phase (int64 (P, K) ids of its dst type; ``rows(P)``: only the rows
-    of those positives, ``gnnpipe.io.splits.read_link_negatives``)."""
+    """The held-out edge type, its positives per role of ``roles`` (type-local int64 (2, E);
+    ``read_link_edges``: mapped scratch tables in a stage; training reads
+    ``TRAINING_LINK_ROLES``, the message edges streamed instead) and the fixed negatives per
+    val/test phase (int64 (P, K) ids of its dst type; ``rows(P)``: only the rows of those
+    positives, ``gnnpipe.io.splits.read_link_negatives``)."""
     edge_type = parse_edge_type(read_link_meta(split)["edge_type"])
     n_dst = graph.num_nodes_dict[edge_type[2]]
-    edges = read_link_edges(split, graph.num_nodes_dict[edge_type[0]], n_dst)
+    edges = read_link_edges(split, graph.num_nodes_dict[edge_type[0]], n_dst, roles)
     shares = None if rows is None else {p: rows(edges[p].shape[1]) for p in LINK_EVAL_PHASES}
     return edge_type, edges, read_link_negatives(split, edges, n_dst, shares)

@@ -30,7 +30,7 @@ class TypedSplit:
 @dataclass(frozen=True)
 class LinkSupervision:
     """Positives per role but the message edges (2, E_role: in a stage, mapped scratch
-    tables, ``io.read_training_link_split``) and fixed negatives per phase (E_phase, K) in the
+    tables, ``io.read_typed_link_split`` of ``io.TRAINING_LINK_ROLES``) and fixed negatives per phase (E_phase, K) in the
     model's node ids, the sampler of training negatives and the split's hard negatives per
     phase (E_phase, K_hard), None where it drew none. Read with ``rows`` (a DDP rank's share),
     both negatives hold only the rows of those positives (the positives stay whole)."""
@@ -109,7 +109,8 @@ def read_typed_link_supervision(args, typed: TypedSplit,
 
     graph = typed.graph
     # train supervision, val and test positives: mapped scratch tables (no message edges)
-    edge_type, edges, negatives = io.read_training_link_split(args.split, graph, rows)
+    edge_type, edges, negatives = io.read_typed_link_split(args.split, graph, rows,
+                                                           io.TRAINING_LINK_ROLES)
     n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
     hard = io.read_hard_negatives(args.split, edges, n_dst, _shares(edges, rows))
     offsets = graph.offsets()

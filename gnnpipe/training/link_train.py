@@ -173,8 +173,8 @@ class LinkTask:
     and fresh negatives, early stopping on val MRR (``val_scores``). Each rank of ``ctx`` scores
     its ``rows`` (``share_rows``) of the val / test positives: ``negatives`` (and
     ``hard_negatives``, scored once the weights are chosen) hold only theirs. ``edges`` may be
-    mapped scratch tables (``io.read_training_link_split``): the task keeps views of them
-    (``supervision``, ``heads``, ``positives``), never a copy on the CPU."""
+    mapped scratch tables (``io.read_typed_link_split`` of ``io.TRAINING_LINK_ROLES``): the
+    task keeps views of them (``supervision``, ``heads``, ``positives``), never a CPU copy."""
 
     best_key, monitor, counters = "best_val_mrr", "val_mrr", ()
     examples_per_seed, saves_scaler = 2, False  # a positive and its negative per seed

@@ -13,6 +13,7 @@ import traceback
 from functools import partial
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.distributed as dist
@@ -172,10 +173,15 @@ def test_training_reads_the_link_edges_into_scratch_files(link_split, world, tmp
     args, params = link_split
     monkeypatch.setattr(splits, "EDGE_BATCH_ROWS", 7)
     graph = read_model_inputs(args, params.train, "link").graph
-    edge_type, whole, negatives = read_typed_link_split(args.split, graph)
+    edge_type, _, negatives = read_typed_link_split(args.split, graph)
+    whole = {role: torch.from_numpy(np.stack([  # the files as pyarrow reads them, whole
+        table.column("src").to_numpy(), table.column("dst").to_numpy()]).astype(np.int64))
+        for role in splits.TRAINING_LINK_ROLES
+        for table in [pq.read_table(args.split / f"edges_{role}.parquet")]}
     monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
     rows = partial(share_rows, ctx=DistContext(world - 1, world, world - 1))
-    got_type, edges, shares = splits.read_training_link_split(args.split, graph, rows)
+    got_type, edges, shares = read_typed_link_split(args.split, graph, rows,
+                                                    splits.TRAINING_LINK_ROLES)
     assert got_type == edge_type and set(edges) == {"train_supervision", "val", "test"}
     for role, pair in edges.items():
         where = mapped_file(pair)
