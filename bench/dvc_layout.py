@@ -1,16 +1,19 @@
-"""DVC's own bookkeeping for two layouts of the code deps, with and without a C YAML parser
-(issue 46 item 3).
+"""DVC's own bookkeeping for layouts of the code deps and of dvc.yaml, with and without a C YAML
+parser (issue 46 item 3).
 
-    python -m bench.dvc_layout [--dir /tmp/dvc-layout] [--rounds 3] [--repro]
+    python -m bench.dvc_layout [--dir /tmp/dvc-layout] [--rounds 3] [--repro] [--split]
 
 Needs this repository after a finished ``dvc repro`` (``dvc status`` clean: outputs and cache
-there). Copies it twice into ``DIR`` (tracked files, the outputs, ``.dvc/cache``; a fresh
-``git init``, so this repository is never touched):
+there). Copies it once per layout into ``DIR`` (tracked files, the outputs, ``.dvc/cache``; a
+fresh ``git init``, so this repository is never touched):
 
 * ``modules``: every module its own dep (a package is a folder only when a stage reaches all
   of it), close to gnnpipe's layout before 2026-12-07 (which also made io and sampling folders);
 * ``packages``: gnnpipe's layout, a reached subpackage is one folder dep, a stage's command
   module and the top-level modules files;
+* ``split`` (with ``--split``): ``packages``' deps, each stage in a dvc.yaml of its own,
+  ``pipeline/<stage>/dvc.yaml`` (``wdir: ../..``), so with a lock of its own: DVC re-reads and
+  rewrites only that stage's lock after it runs, not the whole pipeline's (run with ``-P``);
 
 each copy's code deps rewritten by ``gnnpipe.dvc_yaml.code_deps`` and its lock refreshed by
 ``dvc commit -f`` (nothing runs).
@@ -35,6 +38,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from gnnpipe.dvc_yaml import PER_FILE, code_deps, import_graph, module_files
 from gnnpipe.pipeline import STAGES
@@ -114,6 +119,29 @@ def to_layout(copy: Path, per_file: tuple[str, ...]) -> None:
     dvc(copy, "c", "commit", "-f", "-q")
 
 
+def to_split(copy: Path) -> None:
+    """Move each stage of the copy's dvc.yaml and its lock entry into ``pipeline/<stage>/``
+    (run from the root: ``wdir: ../..``, ``${...}`` from the root's params.yaml); the root
+    dvc.yaml keeps the plots and artifacts, and no lock."""
+    pipeline = yaml.safe_load((copy / "dvc.yaml").read_text())
+    lock = yaml.safe_load((copy / "dvc.lock").read_text())
+    for name, stage in pipeline.pop("stages").items():
+        folder = copy / "pipeline" / name
+        folder.mkdir(parents=True)
+        (folder / "dvc.yaml").write_text(yaml.safe_dump(
+            {"vars": ["../../params.yaml"], "stages": {name: {**stage, "wdir": "../.."}}},
+            sort_keys=False))
+        (folder / "dvc.lock").write_text(yaml.safe_dump(
+            {"schema": lock["schema"], "stages": {name: lock["stages"][name]}}, sort_keys=False))
+    (copy / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    (copy / "dvc.lock").unlink()
+
+
+def lock_lines(copy: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in copy.rglob("dvc.lock")
+               if ".dvc" not in p.relative_to(copy).parts)
+
+
 def dvc(copy: Path, parser: str, *args: str) -> dict:
     """Run ``dvc args`` in ``copy`` with ``parser``: {rc, wall, cpu}; exits on a failure."""
     # the copy's gnnpipe, not the editable install's (this repository, maybe mid-edit)
@@ -141,22 +169,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/dvc-layout"))
     parser.add_argument("--rounds", type=int, default=3, help="no-op rounds (0: none)")
     parser.add_argument("--repro", action="store_true", help="also time dvc repro -f per layout")
+    parser.add_argument("--split", action="store_true",
+                        help="also the split layout (a dvc.yaml and lock per stage)")
     args = parser.parse_args(argv)
-    copies = {name: args.dir / name for name in ("modules", "packages")}
+    names = ("modules", "packages", "split") if args.split else ("modules", "packages")
+    copies = {name: args.dir / name for name in names}
     for name, copy in copies.items():
         copy_repo(copy)
-        to_layout(copy, layouts(copy)[name])
+        to_layout(copy, layouts(copy)["packages" if name == "split" else name])
+        if name == "split":
+            to_split(copy)
         dvc(copy, "c", "status", "-q")  # exits unless the copy is up to date
+    # the split root dvc.yaml has no stage: -P reproduces every dvc.yaml's
+    every = {name: ("-P",) if name == "split" else () for name in names}
     rows: dict[tuple, list[dict]] = {}
     for _ in range(args.rounds):
         for name, copy in copies.items():
             for yaml_parser in ("pure", "c"):
                 for cmd in (("status",), ("repro",)):
+                    extra = every[name] if cmd[0] == "repro" else ()
                     rows.setdefault((name, yaml_parser, cmd[0]), []).append(
-                        dvc(copy, yaml_parser, *cmd, "-q"))
+                        dvc(copy, yaml_parser, *cmd, "-q", *extra))
     print("layout    parser  command  lock lines  wall s (median)  dvc CPU s (median)")
     for (name, yaml_parser, cmd), runs in rows.items():
-        lock = len((copies[name] / "dvc.lock").read_text().splitlines())
+        lock = lock_lines(copies[name])
         print(f"{name:9} {yaml_parser:7} {cmd:8} {lock:10d}  "
               f"{statistics.median(r['wall'] for r in runs):15.2f}  "
               f"{statistics.median(r['cpu'] for r in runs):18.2f}")
@@ -166,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(of {sum(seconds.values()):.1f} s)")
     if args.repro:
         for name, copy in copies.items():
-            run = dvc(copy, "c", "repro", "-f", "-q")
+            run = dvc(copy, "c", "repro", "-f", "-q", *every[name])
             work = sum(stage_seconds(copy).values())
             print(f"dvc repro -f, {name}: wall {run['wall']:.1f} s, dvc's own CPU {run['cpu']:.1f} s, "
                   f"stages' own {work:.1f} s, wall / stages {run['wall'] / work:.2f}x")

@@ -12,7 +12,8 @@ Per stage and tree: the process's wall seconds, its import closure's seconds (th
 imports that ``-X importtime`` reports, lazy ones inside ``run`` included: the real start-up)
 and the stage's own seconds (its ``metrics/perf/stages/<s>.json``, which starts after the
 imports). ``--repro`` then times ``dvc repro -f`` in each copy (``git init`` + commit there, so
-``/work``'s repository is never touched) against the sum of the stages' own seconds. ``--exp``
+``/work``'s repository is never touched) against the sum of the stages' own seconds, and prints
+the dvc process's own CPU seconds (its bookkeeping; the stages, its children, excluded). ``--exp``
 (after the repro, which it implies) commits that state in each copy and times ``dvc exp run -S
 train.lr=LR`` (default: half of params.yaml's), a one-param experiment: the stages it re-runs
 (train, predict, evaluate, report: those whose perf file it rewrote) against their own seconds.
@@ -41,6 +42,17 @@ STAGES = ("prepare", "split", "analyze", "partition", "propagate", "baseline", "
           "predict", "evaluate", "report")
 HEAVY = ("torch_geometric", "torch._dynamo", "lightgbm", "sklearn", "scipy.sparse", "dask",
          "distributed", "matplotlib", "numba", "pandas")
+# runs dvc's CLI in this process and writes its own CPU seconds (the stages, its children,
+# excluded: DVC's bookkeeping, robust on a loaded box) to the file argv[1]
+DVC_RUNNER = """
+import json, resource, sys
+from dvc.cli import main
+code = main(sys.argv[2:])
+own = resource.getrusage(resource.RUSAGE_SELF)
+with open(sys.argv[1], "w") as out:
+    json.dump(own.ru_utime + own.ru_stime, out)
+sys.exit(code)
+"""
 # what a tree copy takes: sources and the pipeline's own files, never outputs or environments
 SKIP = shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache", "site",
                               "dvc_plots", "cache", "tmp")
@@ -117,21 +129,23 @@ def run_stage(copy: Path, stage: str) -> dict:
     return {"wall": wall, "imports": imports, "own": own, "heavy": heavy, "modules": modules}
 
 
-def dvc(copy: Path, *args: str, warm: bool = False) -> float:
-    """Seconds of ``dvc ARGS`` in ``copy`` (its own git repository and DVC cache); ``warm``:
-    through the copy's ``gnnpipe warm --`` (its server's start and stop timed too)."""
+def dvc(copy: Path, *args: str, warm: bool = False) -> tuple[float, float]:
+    """Wall seconds of ``dvc ARGS`` in ``copy`` (its own git repository and DVC cache) and the
+    dvc process's own CPU seconds; ``warm``: through the copy's ``gnnpipe warm --`` (its
+    server's start and stop timed too)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": str(copy), "GNNPIPE_PROGRESS": "0"}
     env.pop("GNNPIPE_WARM", None)
     prefix = [sys.executable, "-m", "gnnpipe", "warm", "--"] if warm else []
+    cpu = copy.parent / f"{copy.name}.dvc-cpu.json"  # beside the copy: no file in its workspace
     started = time.perf_counter()
-    subprocess.run([*prefix, str(Path(sys.executable).parent / "dvc"), *args, "-q"], env=env,
+    subprocess.run([*prefix, sys.executable, "-c", DVC_RUNNER, str(cpu), *args, "-q"], env=env,
                    cwd=copy, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, json.loads(cpu.read_text())
 
 
-def repro(copy: Path, warm: bool = False) -> float:
-    """Seconds of ``dvc repro -f`` in ``copy``."""
+def repro(copy: Path, warm: bool = False) -> tuple[float, float]:
+    """Wall seconds of ``dvc repro -f`` in ``copy`` and DVC's own CPU seconds."""
     return dvc(copy, "repro", "-f", warm=warm)
 
 
@@ -146,11 +160,12 @@ def exp_run(copy: Path, lr: float, warm: bool = False) -> dict:
     seconds, the stages it re-ran (their perf file rewritten) and their own seconds."""
     commit(copy)
     before = perf_files(copy)
-    seconds = dvc(copy, "exp", "run", "-S", f"train.lr={lr}", warm=warm)
+    seconds, cpu = dvc(copy, "exp", "run", "-S", f"train.lr={lr}", warm=warm)
     after = perf_files(copy)
     ran = sorted((s for s in after if after[s][0] != before.get(s, (None,))[0]),
                  key=STAGES.index)
-    return {"exp": seconds, "exp_stages": ran, "exp_own": sum(after[s][1] for s in ran)}
+    return {"exp": seconds, "exp_dvc_cpu": cpu, "exp_stages": ran,
+            "exp_own": sum(after[s][1] for s in ran)}
 
 
 def default_lr(tree: Path) -> float:
@@ -234,12 +249,14 @@ def main(argv=None) -> None:
               f"{summary['new']['startup']:.1f} s ({summary['new']['startup'] / summary['old']['startup']:.2f}x)")
     if args.repro:
         for name in copies:
-            summary[name]["repro"] = repro(copies[name], warm[name])
+            summary[name]["repro"], summary[name]["repro_dvc_cpu"] = repro(copies[name],
+                                                                          warm[name])
             own = sum(json.loads(p.read_text())["seconds"] for p in
                       (copies[name] / "metrics" / "perf" / "stages").glob("*.json"))
             summary[name]["repro_own"] = own
             print(f"{name}: dvc repro -f{tag[name]} {summary[name]['repro']:.1f} s, stages' own "
-                  f"{own:.1f} s ({summary[name]['repro'] / own:.2f}x)", flush=True)
+                  f"{own:.1f} s ({summary[name]['repro'] / own:.2f}x), DVC's own CPU "
+                  f"{summary[name]['repro_dvc_cpu']:.1f} s", flush=True)
         print(f"dvc repro -f new / old: {summary['new']['repro'] / summary['old']['repro']:.2f}x"
               f" (new against old's stages' own: "
               f"{summary['new']['repro'] / summary['old']['repro_own']:.2f}x)")
@@ -250,7 +267,8 @@ def main(argv=None) -> None:
             summary[name] = row
             print(f"{name}: dvc exp run{tag[name]} -S train.lr={lr:g} {row['exp']:.1f} s, re-ran "
                   f"{','.join(row['exp_stages'])}: own {row['exp_own']:.1f} s "
-                  f"({row['exp'] / row['exp_own']:.2f}x)", flush=True)
+                  f"({row['exp'] / row['exp_own']:.2f}x), DVC's own CPU {row['exp_dvc_cpu']:.1f} s",
+                  flush=True)
         print(f"dvc exp run new / old: {summary['new']['exp'] / summary['old']['exp']:.2f}x "
               f"(new against old's stages' own: "
               f"{summary['new']['exp'] / summary['old']['exp_own']:.2f}x)")

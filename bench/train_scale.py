@@ -14,7 +14,8 @@ then train, predict and evaluate in the stage process, then train again with
 (anonymous memory: the memory maps of the prepared and split files are file-backed page cache,
 shared and reclaimable, so VmHWM is reported beside it only for the stage process). The time
 per seed is the epoch's ``train_seconds / seeds`` from ``metrics/perf/train_history.csv``.
-``--resume`` skips the data stages whose outputs a kept run folder already has.
+``--resume`` skips the data stages whose outputs a kept run folder already has, and runs the
+rest with the code of the tree the bench runs in (old vs new code on the same data).
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ def done(run: Path, stage: str) -> bool:
     return all((run / out).exists() for out in dp.stage_outs(run, stage))
 
 
+def refresh_code(run: Path) -> None:
+    """``run``'s copy of the pipeline's code (``gnnpipe/``, ``stages/``, dvc.yaml) replaced by
+    this tree's; params.yaml and the outputs stay."""
+    for rel in ("gnnpipe", "stages"):
+        shutil.rmtree(run / rel)
+        shutil.copytree(dp.REPO / rel, run / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(dp.REPO / "dvc.yaml", run / "dvc.yaml")
+
+
 def run_size(args, size: tuple[str, int, int]) -> list[dict]:
     name, nodes, edges = size
     tables, run = args.dir / f"tables-{name}", args.dir / f"run-{name}"
@@ -96,6 +106,8 @@ def run_size(args, size: tuple[str, int, int]) -> list[dict]:
     print(f"# {name}: tables ready in {time.perf_counter() - start:.0f} s", flush=True)
     if not (args.resume and (run / "params.yaml").exists()):
         dp.scratch_repo(run, tables, "dask", dvc=False)
+    else:  # the kept data with the code of the tree this bench runs in
+        refresh_code(run)
     set_params(run, {"train": {"dist": {"nproc": 1}}})
     rows = []
 
@@ -148,7 +160,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--features", type=int, default=128)
     parser.add_argument("--keep", action="store_true", help="keep the tables and runs")
     parser.add_argument("--resume", action="store_true",
-                        help="reuse a kept run's data-stage outputs")
+                        help="reuse a kept run's data-stage outputs, with this tree's code")
     parser.add_argument("--json", type=Path, default=None, help="write every row here too")
     args = parser.parse_args(argv)
     args.dir = args.dir.resolve()

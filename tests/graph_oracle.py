@@ -22,7 +22,7 @@ numbers and edge columns as read; a typed graph stores int64 times (floats must 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +44,14 @@ from gnnpipe.runtime.progress import progress
 from gnnpipe.sources import builtin
 from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, check_finite,
                                   check_no_nulls, check_timestamps, combine, first_null,
-                                  fractional_time, is_numeric, label_codes, no_edges_warning,
-                                  not_whole_time, time_key)
+                                  is_numeric, label_codes, no_edges_warning, time_key)
+from gnnpipe.sources.base import int_times as int64_times
 from gnnpipe.data.synthetic import PUBLISHED_IN, WRITES
 from gnnpipe.sources.formats import CsvTables, ParquetTables
 from gnnpipe.sources.tables import (check_table_path, edge_tables, node_ids, node_table_columns,
                                     relation_of, table_folder, typed_tables, typed_target)
 from prepared_oracle import write_edge_attrs, write_node_ids
+from table_oracle import batches as table_batches, read_table
 
 # the reverses prepare adds to the built-in typed graph with dataset.undirected
 REV_WRITES, REV_PUBLISHED_IN = reverse_edge_type(WRITES), reverse_edge_type(PUBLISHED_IN)
@@ -163,8 +164,8 @@ def load(cfg: DatasetParams, seed: int) -> RawGraph:
             return builtin.typed_graph(cfg.synthetic, seed)
         raw = builtin.homogeneous(cfg.synthetic, seed)
         time = raw.get("timestamps")
-        return RawGraph.homogeneous(raw["x"], raw["y"], raw["src"], raw["dst"], builtin.WHERE,
-                                    time=None if time is None else pa.array(time))
+        return raw_homogeneous(raw["x"], raw["y"], raw["src"], raw["dst"], builtin.WHERE,
+                               time=None if time is None else pa.array(time))
     if cfg.source in ("parquet", "csv"):
         return read_typed(cfg) if cfg.layout == TYPED else read(cfg)
     return sources.load(cfg)
@@ -206,11 +207,7 @@ def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
 
 def int_times(column: pa.Array, where: str) -> np.ndarray:
     """A timestamp column as int64 (N,); a float column must hold whole numbers."""
-    values = time_key(column)
-    row = fractional_time(values)
-    if row is not None:
-        raise ValueError(not_whole_time(where, values[row], row))
-    return values.astype(np.int64, copy=False)
+    return int64_times(time_key(column), where)
 
 
 def _featureless(graph_csr: dict, node_type: str, n: int, mode: str) -> np.ndarray:
@@ -352,7 +349,9 @@ def _report(graph: Graph, cfg: DatasetParams, counts: tuple[int, int, int], raw:
             "node_time": list(graph.node_time),
             "edge_time": [edge_type_name(e) for e in graph.edge_time],
             "labelled": raw.labelled})
-    return _finish_report(report, raw.public_roles, raw.class_names,
+    strings = raw.class_values is not None and pa.types.is_string(raw.class_values.type)
+    return _finish_report(report, raw.public_roles,
+                          [str(v) for v in raw.class_values.to_pylist()] if strings else None,
                           [rel.where for rel in raw.relations.values() if rel.src.size == 0])
 
 
@@ -436,18 +435,29 @@ def read(cfg: DatasetParams) -> RawGraph:
     nodes, label = read_nodes(tables, nodes_path, cfg, typed=False)
     y, class_values = label_codes(label, nodes_path, cfg.nodes.label, cfg.nodes.unlabeled_values,
                                   cfg.max_classes)
-    class_names = ([str(v) for v in class_values.to_pylist()]
-                   if pa.types.is_string(class_values.type) else None)
     ids = nodes.ids
 
     lookup = (IdLookup(ids), nodes_path)
     check_table_path(edges_path, "edges", cfg)
     src, dst, weight, edge_time = read_edges(tables, edges_path, cfg.edges,
                                              {"src": lookup, "dst": lookup}, cfg.nodes.id)
-    return RawGraph.homogeneous(nodes.x, y, src, dst, str(root), ids=ids, time=nodes.time,
-                                edge_weight=weight, edge_time=edge_time,
-                                edges_where=str(edges_path), class_names=class_names,
-                                class_values=class_values)
+    return raw_homogeneous(nodes.x, y, src, dst, str(root), ids=ids, time=nodes.time,
+                           edge_weight=weight, edge_time=edge_time, edges_where=str(edges_path),
+                           class_values=class_values)
+
+
+def raw_homogeneous(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray, where: str,
+                    *, ids: pa.Array | None = None, time: pa.Array | None = None,
+                    edge_time: pa.Array | None = None, edge_weight: pa.Array | None = None,
+                    edges_where: str | None = None, **fields) -> RawGraph:
+    """``RawGraph.homogeneous`` with the columns a table reader adds: node ``ids`` / ``time``
+    (N,) and ``edge_time`` / ``edge_weight`` (E,) as read, the edges' file ``edges_where``
+    (default ``where``); ``fields``: the ``RawGraph``'s own (``class_values``...)."""
+    raw = RawGraph.homogeneous(x, y, src, dst, where)
+    node = replace(raw.nodes[NODE], ids=ids, time=time)
+    edges = replace(raw.relations[EDGE], where=edges_where or where, time=edge_time,
+                    weight=edge_weight)
+    return replace(raw, nodes={NODE: node}, relations={EDGE: edges}, **fields)
 
 
 def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
@@ -459,7 +469,7 @@ def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
     columns = node_table_columns(tables.schema(path), cfg, path, typed=typed)
     wanted = [spec.id] + ([columns.label] if columns.label else []) + columns.features \
         + ([columns.timestamp] if columns.timestamp else [])
-    table = tables.read(path, list(dict.fromkeys(wanted)), ids=(spec.id,))
+    table = read_table(tables, path, list(dict.fromkeys(wanted)), ids=(spec.id,))
     ids = node_ids(table.column(spec.id), path, spec.id)
     x = features(table, columns.features, columns.is_list, path) if columns.features else None
     time = (check_timestamps(table.column(spec.timestamp), path, spec.timestamp)
@@ -479,8 +489,7 @@ def read_edges(tables, path: Path, spec: EdgeTableParams,
     for key in ("weight", "timestamp"):
         if getattr(spec, key) and (key != "timestamp" or timestamp):
             key_of[getattr(spec, key)] = key
-    batches, total = tables.batches(path, list(key_of),
-                                    {k: lookups[k][0].type for k in ("src", "dst")}, key_of)
+    batches, total = table_batches(tables, path, list(key_of), key_of)
     ends: dict[str, list[np.ndarray]] = {"src": [], "dst": []}
     weights: list[pa.Array] = []
     times: list[pa.Array] = []
@@ -540,12 +549,10 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
         if label is not None:
             label_columns[node_type] = label
     target = typed_target(cfg, list(label_columns), paths, typed.nodes_dir)
-    class_names = class_values = y = None
+    class_values = y = None
     if target in label_columns:
         y, class_values = label_codes(label_columns[target], paths[target], cfg.nodes.label,
                                       cfg.nodes.unlabeled_values, cfg.max_classes)
-        if pa.types.is_string(class_values.type):
-            class_names = [str(v) for v in class_values.to_pylist()]
     else:  # link task without labels: the first type stands as target, one dummy class
         target = target or next(iter(nodes))
     del label_columns
@@ -563,8 +570,8 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
     n_target = nodes[target].num_nodes
     return RawGraph(nodes=nodes, relations=relations, target=target,
                     y=np.zeros(n_target, dtype=np.int64) if y is None else y,
-                    where=str(Path(cfg.path)), class_names=class_names,
-                    class_values=class_values, labelled=y is not None)
+                    where=str(Path(cfg.path)), class_values=class_values,
+                    labelled=y is not None)
 
 
 def features(table: pa.Table, names: list[str], is_list: bool, file: Path | str) -> np.ndarray:
@@ -618,3 +625,19 @@ def prepare_whole(params, out: Path) -> dict:
     _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
             storage.compression)
     return report
+
+
+# ------------------------------------------------------------------------- edge-set checks
+def edge_keys(csr: Csr) -> torch.Tensor:
+    """One int64 per directed edge of ``csr``, ``src * N + dst``, sorted ascending; for set tests."""
+    return torch.sort(csr.indices * csr.num_nodes + csr.targets()).values
+
+
+def restrict(csr: Csr, keep_nodes: torch.Tensor) -> Csr:
+    """``csr`` with the same node ids and only the edges whose both endpoints have ``keep_nodes``
+    (bool (N,)) set."""
+    keep_edge = keep_nodes[csr.indices] & keep_nodes[csr.targets()]
+    indptr = torch.zeros(csr.num_nodes + 1, dtype=torch.int64)
+    counts = torch.bincount(csr.targets()[keep_edge], minlength=csr.num_nodes)
+    indptr[1:] = torch.cumsum(counts, 0)
+    return Csr(indptr, csr.indices[keep_edge].clone())

@@ -19,21 +19,20 @@ import numpy as np
 
 from gnnpipe import io
 from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
-                                      degree_histogram, degree_stats, graph_report, row_counts)
+                                      connected_components, degree_histogram, degree_stats,
+                                      graph_report, row_counts)
 from gnnpipe.splitting.inputs import read_typed
-from gnnpipe.splitting.ordered_split import connected_components
 from gnnpipe.commands.variant import split_task
 from gnnpipe.config import load_params
 from gnnpipe.graphops.reach import edge_curvature
-from gnnpipe.io.blocks import temp_folder
+from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.io.csr_blocks import (build_block_graph, stored_message_relation,
                                    stored_prepared_relation)
 from gnnpipe.runtime.engine import run_blocks, session
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.data.graph import TYPED, edge_type_name, type_summary
 from gnnpipe.data.edges import homogeneous_csr
-
-PHASES = ("train", "val", "test")
+from gnnpipe.io.common import PHASES
 
 
 def run(args) -> str:
@@ -45,10 +44,9 @@ def run(args) -> str:
     if own is None:
         report, histogram = _without_own_relation(graph, params.analyze)
     else:
-        scratch = args.metrics.resolve().parent  # on disk, beside the output; workers see it
-        scratch.mkdir(parents=True, exist_ok=True)
-        with session(params.cluster) as client:
-            report, histogram = _by_blocks(args, params, typed, own, client, scratch)
+        # the block files lie on disk beside the output, where a real cluster's workers see them
+        with session(params.cluster) as client, scratch_beside(args.metrics) as folder:
+            report, histogram = _by_blocks(args, params, typed, own, client, folder)
     if graph.layout != TYPED:
         return _write(args, report, histogram)
     relation = None if own is None else edge_type_name(own)
@@ -60,19 +58,18 @@ def run(args) -> str:
     return _write(args, report, histogram, prefix=prefix)
 
 
-def _by_blocks(args, params, typed, own, client, scratch) -> tuple[dict, list]:
+def _by_blocks(args, params, typed, own, client, folder) -> tuple[dict, list]:
     """The report of the own relation and its curvature sample, from block tasks over the block
-    files that tasks build from the prepared files' rows (in a temp folder in ``scratch``)."""
+    files that tasks build from the prepared files' rows (in the temp ``folder``)."""
     stored = stored_prepared_relation(args.prepared, own)
     graph = typed.graph
-    with temp_folder(scratch, "analyze-graph") as folder:
-        build_block_graph(folder, stored, functools.partial(run_blocks, client), BLOCK_ROWS)
-        report, histogram = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
-                                           params.analyze, *_phases(args, typed, own))
-        if params.analyze.curvature.sample_edges > 0:
-            report["curvature"] = edge_curvature(client, folder, stored.num_nodes,
-                                                 params.analyze.curvature,
-                                                 make_rng(params.seed, "analyze-curvature"))
+    build_block_graph(folder, stored, functools.partial(run_blocks, client), BLOCK_ROWS)
+    report, histogram = analyze_blocks(client, folder, graph.y.numpy(), graph.num_classes,
+                                       params.analyze, *_phases(args, typed, own))
+    if params.analyze.curvature.sample_edges > 0:
+        report["curvature"] = edge_curvature(client, folder, stored.num_nodes,
+                                             params.analyze.curvature,
+                                             make_rng(params.seed, "analyze-curvature"))
     return report, histogram
 
 

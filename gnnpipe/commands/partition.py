@@ -5,7 +5,6 @@ global ids), so a ClusterGCN batch or a distributed rank reads only its own part
 methods read it whole. Either way each shard is written as its rows are read
 (``graphops.partition.write_shard``)."""
 
-import resource
 import time
 
 import numpy as np
@@ -19,14 +18,39 @@ from gnnpipe.graphops.partition_blocks import lp_stage
 from gnnpipe.io.csr_blocks import stored_message_graph
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.resources import peak_rss_mb
 from gnnpipe.runtime.rng import make_rng
 
 
-def run(args):
+def run(args) -> str:
     params = load_params(args.params)
+    cfg = params.partition
     # either task partitions the train-phase graph
-    work = _by_blocks if params.partition.method == "lp" else _whole
-    return _partition(args, params, work)
+    work = _by_blocks if cfg.method == "lp" else _whole
+    started = time.perf_counter()
+    backend = resolve_backend(cfg)
+    with io.atomic_dir(args.out) as out:
+        num_nodes, parts, report, summaries, assigned = work(args, params, out)
+        split = io.read_split_meta(args.split)
+        io.write_partition(out, parts)
+        io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
+                                      "num_nodes": num_nodes, "graph": "train",
+                                      "method": cfg.method, "backend": backend,
+                                      **projection_meta(split["sizes"], split["edge_type_list"])})
+    report = {**report, "method": cfg.method, "backend": backend, "halo_hops": cfg.halo_hops,
+              **halo_report(summaries)}
+    io.write_json(args.metrics, report)
+    finished = time.perf_counter()
+    io.write_json(args.perf, {
+        "seconds": round(finished - started, 3),
+        "assign_seconds": round(assigned - started, 3),
+        "shard_seconds": round(finished - assigned, 3),
+        "peak_rss_mb": peak_rss_mb()["self"],  # the high-water mark, input loading included
+    })
+    return (f"{report['num_parts']} parts ({cfg.method}"
+            f"{'/' + backend if backend != 'none' else ''}), edge cut "
+            f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
+            f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 
 
 def _whole(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], float]:
@@ -54,33 +78,4 @@ def _by_blocks(args, params, out) -> tuple[int, np.ndarray, dict, list[dict], fl
     with session(params.cluster) as client:
         done = lp_stage(graph, params.partition, seed, out.resolve(), client, scratch)
     return (graph.num_nodes, *done)
-
-
-def _partition(args, params, work) -> str:
-    cfg = params.partition
-    started = time.perf_counter()
-    backend = resolve_backend(cfg)
-    with io.atomic_dir(args.out) as out:
-        num_nodes, parts, report, summaries, assigned = work(args, params, out)
-        split = io.read_split_meta(args.split)
-        io.write_partition(out, parts)
-        io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
-                                      "num_nodes": num_nodes, "graph": "train",
-                                      "method": cfg.method, "backend": backend,
-                                      **projection_meta(split["sizes"], split["edge_type_list"])})
-    report = {**report, "method": cfg.method, "backend": backend, "halo_hops": cfg.halo_hops,
-              **halo_report(summaries)}
-    io.write_json(args.metrics, report)
-    finished = time.perf_counter()
-    io.write_json(args.perf, {
-        "seconds": round(finished - started, 3),
-        "assign_seconds": round(assigned - started, 3),
-        "shard_seconds": round(finished - assigned, 3),
-        # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    })
-    return (f"{report['num_parts']} parts ({cfg.method}"
-            f"{'/' + backend if backend != 'none' else ''}), edge cut "
-            f"{report['edge_cut_fraction']:.3f}, balance {report['balance']:.3f}, halo "
-            f"{report['halo_fraction']:.2f} x owned -> {args.out}")
 

@@ -89,7 +89,8 @@ def predict_nodes(args, params, ctx):
         for t, h in hidden.items():  # typed sage: a type without in-edges has none (to_hetero)
             write_embeddings(out, graph, t, h.float(), ids[t], pcfg)
     counts = label_counts(graph.y)
-    per_role = np.bincount(roles, minlength=len(ROLES))  # nodes per role code
+    # nodes per role code, one (N,) bool at a time (bincount would cast roles to int64)
+    per_role = np.array([np.count_nonzero(roles == code) for code in range(len(ROLES))])
     io.write_json(args.metrics, prediction_metrics(graph, ctx, hidden, {
         "task": "node", "rows": int(graph.y.numel()), **counts, "classes": graph.num_classes,
         "top_k": k, "embedding_dim": int(next(iter(hidden.values())).shape[1]),

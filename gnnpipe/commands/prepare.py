@@ -23,8 +23,13 @@ from gnnpipe.runtime.progress import progress
 
 
 def run(args) -> str:
-    """One path for every graph kind, source and task (both tasks prepare the same graph)."""
-    return _finish(args, prepare_to(load_params(args.params), args.out))
+    """One path for every graph kind, source and task (both tasks prepare the same graph):
+    prepare.json, each of its ``warnings`` as one stderr line, the summary line."""
+    report = prepare_to(load_params(args.params), args.out)
+    io.write_json(args.metrics, report)
+    for warning in report.get("warnings", []):
+        print(f"gnnpipe prepare: warning: {warning}", file=sys.stderr)
+    return f"{_summary(report)} -> {args.out}"
 
 
 def prepare_to(params, out: Path) -> dict:
@@ -46,19 +51,6 @@ def prepare_to(params, out: Path) -> dict:
         _labels(folder, prepared.labelled, prepared.total, prepared.class_values, report,
                 dataset.storage.compression)
     return report
-
-
-def _finish(args, report: dict) -> str:
-    """prepare.json, its warnings on stderr, the summary line."""
-    io.write_json(args.metrics, report)
-    _warn(report)
-    return f"{_summary(report)} -> {args.out}"
-
-
-def _warn(report: dict) -> None:
-    """Each of ``report["warnings"]`` (also kept in prepare.json) as one stderr line."""
-    for warning in report.get("warnings", []):
-        print(f"gnnpipe prepare: warning: {warning}", file=sys.stderr)
 
 
 def _labels(out: Path, labelled: int, total: int, class_values: pa.Array, report: dict,

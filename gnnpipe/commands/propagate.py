@@ -6,10 +6,8 @@ propagate over val/test edges in training. Every hop is block SpMM tasks
 (peak memory about the graph plus one hop, not K hops) or, on ``cluster.engine: dask``, on the
 cluster's workers; the same files either way."""
 
-import contextlib
 import dataclasses
 import functools
-import resource
 import time
 
 import torch
@@ -19,6 +17,7 @@ from gnnpipe.splitting.inputs import read_model_typed
 from gnnpipe.data.graph import TYPED, phase_csrs
 from gnnpipe.config import load_params
 from gnnpipe.runtime.progress import progress
+from gnnpipe.runtime.resources import peak_rss_mb
 from gnnpipe.graphops.propagate import DTYPES, choose_kernel, hop_traffic_bytes, propagate
 from gnnpipe.io.blocks import scratch_beside
 from gnnpipe.runtime.engine import session
@@ -47,7 +46,9 @@ def run(args) -> str:
     dtype = DTYPES[cfg.dtype]
     started = time.perf_counter()
     hop_seconds, traffic, kernels, worker_peaks = [], 0, {}, []
-    with io.atomic_dir(args.out) as out, _engine(params.cluster, args.out) as (client, scratch):
+    # the scratch folder (beside the output, which a real cluster's workers see) serves dask
+    with session(params.cluster) as client, io.atomic_dir(args.out) as out, \
+            scratch_beside(args.out) as scratch:
         done = set()
         for phase, name in phase_graph.items():  # phases sharing a message graph share hops
             if name in done:
@@ -63,7 +64,7 @@ def run(args) -> str:
                          if client is not None and dtype == torch.float32 else None)
             hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
                              client=client, sink=io.hop_writers(out, name),
-                             scratch=scratch / name if scratch else None, stored_x0=stored_x0,
+                             scratch=scratch / name, stored_x0=stored_x0,
                              progress=shown, peaks=worker_peaks if client is not None else None)
             tick = time.perf_counter()
             for _ in hops:  # each hop is already on disk when yielded
@@ -82,21 +83,8 @@ def run(args) -> str:
         "hop_seconds": [round(s, 3) for s in hop_seconds],
         "effective_gb_per_s": round(traffic / seconds / 1e9, 6) if seconds > 0 else None,
         "kernel": kernels,  # message graph -> aten | jit (propagate.kernel resolved)
-        # ru_maxrss is KiB on Linux: the process's high-water mark, input loading included
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": peak_rss_mb()["self"],  # the high-water mark, input loading included
         **({"worker_peak_rss_mb": round(max(worker_peaks), 1)} if worker_peaks else {}),
     })
     return (f"{cfg.hops} hops ({cfg.norm}, {cfg.dtype}) over {len(done)} message graph(s) "
             f"-> {args.out}")
-
-
-@contextlib.contextmanager
-def _engine(cluster, out):
-    """``(None, None)`` on the local engine; on dask a client and a scratch folder beside
-    ``out`` (which the workers of a real cluster see), removed at exit."""
-    with session(cluster) as client:
-        if client is None:
-            yield None, None
-            return
-        with scratch_beside(out) as scratch:
-            yield client, scratch

@@ -13,17 +13,13 @@ from gnnpipe.splitting import audit, stage
 def run(args):
     params = load_params(args.params)
     with stage.RUNS[params.dataset.task](args.prepared, params, args.out) as staged:
-        _publish(args, params, staged)
+        # the audit report, then (every check passed) data/split and data/features after it, so
+        # a failed audit writes neither; a failed one is published at once, alone: it says why
+        # the stage fails
+        io.write_json(args.audit, staged.report, now=not staged.report["passed"])
+        audit.raise_if_failed(staged.report)
+        with io.atomic_dir(args.out) as out:
+            staged.write(out)
+        with io.atomic_dir(args.features) as out:
+            features.write_transforms(out, params.features.normalize, staged.fitted)
     return staged.summary(args.out)
-
-
-def _publish(args, params, staged: stage.Staged) -> None:
-    """The audit report, then (every check passed) data/split and data/features after it, so a
-    failed audit writes neither."""
-    # a failed audit is published at once, alone: it says why the stage fails
-    io.write_json(args.audit, staged.report, now=not staged.report["passed"])
-    audit.raise_if_failed(staged.report)
-    with io.atomic_dir(args.out) as out:
-        staged.write(out)
-    with io.atomic_dir(args.features) as out:
-        features.write_transforms(out, params.features.normalize, staged.fitted)

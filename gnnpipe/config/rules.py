@@ -186,7 +186,7 @@ def _check_aggregation(params: Params) -> None:
                                        or params.dataset.layout == "typed"):
         raise ParamsError(f"train.aggregation='csr' applies to gcn and sage on homogeneous "
                           f"graphs, not train.model={train.model!r} (dataset.layout="
-                          f"{params.dataset.layout}); set train.aggregation: scatter or auto")
+                          f"{params.dataset.layout}); set train.aggregation: auto or scatter")
 
 
 def _check_layerwise(params: Params) -> None:

@@ -411,9 +411,10 @@ class TrainParams(FitParams):
     # who runs the loop: gnnpipe.training.train.fit, or a Lightning Trainer
     # (gnnpipe/training/lightning.py)
     engine: Literal["plain", "lightning"] = "plain"
-    # message passing of gcn / sage: scatter (per-edge messages), csr (sparse CSR product over
-    # target rows), auto (the faster of the two, timed on the first training batch)
-    aggregation: Literal["scatter", "csr", "auto"] = "scatter"
+    # message passing of gcn / sage: auto (csr for gcn and sage on homogeneous graphs, scatter
+    # elsewhere), scatter (per-edge messages), csr (sparse CSR product over target rows), timed
+    # (the faster of the two, timed on the first training batch: may differ between runs)
+    aggregation: Literal["auto", "scatter", "csr", "timed"] = "auto"
     inference: InferenceParams = field(default_factory=InferenceParams)
     neighbor: NeighborParams = field(default_factory=NeighborParams)
     temporal: TemporalParams = field(default_factory=TemporalParams)

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpipe.data.edges import sorted_unique
 from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed, write_rows
 
 
@@ -109,25 +108,21 @@ def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: b
     pairs = load_routed(Path(folder) / "routed", block, np.int64, width)
     out = Path(folder) / "rows" / f"r{block:06d}"
     keys = (pairs[:, 0] - lo) * num_src + pairs[:, 1]
-    rows = None
-    if with_rows:
-        rows = pairs[:, 2] % max(total_rows, 1)  # a flipped row carries its row + total_rows
-        del pairs
+    # a flipped row carries its row + total_rows
+    rows = pairs[:, 2] % max(total_rows, 1) if with_rows else None
+    del pairs
+    if rows is None:
+        keys = np.sort(keys)
+    else:
         order = np.asarray(open_memmap(Path(order_file))[rows]) if order_file else \
             np.zeros(rows.size, np.int8)
         by = np.lexsort((rows, order, keys))
         keys, rows = keys[by], rows[by]
-        first = np.ones(keys.size, dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        unique = keys[first]
-        if dedup:
-            keys, rows = unique, rows[first]
-    else:
-        del pairs
-        keys = np.sort(keys)
-        unique = sorted_unique(keys)
-        if dedup:
-            keys = unique
+    first = np.ones(keys.size, dtype=bool)  # the first of each run of equal keys
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    unique = keys[first]
+    if dedup:
+        keys, rows = unique, None if rows is None else rows[first]
     target, source = np.divmod(keys, num_src)
     degrees = np.bincount(target, minlength=hi - lo)
     save_array(out / "sources.npy", source)

@@ -17,7 +17,7 @@ from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
                                       route_edges)
 from gnnpipe.data.graph import EdgeType, edge_type_name, reverse_edge_type
-from gnnpipe.data.table_blocks import Block, BlockSizes, NodeSpec, make_features_file
+from gnnpipe.data.table_blocks import Block, BlockSizes, NodeSpec
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, create_memmap, open_memmap, write_rows
 from gnnpipe.runtime.engine import run_blocks
 
@@ -56,11 +56,6 @@ class RelationTable:
     @property
     def rows(self) -> int:
         return sum(b.rows for b in self.blocks)
-
-
-def table_width(spec: NodeSpec) -> int:
-    """The number of feature columns a node table's spec reads."""
-    return spec.width if spec.is_list else len(spec.features)
 
 
 def edge_types_of(cfg: DatasetParams, relations: list[RelationTable]
@@ -104,9 +99,6 @@ class _Plan:
     per: int
     folder: Path
 
-    def route(self) -> Route:
-        return Route(str(self.folder), self.per, len(self.bounds), self.reverse)
-
 
 def _plans(cfg: DatasetParams, types: list[NodeTable], relations: list[RelationTable],
            edge_types: dict, scratch: Path, sizes: BlockSizes) -> dict[EdgeType, _Plan]:
@@ -142,7 +134,8 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
         s, _, d = r.edge_type
         policy = Policy(s == d and cfg.undirected, cfg.dedup,
                         s == d and cfg.self_loops == "remove")
-        routes = tuple(plan.route() for plan in plans.values() if plan.relation is r)
+        routes = tuple(Route(str(p.folder), p.per, len(p.bounds), p.reverse)
+                       for p in plans.values() if p.relation is r)
         route_calls += [(len(route_calls) + i, b.base + b.start, b.rows, b.start,
                          str(scratch / "ids" / "mapped"), policy, routes, r.rows,
                          bool(r.attrs))
@@ -197,32 +190,22 @@ def _counts(cfg: DatasetParams, relations: list[RelationTable], routed: list, by
             "self_loops_removed": loops}
 
 
-def featureless_width(cfg: DatasetParams, node_type: str, csrs: dict) -> int:
-    """Columns of a featureless type's features: one per edge type into it (``degree``)."""
-    incoming = [e for e in csrs if e[2] == node_type]
-    return 1 if cfg.typed.featureless == "constant" or not incoming else len(incoming)
-
-
 def featureless_blocks(client, cfg: DatasetParams, types: list[NodeTable], csrs: dict
-                 ) -> dict[str, str]:
+                       ) -> dict[str, int]:
     """Features of the types without feature columns, by blocks of rows into their x files
-    (``build_typed``'s rule); the mode of each such type."""
-    modes, calls = {}, []
-    for t in types:
-        if t.spec.features:
-            continue
-        modes[t.name] = cfg.typed.featureless
-        width = featureless_width(cfg, t.name, csrs)
-        if not t.rows:
-            continue
-        make_features_file(t.x_file, t.rows, width, "float32")
-        incoming = [str(c.indptr) for e, c in csrs.items() if e[2] == t.name]
-        if cfg.typed.featureless == "constant":
-            incoming = []
-        calls += [(lo, min(t.rows, lo + ROW_GROUP_ROWS), tuple(incoming), str(t.x_file))
-                  for lo in range(0, t.rows, ROW_GROUP_ROWS)]
+    (``build_typed``'s rule: ``degree``, one column per edge type into the type; ``constant``,
+    or none: one); the width of each such type."""
+    widths, calls = {}, []
+    for t in (t for t in types if not t.spec.features):
+        incoming = () if cfg.typed.featureless == "constant" else tuple(
+            str(c.indptr) for e, c in csrs.items() if e[2] == t.name)
+        widths[t.name] = max(len(incoming), 1)
+        if t.rows:
+            create_memmap(t.x_file, (t.rows, widths[t.name]), np.float32)
+            calls += [(lo, min(t.rows, lo + ROW_GROUP_ROWS), incoming, str(t.x_file))
+                      for lo in range(0, t.rows, ROW_GROUP_ROWS)]
     run_blocks(client, degree_features, calls)
-    return modes
+    return widths
 
 
 def degree_features(lo: int, hi: int, indptr_files: tuple[str, ...], x_file: str) -> None:

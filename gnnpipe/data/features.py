@@ -132,19 +132,14 @@ def fit_graph(kind: str, x: torch.Tensor, roles: np.ndarray | None) -> dict[str,
     return {"": fit(kind, x, fit_rows(roles))}
 
 
-def fit_typed(kind: str, x: dict[str, torch.Tensor], target: str,
-              roles: np.ndarray | None) -> dict[str, FeatureTransform]:
-    """Per node type: the target's train nodes (``roles`` None: link task, all of them); every
-    other type all its nodes."""
-    return {t: fit(kind, xt, fit_rows(roles) if t == target else None) for t, xt in x.items()}
-
-
 def fit_split(kind: str, graph, roles: np.ndarray | None) -> dict[str, FeatureTransform]:
     """The transforms of ``graph``'s (a ``Graph``) files: ``fit_graph`` for a homogeneous
-    layout, ``fit_typed`` (one per node type) for typed files."""
+    layout; typed files one per node type: the target's train nodes (``roles`` None: link task,
+    all of them), every other type all its nodes."""
     if graph.layout == HOMOGENEOUS:
         return fit_graph(kind, graph.x[graph.target], roles)
-    return fit_typed(kind, graph.x, graph.target, roles)
+    return {t: fit(kind, x, fit_rows(roles) if t == graph.target else None)
+            for t, x in graph.x.items()}
 
 
 def audit_entry(kind: str, transforms: dict[str, FeatureTransform]) -> dict:

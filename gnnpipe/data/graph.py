@@ -54,18 +54,6 @@ class Csr:
         """PyG ``edge_index`` (2, E): row 0 = source, row 1 = target."""
         return torch.stack([self.indices, self.targets()])
 
-    def edge_keys(self) -> torch.Tensor:
-        """One int64 per directed edge, ``src * N + dst``, sorted ascending; for set tests."""
-        keys = self.indices * self.num_nodes + self.targets()
-        return torch.sort(keys).values
-
-    def restrict(self, keep_nodes: torch.Tensor) -> "Csr":
-        """Same node ids, only edges whose both endpoints have ``keep_nodes`` (bool (N,)) set."""
-        keep_edge = keep_nodes[self.indices] & keep_nodes[self.targets()]
-        targets = self.targets()[keep_edge]
-        indptr = torch.zeros(self.num_nodes + 1, dtype=torch.int64)
-        indptr[1:] = torch.cumsum(torch.bincount(targets, minlength=self.num_nodes), 0)
-        return Csr(indptr, self.indices[keep_edge].clone())
 
 # The label code of a node without a label: it carries messages but is in no split.
 UNLABELLED = -1
@@ -225,14 +213,6 @@ class Graph:
                 return edge_type
         return None
 
-    def self_relation(self) -> EdgeType:
-        """The target type's own relation (``paper cites paper``): what ``analyze`` measures."""
-        own = self.own_relation()
-        if own is None:
-            raise ValueError(f"the heterogeneous graph has no edge type from {self.target!r} to "
-                             f"{self.target!r}; graph diagnostics need one")
-        return own
-
     def target_csr(self) -> Csr:
         """The target type's own relation; without one (a user-item graph) a CSR over the
         target nodes with no edges, since no edge joins two target nodes."""
@@ -242,11 +222,11 @@ class Graph:
         n = self.num_nodes_dict[self.target]
         return Csr(torch.zeros(n + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
 
-    def target_view(self, csr: Csr | None = None) -> TargetView:
-        """The target type alone over its own relation (``target_csr``, or ``csr`` over the
-        target nodes), with its labels, node times and official split, when the graph has
-        them. A homogeneous graph's view is the whole graph."""
-        return TargetView(csr=self.target_csr() if csr is None else csr,
+    def target_view(self) -> TargetView:
+        """The target type alone over its own relation (``target_csr``), with its labels, node
+        times and official split, when the graph has them. A homogeneous graph's view is the
+        whole graph."""
+        return TargetView(csr=self.target_csr(),
                           x=self.x[self.target], y=self.y, num_classes=self.num_classes,
                           timestamps=self.node_time.get(self.target),
                           public_roles=self.public_roles)

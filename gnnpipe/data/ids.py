@@ -51,16 +51,6 @@ def blanks_as_nulls(column: pa.Array) -> pa.Array:
         else column
 
 
-def from_text(column: pa.Array) -> pa.Array:
-    """Ids read as text: int64 when every cell is a canonical integer, else the strings (blank
-    cells as nulls)."""
-    column = blanks_as_nulls(column)
-    if column.null_count or not pa.types.is_string(column.type):
-        return column
-    ints, ok = canonical_ints(column)
-    return ints if ok.all() else column
-
-
 def to_id_type(column: pa.Array, id_type: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
     """``column`` as ``id_type`` (the node ids' type) and the rows that cannot be any node id
     (None: all can). Text meets integer ids only in canonical form; integers meet text ids as

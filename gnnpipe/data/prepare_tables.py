@@ -44,13 +44,12 @@ import pyarrow.compute as pc
 from gnnpipe.config import DatasetParams
 from gnnpipe.data.block_ids import join_bucket, scatter_edges, scatter_nodes
 from gnnpipe.data.block_relations import (NodeTable, RelationTable, build_csrs, edge_types_of,
-                                          featureless_blocks, featureless_width, received,
-                                          table_width)
+                                          featureless_blocks, received)
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, EdgeType,
                                 edge_type_name, layout_of, parse_edge_type, reverse_edge_type)
 from gnnpipe.data.source_tables import SourceTables
-from gnnpipe.data.table_blocks import (SIZES, Block, BlockSizes, Finding, NodeSpec, csv_blocks,
-                                       edge_attrs, label_codes_block, make_features_file,
+from gnnpipe.data.table_blocks import (SIZES, STORED_NUMPY, Block, BlockSizes, Finding,
+                                       NodeSpec, csv_blocks, edge_attrs, label_codes_block,
                                        node_columns, node_id_column, parquet_blocks,
                                        raise_first, read_block, scan_nodes, time_dtype)
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
@@ -91,28 +90,13 @@ def node_spec(cfg: DatasetParams, path: Path, tables, *, typed: bool) -> NodeSpe
 
 
 def list_width(blocks: list[Block], spec: NodeSpec) -> int:
-    """The length of row 0's feature list (the local reader's reference; 0 when null)."""
+    """The spec's feature width: the length of row 0's feature list (the local reader's
+    reference; 0 when null), or the number of scalar feature columns."""
     first = next((b for b in blocks if b.rows), None)
     if first is None or not spec.is_list:
         return len(spec.features)
     cell = read_block(first, [spec.features[0]]).column(0)[0]
     return len(cell) if cell.is_valid else 0
-
-
-def edge_table_blocks(cfg: DatasetParams, path: Path, key_of: dict[str, str], folder: Path,
-                      sizes: BlockSizes) -> list[Block]:
-    """An edge table's blocks with the columns of ``key_of`` (column -> ``dataset.edges`` key;
-    src and dst first); a CSV table converted into ``folder``."""
-    if cfg.source == "parquet":
-        return parquet_blocks(path, list(key_of), key_of)
-    names = CsvTables().schema(path).names
-    for name, key in key_of.items():
-        if name not in names:
-            raise ValueError(f"{path}: missing column {name!r} (dataset.edges.{key}); "
-                             f"columns: {', '.join(names)}")
-    return csv_blocks(path, list(key_of), {cfg.edges.src: pa.string(),
-                                           cfg.edges.dst: pa.string()},
-                      folder, sizes.csv_block_bytes, edges=True)
 
 
 def id_type_of(cfg: DatasetParams, blocks: list[Block], spec: NodeSpec, canonical: bool
@@ -158,38 +142,15 @@ class _Layout:
         """``order``: a source's (node types, relation stems) in its own order."""
         if cfg.layout == TYPED:
             typed = typed_tables(cfg)
-            if order is None:
-                return cls(typed.tables, typed.paths, Path(cfg.path), typed)
-            typed = dataclasses.replace(typed, paths={t: typed.paths[t] for t in order[0]})
-            return cls(typed.tables, typed.paths, Path(cfg.path), typed, order[1])
+            if order is not None:
+                typed = dataclasses.replace(typed, paths={t: typed.paths[t] for t in order[0]})
+            return cls(typed.tables, typed.paths, Path(cfg.path), typed,
+                       None if order is None else order[1])
         root = table_folder(cfg)
         nodes_path = root / (cfg.nodes.file or f"nodes.{cfg.source}")
         check_table_path(nodes_path, "nodes", cfg)
         return cls(ParquetTables() if cfg.source == "parquet" else CsvTables(),
                    {NODE: nodes_path}, root)
-
-    def relations(self, cfg: DatasetParams) -> tuple[list[tuple], list[Finding]]:
-        """(edge type, path, timed) of every relation; a finding if they cannot be listed."""
-        if self.typed is None:
-            path = self.root / (cfg.edges.file or f"edges.{cfg.source}")
-            return [(EDGE, path, bool(cfg.edges.timestamp))], []
-        try:
-            paths = edge_tables(self.typed, cfg.source)
-        except ValueError as err:
-            return [], [_text((2, 0), str(err))]
-        if self.stems is not None:
-            paths = {stem: paths[stem] for stem in self.stems}
-        found, findings = [], []
-        for index, (stem, path) in enumerate(paths.items()):
-            try:
-                edge_type = relation_of(stem, path, self.typed)
-                timed = (bool(cfg.edges.timestamp)  # optional in a typed relation's table
-                         and cfg.edges.timestamp in self.tables.schema(path).names)
-                found.append((edge_type, path, timed))
-            except ValueError as err:
-                findings.append(_text((2, 6, (index,)), str(err)))
-                found.append(None)
-        return found, findings
 
 
 def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
@@ -259,23 +220,35 @@ def _node_types(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: Block
 def _relations(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: BlockSizes
                ) -> tuple[list[RelationTable], list[Finding]]:
     """Every relation's edge type and blocks (scratch rows one after another), its attribute
-    files; findings."""
-    listed, findings = layout.relations(cfg)
-    relations, base = [], 0
-    for index, entry in enumerate(listed):
-        if entry is None:
-            continue
-        edge_type, path, timed = entry
+    files; findings (relations that cannot be listed or opened)."""
+    if layout.typed is None:
+        paths = {"": layout.root / (cfg.edges.file or f"edges.{cfg.source}")}
+    else:
         try:
-            if layout.typed is None:  # a typed relation's table was found in its folder
+            paths = edge_tables(layout.typed, cfg.source)
+        except ValueError as err:
+            return [], [_text((2, 0), str(err))]
+        if layout.stems is not None:
+            paths = {stem: paths[stem] for stem in layout.stems}
+    relations, findings, base = [], [], 0
+    for index, (stem, path) in enumerate(paths.items()):
+        try:
+            if layout.typed is None:
+                edge_type, timed = EDGE, bool(cfg.edges.timestamp)
                 check_table_path(path, "edges", cfg)
+            else:  # its table was found in its folder; a timestamp column is optional
+                edge_type = relation_of(stem, path, layout.typed)
+                timed = (bool(cfg.edges.timestamp)
+                         and cfg.edges.timestamp in layout.tables.schema(path).names)
             key_of = {cfg.edges.src: "src", cfg.edges.dst: "dst"}
             if cfg.edges.weight:  # a typed graph has none (params rule)
                 key_of[cfg.edges.weight] = "weight"
             if timed:
                 key_of[cfg.edges.timestamp] = "timestamp"
-            blocks = edge_table_blocks(cfg, path, key_of, scratch / "csv-edges" / str(index),
-                                       sizes)
+            blocks = (parquet_blocks(path, list(key_of), key_of) if cfg.source == "parquet" else
+                      csv_blocks(path, list(key_of), {cfg.edges.src: pa.string(),
+                                                      cfg.edges.dst: pa.string()},
+                                 scratch / "csv-edges" / str(index), sizes.csv_block_bytes, key_of))
             blocks = [dataclasses.replace(b, batch=(index, *b.batch), base=base)
                       for b in blocks]
             relation = _attr_files(cfg, RelationTable(index, edge_type, path, blocks, timed),
@@ -363,7 +336,7 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
             t.spec, label=t.spec.label if t.name == target else "")) for t in types]
     for t in types:
         if t.spec is not None and t.rows and t.spec.features:
-            make_features_file(t.x_file, t.rows, table_width(t.spec), t.spec.feature_dtype)
+            create_memmap(t.x_file, (t.rows, t.spec.width), STORED_NUMPY[t.spec.feature_dtype])
         if t.spec is not None and t.rows and t.spec.timestamp:
             create_memmap(t.time_file, (t.rows,), np.int64 if t.spec.whole_times else time_dtype(
                 read_block(t.blocks[0], [t.spec.timestamp]).schema.field(0).type))
@@ -407,9 +380,8 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
                    spec=target_type.spec, classes=classes, y_file=str(y_file))
     csrs, counts = build_csrs(client, cfg, types, relations, edge_types, scratch, sizes)
     step(1)
-    featureless = featureless_blocks(client, cfg, types, csrs)
-    width = {t.name: table_width(t.spec) if t.spec.features
-             else featureless_width(cfg, t.name, csrs) for t in types}
+    featureless = featureless_blocks(client, cfg, types, csrs)  # type -> width
+    width = {t.name: t.spec.width if t.spec.features else featureless[t.name] for t in types}
     storage = cfg.storage
     maps = PreparedMaps(
         x={t.name: (t.x_file, t.rows, width[t.name]) for t in types},
@@ -441,7 +413,8 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
         report.update({
             "layout": TYPED, "target": target, "node_types": {t.name: t.rows for t in types},
             "edge_types": {edge_type_name(e): c.edges for e, c in csrs.items()},
-            "link_edge_type": edge_type_name(maps.link_edge_type), "featureless": featureless,
+            "link_edge_type": edge_type_name(maps.link_edge_type),
+            "featureless": {t: cfg.typed.featureless for t in featureless},
             "node_time": list(maps.node_time),
             "edge_time": [edge_type_name(e) for e in maps.edge_time], "labelled": has_labels})
     else:

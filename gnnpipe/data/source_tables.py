@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnnpipe.config import DatasetParams, EdgeTableParams, NodeTableParams
-from gnnpipe.data.graph import EDGE, NODE, TYPED, UNLABELLED, edge_type_name
+from gnnpipe.data.graph import TYPED, UNLABELLED, edge_type_name
 from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
@@ -107,18 +107,6 @@ class _EdgeTable:
         self.writer.close()
 
 
-def _write_edges(path: Path, src: np.ndarray, dst: np.ndarray, time=None) -> None:
-    """An edge table of whole columns (``time``: Arrow or None)."""
-    table = _EdgeTable(path, None if time is None else time.type)
-    table.add(src, dst, time)
-    table.close()
-
-
-def _groups(x: np.ndarray):
-    """``x`` float32 (N, F) as list columns of ``GROUP_ROWS`` rows."""
-    return (_list_column(x[lo:lo + GROUP_ROWS]) for lo in range(0, len(x), GROUP_ROWS))
-
-
 class _StreamedFeatures:
     """The generator's feature blocks float32 (B, F) appended to one scratch Parquet column
     ``x`` (``write``), read back a row group at a time (``groups``), removed by ``close``."""
@@ -164,8 +152,7 @@ def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTable
     try:
         if cfg.layout == TYPED:
             raw = builtin.typed_graph(syn, seed, features.write)
-            return _typed_tables(raw, cfg, folder,
-                                 {"paper": (features.groups(), syn.num_features)})
+            return raw_tables(raw, cfg, folder, {"paper": (features.groups(), syn.num_features)})
         edges = _EdgeTable(folder / "edges.parquet")
         try:
             raw = builtin.homogeneous(syn, seed, features.write, edges.add)
@@ -250,53 +237,44 @@ def validate_raw(raw: RawGraph, homogeneous: bool) -> int:
     return int(raw.y.max()) + 1 if raw.labelled else 1
 
 
-def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path) -> SourceTables:
+def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
+               streamed: dict | None = None) -> SourceTables:
     """A source's graph (Planetoid, OGB, PyG, OGB-MAG, the typed built-in graph: read whole by
-    its reader, validated by prepare's checks with their messages) as ``folder``'s tables."""
-    if cfg.layout == TYPED:
-        return _typed_tables(raw, cfg, folder)
-    classes = validate_raw(raw, True)
-    node, relation = raw.nodes[NODE], raw.relations[EDGE]
-    folder.mkdir(parents=True, exist_ok=True)
-    _write_nodes(folder / "nodes.parquet", node.num_nodes, _groups(node.x), node.x.shape[1],
-                 raw.y, None)
-    _write_edges(folder / "edges.parquet", relation.src, relation.dst)
-    codes = pa.array(np.arange(classes), pa.int64())
-    return SourceTables(_tables_cfg(cfg, folder, classes), codes,
-                        codes if raw.class_values is None else raw.class_values,
-                        raw.public_roles, where={str(folder / "edges.parquet"): relation.where})
-
-
-def _typed_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
-                  streamed: dict | None = None) -> SourceTables:
-    """A typed graph as ``folder``'s typed tables: ``nodes/<type>.parquet`` (id; x when the type
-    has features, or from ``streamed``: type -> (its list columns, width); label on the target,
-    null when -1; t when it has times) and ``edges/<src>__<rel>__<dst>.parquet`` (src, dst, ts
-    when timed); the target and the link relation named in the params, as ``build`` reads
-    them from the raw graph."""
-    classes = validate_raw(raw, False)
-    assert not any(r.weight is not None for r in raw.relations.values())  # typed: no weights
+    its reader, validated by prepare's checks with their messages) as ``folder``'s tables: a
+    homogeneous graph's ``nodes.parquet`` and ``edges.parquet``, a typed graph's
+    ``nodes/<type>.parquet`` and ``edges/<src>__<rel>__<dst>.parquet``. A node table holds id;
+    x when the type has features (or from ``streamed``: type -> (its list columns, width));
+    label on the target, null when -1; t when it has times; an edge table src, dst, ts when
+    timed. A typed graph's target and link relation are named in the params, as ``build``
+    reads them from the raw graph."""
+    typed = cfg.layout == TYPED
+    classes = validate_raw(raw, not typed)
+    assert not any(r.weight is not None for r in raw.relations.values())  # no source has any
     streamed = streamed or {}
-    (folder / "nodes").mkdir(parents=True, exist_ok=True)
-    (folder / "edges").mkdir(exist_ok=True)
+    nodes, edges = (folder / "nodes", folder / "edges") if typed else (folder, folder)
+    nodes.mkdir(parents=True, exist_ok=True)
+    edges.mkdir(exist_ok=True)
     for node_type, node in raw.nodes.items():
-        groups, width = streamed.get(node_type, (None, 0) if node.x is None
-                                     else (_groups(node.x), node.x.shape[1]))
-        _write_nodes(folder / "nodes" / f"{node_type}.parquet", node.num_nodes, groups, width,
-                     raw.y if node_type == raw.target and raw.labelled else None, node.time)
+        groups, width = streamed.get(node_type, (None, 0) if node.x is None else (
+            (_list_column(node.x[lo:lo + GROUP_ROWS]) for lo in range(0, len(node.x), GROUP_ROWS)),
+            node.x.shape[1]))
+        _write_nodes(nodes / f"{node_type if typed else 'nodes'}.parquet", node.num_nodes,
+                     groups, width, raw.y if node_type == raw.target and raw.labelled else None,
+                     node.time)
     where = {}
     for edge_type, rel in raw.relations.items():
-        path = folder / "edges" / f"{edge_type_name(edge_type)}.parquet"
-        _write_edges(path, rel.src, rel.dst, rel.time)
+        path = edges / f"{edge_type_name(edge_type) if typed else 'edges'}.parquet"
+        table = _EdgeTable(path, None if rel.time is None else rel.time.type)
+        table.add(rel.src, rel.dst, rel.time)
+        table.close()
         where[str(path)] = rel.where
     link = cfg.typed.link_edge_type or (edge_type_name(raw.link_relation)
                                         if raw.link_relation else "")
     tables_cfg = _tables_cfg(cfg, folder, classes,
                              any(n.time is not None for n in raw.nodes.values()),
                              any(r.time is not None for r in raw.relations.values()),
-                             target=raw.target, link_edge_type=link)
+                             **({"target": raw.target, "link_edge_type": link} if typed else {}))
     codes = pa.array(np.arange(classes), pa.int64())
+    order = (tuple(raw.nodes), tuple(edge_type_name(e) for e in raw.relations)) if typed else None
     return SourceTables(tables_cfg, codes, codes if raw.class_values is None
-                        else raw.class_values, raw.public_roles,
-                        (tuple(raw.nodes), tuple(edge_type_name(e) for e in raw.relations)),
-                        where)
+                        else raw.class_values, raw.public_roles, order, where)

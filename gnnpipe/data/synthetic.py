@@ -91,7 +91,8 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator,
     populated = class_end > class_start
     src_cum = np.cumsum(theta, out=theta)  # (N,): a source is drawn proportionally to theta
 
-    src_parts, dst_parts = [], []
+    parts = None if edge_sink is not None else ([], [])  # kept: (src, dst) blocks
+    edge_sink = edge_sink or (lambda src, dst: (parts[0].append(src), parts[1].append(dst)))
     for b, lo, hi in _blocks(int(round(n * cfg.avg_degree / 2)), EDGE_BLOCK):
         draw = block_rng(key, EDGES, b)
         src = np.minimum(np.searchsorted(src_cum, draw.random(hi - lo) * src_cum[-1],
@@ -103,30 +104,23 @@ def generate(cfg: SyntheticParams, rng: np.random.Generator,
         u = low[target_class] + draw.random(hi - lo) * (high[target_class] - low[target_class])
         pos = np.searchsorted(cum, u, side="right")
         pos = np.clip(pos, class_start[target_class], class_end[target_class] - 1)
-        if edge_sink is None:
-            src_parts.append(src)
-            dst_parts.append(by_class[pos])
-        else:
-            edge_sink(src.astype(np.int64), by_class[pos].astype(np.int64))
+        edge_sink(src.astype(np.int64, copy=False), by_class[pos].astype(np.int64, copy=False))
     del theta, src_cum, by_class, cum
 
     means = class_means(block_rng(key, MEANS, 0), c, f, cfg.feature_signal)
     rows = max(1, BLOCK_VALUES // max(f, 1))  # a node block's features, a slice at a time
-    x = [] if feature_sink is None else None
+    x = [] if feature_sink is None else None  # kept: the feature blocks
+    feature_sink = feature_sink or x.append
     for b, lo, hi in _blocks(n, NODE_BLOCK):
         draw = block_rng(key, FEATURES, b)
         for start in range(lo, hi, rows):
-            classes = y[start:min(start + rows, hi)]
+            classes = y[start:min(start + rows, hi)]  # unit noise around the class mean
             block = (means[classes] + draw.standard_normal((classes.size, f))).astype(np.float32)
-            if feature_sink is None:  # unit noise around the class mean
-                x.append(block)
-            else:
-                feature_sink(block)
+            feature_sink(block)
     out = {"y": y}
-    if edge_sink is None:
-        empty = np.zeros(0, dtype=np.int64)
-        out["src"] = np.concatenate(src_parts).astype(np.int64) if src_parts else empty
-        out["dst"] = np.concatenate(dst_parts).astype(np.int64) if dst_parts else empty
+    if parts is not None:
+        out["src"], out["dst"] = (np.concatenate(p) if p else np.zeros(0, dtype=np.int64)
+                                  for p in parts)
     if x is not None:
         out["x"] = np.concatenate(x) if x else np.zeros((0, f), dtype=np.float32)
     if cfg.timestamps:  # float64 (N,): arrival time of every node, a block at a time

@@ -25,14 +25,14 @@ import pyarrow.parquet as pq
 import torch
 
 from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
-from gnnpipe.io.blocks import create_memmap, write_part, write_rows
+from gnnpipe.io.blocks import write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.io.prepared_maps import raw_dtype
-from gnnpipe.sources.base import (EDGE_BATCH_ROWS, MISSING_LABELS, check_finite, check_no_nulls,
-                                  check_timestamps, combine, first_null, fractional_time,
-                                  is_numeric, is_timestamp_type, not_whole_time, reason,
+from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RowError, check_finite, check_no_nulls,
+                                  check_timestamps, class_codes, combine, first_null,
+                                  int_times, is_numeric, is_timestamp_type, label_values, reason,
                                   time_key)
-from gnnpipe.sources.formats import CSV_BLOCK_BYTES, ParquetTables
+from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables, check_columns
 from gnnpipe.sources.tables import node_ids
 
 # numpy has no bfloat16: its bits are kept as uint16 (as features_<T>.npy holds them)
@@ -100,22 +100,16 @@ def message(finding: Finding) -> str:
     raise AssertionError(f"finding {finding} formats no error")
 
 
-def first_finding(findings: list[Finding]) -> Finding | None:
-    """The finding the local reader raises: smallest key; counts added per key."""
+def raise_first(findings: list[Finding], unknown) -> None:
+    """Raise the finding the local reader meets first, if any: the smallest key, the counts of
+    that key added; an unknown id's line is ``unknown(finding)`` (a ValueError naming the id,
+    read back from its block)."""
     if not findings:
-        return None
+        return
     key = min(f.key for f in findings)
     same = [f for f in findings if f.key == key]
     first = min(same, key=lambda f: f.first)
-    return Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
-
-
-def raise_first(findings: list[Finding], unknown) -> None:
-    """Raise the finding the local reader meets first, if any; an unknown id's line is
-    ``unknown(finding)`` (a ValueError naming the id, read back from its block)."""
-    finding = first_finding(findings)
-    if finding is None:
-        return
+    finding = Finding(key, first.first, first.kind, first.args, sum(f.count for f in same))
     if finding.kind == "unknown":
         raise unknown(finding)
     raise ValueError(message(finding))
@@ -131,16 +125,8 @@ def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None
     blocks, start, first = [], 0, None
     for index, part in enumerate(ParquetTables.files(path)):
         part_start = start
-        try:
-            handle = pq.ParquetFile(part)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise ValueError(f"{part}: not a Parquet file ({reason(err)})") from None
-        names = handle.schema_arrow.names
-        for name in columns:
-            if name not in names:
-                key = f" (dataset.edges.{key_of[name]})" if key_of and name in key_of else ""
-                raise ValueError(f"{part}: missing column {name!r}{key}; columns: "
-                                 f"{', '.join(names)}")
+        handle = ParquetTables.open_file(part)
+        check_columns(handle.schema_arrow, columns, part, key_of)
         types = [handle.schema_arrow.field(name).type for name in columns]
         first = first or (part, types)
         if types != first[1] and key_of is None:  # the local reader's concat of the parts fails alike
@@ -157,13 +143,16 @@ def parquet_blocks(path: Path, columns: list[str], key_of: dict[str, str] | None
 
 
 def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], folder: Path,
-               block_bytes: int, edges: bool = False) -> list[Block]:
+               block_bytes: int, key_of: dict[str, str] | None = None) -> list[Block]:
     """Convert the CSV ``path`` (``columns``; ``types`` fixed, the rest inferred from its first
     block) to scratch Parquet parts in ``folder``, one block of about ``block_bytes`` each,
     streaming (one block in memory). An inferred column a later block cannot convert is widened
-    as the whole-file reader infers it (integers to decimals to text) and the file read again."""
-    header = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 20)
-                            ).schema.names if Path(path).is_file() else []
+    as the whole-file reader infers it (integers to decimals to text) and the file read again.
+    ``key_of`` (column -> params key) for an edge table, checked for ``columns`` first."""
+    schema = CsvTables().schema(path)
+    if key_of is not None:
+        check_columns(schema, columns, path, key_of)
+    header = schema.names
     fixed, types = set(types), dict(types)
     while True:
         try:
@@ -174,7 +163,7 @@ def csv_blocks(path: Path, columns: list[str], types: dict[str, pa.DataType], fo
             name = header[int(late[1])] if late and int(late[1]) < len(header) else None
             if name is None or name in fixed:
                 text = reason(err, 200)
-                if edges:  # as the local edge reader words it: the column by name too
+                if key_of is not None:  # as the local edge reader words it: the column by name too
                     text = re.sub(r"column #(\d+)", lambda m: f"column #{m[1]} "
                                   f"({header[int(m[1])]!r})" if int(m[1]) < len(header) else m[0],
                                   text)
@@ -210,10 +199,10 @@ def read_block(block: Block, columns: list[str]) -> pa.Table:
 # ------------------------------------------------------------------------------ node blocks
 @dataclass(frozen=True)
 class NodeSpec:
-    """What a node block holds: ``id``, ``label`` (none: ""), feature ``features`` (one list
-    column of ``width`` when ``is_list``; none: a featureless type), ``text_ids`` (CSV: ids read
-    as text), ``unlabeled`` values, an optional ``timestamp`` column (``whole_times``: stored as
-    int64, a float must be whole: the typed rule)."""
+    """What a node block holds: ``id``, ``label`` (none: ""), ``width`` features ``features``
+    (one list column of that length when ``is_list``; none: a featureless type), ``text_ids``
+    (CSV: ids read as text), ``unlabeled`` values, an optional ``timestamp`` column
+    (``whole_times``: stored as int64, a float must be whole: the typed rule)."""
 
     id: str
     label: str
@@ -280,11 +269,15 @@ def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -
                time_file, spec.whole_times)
     if not spec.label:
         return scan
-    missing, values = label_values(table.column(spec.label), spec, block, scan.findings)
-    if values is not None:
-        scan.classes = pc.unique(values)
-        scan.labelled = int((~missing).sum())
-        scan.label_type = values.type
+    try:  # ``label_codes``' per-row checks, rows global
+        missing, values = label_values(table.column(spec.label), where, spec.label,
+                                       spec.unlabeled, start)
+    except RowError as err:
+        scan.findings.append(Finding((4, err.step), err.row, "text", (str(err),)))
+        return scan
+    scan.classes = pc.unique(values)
+    scan.labelled = int((~missing).sum())
+    scan.label_type = values.type
     return scan
 
 
@@ -357,8 +350,7 @@ def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Find
 def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str,
            whole: bool, key: tuple = (3, 200)) -> None:
     """``sources.base.check_timestamps``' checks (counts global; ``key`` orders them); the
-    block's ``time_key`` values into ``time_file`` (``whole``: as int64, after
-    ``whole_times``)."""
+    block's ``time_key`` values into ``time_file`` (``whole``: as int64, ``int_times``)."""
     try:
         check_timestamps(column, block.where, name, block.start)
     except ValueError as err:
@@ -374,20 +366,12 @@ def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], t
         return
     values = time_key(column)
     if whole:
-        values = whole_times(values, block, findings)
-    if values is not None:
-        write_rows(Path(time_file), block.start, values)
-
-
-def whole_times(values: np.ndarray, block: Block, findings: list[Finding]) -> np.ndarray | None:
-    """``time_key`` values as int64, or None after a finding (key ``(99,)``: the typed graph
-    checks it last) for a fractional float (``not_whole_time``'s message)."""
-    row = fractional_time(values)
-    if row is not None:
-        findings.append(Finding((99,), block.start + row, "text", (
-            not_whole_time(block.where, values[row], block.start + row),)))
-        return None
-    return values.astype(np.int64, copy=False)
+        try:
+            values = int_times(values, block.where, block.start)
+        except RowError as err:  # key (99,): the typed graph checks it last
+            findings.append(Finding((99,), err.row, "text", (str(err),)))
+            return
+    write_rows(Path(time_file), block.start, values)
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
@@ -396,82 +380,12 @@ def time_dtype(column_type: pa.DataType) -> np.dtype:
 
 
 # ------------------------------------------------------------------------------------ labels
-def label_values(column: pa.ChunkedArray, spec: NodeSpec, block: Block,
-                 findings: list[Finding]) -> tuple[np.ndarray, pa.Array | None]:
-    """Missing rows bool (B,) and the labels of the others, int64 or string (L,), or None after
-    a finding (``sources.base.label_codes``'s per-row checks, rows global)."""
-    where, name, start = block.where, spec.label, block.start
-    column = combine(column)
-    dtype = column.type
-    if pa.types.is_dictionary(dtype):
-        column, dtype = column.cast(dtype.value_type), dtype.value_type
-    if pa.types.is_large_string(dtype):
-        column, dtype = column.cast(pa.string()), pa.string()
-    if pa.types.is_null(dtype):
-        column, dtype = column.cast(pa.int64()), pa.int64()
-    is_string = pa.types.is_string(dtype)
-    if not (is_string or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
-        findings.append(Finding((4, 0), start, "text", (
-            f"{where}: label column {name!r} is {dtype}; expected integer or string classes",)))
-        return np.zeros(0, bool), None
-    for value in spec.unlabeled:
-        if is_string != isinstance(value, str):
-            findings.append(Finding((4, 1), start, "text", (
-                f"dataset.nodes.unlabeled_values holds {value!r}, but label column {name!r} of "
-                f"{where} holds {'strings' if is_string else 'numbers'}",)))
-            return np.zeros(0, bool), None
-    missing = column.is_null().to_numpy(zero_copy_only=False)
-    if is_string:
-        text = pc.utf8_lower(pc.utf8_trim_whitespace(column.fill_null("")))
-        missing |= pc.is_in(text, value_set=pa.array(MISSING_LABELS)).to_numpy(
-            zero_copy_only=False)
-        if spec.unlabeled:
-            missing |= pc.is_in(column.fill_null(""), value_set=pa.array(
-                [str(v) for v in spec.unlabeled])).to_numpy(zero_copy_only=False)
-        return missing, column.filter(pa.array(~missing))
-    floating = pa.types.is_floating(dtype)
-    raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
-        np.float64 if floating else np.int64)
-    if floating:
-        missing |= np.isnan(raw)
-        bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
-        if bad.any():
-            row = int(np.argmax(bad))
-            findings.append(Finding((4, 2), start + row, "text", (
-                f"{where}: label column {name!r} holds a non-integer class {raw[row]} (row "
-                f"{start + row}); expected integer or string classes",)))
-            return missing, None
-    raw = np.where(missing, 0, raw).astype(np.int64)
-    if spec.unlabeled:
-        missing |= np.isin(raw, np.asarray(spec.unlabeled, dtype=np.int64)) & ~missing
-    negative = ~missing & (raw < 0)
-    if negative.any():
-        row = int(np.argmax(negative))
-        findings.append(Finding((4, 3), start + row, "text", (
-            f"{where}: label column {name!r} has negative class {int(raw[row])} (row "
-            f"{start + row}); if it means 'unlabelled', list it in "
-            f"dataset.nodes.unlabeled_values (e.g. [{int(raw[row])}])",)))
-        return missing, None
-    return missing, pa.array(raw[~missing], pa.int64())
-
-
 def label_codes_block(block: Block, spec: NodeSpec, classes: pa.Array, y_file: str) -> None:
     """Write the block's class codes (int64, -1 unlabelled; ``classes`` sorted) to rows
     ``[start, start + rows)`` of the ``.npy`` ``y_file``."""
-    findings: list[Finding] = []
-    table = read_block(block, [spec.label])
-    missing, values = label_values(table.column(spec.label), spec, block, findings)
-    assert values is not None, findings  # scan_nodes checked this block
-    codes = np.full(block.rows, -1, dtype=np.int64)
-    if pa.types.is_string(classes.type):
-        codes[~missing] = pc.index_in(values, value_set=classes).to_numpy().astype(np.int64)
-    else:
-        codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
-    write_rows(Path(y_file), block.start, codes)
-
-
-def make_features_file(path: Path, rows: int, width: int, feature_dtype: str) -> None:
-    create_memmap(path, (rows, width), STORED_NUMPY[feature_dtype])
+    column = read_block(block, [spec.label]).column(spec.label)
+    missing, values = label_values(column, block.where, spec.label, spec.unlabeled, block.start)
+    write_rows(Path(y_file), block.start, class_codes(missing, values, classes))
 
 
 # ------------------------------------------------------------------------- edge attributes
@@ -480,7 +394,7 @@ def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_
     """An edge block's weight and timestamp columns checked (after the ids: keys ``(6, batch,
     2)`` and ``(6, batch, 3)``); rows ``[start, start + rows)`` of ``weight_file`` (float32),
     ``raw_file`` (the timestamps' bits) and ``order_file`` (their ``time_key``; ``whole``:
-    int64, a typed graph's, after ``whole_times``) written, each only when named."""
+    int64, a typed graph's, ``int_times``) written, each only when named."""
     findings: list[Finding] = []
     table = read_block(block, [c for c in (weight, timestamp) if c])
     where, start = block.where, block.start
@@ -505,10 +419,9 @@ def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_
         before = len(findings)
         _times(column, timestamp, block, findings, order_file, whole, (6, block.batch, 3))
         if len(findings) == before and raw_file:
-            bits = column.view(_int_type(column.type)).to_numpy(zero_copy_only=False)
+            bits = column.view(_INT_TYPES[column.type.bit_width]).to_numpy(zero_copy_only=False)
             write_rows(Path(raw_file), start, bits.astype(raw_dtype(column.type)))
     return findings
 
 
-def _int_type(column_type: pa.DataType) -> pa.DataType:
-    return {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[column_type.bit_width]
+_INT_TYPES = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}  # by bit width

@@ -46,7 +46,6 @@ from gnnpipe.io.csr_blocks import (StoredGraph, gather_labels, num_block_nodes, 
                                    stored_rows)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.runtime.engine import run_blocks
-from gnnpipe.splitting.ordered_split import roots
 
 BLOCK_ROWS = 1 << 16  # rows per block task
 INT32_NODES = 2**31 - 1  # component labels are int32 up to here
@@ -223,13 +222,49 @@ def degree_stats(degrees: np.ndarray, nodes: np.ndarray | None = None) -> dict:
 
 
 # ------------------------------------------------------------------------------- components
-# Components by blocks of rows: the graph lies in block files (gnnpipe/io/csr_blocks.py: the in-edge
-# CSR and its transpose). Every node's label is the root of its tree (a node of its component,
-# never above its own id). A sweep gives every node the least label among itself and its in- and
-# out-neighbours (block tasks); the stage then hooks every root onto the least label found next to
-# its tree, and pointer jumping (``label = label[label]``) takes every node to its new root. When
-# a sweep finds no smaller label every edge lies inside one tree, and the labels are every
-# component's least node. The stage holds the labels, int32 (N,) (int64 past 2**31 - 1 nodes).
+# Components: one algorithm (``least_member_labels``), its sweeps over edges held in memory
+# (``connected_components``) or by block tasks over the graph in block files
+# (gnnpipe/io/csr_blocks.py: the in-edge CSR and its transpose, ``min_label_components``, whose
+# stage holds the labels, int32 (N,), int64 past 2**31 - 1 nodes).
+def least_member_labels(labels: np.ndarray, sweep) -> np.ndarray:
+    """Every node's weakly connected component as its least member (N,), from ``labels`` =
+    ``arange(N)`` and ``sweep(labels, step)``: (N,) the least label among every node and its in-
+    and out-neighbours (over edges in memory, ``connected_components``, or by block tasks).
+    Each round hooks every tree's root onto the least root next to it (a smaller id: no cycles
+    form), then pointer jumping takes every node to its new root."""
+    step = 0
+    while labels.size:
+        least = sweep(labels, step)
+        hooks = least < labels
+        if not hooks.any():  # every edge lies inside one tree
+            break
+        parent = labels.copy()
+        np.minimum.at(parent, labels[hooks], least[hooks])
+        grand = parent[parent]
+        while not np.array_equal(grand, parent):  # pointer jumping: every node to its root
+            parent, grand = grand, grand[grand]
+        labels, step = parent, step + 1
+    return labels
+
+
+def connected_components(csr: Csr) -> np.ndarray:
+    """Weakly connected component of every node of an in-memory ``csr``: int64 (N,), labelled
+    by its least member (``least_member_labels``, each sweep over the edges that still join
+    two trees)."""
+    src, dst = csr.indices.numpy(), csr.targets().numpy()
+
+    def sweep(labels: np.ndarray, step: int) -> np.ndarray:
+        nonlocal src, dst
+        keep = labels[src] != labels[dst]  # an edge inside one tree never matters again
+        src, dst = src[keep], dst[keep]
+        least = labels.copy()
+        np.minimum.at(least, dst, labels[src])
+        np.minimum.at(least, src, labels[dst])
+        return least
+
+    return least_member_labels(np.arange(csr.num_nodes, dtype=np.int64), sweep)
+
+
 def min_label_sweep(block: tuple[int, int], folder: str, step: int) -> np.ndarray:
     """The least label among every row of ``block = (start, stop)`` and its in- and
     out-neighbours, from ``labels_<step>``: (stop - start,), the labels' dtype."""
@@ -244,24 +279,16 @@ def min_label_components(client, folder: Path, n: int, block_rows: int = BLOCK_R
                          ) -> np.ndarray:
     """Every node's component, as its least member: int32 (N,) (int64 past 2**31 - 1 nodes),
     from sweeps by blocks of ``block_rows`` rows on ``client`` (None: in this process)."""
-    labels = np.arange(n, dtype=np.int32 if n <= INT32_NODES else np.int64)
-    calls, step = [(b,) for b in row_ranges(n, block_rows)], 0
-    save_node_array(folder, f"labels_{step}", labels)
-    while n:
-        least = np.concatenate(run_blocks(client, min_label_sweep, calls, folder=str(folder),
-                                          step=step))
-        hooks = least < labels
-        if not hooks.any():
-            break
-        # every tree's root hooks onto the least root next to it (a smaller id: no cycles)
-        parent = labels.copy()
-        np.minimum.at(parent, labels[hooks], least[hooks])
-        parent = roots(parent)
-        save_node_array(folder, f"labels_{step + 1}", parent)
+    calls = [(b,) for b in row_ranges(n, block_rows)]
+
+    def sweep(labels: np.ndarray, step: int) -> np.ndarray:
+        save_node_array(folder, f"labels_{step}", labels)  # the tasks read it by rows
+        least = run_blocks(client, min_label_sweep, calls, folder=str(folder), step=step)
         remove_labels(folder, step)
-        labels, step = parent, step + 1
-    remove_labels(folder, step)
-    return labels
+        return np.concatenate(least)
+
+    return least_member_labels(np.arange(n, dtype=np.int32 if n <= INT32_NODES else np.int64),
+                               sweep)
 
 
 def component_stats(labels: np.ndarray) -> dict:

@@ -13,9 +13,11 @@ relation).
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from gnnpipe.data.graph import TYPED, Csr, EdgeType, Graph, layout_of
 from gnnpipe.data.edges import homogeneous_csr
+from gnnpipe.graphops.analyze import connected_components
 
 BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
 
@@ -73,14 +75,7 @@ def even_walk_labels(simple: Csr) -> np.ndarray:
     A common neighbour is a walk of length 2, so a pair of unequal labels has none by
     construction: the two sides of a bipartite graph (users and the items they rated), or two
     components. In a component with an odd cycle every pair has equal labels."""
-    # scipy costs ~0.4 s to import: split and evaluate reach this module without calling this
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    n = simple.num_nodes
-    rows, cols = simple.targets().numpy(), simple.indices.numpy()
-    cover = coo_matrix((np.ones(2 * rows.size, dtype=np.int8),
-                        (np.concatenate([rows, rows + n]), np.concatenate([cols + n, cols]))),
-                       shape=(2 * n, 2 * n))
-    _, labels = connected_components(cover, directed=False)
-    return labels[:n].astype(np.int64)
+    n, indptr, cols = simple.num_nodes, simple.indptr, simple.indices
+    # row v0 of the cover lists the neighbours' u1 (u + n), row v1 their u0
+    cover = Csr(torch.cat([indptr, indptr[1:] + simple.num_edges]), torch.cat([cols + n, cols]))
+    return connected_components(cover)[:n]

@@ -12,14 +12,15 @@ sweeps polish. One synchronous sweep:
    Its key is (gain bucket, a seeded permutation of its id): unique, so "the m best" is exact.
    The task stores its proposals in the block folder for step 5 (``propose_block``), so no
    worker holds a sweep's proposals (32 bytes a node) between the passes.
-2. ``histogram`` (per block): proposals per (target, key cell, source), summed over blocks.
+2. histogram (per block, ``propose_block``'s result): proposals per (target, key cell,
+   source), summed over blocks as the tasks end (``_cell_counts``).
 3. ``swap_limits`` (bisection only): the m best of the two directions swap while the m-th pair
    still gains (Kernighan-Lin's pairing: a node that loses a little may leave for one that gains
    more); beyond them only nodes that gain on their own move.
 4. ``plan_inflow`` (once): how many proposals each part takes in without passing its cap: at
    most its room plus what it surely sends out (a decreasing fixpoint, so swaps between two
    full parts go through).
-5. ``cell_keys`` (per block), then the exact key threshold of every target; ``accepted_moves``
+5. ``block_cell_keys`` (per block), then the exact key threshold of every target; ``block_moves``
    (per block): the proposals at or above their target's threshold move.
 
 Every decision depends only on (seed, sweep, node), the previous labels and block sums, so the
@@ -151,17 +152,6 @@ def _cell_counts(target: np.ndarray, cell: np.ndarray, source: np.ndarray, weigh
                       counts.astype(np.int64)])
 
 
-def histogram(proposals: Proposals, num_parts: int) -> np.ndarray:
-    """Proposals per (target, cell, source): int64 (4, b) rows target, cell, source, count."""
-    return _cell_counts(proposals.target, proposals.key >> proposals.shift, proposals.source,
-                        None, num_parts)
-
-
-def merge_histograms(histograms: list[np.ndarray], num_parts: int) -> np.ndarray:
-    joined = np.concatenate(histograms, axis=1)
-    return _cell_counts(joined[0], joined[1], joined[2], joined[3], num_parts)
-
-
 @dataclass(frozen=True)
 class Inflow:
     """Per target part: proposals taken in, int64 (k,); the cell holding the last one taken
@@ -236,12 +226,6 @@ def swap_limits(hist: np.ndarray, sibling: np.ndarray, shift_bits: int) -> np.nd
     return limit
 
 
-def cell_keys(proposals: Proposals, boundary_cell: np.ndarray) -> np.ndarray:
-    """Keys of the proposals in their target's boundary cell: int64 (2, m) rows target, key."""
-    inside = (proposals.key >> proposals.shift) == boundary_cell[proposals.target]
-    return np.stack([proposals.target[inside], proposals.key[inside]])
-
-
 def thresholds(inflow: Inflow, found: list[np.ndarray]) -> np.ndarray:
     """Lowest accepted key of every target, int64 (k,) (0: all, 2**62: none)."""
     limit = np.where(inflow.taken > 0, 0, 1 << 62)
@@ -250,12 +234,6 @@ def thresholds(inflow: Inflow, found: list[np.ndarray]) -> np.ndarray:
         mine = np.sort(keys[1, keys[0] == b])[::-1]
         limit[b] = mine[inflow.rank[b] - 1]
     return limit
-
-
-def accepted_moves(proposals: Proposals, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes int64 (m,) that move and their new parts int32 (m,)."""
-    move = proposals.key >= limit[proposals.target]
-    return proposals.node[move], proposals.target[move].astype(np.int32)
 
 
 # ------------------------------------------------------------------------- the block tasks
@@ -268,11 +246,12 @@ def _stored(folder: Path, name: str, block: tuple[int, int]) -> Path:
 def propose_block(block: tuple[int, int], folder: Path, step: int, num_parts: int, seed: int,
                   sibling: np.ndarray | None = None) -> np.ndarray:
     """``propose`` for rows ``block``, stored in ``folder`` (``proposals_<start>.npy``) for the
-    sweep's later passes; returns their ``histogram``."""
+    sweep's later passes; returns their histogram: proposals per (target, cell, source),
+    int64 (4, b) rows target, cell, source, count."""
     found = propose(block, folder, step, num_parts, seed, sibling)
     save_node_array(folder, _stored(folder, "proposals", block).stem,
                     np.stack([found.node, found.source, found.target, found.key]))
-    return histogram(found, num_parts)
+    return _cell_counts(found.target, found.key >> found.shift, found.source, None, num_parts)
 
 
 def stored_proposals(block: tuple[int, int], folder: Path) -> Proposals:
@@ -283,17 +262,23 @@ def stored_proposals(block: tuple[int, int], folder: Path) -> Proposals:
 
 def block_cell_keys(block: tuple[int, int], folder: Path, boundary_cell: np.ndarray
                     ) -> np.ndarray:
-    return cell_keys(stored_proposals(block, folder), boundary_cell)
+    """Keys of ``block``'s stored proposals in their target's boundary cell: int64 (2, m) rows
+    target, key."""
+    found = stored_proposals(block, folder)
+    inside = (found.key >> found.shift) == boundary_cell[found.target]
+    return np.stack([found.target[inside], found.key[inside]])
 
 
 def block_moves(block: tuple[int, int], folder: Path, limit: np.ndarray) -> int:
-    """``accepted_moves`` of ``block``'s stored proposals, stored beside them
-    (``moves_<start>.npy``, int64 (2, m): nodes, new parts; a task run twice, as Dask does after
-    a worker dies, writes the same file); how many nodes move."""
-    node, part = accepted_moves(stored_proposals(block, folder), limit)
+    """The nodes of ``block``'s stored proposals at or above their target's threshold ``limit``
+    and their new parts, stored beside them (``moves_<start>.npy``, int64 (2, m): nodes, new
+    parts; a task run twice, as Dask does after a worker dies, writes the same file); how many
+    nodes move."""
+    found = stored_proposals(block, folder)
+    move = found.key >= limit[found.target]
     save_node_array(folder, _stored(folder, "moves", block).stem,
-                    np.stack([node, part.astype(np.int64)]))
-    return int(node.size)
+                    np.stack([found.node[move], found.target[move]]))
+    return int(move.sum())
 
 
 def apply_moves(folder: Path, blocks: list[tuple[int, int]], labels: np.ndarray) -> None:
@@ -349,7 +334,8 @@ def _sweeps(folder: Path, labels: np.ndarray, step: int, cfg: PartitionParams, s
     n, k = labels.size, cfg.num_parts
     calls = [(block,) for block in ranges]
     for _ in range(cfg.iterations):
-        hist = fold_blocks(client, propose_block, calls, lambda a, b: merge_histograms([a, b], k),
+        hist = fold_blocks(client, propose_block, calls,
+                           lambda a, b: _cell_counts(*np.concatenate([a, b], axis=1), k),
                            folder=folder, step=step, num_parts=k, seed=seed, sibling=sibling)
         if hist.shape[1] == 0:  # nobody proposes: the stored (empty) proposals go
             for block in ranges:

@@ -68,8 +68,10 @@ class HopWriter(Protocol):
 Sink = Callable[[int, tuple[int, int], torch.dtype], HopWriter]  # (hop, shape, dtype) -> writer
 
 
-class _MemoryWriter:
-    def __init__(self, shape: tuple[int, int], dtype: torch.dtype):
+class MemoryWriter:
+    """The default ``Sink``: every hop in a tensor of this process."""
+
+    def __init__(self, hop: int, shape: tuple[int, int], dtype: torch.dtype):
         self.out = torch.empty(shape, dtype=dtype)
 
     def write(self, start: int, block: torch.Tensor) -> None:
@@ -80,10 +82,6 @@ class _MemoryWriter:
 
     def discard(self) -> None:
         self.out = None
-
-
-def memory_sink(hop: int, shape: tuple[int, int], dtype: torch.dtype) -> HopWriter:
-    return _MemoryWriter(shape, dtype)
 
 
 def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
@@ -123,16 +121,6 @@ def adjacency_values(row_scale: np.ndarray, counts: np.ndarray, column_scale: np
     factor times the column's (sym, ppr) or the row's (rw)."""
     per_nonzero = np.repeat(row_scale, counts)
     return per_nonzero * column_scale if cfg.norm in ("sym", "ppr") else per_nonzero
-
-
-def _row_block(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, start: int,
-               stop: int, num_cols: int) -> torch.Tensor:
-    """Rows ``start:stop`` of a sparse CSR matrix, as a sparse CSR (stop - start, num_cols).
-
-    Column indices and values are views, not copies."""
-    lo, hi = int(crow[start]), int(crow[stop])
-    return _sparse_csr(crow[start:stop + 1] - lo, col[lo:hi], values[lo:hi],
-                       (stop - start, num_cols))
 
 
 def hop_traffic_bytes(num_nodes: int, num_edges: int, num_features: int, *, in_itemsize: int = 4,
@@ -204,8 +192,11 @@ def _aten_rows(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, x: t
                start: int, stop: int) -> torch.Tensor:
     """Rows ``start:stop`` of ``A @ x``, (B, F) float32. reduce="sum" picks ATen's own
     vectorized, row-parallel CSR kernel; the plain call goes to MKL's sparse BLAS, 1.15x (1M
-    nodes) to 2.3x (20k nodes) slower here (AMD EPYC, docs/performance.md)."""
-    block = _row_block(crow, col, values, start, stop, x.shape[0])
+    nodes) to 2.3x (20k nodes) slower here (AMD EPYC, docs/performance.md). The block's column
+    ids and values are views, not copies."""
+    lo, hi = int(crow[start]), int(crow[stop])
+    block = _sparse_csr(crow[start:stop + 1] - lo, col[lo:hi], values[lo:hi],
+                        (stop - start, x.shape[0]))
     return torch.sparse.mm(block, x, reduce="sum")
 
 
@@ -313,8 +304,10 @@ def hop_block(start: int, stop: int, *, task: HopTask) -> float:
         # (B, F) = A_hat[rows] (B, U) @ X_{k-1}[U rows] (U, F)
         block = ROW_KERNELS[task.kernel](crow, col, values, operand, 0, hi - lo)
         if cfg.norm == "ppr":  # (1 - alpha) A_hat X_{k-1} + alpha X_0
-            block.mul_(1.0 - cfg.alpha).add_(_rows(task.x0, start + lo, start + hi),
-                                             alpha=cfg.alpha)
+            x0 = task.x0  # rows start + lo : start + hi, float32
+            x0 = (x0[start + lo:start + hi] if isinstance(x0, torch.Tensor)
+                  else x0.read(slice(start + lo, start + hi)))
+            block.mul_(1.0 - cfg.alpha).add_(x0, alpha=cfg.alpha)
         task.out.write(start + lo, block)
     return peak_rss_mb()
 
@@ -340,13 +333,8 @@ def _operand(previous: torch.Tensor | RowFile,
     return previous.read(needed), torch.from_numpy(local.astype(col.numpy().dtype))
 
 
-def _rows(x: torch.Tensor | RowFile, start: int, stop: int) -> torch.Tensor:
-    """Rows ``start:stop`` of ``x``, float32."""
-    return x[start:stop] if isinstance(x, torch.Tensor) else x.read(slice(start, stop))
-
-
 def propagate(csr: Csr, x: torch.Tensor, cfg: PropagateParams, *, client=None,
-              sink: Sink = memory_sink, scratch: Path | None = None,
+              sink: Sink = MemoryWriter, scratch: Path | None = None,
               stored_x0: RowFile | None = None,
               progress: Callable[[Iterator], Iterator] = iter,
               peaks: list[float] | None = None) -> Iterator[torch.Tensor]:

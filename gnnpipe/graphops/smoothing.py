@@ -40,7 +40,7 @@ def mean_cosine_similarity(h: torch.Tensor, block_floats: int = BLOCK_FLOATS) ->
     total, nonzero = np.zeros(width), 0
     step = max(1, block_floats // max(width, 1))
     for a in range(0, n, step):
-        block = _float64(h[a:a + step])  # (B, D)
+        block = h[a:a + step].astype(np.float64, copy=False)  # (B, D)
         norms = np.sqrt(np.square(block).sum(axis=1))  # (B,)
         total += (block / np.maximum(norms, 1e-300)[:, None]).sum(axis=0)
         nonzero += int((norms > 0).sum())
@@ -71,10 +71,6 @@ def smoothing_report(node_id: torch.Tensor, h: torch.Tensor, csr: Csr,
 def _array(h) -> np.ndarray:
     """``h`` as a numpy array without a copy (a mapped tensor stays mapped)."""
     return h.detach().numpy() if isinstance(h, torch.Tensor) else np.asarray(h)
-
-
-def _float64(rows: np.ndarray) -> np.ndarray:
-    return rows.astype(np.float64, copy=False)
 
 
 def check_node_ids(node_id, num_nodes: int) -> None:
@@ -136,10 +132,10 @@ def _edge_sums(h, row: np.ndarray, csr: Csr, block_floats: int) -> tuple[float, 
         if src.size:
             starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])  # first edge of each row
             targets = row[lo:hi][dst[starts]]  # (R,) rows of h of the block's kept destinations
-            sources = _float64(h[src])  # (E_k, D)
+            sources = h[src].astype(np.float64, copy=False)  # (E_k, D)
             sqrt_src = np.sqrt(np.maximum(din[src], 1).astype(np.float64))[:, None]
             sqrt_dst = np.sqrt(np.maximum(din[targets], 1).astype(np.float64))[:, None]
-            g = _float64(h[targets])  # (R, D)
+            g = h[targets].astype(np.float64, copy=False)  # (R, D)
             cross_h += float((g * np.add.reduceat(sources, starts, axis=0)).sum())
             sources /= sqrt_src
             cross_scaled += float(((g / sqrt_dst) * np.add.reduceat(sources, starts,
@@ -149,7 +145,7 @@ def _edge_sums(h, row: np.ndarray, csr: Csr, block_floats: int) -> tuple[float, 
     norms_h = norms_scaled = mass = 0.0
     step = max(1, block_floats // width)
     for a in range(0, m, step):
-        g = _float64(h[a:a + step])  # (B, D)
+        g = h[a:a + step].astype(np.float64, copy=False)  # (B, D)
         squares = np.square(g).sum(axis=1)  # (B,) |h_i|^2
         degree = din[a:a + step].astype(np.float64)
         both = degree + dout[a:a + step]

@@ -72,12 +72,6 @@ class _Publication:
         path = Path(os.path.abspath(path))
         return any(path.is_relative_to(os.path.abspath(folder)) for folder in self.open_dirs)
 
-    def staged_for(self, path: Path) -> Path | None:
-        for tmp, target in reversed(self.staged):
-            if target == path:
-                return tmp
-        return None
-
     def commit(self) -> None:
         """Rename every staged temp onto its target (an existing target is moved aside first);
         on a failure put the moved-aside versions back and re-raise."""
@@ -138,8 +132,8 @@ def publishing() -> Iterator[None]:
 
 def staged(path: str | Path) -> Path:
     """Where ``path``'s new version is now: its staged temp inside ``publishing()``, else ``path``."""
-    found = _current.staged_for(Path(path)) if _current is not None else None
-    return found if found is not None else Path(path)
+    found = [tmp for tmp, target in (_current.staged if _current else []) if target == Path(path)]
+    return found[-1] if found else Path(path)
 
 
 def remove_on_publish(path: str | Path) -> None:
@@ -283,10 +277,16 @@ def write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text)
 
 
-def read_json(path: str | Path) -> Any:
+def existing(path: str | Path) -> Path:
+    """``path`` as a Path; a one-line ValueError naming it where there is no such file."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    return path
+
+
+def read_json(path: str | Path) -> Any:
+    path = existing(path)
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:

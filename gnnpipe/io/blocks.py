@@ -10,6 +10,7 @@ features_<T>.npy moves from it into the output by a rename), named as a temp of 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from gnnpipe import LazyModule
 from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.parquet import SCHEMA_KEY
 from gnnpipe.io.routed_tables import bucket_order
 from gnnpipe.io.temps import temp_prefix
@@ -57,8 +59,14 @@ def write_part(path: Path, table: pa.Table) -> None:
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array, allow_pickle=False)
+    """``array`` as the ``.npy`` file ``path`` (its folder created), saved under a temp name and
+    renamed: a reader in another process never maps a half-written array."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:  # a handle: np.save would append ".npy" to the temp name
+        np.save(handle, array, allow_pickle=False)
+    os.replace(tmp, path)
 
 
 def save_routed(folder: Path, name: str, rows: np.ndarray, bucket: np.ndarray,
@@ -81,15 +89,8 @@ def load_routed(folder: Path, bucket: int, dtype, width: int) -> np.ndarray:
     for path in sorted(rows_dir.glob("*.npy")) if rows_dir.is_dir() else []:
         offsets = np.load(Path(folder) / "offsets" / path.name)
         lo, hi = int(offsets[bucket]), int(offsets[bucket + 1])
-        if hi == lo:
-            continue
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            shape, _, stored = (np.lib.format.read_array_header_1_0(handle) if version == (1, 0)
-                                else np.lib.format.read_array_header_2_0(handle))
-            handle.seek(lo * stored.itemsize * width, 1)
-            parts.append(np.fromfile(handle, dtype=stored, count=(hi - lo) * width)
-                         .reshape(hi - lo, width))
+        if hi > lo:
+            parts.append(gather_npy(path, slice(lo, hi)))
     return np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)
 
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from gnnpipe import LazyModule
 from gnnpipe.data.graph import ROLES, Csr
+from gnnpipe.io.tensors import error_reason
 
 torch = LazyModule("torch", globals())  # the report and `gnnpipe --help` start without it
 
@@ -62,9 +63,8 @@ def reading(path: str | Path, what: str) -> Iterator[None]:
     try:
         yield
     except READ_ERRORS as err:
-        text = str(err).strip()
-        reason = text.splitlines()[0][:200] if text else type(err).__name__
-        raise ValueError(f"{path}: not a readable {what} ({reason})") from err  # GNNPIPE_DEBUG
+        # from err: with GNNPIPE_DEBUG the reader's own error shows as the cause
+        raise ValueError(f"{path}: not a readable {what} ({error_reason(err)})") from err
 
 
 def role_codes(names: pa.Array | pa.ChunkedArray | np.ndarray, where: str = "roles"

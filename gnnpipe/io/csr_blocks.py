@@ -12,7 +12,6 @@ of its source, whose task writes that block of the transpose.
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,20 +20,14 @@ from typing import Callable
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import HOMOGENEOUS, edge_type_name
+from gnnpipe.data.graph import HOMOGENEOUS, Csr, edge_type_name
+from gnnpipe.io.common import check_csr
 from gnnpipe.io.description import read_description
-from gnnpipe.io.blocks import create_memmap, load_routed, save_routed, write_rows
+from gnnpipe.io.blocks import create_memmap, load_routed, save_array, save_routed, write_rows
 from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
 from gnnpipe.io.tensors import load_tensors
-
-def _save(path: Path, array: np.ndarray) -> None:
-    """np.save through a temp name: a reader never maps a half-written array."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:  # a handle: np.save would append ".npy" to the temp name
-        np.save(handle, array)
-    os.replace(tmp, path)
 
 
 def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:
@@ -64,28 +57,22 @@ def num_block_nodes(folder: Path) -> int:
 
 def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the graph read both ways: for every edge at a row (in-edges,
-    then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,) (read, not
-    mapped: ``gather_npy`` of slices)."""
-    folder = Path(folder)
-    rows, neighbours = [], []
-    for prefix in ("", "out_"):
-        indptr = gather_npy(folder / f"{prefix}indptr.npy", slice(start, stop + 1))
-        neighbours.append(gather_npy(folder / f"{prefix}indices.npy",
-                                     slice(indptr[0], indptr[-1])))
-        rows.append(np.repeat(np.arange(stop - start, dtype=np.int64), np.diff(indptr)))
-    return np.concatenate(rows), np.concatenate(neighbours)
+    then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,)
+    (``gather_block_rows`` of the range: slices read, not mapped)."""
+    return gather_block_rows(folder, slice(start, stop))
 
 
-def read_in_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+def read_in_rows(folder: Path, start: int, stop: int, prefix: str = ""
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``start..stop`` of the stored CSR: offsets int64 (B + 1,) (base ``indptr[start]``)
-    and the sources of their in-edges (E_b,)."""
-    indptr = gather_npy(Path(folder) / "indptr.npy", slice(start, stop + 1))
-    return indptr, gather_npy(Path(folder) / "indices.npy", slice(indptr[0], indptr[-1]))
+    and the sources of their in-edges (E_b,) (``prefix`` "out_": of the transpose)."""
+    indptr = gather_npy(Path(folder) / f"{prefix}indptr.npy", slice(start, stop + 1))
+    return indptr, gather_npy(Path(folder) / f"{prefix}indices.npy", slice(indptr[0], indptr[-1]))
 
 
 def save_node_array(folder: Path, name: str, values: np.ndarray) -> None:
     """A per-node array (N,) beside the graph, ``<name>.npy`` (read by ``gather_npy``)."""
-    _save(Path(folder) / f"{name}.npy", values)
+    save_array(Path(folder) / f"{name}.npy", values)
 
 
 def write_labels(folder: Path, step: int, labels: np.ndarray) -> None:
@@ -150,12 +137,12 @@ def _open(relation: StoredRelation) -> tuple[torch.Tensor, torch.Tensor]:
     return payload[f"{p}indptr"], payload[f"{p}indices"]
 
 
-def stored_message_graph(split: Path, phase: str = "train") -> StoredGraph:
-    """The message graph of ``phase`` in ``split`` as a ``StoredGraph``; checks what costs no
+def stored_message_graph(split: Path) -> StoredGraph:
+    """The train message graph in ``split`` as a ``StoredGraph``; checks what costs no
     edge read (offset counts and ends; the block tasks check the rest of every row they read,
     with the same one-line errors as the whole-graph readers)."""
     meta = read_split_meta(split)
-    label = str(Path(split) / meta["message_graph"][phase])
+    label = str(Path(split) / meta["message_graph"]["train"])
     file = str(Path(label).resolve())
     sizes = meta["sizes"]
     starts = dict(zip([t for t, _ in sizes], np.cumsum([0] + [n for _, n in sizes]).tolist()))
@@ -175,11 +162,10 @@ def stored_prepared_relation(prepared: Path, edge_type: tuple[str, str, str]) ->
     return _own_relation(Path(prepared) / "graph.pt", GRAPH_SCHEMA, edge_type, n)
 
 
-def stored_message_relation(split: Path, edge_type: tuple[str, str, str],
-                            phase: str = "train") -> StoredGraph:
-    """``stored_prepared_relation`` of ``phase``'s message graph in ``split``."""
+def stored_message_relation(split: Path, edge_type: tuple[str, str, str]) -> StoredGraph:
+    """``stored_prepared_relation`` of the train message graph in ``split``."""
     meta = read_split_meta(split)
-    return _own_relation(Path(split) / meta["message_graph"][phase], MESSAGE_SCHEMA, edge_type,
+    return _own_relation(Path(split) / meta["message_graph"]["train"], MESSAGE_SCHEMA, edge_type,
                          dict(meta["sizes"])[edge_type[2]])
 
 
@@ -214,12 +200,10 @@ def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, 
             continue
         indptr, indices = _open(r)
         offsets = indptr[lo:hi + 1].numpy().copy()
-        if bool((offsets[1:] < offsets[:-1]).any()):
-            raise ValueError(f"{r.where}: indptr is not a valid CSR offset array")
         cols = indices[int(offsets[0]):int(offsets[-1])].numpy().copy()
         del indptr, indices  # unmapped: only this block's pages were ever resident
-        if cols.size and (cols.min() < 0 or cols.max() >= r.src_count):
-            raise ValueError(f"{r.where}: indices hold {r.ids} ids outside [0, {r.src_count})")
+        check_csr(Csr(torch.from_numpy(offsets - offsets[0]), torch.from_numpy(cols)), hi - lo,
+                  r.where, r.src_count, r.ids)
         here = r.dst_start + lo - start
         count = np.diff(offsets)
         degree[here:here + count.size] += count
@@ -266,11 +250,6 @@ def place_out_rows(block: tuple[int, int, int, int], folder: str) -> None:
     write_rows(folder / "out_indices.npy", base, pairs[:, 1].copy())
 
 
-def remove_routed(folder: Path) -> None:
-    """The routed edges of ``place_in_rows`` (16 bytes an edge), once the transpose holds them."""
-    shutil.rmtree(Path(folder) / "routed", ignore_errors=True)
-
-
 def new_block_arrays(folder: Path, graph: StoredGraph) -> None:
     """Empty ``indptr`` / ``indices`` and their transpose's files for ``graph`` in ``folder``."""
     n, e = graph.num_nodes, graph.num_edges
@@ -307,31 +286,33 @@ def build_block_graph(folder: Path, graph: StoredGraph, run: Run, block_rows: in
     out_base = np.concatenate([[0], np.cumsum(per_block)])
     run(place_out_rows, [((i, lo, hi, int(out_base[i])),) for i, (lo, hi) in enumerate(bounds)],
         folder=str(folder))
-    remove_routed(folder)
+    # the routed edges (16 bytes each), now that the transpose holds them
+    shutil.rmtree(Path(folder) / "routed", ignore_errors=True)
 
 
-def gather_in_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """In-degree int64 (m,) of the rows ``ids`` (int64) of the graph in ``folder`` and the
-    sources of their in-edges, row after row (sum of degrees,), by ``gather_npy``."""
-    return _gather_rows(Path(folder), "", ids)
-
-
-def gather_block_rows(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows ``ids`` (int64 (m,)) of the graph in ``folder`` read both ways, as
-    ``read_block_rows`` reads a range (in-edges, then out-edges): each edge's row as an index
-    into ``ids``, int64 (D,), and its neighbour's id (D,); only those rows' pages read."""
-    rows, neighbours = [], []
-    for prefix in ("", "out_"):
-        degree, found = _gather_rows(Path(folder), prefix, ids)
-        rows.append(np.repeat(np.arange(ids.size, dtype=np.int64), degree))
-        neighbours.append(found)
-    return np.concatenate(rows), np.concatenate(neighbours)
-
-
-def _gather_rows(folder: Path, prefix: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_in_rows(folder: Path, ids: np.ndarray | slice, prefix: str = ""
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """In-degree int64 (m,) of the rows ``ids`` (int64 (m,), or a slice of step 1) of the graph
+    in ``folder`` and the sources of their in-edges, row after row (sum of degrees,), by
+    ``gather_npy`` (``prefix`` "out_": out-degree and out-edges, of the transpose)."""
+    if isinstance(ids, slice):  # a run of rows: its offsets, then its edges, one read each
+        ends, found = read_in_rows(folder, ids.start, ids.stop, prefix)
+        return np.diff(ends), found
     # both ends of every row in one gather (interleaved: ascending ids stay ascending)
-    ends = gather_npy(folder / f"{prefix}indptr.npy", np.stack([ids, ids + 1], 1).reshape(-1))
+    ends = gather_npy(Path(folder) / f"{prefix}indptr.npy", np.stack([ids, ids + 1], 1).reshape(-1))
     starts, degree = ends[0::2], ends[1::2] - ends[0::2]
     first = np.cumsum(degree) - degree  # where each row's run begins in the output
     positions = np.arange(int(degree.sum()), dtype=np.int64) + np.repeat(starts - first, degree)
-    return degree, gather_npy(folder / f"{prefix}indices.npy", positions)
+    return degree, gather_npy(Path(folder) / f"{prefix}indices.npy", positions)
+
+
+def gather_block_rows(folder: Path, ids: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``ids`` (int64 (m,), or a slice of step 1) of the graph in ``folder`` read both
+    ways (in-edges, then out-edges): each edge's row as an index into ``ids``, int64 (D,), and
+    its neighbour's id (D,); only those rows' pages read."""
+    rows, neighbours = [], []
+    for prefix in ("", "out_"):
+        degree, found = gather_in_rows(folder, ids, prefix)
+        rows.append(np.repeat(np.arange(degree.size, dtype=np.int64), degree))
+        neighbours.append(found)
+    return np.concatenate(rows), np.concatenate(neighbours)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gnnpipe.io.tensors import error_reason, save_payload
+from gnnpipe.io.tensors import load_tensors, save_payload
 
 __all__ = ["FEATURES_SCHEMA", "FEATURE_KINDS", "write_features", "read_features"]
 
@@ -47,21 +47,15 @@ def read_features(features: Path) -> dict:
     if not path.exists():
         raise ValueError(f"{path}: file not found; run the split stage (it fits "
                          "features.normalize) first")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds
-        raise ValueError(f"{path}: not a readable gnnpipe torch artifact "
-                         f"({error_reason(err)})") from None
+    payload = load_tensors(path, FEATURES_SCHEMA, {})  # readable, its schema, a meta mapping
     _check(path, payload)
     return payload
 
 
-def _check(path: Path, payload) -> None:
-    if not isinstance(payload, dict) or payload.get("schema") != FEATURES_SCHEMA:
-        found = payload.get("schema") if isinstance(payload, dict) else type(payload).__name__
-        raise ValueError(f"{path}: expected a {FEATURES_SCHEMA!r} artifact, found {found!r}")
-    meta = payload.get("meta")
-    kind = meta.get("kind") if isinstance(meta, dict) else None
+def _check(path: Path, payload: dict) -> None:
+    """The checks of a payload with the schema tag and a meta mapping (``load_tensors``)."""
+    meta = payload["meta"]
+    kind = meta.get("kind")
     if kind not in FEATURE_KINDS:
         raise ValueError(f"{path}: meta.kind must be one of {', '.join(FEATURE_KINDS)}, "
                          f"found {kind!r}")

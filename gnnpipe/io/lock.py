@@ -21,11 +21,6 @@ LOCK_DIR_ENV = "GNNPIPE_LOCK_DIR"  # where the lock files live (default: <tmp>/g
 WAIT_S = 5.0
 
 
-def lock_dir() -> Path:
-    default = Path(tempfile.gettempdir()) / f"gnnpipe-locks-{os.getuid()}"
-    return Path(os.environ.get(LOCK_DIR_ENV) or default)
-
-
 def _acquire(path: Path, output: Path) -> int:
     """An open descriptor of ``path`` holding its exclusive lock; refused when another process
     holds it for more than ``WAIT_S``."""
@@ -54,7 +49,8 @@ def _acquire(path: Path, output: Path) -> int:
 def exclusive(stage: str, output: Path) -> Iterator[None]:
     """Hold the lock of ``output`` for the body; a second ``gnnpipe`` writing the same output
     (a leftover run, another ``dvc repro``) gets a one-line ``ValueError`` naming the holder."""
-    folder = lock_dir()
+    folder = Path(os.environ.get(LOCK_DIR_ENV)
+                  or Path(tempfile.gettempdir()) / f"gnnpipe-locks-{os.getuid()}")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = hashlib.sha256(os.path.abspath(output).encode()).hexdigest()[:24]
     path = folder / f"{key}.lock"

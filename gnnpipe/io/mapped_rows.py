@@ -61,7 +61,7 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
         if step == 1:
             out = np.empty((max(0, stop - start), *shape[1:]), dtype=dtype)
             with open(path, "rb", buffering=0) as handle:
-                _read_into(handle.fileno(), out, offset + start * out[:1].nbytes)
+                pread_into(handle.fileno(), out, offset + start * out[:1].nbytes)
             return out
         rows = np.arange(start, stop, step)
     ids = np.asarray(rows, dtype=np.int64)
@@ -89,7 +89,7 @@ def gather(path: str | Path, offset: int, dtype, shape: tuple[int, ...],
             if buffer is None:
                 buffer = np.empty((min(window, last - first), *shape[1:]), dtype=dtype)
             span = buffer[:hi - lo]
-            _read_into(handle.fileno(), span, offset + lo * row_bytes)
+            pread_into(handle.fileno(), span, offset + lo * row_bytes)
             # mode="clip": the ids are checked; "raise" would copy ``out`` through a buffer
             if isinstance(where, slice):
                 np.take(span, wanted - lo, axis=0, out=out[where], mode="clip")
@@ -123,7 +123,7 @@ def _windows(ids: np.ndarray, ordered: bool, window: int, first: int, last: int)
             yield where, wanted, int(wanted.min()), int(wanted.max()) + 1
 
 
-def _read_into(fd: int, array: np.ndarray, position: int) -> None:
+def pread_into(fd: int, array: np.ndarray, position: int) -> None:
     """Fill the contiguous ``array`` with the file's bytes from ``position`` (pread, repeated
     while it returns less)."""
     view = memoryview(array.reshape(-1).view(np.uint8))

@@ -54,19 +54,17 @@ def read_predictions(model_dir: Path, mmap: bool = False) -> tuple[torch.Tensor,
 
 def write_link_predictions(out: Path, scores: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
     """``scores`` phase ("val", "test") -> (positives float (P,), fixed negatives float (P, K))."""
-    tensors = {}
-    for phase in LINK_EVAL_PHASES:
-        tensors[f"{phase}_pos"], tensors[f"{phase}_neg"] = scores[phase]
-    save_tensors(out / "predictions.pt", "gnnpipe.link_predictions/1", tensors)
+    save_tensors(out / "predictions.pt", "gnnpipe.link_predictions/1",
+                 {f"{phase}_{kind}": t for phase in LINK_EVAL_PHASES
+                  for kind, t in zip(("pos", "neg"), scores[phase])})
 
 
 def read_link_predictions(model_dir: Path) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Phase -> (positive scores float32 (P,), negative scores float32 (P, K))."""
     path = Path(model_dir) / "predictions.pt"
-    spec = {}
-    for phase in LINK_EVAL_PHASES:
-        spec[f"{phase}_pos"], spec[f"{phase}_neg"] = (torch.float32, 1), (torch.float32, 2)
-    payload = load_tensors(path, "gnnpipe.link_predictions/1", spec)
+    payload = load_tensors(path, "gnnpipe.link_predictions/1", {
+        f"{phase}_{kind}": (torch.float32, ndim) for phase in LINK_EVAL_PHASES
+        for kind, ndim in (("pos", 1), ("neg", 2))})
     out = {}
     for phase in LINK_EVAL_PHASES:
         pos, neg = payload[f"{phase}_pos"], payload[f"{phase}_neg"]

@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Union
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.atomic import atomic_path, existing
 from gnnpipe.io.common import reading
 
 SCHEMA_KEY = b"gnnpipe.schema"
@@ -32,9 +32,7 @@ def read_table(path: str | Path, schema: ExpectedSchema, name: str) -> pa.Table:
     ``schema`` may be a function of the file's own schema, for tables whose types depend on
     the data (the feature width of a node table, say).
     """
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    path = existing(path)
     with reading(path, "Parquet file"):
         table = pq.read_table(path)
     return table.select(_checked(path, table.schema, schema, name).names)
@@ -44,9 +42,7 @@ def read_batches(path: str | Path, schema: pa.Schema, name: str, rows: int = 1 <
                  ) -> Iterator[pa.RecordBatch]:
     """``read_table``'s columns, checked the same way, ``rows`` rows at a time: a reader that
     keeps one value per row holds no whole column of the file."""
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    path = existing(path)
     with reading(path, "Parquet file"):
         handle = pq.ParquetFile(path)
     _checked(path, handle.schema_arrow, schema, name)

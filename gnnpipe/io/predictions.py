@@ -2,7 +2,8 @@
 
 Written block by block (one Parquet row group per block, so a writer never holds a second
 full copy of the logits or embeddings as Arrow) into the stage's ``atomic_dir``; tagged with
-their schema name like ``gnnpipe.io.parquet.write_table``; checked on read.
+their schema name like ``gnnpipe.io.parquet.write_table``; checked on read (no stage reads them
+back: the readers are for users and tests).
 
 ``predictions.parquet`` (``gnnpipe.node_predictions/1``): ``node_id`` int64, ``original_id``
 (the user's id: int64 or string), ``role`` string (train / val / test / unused), ``label``
@@ -54,13 +55,13 @@ def pair_scores_schema(src_type: pa.DataType, dst_type: pa.DataType) -> pa.Schem
 
 
 def write_blocks(path: Path, schema: pa.Schema, name: str,
-                 blocks: Iterable[dict[str, pa.Array]], compression: str = "zstd") -> int:
+                 blocks: Iterable[dict[str, pa.Array]]) -> int:
     """Write ``blocks`` (column name -> Arrow array, the rows of one block) to ``path``, one
     row group per block; returns the rows written. ``path`` lies in an ``atomic_dir``: a
     failure leaves a partial file there, which the folder's rename never publishes."""
     tagged = schema.with_metadata({SCHEMA_KEY: name.encode()})
     rows = 0
-    with pq.ParquetWriter(path, tagged, compression=compression) as writer:
+    with pq.ParquetWriter(path, tagged, compression="zstd") as writer:
         for block in blocks:
             table = pa.Table.from_arrays([block[f.name] for f in schema], schema=tagged)
             writer.write_table(table, row_group_size=max(table.num_rows, 1))
@@ -198,6 +199,7 @@ def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
 
 
 __all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "DEFAULT_TOP_K",
-           "predictions_schema", "embeddings_schema", "pair_scores_schema", "write_blocks", "read_node_predictions",
-           "read_embeddings", "read_pair_scores", "read_model", "write_confusion", "StreamedIds"]
+           "predictions_schema", "embeddings_schema", "pair_scores_schema", "write_blocks",
+           "read_node_predictions", "read_embeddings", "read_pair_scores", "read_model",
+           "write_confusion", "StreamedIds"]
 

@@ -19,7 +19,7 @@ from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, FEATURE_DTYPES
 from gnnpipe.io.description import write_description
 from gnnpipe.io.parquet import read_table, write_table
-from gnnpipe.io.tensors import save_tensors
+from gnnpipe.io.tensors import error_reason, save_tensors
 
 torch = LazyModule("torch", globals())  # imported on first use: the report reads classes alone
 
@@ -70,49 +70,6 @@ def external_features(mode: str, num_nodes: int, num_features: int, feature_dtyp
     return mode == "external"
 
 
-class FeatureFileWriter:
-    """``features_<node_type>.npy`` (N, F) in the stored dtype, written in row blocks as they
-    come, so no more than one block of features is ever in memory. ``write`` takes float32
-    (B, F) rows in node order; ``close`` checks that all N rows came."""
-
-    def __init__(self, out: Path, node_type: str, num_nodes: int, num_features: int,
-                 feature_dtype: str, where: str):
-        self.path = Path(out) / features_file(node_type)
-        self.shape, self.feature_dtype, self.where = (num_nodes, num_features), feature_dtype, where
-        self.written = 0
-        self._file = open(self.path, "wb")
-        np.lib.format.write_array_header_1_0(self._file, {
-            "descr": np.lib.format.dtype_to_descr(NPY_DTYPES[feature_dtype]),
-            "fortran_order": False, "shape": self.shape})
-    def write(self, block: np.ndarray) -> None:
-        if block.ndim != 2 or block.shape[1] != self.shape[1]:
-            raise ValueError(f"{self.where}: feature block of shape {block.shape}, expected "
-                             f"(rows, {self.shape[1]})")
-        bad = ~np.isfinite(block).all(axis=1)
-        if bad.any():
-            raise ValueError(f"{self.where}: features contain NaN or inf in {int(bad.sum())} rows "
-                             f"(first: node {self.written + int(np.argmax(bad))})")
-        self._file.write(stored_bytes(torch.from_numpy(np.ascontiguousarray(block)),
-                                      self.feature_dtype))
-        self.written += block.shape[0]
-
-    def close(self) -> np.ndarray:
-        """The file as written, memory-mapped read-only (N, F) (bfloat16: its uint16 bits)."""
-        self._file.close()
-        if self.written != self.shape[0]:
-            raise ValueError(f"{self.where}: {self.written} feature rows written, expected "
-                             f"{self.shape[0]}")
-        return np.load(self.path, mmap_mode="r", allow_pickle=False)
-
-
-def stored_bytes(x: torch.Tensor, feature_dtype: str) -> bytes:
-    """Rows ``x`` (B, F) rounded to the stored dtype, as the bytes features_<T>.npy holds."""
-    stored = x.to(FEATURE_DTYPES[feature_dtype]).contiguous()
-    if feature_dtype == "bfloat16":
-        stored = stored.view(torch.int16)
-    return stored.numpy().tobytes()
-
-
 def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
                    compression: str = "zstd", features: str = "inline",
                    features_written: bool = False, block_rows: int = 65_536,
@@ -138,23 +95,18 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
         y = graph.y if node_type == graph.target else None
         if external_features(features, n, f, feature_dtype):
             if not features_written:
-                writer = FeatureFileWriter(out, node_type, n, f, feature_dtype,
-                                           str(out / features_file(node_type)))
-                for lo in range(0, n, block_rows):
-                    writer.write(x[lo:lo + block_rows].float().numpy())
-                writer.close()
+                _write_features(out / features_file(node_type), x, feature_dtype, block_rows)
             external[node_type] = {"file": features_file(node_type), "dtype": feature_dtype,
                                    "shape": [n, f]}
-            _stream_nodes(out / nodes_file(node_type), n, y, None, feature_dtype, compression)
         else:
             tensors[f"x.{node_type}"] = x.to(FEATURE_DTYPES[feature_dtype])
-            _stream_nodes(out / nodes_file(node_type), n, y, tensors[f"x.{node_type}"],
-                          feature_dtype, compression)
+        _stream_nodes(out / nodes_file(node_type), n, y, tensors.get(f"x.{node_type}"),
+                      feature_dtype, compression)
     tensors["y"] = graph.y
     for edge_type, csr in graph.csr.items():
         name = edge_type_name(edge_type)
-        _stream_edges(out / edges_file(edge_type), csr.indptr.numpy(), csr.indices.numpy(),
-                      compression)
+        stream_edges(out / edges_file(edge_type), EDGES_SCHEMA_NAME, csr.indptr.numpy(),
+                     csr.indices.numpy(), {}, compression)
         tensors[f"{name}.indptr"], tensors[f"{name}.indices"] = csr.indptr, csr.indices
     # the optional tensors: only graphs whose nodes / edges carry a time, official splits
     tensors.update({f"time.{t}": v for t, v in graph.node_time.items()})
@@ -166,6 +118,24 @@ def write_prepared(out: Path, graph: Graph, *, feature_dtype: str = "float32",
         meta["features"] = external
     save_tensors(out / "graph.pt", GRAPH_SCHEMA, tensors, meta=meta)
     write_description(out, graph, external=list(external), featureless=featureless)
+
+
+def _write_features(path: Path, x: torch.Tensor, feature_dtype: str, block_rows: int) -> None:
+    """``features_<T>.npy``: ``x`` (N, F) rounded to the stored dtype (bfloat16: its bits), in
+    row blocks of ``block_rows``, so no more than one block of it is ever in memory."""
+    with open(path, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, {
+            "descr": np.lib.format.dtype_to_descr(NPY_DTYPES[feature_dtype]),
+            "fortran_order": False, "shape": tuple(x.shape)})
+        for lo in range(0, x.shape[0], block_rows):
+            block = x[lo:lo + block_rows].float()
+            bad = ~torch.isfinite(block).all(dim=1)
+            if bad.any():
+                raise ValueError(f"{path}: features contain NaN or inf in {int(bad.sum())} rows "
+                                 f"(first: node {lo + int(bad.int().argmax())})")
+            stored = block.to(FEATURE_DTYPES[feature_dtype])
+            handle.write((stored.view(torch.int16) if feature_dtype == "bfloat16"
+                          else stored).numpy().tobytes())
 
 
 def _stream_nodes(path: Path, n: int, y: torch.Tensor | None, x: torch.Tensor | None,
@@ -188,14 +158,29 @@ def _stream_nodes(path: Path, n: int, y: torch.Tensor | None, x: torch.Tensor | 
             add(pa.table(columns))
 
 
-def _stream_edges(path: Path, indptr: np.ndarray, indices: np.ndarray, compression: str) -> None:
-    """``edges_<E>.parquet``: (src, dst) of every stored edge in CSR order, a row group at a
-    time."""
-    with table_stream(path, EDGES_SCHEMA, EDGES_SCHEMA_NAME, compression) as add:
+def stream_edges(path: Path, name: str, indptr: np.ndarray, indices: np.ndarray,
+                 attrs: dict[str, tuple[np.ndarray, pa.DataType]], compression: str) -> None:
+    """``edges_<E>.parquet`` (``name``: its schema tag) or ``edge_attrs_<E>.parquet``: (src,
+    dst) of every stored edge in CSR order and each attribute (E,) of ``attrs`` (name -> its
+    values as stored bits (``prepared_maps.raw_dtype``) or float32, and its column type), a
+    row group at a time."""
+    schema = pa.schema([*EDGES_SCHEMA, *((column, kind) for column, (_, kind) in attrs.items())])
+    with table_stream(path, schema, name, compression) as add:
         for lo in range(0, indices.size, ROW_GROUP_ROWS):
             hi = min(indices.size, lo + ROW_GROUP_ROWS)
-            targets = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
-            add(pa.table({"src": indices[lo:hi], "dst": targets}))
+            columns = {"src": indices[lo:hi],
+                       "dst": np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1}
+            for column, (values, column_type) in attrs.items():  # the column of those bytes
+                columns[column] = pa.Array.from_buffers(column_type, hi - lo, [
+                    None, pa.py_buffer(np.ascontiguousarray(values[lo:hi]))])
+            add(pa.table(columns))
+
+
+def read_only_tensor(array: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy`` of a read-only memory map, without torch's not-writable warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
 
 
 def stored_features(path: Path, payload: dict, node_type: str, *, mmap: bool) -> torch.Tensor:
@@ -227,14 +212,12 @@ def stored_features(path: Path, payload: dict, node_type: str, *, mmap: bool) ->
         try:
             array = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (ValueError, OSError, EOFError) as err:  # numpy's "not a .npy file" is a ValueError
-            raise ValueError(f"{file}: not a readable .npy feature file "
-                             f"({str(err).strip()[:200] or type(err).__name__})") from None
+            raise ValueError(f"{file}: not a readable .npy feature file ({error_reason(err)})"
+                             ) from None
         if array.dtype != NPY_DTYPES[entry["dtype"]] or list(array.shape) != entry["shape"]:
             raise ValueError(f"{file}: holds {array.dtype} {list(array.shape)}, graph.pt says "
                              f"{entry['dtype']} {entry['shape']}")
-        with warnings.catch_warnings():  # a read-only map: torch warns that it is not writable
-            warnings.simplefilter("ignore", UserWarning)
-            x = torch.from_numpy(array)
+        x = read_only_tensor(array)
         x = x.view(torch.bfloat16) if entry["dtype"] == "bfloat16" else x
     if x.dtype not in FEATURE_DTYPES.values():
         raise ValueError(f"{path}: tensor {name!r} must be torch.float32 (or float16 / "

@@ -8,7 +8,6 @@ the graph's size lands in anonymous memory.
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +16,9 @@ import pyarrow as pa
 import torch
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
-from gnnpipe.io.blocks import ROW_GROUP_ROWS, open_memmap, table_stream
-from gnnpipe.io.prepared import NPY_DTYPES, edge_attrs_file, features_file, write_prepared
-
-
-def _tensor(array: np.ndarray) -> torch.Tensor:
-    with warnings.catch_warnings():  # a read-only map: torch warns that it is not writable
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(array)
+from gnnpipe.io.blocks import open_memmap
+from gnnpipe.io.prepared import (NPY_DTYPES, edge_attrs_file, features_file,
+                                 read_only_tensor, stream_edges, write_prepared)
 
 
 @dataclass(frozen=True)
@@ -54,7 +48,7 @@ def _mapped(path: Path | None, shape: tuple[int, ...], dtype) -> torch.Tensor:
     """The ``.npy`` map as a tensor; an empty one when nothing was written (no rows)."""
     if path is None or 0 in shape:
         return torch.from_numpy(np.zeros(shape, dtype=dtype))
-    return _tensor(open_memmap(path))
+    return read_only_tensor(open_memmap(path))
 
 
 def write_prepared_maps(out: Path, maps: PreparedMaps, compression: str = "zstd") -> Graph:
@@ -71,11 +65,10 @@ def write_prepared_maps(out: Path, maps: PreparedMaps, compression: str = "zstd"
     y = _mapped(maps.y, (maps.x[maps.target][1],), np.int64)
     csr = {}
     for edge_type, (indptr_file, indices_file) in maps.csr.items():
-        indptr = _tensor(open_memmap(indptr_file))
+        indptr = read_only_tensor(open_memmap(indptr_file))
         csr[edge_type] = Csr(indptr, _mapped(indices_file, (0,) if indices_file is None else
                                              open_memmap(indices_file).shape, np.int64))
-    node_time = {t: _tensor(open_memmap(file)) if rows else torch.zeros(0, dtype=torch.int64)
-                 for t, (file, rows) in maps.node_time.items()}
+    node_time = {t: _mapped(file, (rows,), np.int64) for t, (file, rows) in maps.node_time.items()}
     edge_time = {e: _mapped(file, (csr[e].num_edges,), np.int64)
                  for e, file in maps.edge_time.items()}
     graph = Graph(x=x, csr=csr, target=maps.target, y=y, num_classes=maps.num_classes,
@@ -95,27 +88,10 @@ def raw_dtype(column_type: pa.DataType) -> np.dtype:
     return np.dtype(f"<i{column_type.bit_width // 8}")
 
 
-def _from_raw(values: np.ndarray, column_type: pa.DataType) -> pa.Array:
-    """The column of ``column_type`` whose values are the bytes of ``values``."""
-    data = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(column_type, len(data), [None, pa.py_buffer(data)])
-
-
 def write_edge_attr_maps(out: Path, edge_type: EdgeType, indptr: np.ndarray,
                          indices: np.ndarray, attrs: dict[str, tuple[np.ndarray, pa.DataType]],
                          compression: str) -> None:
-    """edge_attrs_<E>.parquet of ``edge_type`` (the bytes of the whole-table writer
-    ``tests/prepared_oracle.write_edge_attrs``): (src, dst) of every stored edge in CSR order and each attribute (E,) of ``attrs``
-    (name -> its values as stored bits (``raw_dtype``) or float32, and its column type), a row
-    group at a time."""
-    schema = pa.schema([("src", pa.int64()), ("dst", pa.int64())]
-                       + [(name, column_type) for name, (_, column_type) in attrs.items()])
-    with table_stream(out / edge_attrs_file(edge_type), schema, "gnnpipe.edge_attrs/1",
-                      compression) as add:
-        for lo in range(0, indices.size, ROW_GROUP_ROWS):
-            hi = min(indices.size, lo + ROW_GROUP_ROWS)
-            columns = {"src": indices[lo:hi],
-                       "dst": np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1}
-            for name, (values, column_type) in attrs.items():
-                columns[name] = _from_raw(values[lo:hi], column_type)
-            add(pa.table(columns))
+    """edge_attrs_<E>.parquet of ``edge_type`` (``stream_edges``; the bytes of the
+    whole-table writer ``tests/prepared_oracle.write_edge_attrs``)."""
+    stream_edges(out / edge_attrs_file(edge_type), "gnnpipe.edge_attrs/1", indptr, indices,
+                 attrs, compression)

@@ -14,7 +14,7 @@ import torch
 
 from gnnpipe.io.atomic import atomic_path, read_json, write_json
 from gnnpipe.io.common import PHASES
-from gnnpipe.io.mapped_rows import gather
+from gnnpipe.io.mapped_rows import gather, pread_into
 from gnnpipe.io.tensors import load_tensors, save_tensors
 
 
@@ -115,13 +115,8 @@ class HopWriter:
             for start in range(0, self.shape[0], rows):
                 stop = min(start + rows, self.shape[0])
                 target = out[start:stop] if direct else staging[:stop - start]
-                view = memoryview(target.view(torch.uint8).numpy()).cast("B")
-                handle.seek(self._offset + start * self._row_bytes)
-                while view:  # readinto may return fewer bytes than asked
-                    got = handle.readinto(view)
-                    if not got:
-                        raise ValueError(f"{self.path}: ends early while reading hop rows back")
-                    view = view[got:]
+                pread_into(handle.fileno(), target.view(torch.uint8).numpy(),
+                           self._offset + start * self._row_bytes)
                 if not direct:
                     out[start:stop].copy_(target)
 
@@ -198,8 +193,8 @@ def write_propagate_meta(out: Path, meta: dict) -> None:
     write_json(out / "meta.json", meta)
 
 
-def read_propagated(propagate: Path, *, mmap: bool = True) -> dict[str, list[torch.Tensor]]:
-    """Phase -> ``[X_0, ..., X_K]`` (each float32 or bfloat16 (N, F), memory-mapped by default).
+def read_propagated(propagate: Path) -> dict[str, list[torch.Tensor]]:
+    """Phase -> ``[X_0, ..., X_K]`` (each float32 or bfloat16 (N, F), memory-mapped).
 
     Phases that share a message graph share the same tensor objects.
     """
@@ -212,6 +207,6 @@ def read_propagated(propagate: Path, *, mmap: bool = True) -> dict[str, list[tor
     for graph_name in sorted(set(meta["phase_graph"].values())):
         loaded[graph_name] = [
             load_tensors(Path(propagate) / f"{graph_name}_hop_{hop}.pt", "gnnpipe.hop/1",
-                         {"x": (None, 2)}, mmap=mmap)["x"]
+                         {"x": (None, 2)}, mmap=True)["x"]
             for hop in range(hops + 1)]
     return {phase: loaded[meta["phase_graph"][phase]] for phase in PHASES}

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from gnnpipe.data.graph import UNLABELLED
+from gnnpipe.io.mapped_rows import pread_into
 from gnnpipe.io.prepared import GRAPH_SCHEMA, stored_features
 from gnnpipe.io.tensors import load_tensors
 
@@ -153,12 +154,14 @@ class FeatureSource:
     def rows(self, index) -> torch.Tensor:
         """``x[index]`` (B, F) in the stored dtype, a copy: ``index`` int64 (B,) or a slice (a
         slice of step 1 from the file: one ``pread`` for all its rows)."""
-        if isinstance(index, slice) and self._fd is not None and not self.direct:
-            lo, hi, step = index.indices(self.x.shape[0])
-            if step == 1:
-                return self._pread_range(lo, max(lo, hi))
         if isinstance(index, slice):
-            index = torch.arange(*index.indices(self.x.shape[0]))
+            lo, hi, step = index.indices(self.x.shape[0])
+            if step == 1 and self._fd is not None and not self.direct:  # the rows' bytes, in place
+                out = torch.empty(max(0, hi - lo), self.x.shape[1], dtype=self.x.dtype)
+                pread_into(self._fd, out.view(torch.uint8).numpy(),
+                           self._offset + lo * self.x.shape[1] * self.x.element_size())
+                return out
+            index = torch.arange(lo, hi, step)
         if self.direct:
             return self.x.index_select(0, index)
         if self._fd is not None:
@@ -180,19 +183,6 @@ class FeatureSource:
         for i, pos in enumerate((index * row_bytes + self._offset).tolist()):
             if os.preadv(self._fd, [buf[i]], pos) != row_bytes:
                 raise ValueError(f"feature file: short read of row {int(index[i])}")
-        return out
-
-    def _pread_range(self, lo: int, hi: int) -> torch.Tensor:
-        """Rows ``lo:hi`` (hi - lo, F), read with one ``pread`` (the kernel may return less at
-        once: read on until the range is in)."""
-        out = torch.empty(hi - lo, self.x.shape[1], dtype=self.x.dtype)
-        view = memoryview(out.view(torch.uint8).numpy().reshape(-1))  # the rows' bytes, in place
-        pos, done = self._offset + lo * self.x.shape[1] * self.x.element_size(), 0
-        while done < view.nbytes:
-            got = os.preadv(self._fd, [view[done:]], pos + done)
-            if got <= 0:
-                raise ValueError(f"feature file: short read of rows {lo}:{hi}")
-            done += got
         return out
 
     def release(self) -> None:

@@ -15,10 +15,10 @@ import torch
 
 from gnnpipe.data.graph import (ROLES, Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
                                 parse_edge_type)
-from gnnpipe.io.atomic import read_json, write_json
+from gnnpipe.io.atomic import existing, read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
-from gnnpipe.io.parquet import read_batches, write_table
+from gnnpipe.io.parquet import read_batches
 from gnnpipe.io.tensors import save_tensors
 
 MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
@@ -27,25 +27,19 @@ MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
 def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                 meta: dict, *, roles: np.ndarray | None = None,
                 edges: dict[str, torch.Tensor] | None = None,
-                negatives: dict[str, torch.Tensor] | None = None,
-                hard_negatives: dict[str, torch.Tensor] | None = None) -> None:
+                negatives: dict[str, torch.Tensor] | None = None) -> None:
     """A split of ``graph``; ``meta`` goes into meta.json after its ``task``. Node task:
     ``roles`` str (N_target,) in ROLES (or their int8 codes, streamed). Link task:
     ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
     ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
-    ``edges[phase][0]``, and ``hard_negatives`` alike (None: the split drew none).
+    ``edges[phase][0]`` (``stream_link_tables``, one part each).
     ``message_graphs`` phase -> edge type -> CSR; phases sharing their CSRs share one file."""
     out = Path(out)
     if edges is not None:
-        write_link_tables(out, edges, negatives)
-    if hard_negatives is not None:
-        for phase in LINK_EVAL_PHASES:
-            _write_negatives(out / f"negatives_hard_{phase}.parquet", edges[phase][0],
-                             hard_negatives[phase])
+        stream_link_tables(out, lambda role: [edges[role].numpy().T],
+                           lambda phase, _: [(edges[phase][0].numpy(), negatives[phase].numpy())])
     write_split_files(out, graph, message_graphs, meta, roles=roles, num_negatives=(
-        None if edges is None else {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}),
-        num_hard_negatives=(None if hard_negatives is None else
-                            {p: int(hard_negatives[p].shape[1]) for p in LINK_EVAL_PHASES}))
+        None if edges is None else {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}))
 
 
 def write_split_files(out: Path, graph: Graph,
@@ -73,18 +67,14 @@ def write_split_files(out: Path, graph: Graph,
 
 
 def _write_roles(path: Path, roles: np.ndarray) -> None:
-    """``roles`` str (N,), or int8 codes (N,) of ROLES (a memory map of the block split:
-    streamed a row group at a time, the same bytes)."""
-    if roles.dtype != np.int8:
-        table = pa.table({"node_id": np.arange(roles.size, dtype=np.int64), "split": roles})
-        write_table(path, table, SPLIT_SCHEMA, "gnnpipe.split_nodes/1")
-        return
+    """``roles`` str (N,), or int8 codes (N,) of ROLES (a memory map of the block split),
+    streamed a row group at a time."""
     names = np.asarray(ROLES)
     with table_stream(path, SPLIT_SCHEMA, "gnnpipe.split_nodes/1") as add:
         for lo in range(0, roles.size, ROW_GROUP_ROWS):
-            hi = min(roles.size, lo + ROW_GROUP_ROWS)
-            add(pa.table({"node_id": np.arange(lo, hi, dtype=np.int64),
-                          "split": names[np.asarray(roles[lo:hi])]}))
+            part = np.asarray(roles[lo:lo + ROW_GROUP_ROWS])
+            add(pa.table({"node_id": np.arange(lo, lo + part.size, dtype=np.int64),
+                          "split": names[part] if part.dtype == np.int8 else part}))
 
 
 def _write_message_graphs(out: Path, message_graphs: dict[str, dict[EdgeType, Csr]]
@@ -140,33 +130,13 @@ LINK_EVAL_PHASES = ("val", "test")
 NEGATIVES_SCHEMA = pa.schema([("positive", pa.int64()), ("src", pa.int64()), ("dst", pa.int64())])
 
 
-def write_link_tables(out: Path, edges: dict[str, torch.Tensor],
-                      negatives: dict[str, torch.Tensor]) -> None:
-    """``edges_<role>.parquet`` and ``negatives_<phase>.parquet``."""
-    for role in LINK_EDGE_ROLES:
-        src, dst = edges[role].numpy()
-        write_table(out / f"edges_{role}.parquet", pa.table({"src": src, "dst": dst}),
-                    EDGES_SCHEMA, "gnnpipe.split_edges/1")
-    for phase in LINK_EVAL_PHASES:
-        _write_negatives(out / f"negatives_{phase}.parquet", edges[phase][0], negatives[phase])
-
-
-def _write_negatives(path: Path, heads: torch.Tensor, targets: torch.Tensor) -> None:
-    """One (positive, src, dst) row per negative: ``targets`` int64 (P, K) of ``heads`` (P,)."""
-    positives, per = targets.shape
-    table = pa.table({"positive": np.repeat(np.arange(positives, dtype=np.int64), per),
-                      "src": np.repeat(heads.numpy(), per),
-                      "dst": targets.reshape(-1).numpy()})
-    write_table(path, table, NEGATIVES_SCHEMA, "gnnpipe.negatives/1")
-
-
 def stream_link_tables(out: Path, edge_parts: Callable[[str], Iterable[np.ndarray]],
                        negative_parts: Callable[..., Iterable[tuple[np.ndarray, np.ndarray]]],
                        hard: bool = False) -> None:
-    """The files of ``write_split``'s link tables, byte for byte, from parts in row order:
-    ``edge_parts(role)`` int64 (m, 2) (src, dst), ``negative_parts(phase)`` the heads (m,) and
-    targets (m, K) of consecutive positives (``hard``: also ``negative_parts(phase, "h")``, the
-    hard ones); one part in memory at a time."""
+    """A link split's tables (``edges_<role>.parquet``, ``negatives_<phase>.parquet``) from
+    parts in row order: ``edge_parts(role)`` int64 (m, 2) (src, dst), ``negative_parts(phase,
+    "n")`` the heads (m,) and targets (m, K) of consecutive positives (``hard``: also
+    ``negative_parts(phase, "h")``, the hard ones); one part in memory at a time."""
     for role in LINK_EDGE_ROLES:
         with table_stream(out / f"edges_{role}.parquet", EDGES_SCHEMA,
                           "gnnpipe.split_edges/1") as add:
@@ -174,15 +144,20 @@ def stream_link_tables(out: Path, edge_parts: Callable[[str], Iterable[np.ndarra
                 add(pa.table({"src": pairs[:, 0], "dst": pairs[:, 1]}))
     for name, prefix in (("n", "negatives"), ("h", "negatives_hard"))[:2 if hard else 1]:
         for phase in LINK_EVAL_PHASES:
-            offset = 0
-            with table_stream(out / f"{prefix}_{phase}.parquet", NEGATIVES_SCHEMA,
-                              "gnnpipe.negatives/1") as add:
-                for heads, targets in negative_parts(phase, name):
-                    rows, per = targets.shape
-                    add(pa.table({"positive": np.repeat(np.arange(offset, offset + rows,
-                                                                  dtype=np.int64), per),
-                                  "src": np.repeat(heads, per), "dst": targets.reshape(-1)}))
-                    offset += rows
+            _write_negatives(out / f"{prefix}_{phase}.parquet", negative_parts(phase, name))
+
+
+def _write_negatives(path: Path, parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
+    """One (positive, src, dst) row per negative, from ``parts``: the heads (m,) and targets
+    int64 (m, K) of consecutive positives."""
+    offset = 0
+    with table_stream(path, NEGATIVES_SCHEMA, "gnnpipe.negatives/1") as add:
+        for heads, targets in parts:
+            rows, per = targets.shape
+            add(pa.table({"positive": np.repeat(np.arange(offset, offset + rows, dtype=np.int64),
+                                                per),
+                          "src": np.repeat(heads, per), "dst": targets.reshape(-1)}))
+            offset += rows
 
 
 def read_link_meta(split: Path) -> dict:
@@ -260,15 +235,13 @@ def read_negatives_table(path: Path, k, heads: np.ndarray, num_dst: int, phase: 
 EDGE_BATCH_ROWS = 1 << 18  # edges decoded at a time (4 MiB of int64 columns)
 
 
-def link_edge_blocks(split: Path, role: str, num_src: int, num_dst: int | None = None,
-                     rows: int | None = None) -> Iterable[np.ndarray]:
-    """``edges_<role>.parquet`` by batches of ``rows`` edges (None: ``EDGE_BATCH_ROWS``), in
-    file order: int64 (2, m) (src, dst) each, ids checked against ``num_src`` / ``num_dst``
-    (one batch in memory)."""
+def link_edge_blocks(split: Path, role: str, num_src: int, num_dst: int | None = None
+                     ) -> Iterable[np.ndarray]:
+    """``edges_<role>.parquet`` by batches of ``EDGE_BATCH_ROWS`` edges, in file order: int64
+    (2, m) (src, dst) each, ids checked against ``num_src`` / ``num_dst`` (one batch in memory)."""
     num_dst = num_src if num_dst is None else num_dst
     path = Path(split) / f"edges_{role}.parquet"
-    for batch in read_batches(path, EDGES_SCHEMA, "gnnpipe.split_edges/1",
-                              rows or EDGE_BATCH_ROWS):
+    for batch in read_batches(path, EDGES_SCHEMA, "gnnpipe.split_edges/1", EDGE_BATCH_ROWS):
         pair = np.stack([batch.column("src").to_numpy(), batch.column("dst").to_numpy()]
                         ).astype(np.int64, copy=False)
         if pair.size and (pair.min() < 0 or pair[0].max() >= num_src
@@ -293,9 +266,7 @@ def read_link_edges(split: Path, num_src: int, num_dst: int | None = None,
     read_link_meta(split)
     out = {}
     for role in roles:
-        path = Path(split) / f"edges_{role}.parquet"
-        if not path.exists():
-            raise ValueError(f"{path}: file not found; run the stage that produces it first")
+        path = existing(Path(split) / f"edges_{role}.parquet")
         with reading(path, "Parquet file"):  # the row count from the footer: nothing decoded
             count = pq.ParquetFile(path).metadata.num_rows
         pair = scratch_array(2, count, np.int64)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Mapping
 
 from gnnpipe import LazyModule
-from gnnpipe.io.atomic import atomic_path
+from gnnpipe.io.atomic import atomic_path, existing
 
 torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
 
@@ -17,9 +17,8 @@ TensorSpec = Mapping[str, tuple["torch.dtype | None", int]]  # a string: torch s
 def save_tensors(path: str | Path, schema: str, tensors: Mapping[str, torch.Tensor],
                  meta: Mapping[str, int | float | str] | None = None) -> None:
     """Write ``{"schema": schema, "meta": meta, **tensors}`` atomically."""
-    payload = {"schema": schema, "meta": dict(meta or {})}
-    payload.update({name: t.contiguous() for name, t in tensors.items()})
-    save_payload(path, payload)
+    save_payload(path, {"schema": schema, "meta": dict(meta or {}),
+                        **{name: t.contiguous() for name, t in tensors.items()}})
 
 
 def error_reason(err: BaseException) -> str:
@@ -36,9 +35,7 @@ def load_tensors(path: str | Path, schema: str | tuple[str, ...], spec: TensorSp
     Never unpickles arbitrary objects (``weights_only=True``). Raises ``ValueError`` naming the
     file and what was wrong.
     """
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path}: file not found; run the stage that produces it first")
+    path = existing(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - any file can be handed to us; torch raises many kinds

@@ -54,18 +54,12 @@ TIME_DTYPES = (torch.int64, torch.float64, torch.float32)
 
 
 # ----------------------------------------------------------------------------------- prepared
-def _described(prepared: Path, node_type: str) -> dict:
-    """graph.json (``read_description``), with ``node_type`` one of its node types."""
-    meta = read_description(prepared)
-    if node_type not in meta["sizes"]:
-        raise ValueError(f"{prepared}: no node type {node_type!r}")
-    return meta
-
-
 def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
     """``node_ids_<T>.parquet``: node_id int64 (0..N_t-1 in order), original_id (the user's id
     type) and, when the input had one, timestamp."""
-    sizes = _described(prepared, node_type)["sizes"]
+    sizes = read_description(prepared)["sizes"]
+    if node_type not in sizes:
+        raise ValueError(f"{prepared}: no node type {node_type!r}")
     path = Path(prepared) / node_ids_file(node_type)
 
     def expected(schema: pa.Schema) -> pa.Schema:  # original_id keeps the user's id type
@@ -88,9 +82,8 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
     meta = read_description(prepared)
     path = Path(prepared) / "graph.pt"
     sizes = meta["sizes"]
-    spec = {"y": (torch.int64, 1)}
-    for name in meta["edge_types"]:
-        spec[f"{name}.indptr"], spec[f"{name}.indices"] = (torch.int64, 1), (torch.int64, 1)
+    spec = {"y": (torch.int64, 1), **{f"{name}.{part}": (torch.int64, 1) for name in
+                                      meta["edge_types"] for part in ("indptr", "indices")}}
     timed_types, timed_edges = meta.get("node_time", []), meta.get("edge_time", [])
     spec.update({f"{name}.time": (torch.int64, 1) for name in timed_edges})
     if meta.get("public_roles"):
@@ -120,9 +113,9 @@ def read_graph(prepared: Path, *, mmap: bool = False, stored_x: bool = False) ->
     csr = {}
     for edge_type in meta["edge_type_list"]:
         name = edge_type_name(edge_type)
-        csr[edge_type] = _check_typed_csr(
-            Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]), edge_type, sizes,
-            f"{path} ({name})")
+        csr[edge_type] = check_csr(Csr(payload[f"{name}.indptr"], payload[f"{name}.indices"]),
+                                   sizes[edge_type[2]], f"{path} ({name})",
+                                   sizes[edge_type[0]], edge_type[0])
     reverse = {parse_edge_type(k): parse_edge_type(v) for k, v in meta["reverse"].items()}
     node_time = {t: _check_times(payload.get(f"time.{t}"), sizes[t], path, t)
                  for t in timed_types}
@@ -158,11 +151,6 @@ def _check_times(times, num_nodes: int, path: Path, node_type: str) -> torch.Ten
     return times
 
 
-def _check_typed_csr(csr: Csr, edge_type: EdgeType, sizes: dict[str, int], where) -> Csr:
-    """``check_csr`` of a relation: rows ``sizes[dst]`` nodes, indices ids of ``src`` nodes."""
-    return check_csr(csr, sizes[edge_type[2]], where, sizes[edge_type[0]], edge_type[0])
-
-
 # -------------------------------------------------------------------------------------- split
 def read_typed_message_graphs(split: Path, graph: Graph | None = None, *, mmap: bool = False
                               ) -> tuple[list[tuple[str, int]], dict[str, dict[EdgeType, Csr]]]:
@@ -177,16 +165,14 @@ def read_typed_message_graphs(split: Path, graph: Graph | None = None, *, mmap: 
                          "from data/prepared); re-run the split stage")
     files, counts = meta["message_graph"], dict(sizes)
     loaded = {}
+    spec = {f"{edge_type_name(e)}.{part}": (torch.int64, 1) for e in edge_types
+            for part in ("indptr", "indices")}
     for name in sorted(set(files.values())):
         path = Path(split) / name
-        spec = {}
-        for edge_type in edge_types:
-            e = edge_type_name(edge_type)
-            spec[f"{e}.indptr"], spec[f"{e}.indices"] = (torch.int64, 1), (torch.int64, 1)
         payload = load_tensors(path, MESSAGE_SCHEMA, spec, mmap=mmap)
-        loaded[name] = {e: _check_typed_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
-                                                payload[f"{edge_type_name(e)}.indices"]),
-                                            e, counts, f"{path} ({edge_type_name(e)})")
+        loaded[name] = {e: check_csr(Csr(payload[f"{edge_type_name(e)}.indptr"],
+                                         payload[f"{edge_type_name(e)}.indices"]), counts[e[2]],
+                                     f"{path} ({edge_type_name(e)})", counts[e[0]], e[0])
                         for e in edge_types}
     return sizes, {phase: loaded[files[phase]] for phase in PHASES}
 

@@ -110,7 +110,10 @@ def tie_groups(sorted_scores: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
     distinct = s[first]
     d = distinct.size
     # the distinct score each one's tolerance ends before (> itself), then d: past the end
-    jump = np.append(np.searchsorted(distinct, tie_bounds(distinct, rtol)[1], side="right"), d)
+    upper = distinct * ((1.0 + rtol) / (1.0 - rtol))  # tie_bounds' upper end, in place
+    np.multiply(distinct, (1.0 - rtol) / (1.0 + rtol), out=upper, where=distinct <= 0)
+    jump = np.append(np.searchsorted(distinct, upper, side="right"), d)
+    del upper
     on = np.zeros(d + 1, dtype=bool)  # on[i]: distinct score i starts a group
     on[0] = True
     while jump[0] < d:  # after t rounds every start reachable in < 2^t jumps is marked
@@ -143,8 +146,11 @@ def _pooled(pos: np.ndarray, neg: np.ndarray, rtol: float
     group starts (G,), group ends (G,)) of their tie groups."""
     scores = np.concatenate([pos, neg.reshape(-1)])
     order = np.argsort(scores, kind="stable")
-    starts = tie_groups(scores[order], _check_rtol(rtol))
-    return order < pos.size, starts, np.r_[starts[1:], scores.size]
+    scores = scores[order]  # ascending; the unsorted pool is freed (millions of node scores)
+    positive = order < pos.size
+    del order
+    starts = tie_groups(scores, _check_rtol(rtol))
+    return positive, starts, np.r_[starts[1:], scores.size]
 
 
 def _link_inputs(pos, neg) -> tuple[np.ndarray, np.ndarray]:

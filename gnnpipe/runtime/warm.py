@@ -24,8 +24,8 @@ from gnnpipe.runtime.warm_protocol import interpreter, read_reply, send_request
 
 ENV = "GNNPIPE_WARM"  # the server's socket, set for CMD by `gnnpipe warm`
 CONNECT_S = 2.0  # a listening socket accepts at once; longer means something is wrong
-# the server answers once its imports are done (seconds; a loaded machine, more); a server that
-# has not answered by then is stuck, and the stage runs cold
+# the server answers between two of its imports (a second or two at its start; a loaded
+# machine, more); a server that has not answered by then is stuck, and the stage runs cold
 READY_S = 120.0
 STOP_S = 15.0  # the server stops its children (SIGTERM, SIGKILL 5 s later) and itself
 FORWARDED = (signal.SIGINT, signal.SIGTERM)

@@ -1,5 +1,8 @@
 """The warm stage server (``gnnpipe warm``, issue 46): a process that has imported the heavy
 third-party modules once and forks a child per stage, so a stage skips seconds of imports.
+It imports them one by one between requests: a stage that comes before they are all in (the
+first one, seconds after the start) is served with those imported by then and imports the rest
+itself, as a cold process would, instead of waiting for all of them.
 
 Started by ``gnnpipe.runtime.warm.run`` as ``python -m gnnpipe.runtime.warm_server --fd FD
 --path SOCKET`` with the listening Unix socket already bound (a stage that connects before the
@@ -33,14 +36,16 @@ from gnnpipe.runtime import threads
 from gnnpipe.runtime.warm_child import become
 from gnnpipe.runtime.warm_protocol import interpreter, receive_request, reply
 
-# What the stages import that is slow, imported here once: every stage's torch / PyG / Arrow,
-# the baseline's lightgbm (with sklearn, scipy), analyze's scipy.sparse.csgraph, partition's
-# pymetis, propagate's numba, the report's matplotlib. A module that is not installed is skipped.
+# What the stages import that is slow, imported here once: every stage's torch / PyG / Arrow
+# (pyarrow.compute: every stage's gnnpipe imports load it, ~0.04 s of CPU each), the baseline's
+# lightgbm (with sklearn, scipy), analyze's scipy.sparse.csgraph, partition's pymetis,
+# propagate's numba, the report's matplotlib. A module that is not installed is skipped.
 # Never a gnnpipe module: those are imported by each child from its client's sys.path.
 # The ones that start a thread come first, each alone (THREADS_ALLOWED).
-PRELOAD = ("numpy", "scipy.linalg", "pyarrow", "pyarrow.parquet", "yaml", "tqdm.auto", "torch",
-           "torch_geometric", "scipy.sparse", "scipy.sparse.csgraph", "lightgbm", "pymetis",
-           "numba", "matplotlib.figure", "matplotlib.backends.backend_agg")
+PRELOAD = ("numpy", "scipy.linalg", "pyarrow", "pyarrow.parquet", "pyarrow.compute",
+           "pyarrow.csv", "yaml", "tqdm.auto", "torch", "torch_geometric", "scipy.sparse",
+           "scipy.sparse.csgraph", "lightgbm", "pymetis", "numba", "matplotlib.figure",
+           "matplotlib.backends.backend_agg")
 # Native threads these leave behind at import, and why forking past them is safe: OpenBLAS
 # (numpy's, scipy's) stops its pool in a pthread_atfork handler and restarts it on the next BLAS
 # call; jemalloc (pyarrow's) holds its locks across fork and turns background purging off in the
@@ -80,32 +85,34 @@ class Server:
         self.interpreter = interpreter()
         self.cwd = os.getcwd()
         self.unsafe = ""  # why no child may be forked (a thread someone should not have started)
+        self.pending = list(PRELOAD)  # still to import, one at a time between requests
+        self.base_env = dict(os.environ)  # before the imports: what they set is added_env
         self.added_env: dict[str, str] = {}
         self.modules: dict[str, str] = {}  # top-level preloaded package -> its file
-        self.threads: set[str] = set()
+        self.threads = tasks()  # this thread's; each import that may start more updates it
         self.jobs: dict[int, socket.socket] = {}  # child pid -> its client's connection
         self.doomed: dict[int, float] = {}  # child pid -> when SIGKILL follows the SIGTERM
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     def preload(self) -> None:
-        """Import ``PRELOAD``; note which native threads each left and what it set in
-        os.environ (sklearn's KMP_* defaults: a cold stage importing it has them too)."""
-        before_env = dict(os.environ)
-        for name in PRELOAD:
-            seen = tasks()
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                continue
-            if tasks() - seen and name not in THREADS_ALLOWED and not self.unsafe:
-                self.unsafe = f"importing {name} started a thread"
-        self.added_env = {k: v for k, v in os.environ.items() if k not in before_env}
-        for name in {m.split(".")[0] for m in PRELOAD if m in sys.modules}:
-            self.modules[name] = sys.modules[name].__spec__.origin
-        self.threads = tasks()
-        if self.unsafe:  # once, on the terminal: every stage will run cold
+        """Import ``PRELOAD``'s next module (skipped when not installed); note the native
+        threads it left and what the imports so far set in os.environ (sklearn's KMP_*
+        defaults: a cold stage importing it has them too, a child forked before gets none)."""
+        name = self.pending.pop(0)
+        seen = tasks()
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return
+        if tasks() - seen and name not in THREADS_ALLOWED and not self.unsafe:
+            self.unsafe = f"importing {name} started a thread"
+            # once, on the terminal: every later stage will run cold
             print(f"gnnpipe warm: {self.unsafe}; the stages run cold", file=sys.stderr)
+        self.added_env = {k: v for k, v in os.environ.items() if k not in self.base_env}
+        top = name.split(".")[0]
+        self.modules[top] = sys.modules[top].__spec__.origin
+        self.threads = tasks()
 
     def fork_safe(self) -> str:
         """Why forking now would be unsafe ('' when it is safe). A fork copies only the calling
@@ -148,7 +155,8 @@ class Server:
             self.stopping = True
 
     def serve(self) -> None:
-        """Accept requests, reap children, kill those whose client left, until SIGTERM."""
+        """Accept requests, reap children, kill those whose client left, until SIGTERM; while
+        ``PRELOAD`` is not all imported, import its next module whenever no request waits."""
         while not self.stopping or self.jobs:
             if self.stopping:
                 self.stop_children()
@@ -157,6 +165,8 @@ class Server:
                 waiting.append(self.listener)
             timeout = max(0.0, min(self.doomed.values()) - time.monotonic()) if self.doomed \
                 else None
+            if self.pending and not self.stopping:
+                timeout = 0.0  # a look: imports go on unless a request waits
             readable, _, _ = select.select(waiting, [], [], timeout)
             if self.wake_r in readable:
                 while True:
@@ -176,6 +186,8 @@ class Server:
                     self.doomed[pid] = now + KILL_S
             if self.listener in readable and not self.stopping:
                 self.accept()
+            elif self.pending and not self.stopping:
+                self.preload()
 
     def kill(self, pid: int) -> None:
         """SIGTERM to the child's process group (its own subprocesses too), SIGKILL later."""
@@ -310,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
         del sys.path[0]  # `-m` put the cwd first; a stage's sys.path starts with stages/
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _stop_now)  # during the imports: stop at once
+        signal.signal(sig, _stop_now)  # before the loop: stop at once
     server = None
     try:
         _die_with_parent()
@@ -318,7 +330,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         threads.default_env()  # as gnnpipe.cli does before anything loads torch
         server = Server(listener)
-        server.preload()
         signal.set_wakeup_fd(server.wake_w)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, server.wake)

@@ -83,21 +83,23 @@ def is_numeric(dtype: pa.DataType) -> bool:
 MISSING_LABELS = ("", "nan", "na", "n/a", "none", "null")
 
 
-def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
-                unlabeled_values: tuple = (), max_classes: int | None = None,
-                trainable: bool = True) -> tuple[np.ndarray, pa.Array]:
-    """Class codes int64 (N,) from an integer, integral float or string label column, -1
-    (``UNLABELLED``) where the label is missing; and the user's value of each class code, int64
-    or string (C,).
+class RowError(ValueError):
+    """A column's failed check: ``step`` orders the column's checks, ``row`` is the file row the
+    message names."""
 
-    Missing: null, NaN, blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``. The
-    other values are remapped to dense codes 0..C-1 in sorted order, so sparse integer codes
-    never make empty classes. ``trainable`` False (a graph a trained model scores): no label,
-    or a single class, is allowed.
-    """
+    def __init__(self, text: str, step: int, row: int):
+        super().__init__(text)
+        self.step, self.row = step, row
+
+
+def label_values(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
+                 unlabeled_values: tuple = (), offset: int = 0) -> tuple[np.ndarray, pa.Array]:
+    """Missing rows bool (R,) of an integer, integral float or string label column (null, NaN,
+    blank or ``MISSING_LABELS`` strings, and ``unlabeled_values``) and the labels of the others,
+    int64 or string (L,); else a ``RowError`` (``offset``: file row of the column's row 0; steps:
+    0 the column type, 1 an unlabeled value of the other kind, 2 a non-integer class, 3 a
+    negative class)."""
     column = combine(column)
-    if len(column) == 0:  # no nodes at all: validate_arrays says so
-        return np.zeros(0, dtype=np.int64), pa.array([], type=pa.int64())
     dtype = column.type
     if pa.types.is_dictionary(dtype):
         column, dtype = column.cast(dtype.value_type), dtype.value_type
@@ -107,12 +109,13 @@ def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
         column, dtype = column.cast(pa.int64()), pa.int64()
     is_string = pa.types.is_string(dtype)
     if not (is_string or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
-        raise ValueError(f"{file}: label column {name!r} is {dtype}; expected integer or "
-                         f"string classes")
+        raise RowError(f"{file}: label column {name!r} is {dtype}; expected integer or "
+                       f"string classes", 0, offset)
     for value in unlabeled_values:
         if is_string != isinstance(value, str):
-            raise ValueError(f"dataset.nodes.unlabeled_values holds {value!r}, but label column "
-                             f"{name!r} of {file} holds {'strings' if is_string else 'numbers'}")
+            raise RowError(f"dataset.nodes.unlabeled_values holds {value!r}, but label column "
+                           f"{name!r} of {file} holds {'strings' if is_string else 'numbers'}",
+                           1, offset)
     missing = column.is_null().to_numpy(zero_copy_only=False)
     if is_string:
         text = pc.utf8_lower(pc.utf8_trim_whitespace(column.fill_null("")))
@@ -121,34 +124,59 @@ def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
         if unlabeled_values:
             missing |= pc.is_in(column.fill_null(""), value_set=pa.array(
                 [str(v) for v in unlabeled_values])).to_numpy(zero_copy_only=False)
-        kept = column.filter(pa.array(~missing))
-        classes = pc.unique(kept).sort()
-        codes = np.full(len(column), -1, dtype=np.int64)
-        codes[~missing] = pc.index_in(kept, value_set=classes).to_numpy().astype(np.int64)
-        values = classes
-    else:
-        raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
-            np.float64 if pa.types.is_floating(dtype) else np.int64)
-        if pa.types.is_floating(dtype):
-            missing |= np.isnan(raw)
-            bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
-            if bad.any():
-                row = int(np.argmax(bad))
-                raise ValueError(f"{file}: label column {name!r} holds a non-integer class "
-                                 f"{raw[row]} (row {row}); expected integer or string classes")
-        raw = np.where(missing, 0, raw).astype(np.int64)
-        if unlabeled_values:
-            missing |= np.isin(raw, np.asarray(unlabeled_values, dtype=np.int64)) & ~missing
-        negative = ~missing & (raw < 0)
-        if negative.any():
-            row = int(np.argmax(negative))
-            raise ValueError(f"{file}: label column {name!r} has negative class {int(raw[row])} "
-                             f"(row {row}); if it means 'unlabelled', list it in "
-                             f"dataset.nodes.unlabeled_values (e.g. [{int(raw[row])}])")
-        classes = np.unique(raw[~missing])  # sorted; never a bincount over raw values
-        codes = np.full(raw.size, -1, dtype=np.int64)
-        codes[~missing] = np.searchsorted(classes, raw[~missing])
-        values = pa.array(classes, type=pa.int64())
+        return missing, column.filter(pa.array(~missing))
+    floating = pa.types.is_floating(dtype)
+    raw = column.fill_null(0).to_numpy(zero_copy_only=False).astype(
+        np.float64 if floating else np.int64)
+    if floating:
+        missing |= np.isnan(raw)
+        bad = ~missing & (~np.isfinite(raw) | (raw != np.round(raw)))
+        if bad.any():
+            row = offset + int(np.argmax(bad))
+            raise RowError(f"{file}: label column {name!r} holds a non-integer class "
+                           f"{raw[row - offset]} (row {row}); expected integer or string "
+                           f"classes", 2, row)
+    raw = np.where(missing, 0, raw).astype(np.int64)
+    if unlabeled_values:
+        missing |= np.isin(raw, np.asarray(unlabeled_values, dtype=np.int64)) & ~missing
+    negative = ~missing & (raw < 0)
+    if negative.any():
+        row = offset + int(np.argmax(negative))
+        value = int(raw[row - offset])
+        raise RowError(f"{file}: label column {name!r} has negative class {value} (row {row}); "
+                       f"if it means 'unlabelled', list it in dataset.nodes.unlabeled_values "
+                       f"(e.g. [{value}])", 3, row)
+    return missing, pa.array(raw[~missing], pa.int64())
+
+
+def class_codes(missing: np.ndarray, values: pa.Array, classes: pa.Array) -> np.ndarray:
+    """int64 (R,) codes into the sorted ``classes`` (C,) of ``values`` (L,), the labels of the
+    rows not ``missing`` (bool (R,)); -1 (``UNLABELLED``) where missing."""
+    codes = np.full(missing.size, -1, dtype=np.int64)
+    if pa.types.is_string(classes.type):
+        codes[~missing] = pc.index_in(values, value_set=classes).to_numpy().astype(np.int64)
+    else:  # never a bincount over raw values
+        codes[~missing] = np.searchsorted(classes.to_numpy(), values.to_numpy())
+    return codes
+
+
+def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
+                unlabeled_values: tuple = (), max_classes: int | None = None,
+                trainable: bool = True) -> tuple[np.ndarray, pa.Array]:
+    """Class codes int64 (N,) from an integer, integral float or string label column, -1
+    (``UNLABELLED``) where the label is missing (``label_values``); and the user's value of
+    each class code, int64 or string (C,).
+
+    The present values are remapped to dense codes 0..C-1 in sorted order, so sparse integer
+    codes never make empty classes. ``trainable`` False (a graph a trained model scores): no
+    label, or a single class, is allowed.
+    """
+    column = combine(column)
+    if len(column) == 0:  # no nodes at all: validate_arrays says so
+        return np.zeros(0, dtype=np.int64), pa.array([], type=pa.int64())
+    missing, kept = label_values(column, file, name, unlabeled_values)
+    values = pc.unique(kept).sort()
+    codes = class_codes(missing, kept, values)
     if not trainable:
         return codes, values
     if missing.all():
@@ -165,8 +193,8 @@ def label_codes(column: pa.Array | pa.ChunkedArray, file: Path | str, name: str,
     return codes, values
 
 
-def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path | str,
-                    key: str) -> tuple[list[str], bool]:
+def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path | str
+                    ) -> tuple[list[str], bool]:
     """Columns named by ``spec`` and whether it is one list/array column.
 
     ``spec`` is the name of a list column, or comma-separated names / globs of numeric scalar
@@ -182,8 +210,8 @@ def feature_columns(schema: pa.Schema, spec: str, exclude: set[str], file: Path 
         matched = [c for c in schema.names if fnmatch.fnmatchcase(c, pattern)
                    and c not in exclude and c not in names]
         if not matched:
-            raise ValueError(f"{file}: missing feature column {pattern!r} ({key}); columns: "
-                             f"{', '.join(schema.names)}")
+            raise ValueError(f"{file}: missing feature column {pattern!r} "
+                             f"(dataset.nodes.features); columns: {', '.join(schema.names)}")
         names += matched
     for name in names:
         if not is_numeric(schema.field(name).type):
@@ -209,19 +237,18 @@ def is_timestamp_type(dtype: pa.DataType) -> bool:
             or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
 
 
-def fractional_time(values: np.ndarray) -> int | None:
-    """The first row of ``time_key`` values that is not a whole number (None: all are, or the
-    values are int64): typed graphs store int64 times."""
+def int_times(values: np.ndarray, where: str, offset: int = 0) -> np.ndarray:
+    """``time_key`` values (R,) as int64, as typed graphs store them; else a ``RowError`` naming
+    the first that is not a whole number (``offset``: file row of row 0)."""
     if values.dtype == np.int64:
-        return None
+        return values
     frac = values != np.round(values)
-    return int(np.argmax(frac)) if frac.any() else None
-
-
-def not_whole_time(where: str, value, row: int) -> str:
-    """The one line for a fractional timestamp of a typed graph's table."""
-    return (f"{where}: timestamp {value} (row {row}) is not a whole number; typed graphs store "
-            "int64 times (use integers, dates or timestamps)")
+    if frac.any():
+        row = offset + int(np.argmax(frac))
+        raise RowError(f"{where}: timestamp {values[row - offset]} (row {row}) is not a whole "
+                       "number; typed graphs store int64 times (use integers, dates or "
+                       "timestamps)", 0, row)
+    return values.astype(np.int64)
 
 
 def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int = 0) -> pa.Array:
@@ -315,7 +342,6 @@ class RawGraph:
     target: str
     y: np.ndarray
     where: str  # names the input in error messages
-    class_names: list[str] | None = None  # when labels were strings
     public_roles: np.ndarray | None = None
     labelled: bool = True  # False: no label column anywhere (dataset.task link only)
     class_values: pa.Array | None = None  # (C,) the user's label of each code, int64 or string
@@ -325,17 +351,11 @@ class RawGraph:
 
     @classmethod
     def homogeneous(cls, x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                    where: str, *, ids: pa.Array | None = None, time: pa.Array | None = None,
-                    edge_time: pa.Array | None = None, edge_weight: pa.Array | None = None,
-                    edges_where: str | None = None, public_roles: np.ndarray | None = None,
-                    class_names: list[str] | None = None, class_values: pa.Array | None = None
-                    ) -> "RawGraph":
-        """One node type ``NODE`` (``x`` float32 (N, F), ``y`` int64 (N,), ``ids`` / ``time``
-        (N,) as read) and one relation ``EDGE`` (``src`` / ``dst`` int64 (E,) in ``[0, N)``,
-        ``edge_time`` / ``edge_weight`` (E,) as read; ``edges_where``: its file, default
-        ``where``); labelled, as every homogeneous source is."""
-        node = RawNodeType(num_nodes=len(x), x=x, where=where, ids=ids, time=time)
-        relation = RawRelation(src, dst, edges_where or where, time=edge_time, weight=edge_weight)
-        return cls(nodes={NODE: node}, relations={EDGE: relation}, target=NODE, y=y,
-                   where=where, class_names=class_names, public_roles=public_roles,
-                   class_values=class_values)
+                    where: str, *, public_roles: np.ndarray | None = None,
+                    class_values: pa.Array | None = None) -> "RawGraph":
+        """One node type ``NODE`` (``x`` float32 (N, F), ``y`` int64 (N,)) and one relation
+        ``EDGE`` (``src`` / ``dst`` int64 (E,) in ``[0, N)``), both read from ``where``;
+        labelled, as every homogeneous source is."""
+        node = RawNodeType(num_nodes=len(x), x=x, where=where)
+        return cls(nodes={NODE: node}, relations={EDGE: RawRelation(src, dst, where)}, target=NODE,
+                   y=y, where=where, public_roles=public_roles, class_values=class_values)

@@ -66,12 +66,14 @@ def dataset_root(cfg: DatasetParams) -> Path:
                      f"dataset.path at the folder holding raw/ and split/")
 
 
-def _read(path: Path, column_types: dict | None = None) -> pa.Table:
+def _read(path: Path, column_types: dict | None = None, header: bool = False) -> pa.Table:
+    """A CSV file whole: without a ``header`` row, columns f0, f1, ..."""
     require_file(path, "an OGB node-property folder has raw/edge.csv.gz, raw/node-feat.csv.gz, "
                        "raw/node-label.csv.gz")
     options = pacsv.ConvertOptions(column_types=column_types or {})
     try:
-        return pacsv.read_csv(path, read_options=HEADERLESS, convert_options=options)
+        return pacsv.read_csv(path, read_options=None if header else HEADERLESS,
+                              convert_options=options)
     except (pa.ArrowInvalid, OSError, EOFError) as err:
         raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
 
@@ -93,13 +95,8 @@ def _edge_batches(path: Path) -> Iterator[pa.RecordBatch]:
     require_file(path, "the edge list of an OGB node-property folder")
     options = pacsv.ConvertOptions(column_types={"f0": pa.int64(), "f1": pa.int64()})
     try:
-        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(
+        yield from pacsv.open_csv(path, read_options=pacsv.ReadOptions(
             autogenerate_column_names=True, block_size=CSV_BLOCK_BYTES), convert_options=options)
-        while True:
-            try:
-                yield reader.read_next_batch()
-            except StopIteration:
-                return
     except (pa.ArrowInvalid, OSError, EOFError) as err:
         raise ValueError(f"{path}: not a readable edge list ({reason(err)})") from None
 
@@ -315,21 +312,15 @@ def _binary_labels(path: Path, num_nodes: int, max_classes: int
     return label_codes(pa.array(values), path, "node_label", (), max_classes)
 
 
-def read_binary(cfg: DatasetParams, root: Path) -> RawGraph:
-    """The binary layout (``raw/data.npz`` + ``raw/node-label.npz``) of ``root``."""
-    raw = root / "raw"
-    x, edge_index = _binary_graph(raw / "data.npz")
-    y, class_values = _binary_labels(raw / "node-label.npz", x.shape[0], cfg.max_classes)
-    return RawGraph.homogeneous(x, y, edge_index[0], edge_index[1], str(root),
-                                public_roles=_public_split(root, x.shape[0]),
-                                class_values=class_values)
-
-
 def read(cfg: DatasetParams) -> RawGraph:
     root = dataset_root(cfg)
     raw = root / "raw"
-    if (raw / "data.npz").exists():
-        return read_binary(cfg, root)
+    if (raw / "data.npz").exists():  # the binary layout: raw/data.npz + raw/node-label.npz
+        x, (src, dst) = _binary_graph(raw / "data.npz")
+        y, class_values = _binary_labels(raw / "node-label.npz", x.shape[0], cfg.max_classes)
+        return RawGraph.homogeneous(x, y, src, dst, str(root),
+                                    public_roles=_public_split(root, x.shape[0]),
+                                    class_values=class_values)
     feat_path, label_path = raw / "node-feat.csv.gz", raw / "node-label.csv.gz"
     if not feat_path.exists() and (raw / "node-feat").is_dir():  # per-type folders: ogbn-mag
         raise ValueError(f"{root}: a typed OGB dataset (raw/node-feat/<type>/, like ogbn-mag); "

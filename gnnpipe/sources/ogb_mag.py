@@ -20,12 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawGraph, check_no_nulls,
-                                  label_codes, reason, require_file,
-                                  split_edge_type)
+                                  label_codes, require_file, split_edge_type)
 from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
 from gnnpipe.data.graph import check_name
 
@@ -38,10 +36,7 @@ def _counts(raw: Path) -> dict[str, int]:
     require_file(path, f"an OGB heterogeneous folder has raw/{COUNTS}, "
                        "raw/relations/<src>___<rel>___<dst>/edge.csv.gz, raw/node-feat/, "
                        "raw/node-label/")
-    try:
-        table = pacsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable CSV file ({reason(err)})") from None
+    table = _read(path, header=True)
     if table.num_rows != 1:
         raise ValueError(f"{path}: expected one row of node counts (a single graph), found "
                          f"{table.num_rows}")

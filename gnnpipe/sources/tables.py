@@ -86,8 +86,7 @@ def node_table_columns(schema: pa.Schema, cfg: DatasetParams, path: Path, *, typ
     has = {key: bool(name) and name in schema.names for key, name in named.items()}
     feature_names, is_list = [], False
     if not typed or _has_features(schema, spec.features, set(named.values())):
-        feature_names, is_list = feature_columns(schema, spec.features, set(named.values()),
-                                                 path, "dataset.nodes.features")
+        feature_names, is_list = feature_columns(schema, spec.features, set(named.values()), path)
     return NodeColumns(label=spec.label if has["label"] else "",
                        timestamp=spec.timestamp if has["timestamp"] else "",
                        features=feature_names, is_list=is_list)

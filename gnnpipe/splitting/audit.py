@@ -32,17 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnnpipe.data.graph import ROLES, UNLABELLED, EdgeType, edge_type_name
-from gnnpipe.io.csr_blocks import row_ranges
+from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.runtime.engine import run_blocks
-from gnnpipe.splitting.hash_assign import UNUSED
+from gnnpipe.splitting.hash_assign import PHASES, UNUSED
 from gnnpipe.splitting import split
-from gnnpipe.splitting.split import (BlockSizes, Handle, Source, block_edges, open_array,
-                                     row_blocks)
-
-PHASES = ("train", "val", "test")
+from gnnpipe.splitting.split import Handle, Source, block_edges, open_array
 
 # Nodes whose edges each phase's message graph may contain, by mode (plus, always, the unused
-# unlabelled nodes: see ``_visible_codes``).
+# unlabelled nodes: see ``audit_rows``).
 VISIBLE_ROLES = {
     "transductive": {"train": None, "val": None, "test": None},  # None: the whole graph
     "inductive": {"train": ("train",), "val": ("train", "val"), "test": None},
@@ -54,52 +51,6 @@ TIME_CUT_ROLES = {"train": ("train",), "val": ("train", "val")}
 
 class LeakageError(ValueError):
     """The split audit found information a phase must not see."""
-
-
-def _visible_codes(code: np.ndarray, labelled: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
-    """Nodes (int8 role codes) a phase allowed ``allowed`` may see: those roles plus the unused
-    unlabelled nodes (message carriers of every phase)."""
-    return np.isin(code, [ROLES.index(r) for r in allowed]) | (~labelled & (code == UNUSED))
-
-
-def coverage_entry(per_role: dict[str, tuple[int, int]], labelled: int, nodes: int) -> dict:
-    """``label_coverage`` from (labelled, unlabelled) nodes per role, the labelled nodes and
-    the nodes in all."""
-    return {"labelled": labelled, "unlabelled": nodes - labelled,
-            "labelled_fraction": round(labelled / max(nodes, 1), 6),
-            "per_role": {role: {"labelled": a, "unlabelled": b} for role, (a, b) in
-                         per_role.items()}}
-
-
-def labelled_only_entry(bad: dict[str, int], first: tuple[int, str] | None,
-                        unlabelled: int) -> dict:
-    """``splits_labelled_only`` (no unlabelled node is in train, val or test) from the
-    unlabelled nodes per phase, the first of them (node, role) and the unlabelled nodes in all."""
-    detail = (f"unlabelled nodes in splits: {bad} (first: node {first[0]}, {first[1]})" if first
-              else f"every train/val/test node is labelled; {unlabelled} unlabelled nodes are "
-                   "unused")
-    return {"check": "splits_labelled_only", "passed": first is None, "detail": detail}
-
-
-def time_respecting_entry(parts: list[tuple[str, int, int, float]], first: str | None,
-                          future_visible: bool) -> dict:
-    """The ``time_respecting`` check of a time split from, per phase (train, val), its message
-    edges of every edge type that touch a target node later than its cut (the latest timestamp
-    of the train (train and val) nodes), those edges in all and the cut; ``first``: the
-    smallest late node of the first edge type holding one; ``future_visible`` (the user chose
-    transductive) marks a failure ``waived``."""
-    detail = "; ".join(f"{phase} phase: {count} of {total} message edges touch a node later "
-                       f"than the {phase} cut t={cut:.6g}" for phase, count, total, cut in parts)
-    leaked = sum(count for _, count, _, _ in parts)
-    entry = {"check": "time_respecting", "passed": leaked == 0, "detail": detail + (first or "")}
-    if leaked and future_visible:
-        entry["waived"] = True
-        entry["detail"] += ("; waived: split.node.mode=transductive was chosen explicitly, so "
-                            "training aggregates over later nodes")
-    elif leaked:
-        entry["detail"] += ("; use split.node.mode: auto (or time) for time-respecting message "
-                            "graphs, or transductive explicitly to accept the leak")
-    return entry
 
 
 @dataclass(frozen=True)
@@ -190,8 +141,10 @@ def audit_rows(lo: int, hi: int, edge_type: EdgeType, source: Source, roles: Han
         if allowed is not None and ends:
             nodes = np.concatenate(ends)
             unique, inverse = np.unique(nodes, return_inverse=True)  # each end read once
-            seen = _visible_codes(np.asarray(role_codes[unique]),
-                                  np.asarray(y[unique]) != UNLABELLED, allowed)
+            code = np.asarray(role_codes[unique])
+            # the allowed roles, plus the unused unlabelled nodes (carriers of every phase)
+            seen = np.isin(code, [ROLES.index(r) for r in allowed]) | (
+                (np.asarray(y[unique]) == UNLABELLED) & (code == UNUSED))
             hidden = ~seen[inverse].reshape(len(ends), -1)
             leak = hidden.any(axis=0)
             sums.leaking.append(int(leak.sum()))
@@ -212,8 +165,7 @@ def audit_rows(lo: int, hi: int, edge_type: EdgeType, source: Source, roles: Han
 
 def audit_nodes(client, source: Source, roles: Handle,
                 message: dict[str, dict[EdgeType, tuple[Handle, Handle] | None]], mode: str, *,
-                timed: bool = False, separated: bool = False, future_visible: bool = False,
-                sizes: BlockSizes | None = None) -> dict:
+                timed: bool = False, separated: bool = False, future_visible: bool = False) -> dict:
     """Audit report (JSON-ready) of the node split ``roles`` (int8 codes (N_target,)) and its
     message graphs ``message`` (phase -> edge type -> (indptr, indices), None: the prepared
     CSR) of ``source``'s graph, by blocks on ``client`` (None: in this process).
@@ -223,22 +175,29 @@ def audit_nodes(client, source: Source, roles: Handle,
     and the message graphs must respect time (``future_visible`` waives that). ``separated``
     (strategy cluster by components): no edge of the target's own relation may join two
     different splits."""
-    sizes = sizes or split.SIZES  # read here: tests set smaller blocks
+    sizes = split.SIZES  # read here: tests set smaller blocks
     n = source.num_nodes
     times = timed and source.time is not None
     blocks = row_ranges(n, sizes.rows)
     found = run_blocks(client, audit_roles, blocks, source=source, roles=roles, timed=times)
-    per_role = sum(b.per_role for b in found)
+    per_role = sum(b.per_role for b in found)  # (4, 2): nodes per code, labelled / unlabelled
     counts = {role: int(per_role[i].sum()) for i, role in enumerate(PHASES)}
-    checks = role_checks(counts, int(per_role[UNUSED].sum()), n)
-    firsts = [b.first_unlabelled for b in found if b.first_unlabelled >= 0]
+    empty = [role for role in PHASES if counts[role] == 0]
+    first = min([b.first_unlabelled for b in found if b.first_unlabelled >= 0], default=None)
 
     def role_at(node: int) -> str:
         return ROLES[int(open_array(roles)[node])]
 
-    checks.append(labelled_only_entry(
-        {role: int(per_role[i, 1]) for i, role in enumerate(PHASES)},
-        (min(firsts), role_at(min(firsts))) if firsts else None, int(per_role[:, 1].sum())))
+    unlabelled = {role: int(per_role[i, 1]) for i, role in enumerate(PHASES)}
+    # One role column makes overlap impossible; the check guards that the column is the truth.
+    checks = [{"check": "splits_non_empty", "passed": not empty,
+               "detail": f"empty: {empty}" if empty else f"sizes {counts}"},
+              {"check": "splits_disjoint", "passed": sum(counts.values())
+               + int(per_role[UNUSED].sum()) == n, "detail": "every node has exactly one role"},
+              {"check": "splits_labelled_only", "passed": first is None, "detail":
+               f"unlabelled nodes in splits: {unlabelled} (first: node {first}, {role_at(first)})"
+               if first is not None else f"every train/val/test node is labelled; "
+               f"{int(per_role[:, 1].sum())} unlabelled nodes are unused"}]
     spans, cuts = {}, None
     if times:
         for p, role in enumerate(PHASES):
@@ -248,7 +207,7 @@ def audit_nodes(client, source: Source, roles: Handle,
         cuts = tuple(float(np.max([spans[r][1] for r in cut if r in spans] or [np.nan]))
                      for cut in TIME_CUT_ROLES.values())
     calls = [(lo, hi, e) for e in source.edge_types
-             for lo, hi in row_blocks(open_array(source.csr[e][0]), sizes)]
+             for lo, hi in rows_by_edges(open_array(source.csr[e][0]), sizes.edges, sizes.rows)]
     rows = run_blocks(client, audit_rows, calls, source=source, roles=roles, message=message,
                       mode=mode, cuts=cuts)
     by_type = {e: [r for (_, _, t), r in zip(calls, rows) if t == e] for e in source.edge_types}
@@ -256,26 +215,26 @@ def audit_nodes(client, source: Source, roles: Handle,
     for i, phase in enumerate(PHASES):
         allowed = VISIBLE_ROLES[mode][phase]
         for e, found_e in by_type.items():
-            within = all(r.within[i] for r in found_e)
-            name = f"message_{phase}[{edge_type_name(e)}]"
-            checks.append(within_graph_entry(phase, within) if homogeneous else
-                          {"check": f"{name}_within_graph", "passed": within,
+            # a graph of several types names the edge type in its checks
+            name = f"message_{phase}" + ("" if homogeneous else f"[{edge_type_name(e)}]")
+            checks.append({"check": f"{name}_within_graph",
+                           "passed": all(r.within[i] for r in found_e),
                            "detail": "every message edge is an edge of the prepared graph"})
             if allowed is None or source.target not in (e[0], e[2]):
                 continue
             leaking = sum(r.leaking[i] for r in found_e)
-            if homogeneous:
+            detail = f"{leaking} edges touch {source.target} nodes of other splits"
+            if homogeneous:  # how many nodes, and the smallest
                 bad = np.unique(np.concatenate([r.bad_nodes[i] for r in found_e] or [[]])
                                 .astype(np.int64))
-                checks.append(sees_only_entry(phase, allowed, leaking, int(bad.size), (
-                    int(bad[0]), role_at(int(bad[0]))) if bad.size else None))
-            else:
-                checks.append({"check": f"{name}_sees_only_{'_'.join(allowed)}",
-                               "passed": leaking == 0,
-                               "detail": f"{leaking} edges touch {source.target} nodes of "
-                                         "other splits"})
-    crossed = [r.cross for r in rows if r.cross is not None]
-    cross = cross_entry(sum(crossed) if crossed else np.zeros(16, dtype=np.int64))
+                detail = f"{leaking} edges touch {bad.size} nodes of other splits" + (
+                    f" (first: node {int(bad[0])}, {role_at(int(bad[0]))})" if bad.size else "")
+            checks.append({"check": f"{name}_sees_only_{'_'.join(allowed)}",
+                           "passed": leaking == 0, "detail": detail})
+    # own-relation edges per min * 4 + max of their ends' phase codes (unused: 3)
+    crossed = sum([r.cross for r in rows if r.cross is not None], np.zeros(16, dtype=np.int64))
+    cross = {f"{PHASES[i]}-{PHASES[j]}": int(crossed[i * 4 + j])
+             for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
     if separated:
         joined = {pair: count for pair, count in cross.items() if count}
         checks.append({"check": "splits_not_adjacent", "passed": not joined,
@@ -288,13 +247,10 @@ def audit_nodes(client, source: Source, roles: Handle,
             f"{role} [{float(lo):.6g}, {float(hi):.6g}]" for role, (lo, hi) in spans.items())})
         checks.append(_time_respecting(by_type, cuts, roles, source, future_visible))
     per_class = sum(b.per_class for b in found)
-    labelled = int(per_role[:, 0].sum())
     report = node_report(
         source, mode, checks, counts, {role: per_class[i] for i, role in enumerate(PHASES)},
-        coverage_entry({role: (int(per_role[i, 0]), int(per_role[i, 1]))
-                        for i, role in enumerate(ROLES)}, labelled, n), cross,
-        {p: {e: sum(r.edges[i] for r in found_e) for e, found_e in by_type.items()}
-         for i, p in enumerate(PHASES)})
+        per_role, cross, {p: {e: sum(r.edges[i] for r in found_e)
+                              for e, found_e in by_type.items()} for i, p in enumerate(PHASES)})
     if times:  # time splits only, so the other splits' reports stay as they were
         report["warnings"] = [f"{c['check']}: {c['detail']}" for c in checks if c.get("waived")]
     return report
@@ -302,8 +258,12 @@ def audit_nodes(client, source: Source, roles: Handle,
 
 def _time_respecting(by_type: dict[EdgeType, list[EdgeSums]], cuts: tuple[float, float],
                      roles: Handle, source: Source, future_visible: bool) -> dict:
-    """``time_respecting_entry`` from the edge sums of every edge type."""
-    parts, first = [], None
+    """The ``time_respecting`` check of a time split from the edge sums of every edge type: per
+    phase (train, val), its message edges that touch a target node later than its cut (the
+    latest timestamp of the train (train and val) nodes), with the smallest late node of the
+    first edge type holding one; ``future_visible`` (the user chose transductive) marks a
+    failure ``waived``."""
+    parts, first, leaked = [], None, 0
     for k, phase in enumerate(TIME_CUT_ROLES):
         count = total = 0
         for e, found in by_type.items():
@@ -316,27 +276,28 @@ def _time_respecting(by_type: dict[EdgeType, list[EdgeSums]], cuts: tuple[float,
                 node = min(hits)
                 first = (f" (first: node {node}, {ROLES[int(open_array(roles)[node])]}, "
                          f"t={float(open_array(source.time)[node]):.6g})")
-        parts.append((phase, count, total, cuts[k]))
-    return time_respecting_entry(parts, first, future_visible)
-
-
-def role_checks(counts: dict[str, int], unused: int, num_nodes: int) -> list[dict]:
-    """``splits_non_empty`` and ``splits_disjoint`` from the nodes per phase, the unused nodes
-    and the nodes in all."""
-    empty = [role for role in PHASES if counts[role] == 0]
-    # One role column makes overlap impossible; the check guards that the column is the truth.
-    return [{"check": "splits_non_empty", "passed": not empty,
-             "detail": f"empty: {empty}" if empty else f"sizes {counts}"},
-            {"check": "splits_disjoint", "passed": sum(counts.values()) + unused == num_nodes,
-             "detail": "every node has exactly one role"}]
+        parts.append(f"{phase} phase: {count} of {total} message edges touch a node later "
+                     f"than the {phase} cut t={cuts[k]:.6g}")
+        leaked += count
+    entry = {"check": "time_respecting", "passed": leaked == 0,
+             "detail": "; ".join(parts) + (first or "")}
+    if leaked and future_visible:
+        entry["waived"] = True
+        entry["detail"] += ("; waived: split.node.mode=transductive was chosen explicitly, so "
+                            "training aggregates over later nodes")
+    elif leaked:
+        entry["detail"] += ("; use split.node.mode: auto (or time) for time-respecting message "
+                            "graphs, or transductive explicitly to accept the leak")
+    return entry
 
 
 def node_report(source: Source, mode: str, checks: list[dict], counts: dict[str, int],
-                per_class: dict[str, np.ndarray], coverage: dict, cross: dict[str, int],
+                per_class: dict[str, np.ndarray], per_role: np.ndarray, cross: dict[str, int],
                 message_edges: dict[str, dict[EdgeType, int]]) -> dict:
     """The node audit report from its checks and sums: nodes per phase, labelled nodes per phase
-    and class (C,), ``coverage_entry``, ``cross_split_edges``, message edges per phase and
-    edge type."""
+    and class (C,), labelled / unlabelled nodes per role code (4, 2), ``cross_split_edges``,
+    message edges per phase and edge type."""
+    labelled, n = int(per_role[:, 0].sum()), source.num_nodes
     balance = {}
     for role in PHASES:
         total = max(int(per_class[role].sum()), 1)
@@ -352,7 +313,10 @@ def node_report(source: Source, mode: str, checks: list[dict], counts: dict[str,
         "sizes": counts,
         "class_balance": balance,
         "classes_missing": {role: cls for role, cls in missing.items() if cls},
-        "label_coverage": coverage,
+        "label_coverage": {"labelled": labelled, "unlabelled": n - labelled,
+                           "labelled_fraction": round(labelled / max(n, 1), 6),
+                           "per_role": {role: {"labelled": a, "unlabelled": b}
+                                        for role, (a, b) in zip(ROLES, per_role.tolist())}},
         "structure_shared_across_phases": mode == "transductive",
         "cross_split_edges": cross,
         "target": source.target,
@@ -360,27 +324,6 @@ def node_report(source: Source, mode: str, checks: list[dict], counts: dict[str,
         "message_edges": {p: {edge_type_name(e): count for e, count in edges.items()}
                           for p, edges in message_edges.items()},
     }
-
-
-def within_graph_entry(phase: str, passed: bool) -> dict:
-    return {"check": f"message_{phase}_within_graph", "passed": bool(passed),
-            "detail": "every message edge is an edge of the prepared graph"}
-
-
-def sees_only_entry(phase: str, allowed: tuple[str, ...], leaking: int, bad_nodes: int,
-                    first: tuple[int, str] | None) -> dict:
-    """``message_<phase>_sees_only_<allowed>`` of a homogeneous graph: ``leaking`` edges touch
-    ``bad_nodes`` nodes the phase may not see, the smallest ``first`` (node, role)."""
-    return {"check": f"message_{phase}_sees_only_{'_'.join(allowed)}", "passed": leaking == 0,
-            "detail": f"{leaking} edges touch {bad_nodes} nodes of other splits"
-                      + (f" (first: node {first[0]}, {first[1]})" if first else "")}
-
-
-def cross_entry(counts: np.ndarray) -> dict[str, int]:
-    """``cross_split_edges`` from the edge counts int64 (16,) per ``min * 4 + max`` of the two
-    ends' phase codes (unused: 3)."""
-    return {f"{PHASES[i]}-{PHASES[j]}": int(counts[i * 4 + j])
-            for i in range(len(PHASES)) for j in range(i + 1, len(PHASES))}
 
 
 def raise_if_failed(report: dict) -> None:

@@ -40,15 +40,14 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.data.edges import row_positions
-from gnnpipe.data.graph import EdgeType, Graph, edge_type_name
+from gnnpipe.data.graph import Graph, edge_type_name
 from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights
 from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
-from gnnpipe.io.csr_blocks import row_ranges
+from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import (BlockSizes, block_edges, open_array, place_csr, row_blocks,
-                                    save_rows)
+from gnnpipe.splitting.split import BlockSizes, block_edges, open_array, place_csr, save_rows
 from gnnpipe.splitting.link_split import HELD_OUT, Held, LinkBlocks, csr_contains, refused
 from gnnpipe.splitting.negatives import hashed_negatives
 
@@ -169,9 +168,10 @@ def hard_rows(indptr, indices, heads: np.ndarray, edges: np.ndarray, per_head: i
 
 
 def hard_bucket(phase: str, bucket: int, source: str, held: Held, view: tuple[str, str, str],
-                per_head: int, seed: int) -> int:
+                per_head: int, seed: int) -> tuple[int, int]:
     """``per_head`` hard negatives (type-local ids of E[2]) of the positives in
-    ``<source>/b<bucket>.npy`` into ``h<bucket>.npy``; returns the slots the ranking filled."""
+    ``<source>/b<bucket>.npy`` into ``h<bucket>.npy``; returns the slots the ranking filled and
+    the slots."""
     rels = held.open()
     indptr, indices = open_memmap(Path(view[0])), open_memmap(Path(view[1]))
     pairs = np.load(Path(source) / f"b{bucket:06d}.npy")
@@ -184,7 +184,7 @@ def hard_bucket(phase: str, bucket: int, source: str, held: Held, view: tuple[st
     ids, ranked = hard_rows(indptr, indices, a + s_off, a * held.num_dst + p, per_head, refuse,
                             seed, (d_off, d_off + held.num_dst), open_memmap(Path(view[2])))
     save_array(Path(source) / f"h{bucket:06d}.npy", ids - d_off)
-    return ranked
+    return ranked, ids.size
 
 
 def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
@@ -196,12 +196,15 @@ def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
     n = graph.num_nodes
     starts = np.arange(0, max(n, 1), sizes.rows, dtype=np.int64)
     view_blocks = row_ranges(n, sizes.rows)
-    offsets = graph.offsets()
+    offsets, held = graph.offsets(), split.held.relations
     calls = []
-    for edge_type in graph.edge_types:
-        files = _train_files(graph, split, edge_type)
+    for edge_type in graph.edge_types:  # the split's files of a held relation, else graph.pt's
+        name = edge_type_name(edge_type)
+        files = (tuple(map(str, split.message["train"][held.index(edge_type)]))
+                 if edge_type in held else tuple((split.held.graph_file, f"{name}.{part}")
+                                                 for part in ("indptr", "indices")))
         calls += [(files, (offsets[edge_type[0]], offsets[edge_type[2]]), lo, hi)
-                  for lo, hi in row_blocks(open_array(files[0]), sizes)]
+                  for lo, hi in rows_by_edges(open_array(files[0]), sizes.edges, sizes.rows)]
     run_blocks(client, route_view, [(i, *call) for i, call in enumerate(calls)],
                starts=starts, folder=str(folder))
     kept = run_blocks(client, build_view, [(i, lo, hi) for i, (lo, hi) in
@@ -215,20 +218,9 @@ def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
     hidden = HELD_OUT + (("train_supervision",) if split.disjoint else ())
     for role in hidden:
         for pairs in split.edge_parts(role):
-            np.add.at(refusable, pairs[:, 0] + s_off, 1)
-            np.add.at(refusable, pairs[:, 1] + d_off, 1)
+            np.add.at(refusable, np.concatenate([pairs[:, 0] + s_off, pairs[:, 1] + d_off]), 1)
     save_array(folder / "refusable.npy", refusable)
     return str(indptr_file), str(indices_file), str(folder / "refusable.npy")
-
-
-def _train_files(graph: Graph, split: LinkBlocks, edge_type: EdgeType) -> tuple:
-    """The train graph of ``edge_type`` as (indptr, indices) ``Handle``s: the split's files for
-    the held relations, else the prepared graph.pt's tensors."""
-    if edge_type in split.held.relations:
-        files = split.message["train"][split.held.relations.index(edge_type)]
-        return str(files[0]), str(files[1])
-    name = edge_type_name(edge_type)
-    return tuple((split.held.graph_file, f"{name}.{part}") for part in ("indptr", "indices"))
 
 
 def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, seed: int,
@@ -242,15 +234,12 @@ def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, 
     view = train_view_files(client, graph, split, sizes or split_module.SIZES)
     calls = [(phase, k, str(split.positives[phase][0])) for phase in HELD_OUT
              for k in range(split.positives[phase][1])]
-    ranked = run_blocks(client, hard_bucket, calls, held=split.held, view=view,
-                        per_head=per_head, seed=seed)
-    sizes_ = {phase: 0 for phase in HELD_OUT}
-    filled = {phase: 0 for phase in HELD_OUT}
-    for (phase, k, _), count in zip(calls, ranked):
-        filled[phase] += count
-        sizes_[phase] += np.load(split.positives[phase][0] / f"b{k:06d}.npy",
-                                 mmap_mode="r").shape[0] * per_head
-    return {phase: filled[phase] / max(sizes_[phase], 1) for phase in HELD_OUT}
+    done = run_blocks(client, hard_bucket, calls, held=split.held, view=view,
+                      per_head=per_head, seed=seed)
+    filled = {phase: np.zeros(2, dtype=np.int64) for phase in HELD_OUT}  # ranked, all slots
+    for (phase, _, _), counts in zip(calls, done):
+        filled[phase] += counts
+    return {phase: int(ranked) / max(int(slots), 1) for phase, (ranked, slots) in filled.items()}
 
 
 # below this share of ranked slots the "hard" negatives are mostly uniform ones: say so

@@ -29,6 +29,7 @@ NODE_STEP = zlib.crc32(b"split.node")  # the stream of node keys
 PAIR_STEP = zlib.crc32(b"split.link.pair")  # node pairs of the link split
 FLIP_STEP = zlib.crc32(b"split.link.flip")  # orientation of an undirected positive
 ORDER_STEP = zlib.crc32(b"split.link.order")  # row order of the positives within a role
+PHASES = ("train", "val", "test")  # phase codes 0, 1, 2
 UNUSED = ROLE_CODES["unused"]  # phase code of a node no phase took (train 0, val 1, test 2)
 
 
@@ -50,11 +51,6 @@ def flipped(seed: int, pairs: np.ndarray) -> np.ndarray:
 def row_keys(seed: int, edges: np.ndarray) -> np.ndarray:
     """Key ordering positives ``src * N_dst + dst`` within their role: uint64 (n,)."""
     return mix(seed, ORDER_STEP, np.asarray(edges, dtype=np.int64))
-
-
-def key_order(keys: np.ndarray) -> np.ndarray:
-    """The order that ranks ``keys`` ascending: int64 (n,) (the local engine's ranking)."""
-    return np.argsort(keys, kind="stable")
 
 
 def _runs(keys: np.ndarray, groups: np.ndarray, wanted: np.ndarray, prefixes: np.ndarray,
@@ -147,17 +143,29 @@ def thresholds(client, histogram, calls: list[tuple], counts: np.ndarray, **comm
     return keys, cumulative > 0
 
 
-def phase_codes(keys: np.ndarray, groups: np.ndarray, limits: np.ndarray, has: np.ndarray
+def phase_codes(keys: np.ndarray, groups: np.ndarray, limits: np.ndarray, has: np.ndarray,
+                rank: np.ndarray | None = None, before: np.ndarray | None = None
                 ) -> np.ndarray:
-    """Phase code int8 (n,) of every id (0 train, 1 val, 2 test, ``UNUSED``): the first phase
-    whose threshold of the id's group (``limits`` / ``has`` (3, G) from ``thresholds``) is at or
-    above its key; ``groups`` -1: in no group, unused."""
+    """Phase code int8 (n,) of consecutive ids (0 train, 1 val, 2 test, ``UNUSED``): the first
+    phase p whose threshold of the id's group g (``limits`` / ``has`` (3, G) from
+    ``thresholds``) takes it: a key below ``limits[p, g]``, or at it (hash keys never tie;
+    ``rank`` / ``before`` (3, G) for keys that do: at it among the first ``rank[p, g]`` such
+    keys of the group in id order, ``before[p, g]`` of them in earlier blocks). ``groups`` -1:
+    in no group, unused."""
     code = np.full(keys.size, UNUSED, dtype=np.int8)
     member = groups >= 0
-    g = groups[member]
-    k = keys[member]
+    g, k = groups[member], keys[member]
     taken = np.full(k.size, UNUSED, dtype=np.int8)
-    for phase in range(limits.shape[0] - 1, -1, -1):  # the earliest phase wins
-        taken = np.where(has[phase, g] & (k <= limits[phase, g]), np.int8(phase), taken)
+    for p in range(limits.shape[0] - 1, -1, -1):  # the earliest phase wins
+        lim = limits[p, g]
+        inside = k <= lim
+        if rank is not None:
+            at = k == lim
+            position = np.zeros(k.size, dtype=np.int64)  # 1-based among the group's tied keys
+            for group in np.unique(g[at]).tolist():
+                tied = at & (g == group)
+                position[tied] = before[p, group] + np.arange(1, int(tied.sum()) + 1)
+            inside = (k < lim) | (at & (position <= rank[p, g]))
+        taken = np.where(has[p, g] & inside, np.int8(p), taken)
     code[member] = taken
     return code

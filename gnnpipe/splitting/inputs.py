@@ -93,10 +93,6 @@ def read_typed(args, *, mmap: bool = False, graph: Graph | None = None) -> Typed
     return TypedSplit(graph, meta, io.read_typed_message_graphs(args.split, graph, mmap=mmap)[1])
 
 
-def _shares(edges: dict, rows: Callable[[int], slice] | None) -> dict[str, slice] | None:
-    return None if rows is None else {p: rows(edges[p].shape[1]) for p in EVAL_PHASES}
-
-
 def read_typed_link_supervision(args, typed: TypedSplit,
                                 rows: Callable[[int], slice] | None = None
                                 ) -> tuple[tuple, LinkSupervision]:
@@ -112,7 +108,8 @@ def read_typed_link_supervision(args, typed: TypedSplit,
     edge_type, edges, negatives = io.read_typed_link_split(args.split, graph, rows,
                                                            io.TRAINING_LINK_ROLES)
     n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
-    hard = io.read_hard_negatives(args.split, edges, n_dst, _shares(edges, rows))
+    hard = io.read_hard_negatives(args.split, edges, n_dst, None if rows is None else
+                                  {p: rows(edges[p].shape[1]) for p in EVAL_PHASES})
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
     if s_off or d_off:  # in place, once the negatives are checked against the type-local heads
@@ -124,12 +121,8 @@ def read_typed_link_supervision(args, typed: TypedSplit,
                negative_weights(graph, edge_type, strategy, typed.graphs["train"][edge_type]))
     # the edges training may see, streamed by batches into mapped keys (to_homogeneous ids)
     visible = io.visible_link_blocks(args.split, n_src, n_dst, (s_off, d_off))
+    if d_off:  # the negatives' targets to to_homogeneous ids (offset 0: the tensors, no copy)
+        negatives = {phase: ids + d_off for phase, ids in negatives.items()}
+        hard = None if hard is None else {phase: ids + d_off for phase, ids in hard.items()}
     return edge_type, LinkSupervision(
-        edges, {phase: _shift(ids, d_off) for phase, ids in negatives.items()},
-        training_sampler_of_blocks(visible, graph.num_nodes, weights),
-        None if hard is None else {phase: _shift(ids, d_off) for phase, ids in hard.items()})
-
-
-def _shift(ids: torch.Tensor, offset: int) -> torch.Tensor:
-    """``ids`` + ``offset`` (offset 0, a homogeneous graph's: ``ids`` itself, no copy)."""
-    return ids + offset if offset else ids
+        edges, negatives, training_sampler_of_blocks(visible, graph.num_nodes, weights), hard)

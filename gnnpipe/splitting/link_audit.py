@@ -33,10 +33,9 @@ from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import split as split_module
 from gnnpipe.splitting.audit import within_rows
 from gnnpipe.splitting.split import BlockSizes, block_edges
-from gnnpipe.splitting.link_split import (EDGE_ROLES, PHASES, Held, LinkBlocks, bucket_bits,
-                                          bucket_of, csr_contains, is_pair)
+from gnnpipe.splitting.link_split import (EDGE_ROLES, HELD_OUT, PHASES, Held, LinkBlocks,
+                                          bucket_bits, bucket_of, csr_contains, refused)
 
-HELD_OUT_ROLES = ("val", "test")
 # Held-out roles whose pairs each phase's message graph must not hold, in either direction.
 LINK_HIDDEN = {"train": ("val", "test"), "val": ("val", "test"), "test": ("test",)}
 ROLE_BIT = {role: 1 << i for i, role in enumerate(EDGE_ROLES)}
@@ -62,11 +61,11 @@ def _describe(pairs: Found, n: int) -> str:
 class LinkSums:
     """What the link audit's checks read, summed over the blocks. Per role (EDGE_ROLES):
     ``sizes`` positives, ``loops`` self-loops among them, ``outside`` not edges of the graph;
-    ``overlap`` "first&second" -> shared pairs (non-empty only); ``mismatch`` pairs in exactly
-    one of message and train_supervision; ``lost`` graph pairs in no role; per phase
-    ``message_edges``, ``within`` (its edges are graph edges), ``leaked`` hidden role -> pairs
-    (non-empty only); per val/test phase ``negatives``: (their shape, positives, in range,
-    self-loops, true edges), and ``hard`` alike for the hard negatives (None: none drawn)."""
+    ``overlap`` "first&second" -> shared pairs; ``mismatch`` pairs in exactly one of message
+    and train_supervision; ``lost`` graph pairs in no role; per phase ``message_edges``,
+    ``within`` (its edges are graph edges), ``leaked`` hidden role -> pairs; per val/test
+    phase ``negatives``: (their shape, positives, in range, self-loops, true edges), and
+    ``hard`` alike for the hard negatives (None: none drawn)."""
 
     sizes: dict[str, int]
     loops: dict[str, int]
@@ -89,17 +88,21 @@ def link_hidden(phase: str, disjoint: bool) -> tuple[str, ...]:
 def link_compared(disjoint: bool) -> list[tuple[str, str]]:
     """The role pairs ``positives_disjoint`` compares, in report order."""
     roles = (("train_supervision", "message") if disjoint else ("train_supervision",)) \
-        + HELD_OUT_ROLES
+        + HELD_OUT
     return [(first, second) for i, first in enumerate(roles) for second in roles[i + 1:]]
+
+
+def _or_by_key(keys: np.ndarray, tags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct int64 ``keys`` (n,) ascending and the OR of each one's ``tags`` (n,)."""
+    order = np.argsort(keys, kind="stable")
+    keys, tags = keys[order], tags[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys[:0]
+    return keys[starts], np.bitwise_or.reduceat(tags, starts) if starts.size else tags[:0]
 
 
 def _route(keys: np.ndarray, tags: np.ndarray, bits: int, folder: str, name: str) -> None:
     """Records (key, tag) routed to the audit buckets in ``<folder>/audit/``, one per key."""
-    order = np.argsort(keys, kind="stable")
-    keys, tags = keys[order], tags[order]
-    first = np.r_[True, keys[1:] != keys[:-1]] if keys.size else np.zeros(0, dtype=bool)
-    starts = np.flatnonzero(first)
-    keys, tags = keys[starts], np.bitwise_or.reduceat(tags, starts) if starts.size else tags
+    keys, tags = _or_by_key(keys, tags)
     save_routed(Path(folder) / "audit", name, np.stack([keys, tags.astype(np.int64)], axis=1),
                 bucket_of(mix(0, ROUTE_STEP, keys), bits), 1 << bits)
 
@@ -159,14 +162,11 @@ def _negative_bucket(held: Held, rels, heads: np.ndarray, targets: np.ndarray
     if targets.ndim != 2:
         return shape, False, 0, 0, False
     a, t = np.repeat(heads, targets.shape[1]), targets.reshape(-1)
-    s_off, d_off = held.offsets
-    h_a, h_t = a + s_off, t + d_off
+    h_a, h_t = _homogeneous(held, 0, a, t)
     typed = (t >= 0) & (t < held.num_dst)
     loops = h_a == h_t
     check = typed & ~loops
-    edge = is_pair(held, rels, a[check], t[check])
-    if held.one_type and not held.symmetric:  # a symmetric relation answers both ways at once
-        edge |= is_pair(held, rels, t[check], a[check])
+    edge = refused(held, rels, a[check], t[check])  # a pair of the graph, either direction
     return (shape, bool(((h_t >= 0) & (h_t < held.num_nodes)).all()), int(loops.sum()),
             int(edge.sum()), bool(typed.all()))
 
@@ -186,7 +186,7 @@ def positive_bucket(role: str, bucket: int, source: str, held: Held, names: tupl
     if held.one_type and len(rels) == 2:  # one type: an R edge a -> p is the same projection
         edge |= csr_contains(*rels[1], p, a)
     negatives = {}
-    if role in HELD_OUT_ROLES:
+    if role in HELD_OUT:
         negatives = {name: _negative_bucket(held, rels, a, np.load(Path(source) /
                                                                    f"{name}{bucket:06d}.npy"))
                      for name in names}
@@ -197,11 +197,7 @@ def reduce_bucket(bucket: int, folder: str, disjoint: bool) -> dict:
     """One audit bucket's pairs: (count, smallest key) per overlap of two roles, per lost
     pair, per (phase, hidden role) leak; pairs in exactly one of message / supervision."""
     records = load_routed(Path(folder) / "audit", bucket, np.int64, 2)
-    order = np.argsort(records[:, 0], kind="stable")
-    keys, tags = records[order, 0], records[order, 1]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys[:0]
-    keys = keys[starts]
-    tags = np.bitwise_or.reduceat(tags, starts) if starts.size else tags[:0]
+    keys, tags = _or_by_key(records[:, 0], records[:, 1])
 
     def has(bits: int) -> np.ndarray:
         return (tags & bits) == bits
@@ -257,24 +253,21 @@ def audit_links(client, graph: Graph, split: LinkBlocks, hard: bool = False,
                          folder=str(scratch), disjoint=split.disjoint)
     per_role = {role: [f for (r, _, _), f in zip(calls, parts) if r == role]
                 for role in EDGE_ROLES}
-    drawn = {name: {phase: _negative_sums(per_role[phase], name) for phase in HELD_OUT_ROLES}
+    drawn = {name: {phase: _negative_sums(per_role[phase], name) for phase in HELD_OUT}
              for name in names}
-    overlap = {name: _merge([r["overlap"][name] for r in reduced])
-               for name in reduced[0]["overlap"]}
-    leaked = {phase: {role: _merge([r["leaked"][phase][role] for r in reduced])
-                      for role in reduced[0]["leaked"][phase]} for phase in PHASES}
     sums = LinkSums(
         sizes={role: sum(f.positives for f in per_role[role]) for role in EDGE_ROLES},
         loops={role: sum(f.loops for f in per_role[role]) for role in EDGE_ROLES},
         outside={role: sum(f.outside for f in per_role[role]) for role in EDGE_ROLES},
-        overlap={name: pair for name, pair in overlap.items() if pair[0]},
+        overlap={name: _merge([r["overlap"][name] for r in reduced])
+                 for name in reduced[0]["overlap"]},
         mismatch=sum(r["mismatch"] for r in reduced),
         lost=_merge([r["lost"] for r in reduced]),
         message_edges={p: sum(int(open_memmap(Path(f[0]))[-1]) for f in split.message[p])
                        for p in PHASES},
         within={p: all(w[p] for w in within) for p in PHASES},
-        leaked={p: {r: pair for r, pair in roles.items() if pair[0]}
-                for p, roles in leaked.items()},
+        leaked={p: {role: _merge([r["leaked"][p][role] for r in reduced])
+                    for role in reduced[0]["leaked"][p]} for p in PHASES},
         negatives={p: sums for p, (sums, _) in drawn["n"].items()},
         hard={p: sums for p, (sums, _) in drawn["h"].items()} if hard else None)
     report = link_report(sums, held.num_nodes, disjoint=split.disjoint)
@@ -312,7 +305,7 @@ def link_report(sums: LinkSums, n: int, *, disjoint: bool) -> dict:
           f"self-loops per role: {sums.loops}")
     check("positives_are_graph_edges", not any(sums.outside.values()),
           f"positives that are not edges of the prepared graph: {sums.outside}")
-    overlap = {name: _describe(pair, n) for name, pair in sums.overlap.items()}
+    overlap = {name: _describe(pair, n) for name, pair in sums.overlap.items() if pair[0]}
     check("positives_disjoint", not overlap,
           f"shared pairs: {overlap}" if overlap else "supervision, val and test share no pair"
           + (" (nor message and supervision)" if disjoint else ""))
@@ -324,7 +317,8 @@ def link_report(sums: LinkSums, n: int, *, disjoint: bool) -> dict:
         check(f"message_{phase}_within_graph", sums.within[phase],
               "every message edge is an edge of the prepared graph")
         hidden = link_hidden(phase, disjoint)
-        leaked = {role: _describe(pair, n) for role, pair in sums.leaked[phase].items()}
+        leaked = {role: _describe(pair, n) for role, pair in sums.leaked[phase].items()
+                  if pair[0]}
         check(f"message_{phase}_hides_{'_'.join(hidden)}", not leaked,
               f"leaked (either direction): {leaked}" if leaked else
               f"no {'/'.join(hidden)} pair in either direction")
@@ -348,7 +342,7 @@ def _negative_checks(name: str, sums: dict[str, NegativeSums], n: int, check) ->
     positive, in range, no self-loop, no true edge. Returns ``{phase: {"per_positive",
     "count"}}``."""
     counts = {}
-    for phase in HELD_OUT_ROLES:
+    for phase in HELD_OUT:
         shape, positives, in_range, loops, hits = sums[phase]
         shape_ok = len(shape) == 2 and shape[0] == positives
         check(f"{name}_{phase}_one_row_per_positive", shape_ok,

@@ -65,11 +65,11 @@ from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.splitting import hash_assign
 from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import BlockSizes, block_edges, place_csr, row_blocks, save_rows
-from gnnpipe.splitting.hash_assign import key_order, phase_codes, radix_counts, thresholds
-from gnnpipe.splitting.negatives import NegativeSampler, hashed_negatives, training_sampler
+from gnnpipe.io.csr_blocks import rows_by_edges
+from gnnpipe.splitting.split import BlockSizes, block_edges, place_csr, save_rows
+from gnnpipe.splitting.hash_assign import PHASES, phase_codes, radix_counts, thresholds
+from gnnpipe.splitting.negatives import hashed_negatives
 
-PHASES = ("train", "val", "test")
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
 HELD_OUT = ("val", "test")
 
@@ -259,12 +259,6 @@ def pair_histogram(block: int, rel: int, local: int, lo: int, hi: int, folder: s
                         gather)
 
 
-def pair_codes(pairs: np.ndarray, seed: int, limits: np.ndarray, has: np.ndarray) -> np.ndarray:
-    """The link role code int8 (n,) of every pair id from its key and the thresholds."""
-    keys = hash_assign.pair_keys(seed, pairs)
-    return TAKEN_CODES[phase_codes(keys, np.zeros(keys.size, dtype=np.int64), limits, has)]
-
-
 def bucket_bits(items: int, target: int) -> int:
     """Bits of a key that cut ``items`` into buckets of about ``target`` (a power of two)."""
     return max(0, int(np.ceil(np.log2(max(1.0, items / target)))))
@@ -286,7 +280,9 @@ def link_rows(block: int, rel: int, local: int, lo: int, hi: int, held: Held, se
     src, dst = block_edges(*rels[rel], lo, hi)
     a, p = pair_ends(rel, src, dst)
     loop = loops(held, a, p)
-    code = np.where(loop, np.int8(-1), pair_codes(held.pair_keys(a, p), seed, limits, has))
+    keys = hash_assign.pair_keys(seed, held.pair_keys(a, p))  # a pair's role: from its key
+    code = np.where(loop, np.int8(-1), TAKEN_CODES[phase_codes(
+        keys, np.zeros(keys.size, dtype=np.int64), limits, has)])
     kept = {}
     for phase in phases:
         keep = loop | np.isin(code, _VISIBLE_CODES[phase])
@@ -317,7 +313,8 @@ def sort_bucket(role: str, bucket: int, held: Held, seed: int, negatives: dict[s
     ``cumulative``: the file of the train graph's E indptr (negatives by in-degree)."""
     n = held.num_dst
     pairs = load_routed(Path(folder) / "pos" / role, bucket, np.int64, 2)
-    pairs = pairs[key_order(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]))]
+    pairs = pairs[np.argsort(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]),
+                             kind="stable")]
     out = Path(folder) / "sorted" / role
     save_array(out / f"b{bucket:06d}.npy", pairs)
     per_head = negatives.get(role, 0)
@@ -376,7 +373,7 @@ def split_links(client, graph: Graph, graph_file: Path, cfg: LinkSplitParams, se
     sizes = sizes or split_module.SIZES  # read here: tests set smaller blocks
     held = Held.of(graph, graph_file)
     e = held.edge_type
-    blocks = tuple(row_blocks(indptr, sizes) for indptr, _ in held.open())
+    blocks = tuple(rows_by_edges(indptr, sizes.edges, sizes.rows) for indptr, _ in held.open())
     numbered = [(i, rel, j, lo, hi) for i, (rel, j, lo, hi) in enumerate(
         (rel, j, lo, hi) for rel, bounds in enumerate(blocks) for j, (lo, hi) in enumerate(bounds))]
     scanned = run_blocks(client, scan_pairs, numbered, held=held, seed=seed, folder=str(scratch))
@@ -433,20 +430,3 @@ def negative_weights(graph: Graph, edge_type: EdgeType, strategy: str,
     n = graph.num_nodes_dict[edge_type[2]]
     weights[start:start + n] = 1.0 if strategy == "uniform" else train_csr.degrees().numpy()
     return weights
-
-
-def typed_negative_sampler(graph: Graph, edge_type: EdgeType, src: np.ndarray,
-                           dst: np.ndarray, weights: np.ndarray | None) -> NegativeSampler:
-    """``training_sampler`` over homogeneous ids forbidding the type-local pairs ``src`` ->
-    ``dst`` (the edges training may see)."""
-    offsets = graph.offsets()
-    return training_sampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
-                            graph.num_nodes, weights)
-
-
-def link_meta(report: dict, cfg: LinkSplitParams, typed: bool) -> dict:
-    """What meta.json says of a link split (after its task), from its audit ``report``."""
-    return {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
-            **({} if typed else {"undirected": report["undirected"]}),
-            "disjoint_train_ratio": cfg.disjoint_train_ratio,
-            "negative_strategy": cfg.negative_strategy}

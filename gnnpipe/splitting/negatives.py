@@ -38,29 +38,21 @@ from gnnpipe.runtime.rng import mix
 
 MAX_ROUNDS = 1000  # redraw rounds before a head is declared impossible to corrupt
 NEGATIVE_STEP = zlib.crc32(b"split.link.negatives")  # hashed negatives: round r uses step + 1 + r
-
-
-def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
-    """Sorted unique int64 keys ``u * N + v`` of every edge in both directions: (K,)."""
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
-
-
 BUCKET_KEYS = 1 << 20  # keys sorted at a time by forbidden_keys (8 MiB of int64)
 
 
 def forbidden_keys(blocks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
                    num_nodes: int, alloc: Callable[[int], np.ndarray | None] | None = None
                    ) -> np.ndarray:
-    """``edge_keys_both_directions`` of every edge of the (src (m,), dst (m,)) blocks that
-    ``blocks()`` yields (called twice: to count, then to place), built without the whole key
-    set in anonymous memory: the 2E keys go by head into buckets of consecutive heads (about
-    ``BUCKET_KEYS`` keys each; one head's keys are never split) of ``alloc(2E)`` (an int64
-    (2E,) array, e.g. ``mapped_keys``'s scratch file; None, or alloc giving None: memory), then
-    each bucket is sorted and deduplicated in turn and moved down. Returns the sorted unique
-    keys (K,): the first K entries of that array (in memory: a copy of them). Memory: an int64
-    count per node, ``BUCKET_KEYS`` / 4 edges of a block and one bucket at a time."""
+    """The int64 keys ``u * N + v`` of every edge, in both directions, of the (src (m,), dst
+    (m,)) blocks that ``blocks()`` yields (called twice: to count, then to place), built
+    without the whole key set in anonymous memory: the 2E keys go by head into buckets of
+    consecutive heads (about ``BUCKET_KEYS`` keys each; one head's keys are never split) of
+    ``alloc(2E)`` (an int64 (2E,) array, e.g. ``mapped_keys``'s scratch file; None, or alloc
+    giving None: memory), then each bucket is sorted and deduplicated in turn and moved down.
+    Returns the sorted unique keys (K,): the first K entries of that array (in memory: a copy
+    of them). Memory: an int64 count per node, ``BUCKET_KEYS`` / 4 edges of a block and one
+    bucket at a time."""
 
     def chunks():  # a big block (a whole edge list) a slice at a time
         step = max(1, BUCKET_KEYS // 4)
@@ -125,35 +117,15 @@ def saturated_heads(forbidden: np.ndarray, num_nodes: int) -> np.ndarray:
 class NegativeSampler:
     """Draws targets ``t`` for heads ``h`` with ``t != h`` and ``(h, t)`` not a forbidden edge.
 
-    ``forbidden_src``/``forbidden_dst`` (E,): the forbidden edges, either direction counts.
-    ``weights`` (N,) non-negative: draw targets in proportion to them (``None``: uniformly).
-    ``of_keys`` builds one over keys ``forbidden_keys`` already built (e.g. memory-mapped).
+    ``forbidden``: the sorted unique int64 keys (K,) of the forbidden edges, both directions
+    (``forbidden_keys``), kept as given (a memory-mapped array stays file pages: searched in
+    place, never copied). ``weights`` (N,) non-negative: draw targets in proportion to them
+    (``None``: uniformly).
     """
 
-    def __init__(self, forbidden_src: np.ndarray, forbidden_dst: np.ndarray, num_nodes: int,
-                 weights: np.ndarray | None = None):
-        self._check_nodes(num_nodes)
-        # keys in a mapped scratch file under a stage: no O(E) array in anonymous memory
-        self._setup(forbidden_keys(lambda: [(forbidden_src, forbidden_dst)], num_nodes,
-                                   mapped_keys), num_nodes, weights)
-
-    @classmethod
-    def of_keys(cls, forbidden: np.ndarray, num_nodes: int,
-                weights: np.ndarray | None = None) -> NegativeSampler:
-        """A sampler over ``forbidden``: the sorted unique int64 keys (K,) of
-        ``forbidden_keys``, kept as given (a memory-mapped array stays file pages: searched in
-        place, never copied)."""
-        cls._check_nodes(num_nodes)
-        sampler = cls.__new__(cls)
-        sampler._setup(forbidden, num_nodes, weights)
-        return sampler
-
-    @staticmethod
-    def _check_nodes(num_nodes: int) -> None:
+    def __init__(self, forbidden: np.ndarray, num_nodes: int, weights: np.ndarray | None = None):
         if num_nodes < 2:
             raise ValueError("negative sampling needs a graph of at least 2 nodes")
-
-    def _setup(self, forbidden: np.ndarray, num_nodes: int, weights: np.ndarray | None) -> None:
         self.num_nodes = num_nodes
         self.forbidden = forbidden
         self.cumulative = None
@@ -179,23 +151,27 @@ class NegativeSampler:
         if stuck.size:
             raise ValueError(f"node {int(stuck[0])} is linked to every other node, so no negative "
                              f"edge exists for it ({np.unique(stuck).size} such heads)")
-        flat_heads = np.repeat(heads, per_head)
-        targets = self._draw(flat_heads.size, rng)
-        todo = np.arange(flat_heads.size)
-        for _ in range(MAX_ROUNDS):
-            h, t = flat_heads[todo], targets[todo]
-            bad = (h == t) | contains(self.forbidden, h * self.num_nodes + t)
-            todo = todo[bad]
-            if todo.size == 0:
-                return targets.reshape(heads.size, per_head)
-            targets[todo] = self._draw(todo.size, rng)
-        _exhausted(flat_heads[todo])
+        n = self.num_nodes
+        return _redrawn(heads, per_head, lambda slots, _: self._draw(slots.size, rng),
+                       lambda h, t: (h == t) | contains(self.forbidden, h * n + t))
 
 
-def _exhausted(heads: np.ndarray) -> None:
+def _redrawn(heads: np.ndarray, per_head: int, draw: Callable[[np.ndarray, int], np.ndarray],
+            refused: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Targets int64 (P, per_head) for ``heads`` int64 (P,): ``draw(slots, round)`` gives the
+    targets of the chosen flat slots (of P * per_head), every slot in round 0; a slot is drawn
+    again, next round, while ``refused(h, t)`` (bool) turns its target down for its head."""
+    flat_heads = np.repeat(heads, per_head)
+    todo = np.arange(flat_heads.size)
+    targets = draw(todo, 0)
+    for round_ in range(1, MAX_ROUNDS + 1):
+        todo = todo[refused(flat_heads[todo], targets[todo])]
+        if todo.size == 0:
+            return targets.reshape(heads.size, per_head)
+        targets[todo] = draw(todo, round_)
     raise ValueError(
-        f"could not draw a valid negative for {heads.size} slots after {MAX_ROUNDS} rounds "
-        f"(first head: node {int(heads[0])}): the targets the sampler can draw "
+        f"could not draw a valid negative for {todo.size} slots after {MAX_ROUNDS} rounds "
+        f"(first head: node {int(flat_heads[todo[0]])}): the targets the sampler can draw "
         "are (almost) all its neighbours; use split.link.negative_strategy=uniform")
 
 
@@ -209,46 +185,28 @@ def hashed_negatives(heads: np.ndarray, edges: np.ndarray, per_head: int, seed: 
     ``cumulative`` (num_nodes,) the running sum of integer weights (float or int; None:
     uniform); ``refused(h, t)`` bool: the target may not be drawn for the head (a true pair,
     the head itself). A slot is redrawn, next round, while its target is refused. ``step``: the
-stream (another for each kind of negatives)."""
+    stream (another for each kind of negatives)."""
     slots = np.arange(per_head, dtype=np.uint64)
     with np.errstate(over="ignore"):  # a slot's stream id: the positive's hash plus the slot
         ids = (mix(seed, step, np.asarray(edges, dtype=np.int64))[:, None]
                + slots[None, :]).reshape(-1)
 
-    def draw(chosen: np.ndarray, round_: int) -> np.ndarray:
-        unit = (mix(seed, step + 1 + round_, chosen) >> np.uint64(11)) * 2.0 ** -53
+    def draw(slots: np.ndarray, round_: int) -> np.ndarray:
+        unit = (mix(seed, step + 1 + round_, ids[slots]) >> np.uint64(11)) * 2.0 ** -53
         if cumulative is None:
             return np.floor(unit * num_nodes).astype(np.int64)
         x = np.floor(unit * float(cumulative[-1])).astype(cumulative.dtype)
         return np.minimum(np.searchsorted(cumulative, x, side="right"), num_nodes - 1)
 
-    flat_heads = np.repeat(np.asarray(heads, dtype=np.int64), per_head)
-    targets = draw(ids, 0)
-    todo = np.arange(flat_heads.size)
-    for round_ in range(1, MAX_ROUNDS + 1):
-        h, t = flat_heads[todo], targets[todo]
-        todo = todo[refused(h, t)]
-        if todo.size == 0:
-            return targets.reshape(-1, per_head)
-        targets[todo] = draw(ids[todo], round_)
-    _exhausted(flat_heads[todo])
-
-
-def training_sampler(visible_src: np.ndarray, visible_dst: np.ndarray, num_nodes: int,
-                     weights: np.ndarray | None = None) -> NegativeSampler:
-    """The per-epoch sampler of training: forbids only the edges training may see.
-
-    ``visible_*`` must be the train phase's message and supervision edges and nothing else; see
-    the module docstring for why held-out edges must not be forbidden here.
-    """
-    return NegativeSampler(visible_src, visible_dst, num_nodes, weights)
+    return _redrawn(np.asarray(heads, dtype=np.int64), per_head, draw, refused)
 
 
 def training_sampler_of_blocks(visible: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
                                num_nodes: int, weights: np.ndarray | None = None
                                ) -> NegativeSampler:
-    """``training_sampler`` over the (src, dst) blocks ``visible()`` yields (the same edges,
-    the same draws), its keys built by ``forbidden_keys`` into ``mapped_keys``: no O(E) array
-    of edges or keys in anonymous memory at any point."""
-    return NegativeSampler.of_keys(forbidden_keys(visible, num_nodes, mapped_keys), num_nodes,
-                                   weights)
+    """The per-epoch sampler of training: forbids only the edges training may see, the
+    (src, dst) blocks ``visible()`` yields, which must be the train phase's message and
+    supervision edges and nothing else (see the module docstring for why held-out edges must
+    not be forbidden here). Its keys are built by ``forbidden_keys`` into ``mapped_keys``: no
+    O(E) array of edges or keys in anonymous memory at any point."""
+    return NegativeSampler(forbidden_keys(visible, num_nodes, mapped_keys), num_nodes, weights)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from gnnpipe.config import NodeSplitParams, PartitionParams
-from gnnpipe.data.graph import Csr, TargetView
-from gnnpipe.splitting.hash_assign import UNUSED
+from gnnpipe.data.graph import TargetView
+from gnnpipe.graphops.analyze import connected_components
+from gnnpipe.splitting.hash_assign import PHASES, UNUSED
 
-PHASES = ("train", "val", "test")
 SIGN = np.uint64(1 << 63)
 NAN_KEY = np.uint64((1 << 64) - 1)  # after every number: NaN sorts last, as numpy sorts it
 
@@ -66,50 +66,6 @@ def ordered_sizes(cfg: NodeSplitParams, sizes: dict[str, int], labelled: int,
     return sizes
 
 
-def roots(parent: np.ndarray) -> np.ndarray:
-    """Pointer jumping: every node's root (N,) in the forest ``parent`` (N,) (roots point at
-    themselves)."""
-    while True:
-        grand = parent[parent]
-        if np.array_equal(grand, parent):
-            return parent
-        parent = grand
-
-
-def connected_components(csr: Csr) -> np.ndarray:
-    """Weakly connected component of every node of an in-memory ``csr``: int64 (N,), labelled
-    by its least member (``graphops.analyze.min_label_components``' labels, in memory).
-
-    Vectorised hook-and-compress (Shiloach-Vishkin style): each round hooks every tree root that
-    has an edge to a smaller root under the smallest such root, then pointer-jumps until every
-    node points at its root. Parents only ever decrease, so no cycle can form.
-    """
-    parent = np.arange(csr.num_nodes, dtype=np.int64)
-    src, dst = csr.indices.numpy(), csr.targets().numpy()
-    while True:
-        root_src, root_dst = parent[src], parent[dst]
-        across = root_src != root_dst
-        if not across.any():
-            return parent
-        src, dst = src[across], dst[across]  # an edge inside one tree never matters again
-        low = np.minimum(root_src[across], root_dst[across])
-        high = np.maximum(root_src[across], root_dst[across])
-        np.minimum.at(parent, high, low)
-        parent = roots(parent)
-
-
-def _cut(weights: np.ndarray, sizes: dict[str, int]) -> np.ndarray:
-    """Split index (0 train, 1 val, 2 test, 3 unused) of units laid end to end: int64 (U,).
-
-    ``weights`` (U,) are unit sizes in their final order; a unit belongs to the split its
-    midpoint falls in.
-    """
-    end = np.cumsum(weights)
-    middle = end - weights / 2.0
-    bounds = np.cumsum([sizes[phase] for phase in PHASES])
-    return np.searchsorted(bounds, middle, side="right")
-
-
 def cluster_labels(graph: TargetView, cfg: NodeSplitParams, rng: np.random.Generator) -> np.ndarray:
     """Cluster id of every node: int64 (N,) (METIS part or connected component)."""
     if cfg.cluster == "component":
@@ -136,8 +92,12 @@ def cluster_codes(graph: TargetView, cfg: NodeSplitParams, sizes: dict[str, int]
     if m < n:  # a cluster weighs its labelled members
         counts = np.bincount(member_of[labelled], minlength=clusters.size)
     order = rng.permutation(clusters.size)
-    cluster_role = np.empty(clusters.size, dtype=np.int64)
-    cluster_role[order] = _cut(counts[order].astype(np.float64), sizes)
+    # clusters laid end to end in that order: each goes to the split its midpoint falls in
+    weights = counts[order].astype(np.float64)
+    bounds = np.cumsum([sizes[phase] for phase in PHASES])
+    cluster_role = np.empty(clusters.size, dtype=np.int64)  # 0 train, 1 val, 2 test, 3 unused
+    cluster_role[order] = np.searchsorted(bounds, np.cumsum(weights) - weights / 2.0,
+                                          side="right")
     empty = [phase for i, phase in enumerate(PHASES)
              if sizes[phase] and not ((cluster_role == i) & (counts > 0)).any()]
     if empty:

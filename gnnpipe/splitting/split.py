@@ -55,11 +55,11 @@ from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.hash_assign import UNUSED, node_keys, radix_counts, thresholds
+from gnnpipe.splitting.hash_assign import (PHASES, UNUSED, node_keys, phase_codes,
+                                           radix_counts, thresholds)
 from gnnpipe.splitting.ordered_split import (cluster_codes, no_later, ordered_sizes,
                                              time_keys)
 
-PHASES = ("train", "val", "test")
 MessageGraphs = dict[str, dict[EdgeType, Csr]]  # phase -> edge type -> CSR
 # strategies whose roles need a whole relation in one process (refused on cluster.engine dask)
 WHOLE = ("cluster",)
@@ -131,12 +131,6 @@ def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
         public=None if graph.public_roles is None else handle("public_roles", graph.public_roles))
 
 
-def row_blocks(indptr: np.ndarray, sizes: BlockSizes) -> list[tuple[int, int]]:
-    """Consecutive row ranges of at most ``sizes.rows`` rows and about ``sizes.edges`` edges
-    (at least one row each)."""
-    return rows_by_edges(indptr, sizes.edges, sizes.rows)
-
-
 def save_rows(folder: Path, block: int, lo: int, hi: int, sources: np.ndarray,
               rows: np.ndarray) -> int:
     """Rows ``[lo, hi)`` of a CSR as block ``block`` in ``<folder>/rows/`` (what ``place_rows``
@@ -188,11 +182,6 @@ def _apportion(total: int, sizes: np.ndarray) -> np.ndarray:
     order = np.argsort(-(quota - counts), kind="stable")
     counts[order[: total - counts.sum()]] += 1
     return np.minimum(counts, sizes)
-
-
-def empty_role(key: str) -> str:
-    return (f"split.node.{key} resolves to 0 nodes; give a larger split.node.{key} (fraction "
-            "or count)")
 
 
 def checked_sizes(cfg: NodeSplitParams, labelled: int, num_nodes: int) -> dict[str, int]:
@@ -299,35 +288,13 @@ def tie_counts(lo: int, hi: int, source: Source, strategy: str, seed: int,
     return out
 
 
-def codes_of(keys: np.ndarray, groups: np.ndarray, limits: np.ndarray, has: np.ndarray,
-             rank: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """Phase code int8 (n,) of consecutive rows (0 train, 1 val, 2 test, ``UNUSED``): the first
-    phase p whose threshold of the row's group takes it: a key below ``limits[p, g]``, or at
-    it among the first ``rank[p, g]`` such keys of the group in row order (``before[p, g]`` of
-    them in earlier blocks). ``groups`` -1: unused."""
-    code = np.full(keys.size, UNUSED, dtype=np.int8)
-    member = groups >= 0
-    g, k = groups[member], keys[member]
-    taken = np.full(k.size, UNUSED, dtype=np.int8)
-    for p in range(limits.shape[0] - 1, -1, -1):  # the earliest phase wins
-        lim = limits[p, g]
-        at = k == lim
-        position = np.zeros(k.size, dtype=np.int64)  # 1-based among the group's tied keys
-        for group in np.unique(g[at]).tolist():
-            tied = at & (g == group)
-            position[tied] = before[p, group] + np.arange(1, int(tied.sum()) + 1)
-        inside = has[p, g] & ((k < lim) | (at & (position <= rank[p, g])))
-        taken = np.where(inside, np.int8(p), taken)
-    code[member] = taken
-    return code
-
-
-def write_codes(lo: int, hi: int, before: np.ndarray, source: Source, strategy: str,
-                seed: int, limits: np.ndarray, has: np.ndarray, rank: np.ndarray,
+def write_codes(lo: int, hi: int, before: np.ndarray | None, source: Source, strategy: str,
+                seed: int, limits: np.ndarray, has: np.ndarray, rank: np.ndarray | None,
                 roles_file: str) -> np.ndarray:
-    """Phase codes of rows ``[lo, hi)`` into ``roles_file``; returns nodes per code int64 (4,)."""
+    """``phase_codes`` of rows ``[lo, hi)`` into ``roles_file``; returns nodes per code int64
+    (4,)."""
     keys, groups = _keys(lo, hi, source, strategy, seed)
-    code = codes_of(keys, groups, limits, has, rank, before)
+    code = phase_codes(keys, groups, limits, has, rank, before)
     write_rows(Path(roles_file), lo, code)
     return np.bincount(code, minlength=UNUSED + 1)
 
@@ -439,12 +406,13 @@ def split_node_blocks(client, graph: Graph, cfg: NodeSplitParams, seed: int, scr
     if cfg.mode != "transductive":
         cuts = None
         if cfg.mode == "time":  # the latest train (train + val) time: the phases' cuts
-            cuts = np.array([_cut_key(client, source, blocks, roles, (0,)),
-                             _cut_key(client, source, blocks, roles, (0, 1))], dtype=np.uint64)
+            found = run_blocks(client, latest_keys, blocks, source=source, roles_file=str(roles))
+            cuts = np.array([max(f[i] for f in found if f[i] is not None) for i in (0, 1)],
+                            dtype=np.uint64)
         for e in source.edge_types:
             if graph.target not in (e[0], e[2]):
                 continue
-            rows = row_blocks(open_array(source.csr[e][0]), sizes)
+            rows = rows_by_edges(open_array(source.csr[e][0]), sizes.edges, sizes.rows)
             kept = run_blocks(client, restrict_rows, [(i, *b) for i, b in enumerate(rows)],
                               edge_type=e, source=source, roles_file=str(roles), cuts=cuts,
                               folder=str(scratch))
@@ -455,19 +423,12 @@ def split_node_blocks(client, graph: Graph, cfg: NodeSplitParams, seed: int, scr
                       dropped=dropped)
 
 
-def latest_key(lo: int, hi: int, source: Source, roles_file: str, codes: tuple[int, ...]
-               ) -> np.uint64 | None:
-    """The largest time key of rows ``[lo, hi)`` with a code in ``codes``; None: no such row."""
-    taken = np.isin(np.asarray(open_memmap(Path(roles_file))[lo:hi]), codes)
-    if not taken.any():
-        return None
-    return time_keys(np.asarray(open_array(source.time)[lo:hi])[taken]).max()
-
-
-def _cut_key(client, source: Source, blocks, roles: Path, codes: tuple[int, ...]) -> np.uint64:
-    found = [k for k in run_blocks(client, latest_key, blocks, source=source,
-                                   roles_file=str(roles), codes=codes) if k is not None]
-    return max(found)
+def latest_keys(lo: int, hi: int, source: Source, roles_file: str) -> list[np.uint64 | None]:
+    """The largest time key of rows ``[lo, hi)`` coded train, and coded train or val (None: no
+    such row)."""
+    code = np.asarray(open_memmap(Path(roles_file))[lo:hi])
+    keys = time_keys(np.asarray(open_array(source.time)[lo:hi]))
+    return [keys[code <= last].max() if (code <= last).any() else None for last in (0, 1)]
 
 
 def _roles(client, graph: Graph, source: Source, cfg: NodeSplitParams, seed: int,
@@ -504,7 +465,8 @@ def _roles(client, graph: Graph, source: Source, cfg: NodeSplitParams, seed: int
         taken = _ranked(client, source, cfg, seed, blocks, roles, per_class, phase_sizes)
     for code, key in enumerate(PHASES):
         if not taken[code]:
-            raise ValueError(empty_role(key))
+            raise ValueError(f"split.node.{key} resolves to 0 nodes; give a larger "
+                             f"split.node.{key} (fraction or count)")
     return dropped
 
 
@@ -525,15 +487,12 @@ def _ranked(client, source: Source, cfg: NodeSplitParams, seed: int,
         counts = phase_counts(cfg, phase_sizes, class_sizes, n)
     common = dict(source=source, strategy=cfg.strategy, seed=seed)
     limits, has = thresholds(client, key_histogram, blocks, counts, **common)
-    cumulative = np.cumsum(counts, axis=0)
+    rank, before = None, [None] * len(blocks)  # hash keys never tie: the threshold's is its rank
     if cfg.strategy == "time":  # keys tie: the threshold's ties are taken in node id order
         found = run_blocks(client, tie_counts, blocks, limits=limits, has=has, **common)
         below = sum(f[0] for f in found)
-        rank = cumulative - below
+        rank = np.cumsum(counts, axis=0) - below
         before = np.cumsum([np.zeros_like(below)] + [f[1] for f in found[:-1]], axis=0)
-    else:  # hash keys never tie: the key at a threshold is the one of its rank
-        rank = np.ones_like(cumulative)
-        before = np.zeros((len(blocks), *cumulative.shape), dtype=np.int64)
     return sum(run_blocks(client, write_codes, [(lo, hi, before[i]) for i, (lo, hi) in
                                                 enumerate(blocks)],
                           limits=limits, has=has, rank=rank, roles_file=str(roles), **common))

@@ -30,7 +30,7 @@ from gnnpipe.runtime.engine import session
 from gnnpipe.splitting import audit
 from gnnpipe.splitting.hard_negatives import hard_link_negatives, note_ranked
 from gnnpipe.splitting.link_audit import audit_links
-from gnnpipe.splitting.link_split import link_meta, split_links
+from gnnpipe.splitting.link_split import split_links
 from gnnpipe.splitting.split import WHOLE, NodeBlocks, graph_source, split_node_blocks
 
 
@@ -56,9 +56,14 @@ class Staged:
 def nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
     """The target type's roles, message graphs per edge type and the audit, by block tasks
     (gnnpipe/splitting/split.py, audit.py) on either engine, in a scratch folder beside
-    ``near`` (data/split), removed after the caller wrote."""
+    ``near`` (data/split), removed after the caller wrote. A strategy that needs a whole
+    relation in one process is refused on cluster.engine dask before any scratch."""
     cfg = params.split.node
-    graph = _mapped_graph(prepared, params, cfg)
+    if params.cluster.engine == "dask" and cfg.strategy in WHOLE:
+        raise ValueError(f"split.node.strategy={cfg.strategy} is not split on cluster.engine: "
+                         "dask (METIS and the components need the target's whole relation in "
+                         "one process, docs/scaling.md); use cluster.engine: local")
+    graph = io.read_graph(prepared, mmap=True, stored_x=True)
     with scratch_beside(near) as scratch:
         with session(params.cluster) as client:
             split = split_node_blocks(client, graph, cfg, params.seed, scratch,
@@ -68,8 +73,12 @@ def nodes(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
             report["label_coverage"]["public_split_unlabelled"] = split.dropped
         roles = open_memmap(split.roles)  # int8 codes of ROLES
         fitted = features.fit_split(params.features.normalize, graph, roles)
-        yield _node_staged(params, graph, report, fitted, cfg.mode, lambda out: io.write_split(
-            out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles))
+        report["features"] = features.audit_entry(params.features.normalize, fitted)
+        typed = graph.layout == TYPED  # the line names the target type, checks per edge type
+        line = ((f"{graph.target} nodes " if typed else "") + f"{report['sizes']} ({cfg.mode}), "
+                "audit passed" + (" per edge type" if typed else ""))
+        yield Staged(report, fitted, lambda out: io.write_split(
+            out, graph, split.message_graphs(graph), {"mode": cfg.mode}, roles=roles), line)
 
 
 def audit_node_blocks(client, graph: Graph, graph_file: Path, split: NodeBlocks,
@@ -103,54 +112,28 @@ def links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
             report = audit_links(client, graph, split, hard=bool(hard))
         if ranked is not None:
             note_ranked(report, ranked)
+        if not typed:  # a typed graph does not say
+            report["undirected"] = split.undirected
+        report["negative_strategy"] = cfg.negative_strategy
+        fitted = features.fit_split(params.features.normalize, graph, None)  # no train nodes
+        report["features"] = features.audit_entry(params.features.normalize, fitted)
+
+        meta = {"edge_type": report["edge_type"], "reverse_edge_type": report["reverse_edge_type"],
+                **({} if typed else {"undirected": report["undirected"]}),
+                "disjoint_train_ratio": cfg.disjoint_train_ratio,
+                "negative_strategy": cfg.negative_strategy}  # meta.json of a link split
 
         def write(out: Path) -> None:  # the pair tables streamed from the scratch buckets
             io.stream_link_tables(out, split.edge_parts, split.negative_parts, hard=bool(hard))
-            io.write_split_files(out, graph, split.message_graphs(graph),
-                                 link_meta(report, cfg, typed),
+            io.write_split_files(out, graph, split.message_graphs(graph), meta,
                                  roles=np.full(graph.num_nodes_dict[graph.target],
                                                ROLES.index("unused"), dtype=np.int8),
                                  num_negatives={"val": cfg.num_val_negatives,
                                                 "test": cfg.num_test_negatives},
                                  num_hard_negatives={"val": hard, "test": hard} if hard else None)
-        yield _link_staged(params, graph, report, None if typed else split.undirected, write)
+        pairs = (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs"
+                 if typed else "link edges")
+        yield Staged(report, fitted, write, f"{pairs} {report['sizes']}, audit passed")
 
 
 RUNS = {"node": nodes, "link": links}  # dataset.task -> its run, on either engine
-
-
-def _mapped_graph(prepared: Path, params: Params, node: NodeSplitParams | None = None) -> Graph:
-    """The prepared graph for the block split, memory-mapped (x in its stored dtype, read in
-    row blocks), after the refusal of a strategy that needs a whole relation in one process on
-    cluster.engine dask (``node``: the node task's params)."""
-    if node is not None and params.cluster.engine == "dask" and node.strategy in WHOLE:
-        raise ValueError(f"split.node.strategy={node.strategy} is not split on cluster.engine: "
-                         "dask (METIS and the components need the target's whole relation in "
-                         "one process, docs/scaling.md); use cluster.engine: local")
-    return io.read_graph(prepared, mmap=True, stored_x=True)
-
-
-def _node_staged(params: Params, graph: Graph, report: dict, fitted: dict[str, FeatureTransform],
-                 mode: str, write: Callable[[Path], None]) -> Staged:
-    """Either engine's node split: ``fitted`` noted in ``report``, the summary line."""
-    report["features"] = features.audit_entry(params.features.normalize, fitted)
-    typed = graph.layout == TYPED
-    nodes = f"{graph.target} nodes " if typed else ""
-    per_type = " per edge type" if typed else ""
-    return Staged(report, fitted, write,
-                  f"{nodes}{report['sizes']} ({mode}), audit passed{per_type}")
-
-
-def _link_staged(params: Params, graph: Graph, report: dict, undirected: bool | None,
-                 write: Callable[[Path], None]) -> Staged:
-    """Either engine's link split: ``undirected`` (None: a typed graph, which does not say)
-    and the negative strategy noted in ``report``, every node's features fitted (the link task
-    has no train nodes), the summary line."""
-    if undirected is not None:
-        report["undirected"] = undirected
-    report["negative_strategy"] = params.split.link.negative_strategy
-    fitted = features.fit_split(params.features.normalize, graph, None)
-    report["features"] = features.audit_entry(params.features.normalize, fitted)
-    pairs = (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs"
-             if graph.layout == TYPED else "link edges")
-    return Staged(report, fitted, write, f"{pairs} {report['sizes']}, audit passed")

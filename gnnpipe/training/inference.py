@@ -14,8 +14,8 @@ by block, so peak memory is the layer tables (every node x hidden: the one being
 one being filled; all L under jk; GCN adds its N x hidden ``lin`` table, sep an N x hidden/2
 one) plus one block. Inside a stage those tables, the outputs too, are pages of memory-mapped
 scratch files beside the stage's outputs (``gnnpipe.io.temps.scratch_array``: unlinked once
-mapped, so nothing outlives the run or a kill), not anonymous memory; what the process holds per
-node is the block cost prefix (8 bytes) and, for GCN, the normalisation (4 bytes). Under DDP the
+mapped, so nothing outlives the run or a kill), not anonymous memory, and so is the block cost
+prefix (8 bytes a node); what the process holds per node is, for GCN, the normalisation (4 bytes). Under DDP the
 ranks split each type's rows and broadcast each one's share of a layer's table into every
 rank's, so every rank ends with all rows.
 
@@ -57,7 +57,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
 from gnnpipe.io.temps import scratch_array
 from gnnpipe.runtime.progress import progress
-from gnnpipe.runtime.resources import release_memory
+from gnnpipe.runtime.resources import large_blocks_mapped, release_memory
 from gnnpipe.training.distributed import SINGLE, DistContext
 from gnnpipe.training.embeddings import input_table
 from gnnpipe.data.graph import EDGE, NODE, Csr, EdgeType, edge_type_name
@@ -110,10 +110,17 @@ def edge_index_of(csr: Csr) -> torch.Tensor:
 # --------------------------------------------------------------------------------- row blocks
 def cost_prefix(csrs: list[Csr], num_rows: int) -> torch.Tensor:
     """Work up to each row of one destination type, int64 (num_rows + 1,): its in-edges summed
-    over ``csrs`` (the edge types into it) plus one per row (isolated rows cost too)."""
-    prefix = torch.arange(num_rows + 1, dtype=torch.int64)
-    for csr in csrs:
-        prefix += csr.indptr  # in place: one (N + 1,) table, not a second while summing
+    over ``csrs`` (the edge types into it) plus one per row (isolated rows cost too). Inside a
+    stage a mapped scratch table (``scratch_array``), filled ``ROW_STEP`` rows at a time."""
+    mapped = scratch_array(num_rows + 1, 1, np.int64)
+    prefix = (torch.empty(num_rows + 1, dtype=torch.int64) if mapped is None
+              else torch.from_numpy(mapped).view(-1))
+    for a in range(0, num_rows + 1, ROW_STEP):
+        b = min(a + ROW_STEP, num_rows + 1)
+        block = prefix[a:b]
+        torch.arange(a, b, dtype=torch.int64, out=block)
+        for csr in csrs:
+            block += csr.indptr[a:b]
     return prefix
 
 
@@ -523,12 +530,13 @@ def layerwise_logits(model: nn.Module, x, engine: LayerwiseInference,
     was_training = model.training
     model.eval()
     try:
-        x = input_table(model, x)  # learnt node embeddings (train.embeddings) join the features
-        if typed:
-            run = _typed_sage if model.name == "sage" else _rgcn
-        else:
-            run = _mlp if isinstance(model, FeatureMLP) else _basic_gnn
-        return run(model, x, engine, ctx, with_hidden)
+        with large_blocks_mapped():  # each block's temporaries leave no heap behind
+            x = input_table(model, x)  # learnt node embeddings (train.embeddings) join x
+            if typed:
+                run = _typed_sage if model.name == "sage" else _rgcn
+            else:
+                run = _mlp if isinstance(model, FeatureMLP) else _basic_gnn
+            return run(model, x, engine, ctx, with_hidden)
     finally:
         model.train(was_training)
 

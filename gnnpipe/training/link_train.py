@@ -3,8 +3,8 @@
 The encoder is any node model of gnnpipe/training/models.py built with ``out_channels = hidden``:
 its output rows are node embeddings ``z`` (N, H) and a pair (u, v) scores ``z_u . z_v`` (a logit).
 Each step scores supervision positives and one fresh negative per positive (drawn by
-``negatives.training_sampler`` against the edges training may see, never against held-out ones)
-and takes one Adam step on binary cross-entropy:
+``negatives.training_sampler_of_blocks`` against the edges training may see, never against
+held-out ones) and takes one Adam step on binary cross-entropy:
 
 * ``train.sampler: full`` (and ``sign``): one step per epoch, encoding the **train** phase's
   message graph once, over every supervision edge.
@@ -189,7 +189,7 @@ class LinkTask:
         _check_shares({"": negatives, " hard": hard_negatives or {}}, self.rows, edges, ctx)
         self.supervision = edges["train_supervision"]
         self.heads = self.supervision[0].numpy()
-        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: timed's timings
 
     def place(self, device: torch.device) -> None:
         """Phase inputs, supervision and the fixed val / test pairs go to ``device`` (``heads``
@@ -270,7 +270,7 @@ def fit_link(build_encoder: Callable[[], nn.Module], inputs: dict[str, PhaseInpu
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size, "device": outcome.device,
             "train_edges_per_s": round(
         outcome.epochs_here * task.heads.size / max(seconds, 1e-9), 1)}
-    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+    if task.aggregation_seconds:  # train.aggregation: timed, on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if any(inputs[p].layerwise is not None for p in EVAL_PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)

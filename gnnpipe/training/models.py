@@ -205,7 +205,7 @@ class _Sampled:
     rows."""
 
     trims = True  # gnnpipe.training.models.trim_kwargs passes the counts
-    aggregation = "scatter"  # scatter | csr (CSR_MODELS) | auto (resolved on the first batch)
+    aggregation = "scatter"  # scatter | csr (CSR_MODELS) | timed (resolved on the first batch)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
                 edge_weight: torch.Tensor | None = None,
@@ -252,7 +252,7 @@ def _count_kwargs(model: nn.Module, batch) -> dict:
 
 
 def choose_aggregation(model: nn.Module, step, repeats: int = 3) -> dict[str, float]:
-    """Resolve ``model.aggregation = "auto"``: time ``step()`` (a loss of one batch: forward
+    """Resolve ``model.aggregation = "timed"``: time ``step()`` (a loss of one batch: forward
     and backward) with scatter and with csr, keep the faster, leave no gradients behind and
     torch's RNG untouched. Returns the best seconds of each."""
     best = {"scatter": float("inf"), "csr": float("inf")}
@@ -542,6 +542,14 @@ def _graph_model(name: str, in_dim: int, num_classes: int, cfg: TrainParams) -> 
     model = models[name](in_channels=in_dim, hidden_channels=cfg.hidden,
                          num_layers=cfg.num_layers, out_channels=num_classes,
                          dropout=cfg.dropout, jk=None if cfg.jk == "none" else cfg.jk, **kwargs)
-    # gat aggregates per-edge attention: scatter only (config._check_aggregation refuses csr)
-    model.aggregation = cfg.aggregation if name in CSR_MODELS else "scatter"
+    model.aggregation = aggregation_of(name, cfg.aggregation)
     return model
+
+
+def aggregation_of(name: str, setting: str) -> str:
+    """The aggregation a homogeneous ``name`` model runs with ``train.aggregation``: auto is
+    csr for ``CSR_MODELS``; gat aggregates per-edge attention, so scatter only
+    (config._check_aggregation refuses an explicit csr)."""
+    if name not in CSR_MODELS:
+        return "scatter"
+    return "csr" if setting == "auto" else setting

@@ -315,12 +315,12 @@ def _evaluator_accuracy(model: nn.Module, evaluator: Evaluator, ctx: DistContext
 
 def resolve_aggregation(model: nn.Module, loss: Callable[[nn.Module], torch.Tensor]
                         ) -> dict[str, float] | None:
-    """``train.aggregation: auto``: on the first step, time ``loss(model)`` (forward and
+    """``train.aggregation: timed``: on the first step, time ``loss(model)`` (forward and
     backward, the user's module: no DDP collective) with scatter and csr and keep the faster
     (``gnnpipe.training.models.choose_aggregation``); the seconds of each, or None when nothing was
     left to choose."""
     user = _unwrap(model)
-    if getattr(user, "aggregation", None) != "auto":
+    if getattr(user, "aggregation", None) != "timed":
         return None
     from gnnpipe.training.models import choose_aggregation  # a graph model: PyG is loaded
 
@@ -345,7 +345,7 @@ class NodeTask:
         self.class_weight = objective.class_weight  # (C,) on the device after place
         # an evaluator holds its nodes' labels and roles (y, roles None): no phase ids here
         self.idx = phase_index(roles) if roles is not None else {}
-        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: auto's timings
+        self.aggregation_seconds: dict[str, float] = {}  # train.aggregation: timed's timings
         self.step_y = y  # labels the steps of row batches index (on the device after place)
 
     def place(self, device: torch.device) -> None:
@@ -484,7 +484,7 @@ def fit(build_model: Callable[[], nn.Module], inputs: dict[str, PhaseInput] | No
     perf = {"seconds": round(seconds, 3), "world_size": ctx.world_size,
             "threads": torch.get_num_threads(), "device": outcome.device,
             "train_seeds_per_s": round(outcome.epochs_here * num_train / max(seconds, 1e-9), 1)}
-    if task.aggregation_seconds:  # train.aggregation: auto, timed on the first batch
+    if task.aggregation_seconds:  # train.aggregation: timed, on the first batch
         perf["aggregation"] = {"chosen": model.aggregation, "step_seconds": task.aggregation_seconds}
     if inputs is not None and any(inputs[p].layerwise is not None for p in PHASES):
         perf["eval_inference"] = "layerwise"  # train.inference (auto chose it for a big graph)

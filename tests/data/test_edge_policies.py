@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from gnnpipe.config import params_from_dict
-from graph_oracle import build
+from graph_oracle import build, raw_homogeneous
 from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import EDGE
 from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation
@@ -64,9 +64,9 @@ def expected(src, dst, time, *, undirected, dedup, remove_loops, pairs=None):
 def _homogeneous(src, dst, time, cfg, with_time=True):
     x = np.zeros((N, 1), dtype=np.float32)
     y = np.arange(N, dtype=np.int64) % 2
-    raw = RawGraph.homogeneous(x, y, src, dst, "test",
-                               edge_weight=pa.array(np.arange(src.size, dtype=np.float64)),
-                               edge_time=pa.array(time) if with_time else None)
+    raw = raw_homogeneous(x, y, src, dst, "test",
+                          edge_weight=pa.array(np.arange(src.size, dtype=np.float64)),
+                          edge_time=pa.array(time) if with_time else None)
     return build(raw, cfg)
 
 

@@ -17,8 +17,8 @@ from torch_geometric.transforms import NormalizeFeatures
 
 from gnnpipe import io
 from gnnpipe.cli import main
-from gnnpipe.data.graph import ROLE_CODES
-from gnnpipe.data.features import (FeatureTransform, fit, fit_rows, fit_typed, read_transform,
+from gnnpipe.data.graph import ROLE_CODES, Graph
+from gnnpipe.data.features import (FeatureTransform, fit, fit_rows, fit_split, read_transform,
                                    write_transforms)
 
 SMALL = {"dataset": {"synthetic": {"num_nodes": 600, "num_features": 12, "num_classes": 3}},
@@ -171,7 +171,9 @@ def test_wrong_width_missing_and_garbage_artifacts(tmp_path):
 def test_typed_fit_is_per_type_target_train_others_all(tmp_path):
     x = {"paper": _features(2, 40, 5), "author": _features(3, 30, 3)}
     roles = np.array(["train", "val"] * 20)
-    fitted = fit_typed("standardize", x, "paper", roles)
+    graph = Graph(x=x, csr={}, target="paper", y=torch.zeros(40, dtype=torch.int64),
+                  num_classes=2, reverse={}, link_edge_type=("paper", "cites", "paper"))
+    fitted = fit_split("standardize", graph, roles)  # typed: the types are not node / to / node
     assert (fitted["paper"].fitted_on, fitted["paper"].nodes) == ("train", 20)
     assert (fitted["author"].fitted_on, fitted["author"].nodes) == ("all", 30)
     torch.testing.assert_close(fitted["author"].stats["mean"], x["author"].mean(0))

@@ -116,7 +116,7 @@ def test_a_stage_killed_mid_run_leaves_no_scratch_after_the_next_stage(tmp_path,
     cache, so no code of that stage ran again): its worker processes go with it, and the next
     run of another stage (local: the sweep runs before any engine starts) removes its staged
     output and block scratch beside data/ and its run folder in the temp dir; propagate then
-    runs clean. (The local engine leaves a subset: the staged output and the run folder.)"""
+    runs clean. (The local engine leaves the same: its block scratch folder stays empty.)"""
     system_tmp = tmp_path / "tmp"
     system_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(system_tmp))

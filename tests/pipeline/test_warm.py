@@ -243,3 +243,82 @@ def test_no_fork_past_a_thread_or_for_another_interpreter():
                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.stdout.strip() == str(["", "", "2 Python threads", "2 Python threads",
                                        "another interpreter or interpreter options"])
+
+
+# in a fresh interpreter: the server's preloads, then in a fork per stage what a served child
+# imports before its stage's own seconds start (the command's parser, gnnpipe.cli's imports):
+# the installed (site-packages) modules that loads beyond the preloads, as JSON per stage
+PRELOAD_PROBE = """
+import importlib, json, os, sys, sysconfig
+from gnnpipe.runtime import threads, warm_server
+from gnnpipe.pipeline import STAGES
+threads.default_env()
+for name in warm_server.PRELOAD:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+for name in [m for m in sys.modules if m == "gnnpipe" or m.startswith("gnnpipe.")]:
+    del sys.modules[name]
+site = tuple({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+found = {}
+for stage in STAGES:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        before = set(sys.modules)
+        cli = importlib.import_module("gnnpipe.cli")
+        cli.build_parser((stage,))
+        cli.environment_errors()
+        importlib.import_module("gnnpipe.runtime.resources")
+        new = sorted(m for m in set(sys.modules) - before
+                     if (getattr(sys.modules[m], "__file__", None) or "").startswith(site))
+        os.write(write, json.dumps(new).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        found[stage] = json.loads(stream.read() or b"null")
+    os.waitpid(pid, 0)
+print(json.dumps(found))
+"""
+
+
+def test_a_served_stage_imports_only_gnnpipe_before_it_runs():
+    # what a served stage imports before its own seconds start is overhead on every stage
+    # (issue 46): the installed packages among it belong in the server's PRELOAD
+    import json
+
+    done = subprocess.run([sys.executable, "-c", PRELOAD_PROBE], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    found = json.loads(done.stdout)
+    assert set(found) >= {"prepare", "train", "report"}
+    assert {stage: new for stage, new in found.items() if new} == {}
+
+
+def test_a_waiting_request_goes_before_the_next_preload(tmp_path):
+    # the server imports PRELOAD one module at a time between requests: a stage that connects
+    # early (the first one, while torch & co. still import) is served at once, not after all
+    import socket
+
+    from gnnpipe.runtime import warm_server
+
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(tmp_path / "s.sock"))
+        listener.listen(4)
+        server = warm_server.Server(listener)
+        calls = []
+
+        def preload():
+            calls.append(server.pending.pop(0))
+            server.stopping = not server.pending
+
+        def accept():
+            calls.append("request")
+            listener.accept()[0].close()
+
+        server.preload, server.accept = preload, accept
+        server.pending = ["first", "second", "third"]
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(tmp_path / "s.sock"))
+            server.serve()
+    assert calls == ["request", "first", "second", "third"]

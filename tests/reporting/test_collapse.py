@@ -19,8 +19,7 @@ from gnnpipe.reporting.eval_inputs import collapse_causes
 from gnnpipe.reporting.link_evaluate import evaluate_links
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.runtime.rng import make_rng
-from link_oracle import split_links
-from gnnpipe.splitting.negatives import training_sampler
+from link_oracle import split_links, training_sampler
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import build_inputs

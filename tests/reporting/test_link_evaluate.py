@@ -24,8 +24,7 @@ from gnnpipe.reporting.link_evaluate import (evaluate_links, heuristic_predictio
 from gnnpipe.reporting.link_heuristics import HEURISTICS, SHARED_NEIGHBOUR
 from gnnpipe.reporting.verdict import described, paired_gap
 from gnnpipe.runtime.rng import make_rng
-from link_oracle import hard_link_negatives, split_links
-from gnnpipe.splitting.negatives import training_sampler
+from link_oracle import hard_link_negatives, split_links, training_sampler
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import build_inputs

@@ -16,8 +16,8 @@ from gnnpipe.config import NeighborParams, params_from_dict
 from gnnpipe.training.distributed import DistContext
 from gnnpipe.data.synthetic import WRITES
 from graph_oracle import REV_WRITES
-from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
-from link_oracle import split_links
+from gnnpipe.splitting.link_split import negative_weights
+from link_oracle import split_links, typed_negative_sampler
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.link import typed_link_loader
 from gnnpipe.sampling.loader import hetero_link_neighbor_loader

@@ -17,13 +17,12 @@ from conftest import as_graph, small_params
 from gnnpipe.config import (LinkSplitParams, NeighborParams, ParamsError, TrainParams,
                             params_from_dict, replace)
 from gnnpipe.training.distributed import DistContext, share_rows
-from link_oracle import split_links
+from link_oracle import edge_keys_both_directions, split_links, training_sampler
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.loop import Checkpointing, LoopOptions
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.training.models import build_model
-from gnnpipe.splitting.negatives import edge_keys_both_directions, training_sampler
-from graph_oracle import prepare
+from graph_oracle import edge_keys, prepare
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
@@ -102,7 +101,7 @@ def test_no_held_out_edge_reaches_any_batch(link_data, subgraph_type, disjoint):
     direction, and every positive is a supervision edge."""
     graph, link, _ = link_data
     n = graph.num_nodes
-    message = set(phase_csrs(link.message_graphs)["train"].edge_keys().tolist())
+    message = set(edge_keys(phase_csrs(link.message_graphs)["train"]).tolist())
     sup = link.edges["train_supervision"]
     held = np.concatenate([link.edges["val"], link.edges["test"]], 1)
     held_keys = set(edge_keys_both_directions(held[0], held[1], n).tolist())

@@ -24,6 +24,7 @@ from gnnpipe.training.models import build_model
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import CsrNeighborSampler, neighbor_loader, pick_edges, resolve_backend
 from gnnpipe.sampling.builders import neighbor_batches
+from graph_oracle import edge_keys, restrict
 from split_oracle import split_nodes
 from gnnpipe.io.common import role_codes
 from gnnpipe.training.train import build_inputs, fit
@@ -285,7 +286,7 @@ def test_induced_subgraph_holds_every_edge_among_the_sampled_nodes_once():
     for batch in _batches(csr, [3, 2], subgraph_type="induced"):
         keep = torch.zeros(csr.num_nodes, dtype=torch.bool)
         keep[batch.n_id] = True
-        expected = csr.restrict(keep).edge_keys()
+        expected = edge_keys(restrict(csr, keep))
         got = batch.n_id[batch.edge_index]
         keys = torch.sort(got[0] * csr.num_nodes + got[1]).values
         assert torch.equal(keys, expected)
@@ -444,7 +445,7 @@ def test_sampled_training_sees_only_the_train_phase_graph(small_graph):
                              make_rng(0, "split"))
     roles, graphs = node_split.roles, phase_csrs(node_split.message_graphs)
     seeds = torch.from_numpy(np.flatnonzero(roles == "train"))
-    train_keys = set(graphs["train"].edge_keys().tolist())
+    train_keys = set(edge_keys(graphs["train"]).tolist())
     n = small_graph.num_nodes
     loader = neighbor_loader(small_graph.x, small_graph.y, graphs["train"], seeds, FAST.neighbor, 0,
                              batch_size=FAST.batch_size)

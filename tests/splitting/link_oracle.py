@@ -14,17 +14,18 @@ import torch
 
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, homogeneous_csr, sorted_unique
+from graph_oracle import edge_keys
 from gnnpipe.data.graph import Csr, EdgeType, Graph, edge_type_name
 from gnnpipe.graphops.heuristics import train_view
 from gnnpipe.splitting import hash_assign
-from gnnpipe.splitting.hash_assign import key_order
-from gnnpipe.splitting.link_audit import (HELD_OUT_ROLES, LinkSums, NegativeSums,
-                                          found, link_compared, link_hidden, link_report)
-from gnnpipe.splitting.link_split import (EDGE_ROLES, negative_weights, typed_negative_sampler, HELD_OUT, PHASES, TAKEN_CODES,
+from gnnpipe.splitting.link_audit import (LinkSums, NegativeSums, found, link_compared,
+                                          link_hidden, link_report)
+from gnnpipe.splitting.link_split import (EDGE_ROLES, negative_weights, HELD_OUT, PHASES, TAKEN_CODES,
                                           _VISIBLE_CODES, _MESSAGE, _SUPERVISION_ONLY, _TEST,
                                           _VAL, pair_counts)
 from gnnpipe.data.edges import contains
-from gnnpipe.splitting.negatives import NegativeSampler, hashed_negatives
+from gnnpipe.splitting.negatives import (NegativeSampler, hashed_negatives,
+                                         training_sampler_of_blocks)
 
 LINK_ROLES = EDGE_ROLES
 
@@ -41,8 +42,13 @@ class LinkSplit:
     undirected: bool
 
 
+def key_order(keys: np.ndarray) -> np.ndarray:
+    """The order that ranks ``keys`` ascending: int64 (n,)."""
+    return np.argsort(keys, kind="stable")
+
+
 def _is_subset(sub: Csr, full: Csr) -> bool:
-    keys, full_keys = sub.edge_keys(), full.edge_keys()
+    keys, full_keys = edge_keys(sub), edge_keys(full)
     pos = torch.searchsorted(full_keys, keys)
     pos = pos.clamp(max=max(full_keys.numel() - 1, 0))
     return bool(keys.numel() == 0 or (full_keys.numel() and (full_keys[pos] == keys).all()))
@@ -50,7 +56,7 @@ def _is_subset(sub: Csr, full: Csr) -> bool:
 
 def _within(sub: Csr, full: Csr, num_src: int) -> bool:
     """Every edge of ``sub`` is an edge of ``full`` (same edge type), by sets: the oracle's way."""
-    return sub is full or set(sub.edge_keys().tolist()) <= set(full.edge_keys().tolist())
+    return sub is full or set(edge_keys(sub).tolist()) <= set(edge_keys(full).tolist())
 
 
 def _typed_checks(graph, message_graphs, roles, mode, skip=()) -> list[dict]:
@@ -67,6 +73,30 @@ def _pairs(edges: torch.Tensor, n: int) -> np.ndarray:
     return np.minimum(src, dst) * n + np.maximum(src, dst)
 
 
+def edge_keys_both_directions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Sorted unique int64 keys ``u * N + v`` of every edge in both directions: (K,) (what
+    ``negatives.forbidden_keys`` builds by head buckets)."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    return sorted_unique(np.concatenate([src * num_nodes + dst, dst * num_nodes + src]))
+
+
+def training_sampler(visible_src: np.ndarray, visible_dst: np.ndarray, num_nodes: int,
+                     weights: np.ndarray | None = None) -> NegativeSampler:
+    """``negatives.training_sampler_of_blocks`` of in-memory edges ``visible_*`` (E,), one
+    block: forbids these edges (either direction) and nothing else."""
+    return training_sampler_of_blocks(lambda: [(visible_src, visible_dst)], num_nodes, weights)
+
+
+def typed_negative_sampler(graph: Graph, edge_type: EdgeType, src: np.ndarray,
+                           dst: np.ndarray, weights: np.ndarray | None) -> NegativeSampler:
+    """``training_sampler`` over homogeneous ids forbidding the type-local pairs ``src`` ->
+    ``dst`` (the edges training may see)."""
+    offsets = graph.offsets()
+    return training_sampler(src + offsets[edge_type[0]], dst + offsets[edge_type[2]],
+                            graph.num_nodes, weights)
+
+
 def sample_hashed(sampler: NegativeSampler, heads, edges, per_head, seed):
     n = sampler.num_nodes
     return hashed_negatives(heads, edges, per_head, seed, n, sampler.cumulative,
@@ -75,7 +105,7 @@ def sample_hashed(sampler: NegativeSampler, heads, edges, per_head, seed):
 
 def is_symmetric(csr: Csr) -> bool:
     """True if every stored edge's reverse is stored too (an undirected graph)."""
-    keys = torch.unique(csr.edge_keys())
+    keys = torch.unique(edge_keys(csr))
     n = csr.num_nodes
     reverse = torch.sort((keys % n) * n + keys // n).values
     return bool(torch.equal(keys, reverse))
@@ -338,7 +368,7 @@ def _negative_sums(negatives: dict[str, torch.Tensor], edges: dict[str, torch.Te
     """``LinkSums.negatives`` of the fixed negatives of each held-out phase (int64 (P, K)
     targets of the heads ``edges[phase][0]``; ``full_pairs``: the graph's unordered pair keys)."""
     sums = {}
-    for phase in HELD_OUT_ROLES:
+    for phase in HELD_OUT:
         targets, heads = negatives[phase], edges[phase][0]
         shape = tuple(targets.shape)
         if not (targets.dim() == 2 and targets.shape[0] == heads.numel()):

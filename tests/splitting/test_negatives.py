@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gnnpipe.data.edges import contains
-from gnnpipe.splitting.negatives import NegativeSampler, training_sampler
+from link_oracle import training_sampler
 
 
 def _dense_graph(n: int = 30, p: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +26,7 @@ def test_negatives_never_hit_a_true_edge_in_either_direction_on_a_dense_graph():
     true_pairs = set(zip(src.tolist(), dst.tolist())) | set(zip(dst.tolist(), src.tolist()))
     assert len(true_pairs) / (n * (n - 1)) > 0.4  # rejection really has work to do
     heads = np.repeat(np.arange(n), 20)
-    targets = NegativeSampler(src, dst, n).sample(heads, 50, np.random.default_rng(1))
+    targets = training_sampler(src, dst, n).sample(heads, 50, np.random.default_rng(1))
     assert targets.shape == (heads.size, 50)
     drawn = set(zip(np.repeat(heads, 50).tolist(), targets.reshape(-1).tolist()))
     assert not drawn & true_pairs
@@ -38,7 +38,7 @@ def test_negatives_never_hit_a_true_edge_in_either_direction_on_a_dense_graph():
 
 def test_same_rng_seed_gives_the_same_negatives():
     src, dst = _dense_graph()
-    sampler = NegativeSampler(src, dst, 30)
+    sampler = training_sampler(src, dst, 30)
     heads = np.arange(30)
     first = sampler.sample(heads, 10, np.random.default_rng(7))
     assert np.array_equal(first, sampler.sample(heads, 10, np.random.default_rng(7)))
@@ -48,7 +48,7 @@ def test_same_rng_seed_gives_the_same_negatives():
 def test_a_head_linked_to_every_other_node_is_rejected_clearly():
     n = 6
     src, dst = np.zeros(n - 1, dtype=np.int64), np.arange(1, n)  # node 0 is linked to all
-    sampler = NegativeSampler(src, dst, n)
+    sampler = training_sampler(src, dst, n)
     with pytest.raises(ValueError, match="node 0 is linked to every other node"):
         sampler.sample(np.array([1, 0]), 3, np.random.default_rng(0))
     # other heads still work: their only allowed targets are the leaves other than themselves
@@ -59,7 +59,7 @@ def test_a_head_linked_to_every_other_node_is_rejected_clearly():
 def test_self_loops_in_the_forbidden_set_do_not_fake_saturation():
     # node 0: linked to 1 and 2 and to itself; 3 is still a valid negative target
     src, dst = np.array([0, 0, 0]), np.array([0, 1, 2])
-    targets = NegativeSampler(src, dst, 4).sample(np.array([0]), 10, np.random.default_rng(0))
+    targets = training_sampler(src, dst, 4).sample(np.array([0]), 10, np.random.default_rng(0))
     assert (targets == 3).all()
 
 
@@ -70,7 +70,7 @@ def test_degree_negatives_follow_the_degree_and_never_pick_zero_degree_targets()
     dst = rng.integers(0, n, 600)
     degrees = np.zeros(n)
     degrees[:100] = np.arange(1, 101)  # nodes 100.. have degree 0 in the train graph
-    sampler = NegativeSampler(src, dst, n, degrees)  # the train graph's degrees: weights
+    sampler = training_sampler(src, dst, n, degrees)  # the train graph's degrees: weights
     targets = sampler.sample(np.arange(n), 200, np.random.default_rng(1)).reshape(-1)
     assert not (targets >= 100).any()
     counts = np.bincount(targets, minlength=n)[:100]
@@ -84,9 +84,9 @@ def test_degree_negatives_fail_clearly_when_every_weighted_target_is_a_neighbour
     src, dst = np.array([0, 0]), np.array([1, 2])
     weights = np.array([0.0, 1.0, 1.0, 0.0, 0.0])  # only 1 and 2 can be drawn: both neighbours of 0
     with pytest.raises(ValueError, match="could not draw a valid negative .*negative_strategy=uniform"):
-        NegativeSampler(src, dst, n, weights).sample(np.array([0]), 2, np.random.default_rng(0))
+        training_sampler(src, dst, n, weights).sample(np.array([0]), 2, np.random.default_rng(0))
     with pytest.raises(ValueError, match="weights must be"):
-        NegativeSampler(src, dst, n, np.zeros(n))
+        training_sampler(src, dst, n, np.zeros(n))
 
 
 def test_training_negatives_avoid_only_what_training_sees():

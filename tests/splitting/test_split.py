@@ -179,7 +179,7 @@ def test_connected_components_match_scipy_with_isolated_nodes():
     from scipy.sparse.csgraph import connected_components as scipy_components
 
     from gnnpipe.data.edges import csr_from_edges
-    from gnnpipe.splitting.ordered_split import connected_components
+    from gnnpipe.graphops.analyze import connected_components
 
     rng = np.random.default_rng(0)
     n = 500

@@ -1,6 +1,7 @@
 """train.aggregation: csr (a sparse CSR product over target rows) against the scatter path of
 the same weights, forward and gradients, full graph and trimmed batches; scatter is the models'
-own forward bit for bit; auto times both on the first batch and records its choice."""
+own forward bit for bit; auto (the default) is csr for gcn and sage, scatter for the rest;
+timed times both on the first batch and records its choice."""
 
 from __future__ import annotations
 
@@ -105,9 +106,8 @@ def test_csr_runs_under_bfloat16_autocast(graph, name):
 
 @pytest.mark.parametrize("name,pyg", [("gcn", GCN), ("sage", GraphSAGE)])
 def test_scatter_is_the_pyg_forward_bit_for_bit(graph, name, pyg):
-    """The default (train.aggregation: scatter, no counts) runs PyG's own forward: default
-    pipeline outputs stay byte-identical."""
-    cfg = TrainParams(model=name, hidden=8)
+    """train.aggregation: scatter (no counts) runs PyG's own forward, bit for bit."""
+    cfg = TrainParams(model=name, hidden=8, aggregation="scatter")
     torch.manual_seed(0)
     model = build_model(name, 2, 3, cfg)
     torch.manual_seed(0)
@@ -118,10 +118,19 @@ def test_scatter_is_the_pyg_forward_bit_for_bit(graph, name, pyg):
     assert torch.equal(model(graph.x, edge_index), reference(graph.x, edge_index))
 
 
+@pytest.mark.parametrize("name", ["gcn", "sage"])
+def test_the_default_runs_csr_on_gcn_and_sage(name):
+    assert TrainParams().aggregation == "auto"
+    assert build_model(name, 2, 3, TrainParams(model=name, hidden=8)).aggregation == "csr"
+    assert build_model(name, 2, 3, TrainParams(model=name, hidden=8,
+                                               aggregation="scatter")).aggregation == "scatter"
+
+
 def test_gat_and_other_models_stay_on_scatter():
-    model = build_model("gat", 2, 3, TrainParams(model="gat", hidden=8, heads=2,
-                                                 aggregation="auto"))
-    assert model.aggregation == "scatter"
+    for setting in ("auto", "timed"):
+        model = build_model("gat", 2, 3, TrainParams(model="gat", hidden=8, heads=2,
+                                                     aggregation=setting))
+        assert model.aggregation == "scatter"
     params = small_params()
     for bad in ({"model": "gat", "aggregation": "csr"}, {"model": "mlp", "aggregation": "csr"}):
         with pytest.raises(ParamsError, match="train.aggregation='csr' applies to gcn and sage"):
@@ -130,7 +139,7 @@ def test_gat_and_other_models_stay_on_scatter():
 
 def test_choose_aggregation_keeps_the_faster_and_leaves_no_trace(graph):
     torch.manual_seed(0)
-    model = build_model("sage", 2, 3, TrainParams(hidden=8, aggregation="auto"))
+    model = build_model("sage", 2, 3, TrainParams(hidden=8, aggregation="timed"))
     edge_index = graph.csr.edge_index()
     state = torch.get_rng_state()
     seconds = choose_aggregation(model, lambda: F.cross_entropy(
@@ -141,9 +150,9 @@ def test_choose_aggregation_keeps_the_faster_and_leaves_no_trace(graph):
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_fit_with_auto_records_the_choice(graph):
+def test_fit_with_timed_records_the_choice(graph):
     cfg = TrainParams(model="sage", sampler="neighbor", hidden=8, epochs=2, patience=5,
-                      batch_size=8, aggregation="auto", neighbor=NeighborParams((3, 2)))
+                      batch_size=8, aggregation="timed", neighbor=NeighborParams((3, 2)))
     roles = role_codes(np.array(["train"] * 30 + ["val"] * 15 + ["test"] * 15))
     loader = neighbor_batches(graph.x, graph.y, graph.csr, torch.arange(30), cfg.neighbor,
                               seed=0, batch_size=8)

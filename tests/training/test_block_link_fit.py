@@ -19,11 +19,11 @@ from gnnpipe.cli import main
 from gnnpipe.config import FitParams
 from gnnpipe.data.features import ModelFeatures
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.training.block_link_fit import fit_link_blocks
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.training.models import build_model
 from gnnpipe.training.train import PhaseInput, build_inputs
+from link_oracle import training_sampler
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -39,7 +39,7 @@ def _link_split(n: int, pairs: int, seed: int = 0):
     negatives = {p: pick(300, 20) for p in ("val", "test")}
     hard = {p: pick(300, 3) for p in ("val", "test")}
     sup = edges["train_supervision"].numpy()
-    return edges, negatives, hard, NegativeSampler(sup[0], sup[1], n)
+    return edges, negatives, hard, training_sampler(sup[0], sup[1], n)
 
 
 class _Largest:

@@ -31,8 +31,8 @@ from gnnpipe.hetero.models import build_hetero_model
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling import builders
-from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
-from link_oracle import split_links
+from gnnpipe.splitting.link_split import negative_weights
+from link_oracle import split_links, typed_negative_sampler
 from gnnpipe.training import embeddings
 from gnnpipe.training.inference import LayerwiseInference, csr_view, layerwise_logits
 from gnnpipe.training.link_train import fit_link
@@ -82,7 +82,7 @@ def test_batches_give_their_rows_ids_and_only_those_rows_get_gradients(sampler):
 
 
 def test_link_batches_and_typed_batches_carry_ids_per_type():
-    from gnnpipe.splitting.negatives import training_sampler
+    from link_oracle import training_sampler
 
     graph = _graph()
     csr = graph.csr[graph.link_edge_type]

@@ -15,10 +15,9 @@ from gnnpipe.cli import main
 from gnnpipe.config import (InferenceParams, LinkSplitParams, NodeSplitParams, TrainParams,
                             params_from_dict)
 from gnnpipe.training.inference import NODE, LayerwiseInference, csr_view
-from link_oracle import split_links
+from link_oracle import split_links, training_sampler
 from gnnpipe.training.link_train import embed, encode, fit_link
 from gnnpipe.training.models import build_model
-from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.graphops.partition import assign_parts
 from shard_oracle import build_shard
 from graph_oracle import prepare

@@ -11,8 +11,8 @@ import torch
 from gnnpipe.config import params_from_dict
 from gnnpipe.hetero.inputs import phase_inputs
 from gnnpipe.hetero.models import build_hetero_model
-from gnnpipe.splitting.link_split import negative_weights, typed_negative_sampler
-from link_oracle import split_links
+from gnnpipe.splitting.link_split import negative_weights
+from link_oracle import split_links, typed_negative_sampler
 from gnnpipe.training.link_train import fit_link
 from gnnpipe.reporting.metrics import roc_auc
 from gnnpipe.training.models import build_model

@@ -22,7 +22,7 @@ from gnnpipe.config import (InferenceParams, NeighborParams, NodeSplitParams, Pa
 from gnnpipe.training.lightning import NodeClassifier, NodeDataModule, fit_lightning
 from gnnpipe.training.loop import LoopOptions
 from gnnpipe.training.models import build_model
-from graph_oracle import prepare
+from graph_oracle import prepare, restrict
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.sampling.builders import neighbor_batches
 from split_oracle import split_nodes
@@ -170,8 +170,8 @@ def test_lightning_runs_repeat_and_leave_global_state_alone(runs, graph, roles, 
 def test_datamodule_and_module_plug_into_a_users_trainer(graph, roles):
     # val / test get their own message graphs (as in an inductive split): each phase's batch
     # must carry its own phase's edges, not the train graph's
-    graphs = {"train": graph.csr.restrict(torch.from_numpy(roles == ROLE_CODES["train"])),
-              "val": graph.csr.restrict(torch.from_numpy(roles != ROLE_CODES["test"])),
+    graphs = {"train": restrict(graph.csr, torch.from_numpy(roles == ROLE_CODES["train"])),
+              "val": restrict(graph.csr, torch.from_numpy(roles != ROLE_CODES["test"])),
               "test": graph.csr}
     phase_inputs = build_inputs(graph.x, message_graphs=graphs)
     cfg = CFG["neighbor"]

@@ -17,8 +17,8 @@ from mapped_pages import mapped_file
 from gnnpipe.data.edges import contains
 from gnnpipe.io.temps import SCRATCH_ENV, SCRATCH_NAME
 from gnnpipe.splitting import negatives
-from gnnpipe.splitting.negatives import (NegativeSampler, edge_keys_both_directions,
-                                         forbidden_keys, saturated_heads)
+from gnnpipe.splitting.negatives import forbidden_keys, saturated_heads
+from link_oracle import edge_keys_both_directions, training_sampler
 
 
 def _edges(n: int, e: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -63,10 +63,10 @@ def test_a_stage_keeps_the_forbidden_keys_in_an_unlinked_scratch_file(tmp_path, 
     and nothing left on disk."""
     src, dst = _edges(300, 2000)
     monkeypatch.setattr(negatives, "BUCKET_KEYS", 256)
-    memory = NegativeSampler(src, dst, 300)
+    memory = training_sampler(src, dst, 300)
     assert SCRATCH_NAME.name not in mapped_file(torch.from_numpy(memory.forbidden))  # memory
     monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
-    mapped = NegativeSampler(src, dst, 300)
+    mapped = training_sampler(src, dst, 300)
     where = mapped_file(torch.from_numpy(mapped.forbidden))
     assert SCRATCH_NAME.name in where and where.endswith("(deleted)"), where
     assert np.array_equal(mapped.forbidden, memory.forbidden)

@@ -85,7 +85,7 @@ def test_a_share_still_checks_its_rows(tmp_path, monkeypatch):
     heads = np.arange(10, dtype=np.int64)
     targets = torch.arange(30).reshape(10, 3)
     path = tmp_path / "negatives_val.parquet"
-    splits._write_negatives(path, torch.from_numpy(heads), targets)
+    splits._write_negatives(path, [(heads, targets.numpy())])
     read = splits.read_negatives_table(path, 3, heads, 100, "val", slice(4, 8))
     assert torch.equal(read, targets[4:8])
     wrong = heads.copy()

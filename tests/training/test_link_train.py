@@ -19,11 +19,10 @@ from gnnpipe.config import EvaluateParams, LinkSplitParams, TrainParams
 from gnnpipe.reporting.verdict import paired_gap
 from gnnpipe.reporting.link_evaluate import (compare_links, reciprocal_ranks,
                                              score_link_predictions)
-from link_oracle import split_links
+from link_oracle import split_links, training_sampler
 from gnnpipe.training.link_train import fit_link, score_phase
 from gnnpipe.reporting.metrics import link_metrics
 from gnnpipe.training.models import build_model
-from gnnpipe.splitting.negatives import training_sampler
 from gnnpipe.runtime.rng import make_rng
 from gnnpipe.training.train import build_inputs
 from gnnpipe.data.graph import phase_csrs

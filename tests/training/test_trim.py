@@ -15,7 +15,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from gnnpipe.config import NeighborParams, TrainParams
 from gnnpipe.training.link_train import _pair_step
 from gnnpipe.training.models import build_model, trim_kwargs
-from gnnpipe.splitting.negatives import training_sampler
+from link_oracle import training_sampler
 from gnnpipe.sampling import neighbor_loader
 from gnnpipe.sampling import batch as adapt
 from gnnpipe.sampling.link import link_neighbor_loader
