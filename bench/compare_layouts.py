@@ -116,7 +116,7 @@ def read_values(root: Path) -> dict[str, str]:
             out[f"split.edges.{role}"] = _digest(pairs)
         for phase, targets in negatives.items():
             out[f"split.negatives.{phase}"] = _digest(targets)
-        hard = io.read_hard_negatives(split, edges, graph.num_nodes_dict[edge_type[2]])
+        hard = io.read_link_negatives(split, edges, graph.num_nodes_dict[edge_type[2]], hard=True)
         for phase, targets in (hard or {}).items():
             out[f"split.hard_negatives.{phase}"] = _digest(targets)
     try:

@@ -21,6 +21,7 @@ import resource
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,7 @@ def run_size(n: int, args, client) -> dict:
         x0 = io.hop_rows(out, "g", 0, tuple(x.shape), torch.float32)
         peaks, seconds = [], []
         tick = time.perf_counter()
-        for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+        for _ in propagate(csr, x, cfg, client=client, sink=partial(io.HopWriter, out, "g"),
                            scratch=scratch, stored_x0=x0, peaks=peaks):
             seconds.append(round(time.perf_counter() - tick, 2))
             tick = time.perf_counter()
@@ -69,7 +70,7 @@ def run_size(n: int, args, client) -> dict:
             local.mkdir()
             io.write_hop(local, "g", 0, x)
             tick, row["local_hop_seconds"] = time.perf_counter(), []
-            for _ in propagate(csr, x, cfg, sink=io.hop_writers(local, "g")):
+            for _ in propagate(csr, x, cfg, sink=partial(io.HopWriter, local, "g")):
                 row["local_hop_seconds"].append(round(time.perf_counter() - tick, 2))
                 tick = time.perf_counter()
             row["identical"] = all(

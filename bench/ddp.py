@@ -80,7 +80,7 @@ def write_artifacts(args: argparse.Namespace, work: Path) -> str:
     io.write_partition(work / "partition", parts)
     halo = sum(write_shard(csr_rows(csr), parts == part, work / "partition", part, args.parts,
                            csr.num_nodes, cfg.halo_hops)["halo"] for part in range(args.parts))
-    io.write_partition_meta(work / "partition", {
+    io.write_json(work / "partition" / "meta.json", {
         "num_parts": args.parts, "halo_hops": cfg.halo_hops, "num_nodes": csr.num_nodes,
         "graph": "train", "method": "metis", "backend": "pymetis"})
     cut = partition_report(csr, parts, args.parts)["edge_cut_fraction"]

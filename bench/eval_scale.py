@@ -101,8 +101,8 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
                          make_rng(args.seed, "partition"))
     with tempfile.TemporaryDirectory(prefix="bench-shard-") as out:  # as the stage writes it
         write_shard(csr_rows(graph.csr), parts == 0, Path(out), 0, 2, graph.num_nodes, 2)
-        io.write_partition_meta(Path(out), {"num_parts": 2, "halo_hops": 2,
-                                            "num_nodes": graph.num_nodes})
+        io.write_json(Path(out) / "meta.json", {"num_parts": 2, "halo_hops": 2,
+                                                "num_nodes": graph.num_nodes})
         shard = io.read_partition_shard(Path(out), 0)
     ids = shard.node_id.sort().values  # the rank's rows, as shard_setup reads them
     rows = NodeRows(graph.x[ids], graph.y[ids], ids)

@@ -104,8 +104,8 @@ def write_bench_split(args: argparse.Namespace, folder: Path) -> Path:
     view = load_graph(args)
     graph = Graph.homogeneous(view.csr, view.x[:, :1], view.y, view.num_classes)
     split.mkdir(parents=True, exist_ok=True)
-    io.write_split_files(split, graph, {phase: {EDGE: view.csr} for phase in PHASES},
-                         {"mode": "transductive"}, roles=np.zeros(view.num_nodes, dtype=np.int8))
+    io.write_split(split, graph, {phase: {EDGE: view.csr} for phase in PHASES},
+                   {"mode": "transductive"}, roles=np.zeros(view.num_nodes, dtype=np.int8))
     return split
 
 

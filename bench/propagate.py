@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import warnings
+from functools import partial
 from typing import Callable
 from pathlib import Path
 
@@ -492,7 +493,8 @@ def compare_methods(args: argparse.Namespace, cfg: PropagateParams, csr: Csr,
     aten = dataclasses.replace(cfg, kernel="aten")
     methods = {
         "gnnpipe": lambda: last(propagate(csr, x, aten)),
-        "gnnpipe->disk": lambda: last(propagate(csr, x, aten, sink=io.hop_writers(tmp, "bench"))),
+        "gnnpipe->disk": lambda: last(propagate(csr, x, aten,
+                                                sink=partial(io.HopWriter, tmp, "bench"))),
         "torch.sparse": lambda: _chain(mix(lambda h: torch.sparse.mm(adj, h), x), x, k),
     }
     if not args.no_scipy:

@@ -24,14 +24,15 @@ from gnnpipe.reporting.link_evaluate import NEGATIVE_SETS, evaluate_links, link_
 from gnnpipe.reporting.node_metric import METRIC_NAMES, class_counts, resolve_metric
 from gnnpipe.reporting.summary import headline
 from gnnpipe.reporting.verdict import BASELINE_NAMES, Causes, seed_run, seeds_sentence
-from gnnpipe.runtime.resources import release_memory
+from gnnpipe.runtime.resources import large_blocks_mapped, release_memory
 from gnnpipe.splitting.inputs import read_typed
 
 
 def run(args) -> str:
     params = load_params(args.params)
     task = split_task(args.split)
-    summary, details, confusion = SCORES[task](args, params, read_typed(args, mmap=True))
+    with large_blocks_mapped():  # per-phase sorts of millions of scores leave no heap behind
+        summary, details, confusion = SCORES[task](args, params, read_typed(args, mmap=True))
     io.write_json(args.summary, headline(summary, task))
     io.write_json(args.metrics, summary)
     io.write_json(args.details, details)

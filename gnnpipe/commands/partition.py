@@ -33,10 +33,10 @@ def run(args) -> str:
         num_nodes, parts, report, summaries, assigned = work(args, params, out)
         split = io.read_split_meta(args.split)
         io.write_partition(out, parts)
-        io.write_partition_meta(out, {"num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops,
-                                      "num_nodes": num_nodes, "graph": "train",
-                                      "method": cfg.method, "backend": backend,
-                                      **projection_meta(split["sizes"], split["edge_type_list"])})
+        io.write_json(out / "meta.json", {
+            "num_parts": cfg.num_parts, "halo_hops": cfg.halo_hops, "num_nodes": num_nodes,
+            "graph": "train", "method": cfg.method, "backend": backend,
+            **projection_meta(split["sizes"], split["edge_type_list"])})
     report = {**report, "method": cfg.method, "backend": backend, "halo_hops": cfg.halo_hops,
               **halo_report(summaries)}
     io.write_json(args.metrics, report)

@@ -34,7 +34,7 @@ def run(args) -> str:
     cfg = params.propagate
     if io.read_split_meta(args.split)["layout"] == TYPED:  # decided before reading the graph
         with io.atomic_dir(args.out) as out:
-            io.write_propagate_meta(out, {"applicable": False, "reason": NOT_APPLICABLE})
+            io.write_json(out / "meta.json", {"applicable": False, "reason": NOT_APPLICABLE})
         io.write_json(args.perf, {"applicable": False, "seconds": 0.0, "hop_seconds": []})
         return f"not applicable to a heterogeneous graph; marked {args.out / 'meta.json'}"
     # X_0 is read from the page cache (features.normalize none) or normalized once in memory
@@ -63,7 +63,7 @@ def run(args) -> str:
             stored_x0 = (io.hop_rows(out, name, 0, tuple(x.shape), dtype)
                          if client is not None and dtype == torch.float32 else None)
             hops = propagate(csr, x, dataclasses.replace(cfg, kernel=kernels[name]),
-                             client=client, sink=io.hop_writers(out, name),
+                             client=client, sink=functools.partial(io.HopWriter, out, name),
                              scratch=scratch / name, stored_x0=stored_x0,
                              progress=shown, peaks=worker_peaks if client is not None else None)
             tick = time.perf_counter()
@@ -74,9 +74,9 @@ def run(args) -> str:
                     out_itemsize=dtype.itemsize,  # products read float32
                     ppr=cfg.norm == "ppr")
                 tick = time.perf_counter()
-        io.write_propagate_meta(out, {"hops": cfg.hops, "phase_graph": phase_graph,
-                                      "norm": cfg.norm, "self_loops": cfg.self_loops,
-                                      "alpha": cfg.alpha, "dtype": cfg.dtype})
+        io.write_json(out / "meta.json", {"hops": cfg.hops, "phase_graph": phase_graph,
+                                          "norm": cfg.norm, "self_loops": cfg.self_loops,
+                                          "alpha": cfg.alpha, "dtype": cfg.dtype})
     seconds = sum(hop_seconds)
     io.write_json(args.perf, {
         "seconds": round(time.perf_counter() - started, 3),

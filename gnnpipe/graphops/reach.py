@@ -58,8 +58,8 @@ PULL_EDGES = 1 << 22  # edges per row block of a BFS level's pull (4 MiB of flag
 
 # ------------------------------------------------------------------------------ hops to train
 def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray:
-    """Hop distance from the nearest train node to every node: int32 (N,), ``BEYOND`` past
-    ``max_hops``.
+    """Hop distance from the nearest train node to every node: int8 (N,) (int32 past 126
+    hops), ``BEYOND`` past ``max_hops``.
 
     Direction: distance ``d`` means a directed path ``t -> ... -> v`` of ``d`` edges from a train
     node ``t``, i.e. after ``d`` layers of message passing on ``csr`` some train node's input has
@@ -74,9 +74,10 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
     num_nodes = indptr.size - 1
     if train_mask.shape != (num_nodes,):
         raise ValueError(f"train_mask has shape {train_mask.shape}, the graph {num_nodes} nodes")
-    distance = np.full(num_nodes, BEYOND, dtype=np.int32)
+    dtype = np.int8 if max_hops < np.iinfo(np.int8).max else np.int32
+    distance = np.full(num_nodes, BEYOND, dtype=dtype)
     distance[train_mask] = 0
-    frontier = train_mask.copy()
+    frontier = train_mask  # read only: each level makes a new one
     has_rows = indptr[1:] > indptr[:-1]
     blocks = rows_by_edges(indptr, PULL_EDGES)
     for hop in range(1, max_hops + 1):
@@ -89,7 +90,9 @@ def hops_to_train(csr: Csr, train_mask: np.ndarray, max_hops: int) -> np.ndarray
             np.take(frontier, indices[e0:e1], out=in_frontier[:-1])  # each edge's source in it?
             # some source of v is; an empty row reads its successor's first edge, masked
             pulled[r0:r1] = np.logical_or.reduceat(in_frontier, indptr[r0:r1] - e0)
-        frontier = pulled & has_rows & (distance == BEYOND)
+        pulled &= has_rows  # in place: the per-node flags stay a few bytes a node
+        pulled &= distance == BEYOND
+        frontier = pulled
         distance[frontier] = hop
     return distance
 

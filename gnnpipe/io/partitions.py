@@ -142,12 +142,8 @@ def read_partition(partition: Path) -> np.ndarray:
     return table.column("part").to_numpy()
 
 
-def write_partition_meta(out: Path, meta: dict) -> None:
-    """``meta.json``: num_parts, halo_hops, num_nodes and how the parts were made."""
-    write_json(out / "meta.json", meta)
-
-
 def read_partition_meta(partition: Path) -> dict:
+    """``meta.json``: num_parts, halo_hops, num_nodes (checked) and how the parts were made."""
     path = Path(partition) / "meta.json"
     meta = read_json(path)
     for key in ("num_parts", "halo_hops", "num_nodes"):

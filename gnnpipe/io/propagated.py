@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnpipe.io.atomic import atomic_path, read_json, write_json
+from gnnpipe.io.atomic import atomic_path, read_json
 from gnnpipe.io.common import PHASES
 from gnnpipe.io.mapped_rows import gather, pread_into
 from gnnpipe.io.tensors import load_tensors, save_tensors
@@ -182,15 +182,6 @@ def npy_rows(path: Path) -> RowFile:
     array = np.load(path, mmap_mode="r", allow_pickle=False)
     assert array.dtype == np.float32 and array.ndim == 2 and array.flags.c_contiguous
     return RowFile(str(Path(path).resolve()), int(array.offset), tuple(array.shape), "float32")
-
-
-def hop_writers(out: Path, graph_name: str):
-    """A ``sink`` for ``gnnpipe.graphops.propagate.propagate``: hop k streams to ``<graph>_hop_<k>.pt``."""
-    return lambda hop, shape, dtype: HopWriter(out, graph_name, hop, shape, dtype)
-
-
-def write_propagate_meta(out: Path, meta: dict) -> None:
-    write_json(out / "meta.json", meta)
 
 
 def read_propagated(propagate: Path) -> dict[str, list[torch.Tensor]]:

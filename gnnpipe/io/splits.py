@@ -26,31 +26,14 @@ MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
 
 def write_split(out: Path, graph: Graph, message_graphs: dict[str, dict[EdgeType, Csr]],
                 meta: dict, *, roles: np.ndarray | None = None,
-                edges: dict[str, torch.Tensor] | None = None,
-                negatives: dict[str, torch.Tensor] | None = None) -> None:
-    """A split of ``graph``; ``meta`` goes into meta.json after its ``task``. Node task:
-    ``roles`` str (N_target,) in ROLES (or their int8 codes, streamed). Link task:
-    ``edges`` role -> int64 (2, E) type-local (src, dst) of the held-out edge type,
-    ``negatives`` phase -> int64 (P, K) targets (ids of its dst type) for the heads
-    ``edges[phase][0]`` (``stream_link_tables``, one part each).
-    ``message_graphs`` phase -> edge type -> CSR; phases sharing their CSRs share one file."""
-    out = Path(out)
-    if edges is not None:
-        stream_link_tables(out, lambda role: [edges[role].numpy().T],
-                           lambda phase, _: [(edges[phase][0].numpy(), negatives[phase].numpy())])
-    write_split_files(out, graph, message_graphs, meta, roles=roles, num_negatives=(
-        None if edges is None else {p: int(negatives[p].shape[1]) for p in LINK_EVAL_PHASES}))
-
-
-def write_split_files(out: Path, graph: Graph,
-                      message_graphs: dict[str, dict[EdgeType, Csr]], meta: dict, *,
-                      roles: np.ndarray | None = None,
-                      num_negatives: dict[str, int] | None = None,
-                      num_hard_negatives: dict[str, int] | None = None) -> None:
-    """``write_split`` but the link task's tables (``num_negatives`` per val/test positive: a
-    link split whose tables ``stream_link_tables`` wrote; ``num_hard_negatives`` where hard
-    negatives were written); a link split's roles are every target node "unused" (given or
-    not; int8 codes are streamed)."""
+                num_negatives: dict[str, int] | None = None,
+                num_hard_negatives: dict[str, int] | None = None) -> None:
+    """A split of ``graph``; ``meta`` goes into meta.json after its ``task``.
+    ``message_graphs`` phase -> edge type -> CSR; phases sharing their CSRs share one file.
+    Node task: ``roles`` str (N_target,) in ROLES (or their int8 codes, streamed). Link task
+    (its tables written by ``stream_link_tables``): ``num_negatives`` per val/test positive,
+    ``num_hard_negatives`` where hard negatives were written; its roles are every target node
+    "unused" (given or not)."""
     link = {} if num_negatives is None else {"num_negatives": num_negatives}
     if num_hard_negatives is not None:
         link["num_hard_negatives"] = num_hard_negatives
@@ -187,12 +170,6 @@ def read_link_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: in
                                         per.get(phase), edges[phase][0].numpy(), num_dst, phase,
                                         None if rows is None else rows[phase])
             for phase in LINK_EVAL_PHASES}
-
-
-def read_hard_negatives(split: Path, edges: dict[str, torch.Tensor], num_dst: int,
-                        rows: dict[str, slice] | None = None) -> dict[str, torch.Tensor] | None:
-    """``read_link_negatives`` of the hard negatives (None: the split drew none)."""
-    return read_link_negatives(split, edges, num_dst, rows, hard=True)
 
 
 NEGATIVE_BATCH_ROWS = 1 << 18  # rows decoded at a time (6 MiB of int64 columns)

@@ -33,11 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 
 from gnnpipe.data.graph import (ROLES, UNLABELLED, Csr, EdgeType, Graph, edge_type_name,
                                 parse_edge_type)
-from gnnpipe.io.common import PHASES, SPLIT_SCHEMA, check_csr, role_codes
+from gnnpipe.io.common import PHASES, SPLIT_SCHEMA, check_csr, reading, role_codes
 from gnnpipe.io.description import DESCRIPTION, read_description
 from gnnpipe.io.parquet import read_batches, read_table
 from gnnpipe.io.prepared import (GRAPH_SCHEMA, node_ids_file, nodes_file, require_columns,
@@ -46,7 +47,7 @@ from gnnpipe.io.splits import (LINK_EDGE_ROLES, LINK_EVAL_PHASES, MESSAGE_SCHEMA
                                read_link_meta, read_link_negatives, read_split_meta)
 from gnnpipe.io.tensors import load_tensors
 
-__all__ = ["read_graph", "read_typed_node_ids", "read_typed_message_graphs",
+__all__ = ["read_graph", "node_id_type", "read_typed_node_ids", "read_typed_message_graphs",
            "read_typed_role_codes", "read_typed_link_split"]
 
 # a node time: int64 (typed tables, seconds), or float (a homogeneous source's own times)
@@ -54,6 +55,17 @@ TIME_DTYPES = (torch.int64, torch.float64, torch.float32)
 
 
 # ----------------------------------------------------------------------------------- prepared
+def node_id_type(prepared: Path, node_type: str) -> pa.DataType:
+    """The user's id type (``original_id``) of ``node_ids_<T>.parquet``, from the file's schema
+    alone: no column is read (the ids are 16 B a node)."""
+    path = Path(prepared) / node_ids_file(node_type)
+    with reading(path, "Parquet file"):
+        schema = pq.read_schema(path)
+    if "original_id" not in schema.names:
+        raise ValueError(f"{path}: no column 'original_id'; re-run the prepare stage")
+    return schema.field("original_id").type
+
+
 def read_typed_node_ids(prepared: Path, node_type: str) -> pa.Table:
     """``node_ids_<T>.parquet``: node_id int64 (0..N_t-1 in order), original_id (the user's id
     type) and, when the input had one, timestamp."""

@@ -145,7 +145,7 @@ def _degree_cause(node_type: str, high: float, mean: float, others: float | None
 
 def _hard_negatives(split: Path, edges, num_dst):
     """The split's hard negatives; a split without them is a params mismatch."""
-    hard = io.read_hard_negatives(split, edges, num_dst)
+    hard = io.read_link_negatives(split, edges, num_dst, hard=True)
     if hard is None:
         raise ValueError(f"{split}: the split wrote no hard negatives, which "
                          "evaluate.link.negatives hard / both needs; set "

@@ -32,14 +32,21 @@ METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "roc_auc": "ROC-
                 "average_precision": "average precision", "mrr": "MRR"}
 
 
-def class_counts(y, roles: np.ndarray, num_classes: int,
-                 codes: tuple[int, ...] = SPLIT_CODES) -> np.ndarray:
+def class_counts(y, roles: np.ndarray | None, num_classes: int,
+                 codes: tuple[int, ...] = SPLIT_CODES, step: int = 1 << 20) -> np.ndarray:
     """int64 (C,) labelled nodes (``y`` >= 0) of each class among the nodes whose role code
-    (``roles`` int8 (N,), ``ROLE_CODES``) is one of ``codes`` (default: train, val and test);
-    ``y`` int64 (N,), a tensor or an array."""
+    (``roles`` int8 (N,), ``ROLE_CODES``) is one of ``codes`` (default: train, val and test;
+    ``roles`` None: every node); ``y`` int64 (N,), a tensor or an array (memory-mapped: read
+    ``step`` nodes at a time, no (N,) temporaries)."""
     labels = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
-    keep = np.isin(roles, codes) & (labels >= 0)
-    return np.bincount(labels[keep], minlength=num_classes).astype(np.int64)
+    counts = np.zeros(num_classes, dtype=np.int64)
+    for a in range(0, labels.size, step):
+        block = labels[a:a + step]
+        keep = block >= 0
+        if roles is not None:
+            keep &= np.isin(roles[a:a + step], codes)
+        counts += np.bincount(block[keep], minlength=num_classes)
+    return counts
 
 
 def resolve_metric(choice: str, counts: np.ndarray) -> str:

@@ -61,35 +61,24 @@ def stage_record(stage: str, seconds: float, outputs: list[Path]) -> dict:
     }
 
 
-def _malloc_trim():
-    """glibc's malloc_trim where it exists (Linux with glibc), else None."""
+def _glibc(name: str):
+    """glibc's function ``name`` where it exists (Linux with glibc), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None).malloc_trim
+        return getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
 
 
-_MALLOC_TRIM = _malloc_trim()
+_MALLOC_TRIM = _glibc("malloc_trim")
+
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
 MAPPED_FROM = 1 << 20  # bytes: blocks this large get their own mapping in a layer-wise pass
 # glibc's ceiling of its self-raising threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): where a
 # process that has freed large blocks ends up anyway, restored after the pass
 HEAP_UP_TO = 32 << 20
-
-
-def _mallopt():
-    """glibc's mallopt where it exists, else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOPT = _mallopt()
+_MALLOPT = _glibc("mallopt")
 
 
 @contextlib.contextmanager

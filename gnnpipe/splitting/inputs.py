@@ -108,8 +108,8 @@ def read_typed_link_supervision(args, typed: TypedSplit,
     edge_type, edges, negatives = io.read_typed_link_split(args.split, graph, rows,
                                                            io.TRAINING_LINK_ROLES)
     n_src, n_dst = graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]]
-    hard = io.read_hard_negatives(args.split, edges, n_dst, None if rows is None else
-                                  {p: rows(edges[p].shape[1]) for p in EVAL_PHASES})
+    hard = io.read_link_negatives(args.split, edges, n_dst, None if rows is None else
+                                  {p: rows(edges[p].shape[1]) for p in EVAL_PHASES}, hard=True)
     offsets = graph.offsets()
     s_off, d_off = offsets[edge_type[0]], offsets[edge_type[2]]
     if s_off or d_off:  # in place, once the negatives are checked against the type-local heads

@@ -125,12 +125,12 @@ def links(prepared: Path, params: Params, near: Path) -> Iterator[Staged]:
 
         def write(out: Path) -> None:  # the pair tables streamed from the scratch buckets
             io.stream_link_tables(out, split.edge_parts, split.negative_parts, hard=bool(hard))
-            io.write_split_files(out, graph, split.message_graphs(graph), meta,
-                                 roles=np.full(graph.num_nodes_dict[graph.target],
-                                               ROLES.index("unused"), dtype=np.int8),
-                                 num_negatives={"val": cfg.num_val_negatives,
-                                                "test": cfg.num_test_negatives},
-                                 num_hard_negatives={"val": hard, "test": hard} if hard else None)
+            io.write_split(out, graph, split.message_graphs(graph), meta,
+                           roles=np.full(graph.num_nodes_dict[graph.target],
+                                         ROLES.index("unused"), dtype=np.int8),
+                           num_negatives={"val": cfg.num_val_negatives,
+                                          "test": cfg.num_test_negatives},
+                           num_hard_negatives={"val": hard, "test": hard} if hard else None)
         pairs = (f"{report['edge_type']} (+ reverse {report['reverse_edge_type']}) pairs"
                  if typed else "link edges")
         yield Staged(report, fitted, write, f"{pairs} {report['sizes']}, audit passed")

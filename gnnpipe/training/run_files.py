@@ -53,8 +53,7 @@ def model_inference(args) -> dict:
     ids = {}
     for t in graph.node_types:
         path = args.prepared / io.node_ids_file(t)
-        ids[t] = (str(io.read_typed_node_ids(args.prepared, t).schema.field("original_id").type)
-                  if path.exists() else "node_id")
+        ids[t] = str(io.node_id_type(args.prepared, t)) if path.exists() else "node_id"
     stored = {v: k for k, v in FEATURE_DTYPES.items()}[graph.x[graph.target].dtype]
     features = io.read_features(args.features)
     return {"params": plain, "features": {k: v for k, v in features.items() if k != "schema"},

@@ -214,6 +214,9 @@ def _loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | Non
     return (per_node * weight).sum()
 
 
+SCORED_ROWS = 1 << 16  # logit rows turned into correct counts at a time
+
+
 def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
                    rows: dict[str, torch.Tensor], ctx: DistContext) -> dict[str, torch.Tensor]:
     """``_evaluate`` of each phase's ``rows`` (phase -> logits (len(rows), C)). Phases whose
@@ -237,8 +240,19 @@ def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
         else:
             full = None
         for phase in phases:
-            out[phase] = full[rows[phase]] if full is not None else torch.empty(0)
+            out[phase] = torch.empty(0) if full is None else _rows_of(full, rows[phase],
+                                                                    given.layerwise is not None)
     return {phase: out[phase] for phase in rows}
+
+
+def _rows_of(full: torch.Tensor, rows: torch.Tensor, mapped: bool) -> torch.Tensor:
+    """``full[rows]``; of a layer-wise table (on the CPU) into a mapped scratch table
+    (``rows_table``): an epoch's train and val logits are no anonymous memory (8M nodes, 25% of
+    them split: 48 MB a score), the same values."""
+    if not (mapped and full.device.type == "cpu"):
+        return full[rows]
+    return torch.index_select(full, 0, rows, out=rows_table(full, (rows.numel(),
+                                                                   *full.shape[1:])))
 
 
 @torch.no_grad()
@@ -254,9 +268,11 @@ def _accuracies(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str, 
     logits = _phase_outputs(model, inputs, mine, ctx)
     counts = []
     for phase in phases:
-        # y stays on the CPU: predictions come back (layer-wise ones are there already)
-        correct = (logits[phase].argmax(dim=1).cpu() == y[mine[phase]]).sum() if (
-            mine[phase].numel()) else 0
+        # y stays on the CPU: predictions come back (layer-wise ones are there already); by
+        # row blocks, so no (T,) int64 temporaries of millions of rows
+        correct = sum(int((logits[phase][a:a + SCORED_ROWS].argmax(dim=1).cpu()
+                           == y[mine[phase][a:a + SCORED_ROWS]]).sum())
+                      for a in range(0, mine[phase].numel(), SCORED_ROWS))
         counts += [float(correct), float(mine[phase].numel())]
     totals = all_reduce_sum(torch.tensor(counts), ctx)
     out = [float(totals[2 * i] / totals[2 * i + 1]) for i in range(len(phases))]

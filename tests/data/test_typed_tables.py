@@ -184,6 +184,9 @@ def test_artifacts_round_trip_times_and_ids(tmp_path, monkeypatch, capsys):
     assert all(torch.equal(graph.edge_time[e], expected.edge_time[e]) for e in expected.edge_time)
     assert io.read_typed_node_ids(out, "user").column("original_id").to_pylist() == USERS
     assert io.read_typed_node_ids(out, "item").column("original_id").to_pylist() == ITEMS
+    for t in ("user", "item"):  # the id type from the schema alone (model.pt's meta)
+        assert io.node_id_type(out, t) == io.read_typed_node_ids(out, t).schema.field(
+            "original_id").type
     meta = json.loads((out / "graph.json").read_text())
     assert meta["node_time"] == ["user"] and "public_roles" not in meta
     assert meta["featureless"] == ["item"]  # train.embeddings.types: featureless reads it

@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import logging
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ def _local_files(tmp: Path, csr, x, cfg) -> dict[str, bytes]:
     out = tmp / "local"
     out.mkdir()
     io.write_hop(out, "g", 0, x.to(getattr(torch, cfg.dtype)))
-    for _ in propagate(csr, x, cfg, sink=io.hop_writers(out, "g")):
+    for _ in propagate(csr, x, cfg, sink=partial(io.HopWriter, out, "g")):
         pass
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
@@ -86,7 +87,7 @@ def _dask_files(tmp: Path, client, csr, x, cfg, name: str) -> dict[str, bytes]:
     io.write_hop(out, "g", 0, x.to(dtype))
     stored = io.hop_rows(out, "g", 0, tuple(x.shape), dtype) if cfg.dtype == "float32" else None
     peaks = []
-    for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+    for _ in propagate(csr, x, cfg, client=client, sink=partial(io.HopWriter, out, "g"),
                        scratch=scratch, stored_x0=stored, peaks=peaks):
         pass
     assert len(peaks) == (cfg.hops + 1) * -(-N // cfg.block_rows)  # A_hat, then every hop
@@ -249,7 +250,7 @@ def test_a_failed_task_leaves_no_hop_file(tmp_path, client_of):
     cfg = PropagateParams(hops=2, block_rows=50)
     bad = dataclasses.replace(x0, path=str(out / "missing.pt"))  # every task fails to read it
     with pytest.raises(FileNotFoundError):
-        for _ in propagate(csr, x, cfg, client=client, sink=io.hop_writers(out, "g"),
+        for _ in propagate(csr, x, cfg, client=client, sink=partial(io.HopWriter, out, "g"),
                            scratch=tmp_path / "scratch", stored_x0=bad):
             pass
     assert sorted(p.name for p in out.iterdir()) == ["g_hop_0.pt"]  # no half-written hop

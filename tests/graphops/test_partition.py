@@ -460,8 +460,8 @@ def test_shard_files_round_trip_and_a_rank_reads_only_its_own(community_csr, tmp
     shards = list(build_shards(community_csr, parts, 4, 1))
     for shard in shards:
         write_partition_shard(tmp_path, shard)
-    io.write_partition_meta(tmp_path, {"num_parts": 4, "halo_hops": 1,
-                                       "num_nodes": community_csr.num_nodes})
+    io.write_json(tmp_path / "meta.json", {"num_parts": 4, "halo_hops": 1,
+                                           "num_nodes": community_csr.num_nodes})
     for k in (0, 2, 3):  # other ranks' files: never read
         (tmp_path / f"part_{k}" / "indices.npy").write_bytes(b"not a shard")
     got = io.read_partition_shard(tmp_path, 1)
@@ -488,10 +488,10 @@ def test_shard_reader_rejects_a_shard_of_another_partition(community_csr, tmp_pa
 
     parts = _parts(community_csr, "random", 2)
     write_partition_shard(tmp_path, build_shard(community_csr, parts, 1, 2, 1))
-    io.write_partition_meta(tmp_path, {"num_parts": 3, "halo_hops": 1, "num_nodes": 2000})
+    io.write_json(tmp_path / "meta.json", {"num_parts": 3, "halo_hops": 1, "num_nodes": 2000})
     with pytest.raises(ValueError, match=r"part_1: shard meta .* disagrees with meta\.json"):
         io.read_partition_shard(tmp_path, 1)
-    io.write_partition_meta(tmp_path, {"num_parts": 2, "halo_hops": 2, "num_nodes": 2000})
+    io.write_json(tmp_path / "meta.json", {"num_parts": 2, "halo_hops": 2, "num_nodes": 2000})
     with pytest.raises(ValueError, match=r"ring_ptr must rise from 0 to \d+ in 4 entries"):
         io.read_partition_shard(tmp_path, 1)
 

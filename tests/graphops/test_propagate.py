@@ -4,6 +4,7 @@ files), one hop held at a time, and the stage's per-phase graphs."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -348,7 +349,7 @@ def test_hop_files_stream_to_disk_and_load_memory_mapped(tmp_path):
         in_memory = list(propagate(csr, x, cfg))
         out = tmp_path / dtype
         out.mkdir()
-        streamed = list(propagate(csr, x, cfg, sink=io.hop_writers(out, "message_train")))
+        streamed = list(propagate(csr, x, cfg, sink=partial(io.HopWriter, out, "message_train")))
         for k, (mem, disk) in enumerate(zip(in_memory, streamed), start=1):
             path = out / f"message_train_hop_{k}.pt"
             assert torch.equal(mem, disk) and disk.dtype == mem.dtype
@@ -370,7 +371,7 @@ def test_hop_writer_without_skip_data_writes_the_same_tensors(tmp_path, monkeypa
     cfg = PropagateParams(hops=2, block_rows=9)
     want = list(propagate(csr, x, cfg))
     monkeypatch.delattr(torch.serialization, "skip_data")  # torch < 2.6
-    got = list(propagate(csr, x, cfg, sink=io.hop_writers(tmp_path, "g")))
+    got = list(propagate(csr, x, cfg, sink=partial(io.HopWriter, tmp_path, "g")))
     assert all(torch.equal(a, b) for a, b in zip(want, got))
 
 
@@ -378,7 +379,7 @@ def test_a_failed_hop_leaves_no_file_behind(tmp_path):
     from gnnpipe import io
 
     csr = _graph()
-    writers = io.hop_writers(tmp_path, "g")
+    writers = partial(io.HopWriter, tmp_path, "g")
     calls = {"n": 0}
 
     def failing_sink(hop, shape, dtype):
@@ -493,7 +494,7 @@ def test_blocks_without_edges_come_out_zero_not_stale(tmp_path, sink_kind):
                              remove_self_loops=True)
     x = _features(20, seed=17) + 10.0
     cfg = PropagateParams(hops=2, self_loops=False, block_rows=8, dtype="bfloat16")
-    sink = io.hop_writers(tmp_path, "g") if sink_kind == "disk" else None
+    sink = partial(io.HopWriter, tmp_path, "g") if sink_kind == "disk" else None
     hops = list(propagate(csr, x, cfg, **({"sink": sink} if sink else {})))
     for hop in hops:
         assert bool((hop[8:] == 0).all()) and bool((hop[:8].abs() > 0).any())

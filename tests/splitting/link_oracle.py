@@ -8,10 +8,12 @@ keep the data they were written against."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from gnnpipe import io
 from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, homogeneous_csr, sorted_unique
 from graph_oracle import edge_keys
@@ -390,3 +392,13 @@ def true_pairs(graph) -> set[tuple[int, int]]:
         for u, v in zip((a + offsets[s]).tolist(), (b + offsets[d]).tolist()):
             pairs |= {(u, v), (v, u)}
     return pairs
+
+
+def write_link_split(out: Path, graph: Graph, link: LinkSplit, meta: dict) -> None:
+    """``link``'s split files, as the stage writes them: its tables one part each
+    (``io.stream_link_tables``), then ``io.write_split`` (``meta`` into meta.json)."""
+    io.stream_link_tables(out, lambda role: [link.edges[role].numpy().T],
+                          lambda phase, _: [(link.edges[phase][0].numpy(),
+                                             link.negatives[phase].numpy())])
+    io.write_split(out, graph, link.message_graphs, meta, num_negatives={
+        phase: int(link.negatives[phase].shape[1]) for phase in io.LINK_EVAL_PHASES})

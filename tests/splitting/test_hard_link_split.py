@@ -127,9 +127,9 @@ def test_the_split_stage_writes_hard_negatives_and_leaves_the_random_ones_as_the
     assert "num_hard_negatives" not in json.loads((without / "meta.json").read_text())
     graph = io.read_graph(tmp_path / "with/data/prepared")
     _, edges, _ = io.read_typed_link_split(with_hard, graph)
-    hard = io.read_hard_negatives(with_hard, edges, graph.num_nodes)
+    hard = io.read_link_negatives(with_hard, edges, graph.num_nodes, hard=True)
     assert hard["test"].shape == (edges["test"].shape[1], 100)
-    assert io.read_hard_negatives(without, edges, graph.num_nodes) is None
+    assert io.read_link_negatives(without, edges, graph.num_nodes, hard=True) is None
     audit_report = json.loads((tmp_path / "with/metrics/split_audit.json").read_text())
     assert audit_report["passed"] and "hard_negatives" in audit_report
     ranked = audit_report["hard_negatives"]["ranked_fraction"]

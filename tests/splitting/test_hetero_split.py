@@ -192,9 +192,8 @@ def test_split_artifacts_round_trip(graph, tmp_path):
         for e in graph.edge_types:
             assert torch.equal(graphs[phase][e].indices, node.message_graphs[phase][e].indices)
     link = link_split(graph)
-    io.write_split(tmp_path / "link", graph, link.message_graphs,
-                   {"task": "link", "edge_type": "author__writes__paper"},
-                   edges=link.edges, negatives=link.negatives)
+    link_oracle.write_link_split(tmp_path / "link", graph, link,
+                                 {"task": "link", "edge_type": "author__writes__paper"})
     edge_type, edges, negatives = io.read_typed_link_split(tmp_path / "link", graph)
     assert split_task(tmp_path / "link") == "link" and split_task(tmp_path / "node") == "node"
     assert edge_type == WRITES
@@ -251,8 +250,7 @@ def test_typed_readers_read_a_homogeneous_split_as_its_one_type_split(small_grap
             type(small_graph)(csr=csr_from_edges([], [], 1499), x=small_graph.x[:1499],
                               y=small_graph.y[:1499], num_classes=small_graph.num_classes)))
     link = link_split(g)
-    io.write_split(tmp_path / "link", g, link.message_graphs,
-                   {"edge_type": "node__to__node"}, edges=link.edges, negatives=link.negatives)
+    link_oracle.write_link_split(tmp_path / "link", g, link, {"edge_type": "node__to__node"})
     edge_type, edges, negatives = io.read_typed_link_split(tmp_path / "link", g)
     plain_edges = io.read_link_edges(tmp_path / "link", n)
     plain_negatives = io.read_link_negatives(tmp_path / "link", plain_edges, n)

@@ -226,9 +226,8 @@ def test_audit_catches_a_lost_edge_and_an_invented_positive(small_graph):
 def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path, small_graph):
     def written(seed, folder):
         link = _split(small_graph.csr, seed=seed)
-        io.write_split(folder, as_graph(small_graph), link.message_graphs,
-                       {"undirected": link.undirected}, edges=link.edges,
-                       negatives=link.negatives)
+        link_oracle.write_link_split(folder, as_graph(small_graph), link,
+                                     {"undirected": link.undirected})
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
     first, again, other = written(0, tmp_path / "a"), written(0, tmp_path / "b"), written(1, tmp_path / "c")
@@ -243,8 +242,7 @@ def test_same_seed_gives_identical_artifacts_and_another_seed_does_not(tmp_path,
 def test_link_artifacts_round_trip_and_reject_tampering(tmp_path, small_graph):
     link = _split(small_graph.csr, disjoint_train_ratio=0.2)
     n = small_graph.num_nodes
-    io.write_split(tmp_path, as_graph(small_graph), link.message_graphs, {},
-                   edges=link.edges, negatives=link.negatives)
+    link_oracle.write_link_split(tmp_path, as_graph(small_graph), link, {})
     edges = io.read_link_edges(tmp_path, n)
     assert all(torch.equal(edges[role], link.edges[role]) for role in link.edges)
     negatives = io.read_link_negatives(tmp_path, edges, n)

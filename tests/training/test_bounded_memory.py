@@ -309,3 +309,40 @@ def test_typed_input_maps_run_on_row_blocks_not_whole_types(monkeypatch):
         with torch.no_grad():
             want = model(x, {e: csr.edge_index() for e, csr in graph.items()})
         assert torch.allclose(got, want, atol=1e-5), name
+
+
+def test_the_cost_prefix_is_a_scratch_table_with_the_in_memory_values(graph, tmp_path):
+    """``cost_prefix`` (8 B a node) is filled by row steps into a mapped scratch table inside a
+    stage: the values of arange + the summed indptr."""
+    csr, _ = graph
+    want = torch.arange(N + 1) + 2 * csr.indptr
+    outside = inference.cost_prefix([csr, csr], N)
+    assert _mapped_file(outside) is None and torch.equal(outside, want)
+    with scratch_beside(tmp_path / "model"):
+        inside = inference.cost_prefix([csr, csr], N)
+    assert _mapped_file(inside) is not None and torch.equal(inside, want)
+
+
+def test_evaluates_gathered_rows_are_a_scratch_table_with_the_same_values(tmp_path):
+    from gnnpipe.reporting.evaluate import gathered
+
+    logits = torch.randn(50, 4, generator=torch.Generator().manual_seed(0))
+    rows = np.array([7, 3, 49, 0, 3])
+    assert torch.equal(gathered(logits, rows), logits[torch.from_numpy(rows)])
+    with scratch_beside(tmp_path / "eval.json"):
+        got = gathered(logits, rows)
+    assert _mapped_file(got) is not None and torch.equal(got, logits[torch.from_numpy(rows)])
+
+
+def test_an_epochs_layerwise_phase_logits_are_a_scratch_table(tmp_path):
+    """``train._rows_of``: a layer-wise table's phase rows (every epoch's train and val logits)
+    are copied into a mapped scratch table inside a stage, the values of ``full[rows]``."""
+    from gnnpipe.training.train import _rows_of
+
+    full = torch.randn(30, 3, generator=torch.Generator().manual_seed(0))
+    rows = torch.tensor([4, 0, 29, 4])
+    assert _mapped_file(_rows_of(full, rows, True)) is None  # outside a stage
+    with scratch_beside(tmp_path / "model"):
+        mapped, plain = _rows_of(full, rows, True), _rows_of(full, rows, False)
+    assert _mapped_file(mapped) is not None and _mapped_file(plain) is None
+    assert torch.equal(mapped, full[rows]) and torch.equal(plain, full[rows])
