@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
-from gnnpipe.training.inference import edge_index_of, plan
+from gnnpipe.io.csr_blocks import edge_index_of
+from gnnpipe.training.inference import plan
 from gnnpipe.training.train import PhaseInput
 
 PHASES = ("train", "val", "test")

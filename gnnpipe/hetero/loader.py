@@ -9,7 +9,7 @@ import torch
 from torch_geometric.data import HeteroData
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
-from gnnpipe.training.inference import edge_index_of
+from gnnpipe.io.csr_blocks import edge_index_of
 
 
 def hetero_data(graph: Graph, train_graph: dict[EdgeType, Csr]) -> HeteroData:

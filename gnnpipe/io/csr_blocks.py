@@ -27,7 +27,30 @@ from gnnpipe.io.blocks import create_memmap, load_routed, save_array, save_route
 from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
+from gnnpipe.io.temps import scratch_array
 from gnnpipe.io.tensors import load_tensors
+
+
+EDGE_LIST_ROWS = 1 << 16  # target rows whose edges ``edge_index_of`` fills at a time
+
+
+def edge_index_of(csr: Csr) -> torch.Tensor:
+    """``csr.edge_index()`` (2, E) int64 (row 0 sources, row 1 targets), the same values, in a
+    mapped scratch table beside the stage's outputs when there is one (``scratch_array``): an
+    edge list costs no 16 bytes an edge of anonymous memory. Targets are filled
+    ``EDGE_LIST_ROWS`` rows at a time."""
+    mapped = scratch_array(2, csr.num_edges, np.int64)
+    if mapped is None:
+        return csr.edge_index()
+    out = torch.from_numpy(mapped)
+    out[0] = csr.indices
+    indptr = csr.indptr
+    for a in range(0, csr.num_nodes, EDGE_LIST_ROWS):
+        b = min(a + EDGE_LIST_ROWS, csr.num_nodes)
+        counts = indptr[a + 1:b + 1] - indptr[a:b]
+        out[1, int(indptr[a]):int(indptr[b])] = torch.repeat_interleave(torch.arange(a, b),
+                                                                         counts)
+    return out
 
 
 def row_ranges(num_rows: int, rows: int) -> list[tuple[int, int]]:

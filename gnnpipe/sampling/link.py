@@ -51,6 +51,7 @@ from torch_geometric.sampler import EdgeSamplerInput
 from gnnpipe.config import NeighborParams
 from gnnpipe.training.distributed import SINGLE, DistContext, shard
 from gnnpipe.data.graph import Csr
+from gnnpipe.io.csr_blocks import edge_index_of
 from gnnpipe.splitting.negatives import NegativeSampler
 from gnnpipe.sampling.neighbor import CsrNeighborSampler, HeteroNeighborSampler
 from gnnpipe.sampling.typed_csr import EdgeType
@@ -202,7 +203,7 @@ def typed_link_loader(x: Mapping[str, torch.Tensor], csr: Mapping[EdgeType, Csr]
     data = HeteroData()
     for t, v in x.items():
         data[t].x = v
-    for e, graph in csr.items():  # CSR order: the sampler's edge ids as they are
-        data[e].edge_index = graph.edge_index()
+    for e, graph in csr.items():  # CSR order: the sampler's edge ids as they are; in a stage
+        data[e].edge_index = edge_index_of(graph)  # a mapped scratch table (16 B an edge)
     return SupervisionLoader(data, sampler, supervision, negatives, batch_size, seed, ctx=ctx,
                              num_workers=num_workers, edge_type=edge_type, offsets=offsets)

@@ -88,25 +88,6 @@ def csr_view(csr: Csr) -> tuple[dict[EdgeType, Csr], dict[str, int]]:
     return {EDGE: csr}, {NODE: csr.num_nodes}
 
 
-def edge_index_of(csr: Csr) -> torch.Tensor:
-    """``csr.edge_index()`` (2, E) int64 (row 0 sources, row 1 targets), the same values, in a
-    mapped scratch table beside the stage's outputs when there is one (``_table``): a phase's
-    edge list costs no 16 bytes an edge of anonymous memory. Targets are filled ``ROW_STEP``
-    rows at a time."""
-    mapped = scratch_array(2, csr.num_edges, np.int64)
-    if mapped is None:
-        return csr.edge_index()
-    out = torch.from_numpy(mapped)
-    out[0] = csr.indices
-    indptr = csr.indptr
-    for a in range(0, csr.num_nodes, ROW_STEP):
-        b = min(a + ROW_STEP, csr.num_nodes)
-        counts = indptr[a + 1:b + 1] - indptr[a:b]
-        out[1, int(indptr[a]):int(indptr[b])] = torch.repeat_interleave(torch.arange(a, b),
-                                                                         counts)
-    return out
-
-
 # --------------------------------------------------------------------------------- row blocks
 def cost_prefix(csrs: list[Csr], num_rows: int) -> torch.Tensor:
     """Work up to each row of one destination type, int64 (num_rows + 1,): its in-edges summed

@@ -83,13 +83,14 @@ class ShardEvaluator:
     def __init__(self, shards: Sequence[PartShard], rows: NodeRows, roles: torch.Tensor,
                  cfg=None):
         from gnnpipe.training.inference import csr_view, plan  # PyG: only where a rank evaluates shards
+        from gnnpipe.io.csr_blocks import edge_index_of
 
         self.rows = rows
         self._inputs = []  # (owned (O,), rows positions (L,), edge_index (2, E) or engine)
         for shard in shards:
             engine = plan(*csr_view(shard.csr), rows.x.shape[1], cfg) if cfg is not None else None
             self._inputs.append((shard.owned(), rows.positions(shard.node_id),
-                                 shard.csr.edge_index() if engine is None else engine))
+                                 edge_index_of(shard.csr) if engine is None else engine))
         self.layerwise = any(not isinstance(e, torch.Tensor) for _, _, e in self._inputs)
         owned = torch.cat([pos[:o.numel()] for o, pos, _ in self._inputs])  # rows, logits order
         self._targets = rows.y[owned], roles[owned].numpy()

@@ -572,7 +572,8 @@ def build_inputs(x: torch.Tensor, message_graphs: dict | None = None,
         return out
     if message_graphs is None:
         return {phase: PhaseInput(x) for phase in phases}
-    from gnnpipe.training.inference import csr_view, edge_index_of, plan
+    from gnnpipe.io.csr_blocks import edge_index_of
+    from gnnpipe.training.inference import csr_view, plan
 
     edges: dict[int, torch.Tensor] = {}
     engines: dict[int, Callable | None] = {}

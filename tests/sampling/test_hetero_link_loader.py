@@ -331,3 +331,34 @@ def test_full_fanout_link_batches_equal_pyg_link_neighbor_loader(neg):
         assert torch.equal(ours[t].n_id.sort().values, peer[t].n_id.sort().values)
     for e in data.edge_types:
         assert torch.equal(ours[e].e_id.sort().values, peer[e].e_id.sort().values)
+
+
+def test_typed_loaders_edge_lists_are_mapped_scratch_tables_in_a_stage(typed_link, tmp_path):
+    """Issue 43 item 1: inside a stage the typed link loader's message edge lists are mapped
+    scratch tables (``io.csr_blocks.edge_index_of``), the values of ``csr.edge_index()``; the
+    batches are the same."""
+    from pathlib import Path
+
+    from gnnpipe.io.temps import scratch_beside
+
+    def mapped(tensor: torch.Tensor) -> bool:
+        address = tensor.data_ptr()
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(v, 16) for v in fields[0].split("-"))
+            if lo <= address < hi:
+                return len(fields) == 6 and fields[5].startswith(str(tmp_path))
+        return False
+
+    graph, split, _ = typed_link
+    want = _typed_loader(typed_link)
+    with scratch_beside(tmp_path / "model"):
+        got = _typed_loader(typed_link)
+    for e, csr in split.message_graphs["train"].items():
+        assert mapped(got.data[e].edge_index) and not mapped(want.data[e].edge_index)
+        assert torch.equal(got.data[e].edge_index, csr.edge_index())
+    torch.manual_seed(0)
+    first = [b[WRITES].edge_label_index for b in want]
+    torch.manual_seed(0)
+    second = [b[WRITES].edge_label_index for b in got]
+    assert len(first) == len(second) and all(torch.equal(a, b) for a, b in zip(first, second))
