@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Mapping
 
 from gnnpipe import LazyModule
 from gnnpipe.io.atomic import atomic_path, existing
+from gnnpipe.io.temps import scratch_array
 
 torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
 
@@ -68,3 +70,26 @@ def save_payload(path: str | Path, payload: dict, *, now: bool = False) -> None:
     once, not at the end of the stage (``atomic_path``)."""
     with atomic_path(path, now=now) as tmp, open(tmp, "wb") as handle:
         torch.save(payload, handle)
+
+
+def rows_table(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """An uninitialised CPU tensor of ``shape`` and ``like``'s dtype whose pages belong to a
+    mapped scratch file (``gnnpipe.io.temps.scratch_array``: written back to disk under
+    pressure, never anonymous memory, unlinked at once); in memory outside a stage or for a
+    dtype numpy has not."""
+    try:
+        dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
+    except TypeError:  # bfloat16: no numpy twin
+        dtype = None
+    width = math.prod(shape[1:])
+    mapped = None if dtype is None else scratch_array(shape[0], width, dtype)
+    return torch.empty(shape, dtype=like.dtype) if mapped is None else torch.from_numpy(
+        mapped).view(shape)
+
+
+def gathered_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` (T, ...) for a CPU ``table`` and int64 ``index`` (T,), the same values,
+    in a ``rows_table``: inside a stage a phase's rows of millions of nodes are no anonymous
+    memory."""
+    return torch.index_select(table, 0, index, out=rows_table(table, (index.numel(),
+                                                                      *table.shape[1:])))

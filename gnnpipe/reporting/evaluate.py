@@ -17,7 +17,7 @@ from gnnpipe.config import EvaluateParams
 from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
 from gnnpipe.graphops.smoothing import check_node_ids, row_map, smoothing_report
 from gnnpipe.io.common import PHASES
-from gnnpipe.io.temps import scratch_array
+from gnnpipe.io.tensors import gathered_rows
 from gnnpipe.reporting.node_metric import (METRIC_NAMES, NODE_METRICS, class_counts, node_metric,
                                            node_metrics, resampled_metric)
 from gnnpipe.reporting.verdict import (BASELINE_NAMES, Causes, Gap, TopClass, causes_of, judge,
@@ -59,7 +59,8 @@ def score_predictions(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray
     out = {}
     for role in PHASES:
         nodes, rows = _phase_rows(node_id, roles, y, role)
-        out[role] = node_metrics(y[nodes], gathered(logits, rows), num_classes)
+        out[role] = node_metrics(y[nodes], gathered_rows(logits, torch.from_numpy(rows)),
+                                 num_classes)
     return out
 
 
@@ -68,20 +69,8 @@ def on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: n
     """The test nodes' labels int64 (T,) and logits (T, C), in node id order (``roles`` int8
     (N,) role codes): what the verdict is judged on."""
     nodes, rows = _phase_rows(node_id, roles, y, "test")
-    return y[nodes].astype(np.int64), gathered(logits, rows)
+    return y[nodes].astype(np.int64), gathered_rows(logits, torch.from_numpy(rows))
 
-
-def gathered(logits: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-    """``logits[rows]`` (T, C) for ``rows`` int (T,); inside a stage in a mapped scratch table
-    (``scratch_array``), not anonymous memory: a phase of millions of nodes (0.8M x 10 classes:
-    31 MiB, and evaluate holds both models' test rows throughout)."""
-    index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
-    if logits.dtype != torch.float32:
-        return logits[index]
-    mapped = scratch_array(index.numel(), int(logits.shape[1]))
-    if mapped is None:
-        return logits[index]
-    return torch.index_select(logits, 0, index, out=torch.from_numpy(mapped))
 
 
 def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:

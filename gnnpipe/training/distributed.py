@@ -16,7 +16,6 @@ import contextlib
 import ctypes
 import datetime
 import json
-import math
 import os
 import re
 import shutil
@@ -33,6 +32,8 @@ from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
+
+from gnnpipe.io.tensors import rows_table
 
 
 @dataclass(frozen=True)
@@ -239,23 +240,6 @@ def gather_rows(share: torch.Tensor, count: int, ctx: DistContext, *, to_all: bo
     else:
         dist.gather(padded, blocks, dst=0)
     return out[:count]
-
-
-def rows_table(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """An uninitialised CPU tensor of ``shape`` and ``like``'s dtype whose pages belong to a
-    mapped scratch file (``gnnpipe.io.temps.scratch_array``: written back to disk under
-    pressure, never anonymous memory, unlinked at once); in memory outside a stage or for a
-    dtype numpy has not."""
-    from gnnpipe.io.temps import scratch_array  # the stage's scratch folder: gnnpipe/io
-
-    try:
-        dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
-    except TypeError:  # bfloat16: no numpy twin
-        dtype = None
-    width = math.prod(shape[1:])
-    mapped = None if dtype is None else scratch_array(shape[0], width, dtype)
-    return torch.empty(shape, dtype=like.dtype) if mapped is None else torch.from_numpy(
-        mapped).view(shape)
 
 
 def torchrun_argv(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str,

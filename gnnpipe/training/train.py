@@ -28,7 +28,8 @@ from gnnpipe.config import FitParams
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
 from gnnpipe.reporting.node_metric import class_counts, node_metric, resolve_metric
-from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, rows_table, shard
+from gnnpipe.io.tensors import gathered_rows, rows_table
+from gnnpipe.training.distributed import SINGLE, DistContext, all_reduce_sum, shard
 from gnnpipe.training.loop import LoopOptions, epoch_seed
 # gnnpipe.training.inference and .models (PyG, about 2 s) are imported where they run: the
 # baseline's MLP fit and gbdt (block_fit, gbdt) use this module without PyG
@@ -247,12 +248,9 @@ def _phase_outputs(model: nn.Module, inputs: dict[str, PhaseInput],
 
 def _rows_of(full: torch.Tensor, rows: torch.Tensor, mapped: bool) -> torch.Tensor:
     """``full[rows]``; of a layer-wise table (on the CPU) into a mapped scratch table
-    (``rows_table``): an epoch's train and val logits are no anonymous memory (8M nodes, 25% of
-    them split: 48 MB a score), the same values."""
-    if not (mapped and full.device.type == "cpu"):
-        return full[rows]
-    return torch.index_select(full, 0, rows, out=rows_table(full, (rows.numel(),
-                                                                   *full.shape[1:])))
+    (``io.gathered_rows``): an epoch's train and val logits are no anonymous memory (8M nodes,
+    25% of them split: 48 MB a score), the same values."""
+    return gathered_rows(full, rows) if mapped and full.device.type == "cpu" else full[rows]
 
 
 @torch.no_grad()
@@ -514,7 +512,7 @@ def _split_logits(model: nn.Module, inputs: dict[str, PhaseInput], idx: dict[str
     """Logits float32 (M, C) of ``idx``'s train, val then test nodes, each on its phase's graph,
     on rank 0 (empty on the others, which join the layer-wise collectives). Where every phase
     evaluates layer by layer on the CPU, the rows are copied from the engine's table into one
-    mapped scratch table (``distributed.rows_table``): rank 0 holds no anonymous copy of the
+    mapped scratch table (``io.rows_table``): rank 0 holds no anonymous copy of the
     split's logits (2M nodes, 10 classes: 40 MiB as two copies), the same values."""
     on_cpu = devices.model_device(_unwrap(model)).type == "cpu"  # the same on every rank
     if not (on_cpu and all(inputs[p].layerwise is not None for p in PHASES)):

@@ -324,14 +324,15 @@ def test_the_cost_prefix_is_a_scratch_table_with_the_in_memory_values(graph, tmp
 
 
 def test_evaluates_gathered_rows_are_a_scratch_table_with_the_same_values(tmp_path):
-    from gnnpipe.reporting.evaluate import gathered
+    from gnnpipe.io.tensors import gathered_rows
 
     logits = torch.randn(50, 4, generator=torch.Generator().manual_seed(0))
-    rows = np.array([7, 3, 49, 0, 3])
-    assert torch.equal(gathered(logits, rows), logits[torch.from_numpy(rows)])
+    rows = torch.tensor([7, 3, 49, 0, 3])
+    assert _mapped_file(gathered_rows(logits, rows)) is None  # outside a stage
+    assert torch.equal(gathered_rows(logits, rows), logits[rows])
     with scratch_beside(tmp_path / "eval.json"):
-        got = gathered(logits, rows)
-    assert _mapped_file(got) is not None and torch.equal(got, logits[torch.from_numpy(rows)])
+        got = gathered_rows(logits, rows)
+    assert _mapped_file(got) is not None and torch.equal(got, logits[rows])
 
 
 def test_an_epochs_layerwise_phase_logits_are_a_scratch_table(tmp_path):
