@@ -82,7 +82,7 @@ def run_one(prepared: Path, out: Path, block_edges: int, memory_limit: str, task
             else:
                 split = split_links(client, graph, prepared / "graph.pt", params.split.link, 0,
                                     scratch, sizes)
-                report = audit_links(client, graph, split, sizes=sizes)
+                report = audit_links(client, graph, split)
             workers = client.run(_read_sampler)
         split_s = time.perf_counter() - start
         if task == "node":  # the link tables' streaming is the stage's: timed in split_s's rest

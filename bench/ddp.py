@@ -39,9 +39,10 @@ import yaml
 from bench.common import add_graph_args, describe, load_graph, print_machine
 from gnnpipe import io
 from gnnpipe.config import NodeSplitParams, PartitionParams
-from gnnpipe.graphops.partition import assign_parts, csr_rows, partition_report, write_shard
+from gnnpipe.graphops.partition import assign_parts, write_shard
 from gnnpipe.runtime.rng import make_rng
 from tests.split_oracle import split_nodes
+from tests.graphops.shard_oracle import csr_rows, partition_report
 from gnnpipe.data.graph import EDGE, Graph
 
 REPO = Path(__file__).resolve().parents[1]

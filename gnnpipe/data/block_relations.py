@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import DatasetParams
-from gnnpipe.data.block_graph import (Policy, Route, build_rows, duplicates_removed, place_rows,
+from gnnpipe.data.block_graph import (Route, build_rows, duplicates_removed, place_rows,
                                       route_edges)
 from gnnpipe.data.graph import EdgeType, edge_type_name, reverse_edge_type
 from gnnpipe.data.table_blocks import Block, BlockSizes, NodeSpec
@@ -132,13 +132,11 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
     route_calls = []
     for r in relations:
         s, _, d = r.edge_type
-        policy = Policy(s == d and cfg.undirected, cfg.dedup,
-                        s == d and cfg.self_loops == "remove")
         routes = tuple(Route(str(p.folder), p.per, len(p.bounds), p.reverse)
                        for p in plans.values() if p.relation is r)
         route_calls += [(len(route_calls) + i, b.base + b.start, b.rows, b.start,
-                         str(scratch / "ids" / "mapped"), policy, routes, r.rows,
-                         bool(r.attrs))
+                         str(scratch / "ids" / "mapped"), s == d and cfg.undirected,
+                         s == d and cfg.self_loops == "remove", routes, r.rows, bool(r.attrs))
                         for i, b in enumerate(r.blocks)]
     routed = run_blocks(client, route_edges, route_calls)
     build_calls = [(e, (block, lo, hi, plan.num_src, str(plan.folder), cfg.dedup,
@@ -174,20 +172,15 @@ def build_csrs(client, cfg: DatasetParams, types: list[NodeTable],
 
 def _counts(cfg: DatasetParams, relations: list[RelationTable], routed: list, by_type: dict
             ) -> dict:
-    """``build_typed``'s input / duplicate / self-loop counts over the given relations."""
-    input_edges = duplicates = loops = 0
-    position = 0
-    for r in relations:
-        s, _, d = r.edge_type
-        undirected = s == d and cfg.undirected
-        rel_loops = sum(x.loops_removed for x in routed[position:position + len(r.blocks)])
-        position += len(r.blocks)
-        input_edges += r.rows
-        loops += rel_loops
-        if cfg.dedup:
-            duplicates += duplicates_removed(r.rows, rel_loops, by_type[r.edge_type], undirected)
-    return {"input_edges": input_edges, "duplicates_removed": duplicates,
-            "self_loops_removed": loops}
+    """``build_typed``'s input / duplicate / self-loop counts over the given relations
+    (``routed``: the self-loops each edge block removed, relation after relation)."""
+    ends = np.cumsum([len(r.blocks) for r in relations])
+    loops = [sum(routed[end - len(r.blocks):end]) for r, end in zip(relations, ends)]
+    duplicates = sum(duplicates_removed(r.rows, n, by_type[r.edge_type],
+                                        r.edge_type[0] == r.edge_type[2] and cfg.undirected)
+                     for r, n in zip(relations, loops)) if cfg.dedup else 0
+    return {"input_edges": sum(r.rows for r in relations), "duplicates_removed": duplicates,
+            "self_loops_removed": sum(loops)}
 
 
 def featureless_blocks(client, cfg: DatasetParams, types: list[NodeTable], csrs: dict

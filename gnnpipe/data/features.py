@@ -64,9 +64,6 @@ class FeatureTransform:
         value = x - self.stats["mean"]
         return value.div_(self.stats["std"])
 
-    def audit(self) -> dict:
-        return {"normalize": self.kind, "fitted_on": self.fitted_on, "nodes": self.nodes}
-
     def entry(self) -> dict:
         """The artifact entry (gnnpipe/io/features.py)."""
         return {"num_features": int(self.num_features or 0), "fitted_on": self.fitted_on,
@@ -84,13 +81,9 @@ def fit(kind: str, x: torch.Tensor, rows: np.ndarray | None,
     if kind == "none":
         return FeatureTransform("none", {}, width, "none", 0)
     if kind == "row":  # PyG: value - value.min(), the minimum over every entry of the tensor
-        low = None
-        for lo in range(0, n, block_rows):
-            block = x[lo:lo + block_rows].float()
-            if block.numel():
-                m = block.min()
-                low = m if low is None else torch.minimum(low, m)
-        low = torch.zeros((), dtype=torch.float32) if low is None else low.to(torch.float32)
+        lows = [x[lo:lo + block_rows].float().min()  # no entry at all: a minimum of 0
+                for lo in range(0, n if width else 0, block_rows)]
+        low = torch.stack(lows).min() if lows else torch.zeros((), dtype=torch.float32)
         return FeatureTransform("row", {"min": low.reshape(())}, width, "all", n)
     ids = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
     count = int(ids.size)
@@ -145,7 +138,8 @@ def fit_split(kind: str, graph, roles: np.ndarray | None) -> dict[str, FeatureTr
 def audit_entry(kind: str, transforms: dict[str, FeatureTransform]) -> dict:
     """What metrics/split_audit.json says about the fit."""
     if list(transforms) == [""]:
-        return transforms[""].audit()
+        fitted = transforms[""]
+        return {"normalize": fitted.kind, "fitted_on": fitted.fitted_on, "nodes": fitted.nodes}
     return {"normalize": kind,
             "rule": "target type: its train nodes (the link task: all); other node types: all "
                     "their nodes (no labels, no split)" if kind == "standardize" else
@@ -207,10 +201,7 @@ class ModelFeatures:
 
     def __getitem__(self, index) -> torch.Tensor:
         """Rows ``index`` (int64 (B,) or a slice) -> (B, F) in ``dtype``."""
-        return self.convert(self.source.rows(index))
-
-    def convert(self, rows: torch.Tensor) -> torch.Tensor:
-        """Stored rows (B, F) -> what the model reads (B, F) in ``dtype``."""
+        rows = self.source.rows(index)  # (B, F) as stored
         if self.transform.kind == "none" and rows.dtype == self.dtype:
             return rows
         return self.transform.apply(rows).to(self.dtype)

@@ -50,45 +50,21 @@ from gnnpipe.data.graph import (EDGE, HOMOGENEOUS, NODE, ROLES, TYPED, EdgeType,
 from gnnpipe.data.source_tables import SourceTables
 from gnnpipe.data.table_blocks import (SIZES, STORED_NUMPY, Block, BlockSizes, Finding,
                                        NodeSpec, csv_blocks, edge_attrs, label_codes_block,
-                                       node_columns, node_id_column, parquet_blocks,
+                                       node_columns, node_id_column, node_spec, parquet_blocks,
                                        raise_first, read_block, scan_nodes, time_dtype)
 from gnnpipe.io.blocks import create_memmap, open_memmap, table_stream
-from gnnpipe.io.prepared import external_features, node_ids_file
-from gnnpipe.io.prepared_maps import (PreparedMaps, raw_dtype, write_edge_attr_maps,
-                                      write_prepared_maps)
+from gnnpipe.io.prepared import edge_attrs_file, external_features, node_ids_file, stream_edges
+from gnnpipe.io.prepared_maps import PreparedMaps, raw_dtype, write_prepared_maps
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.sources.base import is_timestamp_type, label_codes, no_edges_warning
-from gnnpipe.sources.formats import CsvTables, ParquetTables
-from gnnpipe.sources.tables import (check_table_path, edge_tables, node_table_columns,
-                                    relation_of, table_folder, typed_tables, typed_target)
+from gnnpipe.sources.tables import (TableLayout, check_table_path, edge_tables, relation_of,
+                                    table_layout, typed_target)
 
 LAST = 10**9  # node times are checked after every relation
 STEPS = 4  # waves ``prepare_tables`` reports: nodes scanned, ids joined, CSRs built, files
 
 
-@dataclasses.dataclass(frozen=True)
-class BlockPrepared:
-    """What ``prepare_tables`` wrote besides its files: ``prepare.json`` so far, the user's
-    label of each class code (C,), and the labelled / total nodes of the target type."""
-
-    report: dict
-    class_values: pa.Array
-    labelled: int
-    total: int
-
-
 # ------------------------------------------------------------------------------------ tables
-def node_spec(cfg: DatasetParams, path: Path, tables, *, typed: bool) -> NodeSpec:
-    """The columns a node table is read with (``sources.tables.node_table_columns``); a typed
-    table's label is read by the caller's choice, its times stored whole (int64)."""
-    columns = node_table_columns(tables.schema(path), cfg, path, typed=typed)
-    return NodeSpec(id=cfg.nodes.id, label=columns.label, features=tuple(columns.features),
-                    is_list=columns.is_list, width=0, text_ids=cfg.source == "csv",
-                    unlabeled=cfg.nodes.unlabeled_values,
-                    feature_dtype=cfg.storage.feature_dtype,  # float32 for typed (params rule)
-                    timestamp=columns.timestamp, whole_times=typed)
-
-
 def list_width(blocks: list[Block], spec: NodeSpec) -> int:
     """The spec's feature width: the length of row 0's feature list (the local reader's
     reference; 0 when null), or the number of scalar feature columns."""
@@ -124,33 +100,6 @@ def label_classes(scans, where: str, spec: NodeSpec, total: int, max_classes: in
                                    pa.nulls(total - max(labelled, len(classes)), label_type)])
         label_codes(column, where, spec.label, (), max_classes)
     return classes
-
-
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """Where the tables are: the reader of ``dataset.source``, each node type's table (name
-    order) and, for messages, the input's folder."""
-
-    tables: object  # ParquetTables | CsvTables
-    paths: dict[str, Path]
-    root: Path
-    typed: object = None  # sources.tables.TypedTables of a typed graph
-    stems: tuple[str, ...] | None = None  # a source's relation order (else file name order)
-
-    @classmethod
-    def of(cls, cfg: DatasetParams, order: tuple | None = None) -> "_Layout":
-        """``order``: a source's (node types, relation stems) in its own order."""
-        if cfg.layout == TYPED:
-            typed = typed_tables(cfg)
-            if order is not None:
-                typed = dataclasses.replace(typed, paths={t: typed.paths[t] for t in order[0]})
-            return cls(typed.tables, typed.paths, Path(cfg.path), typed,
-                       None if order is None else order[1])
-        root = table_folder(cfg)
-        nodes_path = root / (cfg.nodes.file or f"nodes.{cfg.source}")
-        check_table_path(nodes_path, "nodes", cfg)
-        return cls(ParquetTables() if cfg.source == "parquet" else CsvTables(),
-                   {NODE: nodes_path}, root)
 
 
 def link_edge_type(cfg: DatasetParams, relations: list[EdgeType], edge_types: list[EdgeType],
@@ -196,7 +145,7 @@ def _text(key: tuple, text: str) -> Finding:
     return Finding(key, 0, "text", (text,))
 
 
-def _node_types(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: BlockSizes
+def _node_types(cfg: DatasetParams, layout: TableLayout, scratch: Path, sizes: BlockSizes
                 ) -> tuple[list[NodeTable], list[Finding]]:
     """Every node type's spec and blocks (labels read on every type); findings of tables that
     cannot be opened."""
@@ -204,7 +153,7 @@ def _node_types(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: Block
     for index, (name, path) in enumerate(layout.paths.items()):
         x_file, time_file = scratch / f"x_{name}.npy", scratch / f"time_{name}.npy"
         try:
-            spec = node_spec(cfg, path, layout.tables, typed=layout.typed is not None)
+            spec = node_spec(layout.tables.schema(path), cfg, path, typed=cfg.layout == TYPED)
             blocks = (parquet_blocks(path, node_columns(spec)) if cfg.source == "parquet" else
                       csv_blocks(path, node_columns(spec), {spec.id: pa.string()},
                                  scratch / "csv-nodes" / name, sizes.node_csv_bytes))
@@ -217,27 +166,29 @@ def _node_types(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: Block
     return types, findings
 
 
-def _relations(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: BlockSizes
+def _relations(cfg: DatasetParams, layout: TableLayout, stems: tuple[str, ...] | None,
+               scratch: Path, sizes: BlockSizes
                ) -> tuple[list[RelationTable], list[Finding]]:
     """Every relation's edge type and blocks (scratch rows one after another), its attribute
     files; findings (relations that cannot be listed or opened)."""
-    if layout.typed is None:
+    typed = cfg.layout == TYPED
+    if not typed:
         paths = {"": layout.root / (cfg.edges.file or f"edges.{cfg.source}")}
     else:
         try:
-            paths = edge_tables(layout.typed, cfg.source)
+            paths = edge_tables(layout, cfg.source)
         except ValueError as err:
             return [], [_text((2, 0), str(err))]
-        if layout.stems is not None:
-            paths = {stem: paths[stem] for stem in layout.stems}
+        if stems is not None:
+            paths = {stem: paths[stem] for stem in stems}
     relations, findings, base = [], [], 0
     for index, (stem, path) in enumerate(paths.items()):
         try:
-            if layout.typed is None:
+            if not typed:
                 edge_type, timed = EDGE, bool(cfg.edges.timestamp)
                 check_table_path(path, "edges", cfg)
             else:  # its table was found in its folder; a timestamp column is optional
-                edge_type = relation_of(stem, path, layout.typed)
+                edge_type = relation_of(stem, path, layout)
                 timed = (bool(cfg.edges.timestamp)
                          and cfg.edges.timestamp in layout.tables.schema(path).names)
             key_of = {cfg.edges.src: "src", cfg.edges.dst: "dst"}
@@ -252,7 +203,7 @@ def _relations(cfg: DatasetParams, layout: _Layout, scratch: Path, sizes: BlockS
             blocks = [dataclasses.replace(b, batch=(index, *b.batch), base=base)
                       for b in blocks]
             relation = _attr_files(cfg, RelationTable(index, edge_type, path, blocks, timed),
-                                   layout.typed is not None, scratch)
+                                   typed, scratch)
         except ValueError as err:
             findings.append(_text((2, 6, (index,)), str(err)))
             continue
@@ -306,18 +257,21 @@ def _fail(findings: list[Finding], types: list[NodeTable], relations: list[Relat
 # ---------------------------------------------------------------------------------- prepare
 def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
                    sizes: BlockSizes | None = None, *, source: SourceTables | None = None,
-                   step=lambda n: None) -> BlockPrepared:
+                   step=lambda n: None) -> tuple[dict, pa.Array]:
     """Read, check and build the user's tables by blocks on ``client`` (None: in this
     process); write the prepared files and node_ids_<type>.parquet (a one-type graph's edge
-    attributes too) into ``out``. ``scratch``: a folder every worker sees, on ``out``'s
-    filesystem. A source's tables (``source``, ``gnnpipe.data.source_tables``) give their class
-    codes and values (a superset of the labels), its official split, its order of node types and
-    relations, the input its warnings name, and no node ids (node i is row i).
+    attributes too) into ``out``; return ``prepare.json`` (but its ``source``) and the user's
+    label of each class code (C,), for classes.parquet. ``scratch``: a folder every worker sees,
+    on ``out``'s filesystem. A source's tables (``source``, ``gnnpipe.data.source_tables``) give
+    their class codes and values (a superset of the labels), its official split, its order of
+    node types and relations, the input its warnings name, and no node ids (node i is row i).
     ``step(1)`` after each of the ``STEPS`` waves (a progress bar's ``update``)."""
     assert cfg.source in ("parquet", "csv"), cfg.source
     sizes = sizes or SIZES
-    layout = _Layout.of(cfg, None if source is None else source.order)
-    typed = layout.typed is not None
+    layout, typed = table_layout(cfg), cfg.layout == TYPED
+    order = (None, None) if source is None or source.order is None else source.order
+    if order[0] is not None:  # a source's own order of node types and relations
+        layout = dataclasses.replace(layout, paths={t: layout.paths[t] for t in order[0]})
 
     # 1. node blocks of every type (the target's labels with them)
     types, findings = _node_types(cfg, layout, scratch, sizes)
@@ -327,7 +281,7 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
     if typed:
         labelled = [t.name for t in types if t.spec is not None and t.spec.label]
         try:
-            target = typed_target(cfg, labelled, layout.paths, layout.typed.nodes_dir)
+            target = typed_target(cfg, labelled, layout.paths, layout.nodes_dir)
         except ValueError as err:
             target, findings = None, findings + [_text((1, 0), str(err))]
         has_labels = target in labelled
@@ -356,8 +310,9 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
                                     target_type.rows, cfg.max_classes)
         except ValueError as err:
             findings.append(_text((1, 2), str(err)))
-        classes = classes if source is None else source.codes
-    relations, found = _relations(cfg, layout, scratch, sizes)
+        if source is not None:  # every code of the source's classes, present or not
+            classes = pa.array(np.arange(len(source.class_values)), pa.int64())
+    relations, found = _relations(cfg, layout, order[1], scratch, sizes)
     findings += found
 
     step(1)
@@ -425,12 +380,15 @@ def prepare_tables(client, cfg: DatasetParams, out: Path, scratch: Path,
     empty = [where.get(str(r.path), str(r.path)) for r in relations if r.rows == 0]
     if empty:
         report["warnings"] = [no_edges_warning(where) for where in empty]
-    labelled_nodes = sum(s.labelled for s in target_scans) if has_labels else target_type.rows
     if source is not None and source.public_roles is not None:
         report["public_split"] = {role: int((source.public_roles == code).sum())
                                   for code, role in enumerate(ROLES)}
-    return BlockPrepared(report, classes if source is None else source.class_values,
-                         labelled_nodes, target_type.rows)
+    labelled = sum(s.labelled for s in target_scans) if has_labels else target_type.rows
+    report["labelled_nodes"] = labelled
+    # the split audit's overall shape, so report and users read one layout
+    report["label_coverage"] = {"labelled": labelled, "unlabelled": target_type.rows - labelled,
+                                "labelled_fraction": round(labelled / max(target_type.rows, 1), 6)}
+    return report, classes if source is None else source.class_values
 
 
 def _join(client, types: list[NodeTable], unread: set[int], relations: list[RelationTable],
@@ -479,12 +437,12 @@ def _join(client, types: list[NodeTable], unread: set[int], relations: list[Rela
     return findings
 
 
-def _build_checks(cfg: DatasetParams, layout: _Layout, types: list[NodeTable],
+def _build_checks(cfg: DatasetParams, layout: TableLayout, types: list[NodeTable],
                   relations: list[RelationTable], target: NodeTable, edge_types: dict
                   ) -> list[Finding]:
     """``build``'s checks before its edge policies (the homogeneous names, no nodes, a reverse
     name already taken) and after (the link edge type)."""
-    if layout.typed is None:
+    if cfg.layout != TYPED:
         return ([] if target.spec is None or target.rows else
                 [_text((3, -1), f"{layout.root}: the graph has no nodes")])
     findings = []
@@ -511,11 +469,13 @@ def _build_checks(cfg: DatasetParams, layout: _Layout, types: list[NodeTable],
 
 
 def _write_edge_attrs(out: Path, relation: RelationTable, csr, compression: str) -> None:
-    """edge_attrs_node__to__node.parquet: each stored edge's weight / timestamp as read."""
+    """edge_attrs_node__to__node.parquet: each stored edge's weight / timestamp as read (the
+    bytes of the whole-table writer ``tests/prepared_oracle.write_edge_attrs``)."""
     indices = open_memmap(csr.indices) if csr.edges else np.zeros(0, dtype=np.int64)
-    write_edge_attr_maps(out, EDGE, open_memmap(csr.indptr), indices, {
-        name: (open_memmap(csr.attrs[name]) if csr.edges else np.zeros(0, raw_dtype(column_type)),
-               column_type) for name, (_, column_type) in relation.attrs.items()}, compression)
+    stream_edges(out / edge_attrs_file(EDGE), "gnnpipe.edge_attrs/1", open_memmap(csr.indptr),
+                 indices, {name: (open_memmap(csr.attrs[name]) if csr.edges
+                                  else np.zeros(0, raw_dtype(column_type)), column_type)
+                           for name, (_, column_type) in relation.attrs.items()}, compression)
 
 
 def write_node_ids(out: Path, node_type: str, blocks: list[Block], spec: NodeSpec,

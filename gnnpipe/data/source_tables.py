@@ -29,19 +29,19 @@ from gnnpipe.sources import builtin
 from gnnpipe.sources.base import RawGraph
 
 GROUP_ROWS = 1 << 17  # rows per row group of the scratch tables: a block of the prepare
+EDGES = pa.schema([("src", pa.int64()), ("dst", pa.int64())])  # an edge table's columns
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceTables:
     """The scratch tables' dataset params (``source: parquet``; their label column holds class
-    codes), every code (C,) for the block prepare, the user's value of each code (C,) for
-    classes.parquet, the source's official split (int8 (N,) codes into ``ROLES``, or None),
+    codes 0..C-1, every one a class), the user's value of each code (C,) for classes.parquet,
+    the source's official split (int8 (N,) codes into ``ROLES``, or None),
     for typed tables the source's order of node types and of relation tables (stems), which the
     prepared files keep (the tables' own order is by name), and what messages name instead of
     each scratch edge table."""
 
     cfg: DatasetParams
-    codes: pa.Array
     class_values: pa.Array
     public_roles: np.ndarray | None = None
     order: tuple[tuple[str, ...], tuple[str, ...]] | None = None
@@ -83,43 +83,33 @@ def _write_nodes(path: Path, num_nodes: int, x_groups, width: int, y: np.ndarray
             lo = hi
 
 
-class _EdgeTable:
-    """An edge table: src, dst (int64 (E,)), ts (``time_type``; none when None), the rows of
-    each ``add`` (``time``: (E,) Arrow) in row groups of ``GROUP_ROWS``."""
+class _Appender:
+    """A scratch Parquet table of ``schema``: the columns of each ``add`` (equal lengths)
+    appended in row groups of ``GROUP_ROWS``."""
 
-    def __init__(self, path: Path, time_type: pa.DataType | None = None):
-        fields = [("src", pa.int64()), ("dst", pa.int64())]
-        fields += [("ts", time_type)] if time_type is not None else []
-        self.writer = pq.ParquetWriter(path, pa.schema(fields), compression="none")
-        self.rows = 0
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path = path
+        self.writer = pq.ParquetWriter(path, schema, compression="none")
 
-    def add(self, src: np.ndarray, dst: np.ndarray, time=None) -> None:
-        for lo in range(0, src.size, GROUP_ROWS):
-            columns = {"src": src[lo:lo + GROUP_ROWS], "dst": dst[lo:lo + GROUP_ROWS]}
-            if time is not None:
-                columns["ts"] = time[lo:lo + GROUP_ROWS]
-            self.writer.write_table(pa.table(columns, schema=self.writer.schema))
-        self.rows += src.size
+    def add(self, **columns) -> None:
+        rows = len(next(iter(columns.values())))
+        for lo in range(0, rows, GROUP_ROWS):
+            group = {name: values[lo:lo + GROUP_ROWS] for name, values in columns.items()}
+            self.writer.write_table(pa.table(group, schema=self.writer.schema))
 
     def close(self) -> None:
-        if self.rows == 0:  # a table without edges still has its one (empty) row group
-            self.add(np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.writer.close()
 
 
-class _StreamedFeatures:
+class _StreamedFeatures(_Appender):
     """The generator's feature blocks float32 (B, F) appended to one scratch Parquet column
     ``x`` (``write``), read back a row group at a time (``groups``), removed by ``close``."""
 
     def __init__(self, path: Path, width: int):
-        self.path = path
-        self.schema = pa.schema([("x", pa.list_(pa.float32(), width))])
-        self.writer = pq.ParquetWriter(path, self.schema, compression="none")
+        super().__init__(path, pa.schema([("x", pa.list_(pa.float32(), width))]))
 
     def write(self, block: np.ndarray) -> None:
-        for lo in range(0, len(block), GROUP_ROWS):
-            self.writer.write_table(pa.table({"x": _list_column(block[lo:lo + GROUP_ROWS])},
-                                             schema=self.schema))
+        self.add(x=_list_column(block))
 
     def groups(self):
         self.writer.close()
@@ -132,14 +122,14 @@ class _StreamedFeatures:
 
 
 def _tables_cfg(cfg: DatasetParams, folder: Path, classes: int, node_time: bool = False,
-               edge_time: bool = False, **typed) -> DatasetParams:
+               **typed) -> DatasetParams:
     """The params that read ``folder``'s tables: ``source: parquet``, columns id / x / label /
-    t (``node_time``) and src / dst / ts (``edge_time``); ``typed``: dataset.typed keys."""
+    t (``node_time``) and src / dst; ``typed``: dataset.typed keys."""
     return dataclasses.replace(
         cfg, source="parquet", path=str(folder),
         nodes=NodeTableParams(id="id", features="x", label="label",
                               timestamp="t" if node_time else ""),
-        edges=EdgeTableParams(timestamp="ts" if edge_time else ""),
+        edges=EdgeTableParams(),
         typed=dataclasses.replace(cfg.typed, **typed), max_classes=max(cfg.max_classes, classes))
 
 
@@ -153,9 +143,10 @@ def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTable
         if cfg.layout == TYPED:
             raw = builtin.typed_graph(syn, seed, features.write)
             return raw_tables(raw, cfg, folder, {"paper": (features.groups(), syn.num_features)})
-        edges = _EdgeTable(folder / "edges.parquet")
+        edges = _Appender(folder / "edges.parquet", EDGES)
         try:
-            raw = builtin.homogeneous(syn, seed, features.write, edges.add)
+            raw = builtin.homogeneous(syn, seed, features.write,
+                                      lambda src, dst: edges.add(src=src, dst=dst))
         finally:
             edges.close()
         y = raw["y"]
@@ -164,23 +155,11 @@ def synthetic_tables(cfg: DatasetParams, seed: int, folder: Path) -> SourceTable
     finally:
         features.close()
     codes = pa.array(np.arange(int(y.max()) + 1), pa.int64())
-    return SourceTables(_tables_cfg(cfg, folder, len(codes), "timestamps" in raw), codes, codes,
+    return SourceTables(_tables_cfg(cfg, folder, len(codes), "timestamps" in raw), codes,
                         where={str(folder / "edges.parquet"): builtin.WHERE})
 
 
 # ------------------------------------------------------------------------------ validation
-def check_features(x: np.ndarray, where: str) -> None:
-    """``x`` float (N, F) is 2-D and finite (a streamed ``np.memmap`` was checked block by
-    block as it was written)."""
-    if x.ndim != 2:
-        raise ValueError(f"{where}: features must be a 2-D (nodes, features) array, got shape "
-                         f"{x.shape}")
-    bad_rows = np.zeros(0, bool) if isinstance(x, np.memmap) else ~np.isfinite(x).all(axis=1)
-    if bad_rows.any():
-        raise ValueError(f"{where}: features contain NaN or inf in {int(bad_rows.sum())} rows "
-                         f"(first: node {int(np.argmax(bad_rows))})")
-
-
 def check_labels(y: np.ndarray, n: int, where: str) -> None:
     """``y`` (n,) integer codes, ``UNLABELLED`` (-1) or more."""
     if y.shape != (n,):
@@ -216,13 +195,10 @@ def check_classes(labelled: np.ndarray, where: str) -> None:
 
 
 def validate_raw(raw: RawGraph, homogeneous: bool) -> int:
-    """A reader's raw graph checked (features 2-D and finite, labels, edge ids in range, two
-    classes when labelled); the number of classes (the user's values, present or not; 1 for an
-    unlabelled link-task graph)."""
+    """A reader's raw graph checked (labels, edge ids in range, two classes when labelled: each
+    reader checked its features); the number of classes (the user's values, present or not; 1
+    for an unlabelled link-task graph)."""
     target = raw.nodes[raw.target]
-    for node in raw.nodes.values():
-        if node.x is not None:
-            check_features(node.x, node.where)
     if target.num_nodes == 0:
         raise ValueError(f"{target.where}: the graph has no nodes" if homogeneous else
                          f"{target.where}: the target node type {raw.target!r} has no nodes")
@@ -244,12 +220,11 @@ def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
     homogeneous graph's ``nodes.parquet`` and ``edges.parquet``, a typed graph's
     ``nodes/<type>.parquet`` and ``edges/<src>__<rel>__<dst>.parquet``. A node table holds id;
     x when the type has features (or from ``streamed``: type -> (its list columns, width));
-    label on the target, null when -1; t when it has times; an edge table src, dst, ts when
-    timed. A typed graph's target and link relation are named in the params, as ``build``
-    reads them from the raw graph."""
+    label on the target, null when -1; t when it has times; an edge table src, dst. A typed
+    graph's target and link relation are named in the params, as ``build`` reads them from the
+    raw graph."""
     typed = cfg.layout == TYPED
     classes = validate_raw(raw, not typed)
-    assert not any(r.weight is not None for r in raw.relations.values())  # no source has any
     streamed = streamed or {}
     nodes, edges = (folder / "nodes", folder / "edges") if typed else (folder, folder)
     nodes.mkdir(parents=True, exist_ok=True)
@@ -264,17 +239,16 @@ def raw_tables(raw: RawGraph, cfg: DatasetParams, folder: Path,
     where = {}
     for edge_type, rel in raw.relations.items():
         path = edges / f"{edge_type_name(edge_type) if typed else 'edges'}.parquet"
-        table = _EdgeTable(path, None if rel.time is None else rel.time.type)
-        table.add(rel.src, rel.dst, rel.time)
+        table = _Appender(path, EDGES)
+        table.add(src=rel.src, dst=rel.dst)
         table.close()
         where[str(path)] = rel.where
     link = cfg.typed.link_edge_type or (edge_type_name(raw.link_relation)
                                         if raw.link_relation else "")
     tables_cfg = _tables_cfg(cfg, folder, classes,
                              any(n.time is not None for n in raw.nodes.values()),
-                             any(r.time is not None for r in raw.relations.values()),
                              **({"target": raw.target, "link_edge_type": link} if typed else {}))
-    codes = pa.array(np.arange(classes), pa.int64())
     order = (tuple(raw.nodes), tuple(edge_type_name(e) for e in raw.relations)) if typed else None
-    return SourceTables(tables_cfg, codes, codes if raw.class_values is None
-                        else raw.class_values, raw.public_roles, order, where)
+    return SourceTables(tables_cfg, pa.array(np.arange(classes), pa.int64())
+                        if raw.class_values is None else raw.class_values, raw.public_roles,
+                        order, where)

@@ -13,6 +13,7 @@ The edges' ids are checked as they are joined to the nodes' (``gnnpipe.data.bloc
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,16 +25,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import torch
 
+from gnnpipe.config import DatasetParams
 from gnnpipe.data.ids import blanks_as_nulls, canonical_ints
 from gnnpipe.io.blocks import write_part, write_rows
 from gnnpipe.io.common import FEATURE_DTYPES, reading
 from gnnpipe.io.prepared_maps import raw_dtype
 from gnnpipe.sources.base import (EDGE_BATCH_ROWS, RowError, check_finite, check_no_nulls,
-                                  check_timestamps, class_codes, combine, first_null,
-                                  int_times, is_numeric, is_timestamp_type, label_values, reason,
-                                  time_key)
+                                  class_codes, combine, feature_columns, first_null, int_times,
+                                  is_numeric, is_timestamp_type, label_values, reason, time_key)
 from gnnpipe.sources.formats import CSV_BLOCK_BYTES, CsvTables, ParquetTables, check_columns
-from gnnpipe.sources.tables import node_ids
 
 # numpy has no bfloat16: its bits are kept as uint16 (as features_<T>.npy holds them)
 STORED_NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
@@ -92,7 +92,8 @@ def message(finding: Finding) -> str:
         elif kind == "finite":  # file, [name], what
             check_finite(np.full(count, np.nan), *args, offset=first)
         elif kind == "repeats":  # file, name, value: count extra rows
-            node_ids(pa.array([args[2]] * (count + 1)), args[0], args[1])
+            return (f"{args[0]}: id column {args[1]!r} has repeated ids (first: {args[2]!r}, "
+                    f"{count} extra rows)")
         else:
             return args[0]
     except ValueError as err:
@@ -233,6 +234,35 @@ def node_columns(spec: NodeSpec) -> list[str]:
                               + [*spec.features] + ([spec.timestamp] if spec.timestamp else [])))
 
 
+def node_spec(schema: pa.Schema, cfg: DatasetParams, path: Path, *, typed: bool) -> NodeSpec:
+    """What a node table of ``schema`` is read with (``width`` 0: its first block tells), else
+    one line naming the missing column's key. A typed table's feature, label and timestamp
+    columns are optional (a featureless, unlabelled or untimed type), its times stored whole."""
+    spec = cfg.nodes
+    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
+    for key, name in named.items():
+        if name and name not in schema.names and (key == "id" or not typed):
+            raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
+                             f"columns: {', '.join(schema.names)}")
+    has = {key: bool(name) and name in schema.names for key, name in named.items()}
+    features, is_list = [], False
+    if not typed or _has_features(schema, spec.features, set(named.values())):
+        features, is_list = feature_columns(schema, spec.features, set(named.values()), path)
+    return NodeSpec(id=spec.id, label=spec.label if has["label"] else "",
+                    features=tuple(features), is_list=is_list, width=0,
+                    text_ids=cfg.source == "csv", unlabeled=spec.unlabeled_values,
+                    feature_dtype=cfg.storage.feature_dtype,  # float32 for typed (params rule)
+                    timestamp=spec.timestamp if has["timestamp"] else "", whole_times=typed)
+
+
+def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
+    """Whether any part of ``dataset.nodes.features`` names a column of this table."""
+    if spec in schema.names:
+        return True
+    return any(fnmatch.fnmatchcase(c, part.strip()) and c not in exclude
+               for part in spec.split(",") for c in schema.names)
+
+
 def scan_nodes(block: Block, spec: NodeSpec, x_file: str, time_file: str = "") -> NodeScan:
     """Check a node block's ids, features, timestamps and labels (the local order) and write its
     features, rounded to the stored dtype, and its times (``time_key``) to rows ``[start, start
@@ -335,43 +365,55 @@ def _features(table: pa.Table, spec: NodeSpec, block: Block, findings: list[Find
                 return None
             x[:, j] = column.to_numpy(zero_copy_only=False)
     bad = ~np.isfinite(x)
-    if bad.any():
-        if spec.is_list:
-            rows, j = bad.any(axis=1), 0
-        else:
-            j = int(np.argmax(bad.any(axis=0)))
-            rows = bad[:, j]
+    if bad.any():  # a list column's rows with a bad entry, else the first bad column's rows
+        j = 0 if spec.is_list else int(np.argmax(bad.any(axis=0)))
+        rows = bad.any(axis=1) if spec.is_list else bad[:, j]
         findings.append(Finding((3, 99, j), start + int(np.argmax(rows)), "finite",
                                 (where, [names[j]], "feature"), int(rows.sum())))
         return None
     return x
 
 
+def _numbers(column: pa.Array, name: str, what: str, type_error: str, as_numbers,
+             block: Block, key: tuple, findings: list[Finding]) -> np.ndarray | None:
+    """A column's checks in the reader's order (``key`` orders them, counts global): its type
+    (``type_error``: the message, "" when it is right), nulls, NaN / inf among its numbers
+    ``as_numbers(column)`` (R,); those numbers, or None after a finding."""
+    if type_error:
+        findings.append(Finding((*key, 0), block.start, "text", (type_error,)))
+        return None
+    if column.null_count:
+        findings.append(Finding((*key, 1), block.start + first_null(column), "nulls",
+                                (block.where, name, what), column.null_count))
+        return None
+    values = as_numbers(column)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        findings.append(Finding((*key, 2), block.start + int(np.argmax(bad)), "finite",
+                                (block.where, [name], what), int(bad.sum())))
+        return None
+    return values
+
+
 def _times(column: pa.Array, name: str, block: Block, findings: list[Finding], time_file: str,
-           whole: bool, key: tuple = (3, 200)) -> None:
-    """``sources.base.check_timestamps``' checks (counts global; ``key`` orders them); the
-    block's ``time_key`` values into ``time_file`` (``whole``: as int64, ``int_times``)."""
-    try:
-        check_timestamps(column, block.where, name, block.start)
-    except ValueError as err:
-        if not is_timestamp_type(column.type):
-            findings.append(Finding((*key, 0), block.start, "text", (str(err),)))
-        elif column.null_count:
-            findings.append(Finding((*key, 1), block.start + first_null(column), "nulls",
-                                    (block.where, name, "timestamp"), column.null_count))
-        else:
-            bad = ~np.isfinite(column.to_numpy())
-            findings.append(Finding((*key, 2), block.start + int(np.argmax(bad)), "finite",
-                                    (block.where, [name], "timestamp"), int(bad.sum())))
-        return
-    values = time_key(column)
+           whole: bool, key: tuple = (3, 200)) -> bool:
+    """A timestamp column checked (ints, floats, dates or timestamps; no nulls, no NaN: counts
+    global, ``key`` orders them) and the block's ``time_key`` values written into ``time_file``
+    (``whole``: as int64, ``int_times``); whether it passed."""
+    type_error = "" if is_timestamp_type(column.type) else (
+        f"{block.where}: timestamp column {name!r} is {column.type}; expected integers, floats, "
+        f"dates or timestamps")
+    values = _numbers(column, name, "timestamp", type_error, time_key, block, key, findings)
+    if values is None:
+        return False
     if whole:
         try:
             values = int_times(values, block.where, block.start)
         except RowError as err:  # key (99,): the typed graph checks it last
             findings.append(Finding((99,), err.row, "text", (str(err),)))
-            return
+            return False
     write_rows(Path(time_file), block.start, values)
+    return True
 
 
 def time_dtype(column_type: pa.DataType) -> np.dtype:
@@ -400,25 +442,16 @@ def edge_attrs(block: Block, weight: str, timestamp: str, weight_file: str, raw_
     where, start = block.where, block.start
     if weight:
         column = combine(table.column(weight))
-        if not is_numeric(column.type):
-            findings.append(Finding((6, block.batch, 2, 0), start, "text", (
-                f"{where}: weight column {weight!r} is {column.type}; expected numbers",)))
-        elif column.null_count:
-            findings.append(Finding((6, block.batch, 2, 1), start + first_null(column), "nulls",
-                                    (where, weight, "weight"), column.null_count))
-        else:
-            values = column.to_numpy(zero_copy_only=False).astype(np.float32)
-            bad = ~np.isfinite(values)
-            if bad.any():
-                findings.append(Finding((6, block.batch, 2, 2), start + int(np.argmax(bad)),
-                                        "finite", (where, [weight], "weight"), int(bad.sum())))
-            elif weight_file:
-                write_rows(Path(weight_file), start, values)
+        type_error = "" if is_numeric(column.type) else (
+            f"{where}: weight column {weight!r} is {column.type}; expected numbers")
+        values = _numbers(column, weight, "weight", type_error, lambda c: c.to_numpy(
+            zero_copy_only=False).astype(np.float32), block, (6, block.batch, 2), findings)
+        if values is not None and weight_file:
+            write_rows(Path(weight_file), start, values)
     if timestamp:
         column = combine(table.column(timestamp))
-        before = len(findings)
-        _times(column, timestamp, block, findings, order_file, whole, (6, block.batch, 3))
-        if len(findings) == before and raw_file:
+        if _times(column, timestamp, block, findings, order_file, whole, (6, block.batch, 3)) \
+                and raw_file:
             bits = column.view(_INT_TYPES[column.type.bit_width]).to_numpy(zero_copy_only=False)
             write_rows(Path(raw_file), start, bits.astype(raw_dtype(column.type)))
     return findings

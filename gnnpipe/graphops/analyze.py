@@ -41,9 +41,9 @@ import numpy as np
 from gnnpipe.config import AnalyzeParams
 from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Csr
 from gnnpipe.io.common import PHASES
-from gnnpipe.io.csr_blocks import (StoredGraph, gather_labels, num_block_nodes, read_block_rows,
-                                   read_in_rows, remove_labels, row_ranges, save_node_array,
-                                   stored_rows)
+from gnnpipe.io.csr_blocks import (StoredGraph, gather_block_rows, gather_labels,
+                                   num_block_nodes, read_in_rows, remove_labels, row_ranges,
+                                   save_node_array, stored_rows)
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.runtime.engine import run_blocks
 
@@ -55,8 +55,8 @@ def _ratio(num: float, den: float) -> float | None:
     return None if den == 0 else float(num / den)
 
 
-def _round(value: float | None, digits: int = 6) -> float | None:
-    return None if value is None else round(float(value), digits)
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 6)
 
 
 # -------------------------------------------------------------------------------- homophily
@@ -66,20 +66,17 @@ class RowCounts:
     disjoint row sets (``add_counts``), from which every homophily and degree figure follows
     exactly: a block task counts one block of rows.
 
-    Over the edges between two labelled nodes: ``edges``, ``same`` (same label), per class
-    ``class_deg`` / ``class_same`` (edges / same-label edges into class k), ``source_class`` /
-    ``target_class`` (edges from / into class k), all int64 (C,); ``homophily_degree`` the
+    Over the edges between two labelled nodes, per class k, int64 (C,): ``class_deg`` /
+    ``class_same`` the edges / same-label edges into class k (summed: all those edges / the
+    same-label ones), ``source_class`` the edges from class k; ``homophily_degree`` the
     distinct in-degrees d > 0 of labelled rows, with ``homophily_nodes`` (rows of that degree)
     and ``homophily_same`` (their same-label in-edges), int64 (m,). Over every row:
     ``class_nodes`` labelled rows per class (C,), ``degree`` the distinct in-degrees (all
     edges) with ``degree_nodes`` how many rows have each, int64 (m',)."""
 
-    edges: int
-    same: int
     class_deg: np.ndarray
     class_same: np.ndarray
     source_class: np.ndarray
-    target_class: np.ndarray
     homophily_degree: np.ndarray
     homophily_nodes: np.ndarray
     homophily_same: np.ndarray
@@ -116,21 +113,18 @@ def row_counts(indptr: np.ndarray, y_row: np.ndarray, y_src: np.ndarray, num_cla
     h_degree, h_nodes, h_same = _keyed_sums(kept[has], np.ones(int(has.sum())), same_in[has])
     d_values, d_nodes = _keyed_sums(degree, np.ones(b))
     return RowCounts(
-        edges=int(local.size), same=int(same.sum()),
         class_deg=np.bincount(y_lab, weights=kept[labelled], minlength=c).astype(np.int64),
         class_same=np.bincount(y_lab, weights=same_in[labelled], minlength=c).astype(np.int64),
-        source_class=np.bincount(y_src, minlength=c), target_class=np.bincount(
-            y_row[local], minlength=c), homophily_degree=h_degree, homophily_nodes=h_nodes,
-        homophily_same=h_same, class_nodes=np.bincount(y_lab, minlength=c), degree=d_values,
-        degree_nodes=d_nodes)
+        source_class=np.bincount(y_src, minlength=c), homophily_degree=h_degree,
+        homophily_nodes=h_nodes, homophily_same=h_same, class_nodes=np.bincount(y_lab, minlength=c),
+        degree=d_values, degree_nodes=d_nodes)
 
 
 def add_counts(parts: list[RowCounts]) -> RowCounts:
     """The ``RowCounts`` of the union of disjoint row sets (integer sums: order-free)."""
     first = parts[0]
-    total = {f: sum(getattr(p, f) for p in parts) for f in (
-        "edges", "same", "class_deg", "class_same", "source_class", "target_class",
-        "class_nodes")}
+    total = {f: sum(getattr(p, f) for p in parts)
+             for f in ("class_deg", "class_same", "source_class", "class_nodes")}
     h = _keyed_sums(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
         "homophily_degree", "homophily_nodes", "homophily_same")))
     d = _keyed_sums(*(np.concatenate([getattr(p, f) for p in parts])
@@ -143,7 +137,7 @@ def homophily_of(counts: RowCounts, num_classes: int) -> dict:
     """Edge, node, class-insensitive and adjusted homophily plus ``h_k`` per class (module doc)
     from integer counts. Node homophily sums ``same / d`` per distinct degree ``d`` exactly
     (``math.fsum``), so it does not depend on how the rows were cut into blocks."""
-    n, num_edges = int(counts.class_nodes.sum()), counts.edges
+    n, num_edges = int(counts.class_nodes.sum()), int(counts.class_deg.sum())
     node_h = _ratio(math.fsum((counts.homophily_same / counts.homophily_degree).tolist()),
                     int(counts.homophily_nodes.sum()))
     class_deg, class_same = counts.class_deg, counts.class_same
@@ -151,11 +145,11 @@ def homophily_of(counts: RowCounts, num_classes: int) -> dict:
     share = counts.class_nodes / max(n, 1)
     class_insensitive = float(np.clip(h_k - share, 0.0, None).sum() / (num_classes - 1))
 
-    edge_h = _ratio(counts.same, num_edges)
+    edge_h = _ratio(int(class_same.sum()), num_edges)
     adjusted = None
     if num_edges:
         p = counts.source_class / num_edges
-        q = counts.target_class / num_edges
+        q = class_deg / num_edges  # edges into class k
         chance = float(p @ q)
         adjusted = _ratio(edge_h - chance, 1.0 - chance)  # None if all edges sit in one class
     return {
@@ -269,7 +263,7 @@ def min_label_sweep(block: tuple[int, int], folder: str, step: int) -> np.ndarra
     """The least label among every row of ``block = (start, stop)`` and its in- and
     out-neighbours, from ``labels_<step>``: (stop - start,), the labels' dtype."""
     start, stop = block
-    row, neighbour = read_block_rows(Path(folder), start, stop)
+    row, neighbour = gather_block_rows(Path(folder), slice(start, stop))
     new = gather_labels(Path(folder), step, slice(start, stop))
     np.minimum.at(new, row, gather_labels(Path(folder), step, neighbour))
     return new
@@ -305,7 +299,7 @@ def component_stats(labels: np.ndarray) -> dict:
 # ------------------------------------------------------------------------------ the report
 def label_coverage(y: np.ndarray, edges_between_labelled: int) -> dict:
     """Labelled / unlabelled nodes, and the stored edges between two labelled nodes (those the
-    homophily measures run over: ``RowCounts.edges``)."""
+    homophily measures run over: ``RowCounts.class_deg`` summed)."""
     labelled = np.asarray(y) != UNLABELLED
     total = int(labelled.sum())
     return {"labelled": total, "unlabelled": int(labelled.size - total),
@@ -336,12 +330,6 @@ def phase_sizes(message_graphs: dict[str, Csr], roles: np.ndarray) -> dict:
     return out
 
 
-def train_label_y(roles: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Labels with every node outside train marked ``UNLABELLED``: the edge homophily of these
-    over the train graph is ``train_label_homophily`` (``roles`` int8 (N,) role codes)."""
-    return np.where(roles == ROLE_CODES["train"], np.asarray(y, dtype=np.int64), UNLABELLED)
-
-
 def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCounts,
                  components: dict, phases: dict | None, cfg: AnalyzeParams
                  ) -> tuple[dict, list[dict]]:
@@ -357,7 +345,7 @@ def graph_report(num_nodes: int, y: np.ndarray, num_classes: int, counts: RowCou
         "degree": degree_stats(counts.degree, counts.degree_nodes),
         "components": components,
         "labels": label_distribution(y, num_classes),
-        "label_coverage": label_coverage(y, counts.edges),
+        "label_coverage": label_coverage(y, int(counts.class_deg.sum())),
     }
     if phases is not None:
         report["phases"] = phases
@@ -431,9 +419,9 @@ def analyze_blocks(client, folder: Path, y: np.ndarray, num_classes: int, cfg: A
     components = min_label_components(client, folder, n, block_rows)
     phases = None
     if message_graphs is not None and roles is not None and train is not None:
-        save_node_array(folder, "y_train", train_label_y(roles, y))
+        # the homophily the model can exploit with the labels it may see: only train's
+        save_node_array(folder, "y_train", np.where(roles == ROLE_CODES["train"], y, UNLABELLED))
         train_counts = block_counts(client, folder, n, "y_train", c, block_rows, train)
-        # the homophily the model can exploit with the labels it is allowed to see
         phases = {**phase_sizes(message_graphs, roles),
                   "train_label_homophily": homophily_of(train_counts, c)["edge"]}
     return graph_report(n, y, c, counts, component_stats(components), phases, cfg)

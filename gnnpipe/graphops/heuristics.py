@@ -1,9 +1,10 @@
 """What the structure-only link heuristics and the hard negatives share: the graph they read
-and the small array helpers over it.
+and the small array helpers over it (``chunk_bounds`` and ``rows_of`` serve the partitioner's
+shards and the curvature sample too).
 
 Both read the **train-phase message graph** as one undirected simple graph
 (``graphops.partition.symmetric_simple``); a typed graph is read whole, every edge type of its
-train phase projected onto ``Graph.offsets()`` ids (``train_view``; the partitioner's
+train phase projected onto ``Graph.offsets()`` ids (``train_projection``; the partitioner's
 ``train_projection`` of the same graph), so a path
 ``author -> paper -> paper`` counts as a 2-hop path like any other. ``even_walk_labels`` tells
 which pairs can have a common neighbour at all (none across the two sides of a bipartite
@@ -15,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnpipe.data.graph import TYPED, Csr, EdgeType, Graph, layout_of
-from gnnpipe.data.edges import homogeneous_csr
+from gnnpipe.data.graph import TYPED, Csr, EdgeType, layout_of
+from gnnpipe.data.edges import homogeneous_csr, row_positions
 from gnnpipe.graphops.analyze import connected_components
+from gnnpipe.io.csr_blocks import rows_by_edges
 
 BUDGET = 1 << 21  # candidates per chunk: about 8 int64/float64 temporaries of 16 MB each
 
@@ -33,22 +35,18 @@ def train_projection(sizes: list[tuple[str, int]], train: dict[EdgeType, Csr]) -
     return homogeneous_csr(sizes, train)
 
 
-def train_view(graph: Graph, train_graphs: dict[EdgeType, Csr]) -> Csr:
-    """``train_projection`` over the node types of ``graph``."""
-    return train_projection(graph.sizes(), train_graphs)
-
-
 def chunk_bounds(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
     """Consecutive ``[start, stop)`` ranges of items whose ``work`` (int (M,)) sums to at most
-    ``budget``, except a single item above it, which is a range of its own."""
-    cumulative = np.cumsum(work)
-    bounds, start = [], 0
-    while start < work.size:
-        before = int(cumulative[start - 1]) if start else 0
-        stop = max(int(np.searchsorted(cumulative, before + budget, side="right")), start + 1)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
+    ``budget``, except a single item above it, which is a range of its own: the row blocks of
+    a CSR whose rows hold ``work`` edges (``rows_by_edges``)."""
+    return rows_by_edges(np.concatenate([[0], np.cumsum(work)]), budget)
+
+
+def rows_of(indptr, indices, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``ids`` (int64 (m,)) of a CSR held in memory or mapped: each row's length, int64
+    (m,), and the rows' columns, row after row (sum of lengths,)."""
+    return (np.asarray(indptr[ids + 1]) - np.asarray(indptr[ids]),
+            np.asarray(indices[row_positions(indptr, ids)]))
 
 
 def simple_keys(simple: Csr) -> np.ndarray:

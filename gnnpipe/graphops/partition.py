@@ -48,15 +48,6 @@ def _sort(values: np.ndarray) -> np.ndarray:
     return torch.sort(torch.from_numpy(values)).values.numpy()
 
 
-def _unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct values and their counts, by one ``_sort`` (torch's, faster than the
-    sort inside ``np.unique``)."""
-    ordered = _sort(values)
-    first = np.ones(ordered.size, dtype=bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    return ordered[first], np.diff(np.append(np.flatnonzero(first), ordered.size))
-
-
 def symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np.ndarray]:
     """The undirected simple graph METIS needs: both directions, no self-loops, no repeats.
 
@@ -76,7 +67,10 @@ def symmetric_simple(csr: Csr, with_counts: bool = False) -> Csr | tuple[Csr, np
             and bool((forward[1:] > forward[:-1]).all())):
         # already symmetric and simple (an undirected, deduplicated dataset): use it as it is
         return (csr, np.full(csr.num_edges, 2, dtype=np.int64)) if with_counts else csr
-    keys, counts = _unique_counts(np.concatenate([forward, backward]))
+    both = _sort(np.concatenate([forward, backward]))
+    first = np.ones(both.size, dtype=bool)  # the first of each run of equal keys
+    first[1:] = both[1:] != both[:-1]
+    keys, counts = both[first], np.diff(np.append(np.flatnonzero(first), both.size))
     rows = keys // n  # sorted keys are already CSR order (rows, then columns)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
@@ -143,11 +137,8 @@ def _metis(csr: Csr, cfg: PartitionParams, backend: str, seed: int) -> np.ndarra
         options = pymetis.Options(seed=seed, ufactor=max(1, round(cfg.imbalance * 1000)))
         xadj, adjncy = simple.indptr.numpy(), simple.indices.numpy()
         kwargs = {"vweights": node_w, "eweights": edge_w, "options": options, "recursive": False}
-        if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2; the keywords are deprecated
-            _, membership = pymetis.part_graph(cfg.num_parts, pymetis.CSRAdjacency(xadj, adjncy),
-                                               **kwargs)
-        else:
-            _, membership = pymetis.part_graph(cfg.num_parts, xadj=xadj, adjncy=adjncy, **kwargs)
+        _, membership = pymetis.part_graph(cfg.num_parts, pymetis.CSRAdjacency(xadj, adjncy),
+                                           **kwargs)
         return np.asarray(membership, dtype=np.int32)
     node_t = None if node_w is None else torch.from_numpy(node_w)
     edge_t = None if edge_w is None else torch.from_numpy(edge_w)
@@ -225,7 +216,7 @@ def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator) -> np
     backend = check_num_parts(n, cfg)
     if cfg.method == "lp":
         raise ValueError("partition.method=lp partitions the stored graph by blocks "
-                         "(partition_blocks.lp_stage), not a CSR in memory")
+                         "(partition_blocks.partition_stage), not a CSR in memory")
     if cfg.num_parts == 1:
         return np.zeros(n, dtype=np.int32)
     if cfg.method == "random":
@@ -235,15 +226,9 @@ def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator) -> np
     return _metis(csr, cfg, backend, int(rng.integers(0, 2**31 - 1)))
 
 
-def partition_report(csr: Csr, parts: np.ndarray, num_parts: int) -> dict:
-    """Edge cut (fraction of stored edges between parts) and balance (max part / mean part)."""
-    parts_t = torch.from_numpy(parts.astype(np.int64))
-    cut = int((parts_t[csr.indices] != parts_t[csr.targets()]).sum())
-    return parts_report(cut, csr.num_edges, parts, num_parts)
-
-
 def parts_report(cut: int, num_edges: int, parts: np.ndarray, num_parts: int) -> dict:
-    """``partition_report`` from the number of ``cut`` edges among ``num_edges`` stored ones."""
+    """Edge cut (``cut`` of the ``num_edges`` stored edges lie between parts: their fraction)
+    and balance (max part / mean part) of ``parts`` int32 (N,)."""
     sizes = np.bincount(parts, minlength=num_parts)
     return {
         "num_parts": num_parts,
@@ -256,13 +241,6 @@ def parts_report(cut: int, num_edges: int, parts: np.ndarray, num_parts: int) ->
 
 # ---------------------------------------------------------------------------------- shards
 RowReader = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def csr_rows(csr: Csr) -> RowReader:
-    """``rows(ids)`` of an in-memory CSR: in-degree int64 (m,) of each id and the sources of
-    their in-edges, row after row (sum of degrees,)."""
-    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    return lambda ids: (indptr[ids + 1] - indptr[ids], indices[row_positions(indptr, ids)])
 
 
 SHARD_ROWS = 1 << 16  # rows read at once: a shard task holds its rings' bitmaps plus one read
@@ -303,7 +281,7 @@ def write_shard(rows: RowReader, owned: np.ndarray, out: Path, part: int, num_pa
                 num_nodes: int, halo_hops: int) -> dict:
     """The shard of ``part`` (its ``owned`` nodes, bool (N,), used as scratch; their
     ``halo_hops``-hop in-neighbours; the induced edges) into ``out`` (``part_<part>/``), written
-    as its rows are read through ``rows`` (``csr_rows``, or a reader of the block files): a
+    as its rows are read through ``rows`` (a reader of the block files): a
     task holds the rings' bitmaps and one read, never the shard's edges. Returns its sizes
     (owned, halo, edges) for ``halo_report``."""
     rings = shard_rings(rows, owned, halo_hops)

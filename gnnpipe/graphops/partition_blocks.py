@@ -1,15 +1,17 @@
-"""``partition.method: lp`` from the split's stored graph, by blocks: no process reads the graph.
+"""The partition stage from the split's stored graph, by blocks, for every method.
 
 1. ``io.csr_blocks.build_block_graph``: tasks copy row blocks of the train phase's message
    graph (the split's CSR files, memory-mapped; a typed split's relations merged into PyG's
    ``to_homogeneous`` ids) into block files, and write its transpose by blocks.
-2. ``lp_parts`` (gnnpipe/graphops/partition_lp.py) on them.
+2. The parts: ``lp_parts`` (gnnpipe/graphops/partition_lp.py) on them, no process reading the
+   graph; metis, random and bfs (``partition.assign_parts``) on their CSR mapped whole in the
+   stage process (METIS coarsens the whole symmetric graph by nature).
 3. Per row block the cut edges (``cut_block``), per part its shard (``shard_task``: the part's
    rows and its halo read from the block files), written by the task itself as it reads them.
 
-The stage process holds per-node arrays only (the labels and parts, int32 (N,)); a task holds a
-block of rows and their edges, or one shard's ring bitmaps (bool (N,) while the rings are found,
-then a quarter byte a node) and one read of its rows.
+With lp the stage process holds per-node arrays only (the labels and parts, int32 (N,)); a task
+holds a block of rows and their edges, or one shard's ring bitmaps (bool (N,) while the rings
+are found, then a quarter byte a node) and one read of its rows.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from gnnpipe.config import PartitionParams
-from gnnpipe.graphops.partition import check_num_parts, parts_report, write_shard
+from gnnpipe.data.graph import Csr
+from gnnpipe.graphops.partition import assign_parts, check_num_parts, parts_report, write_shard
 from gnnpipe.graphops.partition_lp import lp_parts
-from gnnpipe.io.blocks import temp_folder
+from gnnpipe.io.blocks import open_tensor, temp_folder
 from gnnpipe.io.csr_blocks import (StoredGraph, build_block_graph, gather_in_rows, read_in_rows,
                                    row_ranges, save_node_array)
 from gnnpipe.io.mapped_rows import gather_npy
@@ -59,18 +62,23 @@ def shard_task(part: int, folder: str, out: str, num_parts: int, num_nodes: int,
                        num_nodes, halo_hops)
 
 
-def lp_stage(graph: StoredGraph, cfg: PartitionParams, seed: int, out: Path, client=None,
-             scratch: Path | None = None) -> tuple[np.ndarray, dict, list[dict], float]:
-    """The partition stage's lp work on ``graph``: parts int32 (N,), ``parts_report``'s figures,
-    every shard written into ``out`` (its sizes, part order) and when the parts were
-    done (``time.perf_counter``). Tasks run on
-    ``client`` (None: in this process), the block files in a temp folder under ``scratch``
-    (None: the run's scratch)."""
+def partition_stage(graph: StoredGraph, cfg: PartitionParams, rng: np.random.Generator,
+                    out: Path, client=None, scratch: Path | None = None
+                    ) -> tuple[np.ndarray, dict, list[dict], float]:
+    """The partition stage's work on ``graph``: parts int32 (N,), ``parts_report``'s figures,
+    every shard written into ``out`` (its sizes, part order) and when the parts were done
+    (``time.perf_counter``). Tasks run on ``client`` (None: in this process), the block files
+    in a temp folder under ``scratch`` (None: the run's scratch)."""
     n, k = graph.num_nodes, cfg.num_parts
     check_num_parts(n, cfg)
-    with temp_folder(scratch, "partition-lp") as folder:
+    with temp_folder(scratch, "partition") as folder:
         build_block_graph(folder, graph, functools.partial(run_blocks, client), cfg.block_rows)
-        parts = (np.zeros(n, dtype=np.int32) if k == 1 else lp_parts(folder, cfg, seed, client))
+        if cfg.method != "lp":  # the in-edge CSR mapped whole, in this process
+            csr = Csr(*(open_tensor(folder / f"{name}.npy") for name in ("indptr", "indices")))
+            parts = assign_parts(csr, cfg, rng)
+        else:
+            seed = int(rng.integers(0, 2**31 - 1))
+            parts = np.zeros(n, dtype=np.int32) if k == 1 else lp_parts(folder, cfg, seed, client)
         assigned = time.perf_counter()
         save_node_array(folder, "parts", parts)
         cut = sum(run_blocks(client, cut_block, [(b,) for b in row_ranges(n, cfg.block_rows)],

@@ -37,7 +37,7 @@ import numpy as np
 from gnnpipe.config import PartitionParams
 from gnnpipe.runtime.engine import fold_blocks, run_blocks
 from gnnpipe.runtime.rng import MIX_MULTIPLIERS, mix
-from gnnpipe.io.csr_blocks import (gather_labels, num_block_nodes, read_block_rows,
+from gnnpipe.io.csr_blocks import (gather_block_rows, gather_labels, num_block_nodes,
                                    remove_labels, row_ranges, save_node_array, write_labels)
 
 CELL_BITS = 8  # histogram cells per gain bucket (top bits of the permuted id)
@@ -100,7 +100,7 @@ def label_counts(row: np.ndarray, neighbour: np.ndarray, label: np.ndarray, star
                  stop: int, num_parts: int) -> np.ndarray:
     """Edges of rows ``start..stop`` per (row, label of the other end), self-loops left out:
     int64 (stop - start, num_parts). ``row`` local int64 (D,), ``neighbour`` its ids (D,),
-    ``label`` their labels (D,) (``read_block_rows``)."""
+    ``label`` their labels (D,) (``gather_block_rows``)."""
     cell = row * num_parts + label
     counts = np.bincount(cell, minlength=(stop - start) * num_parts)
     # a self-loop is never cut: counted, then taken out (fewer copies than masking every edge)
@@ -119,7 +119,7 @@ def propose(block: tuple[int, int], folder: Path, step: int, num_parts: int, see
     for lo in range(start, stop, chunk):
         hi = min(stop, lo + chunk)
         rows = np.arange(hi - lo)
-        row, neighbour = read_block_rows(folder, lo, hi)
+        row, neighbour = gather_block_rows(folder, slice(lo, hi))
         counts = label_counts(row, neighbour, gather_labels(folder, step, neighbour), lo, hi, k)
         nodes = np.arange(lo, hi, dtype=np.int64)
         current = gather_labels(folder, step, slice(lo, hi)).astype(np.int64)

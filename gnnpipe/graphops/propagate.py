@@ -39,7 +39,7 @@ import torch
 from gnnpipe.config import PropagateParams
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.blocks import create_memmap, save_array, write_rows
-from gnnpipe.io.csr_blocks import row_ranges
+from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.io.mapped_rows import gather_npy
 from gnnpipe.io.propagated import RowFile, npy_rows
 from gnnpipe.runtime.engine import run_blocks
@@ -314,13 +314,11 @@ def hop_block(start: int, stop: int, *, task: HopTask) -> float:
 
 def _chunks(nnz: np.ndarray, previous: torch.Tensor | RowFile) -> list[tuple[int, int]]:
     """Row ranges of a block (``nnz``: its A_hat offsets from 0, (B + 1,)) whose non-zeros read
-    at most ``GATHER_BYTES`` of a stored X_{k-1}; one range when X_{k-1} is in memory."""
+    at most ``GATHER_BYTES`` of a stored X_{k-1} (a row above it alone: ``rows_by_edges``); one
+    range when X_{k-1} is in memory."""
     if isinstance(previous, torch.Tensor):
         return [(0, nnz.size - 1)]
-    per_chunk = max(1, GATHER_BYTES // (4 * max(previous.shape[1], 1)))
-    cuts = np.searchsorted(nnz, np.arange(per_chunk, int(nnz[-1]), per_chunk), side="right") - 1
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, nnz.size - 1), [nnz.size - 1]]))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    return rows_by_edges(nnz, max(1, GATHER_BYTES // (4 * max(previous.shape[1], 1))))
 
 
 def _operand(previous: torch.Tensor | RowFile,

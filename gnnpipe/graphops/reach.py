@@ -45,10 +45,10 @@ import torch
 
 from gnnpipe.config.schema import CurvatureParams, ReachParams
 from gnnpipe.data.graph import Csr
-from gnnpipe.data.edges import contains, row_positions, sorted_unique
-from gnnpipe.graphops.heuristics import chunk_bounds
-from gnnpipe.io.csr_blocks import (gather_block_rows, gather_in_rows, read_block_rows,
-                                   read_in_rows, row_ranges, rows_by_edges)
+from gnnpipe.data.edges import contains, sorted_unique
+from gnnpipe.graphops.heuristics import chunk_bounds, rows_of
+from gnnpipe.io.csr_blocks import (gather_block_rows, gather_in_rows, read_in_rows, row_ranges,
+                                   rows_by_edges)
 from gnnpipe.runtime.engine import run_blocks
 
 # Distance of a node that no train node reaches within ``max_hops`` layers.
@@ -250,8 +250,8 @@ def sample_pairs(rows: np.ndarray, cols: np.ndarray, num_nodes: int, size: int, 
 def _expand(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """Neighbour lists of ``nodes`` (Q,) concatenated: (owner index into nodes, neighbour)."""
-    owner = np.repeat(np.arange(nodes.size), indptr[nodes + 1] - indptr[nodes])
-    return owner, indices[row_positions(indptr, nodes)]
+    counts, neighbours = rows_of(indptr, indices, nodes)
+    return np.repeat(np.arange(nodes.size), counts), neighbours
 
 
 def _four_cycles(indptr, indices, a, b, edge, k, key_a, key_b, near_b):
@@ -329,7 +329,7 @@ def simple_degrees(start: int, stop: int, folder: str, num_nodes: int
     """Simple-graph degree of rows ``start..stop`` of the graph in ``folder``, int64
     (stop - start,), and whether those rows' stored in-edges already are their simple rows
     (sorted, distinct, no self-loop, the out-edges the same: an undirected simple graph)."""
-    row, neighbour = read_block_rows(Path(folder), start, stop)
+    row, neighbour = gather_block_rows(Path(folder), slice(start, stop))
     keep = neighbour != row + start
     keys = sorted_unique(row[keep] * num_nodes + neighbour[keep])
     indptr, sources = read_in_rows(Path(folder), start, stop)

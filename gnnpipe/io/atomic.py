@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from gnnpipe.io.temps import remove_path, remove_stale_beside, temp_prefix
+from gnnpipe.io.temps import remove_path, remove_stale_temps, temp_prefix
 
 # Set to a file name (or "name@N" for its N-th write) to SIGKILL the writer after that file's
 # temp copy is complete but before it is renamed into place: the worst moment for a crash,
@@ -63,8 +63,8 @@ def _umask() -> int:
 class _Publication:
     """The outputs a stage has staged: ``(temp, target)`` renamed in order by ``commit``."""
 
-    def __init__(self) -> None:
-        self.staged: list[tuple[Path, Path]] = []
+    def __init__(self, staged: list[tuple[Path, Path]] | None = None) -> None:
+        self.staged: list[tuple[Path, Path]] = staged or []
         self.open_dirs: list[Path] = []  # atomic_dir temps being filled: written into directly
         self.after: list[Callable[[], None]] = []
 
@@ -236,7 +236,7 @@ def atomic_dir(path: str | Path, *, now: bool = False) -> Iterator[Path]:
         raise NotADirectoryError(errno.ENOTDIR, "is a file; expected a folder (or nothing) here",
                                  str(path))
     _make_parent(path)
-    remove_stale_beside(path)
+    remove_stale_temps([path.parent])  # a killed writer's temps (never read: only renames publish)
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_umask())
     keep = False
@@ -246,15 +246,10 @@ def atomic_dir(path: str | Path, *, now: bool = False) -> Iterator[Path]:
         yield tmp
         if _current is not None:
             _current.open_dirs.remove(tmp)
-        if not _publish(tmp, path, now):
-            keep = True
-        elif path.exists():
-            old = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)  # moved aside first: rename cannot replace a full dir
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+        if _publish(tmp, path, now):  # now, alone: the old folder moved aside, then removed
+            _Publication([(tmp, path)]).commit()
         else:
-            os.replace(tmp, path)
+            keep = True
     except OSError as err:
         _name_target(err, tmp, path)
         raise

@@ -27,7 +27,7 @@ from gnnpipe.io.blocks import create_memmap, load_routed, save_array, save_route
 from gnnpipe.io.mapped_rows import gather_npy, npy_layout
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.splits import MESSAGE_SCHEMA, read_split_meta
-from gnnpipe.io.temps import scratch_array
+from gnnpipe.io.temps import scratch_or_memory
 from gnnpipe.io.tensors import load_tensors
 
 
@@ -36,13 +36,10 @@ EDGE_LIST_ROWS = 1 << 16  # target rows whose edges ``edge_index_of`` fills at a
 
 def edge_index_of(csr: Csr) -> torch.Tensor:
     """``csr.edge_index()`` (2, E) int64 (row 0 sources, row 1 targets), the same values, in a
-    mapped scratch table beside the stage's outputs when there is one (``scratch_array``): an
-    edge list costs no 16 bytes an edge of anonymous memory. Targets are filled
+    mapped scratch table beside the stage's outputs when there is one (``scratch_or_memory``):
+    an edge list costs no 16 bytes an edge of anonymous memory. Targets are filled
     ``EDGE_LIST_ROWS`` rows at a time."""
-    mapped = scratch_array(2, csr.num_edges, np.int64)
-    if mapped is None:
-        return csr.edge_index()
-    out = torch.from_numpy(mapped)
+    out = torch.from_numpy(scratch_or_memory((2, csr.num_edges), np.int64))
     out[0] = csr.indices
     indptr = csr.indptr
     for a in range(0, csr.num_nodes, EDGE_LIST_ROWS):
@@ -76,13 +73,6 @@ def rows_by_edges(indptr: np.ndarray, edges: int, rows: int | None = None
 
 def num_block_nodes(folder: Path) -> int:
     return int(npy_layout(Path(folder) / "indptr.npy")[0][0] - 1)
-
-
-def read_block_rows(folder: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows ``start..stop`` of the graph read both ways: for every edge at a row (in-edges,
-    then out-edges) the row's local index, int64 (D,), and the neighbour's id, (D,)
-    (``gather_block_rows`` of the range: slices read, not mapped)."""
-    return gather_block_rows(folder, slice(start, stop))
 
 
 def read_in_rows(folder: Path, start: int, stop: int, prefix: str = ""

@@ -94,15 +94,11 @@ def read_description(prepared: Path) -> dict:
         raise ValueError(f"{path}: 'reverse' must map edge types to edge types")
     if meta.get("link_edge_type") not in names:
         raise ValueError(f"{path}: link_edge_type {meta.get('link_edge_type')!r} is not an edge type")
-    node_time, edge_time = meta.get("node_time", []), meta.get("edge_time", [])
-    if not isinstance(node_time, list) or set(node_time) - set(types):
-        raise ValueError(f"{path}: 'node_time' must list node types")
-    if not isinstance(edge_time, list) or set(edge_time) - names:
-        raise ValueError(f"{path}: 'edge_time' must list edge types")
-    for key in ("features", "featureless"):
+    for key, kind, known in (("node_time", "node", set(types)), ("edge_time", "edge", names),
+                             ("features", "node", set(types)), ("featureless", "node", set(types))):
         listed = meta.get(key, [])
-        if not isinstance(listed, list) or set(listed) - set(types):
-            raise ValueError(f"{path}: {key!r} must list node types")
+        if not isinstance(listed, list) or set(listed) - known:
+            raise ValueError(f"{path}: {key!r} must list {kind} types")
     return {**meta, "sizes": types, "edge_type_list": edge_types,
             "layout": layout_of(list(types), edge_types)}
 

@@ -27,7 +27,6 @@ import pyarrow.parquet as pq
 
 from gnnpipe.io.atomic import atomic_path
 from gnnpipe.io.common import reading
-from gnnpipe.io.models import read_model_file
 from gnnpipe.io.parquet import SCHEMA_KEY, read_batches, read_table
 from gnnpipe.io.prepared import node_ids_file
 
@@ -124,14 +123,6 @@ def read_pair_scores(predict_dir: Path) -> pa.Table:
                                                          _id_type(path, s, "dst")), PAIR_SCORES)
 
 
-def read_model(model_dir: Path) -> tuple[dict, dict]:
-    """``model.pt`` of the train stage (``io.save_model``; ``model_dir`` its folder or the file
-    itself): its state_dict and meta, loaded with ``weights_only=True``
-    (``gnnpipe.io.models.read_model_file``: schema /1 or /2)."""
-    payload = read_model_file(model_dir)
-    return payload["state_dict"], payload["meta"]
-
-
 class StreamedIds:
     """The ``original_id`` column of a prepared node type's ``node_ids_<T>.parquet``, read
     ``batch_rows`` rows at a time: what the predict stage's writers slice
@@ -200,6 +191,6 @@ def write_confusion(path: Path, actual: np.ndarray, predicted: np.ndarray,
 
 __all__ = ["PREDICTIONS", "EMBEDDINGS", "PAIR_SCORES", "EMBEDDING_TYPES", "DEFAULT_TOP_K",
            "predictions_schema", "embeddings_schema", "pair_scores_schema", "write_blocks",
-           "read_node_predictions", "read_embeddings", "read_pair_scores", "read_model",
+           "read_node_predictions", "read_embeddings", "read_pair_scores",
            "write_confusion", "StreamedIds"]
 

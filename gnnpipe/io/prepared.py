@@ -19,7 +19,7 @@ from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
 from gnnpipe.io.common import EDGES_SCHEMA, FEATURE_DTYPES
 from gnnpipe.io.description import write_description
 from gnnpipe.io.parquet import read_table, write_table
-from gnnpipe.io.tensors import error_reason, save_tensors
+from gnnpipe.io.tensors import check_tensors, error_reason, save_tensors
 
 torch = LazyModule("torch", globals())  # imported on first use: the report reads classes alone
 
@@ -190,14 +190,8 @@ def stored_features(path: Path, payload: dict, node_type: str, *, mmap: bool) ->
     entry = payload["meta"].get("features", {}).get(node_type)
     name = f"x.{node_type}"
     if entry is None:
-        x = payload.get(name)
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"{path}: missing tensor {name!r} of the {GRAPH_SCHEMA!r} schema")
-        if not x.is_floating_point():
-            raise ValueError(f"{path}: tensor {name!r} must be floating point, found {x.dtype}")
-        if x.dim() != 2:
-            raise ValueError(f"{path}: tensor {name!r} must have 2 dims, found shape "
-                             f"{tuple(x.shape)}")
+        check_tensors(path, payload, {name: (None, 2)})
+        x = payload[name]
     else:
         file_name = features_file(node_type)
         if (not isinstance(entry, dict) or entry.get("file") != file_name

@@ -17,8 +17,7 @@ import torch
 
 from gnnpipe.data.graph import Csr, EdgeType, Graph
 from gnnpipe.io.blocks import open_memmap
-from gnnpipe.io.prepared import (NPY_DTYPES, edge_attrs_file, features_file,
-                                 read_only_tensor, stream_edges, write_prepared)
+from gnnpipe.io.prepared import NPY_DTYPES, features_file, read_only_tensor, write_prepared
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,3 @@ def raw_dtype(column_type: pa.DataType) -> np.dtype:
     """The integer dtype holding a fixed-width column's values bit for bit (a timestamp column:
     ints, floats, dates, timestamps)."""
     return np.dtype(f"<i{column_type.bit_width // 8}")
-
-
-def write_edge_attr_maps(out: Path, edge_type: EdgeType, indptr: np.ndarray,
-                         indices: np.ndarray, attrs: dict[str, tuple[np.ndarray, pa.DataType]],
-                         compression: str) -> None:
-    """edge_attrs_<E>.parquet of ``edge_type`` (``stream_edges``; the bytes of the
-    whole-table writer ``tests/prepared_oracle.write_edge_attrs``)."""
-    stream_edges(out / edge_attrs_file(edge_type), "gnnpipe.edge_attrs/1", indptr, indices,
-                 attrs, compression)

@@ -55,13 +55,7 @@ class HopWriter:
         self.shape, self.dtype = shape, dtype
         self._stack = contextlib.ExitStack()
         self._tmp = self._stack.enter_context(atomic_path(self.path))
-        self._buffer = None
-        self._fd = None
         skeleton = {"schema": "gnnpipe.hop/1", "meta": {"hop": hop, "graph": graph_name}}
-        if not hasattr(torch.serialization, "skip_data"):  # torch < 2.6: buffer, save at the end
-            self._buffer = torch.empty(shape, dtype=dtype)
-            self._skeleton = skeleton
-            return
         empty = torch.empty(shape, dtype=dtype)  # never touched: no memory is committed
         # through a file object: given a path, torch names the archive after the (random) temp file
         with open(self._tmp, "wb") as handle, torch.serialization.skip_data():
@@ -73,15 +67,11 @@ class HopWriter:
     def write(self, start: int, block: torch.Tensor) -> None:
         """Rows ``start : start + len(block)`` of the hop (cast to the file's dtype)."""
         block = block.to(self.dtype).contiguous()
-        if self._buffer is not None:
-            self._buffer[start:start + block.shape[0]] = block
-            return
         _pwrite(self._fd, block, self._offset + start * self._row_bytes)
 
     def rows(self) -> RowFile:
         """The hop's rows in the temp file, for writers in other processes (``RowFile.write``):
         a worker of a Dask cluster fills its row block, ``finish`` publishes the file."""
-        assert self._fd is not None, "row access needs torch.serialization.skip_data"
         return RowFile(str(self._tmp.resolve()), self._offset, self.shape, _DTYPE_NAMES[self.dtype])
 
     def finished_rows(self) -> RowFile:
@@ -90,15 +80,8 @@ class HopWriter:
 
     def finish(self) -> torch.Tensor:
         """Close, rename into place and return the hop, memory-mapped (N, F)."""
-        if self._buffer is not None:
-            with open(self._tmp, "wb") as handle:
-                torch.save({**self._skeleton, "x": self._buffer}, handle)
-            self._buffer = None
-            self._row_bytes = self.shape[1] * torch.empty(0, dtype=self.dtype).element_size()
-            self._offset = _storage_offset(self._tmp, self.shape[0] * self._row_bytes)
-        else:
-            os.close(self._fd)
-            self._fd = None
+        os.close(self._fd)
+        self._fd = None
         self._stack.close()  # atomic_path: fsync, then rename onto self.path
         return load_tensors(self.path, "gnnpipe.hop/1", {"x": (None, 2)}, mmap=True)["x"]
 

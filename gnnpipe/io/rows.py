@@ -2,19 +2,15 @@
 taking the whole file in: the one gather path of features larger than memory.
 
 Pages of a memory-mapped file that a process has touched count in its resident set until they
-are unmapped or dropped, so gathering scattered rows through one long-lived map would leave most
-of ``x`` resident (in every DDP rank of ``train.dist.shard: partition``, in every epoch of
-neighbor training). ``FeatureSource`` copies the rows asked for out of the map and drops the
-map's pages (``madvise(MADV_DONTNEED)``; they stay in the OS page cache) once a budget of
-gathered bytes is reached, so the resident set holds that budget plus the copied rows.
+are unmapped, so gathering scattered rows through one long-lived map would leave most of ``x``
+resident (in every DDP rank of ``train.dist.shard: partition``, in every epoch of neighbor
+training). ``FeatureSource`` reads the rows asked for with ``pread`` from the file behind the
+map instead, so the resident set holds the copied rows alone (the OS page cache holds the file).
 """
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,15 +32,14 @@ class GraphRows:
 
 def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     """The target type's stored features (x in graph.pt or features_<T>.npy) as a
-    ``FeatureSource`` whose map pages are dropped after every gather (``release_bytes`` 0),
-    every node's label int64 (N,) (a view of the memory-mapped file, no copy: -1 unlabelled)
-    and the number of classes, checked; the CSR is not read.
+    ``FeatureSource``, every node's label int64 (N,) (a view of the memory-mapped file, no
+    copy: -1 unlabelled) and the number of classes, checked; the CSR is not read.
     ``gnnpipe.sampling.store.read_node_rows`` gathers a shard's rows and their labels through
     it, the baseline stage its blocks."""
     path = Path(prepared) / "graph.pt"
     payload = load_tensors(path, GRAPH_SCHEMA, {"y": (torch.int64, 1)}, mmap=True)
     source = FeatureSource(stored_features(path, payload, payload["meta"].get("target"),
-                                           mmap=True), mapped=True, release_bytes=0)
+                                           mmap=True), mapped=True)
     num_classes = payload["meta"].get("num_classes")
     y = payload["y"]
     del payload
@@ -57,34 +52,9 @@ def open_node_source(prepared: Path) -> tuple[FeatureSource, torch.Tensor, int]:
     return source, y, num_classes
 
 
-# Linux madvise advice that drops a range's pages from this process's page tables; a read-only
-# file mapping refaults them from the page cache on the next touch (no data is lost).
-_MADV_DONTNEED = 4
-# Bytes of rows gathered through one map before its pages are dropped (bounds the resident set)
-RELEASE_BYTES = 256 << 20
 # A mapped feature matrix this small is indexed on the map: a pread per row costs more than the
 # gather, and all of it resident is negligible (the default 20k-node graph's is 5 MiB)
 DIRECT_BYTES = 8 << 20
-
-
-def _madvise_dontneed(tensor: torch.Tensor) -> bool:
-    """Drop the resident pages of ``tensor``'s memory-mapped storage; False where unsupported."""
-    if not sys.platform.startswith("linux") or tensor.numel() == 0:
-        return False
-    page = mmap.PAGESIZE
-    start = tensor.data_ptr() // page * page
-    stop = -(-(tensor.data_ptr() + tensor.numel() * tensor.element_size()) // page) * page
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_DONTNEED) == 0
-
-
-def _resident_file_bytes() -> int:
-    """Bytes of file-backed (and shared) pages this process maps now (/proc/self/statm)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[2]) * mmap.PAGESIZE
-    except OSError:  # no procfs: count nothing
-        return 0
 
 
 def _mapped_file(tensor: torch.Tensor) -> tuple[str, int] | None:
@@ -112,29 +82,24 @@ class FeatureSource:
 
     ``rows(ids)`` reads ``x[ids]`` (B, F) with one ``pread`` per row from the file the map is
     of (found in /proc/self/maps), so the rows land in the returned tensor and nothing of the
-    file enters the process's resident set (the OS page cache holds it). A scattered fault on
-    the map itself would map about 200 KiB of neighbouring pages per 4 KiB row here (the
-    kernel's fault-around), every page staying resident until unmapped: where the file is not
-    known, rows are copied from the map in chunks of ``chunk_rows`` and the map's pages dropped
-    (``madvise``) once more than ``release_bytes`` of file pages are resident.
-    ``mapped`` False (a tensor in memory) reads the tensor. A mapped matrix of at most
-    ``direct_bytes`` is indexed on the map directly: one ``pread`` per row cost the default
-    20k-node graph's neighbor batches a third of their time, and all of it resident is small.
+    file enters the process's resident set (the OS page cache holds it). Not through the map
+    with its pages dropped as it goes (``gnnpipe.io.mapped_rows``' sparse rows): a scattered
+    fault maps about 200 KiB of neighbouring pages per 4 KiB row here (the kernel's
+    fault-around): out-of-core neighbor training ran at 0.39x a long-lived map's seeds/s that
+    way, 0.78x by pread (docs/benchmarks/2026-12-04-out-of-core.md). ``mapped`` False (a tensor
+    in memory), a map whose file is not known (no procfs) and a mapped matrix of at most
+    ``direct_bytes`` are indexed directly: one ``pread`` per row cost the default 20k-node
+    graph's neighbor batches a third of their time, and all of it resident is small.
     """
 
-    def __init__(self, x: torch.Tensor, *, mapped: bool, release_bytes: int = RELEASE_BYTES,
-                 chunk_rows: int = 1024, direct_bytes: int = DIRECT_BYTES):
-        self.x = x
-        self.mapped = mapped
-        self.release_bytes = release_bytes
-        self.chunk_rows = chunk_rows
-        self._base = _resident_file_bytes() if mapped else 0
+    def __init__(self, x: torch.Tensor, *, mapped: bool, direct_bytes: int = DIRECT_BYTES):
+        self.x, self.mapped = x, mapped
         self._fd, self._offset = None, 0
-        self.direct = not mapped or x.numel() * x.element_size() <= direct_bytes
-        where = (_mapped_file(x) if not self.direct and x.is_contiguous() and x.numel()
-                 else None)
+        large = x.numel() * x.element_size() > direct_bytes
+        where = _mapped_file(x) if mapped and large and x.is_contiguous() else None
         if where is not None:
             self._fd, self._offset = os.open(where[0], os.O_RDONLY), where[1]
+        self.direct = self._fd is None
 
     def __del__(self):
         if getattr(self, "_fd", None) is not None:
@@ -156,7 +121,7 @@ class FeatureSource:
         slice of step 1 from the file: one ``pread`` for all its rows)."""
         if isinstance(index, slice):
             lo, hi, step = index.indices(self.x.shape[0])
-            if step == 1 and self._fd is not None and not self.direct:  # the rows' bytes, in place
+            if step == 1 and not self.direct:  # the rows' bytes, in place
                 out = torch.empty(max(0, hi - lo), self.x.shape[1], dtype=self.x.dtype)
                 pread_into(self._fd, out.view(torch.uint8).numpy(),
                            self._offset + lo * self.x.shape[1] * self.x.element_size())
@@ -164,17 +129,6 @@ class FeatureSource:
             index = torch.arange(lo, hi, step)
         if self.direct:
             return self.x.index_select(0, index)
-        if self._fd is not None:
-            return self._pread(index)
-        out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
-        for lo in range(0, index.numel(), self.chunk_rows):
-            torch.index_select(self.x, 0, index[lo:lo + self.chunk_rows],
-                               out=out[lo:lo + self.chunk_rows])
-            if _resident_file_bytes() - self._base >= self.release_bytes:
-                self.release()
-        return out
-
-    def _pread(self, index: torch.Tensor) -> torch.Tensor:
         if index.numel() and (index.min() < 0 or index.max() >= self.x.shape[0]):
             raise IndexError(f"feature rows outside [0, {self.x.shape[0]})")
         out = torch.empty(index.numel(), self.x.shape[1], dtype=self.x.dtype)
@@ -184,9 +138,3 @@ class FeatureSource:
             if os.preadv(self._fd, [buf[i]], pos) != row_bytes:
                 raise ValueError(f"feature file: short read of row {int(index[i])}")
         return out
-
-    def release(self) -> None:
-        """Drop every resident page of the map (they stay in the OS page cache)."""
-        if self.mapped:
-            _madvise_dontneed(self.x)
-            self._base = min(self._base, _resident_file_bytes())

@@ -11,14 +11,16 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 
 from gnnpipe.data.graph import (ROLES, Csr, EdgeType, Graph, check_name, edge_type_name, layout_of,
                                 parse_edge_type)
 from gnnpipe.io.atomic import existing, read_json, write_json
 from gnnpipe.io.blocks import ROW_GROUP_ROWS, table_stream
-from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA
+from gnnpipe.io.common import EDGES_SCHEMA, PHASES, SPLIT_SCHEMA, reading
 from gnnpipe.io.parquet import read_batches
+from gnnpipe.io.temps import scratch_or_memory
 from gnnpipe.io.tensors import save_tensors
 
 MESSAGE_SCHEMA = "gnnpipe.message_graph/1"
@@ -232,22 +234,17 @@ def read_link_edges(split: Path, num_src: int, num_dst: int | None = None,
                     roles: tuple[str, ...] = LINK_EDGE_ROLES) -> dict[str, torch.Tensor]:
     """Positive edges per role of ``roles``: int64 (2, E_role), sources checked against
     ``num_src``, targets against ``num_dst`` (None: ``num_src``, one node type). Filled batch by
-    batch (``link_edge_blocks``) into a mapped scratch table (``gnnpipe.io.temps.scratch_array``:
-    file pages the kernel writes back under pressure, not anonymous memory; in memory outside a
-    stage's scratch folder), so only one batch is ever decoded in memory."""
-    import pyarrow.parquet as pq
-
-    from gnnpipe.io.common import reading
-    from gnnpipe.io.temps import scratch_array
-
+    batch (``link_edge_blocks``) into a mapped scratch table
+    (``gnnpipe.io.temps.scratch_or_memory``: file pages the kernel writes back under pressure,
+    not anonymous memory; in memory outside a stage), so only one batch is ever decoded in
+    memory."""
     read_link_meta(split)
     out = {}
     for role in roles:
         path = existing(Path(split) / f"edges_{role}.parquet")
         with reading(path, "Parquet file"):  # the row count from the footer: nothing decoded
             count = pq.ParquetFile(path).metadata.num_rows
-        pair = scratch_array(2, count, np.int64)
-        pair = np.empty((2, count), dtype=np.int64) if pair is None else pair
+        pair = scratch_or_memory((2, count), np.int64)
         filled = 0
         for block in link_edge_blocks(split, role, num_src, num_dst):
             pair[:, filled:filled + block.shape[1]] = block

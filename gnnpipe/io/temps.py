@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import mmap
 import os
 import re
@@ -114,14 +115,6 @@ def remove_stale_temps(folders: Iterable[Path], recursive: Iterable[Path] = ()) 
     return removed
 
 
-def remove_stale_beside(path: Path) -> None:
-    """Temps a killed writer of ``path`` left behind (never read: only renames publish)."""
-    for stale in path.parent.glob(f".{path.name}.*"):
-        match = TEMP_NAME.match(stale.name)
-        if match and match["name"] == path.name and _is_stale(stale):
-            remove_path(stale)
-
-
 RUN_SCRATCH = Path("gnnpipe-run")  # the per-run scratch folder's target name in the system temp
 
 
@@ -207,3 +200,10 @@ def scratch_array(rows: int, width: int, dtype=np.float32) -> np.ndarray | None:
         os.close(fd)
         os.unlink(name)
     return np.frombuffer(region, dtype=dtype).reshape(rows, width)
+
+
+def scratch_or_memory(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised writable array of ``shape`` (any rank) and ``dtype``: a ``scratch_array``
+    inside a stage, anonymous memory where that gives none (outside a stage, an empty table)."""
+    mapped = scratch_array(shape[0], math.prod(shape[1:]), dtype)
+    return np.empty(shape, dtype=dtype) if mapped is None else mapped.reshape(shape)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Mapping
 
 from gnnpipe import LazyModule
 from gnnpipe.io.atomic import atomic_path, existing
-from gnnpipe.io.temps import scratch_array
+from gnnpipe.io.temps import scratch_or_memory
 
 torch = LazyModule("torch", globals())  # imported on first use: the report starts without it
 
@@ -50,10 +49,17 @@ def load_tensors(path: str | Path, schema: str | tuple[str, ...], spec: TensorSp
         raise ValueError(f"{path}: expected a {wanted} artifact, found {found!r}")
     if not isinstance(payload.get("meta"), dict):
         raise ValueError(f"{path}: missing the 'meta' mapping of the {payload['schema']!r} schema")
+    check_tensors(path, payload, spec)
+    return payload
+
+
+def check_tensors(path: str | Path, payload: dict, spec: TensorSpec) -> None:
+    """``payload``'s tensors named in ``spec``: present, dtype and rank; else a one-line error."""
     for name, (dtype, ndim) in spec.items():
         tensor = payload.get(name)
         if not isinstance(tensor, torch.Tensor):
-            raise ValueError(f"{path}: missing tensor {name!r} of the {schema!r} schema")
+            raise ValueError(f"{path}: missing tensor {name!r} of the {payload['schema']!r} "
+                             "schema")
         if dtype is None and not tensor.is_floating_point():
             raise ValueError(f"{path}: tensor {name!r} must be floating point, found {tensor.dtype}")
         if dtype is not None and tensor.dtype != dtype:
@@ -61,7 +67,6 @@ def load_tensors(path: str | Path, schema: str | tuple[str, ...], spec: TensorSp
         if tensor.dim() != ndim:
             raise ValueError(f"{path}: tensor {name!r} must have {ndim} dims, found shape "
                              f"{tuple(tensor.shape)}")
-    return payload
 
 
 def save_payload(path: str | Path, payload: dict, *, now: bool = False) -> None:
@@ -74,17 +79,14 @@ def save_payload(path: str | Path, payload: dict, *, now: bool = False) -> None:
 
 def rows_table(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """An uninitialised CPU tensor of ``shape`` and ``like``'s dtype whose pages belong to a
-    mapped scratch file (``gnnpipe.io.temps.scratch_array``: written back to disk under
+    mapped scratch file (``gnnpipe.io.temps.scratch_or_memory``: written back to disk under
     pressure, never anonymous memory, unlinked at once); in memory outside a stage or for a
     dtype numpy has not."""
     try:
         dtype = torch.empty(0, dtype=like.dtype).numpy().dtype
     except TypeError:  # bfloat16: no numpy twin
-        dtype = None
-    width = math.prod(shape[1:])
-    mapped = None if dtype is None else scratch_array(shape[0], width, dtype)
-    return torch.empty(shape, dtype=like.dtype) if mapped is None else torch.from_numpy(
-        mapped).view(shape)
+        return torch.empty(shape, dtype=like.dtype)
+    return torch.from_numpy(scratch_or_memory(shape, dtype))
 
 
 def gathered_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 
 from gnnpipe import io
 from gnnpipe.data.graph import EdgeType, Graph
-from gnnpipe.graphops.heuristics import train_view
+from gnnpipe.graphops.heuristics import train_projection
 from gnnpipe.reporting.link_evaluate import EVAL_PHASES, heuristic_predictions, scored_pairs
 from gnnpipe.reporting.link_heuristics import HEURISTICS, not_applicable
 
@@ -83,7 +83,7 @@ def heuristic_sets(graph: Graph, train_graphs: dict, edge_type: EdgeType,
     held = {p: torch.stack([edges[p][0] + s_off, edges[p][1] + d_off]) for p in EVAL_PHASES}
     shifted = {name: {p: t + d_off for p, t in phases.items()}
                for name, phases in targets.items()}
-    view = train_view(graph, train_graphs)
+    view = train_projection(graph.sizes(), train_graphs)
     skipped = not_applicable(view, *scored_pairs(held, list(shifted.values())))
     names = tuple(name for name in HEURISTICS if name not in skipped)
     return {name: heuristic_predictions(view, held, negatives, names)

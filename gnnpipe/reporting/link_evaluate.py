@@ -169,7 +169,7 @@ def heuristic_predictions(train_graph: Csr, edges: dict[str, torch.Tensor],
                           names: tuple[str, ...] = HEURISTICS) -> dict[str, Scores]:
     """The scores by each heuristic of ``names`` of the val/test positives ``edges`` phase ->
     int64 (2, P) and their ``negatives`` phase -> int64 (P, K), all in the node ids of
-    ``train_graph`` (the train-phase message graph, ``graphops.heuristics.train_view``): name
+    ``train_graph`` (the train-phase message graph, ``graphops.heuristics.train_projection``): name
     -> phase -> (pos float64 (P,), neg float64 (P, K)), the form of a model's predictions."""
     out: dict[str, Scores] = {name: {} for name in names}
     for phase in EVAL_PHASES:

@@ -18,7 +18,7 @@ import numpy as np
 from gnnpipe import LazyModule
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.io.common import PHASES
-from gnnpipe.io.temps import scratch_array
+from gnnpipe.io.temps import scratch_or_memory
 from gnnpipe.reporting.metrics import (TIE_RTOL, average_precision, classification_metrics,
                                        confusion_matrix, per_class_f1, roc_auc, tie_groups)
 
@@ -67,10 +67,9 @@ def ranking_scores(logits: torch.Tensor | np.ndarray, rows: int = 1 << 16) -> np
     column 1 is the log-odds ``logit_1 - logit_0`` (column 0 its negative). Filled ``rows``
     rows at a time (each row's value is the whole-array one): the output is the only (M, C)
     float64 table, no float64 copy of the logits beside it, and in a stage a mapped scratch
-    table (``io.scratch_array``), not anonymous memory."""
+    table (``io.scratch_or_memory``), not anonymous memory."""
     z = torch.as_tensor(logits)
-    out = scratch_array(z.shape[0], z.shape[1], np.float64)
-    out = np.empty((z.shape[0], z.shape[1]), dtype=np.float64) if out is None else out
+    out = scratch_or_memory(tuple(z.shape), np.float64)
     for a in range(0, z.shape[0], rows):
         block = z[a:a + rows].double()  # (B, C)
         if z.shape[1] == 2:

@@ -38,13 +38,13 @@ from gnnpipe.runtime.warm_protocol import interpreter, receive_request, reply
 
 # What the stages import that is slow, imported here once: every stage's torch / PyG / Arrow
 # (pyarrow.compute: every stage's gnnpipe imports load it, ~0.04 s of CPU each), the baseline's
-# lightgbm (with sklearn, scipy), analyze's scipy.sparse.csgraph, partition's pymetis,
+# lightgbm (with sklearn, scipy), hard negatives' scipy.sparse, partition's pymetis,
 # propagate's numba, the report's matplotlib. A module that is not installed is skipped.
 # Never a gnnpipe module: those are imported by each child from its client's sys.path.
 # The ones that start a thread come first, each alone (THREADS_ALLOWED).
 PRELOAD = ("numpy", "scipy.linalg", "pyarrow", "pyarrow.parquet", "pyarrow.compute",
            "pyarrow.csv", "yaml", "tqdm.auto", "torch", "torch_geometric", "scipy.sparse",
-           "scipy.sparse.csgraph", "lightgbm", "pymetis", "numba", "matplotlib.figure",
+           "lightgbm", "pymetis", "numba", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
 # Native threads these leave behind at import, and why forking past them is safe: OpenBLAS
 # (numpy's, scipy's) stops its pool in a pthread_atfork handler and restarts it on the next BLAS

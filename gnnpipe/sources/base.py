@@ -232,7 +232,7 @@ def time_key(column: pa.Array) -> np.ndarray:
 
 
 def is_timestamp_type(dtype: pa.DataType) -> bool:
-    """Whether ``check_timestamps`` takes a column of ``dtype``: ints, floats, dates, times."""
+    """Whether a timestamp column may be of ``dtype``: ints, floats, dates, times."""
     return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
             or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype))
 
@@ -249,19 +249,6 @@ def int_times(values: np.ndarray, where: str, offset: int = 0) -> np.ndarray:
                        "number; typed graphs store int64 times (use integers, dates or "
                        "timestamps)", 0, row)
     return values.astype(np.int64)
-
-
-def check_timestamps(column: pa.Array, file: Path | str, name: str, offset: int = 0) -> pa.Array:
-    """A timestamp column: ints, floats, dates or timestamps, no nulls, no NaN."""
-    column = combine(column)
-    dtype = column.type
-    if not is_timestamp_type(dtype):
-        raise ValueError(f"{file}: timestamp column {name!r} is {dtype}; expected integers, "
-                         f"floats, dates or timestamps")
-    check_no_nulls(column, file, name, "timestamp", offset)
-    if pa.types.is_floating(dtype):
-        check_finite(column.to_numpy(), file, [name], "timestamp", offset)
-    return column
 
 
 def split_edge_type(name: str, sep: str, path: Path | str, naming: str, node_types,
@@ -307,26 +294,22 @@ def roles_from_masks(masks: dict[str, np.ndarray], where: str) -> np.ndarray:
 @dataclass(frozen=True)
 class RawNodeType:
     """One node type as a source read it: ``x`` float32 (N, F) or None (no feature
-    columns: prepare gives it ``dataset.typed.featureless``), ``ids`` (N,) the user's ids (None
-    when ids are already 0..N-1, as in OGB), ``time`` (N,) the timestamp column as read."""
+    columns: prepare gives it ``dataset.typed.featureless``), ``time`` (N,) the timestamp column
+    as read; node ``i`` is row ``i`` of the source."""
 
     num_nodes: int
     x: np.ndarray | None
     where: str  # the file, for messages
-    ids: pa.Array | None = None
     time: pa.Array | None = None
 
 
 @dataclass(frozen=True)
 class RawRelation:
-    """One relation's input rows: ``src`` / ``dst`` int64 (E,) type-local ids, ``time`` /
-    ``weight`` (E,) as read (Arrow)."""
+    """One relation's input rows: ``src`` / ``dst`` int64 (E,) type-local ids."""
 
     src: np.ndarray
     dst: np.ndarray
     where: str
-    time: pa.Array | None = None
-    weight: pa.Array | None = None
 
 
 @dataclass(frozen=True)

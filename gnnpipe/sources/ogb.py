@@ -126,9 +126,22 @@ def _edges(path: Path, num_nodes: int, num_dst: int | None = None
         row += batch.num_rows
         bar.update(batch.num_rows)
     bar.close()
-    empty = np.zeros(0, dtype=np.int64)
-    return (np.concatenate(ends["src"]) if ends["src"] else empty,
-            np.concatenate(ends["dst"]) if ends["dst"] else empty)
+    empty = np.zeros(0, dtype=np.int64)  # an empty file: no blocks
+    return np.concatenate([empty, *ends["src"]]), np.concatenate([empty, *ends["dst"]])
+
+
+def labels(path: Path, num_nodes: int, counted: str, max_classes: int
+           ) -> tuple[np.ndarray, pa.Array]:
+    """Class codes int64 (N,) and class values (C,) of a headerless label file of one column
+    and ``num_nodes`` rows (``counted``: where that count comes from, for the message)."""
+    table = _read(path)
+    if table.num_columns != 1:
+        raise ValueError(f"{path}: {table.num_columns} label columns (a multi-task dataset such "
+                         f"as ogbn-proteins); node classification needs one")
+    y, class_values = label_codes(table.column("f0"), path, "f0", max_classes=max_classes)
+    if y.size != num_nodes:
+        raise ValueError(f"{path}: {y.size} labels but {counted}")
+    return y, class_values
 
 
 def _public_split(root: Path, num_nodes: int, node_type: str = "") -> np.ndarray | None:
@@ -326,15 +339,9 @@ def read(cfg: DatasetParams) -> RawGraph:
         raise ValueError(f"{root}: a typed OGB dataset (raw/node-feat/<type>/, like ogbn-mag); "
                          "set dataset.layout: typed")
     x = _features(feat_path)
-    label_table = _read(label_path)
-    if label_table.num_columns != 1:
-        raise ValueError(f"{label_path}: {label_table.num_columns} label columns (a multi-task "
-                         f"dataset such as ogbn-proteins); node classification needs one")
-    y, class_values = label_codes(label_table.column("f0"), label_path, "f0",
-                                  max_classes=cfg.max_classes)
     num_nodes = x.shape[0]
-    if y.size != num_nodes:
-        raise ValueError(f"{label_path}: {y.size} labels but {feat_path} has {num_nodes} rows")
+    y, class_values = labels(label_path, num_nodes, f"{feat_path} has {num_nodes} rows",
+                             cfg.max_classes)
     count_path = raw / "num-node-list.csv.gz"
     if count_path.exists():
         counts = _read(count_path).column("f0").to_pylist()

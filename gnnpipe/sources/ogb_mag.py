@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from gnnpipe.config import DatasetParams
 from gnnpipe.sources.base import (RawNodeType, RawRelation, RawGraph, check_no_nulls,
-                                  label_codes, require_file, split_edge_type)
-from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root
+                                  require_file, split_edge_type)
+from gnnpipe.sources.ogb import _edges, _features, _public_split, _read, dataset_root, labels
 from gnnpipe.data.graph import check_name
 
 COUNTS = "num-node-dict.csv.gz"
@@ -109,15 +109,8 @@ def read_typed(cfg: DatasetParams) -> RawGraph:
     nodes = {t: _node_type(raw, t, n) for t, n in counts.items()}
     y, class_values, n_target = None, None, counts[target]
     if target in labelled:
-        path = label_dir / target / "node-label.csv.gz"
-        table = _read(path)
-        if table.num_columns != 1:
-            raise ValueError(f"{path}: {table.num_columns} label columns; node classification "
-                             "needs one")
-        y, class_values = label_codes(table.column("f0"), path, "f0", max_classes=cfg.max_classes)
-        if y.size != n_target:
-            raise ValueError(f"{path}: {y.size} labels but {raw / COUNTS} says {n_target} "
-                             f"{target} nodes")
+        y, class_values = labels(label_dir / target / "node-label.csv.gz", n_target,
+                                 f"{raw / COUNTS} says {n_target} {target} nodes", cfg.max_classes)
     return RawGraph(
         nodes=nodes, relations=_relations(raw, counts), target=target,
         y=np.zeros(n_target, dtype=np.int64) if y is None else y, where=str(root),

@@ -37,12 +37,7 @@ def read(cfg: DatasetParams) -> RawGraph:
     if missing:
         raise ValueError(f"{folder}: missing Planetoid file {missing[0]} (dataset.name="
                          f"{cfg.name!r}; all of ind.{prefix}.{{{','.join(FILES)}}} are needed)")
-    try:  # the x/tx/allx pickles hold scipy sparse matrices
-        import scipy.sparse  # noqa: F401
-    except ImportError:
-        raise ValueError("dataset.source=planetoid needs scipy to read the raw files: "
-                         "pip install scipy") from None
-    from torch_geometric.io import read_planetoid_data
+    from torch_geometric.io import read_planetoid_data  # unpickles scipy matrices (required)
 
     try:
         data = read_planetoid_data(str(folder), prefix)

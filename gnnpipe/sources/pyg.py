@@ -10,7 +10,6 @@ other object in the file fails the load. ``x`` (N, F), ``y`` (N,) or (N, 1) and 
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 from pathlib import Path
 
@@ -38,12 +37,8 @@ def load(path: Path) -> object:
     if not path.is_file():
         raise ValueError(f"dataset.path={str(path)!r}: file not found; dataset.source=pyg reads "
                          f"one file written by torch.save(data, path)")
-    allowed = _safe_globals()
-    if not hasattr(torch.serialization, "safe_globals"):  # torch 2.4: only the global registry
-        torch.serialization.add_safe_globals(allowed)
-    scope = getattr(torch.serialization, "safe_globals", lambda _: contextlib.nullcontext())
     try:
-        with scope(allowed):
+        with torch.serialization.safe_globals(_safe_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         lines = [line.strip() for line in str(err).splitlines() if "GLOBAL" in line]

@@ -1,7 +1,8 @@
 """``dataset.source: parquet | csv``: where the user's node and edge tables are under
-``dataset.path`` and which columns are read (the block prepare, gnnpipe/data/prepare_tables.py,
-reads them). A homogeneous graph is the one-type case: one node table and one edge table. With
-``dataset.layout: typed`` there is one table per node type and one per relation::
+``dataset.path`` (the block prepare, gnnpipe/data/prepare_tables.py, reads them; which columns:
+``gnnpipe.data.table_blocks.node_spec``). A homogeneous graph is the one-type case: one node
+table and one edge table. With ``dataset.layout: typed`` there is one table per node type and
+one per relation::
 
     nodes/<type>.parquet             one row per node: id, features, label (target), timestamp
     edges/<src>__<rel>__<dst>.parquet  one row per edge: src (ids of <src>), dst (ids of <dst>)
@@ -16,40 +17,15 @@ have it). Node ``i`` (of a type) is row ``i`` of its node table.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from gnnpipe.config import DatasetParams
-from gnnpipe.sources.base import (check_no_nulls, combine, feature_columns, require_file,
-                                  split_edge_type)
+from gnnpipe.sources.base import require_file, split_edge_type
 from gnnpipe.sources.formats import CsvTables, ParquetTables
-from gnnpipe.data.graph import check_name
+from gnnpipe.data.graph import NODE, TYPED, check_name
 
 SUFFIXES = {"parquet": (".parquet",), "csv": (".csv", ".csv.gz", ".csv.bz2")}
-
-
-# ---------------------------------------------------------------------------------------- ids
-def node_ids(column: pa.Array | pa.ChunkedArray, path: Path, name: str) -> pa.Array:
-    """The id column: integers or strings, no nulls, no repeats."""
-    column = combine(column)
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    check_no_nulls(column, path, name, "id")
-    if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)
-            or pa.types.is_large_string(column.type)):
-        raise ValueError(f"{path}: id column {name!r} is {column.type}; expected integer or "
-                         f"string ids")
-    distinct = pc.count_distinct(column).as_py()
-    if distinct != len(column):
-        counts = pc.value_counts(column)
-        repeated = counts.filter(pc.greater(counts.field("counts"), 1))
-        raise ValueError(f"{path}: id column {name!r} has repeated ids (first: "
-                         f"{repeated[0]['values'].as_py()!r}, {len(column) - distinct} extra rows)")
-    return column
 
 
 # --------------------------------------------------------------------------------------- read
@@ -60,44 +36,6 @@ def table_folder(cfg: DatasetParams) -> Path:
                          f"{cfg.source} reads the node and edge tables (dataset.nodes.file, "
                          f"dataset.edges.file) from a folder")
     return Path(cfg.path)
-
-
-@dataclass(frozen=True)
-class NodeColumns:
-    """The columns a node table is read with: ``label`` / ``timestamp`` ("" when the table has
-    none), ``features`` (none: featureless), ``is_list`` (one list column)."""
-
-    label: str
-    timestamp: str
-    features: list[str]
-    is_list: bool
-
-
-def node_table_columns(schema: pa.Schema, cfg: DatasetParams, path: Path, *, typed: bool
-                       ) -> NodeColumns:
-    """The columns of a node table of ``schema`` the prepare reads, else one line naming the
-    missing column's key."""
-    spec = cfg.nodes
-    named = {"id": spec.id, "label": spec.label, "timestamp": spec.timestamp}
-    for key, name in named.items():
-        if name and name not in schema.names and (key == "id" or not typed):
-            raise ValueError(f"{path}: missing column {name!r} (dataset.nodes.{key}); "
-                             f"columns: {', '.join(schema.names)}")
-    has = {key: bool(name) and name in schema.names for key, name in named.items()}
-    feature_names, is_list = [], False
-    if not typed or _has_features(schema, spec.features, set(named.values())):
-        feature_names, is_list = feature_columns(schema, spec.features, set(named.values()), path)
-    return NodeColumns(label=spec.label if has["label"] else "",
-                       timestamp=spec.timestamp if has["timestamp"] else "",
-                       features=feature_names, is_list=is_list)
-
-
-def _has_features(schema: pa.Schema, spec: str, exclude: set[str]) -> bool:
-    """Whether any part of ``dataset.nodes.features`` names a column of this table."""
-    if spec in schema.names:
-        return True
-    return any(fnmatch.fnmatchcase(c, part.strip()) and c not in exclude
-               for part in spec.split(",") for c in schema.names)
 
 
 def check_table_path(path: Path, table: str, cfg: DatasetParams) -> None:
@@ -152,25 +90,30 @@ def typed_target(cfg: DatasetParams, labelled: list[str], paths: dict[str, Path]
 
 
 @dataclass(frozen=True)
-class TypedTables:
-    """Where a typed graph's tables are: the reader of ``dataset.source``, the two folders and
-    each node type's table (name order)."""
+class TableLayout:
+    """Where a graph's tables are: the reader of ``dataset.source``, each node type's table
+    (name order; a homogeneous graph's one table is type ``NODE``), the input's folder and, for
+    a typed graph, the folders of its node and edge tables (None: homogeneous)."""
 
     tables: object  # ParquetTables | CsvTables
-    nodes_dir: Path
-    edges_dir: Path
     paths: dict[str, Path]
+    root: Path
+    nodes_dir: Path | None = None
+    edges_dir: Path | None = None
 
 
-def typed_tables(cfg: DatasetParams) -> TypedTables:
-    """The node tables of ``dataset.layout: typed``, else one line (no folder, no tables, a bad
-    type name)."""
-    root = Path(cfg.path)
-    fmt = cfg.source
+def table_layout(cfg: DatasetParams) -> TableLayout:
+    """The node tables of ``dataset.layout``, else one line (no folder, no tables, a bad type
+    name)."""
+    root, fmt = Path(cfg.path), cfg.source
+    tables = ParquetTables() if fmt == "parquet" else CsvTables()
+    if cfg.layout != TYPED:
+        nodes_path = table_folder(cfg) / (cfg.nodes.file or f"nodes.{fmt}")
+        check_table_path(nodes_path, "nodes", cfg)
+        return TableLayout(tables, {NODE: nodes_path}, root)
     if not root.is_dir():
         raise ValueError(f"dataset.path={cfg.path!r} is not a folder; dataset.layout=typed reads "
                          f"nodes/<type>.{fmt} and edges/<src>__<rel>__<dst>.{fmt} from a folder")
-    tables = ParquetTables() if fmt == "parquet" else CsvTables()
     nodes_dir, edges_dir = root / (cfg.nodes.file or "nodes"), root / (cfg.edges.file or "edges")
     paths = table_entries(nodes_dir, fmt) if nodes_dir.is_dir() else {}
     if not paths:
@@ -178,11 +121,11 @@ def typed_tables(cfg: DatasetParams) -> TypedTables:
                          f"<type>{SUFFIXES[fmt][0]} per node type in this folder")
     for node_type, path in paths.items():
         check_name(node_type, f"{path}: node type")
-    return TypedTables(tables, nodes_dir, edges_dir, paths)
+    return TableLayout(tables, paths, root, nodes_dir, edges_dir)
 
 
-def edge_tables(typed: TypedTables, fmt: str) -> dict[str, Path]:
-    """Stem -> path of every relation's table, else one line."""
+def edge_tables(typed: TableLayout, fmt: str) -> dict[str, Path]:
+    """Stem -> path of every relation's table of a typed graph, else one line."""
     edge_paths = table_entries(typed.edges_dir, fmt) if typed.edges_dir.is_dir() else {}
     if not edge_paths:
         raise ValueError(f"{typed.edges_dir}: no edge tables; dataset.layout=typed needs one "
@@ -190,7 +133,7 @@ def edge_tables(typed: TypedTables, fmt: str) -> dict[str, Path]:
     return edge_paths
 
 
-def relation_of(stem: str, path: Path, typed: TypedTables) -> tuple[str, str, str]:
+def relation_of(stem: str, path: Path, typed: TableLayout) -> tuple[str, str, str]:
     """The edge type a relation's table name gives, else one line."""
     return split_edge_type(
         stem, "__", path, "an edge table is named <src>__<relation>__<dst> (node types and "

@@ -39,26 +39,18 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnpipe.data.edges import row_positions
 from gnnpipe.data.graph import Graph, edge_type_name
-from gnnpipe.graphops.heuristics import BUDGET, chunk_bounds, neighbour_weights
+from gnnpipe.graphops.heuristics import BUDGET, neighbour_weights, rows_of
 from gnnpipe.io.blocks import load_routed, open_memmap, save_array, save_routed
 from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
-from gnnpipe.splitting import split as split_module
-from gnnpipe.splitting.split import BlockSizes, block_edges, open_array, place_csr, save_rows
+from gnnpipe.splitting.split import block_edges, open_array, place_csr, save_rows
 from gnnpipe.splitting.link_split import HELD_OUT, Held, LinkBlocks, csr_contains, refused
 from gnnpipe.splitting.negatives import hashed_negatives
 
 PRIORITY_STEP = zlib.crc32(b"split.link.hard.priority")  # the tie-break order of candidates
 FILL_STEP = zlib.crc32(b"split.link.hard.fill")  # the uniform fill's draws
-
-
-def _rows(indptr, indices, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The columns of ``rows`` (k,) of a mapped CSR, concatenated, and each row's count."""
-    counts = np.asarray(indptr[rows + 1]) - np.asarray(indptr[rows])
-    return np.asarray(indices[row_positions(indptr, rows)]), counts
 
 
 def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed: int,
@@ -76,17 +68,16 @@ def top_ra_candidates(indptr, indices, sources: np.ndarray, k: int, refuse, seed
     top = np.full((sources.size, k), -1, dtype=np.int64)
     if not sources.size:
         return top
-    first, counts = _rows(indptr, indices, sources)
+    counts, first = rows_of(indptr, indices, sources)
     deg = np.asarray(indptr[first + 1]) - np.asarray(indptr[first])
     reach = np.concatenate([[0], np.cumsum(deg)])  # 2-hop paths through each neighbour slot
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    paths = reach[offsets[1:]] - reach[offsets[:-1]]
     n = int(indptr.shape[0]) - 1
-    for start, stop in chunk_bounds(paths, budget):
+    for start, stop in rows_by_edges(reach[offsets], budget):  # sources by their 2-hop paths
         chunk = sources[start:stop]
         cols = first[offsets[start]:offsets[stop]]
         mids, inverse = np.unique(cols, return_inverse=True)  # the w of N(s), ascending
-        ends, mid_counts = _rows(indptr, indices, mids)
+        mid_counts, ends = rows_of(indptr, indices, mids)
         weights = neighbour_weights(mid_counts)["resource_allocation"]
         # row w of D^-1 A: what w passes on to each neighbour (resource allocation)
         spread = sparse.csr_matrix((np.repeat(weights, mid_counts), ends,
@@ -187,12 +178,11 @@ def hard_bucket(phase: str, bucket: int, source: str, held: Held, view: tuple[st
     return ranked, ids.size
 
 
-def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
-               ) -> tuple[str, str, str]:
+def train_view_files(client, graph: Graph, split: LinkBlocks) -> tuple[str, str, str]:
     """The train phase's simple undirected view over homogeneous ids into the split's scratch
     folder: its (indptr, indices) ``.npy`` files, and per node int64 (N,) at least the
     candidates the ranking can refuse (``top_ra_candidates``'s ``refusable``)."""
-    folder = split.scratch / "view"
+    folder, sizes = split.scratch / "view", split.sizes
     n = graph.num_nodes
     starts = np.arange(0, max(n, 1), sizes.rows, dtype=np.int64)
     view_blocks = row_ranges(n, sizes.rows)
@@ -223,15 +213,15 @@ def train_view_files(client, graph: Graph, split: LinkBlocks, sizes: BlockSizes
     return str(indptr_file), str(indices_file), str(folder / "refusable.npy")
 
 
-def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, seed: int,
-                        sizes: BlockSizes | None = None) -> dict[str, float]:
+def hard_link_negatives(client, graph: Graph, split: LinkBlocks, per_head: int, seed: int
+                        ) -> dict[str, float]:
     """``per_head`` hard negatives of every val and test positive of ``split``, beside its
     sorted buckets (``h<k>.npy``, read by ``LinkBlocks.negative_parts(phase, "h")``); returns
     phase -> the fraction of slots the 2-hop ranking filled (the rest: uniform). On ``client``
     (None: in this process)."""
     if per_head < 1:
         raise ValueError(f"hard negatives: the number per positive must be >= 1, got {per_head}")
-    view = train_view_files(client, graph, split, sizes or split_module.SIZES)
+    view = train_view_files(client, graph, split)
     calls = [(phase, k, str(split.positives[phase][0])) for phase in HELD_OUT
              for k in range(split.positives[phase][1])]
     done = run_blocks(client, hard_bucket, calls, held=split.held, view=view,

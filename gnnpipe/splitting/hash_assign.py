@@ -21,36 +21,16 @@ import numpy as np
 
 from gnnpipe.data.graph import ROLE_CODES
 from gnnpipe.runtime.engine import run_blocks
-from gnnpipe.runtime.rng import mix
 
 RADIX_BITS = 8
 RADIX_BINS = 1 << RADIX_BITS
-NODE_STEP = zlib.crc32(b"split.node")  # the stream of node keys
-PAIR_STEP = zlib.crc32(b"split.link.pair")  # node pairs of the link split
-FLIP_STEP = zlib.crc32(b"split.link.flip")  # orientation of an undirected positive
-ORDER_STEP = zlib.crc32(b"split.link.order")  # row order of the positives within a role
+# the key streams (``mix(seed, STEP, ids)``): distinct ids never share a key within one
+NODE_STEP = zlib.crc32(b"split.node")  # node ids
+PAIR_STEP = zlib.crc32(b"split.link.pair")  # pair ids of the link split (``Held.pair_keys``)
+FLIP_STEP = zlib.crc32(b"split.link.flip")  # its bit 0: an undirected positive stored high -> low
+ORDER_STEP = zlib.crc32(b"split.link.order")  # positives ``src * N_dst + dst``: row order in a role
 PHASES = ("train", "val", "test")  # phase codes 0, 1, 2
 UNUSED = ROLE_CODES["unused"]  # phase code of a node no phase took (train 0, val 1, test 2)
-
-
-def node_keys(seed: int, ids: np.ndarray) -> np.ndarray:
-    """Key of every node id: uint64 (n,), distinct for distinct ids."""
-    return mix(seed, NODE_STEP, np.asarray(ids, dtype=np.int64))
-
-
-def pair_keys(seed: int, pairs: np.ndarray) -> np.ndarray:
-    """Key of every pair id (gnnpipe/splitting/link_split.py ``pair_keys``): uint64 (n,)."""
-    return mix(seed, PAIR_STEP, np.asarray(pairs, dtype=np.int64))
-
-
-def flipped(seed: int, pairs: np.ndarray) -> np.ndarray:
-    """bool (n,): whether an undirected positive of each pair id is stored high -> low."""
-    return (mix(seed, FLIP_STEP, np.asarray(pairs, dtype=np.int64)) & np.uint64(1)).astype(bool)
-
-
-def row_keys(seed: int, edges: np.ndarray) -> np.ndarray:
-    """Key ordering positives ``src * N_dst + dst`` within their role: uint64 (n,)."""
-    return mix(seed, ORDER_STEP, np.asarray(edges, dtype=np.int64))
 
 
 def _runs(keys: np.ndarray, groups: np.ndarray, wanted: np.ndarray, prefixes: np.ndarray,

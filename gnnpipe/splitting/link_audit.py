@@ -30,9 +30,8 @@ from gnnpipe.data.graph import Graph, edge_type_name
 from gnnpipe.io.blocks import load_routed, open_memmap, save_routed
 from gnnpipe.runtime.engine import run_blocks
 from gnnpipe.runtime.rng import mix
-from gnnpipe.splitting import split as split_module
 from gnnpipe.splitting.audit import within_rows
-from gnnpipe.splitting.split import BlockSizes, block_edges
+from gnnpipe.splitting.split import block_edges
 from gnnpipe.splitting.link_split import (EDGE_ROLES, HELD_OUT, PHASES, Held, LinkBlocks,
                                           bucket_bits, bucket_of, csr_contains, refused)
 
@@ -229,15 +228,13 @@ def _negative_sums(parts: list[PositiveSums], name: str) -> tuple[NegativeSums, 
              sum(s[2] for s in sums), sum(s[3] for s in sums)), all(s[4] for s in sums))
 
 
-def audit_links(client, graph: Graph, split: LinkBlocks, hard: bool = False,
-                sizes: BlockSizes | None = None) -> dict:
+def audit_links(client, graph: Graph, split: LinkBlocks, hard: bool = False) -> dict:
     """Audit report (JSON-ready) of the link split ``split`` of ``graph``: ``report["passed"]``
     False if any check failed; ``hard``: the split drew hard negatives (``h<k>.npy``), checked
-    like the random ones. On ``client`` (None: in this process)."""
-    sizes = sizes or split_module.SIZES  # read here: tests set smaller blocks
+    like the random ones. On ``client`` (None: in this process), by the split's block sizes."""
     held, scratch = split.held, split.scratch
     edges = sum(int(indptr[-1]) for indptr, _ in held.open())
-    bits = bucket_bits(2 * 5 * edges, sizes.edges)  # the graph's and 3 phases' pairs + positives
+    bits = bucket_bits(2 * 5 * edges, split.sizes.edges)  # the graph's, 3 phases', positives
     message = {p: tuple((str(i), str(j)) for i, j in files) for p, files in split.message.items()}
     numbered = [(i, rel, j, lo, hi) for i, (rel, j, lo, hi) in enumerate(
         (rel, j, lo, hi) for rel, bounds in enumerate(split.blocks)

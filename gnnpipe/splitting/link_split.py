@@ -63,11 +63,12 @@ from gnnpipe.io.blocks import load_routed, open_memmap, open_tensor, save_array,
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
-from gnnpipe.splitting import hash_assign
+from gnnpipe.runtime.rng import mix
 from gnnpipe.splitting import split as split_module
 from gnnpipe.io.csr_blocks import rows_by_edges
 from gnnpipe.splitting.split import BlockSizes, block_edges, place_csr, save_rows
-from gnnpipe.splitting.hash_assign import PHASES, phase_codes, radix_counts, thresholds
+from gnnpipe.splitting.hash_assign import (FLIP_STEP, ORDER_STEP, PAIR_STEP, PHASES, phase_codes,
+                                           radix_counts, thresholds)
 from gnnpipe.splitting.negatives import hashed_negatives
 
 EDGE_ROLES = ("message", "train_supervision", "val", "test")
@@ -247,7 +248,7 @@ def scan_pairs(block: int, rel: int, local: int, lo: int, hi: int, held: Held, s
     a, p = pair_ends(rel, *block_edges(*rels[rel], lo, hi))
     counted, reverse = _counted(held, rels, rel, a, p)
     pairs = sorted_unique(held.pair_keys(a[counted], p[counted]))
-    save_array(Path(folder) / "pairs" / f"e{block:06d}.npy", hash_assign.pair_keys(seed, pairs))
+    save_array(Path(folder) / "pairs" / f"e{block:06d}.npy", mix(seed, PAIR_STEP, pairs))
     return int(pairs.size), int((~reverse).sum())
 
 
@@ -280,7 +281,7 @@ def link_rows(block: int, rel: int, local: int, lo: int, hi: int, held: Held, se
     src, dst = block_edges(*rels[rel], lo, hi)
     a, p = pair_ends(rel, src, dst)
     loop = loops(held, a, p)
-    keys = hash_assign.pair_keys(seed, held.pair_keys(a, p))  # a pair's role: from its key
+    keys = mix(seed, PAIR_STEP, held.pair_keys(a, p))  # a pair's role: from its key
     code = np.where(loop, np.int8(-1), TAKEN_CODES[phase_codes(
         keys, np.zeros(keys.size, dtype=np.int64), limits, has)])
     kept = {}
@@ -296,12 +297,12 @@ def link_rows(block: int, rel: int, local: int, lo: int, hi: int, held: Held, se
     edges, first = np.unique(a[take] * n + p[take], return_index=True)
     pos_src, pos_dst, pos_code = edges // n, edges % n, code[take][first]
     if undirected:  # stored low -> high here; the pair's orientation bit may turn it
-        flip = hash_assign.flipped(seed, edges)
+        flip = (mix(seed, FLIP_STEP, edges) & np.uint64(1)).astype(bool)
         pos_src, pos_dst = np.where(flip, pos_dst, pos_src), np.where(flip, pos_src, pos_dst)
     for role, width in bits.items():
         chosen = pos_code == ROLE_CODES[role]
         pairs = np.stack([pos_src[chosen], pos_dst[chosen]], axis=1)
-        bucket = bucket_of(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]), width)
+        bucket = bucket_of(mix(seed, ORDER_STEP, pairs[:, 0] * n + pairs[:, 1]), width)
         save_routed(Path(folder) / "pos" / role, f"e{block:06d}", pairs, bucket, 1 << width)
     return kept
 
@@ -313,8 +314,7 @@ def sort_bucket(role: str, bucket: int, held: Held, seed: int, negatives: dict[s
     ``cumulative``: the file of the train graph's E indptr (negatives by in-degree)."""
     n = held.num_dst
     pairs = load_routed(Path(folder) / "pos" / role, bucket, np.int64, 2)
-    pairs = pairs[np.argsort(hash_assign.row_keys(seed, pairs[:, 0] * n + pairs[:, 1]),
-                             kind="stable")]
+    pairs = pairs[np.argsort(mix(seed, ORDER_STEP, pairs[:, 0] * n + pairs[:, 1]), kind="stable")]
     out = Path(folder) / "sorted" / role
     save_array(out / f"b{bucket:06d}.npy", pairs)
     per_head = negatives.get(role, 0)
@@ -331,7 +331,8 @@ class LinkBlocks:
     """What ``split_links`` wrote into its scratch folder: per phase and held relation the
     (indptr, indices) files of its message graph (val shares train's without supervision-only
     pairs), per role the folder of its sorted buckets (``b<k>.npy`` (m, 2) src, dst; val /
-    test also ``n<k>.npy`` (m, K) negatives) and their count; the row blocks per relation."""
+    test also ``n<k>.npy`` (m, K) negatives) and their count; the row blocks per relation and
+    the block ``sizes`` they were cut by (what its audit and hard negatives cut by too)."""
 
     held: Held
     message: dict[str, tuple[tuple[Path, Path], ...]]
@@ -340,6 +341,7 @@ class LinkBlocks:
     disjoint: bool
     blocks: tuple[list[tuple[int, int]], ...]
     scratch: Path
+    sizes: BlockSizes
 
     def message_graphs(self, graph: Graph) -> dict[str, dict[EdgeType, Csr]]:
         """Phase -> edge type -> its message graph: the held relations' memory-mapped files
@@ -416,7 +418,7 @@ def split_links(client, graph: Graph, graph_file: Path, cfg: LinkSplitParams, se
     positives = {role: (scratch / "sorted" / role, 1 << bits[role]) for role in bits}
     positives.setdefault("train_supervision", positives["message"])
     return LinkBlocks(held=held, message=message, positives=positives, undirected=undirected,
-                      disjoint=disjoint, blocks=blocks, scratch=scratch)
+                      disjoint=disjoint, blocks=blocks, scratch=scratch, sizes=sizes)
 
 
 def negative_weights(graph: Graph, edge_type: EdgeType, strategy: str,

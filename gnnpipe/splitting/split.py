@@ -54,8 +54,8 @@ from gnnpipe.io.csr_blocks import row_ranges, rows_by_edges
 from gnnpipe.io.prepared import GRAPH_SCHEMA
 from gnnpipe.io.tensors import load_tensors
 from gnnpipe.runtime.engine import run_blocks
-from gnnpipe.runtime.rng import make_rng
-from gnnpipe.splitting.hash_assign import (PHASES, UNUSED, node_keys, phase_codes,
+from gnnpipe.runtime.rng import make_rng, mix
+from gnnpipe.splitting.hash_assign import (NODE_STEP, PHASES, UNUSED, phase_codes,
                                            radix_counts, thresholds)
 from gnnpipe.splitting.ordered_split import (cluster_codes, no_later, ordered_sizes,
                                              time_keys)
@@ -94,11 +94,13 @@ def open_array(handle: Handle) -> np.ndarray:
 class Source:
     """The arrays the node split and its audit read: the target's labels ``y`` (N,), node
     times (N,) and official split (N,) int8 where the graph has them, ``csr`` edge type ->
-    (indptr, indices) handles; the graph's types and sizes."""
+    (indptr, indices) handles; the graph's types and sizes, the target type's own relation
+    (``Graph.own_relation``)."""
 
     target: str
     sizes: dict[str, int]
     edge_types: tuple[EdgeType, ...]
+    own: EdgeType | None
     num_classes: int
     y: Handle
     csr: dict[EdgeType, tuple[Handle, Handle]]
@@ -108,11 +110,6 @@ class Source:
     @property
     def num_nodes(self) -> int:
         return self.sizes[self.target]
-
-    @property
-    def own(self) -> EdgeType | None:
-        """The target type's own relation (None: a user-item graph has none)."""
-        return next((e for e in self.edge_types if e[0] == e[2] == self.target), None)
 
 
 def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
@@ -124,7 +121,7 @@ def graph_source(graph: Graph, graph_file: Path | None = None) -> Source:
     time = graph.node_time.get(graph.target)
     return Source(
         target=graph.target, sizes=graph.num_nodes_dict, edge_types=graph.edge_types,
-        num_classes=graph.num_classes, y=handle("y", graph.y),
+        own=graph.own_relation(), num_classes=graph.num_classes, y=handle("y", graph.y),
         csr={e: (handle(f"{edge_type_name(e)}.indptr", c.indptr),
                  handle(f"{edge_type_name(e)}.indices", c.indices)) for e, c in graph.csr.items()},
         time=None if time is None else handle(f"time.{graph.target}", time),
@@ -263,7 +260,7 @@ def _keys(lo: int, hi: int, source: Source, strategy: str, seed: int
     if strategy == "time":
         return time_keys(open_array(source.time)[lo:hi]), np.where(labelled, 0, -1)
     groups = np.where(labelled, y if strategy == "stratified" else 0, -1)
-    return node_keys(seed, np.arange(lo, hi)), groups
+    return mix(seed, NODE_STEP, np.arange(lo, hi)), groups
 
 
 def key_histogram(lo: int, hi: int, source: Source, strategy: str, seed: int,

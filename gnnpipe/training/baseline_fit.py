@@ -60,7 +60,7 @@ def read_links(args) -> tuple[TypedSplit, list[tuple]]:
     per_type = graph.layout == TYPED
     offsets = graph.offsets()
     segments = [(t if per_type else None, offsets[t],
-                 ModelFeatures(FeatureSource(x, mapped=True, release_bytes=0),
+                 ModelFeatures(FeatureSource(x, mapped=True),
                                read_transform(args.features, t if per_type else None,
                                               int(x.shape[1]))))
                 for t, x in graph.x.items()]

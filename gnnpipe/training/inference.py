@@ -55,7 +55,7 @@ from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from gnnpipe.config import TYPED_LAYERWISE_MODELS  # sage, rgcn
-from gnnpipe.io.temps import scratch_array
+from gnnpipe.io.temps import scratch_or_memory
 from gnnpipe.runtime.progress import progress
 from gnnpipe.runtime.resources import large_blocks_mapped, release_memory
 from gnnpipe.training.distributed import SINGLE, DistContext
@@ -77,10 +77,9 @@ GATHER_CACHE_BYTES = 256 << 20
 
 def _table(rows: int, width: int) -> torch.Tensor:
     """An uninitialised float32 (rows, width) table of per-node rows: the pages of a mapped
-    scratch file beside the stage's outputs (``scratch_array``), anonymous memory outside a
+    scratch file beside the stage's outputs (``scratch_or_memory``), anonymous memory outside a
     stage."""
-    mapped = scratch_array(rows, width)
-    return torch.empty(rows, width) if mapped is None else torch.from_numpy(mapped)
+    return torch.from_numpy(scratch_or_memory((rows, width), np.float32))
 
 
 def csr_view(csr: Csr) -> tuple[dict[EdgeType, Csr], dict[str, int]]:
@@ -92,10 +91,8 @@ def csr_view(csr: Csr) -> tuple[dict[EdgeType, Csr], dict[str, int]]:
 def cost_prefix(csrs: list[Csr], num_rows: int) -> torch.Tensor:
     """Work up to each row of one destination type, int64 (num_rows + 1,): its in-edges summed
     over ``csrs`` (the edge types into it) plus one per row (isolated rows cost too). Inside a
-    stage a mapped scratch table (``scratch_array``), filled ``ROW_STEP`` rows at a time."""
-    mapped = scratch_array(num_rows + 1, 1, np.int64)
-    prefix = (torch.empty(num_rows + 1, dtype=torch.int64) if mapped is None
-              else torch.from_numpy(mapped).view(-1))
+    stage a mapped scratch table (``scratch_or_memory``), filled ``ROW_STEP`` rows at a time."""
+    prefix = torch.from_numpy(scratch_or_memory((num_rows + 1,), np.int64))
     for a in range(0, num_rows + 1, ROW_STEP):
         b = min(a + ROW_STEP, num_rows + 1)
         block = prefix[a:b]

@@ -147,7 +147,7 @@ def label_column(cfg: DatasetParams, target: str) -> tuple[Path, pa.ChunkedArray
     optional here)."""
     reader = ParquetTables() if cfg.source == "parquet" else CsvTables()
     path = (tables.table_folder(cfg) / (cfg.nodes.file or f"nodes.{cfg.source}")
-            if cfg.layout == HOMOGENEOUS else tables.typed_tables(cfg).paths[target])
+            if cfg.layout == HOMOGENEOUS else tables.table_layout(cfg).paths[target])
     name = cfg.nodes.label
     if not name or name not in reader.schema(path).names:
         return path, None

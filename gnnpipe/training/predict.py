@@ -224,12 +224,11 @@ def label_counts(y: torch.Tensor) -> dict[str, int]:
     return {"labelled": labelled, "unlabelled": int(y.numel()) - labelled}
 
 
-def load_model(model: nn.Module, saved: tuple[dict, dict], expect: dict, where: Path
-               ) -> nn.Module:
-    """``model`` in eval mode with the ``saved`` (weights, meta) of ``where`` (model.pt), after
-    checking their meta against ``expect`` (what params build): a stale model.pt names the
-    mismatch in one line."""
-    state, meta = saved
+def load_model(model: nn.Module, saved: dict, expect: dict, where: Path) -> nn.Module:
+    """``model`` in eval mode with the ``saved`` weights of ``where`` (model.pt, as
+    ``io.read_model_file`` reads it), after checking its meta against ``expect`` (what params
+    build): a stale model.pt names the mismatch in one line."""
+    state, meta = saved["state_dict"], saved["meta"]
     for key, want in expect.items():
         if key in meta and meta[key] != want:
             raise ValueError(f"{where}: trained with {key}={meta[key]!r}, params give {want!r}; "
@@ -280,8 +279,8 @@ def trained_outputs(inputs, model_dir: Path, ctx: DistContext, out_dim: int, out
     model.pt itself) on the test phase's ``inputs`` (``gnnpipe.training.model_inputs.ModelInputs``;
     ``out_dim`` / ``out`` rebuild it, ``expect``: the meta it must have been trained with); typed
     graphs run on rank 0 alone. (None, None, how) on the other ranks."""
-    model = load_model(inputs.model(out_dim, out), io.read_model(model_dir), inputs.meta(expect),
-                       io.model_file(model_dir))
+    model = load_model(inputs.model(out_dim, out), io.read_model_file(model_dir),
+                       inputs.meta(expect), io.model_file(model_dir))
     typed = inputs.graph.layout == TYPED
     if typed and not ctx.is_main:
         return None, None, "full"

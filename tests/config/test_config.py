@@ -530,3 +530,31 @@ def test_a_repeated_key_or_a_seed_past_int64_is_refused_in_one_line(tmp_path):
         load_params(path)
     path.write_text(f"seed: {2**63 - 1}\n")
     assert load_params(path).seed == 2**63 - 1
+
+
+def test_a_stage_parses_the_same_file_once_and_sees_an_edit(tmp_path, monkeypatch):
+    """threads.configure and the stage's run both load params: one parse; an edit is re-read."""
+    import gnnpipe.config.loading as loading
+
+    parses = []
+    real = loading._parse
+    monkeypatch.setattr(loading, "_parse", lambda path, text: parses.append(text) or real(path, text))
+    path = _write_yaml(tmp_path, "train:\n  lr: 0.02\n")
+    first = load_params(path)
+    assert load_params(path) is first and len(parses) == 1
+    path.write_text("train:\n  lr: 0.03\n")  # same size, same second: the text decides
+    assert load_params(path).train.lr == 0.03 and len(parses) == 2
+    (tmp_path / "other").mkdir()
+    other = _write_yaml(tmp_path / "other", "train:\n  lr: 0.03\n")
+    assert load_params(other).train.lr == 0.03 and len(parses) == 3  # another file: parsed
+
+
+def test_params_are_parsed_by_libyaml_where_pyyaml_has_it():
+    import yaml
+
+    import gnnpipe.config.loading as loading
+
+    if yaml.__with_libyaml__:
+        assert issubclass(loading._UniqueKeyLoader, yaml.CSafeLoader)
+    else:
+        assert issubclass(loading._UniqueKeyLoader, yaml.SafeLoader)

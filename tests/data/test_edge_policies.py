@@ -17,10 +17,10 @@ import pyarrow as pa
 import pytest
 
 from gnnpipe.config import params_from_dict
-from graph_oracle import build, raw_homogeneous
+from graph_oracle import TableRelation, build, raw_homogeneous
 from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import EDGE
-from gnnpipe.sources.base import RawGraph, RawNodeType, RawRelation
+from gnnpipe.sources.base import RawGraph, RawNodeType
 
 N = 5  # few nodes, many rows: every pair repeats, in both orientations, with loops
 POLICIES = list(itertools.product([True, False], [True, False], [True, False]))
@@ -106,7 +106,7 @@ def _typed(relations: dict, sizes: dict, cfg):
     nodes = {t: RawNodeType(num_nodes=n, x=np.zeros((n, 1), dtype=np.float32), where=t)
              for t, n in sizes.items()}
     raw = RawGraph(
-        nodes=nodes, relations={e: RawRelation(s, d, "/".join(e), pa.array(t))
+        nodes=nodes, relations={e: TableRelation(s, d, "/".join(e), pa.array(t))
                                 for e, (s, d, t) in relations.items()},
         target="a", y=np.arange(sizes["a"], dtype=np.int64) % 2, where="test")
     return build(raw, cfg)

@@ -34,7 +34,7 @@ def lp_partition(csr: Csr, cfg: PartitionParams, seed: int, client=None,
 def assign_parts(csr: Csr, cfg: PartitionParams, rng: np.random.Generator, client=None,
                  scratch: Path | None = None) -> np.ndarray:
     """``gnnpipe.graphops.partition.assign_parts``, method lp included: ``lp_partition`` seeded
-    from ``rng`` (as the partition stage seeds ``lp_stage``), its tasks on ``client``."""
+    from ``rng`` (as ``partition_blocks.partition_stage`` seeds it), its tasks on ``client``."""
     if cfg.method != "lp":
         return partition.assign_parts(csr, cfg, rng)
     partition.check_num_parts(csr.num_nodes, cfg)

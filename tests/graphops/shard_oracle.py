@@ -4,6 +4,7 @@ gnnpipe/graphops/partition.py (``write_shard``) are checked against, its sizes, 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Iterator
 
@@ -13,7 +14,21 @@ import torch
 from gnnpipe.data.graph import Csr
 from gnnpipe.io.part_shard import PartShard
 from gnnpipe.io.partitions import shard_writer
-from gnnpipe.graphops.partition import RowReader, csr_rows, shard_rings, shard_rows
+from gnnpipe.graphops.heuristics import rows_of
+from gnnpipe.graphops.partition import RowReader, parts_report, shard_rings, shard_rows
+
+
+def csr_rows(csr: Csr) -> RowReader:
+    """``rows(ids)`` of an in-memory CSR: in-degree int64 (m,) of each id and the sources of
+    their in-edges, row after row (sum of degrees,)."""
+    return functools.partial(rows_of, csr.indptr.numpy(), csr.indices.numpy())
+
+
+def partition_report(csr: Csr, parts: np.ndarray, num_parts: int) -> dict:
+    """``parts_report`` of an in-memory ``csr``: the cut counted over its edges at once."""
+    parts_t = torch.from_numpy(parts.astype(np.int64))
+    cut = int((parts_t[csr.indices] != parts_t[csr.targets()]).sum())
+    return parts_report(cut, csr.num_edges, parts, num_parts)
 
 
 def shard_of(rows: RowReader, owned: np.ndarray, part: int, num_parts: int, num_nodes: int,

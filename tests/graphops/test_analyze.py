@@ -19,10 +19,9 @@ from conftest import as_graph, small_params
 from gnnpipe.graphops import analyze
 from gnnpipe.graphops.analyze import (BLOCK_ROWS, analyze_blocks, component_stats,
                                       degree_histogram, degree_stats, graph_report, homophily_of,
-                                      min_label_components, phase_sizes, row_counts,
-                                      train_label_y)
+                                      min_label_components, phase_sizes, row_counts)
 from gnnpipe.config import AnalyzeParams, NodeSplitParams
-from gnnpipe.data.graph import UNLABELLED, Graph, TargetView, phase_csrs
+from gnnpipe.data.graph import ROLE_CODES, UNLABELLED, Graph, TargetView, phase_csrs
 from gnnpipe.data.edges import csr_from_edges
 from graph_oracle import normalize_edges, prepare
 from gnnpipe.io.common import role_codes
@@ -67,7 +66,8 @@ def whole_graph_report(graph: TargetView, cfg: AnalyzeParams, message_graphs=Non
     y, c, csr = graph.y.numpy(), graph.num_classes, graph.csr
     phases = None
     if message_graphs is not None:
-        train = _all_rows(message_graphs["train"], train_label_y(roles, y), c)
+        y_train = np.where(roles == ROLE_CODES["train"], y, UNLABELLED)  # train's labels only
+        train = _all_rows(message_graphs["train"], y_train, c)
         phases = {**phase_sizes(message_graphs, roles),
                   "train_label_homophily": homophily_of(train, c)["edge"]}
     return graph_report(graph.num_nodes, y, c, _all_rows(csr, y, c),

@@ -19,8 +19,9 @@ from gnnpipe.data.edges import csr_from_edges
 from graph_oracle import normalize_edges
 from gnnpipe.graphops.heuristics import train_projection
 from gnnpipe.graphops.partition import (symmetric_simple, assign_parts, bfs_order, halo_report,
-                               partition_report, rank_parts, projection_meta, resolve_backend)
-from shard_oracle import build_shard, build_shards, shard_summary, write_partition_shard
+                               rank_parts, projection_meta, resolve_backend)
+from shard_oracle import (build_shard, build_shards, partition_report, shard_summary,
+                          write_partition_shard)
 
 # pymetis >= 2025.2 deprecates the xadj/adjncy keywords: gnnpipe passes a CSRAdjacency instead
 pytestmark = pytest.mark.filterwarnings("error:Passing xadj/adjncy is deprecated")
@@ -501,7 +502,8 @@ def test_a_shard_written_by_rows_is_the_bytes_of_the_whole_one_or_nothing(commun
     # lp's shard tasks stream a shard's edges to disk (io.shard_writer) as they read its rows
     from gnnpipe import io
     from gnnpipe.graphops import partition
-    from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows, write_shard
+    from gnnpipe.graphops.partition import shard_rings, shard_rows, write_shard
+    from shard_oracle import csr_rows
 
     parts = _parts(community_csr, "random", 3)
     write_partition_shard(tmp_path / "whole", build_shard(community_csr, parts, 1, 3, 2))

@@ -20,8 +20,7 @@ from gnnpipe import io
 from gnnpipe.config import PartitionParams
 from gnnpipe.config.schema import EngineParams
 from gnnpipe.graphops.heuristics import train_projection
-from gnnpipe.graphops.partition import partition_report
-from gnnpipe.graphops.partition_blocks import lp_stage
+from gnnpipe.graphops.partition_blocks import partition_stage
 from gnnpipe.io import csr_blocks
 from gnnpipe.io.csr_blocks import build_block_graph
 from gnnpipe.runtime.engine import run_blocks
@@ -29,7 +28,7 @@ from gnnpipe.runtime.rng import make_rng
 from test_partition_lp import community_csr  # noqa: F401 (a fixture)
 from block_files import write_blocks
 from lp_oracle import assign_parts, lp_partition
-from shard_oracle import build_shards, shard_summary, write_partition_shard
+from shard_oracle import build_shards, partition_report, shard_summary, write_partition_shard
 
 FILES = ("indptr.npy", "indices.npy", "out_indptr.npy", "out_indices.npy")
 
@@ -87,16 +86,19 @@ def _shard_bytes(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.glob("part_*/*"))}
 
 
+@pytest.mark.parametrize("method", ["lp", "metis", "random", "bfs"])
 @pytest.mark.parametrize("layout,halo_hops", [("homogeneous", 2), ("typed", 1)])
-def test_lp_by_blocks_equals_the_whole_graph_path(splits, layout, halo_hops, tmp_path):
-    cfg = PartitionParams(method="lp", num_parts=3, block_rows=250, iterations=4,
+def test_every_method_by_blocks_equals_the_whole_graph_path(splits, layout, halo_hops, method,
+                                                            tmp_path):
+    """One stage path for every method: the block files, then lp by blocks or metis / random /
+    bfs on their CSR mapped whole, then the cut and shards by blocks: the whole-graph bytes."""
+    cfg = PartitionParams(method=method, num_parts=3, block_rows=250, iterations=4,
                           halo_hops=halo_hops)
     parts, report, summaries = _whole_path(train_graph(splits[layout]),
                                            cfg, tmp_path / "whole")
-    seed = int(make_rng(0, "partition").integers(0, 2**31 - 1))
     (tmp_path / "blocks").mkdir()
-    got = lp_stage(csr_blocks.stored_message_graph(splits[layout]), cfg, seed,
-                   tmp_path / "blocks")
+    got = partition_stage(csr_blocks.stored_message_graph(splits[layout]), cfg,
+                          make_rng(0, "partition"), tmp_path / "blocks")
     assert np.array_equal(got[0], parts) and got[1] == report and got[2] == summaries
     assert _shard_bytes(tmp_path / "blocks") == _shard_bytes(tmp_path / "whole")
 
@@ -111,37 +113,35 @@ def test_lp_on_two_and_one_dask_workers_equals_this_process(splits, community_cs
     graph = csr_blocks.stored_message_graph(splits["homogeneous"])
     cfg = PartitionParams(method="lp", num_parts=2, block_rows=450, iterations=2)
     (tmp_path / "local").mkdir()
-    local = lp_stage(graph, cfg, 5, tmp_path / "local")
+    local = partition_stage(graph, cfg, make_rng(5, "partition"), tmp_path / "local")
     with session(EngineParams(engine="dask", workers=2, memory_limit="512MiB")) as client:
         for workers in (2, 1):
             scale_cluster(client.cluster, workers)
             assert np.array_equal(lp_partition(community_csr, lp_cfg, 11, client), lp_local)
             out = tmp_path / f"dask{workers}"
             out.mkdir()
-            got = lp_stage(graph, cfg, 5, out, client, tmp_path)
+            got = partition_stage(graph, cfg, make_rng(5, "partition"), out, client, tmp_path)
             assert np.array_equal(got[0], local[0]) and got[1:3] == local[1:3]
             assert _shard_bytes(out) == _shard_bytes(tmp_path / "local")
             assert not list(tmp_path.glob("*.tmp"))  # the block files went with the run
 
 
-def test_the_lp_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_path,
-                                                                     monkeypatch):
+@pytest.mark.parametrize("method", ["lp", "metis"])
+def test_the_partition_stage_reads_the_split_only_through_maps_of_its_rows(splits, tmp_path,
+                                                                            monkeypatch, method):
     import shutil
 
-    import gnnpipe.commands.partition as partition_command
     from gnnpipe.cli import main
 
     shutil.copytree(splits["homogeneous"], tmp_path / "data/split")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"partition": {"method": "lp", "num_parts": 3, "block_rows": 200, "iterations": 2}}))
+        {"partition": {"method": method, "num_parts": 3, "block_rows": 200, "iterations": 2}}))
     monkeypatch.chdir(tmp_path)
 
     def whole(*args, **kwargs):
-        raise AssertionError("the lp stage read the train graph whole")
+        raise AssertionError("the partition stage read the train graph whole")
 
-    for module, name in [(io, "read_typed_message_graphs"),
-                         (partition_command, "train_projection")]:
-        monkeypatch.setattr(module, name, whole)
+    monkeypatch.setattr(io, "read_typed_message_graphs", whole)
     loaded, load = [], csr_blocks.load_tensors
 
     def mapped_only(path, schema, spec, *, mmap=False):
@@ -189,7 +189,7 @@ def test_shards_are_read_in_chunks_and_do_not_depend_on_their_size(splits, monke
     whole = list(build_shards(csr, parts, 3, 2))
     monkeypatch.setattr(partition, "SHARD_ROWS", 7)
     reads = []
-    real_rows = partition.csr_rows
+    real_rows = shard_oracle.csr_rows
 
     def counted(csr):
         rows = real_rows(csr)

@@ -14,7 +14,7 @@ from gnnpipe.data import synthetic
 from gnnpipe.data.graph import Csr
 from gnnpipe.data.edges import csr_from_edges
 from graph_oracle import normalize_edges
-from gnnpipe.graphops.partition import partition_report
+from shard_oracle import partition_report
 from gnnpipe.graphops.partition_lp import (GAIN_ZERO, part_caps, permute, plan_inflow,
                                            split_ranges, swap_limits)
 from gnnpipe.io import csr_blocks
@@ -43,7 +43,7 @@ def test_block_files_hold_the_graph_and_its_transpose(tmp_path):
     csr = csr_from_edges(src, dst, 50)
     write_blocks(tmp_path, csr, block_rows=7)  # the transpose is built in many blocks
     assert csr_blocks.num_block_nodes(tmp_path) == 50
-    row, neighbour = csr_blocks.read_block_rows(tmp_path, 10, 20)
+    row, neighbour = csr_blocks.gather_block_rows(tmp_path, slice(10, 20))
     expected = [(v, u) for u, v in zip(csr.indices.tolist(), csr.targets().tolist())
                 if 10 <= v < 20]  # in-edges of rows 10..19 ...
     expected += [(u, v) for u, v in zip(csr.indices.tolist(), csr.targets().tolist())
@@ -188,7 +188,7 @@ def test_propose_reads_the_labels_of_its_rows_and_their_neighbours_only(tmp_path
 
     monkeypatch.setattr(partition_lp, "gather_labels", recording)
     partition_lp.propose((100, 150), tmp_path, 0, 4, 7)
-    row, neighbour = csr_blocks.read_block_rows(tmp_path, 100, 150)
+    row, neighbour = csr_blocks.gather_block_rows(tmp_path, slice(100, 150))
     needed = set(range(100, 150)) | set(neighbour.tolist())
     assert set(np.concatenate(asked).tolist()) <= needed and len(needed) < 400
 
@@ -215,7 +215,7 @@ def test_label_counts_count_every_edge_but_self_loops(tmp_path):
     src[:20] = dst[:20]  # self-loops, some repeated
     write_blocks(tmp_path, csr_from_edges(src, dst, 40))
     labels = rng.integers(0, 5, 40)
-    row, neighbour = csr_blocks.read_block_rows(tmp_path, 10, 30)
+    row, neighbour = csr_blocks.gather_block_rows(tmp_path, slice(10, 30))
     expected = np.zeros((20, 5), dtype=np.int64)
     for u, v in zip(src.tolist(), dst.tolist()):  # either direction, one edge at a time
         for here, there in ((v, u), (u, v)):

@@ -363,18 +363,6 @@ def test_hop_files_stream_to_disk_and_load_memory_mapped(tmp_path):
             f"message_train_hop_{k}.pt" for k in (1, 2, 3)]  # no temp files left
 
 
-def test_hop_writer_without_skip_data_writes_the_same_tensors(tmp_path, monkeypatch):
-    from gnnpipe import io
-
-    csr = _graph(seed=16)
-    x = _features(37)
-    cfg = PropagateParams(hops=2, block_rows=9)
-    want = list(propagate(csr, x, cfg))
-    monkeypatch.delattr(torch.serialization, "skip_data")  # torch < 2.6
-    got = list(propagate(csr, x, cfg, sink=partial(io.HopWriter, tmp_path, "g")))
-    assert all(torch.equal(a, b) for a, b in zip(want, got))
-
-
 def test_a_failed_hop_leaves_no_file_behind(tmp_path):
     from gnnpipe import io
 

@@ -56,7 +56,8 @@ def _shard_task_peak(n: int, folder) -> tuple[int, int]:
     (4 in-edges a node) with one halo hop, and the shard's node count."""
     from gnnpipe import io
     from gnnpipe.data.edges import csr_from_edges
-    from gnnpipe.graphops.partition import csr_rows, shard_rings, shard_rows
+    from gnnpipe.graphops.partition import shard_rings, shard_rows
+    from shard_oracle import csr_rows
 
     rng = np.random.default_rng(0)
     rows = csr_rows(csr_from_edges(rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n), n))

@@ -14,7 +14,7 @@ import torch
 from gnnpipe.config import EvaluateParams, LinkSplitParams, TrainParams
 from gnnpipe.data.graph import Csr, Graph, phase_csrs
 from gnnpipe.data.edges import csr_from_edges
-from gnnpipe.graphops.heuristics import train_view
+from gnnpipe.graphops.heuristics import train_projection
 from gnnpipe.graphops.partition import symmetric_simple
 from gnnpipe.reporting.eval_inputs import heuristic_sets
 from gnnpipe.reporting.metrics import link_metrics
@@ -75,7 +75,7 @@ def evaluated():
         predictions["hard"][name] = {p: (result.scores[p][0], result.hard_scores[p])
                                      for p in ("val", "test")}
     negatives = {"random": link.negatives, "hard": hard}
-    view = train_view(typed, link.message_graphs["train"])
+    view = train_projection(typed.sizes(), link.message_graphs["train"])
     held = {p: link.edges[p] for p in ("val", "test")}
     for name in negatives:
         predictions[name].update(heuristic_predictions(view, held, negatives[name]))
@@ -205,7 +205,7 @@ def test_a_bipartite_relation_is_scored_by_popularity_alone(user_item):
     # train graph: each candidate item ranked by its train degree (the source fixed per row)
     pos, neg = scored["random"]["preferential_attachment"]["test"]
     assert link_metrics(pos.numpy(), neg.numpy())["roc_auc"] > 0.75
-    view = train_view(graph, link.message_graphs["train"])
+    view = train_projection(graph.sizes(), link.message_graphs["train"])
     degree = np.diff(symmetric_simple(view).indptr.numpy())
     item = graph.offsets()["item"]
     heads, tails = link.edges["test"].numpy()

@@ -18,8 +18,9 @@ from gnnpipe.config import LinkSplitParams
 from gnnpipe.data.edges import csr_from_edges, edge_pairs, homogeneous_csr, sorted_unique
 from graph_oracle import edge_keys
 from gnnpipe.data.graph import Csr, EdgeType, Graph, edge_type_name
-from gnnpipe.graphops.heuristics import train_view
-from gnnpipe.splitting import hash_assign
+from gnnpipe.graphops.heuristics import train_projection
+from gnnpipe.runtime.rng import mix
+from gnnpipe.splitting.hash_assign import FLIP_STEP, ORDER_STEP, PAIR_STEP
 from gnnpipe.splitting.link_audit import (LinkSums, NegativeSums, found, link_compared,
                                           link_hidden, link_report)
 from gnnpipe.splitting.link_split import (EDGE_ROLES, negative_weights, HELD_OUT, PHASES, TAKEN_CODES,
@@ -123,11 +124,11 @@ def assign_pair_roles(pairs: np.ndarray, cfg: LinkSplitParams, rng: np.random.Ge
     n_val, n_test, n_disjoint = pair_counts(num_pairs, cfg, what)
     code = np.empty(num_pairs, dtype=np.int8)
     order = (rng.permutation(num_pairs) if hash_seed is None
-             else key_order(hash_assign.pair_keys(hash_seed, pairs)))
+             else key_order(mix(hash_seed, PAIR_STEP, pairs)))
     bounds = np.cumsum([n_val, n_test, n_disjoint])
     code[order] = TAKEN_CODES[np.searchsorted(bounds, np.arange(num_pairs), side="right")]
     flip = (rng.random(num_pairs) < 0.5 if hash_seed is None  # orientation, if undirected
-            else hash_assign.flipped(hash_seed, pairs))
+            else (mix(hash_seed, FLIP_STEP, pairs) & np.uint64(1)).astype(bool))
     return code, flip, n_disjoint
 
 
@@ -211,7 +212,7 @@ def split_links(graph: Graph, cfg: LinkSplitParams, rng: np.random.Generator,
     for role in EDGE_ROLES:  # shuffled within a role: row order carries no trace of ids
         rows = np.flatnonzero(np.isin(pos_code, role_codes[role]))
         rows = rows[rng.permutation(rows.size) if hash_seed is None else key_order(
-            hash_assign.row_keys(hash_seed, pos_src[rows] * n_dst + pos_dst[rows]))]
+            mix(hash_seed, ORDER_STEP, pos_src[rows] * n_dst + pos_dst[rows]))]
         edges[role] = torch.from_numpy(np.stack([pos_src[rows], pos_dst[rows]]).astype(np.int64))
 
     # uniform over every node needs no weights (draws integers, not floats: kept so)
@@ -244,7 +245,7 @@ def hard_link_negatives(graph: Graph, link: LinkSplit, per_head: int, rng: np.ra
     offsets = graph.offsets()
     s_off, d_off, n_dst = offsets[e[0]], offsets[e[2]], graph.num_nodes_dict[e[2]]
     n = graph.num_nodes
-    view = train_view(graph, link.message_graphs["train"])
+    view = train_projection(graph.sizes(), link.message_graphs["train"])
     a = sparse.csr_matrix((np.ones(view.num_edges), view.indices.numpy(), view.indptr.numpy()),
                           shape=(n, n))
     a = ((a + a.T) > 0).astype(np.float64).tolil()

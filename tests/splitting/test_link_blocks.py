@@ -104,7 +104,7 @@ def test_blocks_write_the_whole_graph_hash_split_and_its_audit(prepared, tmp_pat
         for e in mapped.edge_types:
             assert torch.equal(graphs[phase][e].indptr, local.message_graphs[phase][e].indptr)
             assert torch.equal(graphs[phase][e].indices, local.message_graphs[phase][e].indices)
-    report = audit_links(None, mapped, split, sizes=BLOCKS)
+    report = audit_links(None, mapped, split)
     assert report == link_oracle.audit_link_split(
         whole, whole.link_edge_type, local.edges, local.negatives, local.message_graphs,
         disjoint=bool(kw))
@@ -135,7 +135,7 @@ def test_a_test_pair_kept_in_the_type_or_its_reverse_fails_the_audit_as_the_orac
     for path, tensor in zip(split.message["train"][leak_into],
                             (mapped.csr[relation].indptr, mapped.csr[relation].indices)):
         np.save(path, tensor.numpy())
-    report = audit_links(None, mapped, split, sizes=BLOCKS)
+    report = audit_links(None, mapped, split)
     whole = _read(*prepared["typed"], mmap=False)
     local = link_oracle.split_links(whole, cfg, make_rng(0, "split"), hash_seed=SEED)
     leaking = {**local.message_graphs["train"], relation: whole.csr[relation]}
@@ -179,12 +179,12 @@ def test_hard_negatives_are_the_best_allowed_ra_candidates_for_any_blocks(prepar
     drawn = {}
     for sizes in (BLOCKS, ONE):
         mapped, split = _blocks(prepared, name, cfg, tmp_path / str(sizes.rows), sizes)
-        ranked = hard_link_negatives(None, mapped, split, k, SEED, sizes)
+        ranked = hard_link_negatives(None, mapped, split, k, SEED)
         drawn[sizes.rows] = {p: np.concatenate([t for _, t in split.negative_parts(p, "h")])
                              for p in ("val", "test")}
     assert all(np.array_equal(drawn[BLOCKS.rows][p], drawn[ONE.rows][p]) for p in drawn[ONE.rows])
     assert 0.5 < ranked["test"] <= 1.0
-    report = audit_links(None, mapped, split, hard=True, sizes=ONE)
+    report = audit_links(None, mapped, split, hard=True)
     assert report["passed"] and report["hard_negatives"]["test"]["per_positive"] == k
     n, offsets, e = mapped.num_nodes, mapped.offsets(), mapped.link_edge_type
     s_off, d_off = offsets[e[0]], offsets[e[2]]

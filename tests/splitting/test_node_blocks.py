@@ -24,7 +24,8 @@ from gnnpipe.data.edges import edge_pairs
 from gnnpipe.data.graph import EDGE, ROLES, Csr, Graph
 from graph_oracle import prepare
 from gnnpipe.splitting import audit, hash_assign, split
-from gnnpipe.splitting.hash_assign import node_keys, radix_counts, select_keys, summed
+from gnnpipe.runtime.rng import mix
+from gnnpipe.splitting.hash_assign import NODE_STEP, radix_counts, select_keys, summed
 from gnnpipe.splitting.ordered_split import ordered_sizes
 from gnnpipe.splitting.split import BlockSizes
 from split_oracle import audit_node_split, split_nodes
@@ -81,7 +82,7 @@ def _oracle(graph: Graph, cfg: NodeSplitParams, seed: int):
                  else [np.flatnonzero(labelled)])
         counts = split.phase_counts(cfg, sizes, np.array([p.size for p in pools]), n)
         for g, pool in enumerate(pools):
-            order = pool[np.argsort(node_keys(seed, pool))]
+            order = pool[np.argsort(mix(seed, NODE_STEP, pool))]
             bounds = np.cumsum(counts[:, g])
             codes[order] = np.minimum(np.searchsorted(bounds, np.arange(order.size),
                                                       side="right"), 3)
@@ -105,7 +106,7 @@ def _oracle(graph: Graph, cfg: NodeSplitParams, seed: int):
 
 def test_radix_selection_finds_the_key_of_each_rank_in_its_group(monkeypatch):
     rng = np.random.default_rng(0)
-    keys = node_keys(3, np.arange(5000))
+    keys = mix(3, NODE_STEP, np.arange(5000))
     keys[:40] = np.arange(40, dtype=np.uint64)  # a run sharing every high bit
     groups = rng.integers(-1, 4, keys.size)
     wanted = np.array([0, 0, 1, 3, 2, 0])

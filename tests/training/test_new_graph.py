@@ -127,7 +127,7 @@ def _reference_top(trained: Path, nodes: pa.Table, edges: pa.Table) -> np.ndarra
     fitted = io.read_features(trained / "data/features")["node_types"][""]
     x = torch.tensor(np.stack(nodes.column("x").to_pylist()), dtype=torch.float32)
     model = build_model("sage", F, C, TrainParams(**TRAIN))
-    model.load_state_dict(io.read_model(trained / "data/model")[0])
+    model.load_state_dict(io.read_model_file(trained / "data/model")["state_dict"])
     with torch.no_grad():
         logits = model.eval()((x - fitted["mean"]) / fitted["std"], csr.edge_index())
     return logits.argmax(1).numpy()

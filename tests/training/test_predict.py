@@ -158,7 +158,7 @@ def test_embeddings_are_the_last_hidden_layer_in_row_groups(node_run):
     assert emb.shape == (N, TRAIN["hidden"]) and emb.dtype == np.float32
     cfg = TrainParams(**TRAIN)
     model = build_model("sage", F, C, cfg)
-    model.load_state_dict(io.read_model(folder / "data/model")[0])
+    model.load_state_dict(io.read_model_file(folder / "data/model")["state_dict"])
     model.eval()
     with torch.no_grad():  # the last conv applied to the embeddings gives the logits
         logits = model.convs[-1](torch.from_numpy(emb.copy()), graph.csr.edge_index())
