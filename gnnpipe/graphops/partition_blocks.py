@@ -72,7 +72,9 @@ def partition_stage(graph: StoredGraph, cfg: PartitionParams, rng: np.random.Gen
     n, k = graph.num_nodes, cfg.num_parts
     check_num_parts(n, cfg)
     with temp_folder(scratch, "partition") as folder:
-        build_block_graph(folder, graph, functools.partial(run_blocks, client), cfg.block_rows)
+        # only lp's sweeps read rows both ways: the cut and the shards read in-edges
+        build_block_graph(folder, graph, functools.partial(run_blocks, client), cfg.block_rows,
+                          transpose=cfg.method == "lp")
         if cfg.method != "lp":  # the in-edge CSR mapped whole, in this process
             csr = Csr(*(open_tensor(folder / f"{name}.npy") for name in ("indptr", "indices")))
             parts = assign_parts(csr, cfg, rng)

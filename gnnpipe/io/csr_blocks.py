@@ -234,14 +234,16 @@ def stored_rows(graph: StoredGraph, start: int, stop: int) -> tuple[np.ndarray, 
 def place_in_rows(block: tuple[int, int, int, int], graph: StoredGraph, folder: str,
                   out_blocks: list[tuple[int, int]]) -> np.ndarray:
     """Rows ``(index, start, stop, base)`` of ``graph`` (``base``: the edges before ``start``)
-    into ``indptr.npy`` / ``indices.npy`` of ``folder`` (``new_block_arrays``), and their edges
+    into ``indptr.npy`` / ``indices.npy`` of ``folder`` (``build_block_graph``'s), and their edges
     as (source, target) pairs routed to the row blocks ``out_blocks`` of the transpose
-    (``routed/``); returns the edges sent to each out block, int64 (len(out_blocks),)."""
+    (``routed/``; none: no transpose); returns the edges sent to each, int64 (len(out_blocks),)."""
     index, start, stop, base = block
     folder = Path(folder)
     degree, sources = stored_rows(graph, start, stop)
     write_rows(folder / "indptr.npy", start + 1, base + np.cumsum(degree))
     write_rows(folder / "indices.npy", base, sources)
+    if not out_blocks:
+        return np.zeros(0, dtype=np.int64)
     targets = np.repeat(np.arange(start, stop, dtype=np.int64), degree)
     cuts = np.array([lo for lo, _ in out_blocks[1:]], dtype=np.int64)
     bucket = np.searchsorted(cuts, sources, side="right")
@@ -263,14 +265,6 @@ def place_out_rows(block: tuple[int, int, int, int], folder: str) -> None:
     write_rows(folder / "out_indices.npy", base, pairs[:, 1].copy())
 
 
-def new_block_arrays(folder: Path, graph: StoredGraph) -> None:
-    """Empty ``indptr`` / ``indices`` and their transpose's files for ``graph`` in ``folder``."""
-    n, e = graph.num_nodes, graph.num_edges
-    for prefix in ("", "out_"):
-        create_memmap(Path(folder) / f"{prefix}indptr.npy", (n + 1,), np.int64)
-        create_memmap(Path(folder) / f"{prefix}indices.npy", (e,), np.int64)
-
-
 def stored_block_offsets(graph: StoredGraph, bounds: list[tuple[int, int]]) -> np.ndarray:
     """Edges before each row bound ``start`` of ``bounds`` (and at the end), int64 (B + 1,):
     one read of two offsets per relation and bound."""
@@ -287,14 +281,19 @@ def stored_block_offsets(graph: StoredGraph, bounds: list[tuple[int, int]]) -> n
 Run = Callable[..., list]  # runtime.engine.run_blocks bound to a client: (fn, calls, **common)
 
 
-def build_block_graph(folder: Path, graph: StoredGraph, run: Run, block_rows: int) -> None:
-    """``graph`` (and its transpose) as the block files of ``folder`` (module doc), by tasks of
-    ``block_rows`` rows that ``run`` runs (in this process or on the workers)."""
+def build_block_graph(folder: Path, graph: StoredGraph, run: Run, block_rows: int,
+                      transpose: bool = True) -> None:
+    """``graph`` (and, with ``transpose``, its transpose) as the block files of ``folder`` (module
+    doc), by tasks of ``block_rows`` rows that ``run`` runs (in this process or on the workers)."""
     bounds = row_ranges(graph.num_nodes, block_rows)
-    new_block_arrays(folder, graph)
+    for prefix in ("", "out_") if transpose else ("",):  # empty files the tasks fill
+        create_memmap(Path(folder) / f"{prefix}indptr.npy", (graph.num_nodes + 1,), np.int64)
+        create_memmap(Path(folder) / f"{prefix}indices.npy", (graph.num_edges,), np.int64)
     base = stored_block_offsets(graph, bounds)
     sent = run(place_in_rows, [((i, lo, hi, int(base[i])),) for i, (lo, hi) in enumerate(bounds)],
-               graph=graph, folder=str(folder), out_blocks=bounds)
+               graph=graph, folder=str(folder), out_blocks=bounds if transpose else [])
+    if not transpose:
+        return
     per_block = np.sum(sent, axis=0) if sent else np.zeros(0, dtype=np.int64)
     out_base = np.concatenate([[0], np.cumsum(per_block)])
     run(place_out_rows, [((i, lo, hi, int(out_base[i])),) for i, (lo, hi) in enumerate(bounds)],

@@ -69,6 +69,13 @@ def test_block_files_from_the_split_are_those_of_the_whole_graph(splits, layout,
     assert sorted(p.name for p in (tmp_path / "blocks").iterdir()) == sorted(FILES)
     for name in FILES:
         assert (tmp_path / "blocks" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    # without the transpose (metis, random, bfs read in-edges only): the same in-edge files alone
+    (tmp_path / "in").mkdir()
+    build_block_graph(tmp_path / "in", graph, functools.partial(run_blocks, None), 97,
+                      transpose=False)
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == sorted(FILES[:2])
+    for name in FILES[:2]:
+        assert (tmp_path / "in" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
 
 
 def _whole_path(csr, cfg, out: Path):
