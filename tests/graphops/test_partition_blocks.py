@@ -112,7 +112,8 @@ def test_every_method_by_blocks_equals_the_whole_graph_path(splits, layout, halo
 
 def test_lp_on_two_and_one_dask_workers_equals_this_process(splits, community_csr, tmp_path):
     """One embedded cluster, 2 workers then scaled to 1 (a start costs seconds): lp of a whole
-    CSR gives this process's parts, and lp by blocks its parts, report and shards."""
+    CSR gives this process's parts, lp by blocks its parts, report and shards, and so does
+    metis (its block files, cut and shards on the workers)."""
     from gnnpipe.runtime.engine import session
 
     lp_cfg = PartitionParams(method="lp", num_parts=4, block_rows=1000, iterations=4)
@@ -131,6 +132,15 @@ def test_lp_on_two_and_one_dask_workers_equals_this_process(splits, community_cs
             assert np.array_equal(got[0], local[0]) and got[1:3] == local[1:3]
             assert _shard_bytes(out) == _shard_bytes(tmp_path / "local")
             assert not list(tmp_path.glob("*.tmp"))  # the block files went with the run
+        # metis on the same path: block files, cut and shards as worker tasks, the same bytes
+        metis = PartitionParams(method="metis", num_parts=2, block_rows=450)
+        (tmp_path / "metis_local").mkdir()
+        (tmp_path / "metis_dask").mkdir()
+        want = partition_stage(graph, metis, make_rng(5, "partition"), tmp_path / "metis_local")
+        got = partition_stage(graph, metis, make_rng(5, "partition"), tmp_path / "metis_dask",
+                              client, tmp_path)
+        assert np.array_equal(got[0], want[0]) and got[1:3] == want[1:3]
+        assert _shard_bytes(tmp_path / "metis_dask") == _shard_bytes(tmp_path / "metis_local")
 
 
 @pytest.mark.parametrize("method", ["lp", "metis"])
