@@ -72,7 +72,6 @@ def on_test(node_id: torch.Tensor, logits: torch.Tensor, y: np.ndarray, roles: n
     return y[nodes].astype(np.int64), gathered_rows(logits, torch.from_numpy(rows))
 
 
-
 def _check_labelled(nodes: np.ndarray, y: np.ndarray, role: str) -> None:
     unlabelled = nodes[y[nodes] == UNLABELLED]
     if unlabelled.size:

@@ -83,10 +83,18 @@ def tie_bounds(scores: np.ndarray, rtol: float = TIE_RTOL) -> tuple[np.ndarray, 
     the tie rule solved for b: a positive s ties [s (1-r)/(1+r), s (1+r)/(1-r)], a negative
     one the mirror image, 0 only 0. Computed in float64, so a score within an ulp of a bound
     may fall either side of it."""
+    return tie_bound(scores, rtol, upper=False), tie_bound(scores, rtol, upper=True)
+
+
+def tie_bound(scores: np.ndarray, rtol: float, *, upper: bool) -> np.ndarray:
+    """``tie_bounds``' highest (``upper``) or lowest score tied with each of ``scores``: one
+    float64 (n,) table, filled in place (no temporaries beside it: millions of node scores)."""
     s = np.asarray(scores, dtype=np.float64)
     shrink, grow = (1.0 - rtol) / (1.0 + rtol), (1.0 + rtol) / (1.0 - rtol)
-    positive = s > 0
-    return np.where(positive, s * shrink, s * grow), np.where(positive, s * grow, s * shrink)
+    positive_factor, other_factor = (grow, shrink) if upper else (shrink, grow)
+    out = s * positive_factor
+    np.multiply(s, other_factor, out=out, where=s <= 0)  # 0 and the negatives: the mirror
+    return out
 
 
 def tie_groups(sorted_scores: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
@@ -110,10 +118,8 @@ def tie_groups(sorted_scores: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
     distinct = s[first]
     d = distinct.size
     # the distinct score each one's tolerance ends before (> itself), then d: past the end
-    upper = distinct * ((1.0 + rtol) / (1.0 - rtol))  # tie_bounds' upper end, in place
-    np.multiply(distinct, (1.0 - rtol) / (1.0 + rtol), out=upper, where=distinct <= 0)
-    jump = np.append(np.searchsorted(distinct, upper, side="right"), d)
-    del upper
+    jump = np.append(np.searchsorted(distinct, tie_bound(distinct, rtol, upper=True),
+                                     side="right"), d)
     on = np.zeros(d + 1, dtype=bool)  # on[i]: distinct score i starts a group
     on[0] = True
     while jump[0] < d:  # after t rounds every start reachable in < 2^t jumps is marked

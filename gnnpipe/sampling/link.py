@@ -7,9 +7,10 @@ A batch holds ``B = train.batch_size`` supervision edges ``(h, t)`` of this rank
 ``(h, t')`` per positive (the head is kept, the target corrupted, as in full-graph link
 training). The negatives come from the training ``NegativeSampler``
 (``gnnpipe.splitting.negatives.training_sampler_of_blocks``, over ``to_homogeneous`` ids on a
-typed graph): they avoid only the edges training may see, never the held-out ones (see that module for why). On a typed graph it works
-on ``to_homogeneous`` ids, so heads are shifted by ``offsets[0]`` and targets back by
-``offsets[1]`` (``graph.offsets()[s]``, ``graph.offsets()[d]``). PyG's own ``NegativeSampling``
+typed graph): they avoid only the edges training may see, never the held-out ones (see that
+module for why). On a typed graph it works on ``to_homogeneous`` ids, so heads are shifted by
+``offsets[0]`` and targets back by ``offsets[1]`` (``graph.offsets()[s]``,
+``graph.offsets()[d]``). PyG's own ``NegativeSampling``
 is not used: it draws uniformly and does not filter. All ``2B`` pairs go to the sampler's
 ``sample_from_edges`` as seed links (PyG's ``edge_sample``): both endpoints of every pair are
 seeds, so a batch is what ``LinkNeighborLoader`` gives:

@@ -15,9 +15,9 @@ one being filled; all L under jk; GCN adds its N x hidden ``lin`` table, sep an 
 one) plus one block. Inside a stage those tables, the outputs too, are pages of memory-mapped
 scratch files beside the stage's outputs (``gnnpipe.io.temps.scratch_array``: unlinked once
 mapped, so nothing outlives the run or a kill), not anonymous memory, and so is the block cost
-prefix (8 bytes a node); what the process holds per node is, for GCN, the normalisation (4 bytes). Under DDP the
-ranks split each type's rows and broadcast each one's share of a layer's table into every
-rank's, so every rank ends with all rows.
+prefix (8 bytes a node); what the process holds per node is, for GCN, the normalisation
+(4 bytes). Under DDP the ranks split each type's rows and broadcast each one's share of a
+layer's table into every rank's, so every rank ends with all rows.
 
 A block's rows per conv:
 * mean SAGE (homogeneous, and each edge type's conv of ``to_hetero(GraphSAGE)``, summed over
