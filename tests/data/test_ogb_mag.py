@@ -150,6 +150,16 @@ def test_feature_rows_must_match_the_count(mag, tmp_path, monkeypatch, capsys):
     assert "node-feat.csv.gz: 7 rows but" in err and "says 8 paper nodes" in err
 
 
+def test_multi_task_labels_are_refused_as_homogeneous_ogb_refuses_them(mag, tmp_path,
+                                                                         monkeypatch, capsys):
+    """One label reader (``sources.ogb.labels``) serves both layouts: the same one line."""
+    monkeypatch.chdir(tmp_path)
+    _gz(mag / "raw/node-label/paper/node-label.csv.gz", [[p % 3, 1, 0] for p in range(8)])
+    err = _fails(tmp_path, mag, capsys)
+    assert ("node-label.csv.gz: 3 label columns (a multi-task dataset such as ogbn-proteins); "
+            "node classification needs one") in err
+
+
 def test_missing_counts_file(mag, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (mag / "raw/num-node-dict.csv.gz").unlink()
